@@ -1,0 +1,610 @@
+//! The ACP face: `pincer acp` serves the Agent Client Protocol (v1) over stdio.
+//!
+//! This module is the only one that knows ACP types. It converts requests into
+//! runtime calls and the runtime's events into `session/update` notifications.
+
+mod convert;
+pub mod peer;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol_schema::v1 as acp;
+use agent_client_protocol_schema::v1::Error as RpcError;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufRead;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::core::event::RunState;
+use crate::core::ids::{RunId, SessionId};
+use crate::core::run::RunOutcome;
+use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
+use crate::core::session::{Mode, Origin, Session};
+use crate::store::SessionQuery;
+use crate::stdout::LineSender;
+use peer::{Id, Incoming, Line, LineReader, Peer};
+
+/// The extension methods Pincer serves, advertised in `initialize`.
+pub const EXTENSION_METHODS: [&str; 3] = ["_pincer/runs/list", "_pincer/runs/get", "_pincer/runs/tape"];
+
+/// Settings of the ACP face.
+#[derive(Debug, Clone)]
+pub struct AcpOptions {
+    /// Longest line accepted; longer lines are answered with an error and skipped.
+    pub max_line_bytes: usize,
+    /// Facts about the host shown to the client under `_meta` (sandbox status, version).
+    pub meta: Value,
+}
+
+impl Default for AcpOptions {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: 16 * 1024 * 1024,
+            meta: Value::Null,
+        }
+    }
+}
+
+/// Serves one client until its input ends, then waits for every answer to be queued.
+pub async fn serve<R>(runtime: Runtime, input: R, out: LineSender, options: AcpOptions) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+{
+    let conn = Arc::new(Connection {
+        runtime,
+        peer: Peer::new(out),
+        options,
+        attached: Mutex::new(HashMap::new()),
+        prompts: Mutex::new(HashMap::new()),
+        inflight: Mutex::new(HashMap::new()),
+        tasks: TaskTracker::new(),
+    });
+    let mut reader = LineReader::new(input, conn.options.max_line_bytes);
+    loop {
+        let line = match reader.next_line().await {
+            Ok(line) => line,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot read stdin");
+                break;
+            }
+        };
+        let bytes = match line {
+            Line::End => break,
+            Line::TooLong(size) => {
+                let error = RpcError::invalid_request().data(format!(
+                    "message of {size} bytes exceeds the limit of {} bytes",
+                    conn.options.max_line_bytes
+                ));
+                conn.peer.respond(&Value::Null, Err(error)).await;
+                continue;
+            }
+            Line::Message(bytes) => bytes,
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match peer::classify(&conn.peer, &bytes) {
+            None => {}
+            Some(Incoming::Invalid { id, error }) => {
+                tracing::debug!(code = i32::from(error.code.clone()), "invalid message");
+                conn.peer.respond(&id, Err(error)).await;
+            }
+            Some(Incoming::Notification { method, params }) => conn.notification(&method, params),
+            Some(Incoming::Request { id, method, params }) => {
+                let token = CancellationToken::new();
+                lock(&conn.inflight).insert(id.to_string(), token.clone());
+                let task_conn = conn.clone();
+                conn.tasks.spawn(async move {
+                    let reply = task_conn.request(&id, &method, params, &token).await;
+                    lock(&task_conn.inflight).remove(&id.to_string());
+                    if let Reply::Now(result) = reply {
+                        let result = if token.is_cancelled() && result.is_err() {
+                            Err(RpcError::request_cancelled())
+                        } else {
+                            result
+                        };
+                        task_conn.peer.respond(&id, result).await;
+                    }
+                });
+            }
+        }
+    }
+    tracing::debug!("stdin closed; shutting down");
+    conn.shutdown().await;
+    Ok(())
+}
+
+enum Reply {
+    Now(Result<Value, RpcError>),
+    /// The answer is sent later by the session's forwarder (prompts).
+    Later,
+}
+
+enum PromptSlot {
+    /// The client waits on this request id.
+    Waiting(Id),
+    /// The run ended before its request was registered.
+    Finished(Result<Value, RpcError>),
+}
+
+/// One client connection.
+struct Connection {
+    runtime: Runtime,
+    peer: Peer,
+    options: AcpOptions,
+    /// Sessions this client has opened, with the task forwarding their events.
+    attached: Mutex<HashMap<SessionId, tokio::task::JoinHandle<()>>>,
+    /// Prompt requests waiting for their run to end, by run.
+    prompts: Mutex<HashMap<RunId, PromptSlot>>,
+    /// Cancellation of each request being handled, by id (as JSON text).
+    inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Request handlers and forwarders, awaited on shutdown.
+    tasks: TaskTracker,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Parses params into `T`; a failure names the offending field.
+fn params<T: DeserializeOwned>(raw: Option<Box<RawValue>>) -> Result<T, RpcError> {
+    let text = raw.as_ref().map_or("{}", |raw| raw.get());
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner().to_string();
+        let inner = inner.split(" at line ").next().unwrap_or(&inner).to_owned();
+        let message = if path == "." || path.is_empty() {
+            format!("Invalid params: {inner}")
+        } else {
+            format!("Invalid params: `{path}`: {inner}")
+        };
+        RpcError::new(-32602, message)
+    })
+}
+
+fn invalid_params(message: impl Into<String>) -> RpcError {
+    RpcError::new(-32602, format!("Invalid params: {}", message.into()))
+}
+
+fn to_value<T: serde::Serialize>(value: T) -> Result<Value, RpcError> {
+    serde_json::to_value(value).map_err(|err| RpcError::internal_error().data(err.to_string()))
+}
+
+fn runtime_error(err: RuntimeError) -> RpcError {
+    match err {
+        RuntimeError::SessionNotFound(id) => {
+            let mut error = RpcError::session_not_found(id.as_str().to_owned());
+            error.message = format!("Resource not found: session {id}");
+            error
+        }
+        RuntimeError::RunNotFound(id) => {
+            let mut error = RpcError::resource_not_found(None).data(json!({ "runId": id.as_str() }));
+            error.message = format!("Resource not found: run {id}");
+            error
+        }
+        RuntimeError::RelativeWorkspace(_) | RuntimeError::UnknownModel(..) => invalid_params(err.to_string()),
+        RuntimeError::ShuttingDown | RuntimeError::Store(_) => {
+            tracing::error!(error = %err, "request failed");
+            RpcError::internal_error().data(err.to_string())
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunsListParams {
+    session_id: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunParams {
+    run_id: String,
+    #[serde(default)]
+    from_seq: u64,
+}
+
+impl Connection {
+    fn notification(self: &Arc<Self>, method: &str, raw: Option<Box<RawValue>>) {
+        match method {
+            "session/cancel" => match params::<acp::CancelNotification>(raw) {
+                Ok(cancel) => {
+                    let id = SessionId::from_string(cancel.session_id.0.to_string());
+                    if let Err(err) = self.runtime.cancel(&id) {
+                        tracing::warn!(error = %err, "session/cancel for an unknown session");
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err.message, "bad session/cancel"),
+            },
+            "$/cancel_request" => match params::<acp::CancelRequestNotification>(raw) {
+                Ok(cancel) => {
+                    let key = serde_json::to_string(&cancel.request_id).unwrap_or_default();
+                    if let Some(token) = lock(&self.inflight).get(&key) {
+                        token.cancel();
+                    }
+                    // A prompt's request is no longer in flight once its run is queued;
+                    // cancel that run instead.
+                    let target = serde_json::to_value(&cancel.request_id).unwrap_or_default();
+                    let run = lock(&self.prompts).iter().find_map(|(run, slot)| match slot {
+                        PromptSlot::Waiting(id) if *id == target => Some(run.clone()),
+                        _ => None,
+                    });
+                    if let Some(run) = run {
+                        let sessions: Vec<SessionId> = lock(&self.attached).keys().cloned().collect();
+                        for session in sessions {
+                            if self.runtime.cancel_run(&session, &run) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err.message, "bad $/cancel_request"),
+            },
+            other => tracing::debug!(method = other, "ignoring unknown notification"),
+        }
+    }
+
+    async fn request(
+        self: &Arc<Self>,
+        id: &Id,
+        method: &str,
+        raw: Option<Box<RawValue>>,
+        cancel: &CancellationToken,
+    ) -> Reply {
+        let result = match method {
+            "initialize" => self.initialize(raw),
+            "authenticate" => params::<acp::AuthenticateRequest>(raw).and_then(|_| to_value(acp::AuthenticateResponse::new())),
+            "session/new" => return self.new_session(id, raw).await,
+            "session/load" => return self.load_session(id, raw, cancel).await,
+            "session/resume" => return self.resume_session(id, raw).await,
+            "session/list" => self.list_sessions(raw).await,
+            "session/close" => self.close_session(raw).await,
+            "session/prompt" => return self.prompt(id, raw).await,
+            "session/set_config_option" => self.set_config_option(raw).await,
+            "session/set_mode" => self.set_mode(raw).await,
+            "_pincer/runs/list" => self.runs_list(raw).await,
+            "_pincer/runs/get" => self.runs_get(raw).await,
+            "_pincer/runs/tape" => self.runs_tape(raw).await,
+            other => Err(RpcError::method_not_found().data(format!("unknown method {other:?}"))),
+        };
+        Reply::Now(result)
+    }
+
+    fn initialize(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: acp::InitializeRequest = params(raw)?;
+        tracing::info!(client = ?request.client_info.as_ref().map(|i| &i.name), version = ?request.protocol_version, "initialize");
+        let mut meta = serde_json::Map::new();
+        let mut pincer = json!({ "extensionMethods": EXTENSION_METHODS });
+        if let (Value::Object(target), Value::Object(extra)) = (&mut pincer, &self.options.meta) {
+            target.extend(extra.clone());
+        }
+        meta.insert("pincer".into(), pincer);
+        let capabilities = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(acp::PromptCapabilities::new().image(false).audio(false).embedded_context(true))
+            .mcp_capabilities(acp::McpCapabilities::new().http(false).sse(false))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new()),
+            )
+            .meta(meta);
+        let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(acp::Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("Pincer".to_owned()));
+        to_value(response)
+    }
+
+    fn workspace(cwd: PathBuf) -> Result<PathBuf, RpcError> {
+        if !cwd.is_absolute() {
+            return Err(invalid_params(format!("`cwd` must be an absolute path, got {:?}", cwd.display().to_string())));
+        }
+        Ok(cwd)
+    }
+
+    /// Answers a request that opens a session, then starts forwarding its events:
+    /// no update can overtake the response. Events meanwhile wait in the subscription.
+    async fn answer_and_attach(self: &Arc<Self>, id: &Id, result: Result<Value, RpcError>, opened: Option<(SessionId, Subscription)>) -> Reply {
+        let ok = result.is_ok();
+        self.peer.respond(id, result).await;
+        if let (true, Some((session, subscription))) = (ok, opened) {
+            self.attach(session, subscription);
+        }
+        Reply::Later
+    }
+
+    fn attach(self: &Arc<Self>, session: SessionId, subscription: Subscription) {
+        let conn = self.clone();
+        let key = session.clone();
+        let handle = self.tasks.spawn(async move { conn.forward(session, subscription).await });
+        if let Some(previous) = lock(&self.attached).insert(key, handle) {
+            previous.abort();
+        }
+    }
+
+    fn session_response_parts(&self, session: &Session) -> (Vec<acp::SessionConfigOption>, acp::SessionModeState) {
+        (convert::config_options(session, self.runtime.providers()), convert::mode_state(session))
+    }
+
+    async fn new_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
+        let result = async {
+            let request: acp::NewSessionRequest = params(raw)?;
+            let workspace = Self::workspace(request.cwd)?;
+            let mcp_servers = to_value(&request.mcp_servers)?;
+            let session = self
+                .runtime
+                .create_session(NewSession {
+                    workspace,
+                    origin: Origin::Editor,
+                    mcp_servers,
+                })
+                .await
+                .map_err(runtime_error)?;
+            let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::NewSessionResponse::new(session.id.as_str().to_owned())
+                .config_options(options)
+                .modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        match result {
+            Ok((value, session, subscription)) => self.answer_and_attach(id, Ok(value), Some((session, subscription))).await,
+            Err(err) => self.answer_and_attach(id, Err(err), None).await,
+        }
+    }
+
+    /// Opens a stored session for this client, checking the workspace matches.
+    async fn open(&self, session_id: &acp::SessionId, cwd: PathBuf) -> Result<(Session, Subscription), RpcError> {
+        let cwd = Self::workspace(cwd)?;
+        let id = SessionId::from_string(session_id.0.to_string());
+        let stored = self.runtime.session(&id).await.map_err(runtime_error)?;
+        if stored.workspace != cwd {
+            return Err(invalid_params(format!(
+                "`cwd` {} does not match the session's workspace {}",
+                cwd.display(),
+                stored.workspace.display()
+            )));
+        }
+        let session = self.runtime.open_session(&id).await.map_err(runtime_error)?;
+        let subscription = self.runtime.subscribe(&id).map_err(runtime_error)?;
+        Ok((session, subscription))
+    }
+
+    async fn load_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>, cancel: &CancellationToken) -> Reply {
+        let result = async {
+            let request: acp::LoadSessionRequest = params(raw)?;
+            let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            let history = self.runtime.history(&session.id).await.map_err(runtime_error)?;
+            for update in convert::history_updates(&history) {
+                if cancel.is_cancelled() {
+                    return Err(RpcError::request_cancelled());
+                }
+                let notification = acp::SessionNotification::new(session.id.as_str().to_owned(), update);
+                self.peer.notify("session/update", &notification).await;
+            }
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::LoadSessionResponse::new().config_options(options).modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        match result {
+            Ok((value, session, subscription)) => self.answer_and_attach(id, Ok(value), Some((session, subscription))).await,
+            Err(err) => self.answer_and_attach(id, Err(err), None).await,
+        }
+    }
+
+    async fn resume_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
+        let result = async {
+            let request: acp::ResumeSessionRequest = params(raw)?;
+            let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::ResumeSessionResponse::new().config_options(options).modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        match result {
+            Ok((value, session, subscription)) => self.answer_and_attach(id, Ok(value), Some((session, subscription))).await,
+            Err(err) => self.answer_and_attach(id, Err(err), None).await,
+        }
+    }
+
+    async fn list_sessions(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        const PAGE: usize = 50;
+        let request: acp::ListSessionsRequest = params(raw)?;
+        let workspace = match request.cwd {
+            Some(cwd) => Some(Self::workspace(cwd)?),
+            None => None,
+        };
+        let after = match request.cursor.as_deref() {
+            None => None,
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| invalid_params(format!("`cursor` {cursor:?} is not a cursor this agent issued")))?),
+        };
+        let mut sessions = self
+            .runtime
+            .list_sessions(SessionQuery {
+                workspace,
+                after,
+                limit: PAGE + 1,
+            })
+            .await
+            .map_err(runtime_error)?;
+        let next = if sessions.len() > PAGE {
+            sessions.truncate(PAGE);
+            sessions.last().map(|s| format!("{}:{}", s.updated_at, s.id))
+        } else {
+            None
+        };
+        let infos: Vec<acp::SessionInfo> = sessions.iter().map(convert::session_info).collect();
+        to_value(acp::ListSessionsResponse::new(infos).next_cursor(next))
+    }
+
+    async fn close_session(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: acp::CloseSessionRequest = params(raw)?;
+        let id = SessionId::from_string(request.session_id.0.to_string());
+        self.runtime.close_session(&id).await.map_err(runtime_error)?;
+        // The forwarder ends by itself once the session's events are drained.
+        lock(&self.attached).remove(&id);
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    fn attached_session(&self, session_id: &acp::SessionId) -> Result<SessionId, RpcError> {
+        let id = SessionId::from_string(session_id.0.to_string());
+        if lock(&self.attached).contains_key(&id) {
+            Ok(id)
+        } else {
+            let mut error = RpcError::session_not_found(id.as_str().to_owned());
+            error.message = format!("Resource not found: session {id} (create it with session/new or open it with session/load or session/resume)");
+            Err(error)
+        }
+    }
+
+    async fn prompt(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
+        let started = async {
+            let request: acp::PromptRequest = params(raw)?;
+            let session = self.attached_session(&request.session_id)?;
+            let content = convert::prompt_content(request.prompt).map_err(invalid_params)?;
+            if content.is_empty() {
+                return Err(invalid_params("`prompt` must contain at least one content block"));
+            }
+            self.runtime.prompt(&session, content).await.map_err(runtime_error)
+        }
+        .await;
+        let ticket = match started {
+            Ok(ticket) => ticket,
+            Err(err) => return Reply::Now(Err(err)),
+        };
+        let finished = {
+            let mut prompts = lock(&self.prompts);
+            match prompts.remove(&ticket.run_id) {
+                Some(PromptSlot::Finished(result)) => Some(result),
+                Some(PromptSlot::Waiting(_)) | None => {
+                    prompts.insert(ticket.run_id.clone(), PromptSlot::Waiting(id.clone()));
+                    None
+                }
+            }
+        };
+        match finished {
+            Some(result) => Reply::Now(result),
+            None => Reply::Later,
+        }
+    }
+
+    async fn set_config_option(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: acp::SetSessionConfigOptionRequest = params(raw)?;
+        let id = self.attached_session(&request.session_id)?;
+        let value = match &request.value {
+            acp::SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
+            _ => return Err(invalid_params(format!("`value` of config option {:?} must be a value id", request.config_id.0))),
+        };
+        let session = match request.config_id.0.as_ref() {
+            convert::MODE_OPTION => {
+                let mode = Mode::parse(&value).ok_or_else(|| invalid_params(format!("`value` {value:?} is not a mode; expected read_only, supervised or full")))?;
+                self.runtime.set_mode(&id, mode).await.map_err(runtime_error)?
+            }
+            convert::MODEL_OPTION => self.runtime.set_model(&id, &value).await.map_err(runtime_error)?,
+            other => return Err(invalid_params(format!("`configId` {other:?} is not a config option; expected \"model\" or \"mode\""))),
+        };
+        to_value(acp::SetSessionConfigOptionResponse::new(convert::config_options(&session, self.runtime.providers())))
+    }
+
+    async fn set_mode(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: acp::SetSessionModeRequest = params(raw)?;
+        let id = self.attached_session(&request.session_id)?;
+        let value = request.mode_id.0.to_string();
+        let mode = Mode::parse(&value).ok_or_else(|| invalid_params(format!("`modeId` {value:?} is not a mode; expected read_only, supervised or full")))?;
+        self.runtime.set_mode(&id, mode).await.map_err(runtime_error)?;
+        to_value(acp::SetSessionModeResponse::new())
+    }
+
+    async fn runs_list(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: RunsListParams = params(raw)?;
+        let runs = self
+            .runtime
+            .runs(&SessionId::from_string(request.session_id))
+            .await
+            .map_err(runtime_error)?;
+        Ok(json!({ "runs": runs.iter().map(convert::run_json).collect::<Vec<_>>() }))
+    }
+
+    async fn runs_get(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: RunParams = params(raw)?;
+        let run = self.runtime.run(&RunId::from_string(request.run_id)).await.map_err(runtime_error)?;
+        Ok(convert::run_json(&run))
+    }
+
+    async fn runs_tape(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: RunParams = params(raw)?;
+        let events = self
+            .runtime
+            .tape(&RunId::from_string(request.run_id), request.from_seq)
+            .await
+            .map_err(runtime_error)?;
+        Ok(json!({ "events": to_value(&events)? }))
+    }
+
+    /// Sends a session's events to the client and answers prompts when their runs end.
+    async fn forward(self: Arc<Self>, session: SessionId, mut subscription: Subscription) {
+        while let Some(record) = subscription.next().await {
+            let own = lock(&self.prompts).contains_key(&record.run_id);
+            for update in convert::live_update(&record.event, own) {
+                let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
+                if !self.peer.notify("session/update", &notification).await {
+                    return;
+                }
+            }
+            if let Some(state) = record.event.terminal_state() {
+                let outcome = match (&record.event, state) {
+                    (_, RunState::Cancelled) => RunOutcome::Cancelled,
+                    (crate::core::event::Event::State { stop_reason: Some(reason), .. }, RunState::Completed) => RunOutcome::Completed(*reason),
+                    (crate::core::event::Event::State { error, .. }, _) => RunOutcome::Failed(error.clone().unwrap_or_else(|| "the run failed".into())),
+                    _ => RunOutcome::Failed("the run failed".into()),
+                };
+                let result = prompt_result(&record.run_id, &outcome);
+                let waiting = {
+                    let mut prompts = lock(&self.prompts);
+                    match prompts.remove(&record.run_id) {
+                        Some(PromptSlot::Waiting(id)) => Some(id),
+                        Some(PromptSlot::Finished(_)) | None => {
+                            prompts.insert(record.run_id.clone(), PromptSlot::Finished(result.clone()));
+                            None
+                        }
+                    }
+                };
+                if let Some(id) = waiting {
+                    self.peer.respond(&id, result).await;
+                }
+            }
+        }
+    }
+
+    async fn shutdown(&self) {
+        self.runtime.shutdown().await;
+        self.tasks.close();
+        self.tasks.wait().await;
+        self.peer.fail_pending();
+    }
+}
+
+fn prompt_result(run: &RunId, outcome: &RunOutcome) -> Result<Value, RpcError> {
+    match outcome {
+        RunOutcome::Completed(reason) => to_value(acp::PromptResponse::new(convert::stop_reason(*reason))),
+        RunOutcome::Cancelled => to_value(acp::PromptResponse::new(acp::StopReason::Cancelled)),
+        RunOutcome::Failed(message) => {
+            let mut error = RpcError::internal_error().data(json!({ "runId": run.as_str(), "error": message }));
+            error.message = message.clone();
+            Err(error)
+        }
+    }
+}
+
+fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
+    let (at, id) = cursor.split_once(':')?;
+    Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
+}

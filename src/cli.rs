@@ -1,0 +1,307 @@
+//! The command line: flags, subcommands, and the exit codes they map to.
+
+mod inspect;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, Flags};
+use crate::core::runtime::{Runtime, RuntimeConfig};
+use crate::core::agent_loop::LoopConfig;
+use crate::store::Store;
+
+/// Exit codes, documented in the README.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const RUN_FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const CANCELLED: u8 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "pincer", version, about = "An agent runtime: ACP for editors, headless runs for CI")]
+pub struct Cli {
+    /// Config file [default: $XDG_CONFIG_HOME/pincer/config.toml; env: PINCER_CONFIG]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where the database lives [default: $XDG_DATA_HOME/pincer; env: PINCER_DATA_DIR]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// More log output on stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Write logs to this file instead of stderr
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the Agent Client Protocol on stdin/stdout (what editors launch)
+    Acp(ProviderArgs),
+    /// Run prompts headless and stream the reply
+    Run(RunArgs),
+    /// List and inspect sessions
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Inspect runs
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Replay a run's events from the tape
+    Tape(TapeArgs),
+    /// Check the data directory, database, config and sandbox support
+    Doctor,
+    /// Show the effective configuration
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Print a shell completion script
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Clone, Args, Default)]
+pub struct ProviderArgs {
+    /// Provider for new sessions (a [providers.NAME] table, or `scripted` with --script)
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Model for new sessions
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Model script for the scripted provider (docs/scripted-provider.md)
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Most model requests in one run
+    #[arg(long, value_name = "N")]
+    pub max_turn_requests: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum OutputFormat {
+    /// The reply on stdout, progress on stderr
+    #[default]
+    Text,
+    /// One JSON event per line on stdout (docs/headless.md)
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The prompt ("-" reads it from stdin)
+    #[arg(value_name = "PROMPT", conflicts_with_all = ["prompt_file", "input"])]
+    pub prompt: Option<String>,
+    /// Read the prompt from a file ("-" for stdin)
+    #[arg(long, value_name = "FILE", conflicts_with = "input")]
+    pub prompt_file: Option<PathBuf>,
+    /// Scripted user input: JSON lines such as {"prompt": "..."}, run in order
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+    /// Continue an existing session
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Workspace of a new session [default: the current directory]
+    #[arg(long, value_name = "DIR", conflicts_with = "session")]
+    pub cwd: Option<PathBuf>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, most recently active first
+    List {
+        /// Only sessions whose workspace is this directory
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// At most this many
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON lines instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session with its history and runs
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Show a run's state, timings, stop reason and usage
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TapeArgs {
+    /// The run to replay
+    pub run: String,
+    /// Print the raw events as JSON lines
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the effective configuration and where each value came from
+    Show,
+}
+
+/// Parses the command line, runs the command, and maps the result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _guard = match crate::logging::init(cli.verbose, cli.log_file.as_deref()) {
+        Ok(guard) => guard,
+        Err(err) => {
+            eprintln!("pincer: {err:#}");
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("pincer: cannot start the async runtime: {err}");
+            return ExitCode::from(exit::RUN_FAILED);
+        }
+    };
+    let code = runtime.block_on(dispatch(cli));
+    // Do not wait for stray blocking reads of stdin.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: exit::USAGE,
+            error: error.into(),
+        }
+    }
+
+    pub fn failed(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: exit::RUN_FAILED,
+            error: error.into(),
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> u8 {
+    let result = match cli.command {
+        Command::Acp(ref args) => acp(&cli, args).await,
+        Command::Run(ref args) => crate::headless::run(&flags(&cli, Some(&args.provider)), args).await,
+        Command::Sessions(ref command) => inspect::sessions(&flags(&cli, None), command).await,
+        Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
+        Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,
+        Command::Doctor => inspect::doctor(&flags(&cli, None)).await,
+        Command::Config(ConfigCommand::Show) => inspect::config_show(&flags(&cli, None)),
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "pincer", &mut crate::stdout::writer());
+            Ok(exit::OK)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("pincer: {:#}", failure.error);
+            failure.code
+        }
+    }
+}
+
+fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
+    let provider = provider.cloned().unwrap_or_default();
+    Flags {
+        config: cli.config.clone(),
+        data_dir: cli.data_dir.clone(),
+        provider: provider.provider,
+        model: provider.model,
+        script: provider.script,
+        max_turn_requests: provider.max_turn_requests,
+    }
+}
+
+/// What every command that runs prompts needs: the config, the store, the runtime.
+pub struct Opened {
+    pub config: Config,
+    pub runtime: Runtime,
+    /// Providers that could not be set up, with the reason.
+    pub problems: Vec<String>,
+}
+
+pub fn open(flags: &Flags) -> Result<Opened, Failure> {
+    let config = Config::load(flags).map_err(Failure::usage)?;
+    let (providers, problems) = crate::providers::build(&config);
+    for problem in &problems {
+        tracing::error!("{problem}");
+    }
+    let path = config.database_path();
+    let (store, recovery) = Store::open(&path).map_err(Failure::failed)?;
+    if !recovery.interrupted_runs.is_empty() {
+        tracing::warn!(
+            runs = recovery.interrupted_runs.len(),
+            "marked runs left unfinished by an earlier process as failed"
+        );
+    }
+    let runtime = Runtime::new(
+        store,
+        providers,
+        RuntimeConfig {
+            loop_config: LoopConfig {
+                max_turn_requests: config.max_turn_requests.value,
+                system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
+            },
+            ..RuntimeConfig::default()
+        },
+    );
+    Ok(Opened {
+        config,
+        runtime,
+        problems,
+    })
+}
+
+async fn acp(cli: &Cli, args: &ProviderArgs) -> Result<u8, Failure> {
+    let opened = open(&flags(cli, Some(args)))?;
+    let options = crate::acp::AcpOptions {
+        meta: serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "sandbox": inspect::sandbox_meta(),
+        }),
+        ..crate::acp::AcpOptions::default()
+    };
+    let store = opened.runtime.store().clone();
+    let (out, writer) = crate::stdout::LineWriter::spawn();
+    let input = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    let served = crate::acp::serve(opened.runtime, input, out, options).await;
+    let written = writer.finish().await;
+    store.shutdown();
+    served.map_err(Failure::failed)?;
+    written.map_err(Failure::failed)?;
+    Ok(exit::OK)
+}

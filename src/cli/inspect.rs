@@ -1,0 +1,357 @@
+//! Commands that inspect state: sessions, runs, the tape, the config, the machine.
+
+use anyhow::anyhow;
+use serde_json::json;
+
+use super::{Failure, RunsCommand, SessionsCommand, TapeArgs, exit};
+use crate::config::{Config, Flags};
+use crate::core::event::{Event, EventRecord};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::run::RunInfo;
+use crate::core::session::{Message, Millis, Session};
+use crate::store::SessionQuery;
+
+fn print(text: &str) -> Result<(), Failure> {
+    crate::stdout::write_all(text.as_bytes()).map_err(Failure::failed)
+}
+
+fn time(millis: Millis) -> String {
+    jiff::Timestamp::from_millisecond(millis)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
+}
+
+fn session_json(session: &Session) -> serde_json::Value {
+    json!({
+        "session_id": session.id.as_str(),
+        "workspace": session.workspace,
+        "origin": session.origin.as_str(),
+        "provider": session.provider,
+        "model": session.model,
+        "mode": session.mode.as_str(),
+        "title": session.title,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "closed": session.closed,
+    })
+}
+
+fn run_json(run: &RunInfo) -> serde_json::Value {
+    json!({
+        "run_id": run.id.as_str(),
+        "session_id": run.session_id.as_str(),
+        "state": run.state.as_str(),
+        "stop_reason": run.stop_reason.map(|r| r.as_str()),
+        "error": run.error,
+        "usage": run.usage,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+    })
+}
+
+pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Failure> {
+    let opened = super::open(flags)?;
+    let runtime = opened.runtime;
+    match command {
+        SessionsCommand::List { cwd, limit, json } => {
+            let workspace = cwd
+                .as_ref()
+                .map(std::path::absolute)
+                .transpose()
+                .map_err(Failure::usage)?;
+            let sessions = runtime
+                .list_sessions(SessionQuery {
+                    workspace,
+                    after: None,
+                    limit: *limit,
+                })
+                .await
+                .map_err(Failure::failed)?;
+            let mut out = String::new();
+            if *json {
+                for session in &sessions {
+                    out.push_str(&session_json(session).to_string());
+                    out.push('\n');
+                }
+            } else if sessions.is_empty() {
+                eprintln!("pincer: no sessions yet");
+            } else {
+                for session in &sessions {
+                    out.push_str(&format!(
+                        "{}  {}  {:<9} {}  {}\n",
+                        session.id,
+                        time(session.updated_at),
+                        session.origin.as_str(),
+                        session.workspace.display(),
+                        session.title.as_deref().unwrap_or("(untitled)"),
+                    ));
+                }
+            }
+            print(&out)?;
+        }
+        SessionsCommand::Show { id, json } => {
+            let id = SessionId::from_string(id.clone());
+            let session = runtime.session(&id).await.map_err(Failure::usage)?;
+            let history = runtime.history(&id).await.map_err(Failure::failed)?;
+            let runs = runtime.runs(&id).await.map_err(Failure::failed)?;
+            if *json {
+                let value = json!({
+                    "session": session_json(&session),
+                    "history": history.iter().map(|entry| json!({
+                        "run_id": entry.run_id.as_ref().map(RunId::as_str),
+                        "at": entry.at,
+                        "message": entry.message,
+                    })).collect::<Vec<_>>(),
+                    "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+                });
+                print(&format!("{value}\n"))?;
+            } else {
+                let mut out = format!(
+                    "session   {}\nworkspace {}\norigin    {}\nmodel     {}/{}\nmode      {}\ntitle     {}\ncreated   {}\nupdated   {}{}\n",
+                    session.id,
+                    session.workspace.display(),
+                    session.origin.as_str(),
+                    session.provider,
+                    session.model,
+                    session.mode.as_str(),
+                    session.title.as_deref().unwrap_or("(untitled)"),
+                    time(session.created_at),
+                    time(session.updated_at),
+                    if session.closed { "\nclosed" } else { "" },
+                );
+                out.push_str(&format!("\nruns ({})\n", runs.len()));
+                for run in &runs {
+                    out.push_str(&format!("  {}\n", run_line(run)));
+                }
+                out.push_str(&format!("\nhistory ({} messages)\n", history.len()));
+                for entry in &history {
+                    out.push_str(&message_text(&entry.message));
+                }
+                print(&out)?;
+            }
+        }
+    }
+    runtime.store().shutdown();
+    Ok(exit::OK)
+}
+
+fn run_line(run: &RunInfo) -> String {
+    let outcome = match (&run.error, run.stop_reason) {
+        (Some(error), _) => format!(" error: {error}"),
+        (None, Some(reason)) => format!(" ({})", reason.as_str()),
+        (None, None) => String::new(),
+    };
+    let duration = match (run.started_at, run.ended_at) {
+        (Some(start), Some(end)) => format!(" in {} ms", end - start),
+        _ => String::new(),
+    };
+    format!(
+        "{}  {}  {}{}{}  tokens in {} out {}",
+        run.id,
+        time(run.created_at),
+        run.state.as_str(),
+        outcome,
+        duration,
+        run.usage.input_tokens,
+        run.usage.output_tokens
+    )
+}
+
+fn message_text(message: &Message) -> String {
+    match message {
+        Message::User { content } => {
+            let text: Vec<String> = content.iter().map(|p| p.to_model_text()).collect();
+            format!("> {}\n", text.join(" ").replace('\n', "\n> "))
+        }
+        Message::Assistant {
+            text,
+            tool_calls,
+            interrupted,
+            ..
+        } => {
+            let mut out = text.clone();
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            for call in tool_calls {
+                out.push_str(&format!("[tool call {} {}]\n", call.name, call.arguments));
+            }
+            if *interrupted {
+                out.push_str("[interrupted]\n");
+            }
+            out
+        }
+        Message::Tool {
+            content, is_error, ..
+        } => format!("[tool {}: {}]\n", if *is_error { "error" } else { "result" }, content),
+    }
+}
+
+pub async fn runs(flags: &Flags, command: &RunsCommand) -> Result<u8, Failure> {
+    let opened = super::open(flags)?;
+    let runtime = opened.runtime;
+    let RunsCommand::Show { id, json } = command;
+    let run = runtime
+        .run(&RunId::from_string(id.clone()))
+        .await
+        .map_err(Failure::usage)?;
+    if *json {
+        print(&format!("{}\n", run_json(&run)))?;
+    } else {
+        print(&format!("{}\n", run_line(&run)))?;
+    }
+    runtime.store().shutdown();
+    Ok(exit::OK)
+}
+
+pub async fn tape(flags: &Flags, args: &TapeArgs) -> Result<u8, Failure> {
+    let opened = super::open(flags)?;
+    let runtime = opened.runtime;
+    let events = runtime
+        .tape(&RunId::from_string(args.run.clone()), 0)
+        .await
+        .map_err(Failure::usage)?;
+    let mut out = String::new();
+    for record in &events {
+        if args.json {
+            out.push_str(&serde_json::to_string(record).map_err(Failure::failed)?);
+            out.push('\n');
+        } else {
+            out.push_str(&tape_line(record));
+        }
+    }
+    print(&out)?;
+    runtime.store().shutdown();
+    Ok(exit::OK)
+}
+
+fn tape_line(record: &EventRecord) -> String {
+    let what = match &record.event {
+        Event::State {
+            state,
+            stop_reason,
+            error,
+        } => {
+            let mut line = format!("state {}", state.as_str());
+            if let Some(reason) = stop_reason {
+                line.push_str(&format!(" ({})", reason.as_str()));
+            }
+            if let Some(error) = error {
+                line.push_str(&format!(": {error}"));
+            }
+            line
+        }
+        Event::UserMessage { content } => {
+            let text: Vec<String> = content.iter().map(|p| p.to_model_text()).collect();
+            format!("user {:?}", text.join(" "))
+        }
+        Event::ModelTurn {
+            index,
+            provider,
+            model,
+        } => format!("model turn {index} ({provider}/{model})"),
+        Event::TextDelta { text } => format!("text {text:?}"),
+        Event::ThoughtDelta { text } => format!("thought {text:?}"),
+        Event::ToolCall {
+            id,
+            name,
+            arguments,
+        } => format!("tool call {id} {name} {arguments}"),
+        Event::ToolResult {
+            id,
+            output,
+            is_error,
+        } => format!(
+            "tool {} {id} {output:?}",
+            if *is_error { "error" } else { "result" }
+        ),
+        Event::Usage { usage } => format!(
+            "usage in {} out {}",
+            usage.input_tokens, usage.output_tokens
+        ),
+    };
+    format!("{:>5}  {}  {}\n", record.seq, time(record.at), what)
+}
+
+pub fn config_show(flags: &Flags) -> Result<u8, Failure> {
+    let config = Config::load(flags).map_err(Failure::usage)?;
+    print(&config.render())?;
+    Ok(exit::OK)
+}
+
+/// Landlock support as `pincer doctor` and `initialize` report it.
+pub fn sandbox_meta() -> serde_json::Value {
+    match crate::sandbox::landlock_abi() {
+        Some(abi) => json!({ "landlock": { "supported": true, "abi": abi } }),
+        None => json!({ "landlock": { "supported": false } }),
+    }
+}
+
+pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
+    let mut problems = 0;
+    let mut report = |ok: bool, what: &str, detail: String| {
+        if !ok {
+            problems += 1;
+        }
+        let mark = if ok { "ok  " } else { "FAIL" };
+        format!("{mark} {what:<10} {detail}\n")
+    };
+    let mut out = format!("pincer {}\n", env!("CARGO_PKG_VERSION"));
+    let config = match Config::load(flags) {
+        Ok(config) => {
+            let file = config
+                .file
+                .as_ref()
+                .map_or_else(|| "none (defaults)".to_owned(), |p| p.display().to_string());
+            out.push_str(&report(true, "config", file));
+            config
+        }
+        Err(err) => {
+            out.push_str(&report(false, "config", err.to_string()));
+            print(&out)?;
+            return Ok(exit::USAGE);
+        }
+    };
+    out.push_str(&report(true, "data dir", config.data_dir.value.display().to_string()));
+    let (_, provider_problems) = crate::providers::build(&config);
+    if config.providers.is_empty() {
+        out.push_str(&report(
+            false,
+            "providers",
+            "none configured: prompts will fail until one is (see README)".into(),
+        ));
+    } else if provider_problems.is_empty() {
+        let names: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+        out.push_str(&report(true, "providers", names.join(", ")));
+    } else {
+        out.push_str(&report(false, "providers", provider_problems.join("; ")));
+    }
+    let path = config.database_path();
+    match crate::store::Store::open(&path) {
+        Ok((store, _)) => {
+            let version = crate::store::probe(&path).map_err(Failure::failed)?;
+            out.push_str(&report(
+                true,
+                "database",
+                format!("{} (schema version {version})", path.display()),
+            ));
+            store.shutdown();
+        }
+        Err(err) => out.push_str(&report(false, "database", err.to_string())),
+    }
+    match crate::sandbox::landlock_abi() {
+        Some(abi) => out.push_str(&report(true, "sandbox", format!("Landlock supported (ABI {abi})"))),
+        None => out.push_str(&report(
+            true,
+            "sandbox",
+            "Landlock not available on this kernel; shell commands would run unconfined".into(),
+        )),
+    }
+    print(&out)?;
+    if problems > 0 {
+        Err(Failure::failed(anyhow!("{problems} problem(s) found")))
+    } else {
+        Ok(exit::OK)
+    }
+}

@@ -1,0 +1,488 @@
+//! Configuration: a TOML file, overridden by environment variables, overridden by flags.
+//!
+//! Every value says where it came from, so `pincer config show` can tell the user
+//! which layer set it, and every error names the key and the file or variable.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{origin}: {key}: {message}")]
+    Invalid {
+        origin: Origin,
+        key: String,
+        message: String,
+    },
+    #[error("cannot find a home directory: set XDG_DATA_HOME or PINCER_DATA_DIR")]
+    NoHome,
+}
+
+/// Which layer set a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Default,
+    File(PathBuf),
+    Env(&'static str),
+    Flag(&'static str),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Default => f.write_str("default"),
+            Origin::File(path) => write!(f, "config file {}", path.display()),
+            Origin::Env(name) => write!(f, "environment variable {name}"),
+            Origin::Flag(name) => write!(f, "flag {name}"),
+        }
+    }
+}
+
+/// A value and the layer that set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+impl<T> Sourced<T> {
+    fn new(value: T, origin: Origin) -> Self {
+        Self { value, origin }
+    }
+}
+
+/// The config file's shape. Unknown keys are errors.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Name of the provider new sessions use.
+    pub provider: Option<String>,
+    /// Model new sessions use (a model of the chosen provider).
+    pub model: Option<String>,
+    /// Most model requests in one run.
+    pub max_turn_requests: Option<u32>,
+    /// Text sent to the model as the system prompt.
+    pub system_prompt: Option<String>,
+    /// Where the database lives.
+    pub data_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Replays a model script (`docs/scripted-provider.md`).
+    Scripted,
+}
+
+/// One `[providers.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    /// The model script, for `kind = "scripted"`; relative to the config file.
+    pub script: Option<PathBuf>,
+    /// Models this provider offers; the first is its default.
+    #[serde(default)]
+    pub models: Vec<String>,
+}
+
+/// Values given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub config: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub script: Option<PathBuf>,
+    pub max_turn_requests: Option<u32>,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The config file read, if one exists.
+    pub file: Option<PathBuf>,
+    pub data_dir: Sourced<PathBuf>,
+    pub provider: Option<Sourced<String>>,
+    pub model: Option<Sourced<String>>,
+    pub max_turn_requests: Sourced<u32>,
+    pub system_prompt: Option<Sourced<String>>,
+    pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
+}
+
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
+
+/// The name a provider given only by `--script` gets.
+pub const SCRIPTED: &str = "scripted";
+
+impl Config {
+    /// Loads the configuration from the file, the process environment and `flags`.
+    pub fn load(flags: &Flags) -> Result<Self, ConfigError> {
+        Self::load_with(flags, &|name| std::env::var(name).ok())
+    }
+
+    /// Like [`Config::load`], reading the environment through `env`.
+    pub fn load_with(flags: &Flags, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let (path, explicit) = match (&flags.config, env("PINCER_CONFIG")) {
+            (Some(path), _) => (Some(absolute(path)), true),
+            (None, Some(path)) if !path.is_empty() => (Some(absolute(Path::new(&path))), true),
+            _ => (default_config_path(env), false),
+        };
+        let (file, file_config) = match &path {
+            Some(path) if explicit || path.exists() => (Some(path.clone()), read_file(path)?),
+            _ => (None, FileConfig::default()),
+        };
+        let file_path = file.clone().unwrap_or_default();
+        let file_origin = || Origin::File(file_path.clone());
+        let base = file
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+
+        let mut providers: BTreeMap<String, Sourced<ProviderConfig>> = BTreeMap::new();
+        for (name, mut provider) in file_config.providers {
+            if let Some(script) = &provider.script {
+                provider.script = Some(base.join(script));
+            }
+            validate_provider(&name, &provider, &file_origin())?;
+            providers.insert(name, Sourced::new(provider, file_origin()));
+        }
+
+        let data_dir = if let Some(dir) = &flags.data_dir {
+            Sourced::new(absolute(dir), Origin::Flag("--data-dir"))
+        } else if let Some(dir) = env("PINCER_DATA_DIR").filter(|d| !d.is_empty()) {
+            Sourced::new(absolute(Path::new(&dir)), Origin::Env("PINCER_DATA_DIR"))
+        } else if let Some(dir) = file_config.data_dir {
+            Sourced::new(base.join(dir), file_origin())
+        } else {
+            Sourced::new(default_data_dir(env)?, Origin::Default)
+        };
+
+        let mut provider = pick(
+            flags.provider.clone(),
+            "--provider",
+            env("PINCER_PROVIDER"),
+            "PINCER_PROVIDER",
+            file_config.provider,
+            &file_origin(),
+        );
+        if let Some(script) = &flags.script {
+            let name = provider
+                .as_ref()
+                .map_or(SCRIPTED.to_owned(), |p| p.value.clone());
+            if name != SCRIPTED && providers.get(&name).is_none_or(|p| p.value.kind != ProviderKind::Scripted) {
+                return Err(ConfigError::Invalid {
+                    origin: Origin::Flag("--script"),
+                    key: "script".into(),
+                    message: format!("--script needs --provider {SCRIPTED}, not {name:?}"),
+                });
+            }
+            let models = providers
+                .get(&name)
+                .map(|p| p.value.models.clone())
+                .unwrap_or_default();
+            providers.insert(
+                name.clone(),
+                Sourced::new(
+                    ProviderConfig {
+                        kind: ProviderKind::Scripted,
+                        script: Some(absolute(script)),
+                        models,
+                    },
+                    Origin::Flag("--script"),
+                ),
+            );
+            if provider.is_none() {
+                provider = Some(Sourced::new(name, Origin::Flag("--script")));
+            }
+        }
+        if let Some(chosen) = &provider
+            && !providers.contains_key(&chosen.value)
+        {
+            let message = if chosen.value == SCRIPTED {
+                "the scripted provider needs a model script: pass --script FILE".to_owned()
+            } else if providers.is_empty() {
+                format!("no provider named {:?} is configured (no [providers.*] tables)", chosen.value)
+            } else {
+                format!(
+                    "no provider named {:?} is configured; configured: {}",
+                    chosen.value,
+                    providers.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            };
+            return Err(ConfigError::Invalid {
+                origin: chosen.origin.clone(),
+                key: "provider".into(),
+                message,
+            });
+        }
+        let model = pick(
+            flags.model.clone(),
+            "--model",
+            env("PINCER_MODEL"),
+            "PINCER_MODEL",
+            file_config.model,
+            &file_origin(),
+        );
+        let max_turn_requests = match (flags.max_turn_requests, env("PINCER_MAX_TURN_REQUESTS")) {
+            (Some(n), _) => Sourced::new(n, Origin::Flag("--max-turn-requests")),
+            (None, Some(raw)) => Sourced::new(
+                raw.trim().parse().map_err(|_| ConfigError::Invalid {
+                    origin: Origin::Env("PINCER_MAX_TURN_REQUESTS"),
+                    key: "max_turn_requests".into(),
+                    message: format!("expected a whole number, got {raw:?}"),
+                })?,
+                Origin::Env("PINCER_MAX_TURN_REQUESTS"),
+            ),
+            (None, None) => match file_config.max_turn_requests {
+                Some(n) => Sourced::new(n, file_origin()),
+                None => Sourced::new(DEFAULT_MAX_TURN_REQUESTS, Origin::Default),
+            },
+        };
+        if max_turn_requests.value == 0 {
+            return Err(ConfigError::Invalid {
+                origin: max_turn_requests.origin,
+                key: "max_turn_requests".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(Config {
+            file,
+            data_dir,
+            provider,
+            model,
+            max_turn_requests,
+            system_prompt: file_config
+                .system_prompt
+                .map(|prompt| Sourced::new(prompt, file_origin())),
+            providers,
+        })
+    }
+
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir.value.join("pincer.db")
+    }
+
+    /// The effective configuration as TOML, each value annotated with its origin.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let line = |out: &mut String, key: &str, value: String, origin: &Origin| {
+            out.push_str(&format!("{key} = {value}  # {origin}\n"));
+        };
+        match &self.file {
+            Some(path) => out.push_str(&format!("# config file: {}\n", path.display())),
+            None => out.push_str("# config file: none (defaults, environment and flags only)\n"),
+        }
+        line(&mut out, "data_dir", quote(&self.data_dir.value.to_string_lossy()), &self.data_dir.origin);
+        match &self.provider {
+            Some(p) => line(&mut out, "provider", quote(&p.value), &p.origin),
+            None => out.push_str("# provider: none configured\n"),
+        }
+        if let Some(m) = &self.model {
+            line(&mut out, "model", quote(&m.value), &m.origin);
+        }
+        line(
+            &mut out,
+            "max_turn_requests",
+            self.max_turn_requests.value.to_string(),
+            &self.max_turn_requests.origin,
+        );
+        if let Some(prompt) = &self.system_prompt {
+            line(&mut out, "system_prompt", quote(&prompt.value), &prompt.origin);
+        }
+        for (name, provider) in &self.providers {
+            out.push_str(&format!("\n[providers.{name}]  # {}\n", provider.origin));
+            let kind = match provider.value.kind {
+                ProviderKind::Scripted => "scripted",
+            };
+            out.push_str(&format!("kind = {}\n", quote(kind)));
+            if let Some(script) = &provider.value.script {
+                out.push_str(&format!("script = {}\n", quote(&script.to_string_lossy())));
+            }
+            if !provider.value.models.is_empty() {
+                let models: Vec<String> = provider.value.models.iter().map(|m| quote(m)).collect();
+                out.push_str(&format!("models = [{}]\n", models.join(", ")));
+            }
+        }
+        out
+    }
+}
+
+fn quote(value: &str) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| format!("{value:?}"))
+}
+
+fn pick(
+    flag: Option<String>,
+    flag_name: &'static str,
+    env: Option<String>,
+    env_name: &'static str,
+    file: Option<String>,
+    file_origin: &Origin,
+) -> Option<Sourced<String>> {
+    if let Some(value) = flag {
+        return Some(Sourced::new(value, Origin::Flag(flag_name)));
+    }
+    if let Some(value) = env.filter(|v| !v.is_empty()) {
+        return Some(Sourced::new(value, Origin::Env(env_name)));
+    }
+    file.map(|value| Sourced::new(value, file_origin.clone()))
+}
+
+fn validate_provider(name: &str, provider: &ProviderConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: &str| ConfigError::Invalid {
+        origin: origin.clone(),
+        key: format!("providers.{name}.{key}"),
+        message: message.to_owned(),
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(invalid("", "a provider name must be non-empty and without '/'"));
+    }
+    match provider.kind {
+        ProviderKind::Scripted => {
+            if provider.script.is_none() {
+                return Err(invalid("script", "a scripted provider needs `script = \"FILE\"`"));
+            }
+        }
+    }
+    if provider.models.iter().any(|m| m.trim().is_empty()) {
+        return Err(invalid("models", "model names must not be empty"));
+    }
+    Ok(())
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|err| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: err.to_string().trim_end().trim_end_matches('.').to_owned(),
+    })
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+}
+
+fn default_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let base = env("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home(env).map(|h| h.join(".config")))?;
+    Some(base.join("pincer").join("config.toml"))
+}
+
+fn default_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, ConfigError> {
+    let base = env("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home(env).map(|h| h.join(".local").join("share")))
+        .ok_or(ConfigError::NoHome)?;
+    Ok(base.join("pincer"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(files: &[(&str, &str)], vars: &[(&str, &str)], flags: Flags) -> Result<Config, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).map_err(|e| e.to_string())?;
+        }
+        let root = dir.path().to_path_buf();
+        let mut env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.replace("$DIR", &root.to_string_lossy())))
+            .collect();
+        env.insert("HOME".into(), root.join("home").to_string_lossy().into_owned());
+        Config::load_with(&flags, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_follow_xdg() {
+        let config = load(&[], &[("XDG_DATA_HOME", "/data")], Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.data_dir.value, PathBuf::from("/data/pincer"));
+        assert_eq!(config.data_dir.origin, Origin::Default);
+        assert_eq!(config.max_turn_requests.value, DEFAULT_MAX_TURN_REQUESTS);
+        assert!(config.provider.is_none());
+    }
+
+    #[test]
+    fn flags_beat_environment_beats_file() {
+        let file = "max_turn_requests = 7\ndata_dir = \"/from-file\"\n";
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml"), ("PINCER_MAX_TURN_REQUESTS", "9")];
+        let config = load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.max_turn_requests.value, 9);
+        assert_eq!(config.data_dir.value, PathBuf::from("/from-file"));
+        let flags = Flags {
+            max_turn_requests: Some(3),
+            data_dir: Some("/from-flag".into()),
+            ..Flags::default()
+        };
+        let config = load(&[("c.toml", file)], &vars, flags).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.max_turn_requests.value, 3);
+        assert_eq!(config.data_dir.value, PathBuf::from("/from-flag"));
+        assert_eq!(config.data_dir.origin, Origin::Flag("--data-dir"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key_and_file() {
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let err = load(&[("c.toml", "max_turns = 3\n")], &vars, Flags::default()).err().unwrap_or_default();
+        assert!(err.contains("c.toml") && err.contains("unknown field `max_turns`"), "{err}");
+        let err = load(&[("c.toml", "max_turn_requests = \"lots\"\n")], &vars, Flags::default())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("c.toml") && err.contains("max_turn_requests"), "{err}");
+        let err = load(&[("c.toml", "[providers.x]\nkind = \"scripted\"\n")], &vars, Flags::default())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("providers.x.script"), "{err}");
+        let err = load(&[], &[("PINCER_MAX_TURN_REQUESTS", "many")], Flags::default()).err().unwrap_or_default();
+        assert_eq!(
+            err,
+            "environment variable PINCER_MAX_TURN_REQUESTS: max_turn_requests: expected a whole number, got \"many\""
+        );
+    }
+
+    #[test]
+    fn script_flag_makes_a_scripted_provider_and_paths_resolve_against_the_file() {
+        let flags = Flags {
+            script: Some("/abs/s.jsonl".into()),
+            ..Flags::default()
+        };
+        let config = load(&[], &[], flags).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.provider.map(|p| p.value).as_deref(), Some(SCRIPTED));
+        let file = "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = \"s.jsonl\"\n";
+        let config = load(&[("c.toml", file)], &[("PINCER_CONFIG", "$DIR/c.toml")], Flags::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let script = config.providers.get("demo").and_then(|p| p.value.script.clone()).unwrap_or_default();
+        assert!(script.ends_with("s.jsonl") && script.is_absolute(), "{}", script.display());
+        let err = load(&[], &[], Flags { provider: Some("nope".into()), ..Flags::default() })
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("no provider named \"nope\""), "{err}");
+    }
+}

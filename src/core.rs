@@ -1,0 +1,12 @@
+//! The core: sessions, runs, the agent loop and its events.
+//!
+//! The core knows nothing of ACP, HTTP, chat platforms or the terminal. Faces
+//! submit prompts and read events through [`runtime::Runtime`].
+
+pub mod agent_loop;
+pub mod event;
+pub mod ids;
+pub mod provider;
+pub mod run;
+pub mod runtime;
+pub mod session;

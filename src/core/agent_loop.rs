@@ -1,0 +1,184 @@
+//! The agent loop: model turn → tool calls → next model turn, until the model stops.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::event::{Event, StopReason};
+use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent};
+use super::run::RunOutcome;
+use super::runtime::Emitter;
+use super::session::{Message, ToolCall};
+
+/// Settings of the loop.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    /// Most model requests in one run; the run then ends with `max_turn_requests`.
+    pub max_turn_requests: u32,
+    pub system_prompt: Option<String>,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            max_turn_requests: 50,
+            system_prompt: None,
+        }
+    }
+}
+
+/// Everything one run of the loop works with.
+pub struct RunContext<'a> {
+    pub provider: Arc<dyn Provider>,
+    pub model: String,
+    /// The conversation so far, ending with the prompt that started the run.
+    pub history: Vec<Message>,
+    pub cancel: CancellationToken,
+    pub emitter: &'a mut Emitter,
+}
+
+/// Runs model turns until the model stops, the cap is hit, or the run is cancelled.
+pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
+    let mut index: u32 = 0;
+    loop {
+        if index >= config.max_turn_requests {
+            return RunOutcome::Completed(StopReason::MaxTurnRequests);
+        }
+        let turn = match model_turn(ctx, config, index).await {
+            Ok(turn) => turn,
+            Err(outcome) => return outcome,
+        };
+        index += 1;
+        match turn.stop {
+            ModelStop::EndTurn => return RunOutcome::Completed(StopReason::EndTurn),
+            ModelStop::MaxTokens => return RunOutcome::Completed(StopReason::MaxTokens),
+            ModelStop::Refusal => return RunOutcome::Completed(StopReason::Refusal),
+            ModelStop::ToolUse if turn.tool_calls.is_empty() => {
+                return RunOutcome::Completed(StopReason::EndTurn);
+            }
+            ModelStop::ToolUse => {
+                for call in &turn.tool_calls {
+                    if ctx.cancel.is_cancelled() {
+                        return RunOutcome::Cancelled;
+                    }
+                    let (output, is_error) = execute_tool(call);
+                    ctx.emitter.emit(Event::ToolResult {
+                        id: call.id.clone(),
+                        output: output.clone(),
+                        is_error,
+                    });
+                    let message = Message::Tool {
+                        call_id: call.id.clone(),
+                        content: output,
+                        is_error,
+                    };
+                    ctx.emitter.append_message(message.clone());
+                    ctx.history.push(message);
+                }
+            }
+        }
+    }
+}
+
+struct Turn {
+    stop: ModelStop,
+    tool_calls: Vec<ToolCall>,
+}
+
+/// Plays one model turn, streaming its output as events. On cancel or failure the
+/// partial reply is kept in the history (marked interrupted) and tool calls of the
+/// unfinished turn are dropped, never executed.
+async fn model_turn(ctx: &mut RunContext<'_>, config: &LoopConfig, index: u32) -> Result<Turn, RunOutcome> {
+    ctx.emitter.emit(Event::ModelTurn {
+        index,
+        provider: ctx.provider.name().to_owned(),
+        model: ctx.model.clone(),
+    });
+    let request = ModelRequest {
+        model: ctx.model.clone(),
+        system: config.system_prompt.clone(),
+        messages: ctx.history.clone(),
+        tools: Vec::new(),
+    };
+    let mut stream = ctx.provider.stream(request);
+    let mut text = String::new();
+    let mut thought = String::new();
+    let mut tool_calls: Vec<ToolCall> = Vec::new();
+    let ended = loop {
+        let item = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => break Err(RunOutcome::Cancelled),
+            item = stream.next() => item,
+        };
+        match item {
+            Some(Ok(ProviderEvent::Text(delta))) => {
+                text.push_str(&delta);
+                ctx.emitter.emit(Event::TextDelta { text: delta });
+            }
+            Some(Ok(ProviderEvent::Thinking(delta))) => {
+                thought.push_str(&delta);
+                ctx.emitter.emit(Event::ThoughtDelta { text: delta });
+            }
+            Some(Ok(ProviderEvent::ToolCall(call))) => {
+                ctx.emitter.emit(Event::ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                });
+                tool_calls.push(call);
+            }
+            Some(Ok(ProviderEvent::Usage(usage))) => ctx.emitter.emit(Event::Usage { usage }),
+            Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
+            Some(Err(err)) => {
+                let when = if text.is_empty() && thought.is_empty() && tool_calls.is_empty() {
+                    "before any output"
+                } else {
+                    "mid-stream"
+                };
+                break Err(RunOutcome::Failed(format!(
+                    "provider {} failed {when}: {err}",
+                    ctx.provider.name()
+                )));
+            }
+            None => {
+                break Err(RunOutcome::Failed(format!(
+                    "provider {} ended the stream without finishing the turn",
+                    ctx.provider.name()
+                )));
+            }
+        }
+    };
+    // Dropping the stream here is what stops a provider on cancel.
+    drop(stream);
+    match ended {
+        Ok(stop) => {
+            let message = Message::Assistant {
+                text,
+                thought,
+                tool_calls: tool_calls.clone(),
+                interrupted: false,
+            };
+            ctx.emitter.append_message(message.clone());
+            ctx.history.push(message);
+            Ok(Turn { stop, tool_calls })
+        }
+        Err(outcome) => {
+            if !text.is_empty() || !thought.is_empty() {
+                ctx.emitter.append_message(Message::Assistant {
+                    text,
+                    thought,
+                    tool_calls: Vec::new(),
+                    interrupted: true,
+                });
+            }
+            Err(outcome)
+        }
+    }
+}
+
+/// Runs a tool call. No tools are registered yet, so every call is answered with
+/// an error the model can read and recover from.
+fn execute_tool(call: &ToolCall) -> (String, bool) {
+    (format!("unknown tool `{}`: no such tool is available", call.name), true)
+}

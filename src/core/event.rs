@@ -1,0 +1,255 @@
+//! Everything observable in a run, as one closed enum.
+//!
+//! Events are appended to the tape (the durable per-run journal) and published to
+//! whoever watches the session. Their JSON form is the tape's payload and the
+//! `pincer run --output jsonl` schema, so changes to it are changes to a public format.
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{RunId, SessionId};
+use super::session::{ContentPart, Millis};
+
+/// The life of a run: `queued → running ⇄ waiting → completed | cancelled | failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Queued,
+    Running,
+    /// Suspended on an approval or on input from a person.
+    Waiting,
+    Completed,
+    Cancelled,
+    Failed,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Waiting => "waiting",
+            RunState::Completed => "completed",
+            RunState::Cancelled => "cancelled",
+            RunState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [
+            RunState::Queued,
+            RunState::Running,
+            RunState::Waiting,
+            RunState::Completed,
+            RunState::Cancelled,
+            RunState::Failed,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == value)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        match self {
+            RunState::Completed | RunState::Cancelled | RunState::Failed => true,
+            RunState::Queued | RunState::Running | RunState::Waiting => false,
+        }
+    }
+
+    /// Whether the state machine allows moving from `self` to `next`.
+    pub fn can_become(self, next: RunState) -> bool {
+        use RunState::*;
+        match (self, next) {
+            (Queued, Running) => true,
+            (Running, Waiting) | (Waiting, Running) => true,
+            (Queued | Running | Waiting, Completed | Cancelled | Failed) => {
+                // A queued run can be cancelled or fail (its session closed, the
+                // process died) but cannot complete without running.
+                !(self == Queued && next == Completed)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Why a run ended, in the vocabulary editors understand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its turn.
+    EndTurn,
+    /// The model hit its output token limit.
+    MaxTokens,
+    /// The agent loop hit its iteration cap.
+    MaxTurnRequests,
+    /// The model refused to go on.
+    Refusal,
+    Cancelled,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [
+            StopReason::EndTurn,
+            StopReason::MaxTokens,
+            StopReason::MaxTurnRequests,
+            StopReason::Refusal,
+            StopReason::Cancelled,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == value)
+    }
+}
+
+/// Token counts reported by a provider for one model turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+}
+
+/// One observable thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The run moved to a new state. Terminal states carry the stop reason or the error.
+    State {
+        state: RunState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The prompt that started the run.
+    UserMessage { content: Vec<ContentPart> },
+    /// A provider turn began; `index` counts turns within the run from 0.
+    ModelTurn {
+        index: u32,
+        provider: String,
+        model: String,
+    },
+    TextDelta { text: String },
+    ThoughtDelta { text: String },
+    /// The model asked for a tool call.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    /// A tool call finished; its output is what the model sees.
+    ToolResult {
+        id: String,
+        output: String,
+        is_error: bool,
+    },
+    Usage { usage: Usage },
+}
+
+impl Event {
+    /// A short name of the variant, stored beside the payload for queries.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::State { .. } => "state",
+            Event::UserMessage { .. } => "user_message",
+            Event::ModelTurn { .. } => "model_turn",
+            Event::TextDelta { .. } => "text_delta",
+            Event::ThoughtDelta { .. } => "thought_delta",
+            Event::ToolCall { .. } => "tool_call",
+            Event::ToolResult { .. } => "tool_result",
+            Event::Usage { .. } => "usage",
+        }
+    }
+
+    /// The terminal state this event announces, if it ends the run.
+    pub fn terminal_state(&self) -> Option<RunState> {
+        match self {
+            Event::State { state, .. } if state.is_terminal() => Some(*state),
+            _ => None,
+        }
+    }
+}
+
+/// An event with its place on the tape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub session_id: SessionId,
+    pub run_id: RunId,
+    /// Position within the run, from 0 with no gaps.
+    pub seq: u64,
+    pub at: Millis,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_machine_allows_only_the_documented_moves() {
+        use RunState::*;
+        let all = [Queued, Running, Waiting, Completed, Cancelled, Failed];
+        let allowed: Vec<(RunState, RunState)> = all
+            .iter()
+            .flat_map(|from| all.iter().map(move |to| (*from, *to)))
+            .filter(|(from, to)| from.can_become(*to))
+            .collect();
+        assert_eq!(
+            allowed,
+            vec![
+                (Queued, Running),
+                (Queued, Cancelled),
+                (Queued, Failed),
+                (Running, Waiting),
+                (Running, Completed),
+                (Running, Cancelled),
+                (Running, Failed),
+                (Waiting, Running),
+                (Waiting, Completed),
+                (Waiting, Cancelled),
+                (Waiting, Failed),
+            ]
+        );
+    }
+
+    #[test]
+    fn events_serialize_with_a_type_tag() {
+        let record = EventRecord {
+            session_id: SessionId::from_string("ses_1".into()),
+            run_id: RunId::from_string("run_1".into()),
+            seq: 3,
+            at: 10,
+            event: Event::TextDelta { text: "hi".into() },
+        };
+        let json = serde_json::to_value(&record).unwrap_or_default();
+        assert_eq!(
+            json,
+            serde_json::json!({"session_id":"ses_1","run_id":"run_1","seq":3,"at":10,"type":"text_delta","text":"hi"})
+        );
+    }
+}

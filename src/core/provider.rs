@@ -1,0 +1,200 @@
+//! The seam between the agent loop and the models: a provider streams one model turn.
+//!
+//! Implementations live outside the core (`crate::providers`); the core only sees
+//! this trait. A turn is a stream of [`ProviderEvent`]s ending in `Done`, or an
+//! error. Dropping the stream cancels the turn: that is how cancellation reaches a
+//! provider (an HTTP provider closes its connection when dropped).
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use thiserror::Error;
+
+use super::event::Usage;
+use super::session::{Message, ToolCall};
+
+/// What the model is asked in one turn.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub model: String,
+    pub system: Option<String>,
+    pub messages: Vec<Message>,
+    /// Tools the model may call, as name and JSON schema.
+    pub tools: Vec<ToolSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// Why the model ended its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelStop {
+    EndTurn,
+    /// The model wants tool results before it goes on.
+    ToolUse,
+    MaxTokens,
+    Refusal,
+}
+
+/// One piece of a streamed model turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderEvent {
+    Text(String),
+    Thinking(String),
+    ToolCall(ToolCall),
+    Usage(Usage),
+    Done(ModelStop),
+}
+
+/// The kinds of provider failure the loop and the failover layer branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderErrorKind {
+    /// Bad credentials; retrying will not help.
+    Auth,
+    /// The model name is unknown to the provider.
+    UnknownModel,
+    /// The conversation does not fit the model's context window.
+    ContextLength,
+    RateLimited,
+    /// Connection refused, reset or cut mid-stream.
+    Transport,
+    Timeout,
+    /// The provider answered with a server error.
+    Server,
+    /// The provider sent something we could not understand.
+    Protocol,
+    /// The provider is not set up (a missing script, key or URL).
+    Config,
+}
+
+#[derive(Debug, Clone, Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    pub kind: ProviderErrorKind,
+    pub message: String,
+    /// How long the provider asked us to wait before trying again.
+    pub retry_after: Option<Duration>,
+}
+
+impl ProviderError {
+    pub fn new(kind: ProviderErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Whether trying the same request again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self.kind {
+            ProviderErrorKind::RateLimited
+            | ProviderErrorKind::Transport
+            | ProviderErrorKind::Timeout
+            | ProviderErrorKind::Server => true,
+            ProviderErrorKind::Auth
+            | ProviderErrorKind::UnknownModel
+            | ProviderErrorKind::ContextLength
+            | ProviderErrorKind::Protocol
+            | ProviderErrorKind::Config => false,
+        }
+    }
+}
+
+pub type ProviderStream = BoxStream<'static, Result<ProviderEvent, ProviderError>>;
+
+/// Streams model turns.
+pub trait Provider: Send + Sync {
+    /// The provider's configured name, recorded on the tape with each turn.
+    fn name(&self) -> &str;
+
+    /// Starts one model turn. Errors before the first event (connection refused,
+    /// bad credentials) arrive as the stream's first item; errors after visible
+    /// output arrive in place of the next event. The stream ends after `Done` or
+    /// an error.
+    fn stream(&self, request: ModelRequest) -> ProviderStream;
+}
+
+/// A provider and model a session can use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelChoice {
+    pub provider: String,
+    pub model: String,
+}
+
+impl ModelChoice {
+    /// The choice as one identifier, `provider/model`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+}
+
+/// A configured provider with the models it offers.
+pub struct ProviderEntry {
+    pub name: String,
+    pub models: Vec<String>,
+    pub provider: std::sync::Arc<dyn Provider>,
+}
+
+/// The providers a runtime may use; the first is the default unless one is named.
+#[derive(Default)]
+pub struct Providers {
+    entries: Vec<ProviderEntry>,
+    default: Option<ModelChoice>,
+}
+
+impl Providers {
+    /// `default` names the provider (and optionally the model) new sessions use.
+    pub fn new(entries: Vec<ProviderEntry>, default: Option<ModelChoice>) -> Self {
+        Self { entries, default }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn default_choice(&self) -> Option<ModelChoice> {
+        if let Some(choice) = &self.default {
+            return Some(choice.clone());
+        }
+        let entry = self.entries.first()?;
+        Some(ModelChoice {
+            provider: entry.name.clone(),
+            model: entry.models.first().cloned().unwrap_or_default(),
+        })
+    }
+
+    /// Every provider/model pair, in configuration order.
+    pub fn choices(&self) -> Vec<ModelChoice> {
+        self.entries
+            .iter()
+            .flat_map(|entry| {
+                entry.models.iter().map(|model| ModelChoice {
+                    provider: entry.name.clone(),
+                    model: model.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Finds a choice by its `provider/model` identifier or by a bare model name.
+    pub fn find(&self, id: &str) -> Option<ModelChoice> {
+        let choices = self.choices();
+        choices
+            .iter()
+            .find(|choice| choice.id() == id)
+            .or_else(|| choices.iter().find(|choice| choice.model == id))
+            .cloned()
+    }
+
+    pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {
+        self.entries
+            .iter()
+            .find(|entry| entry.name == name)
+            .map(|entry| entry.provider.clone())
+    }
+}

@@ -1,0 +1,52 @@
+//! Runs: one prompt turn of the agent loop, as seen from outside.
+
+use super::event::{RunState, StopReason, Usage};
+use super::ids::{RunId, SessionId};
+use super::session::Millis;
+
+/// A run's state, timings and outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    pub id: RunId,
+    pub session_id: SessionId,
+    pub state: RunState,
+    pub stop_reason: Option<StopReason>,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub created_at: Millis,
+    pub started_at: Option<Millis>,
+    pub ended_at: Option<Millis>,
+}
+
+/// How a run ended, as its submitter learns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    Completed(StopReason),
+    Cancelled,
+    Failed(String),
+}
+
+impl RunOutcome {
+    pub fn state(&self) -> RunState {
+        match self {
+            RunOutcome::Completed(_) => RunState::Completed,
+            RunOutcome::Cancelled => RunState::Cancelled,
+            RunOutcome::Failed(_) => RunState::Failed,
+        }
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        match self {
+            RunOutcome::Completed(reason) => Some(*reason),
+            RunOutcome::Cancelled => Some(StopReason::Cancelled),
+            RunOutcome::Failed(_) => None,
+        }
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            RunOutcome::Failed(message) => Some(message),
+            RunOutcome::Completed(_) | RunOutcome::Cancelled => None,
+        }
+    }
+}

@@ -1,0 +1,768 @@
+//! The runtime: live sessions, their run queues, and event subscriptions.
+//!
+//! Each live session has a worker task that takes its runs one at a time, so at
+//! most one run per session is active and later prompts run in the order they
+//! came. Every event is appended to the tape and published to subscribers; a
+//! subscriber that falls behind re-reads the tape instead of slowing the run.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use thiserror::Error;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::agent_loop::{self, LoopConfig, RunContext};
+use super::event::{Event, EventRecord, RunState, Usage};
+use super::ids::{RunId, SessionId};
+use super::provider::{ModelChoice, Providers};
+use super::run::{RunInfo, RunOutcome};
+use super::session::{
+    ContentPart, HistoryEntry, Message, Mode, Origin, Session, now_millis, title_from_prompt,
+};
+use crate::store::{SessionQuery, Store, StoreError, Write};
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error("session {0} not found")]
+    SessionNotFound(SessionId),
+    #[error("run {0} not found")]
+    RunNotFound(RunId),
+    #[error("workspace {0} must be an absolute path")]
+    RelativeWorkspace(PathBuf),
+    #[error("unknown model {0:?}; available: {1}")]
+    UnknownModel(String, String),
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Settings of the runtime itself.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub loop_config: LoopConfig,
+    /// Events buffered per session for subscribers before they are told they lagged.
+    pub event_buffer: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            loop_config: LoopConfig::default(),
+            event_buffer: 1024,
+        }
+    }
+}
+
+/// What a face needs to create a session.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub workspace: PathBuf,
+    pub origin: Origin,
+    pub mcp_servers: serde_json::Value,
+}
+
+/// A submitted prompt: its run, and how it ended once it has.
+pub struct RunTicket {
+    pub run_id: RunId,
+    pub done: oneshot::Receiver<RunOutcome>,
+}
+
+/// The core, shared by every face; cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    providers: Providers,
+    config: RuntimeConfig,
+    /// Sessions with a worker task, by id.
+    live: Mutex<HashMap<SessionId, Arc<LiveSession>>>,
+    /// Every session worker, so shutdown can wait for runs to record their end.
+    tasks: TaskTracker,
+    /// Cancelled on shutdown: stops workers and cancels their runs.
+    shutdown: CancellationToken,
+}
+
+/// A session that can take prompts now.
+struct LiveSession {
+    /// Current settings; the store has the same, this copy saves a read per prompt.
+    session: Mutex<Session>,
+    /// Publishes every event of the session's runs.
+    events: broadcast::Sender<Arc<EventRecord>>,
+    /// The worker's queue of runs.
+    queue: mpsc::UnboundedSender<QueuedRun>,
+    /// Cancellation of each run not yet ended (the active one and those queued).
+    pending: Mutex<Vec<(RunId, CancellationToken)>>,
+    /// Cancelled when the session is closed; ends the worker.
+    closed: CancellationToken,
+}
+
+struct QueuedRun {
+    id: RunId,
+    /// The sequence number the run's next event takes (queued events came first).
+    next_seq: u64,
+    content: Vec<ContentPart>,
+    cancel: CancellationToken,
+    done: oneshot::Sender<RunOutcome>,
+}
+
+impl Runtime {
+    pub fn new(store: Store, providers: Providers, config: RuntimeConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                providers,
+                config,
+                live: Mutex::new(HashMap::new()),
+                tasks: TaskTracker::new(),
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn providers(&self) -> &Providers {
+        &self.inner.providers
+    }
+
+    /// Creates a session with the default model and mode and makes it live.
+    pub async fn create_session(&self, new: NewSession) -> Result<Session, RuntimeError> {
+        if !new.workspace.is_absolute() {
+            return Err(RuntimeError::RelativeWorkspace(new.workspace));
+        }
+        let choice = self.inner.providers.default_choice();
+        let now = now_millis();
+        let session = Session {
+            id: SessionId::generate(),
+            workspace: new.workspace,
+            origin: new.origin,
+            provider: choice.as_ref().map(|c| c.provider.clone()).unwrap_or_default(),
+            model: choice.map(|c| c.model).unwrap_or_default(),
+            mode: Mode::default(),
+            title: None,
+            mcp_servers: new.mcp_servers,
+            created_at: now,
+            updated_at: now,
+            closed: false,
+        };
+        self.inner
+            .store
+            .commit(Write::InsertSession(session.clone()))
+            .await?;
+        self.make_live(session.clone())?;
+        Ok(session)
+    }
+
+    /// Makes a stored session live (reopening it if it was closed) and returns it.
+    pub async fn open_session(&self, id: &SessionId) -> Result<Session, RuntimeError> {
+        if let Some(live) = self.live(id) {
+            return Ok(lock(&live.session).clone());
+        }
+        let mut session = self
+            .inner
+            .store
+            .session(id)
+            .await?
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        if session.closed {
+            session.closed = false;
+            session.updated_at = now_millis();
+            self.inner
+                .store
+                .commit(Write::SetClosed {
+                    id: id.clone(),
+                    closed: false,
+                    at: session.updated_at,
+                })
+                .await?;
+        }
+        self.make_live(session.clone())?;
+        Ok(session)
+    }
+
+    /// The session's current state, live or stored.
+    pub async fn session(&self, id: &SessionId) -> Result<Session, RuntimeError> {
+        if let Some(live) = self.live(id) {
+            return Ok(lock(&live.session).clone());
+        }
+        self.inner
+            .store
+            .session(id)
+            .await?
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))
+    }
+
+    pub async fn list_sessions(&self, query: SessionQuery) -> Result<Vec<Session>, RuntimeError> {
+        Ok(self.inner.store.sessions(query).await?)
+    }
+
+    pub async fn history(&self, id: &SessionId) -> Result<Vec<HistoryEntry>, RuntimeError> {
+        self.inner.store.flush().await?;
+        Ok(self.inner.store.history(id).await?)
+    }
+
+    pub async fn runs(&self, id: &SessionId) -> Result<Vec<RunInfo>, RuntimeError> {
+        self.session(id).await?;
+        self.inner.store.flush().await?;
+        Ok(self.inner.store.runs(id).await?)
+    }
+
+    pub async fn run(&self, id: &RunId) -> Result<RunInfo, RuntimeError> {
+        self.inner.store.flush().await?;
+        self.inner
+            .store
+            .run(id)
+            .await?
+            .ok_or_else(|| RuntimeError::RunNotFound(id.clone()))
+    }
+
+    /// A run's events from `from_seq` on, including those not yet committed.
+    pub async fn tape(&self, id: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, RuntimeError> {
+        self.run(id).await?;
+        Ok(self.inner.store.tape(id, from_seq).await?)
+    }
+
+    /// Subscribes to every event of a live session from now on.
+    pub fn subscribe(&self, id: &SessionId) -> Result<Subscription, RuntimeError> {
+        let live = self
+            .live(id)
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        Ok(Subscription {
+            session_id: id.clone(),
+            rx: live.events.subscribe(),
+            store: self.inner.store.clone(),
+            since: now_millis(),
+            delivered: HashMap::new(),
+            finished: HashSet::new(),
+            backlog: VecDeque::new(),
+        })
+    }
+
+    /// Queues a prompt as a new run of a live session.
+    pub async fn prompt(
+        &self,
+        id: &SessionId,
+        content: Vec<ContentPart>,
+    ) -> Result<RunTicket, RuntimeError> {
+        let live = self
+            .live(id)
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        if self.inner.shutdown.is_cancelled() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        let run_id = RunId::generate();
+        let now = now_millis();
+        self.inner.store.submit(Write::InsertRun {
+            id: run_id.clone(),
+            session_id: id.clone(),
+            at: now,
+        });
+        let set_title = {
+            let mut session = lock(&live.session);
+            session.updated_at = now;
+            match session.title {
+                Some(_) => None,
+                None => {
+                    session.title = title_from_prompt(&content);
+                    session.title.clone()
+                }
+            }
+        };
+        if let Some(title) = set_title {
+            self.inner.store.submit(Write::SetTitle {
+                id: id.clone(),
+                title,
+            });
+        }
+        let mut emitter = Emitter::new(&self.inner.store, &live.events, id, &run_id);
+        emitter.emit(Event::State {
+            state: RunState::Queued,
+            stop_reason: None,
+            error: None,
+        });
+        emitter.emit(Event::UserMessage {
+            content: content.clone(),
+        });
+        let cancel = CancellationToken::new();
+        lock(&live.pending).push((run_id.clone(), cancel.clone()));
+        let (done_tx, done_rx) = oneshot::channel();
+        let queued = QueuedRun {
+            id: run_id.clone(),
+            next_seq: emitter.next_seq,
+            content,
+            cancel,
+            done: done_tx,
+        };
+        if live.queue.send(queued).is_err() {
+            return Err(RuntimeError::SessionNotFound(id.clone()));
+        }
+        Ok(RunTicket {
+            run_id,
+            done: done_rx,
+        })
+    }
+
+    /// Cancels the active run of a session and every run queued behind it.
+    pub fn cancel(&self, id: &SessionId) -> Result<usize, RuntimeError> {
+        let live = self
+            .live(id)
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        let pending = lock(&live.pending);
+        for (_, token) in pending.iter() {
+            token.cancel();
+        }
+        Ok(pending.len())
+    }
+
+    /// Cancels one run, active or queued; false if it is not pending.
+    pub fn cancel_run(&self, session: &SessionId, run: &RunId) -> bool {
+        let Some(live) = self.live(session) else {
+            return false;
+        };
+        let pending = lock(&live.pending);
+        match pending.iter().find(|(id, _)| id == run) {
+            Some((_, token)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub async fn set_mode(&self, id: &SessionId, mode: Mode) -> Result<Session, RuntimeError> {
+        self.update_settings(id, |session| {
+            session.mode = mode;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Switches the session's model; `model` is `provider/model` or a bare model name.
+    pub async fn set_model(&self, id: &SessionId, model: &str) -> Result<Session, RuntimeError> {
+        let choice = self.inner.providers.find(model).ok_or_else(|| {
+            let available: Vec<String> =
+                self.inner.providers.choices().iter().map(ModelChoice::id).collect();
+            RuntimeError::UnknownModel(
+                model.to_owned(),
+                if available.is_empty() {
+                    "none (no provider is configured)".into()
+                } else {
+                    available.join(", ")
+                },
+            )
+        })?;
+        self.update_settings(id, move |session| {
+            session.provider = choice.provider;
+            session.model = choice.model;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn update_settings(
+        &self,
+        id: &SessionId,
+        change: impl FnOnce(&mut Session) -> Result<(), RuntimeError>,
+    ) -> Result<Session, RuntimeError> {
+        let live = self
+            .live(id)
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        let session = {
+            let mut session = lock(&live.session);
+            change(&mut session)?;
+            session.updated_at = now_millis();
+            session.clone()
+        };
+        self.inner
+            .store
+            .commit(Write::UpdateSettings {
+                id: id.clone(),
+                provider: session.provider.clone(),
+                model: session.model.clone(),
+                mode: session.mode,
+                at: session.updated_at,
+            })
+            .await?;
+        Ok(session)
+    }
+
+    /// Cancels a session's runs, waits for them to record their end, and marks it closed.
+    pub async fn close_session(&self, id: &SessionId) -> Result<(), RuntimeError> {
+        let live = {
+            let mut map = lock(&self.inner.live);
+            map.remove(id)
+        };
+        let Some(live) = live else {
+            // Closing a stored but not live session only marks it.
+            self.inner
+                .store
+                .session(id)
+                .await?
+                .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+            self.inner
+                .store
+                .commit(Write::SetClosed {
+                    id: id.clone(),
+                    closed: true,
+                    at: now_millis(),
+                })
+                .await?;
+            return Ok(());
+        };
+        for (_, token) in lock(&live.pending).iter() {
+            token.cancel();
+        }
+        live.closed.cancel();
+        // The worker drains its queue (marking queued runs cancelled) and exits;
+        // wait until nothing is pending.
+        loop {
+            if lock(&live.pending).is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        self.inner
+            .store
+            .commit(Write::SetClosed {
+                id: id.clone(),
+                closed: true,
+                at: now_millis(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Cancels every run, waits for each to record its end, and flushes the store.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let sessions: Vec<Arc<LiveSession>> = lock(&self.inner.live).values().cloned().collect();
+        for live in sessions {
+            for (_, token) in lock(&live.pending).iter() {
+                token.cancel();
+            }
+            live.closed.cancel();
+        }
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        if let Err(err) = self.inner.store.flush().await {
+            tracing::error!(error = %err, "final flush failed");
+        }
+    }
+
+    fn live(&self, id: &SessionId) -> Option<Arc<LiveSession>> {
+        lock(&self.inner.live).get(id).cloned()
+    }
+
+    fn make_live(&self, session: Session) -> Result<(), RuntimeError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        let id = session.id.clone();
+        let (events, _) = broadcast::channel(self.inner.config.event_buffer.max(16));
+        let (queue, rx) = mpsc::unbounded_channel();
+        let live = Arc::new(LiveSession {
+            session: Mutex::new(session),
+            events,
+            queue,
+            pending: Mutex::new(Vec::new()),
+            closed: self.inner.shutdown.child_token(),
+        });
+        {
+            let mut map = lock(&self.inner.live);
+            if map.contains_key(&id) {
+                return Ok(());
+            }
+            map.insert(id, live.clone());
+        }
+        let runtime = self.clone();
+        self.inner
+            .tasks
+            .spawn(async move { runtime.session_worker(live, rx).await });
+        Ok(())
+    }
+
+    async fn session_worker(self, live: Arc<LiveSession>, mut rx: mpsc::UnboundedReceiver<QueuedRun>) {
+        loop {
+            let queued = tokio::select! {
+                biased;
+                queued = rx.recv() => queued,
+                _ = live.closed.cancelled() => {
+                    rx.close();
+                    rx.recv().await
+                }
+            };
+            let Some(queued) = queued else { break };
+            let id = queued.id.clone();
+            self.execute(&live, queued).await;
+            lock(&live.pending).retain(|(run, _)| run != &id);
+        }
+    }
+
+    async fn execute(&self, live: &LiveSession, queued: QueuedRun) {
+        let session = lock(&live.session).clone();
+        let mut emitter = Emitter::resume(&self.inner.store, &live.events, &session.id, &queued.id, queued.next_seq);
+        let outcome = if queued.cancel.is_cancelled() {
+            RunOutcome::Cancelled
+        } else {
+            self.run_loop(&session, &queued, &mut emitter).await
+        };
+        self.finish(&mut emitter, &outcome).await;
+        let _ = queued.done.send(outcome);
+    }
+
+    async fn run_loop(&self, session: &Session, queued: &QueuedRun, emitter: &mut Emitter) -> RunOutcome {
+        let store = &self.inner.store;
+        let now = now_millis();
+        emitter.emit(Event::State {
+            state: RunState::Running,
+            stop_reason: None,
+            error: None,
+        });
+        store.submit(Write::SetRunState {
+            id: queued.id.clone(),
+            state: RunState::Running,
+            stop_reason: None,
+            error: None,
+            usage: Usage::default(),
+            at: now,
+        });
+        let user = Message::User {
+            content: queued.content.clone(),
+        };
+        store.submit(Write::AppendMessage {
+            session_id: session.id.clone(),
+            run_id: Some(queued.id.clone()),
+            message: user,
+            at: now,
+        });
+        let history = match self.history(&session.id).await {
+            Ok(history) => history.into_iter().map(|entry| entry.message).collect(),
+            Err(err) => return RunOutcome::Failed(format!("cannot read the session history: {err}")),
+        };
+        let provider = if session.provider.is_empty() {
+            None
+        } else {
+            self.inner.providers.get(&session.provider)
+        };
+        let Some(provider) = provider else {
+            return RunOutcome::Failed(no_provider_message(&session.provider));
+        };
+        let mut context = RunContext {
+            provider,
+            model: session.model.clone(),
+            history,
+            cancel: queued.cancel.clone(),
+            emitter,
+        };
+        agent_loop::run(&mut context, &self.inner.config.loop_config).await
+    }
+
+    async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) {
+        let record = emitter.record(Event::State {
+            state: outcome.state(),
+            stop_reason: outcome.stop_reason(),
+            error: outcome.error().map(str::to_owned),
+        });
+        let store = &self.inner.store;
+        store.submit(Write::AppendEvent(record.clone()));
+        let committed = store
+            .commit(Write::SetRunState {
+                id: emitter.run_id.clone(),
+                state: outcome.state(),
+                stop_reason: outcome.stop_reason(),
+                error: outcome.error().map(str::to_owned),
+                usage: emitter.usage,
+                at: record.at,
+            })
+            .await;
+        if let Err(err) = committed {
+            tracing::error!(run = %emitter.run_id, error = %err, "cannot record the end of a run");
+        }
+        // Published after the commit: whoever sees a run end can rely on it being on disk.
+        let _ = emitter.events.send(Arc::new(record));
+    }
+}
+
+fn no_provider_message(name: &str) -> String {
+    if name.is_empty() {
+        "no model provider is configured: set `provider` and a `[providers.NAME]` table in config.toml, \
+         or pass `--provider scripted --script FILE` (see `pincer config show` and docs/scripted-provider.md)"
+            .to_owned()
+    } else {
+        format!("the session's provider {name:?} is not configured any more; choose another model")
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Appends a run's events to the tape and publishes them, numbering them in order.
+pub struct Emitter {
+    store: Store,
+    events: broadcast::Sender<Arc<EventRecord>>,
+    session_id: SessionId,
+    run_id: RunId,
+    next_seq: u64,
+    /// Token usage summed over the run's model turns.
+    pub usage: Usage,
+}
+
+impl Emitter {
+    fn new(
+        store: &Store,
+        events: &broadcast::Sender<Arc<EventRecord>>,
+        session_id: &SessionId,
+        run_id: &RunId,
+    ) -> Self {
+        Self::resume(store, events, session_id, run_id, 0)
+    }
+
+    fn resume(
+        store: &Store,
+        events: &broadcast::Sender<Arc<EventRecord>>,
+        session_id: &SessionId,
+        run_id: &RunId,
+        next_seq: u64,
+    ) -> Self {
+        Self {
+            store: store.clone(),
+            events: events.clone(),
+            session_id: session_id.clone(),
+            run_id: run_id.clone(),
+            next_seq,
+            usage: Usage::default(),
+        }
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    fn record(&mut self, event: Event) -> EventRecord {
+        let record = EventRecord {
+            session_id: self.session_id.clone(),
+            run_id: self.run_id.clone(),
+            seq: self.next_seq,
+            at: now_millis(),
+            event,
+        };
+        self.next_seq += 1;
+        record
+    }
+
+    /// Appends an event to the tape and publishes it.
+    pub fn emit(&mut self, event: Event) {
+        if let Event::Usage { usage } = &event {
+            self.usage.add(*usage);
+        }
+        let record = self.record(event);
+        self.store.submit(Write::AppendEvent(record.clone()));
+        // No receivers is fine: nobody is watching this session right now.
+        let _ = self.events.send(Arc::new(record));
+    }
+
+    /// Adds a message to the session's history.
+    pub fn append_message(&self, message: Message) {
+        self.store.submit(Write::AppendMessage {
+            session_id: self.session_id.clone(),
+            run_id: Some(self.run_id.clone()),
+            message,
+            at: now_millis(),
+        });
+    }
+}
+
+/// A session's events in order, with no gaps: when the subscriber falls behind
+/// the live stream, the missed events are read back from the tape.
+pub struct Subscription {
+    session_id: SessionId,
+    rx: broadcast::Receiver<Arc<EventRecord>>,
+    store: Store,
+    /// Runs created before this are not re-read after a lag.
+    since: i64,
+    /// Highest sequence number delivered, per run not yet ended.
+    delivered: HashMap<RunId, u64>,
+    /// Runs whose terminal event was delivered.
+    finished: HashSet<RunId>,
+    /// Events read back from the tape, waiting to be delivered.
+    backlog: VecDeque<Arc<EventRecord>>,
+}
+
+impl Subscription {
+    /// The next event, or `None` once the session is closed.
+    pub async fn next(&mut self) -> Option<Arc<EventRecord>> {
+        loop {
+            if let Some(record) = self.backlog.pop_front() {
+                if self.accept(&record) {
+                    return Some(record);
+                }
+                continue;
+            }
+            match self.rx.recv().await {
+                Ok(record) => {
+                    if self.accept(&record) {
+                        return Some(record);
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(session = %self.session_id, missed, "subscriber lagged; re-reading the tape");
+                    if let Err(err) = self.refill().await {
+                        tracing::error!(session = %self.session_id, error = %err, "cannot re-read the tape after a lag");
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// Whether a record is new to this subscriber; records it as delivered.
+    fn accept(&mut self, record: &EventRecord) -> bool {
+        if self.finished.contains(&record.run_id) {
+            return false;
+        }
+        if let Some(seq) = self.delivered.get(&record.run_id)
+            && record.seq <= *seq
+        {
+            return false;
+        }
+        if record.event.terminal_state().is_some() {
+            self.delivered.remove(&record.run_id);
+            self.finished.insert(record.run_id.clone());
+        } else {
+            self.delivered.insert(record.run_id.clone(), record.seq);
+        }
+        true
+    }
+
+    async fn refill(&mut self) -> Result<(), StoreError> {
+        self.store.flush().await?;
+        let runs = self.store.runs(&self.session_id).await?;
+        for run in runs {
+            if self.finished.contains(&run.id) {
+                continue;
+            }
+            let from = match self.delivered.get(&run.id) {
+                Some(seq) => seq + 1,
+                None if run.created_at >= self.since => 0,
+                None => continue,
+            };
+            let records = self.store.tape(&run.id, from).await?;
+            self.backlog.extend(records.into_iter().map(Arc::new));
+        }
+        Ok(())
+    }
+}

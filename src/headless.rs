@@ -1,0 +1,257 @@
+//! The headless face: `pincer run` drives the core from a prompt or a script of
+//! user input and reports the result on stdout (text or JSON lines) and in the
+//! exit code.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use anyhow::{Context, anyhow};
+use serde::Deserialize;
+
+use crate::cli::{Failure, OutputFormat, RunArgs, exit};
+use crate::config::Flags;
+use crate::core::event::{Event, RunState, StopReason};
+use crate::core::ids::SessionId;
+use crate::core::runtime::{NewSession, Runtime, Subscription};
+use crate::core::session::{ContentPart, Origin, Session};
+use crate::stdout::{LineSender, LineWriter};
+
+/// One line of an `--input` script.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputLine {
+    prompt: String,
+}
+
+/// Reads the prompts to run, in order.
+fn prompts(args: &RunArgs) -> Result<Vec<String>, Failure> {
+    if let Some(prompt) = &args.prompt {
+        return Ok(vec![if prompt == "-" { read_stdin()? } else { prompt.clone() }]);
+    }
+    if let Some(path) = &args.prompt_file {
+        let text = if path == Path::new("-") {
+            read_stdin()?
+        } else {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read prompt file {}", path.display()))
+                .map_err(Failure::usage)?
+        };
+        return Ok(vec![text]);
+    }
+    if let Some(path) = &args.input {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read input script {}", path.display()))
+            .map_err(Failure::usage)?;
+        let mut prompts = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let parsed: InputLine = serde_json::from_str(line)
+                .map_err(|err| {
+                    anyhow!(
+                        "input script {}, line {}: expected {{\"prompt\": \"...\"}}: {err}",
+                        path.display(),
+                        index + 1
+                    )
+                })
+                .map_err(Failure::usage)?;
+            prompts.push(parsed.prompt);
+        }
+        if prompts.is_empty() {
+            return Err(Failure::usage(anyhow!("input script {} has no prompts", path.display())));
+        }
+        return Ok(prompts);
+    }
+    Err(Failure::usage(anyhow!(
+        "nothing to run: pass a PROMPT, --prompt-file FILE or --input FILE.jsonl"
+    )))
+}
+
+fn read_stdin() -> Result<String, Failure> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read the prompt from stdin")
+        .map_err(Failure::usage)?;
+    Ok(text)
+}
+
+/// Runs the prompts; the exit code is that of the first run that did not complete.
+pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
+    let prompts = prompts(args)?;
+    if prompts.iter().any(|p| p.trim().is_empty()) {
+        return Err(Failure::usage(anyhow!("the prompt is empty")));
+    }
+    let opened = crate::cli::open(flags)?;
+    if !opened.problems.is_empty() {
+        return Err(Failure::usage(anyhow!(opened.problems.join("; "))));
+    }
+    let runtime = opened.runtime;
+    if runtime.providers().is_empty() {
+        return Err(Failure::usage(anyhow!(
+            "no model provider is configured: add `provider = \"NAME\"` and a [providers.NAME] table to {}, \
+             or pass --provider scripted --script FILE (docs/scripted-provider.md)",
+            opened
+                .config
+                .file
+                .as_deref()
+                .map_or_else(|| "$XDG_CONFIG_HOME/pincer/config.toml".to_owned(), |p| p.display().to_string())
+        )));
+    }
+    let session = open_session(&runtime, args).await?;
+    let subscription = runtime.subscribe(&session.id).map_err(Failure::failed)?;
+    let (out, writer) = LineWriter::spawn();
+    let result = drive(&runtime, &session, subscription, &out, args.output, prompts).await;
+    runtime.shutdown().await;
+    drop(out);
+    if let Err(err) = writer.finish().await {
+        tracing::warn!(error = %err, "cannot write to stdout");
+    }
+    runtime.store().shutdown();
+    result
+}
+
+async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Failure> {
+    if let Some(id) = &args.session {
+        return runtime
+            .open_session(&SessionId::from_string(id.clone()))
+            .await
+            .map_err(Failure::usage);
+    }
+    let cwd = match &args.cwd {
+        Some(dir) => std::path::absolute(dir),
+        None => std::env::current_dir(),
+    }
+    .context("cannot resolve the workspace directory")
+    .map_err(Failure::usage)?;
+    if !cwd.is_dir() {
+        return Err(Failure::usage(anyhow!("workspace {} is not a directory", cwd.display())));
+    }
+    runtime
+        .create_session(NewSession {
+            workspace: cwd,
+            origin: Origin::Headless,
+            mcp_servers: serde_json::Value::Array(Vec::new()),
+        })
+        .await
+        .map_err(Failure::failed)
+}
+
+async fn drive(
+    runtime: &Runtime,
+    session: &Session,
+    mut subscription: Subscription,
+    out: &LineSender,
+    format: OutputFormat,
+    prompts: Vec<String>,
+) -> Result<u8, Failure> {
+    match format {
+        OutputFormat::Text => eprintln!("pincer: session {} ({})", session.id, session.workspace.display()),
+        OutputFormat::Jsonl => {
+            let line = serde_json::json!({
+                "type": "session",
+                "session_id": session.id.as_str(),
+                "workspace": session.workspace,
+                "provider": session.provider,
+                "model": session.model,
+            });
+            out.send(json_line(&line)).await;
+        }
+    }
+    let mut code = exit::OK;
+    for prompt in prompts {
+        let ticket = runtime
+            .prompt(&session.id, vec![ContentPart::Text { text: prompt }])
+            .await
+            .map_err(Failure::failed)?;
+        let mut ended_with_newline = true;
+        let mut interrupted = false;
+        let end = loop {
+            let record = tokio::select! {
+                record = subscription.next() => record,
+                _ = tokio::signal::ctrl_c(), if !interrupted => {
+                    interrupted = true;
+                    eprintln!("\npincer: cancelling");
+                    let _ = runtime.cancel(&session.id);
+                    continue;
+                }
+            };
+            let Some(record) = record else {
+                return Err(Failure::failed(anyhow!("the session closed during the run")));
+            };
+            if record.run_id != ticket.run_id {
+                continue;
+            }
+            match format {
+                OutputFormat::Jsonl => {
+                    out.send(json_line(&record)).await;
+                }
+                OutputFormat::Text => match &record.event {
+                    Event::TextDelta { text } => {
+                        ended_with_newline = text.ends_with('\n');
+                        out.send(text.as_bytes().to_vec()).await;
+                    }
+                    Event::ToolCall { name, arguments, .. } => {
+                        eprintln!("pincer: tool call {name} {arguments}");
+                    }
+                    Event::ToolResult { output, is_error, .. } => {
+                        let status = if *is_error { "failed" } else { "done" };
+                        eprintln!("pincer: tool {status}: {}", first_line(output));
+                    }
+                    Event::State { .. }
+                    | Event::UserMessage { .. }
+                    | Event::ModelTurn { .. }
+                    | Event::ThoughtDelta { .. }
+                    | Event::Usage { .. } => {}
+                },
+            }
+            if let Event::State {
+                state,
+                stop_reason,
+                error,
+            } = &record.event
+                && state.is_terminal()
+            {
+                break (*state, *stop_reason, error.clone());
+            }
+        };
+        if format == OutputFormat::Text && !ended_with_newline {
+            out.send(b"\n".to_vec()).await;
+        }
+        let (state, stop_reason, error) = end;
+        code = exit_code(state, stop_reason);
+        if format == OutputFormat::Text {
+            match (&error, stop_reason) {
+                (Some(error), _) => eprintln!("pincer: run {} failed: {error}", ticket.run_id),
+                (None, Some(reason)) => eprintln!("pincer: run {} {} ({})", ticket.run_id, state.as_str(), reason.as_str()),
+                (None, None) => eprintln!("pincer: run {} {}", ticket.run_id, state.as_str()),
+            }
+        }
+        if code != exit::OK {
+            break;
+        }
+    }
+    Ok(code)
+}
+
+fn exit_code(state: RunState, stop_reason: Option<StopReason>) -> u8 {
+    match (state, stop_reason) {
+        (RunState::Completed, Some(StopReason::Refusal)) => exit::CANCELLED,
+        (RunState::Completed, _) => exit::OK,
+        (RunState::Cancelled, _) => exit::CANCELLED,
+        (RunState::Failed, _) => exit::RUN_FAILED,
+        (RunState::Queued | RunState::Running | RunState::Waiting, _) => exit::RUN_FAILED,
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+fn json_line<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    line
+}

@@ -1,0 +1,14 @@
+//! Pincer: an agent runtime with one core and several faces.
+//!
+//! See `docs/architecture.md` for the map.
+
+pub mod acp;
+pub mod cli;
+pub mod config;
+pub mod core;
+pub mod headless;
+pub mod logging;
+pub mod providers;
+pub mod sandbox;
+pub mod stdout;
+pub mod store;

@@ -1,0 +1,87 @@
+//! Model providers: implementations of [`crate::core::provider::Provider`], and
+//! building the set a runtime uses from the configuration.
+
+pub mod scripted;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use crate::config::{Config, ProviderKind};
+use crate::core::provider::{
+    ModelChoice, ModelRequest, Provider, ProviderEntry, ProviderError, ProviderErrorKind,
+    ProviderStream, Providers,
+};
+
+/// The model name a scripted provider offers when its config lists none.
+const SCRIPTED_MODEL: &str = "script";
+
+/// Builds the configured providers. A provider that cannot be set up (a missing
+/// script) is kept but fails every turn with the reason, which is also returned,
+/// so an editor session still starts and shows the user what is wrong.
+pub fn build(config: &Config) -> (Providers, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut entries = Vec::new();
+    for (name, provider) in &config.providers {
+        let provider = &provider.value;
+        let built: Result<Arc<dyn Provider>, String> = match provider.kind {
+            ProviderKind::Scripted => match &provider.script {
+                Some(path) => scripted::ScriptedProvider::load(name, path)
+                    .map(|p| Arc::new(p) as Arc<dyn Provider>)
+                    .map_err(|err| err.to_string()),
+                None => Err(format!("provider {name}: no script configured")),
+            },
+        };
+        let provider_impl = built.unwrap_or_else(|message| {
+            problems.push(message.clone());
+            Arc::new(Unavailable {
+                name: name.clone(),
+                message,
+            })
+        });
+        let models = if provider.models.is_empty() {
+            vec![SCRIPTED_MODEL.to_owned()]
+        } else {
+            provider.models.clone()
+        };
+        entries.push(ProviderEntry {
+            name: name.clone(),
+            models,
+            provider: provider_impl,
+        });
+    }
+    let default = config.provider.as_ref().map(|chosen| {
+        let models = entries
+            .iter()
+            .find(|entry| entry.name == chosen.value)
+            .map(|entry| entry.models.clone())
+            .unwrap_or_default();
+        ModelChoice {
+            provider: chosen.value.clone(),
+            model: config
+                .model
+                .as_ref()
+                .map(|m| m.value.clone())
+                .or_else(|| models.first().cloned())
+                .unwrap_or_default(),
+        }
+    });
+    (Providers::new(entries, default), problems)
+}
+
+/// Stands in for a provider whose setup failed.
+struct Unavailable {
+    name: String,
+    message: String,
+}
+
+impl Provider for Unavailable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn stream(&self, _request: ModelRequest) -> ProviderStream {
+        let error = ProviderError::new(ProviderErrorKind::Config, self.message.clone());
+        futures::stream::once(async move { Err(error) }).boxed()
+    }
+}

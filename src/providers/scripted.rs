@@ -1,0 +1,410 @@
+//! The scripted provider: replays a model script, one model turn per line.
+//!
+//! The format is documented in `docs/scripted-provider.md`. The turn to play is
+//! chosen from the conversation itself (the number of assistant messages so far),
+//! so a session continued after a restart picks up where it left off.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::core::event::Usage;
+use crate::core::provider::{
+    ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
+    ProviderStream,
+};
+use crate::core::session::{Message, ToolCall};
+
+#[derive(Debug, Error)]
+pub enum ScriptError {
+    #[error("cannot read model script {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("model script {path}, line {line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("model script {path} has no turns")]
+    Empty { path: PathBuf },
+}
+
+/// One step of a scripted model turn.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Step {
+    Text(String),
+    Thought(String),
+    ToolCall(ScriptedToolCall),
+    Usage(Usage),
+    DelayMs(u64),
+    Error(ScriptedError),
+    Stop(ScriptedStop),
+    Repeat(Repeat),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    name: String,
+    #[serde(default)]
+    arguments: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptedError {
+    kind: ScriptedErrorKind,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    retry_after_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScriptedErrorKind {
+    Auth,
+    UnknownModel,
+    ContextLength,
+    RateLimited,
+    Transport,
+    Timeout,
+    Server,
+    Protocol,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScriptedStop {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Refusal,
+}
+
+/// Emits `count` identical chunks: how benchmarks and tests make long streams.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repeat {
+    count: u64,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thought: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Turn {
+    steps: Vec<Step>,
+}
+
+/// A provider that plays a model script.
+pub struct ScriptedProvider {
+    name: String,
+    path: PathBuf,
+    turns: Vec<Turn>,
+}
+
+impl ScriptedProvider {
+    pub fn load(name: &str, path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(name, path, &text)
+    }
+
+    fn parse(name: &str, path: &Path, text: &str) -> Result<Self, ScriptError> {
+        let mut turns = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let parse_error = |message: String| ScriptError::Parse {
+                path: path.to_path_buf(),
+                line: index + 1,
+                message,
+            };
+            let steps: Vec<Step> = serde_json::from_str(trimmed).map_err(|err| {
+                parse_error(format!(
+                    "expected a JSON array of steps such as [{{\"text\":\"Hello\"}}]: {err}"
+                ))
+            })?;
+            turns.push(Turn { steps });
+        }
+        if turns.is_empty() {
+            return Err(ScriptError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            path: path.to_path_buf(),
+            turns,
+        })
+    }
+}
+
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn stream(&self, request: ModelRequest) -> ProviderStream {
+        let index = request
+            .messages
+            .iter()
+            .filter(|message| matches!(message, Message::Assistant { .. }))
+            .count();
+        let Some(turn) = self.turns.get(index).cloned() else {
+            let error = ProviderError::new(
+                ProviderErrorKind::Config,
+                format!(
+                    "model script {} has {} turn(s) and turn {} was asked for",
+                    self.path.display(),
+                    self.turns.len(),
+                    index + 1
+                ),
+            );
+            return futures::stream::once(async move { Err(error) }).boxed();
+        };
+        play(turn, index).boxed()
+    }
+}
+
+fn play(
+    turn: Turn,
+    turn_index: usize,
+) -> impl futures::Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static {
+    async_stream_lite(turn, turn_index)
+}
+
+/// Plays a turn as a stream without a macro crate: an unfold over the steps, with
+/// `Repeat` expanded lazily so a 100,000-chunk turn costs no memory up front.
+fn async_stream_lite(
+    turn: Turn,
+    turn_index: usize,
+) -> impl futures::Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static {
+    struct Cursor {
+        steps: std::vec::IntoIter<Step>,
+        repeating: Option<(ProviderEvent, u64)>,
+        saw_tool_call: bool,
+        calls: usize,
+        finished: bool,
+        turn_index: usize,
+    }
+    let cursor = Cursor {
+        steps: turn.steps.into_iter(),
+        repeating: None,
+        saw_tool_call: false,
+        calls: 0,
+        finished: false,
+        turn_index,
+    };
+    futures::stream::unfold(cursor, |mut cursor| async move {
+        if cursor.finished {
+            return None;
+        }
+        loop {
+            if let Some((event, left)) = cursor.repeating.take() {
+                if left > 0 {
+                    cursor.repeating = Some((event.clone(), left - 1));
+                    return Some((Ok(event), cursor));
+                }
+            }
+            let Some(step) = cursor.steps.next() else {
+                cursor.finished = true;
+                let stop = if cursor.saw_tool_call {
+                    ModelStop::ToolUse
+                } else {
+                    ModelStop::EndTurn
+                };
+                return Some((Ok(ProviderEvent::Done(stop)), cursor));
+            };
+            match step {
+                Step::Text(text) => return Some((Ok(ProviderEvent::Text(text)), cursor)),
+                Step::Thought(text) => return Some((Ok(ProviderEvent::Thinking(text)), cursor)),
+                Step::Usage(usage) => return Some((Ok(ProviderEvent::Usage(usage)), cursor)),
+                Step::ToolCall(call) => {
+                    cursor.saw_tool_call = true;
+                    cursor.calls += 1;
+                    let id = call.id.unwrap_or_else(|| {
+                        format!("call_{}_{}", cursor.turn_index + 1, cursor.calls)
+                    });
+                    let event = ProviderEvent::ToolCall(ToolCall {
+                        id,
+                        name: call.name,
+                        arguments: call.arguments,
+                    });
+                    return Some((Ok(event), cursor));
+                }
+                Step::DelayMs(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Step::Error(error) => {
+                    cursor.finished = true;
+                    return Some((Err(scripted_error(&error)), cursor));
+                }
+                Step::Stop(stop) => {
+                    cursor.finished = true;
+                    let stop = match stop {
+                        ScriptedStop::EndTurn => ModelStop::EndTurn,
+                        ScriptedStop::ToolUse => ModelStop::ToolUse,
+                        ScriptedStop::MaxTokens => ModelStop::MaxTokens,
+                        ScriptedStop::Refusal => ModelStop::Refusal,
+                    };
+                    return Some((Ok(ProviderEvent::Done(stop)), cursor));
+                }
+                Step::Repeat(repeat) => {
+                    let event = match (repeat.text, repeat.thought) {
+                        (Some(text), _) => ProviderEvent::Text(text),
+                        (None, Some(thought)) => ProviderEvent::Thinking(thought),
+                        (None, None) => ProviderEvent::Text("x".into()),
+                    };
+                    cursor.repeating = Some((event, repeat.count));
+                }
+            }
+        }
+    })
+}
+
+fn scripted_error(error: &ScriptedError) -> ProviderError {
+    let kind = match error.kind {
+        ScriptedErrorKind::Auth => ProviderErrorKind::Auth,
+        ScriptedErrorKind::UnknownModel => ProviderErrorKind::UnknownModel,
+        ScriptedErrorKind::ContextLength => ProviderErrorKind::ContextLength,
+        ScriptedErrorKind::RateLimited => ProviderErrorKind::RateLimited,
+        ScriptedErrorKind::Transport => ProviderErrorKind::Transport,
+        ScriptedErrorKind::Timeout => ProviderErrorKind::Timeout,
+        ScriptedErrorKind::Server => ProviderErrorKind::Server,
+        ScriptedErrorKind::Protocol => ProviderErrorKind::Protocol,
+    };
+    let message = error
+        .message
+        .clone()
+        .unwrap_or_else(|| format!("scripted {kind:?} error"));
+    ProviderError {
+        kind,
+        message,
+        retry_after: error.retry_after_ms.map(Duration::from_millis),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::session::ContentPart;
+
+    fn provider(script: &str) -> ScriptedProvider {
+        match ScriptedProvider::parse("test", Path::new("test.jsonl"), script) {
+            Ok(provider) => provider,
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    fn request(assistant_turns: usize) -> ModelRequest {
+        let mut messages = vec![Message::User {
+            content: vec![ContentPart::Text { text: "hi".into() }],
+        }];
+        for _ in 0..assistant_turns {
+            messages.push(Message::Assistant {
+                text: "x".into(),
+                thought: String::new(),
+                tool_calls: vec![],
+                interrupted: false,
+            });
+        }
+        ModelRequest {
+            model: "m".into(),
+            system: None,
+            messages,
+            tools: vec![],
+        }
+    }
+
+    async fn collect(provider: &ScriptedProvider, turns: usize) -> Vec<Result<ProviderEvent, String>> {
+        provider
+            .stream(request(turns))
+            .map(|item| item.map_err(|err| err.message))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn plays_the_turn_matching_the_history() {
+        let p = provider("# comment\n[{\"text\":\"a\"},{\"thought\":\"t\"}]\n\n[{\"text\":\"b\"},{\"stop\":\"max_tokens\"},{\"text\":\"never\"}]\n");
+        assert_eq!(
+            collect(&p, 0).await,
+            vec![
+                Ok(ProviderEvent::Text("a".into())),
+                Ok(ProviderEvent::Thinking("t".into())),
+                Ok(ProviderEvent::Done(ModelStop::EndTurn)),
+            ]
+        );
+        assert_eq!(
+            collect(&p, 1).await,
+            vec![
+                Ok(ProviderEvent::Text("b".into())),
+                Ok(ProviderEvent::Done(ModelStop::MaxTokens)),
+            ]
+        );
+        let exhausted = collect(&p, 2).await;
+        assert_eq!(
+            exhausted,
+            vec![Err("model script test.jsonl has 2 turn(s) and turn 3 was asked for".into())]
+        );
+    }
+
+    #[tokio::test]
+    async fn tool_calls_get_ids_and_end_with_tool_use() {
+        let p = provider("[{\"tool_call\":{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}}]");
+        let events = collect(&p, 0).await;
+        assert_eq!(
+            events,
+            vec![
+                Ok(ProviderEvent::ToolCall(ToolCall {
+                    id: "call_1_1".into(),
+                    name: "read_file".into(),
+                    arguments: serde_json::json!({"path":"a"}),
+                })),
+                Ok(ProviderEvent::Done(ModelStop::ToolUse)),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn repeat_expands_lazily_and_errors_end_the_turn() {
+        let p = provider("[{\"repeat\":{\"count\":3,\"text\":\"x\"}},{\"error\":{\"kind\":\"server\",\"message\":\"boom\"}},{\"text\":\"never\"}]");
+        let events = collect(&p, 0).await;
+        assert_eq!(
+            events,
+            vec![
+                Ok(ProviderEvent::Text("x".into())),
+                Ok(ProviderEvent::Text("x".into())),
+                Ok(ProviderEvent::Text("x".into())),
+                Err("boom".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_lines_are_reported_with_their_number() {
+        let err = ScriptedProvider::parse("t", Path::new("s.jsonl"), "[{\"text\":\"a\"}]\n[{\"txet\":1}]")
+            .err()
+            .map(|err| err.to_string())
+            .unwrap_or_default();
+        assert!(err.starts_with("model script s.jsonl, line 2: expected a JSON array"), "{err}");
+        let empty = ScriptedProvider::parse("t", Path::new("s.jsonl"), "\n# nothing\n")
+            .err()
+            .map(|err| err.to_string());
+        assert_eq!(empty.as_deref(), Some("model script s.jsonl has no turns"));
+    }
+}

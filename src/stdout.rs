@@ -1,0 +1,85 @@
+//! The protocol writer: the only code in Pincer that touches standard output.
+//!
+//! In `acp` mode stdout carries nothing but protocol messages, so every byte
+//! bound for it goes through here: an async [`LineWriter`] task for the streaming
+//! faces, and [`write_all`] for one-shot command output. A test fails if any
+//! other module names stdout.
+
+use std::io::Write as _;
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Lines queued for stdout before senders wait; bounds memory when the reader is slow.
+const QUEUE: usize = 4096;
+
+/// Sends whole lines to the stdout task; cheap to clone.
+#[derive(Clone)]
+pub struct LineSender {
+    tx: mpsc::Sender<Vec<u8>>,
+}
+
+impl LineSender {
+    /// Queues bytes to write (a newline is not added). Waits while the queue is
+    /// full; returns false once stdout is closed.
+    pub async fn send(&self, bytes: Vec<u8>) -> bool {
+        self.tx.send(bytes).await.is_ok()
+    }
+
+    /// A sender whose lines go to a test's channel instead of stdout.
+    #[cfg(test)]
+    pub fn for_tests(tx: mpsc::Sender<Vec<u8>>) -> Self {
+        Self { tx }
+    }
+}
+
+/// The task that owns stdout.
+pub struct LineWriter {
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl LineWriter {
+    /// Starts the task; it ends when every sender is dropped and the queue is written.
+    pub fn spawn() -> (LineSender, LineWriter) {
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+        let task = tokio::spawn(async move {
+            let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
+            while let Some(bytes) = rx.recv().await {
+                out.write_all(&bytes).await?;
+                // Flush only when nothing else is waiting, so bursts become few writes.
+                while let Ok(more) = rx.try_recv() {
+                    out.write_all(&more).await?;
+                }
+                out.flush().await?;
+            }
+            out.flush().await
+        });
+        (LineSender { tx }, LineWriter { task })
+    }
+
+    /// Waits until everything queued is written. A reader that went away is not an error.
+    pub async fn finish(self) -> std::io::Result<()> {
+        match self.task.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Ok(Err(err)) => Err(err),
+            Err(err) => Err(std::io::Error::other(err)),
+        }
+    }
+}
+
+/// Writes command output (a listing, a completion script) to stdout at once.
+/// A closed pipe (`pincer sessions list | head`) is success.
+pub fn write_all(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// A writer for libraries that want `impl Write` (clap's completion generator).
+pub fn writer() -> impl std::io::Write {
+    std::io::stdout()
+}

@@ -1,0 +1,307 @@
+//! The durable store: SQLite through one writer thread and read-only readers.
+//!
+//! Writes are queued to a dedicated thread that applies everything waiting in one
+//! transaction (group commit) with `synchronous=FULL`; a caller that must know its
+//! write is on disk awaits [`Store::commit`]. Reads run on read-only connections in
+//! the blocking pool. Only this module knows row types and SQL.
+
+mod reader;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags};
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+use crate::core::event::{EventRecord, RunState, StopReason, Usage};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::run::RunInfo;
+use crate::core::session::{HistoryEntry, Message, Millis, Mode, Session};
+
+pub use reader::SessionQuery;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("cannot create data directory {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("database {path} has schema version {found}, newer than this pincer knows ({known}); upgrade pincer")]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the store's writer thread has stopped")]
+    WriterGone,
+    #[error("write failed: {0}")]
+    Write(String),
+}
+
+/// One change to the durable state.
+#[derive(Debug, Clone)]
+pub enum Write {
+    InsertSession(Session),
+    UpdateSettings {
+        id: SessionId,
+        provider: String,
+        model: String,
+        mode: Mode,
+        at: Millis,
+    },
+    SetTitle {
+        id: SessionId,
+        title: String,
+    },
+    SetClosed {
+        id: SessionId,
+        closed: bool,
+        at: Millis,
+    },
+    AppendMessage {
+        session_id: SessionId,
+        run_id: Option<RunId>,
+        message: Message,
+        at: Millis,
+    },
+    InsertRun {
+        id: RunId,
+        session_id: SessionId,
+        at: Millis,
+    },
+    SetRunState {
+        id: RunId,
+        state: RunState,
+        stop_reason: Option<StopReason>,
+        error: Option<String>,
+        usage: Usage,
+        at: Millis,
+    },
+    AppendEvent(EventRecord),
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Database file, for error messages and reader connections.
+    path: PathBuf,
+    /// Queue to the writer thread; dropped last, which ends the thread.
+    writer: writer::WriterHandle,
+    /// Idle read-only connections, reused across reads.
+    readers: Mutex<Vec<Connection>>,
+}
+
+/// What opening the store found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Runs left unfinished by a previous process, now marked failed.
+    pub interrupted_runs: Vec<RunId>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, migrates it, marks runs
+    /// a dead process left unfinished as failed, and starts the writer thread.
+    pub fn open(path: &Path) -> Result<(Self, Recovery), StoreError> {
+        if let Some(dir) = path.parent() {
+            create_private_dir(dir)?;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        configure_writer(&conn).map_err(open_err)?;
+        migrate(&mut conn, path)?;
+        let recovery = writer::recover_interrupted(&mut conn)?;
+        let writer = writer::spawn(conn)?;
+        Ok((
+            Self {
+                inner: Arc::new(Inner {
+                    path: path.to_path_buf(),
+                    writer,
+                    readers: Mutex::new(Vec::new()),
+                }),
+            },
+            recovery,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Queues a write; it is committed with the next group.
+    pub fn submit(&self, write: Write) {
+        self.inner.writer.send(write, None);
+    }
+
+    /// Queues a write and waits until it is committed to disk.
+    pub async fn commit(&self, write: Write) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner.writer.send(write, Some(tx));
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Waits until every write queued so far is committed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner.writer.flush(tx);
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Waits for queued writes and stops the writer thread; later writes fail.
+    pub fn shutdown(&self) {
+        self.inner.writer.shutdown();
+    }
+
+    pub async fn session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| reader::session(conn, &id)).await
+    }
+
+    pub async fn sessions(&self, query: SessionQuery) -> Result<Vec<Session>, StoreError> {
+        self.read(move |conn| reader::sessions(conn, &query)).await
+    }
+
+    pub async fn history(&self, id: &SessionId) -> Result<Vec<HistoryEntry>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| reader::history(conn, &id)).await
+    }
+
+    pub async fn runs(&self, session: &SessionId) -> Result<Vec<RunInfo>, StoreError> {
+        let id = session.clone();
+        self.read(move |conn| reader::runs(conn, &id)).await
+    }
+
+    pub async fn run(&self, id: &RunId) -> Result<Option<RunInfo>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| reader::run(conn, &id)).await
+    }
+
+    /// A run's events from `from_seq` on, in order.
+    pub async fn tape(&self, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
+        let id = run.clone();
+        self.read(move |conn| reader::tape(conn, &id, from_seq)).await
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.take_reader()?;
+            let result = f(&conn);
+            inner.put_reader(conn);
+            result
+        })
+        .await
+        .map_err(|err| StoreError::Write(format!("reader task failed: {err}")))?
+    }
+}
+
+impl Inner {
+    fn take_reader(&self) -> Result<Connection, StoreError> {
+        let idle = self.readers.lock().ok().and_then(|mut pool| pool.pop());
+        if let Some(conn) = idle {
+            return Ok(conn);
+        }
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| StoreError::Open {
+            path: self.path.clone(),
+            source,
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(conn)
+    }
+
+    fn put_reader(&self, conn: Connection) {
+        const MAX_IDLE: usize = 4;
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < MAX_IDLE
+        {
+            pool.push(conn);
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir).map_err(|source| StoreError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+fn configure_writer(conn: &Connection) -> Result<(), rusqlite::Error> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let known = schema::MIGRATIONS.len() as i64;
+    let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if found > known {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found,
+            known,
+        });
+    }
+    for (index, sql) in schema::MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// The schema version this build writes.
+pub fn schema_version() -> i64 {
+    schema::MIGRATIONS.len() as i64
+}
+
+/// Reads a database's schema version without migrating it (for `pincer doctor`).
+pub fn probe(path: &Path) -> Result<i64, StoreError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(
+        |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
+    Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+}

@@ -1,0 +1,230 @@
+//! Queries, run on read-only connections.
+
+use std::path::PathBuf;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::StoreError;
+use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::run::RunInfo;
+use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
+
+/// Which sessions to list, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct SessionQuery {
+    /// Only sessions whose workspace is exactly this directory.
+    pub workspace: Option<PathBuf>,
+    /// Continue after this (updated_at, id) position.
+    pub after: Option<(i64, SessionId)>,
+    pub limit: usize,
+}
+
+const SESSION_COLUMNS: &str =
+    "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed";
+
+fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Corrupt(format!("unknown {what} {value:?}"))
+}
+
+fn session_row(row: &Row<'_>) -> rusqlite::Result<RawSession> {
+    Ok(RawSession {
+        id: row.get(0)?,
+        workspace: row.get(1)?,
+        origin: row.get(2)?,
+        provider: row.get(3)?,
+        model: row.get(4)?,
+        mode: row.get(5)?,
+        title: row.get(6)?,
+        mcp_servers: row.get(7)?,
+        created_at: row.get(8)?,
+        updated_at: row.get(9)?,
+        closed: row.get(10)?,
+    })
+}
+
+struct RawSession {
+    id: String,
+    workspace: String,
+    origin: String,
+    provider: String,
+    model: String,
+    mode: String,
+    title: Option<String>,
+    mcp_servers: String,
+    created_at: i64,
+    updated_at: i64,
+    closed: bool,
+}
+
+impl RawSession {
+    fn into_session(self) -> Result<Session, StoreError> {
+        Ok(Session {
+            origin: Origin::parse(&self.origin).ok_or_else(|| corrupt("origin", &self.origin))?,
+            mode: Mode::parse(&self.mode).ok_or_else(|| corrupt("mode", &self.mode))?,
+            mcp_servers: serde_json::from_str(&self.mcp_servers)
+                .map_err(|err| StoreError::Corrupt(format!("mcp_servers of {}: {err}", self.id)))?,
+            id: SessionId::from_string(self.id),
+            workspace: PathBuf::from(self.workspace),
+            provider: self.provider,
+            model: self.model,
+            title: self.title,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            closed: self.closed,
+        })
+    }
+}
+
+pub(super) fn session(conn: &Connection, id: &SessionId) -> Result<Option<Session>, StoreError> {
+    let raw = conn
+        .prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"))?
+        .query_row(params![id.as_str()], session_row)
+        .optional()?;
+    raw.map(RawSession::into_session).transpose()
+}
+
+pub(super) fn sessions(conn: &Connection, query: &SessionQuery) -> Result<Vec<Session>, StoreError> {
+    let workspace = query
+        .workspace
+        .as_ref()
+        .map(|path| path.to_string_lossy().into_owned());
+    let (after_at, after_id) = match &query.after {
+        Some((at, id)) => (Some(*at), Some(id.as_str().to_owned())),
+        None => (None, None),
+    };
+    let limit = if query.limit == 0 { -1 } else { query.limit as i64 };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions
+         WHERE (?1 IS NULL OR workspace = ?1)
+           AND (?2 IS NULL OR updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
+         ORDER BY updated_at DESC, id DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(params![workspace, after_at, after_id, limit], session_row)?;
+    rows.map(|raw| raw.map_err(StoreError::from)?.into_session())
+        .collect()
+}
+
+pub(super) fn history(conn: &Connection, id: &SessionId) -> Result<Vec<HistoryEntry>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_id, body, at FROM messages WHERE session_id = ?1 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![id.as_str()], |row| {
+        Ok((
+            row.get::<_, Option<String>>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (run_id, body, at) = row?;
+        let message: Message = serde_json::from_str(&body)
+            .map_err(|err| StoreError::Corrupt(format!("message of session {id}: {err}")))?;
+        Ok(HistoryEntry {
+            run_id: run_id.map(RunId::from_string),
+            message,
+            at,
+        })
+    })
+    .collect()
+}
+
+const RUN_COLUMNS: &str = "id, session_id, state, stop_reason, error, input_tokens, output_tokens, created_at, started_at, ended_at";
+
+struct RawRun {
+    id: String,
+    session_id: String,
+    state: String,
+    stop_reason: Option<String>,
+    error: Option<String>,
+    input_tokens: i64,
+    output_tokens: i64,
+    created_at: i64,
+    started_at: Option<i64>,
+    ended_at: Option<i64>,
+}
+
+fn run_row(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        id: row.get(0)?,
+        session_id: row.get(1)?,
+        state: row.get(2)?,
+        stop_reason: row.get(3)?,
+        error: row.get(4)?,
+        input_tokens: row.get(5)?,
+        output_tokens: row.get(6)?,
+        created_at: row.get(7)?,
+        started_at: row.get(8)?,
+        ended_at: row.get(9)?,
+    })
+}
+
+impl RawRun {
+    fn into_info(self) -> Result<RunInfo, StoreError> {
+        let stop_reason = match self.stop_reason {
+            Some(value) => {
+                Some(StopReason::parse(&value).ok_or_else(|| corrupt("stop reason", &value))?)
+            }
+            None => None,
+        };
+        Ok(RunInfo {
+            state: RunState::parse(&self.state).ok_or_else(|| corrupt("run state", &self.state))?,
+            id: RunId::from_string(self.id),
+            session_id: SessionId::from_string(self.session_id),
+            stop_reason,
+            error: self.error,
+            usage: Usage {
+                input_tokens: self.input_tokens.max(0) as u64,
+                output_tokens: self.output_tokens.max(0) as u64,
+                ..Usage::default()
+            },
+            created_at: self.created_at,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+        })
+    }
+}
+
+pub(super) fn runs(conn: &Connection, session: &SessionId) -> Result<Vec<RunInfo>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE session_id = ?1 ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map(params![session.as_str()], run_row)?;
+    rows.map(|raw| raw.map_err(StoreError::from)?.into_info())
+        .collect()
+}
+
+pub(super) fn run(conn: &Connection, id: &RunId) -> Result<Option<RunInfo>, StoreError> {
+    let raw = conn
+        .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+        .query_row(params![id.as_str()], run_row)
+        .optional()?;
+    raw.map(RawRun::into_info).transpose()
+}
+
+pub(super) fn tape(conn: &Connection, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT session_id, seq, at, payload FROM tape WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map(params![run.as_str(), from_seq as i64], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, String>(3)?,
+        ))
+    })?;
+    rows.map(|row| {
+        let (session_id, seq, at, payload) = row?;
+        let event: Event = serde_json::from_str(&payload)
+            .map_err(|err| StoreError::Corrupt(format!("tape of run {run}, seq {seq}: {err}")))?;
+        Ok(EventRecord {
+            session_id: SessionId::from_string(session_id),
+            run_id: run.clone(),
+            seq: seq.max(0) as u64,
+            at,
+            event,
+        })
+    })
+    .collect()
+}

@@ -1,0 +1,64 @@
+//! Migrations, applied in order by `user_version`.
+//!
+//! Each entry moves the schema from version `index` to `index + 1`. Never edit a
+//! migration that has shipped; add a new one.
+
+pub const MIGRATIONS: &[&str] = &[
+    // 1: sessions, history, runs and the append-only tape.
+    r#"
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    workspace   TEXT NOT NULL,
+    origin      TEXT NOT NULL,
+    provider    TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    mode        TEXT NOT NULL,
+    title       TEXT,
+    mcp_servers TEXT NOT NULL DEFAULT '[]',
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    closed      INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id DESC);
+
+CREATE TABLE messages (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        INTEGER NOT NULL,
+    run_id     TEXT,
+    role       TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    at         INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE runs (
+    id            TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions (id),
+    state         TEXT NOT NULL,
+    stop_reason   TEXT,
+    error         TEXT,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    created_at    INTEGER NOT NULL,
+    started_at    INTEGER,
+    ended_at      INTEGER
+) STRICT;
+CREATE INDEX runs_by_session ON runs (session_id, created_at, id);
+
+CREATE TABLE tape (
+    id         INTEGER PRIMARY KEY,
+    run_id     TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    at         INTEGER NOT NULL,
+    kind       TEXT NOT NULL,
+    payload    TEXT NOT NULL,
+    UNIQUE (run_id, seq)
+) STRICT;
+
+CREATE TRIGGER tape_rejects_update BEFORE UPDATE ON tape
+BEGIN SELECT RAISE(ABORT, 'the tape is append-only: UPDATE is not allowed'); END;
+CREATE TRIGGER tape_rejects_delete BEFORE DELETE ON tape
+BEGIN SELECT RAISE(ABORT, 'the tape is append-only: DELETE is not allowed'); END;
+"#,
+];

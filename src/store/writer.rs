@@ -1,0 +1,368 @@
+//! The writer thread: the only connection that writes, committing in groups.
+
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, params};
+use tokio::sync::oneshot;
+
+use super::{Recovery, StoreError, Write};
+use crate::core::event::{Event, EventRecord, RunState};
+use crate::core::ids::RunId;
+use crate::core::session::{Message, now_millis};
+
+type Ack = oneshot::Sender<Result<(), StoreError>>;
+
+enum Command {
+    Write(Box<Write>, Option<Ack>),
+    Flush(Ack),
+    Shutdown,
+}
+
+/// Most writes applied in one transaction; bounds a commit's latency under load.
+const MAX_GROUP: usize = 8192;
+
+pub(super) struct WriterHandle {
+    /// Queue into the thread.
+    tx: Sender<Command>,
+    /// Joined on shutdown so the last group is on disk before the process exits.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl WriterHandle {
+    pub(super) fn send(&self, write: Write, ack: Option<Ack>) {
+        if let Err(mpsc::SendError(Command::Write(_, Some(ack)))) =
+            self.tx.send(Command::Write(Box::new(write), ack))
+        {
+            let _ = ack.send(Err(StoreError::WriterGone));
+        }
+    }
+
+    pub(super) fn flush(&self, ack: Ack) {
+        if let Err(mpsc::SendError(Command::Flush(ack))) = self.tx.send(Command::Flush(ack)) {
+            let _ = ack.send(Err(StoreError::WriterGone));
+        }
+    }
+
+    pub(super) fn shutdown(&self) {
+        let _ = self.tx.send(Command::Shutdown);
+        let handle = self.thread.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(handle) = handle
+            && handle.join().is_err()
+        {
+            tracing::error!("store writer thread panicked");
+        }
+    }
+}
+
+impl Drop for WriterHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+pub(super) fn spawn(conn: Connection) -> Result<WriterHandle, StoreError> {
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("pincer-store-writer".into())
+        .spawn(move || run(conn, rx))
+        .map_err(|err| StoreError::Write(format!("cannot start writer thread: {err}")))?;
+    Ok(WriterHandle {
+        tx,
+        thread: Mutex::new(Some(thread)),
+    })
+}
+
+fn run(mut conn: Connection, rx: Receiver<Command>) {
+    let mut group: Vec<Command> = Vec::with_capacity(256);
+    loop {
+        let Ok(first) = rx.recv() else { return };
+        group.push(first);
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(command) => group.push(command),
+                Err(_) => break,
+            }
+        }
+        let stop = group.iter().any(|c| matches!(c, Command::Shutdown));
+        commit_group(&mut conn, &mut group);
+        if stop {
+            return;
+        }
+    }
+}
+
+fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
+    let mut outcomes: Vec<(Ack, Result<(), StoreError>)> = Vec::new();
+    let tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot begin a write transaction");
+            fail_all(group, &err.to_string());
+            return;
+        }
+    };
+    for command in group.drain(..) {
+        match command {
+            Command::Write(write, ack) => {
+                let result = apply(&tx, &write);
+                if let Err(err) = &result {
+                    tracing::error!(error = %err, ?write, "write failed");
+                }
+                if let Some(ack) = ack {
+                    outcomes.push((ack, result));
+                }
+            }
+            Command::Flush(ack) => outcomes.push((ack, Ok(()))),
+            Command::Shutdown => {}
+        }
+    }
+    if let Err(err) = tx.commit() {
+        tracing::error!(error = %err, "commit failed");
+        for (ack, _) in outcomes {
+            let _ = ack.send(Err(StoreError::Write(format!("commit failed: {err}"))));
+        }
+        return;
+    }
+    for (ack, result) in outcomes {
+        let _ = ack.send(result);
+    }
+}
+
+fn fail_all(group: &mut Vec<Command>, reason: &str) {
+    for command in group.drain(..) {
+        match command {
+            Command::Write(_, Some(ack)) | Command::Flush(ack) => {
+                let _ = ack.send(Err(StoreError::Write(reason.to_owned())));
+            }
+            Command::Write(_, None) | Command::Shutdown => {}
+        }
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|err| StoreError::Write(err.to_string()))
+}
+
+fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
+    match write {
+        Write::InsertSession(s) => {
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?
+            .execute(params![
+                s.id.as_str(),
+                s.workspace.to_string_lossy(),
+                s.origin.as_str(),
+                s.provider,
+                s.model,
+                s.mode.as_str(),
+                s.title,
+                to_json(&s.mcp_servers)?,
+                s.created_at,
+                s.updated_at,
+                s.closed,
+            ])?;
+        }
+        Write::UpdateSettings {
+            id,
+            provider,
+            model,
+            mode,
+            at,
+        } => {
+            conn.prepare_cached(
+                "UPDATE sessions SET provider = ?2, model = ?3, mode = ?4, updated_at = ?5 WHERE id = ?1",
+            )?
+            .execute(params![id.as_str(), provider, model, mode.as_str(), at])?;
+        }
+        Write::SetTitle { id, title } => {
+            conn.prepare_cached("UPDATE sessions SET title = ?2 WHERE id = ?1")?
+                .execute(params![id.as_str(), title])?;
+        }
+        Write::SetClosed { id, closed, at } => {
+            conn.prepare_cached("UPDATE sessions SET closed = ?2, updated_at = ?3 WHERE id = ?1")?
+                .execute(params![id.as_str(), closed, at])?;
+        }
+        Write::AppendMessage {
+            session_id,
+            run_id,
+            message,
+            at,
+        } => append_message(conn, session_id.as_str(), run_id.as_ref(), message, *at)?,
+        Write::InsertRun { id, session_id, at } => {
+            conn.prepare_cached(
+                "INSERT INTO runs (id, session_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)",
+            )?
+            .execute(params![id.as_str(), session_id.as_str(), at])?;
+            conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
+                .execute(params![session_id.as_str(), at])?;
+        }
+        Write::SetRunState {
+            id,
+            state,
+            stop_reason,
+            error,
+            usage,
+            at,
+        } => {
+            let started = matches!(state, RunState::Running).then_some(*at);
+            let ended = state.is_terminal().then_some(*at);
+            conn.prepare_cached(
+                "UPDATE runs SET state = ?2, stop_reason = ?3, error = ?4,
+                    input_tokens = ?5, output_tokens = ?6,
+                    started_at = COALESCE(started_at, ?7), ended_at = COALESCE(?8, ended_at)
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                id.as_str(),
+                state.as_str(),
+                stop_reason.map(|r| r.as_str()),
+                error,
+                usage.input_tokens as i64,
+                usage.output_tokens as i64,
+                started,
+                ended,
+            ])?;
+        }
+        Write::AppendEvent(record) => append_event(conn, record)?,
+    }
+    Ok(())
+}
+
+fn append_message(
+    conn: &Connection,
+    session_id: &str,
+    run_id: Option<&RunId>,
+    message: &Message,
+    at: i64,
+) -> Result<(), StoreError> {
+    let role = match message {
+        Message::User { .. } => "user",
+        Message::Assistant { .. } => "assistant",
+        Message::Tool { .. } => "tool",
+    };
+    conn.prepare_cached(
+        "INSERT INTO messages (session_id, seq, run_id, role, body, at)
+         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?1), ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        session_id,
+        run_id.map(RunId::as_str),
+        role,
+        to_json(message)?,
+        at
+    ])?;
+    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
+        .execute(params![session_id, at])?;
+    Ok(())
+}
+
+fn append_event(conn: &Connection, record: &EventRecord) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO tape (run_id, session_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        record.run_id.as_str(),
+        record.session_id.as_str(),
+        record.seq as i64,
+        record.at,
+        record.event.kind(),
+        to_json(&record.event)?,
+    ])?;
+    Ok(())
+}
+
+/// Marks runs a dead process left unfinished as failed, keeping what they had
+/// streamed: the partial reply of an interrupted model turn joins the history.
+pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
+    let tx = conn.transaction()?;
+    let unfinished: Vec<(String, String)> = {
+        let mut stmt = tx.prepare(
+            "SELECT id, session_id FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id",
+        )?;
+        stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?
+    };
+    let mut recovery = Recovery::default();
+    let now = now_millis();
+    for (run_id, session_id) in unfinished {
+        let events = super::reader::tape(&tx, &RunId::from_string(run_id.clone()), 0)?;
+        let next_seq = events.last().map_or(0, |e| e.seq + 1);
+        let stored_turns: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM messages WHERE run_id = ?1 AND role = 'assistant'",
+            params![run_id],
+            |row| row.get(0),
+        )?;
+        if let Some(partial) = partial_turn(&events, stored_turns as usize) {
+            append_message(&tx, &session_id, Some(&RunId::from_string(run_id.clone())), &partial, now)?;
+        }
+        let error = "interrupted: the pincer process stopped before the run ended".to_owned();
+        let usage = events.iter().fold(Default::default(), |mut total: crate::core::event::Usage, e| {
+            if let Event::Usage { usage } = &e.event {
+                total.add(*usage);
+            }
+            total
+        });
+        let record = EventRecord {
+            session_id: crate::core::ids::SessionId::from_string(session_id.clone()),
+            run_id: RunId::from_string(run_id.clone()),
+            seq: next_seq,
+            at: now,
+            event: Event::State {
+                state: RunState::Failed,
+                stop_reason: None,
+                error: Some(error.clone()),
+            },
+        };
+        append_event(&tx, &record)?;
+        apply(
+            &tx,
+            &Write::SetRunState {
+                id: RunId::from_string(run_id.clone()),
+                state: RunState::Failed,
+                stop_reason: None,
+                error: Some(error),
+                usage,
+                at: now,
+            },
+        )?;
+        recovery.interrupted_runs.push(RunId::from_string(run_id));
+    }
+    tx.commit()?;
+    Ok(recovery)
+}
+
+/// The partial assistant message of the model turn a crash cut short, if any.
+fn partial_turn(events: &[EventRecord], stored_turns: usize) -> Option<Message> {
+    let turns_started = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::ModelTurn { .. }))
+        .count();
+    if turns_started <= stored_turns {
+        return None;
+    }
+    let last_turn_start = events
+        .iter()
+        .rposition(|e| matches!(e.event, Event::ModelTurn { .. }))?;
+    let mut text = String::new();
+    let mut thought = String::new();
+    for record in &events[last_turn_start..] {
+        match &record.event {
+            Event::TextDelta { text: t } => text.push_str(t),
+            Event::ThoughtDelta { text: t } => thought.push_str(t),
+            _ => {}
+        }
+    }
+    if text.is_empty() && thought.is_empty() {
+        return None;
+    }
+    Some(Message::Assistant {
+        text,
+        thought,
+        tool_calls: Vec::new(),
+        interrupted: true,
+    })
+}
