@@ -24,12 +24,13 @@ use crate::core::ids::{RunId, SessionId};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{Mode, Origin, Session};
-use crate::store::SessionQuery;
 use crate::stdout::LineSender;
+use crate::store::SessionQuery;
 use peer::{Id, Incoming, Line, LineReader, Peer};
 
 /// The extension methods Pincer serves, advertised in `initialize`.
-pub const EXTENSION_METHODS: [&str; 3] = ["_pincer/runs/list", "_pincer/runs/get", "_pincer/runs/tape"];
+pub const EXTENSION_METHODS: [&str; 3] =
+    ["_pincer/runs/list", "_pincer/runs/get", "_pincer/runs/tape"];
 
 /// Settings of the ACP face.
 #[derive(Debug, Clone)]
@@ -50,7 +51,12 @@ impl Default for AcpOptions {
 }
 
 /// Serves one client until its input ends, then waits for every answer to be queued.
-pub async fn serve<R>(runtime: Runtime, input: R, out: LineSender, options: AcpOptions) -> std::io::Result<()>
+pub async fn serve<R>(
+    runtime: Runtime,
+    input: R,
+    out: LineSender,
+    options: AcpOptions,
+) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin,
 {
@@ -90,7 +96,7 @@ where
         match peer::classify(&conn.peer, &bytes) {
             None => {}
             Some(Incoming::Invalid { id, error }) => {
-                tracing::debug!(code = i32::from(error.code.clone()), "invalid message");
+                tracing::debug!(code = i32::from(error.code), "invalid message");
                 conn.peer.respond(&id, Err(error)).await;
             }
             Some(Incoming::Notification { method, params }) => conn.notification(&method, params),
@@ -147,7 +153,9 @@ struct Connection {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Parses params into `T`; a failure names the offending field.
@@ -183,11 +191,14 @@ fn runtime_error(err: RuntimeError) -> RpcError {
             error
         }
         RuntimeError::RunNotFound(id) => {
-            let mut error = RpcError::resource_not_found(None).data(json!({ "runId": id.as_str() }));
+            let mut error =
+                RpcError::resource_not_found(None).data(json!({ "runId": id.as_str() }));
             error.message = format!("Resource not found: run {id}");
             error
         }
-        RuntimeError::RelativeWorkspace(_) | RuntimeError::UnknownModel(..) => invalid_params(err.to_string()),
+        RuntimeError::RelativeWorkspace(_) | RuntimeError::UnknownModel(..) => {
+            invalid_params(err.to_string())
+        }
         RuntimeError::ShuttingDown | RuntimeError::Store(_) => {
             tracing::error!(error = %err, "request failed");
             RpcError::internal_error().data(err.to_string())
@@ -230,12 +241,15 @@ impl Connection {
                     // A prompt's request is no longer in flight once its run is queued;
                     // cancel that run instead.
                     let target = serde_json::to_value(&cancel.request_id).unwrap_or_default();
-                    let run = lock(&self.prompts).iter().find_map(|(run, slot)| match slot {
-                        PromptSlot::Waiting(id) if *id == target => Some(run.clone()),
-                        _ => None,
-                    });
+                    let run = lock(&self.prompts)
+                        .iter()
+                        .find_map(|(run, slot)| match slot {
+                            PromptSlot::Waiting(id) if *id == target => Some(run.clone()),
+                            _ => None,
+                        });
                     if let Some(run) = run {
-                        let sessions: Vec<SessionId> = lock(&self.attached).keys().cloned().collect();
+                        let sessions: Vec<SessionId> =
+                            lock(&self.attached).keys().cloned().collect();
                         for session in sessions {
                             if self.runtime.cancel_run(&session, &run) {
                                 break;
@@ -258,7 +272,8 @@ impl Connection {
     ) -> Reply {
         let result = match method {
             "initialize" => self.initialize(raw),
-            "authenticate" => params::<acp::AuthenticateRequest>(raw).and_then(|_| to_value(acp::AuthenticateResponse::new())),
+            "authenticate" => params::<acp::AuthenticateRequest>(raw)
+                .and_then(|_| to_value(acp::AuthenticateResponse::new())),
             "session/new" => return self.new_session(id, raw).await,
             "session/load" => return self.load_session(id, raw, cancel).await,
             "session/resume" => return self.resume_session(id, raw).await,
@@ -286,7 +301,12 @@ impl Connection {
         meta.insert("pincer".into(), pincer);
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
-            .prompt_capabilities(acp::PromptCapabilities::new().image(false).audio(false).embedded_context(true))
+            .prompt_capabilities(
+                acp::PromptCapabilities::new()
+                    .image(false)
+                    .audio(false)
+                    .embedded_context(true),
+            )
             .mcp_capabilities(acp::McpCapabilities::new().http(false).sse(false))
             .session_capabilities(
                 acp::SessionCapabilities::new()
@@ -295,22 +315,34 @@ impl Connection {
                     .close(acp::SessionCloseCapabilities::new()),
             )
             .meta(meta);
-        let response = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
-            .agent_capabilities(capabilities)
-            .agent_info(acp::Implementation::new("pincer", env!("CARGO_PKG_VERSION")).title("Pincer".to_owned()));
+        let response =
+            acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+                .agent_capabilities(capabilities)
+                .agent_info(
+                    acp::Implementation::new("pincer", env!("CARGO_PKG_VERSION"))
+                        .title("Pincer".to_owned()),
+                );
         to_value(response)
     }
 
     fn workspace(cwd: PathBuf) -> Result<PathBuf, RpcError> {
         if !cwd.is_absolute() {
-            return Err(invalid_params(format!("`cwd` must be an absolute path, got {:?}", cwd.display().to_string())));
+            return Err(invalid_params(format!(
+                "`cwd` must be an absolute path, got {:?}",
+                cwd.display().to_string()
+            )));
         }
         Ok(cwd)
     }
 
     /// Answers a request that opens a session, then starts forwarding its events:
     /// no update can overtake the response. Events meanwhile wait in the subscription.
-    async fn answer_and_attach(self: &Arc<Self>, id: &Id, result: Result<Value, RpcError>, opened: Option<(SessionId, Subscription)>) -> Reply {
+    async fn answer_and_attach(
+        self: &Arc<Self>,
+        id: &Id,
+        result: Result<Value, RpcError>,
+        opened: Option<(SessionId, Subscription)>,
+    ) -> Reply {
         let ok = result.is_ok();
         self.peer.respond(id, result).await;
         if let (true, Some((session, subscription))) = (ok, opened) {
@@ -322,14 +354,22 @@ impl Connection {
     fn attach(self: &Arc<Self>, session: SessionId, subscription: Subscription) {
         let conn = self.clone();
         let key = session.clone();
-        let handle = self.tasks.spawn(async move { conn.forward(session, subscription).await });
+        let handle = self
+            .tasks
+            .spawn(async move { conn.forward(session, subscription).await });
         if let Some(previous) = lock(&self.attached).insert(key, handle) {
             previous.abort();
         }
     }
 
-    fn session_response_parts(&self, session: &Session) -> (Vec<acp::SessionConfigOption>, acp::SessionModeState) {
-        (convert::config_options(session, self.runtime.providers()), convert::mode_state(session))
+    fn session_response_parts(
+        &self,
+        session: &Session,
+    ) -> (Vec<acp::SessionConfigOption>, acp::SessionModeState) {
+        (
+            convert::config_options(session, self.runtime.providers()),
+            convert::mode_state(session),
+        )
     }
 
     async fn new_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
@@ -355,13 +395,20 @@ impl Connection {
         }
         .await;
         match result {
-            Ok((value, session, subscription)) => self.answer_and_attach(id, Ok(value), Some((session, subscription))).await,
+            Ok((value, session, subscription)) => {
+                self.answer_and_attach(id, Ok(value), Some((session, subscription)))
+                    .await
+            }
             Err(err) => self.answer_and_attach(id, Err(err), None).await,
         }
     }
 
     /// Opens a stored session for this client, checking the workspace matches.
-    async fn open(&self, session_id: &acp::SessionId, cwd: PathBuf) -> Result<(Session, Subscription), RpcError> {
+    async fn open(
+        &self,
+        session_id: &acp::SessionId,
+        cwd: PathBuf,
+    ) -> Result<(Session, Subscription), RpcError> {
         let cwd = Self::workspace(cwd)?;
         let id = SessionId::from_string(session_id.0.to_string());
         let stored = self.runtime.session(&id).await.map_err(runtime_error)?;
@@ -372,30 +419,49 @@ impl Connection {
                 stored.workspace.display()
             )));
         }
-        let session = self.runtime.open_session(&id).await.map_err(runtime_error)?;
+        let session = self
+            .runtime
+            .open_session(&id)
+            .await
+            .map_err(runtime_error)?;
         let subscription = self.runtime.subscribe(&id).map_err(runtime_error)?;
         Ok((session, subscription))
     }
 
-    async fn load_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>, cancel: &CancellationToken) -> Reply {
+    async fn load_session(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+        cancel: &CancellationToken,
+    ) -> Reply {
         let result = async {
             let request: acp::LoadSessionRequest = params(raw)?;
             let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
-            let history = self.runtime.history(&session.id).await.map_err(runtime_error)?;
+            let history = self
+                .runtime
+                .history(&session.id)
+                .await
+                .map_err(runtime_error)?;
             for update in convert::history_updates(&history) {
                 if cancel.is_cancelled() {
                     return Err(RpcError::request_cancelled());
                 }
-                let notification = acp::SessionNotification::new(session.id.as_str().to_owned(), update);
+                let notification =
+                    acp::SessionNotification::new(session.id.as_str().to_owned(), update);
                 self.peer.notify("session/update", &notification).await;
             }
             let (options, modes) = self.session_response_parts(&session);
-            let response = acp::LoadSessionResponse::new().config_options(options).modes(modes);
+            let response = acp::LoadSessionResponse::new()
+                .config_options(options)
+                .modes(modes);
             Ok((to_value(response)?, session.id, subscription))
         }
         .await;
         match result {
-            Ok((value, session, subscription)) => self.answer_and_attach(id, Ok(value), Some((session, subscription))).await,
+            Ok((value, session, subscription)) => {
+                self.answer_and_attach(id, Ok(value), Some((session, subscription)))
+                    .await
+            }
             Err(err) => self.answer_and_attach(id, Err(err), None).await,
         }
     }
@@ -405,12 +471,17 @@ impl Connection {
             let request: acp::ResumeSessionRequest = params(raw)?;
             let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
             let (options, modes) = self.session_response_parts(&session);
-            let response = acp::ResumeSessionResponse::new().config_options(options).modes(modes);
+            let response = acp::ResumeSessionResponse::new()
+                .config_options(options)
+                .modes(modes);
             Ok((to_value(response)?, session.id, subscription))
         }
         .await;
         match result {
-            Ok((value, session, subscription)) => self.answer_and_attach(id, Ok(value), Some((session, subscription))).await,
+            Ok((value, session, subscription)) => {
+                self.answer_and_attach(id, Ok(value), Some((session, subscription)))
+                    .await
+            }
             Err(err) => self.answer_and_attach(id, Err(err), None).await,
         }
     }
@@ -424,7 +495,11 @@ impl Connection {
         };
         let after = match request.cursor.as_deref() {
             None => None,
-            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| invalid_params(format!("`cursor` {cursor:?} is not a cursor this agent issued")))?),
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+                invalid_params(format!(
+                    "`cursor` {cursor:?} is not a cursor this agent issued"
+                ))
+            })?),
         };
         let mut sessions = self
             .runtime
@@ -437,7 +512,9 @@ impl Connection {
             .map_err(runtime_error)?;
         let next = if sessions.len() > PAGE {
             sessions.truncate(PAGE);
-            sessions.last().map(|s| format!("{}:{}", s.updated_at, s.id))
+            sessions
+                .last()
+                .map(|s| format!("{}:{}", s.updated_at, s.id))
         } else {
             None
         };
@@ -448,7 +525,10 @@ impl Connection {
     async fn close_session(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: acp::CloseSessionRequest = params(raw)?;
         let id = SessionId::from_string(request.session_id.0.to_string());
-        self.runtime.close_session(&id).await.map_err(runtime_error)?;
+        self.runtime
+            .close_session(&id)
+            .await
+            .map_err(runtime_error)?;
         // The forwarder ends by itself once the session's events are drained.
         lock(&self.attached).remove(&id);
         to_value(acp::CloseSessionResponse::new())
@@ -460,7 +540,9 @@ impl Connection {
             Ok(id)
         } else {
             let mut error = RpcError::session_not_found(id.as_str().to_owned());
-            error.message = format!("Resource not found: session {id} (create it with session/new or open it with session/load or session/resume)");
+            error.message = format!(
+                "Resource not found: session {id} (create it with session/new or open it with session/load or session/resume)"
+            );
             Err(error)
         }
     }
@@ -471,9 +553,14 @@ impl Connection {
             let session = self.attached_session(&request.session_id)?;
             let content = convert::prompt_content(request.prompt).map_err(invalid_params)?;
             if content.is_empty() {
-                return Err(invalid_params("`prompt` must contain at least one content block"));
+                return Err(invalid_params(
+                    "`prompt` must contain at least one content block",
+                ));
             }
-            self.runtime.prompt(&session, content).await.map_err(runtime_error)
+            self.runtime
+                .prompt(&session, content)
+                .await
+                .map_err(runtime_error)
         }
         .await;
         let ticket = match started {
@@ -501,25 +588,54 @@ impl Connection {
         let id = self.attached_session(&request.session_id)?;
         let value = match &request.value {
             acp::SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
-            _ => return Err(invalid_params(format!("`value` of config option {:?} must be a value id", request.config_id.0))),
+            _ => {
+                return Err(invalid_params(format!(
+                    "`value` of config option {:?} must be a value id",
+                    request.config_id.0
+                )));
+            }
         };
         let session = match request.config_id.0.as_ref() {
             convert::MODE_OPTION => {
-                let mode = Mode::parse(&value).ok_or_else(|| invalid_params(format!("`value` {value:?} is not a mode; expected read_only, supervised or full")))?;
-                self.runtime.set_mode(&id, mode).await.map_err(runtime_error)?
+                let mode = Mode::parse(&value).ok_or_else(|| {
+                    invalid_params(format!(
+                        "`value` {value:?} is not a mode; expected read_only, supervised or full"
+                    ))
+                })?;
+                self.runtime
+                    .set_mode(&id, mode)
+                    .await
+                    .map_err(runtime_error)?
             }
-            convert::MODEL_OPTION => self.runtime.set_model(&id, &value).await.map_err(runtime_error)?,
-            other => return Err(invalid_params(format!("`configId` {other:?} is not a config option; expected \"model\" or \"mode\""))),
+            convert::MODEL_OPTION => self
+                .runtime
+                .set_model(&id, &value)
+                .await
+                .map_err(runtime_error)?,
+            other => {
+                return Err(invalid_params(format!(
+                    "`configId` {other:?} is not a config option; expected \"model\" or \"mode\""
+                )));
+            }
         };
-        to_value(acp::SetSessionConfigOptionResponse::new(convert::config_options(&session, self.runtime.providers())))
+        to_value(acp::SetSessionConfigOptionResponse::new(
+            convert::config_options(&session, self.runtime.providers()),
+        ))
     }
 
     async fn set_mode(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: acp::SetSessionModeRequest = params(raw)?;
         let id = self.attached_session(&request.session_id)?;
         let value = request.mode_id.0.to_string();
-        let mode = Mode::parse(&value).ok_or_else(|| invalid_params(format!("`modeId` {value:?} is not a mode; expected read_only, supervised or full")))?;
-        self.runtime.set_mode(&id, mode).await.map_err(runtime_error)?;
+        let mode = Mode::parse(&value).ok_or_else(|| {
+            invalid_params(format!(
+                "`modeId` {value:?} is not a mode; expected read_only, supervised or full"
+            ))
+        })?;
+        self.runtime
+            .set_mode(&id, mode)
+            .await
+            .map_err(runtime_error)?;
         to_value(acp::SetSessionModeResponse::new())
     }
 
@@ -535,7 +651,11 @@ impl Connection {
 
     async fn runs_get(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: RunParams = params(raw)?;
-        let run = self.runtime.run(&RunId::from_string(request.run_id)).await.map_err(runtime_error)?;
+        let run = self
+            .runtime
+            .run(&RunId::from_string(request.run_id))
+            .await
+            .map_err(runtime_error)?;
         Ok(convert::run_json(&run))
     }
 
@@ -554,7 +674,8 @@ impl Connection {
         while let Some(record) = subscription.next().await {
             let own = lock(&self.prompts).contains_key(&record.run_id);
             for update in convert::live_update(&record.event, own) {
-                let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
+                let notification =
+                    acp::SessionNotification::new(session.as_str().to_owned(), update);
                 if !self.peer.notify("session/update", &notification).await {
                     return;
                 }
@@ -562,8 +683,16 @@ impl Connection {
             if let Some(state) = record.event.terminal_state() {
                 let outcome = match (&record.event, state) {
                     (_, RunState::Cancelled) => RunOutcome::Cancelled,
-                    (crate::core::event::Event::State { stop_reason: Some(reason), .. }, RunState::Completed) => RunOutcome::Completed(*reason),
-                    (crate::core::event::Event::State { error, .. }, _) => RunOutcome::Failed(error.clone().unwrap_or_else(|| "the run failed".into())),
+                    (
+                        crate::core::event::Event::State {
+                            stop_reason: Some(reason),
+                            ..
+                        },
+                        RunState::Completed,
+                    ) => RunOutcome::Completed(*reason),
+                    (crate::core::event::Event::State { error, .. }, _) => {
+                        RunOutcome::Failed(error.clone().unwrap_or_else(|| "the run failed".into()))
+                    }
                     _ => RunOutcome::Failed("the run failed".into()),
                 };
                 let result = prompt_result(&record.run_id, &outcome);
@@ -572,7 +701,10 @@ impl Connection {
                     match prompts.remove(&record.run_id) {
                         Some(PromptSlot::Waiting(id)) => Some(id),
                         Some(PromptSlot::Finished(_)) | None => {
-                            prompts.insert(record.run_id.clone(), PromptSlot::Finished(result.clone()));
+                            prompts.insert(
+                                record.run_id.clone(),
+                                PromptSlot::Finished(result.clone()),
+                            );
                             None
                         }
                     }
@@ -594,10 +726,13 @@ impl Connection {
 
 fn prompt_result(run: &RunId, outcome: &RunOutcome) -> Result<Value, RpcError> {
     match outcome {
-        RunOutcome::Completed(reason) => to_value(acp::PromptResponse::new(convert::stop_reason(*reason))),
+        RunOutcome::Completed(reason) => {
+            to_value(acp::PromptResponse::new(convert::stop_reason(*reason)))
+        }
         RunOutcome::Cancelled => to_value(acp::PromptResponse::new(acp::StopReason::Cancelled)),
         RunOutcome::Failed(message) => {
-            let mut error = RpcError::internal_error().data(json!({ "runId": run.as_str(), "error": message }));
+            let mut error =
+                RpcError::internal_error().data(json!({ "runId": run.as_str(), "error": message }));
             error.message = message.clone();
             Err(error)
         }

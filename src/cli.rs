@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Flags};
-use crate::core::runtime::{Runtime, RuntimeConfig};
 use crate::core::agent_loop::LoopConfig;
+use crate::core::runtime::{Runtime, RuntimeConfig};
 use crate::store::Store;
 
 /// Exit codes, documented in the README.
@@ -21,7 +21,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "pincer", version, about = "An agent runtime: ACP for editors, headless runs for CI")]
+#[command(
+    name = "pincer",
+    version,
+    about = "An agent runtime: ACP for editors, headless runs for CI"
+)]
 pub struct Cli {
     /// Config file [default: $XDG_CONFIG_HOME/pincer/config.toml; env: PINCER_CONFIG]
     #[arg(long, global = true, value_name = "FILE")]
@@ -213,7 +217,9 @@ impl Failure {
 async fn dispatch(cli: Cli) -> u8 {
     let result = match cli.command {
         Command::Acp(ref args) => acp(&cli, args).await,
-        Command::Run(ref args) => crate::headless::run(&flags(&cli, Some(&args.provider)), args).await,
+        Command::Run(ref args) => {
+            crate::headless::run(&flags(&cli, Some(&args.provider)), args).await
+        }
         Command::Sessions(ref command) => inspect::sessions(&flags(&cli, None), command).await,
         Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
         Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,

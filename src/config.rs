@@ -135,7 +135,10 @@ impl Config {
     }
 
     /// Like [`Config::load`], reading the environment through `env`.
-    pub fn load_with(flags: &Flags, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn load_with(
+        flags: &Flags,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let (path, explicit) = match (&flags.config, env("PINCER_CONFIG")) {
             (Some(path), _) => (Some(absolute(path)), true),
             (None, Some(path)) if !path.is_empty() => (Some(absolute(Path::new(&path))), true),
@@ -184,7 +187,11 @@ impl Config {
             let name = provider
                 .as_ref()
                 .map_or(SCRIPTED.to_owned(), |p| p.value.clone());
-            if name != SCRIPTED && providers.get(&name).is_none_or(|p| p.value.kind != ProviderKind::Scripted) {
+            if name != SCRIPTED
+                && providers
+                    .get(&name)
+                    .is_none_or(|p| p.value.kind != ProviderKind::Scripted)
+            {
                 return Err(ConfigError::Invalid {
                     origin: Origin::Flag("--script"),
                     key: "script".into(),
@@ -216,7 +223,10 @@ impl Config {
             let message = if chosen.value == SCRIPTED {
                 "the scripted provider needs a model script: pass --script FILE".to_owned()
             } else if providers.is_empty() {
-                format!("no provider named {:?} is configured (no [providers.*] tables)", chosen.value)
+                format!(
+                    "no provider named {:?} is configured (no [providers.*] tables)",
+                    chosen.value
+                )
             } else {
                 format!(
                     "no provider named {:?} is configured; configured: {}",
@@ -287,7 +297,12 @@ impl Config {
             Some(path) => out.push_str(&format!("# config file: {}\n", path.display())),
             None => out.push_str("# config file: none (defaults, environment and flags only)\n"),
         }
-        line(&mut out, "data_dir", quote(&self.data_dir.value.to_string_lossy()), &self.data_dir.origin);
+        line(
+            &mut out,
+            "data_dir",
+            quote(&self.data_dir.value.to_string_lossy()),
+            &self.data_dir.origin,
+        );
         match &self.provider {
             Some(p) => line(&mut out, "provider", quote(&p.value), &p.origin),
             None => out.push_str("# provider: none configured\n"),
@@ -302,7 +317,12 @@ impl Config {
             &self.max_turn_requests.origin,
         );
         if let Some(prompt) = &self.system_prompt {
-            line(&mut out, "system_prompt", quote(&prompt.value), &prompt.origin);
+            line(
+                &mut out,
+                "system_prompt",
+                quote(&prompt.value),
+                &prompt.origin,
+            );
         }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]  # {}\n", provider.origin));
@@ -343,19 +363,29 @@ fn pick(
     file.map(|value| Sourced::new(value, file_origin.clone()))
 }
 
-fn validate_provider(name: &str, provider: &ProviderConfig, origin: &Origin) -> Result<(), ConfigError> {
+fn validate_provider(
+    name: &str,
+    provider: &ProviderConfig,
+    origin: &Origin,
+) -> Result<(), ConfigError> {
     let invalid = |key: &str, message: &str| ConfigError::Invalid {
         origin: origin.clone(),
         key: format!("providers.{name}.{key}"),
         message: message.to_owned(),
     };
     if name.is_empty() || name.contains('/') {
-        return Err(invalid("", "a provider name must be non-empty and without '/'"));
+        return Err(invalid(
+            "",
+            "a provider name must be non-empty and without '/'",
+        ));
     }
     match provider.kind {
         ProviderKind::Scripted => {
             if provider.script.is_none() {
-                return Err(invalid("script", "a scripted provider needs `script = \"FILE\"`"));
+                return Err(invalid(
+                    "script",
+                    "a scripted provider needs `script = \"FILE\"`",
+                ));
             }
         }
     }
@@ -416,13 +446,17 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.replace("$DIR", &root.to_string_lossy())))
             .collect();
-        env.insert("HOME".into(), root.join("home").to_string_lossy().into_owned());
+        env.insert(
+            "HOME".into(),
+            root.join("home").to_string_lossy().into_owned(),
+        );
         Config::load_with(&flags, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
     }
 
     #[test]
     fn defaults_follow_xdg() {
-        let config = load(&[], &[("XDG_DATA_HOME", "/data")], Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        let config = load(&[], &[("XDG_DATA_HOME", "/data")], Flags::default())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.data_dir.value, PathBuf::from("/data/pincer"));
         assert_eq!(config.data_dir.origin, Origin::Default);
         assert_eq!(config.max_turn_requests.value, DEFAULT_MAX_TURN_REQUESTS);
@@ -432,8 +466,12 @@ mod tests {
     #[test]
     fn flags_beat_environment_beats_file() {
         let file = "max_turn_requests = 7\ndata_dir = \"/from-file\"\n";
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml"), ("PINCER_MAX_TURN_REQUESTS", "9")];
-        let config = load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        let vars = [
+            ("PINCER_CONFIG", "$DIR/c.toml"),
+            ("PINCER_MAX_TURN_REQUESTS", "9"),
+        ];
+        let config =
+            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.max_turn_requests.value, 9);
         assert_eq!(config.data_dir.value, PathBuf::from("/from-file"));
         let flags = Flags {
@@ -450,17 +488,39 @@ mod tests {
     #[test]
     fn unknown_keys_and_bad_values_name_the_key_and_file() {
         let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
-        let err = load(&[("c.toml", "max_turns = 3\n")], &vars, Flags::default()).err().unwrap_or_default();
-        assert!(err.contains("c.toml") && err.contains("unknown field `max_turns`"), "{err}");
-        let err = load(&[("c.toml", "max_turn_requests = \"lots\"\n")], &vars, Flags::default())
+        let err = load(&[("c.toml", "max_turns = 3\n")], &vars, Flags::default())
             .err()
             .unwrap_or_default();
-        assert!(err.contains("c.toml") && err.contains("max_turn_requests"), "{err}");
-        let err = load(&[("c.toml", "[providers.x]\nkind = \"scripted\"\n")], &vars, Flags::default())
-            .err()
-            .unwrap_or_default();
+        assert!(
+            err.contains("c.toml") && err.contains("unknown field `max_turns`"),
+            "{err}"
+        );
+        let err = load(
+            &[("c.toml", "max_turn_requests = \"lots\"\n")],
+            &vars,
+            Flags::default(),
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(
+            err.contains("c.toml") && err.contains("max_turn_requests"),
+            "{err}"
+        );
+        let err = load(
+            &[("c.toml", "[providers.x]\nkind = \"scripted\"\n")],
+            &vars,
+            Flags::default(),
+        )
+        .err()
+        .unwrap_or_default();
         assert!(err.contains("providers.x.script"), "{err}");
-        let err = load(&[], &[("PINCER_MAX_TURN_REQUESTS", "many")], Flags::default()).err().unwrap_or_default();
+        let err = load(
+            &[],
+            &[("PINCER_MAX_TURN_REQUESTS", "many")],
+            Flags::default(),
+        )
+        .err()
+        .unwrap_or_default();
         assert_eq!(
             err,
             "environment variable PINCER_MAX_TURN_REQUESTS: max_turn_requests: expected a whole number, got \"many\""
@@ -475,14 +535,34 @@ mod tests {
         };
         let config = load(&[], &[], flags).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.provider.map(|p| p.value).as_deref(), Some(SCRIPTED));
-        let file = "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = \"s.jsonl\"\n";
-        let config = load(&[("c.toml", file)], &[("PINCER_CONFIG", "$DIR/c.toml")], Flags::default())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let script = config.providers.get("demo").and_then(|p| p.value.script.clone()).unwrap_or_default();
-        assert!(script.ends_with("s.jsonl") && script.is_absolute(), "{}", script.display());
-        let err = load(&[], &[], Flags { provider: Some("nope".into()), ..Flags::default() })
-            .err()
+        let file =
+            "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = \"s.jsonl\"\n";
+        let config = load(
+            &[("c.toml", file)],
+            &[("PINCER_CONFIG", "$DIR/c.toml")],
+            Flags::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let script = config
+            .providers
+            .get("demo")
+            .and_then(|p| p.value.script.clone())
             .unwrap_or_default();
+        assert!(
+            script.ends_with("s.jsonl") && script.is_absolute(),
+            "{}",
+            script.display()
+        );
+        let err = load(
+            &[],
+            &[],
+            Flags {
+                provider: Some("nope".into()),
+                ..Flags::default()
+            },
+        )
+        .err()
+        .unwrap_or_default();
         assert!(err.contains("no provider named \"nope\""), "{err}");
     }
 }

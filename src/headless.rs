@@ -26,7 +26,11 @@ struct InputLine {
 /// Reads the prompts to run, in order.
 fn prompts(args: &RunArgs) -> Result<Vec<String>, Failure> {
     if let Some(prompt) = &args.prompt {
-        return Ok(vec![if prompt == "-" { read_stdin()? } else { prompt.clone() }]);
+        return Ok(vec![if prompt == "-" {
+            read_stdin()?
+        } else {
+            prompt.clone()
+        }]);
     }
     if let Some(path) = &args.prompt_file {
         let text = if path == Path::new("-") {
@@ -60,7 +64,10 @@ fn prompts(args: &RunArgs) -> Result<Vec<String>, Failure> {
             prompts.push(parsed.prompt);
         }
         if prompts.is_empty() {
-            return Err(Failure::usage(anyhow!("input script {} has no prompts", path.display())));
+            return Err(Failure::usage(anyhow!(
+                "input script {} has no prompts",
+                path.display()
+            )));
         }
         return Ok(prompts);
     }
@@ -93,11 +100,10 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
         return Err(Failure::usage(anyhow!(
             "no model provider is configured: add `provider = \"NAME\"` and a [providers.NAME] table to {}, \
              or pass --provider scripted --script FILE (docs/scripted-provider.md)",
-            opened
-                .config
-                .file
-                .as_deref()
-                .map_or_else(|| "$XDG_CONFIG_HOME/pincer/config.toml".to_owned(), |p| p.display().to_string())
+            opened.config.file.as_deref().map_or_else(
+                || "$XDG_CONFIG_HOME/pincer/config.toml".to_owned(),
+                |p| p.display().to_string()
+            )
         )));
     }
     let session = open_session(&runtime, args).await?;
@@ -127,7 +133,10 @@ async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Fail
     .context("cannot resolve the workspace directory")
     .map_err(Failure::usage)?;
     if !cwd.is_dir() {
-        return Err(Failure::usage(anyhow!("workspace {} is not a directory", cwd.display())));
+        return Err(Failure::usage(anyhow!(
+            "workspace {} is not a directory",
+            cwd.display()
+        )));
     }
     runtime
         .create_session(NewSession {
@@ -148,7 +157,11 @@ async fn drive(
     prompts: Vec<String>,
 ) -> Result<u8, Failure> {
     match format {
-        OutputFormat::Text => eprintln!("pincer: session {} ({})", session.id, session.workspace.display()),
+        OutputFormat::Text => eprintln!(
+            "pincer: session {} ({})",
+            session.id,
+            session.workspace.display()
+        ),
         OutputFormat::Jsonl => {
             let line = serde_json::json!({
                 "type": "session",
@@ -179,7 +192,9 @@ async fn drive(
                 }
             };
             let Some(record) = record else {
-                return Err(Failure::failed(anyhow!("the session closed during the run")));
+                return Err(Failure::failed(anyhow!(
+                    "the session closed during the run"
+                )));
             };
             if record.run_id != ticket.run_id {
                 continue;
@@ -193,10 +208,14 @@ async fn drive(
                         ended_with_newline = text.ends_with('\n');
                         out.send(text.as_bytes().to_vec()).await;
                     }
-                    Event::ToolCall { name, arguments, .. } => {
+                    Event::ToolCall {
+                        name, arguments, ..
+                    } => {
                         eprintln!("pincer: tool call {name} {arguments}");
                     }
-                    Event::ToolResult { output, is_error, .. } => {
+                    Event::ToolResult {
+                        output, is_error, ..
+                    } => {
                         let status = if *is_error { "failed" } else { "done" };
                         eprintln!("pincer: tool {status}: {}", first_line(output));
                     }
@@ -225,7 +244,12 @@ async fn drive(
         if format == OutputFormat::Text {
             match (&error, stop_reason) {
                 (Some(error), _) => eprintln!("pincer: run {} failed: {error}", ticket.run_id),
-                (None, Some(reason)) => eprintln!("pincer: run {} {} ({})", ticket.run_id, state.as_str(), reason.as_str()),
+                (None, Some(reason)) => eprintln!(
+                    "pincer: run {} {} ({})",
+                    ticket.run_id,
+                    state.as_str(),
+                    reason.as_str()
+                ),
                 (None, None) => eprintln!("pincer: run {} {}", ticket.run_id, state.as_str()),
             }
         }

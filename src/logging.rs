@@ -19,7 +19,9 @@ pub fn init(verbose: u8, file: Option<&Path>) -> anyhow::Result<LogGuard> {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     match file {
         Some(path) => {
             let handle = std::fs::OpenOptions::new()
@@ -29,7 +31,9 @@ pub fn init(verbose: u8, file: Option<&Path>) -> anyhow::Result<LogGuard> {
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
             let handle = std::sync::Arc::new(handle);
             builder.with_ansi(false).with_writer(handle.clone()).init();
-            Ok(LogGuard { _file: Some(handle) })
+            Ok(LogGuard {
+                _file: Some(handle),
+            })
         }
         None => {
             builder.with_writer(std::io::stderr).init();

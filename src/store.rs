@@ -5,6 +5,7 @@
 //! write is on disk awaits [`Store::commit`]. Reads run on read-only connections in
 //! the blocking pool. Only this module knows row types and SQL.
 
+mod owner;
 mod reader;
 mod schema;
 mod writer;
@@ -35,7 +36,9 @@ pub enum StoreError {
         path: PathBuf,
         source: rusqlite::Error,
     },
-    #[error("database {path} has schema version {found}, newer than this pincer knows ({known}); upgrade pincer")]
+    #[error(
+        "database {path} has schema version {found}, newer than this pincer knows ({known}); upgrade pincer"
+    )]
     TooNew {
         path: PathBuf,
         found: i64,
@@ -198,7 +201,8 @@ impl Store {
     /// A run's events from `from_seq` on, in order.
     pub async fn tape(&self, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
         let id = run.clone();
-        self.read(move |conn| reader::tape(conn, &id, from_seq)).await
+        self.read(move |conn| reader::tape(conn, &id, from_seq))
+            .await
     }
 
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
@@ -297,11 +301,12 @@ pub fn schema_version() -> i64 {
 
 /// Reads a database's schema version without migrating it (for `pincer doctor`).
 pub fn probe(path: &Path) -> Result<i64, StoreError> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(
-        |source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        },
-    )?;
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|source| {
+            StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
 }

@@ -66,24 +66,31 @@ fn content_block(part: &ContentPart) -> acp::ContentBlock {
             mime_type,
         } => acp::ContentBlock::Resource(acp::EmbeddedResource::new(
             acp::EmbeddedResourceResource::TextResourceContents(
-                acp::TextResourceContents::new(text.clone(), uri.clone()).mime_type(mime_type.clone()),
+                acp::TextResourceContents::new(text.clone(), uri.clone())
+                    .mime_type(mime_type.clone()),
             ),
         )),
     }
 }
 
 fn text_chunk(text: &str) -> acp::ContentChunk {
-    acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text.to_owned())))
+    acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(
+        text.to_owned(),
+    )))
 }
 
 /// The session update a live event becomes, if any.
 pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
     match event {
         Event::TextDelta { text } => vec![acp::SessionUpdate::AgentMessageChunk(text_chunk(text))],
-        Event::ThoughtDelta { text } => vec![acp::SessionUpdate::AgentThoughtChunk(text_chunk(text))],
+        Event::ThoughtDelta { text } => {
+            vec![acp::SessionUpdate::AgentThoughtChunk(text_chunk(text))]
+        }
         Event::UserMessage { content } if !own_prompt => content
             .iter()
-            .map(|part| acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(part))))
+            .map(|part| {
+                acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(part)))
+            })
             .collect(),
         Event::ToolCall {
             id,
@@ -115,11 +122,11 @@ fn tool_result_update(id: &str, output: &str, is_error: bool) -> acp::SessionUpd
     };
     acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
         id.to_owned(),
-        acp::ToolCallUpdateFields::new().status(status).content(vec![
-            acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(
-                acp::TextContent::new(output.to_owned()),
-            ))),
-        ]),
+        acp::ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![acp::ToolCallContent::Content(acp::Content::new(
+                acp::ContentBlock::Text(acp::TextContent::new(output.to_owned())),
+            ))]),
     ))
 }
 
@@ -128,11 +135,9 @@ pub fn history_updates(history: &[HistoryEntry]) -> Vec<acp::SessionUpdate> {
     let mut updates = Vec::new();
     for entry in history {
         match &entry.message {
-            Message::User { content } => updates.extend(
-                content
-                    .iter()
-                    .map(|part| acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(part)))),
-            ),
+            Message::User { content } => updates.extend(content.iter().map(|part| {
+                acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(part)))
+            })),
             Message::Assistant {
                 text,
                 thought,
@@ -195,7 +200,10 @@ pub fn config_options(session: &Session, providers: &Providers) -> Vec<acp::Sess
     }
     let modes: Vec<acp::SessionConfigSelectOption> = Mode::ALL
         .iter()
-        .map(|mode| acp::SessionConfigSelectOption::new(mode.as_str(), mode.title()).description(mode.description().to_owned()))
+        .map(|mode| {
+            acp::SessionConfigSelectOption::new(mode.as_str(), mode.title())
+                .description(mode.description().to_owned())
+        })
         .collect();
     options.push(
         acp::SessionConfigOption::select(MODE_OPTION, "Mode", session.mode.as_str(), modes)
@@ -211,7 +219,10 @@ pub fn mode_state(session: &Session) -> acp::SessionModeState {
         session.mode.as_str(),
         Mode::ALL
             .iter()
-            .map(|mode| acp::SessionMode::new(mode.as_str(), mode.title()).description(mode.description().to_owned()))
+            .map(|mode| {
+                acp::SessionMode::new(mode.as_str(), mode.title())
+                    .description(mode.description().to_owned())
+            })
             .collect::<Vec<_>>(),
     )
 }

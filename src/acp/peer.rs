@@ -157,7 +157,9 @@ impl Peer {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One message from the client, classified.
@@ -247,18 +249,25 @@ pub fn classify(peer: &Peer, line: &[u8]) -> Option<Incoming> {
         (Some(_), _) => invalid(reply_id, "\"method\" must be a string"),
         (None, Some(id)) => {
             if let Some(error) = envelope.error {
-                let error = serde_json::from_value::<RpcError>(error)
-                    .unwrap_or_else(|err| RpcError::internal_error().data(format!("malformed error from client: {err}")));
+                let error = serde_json::from_value::<RpcError>(error).unwrap_or_else(|err| {
+                    RpcError::internal_error().data(format!("malformed error from client: {err}"))
+                });
                 peer.resolve(&id, Err(error));
                 None
             } else if let Some(result) = envelope.result {
                 peer.resolve(&id, Ok(result));
                 None
             } else {
-                invalid(reply_id, "a message needs \"method\", \"result\" or \"error\"")
+                invalid(
+                    reply_id,
+                    "a message needs \"method\", \"result\" or \"error\"",
+                )
             }
         }
-        (None, None) => invalid(Value::Null, "a message needs \"method\", \"result\" or \"error\""),
+        (None, None) => invalid(
+            Value::Null,
+            "a message needs \"method\", \"result\" or \"error\"",
+        ),
     }
 }
 
@@ -400,7 +409,10 @@ mod tests {
             (Value::from("a"), -32600)
         );
         assert!(matches!(
-            classify(&p, br#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#),
+            classify(
+                &p,
+                br#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#
+            ),
             Some(Incoming::Notification { .. })
         ));
         assert!(matches!(

@@ -184,7 +184,11 @@ fn message_text(message: &Message) -> String {
         }
         Message::Tool {
             content, is_error, ..
-        } => format!("[tool {}: {}]\n", if *is_error { "error" } else { "result" }, content),
+        } => format!(
+            "[tool {}: {}]\n",
+            if *is_error { "error" } else { "result" },
+            content
+        ),
     }
 }
 
@@ -313,7 +317,11 @@ pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
             return Ok(exit::USAGE);
         }
     };
-    out.push_str(&report(true, "data dir", config.data_dir.value.display().to_string()));
+    out.push_str(&report(
+        true,
+        "data dir",
+        config.data_dir.value.display().to_string(),
+    ));
     let (_, provider_problems) = crate::providers::build(&config);
     if config.providers.is_empty() {
         out.push_str(&report(
@@ -341,7 +349,11 @@ pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
         Err(err) => out.push_str(&report(false, "database", err.to_string())),
     }
     match crate::sandbox::landlock_abi() {
-        Some(abi) => out.push_str(&report(true, "sandbox", format!("Landlock supported (ABI {abi})"))),
+        Some(abi) => out.push_str(&report(
+            true,
+            "sandbox",
+            format!("Landlock supported (ABI {abi})"),
+        )),
         None => out.push_str(&report(
             true,
             "sandbox",

@@ -89,7 +89,11 @@ struct Turn {
 /// Plays one model turn, streaming its output as events. On cancel or failure the
 /// partial reply is kept in the history (marked interrupted) and tool calls of the
 /// unfinished turn are dropped, never executed.
-async fn model_turn(ctx: &mut RunContext<'_>, config: &LoopConfig, index: u32) -> Result<Turn, RunOutcome> {
+async fn model_turn(
+    ctx: &mut RunContext<'_>,
+    config: &LoopConfig,
+    index: u32,
+) -> Result<Turn, RunOutcome> {
     ctx.emitter.emit(Event::ModelTurn {
         index,
         provider: ctx.provider.name().to_owned(),
@@ -180,5 +184,8 @@ async fn model_turn(ctx: &mut RunContext<'_>, config: &LoopConfig, index: u32) -
 /// Runs a tool call. No tools are registered yet, so every call is answered with
 /// an error the model can read and recover from.
 fn execute_tool(call: &ToolCall) -> (String, bool) {
-    (format!("unknown tool `{}`: no such tool is available", call.name), true)
+    (
+        format!("unknown tool `{}`: no such tool is available", call.name),
+        true,
+    )
 }

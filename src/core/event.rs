@@ -146,15 +146,21 @@ pub enum Event {
         error: Option<String>,
     },
     /// The prompt that started the run.
-    UserMessage { content: Vec<ContentPart> },
+    UserMessage {
+        content: Vec<ContentPart>,
+    },
     /// A provider turn began; `index` counts turns within the run from 0.
     ModelTurn {
         index: u32,
         provider: String,
         model: String,
     },
-    TextDelta { text: String },
-    ThoughtDelta { text: String },
+    TextDelta {
+        text: String,
+    },
+    ThoughtDelta {
+        text: String,
+    },
     /// The model asked for a tool call.
     ToolCall {
         id: String,
@@ -167,7 +173,9 @@ pub enum Event {
         output: String,
         is_error: bool,
     },
-    Usage { usage: Usage },
+    Usage {
+        usage: Usage,
+    },
 }
 
 impl Event {

@@ -145,7 +145,10 @@ impl Runtime {
             id: SessionId::generate(),
             workspace: new.workspace,
             origin: new.origin,
-            provider: choice.as_ref().map(|c| c.provider.clone()).unwrap_or_default(),
+            provider: choice
+                .as_ref()
+                .map(|c| c.provider.clone())
+                .unwrap_or_default(),
             model: choice.map(|c| c.model).unwrap_or_default(),
             mode: Mode::default(),
             title: None,
@@ -349,8 +352,13 @@ impl Runtime {
     /// Switches the session's model; `model` is `provider/model` or a bare model name.
     pub async fn set_model(&self, id: &SessionId, model: &str) -> Result<Session, RuntimeError> {
         let choice = self.inner.providers.find(model).ok_or_else(|| {
-            let available: Vec<String> =
-                self.inner.providers.choices().iter().map(ModelChoice::id).collect();
+            let available: Vec<String> = self
+                .inner
+                .providers
+                .choices()
+                .iter()
+                .map(ModelChoice::id)
+                .collect();
             RuntimeError::UnknownModel(
                 model.to_owned(),
                 if available.is_empty() {
@@ -453,6 +461,9 @@ impl Runtime {
         }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+        // Dropping the live sessions closes their event channels, so subscribers
+        // drain what is left and then end.
+        lock(&self.inner.live).clear();
         if let Err(err) = self.inner.store.flush().await {
             tracing::error!(error = %err, "final flush failed");
         }
@@ -490,7 +501,11 @@ impl Runtime {
         Ok(())
     }
 
-    async fn session_worker(self, live: Arc<LiveSession>, mut rx: mpsc::UnboundedReceiver<QueuedRun>) {
+    async fn session_worker(
+        self,
+        live: Arc<LiveSession>,
+        mut rx: mpsc::UnboundedReceiver<QueuedRun>,
+    ) {
         loop {
             let queued = tokio::select! {
                 biased;
@@ -509,7 +524,13 @@ impl Runtime {
 
     async fn execute(&self, live: &LiveSession, queued: QueuedRun) {
         let session = lock(&live.session).clone();
-        let mut emitter = Emitter::resume(&self.inner.store, &live.events, &session.id, &queued.id, queued.next_seq);
+        let mut emitter = Emitter::resume(
+            &self.inner.store,
+            &live.events,
+            &session.id,
+            &queued.id,
+            queued.next_seq,
+        );
         let outcome = if queued.cancel.is_cancelled() {
             RunOutcome::Cancelled
         } else {
@@ -519,7 +540,12 @@ impl Runtime {
         let _ = queued.done.send(outcome);
     }
 
-    async fn run_loop(&self, session: &Session, queued: &QueuedRun, emitter: &mut Emitter) -> RunOutcome {
+    async fn run_loop(
+        &self,
+        session: &Session,
+        queued: &QueuedRun,
+        emitter: &mut Emitter,
+    ) -> RunOutcome {
         let store = &self.inner.store;
         let now = now_millis();
         emitter.emit(Event::State {
@@ -546,7 +572,9 @@ impl Runtime {
         });
         let history = match self.history(&session.id).await {
             Ok(history) => history.into_iter().map(|entry| entry.message).collect(),
-            Err(err) => return RunOutcome::Failed(format!("cannot read the session history: {err}")),
+            Err(err) => {
+                return RunOutcome::Failed(format!("cannot read the session history: {err}"));
+            }
         };
         let provider = if session.provider.is_empty() {
             None
@@ -603,7 +631,9 @@ fn no_provider_message(name: &str) -> String {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Appends a run's events to the tape and publishes them, numbering them in order.

@@ -182,16 +182,9 @@ impl Provider for ScriptedProvider {
     }
 }
 
+/// Plays a turn as a stream: an unfold over the steps, with `Repeat` expanded
+/// lazily so a 100,000-chunk turn costs no memory up front.
 fn play(
-    turn: Turn,
-    turn_index: usize,
-) -> impl futures::Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static {
-    async_stream_lite(turn, turn_index)
-}
-
-/// Plays a turn as a stream without a macro crate: an unfold over the steps, with
-/// `Repeat` expanded lazily so a 100,000-chunk turn costs no memory up front.
-fn async_stream_lite(
     turn: Turn,
     turn_index: usize,
 ) -> impl futures::Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static {
@@ -216,11 +209,11 @@ fn async_stream_lite(
             return None;
         }
         loop {
-            if let Some((event, left)) = cursor.repeating.take() {
-                if left > 0 {
-                    cursor.repeating = Some((event.clone(), left - 1));
-                    return Some((Ok(event), cursor));
-                }
+            if let Some((event, left)) = cursor.repeating.take()
+                && left > 0
+            {
+                cursor.repeating = Some((event.clone(), left - 1));
+                return Some((Ok(event), cursor));
             }
             let Some(step) = cursor.steps.next() else {
                 cursor.finished = true;
@@ -330,7 +323,10 @@ mod tests {
         }
     }
 
-    async fn collect(provider: &ScriptedProvider, turns: usize) -> Vec<Result<ProviderEvent, String>> {
+    async fn collect(
+        provider: &ScriptedProvider,
+        turns: usize,
+    ) -> Vec<Result<ProviderEvent, String>> {
         provider
             .stream(request(turns))
             .map(|item| item.map_err(|err| err.message))
@@ -340,7 +336,9 @@ mod tests {
 
     #[tokio::test]
     async fn plays_the_turn_matching_the_history() {
-        let p = provider("# comment\n[{\"text\":\"a\"},{\"thought\":\"t\"}]\n\n[{\"text\":\"b\"},{\"stop\":\"max_tokens\"},{\"text\":\"never\"}]\n");
+        let p = provider(
+            "# comment\n[{\"text\":\"a\"},{\"thought\":\"t\"}]\n\n[{\"text\":\"b\"},{\"stop\":\"max_tokens\"},{\"text\":\"never\"}]\n",
+        );
         assert_eq!(
             collect(&p, 0).await,
             vec![
@@ -359,13 +357,16 @@ mod tests {
         let exhausted = collect(&p, 2).await;
         assert_eq!(
             exhausted,
-            vec![Err("model script test.jsonl has 2 turn(s) and turn 3 was asked for".into())]
+            vec![Err(
+                "model script test.jsonl has 2 turn(s) and turn 3 was asked for".into()
+            )]
         );
     }
 
     #[tokio::test]
     async fn tool_calls_get_ids_and_end_with_tool_use() {
-        let p = provider("[{\"tool_call\":{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}}]");
+        let p =
+            provider("[{\"tool_call\":{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}}]");
         let events = collect(&p, 0).await;
         assert_eq!(
             events,
@@ -382,7 +383,9 @@ mod tests {
 
     #[tokio::test]
     async fn repeat_expands_lazily_and_errors_end_the_turn() {
-        let p = provider("[{\"repeat\":{\"count\":3,\"text\":\"x\"}},{\"error\":{\"kind\":\"server\",\"message\":\"boom\"}},{\"text\":\"never\"}]");
+        let p = provider(
+            "[{\"repeat\":{\"count\":3,\"text\":\"x\"}},{\"error\":{\"kind\":\"server\",\"message\":\"boom\"}},{\"text\":\"never\"}]",
+        );
         let events = collect(&p, 0).await;
         assert_eq!(
             events,
@@ -397,11 +400,18 @@ mod tests {
 
     #[test]
     fn bad_lines_are_reported_with_their_number() {
-        let err = ScriptedProvider::parse("t", Path::new("s.jsonl"), "[{\"text\":\"a\"}]\n[{\"txet\":1}]")
-            .err()
-            .map(|err| err.to_string())
-            .unwrap_or_default();
-        assert!(err.starts_with("model script s.jsonl, line 2: expected a JSON array"), "{err}");
+        let err = ScriptedProvider::parse(
+            "t",
+            Path::new("s.jsonl"),
+            "[{\"text\":\"a\"}]\n[{\"txet\":1}]",
+        )
+        .err()
+        .map(|err| err.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.starts_with("model script s.jsonl, line 2: expected a JSON array"),
+            "{err}"
+        );
         let empty = ScriptedProvider::parse("t", Path::new("s.jsonl"), "\n# nothing\n")
             .err()
             .map(|err| err.to_string());

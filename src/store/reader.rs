@@ -20,8 +20,7 @@ pub struct SessionQuery {
     pub limit: usize,
 }
 
-const SESSION_COLUMNS: &str =
-    "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed";
+const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed";
 
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} {value:?}"))
@@ -78,13 +77,18 @@ impl RawSession {
 
 pub(super) fn session(conn: &Connection, id: &SessionId) -> Result<Option<Session>, StoreError> {
     let raw = conn
-        .prepare_cached(&format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"))?
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+        ))?
         .query_row(params![id.as_str()], session_row)
         .optional()?;
     raw.map(RawSession::into_session).transpose()
 }
 
-pub(super) fn sessions(conn: &Connection, query: &SessionQuery) -> Result<Vec<Session>, StoreError> {
+pub(super) fn sessions(
+    conn: &Connection,
+    query: &SessionQuery,
+) -> Result<Vec<Session>, StoreError> {
     let workspace = query
         .workspace
         .as_ref()
@@ -93,7 +97,11 @@ pub(super) fn sessions(conn: &Connection, query: &SessionQuery) -> Result<Vec<Se
         Some((at, id)) => (Some(*at), Some(id.as_str().to_owned())),
         None => (None, None),
     };
-    let limit = if query.limit == 0 { -1 } else { query.limit as i64 };
+    let limit = if query.limit == 0 {
+        -1
+    } else {
+        query.limit as i64
+    };
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
          WHERE (?1 IS NULL OR workspace = ?1)
@@ -202,7 +210,11 @@ pub(super) fn run(conn: &Connection, id: &RunId) -> Result<Option<RunInfo>, Stor
     raw.map(RawRun::into_info).transpose()
 }
 
-pub(super) fn tape(conn: &Connection, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
+pub(super) fn tape(
+    conn: &Connection,
+    run: &RunId,
+    from_seq: u64,
+) -> Result<Vec<EventRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT session_id, seq, at, payload FROM tape WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq",
     )?;

@@ -37,6 +37,7 @@ CREATE TABLE runs (
     state         TEXT NOT NULL,
     stop_reason   TEXT,
     error         TEXT,
+    owner         TEXT,
     input_tokens  INTEGER NOT NULL DEFAULT 0,
     output_tokens INTEGER NOT NULL DEFAULT 0,
     created_at    INTEGER NOT NULL,

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use super::{Recovery, StoreError, Write};
+use super::{Recovery, StoreError, Write, owner};
 use crate::core::event::{Event, EventRecord, RunState};
 use crate::core::ids::RunId;
 use crate::core::session::{Message, now_millis};
@@ -194,9 +194,9 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         } => append_message(conn, session_id.as_str(), run_id.as_ref(), message, *at)?,
         Write::InsertRun { id, session_id, at } => {
             conn.prepare_cached(
-                "INSERT INTO runs (id, session_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)",
+                "INSERT INTO runs (id, session_id, state, owner, created_at) VALUES (?1, ?2, 'queued', ?3, ?4)",
             )?
-            .execute(params![id.as_str(), session_id.as_str(), at])?;
+            .execute(params![id.as_str(), session_id.as_str(), owner::this_process(), at])?;
             conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
                 .execute(params![session_id.as_str(), at])?;
         }
@@ -279,16 +279,20 @@ fn append_event(conn: &Connection, record: &EventRecord) -> Result<(), StoreErro
 /// streamed: the partial reply of an interrupted model turn joins the history.
 pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
     let tx = conn.transaction()?;
-    let unfinished: Vec<(String, String)> = {
+    let unfinished: Vec<(String, String, Option<String>)> = {
         let mut stmt = tx.prepare(
-            "SELECT id, session_id FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id",
+            "SELECT id, session_id, owner FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id",
         )?;
-        stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
             .collect::<Result<_, _>>()?
     };
     let mut recovery = Recovery::default();
     let now = now_millis();
-    for (run_id, session_id) in unfinished {
+    for (run_id, session_id, run_owner) in unfinished {
+        // Another pincer process sharing the database may still be running it.
+        if run_owner.as_deref().is_some_and(owner::is_alive) {
+            continue;
+        }
         let events = super::reader::tape(&tx, &RunId::from_string(run_id.clone()), 0)?;
         let next_seq = events.last().map_or(0, |e| e.seq + 1);
         let stored_turns: i64 = tx.query_row(
@@ -297,15 +301,24 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
             |row| row.get(0),
         )?;
         if let Some(partial) = partial_turn(&events, stored_turns as usize) {
-            append_message(&tx, &session_id, Some(&RunId::from_string(run_id.clone())), &partial, now)?;
+            append_message(
+                &tx,
+                &session_id,
+                Some(&RunId::from_string(run_id.clone())),
+                &partial,
+                now,
+            )?;
         }
         let error = "interrupted: the pincer process stopped before the run ended".to_owned();
-        let usage = events.iter().fold(Default::default(), |mut total: crate::core::event::Usage, e| {
-            if let Event::Usage { usage } = &e.event {
-                total.add(*usage);
-            }
-            total
-        });
+        let usage = events.iter().fold(
+            Default::default(),
+            |mut total: crate::core::event::Usage, e| {
+                if let Event::Usage { usage } = &e.event {
+                    total.add(*usage);
+                }
+                total
+            },
+        );
         let record = EventRecord {
             session_id: crate::core::ids::SessionId::from_string(session_id.clone()),
             run_id: RunId::from_string(run_id.clone()),

@@ -1,0 +1,67 @@
+//! Which process owns a run, so that recovery only touches runs of dead processes.
+//!
+//! Several pincer processes may share one database (an editor launches one per
+//! window, `pincer run` runs beside it). A run records its owner as
+//! `pid:start-time`; the start time (from `/proc`) guards against a reused pid.
+
+use std::sync::OnceLock;
+
+/// This process's owner tag.
+pub fn this_process() -> &'static str {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| {
+        let pid = std::process::id();
+        match start_time(pid) {
+            Some(start) => format!("{pid}:{start}"),
+            None => format!("{pid}:?"),
+        }
+    })
+}
+
+/// Whether the process a tag names is still running (never true for this process's
+/// own earlier incarnations, whose start time differs).
+pub fn is_alive(tag: &str) -> bool {
+    let Some((pid, start)) = tag.split_once(':') else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    if tag == this_process() {
+        // Recovery runs at open, before this process has created any run.
+        return false;
+    }
+    match start_time(pid) {
+        Some(actual) => start == "?" || actual.to_string() == start,
+        None => false,
+    }
+}
+
+/// The process start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses; skip past its end.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_tagged_and_dead_pids_are_not_alive() {
+        let tag = this_process();
+        assert!(tag.starts_with(&format!("{}:", std::process::id())));
+        assert!(
+            !tag.ends_with(":?"),
+            "start time should be readable on Linux: {tag}"
+        );
+        assert!(!is_alive("999999999:1"));
+        assert!(!is_alive("garbage"));
+        // pid 1 is alive, but not with start time 0 unless it started at boot tick 0.
+        let init = format!("1:{}", start_time(1).unwrap_or(0));
+        assert!(is_alive(&init));
+        assert!(!is_alive("1:123456789123"));
+    }
+}
