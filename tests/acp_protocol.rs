@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 //! The ACP face over real pipes, speaking raw JSON-RPC; every message checked
 //! against the vendored schema.
 
