@@ -247,10 +247,10 @@ impl AcpProcess {
         let value: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("pincer wrote a line that is not JSON ({e}): {line:?}"));
         self.schema.check_agent_message(&value);
-        if let (Some(id), Some(result)) = (value.get("id"), value.get("result")) {
-            if let Some(def) = self.sent.get(&id.to_string()).and_then(|m| response_def(m)) {
-                self.schema.check(def, result);
-            }
+        if let (Some(id), Some(result)) = (value.get("id"), value.get("result"))
+            && let Some(def) = self.sent.get(&id.to_string()).and_then(|m| response_def(m))
+        {
+            self.schema.check(def, result);
         }
         if value.get("method").and_then(Value::as_str) == Some("session/update") {
             self.schema.check("SessionNotification", &value["params"]);
