@@ -1,0 +1,182 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+//! Architecture invariants, checked on the source tree:
+//! the core knows no face, only the ACP face knows ACP types, only the store
+//! knows SQL, and nothing but the protocol writer touches stdout.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The code of a file without comments, line by line with numbers. Test modules
+/// (`#[cfg(test)]` to the end of the file) are skipped.
+fn code_lines(path: &Path) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let code = match line.find("//") {
+            Some(pos) => &line[..pos],
+            None => line,
+        };
+        lines.push((index + 1, code.to_owned()));
+    }
+    lines
+}
+
+/// Files under `module` (the file `src/module.rs` and the folder `src/module/`).
+fn module_files(module: &str) -> Vec<PathBuf> {
+    let mut files = vec![src().join(format!("{module}.rs"))];
+    let dir = src().join(module);
+    if dir.is_dir() {
+        files.extend(sources(&dir));
+    }
+    files.into_iter().filter(|f| f.exists()).collect()
+}
+
+/// Whether `needle` occurs in `line` not as the tail of a longer name
+/// (`println!` must not match `eprintln!`).
+fn contains_word(line: &str, needle: &str) -> bool {
+    line.match_indices(needle).any(|(at, _)| {
+        !line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+fn violations(files: &[PathBuf], forbidden: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        for (number, line) in code_lines(file) {
+            for needle in forbidden {
+                if contains_word(&line, needle) {
+                    found.push(format!(
+                        "{}:{number}: `{needle}` in {}",
+                        file.display(),
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Names that mean "depends on a face".
+const FACES: &[&str] = &[
+    "crate::acp",
+    "crate::headless",
+    "crate::cli",
+    "crate::http",
+    "crate::channels",
+    "crate::stdout",
+    "agent_client_protocol",
+    "axum",
+    "jsonrpsee",
+];
+
+#[test]
+fn core_imports_no_face_and_no_provider_implementation() {
+    let mut forbidden = FACES.to_vec();
+    forbidden.extend(["crate::providers", "rusqlite", "crate::config"]);
+    let found = violations(&module_files("core"), &forbidden);
+    assert!(
+        found.is_empty(),
+        "the core must not know faces, providers or SQL:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn store_and_providers_import_no_face() {
+    let mut files = module_files("store");
+    files.extend(module_files("providers"));
+    let found = violations(&files, FACES);
+    assert!(
+        found.is_empty(),
+        "store and providers must not know faces:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_the_acp_face_knows_acp_types_and_only_the_store_knows_sql() {
+    let acp: Vec<PathBuf> = module_files("acp");
+    let store: Vec<PathBuf> = module_files("store");
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !acp.contains(f))
+        .collect();
+    let found = violations(&others, &["agent_client_protocol"]);
+    assert!(
+        found.is_empty(),
+        "ACP types outside src/acp:\n{}",
+        found.join("\n")
+    );
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !store.contains(f))
+        .collect();
+    let found = violations(&others, &["rusqlite"]);
+    assert!(
+        found.is_empty(),
+        "SQL outside src/store:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn nothing_but_the_protocol_writer_touches_stdout() {
+    let writer = src().join("stdout.rs");
+    let files: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| *f != writer)
+        .collect();
+    let found = violations(
+        &files,
+        &[
+            "println!",
+            "print!(",
+            "stdout()",
+            "io::stdout",
+            "Stdout",
+            "dbg!(",
+            "libc::STDOUT",
+            "from_raw_fd(1)",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "stdout is the protocol writer's (src/stdout.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_catch_what_they_look_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.rs");
+    std::fs::write(&file, "use crate::acp::peer;\nfn f() { println!(\"x\"); }\n// println!(\"in a comment\")\n#[cfg(test)]\nmod tests { fn g() { println!(); } }\n").unwrap();
+    let found = violations(std::slice::from_ref(&file), &["crate::acp", "println!"]);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(!contains_word("eprintln!(\"x\")", "println!"));
+    assert!(contains_word("x; println!(\"x\")", "println!"));
+}
