@@ -310,3 +310,95 @@ pub fn probe(path: &Path) -> Result<i64, StoreError> {
         })?;
     Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::Event;
+    use crate::core::session::{Origin, now_millis};
+
+    fn session(id: &str) -> Session {
+        Session {
+            id: SessionId::from_string(id.into()),
+            workspace: "/ws".into(),
+            origin: Origin::Editor,
+            provider: "p".into(),
+            model: "m".into(),
+            mode: Mode::Supervised,
+            title: None,
+            mcp_servers: serde_json::json!([{"name": "fs", "command": "mcp-fs", "args": [], "env": []}]),
+            created_at: 1,
+            updated_at: 1,
+            closed: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_tape_rejects_update_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let (store, _) = Store::open(&path).unwrap();
+        store
+            .commit(Write::InsertSession(session("ses_1")))
+            .await
+            .unwrap();
+        let record = EventRecord {
+            session_id: SessionId::from_string("ses_1".into()),
+            run_id: RunId::from_string("run_1".into()),
+            seq: 0,
+            at: now_millis(),
+            event: Event::TextDelta { text: "x".into() },
+        };
+        store.commit(Write::AppendEvent(record)).await.unwrap();
+        store.shutdown();
+        let conn = Connection::open(&path).unwrap();
+        let update = conn.execute("UPDATE tape SET payload = '{}'", []);
+        assert!(
+            update
+                .unwrap_err()
+                .to_string()
+                .contains("the tape is append-only"),
+            "UPDATE must be refused"
+        );
+        let delete = conn.execute("DELETE FROM tape", []);
+        assert!(delete.unwrap_err().to_string().contains("append-only"));
+        let count: i64 = conn
+            .query_row("SELECT COUNT(*) FROM tape", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(count, 1);
+    }
+
+    #[tokio::test]
+    async fn sessions_survive_reopening_and_newer_schemas_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/dir/pincer.db");
+        let (store, _) = Store::open(&path).unwrap();
+        store
+            .commit(Write::InsertSession(session("ses_1")))
+            .await
+            .unwrap();
+        store.shutdown();
+        drop(store);
+        let (store, recovery) = Store::open(&path).unwrap();
+        assert!(recovery.interrupted_runs.is_empty());
+        let loaded = store
+            .session(&SessionId::from_string("ses_1".into()))
+            .await
+            .unwrap();
+        assert_eq!(loaded, Some(session("ses_1")));
+        assert_eq!(probe(&path).unwrap(), schema_version());
+        let journal: String = Connection::open(&path)
+            .unwrap()
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(journal, "wal");
+        store.shutdown();
+        drop(store);
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", schema_version() + 1)
+            .unwrap();
+        let err = Store::open(&path).err().unwrap().to_string();
+        assert!(err.contains("newer than this pincer knows"), "{err}");
+    }
+}

@@ -536,3 +536,25 @@ fn resume_opens_without_replaying() {
     );
     assert_eq!(agent_text(&notes), "second");
 }
+
+#[test]
+fn mcp_servers_are_accepted_and_stored() {
+    let dir = TestDir::new();
+    let mut acp = AcpProcess::spawn(&dir, &[]);
+    acp.initialize();
+    let servers = json!([{"name": "fs", "command": "/usr/bin/mcp-fs", "args": ["--root", "/"], "env": [{"name": "A", "value": "1"}]}]);
+    let result = acp.call(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": servers}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    assert!(acp.finish().success());
+    let out = dir
+        .command()
+        .args(["sessions", "show", &session, "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["session"]["mcp_servers"], servers);
+    assert_eq!(shown["session"]["origin"], "editor");
+}

@@ -33,6 +33,7 @@ fn session_json(session: &Session) -> serde_json::Value {
         "created_at": session.created_at,
         "updated_at": session.updated_at,
         "closed": session.closed,
+        "mcp_servers": session.mcp_servers,
     })
 }
 

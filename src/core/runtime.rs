@@ -796,3 +796,197 @@ impl Subscription {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::core::event::StopReason;
+    use crate::core::provider::{
+        ModelRequest, ModelStop, Provider, ProviderEntry, ProviderEvent, ProviderStream,
+    };
+
+    /// Streams `chunks` text deltas, then (if `hang`) never finishes; records when
+    /// its stream is dropped.
+    struct TestProvider {
+        chunks: usize,
+        hang: bool,
+        dropped: Arc<Mutex<Option<Instant>>>,
+    }
+
+    struct DropFlag(Arc<Mutex<Option<Instant>>>, Arc<AtomicBool>);
+
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            *lock(&self.0) = Some(Instant::now());
+            self.1.store(true, Ordering::SeqCst);
+        }
+    }
+
+    impl Provider for TestProvider {
+        fn name(&self) -> &str {
+            "test"
+        }
+
+        fn stream(&self, _request: ModelRequest) -> ProviderStream {
+            let flag = DropFlag(self.dropped.clone(), Arc::new(AtomicBool::new(false)));
+            let chunks = futures::stream::iter(
+                (0..self.chunks).map(|i| Ok(ProviderEvent::Text(format!("{i} ")))),
+            );
+            let tail = if self.hang {
+                futures::stream::pending().boxed()
+            } else {
+                futures::stream::iter([Ok(ProviderEvent::Done(ModelStop::EndTurn))]).boxed()
+            };
+            chunks
+                .chain(tail)
+                .map(move |item| {
+                    let _keep = &flag;
+                    item
+                })
+                .boxed()
+        }
+    }
+
+    async fn runtime(
+        dir: &std::path::Path,
+        provider: TestProvider,
+        event_buffer: usize,
+    ) -> Runtime {
+        let (store, _) = Store::open(&dir.join("pincer.db")).unwrap();
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(provider),
+            }],
+            None,
+        );
+        Runtime::new(
+            store,
+            providers,
+            RuntimeConfig {
+                event_buffer,
+                ..RuntimeConfig::default()
+            },
+        )
+    }
+
+    fn new_session(dir: &std::path::Path) -> NewSession {
+        NewSession {
+            workspace: dir.to_path_buf(),
+            origin: Origin::Headless,
+            mcp_servers: serde_json::json!([]),
+        }
+    }
+
+    fn text(content: &str) -> Vec<ContentPart> {
+        vec![ContentPart::Text {
+            text: content.into(),
+        }]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancel_drops_the_provider_stream_within_100ms() {
+        let dir = tempfile::tempdir().unwrap();
+        let dropped = Arc::new(Mutex::new(None));
+        let provider = TestProvider {
+            chunks: 1,
+            hang: true,
+            dropped: dropped.clone(),
+        };
+        let rt = runtime(dir.path(), provider, 64).await;
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let mut events = rt.subscribe(&session.id).unwrap();
+        let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
+        // Wait for the first delta: the stream is live.
+        loop {
+            let record = events.next().await.unwrap();
+            if matches!(record.event, Event::TextDelta { .. }) {
+                break;
+            }
+        }
+        let cancelled_at = Instant::now();
+        assert_eq!(rt.cancel(&session.id).unwrap(), 1);
+        let outcome = ticket.done.await.unwrap();
+        assert_eq!(outcome, RunOutcome::Cancelled);
+        let dropped_at = lock(&dropped).expect("the provider stream was dropped");
+        let latency = dropped_at.duration_since(cancelled_at);
+        assert!(
+            latency < Duration::from_millis(100),
+            "cancel took {latency:?}"
+        );
+        let run = rt.run(&ticket.run_id).await.unwrap();
+        assert_eq!(run.state, RunState::Cancelled);
+        rt.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lagging_subscriber_never_blocks_the_run_and_misses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = TestProvider {
+            chunks: 5000,
+            hang: false,
+            dropped: Arc::new(Mutex::new(None)),
+        };
+        let rt = runtime(dir.path(), provider, 16).await;
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let mut slow = rt.subscribe(&session.id).unwrap();
+        let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
+        // The run finishes although the subscriber has read nothing.
+        let outcome = tokio::time::timeout(Duration::from_secs(10), ticket.done)
+            .await
+            .expect("the run must not wait for a slow subscriber")
+            .unwrap();
+        assert_eq!(outcome, RunOutcome::Completed(StopReason::EndTurn));
+        // The subscriber then gets every event, in order, without gaps.
+        let mut seqs = Vec::new();
+        let mut deltas = 0;
+        loop {
+            let record = slow.next().await.unwrap();
+            seqs.push(record.seq);
+            if matches!(record.event, Event::TextDelta { .. }) {
+                deltas += 1;
+            }
+            if record.event.terminal_state().is_some() {
+                break;
+            }
+        }
+        assert_eq!(deltas, 5000);
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+        rt.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_run_at_a_time_and_cancel_reaches_queued_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = TestProvider {
+            chunks: 1,
+            hang: true,
+            dropped: Arc::new(Mutex::new(None)),
+        };
+        let rt = runtime(dir.path(), provider, 64).await;
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let first = rt.prompt(&session.id, text("1")).await.unwrap();
+        let second = rt.prompt(&session.id, text("2")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let runs = rt.runs(&session.id).await.unwrap();
+        let states: Vec<RunState> = runs.iter().map(|r| r.state).collect();
+        assert_eq!(states, vec![RunState::Running, RunState::Queued]);
+        assert_eq!(rt.cancel(&session.id).unwrap(), 2);
+        assert_eq!(first.done.await.unwrap(), RunOutcome::Cancelled);
+        assert_eq!(second.done.await.unwrap(), RunOutcome::Cancelled);
+        let runs = rt.runs(&session.id).await.unwrap();
+        let second_run = &runs[1];
+        assert_eq!(second_run.state, RunState::Cancelled);
+        assert_eq!(
+            second_run.started_at, None,
+            "a cancelled queued run never started"
+        );
+        rt.shutdown().await;
+    }
+}
