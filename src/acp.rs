@@ -50,12 +50,15 @@ impl Default for AcpOptions {
     }
 }
 
-/// Serves one client until its input ends, then waits for every answer to be queued.
+/// Serves one client until its input ends or `shutdown` fires, then cancels the
+/// runs still going, waits for each to record its end, and for every answer to
+/// be queued.
 pub async fn serve<R>(
     runtime: Runtime,
     input: R,
     out: LineSender,
     options: AcpOptions,
+    shutdown: CancellationToken,
 ) -> std::io::Result<()>
 where
     R: AsyncBufRead + Unpin,
@@ -71,7 +74,14 @@ where
     });
     let mut reader = LineReader::new(input, conn.options.max_line_bytes);
     loop {
-        let line = match reader.next_line().await {
+        let next = tokio::select! {
+            next = reader.next_line() => next,
+            _ = shutdown.cancelled() => {
+                tracing::info!("shutting down on request");
+                break;
+            }
+        };
+        let line = match next {
             Ok(line) => line,
             Err(err) => {
                 tracing::error!(error = %err, "cannot read stdin");

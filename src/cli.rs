@@ -304,10 +304,32 @@ async fn acp(cli: &Cli, args: &ProviderArgs) -> Result<u8, Failure> {
     let store = opened.runtime.store().clone();
     let (out, writer) = crate::stdout::LineWriter::spawn();
     let input = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-    let served = crate::acp::serve(opened.runtime, input, out, options).await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    spawn_signal_watch(shutdown.clone());
+    let served = crate::acp::serve(opened.runtime, input, out, options, shutdown).await;
     let written = writer.finish().await;
     store.shutdown();
     served.map_err(Failure::failed)?;
     written.map_err(Failure::failed)?;
     Ok(exit::OK)
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT, so an editor stopping Pincer gets a
+/// clean exit: runs cancelled and recorded, the store flushed.
+fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot watch for termination signals");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        shutdown.cancel();
+    });
 }

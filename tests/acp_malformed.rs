@@ -288,3 +288,37 @@ fn stdin_closing_mid_run_cancels_it_and_records_the_end() {
     assert_eq!(shown["history"][1]["message"]["text"], "part");
     assert_eq!(shown["history"][1]["message"]["interrupted"], true);
 }
+
+#[test]
+fn sigterm_mid_run_exits_cleanly_and_records_the_run_as_cancelled() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "slow.jsonl",
+        &[json!([{"text": "part"}, {"delay_ms": 30000}])],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    let prompt = acp.request_async(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    acp.recv();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &acp.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The pending prompt is answered before the process exits.
+    let (_, response) = acp.until_response(&prompt);
+    assert_eq!(response["result"]["stopReason"], "cancelled");
+    let status = acp.finish();
+    assert!(status.success(), "{status:?}");
+    let out = dir
+        .command()
+        .args(["sessions", "show", &session, "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["runs"][0]["state"], "cancelled");
+}

@@ -420,4 +420,75 @@ mod tests {
             Some(Incoming::Request { .. })
         ));
     }
+
+    #[tokio::test]
+    async fn our_requests_get_their_responses_and_can_be_cancelled() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let peer = std::sync::Arc::new(Peer::new(LineSender::for_tests(tx)));
+        let never = CancellationToken::new();
+        // Two requests in flight at once, answered out of order.
+        let first = {
+            let peer = peer.clone();
+            let never = never.clone();
+            tokio::spawn(async move {
+                peer.request(
+                    "fs/read_text_file",
+                    &serde_json::json!({"path": "/a"}),
+                    &never,
+                )
+                .await
+            })
+        };
+        let line_a: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
+        let second = {
+            let peer = peer.clone();
+            let never = never.clone();
+            tokio::spawn(async move {
+                peer.request(
+                    "fs/read_text_file",
+                    &serde_json::json!({"path": "/b"}),
+                    &never,
+                )
+                .await
+            })
+        };
+        let line_b: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
+        assert_eq!(line_a["method"], "fs/read_text_file");
+        assert_ne!(line_a["id"], line_b["id"]);
+        let reply_b =
+            serde_json::json!({"jsonrpc": "2.0", "id": line_b["id"], "result": {"content": "B"}});
+        assert!(classify(&peer, reply_b.to_string().as_bytes()).is_none());
+        let reply_a = serde_json::json!({"jsonrpc": "2.0", "id": line_a["id"], "error": {"code": -32002, "message": "gone"}});
+        assert!(classify(&peer, reply_a.to_string().as_bytes()).is_none());
+        assert_eq!(
+            second.await.unwrap().unwrap(),
+            serde_json::json!({"content": "B"})
+        );
+        assert_eq!(first.await.unwrap().unwrap_err().message, "gone");
+
+        // Cancelling sends `$/cancel_request` and fails the call with -32800.
+        let cancel = CancellationToken::new();
+        let pending = {
+            let peer = peer.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                peer.request(
+                    "session/request_permission",
+                    &serde_json::json!({}),
+                    &cancel,
+                )
+                .await
+            })
+        };
+        let sent: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
+        cancel.cancel();
+        let err = pending.await.unwrap().unwrap_err();
+        assert_eq!(i32::from(err.code), -32800);
+        let notice: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
+        assert_eq!(notice["method"], "$/cancel_request");
+        assert_eq!(notice["params"]["requestId"], sent["id"]);
+        // A late response to the cancelled request is ignored.
+        let late = serde_json::json!({"jsonrpc": "2.0", "id": sent["id"], "result": {}});
+        assert!(classify(&peer, late.to_string().as_bytes()).is_none());
+    }
 }
