@@ -140,13 +140,6 @@ enum Reply {
     Later,
 }
 
-enum PromptSlot {
-    /// The client waits on this request id.
-    Waiting(Id),
-    /// The run ended before its request was registered.
-    Finished(Result<Value, RpcError>),
-}
-
 /// One client connection.
 struct Connection {
     runtime: Runtime,
@@ -154,8 +147,8 @@ struct Connection {
     options: AcpOptions,
     /// Sessions this client has opened, with the task forwarding their events.
     attached: Mutex<HashMap<SessionId, tokio::task::JoinHandle<()>>>,
-    /// Prompt requests waiting for their run to end, by run.
-    prompts: Mutex<HashMap<RunId, PromptSlot>>,
+    /// Prompt requests waiting for their run to end: the request id, by run.
+    prompts: Mutex<HashMap<RunId, Id>>,
     /// Cancellation of each request being handled, by id (as JSON text).
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Request handlers and forwarders, awaited on shutdown.
@@ -253,10 +246,7 @@ impl Connection {
                     let target = serde_json::to_value(&cancel.request_id).unwrap_or_default();
                     let run = lock(&self.prompts)
                         .iter()
-                        .find_map(|(run, slot)| match slot {
-                            PromptSlot::Waiting(id) if *id == target => Some(run.clone()),
-                            _ => None,
-                        });
+                        .find_map(|(run, id)| (*id == target).then(|| run.clone()));
                     if let Some(run) = run {
                         let sessions: Vec<SessionId> =
                             lock(&self.attached).keys().cloned().collect();
@@ -567,29 +557,23 @@ impl Connection {
                     "`prompt` must contain at least one content block",
                 ));
             }
-            self.runtime
-                .prompt(&session, content)
-                .await
-                .map_err(runtime_error)
+            // Registered before the run exists, so its forwarder always knows the
+            // run is this client's own and whom to answer when it ends.
+            let run_id = RunId::generate();
+            lock(&self.prompts).insert(run_id.clone(), id.clone());
+            let started = self
+                .runtime
+                .prompt_as(&session, run_id.clone(), content)
+                .await;
+            if started.is_err() {
+                lock(&self.prompts).remove(&run_id);
+            }
+            started.map_err(runtime_error)
         }
         .await;
-        let ticket = match started {
-            Ok(ticket) => ticket,
-            Err(err) => return Reply::Now(Err(err)),
-        };
-        let finished = {
-            let mut prompts = lock(&self.prompts);
-            match prompts.remove(&ticket.run_id) {
-                Some(PromptSlot::Finished(result)) => Some(result),
-                Some(PromptSlot::Waiting(_)) | None => {
-                    prompts.insert(ticket.run_id.clone(), PromptSlot::Waiting(id.clone()));
-                    None
-                }
-            }
-        };
-        match finished {
-            Some(result) => Reply::Now(result),
-            None => Reply::Later,
+        match started {
+            Ok(_) => Reply::Later,
+            Err(err) => Reply::Now(Err(err)),
         }
     }
 
@@ -706,19 +690,7 @@ impl Connection {
                     _ => RunOutcome::Failed("the run failed".into()),
                 };
                 let result = prompt_result(&record.run_id, &outcome);
-                let waiting = {
-                    let mut prompts = lock(&self.prompts);
-                    match prompts.remove(&record.run_id) {
-                        Some(PromptSlot::Waiting(id)) => Some(id),
-                        Some(PromptSlot::Finished(_)) | None => {
-                            prompts.insert(
-                                record.run_id.clone(),
-                                PromptSlot::Finished(result.clone()),
-                            );
-                            None
-                        }
-                    }
-                };
+                let waiting = lock(&self.prompts).remove(&record.run_id);
                 if let Some(id) = waiting {
                     self.peer.respond(&id, result).await;
                 }

@@ -256,13 +256,23 @@ impl Runtime {
         id: &SessionId,
         content: Vec<ContentPart>,
     ) -> Result<RunTicket, RuntimeError> {
+        self.prompt_as(id, RunId::generate(), content).await
+    }
+
+    /// Like [`Runtime::prompt`] with the run id chosen by the caller, so a face
+    /// can expect the run's events before the call returns.
+    pub async fn prompt_as(
+        &self,
+        id: &SessionId,
+        run_id: RunId,
+        content: Vec<ContentPart>,
+    ) -> Result<RunTicket, RuntimeError> {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
         if self.inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
-        let run_id = RunId::generate();
         let now = now_millis();
         self.inner.store.submit(Write::InsertRun {
             id: run_id.clone(),
