@@ -340,13 +340,16 @@ impl Connection {
     async fn answer_and_attach(
         self: &Arc<Self>,
         id: &Id,
-        result: Result<Value, RpcError>,
-        opened: Option<(SessionId, Subscription)>,
+        opened: Result<(Value, SessionId, Subscription), RpcError>,
     ) -> Reply {
-        let ok = result.is_ok();
-        self.peer.respond(id, result).await;
-        if let (true, Some((session, subscription))) = (ok, opened) {
-            self.attach(session, subscription);
+        match opened {
+            Ok((response, session, subscription)) => {
+                self.peer.respond(id, Ok(response)).await;
+                self.attach(session, subscription);
+            }
+            Err(err) => {
+                self.peer.respond(id, Err(err)).await;
+            }
         }
         Reply::Later
     }
@@ -394,13 +397,7 @@ impl Connection {
             Ok((to_value(response)?, session.id, subscription))
         }
         .await;
-        match result {
-            Ok((value, session, subscription)) => {
-                self.answer_and_attach(id, Ok(value), Some((session, subscription)))
-                    .await
-            }
-            Err(err) => self.answer_and_attach(id, Err(err), None).await,
-        }
+        self.answer_and_attach(id, result).await
     }
 
     /// Opens a stored session for this client, checking the workspace matches.
@@ -457,13 +454,7 @@ impl Connection {
             Ok((to_value(response)?, session.id, subscription))
         }
         .await;
-        match result {
-            Ok((value, session, subscription)) => {
-                self.answer_and_attach(id, Ok(value), Some((session, subscription)))
-                    .await
-            }
-            Err(err) => self.answer_and_attach(id, Err(err), None).await,
-        }
+        self.answer_and_attach(id, result).await
     }
 
     async fn resume_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
@@ -477,13 +468,7 @@ impl Connection {
             Ok((to_value(response)?, session.id, subscription))
         }
         .await;
-        match result {
-            Ok((value, session, subscription)) => {
-                self.answer_and_attach(id, Ok(value), Some((session, subscription)))
-                    .await
-            }
-            Err(err) => self.answer_and_attach(id, Err(err), None).await,
-        }
+        self.answer_and_attach(id, result).await
     }
 
     async fn list_sessions(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
