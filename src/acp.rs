@@ -344,8 +344,13 @@ impl Connection {
     ) -> Reply {
         match opened {
             Ok((response, session, subscription)) => {
+                // Attached before the response, so a prompt sent the moment the
+                // client reads it finds the session; forwarding starts after the
+                // response is queued, so no update overtakes it.
+                let (start, started) = tokio::sync::oneshot::channel();
+                self.attach(session, subscription, started);
                 self.peer.respond(id, Ok(response)).await;
-                self.attach(session, subscription);
+                let _ = start.send(());
             }
             Err(err) => {
                 self.peer.respond(id, Err(err)).await;
@@ -354,12 +359,19 @@ impl Connection {
         Reply::Later
     }
 
-    fn attach(self: &Arc<Self>, session: SessionId, subscription: Subscription) {
+    fn attach(
+        self: &Arc<Self>,
+        session: SessionId,
+        subscription: Subscription,
+        start: tokio::sync::oneshot::Receiver<()>,
+    ) {
         let conn = self.clone();
         let key = session.clone();
-        let handle = self
-            .tasks
-            .spawn(async move { conn.forward(session, subscription).await });
+        let handle = self.tasks.spawn(async move {
+            if start.await.is_ok() {
+                conn.forward(session, subscription).await;
+            }
+        });
         if let Some(previous) = lock(&self.attached).insert(key, handle) {
             previous.abort();
         }

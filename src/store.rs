@@ -201,7 +201,19 @@ impl Store {
     /// A run's events from `from_seq` on, in order.
     pub async fn tape(&self, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
         let id = run.clone();
-        self.read(move |conn| reader::tape(conn, &id, from_seq))
+        self.read(move |conn| reader::tape(conn, &id, from_seq, None))
+            .await
+    }
+
+    /// At most `limit` of a run's events from `from_seq` on, in order.
+    pub async fn tape_page(
+        &self,
+        run: &RunId,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let id = run.clone();
+        self.read(move |conn| reader::tape(conn, &id, from_seq, Some(limit)))
             .await
     }
 

@@ -558,3 +558,22 @@ fn mcp_servers_are_accepted_and_stored() {
     assert_eq!(shown["session"]["mcp_servers"], servers);
     assert_eq!(shown["session"]["origin"], "editor");
 }
+
+#[test]
+fn a_prompt_sent_right_after_session_new_finds_the_session() {
+    // Regression: the session used to be attached only after its response was
+    // written, so a fast client's first prompt could get -32002.
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "ok"}])]);
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let ws = dir.workspace();
+    for _ in 0..100 {
+        let session = acp.new_session(&ws);
+        let (_, response) = acp.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}),
+        );
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+}

@@ -244,7 +244,7 @@ impl Runtime {
             rx: live.events.subscribe(),
             store: self.inner.store.clone(),
             since: now_millis(),
-            delivered: HashMap::new(),
+            expected: HashMap::new(),
             finished: HashSet::new(),
             backlog: VecDeque::new(),
         })
@@ -734,13 +734,16 @@ pub struct Subscription {
     store: Store,
     /// Runs created before this are not re-read after a lag.
     since: i64,
-    /// Highest sequence number delivered, per run not yet ended.
-    delivered: HashMap<RunId, u64>,
+    /// The sequence number expected next, per run seen and not yet ended.
+    expected: HashMap<RunId, u64>,
     /// Runs whose terminal event was delivered.
     finished: HashSet<RunId>,
-    /// Events read back from the tape, waiting to be delivered.
+    /// Events read back from the tape, waiting to be delivered; at most one page.
     backlog: VecDeque<Arc<EventRecord>>,
 }
+
+/// Events read back from the tape at a time: bounds a lagging subscriber's memory.
+const TAPE_PAGE: usize = 2048;
 
 impl Subscription {
     /// The next event, or `None` once the session is closed.
@@ -754,13 +757,20 @@ impl Subscription {
             }
             match self.rx.recv().await {
                 Ok(record) => {
+                    if let Some(expected) = self.expected.get(&record.run_id).copied()
+                        && record.seq > expected
+                    {
+                        // Events between were missed: read them (and this one) from the tape.
+                        self.read_page(&record.run_id.clone(), expected).await;
+                        continue;
+                    }
                     if self.accept(&record) {
                         return Some(record);
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::debug!(session = %self.session_id, missed, "subscriber lagged; re-reading the tape");
-                    if let Err(err) = self.refill().await {
+                    if let Err(err) = self.on_lag().await {
                         tracing::error!(session = %self.session_id, error = %err, "cannot re-read the tape after a lag");
                     }
                 }
@@ -769,41 +779,58 @@ impl Subscription {
         }
     }
 
-    /// Whether a record is new to this subscriber; records it as delivered.
+    /// Whether a record is the next one of its run; if so records it as delivered.
     fn accept(&mut self, record: &EventRecord) -> bool {
         if self.finished.contains(&record.run_id) {
             return false;
         }
-        if let Some(seq) = self.delivered.get(&record.run_id)
-            && record.seq <= *seq
+        if let Some(expected) = self.expected.get(&record.run_id)
+            && record.seq != *expected
         {
             return false;
         }
         if record.event.terminal_state().is_some() {
-            self.delivered.remove(&record.run_id);
+            self.expected.remove(&record.run_id);
             self.finished.insert(record.run_id.clone());
         } else {
-            self.delivered.insert(record.run_id.clone(), record.seq);
+            self.expected.insert(record.run_id.clone(), record.seq + 1);
         }
         true
     }
 
-    async fn refill(&mut self) -> Result<(), StoreError> {
+    /// After a lag: learn of runs that started unseen, and read the first page of
+    /// what was missed. Later pages are read as gaps show up.
+    async fn on_lag(&mut self) -> Result<(), StoreError> {
         self.store.flush().await?;
-        let runs = self.store.runs(&self.session_id).await?;
-        for run in runs {
-            if self.finished.contains(&run.id) {
-                continue;
+        for run in self.store.runs(&self.session_id).await? {
+            if !self.finished.contains(&run.id) && run.created_at >= self.since {
+                self.expected.entry(run.id).or_insert(0);
             }
-            let from = match self.delivered.get(&run.id) {
-                Some(seq) => seq + 1,
-                None if run.created_at >= self.since => 0,
-                None => continue,
-            };
-            let records = self.store.tape(&run.id, from).await?;
-            self.backlog.extend(records.into_iter().map(Arc::new));
+        }
+        let mut pending: Vec<(RunId, u64)> = self
+            .expected
+            .iter()
+            .map(|(run, seq)| (run.clone(), *seq))
+            .collect();
+        pending.sort();
+        if let Some((run, from)) = pending.first() {
+            self.read_page(run, *from).await;
         }
         Ok(())
+    }
+
+    async fn read_page(&mut self, run: &RunId, from: u64) {
+        let page = async {
+            self.store.flush().await?;
+            self.store.tape_page(run, from, TAPE_PAGE).await
+        }
+        .await;
+        match page {
+            Ok(records) => self.backlog.extend(records.into_iter().map(Arc::new)),
+            Err(err) => {
+                tracing::error!(session = %self.session_id, run = %run, error = %err, "cannot re-read the tape");
+            }
+        }
     }
 }
 

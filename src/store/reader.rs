@@ -214,11 +214,13 @@ pub(super) fn tape(
     conn: &Connection,
     run: &RunId,
     from_seq: u64,
+    limit: Option<usize>,
 ) -> Result<Vec<EventRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT session_id, seq, at, payload FROM tape WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq",
+        "SELECT session_id, seq, at, payload FROM tape WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![run.as_str(), from_seq as i64], |row| {
+    let limit = limit.map_or(-1, |n| n as i64);
+    let rows = stmt.query_map(params![run.as_str(), from_seq as i64, limit], |row| {
         Ok((
             row.get::<_, String>(0)?,
             row.get::<_, i64>(1)?,

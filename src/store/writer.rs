@@ -293,7 +293,7 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
         if run_owner.as_deref().is_some_and(owner::is_alive) {
             continue;
         }
-        let events = super::reader::tape(&tx, &RunId::from_string(run_id.clone()), 0)?;
+        let events = super::reader::tape(&tx, &RunId::from_string(run_id.clone()), 0, None)?;
         let next_seq = events.last().map_or(0, |e| e.seq + 1);
         let stored_turns: i64 = tx.query_row(
             "SELECT COUNT(*) FROM messages WHERE run_id = ?1 AND role = 'assistant'",
