@@ -16,6 +16,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(20);
 pub struct Schema {
     root: Value,
     agent_message: jsonschema::Validator,
+    /// Validators per definition, compiled on first use (compiling is the slow part).
+    compiled:
+        std::cell::RefCell<std::collections::HashMap<String, std::rc::Rc<jsonschema::Validator>>>,
 }
 
 impl Schema {
@@ -28,17 +31,25 @@ impl Schema {
         Self {
             root,
             agent_message,
+            compiled: Default::default(),
         }
     }
 
-    fn validator(&self, def: &str) -> jsonschema::Validator {
+    fn validator(&self, def: &str) -> std::rc::Rc<jsonschema::Validator> {
+        if let Some(validator) = self.compiled.borrow().get(def) {
+            return validator.clone();
+        }
         assert!(
             self.root["$defs"].get(def).is_some(),
             "no definition {def} in the schema"
         );
         let schema =
             json!({ "$defs": self.root["$defs"].clone(), "$ref": format!("#/$defs/{def}") });
-        jsonschema::validator_for(&schema).unwrap()
+        let validator = std::rc::Rc::new(jsonschema::validator_for(&schema).unwrap());
+        self.compiled
+            .borrow_mut()
+            .insert(def.to_owned(), validator.clone());
+        validator
     }
 
     /// Panics unless `message` is a valid message from an agent.
