@@ -19,7 +19,6 @@ use tokio::io::AsyncBufRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::event::RunState;
 use crate::core::ids::{RunId, SessionId};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
@@ -671,21 +670,7 @@ impl Connection {
                     return;
                 }
             }
-            if let Some(state) = record.event.terminal_state() {
-                let outcome = match (&record.event, state) {
-                    (_, RunState::Cancelled) => RunOutcome::Cancelled,
-                    (
-                        crate::core::event::Event::State {
-                            stop_reason: Some(reason),
-                            ..
-                        },
-                        RunState::Completed,
-                    ) => RunOutcome::Completed(*reason),
-                    (crate::core::event::Event::State { error, .. }, _) => {
-                        RunOutcome::Failed(error.clone().unwrap_or_else(|| "the run failed".into()))
-                    }
-                    _ => RunOutcome::Failed("the run failed".into()),
-                };
+            if let Some(outcome) = RunOutcome::from_event(&record.event) {
                 let result = prompt_result(&record.run_id, &outcome);
                 let waiting = lock(&self.prompts).remove(&record.run_id);
                 if let Some(id) = waiting {

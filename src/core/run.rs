@@ -1,6 +1,6 @@
 //! Runs: one prompt turn of the agent loop, as seen from outside.
 
-use super::event::{RunState, StopReason, Usage};
+use super::event::{Event, RunState, StopReason, Usage};
 use super::ids::{RunId, SessionId};
 use super::session::Millis;
 
@@ -27,6 +27,28 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
+    /// The outcome a terminal `State` event announces; `None` for any other event.
+    pub fn from_event(event: &Event) -> Option<Self> {
+        let Event::State {
+            state,
+            stop_reason,
+            error,
+        } = event
+        else {
+            return None;
+        };
+        match state {
+            RunState::Completed => Some(RunOutcome::Completed(
+                stop_reason.unwrap_or(StopReason::EndTurn),
+            )),
+            RunState::Cancelled => Some(RunOutcome::Cancelled),
+            RunState::Failed => Some(RunOutcome::Failed(
+                error.clone().unwrap_or_else(|| "the run failed".to_owned()),
+            )),
+            RunState::Queued | RunState::Running | RunState::Waiting => None,
+        }
+    }
+
     pub fn state(&self) -> RunState {
         match self {
             RunOutcome::Completed(_) => RunState::Completed,
