@@ -69,6 +69,7 @@ where
         attached: Mutex::new(HashMap::new()),
         prompts: Mutex::new(HashMap::new()),
         inflight: Mutex::new(HashMap::new()),
+        ordered: Mutex::new(HashMap::new()),
         tasks: TaskTracker::new(),
     });
     let mut reader = LineReader::new(input, conn.options.max_line_bytes);
@@ -112,25 +113,48 @@ where
             Some(Incoming::Request { id, method, params }) => {
                 let token = CancellationToken::new();
                 lock(&conn.inflight).insert(id.to_string(), token.clone());
-                let task_conn = conn.clone();
-                conn.tasks.spawn(async move {
-                    let reply = task_conn.request(&id, &method, params, &token).await;
-                    lock(&task_conn.inflight).remove(&id.to_string());
-                    if let Reply::Now(result) = reply {
-                        let result = if token.is_cancelled() && result.is_err() {
-                            Err(RpcError::request_cancelled())
-                        } else {
-                            result
-                        };
-                        task_conn.peer.respond(&id, result).await;
+                let job = Job {
+                    id,
+                    method,
+                    params,
+                    token,
+                };
+                match session_key(job.params.as_deref()) {
+                    // Requests about one session are handled in the order they
+                    // came (a prompt after a mode change sees the new mode; two
+                    // prompts queue in order); the rest run concurrently.
+                    Some(key) => conn.enqueue(key, job),
+                    None => {
+                        let task_conn = conn.clone();
+                        conn.tasks.spawn(async move { task_conn.handle(job).await });
                     }
-                });
+                }
             }
         }
     }
     tracing::debug!("stdin closed; shutting down");
     conn.shutdown().await;
     Ok(())
+}
+
+/// A client request waiting to be handled.
+struct Job {
+    id: Id,
+    method: String,
+    params: Option<Box<RawValue>>,
+    /// Fired by `$/cancel_request` for this request.
+    token: CancellationToken,
+}
+
+/// The session a request is about, if its params name one.
+fn session_key(params: Option<&RawValue>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Key {
+        #[serde(rename = "sessionId")]
+        session_id: Option<String>,
+    }
+    let params = params?;
+    serde_json::from_str::<Key>(params.get()).ok()?.session_id
 }
 
 enum Reply {
@@ -150,6 +174,8 @@ struct Connection {
     prompts: Mutex<HashMap<RunId, Id>>,
     /// Cancellation of each request being handled, by id (as JSON text).
     inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// One queue per session id, handled in order by its own task.
+    ordered: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Job>>>,
     /// Request handlers and forwarders, awaited on shutdown.
     tasks: TaskTracker,
 }
@@ -223,6 +249,44 @@ struct RunParams {
 }
 
 impl Connection {
+    /// Handles one request and answers it (unless the answer comes later).
+    async fn handle(self: &Arc<Self>, job: Job) {
+        let Job {
+            id,
+            method,
+            params,
+            token,
+        } = job;
+        let reply = self.request(&id, &method, params, &token).await;
+        lock(&self.inflight).remove(&id.to_string());
+        if let Reply::Now(result) = reply {
+            let result = if token.is_cancelled() && result.is_err() {
+                Err(RpcError::request_cancelled())
+            } else {
+                result
+            };
+            self.peer.respond(&id, result).await;
+        }
+    }
+
+    /// Queues a request behind the earlier ones about the same session.
+    fn enqueue(self: &Arc<Self>, key: String, job: Job) {
+        let mut ordered = lock(&self.ordered);
+        let tx = ordered.entry(key).or_insert_with(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+            let conn = self.clone();
+            self.tasks.spawn(async move {
+                while let Some(job) = rx.recv().await {
+                    conn.handle(job).await;
+                }
+            });
+            tx
+        });
+        if let Err(err) = tx.send(job) {
+            tracing::error!(id = %err.0.id, "session request queue closed");
+        }
+    }
+
     fn notification(self: &Arc<Self>, method: &str, raw: Option<Box<RawValue>>) {
         match method {
             "session/cancel" => match params::<acp::CancelNotification>(raw) {
@@ -681,6 +745,8 @@ impl Connection {
     }
 
     async fn shutdown(&self) {
+        // Ending the per-session queues lets their tasks finish.
+        lock(&self.ordered).clear();
         self.runtime.shutdown().await;
         self.tasks.close();
         self.tasks.wait().await;

@@ -51,19 +51,22 @@ pub fn build(config: &Config) -> (Providers, Vec<String>) {
         });
     }
     let default = config.provider.as_ref().map(|chosen| {
-        let models = entries
-            .iter()
-            .find(|entry| entry.name == chosen.value)
-            .map(|entry| entry.models.clone())
-            .unwrap_or_default();
+        let entry = entries.iter_mut().find(|entry| entry.name == chosen.value);
+        let model = match (&config.model, entry) {
+            (Some(model), Some(entry)) => {
+                // A model named by flag or config is offered even if not listed.
+                if !entry.models.contains(&model.value) {
+                    entry.models.push(model.value.clone());
+                }
+                model.value.clone()
+            }
+            (Some(model), None) => model.value.clone(),
+            (None, Some(entry)) => entry.models.first().cloned().unwrap_or_default(),
+            (None, None) => String::new(),
+        };
         ModelChoice {
             provider: chosen.value.clone(),
-            model: config
-                .model
-                .as_ref()
-                .map(|m| m.value.clone())
-                .or_else(|| models.first().cloned())
-                .unwrap_or_default(),
+            model,
         }
     });
     (Providers::new(entries, default), problems)

@@ -169,7 +169,7 @@ fn prompts_queue_in_order_within_a_session() {
     );
     let (notes, response) = acp.until_response(&first);
     assert_eq!(response["result"]["stopReason"], "end_turn");
-    assert_eq!(agent_text(&notes), "one");
+    assert_eq!(agent_text(&notes), "one", "{:#?}", acp.received);
     let (notes, response) = acp.until_response(&second);
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&notes), "two");
@@ -576,4 +576,60 @@ fn a_prompt_sent_right_after_session_new_finds_the_session() {
         );
         assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     }
+}
+
+#[test]
+fn set_mode_and_a_model_given_by_flag_are_offered() {
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "ok"}])]);
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--model", "tiny"],
+    );
+    acp.initialize();
+    let result = acp.call(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": []}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    let model = &result["configOptions"][0];
+    assert_eq!(model["currentValue"], "scripted/tiny");
+    let values: Vec<&str> = model["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, vec!["scripted/script", "scripted/tiny"]);
+    let result = acp.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "scripted/script"}),
+    );
+    assert_eq!(
+        result["configOptions"][0]["currentValue"],
+        "scripted/script"
+    );
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "full"}),
+    );
+    let (_, response) = acp.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "turbo"}),
+    );
+    assert_eq!(response["error"]["code"], -32602);
+    // The mode and model survive a restart.
+    assert!(acp.finish().success());
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let result = acp.call(
+        "session/resume",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    assert_eq!(
+        result["configOptions"][0]["currentValue"],
+        "scripted/script"
+    );
+    assert_eq!(result["configOptions"][1]["currentValue"], "full");
+    assert_eq!(result["modes"]["currentModeId"], "full");
 }

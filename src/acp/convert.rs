@@ -185,13 +185,24 @@ pub fn config_options(session: &Session, providers: &Providers) -> Vec<acp::Sess
     let choices = providers.choices();
     if !choices.is_empty() {
         let current = format!("{}/{}", session.provider, session.model);
-        let values: Vec<acp::SessionConfigSelectOption> = choices
+        let mut values: Vec<acp::SessionConfigSelectOption> = choices
             .iter()
             .map(|choice| {
                 acp::SessionConfigSelectOption::new(choice.id(), choice.model.clone())
                     .description(format!("{} via provider {}", choice.model, choice.provider))
             })
             .collect();
+        // A session keeps its model across restarts even if the config no longer
+        // lists it; show it rather than a selector pointing at nothing.
+        if !choices.iter().any(|choice| choice.id() == current) {
+            values.push(
+                acp::SessionConfigSelectOption::new(current.clone(), session.model.clone())
+                    .description(format!(
+                        "{} via provider {} (not in the current configuration)",
+                        session.model, session.provider
+                    )),
+            );
+        }
         options.push(
             acp::SessionConfigOption::select(MODEL_OPTION, "Model", current, values)
                 .description("The model that answers prompts in this session".to_owned())
@@ -227,9 +238,10 @@ pub fn mode_state(session: &Session) -> acp::SessionModeState {
     )
 }
 
+/// RFC 3339 in UTC with exactly three fractional digits, so timestamps sort as text.
 pub fn timestamp(millis: Millis) -> String {
     jiff::Timestamp::from_millisecond(millis)
-        .map(|t| t.to_string())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
         .unwrap_or_default()
 }
 
@@ -259,4 +271,15 @@ pub fn run_json(run: &RunInfo) -> Value {
             _ => None,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_have_fixed_millisecond_precision() {
+        assert_eq!(timestamp(1_795_311_555_070), "2026-11-22T01:39:15.070Z");
+        assert_eq!(timestamp(1_795_311_555_000), "2026-11-22T01:39:15.000Z");
+    }
 }
