@@ -633,3 +633,31 @@ fn set_mode_and_a_model_given_by_flag_are_offered() {
     assert_eq!(result["configOptions"][1]["currentValue"], "full");
     assert_eq!(result["modes"]["currentModeId"], "full");
 }
+
+#[test]
+fn a_long_fast_stream_reaches_the_client_whole_even_when_it_lags() {
+    // 20,000 chunks with no delay overrun the per-session event buffer, so the
+    // forwarder falls behind and catches up from the tape.
+    let dir = TestDir::new();
+    let script = dir.script(
+        "long.jsonl",
+        &[json!([{"repeat": {"count": 20000, "text": "x"}}, {"text": "END"}])],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    let (notes, response) = acp.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
+    );
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let text = agent_text(&notes);
+    assert_eq!(text.len(), 20003);
+    assert!(text.ends_with("xEND"));
+    assert_eq!(notes.len(), 20001);
+    assert!(
+        acp.stderr().contains("subscriber lagged"),
+        "the test should exercise the lag path; stderr:\n{}",
+        acp.stderr()
+    );
+}
