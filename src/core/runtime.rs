@@ -558,6 +558,9 @@ impl Runtime {
     ) -> RunOutcome {
         let store = &self.inner.store;
         let now = now_millis();
+        if let Err(err) = emitter.enter(RunState::Running) {
+            return RunOutcome::Failed(err.to_string());
+        }
         emitter.emit(Event::State {
             state: RunState::Running,
             stop_reason: None,
@@ -605,6 +608,9 @@ impl Runtime {
     }
 
     async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) {
+        if let Err(err) = emitter.enter(outcome.state()) {
+            tracing::error!(error = %err, "run state machine violated");
+        }
         let record = emitter.record(Event::State {
             state: outcome.state(),
             stop_reason: outcome.stop_reason(),
@@ -653,8 +659,19 @@ pub struct Emitter {
     session_id: SessionId,
     run_id: RunId,
     next_seq: u64,
+    /// Where the run is in its state machine; every move is checked against it.
+    state: RunState,
     /// Token usage summed over the run's model turns.
     pub usage: Usage,
+}
+
+/// A state change the run state machine does not allow: a bug in the runtime.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("run {run}: cannot move from {from:?} to {to:?}")]
+pub struct InvalidTransition {
+    pub run: RunId,
+    pub from: RunState,
+    pub to: RunState,
 }
 
 impl Emitter {
@@ -680,8 +697,22 @@ impl Emitter {
             session_id: session_id.clone(),
             run_id: run_id.clone(),
             next_seq,
+            state: RunState::Queued,
             usage: Usage::default(),
         }
+    }
+
+    /// Moves the run to `next` if the state machine allows it.
+    pub fn enter(&mut self, next: RunState) -> Result<(), InvalidTransition> {
+        if !self.state.can_become(next) {
+            return Err(InvalidTransition {
+                run: self.run_id.clone(),
+                from: self.state,
+                to: next,
+            });
+        }
+        self.state = next;
+        Ok(())
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -925,6 +956,32 @@ mod tests {
         vec![ContentPart::Text {
             text: content.into(),
         }]
+    }
+
+    #[tokio::test]
+    async fn the_emitter_enforces_the_run_state_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let (events, _) = broadcast::channel(4);
+        let run = RunId::generate();
+        let mut emitter = Emitter::new(&store, &events, &SessionId::generate(), &run);
+        assert_eq!(
+            emitter.enter(RunState::Completed),
+            Err(InvalidTransition {
+                run: run.clone(),
+                from: RunState::Queued,
+                to: RunState::Completed
+            })
+        );
+        emitter.enter(RunState::Running).unwrap();
+        emitter.enter(RunState::Waiting).unwrap();
+        emitter.enter(RunState::Running).unwrap();
+        emitter.enter(RunState::Completed).unwrap();
+        assert!(
+            emitter.enter(RunState::Running).is_err(),
+            "terminal states are final"
+        );
+        store.shutdown();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
