@@ -109,12 +109,27 @@ where
                 tracing::debug!(code = i32::from(error.code), "invalid message");
                 conn.peer.respond(&id, Err(error)).await;
             }
-            Some(Incoming::Notification { method, params }) => conn.notification(&method, params),
+            Some(Incoming::Notification { method, params }) => {
+                match (method.as_str(), session_key(params.as_deref())) {
+                    // Behind the session's earlier requests: a cancel sent right
+                    // after a prompt must find that prompt's run.
+                    ("session/cancel", Some(key)) => conn.enqueue(
+                        key,
+                        Job {
+                            id: None,
+                            method,
+                            params,
+                            token: CancellationToken::new(),
+                        },
+                    ),
+                    _ => conn.notification(&method, params),
+                }
+            }
             Some(Incoming::Request { id, method, params }) => {
                 let token = CancellationToken::new();
                 lock(&conn.inflight).insert(id.to_string(), token.clone());
                 let job = Job {
-                    id,
+                    id: Some(id),
                     method,
                     params,
                     token,
@@ -137,9 +152,9 @@ where
     Ok(())
 }
 
-/// A client request waiting to be handled.
+/// A client request (or, without an id, a notification) waiting to be handled.
 struct Job {
-    id: Id,
+    id: Option<Id>,
     method: String,
     params: Option<Box<RawValue>>,
     /// Fired by `$/cancel_request` for this request.
@@ -257,6 +272,10 @@ impl Connection {
             params,
             token,
         } = job;
+        let Some(id) = id else {
+            self.notification(&method, params);
+            return;
+        };
         let reply = self.request(&id, &method, params, &token).await;
         lock(&self.inflight).remove(&id.to_string());
         if let Reply::Now(result) = reply {
@@ -283,7 +302,7 @@ impl Connection {
             tx
         });
         if let Err(err) = tx.send(job) {
-            tracing::error!(id = %err.0.id, "session request queue closed");
+            tracing::error!(method = %err.0.method, "session request queue closed");
         }
     }
 

@@ -661,3 +661,28 @@ fn a_long_fast_stream_reaches_the_client_whole_even_when_it_lags() {
         acp.stderr()
     );
 }
+
+#[test]
+fn a_cancel_sent_right_after_a_prompt_cancels_it() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "slow.jsonl",
+        &[json!([{"delay_ms": 5000}, {"text": "late"}])],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    for _ in 0..20 {
+        // Both lines in one write: the cancel arrives before the prompt is queued.
+        let prompt = json!({"jsonrpc": "2.0", "id": "p", "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}});
+        let cancel =
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+        acp.send_raw(format!("{prompt}\n{cancel}\n").as_bytes());
+        let started = std::time::Instant::now();
+        let (notes, response) = acp.until_response(&json!("p"));
+        assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}
