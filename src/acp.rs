@@ -361,7 +361,7 @@ impl Connection {
             "session/resume" => return self.resume_session(id, raw).await,
             "session/list" => self.list_sessions(raw).await,
             "session/close" => self.close_session(raw).await,
-            "session/prompt" => return self.prompt(id, raw).await,
+            "session/prompt" => return self.prompt(id, raw, cancel).await,
             "session/set_config_option" => self.set_config_option(raw).await,
             "session/set_mode" => self.set_mode(raw).await,
             "_pincer/runs/list" => self.runs_list(raw).await,
@@ -626,7 +626,12 @@ impl Connection {
         }
     }
 
-    async fn prompt(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
+    async fn prompt(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+        cancel: &CancellationToken,
+    ) -> Reply {
         let started = async {
             let request: acp::PromptRequest = params(raw)?;
             let session = self.attached_session(&request.session_id)?;
@@ -644,8 +649,15 @@ impl Connection {
                 .runtime
                 .prompt_as(&session, run_id.clone(), content)
                 .await;
-            if started.is_err() {
-                lock(&self.prompts).remove(&run_id);
+            match started {
+                // A `$/cancel_request` that came while the run was being queued.
+                Ok(_) if cancel.is_cancelled() => {
+                    self.runtime.cancel_run(&session, &run_id);
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    lock(&self.prompts).remove(&run_id);
+                }
             }
             started.map_err(runtime_error)
         }

@@ -686,3 +686,27 @@ fn a_cancel_sent_right_after_a_prompt_cancels_it() {
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 }
+
+#[test]
+fn a_cancel_request_sent_right_after_a_prompt_cancels_it() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "slow.jsonl",
+        &[json!([{"delay_ms": 5000}, {"text": "late"}])],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    for round in 0..20 {
+        let id = format!("p{round}");
+        let prompt = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}});
+        let cancel =
+            json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}});
+        acp.send_raw(format!("{prompt}\n{cancel}\n").as_bytes());
+        let (notes, response) = acp.until_response(&json!(id));
+        // Either answer is allowed by the spec; Pincer gives the cancelled stop reason.
+        assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+}
