@@ -173,6 +173,15 @@ async fn drive(
             out.send(json_line(&line)).await;
         }
     }
+    // Registered once, before any run starts: a signal that arrives while an
+    // event is being printed is kept until the loop looks again.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())
+        .context("cannot watch for Ctrl-C")
+        .map_err(Failure::failed)?;
+    let mut terminate = signal(SignalKind::terminate())
+        .context("cannot watch for SIGTERM")
+        .map_err(Failure::failed)?;
     let mut code = exit::OK;
     for prompt in prompts {
         let ticket = runtime
@@ -182,14 +191,16 @@ async fn drive(
         let mut ended_with_newline = true;
         let mut interrupted = false;
         let end = loop {
-            let record = tokio::select! {
-                record = subscription.next() => record,
-                _ = tokio::signal::ctrl_c(), if !interrupted => {
-                    interrupted = true;
-                    eprintln!("\npincer: cancelling");
-                    let _ = runtime.cancel(&session.id);
-                    continue;
-                }
+            let signalled = tokio::select! {
+                record = subscription.next() => Ok(record),
+                _ = interrupt.recv(), if !interrupted => Err(()),
+                _ = terminate.recv(), if !interrupted => Err(()),
+            };
+            let Ok(record) = signalled else {
+                interrupted = true;
+                eprintln!("\npincer: cancelling");
+                let _ = runtime.cancel(&session.id);
+                continue;
             };
             let Some(record) = record else {
                 return Err(Failure::failed(anyhow!(
