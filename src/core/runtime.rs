@@ -101,6 +101,8 @@ struct LiveSession {
     pending: Mutex<Vec<(RunId, CancellationToken)>>,
     /// Cancelled when the session is closed; ends the worker.
     closed: CancellationToken,
+    /// The worker task, awaited when the session is closed.
+    worker: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 struct QueuedRun {
@@ -440,13 +442,12 @@ impl Runtime {
             token.cancel();
         }
         live.closed.cancel();
-        // The worker drains its queue (marking queued runs cancelled) and exits;
-        // wait until nothing is pending.
-        loop {
-            if lock(&live.pending).is_empty() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        // The worker drains its queue (recording queued runs as cancelled) and exits.
+        let worker = lock(&live.worker).take();
+        if let Some(worker) = worker
+            && let Err(err) = worker.await
+        {
+            tracing::error!(session = %id, error = %err, "session worker failed");
         }
         self.inner
             .store
@@ -496,6 +497,7 @@ impl Runtime {
             queue,
             pending: Mutex::new(Vec::new()),
             closed: self.inner.shutdown.child_token(),
+            worker: Mutex::new(None),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -505,9 +507,12 @@ impl Runtime {
             map.insert(id, live.clone());
         }
         let runtime = self.clone();
-        self.inner
+        let worker_live = live.clone();
+        let worker = self
+            .inner
             .tasks
-            .spawn(async move { runtime.session_worker(live, rx).await });
+            .spawn(async move { runtime.session_worker(worker_live, rx).await });
+        *lock(&live.worker) = Some(worker);
         Ok(())
     }
 
