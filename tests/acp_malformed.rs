@@ -243,17 +243,7 @@ fn stdin_closing_exits_cleanly_with_writes_on_disk() {
     );
     let status = acp.finish();
     assert!(status.success(), "{status:?}");
-    let out = dir
-        .command()
-        .args(["sessions", "show", &session, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = dir.show_session(&session);
     assert_eq!(shown["runs"][0]["state"], "completed");
     assert_eq!(shown["history"].as_array().unwrap().len(), 2);
     assert_eq!(shown["history"][1]["message"]["text"], "done");
@@ -269,21 +259,13 @@ fn stdin_closing_mid_run_cancels_it_and_records_the_end() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    acp.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-    );
+    acp.prompt_async(&session, "hi");
     acp.recv();
     let started = std::time::Instant::now();
     let status = acp.finish();
     assert!(status.success());
     assert!(started.elapsed() < Duration::from_secs(5));
-    let out = dir
-        .command()
-        .args(["sessions", "show", &session, "--json"])
-        .output()
-        .unwrap();
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = dir.show_session(&session);
     assert_eq!(shown["runs"][0]["state"], "cancelled");
     assert_eq!(shown["history"][1]["message"]["text"], "part");
     assert_eq!(shown["history"][1]["message"]["interrupted"], true);
@@ -299,10 +281,7 @@ fn sigterm_mid_run_exits_cleanly_and_records_the_run_as_cancelled() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let prompt = acp.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-    );
+    let prompt = acp.prompt_async(&session, "hi");
     acp.recv();
     let status = std::process::Command::new("kill")
         .args(["-TERM", &acp.child.id().to_string()])
@@ -314,11 +293,6 @@ fn sigterm_mid_run_exits_cleanly_and_records_the_run_as_cancelled() {
     assert_eq!(response["result"]["stopReason"], "cancelled");
     let status = acp.finish();
     assert!(status.success(), "{status:?}");
-    let out = dir
-        .command()
-        .args(["sessions", "show", &session, "--json"])
-        .output()
-        .unwrap();
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = dir.show_session(&session);
     assert_eq!(shown["runs"][0]["state"], "cancelled");
 }

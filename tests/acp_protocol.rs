@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{AcpProcess, TestDir, agent_text, chunks};
+use common::{AcpProcess, TestDir, agent_text, assert_error, chunks};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -33,10 +33,7 @@ fn prompt_streams_chunks_in_order_and_ends_the_turn() {
         json!(["_pincer/runs/list", "_pincer/runs/get", "_pincer/runs/tape"])
     );
     let session = acp.new_session(&dir.workspace());
-    let (notes, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
-    );
+    let (notes, response) = acp.prompt(&session, "hi");
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     let kinds: Vec<&str> = notes
         .iter()
@@ -103,10 +100,7 @@ fn cancel_mid_stream_ends_the_turn_with_cancelled() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let id = acp.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
-    );
+    let id = acp.prompt_async(&session, "go");
     // Wait for the first chunk, then cancel.
     let first = acp.recv();
     assert_eq!(first["params"]["update"]["content"]["text"], "first");
@@ -118,10 +112,7 @@ fn cancel_mid_stream_ends_the_turn_with_cancelled() {
     assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
     assert!(elapsed < Duration::from_secs(2), "cancel took {elapsed:?}");
     // The session goes on: the next prompt plays the next model turn.
-    let (notes, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
-    );
+    let (notes, response) = acp.prompt(&session, "again");
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&notes), "after");
 }
@@ -136,10 +127,7 @@ fn cancel_request_on_a_prompt_cancels_its_run() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let id = acp.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
-    );
+    let id = acp.prompt_async(&session, "go");
     acp.recv();
     acp.notify("$/cancel_request", json!({"requestId": id}));
     let (_, response) = acp.until_response(&id);
@@ -159,14 +147,8 @@ fn prompts_queue_in_order_within_a_session() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let first = acp.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "1"}]}),
-    );
-    let second = acp.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "2"}]}),
-    );
+    let first = acp.prompt_async(&session, "1");
+    let second = acp.prompt_async(&session, "2");
     let (notes, response) = acp.until_response(&first);
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&notes), "one", "{:#?}", acp.received);
@@ -208,10 +190,7 @@ fn iteration_cap_ends_the_run_with_max_turn_requests() {
     );
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let (notes, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "loop"}]}),
-    );
+    let (notes, response) = acp.prompt(&session, "loop");
     assert_eq!(response["result"]["stopReason"], "max_turn_requests");
     let tool_updates = notes
         .iter()
@@ -230,10 +209,7 @@ fn provider_failure_is_an_error_response_and_the_run_is_failed() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let (_, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}),
-    );
+    let (_, response) = acp.prompt(&session, "x");
     assert_eq!(response["error"]["code"], -32603);
     let message = response["error"]["message"].as_str().unwrap();
     assert!(
@@ -279,10 +255,7 @@ fn without_a_provider_a_prompt_explains_how_to_configure_one() {
     let mut acp = AcpProcess::spawn(&dir, &[]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let (_, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}),
-    );
+    let (_, response) = acp.prompt(&session, "x");
     let message = response["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("no model provider is configured")
@@ -311,12 +284,10 @@ fn resource_links_and_embedded_text_are_accepted_and_images_refused() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "image", "mimeType": "image/png", "data": "AAAA"}]}),
     );
-    assert_eq!(response["error"]["code"], -32602);
-    assert!(
-        response["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("prompt[0]: image content is not supported")
+    assert_error(
+        &response,
+        -32602,
+        "prompt[0]: image content is not supported",
     );
 }
 
@@ -352,23 +323,15 @@ fn config_options_switch_mode_and_reject_unknown_values() {
         "session/set_config_option",
         json!({"sessionId": session, "configId": "mode", "value": "yolo"}),
     );
-    assert_eq!(response["error"]["code"], -32602);
-    assert!(
-        response["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("\"yolo\" is not a mode")
-    );
+    assert_error(&response, -32602, "\"yolo\" is not a mode");
     let (_, response) = acp.request(
         "session/set_config_option",
         json!({"sessionId": session, "configId": "model", "value": "gpt-9"}),
     );
-    assert_eq!(response["error"]["code"], -32602);
-    assert!(
-        response["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown model \"gpt-9\"; available: scripted/script")
+    assert_error(
+        &response,
+        -32602,
+        "unknown model \"gpt-9\"; available: scripted/script",
     );
     let (_, response) = acp.request(
         "session/set_config_option",
@@ -409,10 +372,7 @@ fn list_filters_by_cwd_and_close_refuses_later_prompts() {
     assert_eq!(filtered["sessions"].as_array().unwrap().len(), 1);
     assert_eq!(filtered["sessions"][0]["sessionId"], b.as_str());
     acp.call("session/close", json!({"sessionId": a}));
-    let (_, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": a, "prompt": [{"type": "text", "text": "x"}]}),
-    );
+    let (_, response) = acp.prompt(&a, "x");
     assert_eq!(response["error"]["code"], -32002);
     let (_, response) = acp.request("session/close", json!({"sessionId": "ses_missing"}));
     assert_eq!(response["error"]["code"], -32002);
@@ -490,10 +450,7 @@ fn load_after_restart_replays_history_before_responding() {
         ]
     );
     // The loaded session continues where it left off.
-    let (notes, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "more"}]}),
-    );
+    let (notes, response) = acp.prompt(&session, "more");
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&notes), "second");
     // A wrong cwd or an unknown session is refused.
@@ -530,10 +487,7 @@ fn resume_opens_without_replaying() {
     );
     assert!(notes.is_empty());
     assert!(response.get("result").is_some(), "{response}");
-    let (notes, _) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "more"}]}),
-    );
+    let (notes, _) = acp.prompt(&session, "more");
     assert_eq!(agent_text(&notes), "second");
 }
 
@@ -549,12 +503,7 @@ fn mcp_servers_are_accepted_and_stored() {
     );
     let session = result["sessionId"].as_str().unwrap().to_owned();
     assert!(acp.finish().success());
-    let out = dir
-        .command()
-        .args(["sessions", "show", &session, "--json"])
-        .output()
-        .unwrap();
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = dir.show_session(&session);
     assert_eq!(shown["session"]["mcp_servers"], servers);
     assert_eq!(shown["session"]["origin"], "editor");
 }
@@ -570,10 +519,7 @@ fn a_prompt_sent_right_after_session_new_finds_the_session() {
     let ws = dir.workspace();
     for _ in 0..100 {
         let session = acp.new_session(&ws);
-        let (_, response) = acp.request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}),
-        );
+        let (_, response) = acp.prompt(&session, "x");
         assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     }
 }
@@ -646,10 +592,7 @@ fn a_long_fast_stream_reaches_the_client_whole_even_when_it_lags() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    let (notes, response) = acp.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
-    );
+    let (notes, response) = acp.prompt(&session, "go");
     assert_eq!(response["result"]["stopReason"], "end_turn");
     let text = agent_text(&notes);
     assert_eq!(text.len(), 20003);

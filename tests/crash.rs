@@ -27,10 +27,7 @@ fn kill_9_mid_run_then_restart_recovers_the_session() {
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "first"}]}),
     );
-    first.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "second"}]}),
-    );
+    first.prompt_async(&session, "second");
     assert_eq!(
         first.recv()["params"]["update"]["content"]["text"],
         "partial "
@@ -88,10 +85,7 @@ fn kill_9_mid_run_then_restart_recovers_the_session() {
         .collect();
     assert_eq!(texts, vec!["partial ", "reply"]);
     // The session carries on with the next model turn.
-    let (notes, response) = second.request(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "third"}]}),
-    );
+    let (notes, response) = second.prompt(&session, "third");
     assert_eq!(response["result"]["stopReason"], "end_turn");
     assert_eq!(agent_text(&notes), "after restart");
     assert!(second.finish().success());
@@ -108,24 +102,11 @@ fn a_second_process_leaves_the_runs_of_a_live_one_alone() {
     let mut owner = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     owner.initialize();
     let session = owner.new_session(&ws);
-    let prompt = owner.request_async(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}),
-    );
+    let prompt = owner.prompt_async(&session, "go");
     owner.recv();
     owner.call("_pincer/runs/list", json!({"sessionId": session}));
     // Another process opens the same database (an editor's second window, `pincer run`).
-    let out = dir
-        .command()
-        .args(["sessions", "show", &session, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = dir.show_session(&session);
     assert_eq!(
         shown["runs"][0]["state"], "running",
         "the other process must not fail a live run"

@@ -132,6 +132,21 @@ impl TestDir {
         path
     }
 
+    /// `pincer sessions show ID --json`, parsed: the session, its history and runs.
+    pub fn show_session(&self, session: &str) -> Value {
+        let out = self
+            .command()
+            .args(["sessions", "show", session, "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
     /// A `pincer` command isolated in this directory (no user config, own data dir).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(BIN);
@@ -315,6 +330,22 @@ impl AcpProcess {
         result["sessionId"].as_str().unwrap().to_owned()
     }
 
+    /// Sends a text prompt; returns (updates, response) once it is answered.
+    pub fn prompt(&mut self, session: &str, text: &str) -> (Vec<Value>, Value) {
+        self.request(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        )
+    }
+
+    /// Sends a text prompt without waiting; returns the request id.
+    pub fn prompt_async(&mut self, session: &str, text: &str) -> Value {
+        self.request_async(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        )
+    }
+
     /// Closes stdin and waits for the process to exit, returning its status.
     pub fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -350,6 +381,16 @@ fn uuid_like() -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// Panics unless `response` is an error with `code` whose message contains `fragment`.
+pub fn assert_error(response: &Value, code: i64, fragment: &str) {
+    assert_eq!(response["error"]["code"], code, "{response}");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(fragment),
+        "expected {fragment:?} in {response}"
+    );
 }
 
 /// Text of the `agent_message_chunk` updates among `messages`, concatenated.
