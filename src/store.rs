@@ -52,6 +52,8 @@ pub enum StoreError {
     WriterGone,
     #[error("write failed: {0}")]
     Write(String),
+    #[error("read failed: {0}")]
+    Read(String),
 }
 
 /// One change to the durable state.
@@ -230,7 +232,7 @@ impl Store {
             result
         })
         .await
-        .map_err(|err| StoreError::Write(format!("reader task failed: {err}")))?
+        .map_err(|err| StoreError::Read(format!("reader task failed: {err}")))?
     }
 }
 

@@ -607,6 +607,9 @@ fn a_long_fast_stream_reaches_the_client_whole_even_when_it_lags() {
 
 #[test]
 fn a_cancel_sent_right_after_a_prompt_cancels_it() {
+    // Both lines in one write: the cancel arrives before the prompt is queued.
+    // `session/cancel` and `$/cancel_request` must both find the run; of the two
+    // answers the spec allows, Pincer gives the cancelled stop reason.
     let dir = TestDir::new();
     let script = dir.script(
         "slow.jsonl",
@@ -615,41 +618,23 @@ fn a_cancel_sent_right_after_a_prompt_cancels_it() {
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    for _ in 0..20 {
-        // Both lines in one write: the cancel arrives before the prompt is queued.
-        let prompt = json!({"jsonrpc": "2.0", "id": "p", "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}});
-        let cancel =
-            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
-        acp.send_raw(format!("{prompt}\n{cancel}\n").as_bytes());
-        let started = std::time::Instant::now();
-        let (notes, response) = acp.until_response(&json!("p"));
-        assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
-        assert!(notes.is_empty(), "{notes:?}");
-        assert!(started.elapsed() < Duration::from_secs(2));
-    }
-}
-
-#[test]
-fn a_cancel_request_sent_right_after_a_prompt_cancels_it() {
-    let dir = TestDir::new();
-    let script = dir.script(
-        "slow.jsonl",
-        &[json!([{"delay_ms": 5000}, {"text": "late"}])],
-    );
-    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
-    acp.initialize();
-    let session = acp.new_session(&dir.workspace());
-    for round in 0..20 {
+    for round in 0..40 {
         let id = format!("p{round}");
         let prompt = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
             "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}});
-        let cancel =
-            json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}});
+        let cancel = if round % 2 == 0 {
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}})
+        } else {
+            json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}})
+        };
         acp.send_raw(format!("{prompt}\n{cancel}\n").as_bytes());
+        let started = std::time::Instant::now();
         let (notes, response) = acp.until_response(&json!(id));
-        // Either answer is allowed by the spec; Pincer gives the cancelled stop reason.
-        assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+        assert_eq!(
+            response["result"]["stopReason"], "cancelled",
+            "{cancel}: {response}"
+        );
         assert!(notes.is_empty(), "{notes:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

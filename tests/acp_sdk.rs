@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::{Child, ChildStdin, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ExitStatus};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
@@ -122,17 +122,10 @@ impl Pincer {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stderr_path = dir.path().join(format!("stderr-sdk-{n}.log"));
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut child = dir
-            .command()
-            .arg("acp")
-            .arg("--script")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
+        let mut child = dir.spawn_acp(
+            &[std::ffi::OsStr::new("--script"), script.as_os_str()],
+            &stderr_path,
+        );
         let stdout = child.stdout.take().unwrap();
         let methods = Methods::default();
         let log = Arc::new(Mutex::new(Log::default()));

@@ -147,6 +147,19 @@ impl TestDir {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// Starts `pincer acp ARGS` with piped stdin/stdout and stderr to `stderr_path`.
+    pub fn spawn_acp<S: AsRef<std::ffi::OsStr>>(&self, args: &[S], stderr_path: &Path) -> Child {
+        let stderr = std::fs::File::create(stderr_path).unwrap();
+        self.command()
+            .arg("acp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
     /// A `pincer` command isolated in this directory (no user config, own data dir).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(BIN);
@@ -178,16 +191,7 @@ pub struct AcpProcess {
 impl AcpProcess {
     pub fn spawn(dir: &TestDir, args: &[&str]) -> Self {
         let stderr_path = dir.path().join(format!("stderr-{}.log", uuid_like()));
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut child = dir
-            .command()
-            .arg("acp")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
+        let mut child = dir.spawn_acp(args, &stderr_path);
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
