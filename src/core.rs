@@ -6,7 +6,10 @@
 pub mod agent_loop;
 pub mod event;
 pub mod ids;
+pub mod policy;
 pub mod provider;
 pub mod run;
 pub mod runtime;
+pub mod safety;
 pub mod session;
+pub mod tool;

@@ -12,3 +12,4 @@ pub mod providers;
 pub mod sandbox;
 pub mod stdout;
 pub mod store;
+pub mod tools;

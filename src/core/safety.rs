@@ -1,0 +1,1 @@
+//! The safety pass over tool output: truncation, secret redaction, prompt-injection markers.

@@ -1,0 +1,344 @@
+//! The seam between the agent loop and the tools: a tool plans a call (what it
+//! will touch, known before anything changes) and then executes it.
+//!
+//! Implementations live outside the core (`crate::tools`); the core only sees
+//! this trait. Between `plan` and `execute` the core runs the policy gate and,
+//! when the policy asks for it, an approval: whatever a person approved is what
+//! `execute` does (an edit writes exactly the planned text, a shell call runs
+//! exactly the planned line).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use super::ids::SessionId;
+use super::policy::{PathBoundary, PathError};
+pub use super::provider::ToolSpec;
+
+/// What a tool call does; the policy branches on it and editors show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Edit,
+    Delete,
+    Move,
+    Search,
+    Execute,
+    Fetch,
+    Think,
+    Other,
+}
+
+impl ToolKind {
+    /// Calls of this kind change nothing and run nothing.
+    pub fn is_read_only(self) -> bool {
+        match self {
+            ToolKind::Read | ToolKind::Search | ToolKind::Think => true,
+            ToolKind::Edit
+            | ToolKind::Delete
+            | ToolKind::Move
+            | ToolKind::Execute
+            | ToolKind::Fetch
+            | ToolKind::Other => false,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Fetch => "fetch",
+            ToolKind::Think => "think",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// A change to one file, as planned before it is made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDiff {
+    pub path: PathBuf,
+    /// The text before the change; `None` when the file does not exist yet.
+    pub old_text: Option<String>,
+    pub new_text: String,
+    /// The change as a unified diff, for the model and for logs.
+    pub unified: String,
+}
+
+/// What a call will do, worked out from its arguments before it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// A one-line human title ("Read src/main.rs", "Run `cargo test`").
+    pub title: String,
+    /// Every path the call reads, resolved and inside the boundaries.
+    pub reads: Vec<PathBuf>,
+    /// Every path the call writes, resolved and inside the boundaries.
+    pub writes: Vec<PathBuf>,
+    /// The shell line a shell call runs.
+    pub command: Option<String>,
+    /// For edits: the exact change `execute` will make.
+    pub diffs: Vec<FileDiff>,
+}
+
+impl Plan {
+    /// The paths an editor should point at, reads and writes alike.
+    pub fn locations(&self) -> Vec<PathBuf> {
+        let mut all: Vec<PathBuf> = self.writes.clone();
+        for path in &self.reads {
+            if !all.contains(path) {
+                all.push(path.clone());
+            }
+        }
+        all
+    }
+}
+
+/// What a finished call returns; the safety pass runs on `text` before anyone sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolOutput {
+    pub text: String,
+    /// The changes made, shown to editors as diffs.
+    pub diffs: Vec<FileDiff>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            diffs: Vec::new(),
+        }
+    }
+}
+
+/// Why a tool call failed; the message is what the model reads.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("{0}")]
+    Failed(String),
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+/// File access through the client (an editor that shows unsaved buffers and
+/// wants edits to land in them). Implemented by a face; absent means local files.
+pub trait ClientFiles: Send + Sync {
+    fn can_read(&self) -> bool;
+    fn can_write(&self) -> bool;
+    fn read_text(
+        &self,
+        session: &SessionId,
+        path: &Path,
+    ) -> BoxFuture<'static, Result<String, String>>;
+    fn write_text(
+        &self,
+        session: &SessionId,
+        path: &Path,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// Reads and writes text files, through the client when it offers to.
+#[derive(Clone)]
+pub struct Files {
+    session: SessionId,
+    client: Option<Arc<dyn ClientFiles>>,
+}
+
+impl Files {
+    pub fn local(session: SessionId) -> Self {
+        Self {
+            session,
+            client: None,
+        }
+    }
+
+    pub fn new(session: SessionId, client: Option<Arc<dyn ClientFiles>>) -> Self {
+        Self { session, client }
+    }
+
+    /// Whether reads go through the client.
+    pub fn client_reads(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.can_read())
+    }
+
+    /// Whether writes go through the client.
+    pub fn client_writes(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.can_write())
+    }
+
+    /// The file's text; `Ok(None)` when it does not exist.
+    pub async fn read_text(&self, path: &Path) -> Result<Option<String>, ToolError> {
+        if let Some(client) = self.client.as_ref().filter(|c| c.can_read()) {
+            // The client may hold an unsaved buffer for a file not on disk yet;
+            // a missing file is only missing if the client says so too.
+            return match client.read_text(&self.session, path).await {
+                Ok(text) => Ok(Some(text)),
+                Err(_) if !path.exists() => Ok(None),
+                Err(message) => Err(ToolError::Failed(format!(
+                    "the editor could not read {}: {message}",
+                    path.display()
+                ))),
+            };
+        }
+        match tokio::fs::read(path).await {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| ToolError::Failed(format!("{} is not UTF-8 text", path.display()))),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(ToolError::Failed(format!(
+                "cannot read {}: {err}",
+                path.display()
+            ))),
+        }
+    }
+
+    pub async fn write_text(&self, path: &Path, content: String) -> Result<(), ToolError> {
+        if let Some(client) = self.client.as_ref().filter(|c| c.can_write()) {
+            return client
+                .write_text(&self.session, path, content)
+                .await
+                .map_err(|message| {
+                    ToolError::Failed(format!(
+                        "the editor could not write {}: {message}",
+                        path.display()
+                    ))
+                });
+        }
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|err| {
+                ToolError::Failed(format!("cannot create {}: {err}", parent.display()))
+            })?;
+        }
+        tokio::fs::write(path, content)
+            .await
+            .map_err(|err| ToolError::Failed(format!("cannot write {}: {err}", path.display())))
+    }
+}
+
+/// Everything a call works with.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub session_id: SessionId,
+    /// The session's workspace; relative paths are resolved against it.
+    pub workspace: PathBuf,
+    /// Where the call may read and write.
+    pub boundary: Arc<PathBoundary>,
+    pub files: Files,
+    /// Fired when the run is cancelled; a tool stops what it is doing.
+    pub cancel: CancellationToken,
+}
+
+impl ToolContext {
+    /// Resolves a path argument for reading (see [`PathBoundary::resolve`]).
+    pub fn read_path(&self, raw: &str) -> Result<PathBuf, PathError> {
+        self.boundary.resolve(&self.workspace, raw)
+    }
+
+    /// Resolves a path argument for writing.
+    pub fn write_path(&self, raw: &str) -> Result<PathBuf, PathError> {
+        self.boundary.resolve(&self.workspace, raw)
+    }
+
+    /// A path as the model should see it: relative to the workspace when inside it.
+    pub fn display_path(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.workspace) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+}
+
+/// A built-in or external tool.
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+
+    /// The kind of every call of this tool.
+    fn kind(&self) -> ToolKind;
+
+    /// Parses the arguments and works out what the call will touch and change,
+    /// checking every path against the boundaries before reading anything.
+    fn plan<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Plan, ToolError>>;
+
+    /// Does what the plan says.
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        plan: &'a Plan,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// The tools offered to the model, by name.
+#[derive(Clone, Default)]
+pub struct Toolset {
+    tools: Vec<Arc<dyn Tool>>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Toolset {
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let by_name = tools
+            .iter()
+            .enumerate()
+            .map(|(index, tool)| (tool.spec().name, index))
+            .collect();
+        Self { tools, by_name }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.by_name.get(name).map(|index| &self.tools[*index])
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|tool| tool.spec()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+/// Reads a required string argument.
+pub fn string_arg<'a>(arguments: &'a serde_json::Value, name: &str) -> Result<&'a str, ToolError> {
+    match arguments.get(name) {
+        Some(serde_json::Value::String(value)) => Ok(value),
+        Some(other) => Err(ToolError::InvalidArguments(format!(
+            "`{name}` must be a string, got {other}"
+        ))),
+        None => Err(ToolError::InvalidArguments(format!("`{name}` is required"))),
+    }
+}
+
+/// Parses arguments into a typed struct; errors name the field.
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    arguments: &serde_json::Value,
+) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(arguments).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner().to_string();
+        if path == "." || path.is_empty() {
+            ToolError::InvalidArguments(inner)
+        } else {
+            ToolError::InvalidArguments(format!("`{path}`: {inner}"))
+        }
+    })
+}

@@ -1,0 +1,1 @@
+//! list_dir, glob and grep over the workspace.

@@ -1,0 +1,1 @@
+//! The shell tool: runs a command line in the workspace under the sandbox.
