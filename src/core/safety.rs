@@ -1,1 +1,52 @@
 //! The safety pass over tool output: truncation, secret redaction, prompt-injection markers.
+
+/// Whether an environment variable's name says it holds a secret (`OPENAI_API_KEY`,
+/// `GITHUB_TOKEN`, `DB_PASSWORD`, ...). Such variables never reach a tool process,
+/// and their values are redacted from tool output.
+pub fn is_secret_name(name: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "AUTHORIZATION",
+        "COOKIE",
+        "PRIVATE",
+    ];
+    let upper = name.to_ascii_uppercase();
+    if upper == "PWD" || upper == "OLDPWD" {
+        return false;
+    }
+    upper
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|part| MARKERS.iter().any(|marker| part.contains(marker)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_names_are_recognised() {
+        for name in [
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "TELEGRAM_BOT_TOKEN",
+            "apikey",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in [
+            "PATH", "HOME", "LANG", "TERM", "PWD", "OLDPWD", "USER", "SHELL", "TZ",
+        ] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+    }
+}
