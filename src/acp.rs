@@ -19,10 +19,13 @@ use tokio::io::AsyncBufRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::core::approval::ApprovalDecision;
+use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{Mode, Origin, Session};
+use crate::core::tool::ClientFiles;
 use crate::stdout::LineSender;
 use crate::store::SessionQuery;
 use peer::{Id, Incoming, Line, LineReader, Peer};
@@ -64,13 +67,15 @@ where
 {
     let conn = Arc::new(Connection {
         runtime,
-        peer: Peer::new(out),
+        peer: Arc::new(Peer::new(out)),
         options,
         attached: Mutex::new(HashMap::new()),
         prompts: Mutex::new(HashMap::new()),
         inflight: Mutex::new(HashMap::new()),
         ordered: Mutex::new(HashMap::new()),
         tasks: TaskTracker::new(),
+        files: Mutex::new(None),
+        permissions: Mutex::new(HashMap::new()),
     });
     let mut reader = LineReader::new(input, conn.options.max_line_bytes);
     loop {
@@ -181,7 +186,7 @@ enum Reply {
 /// One client connection.
 struct Connection {
     runtime: Runtime,
-    peer: Peer,
+    peer: Arc<Peer>,
     options: AcpOptions,
     /// Sessions this client has opened, with the task forwarding their events.
     attached: Mutex<HashMap<SessionId, tokio::task::JoinHandle<()>>>,
@@ -193,6 +198,74 @@ struct Connection {
     ordered: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Job>>>,
     /// Request handlers and forwarders, awaited on shutdown.
     tasks: TaskTracker,
+    /// File access through the client, when `initialize` said it offers it.
+    files: Mutex<Option<Arc<ClientFs>>>,
+    /// Our `session/request_permission` requests in flight, by approval id:
+    /// cancelled when the approval is settled some other way.
+    permissions: Mutex<HashMap<String, CancellationToken>>,
+}
+
+/// Reads and writes files through the client's `fs/*` methods.
+struct ClientFs {
+    peer: Arc<Peer>,
+    read: bool,
+    write: bool,
+}
+
+impl ClientFiles for ClientFs {
+    fn can_read(&self) -> bool {
+        self.read
+    }
+
+    fn can_write(&self) -> bool {
+        self.write
+    }
+
+    fn read_text(
+        &self,
+        session: &SessionId,
+        path: &std::path::Path,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        let peer = self.peer.clone();
+        let request =
+            acp::ReadTextFileRequest::new(session.as_str().to_owned(), path.to_path_buf());
+        Box::pin(async move {
+            let value = peer
+                .request("fs/read_text_file", &request, &CancellationToken::new())
+                .await
+                .map_err(|err| rpc_error_text(&err))?;
+            serde_json::from_value::<acp::ReadTextFileResponse>(value)
+                .map(|response| response.content)
+                .map_err(|err| format!("the client's fs/read_text_file answer is not valid: {err}"))
+        })
+    }
+
+    fn write_text(
+        &self,
+        session: &SessionId,
+        path: &std::path::Path,
+        content: String,
+    ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        let peer = self.peer.clone();
+        let request = acp::WriteTextFileRequest::new(
+            session.as_str().to_owned(),
+            path.to_path_buf(),
+            content,
+        );
+        Box::pin(async move {
+            peer.request("fs/write_text_file", &request, &CancellationToken::new())
+                .await
+                .map(|_| ())
+                .map_err(|err| rpc_error_text(&err))
+        })
+    }
+}
+
+fn rpc_error_text(err: &RpcError) -> String {
+    match &err.data {
+        Some(data) => format!("{} ({data})", err.message),
+        None => err.message.clone(),
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -375,6 +448,14 @@ impl Connection {
     fn initialize(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: acp::InitializeRequest = params(raw)?;
         tracing::info!(client = ?request.client_info.as_ref().map(|i| &i.name), version = ?request.protocol_version, "initialize");
+        let fs = &request.client_capabilities.fs;
+        *lock(&self.files) = (fs.read_text_file || fs.write_text_file).then(|| {
+            Arc::new(ClientFs {
+                peer: self.peer.clone(),
+                read: fs.read_text_file,
+                write: fs.write_text_file,
+            })
+        });
         let mut meta = serde_json::Map::new();
         let mut pincer = json!({ "extensionMethods": EXTENSION_METHODS });
         if let (Value::Object(target), Value::Object(extra)) = (&mut pincer, &self.options.meta) {
@@ -447,6 +528,10 @@ impl Connection {
         subscription: Subscription,
         start: tokio::sync::oneshot::Receiver<()>,
     ) {
+        let files = lock(&self.files)
+            .clone()
+            .map(|fs| fs as Arc<dyn ClientFiles>);
+        self.runtime.set_client_files(&session, files);
         let conn = self.clone();
         let key = session.clone();
         let handle = self.tasks.spawn(async move {
@@ -757,6 +842,17 @@ impl Connection {
     /// Sends a session's events to the client and answers prompts when their runs end.
     async fn forward(self: Arc<Self>, session: SessionId, mut subscription: Subscription) {
         while let Some(record) = subscription.next().await {
+            match &record.event {
+                Event::ApprovalRequested { approval_id, .. } => {
+                    self.ask_permission(&session, approval_id, &record.event);
+                }
+                Event::ApprovalDecided { approval_id, .. } => {
+                    if let Some(token) = lock(&self.permissions).remove(approval_id) {
+                        token.cancel();
+                    }
+                }
+                _ => {}
+            }
             let own = lock(&self.prompts).contains_key(&record.run_id);
             for update in convert::live_update(&record.event, own) {
                 let notification =
@@ -773,6 +869,54 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Asks the client about an approval and passes its answer to the runtime.
+    /// Runs beside the forwarder, so events keep flowing while a person decides.
+    fn ask_permission(self: &Arc<Self>, session: &SessionId, approval_id: &str, event: &Event) {
+        let Some(request) = convert::permission_request(session.as_str(), event) else {
+            return;
+        };
+        let token = CancellationToken::new();
+        lock(&self.permissions).insert(approval_id.to_owned(), token.clone());
+        let conn = self.clone();
+        let session = session.clone();
+        let approval_id = approval_id.to_owned();
+        self.tasks.spawn(async move {
+            let answer = conn
+                .peer
+                .request("session/request_permission", &request, &token)
+                .await;
+            lock(&conn.permissions).remove(&approval_id);
+            let decision = match answer {
+                Ok(value) => match serde_json::from_value::<acp::RequestPermissionResponse>(value) {
+                    Ok(response) => match response.outcome {
+                        acp::RequestPermissionOutcome::Selected(selected) => {
+                            ApprovalDecision::parse(&selected.option_id.0)
+                        }
+                        // The client cancelled the prompt turn; session/cancel does the rest.
+                        _ => None,
+                    },
+                    Err(err) => {
+                        tracing::warn!(error = %err, "invalid session/request_permission answer; treating it as a rejection");
+                        Some(ApprovalDecision::RejectOnce)
+                    }
+                },
+                Err(err) if token.is_cancelled() => {
+                    tracing::debug!(approval = %approval_id, error = %err.message, "permission request withdrawn");
+                    None
+                }
+                Err(err) => {
+                    tracing::warn!(approval = %approval_id, error = %rpc_error_text(&err), "session/request_permission failed; treating it as a rejection");
+                    Some(ApprovalDecision::RejectOnce)
+                }
+            };
+            if let Some(decision) = decision
+                && !conn.runtime.answer_approval(&session, &approval_id, decision)
+            {
+                tracing::debug!(approval = %approval_id, "approval was already settled");
+            }
+        });
     }
 
     async fn shutdown(&self) {

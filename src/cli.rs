@@ -7,9 +7,12 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::config::{Config, Flags};
+use std::sync::Arc;
+
+use crate::config::{Config, Flags, SandboxSetting};
 use crate::core::agent_loop::LoopConfig;
-use crate::core::runtime::{Runtime, RuntimeConfig};
+use crate::core::policy::DEFAULT_FORBIDDEN;
+use crate::core::runtime::{PathsConfig, Runtime, RuntimeConfig};
 use crate::store::Store;
 
 /// Exit codes, documented in the README.
@@ -59,6 +62,12 @@ pub enum Command {
     Tape(TapeArgs),
     /// Check the data directory, database, config and sandbox support
     Doctor,
+    /// Walk the receipt chain of every tool call and report the first broken link
+    Verify {
+        /// Print the result as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the effective configuration
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -83,6 +92,12 @@ pub struct ProviderArgs {
     /// Most model requests in one run
     #[arg(long, value_name = "N")]
     pub max_turn_requests: Option<u32>,
+    /// Autonomy mode of new sessions: read_only, supervised or full
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// Whether shell commands must run under Landlock
+    #[arg(long, value_enum, value_name = "SETTING")]
+    pub sandbox: Option<SandboxSetting>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -92,6 +107,18 @@ pub enum OutputFormat {
     Text,
     /// One JSON event per line on stdout (docs/headless.md)
     Jsonl,
+}
+
+/// Which approvals `pincer run` grants on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ApprovePolicy {
+    /// Reject every call that needs approval
+    #[default]
+    Never,
+    /// Approve reads and searches, reject the rest
+    Reads,
+    /// Approve every call that needs approval (policy denials still apply)
+    All,
 }
 
 #[derive(Debug, Args)]
@@ -107,6 +134,9 @@ pub struct RunArgs {
     pub input: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
+    /// How to answer approvals the input script does not answer
+    #[arg(long, value_enum, default_value_t, value_name = "WHICH")]
+    pub approve: ApprovePolicy,
     /// Continue an existing session
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
@@ -224,6 +254,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
         Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,
         Command::Doctor => inspect::doctor(&flags(&cli, None)).await,
+        Command::Verify { json } => inspect::verify(&flags(&cli, None), json).await,
         Command::Config(ConfigCommand::Show) => inspect::config_show(&flags(&cli, None)),
         Command::Completions { shell } => {
             let mut command = Cli::command();
@@ -249,6 +280,8 @@ fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
         model: provider.model,
         script: provider.script,
         max_turn_requests: provider.max_turn_requests,
+        mode: provider.mode,
+        sandbox: provider.sandbox,
     }
 }
 
@@ -274,13 +307,24 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
             "marked runs left unfinished by an earlier process as failed"
         );
     }
+    let mut forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|p| (*p).to_owned()).collect();
+    forbidden.extend(config.paths.forbidden.iter().cloned());
     let runtime = Runtime::new(
         store,
         providers,
+        Arc::new(crate::tools::gate(&config)),
         RuntimeConfig {
             loop_config: LoopConfig {
                 max_turn_requests: config.max_turn_requests.value,
                 system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
+            },
+            default_mode: config.mode.value,
+            paths: PathsConfig {
+                extra_roots: config.paths.extra_roots.clone(),
+                forbidden,
+                home: std::env::var_os("HOME")
+                    .filter(|h| !h.is_empty())
+                    .map(PathBuf::from),
             },
             ..RuntimeConfig::default()
         },

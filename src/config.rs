@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::core::policy::Rule;
+use crate::core::policy::shell::CommandRule;
+use crate::core::session::Mode;
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -78,6 +82,87 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// The autonomy mode new sessions start in.
+    pub mode: Option<String>,
+    /// `required` refuses to run shell commands unconfined; `best_effort` runs them anyway.
+    pub sandbox: Option<SandboxSetting>,
+    /// Seconds an approval may wait before it counts as a rejection; unset waits until answered.
+    pub approval_timeout_secs: Option<u64>,
+    /// Per-tool rules: `allow`, `ask` or `deny`.
+    #[serde(default)]
+    pub tools: BTreeMap<String, Rule>,
+    #[serde(default)]
+    pub shell: ShellConfig,
+    #[serde(default)]
+    pub paths: PathsConfig,
+    #[serde(default)]
+    pub safety: SafetyFileConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum SandboxSetting {
+    Required,
+    #[default]
+    BestEffort,
+}
+
+impl SandboxSetting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxSetting::Required => "required",
+            SandboxSetting::BestEffort => "best_effort",
+        }
+    }
+}
+
+/// The `[shell]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellConfig {
+    /// Commands that run without asking under `supervised` (added to the defaults).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Commands that always need approval, even under `full`.
+    #[serde(default)]
+    pub ask: Vec<String>,
+    /// Commands that never run (added to the defaults).
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Whether the built-in allow and deny lists apply (default true).
+    pub default_rules: Option<bool>,
+    /// Default timeout of a command, in seconds.
+    pub timeout_secs: Option<u64>,
+    /// Whether commands may open TCP connections (default false).
+    pub network: Option<bool>,
+    /// Extra environment variables passed to commands (secret-looking names never are).
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+/// The `[paths]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathsConfig {
+    /// Directories outside the workspace that tools may read and write.
+    #[serde(default)]
+    pub extra_roots: Vec<PathBuf>,
+    /// Paths refused everywhere, added to the built-in list (`~` allowed).
+    #[serde(default)]
+    pub forbidden: Vec<String>,
+}
+
+/// The `[safety]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SafetyFileConfig {
+    /// Longest tool output the model sees, in bytes (head and tail kept).
+    pub max_output_bytes: Option<usize>,
+    /// Names of environment variables whose values are secrets to redact, besides
+    /// every variable whose name looks like a key, token or password.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -108,6 +193,8 @@ pub struct Flags {
     pub model: Option<String>,
     pub script: Option<PathBuf>,
     pub max_turn_requests: Option<u32>,
+    pub mode: Option<String>,
+    pub sandbox: Option<SandboxSetting>,
 }
 
 /// The effective configuration.
@@ -121,6 +208,14 @@ pub struct Config {
     pub max_turn_requests: Sourced<u32>,
     pub system_prompt: Option<Sourced<String>>,
     pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
+    pub mode: Sourced<Mode>,
+    pub sandbox: Sourced<SandboxSetting>,
+    pub approval_timeout_secs: Option<Sourced<u64>>,
+    /// The tool and shell rules, paths and safety settings, from the file.
+    pub tools: BTreeMap<String, Rule>,
+    pub shell: ShellConfig,
+    pub paths: PathsConfig,
+    pub safety: SafetyFileConfig,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -270,7 +365,92 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        let mode_raw = pick(
+            flags.mode.clone(),
+            "--mode",
+            env("PINCER_MODE"),
+            "PINCER_MODE",
+            file_config.mode.clone(),
+            &file_origin(),
+        );
+        let mode = match mode_raw {
+            None => Sourced::new(Mode::default(), Origin::Default),
+            Some(raw) => Sourced::new(
+                Mode::parse(&raw.value).ok_or_else(|| ConfigError::Invalid {
+                    origin: raw.origin.clone(),
+                    key: "mode".into(),
+                    message: format!(
+                        "expected read_only, supervised or full, got {:?}",
+                        raw.value
+                    ),
+                })?,
+                raw.origin,
+            ),
+        };
+        let sandbox = match (flags.sandbox, env("PINCER_SANDBOX")) {
+            (Some(value), _) => Sourced::new(value, Origin::Flag("--sandbox")),
+            (None, Some(raw)) if !raw.is_empty() => Sourced::new(
+                match raw.as_str() {
+                    "required" => SandboxSetting::Required,
+                    "best_effort" => SandboxSetting::BestEffort,
+                    _ => {
+                        return Err(ConfigError::Invalid {
+                            origin: Origin::Env("PINCER_SANDBOX"),
+                            key: "sandbox".into(),
+                            message: format!("expected required or best_effort, got {raw:?}"),
+                        });
+                    }
+                },
+                Origin::Env("PINCER_SANDBOX"),
+            ),
+            _ => match file_config.sandbox {
+                Some(value) => Sourced::new(value, file_origin()),
+                None => Sourced::new(SandboxSetting::default(), Origin::Default),
+            },
+        };
+        for (key, rules) in [
+            ("shell.allow", &file_config.shell.allow),
+            ("shell.ask", &file_config.shell.ask),
+            ("shell.deny", &file_config.shell.deny),
+        ] {
+            for rule in rules {
+                CommandRule::parse(rule).map_err(|err| ConfigError::Invalid {
+                    origin: file_origin(),
+                    key: key.into(),
+                    message: err.to_string(),
+                })?;
+            }
+        }
+        if file_config.safety.max_output_bytes == Some(0) {
+            return Err(ConfigError::Invalid {
+                origin: file_origin(),
+                key: "safety.max_output_bytes".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        if file_config.shell.timeout_secs == Some(0) {
+            return Err(ConfigError::Invalid {
+                origin: file_origin(),
+                key: "shell.timeout_secs".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        let mut paths = file_config.paths.clone();
+        paths.extra_roots = paths
+            .extra_roots
+            .iter()
+            .map(|root| base.join(root))
+            .collect();
         Ok(Config {
+            mode,
+            sandbox,
+            approval_timeout_secs: file_config
+                .approval_timeout_secs
+                .map(|secs| Sourced::new(secs, file_origin())),
+            tools: file_config.tools.clone(),
+            shell: file_config.shell.clone(),
+            paths,
+            safety: file_config.safety.clone(),
             file,
             data_dir,
             provider,
@@ -323,6 +503,56 @@ impl Config {
                 quote(&prompt.value),
                 &prompt.origin,
             );
+        }
+        line(
+            &mut out,
+            "mode",
+            quote(self.mode.value.as_str()),
+            &self.mode.origin,
+        );
+        line(
+            &mut out,
+            "sandbox",
+            quote(self.sandbox.value.as_str()),
+            &self.sandbox.origin,
+        );
+        if let Some(timeout) = &self.approval_timeout_secs {
+            line(
+                &mut out,
+                "approval_timeout_secs",
+                timeout.value.to_string(),
+                &timeout.origin,
+            );
+        }
+        let file_note = match &self.file {
+            Some(path) => format!("config file {}", path.display()),
+            None => "default".to_owned(),
+        };
+        if !self.tools.is_empty() {
+            out.push_str(&format!("\n[tools]  # {file_note}\n"));
+            for (name, rule) in &self.tools {
+                let rule = match rule {
+                    Rule::Allow => "allow",
+                    Rule::Ask => "ask",
+                    Rule::Deny => "deny",
+                };
+                out.push_str(&format!("{name} = {}\n", quote(rule)));
+            }
+        }
+        if let Ok(shell) = toml::to_string(&self.shell)
+            && !shell.trim().is_empty()
+        {
+            out.push_str(&format!("\n[shell]  # {file_note}\n{shell}"));
+        }
+        if let Ok(paths) = toml::to_string(&self.paths)
+            && !paths.trim().is_empty()
+        {
+            out.push_str(&format!("\n[paths]  # {file_note}\n{paths}"));
+        }
+        if let Ok(safety) = toml::to_string(&self.safety)
+            && !safety.trim().is_empty()
+        {
+            out.push_str(&format!("\n[safety]  # {file_note}\n{safety}"));
         }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]  # {}\n", provider.origin));

@@ -4,10 +4,13 @@
 //! submit prompts and read events through [`runtime::Runtime`].
 
 pub mod agent_loop;
+pub mod approval;
 pub mod event;
+pub mod gate;
 pub mod ids;
 pub mod policy;
 pub mod provider;
+pub mod receipt;
 pub mod run;
 pub mod runtime;
 pub mod safety;

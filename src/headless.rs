@@ -8,29 +8,65 @@ use std::path::Path;
 use anyhow::{Context, anyhow};
 use serde::Deserialize;
 
-use crate::cli::{Failure, OutputFormat, RunArgs, exit};
+use crate::cli::{ApprovePolicy, Failure, OutputFormat, RunArgs, exit};
 use crate::config::Flags;
+use std::collections::VecDeque;
+
+use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::SessionId;
 use crate::core::runtime::{NewSession, Runtime, Subscription};
 use crate::core::session::{ContentPart, Origin, Session};
+use crate::core::tool::ToolKind;
 use crate::stdout::{LineSender, LineWriter};
 
-/// One line of an `--input` script.
+/// One line of an `--input` script: a prompt, or the answer to the next
+/// approval of the run started by the prompt above it.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InputLine {
+#[serde(untagged, deny_unknown_fields)]
+enum InputLine {
+    Prompt {
+        prompt: String,
+    },
+    Approve {
+        approve: String,
+        /// When given, the approval must be for this tool.
+        #[serde(default)]
+        tool: Option<String>,
+    },
+}
+
+/// A scripted answer to an approval.
+#[derive(Debug, Clone)]
+struct Answer {
+    decision: ApprovalDecision,
+    tool: Option<String>,
+}
+
+/// A prompt and the scripted answers to its run's approvals, in order.
+#[derive(Debug, Default)]
+struct Turn {
     prompt: String,
+    answers: VecDeque<Answer>,
+}
+
+impl Turn {
+    fn new(prompt: String) -> Self {
+        Self {
+            prompt,
+            answers: VecDeque::new(),
+        }
+    }
 }
 
 /// Reads the prompts to run, in order.
-fn prompts(args: &RunArgs) -> Result<Vec<String>, Failure> {
+fn prompts(args: &RunArgs) -> Result<Vec<Turn>, Failure> {
     if let Some(prompt) = &args.prompt {
-        return Ok(vec![if prompt == "-" {
+        return Ok(vec![Turn::new(if prompt == "-" {
             read_stdin()?
         } else {
             prompt.clone()
-        }]);
+        })]);
     }
     if let Some(path) = &args.prompt_file {
         let text = if path == Path::new("-") {
@@ -40,28 +76,46 @@ fn prompts(args: &RunArgs) -> Result<Vec<String>, Failure> {
                 .with_context(|| format!("cannot read prompt file {}", path.display()))
                 .map_err(Failure::usage)?
         };
-        return Ok(vec![text]);
+        return Ok(vec![Turn::new(text)]);
     }
     if let Some(path) = &args.input {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read input script {}", path.display()))
             .map_err(Failure::usage)?;
-        let mut prompts = Vec::new();
+        let mut prompts: Vec<Turn> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
+            let at = || format!("input script {}, line {}", path.display(), index + 1);
             let parsed: InputLine = serde_json::from_str(line)
-                .map_err(|err| {
+                .map_err(|_| {
                     anyhow!(
-                        "input script {}, line {}: expected {{\"prompt\": \"...\"}}: {err}",
-                        path.display(),
-                        index + 1
+                        "{}: expected {{\"prompt\": \"...\"}} or {{\"approve\": \"allow_once|allow_always|reject_once|reject_always\"}}",
+                        at()
                     )
                 })
                 .map_err(Failure::usage)?;
-            prompts.push(parsed.prompt);
+            match parsed {
+                InputLine::Prompt { prompt } => prompts.push(Turn::new(prompt)),
+                InputLine::Approve { approve, tool } => {
+                    let decision = ApprovalDecision::parse(&approve)
+                        .filter(|d| ApprovalDecision::OPTIONS.contains(d))
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "{}: `approve` must be allow_once, allow_always, reject_once or reject_always, got {approve:?}",
+                                at()
+                            )
+                        })
+                        .map_err(Failure::usage)?;
+                    let turn = prompts
+                        .last_mut()
+                        .ok_or_else(|| anyhow!("{}: an approval answer must follow the prompt whose run it answers", at()))
+                        .map_err(Failure::usage)?;
+                    turn.answers.push_back(Answer { decision, tool });
+                }
+            }
         }
         if prompts.is_empty() {
             return Err(Failure::usage(anyhow!(
@@ -88,7 +142,7 @@ fn read_stdin() -> Result<String, Failure> {
 /// Runs the prompts; the exit code is that of the first run that did not complete.
 pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     let prompts = prompts(args)?;
-    if prompts.iter().any(|p| p.trim().is_empty()) {
+    if prompts.iter().any(|p| p.prompt.trim().is_empty()) {
         return Err(Failure::usage(anyhow!("the prompt is empty")));
     }
     let opened = crate::cli::open(flags)?;
@@ -109,7 +163,16 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     let session = open_session(&runtime, args).await?;
     let subscription = runtime.subscribe(&session.id).map_err(Failure::failed)?;
     let (out, writer) = LineWriter::spawn();
-    let result = drive(&runtime, &session, subscription, &out, args.output, prompts).await;
+    let result = drive(
+        &runtime,
+        &session,
+        subscription,
+        &out,
+        args.output,
+        args.approve,
+        prompts,
+    )
+    .await;
     runtime.shutdown().await;
     drop(out);
     if let Err(err) = writer.finish().await {
@@ -154,7 +217,8 @@ async fn drive(
     mut subscription: Subscription,
     out: &LineSender,
     format: OutputFormat,
-    prompts: Vec<String>,
+    approve: ApprovePolicy,
+    prompts: Vec<Turn>,
 ) -> Result<u8, Failure> {
     match format {
         OutputFormat::Text => eprintln!(
@@ -183,9 +247,14 @@ async fn drive(
         .context("cannot watch for SIGTERM")
         .map_err(Failure::failed)?;
     let mut code = exit::OK;
-    for prompt in prompts {
+    for mut turn in prompts {
         let ticket = runtime
-            .prompt(&session.id, vec![ContentPart::Text { text: prompt }])
+            .prompt(
+                &session.id,
+                vec![ContentPart::Text {
+                    text: turn.prompt.clone(),
+                }],
+            )
             .await
             .map_err(Failure::failed)?;
         let mut ended_with_newline = true;
@@ -210,6 +279,36 @@ async fn drive(
             if record.run_id != ticket.run_id {
                 continue;
             }
+            if let Event::ApprovalRequested {
+                approval_id,
+                tool,
+                kind,
+                title,
+                reason,
+                ..
+            } = &record.event
+            {
+                let decision = match turn.answers.pop_front() {
+                    Some(answer) if answer.tool.as_ref().is_none_or(|t| t == tool) => {
+                        answer.decision
+                    }
+                    Some(answer) => {
+                        eprintln!(
+                            "pincer: the input script answers an approval for {:?}, but {tool:?} asked; rejecting",
+                            answer.tool.unwrap_or_default()
+                        );
+                        ApprovalDecision::RejectOnce
+                    }
+                    None => approve.decide(*kind),
+                };
+                if format == OutputFormat::Text {
+                    eprintln!(
+                        "pincer: approval needed: {title} ({reason}) -> {}",
+                        decision.as_str()
+                    );
+                }
+                runtime.answer_approval(&session.id, approval_id, decision);
+            }
             match format {
                 OutputFormat::Jsonl => {
                     out.send(json_line(&record)).await;
@@ -230,10 +329,16 @@ async fn drive(
                         let status = if *is_error { "failed" } else { "done" };
                         eprintln!("pincer: tool {status}: {}", first_line(output));
                     }
+                    Event::ApprovalDecided { decision, .. } => {
+                        eprintln!("pincer: approval {}", decision.as_str());
+                    }
                     Event::State { .. }
                     | Event::UserMessage { .. }
                     | Event::ModelTurn { .. }
                     | Event::ThoughtDelta { .. }
+                    | Event::ToolPlanned { .. }
+                    | Event::ApprovalRequested { .. }
+                    | Event::ToolStarted { .. }
                     | Event::Usage { .. } => {}
                 },
             }
@@ -269,6 +374,17 @@ async fn drive(
         }
     }
     Ok(code)
+}
+
+impl ApprovePolicy {
+    /// The answer to an approval the input script does not answer.
+    fn decide(self, kind: ToolKind) -> ApprovalDecision {
+        match self {
+            ApprovePolicy::All => ApprovalDecision::AllowOnce,
+            ApprovePolicy::Reads if kind.is_read_only() => ApprovalDecision::AllowOnce,
+            ApprovePolicy::Reads | ApprovePolicy::Never => ApprovalDecision::RejectOnce,
+        }
+    }
 }
 
 fn exit_code(state: RunState, stop_reason: Option<StopReason>) -> u8 {

@@ -17,8 +17,10 @@ use rusqlite::{Connection, OpenFlags};
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use crate::core::approval::Grant;
 use crate::core::event::{EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::receipt::{Receipt, ReceiptBody};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Millis, Mode, Session};
 
@@ -96,6 +98,16 @@ pub enum Write {
         at: Millis,
     },
     AppendEvent(EventRecord),
+    /// Joins the receipt chain: the writer numbers it and links it to the
+    /// newest stored receipt inside its transaction, so the chain has one order
+    /// even when several processes share the database.
+    AppendReceipt(ReceiptBody),
+    /// Remembers an `allow_always` / `reject_always` answer for a session.
+    PutGrant {
+        session_id: SessionId,
+        grant: Grant,
+        at: Millis,
+    },
 }
 
 /// Handle to the store; cheap to clone.
@@ -217,6 +229,30 @@ impl Store {
         let id = run.clone();
         self.read(move |conn| reader::tape(conn, &id, from_seq, Some(limit)))
             .await
+    }
+
+    /// At most `limit` receipts from `from_seq` on, in chain order.
+    pub async fn receipts(&self, from_seq: u64, limit: usize) -> Result<Vec<Receipt>, StoreError> {
+        self.read(move |conn| reader::receipts(conn, from_seq, limit))
+            .await
+    }
+
+    /// The receipts of one run, in chain order.
+    pub async fn run_receipts(&self, run: &RunId) -> Result<Vec<Receipt>, StoreError> {
+        let id = run.clone();
+        self.read(move |conn| reader::run_receipts(conn, &id)).await
+    }
+
+    /// Runs whose tape records more finished tool calls than they have receipts:
+    /// (run, tool results on the tape, receipts).
+    pub async fn missing_receipts(&self) -> Result<Vec<(RunId, u64, u64)>, StoreError> {
+        self.read(reader::missing_receipts).await
+    }
+
+    /// The approvals a session remembers.
+    pub async fn grants(&self, session: &SessionId) -> Result<Vec<Grant>, StoreError> {
+        let id = session.clone();
+        self.read(move |conn| reader::grants(conn, &id)).await
     }
 
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>

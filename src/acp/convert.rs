@@ -4,10 +4,14 @@
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::{Value, json};
 
+use std::path::PathBuf;
+
+use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, StopReason};
 use crate::core::provider::Providers;
 use crate::core::run::RunInfo;
 use crate::core::session::{ContentPart, HistoryEntry, Message, Millis, Mode, Session};
+use crate::core::tool::{FileDiff, ToolKind};
 
 /// The config option id of the model selector.
 pub const MODEL_OPTION: &str = "model";
@@ -96,37 +100,153 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
             id,
             name,
             arguments,
+            kind,
         } => vec![acp::SessionUpdate::ToolCall(
             acp::ToolCall::new(id.clone(), name.clone())
-                .kind(acp::ToolKind::Other)
+                .kind(tool_kind(*kind))
                 .status(acp::ToolCallStatus::Pending)
                 .raw_input(arguments.clone()),
+        )],
+        Event::ToolPlanned {
+            id,
+            title,
+            locations,
+            command: _,
+            diffs,
+        } => {
+            let mut fields = acp::ToolCallUpdateFields::new()
+                .title(title.clone())
+                .locations(tool_locations(locations));
+            if !diffs.is_empty() {
+                fields = fields.content(diffs.iter().map(diff_content).collect::<Vec<_>>());
+            }
+            vec![acp::SessionUpdate::ToolCallUpdate(
+                acp::ToolCallUpdate::new(id.clone(), fields),
+            )]
+        }
+        Event::ToolStarted { id } => vec![acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(
+                id.clone(),
+                acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::InProgress),
+            ),
         )],
         Event::ToolResult {
             id,
             output,
             is_error,
-        } => vec![tool_result_update(id, output, *is_error)],
+            verdict: _,
+            diffs,
+            safety: _,
+        } => vec![tool_result_update(id, output, *is_error, diffs)],
         Event::UserMessage { .. }
         | Event::State { .. }
         | Event::ModelTurn { .. }
+        | Event::ApprovalRequested { .. }
+        | Event::ApprovalDecided { .. }
         | Event::Usage { .. } => Vec::new(),
     }
 }
 
-fn tool_result_update(id: &str, output: &str, is_error: bool) -> acp::SessionUpdate {
+pub fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+    match kind {
+        ToolKind::Read => acp::ToolKind::Read,
+        ToolKind::Edit => acp::ToolKind::Edit,
+        ToolKind::Delete => acp::ToolKind::Delete,
+        ToolKind::Move => acp::ToolKind::Move,
+        ToolKind::Search => acp::ToolKind::Search,
+        ToolKind::Execute => acp::ToolKind::Execute,
+        ToolKind::Fetch => acp::ToolKind::Fetch,
+        ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Other => acp::ToolKind::Other,
+    }
+}
+
+pub fn tool_locations(paths: &[PathBuf]) -> Vec<acp::ToolCallLocation> {
+    paths
+        .iter()
+        .map(|path| acp::ToolCallLocation::new(path.clone()))
+        .collect()
+}
+
+pub fn diff_content(diff: &FileDiff) -> acp::ToolCallContent {
+    acp::ToolCallContent::Diff(
+        acp::Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
+    )
+}
+
+fn tool_result_update(
+    id: &str,
+    output: &str,
+    is_error: bool,
+    diffs: &[FileDiff],
+) -> acp::SessionUpdate {
     let status = if is_error {
         acp::ToolCallStatus::Failed
     } else {
         acp::ToolCallStatus::Completed
     };
+    let mut content: Vec<acp::ToolCallContent> = diffs.iter().map(diff_content).collect();
+    content.push(acp::ToolCallContent::Content(acp::Content::new(
+        acp::ContentBlock::Text(acp::TextContent::new(output.to_owned())),
+    )));
     acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
         id.to_owned(),
         acp::ToolCallUpdateFields::new()
             .status(status)
-            .content(vec![acp::ToolCallContent::Content(acp::Content::new(
-                acp::ContentBlock::Text(acp::TextContent::new(output.to_owned())),
-            ))]),
+            .content(content),
+    ))
+}
+
+/// The `session/request_permission` params for an approval.
+pub fn permission_request(session: &str, event: &Event) -> Option<acp::RequestPermissionRequest> {
+    let Event::ApprovalRequested {
+        approval_id: _,
+        call_id,
+        tool: _,
+        kind,
+        title,
+        reason: _,
+        arguments,
+        locations,
+        command: _,
+        diffs,
+    } = event
+    else {
+        return None;
+    };
+    let mut fields = acp::ToolCallUpdateFields::new()
+        .kind(tool_kind(*kind))
+        .status(acp::ToolCallStatus::Pending)
+        .title(title.clone())
+        .locations(tool_locations(locations))
+        .raw_input(arguments.clone());
+    if !diffs.is_empty() {
+        fields = fields.content(diffs.iter().map(diff_content).collect::<Vec<_>>());
+    }
+    let options = ApprovalDecision::OPTIONS
+        .iter()
+        .map(|decision| {
+            let (name, kind) = match decision {
+                ApprovalDecision::AllowOnce => ("Allow once", acp::PermissionOptionKind::AllowOnce),
+                ApprovalDecision::AllowAlways => (
+                    "Always allow in this session",
+                    acp::PermissionOptionKind::AllowAlways,
+                ),
+                ApprovalDecision::RejectOnce => ("Reject", acp::PermissionOptionKind::RejectOnce),
+                ApprovalDecision::RejectAlways
+                | ApprovalDecision::TimedOut
+                | ApprovalDecision::Cancelled => (
+                    "Always reject in this session",
+                    acp::PermissionOptionKind::RejectAlways,
+                ),
+            };
+            acp::PermissionOption::new(decision.as_str(), name, kind)
+        })
+        .collect();
+    Some(acp::RequestPermissionRequest::new(
+        session.to_owned(),
+        acp::ToolCallUpdate::new(call_id.clone(), fields),
+        options,
     ))
 }
 
@@ -163,7 +283,7 @@ pub fn history_updates(history: &[HistoryEntry]) -> Vec<acp::SessionUpdate> {
                 call_id,
                 content,
                 is_error,
-            } => updates.push(tool_result_update(call_id, content, *is_error)),
+            } => updates.push(tool_result_update(call_id, content, *is_error, &[])),
         }
     }
     updates

@@ -7,6 +7,7 @@ use super::{Failure, RunsCommand, SessionsCommand, TapeArgs, exit};
 use crate::config::{Config, Flags};
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::receipt::ChainWalk;
 use crate::core::run::RunInfo;
 use crate::core::session::{Message, Millis, Session};
 use crate::store::SessionQuery;
@@ -96,9 +97,11 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
             let session = runtime.session(&id).await.map_err(Failure::usage)?;
             let history = runtime.history(&id).await.map_err(Failure::failed)?;
             let runs = runtime.runs(&id).await.map_err(Failure::failed)?;
+            let grants = runtime.grants(&id).await.map_err(Failure::failed)?;
             if *json {
                 let value = json!({
                     "session": session_json(&session),
+                    "grants": grants,
                     "history": history.iter().map(|entry| json!({
                         "run_id": entry.run_id.as_ref().map(RunId::as_str),
                         "at": entry.at,
@@ -121,6 +124,22 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
                     time(session.updated_at),
                     if session.closed { "\nclosed" } else { "" },
                 );
+                if !grants.is_empty() {
+                    out.push_str(&format!("\nremembered approvals ({})\n", grants.len()));
+                    for grant in &grants {
+                        let scope = if grant.scope.is_empty() {
+                            "every call".to_owned()
+                        } else {
+                            format!("`{}`", grant.scope)
+                        };
+                        let answer = if grant.allow {
+                            "always allow"
+                        } else {
+                            "always reject"
+                        };
+                        out.push_str(&format!("  {answer}  {} {scope}\n", grant.tool));
+                    }
+                }
                 out.push_str(&format!("\nruns ({})\n", runs.len()));
                 for run in &runs {
                     out.push_str(&format!("  {}\n", run_line(run)));
@@ -262,21 +281,106 @@ fn tape_line(record: &EventRecord) -> String {
             id,
             name,
             arguments,
-        } => format!("tool call {id} {name} {arguments}"),
+            kind,
+        } => format!("tool call {id} {name} ({}) {arguments}", kind.as_str()),
+        Event::ToolPlanned { id, title, .. } => format!("tool planned {id} {title:?}"),
+        Event::ApprovalRequested {
+            approval_id,
+            call_id,
+            reason,
+            ..
+        } => format!("approval requested {approval_id} for {call_id}: {reason}"),
+        Event::ApprovalDecided {
+            approval_id,
+            decision,
+            ..
+        } => format!("approval decided {approval_id}: {}", decision.as_str()),
+        Event::ToolStarted { id } => format!("tool started {id}"),
         Event::ToolResult {
             id,
             output,
             is_error,
-        } => format!(
-            "tool {} {id} {output:?}",
-            if *is_error { "error" } else { "result" }
-        ),
+            verdict,
+            diffs: _,
+            safety,
+        } => {
+            let mut line = format!(
+                "tool {} {id} [{}] {output:?}",
+                if *is_error { "error" } else { "result" },
+                verdict.as_str()
+            );
+            if !safety.is_empty() {
+                line.push_str(&format!(" ({})", safety.join("; ")));
+            }
+            line
+        }
         Event::Usage { usage } => format!(
             "usage in {} out {}",
             usage.input_tokens, usage.output_tokens
         ),
     };
     format!("{:>5}  {}  {}\n", record.seq, time(record.at), what)
+}
+
+/// Walks the receipt chain page by page and cross-checks it against the tape.
+pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
+    const PAGE: usize = 10_000;
+    let config = Config::load(flags).map_err(Failure::usage)?;
+    let (store, _) = crate::store::Store::open(&config.database_path()).map_err(Failure::failed)?;
+    let mut walk = ChainWalk::default();
+    let mut broken = None;
+    'pages: loop {
+        let page = store
+            .receipts(walk.count() + 1, PAGE)
+            .await
+            .map_err(Failure::failed)?;
+        if page.is_empty() {
+            break;
+        }
+        for receipt in &page {
+            if let Err(at) = walk.push(receipt) {
+                broken = Some(at);
+                break 'pages;
+            }
+        }
+    }
+    let missing = store.missing_receipts().await.map_err(Failure::failed)?;
+    store.shutdown();
+    let ok = broken.is_none() && missing.is_empty();
+    if json_output {
+        let value = json!({
+            "ok": ok,
+            "receipts": walk.count(),
+            "head": walk.head(),
+            "broken": broken.as_ref().map(|b| json!({"seq": b.seq, "problem": b.problem})),
+            "missing": missing.iter().map(|(run, results, receipts)| json!({
+                "run_id": run.as_str(), "tool_results": results, "receipts": receipts,
+            })).collect::<Vec<_>>(),
+        });
+        print(&format!("{value}\n"))?;
+    } else {
+        let mut out = String::new();
+        match &broken {
+            Some(at) => out.push_str(&format!(
+                "BROKEN at receipt {}: {}\n{} receipts before it verify\n",
+                at.seq,
+                at.problem,
+                walk.count()
+            )),
+            None => out.push_str(&format!(
+                "ok: {} receipts, chain intact, head {}\n",
+                walk.count(),
+                walk.head()
+            )),
+        }
+        for (run, results, receipts) in &missing {
+            out.push_str(&format!(
+                "MISSING: run {run} has {results} tool results on the tape but {receipts} receipts\n"
+            ));
+        }
+        print(&out)?;
+    }
+    Ok(if ok { exit::OK } else { exit::RUN_FAILED })
 }
 
 pub fn config_show(flags: &Flags) -> Result<u8, Failure> {

@@ -6,6 +6,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::event::{Event, StopReason};
+use super::gate::{self, CallEnv};
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent};
 use super::run::RunOutcome;
 use super::runtime::Emitter;
@@ -36,6 +37,8 @@ pub struct RunContext<'a> {
     pub history: Vec<Message>,
     pub cancel: CancellationToken,
     pub emitter: &'a mut Emitter,
+    /// The tools, the policy and the approvals the run's tool calls go through.
+    pub calls: CallEnv,
 }
 
 /// Runs model turns until the model stops, the cap is hit, or the run is cancelled.
@@ -58,23 +61,12 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                 return RunOutcome::Completed(StopReason::EndTurn);
             }
             ModelStop::ToolUse => {
-                for call in &turn.tool_calls {
-                    if ctx.cancel.is_cancelled() {
-                        return RunOutcome::Cancelled;
-                    }
-                    let (output, is_error) = execute_tool(call);
-                    ctx.emitter.emit(Event::ToolResult {
-                        id: call.id.clone(),
-                        output: output.clone(),
-                        is_error,
-                    });
-                    let message = Message::Tool {
-                        call_id: call.id.clone(),
-                        content: output,
-                        is_error,
-                    };
-                    ctx.emitter.append_message(message.clone());
-                    ctx.history.push(message);
+                let calls =
+                    gate::run_calls(&ctx.calls, ctx.emitter, &mut ctx.history, &turn.tool_calls)
+                        .await;
+                match calls {
+                    Ok(()) => {}
+                    Err(gate::Interrupted::Cancelled) => return RunOutcome::Cancelled,
                 }
             }
         }
@@ -103,7 +95,7 @@ async fn model_turn(
         model: ctx.model.clone(),
         system: config.system_prompt.clone(),
         messages: ctx.history.clone(),
-        tools: Vec::new(),
+        tools: ctx.calls.gate.tools.specs(),
     };
     let mut stream = ctx.provider.stream(request);
     let mut text = String::new();
@@ -128,7 +120,8 @@ async fn model_turn(
                 ctx.emitter.emit(Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
-                    arguments: call.arguments.clone(),
+                    arguments: gate::redact_json(&ctx.calls.gate.safety, &call.arguments),
+                    kind: gate::kind_of(&ctx.calls, &call),
                 });
                 tool_calls.push(call);
             }
@@ -179,13 +172,4 @@ async fn model_turn(
             Err(outcome)
         }
     }
-}
-
-/// Runs a tool call. No tools are registered yet, so every call is answered with
-/// an error the model can read and recover from.
-fn execute_tool(call: &ToolCall) -> (String, bool) {
-    (
-        format!("unknown tool `{}`: no such tool is available", call.name),
-        true,
-    )
 }

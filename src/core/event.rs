@@ -4,10 +4,23 @@
 //! whoever watches the session. Their JSON form is the tape's payload and the
 //! `pincer run --output jsonl` schema, so changes to it are changes to a public format.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
+use super::approval::ApprovalDecision;
 use super::ids::{RunId, SessionId};
+use super::receipt::Verdict;
 use super::session::{ContentPart, Millis};
+use super::tool::{FileDiff, ToolKind};
+
+fn other_kind() -> ToolKind {
+    ToolKind::Other
+}
+
+fn allowed() -> Verdict {
+    Verdict::Allowed
+}
 
 /// The life of a run: `queued → running ⇄ waiting → completed | cancelled | failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,12 +179,62 @@ pub enum Event {
         id: String,
         name: String,
         arguments: serde_json::Value,
+        /// The tool's kind (`other` for a tool Pincer does not have).
+        #[serde(default = "other_kind")]
+        kind: ToolKind,
+    },
+    /// The call's arguments were understood: what it will touch and change.
+    ToolPlanned {
+        id: String,
+        title: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        locations: Vec<PathBuf>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        diffs: Vec<FileDiff>,
+    },
+    /// The policy wants a person to approve the call; the run waits.
+    ApprovalRequested {
+        approval_id: String,
+        call_id: String,
+        tool: String,
+        kind: ToolKind,
+        title: String,
+        /// Why the policy asks.
+        reason: String,
+        arguments: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        locations: Vec<PathBuf>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        diffs: Vec<FileDiff>,
+    },
+    /// The approval was answered (or timed out, or the run was cancelled).
+    ApprovalDecided {
+        approval_id: String,
+        call_id: String,
+        decision: ApprovalDecision,
+    },
+    /// The call passed the gate and is running.
+    ToolStarted {
+        id: String,
     },
     /// A tool call finished; its output is what the model sees.
     ToolResult {
         id: String,
         output: String,
         is_error: bool,
+        /// How the gate decided the call.
+        #[serde(default = "allowed")]
+        verdict: Verdict,
+        /// The changes the call made.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        diffs: Vec<FileDiff>,
+        /// What the safety pass did to the output (redactions, truncation, injection markers).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        safety: Vec<String>,
     },
     Usage {
         usage: Usage,
@@ -188,6 +251,10 @@ impl Event {
             Event::TextDelta { .. } => "text_delta",
             Event::ThoughtDelta { .. } => "thought_delta",
             Event::ToolCall { .. } => "tool_call",
+            Event::ToolPlanned { .. } => "tool_planned",
+            Event::ApprovalRequested { .. } => "approval_requested",
+            Event::ApprovalDecided { .. } => "approval_decided",
+            Event::ToolStarted { .. } => "tool_started",
             Event::ToolResult { .. } => "tool_result",
             Event::Usage { .. } => "usage",
         }

@@ -4,9 +4,411 @@
 
 pub mod shell;
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use super::approval::Grant;
+use super::session::Mode;
+use super::tool::{Plan, ToolKind};
+use shell::{Command, CommandRule, ShellLine};
+
+/// A configured answer for a tool or a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// The configured rules; the same for every session.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyRules {
+    /// Per-tool rules by tool name.
+    pub tools: HashMap<String, Rule>,
+    /// Shell commands that run without asking (under `supervised`; under
+    /// `read_only` the only ones that run at all).
+    pub shell_allow: Vec<CommandRule>,
+    /// Shell commands that always need approval, even under `full`.
+    pub shell_ask: Vec<CommandRule>,
+    /// Shell commands that never run.
+    pub shell_deny: Vec<CommandRule>,
+}
+
+/// Commands allowed without asking unless configured otherwise: they read and report.
+pub const DEFAULT_SHELL_ALLOW: &[&str] = &[
+    "ls",
+    "pwd",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "rg",
+    "echo",
+    "printf",
+    "true",
+    "false",
+    "which",
+    "file",
+    "stat",
+    "du",
+    "df",
+    "date",
+    "uname",
+    "whoami",
+    "id",
+    "basename",
+    "dirname",
+    "realpath",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "diff",
+    "cmp",
+    "git status",
+    "git diff",
+    "git log",
+    "git show",
+    "git branch",
+    "git rev-parse",
+    "git ls-files",
+    "git blame",
+    "cargo --version",
+    "rustc --version",
+];
+
+/// Commands that never run unless configured otherwise.
+pub const DEFAULT_SHELL_DENY: &[&str] = &[
+    "sudo", "su", "doas", "pkexec", "mkfs", "shutdown", "reboot", "halt", "poweroff", "chroot",
+    "mount", "umount",
+];
+
+/// What the gate decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Runs without asking; `remembered` when a session grant said so.
+    Allow { reason: String, remembered: bool },
+    /// A person must approve it first.
+    Ask { reason: String },
+    /// Never runs; `remembered` when a session's `reject_always` said so.
+    Deny { reason: String, remembered: bool },
+}
+
+/// Everything the gate looks at for one call.
+pub struct Check<'a> {
+    pub mode: Mode,
+    pub tool: &'a str,
+    pub kind: ToolKind,
+    pub plan: &'a Plan,
+    pub grants: &'a [Grant],
+    pub boundary: &'a PathBoundary,
+    /// The directory a shell line runs in.
+    pub cwd: &'a Path,
+}
+
+impl PolicyRules {
+    /// Decides a planned call.
+    pub fn check(&self, check: &Check<'_>) -> Gate {
+        let tool_rule = self.tools.get(check.tool).copied();
+        if tool_rule == Some(Rule::Deny) {
+            return deny(format!(
+                "the tool `{}` is denied by configuration",
+                check.tool
+            ));
+        }
+        if let Some(line) = &check.plan.command {
+            return self.check_shell(check, line, tool_rule);
+        }
+        let mutates = !check.kind.is_read_only();
+        if mutates && check.mode == Mode::ReadOnly {
+            return deny(format!(
+                "read_only mode: `{}` would change files ({})",
+                check.tool,
+                check.kind.as_str()
+            ));
+        }
+        if let Some(grant) = check
+            .grants
+            .iter()
+            .find(|g| g.tool == check.tool && g.scope.is_empty())
+        {
+            return remembered(grant, check.tool);
+        }
+        match tool_rule {
+            Some(Rule::Allow) => allow(format!("`{}` is allowed by configuration", check.tool)),
+            Some(Rule::Ask) => Gate::Ask {
+                reason: format!("`{}` needs approval by configuration", check.tool),
+            },
+            Some(Rule::Deny) | None if !mutates => allow("reads only".to_owned()),
+            Some(Rule::Deny) | None => match check.mode {
+                Mode::Full => allow("full mode".to_owned()),
+                Mode::Supervised | Mode::ReadOnly => Gate::Ask {
+                    reason: format!("supervised mode: `{}` changes files", check.tool),
+                },
+            },
+        }
+    }
+
+    fn check_shell(&self, check: &Check<'_>, line: &str, tool_rule: Option<Rule>) -> Gate {
+        let parsed = match shell::analyze(line) {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                return match check.mode {
+                    Mode::ReadOnly => deny(format!("read_only mode: {err}")),
+                    Mode::Supervised | Mode::Full => Gate::Ask {
+                        reason: format!("{err}; a person must read it"),
+                    },
+                };
+            }
+        };
+        for command in &parsed.commands {
+            if let Some(rule) = self.shell_deny.iter().find(|rule| rule.matches(command)) {
+                return deny(format!(
+                    "`{}` matches the deny rule `{}`",
+                    command.words.join(" "),
+                    rule.words.join(" ")
+                ));
+            }
+        }
+        if let Some(gate) = path_gate(&parsed, check) {
+            return gate;
+        }
+        for command in &parsed.commands {
+            let scope = command.words.join(" ");
+            if let Some(grant) = check.grants.iter().find(|g| {
+                g.tool == check.tool && !g.allow && (g.scope.is_empty() || g.scope == scope)
+            }) {
+                return remembered(grant, check.tool);
+            }
+        }
+        let writes_files = parsed
+            .redirects
+            .iter()
+            .any(|r| r.writes && !is_sink(&r.target));
+        let allowed = |command: &Command| self.shell_allow.iter().any(|rule| rule.matches(command));
+        let granted = |command: &Command| {
+            let scope = command.words.join(" ");
+            !command.dynamic
+                && check.grants.iter().any(|g| {
+                    g.tool == check.tool && g.allow && (g.scope.is_empty() || g.scope == scope)
+                })
+        };
+        let asked: Vec<&Command> = parsed
+            .commands
+            .iter()
+            .filter(|c| c.dynamic || self.shell_ask.iter().any(|rule| rule.matches(c)))
+            .collect();
+        let unlisted: Vec<&Command> = parsed.commands.iter().filter(|c| !allowed(c)).collect();
+        match check.mode {
+            Mode::ReadOnly => {
+                if let Some(command) = unlisted.first() {
+                    return deny(format!(
+                        "read_only mode: `{}` is not an allowed read-only command",
+                        command.words.join(" ")
+                    ));
+                }
+                if writes_files {
+                    return deny(
+                        "read_only mode: the line redirects output into a file".to_owned(),
+                    );
+                }
+                allow("every command is allowed by the shell rules".to_owned())
+            }
+            Mode::Supervised | Mode::Full => {
+                if tool_rule == Some(Rule::Ask) {
+                    return Gate::Ask {
+                        reason: "`shell` needs approval by configuration".to_owned(),
+                    };
+                }
+                if let Some(command) = asked.iter().find(|c| !granted(c)) {
+                    return Gate::Ask {
+                        reason: if command.dynamic {
+                            format!(
+                                "`{}` runs a command only known at run time",
+                                command.words.join(" ")
+                            )
+                        } else {
+                            format!(
+                                "`{}` needs approval by the shell rules",
+                                command.words.join(" ")
+                            )
+                        },
+                    };
+                }
+                if check.mode == Mode::Full || tool_rule == Some(Rule::Allow) {
+                    return allow(
+                        if check.mode == Mode::Full {
+                            "full mode"
+                        } else {
+                            "`shell` is allowed by configuration"
+                        }
+                        .to_owned(),
+                    );
+                }
+                let needs: Vec<&&Command> = unlisted.iter().filter(|c| !granted(c)).collect();
+                if let Some(command) = needs.first() {
+                    return Gate::Ask {
+                        reason: format!(
+                            "supervised mode: `{}` is not in the allowed commands",
+                            command.words.join(" ")
+                        ),
+                    };
+                }
+                if writes_files {
+                    return Gate::Ask {
+                        reason: "supervised mode: the line writes to a file".to_owned(),
+                    };
+                }
+                let remembered = parsed.commands.iter().any(|c| !allowed(c));
+                Gate::Allow {
+                    reason: if remembered {
+                        "every command is allowed by the shell rules or a remembered approval"
+                            .to_owned()
+                    } else {
+                        "every command is allowed by the shell rules".to_owned()
+                    },
+                    remembered,
+                }
+            }
+        }
+    }
+}
+
+/// The grants an `allow_always` / `reject_always` answer creates for a call:
+/// one per command for the shell, one for the whole tool otherwise.
+pub fn grants_for(tool: &str, plan: &Plan, allow: bool) -> Vec<Grant> {
+    let scopes: Vec<String> = match &plan.command {
+        Some(line) => match shell::analyze(line) {
+            Ok(parsed) => {
+                let mut scopes: Vec<String> = Vec::new();
+                for command in parsed.commands.iter().filter(|c| !c.dynamic) {
+                    let scope = command.words.join(" ");
+                    if !scopes.contains(&scope) {
+                        scopes.push(scope);
+                    }
+                }
+                scopes
+            }
+            // A line nobody can analyze is remembered as itself.
+            Err(_) => vec![line.trim().to_owned()],
+        },
+        None => vec![String::new()],
+    };
+    scopes
+        .into_iter()
+        .map(|scope| Grant {
+            tool: tool.to_owned(),
+            scope,
+            allow,
+        })
+        .collect()
+}
+
+/// Output sinks that are not files anyone cares about.
+fn is_sink(target: &str) -> bool {
+    matches!(
+        target,
+        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
+    )
+}
+
+/// Checks the paths a shell line names: a forbidden path is refused, a write
+/// redirected outside the boundary is refused, and a path that is the
+/// workspace's parent or above (`~`, `/`, `..`) needs approval.
+fn path_gate(line: &ShellLine, check: &Check<'_>) -> Option<Gate> {
+    let mut candidates: Vec<(&str, bool)> = Vec::new();
+    for command in &line.commands {
+        for word in command.words.iter().skip(1) {
+            // `--file=~/.ssh/id` names a path after the `=`.
+            let value = word.rsplit_once('=').map_or(word.as_str(), |(_, v)| v);
+            if looks_like_path(value) {
+                candidates.push((value, false));
+            }
+        }
+    }
+    for redirect in &line.redirects {
+        candidates.push((redirect.target.as_str(), redirect.writes));
+    }
+    let mut above: Option<PathBuf> = None;
+    for (raw, writes) in candidates {
+        if raw.contains('$') || raw.contains('`') {
+            continue;
+        }
+        let resolved = check.boundary.resolve_unchecked(check.cwd, raw);
+        if let Some(rule) = check.boundary.forbidden_rule(&resolved) {
+            return Some(deny(format!(
+                "`{raw}` reaches the forbidden path {}",
+                rule.display()
+            )));
+        }
+        if writes && !is_sink(raw) && !check.boundary.contains(&resolved) {
+            return Some(deny(format!(
+                "the line writes to {} outside the workspace",
+                resolved.display()
+            )));
+        }
+        if check.boundary.workspace().starts_with(&resolved)
+            && resolved != check.boundary.workspace()
+        {
+            above.get_or_insert(resolved);
+        }
+    }
+    // A forbidden path could also be reached through a directory above it.
+    above.map(|path| Gate::Ask {
+        reason: format!(
+            "the line names {}, which contains the workspace",
+            path.display()
+        ),
+    })
+}
+
+fn looks_like_path(word: &str) -> bool {
+    word.starts_with('/')
+        || word.starts_with('~')
+        || word.starts_with("./")
+        || word == "."
+        || word == ".."
+        || word.starts_with("../")
+        || (word.contains('/') && !word.contains("://"))
+}
+
+fn allow(reason: String) -> Gate {
+    Gate::Allow {
+        reason,
+        remembered: false,
+    }
+}
+
+fn deny(reason: String) -> Gate {
+    Gate::Deny {
+        reason,
+        remembered: false,
+    }
+}
+
+fn remembered(grant: &Grant, tool: &str) -> Gate {
+    let what = if grant.scope.is_empty() {
+        format!("`{tool}`")
+    } else {
+        format!("`{}`", grant.scope)
+    };
+    if grant.allow {
+        Gate::Allow {
+            reason: format!("{what} was approved for the rest of the session"),
+            remembered: true,
+        }
+    } else {
+        Gate::Deny {
+            reason: format!("{what} was rejected for the rest of the session"),
+            remembered: true,
+        }
+    }
+}
 
 /// Why a path argument was refused.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]

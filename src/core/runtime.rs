@@ -15,13 +15,18 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::agent_loop::{self, LoopConfig, RunContext};
+use super::approval::{ApprovalDecision, Grant, PendingApprovals};
 use super::event::{Event, EventRecord, RunState, Usage};
+use super::gate::{CallEnv, ToolGate};
 use super::ids::{RunId, SessionId};
+use super::policy::PathBoundary;
 use super::provider::{ModelChoice, Providers};
+use super::receipt::ReceiptBody;
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, now_millis, title_from_prompt,
 };
+use super::tool::{ClientFiles, Files, ToolContext};
 use crate::store::{SessionQuery, Store, StoreError, Write};
 
 #[derive(Debug, Error)]
@@ -46,6 +51,21 @@ pub struct RuntimeConfig {
     pub loop_config: LoopConfig,
     /// Events buffered per session for subscribers before they are told they lagged.
     pub event_buffer: usize,
+    /// The mode new sessions start in.
+    pub default_mode: Mode,
+    /// Where tools may reach besides each session's workspace.
+    pub paths: PathsConfig,
+}
+
+/// The path boundary every session's tools get, around its workspace.
+#[derive(Debug, Clone, Default)]
+pub struct PathsConfig {
+    /// Directories outside the workspace tools may read and write.
+    pub extra_roots: Vec<PathBuf>,
+    /// Paths refused everywhere (`~` allowed).
+    pub forbidden: Vec<String>,
+    /// What `~` means.
+    pub home: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -53,6 +73,8 @@ impl Default for RuntimeConfig {
         Self {
             loop_config: LoopConfig::default(),
             event_buffer: 1024,
+            default_mode: Mode::default(),
+            paths: PathsConfig::default(),
         }
     }
 }
@@ -80,6 +102,10 @@ pub struct Runtime {
 struct Inner {
     store: Store,
     providers: Providers,
+    /// The tools and the rules around them, shared by every run.
+    gate: Arc<ToolGate>,
+    /// Approvals waiting for an answer from any face; the first answer wins.
+    approvals: Arc<PendingApprovals>,
     config: RuntimeConfig,
     /// Sessions with a worker task, by id.
     live: Mutex<HashMap<SessionId, Arc<LiveSession>>>,
@@ -103,6 +129,10 @@ struct LiveSession {
     closed: CancellationToken,
     /// The worker task, awaited when the session is closed.
     worker: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Answers remembered for the session (`allow_always` / `reject_always`).
+    grants: Arc<Mutex<Vec<Grant>>>,
+    /// File access through the client that opened the session, if it offers it.
+    client_files: Mutex<Option<Arc<dyn ClientFiles>>>,
 }
 
 struct QueuedRun {
@@ -115,11 +145,18 @@ struct QueuedRun {
 }
 
 impl Runtime {
-    pub fn new(store: Store, providers: Providers, config: RuntimeConfig) -> Self {
+    pub fn new(
+        store: Store,
+        providers: Providers,
+        gate: Arc<ToolGate>,
+        config: RuntimeConfig,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
                 providers,
+                gate,
+                approvals: Arc::new(PendingApprovals::default()),
                 config,
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
@@ -134,6 +171,52 @@ impl Runtime {
 
     pub fn providers(&self) -> &Providers {
         &self.inner.providers
+    }
+
+    pub fn gate(&self) -> &ToolGate {
+        &self.inner.gate
+    }
+
+    /// Answers a waiting approval of a session; false if it is not waiting
+    /// (already answered elsewhere, timed out, or its run ended).
+    pub fn answer_approval(
+        &self,
+        session: &SessionId,
+        approval_id: &str,
+        decision: ApprovalDecision,
+    ) -> bool {
+        match decision {
+            ApprovalDecision::AllowOnce
+            | ApprovalDecision::AllowAlways
+            | ApprovalDecision::RejectOnce
+            | ApprovalDecision::RejectAlways => {
+                self.inner.approvals.answer(session, approval_id, decision)
+            }
+            // Only the runtime itself decides these.
+            ApprovalDecision::TimedOut | ApprovalDecision::Cancelled => false,
+        }
+    }
+
+    /// Ids of a session's approvals waiting for an answer.
+    pub fn waiting_approvals(&self, session: &SessionId) -> Vec<String> {
+        self.inner.approvals.waiting(session)
+    }
+
+    /// The answers a session remembers.
+    pub async fn grants(&self, id: &SessionId) -> Result<Vec<Grant>, RuntimeError> {
+        if let Some(live) = self.live(id) {
+            return Ok(lock(&live.grants).clone());
+        }
+        self.session(id).await?;
+        Ok(self.inner.store.grants(id).await?)
+    }
+
+    /// Routes a live session's file reads and writes through a client (or back
+    /// to the local filesystem with `None`).
+    pub fn set_client_files(&self, id: &SessionId, files: Option<Arc<dyn ClientFiles>>) {
+        if let Some(live) = self.live(id) {
+            *lock(&live.client_files) = files;
+        }
     }
 
     /// Creates a session with the default model and mode and makes it live.
@@ -152,7 +235,7 @@ impl Runtime {
                 .map(|c| c.provider.clone())
                 .unwrap_or_default(),
             model: choice.map(|c| c.model).unwrap_or_default(),
-            mode: Mode::default(),
+            mode: self.inner.config.default_mode,
             title: None,
             mcp_servers: new.mcp_servers,
             created_at: now,
@@ -163,7 +246,7 @@ impl Runtime {
             .store
             .commit(Write::InsertSession(session.clone()))
             .await?;
-        self.make_live(session.clone())?;
+        self.make_live(session.clone(), Vec::new())?;
         Ok(session)
     }
 
@@ -190,7 +273,8 @@ impl Runtime {
                 })
                 .await?;
         }
-        self.make_live(session.clone())?;
+        let grants = self.inner.store.grants(id).await?;
+        self.make_live(session.clone(), grants)?;
         Ok(session)
     }
 
@@ -484,7 +568,7 @@ impl Runtime {
         lock(&self.inner.live).get(id).cloned()
     }
 
-    fn make_live(&self, session: Session) -> Result<(), RuntimeError> {
+    fn make_live(&self, session: Session, grants: Vec<Grant>) -> Result<(), RuntimeError> {
         if self.inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
@@ -498,6 +582,8 @@ impl Runtime {
             pending: Mutex::new(Vec::new()),
             closed: self.inner.shutdown.child_token(),
             worker: Mutex::new(None),
+            grants: Arc::new(Mutex::new(grants)),
+            client_files: Mutex::new(None),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -549,7 +635,7 @@ impl Runtime {
         let outcome = if queued.cancel.is_cancelled() {
             RunOutcome::Cancelled
         } else {
-            self.run_loop(&session, &queued, &mut emitter).await
+            self.run_loop(live, &session, &queued, &mut emitter).await
         };
         self.finish(&mut emitter, &outcome).await;
         let _ = queued.done.send(outcome);
@@ -557,6 +643,7 @@ impl Runtime {
 
     async fn run_loop(
         &self,
+        live: &LiveSession,
         session: &Session,
         queued: &QueuedRun,
         emitter: &mut Emitter,
@@ -602,12 +689,34 @@ impl Runtime {
         let Some(provider) = provider else {
             return RunOutcome::Failed(no_provider_message(&session.provider));
         };
+        let paths = &self.inner.config.paths;
+        let boundary = PathBoundary::new(
+            &session.workspace,
+            &paths.extra_roots,
+            &paths.forbidden,
+            paths.home.clone(),
+        );
+        let files = Files::new(session.id.clone(), lock(&live.client_files).clone());
+        let calls = CallEnv {
+            gate: self.inner.gate.clone(),
+            mode: session.mode,
+            ctx: ToolContext {
+                session_id: session.id.clone(),
+                workspace: boundary.workspace().to_path_buf(),
+                boundary: Arc::new(boundary),
+                files,
+                cancel: queued.cancel.clone(),
+            },
+            grants: live.grants.clone(),
+            approvals: self.inner.approvals.clone(),
+        };
         let mut context = RunContext {
             provider,
             model: session.model.clone(),
             history,
             cancel: queued.cancel.clone(),
             emitter,
+            calls,
         };
         agent_loop::run(&mut context, &self.inner.config.loop_config).await
     }
@@ -749,6 +858,41 @@ impl Emitter {
         self.store.submit(Write::AppendEvent(record.clone()));
         // No receivers is fine: nobody is watching this session right now.
         let _ = self.events.send(Arc::new(record));
+    }
+
+    /// Moves the run between `running` and `waiting`, recording the move.
+    pub fn set_state(&mut self, state: RunState) {
+        if let Err(err) = self.enter(state) {
+            tracing::error!(error = %err, "run state machine violated");
+            return;
+        }
+        self.emit(Event::State {
+            state,
+            stop_reason: None,
+            error: None,
+        });
+        self.store.submit(Write::SetRunState {
+            id: self.run_id.clone(),
+            state,
+            stop_reason: None,
+            error: None,
+            usage: self.usage,
+            at: now_millis(),
+        });
+    }
+
+    /// Adds a receipt to the chain.
+    pub fn receipt(&self, body: ReceiptBody) {
+        self.store.submit(Write::AppendReceipt(body));
+    }
+
+    /// Persists an approval the session remembers.
+    pub fn remember(&self, grant: Grant) {
+        self.store.submit(Write::PutGrant {
+            session_id: self.session_id.clone(),
+            grant,
+            at: now_millis(),
+        });
     }
 
     /// Adds a message to the session's history.
@@ -942,6 +1086,7 @@ mod tests {
         Runtime::new(
             store,
             providers,
+            Arc::new(ToolGate::without_tools()),
             RuntimeConfig {
                 event_buffer,
                 ..RuntimeConfig::default()

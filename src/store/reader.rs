@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::StoreError;
+use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::receipt::{Receipt, ReceiptBody, Verdict};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
 
@@ -18,6 +20,106 @@ pub struct SessionQuery {
     /// Continue after this (updated_at, id) position.
     pub after: Option<(i64, SessionId)>,
     pub limit: usize,
+}
+
+const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash";
+
+fn receipt_row(row: &Row<'_>) -> rusqlite::Result<(Receipt, String)> {
+    let verdict: String = row.get(7)?;
+    let seq: i64 = row.get(0)?;
+    Ok((
+        Receipt {
+            seq: seq as u64,
+            body: ReceiptBody {
+                session_id: SessionId::from_string(row.get(1)?),
+                run_id: RunId::from_string(row.get(2)?),
+                call_id: row.get(3)?,
+                tool: row.get(4)?,
+                input_hash: row.get(5)?,
+                output_hash: row.get(6)?,
+                // Replaced below once the text is checked.
+                verdict: Verdict::Invalid,
+                is_error: row.get(8)?,
+                at: row.get(9)?,
+            },
+            prev_hash: row.get(10)?,
+            hash: row.get(11)?,
+        },
+        verdict,
+    ))
+}
+
+fn receipts_from(rows: Vec<(Receipt, String)>) -> Result<Vec<Receipt>, StoreError> {
+    rows.into_iter()
+        .map(|(mut receipt, verdict)| {
+            receipt.body.verdict =
+                Verdict::parse(&verdict).ok_or_else(|| corrupt("receipt verdict", &verdict))?;
+            Ok(receipt)
+        })
+        .collect()
+}
+
+pub fn receipts(
+    conn: &Connection,
+    from_seq: u64,
+    limit: usize,
+) -> Result<Vec<Receipt>, StoreError> {
+    let rows = conn
+        .prepare_cached(&format!(
+            "SELECT {RECEIPT_COLUMNS} FROM receipts WHERE seq >= ?1 ORDER BY seq LIMIT ?2"
+        ))?
+        .query_map(params![from_seq as i64, limit as i64], receipt_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    receipts_from(rows)
+}
+
+pub fn run_receipts(conn: &Connection, run: &RunId) -> Result<Vec<Receipt>, StoreError> {
+    let rows = conn
+        .prepare_cached(&format!(
+            "SELECT {RECEIPT_COLUMNS} FROM receipts WHERE run_id = ?1 ORDER BY seq"
+        ))?
+        .query_map(params![run.as_str()], receipt_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    receipts_from(rows)
+}
+
+pub fn missing_receipts(conn: &Connection) -> Result<Vec<(RunId, u64, u64)>, StoreError> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT t.run_id, t.results, COALESCE(r.receipts, 0) FROM
+               (SELECT run_id, COUNT(*) AS results FROM tape WHERE kind = 'tool_result' GROUP BY run_id) t
+             LEFT JOIN (SELECT run_id, COUNT(*) AS receipts FROM receipts GROUP BY run_id) r
+               ON r.run_id = t.run_id
+             WHERE t.results > COALESCE(r.receipts, 0)
+             ORDER BY t.run_id",
+        )?
+        .query_map([], |row| {
+            let results: i64 = row.get(1)?;
+            let receipts: i64 = row.get(2)?;
+            Ok((
+                RunId::from_string(row.get(0)?),
+                results as u64,
+                receipts as u64,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn grants(conn: &Connection, session: &SessionId) -> Result<Vec<Grant>, StoreError> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT tool, scope, allow FROM grants WHERE session_id = ?1 ORDER BY at, tool, scope",
+        )?
+        .query_map(params![session.as_str()], |row| {
+            Ok(Grant {
+                tool: row.get(0)?,
+                scope: row.get(1)?,
+                allow: row.get(2)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }
 
 const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed";

@@ -62,4 +62,36 @@ BEGIN SELECT RAISE(ABORT, 'the tape is append-only: UPDATE is not allowed'); END
 CREATE TRIGGER tape_rejects_delete BEFORE DELETE ON tape
 BEGIN SELECT RAISE(ABORT, 'the tape is append-only: DELETE is not allowed'); END;
 "#,
+    // 2: receipts (a hash chain, append-only) and remembered approvals.
+    r#"
+CREATE TABLE receipts (
+    seq         INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    call_id     TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    input_hash  TEXT NOT NULL,
+    output_hash TEXT NOT NULL,
+    verdict     TEXT NOT NULL,
+    is_error    INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    prev_hash   TEXT NOT NULL,
+    hash        TEXT NOT NULL UNIQUE
+) STRICT;
+CREATE INDEX receipts_by_run ON receipts (run_id, seq);
+
+CREATE TRIGGER receipts_reject_update BEFORE UPDATE ON receipts
+BEGIN SELECT RAISE(ABORT, 'receipts are append-only: UPDATE is not allowed'); END;
+CREATE TRIGGER receipts_reject_delete BEFORE DELETE ON receipts
+BEGIN SELECT RAISE(ABORT, 'receipts are append-only: DELETE is not allowed'); END;
+
+CREATE TABLE grants (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    tool       TEXT NOT NULL,
+    scope      TEXT NOT NULL,
+    allow      INTEGER NOT NULL,
+    at         INTEGER NOT NULL,
+    PRIMARY KEY (session_id, tool, scope)
+) STRICT, WITHOUT ROWID;
+"#,
 ];

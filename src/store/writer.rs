@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use super::{Recovery, StoreError, Write, owner};
 use crate::core::event::{Event, EventRecord, RunState};
 use crate::core::ids::RunId;
+use crate::core::receipt::{GENESIS, ReceiptBody};
 use crate::core::session::{Message, now_millis};
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
@@ -228,6 +229,17 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             ])?;
         }
         Write::AppendEvent(record) => append_event(conn, record)?,
+        Write::AppendReceipt(body) => append_receipt(conn, body)?,
+        Write::PutGrant {
+            session_id,
+            grant,
+            at,
+        } => {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO grants (session_id, tool, scope, allow, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![session_id.as_str(), grant.tool, grant.scope, grant.allow, at])?;
+        }
     }
     Ok(())
 }
@@ -271,6 +283,39 @@ fn append_event(conn: &Connection, record: &EventRecord) -> Result<(), StoreErro
         record.at,
         record.event.kind(),
         to_json(&record.event)?,
+    ])?;
+    Ok(())
+}
+
+fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreError> {
+    use rusqlite::OptionalExtension;
+    // Read inside the writer's transaction: no other writer can slip in between.
+    let last: Option<(i64, String)> = conn
+        .prepare_cached("SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let (seq, prev) = match last {
+        Some((seq, hash)) => (seq as u64 + 1, hash),
+        None => (1, GENESIS.to_owned()),
+    };
+    let receipt = body.clone().chain(seq, &prev);
+    conn.prepare_cached(
+        "INSERT INTO receipts (seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        receipt.seq as i64,
+        body.session_id.as_str(),
+        body.run_id.as_str(),
+        body.call_id,
+        body.tool,
+        body.input_hash,
+        body.output_hash,
+        body.verdict.as_str(),
+        body.is_error,
+        body.at,
+        receipt.prev_hash,
+        receipt.hash,
     ])?;
     Ok(())
 }

@@ -1,0 +1,141 @@
+//! Approvals: a person's answer to "may this call run?", and the answers a
+//! session remembers (`allow_always` / `reject_always`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use super::ids::SessionId;
+
+/// What a person (or a timeout) answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// Nobody answered within the approval timeout; counts as a rejection.
+    TimedOut,
+    /// The run was cancelled while waiting.
+    Cancelled,
+}
+
+impl ApprovalDecision {
+    pub const OPTIONS: [ApprovalDecision; 4] = [
+        ApprovalDecision::AllowOnce,
+        ApprovalDecision::AllowAlways,
+        ApprovalDecision::RejectOnce,
+        ApprovalDecision::RejectAlways,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalDecision::AllowOnce => "allow_once",
+            ApprovalDecision::AllowAlways => "allow_always",
+            ApprovalDecision::RejectOnce => "reject_once",
+            ApprovalDecision::RejectAlways => "reject_always",
+            ApprovalDecision::TimedOut => "timed_out",
+            ApprovalDecision::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [
+            ApprovalDecision::AllowOnce,
+            ApprovalDecision::AllowAlways,
+            ApprovalDecision::RejectOnce,
+            ApprovalDecision::RejectAlways,
+            ApprovalDecision::TimedOut,
+            ApprovalDecision::Cancelled,
+        ]
+        .into_iter()
+        .find(|decision| decision.as_str() == value)
+    }
+
+    pub fn allows(self) -> bool {
+        matches!(
+            self,
+            ApprovalDecision::AllowOnce | ApprovalDecision::AllowAlways
+        )
+    }
+}
+
+/// A remembered answer: every later call it covers is decided without asking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub tool: String,
+    /// For the shell tool, the command (words joined by spaces) the answer covers;
+    /// empty for other tools (the answer covers the whole tool).
+    pub scope: String,
+    pub allow: bool,
+}
+
+/// What a face needs to ask a person about a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    pub approval_id: String,
+    pub call_id: String,
+    pub tool: String,
+}
+
+/// Approvals waiting for an answer, per session. The first answer wins.
+#[derive(Default)]
+pub struct PendingApprovals {
+    waiting: Mutex<HashMap<String, (SessionId, oneshot::Sender<ApprovalDecision>)>>,
+}
+
+impl PendingApprovals {
+    /// Registers an approval; the receiver gets the first answer.
+    pub fn open(
+        &self,
+        session: &SessionId,
+        approval_id: &str,
+    ) -> oneshot::Receiver<ApprovalDecision> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.waiting).insert(approval_id.to_owned(), (session.clone(), tx));
+        rx
+    }
+
+    /// Answers an approval; false if it is not pending (answered, timed out, cancelled, unknown).
+    pub fn answer(
+        &self,
+        session: &SessionId,
+        approval_id: &str,
+        decision: ApprovalDecision,
+    ) -> bool {
+        let mut waiting = lock(&self.waiting);
+        match waiting.get(approval_id) {
+            Some((owner, _)) if owner == session => {}
+            _ => return false,
+        }
+        match waiting.remove(approval_id) {
+            Some((_, tx)) => tx.send(decision).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Forgets an approval that ended without an answer.
+    pub fn close(&self, approval_id: &str) {
+        lock(&self.waiting).remove(approval_id);
+    }
+
+    /// Ids of the approvals of a session still waiting.
+    pub fn waiting(&self, session: &SessionId) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.waiting)
+            .iter()
+            .filter(|(_, (owner, _))| owner == session)
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

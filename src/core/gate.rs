@@ -1,0 +1,437 @@
+//! The path of every tool call: plan → policy → approval → execute → safety
+//! pass → receipt, with an event at each step.
+//!
+//! Read-only calls of one model turn run concurrently; every other call runs
+//! alone, in the order the model asked. Every call the model asked for gets a
+//! result in the history (so no tool call is ever left without its result), and
+//! a receipt in the chain.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::join_all;
+
+use super::approval::{ApprovalDecision, Grant, PendingApprovals};
+use super::event::{Event, RunState};
+use super::policy::{Check, Gate, PolicyRules, grants_for};
+use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
+use super::runtime::Emitter;
+use super::safety::Safety;
+use super::session::{Message, Mode, ToolCall, now_millis};
+use super::tool::{FileDiff, Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, Toolset};
+
+/// What every run's tool calls share: the tools and the rules around them.
+pub struct ToolGate {
+    pub tools: Toolset,
+    pub rules: PolicyRules,
+    pub safety: Arc<Safety>,
+    /// How long an approval may wait; `None` waits until answered or cancelled.
+    pub approval_timeout: Option<Duration>,
+}
+
+impl ToolGate {
+    /// No tools, default rules: every tool call is answered "unknown tool".
+    pub fn without_tools() -> Self {
+        Self {
+            tools: Toolset::default(),
+            rules: PolicyRules::default(),
+            safety: Arc::new(Safety::new(
+                super::safety::SafetyConfig::default(),
+                Vec::new(),
+            )),
+            approval_timeout: None,
+        }
+    }
+}
+
+/// One run's view of the gate.
+pub struct CallEnv {
+    pub gate: Arc<ToolGate>,
+    pub mode: Mode,
+    pub ctx: ToolContext,
+    /// The session's remembered answers; shared with the runtime, which persists them.
+    pub grants: Arc<Mutex<Vec<Grant>>>,
+    pub approvals: Arc<PendingApprovals>,
+}
+
+/// How a call got through (or not) before running.
+enum Prepared {
+    /// Passed the gate: run it.
+    Ready {
+        tool: Arc<dyn Tool>,
+        plan: Plan,
+        verdict: Verdict,
+    },
+    /// Settled without running (refused, rejected, invalid).
+    Settled { verdict: Verdict, message: String },
+}
+
+/// The result of one call, before the safety pass.
+struct Finished {
+    verdict: Verdict,
+    result: Result<ToolOutput, String>,
+}
+
+/// Why the calls stopped early.
+pub enum Interrupted {
+    Cancelled,
+}
+
+/// Runs a model turn's tool calls. On cancel, calls that did not run are
+/// recorded as cancelled (result and receipt) before returning.
+pub async fn run_calls(
+    env: &CallEnv,
+    emitter: &mut Emitter,
+    history: &mut Vec<Message>,
+    calls: &[ToolCall],
+) -> Result<(), Interrupted> {
+    let mut index = 0;
+    while index < calls.len() {
+        if env.ctx.cancel.is_cancelled() {
+            settle_cancelled(env, emitter, history, &calls[index..]);
+            return Err(Interrupted::Cancelled);
+        }
+        // Consecutive read-only calls form one group that runs concurrently.
+        let mut end = index + 1;
+        if kind_of(env, &calls[index]).is_read_only() {
+            while end < calls.len() && kind_of(env, &calls[end]).is_read_only() {
+                end += 1;
+            }
+        }
+        let group = &calls[index..end];
+        let mut prepared = Vec::with_capacity(group.len());
+        for (offset, call) in group.iter().enumerate() {
+            match prepare(env, emitter, call).await {
+                Some(p) => prepared.push(p),
+                None => {
+                    // Cancelled while waiting for an approval: what was ready does not run.
+                    let done: Vec<&ToolCall> = group[..offset].iter().collect();
+                    for call in done {
+                        settle(
+                            env,
+                            emitter,
+                            history,
+                            call,
+                            Finished {
+                                verdict: Verdict::Cancelled,
+                                result: Err("the run was cancelled before this call ran".into()),
+                            },
+                        );
+                    }
+                    settle_cancelled(env, emitter, history, &calls[index + offset..]);
+                    return Err(Interrupted::Cancelled);
+                }
+            }
+        }
+        for (call, p) in group.iter().zip(&prepared) {
+            if matches!(p, Prepared::Ready { .. }) {
+                emitter.emit(Event::ToolStarted {
+                    id: call.id.clone(),
+                });
+            }
+        }
+        let runs = group.iter().zip(prepared).map(|(call, p)| async move {
+            match p {
+                Prepared::Ready {
+                    tool,
+                    plan,
+                    verdict,
+                } => Finished {
+                    verdict,
+                    result: tool
+                        .execute(&call.arguments, &plan, &env.ctx)
+                        .await
+                        .map_err(|err| err.to_string()),
+                },
+                Prepared::Settled { verdict, message } => Finished {
+                    verdict,
+                    result: Err(message),
+                },
+            }
+        });
+        let finished = join_all(runs).await;
+        for (call, done) in group.iter().zip(finished) {
+            settle(env, emitter, history, call, done);
+        }
+        index = end;
+    }
+    if env.ctx.cancel.is_cancelled() {
+        return Err(Interrupted::Cancelled);
+    }
+    Ok(())
+}
+
+/// The kind a call will have; unknown tools count as read-only (they run nothing).
+pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
+    env.gate
+        .tools
+        .get(&call.name)
+        .map_or(ToolKind::Other, |tool| tool.kind())
+}
+
+/// Plans a call and takes it through the policy and, when asked for, an
+/// approval. `None` when the run was cancelled while waiting.
+async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
+    let Some(tool) = env.gate.tools.get(&call.name).cloned() else {
+        let names: Vec<String> = env.gate.tools.specs().into_iter().map(|s| s.name).collect();
+        return Some(Prepared::Settled {
+            verdict: Verdict::Invalid,
+            message: format!(
+                "unknown tool `{}`; available tools: {}",
+                call.name,
+                names.join(", ")
+            ),
+        });
+    };
+    let plan = match tool.plan(&call.arguments, &env.ctx).await {
+        Ok(plan) => plan,
+        Err(ToolError::Path(err)) => {
+            return Some(Prepared::Settled {
+                verdict: Verdict::Denied,
+                message: format!("denied by policy: {err}"),
+            });
+        }
+        Err(ToolError::Cancelled) => return None,
+        Err(err) => {
+            return Some(Prepared::Settled {
+                verdict: Verdict::Invalid,
+                message: err.to_string(),
+            });
+        }
+    };
+    let redacted_title = env.gate.safety.redact(&plan.title).0;
+    emitter.emit(Event::ToolPlanned {
+        id: call.id.clone(),
+        title: redacted_title.clone(),
+        locations: plan.locations(),
+        command: plan.command.as_ref().map(|c| env.gate.safety.redact(c).0),
+        diffs: plan.diffs.clone(),
+    });
+    let gate = {
+        let grants = lock(&env.grants);
+        env.gate.rules.check(&Check {
+            mode: env.mode,
+            tool: &call.name,
+            kind: tool.kind(),
+            plan: &plan,
+            grants: &grants,
+            boundary: &env.ctx.boundary,
+            cwd: plan.reads.first().unwrap_or(&env.ctx.workspace),
+        })
+    };
+    match gate {
+        Gate::Allow { remembered, .. } => Some(Prepared::Ready {
+            tool,
+            plan,
+            verdict: if remembered {
+                Verdict::Approved
+            } else {
+                Verdict::Allowed
+            },
+        }),
+        Gate::Deny { reason, remembered } => Some(Prepared::Settled {
+            verdict: if remembered {
+                Verdict::Rejected
+            } else {
+                Verdict::Denied
+            },
+            message: if remembered {
+                format!("rejected: {reason}")
+            } else {
+                format!("denied by policy: {reason}")
+            },
+        }),
+        Gate::Ask { reason } => {
+            let decision = ask(env, emitter, call, &*tool, &plan, redacted_title, reason).await;
+            match decision {
+                ApprovalDecision::Cancelled => None,
+                ApprovalDecision::AllowOnce | ApprovalDecision::AllowAlways => {
+                    Some(Prepared::Ready {
+                        tool,
+                        plan,
+                        verdict: Verdict::Approved,
+                    })
+                }
+                ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => {
+                    Some(Prepared::Settled {
+                        verdict: Verdict::Rejected,
+                        message: "rejected by the user: do not retry this call; ask the user what to do instead"
+                            .to_owned(),
+                    })
+                }
+                ApprovalDecision::TimedOut => Some(Prepared::Settled {
+                    verdict: Verdict::Rejected,
+                    message: format!(
+                        "rejected: nobody approved the call within {} s",
+                        env.gate.approval_timeout.map_or(0, |t| t.as_secs())
+                    ),
+                }),
+            }
+        }
+    }
+}
+
+/// Asks for an approval and waits in state `waiting` for the first answer, the
+/// timeout, or a cancel. Remembers `*_always` answers.
+async fn ask(
+    env: &CallEnv,
+    emitter: &mut Emitter,
+    call: &ToolCall,
+    tool: &dyn Tool,
+    plan: &Plan,
+    title: String,
+    reason: String,
+) -> ApprovalDecision {
+    let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
+    let answer = env.approvals.open(emitter.session_id(), &approval_id);
+    emitter.set_state(RunState::Waiting);
+    emitter.emit(Event::ApprovalRequested {
+        approval_id: approval_id.clone(),
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        kind: tool.kind(),
+        title,
+        reason,
+        arguments: redact_json(&env.gate.safety, &call.arguments),
+        locations: plan.locations(),
+        command: plan.command.as_ref().map(|c| env.gate.safety.redact(c).0),
+        diffs: plan.diffs.clone(),
+    });
+    let timeout = async {
+        match env.gate.approval_timeout {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    let decision = tokio::select! {
+        biased;
+        _ = env.ctx.cancel.cancelled() => ApprovalDecision::Cancelled,
+        answer = answer => answer.unwrap_or(ApprovalDecision::Cancelled),
+        _ = timeout => ApprovalDecision::TimedOut,
+    };
+    env.approvals.close(&approval_id);
+    emitter.emit(Event::ApprovalDecided {
+        approval_id,
+        call_id: call.id.clone(),
+        decision,
+    });
+    if decision != ApprovalDecision::Cancelled {
+        emitter.set_state(RunState::Running);
+    }
+    let remember = match decision {
+        ApprovalDecision::AllowAlways => Some(true),
+        ApprovalDecision::RejectAlways => Some(false),
+        _ => None,
+    };
+    if let Some(allow) = remember {
+        let new = grants_for(&call.name, plan, allow);
+        let mut grants = lock(&env.grants);
+        for grant in new {
+            grants.retain(|g| !(g.tool == grant.tool && g.scope == grant.scope));
+            emitter.remember(grant.clone());
+            grants.push(grant);
+        }
+    }
+    decision
+}
+
+/// Passes a finished call's output through the safety pass, records its
+/// receipt, its result event and its history message.
+fn settle(
+    env: &CallEnv,
+    emitter: &mut Emitter,
+    history: &mut Vec<Message>,
+    call: &ToolCall,
+    done: Finished,
+) {
+    let (raw, is_error, diffs) = match done.result {
+        Ok(output) => (output.text, false, output.diffs),
+        Err(message) => (message, true, Vec::<FileDiff>::new()),
+    };
+    let checked = env.gate.safety.check(&raw);
+    let mut notes: Vec<String> = checked
+        .redactions
+        .iter()
+        .map(|r| format!("redacted {} secret(s) of kind {}", r.count, r.kind))
+        .collect();
+    if checked.truncated_bytes > 0 {
+        notes.push(format!("truncated {} bytes", checked.truncated_bytes));
+    }
+    if !checked.injections.is_empty() {
+        notes.push(format!(
+            "possible prompt injection: {}",
+            checked.injections.join(", ")
+        ));
+        tracing::warn!(call = %call.id, tool = %call.name, patterns = ?checked.injections, "tool output looks like a prompt injection");
+    }
+    // The receipt goes to the writer before the result: a crash between the
+    // two leaves a receipt without a result, never a result without a receipt.
+    emitter.receipt(ReceiptBody {
+        session_id: emitter.session_id().clone(),
+        run_id: emitter.run_id().clone(),
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        input_hash: json_hash(&call.arguments),
+        output_hash: sha256_hex(checked.text.as_bytes()),
+        verdict: done.verdict,
+        is_error,
+        at: now_millis(),
+    });
+    emitter.emit(Event::ToolResult {
+        id: call.id.clone(),
+        output: checked.text.clone(),
+        is_error,
+        verdict: done.verdict,
+        diffs,
+        safety: notes,
+    });
+    let message = Message::Tool {
+        call_id: call.id.clone(),
+        content: checked.text,
+        is_error,
+    };
+    emitter.append_message(message.clone());
+    history.push(message);
+}
+
+fn settle_cancelled(
+    env: &CallEnv,
+    emitter: &mut Emitter,
+    history: &mut Vec<Message>,
+    calls: &[ToolCall],
+) {
+    for call in calls {
+        settle(
+            env,
+            emitter,
+            history,
+            call,
+            Finished {
+                verdict: Verdict::Cancelled,
+                result: Err("the run was cancelled before this call ran".into()),
+            },
+        );
+    }
+}
+
+/// Tool arguments with secrets redacted, for the tape and the approval prompt.
+pub fn redact_json(safety: &Safety, value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::String(text) => serde_json::Value::String(safety.redact(text).0),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(|v| redact_json(safety, v)).collect())
+        }
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), redact_json(safety, v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
