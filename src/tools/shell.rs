@@ -1,1 +1,692 @@
-//! The shell tool: runs a command line in the workspace under the sandbox.
+//! The shell tool: runs a command line in the workspace under the sandbox
+//! (see [`crate::sandbox`] for what a command can and cannot reach).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::core::tool::{
+    Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
+};
+use crate::sandbox::{
+    self, Confinement, DEFAULT_ENV_ALLOW, ExecRequest, ExecResult, SandboxError, SandboxMode,
+    SandboxStatus,
+};
+
+/// How shell calls run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellSettings {
+    /// When the call gives no `timeout_secs`.
+    pub timeout: Duration,
+    /// The most a call may ask for.
+    pub max_timeout: Duration,
+    /// Bytes of output kept (head and tail).
+    pub output_limit: usize,
+    /// Variables of the server's environment a command gets (never one that
+    /// looks like a secret).
+    pub env_allow: Vec<String>,
+    /// Whether commands may open TCP connections.
+    pub network: bool,
+    pub mode: SandboxMode,
+    /// More trees a command may write, besides the workspace and the
+    /// boundary's extra roots.
+    pub extra_read_write: Vec<PathBuf>,
+    /// More trees a command may read and execute (toolchains under home).
+    pub extra_read_only: Vec<PathBuf>,
+}
+
+impl Default for ShellSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            output_limit: 1 << 20,
+            env_allow: DEFAULT_ENV_ALLOW
+                .iter()
+                .map(|name| (*name).to_owned())
+                .collect(),
+            network: false,
+            mode: SandboxMode::BestEffort,
+            extra_read_write: Vec::new(),
+            extra_read_only: Vec::new(),
+        }
+    }
+}
+
+/// Runs `bash -c <command>` in the workspace, confined by the sandbox.
+pub struct ShellTool {
+    settings: ShellSettings,
+    /// The kernel's sandbox support; probed at each call when not given.
+    status: Option<SandboxStatus>,
+}
+
+impl ShellTool {
+    pub fn new(settings: ShellSettings) -> Self {
+        Self {
+            settings,
+            status: None,
+        }
+    }
+
+    /// Uses `status` instead of probing the kernel at each call (a status
+    /// probed once at start, or a simulated one in tests).
+    pub fn with_sandbox_status(mut self, status: SandboxStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn settings(&self) -> &ShellSettings {
+        &self.settings
+    }
+
+    fn timeout(&self, args: &Args) -> Result<Duration, ToolError> {
+        match args.timeout_secs {
+            None => Ok(self.settings.timeout.min(self.settings.max_timeout)),
+            Some(0) => Err(ToolError::InvalidArguments(
+                "`timeout_secs` must be at least 1".to_owned(),
+            )),
+            Some(secs) => Ok(Duration::from_secs(secs).min(self.settings.max_timeout)),
+        }
+    }
+
+    async fn run(
+        &self,
+        plan: &Plan,
+        ctx: &ToolContext,
+        args: &Args,
+    ) -> Result<ToolOutput, ToolError> {
+        let line = plan.command.clone().unwrap_or_else(|| args.command.clone());
+        let cwd = plan
+            .reads
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ctx.workspace.clone());
+        let timeout = self.timeout(args)?;
+        let server_env = std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        });
+        let request = ExecRequest {
+            line,
+            cwd,
+            timeout,
+            output_limit: self.settings.output_limit,
+            env: sandbox::scrubbed_env(server_env, &self.settings.env_allow),
+        };
+        let mut extra_read_write: Vec<PathBuf> =
+            ctx.boundary.roots().iter().skip(1).cloned().collect();
+        extra_read_write.extend(self.settings.extra_read_write.iter().cloned());
+        let confinement = Confinement {
+            workspace: ctx.workspace.clone(),
+            extra_read_write,
+            extra_read_only: self.settings.extra_read_only.clone(),
+            deny: ctx.boundary.forbidden().to_vec(),
+            network: self.settings.network,
+            mode: self.settings.mode,
+        };
+        let status = self.status.clone().unwrap_or_else(sandbox::status);
+        let result = sandbox::run_with_status(request, &confinement, &ctx.cancel, &status)
+            .await
+            .map_err(|err: SandboxError| ToolError::Failed(err.to_string()))?;
+        if result.cancelled {
+            return Err(ToolError::Cancelled);
+        }
+        let text = format_result(&result, timeout, self.settings.network);
+        if result.timed_out || result.exit_code != Some(0) {
+            Err(ToolError::Failed(text))
+        } else {
+            Ok(ToolOutput::text(text))
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    command: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+impl Tool for ShellTool {
+    fn spec(&self) -> ToolSpec {
+        let default = self.settings.timeout.as_secs();
+        let max = self.settings.max_timeout.as_secs();
+        let network = if self.settings.network {
+            "Network access is allowed."
+        } else {
+            "There is no network access (TCP connections are refused)."
+        };
+        ToolSpec {
+            name: "shell".to_owned(),
+            description: format!(
+                "Runs a command line with bash in the workspace and returns its output \
+                 (stdout and stderr interleaved) followed by its exit status. \
+                 The command runs in a sandbox: it may read and write the workspace, read \
+                 system files and use a private temporary directory ($HOME and $TMPDIR); \
+                 everything else is denied. {network} There is no stdin and no terminal, so \
+                 interactive programs fail; pass flags such as --yes or --no-pager instead. \
+                 Background processes are killed when the command ends. Long output keeps \
+                 its beginning and end. Times out after {default} s unless `timeout_secs` \
+                 says otherwise (at most {max} s)."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The command line, run with `bash -c`."
+                    },
+                    "timeout_secs": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": max,
+                        "description": format!("Seconds before the command is killed (default {default}, at most {max}).")
+                    },
+                    "cwd": {
+                        "type": "string",
+                        "description": "Working directory, relative to the workspace (default: the workspace root)."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    fn plan<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
+        async move {
+            let args: Args = parse_args(arguments)?;
+            if args.command.trim().is_empty() {
+                return Err(ToolError::InvalidArguments("`command` is empty".to_owned()));
+            }
+            self.timeout(&args)?;
+            let cwd = ctx.read_path(args.cwd.as_deref().unwrap_or("."))?;
+            match tokio::fs::metadata(&cwd).await {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "`cwd` {} is not a directory",
+                        ctx.display_path(&cwd)
+                    )));
+                }
+                Err(err) => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "`cwd` {}: {err}",
+                        ctx.display_path(&cwd)
+                    )));
+                }
+            }
+            Ok(Plan {
+                title: format!("Run `{}`", shorten(&args.command, 80)),
+                reads: vec![cwd],
+                command: Some(args.command),
+                ..Plan::default()
+            })
+        }
+        .boxed()
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        plan: &'a Plan,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        async move {
+            let args: Args = parse_args(arguments)?;
+            self.run(plan, ctx, &args).await
+        }
+        .boxed()
+    }
+}
+
+/// The output, then one line per fact the model needs: how the command ended,
+/// and whether the sandbox held.
+fn format_result(result: &ExecResult, timeout: Duration, network_allowed: bool) -> String {
+    let mut text = result.output.clone();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if result.timed_out {
+        text.push_str(&format!(
+            "[timed out after {} s; process group killed]\n",
+            timeout.as_secs()
+        ));
+    } else if let Some(code) = result.exit_code {
+        text.push_str(&format!("[exit code {code}]\n"));
+    } else if let Some(signal) = result.signal {
+        match signal_name(signal) {
+            Some(name) => text.push_str(&format!("[killed by signal {signal} ({name})]\n")),
+            None => text.push_str(&format!("[killed by signal {signal}]\n")),
+        }
+    }
+    if result.output_detached {
+        text.push_str(
+            "[output cut off: a process that left the process group kept the output open]\n",
+        );
+    }
+    match &result.sandbox_note {
+        Some(note) if !result.confined => text.push_str(&format!("[not sandboxed: {note}]\n")),
+        Some(note) if !network_allowed && !result.network_confined => {
+            text.push_str(&format!("[network not sandboxed: {note}]\n"));
+        }
+        _ => {}
+    }
+    text.truncate(text.trim_end_matches('\n').len());
+    text
+}
+
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return None,
+    })
+}
+
+/// The first line of `line`, at most `max` characters, marked when cut.
+fn shorten(line: &str, max: usize) -> String {
+    let first = line.lines().next().unwrap_or("").trim_end();
+    let more_lines = line.trim_end().contains('\n');
+    let mut out: String = first.chars().take(max).collect();
+    if more_lines || first.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::core::ids::SessionId;
+    use crate::core::policy::{DEFAULT_FORBIDDEN, PathBoundary};
+    use crate::core::tool::Files;
+
+    fn context(ws: &Path) -> ToolContext {
+        let forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|s| (*s).to_owned()).collect();
+        let session_id = SessionId::generate();
+        ToolContext {
+            session_id: session_id.clone(),
+            workspace: ws.to_path_buf(),
+            boundary: Arc::new(PathBoundary::new(ws, &[], &forbidden, None)),
+            files: Files::local(session_id),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    fn workspace() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, path)
+    }
+
+    async fn call(
+        tool: &ShellTool,
+        ctx: &ToolContext,
+        arguments: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let plan = tool.plan(&arguments, ctx).await?;
+        tool.execute(&arguments, &plan, ctx).await
+    }
+
+    fn unavailable() -> SandboxStatus {
+        SandboxStatus {
+            abi: None,
+            enforced: false,
+            network_rules: false,
+            detail: "simulated: no Landlock here".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_spec_describes_the_parameters() {
+        let tool = ShellTool::new(ShellSettings::default());
+        let spec = tool.spec();
+        assert_eq!(spec.name, "shell");
+        assert_eq!(tool.kind(), ToolKind::Execute);
+        assert_eq!(spec.parameters["required"], json!(["command"]));
+        assert_eq!(
+            spec.parameters["properties"]["timeout_secs"]["maximum"],
+            600
+        );
+        assert!(spec.description.contains("120 s"));
+    }
+
+    #[tokio::test]
+    async fn the_plan_names_the_command_and_the_directory() {
+        let (_dir, ws) = workspace();
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        let plan = tool
+            .plan(&json!({"command": "cargo test", "cwd": "sub"}), &ctx)
+            .await
+            .unwrap();
+        assert_eq!(plan.title, "Run `cargo test`");
+        assert_eq!(plan.command.as_deref(), Some("cargo test"));
+        assert_eq!(plan.reads, vec![ws.join("sub")]);
+        assert!(plan.writes.is_empty());
+
+        let plan = tool.plan(&json!({"command": "ls"}), &ctx).await.unwrap();
+        assert_eq!(plan.reads, vec![ws.clone()]);
+
+        let long = format!("echo {}\necho second", "x".repeat(200));
+        let plan = tool.plan(&json!({"command": long}), &ctx).await.unwrap();
+        assert_eq!(plan.title, format!("Run `echo {}…`", "x".repeat(75)));
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_and_directories_are_refused() {
+        let (_dir, ws) = workspace();
+        std::fs::write(ws.join("file"), "").unwrap();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        for (arguments, expected) in [
+            (json!({}), "`command`"),
+            (json!({"command": "  "}), "`command` is empty"),
+            (
+                json!({"command": "ls", "timeout_secs": 0}),
+                "`timeout_secs`",
+            ),
+            (
+                json!({"command": "ls", "timeout_secs": -1}),
+                "`timeout_secs`",
+            ),
+            (json!({"command": "ls", "cwd": "file"}), "not a directory"),
+            (json!({"command": "ls", "cwd": "missing"}), "`cwd` missing"),
+            (json!({"command": "ls", "shell": "zsh"}), "unknown field"),
+        ] {
+            match tool.plan(&arguments, &ctx).await {
+                Err(ToolError::InvalidArguments(message)) => {
+                    assert!(message.contains(expected), "{arguments}: {message}")
+                }
+                other => panic!("{arguments}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            tool.plan(&json!({"command": "ls", "cwd": "/etc"}), &ctx)
+                .await,
+            Err(ToolError::Path(_))
+        ));
+        assert!(matches!(
+            tool.plan(&json!({"command": "ls", "cwd": ".."}), &ctx)
+                .await,
+            Err(ToolError::Path(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_successful_command_returns_its_output_and_exit_code() {
+        let (_dir, ws) = workspace();
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        let output = call(
+            &tool,
+            &ctx,
+            json!({"command": "pwd; echo err >&2", "cwd": "sub"}),
+        )
+        .await
+        .unwrap();
+        let expected = format!("{}\nerr\n[exit code 0]", ws.join("sub").display());
+        if crate::sandbox::status().enforced {
+            assert_eq!(output.text, expected);
+        } else {
+            assert!(output.text.starts_with(&expected), "{}", output.text);
+            assert!(output.text.contains("[not sandboxed: "), "{}", output.text);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_is_a_failed_call_with_its_output() {
+        let (_dir, ws) = workspace();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        let err = call(&tool, &ctx, json!({"command": "echo oops; exit 3"}))
+            .await
+            .unwrap_err();
+        match err {
+            ToolError::Failed(text) => assert!(text.starts_with("oops\n[exit code 3]"), "{text}"),
+            other => panic!("{other:?}"),
+        }
+        let err = call(&tool, &ctx, json!({"command": "kill -SEGV $$"}))
+            .await
+            .unwrap_err();
+        match err {
+            ToolError::Failed(text) => {
+                assert!(
+                    text.starts_with("[killed by signal 11 (SIGSEGV)]"),
+                    "{text}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_timeout_is_a_failed_call() {
+        let (_dir, ws) = workspace();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        let started = std::time::Instant::now();
+        let err = call(
+            &tool,
+            &ctx,
+            json!({"command": "echo started; sleep 30 & sleep 30", "timeout_secs": 2}),
+        )
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(15));
+        match err {
+            ToolError::Failed(text) => assert!(
+                text.starts_with("started\n[timed out after 2 s; process group killed]"),
+                "{text}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_timeout_is_capped() {
+        let tool = ShellTool::new(ShellSettings {
+            max_timeout: Duration::from_secs(5),
+            ..ShellSettings::default()
+        });
+        let args = Args {
+            command: "true".to_owned(),
+            timeout_secs: Some(3600),
+            cwd: None,
+        };
+        assert_eq!(tool.timeout(&args).unwrap(), Duration::from_secs(5));
+        let args = Args {
+            timeout_secs: None,
+            ..args
+        };
+        assert_eq!(tool.timeout(&args).unwrap(), Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn cancelling_the_run_cancels_the_call() {
+        let (_dir, ws) = workspace();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        let cancel = ctx.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            cancel.cancel();
+        });
+        let started = std::time::Instant::now();
+        let err = call(&tool, &ctx, json!({"command": "sleep 30"}))
+            .await
+            .unwrap_err();
+        assert_eq!(err, ToolError::Cancelled);
+        assert!(started.elapsed() < Duration::from_secs(15));
+    }
+
+    #[tokio::test]
+    async fn required_mode_refuses_without_landlock() {
+        let (_dir, ws) = workspace();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings {
+            mode: SandboxMode::Required,
+            ..ShellSettings::default()
+        })
+        .with_sandbox_status(unavailable());
+        let err = call(&tool, &ctx, json!({"command": "touch ran"}))
+            .await
+            .unwrap_err();
+        match err {
+            ToolError::Failed(message) => {
+                assert!(message.contains("sandbox = \"required\""), "{message}");
+                assert!(message.contains("simulated: no Landlock here"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!ws.join("ran").exists());
+
+        let tool = ShellTool::new(ShellSettings::default()).with_sandbox_status(unavailable());
+        let output = call(&tool, &ctx, json!({"command": "touch ran"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            output.text,
+            "[exit code 0]\n[not sandboxed: simulated: no Landlock here]"
+        );
+        assert!(ws.join("ran").exists());
+    }
+
+    #[tokio::test]
+    async fn commands_are_confined_to_the_workspace() {
+        let status = crate::sandbox::status();
+        if !status.enforced {
+            eprintln!(
+                "skipping commands_are_confined_to_the_workspace: {}",
+                status.detail
+            );
+            return;
+        }
+        let (_dir, ws) = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "TOP SECRET").unwrap();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings::default());
+        let line = format!(
+            "echo inside > inside.txt && cat {dir}/secret; echo x > {dir}/new",
+            dir = outside.path().display()
+        );
+        let err = call(&tool, &ctx, json!({"command": line}))
+            .await
+            .unwrap_err();
+        let ToolError::Failed(text) = err else {
+            panic!("{err:?}");
+        };
+        assert!(!text.contains("TOP SECRET"), "{text}");
+        assert_eq!(text.matches("Permission denied").count(), 2, "{text}");
+        assert!(text.ends_with("[exit code 1]"), "{text}");
+        assert!(ws.join("inside.txt").exists());
+        assert!(!outside.path().join("new").exists());
+    }
+
+    #[tokio::test]
+    async fn secrets_in_the_server_environment_do_not_reach_the_command() {
+        // The server's real environment is the source; no variable is set
+        // here (tests share the process environment), so check whatever
+        // secret-looking names this process happens to have, and that PATH
+        // arrives.
+        let (_dir, ws) = workspace();
+        let ctx = context(&ws);
+        let tool = ShellTool::new(ShellSettings {
+            env_allow: vec!["PATH".to_owned(), "HOSTNAME".to_owned()],
+            ..ShellSettings::default()
+        });
+        let output = call(&tool, &ctx, json!({"command": "env"})).await.unwrap();
+        let names: Vec<&str> = output
+            .text
+            .lines()
+            .filter_map(|line| line.split_once('=').map(|(name, _)| name))
+            .collect();
+        assert!(names.contains(&"PATH"), "{}", output.text);
+        assert!(names.contains(&"HOME"), "{}", output.text);
+        for name in names {
+            assert!(
+                ["PATH", "HOSTNAME", "HOME", "TMPDIR", "PWD", "SHLVL", "_"].contains(&name),
+                "{name} reached the command"
+            );
+        }
+    }
+
+    #[test]
+    fn results_are_formatted_for_the_model() {
+        let base = ExecResult {
+            exit_code: Some(0),
+            signal: None,
+            output: "out".to_owned(),
+            omitted_bytes: 0,
+            timed_out: false,
+            cancelled: false,
+            confined: true,
+            network_confined: true,
+            sandbox_note: None,
+            output_detached: false,
+            duration: Duration::from_millis(5),
+        };
+        let timeout = Duration::from_secs(120);
+        assert_eq!(format_result(&base, timeout, false), "out\n[exit code 0]");
+        let partial = ExecResult {
+            network_confined: false,
+            sandbox_note: Some("TCP is not confined".to_owned()),
+            output_detached: true,
+            ..base.clone()
+        };
+        assert_eq!(
+            format_result(&partial, timeout, false),
+            "out\n[exit code 0]\n[output cut off: a process that left the process group kept the output open]\n[network not sandboxed: TCP is not confined]"
+        );
+        assert_eq!(
+            format_result(&partial, timeout, true),
+            "out\n[exit code 0]\n[output cut off: a process that left the process group kept the output open]"
+        );
+        let empty = ExecResult {
+            output: String::new(),
+            exit_code: None,
+            signal: Some(9),
+            timed_out: true,
+            ..base
+        };
+        assert_eq!(
+            format_result(&empty, timeout, false),
+            "[timed out after 120 s; process group killed]"
+        );
+    }
+}
