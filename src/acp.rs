@@ -844,7 +844,7 @@ impl Connection {
         while let Some(record) = subscription.next().await {
             match &record.event {
                 Event::ApprovalRequested { approval_id, .. } => {
-                    self.ask_permission(&session, approval_id, &record.event);
+                    self.ask_permission(&session, &record.run_id, approval_id, &record.event);
                 }
                 Event::ApprovalDecided { approval_id, .. } => {
                     if let Some(token) = lock(&self.permissions).remove(approval_id) {
@@ -873,7 +873,13 @@ impl Connection {
 
     /// Asks the client about an approval and passes its answer to the runtime.
     /// Runs beside the forwarder, so events keep flowing while a person decides.
-    fn ask_permission(self: &Arc<Self>, session: &SessionId, approval_id: &str, event: &Event) {
+    fn ask_permission(
+        self: &Arc<Self>,
+        session: &SessionId,
+        run: &RunId,
+        approval_id: &str,
+        event: &Event,
+    ) {
         let Some(request) = convert::permission_request(session.as_str(), event) else {
             return;
         };
@@ -881,6 +887,7 @@ impl Connection {
         lock(&self.permissions).insert(approval_id.to_owned(), token.clone());
         let conn = self.clone();
         let session = session.clone();
+        let run = run.clone();
         let approval_id = approval_id.to_owned();
         self.tasks.spawn(async move {
             let answer = conn
@@ -892,10 +899,20 @@ impl Connection {
                 Ok(value) => match serde_json::from_value::<acp::RequestPermissionResponse>(value) {
                     Ok(response) => match response.outcome {
                         acp::RequestPermissionOutcome::Selected(selected) => {
-                            ApprovalDecision::parse(&selected.option_id.0)
+                            let chosen = ApprovalDecision::parse(&selected.option_id.0)
+                                .filter(|d| ApprovalDecision::OPTIONS.contains(d));
+                            if chosen.is_none() {
+                                tracing::warn!(approval = %approval_id, option = %selected.option_id.0, "the client chose an option that was not offered; treating it as a rejection");
+                            }
+                            Some(chosen.unwrap_or(ApprovalDecision::RejectOnce))
                         }
-                        // The client cancelled the prompt turn; session/cancel does the rest.
-                        _ => None,
+                        // The client cancelled the prompt turn. It should also send
+                        // session/cancel; cancelling the run here means a client
+                        // that does not cannot leave it waiting forever.
+                        _ => {
+                            conn.runtime.cancel_run(&session, &run);
+                            None
+                        }
                     },
                     Err(err) => {
                         tracing::warn!(error = %err, "invalid session/request_permission answer; treating it as a rejection");
