@@ -38,6 +38,8 @@ pub struct Redirect {
 /// Everything a line would run and every file it redirects to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ShellLine {
+    /// In the order bash starts them: a substitution before the command using
+    /// its output, a launcher (`sudo`, `bash -c`) before what it launches.
     pub commands: Vec<Command>,
     pub redirects: Vec<Redirect>,
 }
@@ -77,7 +79,12 @@ pub fn analyze(line: &str) -> std::result::Result<ShellLine, ShellParseError> {
         .stack_size(STACK_BYTES)
         .spawn(move || {
             let mut analyzer = Analyzer::default();
-            analyzer.code(&line).map(|()| analyzer.out)
+            analyzer.code(&line)?;
+            let mut out = analyzer.out;
+            if analyzer.hijacked {
+                out.commands.iter_mut().for_each(|c| c.dynamic = true);
+            }
+            Ok(out)
         })
         .map_err(|e| fail(format!("cannot start the analysis thread: {e}")))?;
     worker
@@ -109,6 +116,27 @@ struct Analyzer {
     out: ShellLine,
     depth: usize,
     nesting: usize,
+    /// Whether the line sets a variable that changes which program a name
+    /// runs (`PATH=/tmp/x:$PATH ls`): then no command name means what it says.
+    hijacked: bool,
+}
+
+/// Variables that decide what a command name runs or make bash run more code.
+const HIJACKING_VARIABLES: &[&str] = &[
+    "PATH",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "BASH_ENV",
+    "ENV",
+    "PS4",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PROMPT_COMMAND",
+];
+
+fn hijacks(variable: &str) -> bool {
+    HIJACKING_VARIABLES.contains(&variable) || variable.starts_with("BASH_FUNC_")
 }
 
 fn options() -> ParserOptions {
@@ -248,7 +276,12 @@ impl Analyzer {
         for item in prefix.clone() {
             match item {
                 // Leading assignments are not words, but `X=$(cmd)` runs cmd.
-                Item::AssignmentWord(_, w) => drop(self.word(&w.value)?),
+                Item::AssignmentWord(assignment, w) => {
+                    let (ast::AssignmentName::VariableName(name)
+                    | ast::AssignmentName::ArrayElementName(name, _)) = &assignment.name;
+                    self.hijacked |= hijacks(name);
+                    self.word(&w.value)?;
+                }
                 other => self.item(other, &mut words)?,
             }
         }
@@ -418,6 +451,9 @@ impl Analyzer {
             return Ok(());
         };
         let args = &words[1..];
+        // `env PATH=...`, `export LD_PRELOAD=...`, `declare BASH_ENV=...`
+        let assigns = |w: &Word| w.text.split_once('=').is_some_and(|(v, _)| hijacks(v));
+        self.hijacked |= args.iter().any(assigns);
         let mut dynamic = !name.literal;
         let mut inner = Vec::new();
         if name.literal {
@@ -533,19 +569,17 @@ fn nesting_cost(src: &str) -> usize {
 /// standard input (`curl ... | sh`); none for a script file.
 fn shell_code(args: &[Word]) -> Option<Inner> {
     let (mut command, mut stdin, mut i) = (false, false, 0);
-    while let Some(arg) = args.get(i).filter(|w| w.literal) {
-        let t = arg.text.as_str();
-        i += 1;
+    while let Some(t) = args.get(i).filter(|w| w.literal).map(|w| w.text.as_str()) {
         if t == "--" || t == "-" {
+            i += 1;
             break;
         } else if t.starts_with("--") {
-            i += usize::from(matches!(t, "--rcfile" | "--init-file"));
-        } else if t.len() > 1 && (t.starts_with('-') || t.starts_with('+')) {
+            i += 1 + usize::from(matches!(t, "--rcfile" | "--init-file"));
+        } else if t.len() > 1 && t.starts_with(['-', '+']) {
             command |= t.contains('c');
             stdin |= t.contains('s');
-            i += usize::from(t.contains(['o', 'O']));
+            i += 1 + usize::from(t.contains(['o', 'O']));
         } else {
-            i -= 1;
             break;
         }
     }
@@ -637,12 +671,11 @@ fn join(words: &[Word]) -> String {
     texts.join(" ")
 }
 
+/// `env` and `sudo` take any `NAME=value` before the command, even names
+/// bash would not accept (`BASH_FUNC_f%%=...`).
 fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
+    word.split_once('=')
+        .is_some_and(|(name, _)| !name.is_empty())
 }
 
 /// A rule such as `git status` or `rm -rf`: matches a command whose words start with its words.
@@ -841,6 +874,21 @@ mod tests {
                 &[],
             ),
             ("# just a comment", &[], &[]),
+            ("PATH=/tmp/x:$PATH ls", &["?ls"], &[]),
+            (
+                "export LD_PRELOAD=/tmp/x.so; ls",
+                &["?export|LD_PRELOAD=/tmp/x.so", "?ls"],
+                &[],
+            ),
+            (
+                "env BASH_FUNC_ls%%='() { id; }' bash",
+                &[
+                    "?env|BASH_FUNC_ls%%=() { id; }|bash",
+                    "?bash",
+                    "?<standard input>",
+                ],
+                &[],
+            ),
         ];
         let failures: Vec<String> = cases
             .iter()
