@@ -25,7 +25,11 @@ use pincer::core::tool::{Plan, ToolKind};
 use pincer::store::{Store, Write};
 
 fn rules() -> PolicyRules {
-    let parse = |list: &[&str]| list.iter().map(|r| CommandRule::parse(r).unwrap()).collect();
+    let parse = |list: &[&str]| {
+        list.iter()
+            .map(|r| CommandRule::parse(r).unwrap())
+            .collect()
+    };
     PolicyRules {
         tools: Default::default(),
         shell_allow: parse(DEFAULT_SHELL_ALLOW),
@@ -60,7 +64,9 @@ fn main() {
     let shell_plan = Plan {
         title: "Run".into(),
         reads: vec![ws.clone()],
-        command: Some("cargo test 2>&1 | grep -c ok && echo $(git rev-parse HEAD) > /dev/null".into()),
+        command: Some(
+            "cargo test 2>&1 | grep -c ok && echo $(git rev-parse HEAD) > /dev/null".into(),
+        ),
         ..Plan::default()
     };
     let write_plan = Plan {

@@ -341,7 +341,7 @@ async fn acp(cli: &Cli, args: &ProviderArgs) -> Result<u8, Failure> {
     let options = crate::acp::AcpOptions {
         meta: serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
-            "sandbox": inspect::sandbox_meta(),
+            "sandbox": inspect::sandbox_meta(opened.config.sandbox.value),
         }),
         ..crate::acp::AcpOptions::default()
     };

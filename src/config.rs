@@ -139,6 +139,12 @@ pub struct ShellConfig {
     /// Extra environment variables passed to commands (secret-looking names never are).
     #[serde(default)]
     pub env: Vec<String>,
+    /// Directories outside the workspace commands may read and execute (toolchains).
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// Directories outside the workspace commands may also write (caches).
+    #[serde(default)]
+    pub read_write: Vec<PathBuf>,
 }
 
 /// The `[paths]` table.

@@ -6,19 +6,23 @@ pub mod files;
 pub mod search;
 pub mod shell;
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, SandboxSetting};
 use crate::core::gate::ToolGate;
 use crate::core::policy::shell::CommandRule;
 use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
 use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
+use crate::sandbox::SandboxMode;
 
 /// The gate every run's tool calls go through, built from the configuration.
 pub fn gate(config: &Config) -> ToolGate {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
+    tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
     ToolGate {
         tools: Toolset::new(tools),
         rules: rules(config),
@@ -29,6 +33,32 @@ pub fn gate(config: &Config) -> ToolGate {
             .filter(|t| t.value > 0)
             .map(|t| std::time::Duration::from_secs(t.value)),
     }
+}
+
+fn shell_settings(config: &Config) -> shell::ShellSettings {
+    let mut settings = shell::ShellSettings::default();
+    if let Some(secs) = config.shell.timeout_secs {
+        settings.timeout = Duration::from_secs(secs);
+        settings.max_timeout = settings.max_timeout.max(settings.timeout);
+    }
+    settings.network = config.shell.network.unwrap_or(false);
+    settings.mode = match config.sandbox.value {
+        SandboxSetting::Required => SandboxMode::Required,
+        SandboxSetting::BestEffort => SandboxMode::BestEffort,
+    };
+    for name in &config.shell.env {
+        if !settings.env_allow.contains(name) {
+            settings.env_allow.push(name.clone());
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let expand = |path: &PathBuf| match (path.strip_prefix("~"), &home) {
+        (Ok(rest), Some(home)) => home.join(rest),
+        _ => path.clone(),
+    };
+    settings.extra_read_only = config.shell.read_only.iter().map(expand).collect();
+    settings.extra_read_write = config.shell.read_write.iter().map(expand).collect();
+    settings
 }
 
 fn rules(config: &Config) -> PolicyRules {

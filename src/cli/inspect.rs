@@ -4,7 +4,7 @@ use anyhow::anyhow;
 use serde_json::json;
 
 use super::{Failure, RunsCommand, SessionsCommand, TapeArgs, exit};
-use crate::config::{Config, Flags};
+use crate::config::{Config, Flags, SandboxSetting};
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::receipt::ChainWalk;
@@ -389,12 +389,20 @@ pub fn config_show(flags: &Flags) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// Landlock support as `pincer doctor` and `initialize` report it.
-pub fn sandbox_meta() -> serde_json::Value {
-    match crate::sandbox::landlock_abi() {
-        Some(abi) => json!({ "landlock": { "supported": true, "abi": abi } }),
-        None => json!({ "landlock": { "supported": false } }),
-    }
+/// The sandbox as `pincer doctor` and `initialize` report it: what the kernel
+/// offers and what the configuration asks for.
+pub fn sandbox_meta(setting: SandboxSetting) -> serde_json::Value {
+    let status = crate::sandbox::status();
+    json!({
+        "setting": setting.as_str(),
+        "enforced": status.enforced,
+        "detail": status.detail,
+        "landlock": {
+            "supported": status.abi.is_some(),
+            "abi": status.abi,
+            "networkRules": status.network_rules,
+        },
+    })
 }
 
 pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
@@ -453,18 +461,21 @@ pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
         }
         Err(err) => out.push_str(&report(false, "database", err.to_string())),
     }
-    match crate::sandbox::landlock_abi() {
-        Some(abi) => out.push_str(&report(
-            true,
-            "sandbox",
-            format!("Landlock supported (ABI {abi})"),
-        )),
-        None => out.push_str(&report(
-            true,
-            "sandbox",
-            "Landlock not available on this kernel; shell commands would run unconfined".into(),
-        )),
-    }
+    let sandbox = crate::sandbox::status();
+    let setting = config.sandbox.value;
+    let ok = sandbox.enforced || setting == SandboxSetting::BestEffort;
+    let consequence = match (sandbox.enforced, setting) {
+        (true, _) => "shell commands run confined",
+        (false, SandboxSetting::BestEffort) => {
+            "shell commands run unconfined (sandbox = \"best_effort\")"
+        }
+        (false, SandboxSetting::Required) => "shell commands are refused (sandbox = \"required\")",
+    };
+    out.push_str(&report(
+        ok,
+        "sandbox",
+        format!("{}; {consequence}", sandbox.detail),
+    ));
     print(&out)?;
     if problems > 0 {
         Err(Failure::failed(anyhow!("{problems} problem(s) found")))
