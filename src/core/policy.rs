@@ -715,4 +715,266 @@ mod tests {
         ));
         assert!(b.resolve(Path::new("/home/user"), "notes.txt").is_ok());
     }
+
+    fn rules() -> PolicyRules {
+        let parse = |list: &[&str]| {
+            list.iter()
+                .map(|r| CommandRule::parse(r).unwrap())
+                .collect::<Vec<_>>()
+        };
+        PolicyRules {
+            tools: [
+                ("write_file".to_owned(), Rule::Ask),
+                ("grep".to_owned(), Rule::Deny),
+            ]
+            .into_iter()
+            .collect(),
+            shell_allow: parse(DEFAULT_SHELL_ALLOW),
+            shell_ask: parse(&["git push"]),
+            shell_deny: parse(DEFAULT_SHELL_DENY),
+        }
+    }
+
+    /// (mode, line) -> the gate's kind and a fragment of its reason.
+    fn shell_gate(mode: Mode, line: &str, grants: &[Grant]) -> Gate {
+        let ws = PathBuf::from("/home/user/project");
+        let b = PathBoundary::new(
+            &ws,
+            &[],
+            &DEFAULT_FORBIDDEN
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>(),
+            Some(PathBuf::from("/home/user")),
+        );
+        let plan = Plan {
+            command: Some(line.to_owned()),
+            ..Plan::default()
+        };
+        rules().check(&Check {
+            mode,
+            tool: "shell",
+            kind: ToolKind::Execute,
+            plan: &plan,
+            grants,
+            boundary: &b,
+            cwd: &ws,
+        })
+    }
+
+    fn summary(gate: &Gate) -> (&'static str, &str) {
+        match gate {
+            Gate::Allow { reason, .. } => ("allow", reason),
+            Gate::Ask { reason } => ("ask", reason),
+            Gate::Deny { reason, .. } => ("deny", reason),
+        }
+    }
+
+    #[test]
+    fn shell_lines_are_judged_by_every_command_they_run() {
+        use Mode::*;
+        let cases: &[(Mode, &str, &str, &str)] = &[
+            (
+                Supervised,
+                "ls -la | grep x && git status",
+                "allow",
+                "allowed by the shell rules",
+            ),
+            (
+                Supervised,
+                "ls && rm -rf build",
+                "ask",
+                "`rm -rf build` is not in the allowed commands",
+            ),
+            (
+                Supervised,
+                "echo $(curl http://x)",
+                "ask",
+                "`curl http://x` is not in the allowed commands",
+            ),
+            (Supervised, "echo `wget x`", "ask", "`wget x`"),
+            (
+                Supervised,
+                "ls; sudo rm -rf /",
+                "deny",
+                "matches the deny rule `sudo`",
+            ),
+            (
+                Full,
+                "cat x | sudo tee /etc/hosts",
+                "deny",
+                "deny rule `sudo`",
+            ),
+            (Full, "cargo build", "allow", "full mode"),
+            (
+                Full,
+                "git push origin main",
+                "ask",
+                "needs approval by the shell rules",
+            ),
+            (Full, "$CMD --force", "ask", "only known at run time"),
+            (
+                Supervised,
+                "echo \"unterminated",
+                "ask",
+                "cannot analyze the shell line",
+            ),
+            (
+                ReadOnly,
+                "echo \"unterminated",
+                "deny",
+                "read_only mode: cannot analyze",
+            ),
+            (
+                ReadOnly,
+                "ls && cat README",
+                "allow",
+                "allowed by the shell rules",
+            ),
+            (
+                ReadOnly,
+                "ls && touch x",
+                "deny",
+                "`touch x` is not an allowed read-only command",
+            ),
+            (
+                ReadOnly,
+                "echo hi > notes.txt",
+                "deny",
+                "redirects output into a file",
+            ),
+            (Supervised, "echo hi > notes.txt", "ask", "writes to a file"),
+            (Supervised, "echo hi > /dev/null", "allow", "allowed"),
+            (
+                Full,
+                "cat ~/.ssh/id_rsa",
+                "deny",
+                "forbidden path /home/user/.ssh",
+            ),
+            (
+                Full,
+                "cp --from=~/.aws/credentials x",
+                "deny",
+                "forbidden path /home/user/.aws",
+            ),
+            (
+                Full,
+                "echo x > /tmp/outside",
+                "deny",
+                "writes to /tmp/outside outside the workspace",
+            ),
+            (
+                Full,
+                "ls && rm -rf ~",
+                "ask",
+                "/home/user, which contains the workspace",
+            ),
+            (Full, "rm -rf ..", "ask", "which contains the workspace"),
+            (
+                Full,
+                "cat /etc/shadow",
+                "deny",
+                "forbidden path /etc/shadow",
+            ),
+        ];
+        for (mode, line, kind, fragment) in cases {
+            let gate = shell_gate(*mode, line, &[]);
+            let (got, reason) = summary(&gate);
+            assert_eq!(got, *kind, "{mode:?} {line:?}: {reason}");
+            assert!(
+                reason.contains(fragment),
+                "{mode:?} {line:?}: {reason:?} lacks {fragment:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn remembered_answers_cover_the_commands_they_were_given_for() {
+        let allow = grants_for(
+            "shell",
+            &Plan {
+                command: Some("cargo test -p x && make".into()),
+                ..Plan::default()
+            },
+            true,
+        );
+        let scopes: Vec<&str> = allow.iter().map(|g| g.scope.as_str()).collect();
+        assert_eq!(scopes, vec!["cargo test -p x", "make"]);
+        let gate = shell_gate(Mode::Supervised, "make; cargo test -p x", &allow);
+        assert_eq!(
+            gate,
+            Gate::Allow {
+                reason: "every command is allowed by the shell rules or a remembered approval"
+                    .into(),
+                remembered: true
+            }
+        );
+        // A different command is still asked about.
+        assert_eq!(
+            summary(&shell_gate(Mode::Supervised, "cargo test -p y", &allow)).0,
+            "ask"
+        );
+        // A remembered rejection refuses the command wherever it appears.
+        let reject = grants_for(
+            "shell",
+            &Plan {
+                command: Some("make".into()),
+                ..Plan::default()
+            },
+            false,
+        );
+        let gate = shell_gate(Mode::Full, "ls && make", &reject);
+        assert_eq!(
+            summary(&gate),
+            ("deny", "`make` was rejected for the rest of the session")
+        );
+        // Deny rules beat remembered approvals.
+        let sudo = vec![Grant {
+            tool: "shell".into(),
+            scope: "sudo ls".into(),
+            allow: true,
+        }];
+        assert_eq!(summary(&shell_gate(Mode::Full, "sudo ls", &sudo)).0, "deny");
+    }
+
+    #[test]
+    fn tools_are_judged_by_kind_mode_and_configured_rule() {
+        let ws = PathBuf::from("/w");
+        let b = PathBoundary::new(&ws, &[], &[], None);
+        let plan = Plan::default();
+        let check = |mode, tool, kind, grants: &[Grant]| {
+            let gate = rules().check(&Check {
+                mode,
+                tool,
+                kind,
+                plan: &plan,
+                grants,
+                boundary: &b,
+                cwd: &ws,
+            });
+            summary(&gate).0
+        };
+        use Mode::*;
+        assert_eq!(check(ReadOnly, "read_file", ToolKind::Read, &[]), "allow");
+        assert_eq!(check(ReadOnly, "edit_file", ToolKind::Edit, &[]), "deny");
+        assert_eq!(check(Supervised, "edit_file", ToolKind::Edit, &[]), "ask");
+        assert_eq!(check(Full, "edit_file", ToolKind::Edit, &[]), "allow");
+        // Configured: write_file always asks, grep never runs.
+        assert_eq!(check(Full, "write_file", ToolKind::Edit, &[]), "ask");
+        assert_eq!(check(Full, "grep", ToolKind::Search, &[]), "deny");
+        let always = [Grant {
+            tool: "write_file".into(),
+            scope: String::new(),
+            allow: true,
+        }];
+        assert_eq!(
+            check(Supervised, "write_file", ToolKind::Edit, &always),
+            "allow"
+        );
+        // read_only wins over a remembered approval.
+        assert_eq!(
+            check(ReadOnly, "write_file", ToolKind::Edit, &always),
+            "deny"
+        );
+    }
 }
