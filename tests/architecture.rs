@@ -96,11 +96,17 @@ const FACES: &[&str] = &[
 #[test]
 fn core_imports_no_face_and_no_provider_implementation() {
     let mut forbidden = FACES.to_vec();
-    forbidden.extend(["crate::providers", "rusqlite", "crate::config"]);
+    forbidden.extend([
+        "crate::providers",
+        "rusqlite",
+        "crate::config",
+        "crate::tools",
+        "crate::sandbox",
+    ]);
     let found = violations(&module_files("core"), &forbidden);
     assert!(
         found.is_empty(),
-        "the core must not know faces, providers or SQL:\n{}",
+        "the core must not know faces, providers, tools, the sandbox or SQL:\n{}",
         found.join("\n")
     );
 }
