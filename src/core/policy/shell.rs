@@ -65,31 +65,27 @@ const STACK_BYTES: usize = 128 << 20;
 
 /// Analyzes `line` as `bash -c line` would run it.
 ///
-/// Runs on its own thread: brush-parser recursion is bounded only by the
-/// nesting budget, which needs more stack than an async worker has, and a
-/// panic inside brush-parser must become an error rather than take the
-/// caller down.
+/// Runs on a stack segment of its own: brush-parser recursion is bounded only
+/// by the nesting budget, which needs more stack than an async worker has
+/// (`stacker` maps it for the call, far cheaper than a thread), and a panic
+/// inside brush-parser becomes an error rather than taking the caller down.
 pub fn analyze(line: &str) -> std::result::Result<ShellLine, ShellParseError> {
     if line.trim().is_empty() {
         return Err(fail("empty command line"));
     }
-    let line = line.to_owned();
-    let worker = std::thread::Builder::new()
-        .name("shell-analysis".into())
-        .stack_size(STACK_BYTES)
-        .spawn(move || {
-            let mut analyzer = Analyzer::default();
-            analyzer.code(&line)?;
-            let mut out = analyzer.out;
-            if analyzer.hijacked {
-                out.commands.iter_mut().for_each(|c| c.dynamic = true);
-            }
-            Ok(out)
-        })
-        .map_err(|e| fail(format!("cannot start the analysis thread: {e}")))?;
-    worker
-        .join()
-        .unwrap_or_else(|_| Err(fail("the shell parser failed on this line")))
+    let analyze = || {
+        let mut analyzer = Analyzer::default();
+        analyzer.code(line)?;
+        let mut out = analyzer.out;
+        if analyzer.hijacked {
+            out.commands.iter_mut().for_each(|c| c.dynamic = true);
+        }
+        Ok(out)
+    };
+    stacker::grow(STACK_BYTES, || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(analyze))
+            .unwrap_or_else(|_| Err(fail("the shell parser failed on this line")))
+    })
 }
 
 /// A word after quote removal.
