@@ -22,6 +22,7 @@ use crate::sandbox::SandboxMode;
 pub fn gate(config: &Config) -> ToolGate {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
+    tools.extend(search::tools(search::SearchSettings::default()));
     tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
     ToolGate {
         tools: Toolset::new(tools),
