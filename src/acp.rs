@@ -31,8 +31,12 @@ use crate::store::SessionQuery;
 use peer::{Id, Incoming, Line, LineReader, Peer};
 
 /// The extension methods Pincer serves, advertised in `initialize`.
-pub const EXTENSION_METHODS: [&str; 3] =
-    ["_pincer/runs/list", "_pincer/runs/get", "_pincer/runs/tape"];
+pub const EXTENSION_METHODS: [&str; 4] = [
+    "_pincer/runs/list",
+    "_pincer/runs/get",
+    "_pincer/runs/tape",
+    "_pincer/grants/list",
+];
 
 /// Settings of the ACP face.
 #[derive(Debug, Clone)]
@@ -440,6 +444,7 @@ impl Connection {
             "_pincer/runs/list" => self.runs_list(raw).await,
             "_pincer/runs/get" => self.runs_get(raw).await,
             "_pincer/runs/tape" => self.runs_tape(raw).await,
+            "_pincer/grants/list" => self.grants_list(raw).await,
             other => Err(RpcError::method_not_found().data(format!("unknown method {other:?}"))),
         };
         Reply::Now(result)
@@ -827,6 +832,20 @@ impl Connection {
             .await
             .map_err(runtime_error)?;
         Ok(convert::run_json(&run))
+    }
+
+    async fn grants_list(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: RunsListParams = params(raw)?;
+        let grants = self
+            .runtime
+            .grants(&SessionId::from_string(request.session_id))
+            .await
+            .map_err(runtime_error)?;
+        Ok(json!({ "grants": grants.iter().map(|g| json!({
+            "tool": g.tool,
+            "scope": g.scope,
+            "decision": if g.allow { "allow_always" } else { "reject_always" },
+        })).collect::<Vec<_>>() }))
     }
 
     async fn runs_tape(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {

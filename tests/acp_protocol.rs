@@ -30,8 +30,18 @@ fn prompt_streams_chunks_in_order_and_ends_the_turn() {
     assert_eq!(init["agentCapabilities"]["loadSession"], true);
     assert_eq!(
         init["agentCapabilities"]["_meta"]["pincer"]["extensionMethods"],
-        json!(["_pincer/runs/list", "_pincer/runs/get", "_pincer/runs/tape"])
+        json!([
+            "_pincer/runs/list",
+            "_pincer/runs/get",
+            "_pincer/runs/tape",
+            "_pincer/grants/list"
+        ])
     );
+    let sandbox = &init["agentCapabilities"]["_meta"]["pincer"]["sandbox"];
+    let status = pincer::sandbox::status();
+    assert_eq!(sandbox["setting"], "best_effort");
+    assert_eq!(sandbox["enforced"], status.enforced);
+    assert_eq!(sandbox["landlock"]["abi"], json!(status.abi));
     let session = acp.new_session(&dir.workspace());
     let (notes, response) = acp.prompt(&session, "hi");
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));

@@ -386,3 +386,37 @@ fn an_unanswered_approval_times_out_as_a_rejection() {
     assert!(!dir.workspace().join("late.txt").exists());
     acp.finish();
 }
+
+#[test]
+fn allow_always_over_acp_is_listed_by_the_grants_extension() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "shell", "arguments": {"command": "touch made-by-shell"}}}]),
+            json!([{"tool_call": {"name": "shell", "arguments": {"command": "touch made-by-shell"}}}]),
+            json!([{"text": "done"}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    let prompt = acp.prompt_async(&session, "go");
+    let request = wait_for(&mut acp, |m| m["method"] == "session/request_permission");
+    assert_eq!(request["params"]["toolCall"]["kind"], "execute");
+    acp.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_always"}}}));
+    let (notes, response) = acp.until_response(&prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    // The second, identical command was not asked about.
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == "session/request_permission")
+    );
+    let grants = acp.call("_pincer/grants/list", json!({"sessionId": session}));
+    assert_eq!(
+        grants,
+        json!({"grants": [{"tool": "shell", "scope": "touch made-by-shell", "decision": "allow_always"}]})
+    );
+    acp.finish();
+}
