@@ -1233,4 +1233,143 @@ mod tests {
         );
         rt.shutdown().await;
     }
+
+    /// Asks for `calls` copies of one tool in its first turn, then ends.
+    struct CallingProvider {
+        tool: &'static str,
+        calls: usize,
+    }
+
+    impl Provider for CallingProvider {
+        fn name(&self) -> &str {
+            "test"
+        }
+
+        fn stream(&self, request: ModelRequest) -> ProviderStream {
+            let answered = matches!(request.messages.last(), Some(Message::Tool { .. }));
+            let events: Vec<Result<ProviderEvent, crate::core::provider::ProviderError>> =
+                if answered {
+                    vec![Ok(ProviderEvent::Done(ModelStop::EndTurn))]
+                } else {
+                    (0..self.calls)
+                        .map(|i| {
+                            Ok(ProviderEvent::ToolCall(crate::core::session::ToolCall {
+                                id: format!("c{i}"),
+                                name: self.tool.to_owned(),
+                                arguments: serde_json::json!({}),
+                            }))
+                        })
+                        .chain([Ok(ProviderEvent::Done(ModelStop::ToolUse))])
+                        .collect()
+                };
+            futures::stream::iter(events).boxed()
+        }
+    }
+
+    /// A tool that records how many of its calls run at once.
+    struct Counting {
+        name: &'static str,
+        kind: crate::core::tool::ToolKind,
+        running: Arc<std::sync::atomic::AtomicUsize>,
+        most: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl crate::core::tool::Tool for Counting {
+        fn spec(&self) -> crate::core::tool::ToolSpec {
+            crate::core::tool::ToolSpec {
+                name: self.name.into(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+
+        fn kind(&self) -> crate::core::tool::ToolKind {
+            self.kind
+        }
+
+        fn plan<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _ctx: &'a ToolContext,
+        ) -> futures::future::BoxFuture<'a, Result<crate::core::tool::Plan, crate::core::tool::ToolError>>
+        {
+            Box::pin(async { Ok(crate::core::tool::Plan::default()) })
+        }
+
+        fn execute<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _plan: &'a crate::core::tool::Plan,
+            _ctx: &'a ToolContext,
+        ) -> futures::future::BoxFuture<'a, Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>>
+        {
+            Box::pin(async move {
+                let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.running.fetch_sub(1, Ordering::SeqCst);
+                Ok(crate::core::tool::ToolOutput::text("ok"))
+            })
+        }
+    }
+
+    async fn most_at_once(kind: crate::core::tool::ToolKind) -> (usize, Vec<HistoryEntry>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tool = Counting {
+            name: "probe",
+            kind,
+            running: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            most: most.clone(),
+        };
+        let mut gate = ToolGate::without_tools();
+        gate.tools = crate::core::tool::Toolset::new(vec![Arc::new(tool)]);
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(CallingProvider {
+                    tool: "probe",
+                    calls: 3,
+                }),
+            }],
+            None,
+        );
+        let rt = Runtime::new(
+            store,
+            providers,
+            Arc::new(gate),
+            RuntimeConfig {
+                default_mode: Mode::Full,
+                ..RuntimeConfig::default()
+            },
+        );
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
+        assert_eq!(
+            ticket.done.await.unwrap(),
+            RunOutcome::Completed(StopReason::EndTurn)
+        );
+        let history = rt.history(&session.id).await.unwrap();
+        rt.shutdown().await;
+        (most.load(Ordering::SeqCst), history)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_only_calls_of_a_turn_run_together_and_mutating_ones_alone() {
+        let (together, history) = most_at_once(crate::core::tool::ToolKind::Read).await;
+        assert_eq!(together, 3);
+        // Results still follow their calls in the order the model asked.
+        let results: Vec<String> = history
+            .iter()
+            .filter_map(|e| match &e.message {
+                Message::Tool { call_id, .. } => Some(call_id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results, vec!["c0", "c1", "c2"]);
+        let (alone, _) = most_at_once(crate::core::tool::ToolKind::Edit).await;
+        assert_eq!(alone, 1);
+    }
 }
