@@ -26,7 +26,7 @@ on both sides; the Pincer binary also reports the time inside the process.
 Each side's matching lines are counted and must agree.
 
     python3 scripts/bench_grep.py
-    python3 scripts/bench_grep.py --runs 9 --write docs/benchmarks-grep.md
+    python3 scripts/bench_grep.py --runs 9 --write /tmp/grep.md
 
 ripgrep must be installed: `apt-get install -y ripgrep` or
 `cargo install ripgrep`. The Pincer binary is built with
@@ -346,7 +346,7 @@ def report(results: list[dict], meta: dict) -> str:
         "",
         "```sh",
         "python3 scripts/bench_grep.py                # builds the bench, prints the table",
-        "python3 scripts/bench_grep.py --runs 9 --write docs/benchmarks-grep.md",
+        "python3 scripts/bench_grep.py --runs 9 --write /tmp/grep.md",
         "```",
         "",
     ]
