@@ -154,8 +154,9 @@ impl Safety {
             }
         };
 
-        let longest_kind = BUILTINS
-            .secrets
+        // From the pattern table, not the compiled set: compiling is deferred to
+        // the first check so that starting the server stays fast.
+        let longest_kind = SECRET_PATTERNS
             .iter()
             .map(|p| p.kind.len())
             .chain(kinds.iter().map(String::len))
