@@ -1291,8 +1291,10 @@ mod tests {
             &'a self,
             _arguments: &'a serde_json::Value,
             _ctx: &'a ToolContext,
-        ) -> futures::future::BoxFuture<'a, Result<crate::core::tool::Plan, crate::core::tool::ToolError>>
-        {
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<crate::core::tool::Plan, crate::core::tool::ToolError>,
+        > {
             Box::pin(async { Ok(crate::core::tool::Plan::default()) })
         }
 
@@ -1301,8 +1303,10 @@ mod tests {
             _arguments: &'a serde_json::Value,
             _plan: &'a crate::core::tool::Plan,
             _ctx: &'a ToolContext,
-        ) -> futures::future::BoxFuture<'a, Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>>
-        {
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>,
+        > {
             Box::pin(async move {
                 let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
                 self.most.fetch_max(now, Ordering::SeqCst);
