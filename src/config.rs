@@ -423,7 +423,7 @@ impl Config {
                 CommandRule::parse(rule).map_err(|err| ConfigError::Invalid {
                     origin: file_origin(),
                     key: key.into(),
-                    message: err.to_string(),
+                    message: err.0,
                 })?;
             }
         }
@@ -545,18 +545,18 @@ impl Config {
                 out.push_str(&format!("{name} = {}\n", quote(rule)));
             }
         }
-        if let Ok(shell) = toml::to_string(&self.shell)
-            && !shell.trim().is_empty()
+        if self.shell != ShellConfig::default()
+            && let Ok(shell) = toml::to_string(&self.shell)
         {
             out.push_str(&format!("\n[shell]  # {file_note}\n{shell}"));
         }
-        if let Ok(paths) = toml::to_string(&self.paths)
-            && !paths.trim().is_empty()
+        if self.paths != PathsConfig::default()
+            && let Ok(paths) = toml::to_string(&self.paths)
         {
             out.push_str(&format!("\n[paths]  # {file_note}\n{paths}"));
         }
-        if let Ok(safety) = toml::to_string(&self.safety)
-            && !safety.trim().is_empty()
+        if self.safety != SafetyFileConfig::default()
+            && let Ok(safety) = toml::to_string(&self.safety)
         {
             out.push_str(&format!("\n[safety]  # {file_note}\n{safety}"));
         }
@@ -800,5 +800,51 @@ mod tests {
         .err()
         .unwrap_or_default();
         assert!(err.contains("no provider named \"nope\""), "{err}");
+    }
+
+    #[test]
+    fn tool_settings_are_read_and_bad_ones_name_the_key() {
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let file = "mode = \"read_only\"\nsandbox = \"required\"\napproval_timeout_secs = 30\n\
+                    [tools]\nwrite_file = \"deny\"\n[shell]\nallow = [\"cargo test\"]\n";
+        let config =
+            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.mode.value, Mode::ReadOnly);
+        assert_eq!(config.sandbox.value, SandboxSetting::Required);
+        assert_eq!(config.approval_timeout_secs.map(|t| t.value), Some(30));
+        assert_eq!(config.tools.get("write_file"), Some(&Rule::Deny));
+        assert_eq!(config.shell.allow, vec!["cargo test".to_owned()]);
+        let flags = Flags {
+            mode: Some("full".into()),
+            ..Flags::default()
+        };
+        let config = load(&[("c.toml", file)], &vars, flags).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.mode.value, Mode::Full);
+        assert_eq!(config.mode.origin, Origin::Flag("--mode"));
+        for (text, fragment) in [
+            (
+                "mode = \"yolo\"\n",
+                "mode: expected read_only, supervised or full, got \"yolo\"",
+            ),
+            ("sandbox = \"sometimes\"\n", "unknown variant `sometimes`"),
+            ("[tools]\nshell = \"maybe\"\n", "unknown variant `maybe`"),
+            (
+                "[shell]\ndeny = [\"rm | x\"]\n",
+                "shell.deny: the command rule \"rm | x\" contains '|'",
+            ),
+            (
+                "[shell]\ntimeout_secs = 0\n",
+                "shell.timeout_secs: must be at least 1",
+            ),
+            ("[paths]\nextra = []\n", "unknown field `extra`"),
+        ] {
+            let err = load(&[("c.toml", text)], &vars, Flags::default())
+                .err()
+                .unwrap_or_default();
+            assert!(
+                err.contains(fragment) && err.contains("c.toml"),
+                "{text}: {err}"
+            );
+        }
     }
 }
