@@ -623,7 +623,13 @@ impl Connection {
                 .history(&session.id)
                 .await
                 .map_err(runtime_error)?;
-            for update in convert::history_updates(&history) {
+            let tools = &self.runtime.gate().tools;
+            let kind_of = |name: &str| {
+                tools
+                    .get(name)
+                    .map_or(crate::core::tool::ToolKind::Other, |tool| tool.kind())
+            };
+            for update in convert::history_updates(&history, kind_of) {
                 if cancel.is_cancelled() {
                     return Err(RpcError::request_cancelled());
                 }

@@ -420,3 +420,41 @@ fn allow_always_over_acp_is_listed_by_the_grants_extension() {
     );
     acp.finish();
 }
+
+#[test]
+fn session_load_replays_tool_calls_with_their_kind_and_result() {
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("r.txt"), "content").unwrap();
+    let out = run_script(
+        &dir,
+        &[
+            json!([{"tool_call": {"name": "read_file", "arguments": {"path": "r.txt"}}}]),
+            json!([{"text": "read it"}]),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let session = jsonl(&out)[0]["session_id"].as_str().unwrap().to_owned();
+    let script = dir.script("none.jsonl", &[json!([{"text": "-"}])]);
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let (notes, response) = acp.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    assert!(response.get("result").is_some(), "{response}");
+    let updates: Vec<&Value> = notes.iter().map(|n| &n["params"]["update"]).collect();
+    let call = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .unwrap();
+    assert_eq!(call["kind"], "read");
+    assert_eq!(call["rawInput"], json!({"path": "r.txt"}));
+    let result = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update")
+        .unwrap();
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["content"][0]["content"]["text"], "content");
+    acp.finish();
+}

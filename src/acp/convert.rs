@@ -251,7 +251,11 @@ pub fn permission_request(session: &str, event: &Event) -> Option<acp::RequestPe
 }
 
 /// The updates that replay a session's history to a client, in order.
-pub fn history_updates(history: &[HistoryEntry]) -> Vec<acp::SessionUpdate> {
+/// `kind_of` names the kind of a tool by its name (`other` for tools gone since).
+pub fn history_updates(
+    history: &[HistoryEntry],
+    kind_of: impl Fn(&str) -> ToolKind,
+) -> Vec<acp::SessionUpdate> {
     let mut updates = Vec::new();
     for entry in history {
         match &entry.message {
@@ -273,7 +277,7 @@ pub fn history_updates(history: &[HistoryEntry]) -> Vec<acp::SessionUpdate> {
                 for call in tool_calls {
                     updates.push(acp::SessionUpdate::ToolCall(
                         acp::ToolCall::new(call.id.clone(), call.name.clone())
-                            .kind(acp::ToolKind::Other)
+                            .kind(tool_kind(kind_of(&call.name)))
                             .status(acp::ToolCallStatus::Pending)
                             .raw_input(call.arguments.clone()),
                     ));
