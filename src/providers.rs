@@ -1,6 +1,8 @@
 //! Model providers: implementations of [`crate::core::provider::Provider`], and
 //! building the set a runtime uses from the configuration.
 
+#[cfg(test)]
+pub mod fixture;
 pub mod scripted;
 
 use std::sync::Arc;
@@ -70,6 +72,19 @@ pub fn build(config: &Config) -> (Providers, Vec<String>) {
         }
     });
     (Providers::new(entries, default), problems)
+}
+
+/// An HTTP client for model providers: rustls with the `ring` provider (no
+/// system OpenSSL), HTTP/2 where the server offers it, `timeout` as the limit
+/// for connecting and for each read (a stalled stream fails, a long one does not).
+pub fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, reqwest::Error> {
+    // Installing twice is harmless: the first provider stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// Stands in for a provider whose setup failed.
