@@ -2,6 +2,7 @@
 //! building the set a runtime uses from the configuration.
 
 pub mod anthropic;
+pub mod failover;
 #[cfg(test)]
 pub mod fixture;
 pub mod scripted;

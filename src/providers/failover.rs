@@ -1,0 +1,408 @@
+//! Retries and failover across an ordered list of provider/model pairs.
+//!
+//! A turn that fails before its first event with a retryable error (connection,
+//! timeout, 429, 5xx) is retried with exponential backoff and jitter, honouring
+//! `Retry-After`; when a member's attempts are spent the next member is tried.
+//! A member that failed is cooled down (1 s, doubling on each consecutive
+//! failure, at most 5 minutes) and skipped while cooling, unless every member
+//! is. Success resets its cooldown. Once any event has been passed on, errors
+//! pass through untouched: a turn is never replayed after visible output.
+//! Authentication, unknown-model and context-length errors are not retried.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use crate::core::provider::{
+    ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderStream,
+};
+
+/// How hard to retry one member before moving on.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts per member, the first included.
+    pub attempts: u32,
+    /// The first backoff; each later one doubles.
+    pub base_delay: Duration,
+    /// No backoff (nor `Retry-After`) waits longer than this.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 3,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The first cooldown of a failed member, and its cap.
+const COOLDOWN_BASE: Duration = Duration::from_secs(1);
+const COOLDOWN_MAX: Duration = Duration::from_secs(300);
+
+/// One provider/model pair of the list.
+pub struct Member {
+    pub provider: Arc<dyn Provider>,
+    /// The model to ask this member for; `None` keeps the request's model.
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Health {
+    /// Consecutive failed turns.
+    failures: u32,
+    cooling_until: Option<Instant>,
+}
+
+pub struct Failover {
+    name: String,
+    members: Vec<Member>,
+    health: Arc<Mutex<Vec<Health>>>,
+    policy: RetryPolicy,
+}
+
+impl Failover {
+    pub fn new(name: impl Into<String>, members: Vec<Member>, policy: RetryPolicy) -> Self {
+        let health = vec![Health::default(); members.len()];
+        Self {
+            name: name.into(),
+            members,
+            health: Arc::new(Mutex::new(health)),
+            policy,
+        }
+    }
+
+    /// Members in the order to try them now: those not cooling first (in list
+    /// order), then the cooling ones, soonest available first.
+    fn order(&self) -> Vec<usize> {
+        let health = lock(&self.health);
+        let now = Instant::now();
+        let (mut ready, mut cooling): (Vec<usize>, Vec<usize>) = (0..self.members.len())
+            .partition(|&i| health[i].cooling_until.is_none_or(|until| until <= now));
+        cooling.sort_by_key(|&i| health[i].cooling_until);
+        ready.append(&mut cooling);
+        ready
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The wait before attempt `attempt` (from 1): exponential with ±25 % jitter,
+/// or what the provider asked for, capped.
+fn backoff(policy: &RetryPolicy, attempt: u32, error: &ProviderError) -> Duration {
+    let wait = match error.retry_after {
+        Some(asked) => asked,
+        None => {
+            let exponential = policy
+                .base_delay
+                .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
+            exponential.mul_f64(0.75 + fastrand::f64() * 0.5)
+        }
+    };
+    wait.min(policy.max_delay)
+}
+
+impl Provider for Failover {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn stream(&self, request: ModelRequest) -> ProviderStream {
+        let order = self.order();
+        let members: Vec<(usize, Arc<dyn Provider>, Option<String>)> = order
+            .into_iter()
+            .map(|i| {
+                (
+                    i,
+                    self.members[i].provider.clone(),
+                    self.members[i].model.clone(),
+                )
+            })
+            .collect();
+        let health = self.health.clone();
+        let policy = self.policy.clone();
+        let name = self.name.clone();
+        futures::stream::once(async move {
+            let mut last: Option<ProviderError> = None;
+            for (index, provider, model) in members {
+                let mut request = request.clone();
+                if let Some(model) = model {
+                    request.model = model;
+                }
+                for attempt in 1..=policy.attempts {
+                    let mut stream = provider.stream(request.clone());
+                    match stream.next().await {
+                        Some(Ok(first)) => {
+                            lock(&health)[index] = Health::default();
+                            return futures::stream::once(async move { Ok(first) })
+                                .chain(stream)
+                                .boxed();
+                        }
+                        Some(Err(error)) if error.is_retryable() => {
+                            tracing::warn!(provider = provider.name(), attempt, error = %error, "model turn failed before any output");
+                            let last_attempt = attempt == policy.attempts;
+                            if !last_attempt {
+                                tokio::time::sleep(backoff(&policy, attempt, &error)).await;
+                            }
+                            last = Some(error);
+                        }
+                        Some(Err(error)) => {
+                            return futures::stream::once(async move { Err(error) }).boxed();
+                        }
+                        None => {
+                            last = Some(ProviderError::new(
+                                ProviderErrorKind::Transport,
+                                format!("provider {} ended the turn without a word", provider.name()),
+                            ));
+                        }
+                    }
+                }
+                let mut health = lock(&health);
+                let entry = &mut health[index];
+                entry.failures += 1;
+                let cooldown = COOLDOWN_BASE
+                    .saturating_mul(2u32.saturating_pow(entry.failures - 1))
+                    .min(COOLDOWN_MAX);
+                entry.cooling_until = Some(Instant::now() + cooldown);
+            }
+            let error = match last {
+                Some(mut error) => {
+                    error.message = format!("{name}: every provider failed; last: {}", error.message);
+                    error
+                }
+                None => ProviderError::new(ProviderErrorKind::Config, format!("{name}: no providers to try")),
+            };
+            futures::stream::once(async move { Err(error) }).boxed()
+        })
+        .flatten()
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::core::provider::{ModelStop, ProviderEvent};
+
+    /// Plays one scripted outcome per turn: `Ok(text)` streams text then ends,
+    /// `Err(kind)` fails before any output.
+    struct Flaky {
+        name: &'static str,
+        outcomes: Mutex<VecDeque<Result<&'static str, ProviderErrorKind>>>,
+        models: Mutex<Vec<String>>,
+    }
+
+    impl Flaky {
+        fn new(
+            name: &'static str,
+            outcomes: Vec<Result<&'static str, ProviderErrorKind>>,
+        ) -> Arc<Self> {
+            Arc::new(Self {
+                name,
+                outcomes: Mutex::new(outcomes.into()),
+                models: Mutex::new(Vec::new()),
+            })
+        }
+
+        fn calls(&self) -> usize {
+            lock(&self.models).len()
+        }
+    }
+
+    impl Provider for Flaky {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn stream(&self, request: ModelRequest) -> ProviderStream {
+            lock(&self.models).push(request.model);
+            let outcome = lock(&self.outcomes)
+                .pop_front()
+                .unwrap_or(Err(ProviderErrorKind::Server));
+            match outcome {
+                Ok(text) => futures::stream::iter([
+                    Ok(ProviderEvent::Text(text.to_owned())),
+                    Ok(ProviderEvent::Done(ModelStop::EndTurn)),
+                ])
+                .boxed(),
+                Err(kind) => {
+                    let mut error =
+                        ProviderError::new(kind, format!("{} says {kind:?}", self.name));
+                    if kind == ProviderErrorKind::RateLimited {
+                        error.retry_after = Some(Duration::from_millis(30));
+                    }
+                    futures::stream::once(async move { Err(error) }).boxed()
+                }
+            }
+        }
+    }
+
+    fn request() -> ModelRequest {
+        ModelRequest {
+            model: "asked".into(),
+            system: None,
+            messages: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    fn quick() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 3,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(100),
+        }
+    }
+
+    async fn first(failover: &Failover) -> Result<ProviderEvent, ProviderError> {
+        failover.stream(request()).next().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_500_then_success_is_retried_on_the_same_member() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::Server), Ok("hi")]);
+        let failover = Failover::new(
+            "f",
+            vec![Member {
+                provider: a.clone(),
+                model: None,
+            }],
+            quick(),
+        );
+        assert_eq!(
+            first(&failover).await.unwrap(),
+            ProviderEvent::Text("hi".into())
+        );
+        assert_eq!(a.calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn retry_after_is_honoured() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::RateLimited), Ok("hi")]);
+        let failover = Failover::new(
+            "f",
+            vec![Member {
+                provider: a.clone(),
+                model: None,
+            }],
+            quick(),
+        );
+        let started = Instant::now();
+        assert!(first(&failover).await.is_ok());
+        assert!(started.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[tokio::test]
+    async fn spent_attempts_fail_over_to_the_next_member_with_its_model() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::Transport); 3]);
+        let b = Flaky::new("b", vec![Ok("from b")]);
+        let failover = Failover::new(
+            "f",
+            vec![
+                Member {
+                    provider: a.clone(),
+                    model: None,
+                },
+                Member {
+                    provider: b.clone(),
+                    model: Some("b-model".into()),
+                },
+            ],
+            quick(),
+        );
+        assert_eq!(
+            first(&failover).await.unwrap(),
+            ProviderEvent::Text("from b".into())
+        );
+        assert_eq!(a.calls(), 3);
+        assert_eq!(lock(&b.models).as_slice(), ["b-model"]);
+        // `a` is cooling down now: the next turn goes to `b` first.
+        lock(&b.outcomes).push_back(Ok("again"));
+        assert_eq!(
+            first(&failover).await.unwrap(),
+            ProviderEvent::Text("again".into())
+        );
+        assert_eq!(a.calls(), 3);
+    }
+
+    #[tokio::test]
+    async fn cooldowns_double_on_consecutive_failures_and_reset_on_success() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::Server); 6]);
+        let failover = Failover::new(
+            "f",
+            vec![Member {
+                provider: a.clone(),
+                model: None,
+            }],
+            quick(),
+        );
+        assert!(first(&failover).await.is_err());
+        let one = lock(&failover.health)[0];
+        assert_eq!(one.failures, 1);
+        assert!(first(&failover).await.is_err());
+        let two = lock(&failover.health)[0];
+        assert_eq!(two.failures, 2);
+        let left = two.cooling_until.unwrap() - Instant::now();
+        assert!(
+            left > Duration::from_millis(1500) && left <= Duration::from_secs(2),
+            "{left:?}"
+        );
+        lock(&a.outcomes).push_back(Ok("back"));
+        assert!(first(&failover).await.is_ok());
+        let health = lock(&failover.health)[0];
+        assert_eq!((health.failures, health.cooling_until), (0, None));
+    }
+
+    #[tokio::test]
+    async fn auth_errors_are_reported_at_once_without_retry_or_failover() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::Auth)]);
+        let b = Flaky::new("b", vec![Ok("never")]);
+        let failover = Failover::new(
+            "f",
+            vec![
+                Member {
+                    provider: a.clone(),
+                    model: None,
+                },
+                Member {
+                    provider: b.clone(),
+                    model: None,
+                },
+            ],
+            quick(),
+        );
+        let err = first(&failover).await.unwrap_err();
+        assert_eq!(err.kind, ProviderErrorKind::Auth);
+        assert_eq!((a.calls(), b.calls()), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn when_every_member_fails_the_last_error_is_reported() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::Timeout); 3]);
+        let failover = Failover::new(
+            "f",
+            vec![Member {
+                provider: a,
+                model: None,
+            }],
+            quick(),
+        );
+        let err = first(&failover).await.unwrap_err();
+        assert_eq!(err.kind, ProviderErrorKind::Timeout);
+        assert!(
+            err.message
+                .starts_with("f: every provider failed; last: a says Timeout"),
+            "{}",
+            err.message
+        );
+    }
+}
