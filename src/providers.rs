@@ -3,6 +3,7 @@
 
 #[cfg(test)]
 pub mod fixture;
+pub mod openai;
 pub mod scripted;
 
 use std::sync::Arc;
