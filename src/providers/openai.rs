@@ -774,3 +774,552 @@ impl TextCalls {
         Some((name.to_owned(), arguments))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::fixture::{FixtureResponse, FixtureServer};
+
+    fn settings(server: &FixtureServer, key: Option<&str>) -> OpenAiSettings {
+        OpenAiSettings {
+            name: "openai".into(),
+            base_url: format!("{}/v1", server.base_url),
+            api_key: key.map(str::to_owned),
+            headers: vec![("x-extra".into(), "yes".into())],
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn user(text: &str) -> Message {
+        Message::User {
+            content: vec![ContentPart::Text { text: text.into() }],
+        }
+    }
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            model: "gpt-test".into(),
+            system: Some("You are terse".into()),
+            messages,
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads a file".into(),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            }],
+        }
+    }
+
+    /// A `data:` line as OpenAI sends it.
+    fn data(chunk: Value) -> String {
+        format!("data: {chunk}\n\n")
+    }
+
+    /// A chunk in OpenAI's documented `chat.completion.chunk` shape.
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        data(json!({
+            "id": "chatcmpl-123",
+            "object": "chat.completion.chunk",
+            "created": 1_694_268_190,
+            "model": "gpt-test",
+            "system_fingerprint": "fp_44709d6fcb",
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            "usage": null,
+        }))
+    }
+
+    fn usage_chunk() -> String {
+        data(json!({
+            "id": "chatcmpl-123",
+            "object": "chat.completion.chunk",
+            "created": 1_694_268_190,
+            "model": "gpt-test",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 120,
+                "completion_tokens": 30,
+                "total_tokens": 150,
+                "prompt_tokens_details": {"cached_tokens": 100},
+                "completion_tokens_details": {"reasoning_tokens": 12},
+            },
+        }))
+    }
+
+    const DONE: &str = "data: [DONE]\n\n";
+
+    async fn run(
+        settings: OpenAiSettings,
+        request: ModelRequest,
+    ) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let provider = OpenAiProvider::new(settings).unwrap();
+        provider.stream(request).collect().await
+    }
+
+    async fn run_one(response: FixtureResponse) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let server = FixtureServer::start(vec![response]).await.unwrap();
+        run(
+            settings(&server, Some("sk-test")),
+            request(vec![user("hi")]),
+        )
+        .await
+    }
+
+    fn text_of(events: &[Result<ProviderEvent, ProviderError>]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ProviderEvent::Text(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn error_of(events: &[Result<ProviderEvent, ProviderError>]) -> ProviderError {
+        match events.last() {
+            Some(Err(err)) => err.clone(),
+            other => panic!("expected an error last, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn plain_text_streams_in_chunks() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"role": "assistant", "content": ""}), None),
+            chunk(json!({"content": "Hello"}), None),
+            chunk(json!({"content": ", wor"}), None),
+            chunk(json!({"content": "ld!"}), None),
+            chunk(json!({}), Some("stop")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Text("Hello".into()),
+                ProviderEvent::Text(", wor".into()),
+                ProviderEvent::Text("ld!".into()),
+                ProviderEvent::Done(ModelStop::EndTurn),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn parallel_tool_calls_are_assembled_from_fragments_in_index_order() {
+        let start = |index: u64, id: &str, name: &str| {
+            chunk(
+                json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                None,
+            )
+        };
+        let piece = |index: u64, arguments: &str| {
+            chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}),
+                None,
+            )
+        };
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"role": "assistant", "content": null}), None),
+            start(0, "call_a", "read_file"),
+            piece(0, "{\"pa"),
+            start(1, "call_b", "read_file"),
+            piece(1, "{\"path\""),
+            piece(0, "th\": \"src/"),
+            piece(1, ": \"Cargo"),
+            piece(0, "main.rs\"}"),
+            piece(1, ".toml\"}"),
+            chunk(json!({}), Some("tool_calls")),
+            usage_chunk(),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events[..2],
+            [
+                ProviderEvent::ToolCall(ToolCall {
+                    id: "call_a".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "src/main.rs"}),
+                }),
+                ProviderEvent::ToolCall(ToolCall {
+                    id: "call_b".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "Cargo.toml"}),
+                }),
+            ]
+        );
+        assert!(matches!(events[2], ProviderEvent::Usage(_)));
+        assert_eq!(events[3], ProviderEvent::Done(ModelStop::ToolUse));
+        assert_eq!(events.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn reasoning_deltas_become_thinking() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"reasoning_content": "Let me think"}), None),
+            chunk(json!({"reasoning": " harder"}), None),
+            chunk(json!({"content": "42"}), None),
+            chunk(json!({}), Some("stop")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Thinking("Let me think".into()),
+                ProviderEvent::Thinking(" harder".into()),
+                ProviderEvent::Text("42".into()),
+                ProviderEvent::Done(ModelStop::EndTurn),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn usage_arrives_before_done() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "ok"}), None),
+            chunk(json!({}), Some("length")),
+            usage_chunk(),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Text("ok".into()),
+                ProviderEvent::Usage(Usage {
+                    input_tokens: 120,
+                    output_tokens: 30,
+                    cached_input_tokens: 100,
+                    reasoning_tokens: 12,
+                }),
+                ProviderEvent::Done(ModelStop::MaxTokens),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn rate_limit_carries_retry_after() {
+        let events = run_one(
+            FixtureResponse::error(
+                429,
+                r#"{"error":{"message":"Rate limit reached for gpt-test","type":"requests","code":"rate_limit_exceeded"}}"#,
+            )
+            .header("retry-after", "7"),
+        )
+        .await;
+        let error = error_of(&events);
+        assert_eq!(events.len(), 1);
+        assert_eq!(error.kind, ProviderErrorKind::RateLimited);
+        assert_eq!(error.retry_after, Some(Duration::from_secs(7)));
+        assert!(
+            error.message.contains("Rate limit reached"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn retry_after_reads_an_http_date() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(30);
+        let date = jiff::fmt::rfc2822::DateTimePrinter::new()
+            .timestamp_to_rfc9110_string(&at)
+            .unwrap();
+        headers.insert("retry-after", date.parse().unwrap());
+        let wait = retry_after(&headers).unwrap();
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn server_error_is_server() {
+        let events = run_one(FixtureResponse::error(
+            500,
+            r#"{"error":{"message":"The server had an error while processing your request","type":"server_error"}}"#,
+        ))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Server);
+        assert!(error.message.contains("had an error"), "{}", error.message);
+        assert!(error.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn bad_key_is_auth_in_plain_words() {
+        let events = run_one(FixtureResponse::error(
+            401,
+            r#"{"error":{"message":"Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
+        ))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Auth);
+        assert!(
+            error
+                .message
+                .starts_with("the provider openai rejected the API key"),
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains("Incorrect API key provided"));
+        assert!(!error.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn unknown_model_and_context_length_are_recognised() {
+        let unknown = run_one(FixtureResponse::error(
+            404,
+            r#"{"error":{"message":"The model `gpt-test` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&unknown).kind, ProviderErrorKind::UnknownModel);
+        let long = run_one(FixtureResponse::error(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&long).kind, ProviderErrorKind::ContextLength);
+        let other = run_one(FixtureResponse::error(
+            400,
+            r#"{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&other).kind, ProviderErrorKind::Protocol);
+    }
+
+    #[tokio::test]
+    async fn an_error_inside_the_stream_is_mapped() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "par"}), None),
+            data(json!({"error": {"message": "Upstream overloaded", "code": 502}})),
+        ]))
+        .await;
+        assert_eq!(text_of(&events), "par");
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Server);
+        assert!(error.message.contains("Upstream overloaded"));
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_fails_after_the_text_received() {
+        let mut response = FixtureResponse::sse(&[
+            chunk(json!({"content": "Hello"}), None),
+            chunk(json!({"content": " there"}), None),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\": \"a\"}"}}]}),
+                None,
+            ),
+        ]);
+        response.cut = true;
+        let events = run_one(response).await;
+        assert_eq!(text_of(&events), "Hello there");
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Transport);
+        // No tool call from a truncated stream.
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Ok(ProviderEvent::ToolCall(_))))
+        );
+        assert_eq!(events.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_stream_ending_without_a_finish_reason_is_transport() {
+        let events = run_one(FixtureResponse::sse(&[chunk(
+            json!({"content": "Hel"}),
+            None,
+        )]))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Transport);
+        assert!(
+            error
+                .message
+                .starts_with("the stream ended before the model finished")
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_tool_arguments_are_a_protocol_error() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\": "}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("tool_calls")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Protocol);
+        assert!(error.message.contains("read_file"), "{}", error.message);
+        assert_eq!(events.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_slow_first_byte_times_out() {
+        let mut response = FixtureResponse::sse(&[DONE]);
+        response.first_byte_delay = Duration::from_secs(2);
+        let server = FixtureServer::start(vec![response]).await.unwrap();
+        let mut settings = settings(&server, None);
+        settings.timeout = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let events = run(settings, request(vec![user("hi")])).await;
+        assert_eq!(error_of(&events).kind, ProviderErrorKind::Timeout);
+        assert!(started.elapsed() < Duration::from_millis(1500));
+    }
+
+    #[tokio::test]
+    async fn connection_refused_is_transport() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let events = run(
+            OpenAiSettings {
+                name: "local".into(),
+                base_url: format!("http://{address}/v1"),
+                api_key: None,
+                headers: Vec::new(),
+                timeout: Duration::from_secs(2),
+            },
+            request(vec![user("hi")]),
+        )
+        .await;
+        assert_eq!(error_of(&events).kind, ProviderErrorKind::Transport);
+    }
+
+    #[tokio::test]
+    async fn the_request_has_the_documented_shape() {
+        let ok = || {
+            FixtureResponse::sse(&[
+                chunk(json!({"content": "ok"}), Some("stop")),
+                DONE.to_owned(),
+            ])
+        };
+        let server = FixtureServer::start(vec![ok(), ok()]).await.unwrap();
+        let history = vec![
+            user("read main"),
+            Message::Assistant {
+                text: String::new(),
+                thought: "hmm".into(),
+                tool_calls: vec![ToolCall {
+                    id: "call_a".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "src/main.rs"}),
+                }],
+                interrupted: false,
+            },
+            Message::Tool {
+                call_id: "call_a".into(),
+                content: "fn main() {}".into(),
+                is_error: false,
+            },
+            Message::Assistant {
+                text: "It is emp".into(),
+                thought: String::new(),
+                tool_calls: Vec::new(),
+                interrupted: true,
+            },
+            user("go on"),
+        ];
+        let events = run(settings(&server, None), request(history.clone())).await;
+        assert!(events.iter().all(Result::is_ok));
+        run(settings(&server, Some("sk-test")), request(history)).await;
+        let requests = server.requests();
+        let first = &requests[0];
+        assert_eq!(first.method, "POST");
+        assert_eq!(first.path, "/v1/chat/completions");
+        assert_eq!(first.header("authorization"), None);
+        assert_eq!(first.header("x-extra"), Some("yes"));
+        assert_eq!(requests[1].header("authorization"), Some("Bearer sk-test"));
+        let body = &first.body;
+        assert_eq!(body["model"], "gpt-test");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "read_file",
+                "description": "Reads a file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}])
+        );
+        let messages = body["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "tool", "assistant", "user"]
+        );
+        assert_eq!(messages[0]["content"], "You are terse");
+        assert_eq!(
+            messages[2],
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_a",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\":\"src/main.rs\"}"}}]})
+        );
+        assert_eq!(
+            messages[3],
+            json!({"role": "tool", "tool_call_id": "call_a", "content": "fn main() {}"})
+        );
+        assert_eq!(
+            messages[4],
+            json!({"role": "assistant", "content": "It is emp"})
+        );
+    }
+
+    #[tokio::test]
+    async fn tool_calls_written_as_text_are_parsed() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "Reading it. <tool"}), None),
+            chunk(json!({"content": "_call>{\"name\": \"read_file\", "}), None),
+            chunk(
+                json!({"content": "\"arguments\": {\"path\": \"a.rs\"}}</tool_call>"}),
+                None,
+            ),
+            chunk(json!({"content": " <b>"}), None),
+            chunk(json!({}), Some("stop")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        assert_eq!(text_of(&events), "Reading it.  <b>");
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        let calls: Vec<&ToolCall> = events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::ToolCall(call) => Some(call),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "read_file");
+        assert_eq!(calls[0].arguments, json!({"path": "a.rs"}));
+        assert_eq!(
+            events.last(),
+            Some(&ProviderEvent::Done(ModelStop::ToolUse))
+        );
+    }
+
+    #[test]
+    fn text_blocks_naming_unknown_tools_stay_text() {
+        let mut calls = TextCalls::new(vec!["read_file".into()]);
+        let mut shown = calls.push("a <tool_call>{\"name\": \"rm\"}</tool_call> b <tool_");
+        let (rest, found) = calls.finish();
+        shown.push_str(&rest);
+        assert_eq!(
+            shown,
+            "a <tool_call>{\"name\": \"rm\"}</tool_call> b <tool_"
+        );
+        assert!(found.is_empty());
+        let mut plain = TextCalls::new(Vec::new());
+        assert_eq!(plain.push("<tool_call>"), "<tool_call>");
+    }
+}
