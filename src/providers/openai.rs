@@ -7,7 +7,7 @@
 //! and strict where a mistake would hurt (a tool call is only emitted once the
 //! model finished its turn, so a cut stream never runs half a call).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use eventsource_stream::{EventStreamError, Eventsource};
@@ -117,9 +117,28 @@ impl Provider for OpenAiProvider {
                 error.retry_after = retry_after;
                 return Err(error);
             }
+            let is_json = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"));
+            let mut decoder = Decoder::new(context, tool_names);
+            if is_json {
+                // A server (or proxy) that ignored `stream: true` answers with
+                // one whole completion, or with an error under status 200.
+                let text = response
+                    .text()
+                    .await
+                    .map_err(|err| decoder.context.transport(&err))?;
+                decoder.whole(&text);
+                return Ok(Turn {
+                    events: futures::stream::empty().boxed(),
+                    decoder,
+                });
+            }
             Ok(Turn {
                 events: response.bytes_stream().eventsource().boxed(),
-                decoder: Decoder::new(context, tool_names),
+                decoder,
             })
         };
         futures::stream::once(start)
@@ -138,6 +157,16 @@ fn request_body(request: &ModelRequest) -> Value {
         messages.push(json!({"role": "system", "content": system}));
     }
     for message in &request.messages {
+        // A turn interrupted before it said anything has nothing to send, and
+        // some servers reject an empty assistant message.
+        if let Message::Assistant {
+            text, tool_calls, ..
+        } = message
+            && text.is_empty()
+            && tool_calls.is_empty()
+        {
+            continue;
+        }
         messages.push(match message {
             Message::User { content } => json!({"role": "user", "content": user_text(content)}),
             // An interrupted turn is sent as what was said: the model should see
@@ -421,8 +450,11 @@ struct Decoder {
     out: VecDeque<Result<ProviderEvent, ProviderError>>,
     /// Set once nothing more will be queued.
     over: bool,
-    /// Keyed by the fragment's `index`, so calls come out in index order.
-    calls: BTreeMap<u64, PartialCall>,
+    /// Keyed by the fragment's `index` (and a generation, see `delta`), so
+    /// calls come out in index order.
+    calls: BTreeMap<(u64, u32), PartialCall>,
+    /// The current generation of each index.
+    generations: HashMap<u64, u32>,
     /// The model's finish reason; `Done` is held until usage or the end.
     finish: Option<ModelStop>,
     usage: Option<Usage>,
@@ -436,6 +468,7 @@ impl Decoder {
             out: VecDeque::new(),
             over: false,
             calls: BTreeMap::new(),
+            generations: HashMap::new(),
             finish: None,
             usage: None,
             text_calls: TextCalls::new(tool_names),
@@ -523,6 +556,26 @@ impl Decoder {
         }
     }
 
+    /// A whole (not streamed) completion: decoded as one chunk carrying the
+    /// message as its delta, then the end.
+    fn whole(&mut self, body: &str) {
+        let mut completion: Value = match serde_json::from_str(body) {
+            Ok(value) => value,
+            Err(_) => return self.data(body),
+        };
+        if let Some(choices) = completion["choices"].as_array_mut() {
+            for choice in choices {
+                if let Some(message) = choice.get_mut("message").map(Value::take) {
+                    choice["delta"] = message;
+                }
+            }
+        }
+        self.data(&completion.to_string());
+        if !self.over {
+            self.data("[DONE]");
+        }
+    }
+
     fn delta(&mut self, delta: &Value) {
         let reasoning = delta["reasoning_content"]
             .as_str()
@@ -541,12 +594,27 @@ impl Decoder {
             for (position, fragment) in fragments.iter().enumerate() {
                 // Servers that send whole calls at once sometimes omit `index`.
                 let index = fragment["index"].as_u64().unwrap_or(position as u64);
-                let call = self.calls.entry(index).or_default();
-                if let Some(id) = fragment["id"].as_str().filter(|id| !id.is_empty()) {
+                let id = fragment["id"].as_str().filter(|id| !id.is_empty());
+                let mut generation = self.generations.get(&index).copied().unwrap_or(0);
+                // A new id at an index already holding a call starts another
+                // call: some servers send every call whole at index 0.
+                if let (Some(id), Some(existing)) = (id, self.calls.get(&(index, generation)))
+                    && !existing.id.is_empty()
+                    && existing.id != id
+                {
+                    generation += 1;
+                    self.generations.insert(index, generation);
+                }
+                let call = self.calls.entry((index, generation)).or_default();
+                if let Some(id) = id {
                     call.id = id.to_owned();
                 }
                 let function = &fragment["function"];
-                if let Some(name) = function["name"].as_str() {
+                // The name comes whole in the first fragment; a server that
+                // repeats it must not double it.
+                if let Some(name) = function["name"].as_str()
+                    && name != call.name
+                {
                     call.name.push_str(name);
                 }
                 match &function["arguments"] {
@@ -567,7 +635,8 @@ impl Decoder {
             self.out.push_back(Ok(ProviderEvent::Text(rest)));
         }
         let mut any_call = false;
-        for (index, call) in std::mem::take(&mut self.calls) {
+        self.generations.clear();
+        for ((index, _), call) in std::mem::take(&mut self.calls) {
             let arguments = if call.arguments.trim().is_empty() {
                 Ok(json!({}))
             } else {
@@ -1321,5 +1390,103 @@ mod tests {
         assert!(found.is_empty());
         let mut plain = TextCalls::new(Vec::new());
         assert_eq!(plain.push("<tool_call>"), "<tool_call>");
+    }
+
+    #[tokio::test]
+    async fn calls_sent_whole_at_one_index_stay_separate() {
+        // As some servers send them: each call complete, all at index 0, and
+        // the name repeated in later fragments.
+        let whole = |id: &str, path: &str| {
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                    "function": {"name": "read_file",
+                        "arguments": format!("{{\"path\": \"{path}\"}}")}}]}),
+                None,
+            )
+        };
+        let events = run_one(FixtureResponse::sse(&[
+            whole("call_1", "a"),
+            whole("call_2", "b"),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "read_file"}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("stop")),
+        ]))
+        .await;
+        let calls: Vec<ToolCall> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Ok(ProviderEvent::ToolCall(call)) => Some(call),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("call_1", "read_file")
+        );
+        assert_eq!(calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(
+            (calls[1].id.as_str(), calls[1].name.as_str()),
+            ("call_2", "read_file")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_whole_json_completion_is_accepted() {
+        let body = json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Looking",
+                "tool_calls": [{"id": "call_x", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}}]}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+        });
+        let mut response = FixtureResponse::error(200, &body.to_string());
+        response.status = 200;
+        let events: Vec<ProviderEvent> = run_one(response)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(events[0], ProviderEvent::Text("Looking".into()));
+        assert!(matches!(&events[1], ProviderEvent::ToolCall(call) if call.id == "call_x"));
+        assert!(matches!(&events[2], ProviderEvent::Usage(u) if u.input_tokens == 5));
+        assert_eq!(events[3], ProviderEvent::Done(ModelStop::ToolUse));
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_names_the_break() {
+        let mut response = FixtureResponse::sse(&[chunk(json!({"content": "Hi"}), None)]);
+        response.cut = true;
+        let error = error_of(&run_one(response).await);
+        assert!(
+            error.message.contains("before the model finished"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn an_assistant_turn_that_said_nothing_is_not_sent() {
+        let body = request_body(&request(vec![
+            user("hi"),
+            Message::Assistant {
+                text: String::new(),
+                thought: "thinking".into(),
+                tool_calls: Vec::new(),
+                interrupted: true,
+            },
+            user("again"),
+        ]));
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "user"]);
     }
 }
