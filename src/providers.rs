@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod failover;
 #[cfg(test)]
 pub mod fixture;
+pub mod openai;
 pub mod scripted;
 
 use std::sync::Arc;

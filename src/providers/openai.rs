@@ -1,0 +1,1492 @@
+//! The OpenAI-compatible chat completions provider: one streamed
+//! `POST {base_url}/chat/completions` per model turn, decoded from SSE.
+//!
+//! The same wire format is spoken by OpenAI, OpenRouter, Ollama (`/v1`), vLLM,
+//! llama.cpp server and LM Studio, so the decoder is lenient where they differ
+//! (reasoning field names, usage chunks, missing tool call ids, no `[DONE]`)
+//! and strict where a mistake would hurt (a tool call is only emitted once the
+//! model finished its turn, so a cut stream never runs half a call).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::{Value, json};
+
+use crate::core::event::Usage;
+use crate::core::provider::{
+    ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
+    ProviderStream, ToolSpec,
+};
+use crate::core::session::{ContentPart, Message, ToolCall};
+
+/// How to reach one OpenAI-compatible server.
+#[derive(Debug, Clone)]
+pub struct OpenAiSettings {
+    /// The provider's configured name, used in messages and on the tape.
+    pub name: String,
+    /// The API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set; local servers need none.
+    pub api_key: Option<String>,
+    /// Extra request headers (OpenRouter's `HTTP-Referer`, a proxy's key).
+    pub headers: Vec<(String, String)>,
+    /// The limit for connecting and for each read of the stream.
+    pub timeout: Duration,
+}
+
+/// A provider speaking the OpenAI chat completions API.
+pub struct OpenAiProvider {
+    settings: OpenAiSettings,
+    client: reqwest::Client,
+    url: String,
+}
+
+impl OpenAiProvider {
+    pub fn new(settings: OpenAiSettings) -> Result<Self, ProviderError> {
+        let client = super::http_client(settings.timeout).map_err(|err| {
+            ProviderError::new(
+                ProviderErrorKind::Config,
+                format!(
+                    "provider {}: cannot set up the HTTP client: {err}",
+                    settings.name
+                ),
+            )
+        })?;
+        // Validate header names and values now, so a typo in config is reported
+        // when the provider is built rather than on every turn.
+        for (name, value) in &settings.headers {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+                || reqwest::header::HeaderValue::from_str(value).is_err()
+            {
+                return Err(ProviderError::new(
+                    ProviderErrorKind::Config,
+                    format!(
+                        "provider {}: the header {name:?} is not valid",
+                        settings.name
+                    ),
+                ));
+            }
+        }
+        let url = format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        );
+        Ok(Self {
+            settings,
+            client,
+            url,
+        })
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    fn stream(&self, request: ModelRequest) -> ProviderStream {
+        let body = request_body(&request);
+        let mut builder = self.client.post(&self.url).json(&body);
+        if let Some(key) = &self.settings.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        for (name, value) in &self.settings.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let context = ErrorContext {
+            provider: self.settings.name.clone(),
+            model: request.model.clone(),
+            url: self.url.clone(),
+            has_key: self.settings.api_key.is_some(),
+        };
+        let tool_names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+        let start = async move {
+            let response = builder
+                .send()
+                .await
+                .map_err(|err| context.transport(&err))?;
+            let status = response.status();
+            if !status.is_success() {
+                let retry_after = retry_after(response.headers());
+                // A body that fails to arrive still leaves the status to go by.
+                let text = response.text().await.unwrap_or_default();
+                let mut error = context.http(status.as_u16(), &text);
+                error.retry_after = retry_after;
+                return Err(error);
+            }
+            let is_json = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"));
+            let mut decoder = Decoder::new(context, tool_names);
+            if is_json {
+                // A server (or proxy) that ignored `stream: true` answers with
+                // one whole completion, or with an error under status 200.
+                let text = response
+                    .text()
+                    .await
+                    .map_err(|err| decoder.context.transport(&err))?;
+                decoder.whole(&text);
+                return Ok(Turn {
+                    events: futures::stream::empty().boxed(),
+                    decoder,
+                });
+            }
+            Ok(Turn {
+                events: response.bytes_stream().eventsource().boxed(),
+                decoder,
+            })
+        };
+        futures::stream::once(start)
+            .flat_map(|started| match started {
+                Ok(turn) => turn.into_stream(),
+                Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
+            })
+            .boxed()
+    }
+}
+
+/// The JSON body of a chat completions request.
+fn request_body(request: &ModelRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for message in &request.messages {
+        // A turn interrupted before it said anything has nothing to send, and
+        // some servers reject an empty assistant message.
+        if let Message::Assistant {
+            text, tool_calls, ..
+        } = message
+            && text.is_empty()
+            && tool_calls.is_empty()
+        {
+            continue;
+        }
+        messages.push(match message {
+            Message::User { content } => json!({"role": "user", "content": user_text(content)}),
+            // An interrupted turn is sent as what was said: the model should see
+            // its partial answer rather than a gap. The thought is not sent back;
+            // several servers reject reasoning fields in input messages.
+            Message::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut out = json!({"role": "assistant", "content": text});
+                if !tool_calls.is_empty() {
+                    if text.is_empty() {
+                        out["content"] = Value::Null;
+                    }
+                    out["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.id,
+                                "type": "function",
+                                "function": {
+                                    "name": call.name,
+                                    "arguments": call.arguments.to_string(),
+                                },
+                            })
+                        })
+                        .collect();
+                }
+                out
+            }
+            Message::Tool {
+                call_id, content, ..
+            } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+        });
+    }
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    if !request.tools.is_empty() {
+        body["tools"] = request.tools.iter().map(tool_json).collect();
+    }
+    body
+}
+
+fn user_text(content: &[ContentPart]) -> String {
+    content
+        .iter()
+        .map(ContentPart::to_model_text)
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn tool_json(tool: &ToolSpec) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    })
+}
+
+/// `Retry-After` as seconds or an HTTP date; OpenAI also sends `retry-after-ms`.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    }
+    let value = header("retry-after")?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Some(Duration::from_secs_f64(seconds.max(0.0)));
+    }
+    static PARSER: jiff::fmt::rfc2822::DateTimeParser = jiff::fmt::rfc2822::DateTimeParser::new();
+    let at = PARSER.parse_timestamp(value).ok()?;
+    let wait = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+    Some(Duration::from_millis(u64::try_from(wait).unwrap_or(0)))
+}
+
+/// What error messages need to name.
+struct ErrorContext {
+    provider: String,
+    model: String,
+    url: String,
+    has_key: bool,
+}
+
+impl ErrorContext {
+    /// A failure to send the request or to read the stream.
+    fn transport(&self, err: &reqwest::Error) -> ProviderError {
+        let detail = error_chain(err);
+        if err.is_timeout() {
+            ProviderError::new(
+                ProviderErrorKind::Timeout,
+                format!(
+                    "provider {} did not answer in time: {detail}",
+                    self.provider
+                ),
+            )
+        } else if err.is_connect() {
+            ProviderError::new(
+                ProviderErrorKind::Transport,
+                format!(
+                    "cannot connect to provider {} at {}: {detail}",
+                    self.provider, self.url
+                ),
+            )
+        } else {
+            ProviderError::new(
+                ProviderErrorKind::Transport,
+                format!(
+                    "the connection to provider {} failed: {detail}",
+                    self.provider
+                ),
+            )
+        }
+    }
+
+    /// An HTTP error answer before the stream started.
+    fn http(&self, status: u16, body: &str) -> ProviderError {
+        let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        let error = &parsed["error"];
+        let message = error["message"]
+            .as_str()
+            .or_else(|| error.as_str())
+            .or_else(|| parsed["message"].as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| body.trim().chars().take(500).collect());
+        let code = error["code"].as_str().or_else(|| error["type"].as_str());
+        self.classify(Some(status), code, &message)
+    }
+
+    /// An `error` object sent inside the stream.
+    fn in_stream(&self, error: &Value) -> ProviderError {
+        let message = error["message"]
+            .as_str()
+            .or_else(|| error.as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| error.to_string());
+        // OpenRouter puts the HTTP status it would have sent in `code`.
+        let status = error["code"].as_u64().and_then(|c| u16::try_from(c).ok());
+        let code = error["code"].as_str().or_else(|| error["type"].as_str());
+        let mut classified = self.classify(status, code, &message);
+        if status.is_none() && classified.kind == ProviderErrorKind::Protocol {
+            // Without a status an unrecognised error mid-answer is the server's
+            // failure, not something we misunderstood.
+            classified.kind = ProviderErrorKind::Server;
+        }
+        classified
+    }
+
+    fn classify(&self, status: Option<u16>, code: Option<&str>, message: &str) -> ProviderError {
+        let provider = &self.provider;
+        let lower = message.to_ascii_lowercase();
+        let code = code.unwrap_or_default();
+        let said = if message.is_empty() {
+            String::new()
+        } else {
+            format!(": {message}")
+        };
+        let status_text = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+        let (kind, text) = if matches!(status, Some(401 | 403))
+            || matches!(
+                code,
+                "invalid_api_key" | "authentication_error" | "permission_error"
+            ) {
+            let what = if self.has_key {
+                format!("the provider {provider} rejected the API key{status_text}")
+            } else {
+                format!("the provider {provider} needs an API key and none is set{status_text}")
+            };
+            (ProviderErrorKind::Auth, format!("{what}{said}"))
+        } else if code == "model_not_found" || (status == Some(404) && lower.contains("model")) {
+            (
+                ProviderErrorKind::UnknownModel,
+                format!(
+                    "the provider {provider} does not know the model {}{said}",
+                    self.model
+                ),
+            )
+        } else if code == "context_length_exceeded"
+            || lower.contains("context length")
+            || lower.contains("context_length")
+            || lower.contains("maximum context")
+            || lower.contains("context window")
+        {
+            (
+                ProviderErrorKind::ContextLength,
+                format!(
+                    "the conversation is too long for the model {}{said}",
+                    self.model
+                ),
+            )
+        } else if status == Some(429) || code == "rate_limit_exceeded" || code == "rate_limit_error"
+        {
+            (
+                ProviderErrorKind::RateLimited,
+                format!("the provider {provider} is rate limiting requests{status_text}{said}"),
+            )
+        } else if status.is_some_and(|s| s >= 500) || code == "server_error" {
+            (
+                ProviderErrorKind::Server,
+                format!("the provider {provider} failed{status_text}{said}"),
+            )
+        } else if status == Some(404) {
+            (
+                ProviderErrorKind::Protocol,
+                format!(
+                    "the provider {provider} has no chat completions endpoint at {}{status_text}{said}",
+                    self.url
+                ),
+            )
+        } else {
+            (
+                ProviderErrorKind::Protocol,
+                format!("the provider {provider} refused the request{status_text}{said}"),
+            )
+        };
+        ProviderError::new(kind, text)
+    }
+}
+
+/// The error and its sources in one line: reqwest's own text is terse.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+type SseStream =
+    BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>;
+
+/// A started turn: the SSE stream and the decoder turning it into events.
+struct Turn {
+    events: SseStream,
+    decoder: Decoder,
+}
+
+impl Turn {
+    fn into_stream(self) -> ProviderStream {
+        futures::stream::unfold(self, |mut turn| async move {
+            loop {
+                if let Some(item) = turn.decoder.out.pop_front() {
+                    return Some((item, turn));
+                }
+                if turn.decoder.over {
+                    return None;
+                }
+                match turn.events.next().await {
+                    Some(Ok(event)) => turn.decoder.data(&event.data),
+                    Some(Err(err)) => turn.decoder.failed(err),
+                    None => turn.decoder.ended(),
+                }
+            }
+        })
+        .boxed()
+    }
+}
+
+/// A tool call being assembled from fragments.
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Turns SSE data lines into provider events, queued in `out`.
+struct Decoder {
+    context: ErrorContext,
+    out: VecDeque<Result<ProviderEvent, ProviderError>>,
+    /// Set once nothing more will be queued.
+    over: bool,
+    /// Keyed by the fragment's `index` (and a generation, see `delta`), so
+    /// calls come out in index order.
+    calls: BTreeMap<(u64, u32), PartialCall>,
+    /// The current generation of each index.
+    generations: HashMap<u64, u32>,
+    /// The model's finish reason; `Done` is held until usage or the end.
+    finish: Option<ModelStop>,
+    usage: Option<Usage>,
+    text_calls: TextCalls,
+}
+
+impl Decoder {
+    fn new(context: ErrorContext, tool_names: Vec<String>) -> Self {
+        Self {
+            context,
+            out: VecDeque::new(),
+            over: false,
+            calls: BTreeMap::new(),
+            generations: HashMap::new(),
+            finish: None,
+            usage: None,
+            text_calls: TextCalls::new(tool_names),
+        }
+    }
+
+    fn fail(&mut self, error: ProviderError) {
+        self.out.push_back(Err(error));
+        self.over = true;
+    }
+
+    /// Ends the turn with the held usage and `Done`.
+    fn finish_turn(&mut self, stop: ModelStop) {
+        if let Some(usage) = self.usage.take() {
+            self.out.push_back(Ok(ProviderEvent::Usage(usage)));
+        }
+        self.out.push_back(Ok(ProviderEvent::Done(stop)));
+        self.over = true;
+    }
+
+    fn data(&mut self, data: &str) {
+        let data = data.trim();
+        if data.is_empty() {
+            return;
+        }
+        if data == "[DONE]" {
+            match self.finish {
+                Some(stop) => self.finish_turn(stop),
+                // `[DONE]` is an explicit end, unlike a cut connection: a
+                // server that omits the finish reason still finished.
+                None => {
+                    let stop = self.close_choice(None);
+                    if !self.over {
+                        self.finish_turn(stop);
+                    }
+                }
+            }
+            return;
+        }
+        let chunk: Value = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(err) => {
+                let shown: String = data.chars().take(200).collect();
+                let error = ProviderError::new(
+                    ProviderErrorKind::Protocol,
+                    format!(
+                        "provider {} sent a stream chunk that is not JSON ({err}): {shown}",
+                        self.context.provider
+                    ),
+                );
+                return self.fail(error);
+            }
+        };
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            let error = self.context.in_stream(error);
+            return self.fail(error);
+        }
+        let choice = chunk["choices"].as_array().and_then(|choices| {
+            choices
+                .iter()
+                .find(|c| c["index"].as_u64().unwrap_or(0) == 0)
+        });
+        if let Some(choice) = choice {
+            self.delta(&choice["delta"]);
+            if self.over {
+                return;
+            }
+            if self.finish.is_none()
+                && let Some(reason) = choice["finish_reason"].as_str()
+            {
+                let stop = self.close_choice(Some(reason));
+                if self.over {
+                    return;
+                }
+                self.finish = Some(stop);
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            // Kept rather than emitted: servers that send usage on every chunk
+            // send running totals, and only the last one counts.
+            self.usage = Some(parse_usage(usage));
+            if let Some(stop) = self.finish {
+                self.finish_turn(stop);
+            }
+        }
+    }
+
+    /// A whole (not streamed) completion: decoded as one chunk carrying the
+    /// message as its delta, then the end.
+    fn whole(&mut self, body: &str) {
+        let mut completion: Value = match serde_json::from_str(body) {
+            Ok(value) => value,
+            Err(_) => return self.data(body),
+        };
+        if let Some(choices) = completion["choices"].as_array_mut() {
+            for choice in choices {
+                if let Some(message) = choice.get_mut("message").map(Value::take) {
+                    choice["delta"] = message;
+                }
+            }
+        }
+        self.data(&completion.to_string());
+        if !self.over {
+            self.data("[DONE]");
+        }
+    }
+
+    fn delta(&mut self, delta: &Value) {
+        let reasoning = delta["reasoning_content"]
+            .as_str()
+            .or_else(|| delta["reasoning"].as_str());
+        if let Some(thought) = reasoning.filter(|t| !t.is_empty()) {
+            self.out
+                .push_back(Ok(ProviderEvent::Thinking(thought.to_owned())));
+        }
+        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            let shown = self.text_calls.push(text);
+            if !shown.is_empty() {
+                self.out.push_back(Ok(ProviderEvent::Text(shown)));
+            }
+        }
+        if let Some(fragments) = delta["tool_calls"].as_array() {
+            for (position, fragment) in fragments.iter().enumerate() {
+                // Servers that send whole calls at once sometimes omit `index`.
+                let index = fragment["index"].as_u64().unwrap_or(position as u64);
+                let id = fragment["id"].as_str().filter(|id| !id.is_empty());
+                let mut generation = self.generations.get(&index).copied().unwrap_or(0);
+                // A new id at an index already holding a call starts another
+                // call: some servers send every call whole at index 0.
+                if let (Some(id), Some(existing)) = (id, self.calls.get(&(index, generation)))
+                    && !existing.id.is_empty()
+                    && existing.id != id
+                {
+                    generation += 1;
+                    self.generations.insert(index, generation);
+                }
+                let call = self.calls.entry((index, generation)).or_default();
+                if let Some(id) = id {
+                    call.id = id.to_owned();
+                }
+                let function = &fragment["function"];
+                // The name comes whole in the first fragment; a server that
+                // repeats it must not double it.
+                if let Some(name) = function["name"].as_str()
+                    && name != call.name
+                {
+                    call.name.push_str(name);
+                }
+                match &function["arguments"] {
+                    Value::String(piece) => call.arguments.push_str(piece),
+                    Value::Null => {}
+                    // Some servers send the arguments as an object, not a string.
+                    whole => call.arguments = whole.to_string(),
+                }
+            }
+        }
+    }
+
+    /// The choice is finished: flushes held text and emits the assembled tool
+    /// calls, returning the stop reason.
+    fn close_choice(&mut self, reason: Option<&str>) -> ModelStop {
+        let (rest, text_calls) = self.text_calls.finish();
+        if !rest.is_empty() {
+            self.out.push_back(Ok(ProviderEvent::Text(rest)));
+        }
+        let mut any_call = false;
+        self.generations.clear();
+        for ((index, _), call) in std::mem::take(&mut self.calls) {
+            let arguments = if call.arguments.trim().is_empty() {
+                Ok(json!({}))
+            } else {
+                serde_json::from_str::<Value>(&call.arguments)
+            };
+            match arguments {
+                Ok(arguments) => {
+                    any_call = true;
+                    let id = if call.id.is_empty() {
+                        new_call_id(index)
+                    } else {
+                        call.id
+                    };
+                    self.out.push_back(Ok(ProviderEvent::ToolCall(ToolCall {
+                        id,
+                        name: call.name,
+                        arguments,
+                    })));
+                }
+                Err(err) => {
+                    let shown: String = call.arguments.chars().take(200).collect();
+                    let error = ProviderError::new(
+                        ProviderErrorKind::Protocol,
+                        format!(
+                            "the model sent malformed JSON arguments for the tool {} ({err}): {shown}",
+                            call.name
+                        ),
+                    );
+                    self.fail(error);
+                    return ModelStop::EndTurn;
+                }
+            }
+        }
+        for (index, call) in text_calls.into_iter().enumerate() {
+            any_call = true;
+            self.out.push_back(Ok(ProviderEvent::ToolCall(ToolCall {
+                id: new_call_id(index as u64),
+                name: call.0,
+                arguments: call.1,
+            })));
+        }
+        match reason {
+            Some("length") => ModelStop::MaxTokens,
+            Some("content_filter") => ModelStop::Refusal,
+            Some("tool_calls" | "function_call") => ModelStop::ToolUse,
+            // Some servers say "stop" even when the turn ends in tool calls.
+            _ if any_call => ModelStop::ToolUse,
+            _ => ModelStop::EndTurn,
+        }
+    }
+
+    /// The SSE stream failed.
+    fn failed(&mut self, err: EventStreamError<reqwest::Error>) {
+        if let Some(stop) = self.finish {
+            // The answer was complete; only the usage or `[DONE]` was lost.
+            return self.finish_turn(stop);
+        }
+        let error = match err {
+            EventStreamError::Transport(err) => {
+                let mut error = self.context.transport(&err);
+                if error.kind == ProviderErrorKind::Transport {
+                    error.message = format!(
+                        "the stream from provider {} broke before the model finished: {}",
+                        self.context.provider,
+                        error_chain(&err)
+                    );
+                }
+                error
+            }
+            other => ProviderError::new(
+                ProviderErrorKind::Protocol,
+                format!(
+                    "provider {} sent a malformed event stream: {other}",
+                    self.context.provider
+                ),
+            ),
+        };
+        self.fail(error);
+    }
+
+    /// The SSE stream ended without `[DONE]`.
+    fn ended(&mut self) {
+        match self.finish {
+            Some(stop) => self.finish_turn(stop),
+            None => self.fail(ProviderError::new(
+                ProviderErrorKind::Transport,
+                format!(
+                    "the stream ended before the model finished (provider {})",
+                    self.context.provider
+                ),
+            )),
+        }
+    }
+}
+
+/// An id for a call the server sent without one; unique so tool results
+/// cannot be matched to the wrong call across turns.
+fn new_call_id(index: u64) -> String {
+    format!("call_{}_{index}", uuid::Uuid::now_v7().simple())
+}
+
+fn parse_usage(usage: &Value) -> Usage {
+    let count = |value: &Value| value.as_u64().unwrap_or(0);
+    Usage {
+        input_tokens: count(&usage["prompt_tokens"]),
+        output_tokens: count(&usage["completion_tokens"]),
+        cached_input_tokens: count(&usage["prompt_tokens_details"]["cached_tokens"]),
+        reasoning_tokens: count(&usage["completion_tokens_details"]["reasoning_tokens"]),
+    }
+}
+
+const OPEN_TAG: &str = "<tool_call>";
+const CLOSE_TAG: &str = "</tool_call>";
+
+/// Picks `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks out of
+/// streamed text, as small local models write tool calls. Text that might be
+/// the start of a block is held back until it is clear it is not, so the block
+/// never reaches the user as text. Only active when tools were offered, and a
+/// block naming no offered tool is shown as the text it was.
+struct TextCalls {
+    tool_names: Vec<String>,
+    /// Text not yet shown: a possible tag start, or a block's body.
+    held: String,
+    in_block: bool,
+    calls: Vec<(String, Value)>,
+}
+
+impl TextCalls {
+    fn new(tool_names: Vec<String>) -> Self {
+        Self {
+            tool_names,
+            held: String::new(),
+            in_block: false,
+            calls: Vec::new(),
+        }
+    }
+
+    /// Takes a text delta; returns the part that can be shown now.
+    fn push(&mut self, text: &str) -> String {
+        if self.tool_names.is_empty() {
+            return text.to_owned();
+        }
+        self.held.push_str(text);
+        let mut shown = String::new();
+        loop {
+            if self.in_block {
+                let Some(end) = self.held.find(CLOSE_TAG) else {
+                    break;
+                };
+                let body = self.held[..end].to_owned();
+                self.held.drain(..end + CLOSE_TAG.len());
+                self.in_block = false;
+                match self.parse_block(&body) {
+                    Some(call) => self.calls.push(call),
+                    None => {
+                        shown.push_str(OPEN_TAG);
+                        shown.push_str(&body);
+                        shown.push_str(CLOSE_TAG);
+                    }
+                }
+            } else if let Some(start) = self.held.find(OPEN_TAG) {
+                shown.push_str(&self.held[..start]);
+                self.held.drain(..start + OPEN_TAG.len());
+                self.in_block = true;
+            } else {
+                // Keep the longest tail that could begin the open tag.
+                let keep = (1..OPEN_TAG.len())
+                    .rev()
+                    .find(|&n| self.held.ends_with(&OPEN_TAG[..n]))
+                    .unwrap_or(0);
+                let cut = self.held.len() - keep;
+                shown.push_str(&self.held[..cut]);
+                self.held.drain(..cut);
+                break;
+            }
+        }
+        shown
+    }
+
+    /// The turn ended: the held text and the calls found.
+    fn finish(&mut self) -> (String, Vec<(String, Value)>) {
+        let mut rest = String::new();
+        if self.in_block {
+            // An unclosed block is shown as written rather than guessed at.
+            rest.push_str(OPEN_TAG);
+            self.in_block = false;
+        }
+        rest.push_str(&std::mem::take(&mut self.held));
+        (rest, std::mem::take(&mut self.calls))
+    }
+
+    fn parse_block(&self, body: &str) -> Option<(String, Value)> {
+        let value: Value = serde_json::from_str(body.trim()).ok()?;
+        let name = value["name"].as_str()?;
+        if !self.tool_names.iter().any(|known| known == name) {
+            return None;
+        }
+        let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
+            None | Some(Value::Null) => json!({}),
+            // Some models write the arguments as a JSON string.
+            Some(Value::String(text)) => serde_json::from_str(text).ok()?,
+            Some(other) => other.clone(),
+        };
+        Some((name.to_owned(), arguments))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::fixture::{FixtureResponse, FixtureServer};
+
+    fn settings(server: &FixtureServer, key: Option<&str>) -> OpenAiSettings {
+        OpenAiSettings {
+            name: "openai".into(),
+            base_url: format!("{}/v1", server.base_url),
+            api_key: key.map(str::to_owned),
+            headers: vec![("x-extra".into(), "yes".into())],
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn user(text: &str) -> Message {
+        Message::User {
+            content: vec![ContentPart::Text { text: text.into() }],
+        }
+    }
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            model: "gpt-test".into(),
+            system: Some("You are terse".into()),
+            messages,
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads a file".into(),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            }],
+        }
+    }
+
+    /// A `data:` line as OpenAI sends it.
+    fn data(chunk: Value) -> String {
+        format!("data: {chunk}\n\n")
+    }
+
+    /// A chunk in OpenAI's documented `chat.completion.chunk` shape.
+    fn chunk(delta: Value, finish: Option<&str>) -> String {
+        data(json!({
+            "id": "chatcmpl-123",
+            "object": "chat.completion.chunk",
+            "created": 1_694_268_190,
+            "model": "gpt-test",
+            "system_fingerprint": "fp_44709d6fcb",
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            "usage": null,
+        }))
+    }
+
+    fn usage_chunk() -> String {
+        data(json!({
+            "id": "chatcmpl-123",
+            "object": "chat.completion.chunk",
+            "created": 1_694_268_190,
+            "model": "gpt-test",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 120,
+                "completion_tokens": 30,
+                "total_tokens": 150,
+                "prompt_tokens_details": {"cached_tokens": 100},
+                "completion_tokens_details": {"reasoning_tokens": 12},
+            },
+        }))
+    }
+
+    const DONE: &str = "data: [DONE]\n\n";
+
+    async fn run(
+        settings: OpenAiSettings,
+        request: ModelRequest,
+    ) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let provider = OpenAiProvider::new(settings).unwrap();
+        provider.stream(request).collect().await
+    }
+
+    async fn run_one(response: FixtureResponse) -> Vec<Result<ProviderEvent, ProviderError>> {
+        let server = FixtureServer::start(vec![response]).await.unwrap();
+        run(
+            settings(&server, Some("sk-test")),
+            request(vec![user("hi")]),
+        )
+        .await
+    }
+
+    fn text_of(events: &[Result<ProviderEvent, ProviderError>]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ProviderEvent::Text(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn error_of(events: &[Result<ProviderEvent, ProviderError>]) -> ProviderError {
+        match events.last() {
+            Some(Err(err)) => err.clone(),
+            other => panic!("expected an error last, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn plain_text_streams_in_chunks() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"role": "assistant", "content": ""}), None),
+            chunk(json!({"content": "Hello"}), None),
+            chunk(json!({"content": ", wor"}), None),
+            chunk(json!({"content": "ld!"}), None),
+            chunk(json!({}), Some("stop")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Text("Hello".into()),
+                ProviderEvent::Text(", wor".into()),
+                ProviderEvent::Text("ld!".into()),
+                ProviderEvent::Done(ModelStop::EndTurn),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn parallel_tool_calls_are_assembled_from_fragments_in_index_order() {
+        let start = |index: u64, id: &str, name: &str| {
+            chunk(
+                json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                None,
+            )
+        };
+        let piece = |index: u64, arguments: &str| {
+            chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}),
+                None,
+            )
+        };
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"role": "assistant", "content": null}), None),
+            start(0, "call_a", "read_file"),
+            piece(0, "{\"pa"),
+            start(1, "call_b", "read_file"),
+            piece(1, "{\"path\""),
+            piece(0, "th\": \"src/"),
+            piece(1, ": \"Cargo"),
+            piece(0, "main.rs\"}"),
+            piece(1, ".toml\"}"),
+            chunk(json!({}), Some("tool_calls")),
+            usage_chunk(),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events[..2],
+            [
+                ProviderEvent::ToolCall(ToolCall {
+                    id: "call_a".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "src/main.rs"}),
+                }),
+                ProviderEvent::ToolCall(ToolCall {
+                    id: "call_b".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "Cargo.toml"}),
+                }),
+            ]
+        );
+        assert!(matches!(events[2], ProviderEvent::Usage(_)));
+        assert_eq!(events[3], ProviderEvent::Done(ModelStop::ToolUse));
+        assert_eq!(events.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn reasoning_deltas_become_thinking() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"reasoning_content": "Let me think"}), None),
+            chunk(json!({"reasoning": " harder"}), None),
+            chunk(json!({"content": "42"}), None),
+            chunk(json!({}), Some("stop")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Thinking("Let me think".into()),
+                ProviderEvent::Thinking(" harder".into()),
+                ProviderEvent::Text("42".into()),
+                ProviderEvent::Done(ModelStop::EndTurn),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn usage_arrives_before_done() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "ok"}), None),
+            chunk(json!({}), Some("length")),
+            usage_chunk(),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Text("ok".into()),
+                ProviderEvent::Usage(Usage {
+                    input_tokens: 120,
+                    output_tokens: 30,
+                    cached_input_tokens: 100,
+                    reasoning_tokens: 12,
+                }),
+                ProviderEvent::Done(ModelStop::MaxTokens),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn rate_limit_carries_retry_after() {
+        let events = run_one(
+            FixtureResponse::error(
+                429,
+                r#"{"error":{"message":"Rate limit reached for gpt-test","type":"requests","code":"rate_limit_exceeded"}}"#,
+            )
+            .header("retry-after", "7"),
+        )
+        .await;
+        let error = error_of(&events);
+        assert_eq!(events.len(), 1);
+        assert_eq!(error.kind, ProviderErrorKind::RateLimited);
+        assert_eq!(error.retry_after, Some(Duration::from_secs(7)));
+        assert!(
+            error.message.contains("Rate limit reached"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn retry_after_reads_an_http_date() {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(30);
+        let date = jiff::fmt::rfc2822::DateTimePrinter::new()
+            .timestamp_to_rfc9110_string(&at)
+            .unwrap();
+        headers.insert("retry-after", date.parse().unwrap());
+        let wait = retry_after(&headers).unwrap();
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn server_error_is_server() {
+        let events = run_one(FixtureResponse::error(
+            500,
+            r#"{"error":{"message":"The server had an error while processing your request","type":"server_error"}}"#,
+        ))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Server);
+        assert!(error.message.contains("had an error"), "{}", error.message);
+        assert!(error.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn bad_key_is_auth_in_plain_words() {
+        let events = run_one(FixtureResponse::error(
+            401,
+            r#"{"error":{"message":"Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
+        ))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Auth);
+        assert!(
+            error
+                .message
+                .starts_with("the provider openai rejected the API key"),
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains("Incorrect API key provided"));
+        assert!(!error.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn unknown_model_and_context_length_are_recognised() {
+        let unknown = run_one(FixtureResponse::error(
+            404,
+            r#"{"error":{"message":"The model `gpt-test` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&unknown).kind, ProviderErrorKind::UnknownModel);
+        let long = run_one(FixtureResponse::error(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&long).kind, ProviderErrorKind::ContextLength);
+        let other = run_one(FixtureResponse::error(
+            400,
+            r#"{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&other).kind, ProviderErrorKind::Protocol);
+    }
+
+    #[tokio::test]
+    async fn an_error_inside_the_stream_is_mapped() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "par"}), None),
+            data(json!({"error": {"message": "Upstream overloaded", "code": 502}})),
+        ]))
+        .await;
+        assert_eq!(text_of(&events), "par");
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Server);
+        assert!(error.message.contains("Upstream overloaded"));
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_fails_after_the_text_received() {
+        let mut response = FixtureResponse::sse(&[
+            chunk(json!({"content": "Hello"}), None),
+            chunk(json!({"content": " there"}), None),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\": \"a\"}"}}]}),
+                None,
+            ),
+        ]);
+        response.cut = true;
+        let events = run_one(response).await;
+        assert_eq!(text_of(&events), "Hello there");
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Transport);
+        // No tool call from a truncated stream.
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Ok(ProviderEvent::ToolCall(_))))
+        );
+        assert_eq!(events.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_stream_ending_without_a_finish_reason_is_transport() {
+        let events = run_one(FixtureResponse::sse(&[chunk(
+            json!({"content": "Hel"}),
+            None,
+        )]))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Transport);
+        assert!(
+            error
+                .message
+                .starts_with("the stream ended before the model finished")
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_tool_arguments_are_a_protocol_error() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\": "}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("tool_calls")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Protocol);
+        assert!(error.message.contains("read_file"), "{}", error.message);
+        assert_eq!(events.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_slow_first_byte_times_out() {
+        let mut response = FixtureResponse::sse(&[DONE]);
+        response.first_byte_delay = Duration::from_secs(2);
+        let server = FixtureServer::start(vec![response]).await.unwrap();
+        let mut settings = settings(&server, None);
+        settings.timeout = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let events = run(settings, request(vec![user("hi")])).await;
+        assert_eq!(error_of(&events).kind, ProviderErrorKind::Timeout);
+        assert!(started.elapsed() < Duration::from_millis(1500));
+    }
+
+    #[tokio::test]
+    async fn connection_refused_is_transport() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        drop(listener);
+        let events = run(
+            OpenAiSettings {
+                name: "local".into(),
+                base_url: format!("http://{address}/v1"),
+                api_key: None,
+                headers: Vec::new(),
+                timeout: Duration::from_secs(2),
+            },
+            request(vec![user("hi")]),
+        )
+        .await;
+        assert_eq!(error_of(&events).kind, ProviderErrorKind::Transport);
+    }
+
+    #[tokio::test]
+    async fn the_request_has_the_documented_shape() {
+        let ok = || {
+            FixtureResponse::sse(&[
+                chunk(json!({"content": "ok"}), Some("stop")),
+                DONE.to_owned(),
+            ])
+        };
+        let server = FixtureServer::start(vec![ok(), ok()]).await.unwrap();
+        let history = vec![
+            user("read main"),
+            Message::Assistant {
+                text: String::new(),
+                thought: "hmm".into(),
+                tool_calls: vec![ToolCall {
+                    id: "call_a".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "src/main.rs"}),
+                }],
+                interrupted: false,
+            },
+            Message::Tool {
+                call_id: "call_a".into(),
+                content: "fn main() {}".into(),
+                is_error: false,
+            },
+            Message::Assistant {
+                text: "It is emp".into(),
+                thought: String::new(),
+                tool_calls: Vec::new(),
+                interrupted: true,
+            },
+            user("go on"),
+        ];
+        let events = run(settings(&server, None), request(history.clone())).await;
+        assert!(events.iter().all(Result::is_ok));
+        run(settings(&server, Some("sk-test")), request(history)).await;
+        let requests = server.requests();
+        let first = &requests[0];
+        assert_eq!(first.method, "POST");
+        assert_eq!(first.path, "/v1/chat/completions");
+        assert_eq!(first.header("authorization"), None);
+        assert_eq!(first.header("x-extra"), Some("yes"));
+        assert_eq!(requests[1].header("authorization"), Some("Bearer sk-test"));
+        let body = &first.body;
+        assert_eq!(body["model"], "gpt-test");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "read_file",
+                "description": "Reads a file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}])
+        );
+        let messages = body["messages"].as_array().unwrap();
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "tool", "assistant", "user"]
+        );
+        assert_eq!(messages[0]["content"], "You are terse");
+        assert_eq!(
+            messages[2],
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_a",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\":\"src/main.rs\"}"}}]})
+        );
+        assert_eq!(
+            messages[3],
+            json!({"role": "tool", "tool_call_id": "call_a", "content": "fn main() {}"})
+        );
+        assert_eq!(
+            messages[4],
+            json!({"role": "assistant", "content": "It is emp"})
+        );
+    }
+
+    #[tokio::test]
+    async fn tool_calls_written_as_text_are_parsed() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "Reading it. <tool"}), None),
+            chunk(json!({"content": "_call>{\"name\": \"read_file\", "}), None),
+            chunk(
+                json!({"content": "\"arguments\": {\"path\": \"a.rs\"}}</tool_call>"}),
+                None,
+            ),
+            chunk(json!({"content": " <b>"}), None),
+            chunk(json!({}), Some("stop")),
+            DONE.to_owned(),
+        ]))
+        .await;
+        assert_eq!(text_of(&events), "Reading it.  <b>");
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        let calls: Vec<&ToolCall> = events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::ToolCall(call) => Some(call),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "read_file");
+        assert_eq!(calls[0].arguments, json!({"path": "a.rs"}));
+        assert_eq!(
+            events.last(),
+            Some(&ProviderEvent::Done(ModelStop::ToolUse))
+        );
+    }
+
+    #[test]
+    fn text_blocks_naming_unknown_tools_stay_text() {
+        let mut calls = TextCalls::new(vec!["read_file".into()]);
+        let mut shown = calls.push("a <tool_call>{\"name\": \"rm\"}</tool_call> b <tool_");
+        let (rest, found) = calls.finish();
+        shown.push_str(&rest);
+        assert_eq!(
+            shown,
+            "a <tool_call>{\"name\": \"rm\"}</tool_call> b <tool_"
+        );
+        assert!(found.is_empty());
+        let mut plain = TextCalls::new(Vec::new());
+        assert_eq!(plain.push("<tool_call>"), "<tool_call>");
+    }
+
+    #[tokio::test]
+    async fn calls_sent_whole_at_one_index_stay_separate() {
+        // As some servers send them: each call complete, all at index 0, and
+        // the name repeated in later fragments.
+        let whole = |id: &str, path: &str| {
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                    "function": {"name": "read_file",
+                        "arguments": format!("{{\"path\": \"{path}\"}}")}}]}),
+                None,
+            )
+        };
+        let events = run_one(FixtureResponse::sse(&[
+            whole("call_1", "a"),
+            whole("call_2", "b"),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "read_file"}}]}),
+                None,
+            ),
+            chunk(json!({}), Some("stop")),
+        ]))
+        .await;
+        let calls: Vec<ToolCall> = events
+            .into_iter()
+            .filter_map(|e| match e {
+                Ok(ProviderEvent::ToolCall(call)) => Some(call),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("call_1", "read_file")
+        );
+        assert_eq!(calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(
+            (calls[1].id.as_str(), calls[1].name.as_str()),
+            ("call_2", "read_file")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_whole_json_completion_is_accepted() {
+        let body = json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Looking",
+                "tool_calls": [{"id": "call_x", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}}]}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+        });
+        let mut response = FixtureResponse::error(200, &body.to_string());
+        response.status = 200;
+        let events: Vec<ProviderEvent> = run_one(response)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(events[0], ProviderEvent::Text("Looking".into()));
+        assert!(matches!(&events[1], ProviderEvent::ToolCall(call) if call.id == "call_x"));
+        assert!(matches!(&events[2], ProviderEvent::Usage(u) if u.input_tokens == 5));
+        assert_eq!(events[3], ProviderEvent::Done(ModelStop::ToolUse));
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_names_the_break() {
+        let mut response = FixtureResponse::sse(&[chunk(json!({"content": "Hi"}), None)]);
+        response.cut = true;
+        let error = error_of(&run_one(response).await);
+        assert!(
+            error.message.contains("before the model finished"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn an_assistant_turn_that_said_nothing_is_not_sent() {
+        let body = request_body(&request(vec![
+            user("hi"),
+            Message::Assistant {
+                text: String::new(),
+                thought: "thinking".into(),
+                tool_calls: Vec::new(),
+                interrupted: true,
+            },
+            user("again"),
+        ]));
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "user"]);
+    }
+}
