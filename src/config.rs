@@ -176,6 +176,34 @@ pub struct SafetyFileConfig {
 pub enum ProviderKind {
     /// Replays a model script (`docs/scripted-provider.md`).
     Scripted,
+    /// An OpenAI-compatible chat completions API (OpenAI, OpenRouter, Ollama,
+    /// vLLM, llama.cpp, LM Studio).
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// Tries `members` in order, with retries and cooldowns.
+    Failover,
+}
+
+impl ProviderKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProviderKind::Scripted => "scripted",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Failover => "failover",
+        }
+    }
+
+    /// The environment variables a provider of this kind reads by default:
+    /// (API key, base URL).
+    pub fn default_env(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            ProviderKind::Openai => Some(("OPENAI_API_KEY", "OPENAI_BASE_URL")),
+            ProviderKind::Anthropic => Some(("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")),
+            ProviderKind::Scripted | ProviderKind::Failover => None,
+        }
+    }
 }
 
 /// One `[providers.NAME]` table.
@@ -188,6 +216,42 @@ pub struct ProviderConfig {
     /// Models this provider offers; the first is its default.
     #[serde(default)]
     pub models: Vec<String>,
+    /// The API's base URL (`https://api.openai.com/v1`, `http://localhost:11434/v1`,
+    /// `https://api.anthropic.com`); default from `OPENAI_BASE_URL` /
+    /// `ANTHROPIC_BASE_URL`, then the vendor's.
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key (default `OPENAI_API_KEY` /
+    /// `ANTHROPIC_API_KEY`). Keys are read from the environment, never from this file.
+    pub api_key_env: Option<String>,
+    /// Extra HTTP headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds to wait for a connection or for the next piece of a stream.
+    pub timeout_secs: Option<u64>,
+    /// `max_tokens` of each Anthropic request.
+    pub max_tokens: Option<u32>,
+    /// For `kind = "failover"`: `provider` or `provider/model` entries, in order.
+    #[serde(default)]
+    pub members: Vec<String>,
+    /// Attempts per member before failing over (default 3).
+    pub attempts: Option<u32>,
+}
+
+impl ProviderConfig {
+    pub fn of_kind(kind: ProviderKind) -> Self {
+        Self {
+            kind,
+            script: None,
+            models: Vec::new(),
+            base_url: None,
+            api_key_env: None,
+            headers: BTreeMap::new(),
+            timeout_secs: None,
+            max_tokens: None,
+            members: Vec::new(),
+            attempts: None,
+        }
+    }
 }
 
 /// Values given on the command line.
@@ -258,6 +322,8 @@ impl Config {
             .unwrap_or_default();
 
         let mut providers: BTreeMap<String, Sourced<ProviderConfig>> = BTreeMap::new();
+        let file_config_providers_empty =
+            file_config.providers.is_empty() && flags.script.is_none();
         for (name, mut provider) in file_config.providers {
             if let Some(script) = &provider.script {
                 provider.script = Some(base.join(script));
@@ -307,15 +373,37 @@ impl Config {
                 name.clone(),
                 Sourced::new(
                     ProviderConfig {
-                        kind: ProviderKind::Scripted,
                         script: Some(absolute(script)),
                         models,
+                        ..ProviderConfig::of_kind(ProviderKind::Scripted)
                     },
                     Origin::Flag("--script"),
                 ),
             );
             if provider.is_none() {
                 provider = Some(Sourced::new(name, Origin::Flag("--script")));
+            }
+        }
+        // `openai` and `anthropic` work without a table, as their users expect:
+        // named by --provider / PINCER_PROVIDER / config, or found through their
+        // API key variable when nothing else is configured.
+        for kind in [ProviderKind::Openai, ProviderKind::Anthropic] {
+            let name = kind.as_str();
+            let named = provider.as_ref().is_some_and(|p| p.value == name);
+            let key_set = kind
+                .default_env()
+                .and_then(|(key, _)| env(key))
+                .is_some_and(|v| !v.is_empty());
+            if !providers.contains_key(name) && (named || (key_set && file_config_providers_empty))
+            {
+                let origin = match (&provider, named) {
+                    (Some(chosen), true) => chosen.origin.clone(),
+                    _ => Origin::Env(kind.default_env().map_or("", |(key, _)| key)),
+                };
+                providers.insert(
+                    name.to_owned(),
+                    Sourced::new(ProviderConfig::of_kind(kind), origin),
+                );
             }
         }
         if let Some(chosen) = &provider
@@ -562,10 +650,18 @@ impl Config {
         }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]  # {}\n", provider.origin));
-            let kind = match provider.value.kind {
-                ProviderKind::Scripted => "scripted",
-            };
-            out.push_str(&format!("kind = {}\n", quote(kind)));
+            out.push_str(&format!("kind = {}\n", quote(provider.value.kind.as_str())));
+            if let Some(url) = &provider.value.base_url {
+                out.push_str(&format!("base_url = {}\n", quote(url)));
+            }
+            if let Some(key) = &provider.value.api_key_env {
+                out.push_str(&format!("api_key_env = {}\n", quote(key)));
+            }
+            if !provider.value.members.is_empty() {
+                let members: Vec<String> =
+                    provider.value.members.iter().map(|m| quote(m)).collect();
+                out.push_str(&format!("members = [{}]\n", members.join(", ")));
+            }
             if let Some(script) = &provider.value.script {
                 out.push_str(&format!("script = {}\n", quote(&script.to_string_lossy())));
             }
@@ -624,6 +720,36 @@ fn validate_provider(
                 ));
             }
         }
+        ProviderKind::Openai | ProviderKind::Anthropic => {
+            if provider.script.is_some() {
+                return Err(invalid("script", "only a scripted provider takes a script"));
+            }
+            if let Some(url) = &provider.base_url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                return Err(invalid("base_url", "must start with http:// or https://"));
+            }
+        }
+        ProviderKind::Failover => {
+            if provider.members.is_empty() {
+                return Err(invalid(
+                    "members",
+                    "a failover provider needs `members = [\"provider/model\", ...]`",
+                ));
+            }
+        }
+    }
+    if provider.kind != ProviderKind::Failover && !provider.members.is_empty() {
+        return Err(invalid("members", "only a failover provider has members"));
+    }
+    if provider.timeout_secs == Some(0)
+        || provider.attempts == Some(0)
+        || provider.max_tokens == Some(0)
+    {
+        return Err(invalid(
+            "",
+            "timeout_secs, attempts and max_tokens must be at least 1",
+        ));
     }
     if provider.models.iter().any(|m| m.trim().is_empty()) {
         return Err(invalid("models", "model names must not be empty"));

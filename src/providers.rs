@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use crate::config::{Config, ProviderKind};
+use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::core::provider::{
     ModelChoice, ModelRequest, Provider, ProviderEntry, ProviderError, ProviderErrorKind,
     ProviderStream, Providers,
@@ -22,37 +22,51 @@ use crate::core::provider::{
 const SCRIPTED_MODEL: &str = "script";
 
 /// Builds the configured providers. A provider that cannot be set up (a missing
-/// script) is kept but fails every turn with the reason, which is also returned,
-/// so an editor session still starts and shows the user what is wrong.
+/// script, a missing API key) is kept but fails every turn with the reason,
+/// which is also returned, so an editor session still starts and shows the
+/// user what is wrong.
 pub fn build(config: &Config) -> (Providers, Vec<String>) {
+    build_with(config, &|name| {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    })
+}
+
+/// Like [`build`], reading API keys and base URLs through `env`.
+pub fn build_with(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Providers, Vec<String>) {
     let mut problems = Vec::new();
-    let mut entries = Vec::new();
-    for (name, provider) in &config.providers {
-        let provider = &provider.value;
-        let built: Result<Arc<dyn Provider>, String> = match provider.kind {
-            ProviderKind::Scripted => match &provider.script {
-                Some(path) => scripted::ScriptedProvider::load(name, path)
-                    .map(|p| Arc::new(p) as Arc<dyn Provider>)
-                    .map_err(|err| err.to_string()),
-                None => Err(format!("provider {name}: no script configured")),
-            },
-        };
-        let provider_impl = built.unwrap_or_else(|message| {
+    let mut built: std::collections::BTreeMap<String, Arc<dyn Provider>> = Default::default();
+    // Members first: a failover provider refers to them by name.
+    let (failovers, plain): (Vec<_>, Vec<_>) = config
+        .providers
+        .iter()
+        .partition(|(_, p)| p.value.kind == ProviderKind::Failover);
+    for (name, provider) in plain.into_iter().chain(failovers) {
+        let made = make(name, &provider.value, &built, env);
+        let provider_impl = made.unwrap_or_else(|message| {
             problems.push(message.clone());
             Arc::new(Unavailable {
                 name: name.clone(),
                 message,
             })
         });
-        let models = if provider.models.is_empty() {
-            vec![SCRIPTED_MODEL.to_owned()]
-        } else {
-            provider.models.clone()
+        built.insert(name.clone(), provider_impl);
+    }
+    let mut entries = Vec::new();
+    for (name, provider) in &config.providers {
+        let Some(provider_impl) = built.get(name) else {
+            continue;
+        };
+        let models = match (&provider.value.kind, provider.value.models.is_empty()) {
+            (ProviderKind::Scripted, true) => vec![SCRIPTED_MODEL.to_owned()],
+            _ => provider.value.models.clone(),
         };
         entries.push(ProviderEntry {
             name: name.clone(),
             models,
-            provider: provider_impl,
+            provider: provider_impl.clone(),
         });
     }
     let default = config.provider.as_ref().map(|chosen| {
@@ -74,8 +88,101 @@ pub fn build(config: &Config) -> (Providers, Vec<String>) {
             model,
         }
     });
+    for entry in &entries {
+        let is_default = default.as_ref().is_some_and(|d| d.provider == entry.name);
+        if entry.models.is_empty() && (is_default || default.is_none()) {
+            problems.push(format!(
+                "provider {}: no model configured; set `models = [\"...\"]` in [providers.{}] or pass --model",
+                entry.name, entry.name
+            ));
+        }
+    }
     (Providers::new(entries, default), problems)
 }
+
+fn make(
+    name: &str,
+    provider: &ProviderConfig,
+    built: &std::collections::BTreeMap<String, Arc<dyn Provider>>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Provider>, String> {
+    let timeout =
+        std::time::Duration::from_secs(provider.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS));
+    let headers: Vec<(String, String)> = provider
+        .headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let (key_var, url_var) = provider.kind.default_env().unwrap_or(("", ""));
+    let key_var = provider.api_key_env.as_deref().unwrap_or(key_var);
+    let api_key = env(key_var);
+    let base_url = provider.base_url.clone().or_else(|| env(url_var));
+    match provider.kind {
+        ProviderKind::Scripted => match &provider.script {
+            Some(path) => scripted::ScriptedProvider::load(name, path)
+                .map(|p| Arc::new(p) as Arc<dyn Provider>)
+                .map_err(|err| err.to_string()),
+            None => Err(format!("provider {name}: no script configured")),
+        },
+        ProviderKind::Openai => {
+            let base_url = base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
+            // Local servers (Ollama, llama.cpp, LM Studio) need no key; the
+            // vendor's API does, and says so on the first turn if it is missing.
+            openai::OpenAiProvider::new(openai::OpenAiSettings {
+                name: name.to_owned(),
+                base_url,
+                api_key,
+                headers,
+                timeout,
+            })
+            .map(|p| Arc::new(p) as Arc<dyn Provider>)
+            .map_err(|err| err.message)
+        }
+        ProviderKind::Anthropic => {
+            let Some(api_key) = api_key else {
+                return Err(format!(
+                    "provider {name}: no API key: set {key_var} (or `api_key_env` in [providers.{name}])"
+                ));
+            };
+            anthropic::AnthropicProvider::new(anthropic::AnthropicSettings {
+                name: name.to_owned(),
+                base_url: base_url.unwrap_or_else(|| "https://api.anthropic.com".to_owned()),
+                api_key: Some(api_key),
+                headers,
+                timeout,
+                max_tokens: provider.max_tokens.unwrap_or(8192),
+            })
+            .map(|p| Arc::new(p) as Arc<dyn Provider>)
+            .map_err(|err| err.message)
+        }
+        ProviderKind::Failover => {
+            let mut members = Vec::new();
+            for member in &provider.members {
+                let (member_name, model) = match member.split_once('/') {
+                    Some((p, m)) => (p, Some(m.to_owned())),
+                    None => (member.as_str(), None),
+                };
+                let Some(member_impl) = built.get(member_name) else {
+                    return Err(format!(
+                        "provider {name}: member {member:?} names no configured provider (or another failover)"
+                    ));
+                };
+                members.push(failover::Member {
+                    provider: member_impl.clone(),
+                    model,
+                });
+            }
+            let policy = failover::RetryPolicy {
+                attempts: provider.attempts.unwrap_or(3),
+                ..failover::RetryPolicy::default()
+            };
+            Ok(Arc::new(failover::Failover::new(name, members, policy)))
+        }
+    }
+}
+
+/// Seconds a provider may take to connect or to send the next piece of a stream.
+const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
 /// An HTTP client for model providers: rustls with the `ring` provider (no
 /// system OpenSSL), HTTP/2 where the server offers it, `timeout` as the limit

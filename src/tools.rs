@@ -95,9 +95,16 @@ fn safety(config: &Config) -> Safety {
     if let Some(max) = config.safety.max_output_bytes {
         settings.max_output_bytes = max;
     }
-    // Values of named variables are secrets even when the name does not say so.
-    for name in &config.safety.secret_env {
-        if let Ok(value) = std::env::var(name)
+    // Values of named variables are secrets even when the name does not say so:
+    // the listed ones and every provider's API key variable.
+    let key_vars = config.providers.values().filter_map(|p| {
+        p.value
+            .api_key_env
+            .clone()
+            .or_else(|| p.value.kind.default_env().map(|(key, _)| key.to_owned()))
+    });
+    for name in config.safety.secret_env.iter().cloned().chain(key_vars) {
+        if let Ok(value) = std::env::var(&name)
             && !value.is_empty()
         {
             settings.secrets.push(value);

@@ -1,0 +1,265 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+//! Real providers through the binary, against loopback servers that answer in
+//! the providers' documented streaming formats: the conventional environment
+//! variables, config tables, failover, and plain-words errors.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use common::TestDir;
+use serde_json::{Value, json};
+
+/// A request as the loopback server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Answers every request with `status` and `body`; records what it saw.
+fn serve(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+            let mut headers = Vec::new();
+            loop {
+                let mut header = String::new();
+                reader.read_line(&mut header).unwrap();
+                let header = header.trim_end();
+                if header.is_empty() {
+                    break;
+                }
+                if let Some((n, v)) = header.split_once(':') {
+                    headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
+                }
+            }
+            let length: usize = headers
+                .iter()
+                .find(|(n, _)| n == "content-length")
+                .map_or(0, |(_, v)| v.parse().unwrap());
+            let mut raw = vec![0; length];
+            reader.read_exact(&mut raw).unwrap();
+            record.lock().unwrap().push(Seen {
+                path,
+                headers,
+                body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
+            });
+            let kind = if status == 200 {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+fn openai_stream(text: &[&str]) -> String {
+    let mut out = String::new();
+    for piece in text {
+        out.push_str(&format!(
+            "data: {}\n\n",
+            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]})
+        ));
+    }
+    out.push_str(&format!(
+        "data: {}\n\n",
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    ));
+    out.push_str(&format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}})
+    ));
+    out
+}
+
+fn anthropic_stream(text: &str) -> String {
+    let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
+    [
+        event("message_start", json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 1}}})),
+        event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
+        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}})),
+        event("message_stop", json!({"type": "message_stop"})),
+    ]
+    .concat()
+}
+
+fn run(dir: &TestDir, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = dir.command();
+    command.args(args).stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn openai_works_from_its_usual_environment_variables() {
+    let dir = TestDir::new();
+    let (url, seen) = serve(200, openai_stream(&["Hel", "lo"]));
+    let out = run(
+        &dir,
+        &[
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-test",
+            "Say hello",
+        ],
+        &[
+            ("OPENAI_API_KEY", "sk-test-key-0123456789"),
+            ("OPENAI_BASE_URL", &format!("{url}/v1")),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "Hello\n");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some("Bearer sk-test-key-0123456789")
+    );
+    assert_eq!(seen[0].body["model"], "gpt-test");
+    assert_eq!(seen[0].body["stream"], true);
+    // The model is offered the tools.
+    let tools: Vec<&str> = seen[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"read_file") && tools.contains(&"shell"),
+        "{tools:?}"
+    );
+    // The key never reaches the logs.
+    assert!(!stderr(&out).contains("sk-test-key-0123456789"));
+}
+
+#[test]
+fn failover_moves_past_a_dead_provider_to_anthropic() {
+    let dir = TestDir::new();
+    let (url, seen) = serve(200, anthropic_stream("from claude"));
+    let dead = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "provider = \"main\"\n\
+             [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{dead}/v1\"\nmodels = [\"llama\"]\nattempts = 1\n\
+             [providers.claude]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_env = \"MY_CLAUDE_KEY\"\nmodels = [\"claude-test\"]\n\
+             [providers.main]\nkind = \"failover\"\nmembers = [\"local/llama\", \"claude/claude-test\"]\nmodels = [\"auto\"]\nattempts = 1\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &dir,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            "--output",
+            "jsonl",
+            "hi",
+        ],
+        &[("MY_CLAUDE_KEY", "claude-key-0123456789")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let text: String = lines
+        .iter()
+        .filter(|l| l["type"] == "text_delta")
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "from claude");
+    let usage = lines.iter().find(|l| l["type"] == "usage").unwrap();
+    assert_eq!(usage["usage"]["input_tokens"], 9);
+    assert_eq!(usage["usage"]["output_tokens"], 4);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].header("x-api-key"), Some("claude-key-0123456789"));
+    assert_eq!(seen[0].body["model"], "claude-test");
+}
+
+#[test]
+fn provider_errors_reach_the_user_in_plain_words() {
+    let dir = TestDir::new();
+    let (url, _) = serve(
+        401,
+        json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}).to_string(),
+    );
+    let out = run(
+        &dir,
+        &["run", "--provider", "openai", "--model", "gpt-test", "hi"],
+        &[("OPENAI_API_KEY", "sk-wrong"), ("OPENAI_BASE_URL", &url)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Incorrect API key provided"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Anthropic without its key: a configuration error naming the variable.
+    let out = run(
+        &dir,
+        &[
+            "run",
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-test",
+            "hi",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        stderr(&out)
+    );
+}
