@@ -32,6 +32,11 @@ impl Seen {
 
 /// Answers every request with `status` and `body`; records what it saw.
 fn serve(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    serve_each(status, vec![body])
+}
+
+/// Answers the n-th request with the n-th body (the last one repeats).
+fn serve_each(status: u16, bodies: Vec<String>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -61,11 +66,16 @@ fn serve(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
                 .map_or(0, |(_, v)| v.parse().unwrap());
             let mut raw = vec![0; length];
             reader.read_exact(&mut raw).unwrap();
-            record.lock().unwrap().push(Seen {
-                path,
-                headers,
-                body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
-            });
+            let n = {
+                let mut seen = record.lock().unwrap();
+                seen.push(Seen {
+                    path,
+                    headers,
+                    body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
+                });
+                seen.len() - 1
+            };
+            let body = &bodies[n.min(bodies.len() - 1)];
             let kind = if status == 200 {
                 "text/event-stream"
             } else {
@@ -262,4 +272,115 @@ fn provider_errors_reach_the_user_in_plain_words() {
         "{}",
         stderr(&out)
     );
+}
+
+fn openai_tool_calls(calls: &[(&str, &str, Value)]) -> String {
+    let mut out = String::new();
+    for (index, (id, name, arguments)) in calls.iter().enumerate() {
+        let text = arguments.to_string();
+        let (head, tail) = text.split_at(text.len() / 2);
+        out.push_str(&format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": head}}]}, "finish_reason": null}]})));
+        out.push_str(&format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": tail}}]}, "finish_reason": null}]})));
+    }
+    out.push_str(&format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    ));
+    out
+}
+
+/// Every request the agent loop sent, checked: the system prompt once and
+/// first, every tool result right after the assistant turn that asked for it,
+/// no result without its call and no call without its result.
+#[test]
+fn every_request_of_a_tool_loop_keeps_calls_and_results_paired() {
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("a.txt"), "A").unwrap();
+    std::fs::write(dir.workspace().join("b.txt"), "B").unwrap();
+    let (url, seen) = serve_each(
+        200,
+        vec![
+            openai_tool_calls(&[
+                ("call_a", "read_file", json!({"path": "a.txt"})),
+                ("call_b", "read_file", json!({"path": "b.txt"})),
+            ]),
+            openai_tool_calls(&[(
+                "call_c",
+                "write_file",
+                json!({"path": "c.txt", "content": "C"}),
+            )]),
+            openai_stream(&["done"]),
+        ],
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "system_prompt = \"You are Pincer\"\n").unwrap();
+    let out = run(
+        &dir,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--cwd",
+            dir.workspace().to_str().unwrap(),
+            "read both, then write c",
+        ],
+        &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", &url)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "done\n");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    for (n, request) in seen.iter().enumerate() {
+        let messages = request.body["messages"].as_array().unwrap();
+        let systems: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m["role"] == "system")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(systems, vec![0], "request {n}: {messages:#?}");
+        assert_eq!(messages[0]["content"], "You are Pincer");
+        let mut open: Vec<String> = Vec::new();
+        for message in messages {
+            match message["role"].as_str().unwrap() {
+                "tool" => {
+                    let id = message["tool_call_id"].as_str().unwrap().to_owned();
+                    assert!(
+                        open.contains(&id),
+                        "request {n}: result {id} without its call"
+                    );
+                    open.retain(|o| o != &id);
+                }
+                role => {
+                    assert!(
+                        open.is_empty(),
+                        "request {n}: {role} message before results of {open:?}"
+                    );
+                    if let Some(calls) = message["tool_calls"].as_array() {
+                        open = calls
+                            .iter()
+                            .map(|c| c["id"].as_str().unwrap().to_owned())
+                            .collect();
+                    }
+                }
+            }
+        }
+        assert!(
+            open.is_empty(),
+            "request {n}: calls without results: {open:?}"
+        );
+    }
+    // The rejected write (headless rejects by default) is still answered.
+    let last = seen[2].body["messages"].as_array().unwrap();
+    let answer = last.iter().rev().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(answer["tool_call_id"], "call_c");
+    assert!(
+        answer["content"].as_str().unwrap().contains("rejected"),
+        "{answer}"
+    );
+    assert!(!dir.workspace().join("c.txt").exists());
 }
