@@ -317,6 +317,11 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
             loop_config: LoopConfig {
                 max_turn_requests: config.max_turn_requests.value,
                 system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
+                context_tokens: config
+                    .context_window
+                    .as_ref()
+                    .map_or(LoopConfig::default().context_tokens, |c| c.value),
+                ..LoopConfig::default()
             },
             default_mode: config.mode.value,
             paths: PathsConfig {

@@ -78,6 +78,9 @@ pub struct FileConfig {
     pub max_turn_requests: Option<u32>,
     /// Text sent to the model as the system prompt.
     pub system_prompt: Option<String>,
+    /// The models' context window in tokens (default 128000); older tool
+    /// outputs are shortened, then the oldest exchanges dropped, to fit.
+    pub context_window: Option<usize>,
     /// Where the database lives.
     pub data_dir: Option<PathBuf>,
     #[serde(default)]
@@ -277,6 +280,7 @@ pub struct Config {
     pub model: Option<Sourced<String>>,
     pub max_turn_requests: Sourced<u32>,
     pub system_prompt: Option<Sourced<String>>,
+    pub context_window: Option<Sourced<usize>>,
     pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
     pub mode: Sourced<Mode>,
     pub sandbox: Sourced<SandboxSetting>,
@@ -553,6 +557,9 @@ impl Config {
             system_prompt: file_config
                 .system_prompt
                 .map(|prompt| Sourced::new(prompt, file_origin())),
+            context_window: file_config
+                .context_window
+                .map(|tokens| Sourced::new(tokens, file_origin())),
             providers,
         })
     }

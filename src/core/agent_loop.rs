@@ -5,6 +5,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::context;
 use super::event::{Event, StopReason};
 use super::gate::{self, CallEnv};
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent};
@@ -18,6 +19,11 @@ pub struct LoopConfig {
     /// Most model requests in one run; the run then ends with `max_turn_requests`.
     pub max_turn_requests: u32,
     pub system_prompt: Option<String>,
+    /// The model's context window in tokens; the conversation sent is fitted
+    /// into it, less `output_reserve`.
+    pub context_tokens: usize,
+    /// Tokens left free for the model's answer.
+    pub output_reserve: usize,
 }
 
 impl Default for LoopConfig {
@@ -25,6 +31,8 @@ impl Default for LoopConfig {
         Self {
             max_turn_requests: 50,
             system_prompt: None,
+            context_tokens: 128_000,
+            output_reserve: 8_192,
         }
     }
 }
@@ -91,10 +99,25 @@ async fn model_turn(
         provider: ctx.provider.name().to_owned(),
         model: ctx.model.clone(),
     });
+    let mut messages = ctx.history.clone();
+    let system_tokens = config.system_prompt.as_ref().map_or(0, |s| s.len() / 4);
+    let budget = config
+        .context_tokens
+        .saturating_sub(config.output_reserve)
+        .saturating_sub(system_tokens);
+    let fitted = context::fit(&mut messages, budget);
+    if fitted != context::Fitted::default() {
+        tracing::info!(
+            shortened = fitted.shortened,
+            dropped = fitted.dropped,
+            budget,
+            "fitted the conversation into the context window"
+        );
+    }
     let request = ModelRequest {
         model: ctx.model.clone(),
         system: config.system_prompt.clone(),
-        messages: ctx.history.clone(),
+        messages,
         tools: ctx.calls.gate.tools.specs(),
     };
     let mut stream = ctx.provider.stream(request);
