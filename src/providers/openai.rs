@@ -1489,4 +1489,46 @@ mod tests {
             .collect();
         assert_eq!(roles, ["system", "user", "user"]);
     }
+
+    #[tokio::test]
+    async fn dropping_the_stream_closes_the_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A server that streams text forever and reports when its writes fail.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 65536];
+            let _ = socket.read(&mut buf).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.unwrap();
+            let line = chunk(json!({"content": "x"}), None);
+            loop {
+                if socket.write_all(line.as_bytes()).await.is_err() {
+                    let _ = closed_tx.send(());
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let provider = OpenAiProvider::new(OpenAiSettings {
+            name: "local".into(),
+            base_url: format!("http://{address}/v1"),
+            api_key: None,
+            headers: Vec::new(),
+            timeout: Duration::from_secs(5),
+        })
+        .unwrap();
+        let mut stream = provider.stream(request(vec![user("hi")]));
+        assert_eq!(
+            stream.next().await.unwrap().unwrap(),
+            ProviderEvent::Text("x".into())
+        );
+        drop(stream);
+        tokio::time::timeout(Duration::from_secs(5), closed_rx)
+            .await
+            .unwrap()
+            .unwrap();
+    }
 }
