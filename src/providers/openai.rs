@@ -458,6 +458,7 @@ struct Decoder {
     /// The model's finish reason; `Done` is held until usage or the end.
     finish: Option<ModelStop>,
     usage: Option<Usage>,
+    think: ThinkSplit,
     text_calls: TextCalls,
 }
 
@@ -471,6 +472,7 @@ impl Decoder {
             generations: HashMap::new(),
             finish: None,
             usage: None,
+            think: ThinkSplit::default(),
             text_calls: TextCalls::new(tool_names),
         }
     }
@@ -585,10 +587,8 @@ impl Decoder {
                 .push_back(Ok(ProviderEvent::Thinking(thought.to_owned())));
         }
         if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            let shown = self.text_calls.push(text);
-            if !shown.is_empty() {
-                self.out.push_back(Ok(ProviderEvent::Text(shown)));
-            }
+            let (thought, text) = self.think.push(text);
+            self.content(thought, &text);
         }
         if let Some(fragments) = delta["tool_calls"].as_array() {
             for (position, fragment) in fragments.iter().enumerate() {
@@ -627,9 +627,24 @@ impl Decoder {
         }
     }
 
+    /// Queues content split into thought and text.
+    fn content(&mut self, thought: String, text: &str) {
+        if !thought.is_empty() {
+            self.out.push_back(Ok(ProviderEvent::Thinking(thought)));
+        }
+        if !text.is_empty() {
+            let shown = self.text_calls.push(text);
+            if !shown.is_empty() {
+                self.out.push_back(Ok(ProviderEvent::Text(shown)));
+            }
+        }
+    }
+
     /// The choice is finished: flushes held text and emits the assembled tool
     /// calls, returning the stop reason.
     fn close_choice(&mut self, reason: Option<&str>) -> ModelStop {
+        let (thought, text) = self.think.finish();
+        self.content(thought, &text);
         let (rest, text_calls) = self.text_calls.finish();
         if !rest.is_empty() {
             self.out.push_back(Ok(ProviderEvent::Text(rest)));
@@ -748,6 +763,85 @@ fn parse_usage(usage: &Value) -> Usage {
     }
 }
 
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+/// The length of the longest tail of `text` that could begin `tag`: held back
+/// until the next delta shows whether the tag follows.
+fn partial_tag_len(text: &str, tag: &str) -> usize {
+    (1..tag.len())
+        .rev()
+        .find(|&n| text.ends_with(&tag[..n]))
+        .unwrap_or(0)
+}
+
+/// Splits a leading `<think>…</think>` block out of the content: reasoning
+/// models served without a reasoning parser (vLLM, LM Studio) write their
+/// thinking there instead of in `reasoning_content`. Only a block at the very
+/// start counts, so a model writing about the tag later is shown as written.
+#[derive(Default)]
+enum ThinkTags {
+    /// Not yet known whether the content opens with `<think>`.
+    #[default]
+    Undecided,
+    Thinking,
+    Text,
+}
+
+/// The state and the text held back with it.
+#[derive(Default)]
+struct ThinkSplit {
+    state: ThinkTags,
+    held: String,
+}
+
+impl ThinkSplit {
+    /// Takes a content delta; returns the thought and the text to show now.
+    fn push(&mut self, text: &str) -> (String, String) {
+        self.held.push_str(text);
+        let mut thought = String::new();
+        let mut shown = String::new();
+        if let ThinkTags::Undecided = self.state {
+            let start = self.held.trim_start();
+            if let Some(rest) = start.strip_prefix(THINK_OPEN) {
+                self.held = rest.to_owned();
+                self.state = ThinkTags::Thinking;
+            } else if THINK_OPEN.starts_with(start) {
+                return (thought, shown);
+            } else {
+                self.state = ThinkTags::Text;
+            }
+        }
+        match self.state {
+            ThinkTags::Thinking => {
+                if let Some(end) = self.held.find(THINK_CLOSE) {
+                    thought.push_str(&self.held[..end]);
+                    shown.push_str(self.held[end + THINK_CLOSE.len()..].trim_start());
+                    self.held.clear();
+                    self.state = ThinkTags::Text;
+                } else {
+                    let cut = self.held.len() - partial_tag_len(&self.held, THINK_CLOSE);
+                    thought.push_str(&self.held[..cut]);
+                    self.held.drain(..cut);
+                }
+            }
+            ThinkTags::Text | ThinkTags::Undecided => {
+                shown.push_str(&std::mem::take(&mut self.held))
+            }
+        }
+        (thought, shown)
+    }
+
+    /// The content ended: whatever is held, as thought or text.
+    fn finish(&mut self) -> (String, String) {
+        let held = std::mem::take(&mut self.held);
+        match self.state {
+            ThinkTags::Thinking => (held, String::new()),
+            ThinkTags::Undecided | ThinkTags::Text => (String::new(), held),
+        }
+    }
+}
+
 const OPEN_TAG: &str = "<tool_call>";
 const CLOSE_TAG: &str = "</tool_call>";
 
@@ -802,12 +896,7 @@ impl TextCalls {
                 self.held.drain(..start + OPEN_TAG.len());
                 self.in_block = true;
             } else {
-                // Keep the longest tail that could begin the open tag.
-                let keep = (1..OPEN_TAG.len())
-                    .rev()
-                    .find(|&n| self.held.ends_with(&OPEN_TAG[..n]))
-                    .unwrap_or(0);
-                let cut = self.held.len() - keep;
+                let cut = self.held.len() - partial_tag_len(&self.held, OPEN_TAG);
                 shown.push_str(&self.held[..cut]);
                 self.held.drain(..cut);
                 break;
@@ -1530,5 +1619,42 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_leading_think_block_in_the_content_is_thinking() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "<thi"}), None),
+            chunk(json!({"content": "nk>Weigh it</th"}), None),
+            chunk(json!({"content": "ink>\n\nAnswer: 4"}), None),
+            chunk(json!({}), Some("stop")),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Thinking("Weigh it".into()),
+                ProviderEvent::Text("Answer: 4".into()),
+                ProviderEvent::Done(ModelStop::EndTurn),
+            ]
+        );
+    }
+
+    #[test]
+    fn think_tags_later_in_the_text_stay_text() {
+        let mut split = ThinkSplit::default();
+        assert_eq!(split.push("Use "), (String::new(), "Use ".into()));
+        assert_eq!(split.push("<think>"), (String::new(), "<think>".into()));
+        let mut unfinished = ThinkSplit::default();
+        assert_eq!(
+            unfinished.push("<think>still"),
+            ("still".into(), String::new())
+        );
+        assert_eq!(
+            unfinished.push(" going</"),
+            (" going".into(), String::new())
+        );
+        assert_eq!(unfinished.finish(), ("</".into(), String::new()));
     }
 }
