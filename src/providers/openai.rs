@@ -533,14 +533,14 @@ impl Decoder {
                 .iter()
                 .find(|c| c["index"].as_u64().unwrap_or(0) == 0)
         });
-        if let Some(choice) = choice {
+        // Anything after the finish reason but the usage is ignored: the
+        // turn's text and calls were already flushed.
+        if let Some(choice) = choice.filter(|_| self.finish.is_none()) {
             self.delta(&choice["delta"]);
             if self.over {
                 return;
             }
-            if self.finish.is_none()
-                && let Some(reason) = choice["finish_reason"].as_str()
-            {
+            if let Some(reason) = choice["finish_reason"].as_str() {
                 let stop = self.close_choice(Some(reason));
                 if self.over {
                     return;
@@ -649,50 +649,32 @@ impl Decoder {
         if !rest.is_empty() {
             self.out.push_back(Ok(ProviderEvent::Text(rest)));
         }
-        let mut any_call = false;
         self.generations.clear();
+        // Every call is checked before any is queued: a turn with one broken
+        // call yields no calls at all, so nothing runs half of what was asked.
+        let mut calls = Vec::new();
         for ((index, _), call) in std::mem::take(&mut self.calls) {
-            let arguments = if call.arguments.trim().is_empty() {
-                Ok(json!({}))
-            } else {
-                serde_json::from_str::<Value>(&call.arguments)
-            };
-            match arguments {
-                Ok(arguments) => {
-                    any_call = true;
-                    let id = if call.id.is_empty() {
-                        new_call_id(index)
-                    } else {
-                        call.id
-                    };
-                    self.out.push_back(Ok(ProviderEvent::ToolCall(ToolCall {
-                        id,
-                        name: call.name,
-                        arguments,
-                    })));
-                }
-                Err(err) => {
-                    let shown: String = call.arguments.chars().take(200).collect();
-                    let error = ProviderError::new(
-                        ProviderErrorKind::Protocol,
-                        format!(
-                            "the model sent malformed JSON arguments for the tool {} ({err}): {shown}",
-                            call.name
-                        ),
-                    );
+            match finish_call(index, call) {
+                Ok(call) => calls.push(call),
+                Err(error) => {
                     self.fail(error);
                     return ModelStop::EndTurn;
                 }
             }
         }
-        for (index, call) in text_calls.into_iter().enumerate() {
-            any_call = true;
-            self.out.push_back(Ok(ProviderEvent::ToolCall(ToolCall {
+        for (index, (name, arguments)) in text_calls.into_iter().enumerate() {
+            calls.push(ToolCall {
                 id: new_call_id(index as u64),
-                name: call.0,
-                arguments: call.1,
-            })));
+                name,
+                arguments,
+            });
         }
+        let any_call = !calls.is_empty();
+        self.out.extend(
+            calls
+                .into_iter()
+                .map(|call| Ok(ProviderEvent::ToolCall(call))),
+        );
         match reason {
             Some("length") => ModelStop::MaxTokens,
             Some("content_filter") => ModelStop::Refusal,
@@ -745,6 +727,40 @@ impl Decoder {
             )),
         }
     }
+}
+
+/// A call assembled from fragments, with its arguments parsed.
+fn finish_call(index: u64, call: PartialCall) -> Result<ToolCall, ProviderError> {
+    if call.name.is_empty() {
+        return Err(ProviderError::new(
+            ProviderErrorKind::Protocol,
+            "the model sent a tool call without a tool name",
+        ));
+    }
+    let arguments = if call.arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str::<Value>(&call.arguments).map_err(|err| {
+            let shown: String = call.arguments.chars().take(200).collect();
+            ProviderError::new(
+                ProviderErrorKind::Protocol,
+                format!(
+                    "the model sent malformed JSON arguments for the tool {} ({err}): {shown}",
+                    call.name
+                ),
+            )
+        })?
+    };
+    let id = if call.id.is_empty() {
+        new_call_id(index)
+    } else {
+        call.id
+    };
+    Ok(ToolCall {
+        id,
+        name: call.name,
+        arguments,
+    })
 }
 
 /// An id for a call the server sent without one; unique so tool results
@@ -1308,7 +1324,12 @@ mod tests {
     async fn malformed_tool_arguments_are_a_protocol_error() {
         let events = run_one(FixtureResponse::sse(&[
             chunk(
-                json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                json!({"tool_calls": [{"index": 0, "id": "call_b", "type": "function",
+                    "function": {"name": "write_file", "arguments": "{}"}}]}),
+                None,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "call_a", "type": "function",
                     "function": {"name": "read_file", "arguments": "{\"path\": "}}]}),
                 None,
             ),
@@ -1319,6 +1340,7 @@ mod tests {
         let error = error_of(&events);
         assert_eq!(error.kind, ProviderErrorKind::Protocol);
         assert!(error.message.contains("read_file"), "{}", error.message);
+        // The valid call before the broken one is not emitted either.
         assert_eq!(events.len(), 1);
     }
 
