@@ -197,8 +197,19 @@ fn request_body(request: &ModelRequest) -> Value {
                 out
             }
             Message::Tool {
-                call_id, content, ..
-            } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+                call_id,
+                content,
+                is_error,
+            } => {
+                // The API has no error flag on tool results (Anthropic's has),
+                // so a failure is said in the content where the model reads it.
+                let content = if *is_error && !content.to_ascii_lowercase().starts_with("error") {
+                    format!("Error: {content}")
+                } else {
+                    content.clone()
+                };
+                json!({"role": "tool", "tool_call_id": call_id, "content": content})
+            }
         });
     }
     let mut body = json!({
@@ -1599,6 +1610,12 @@ mod tests {
             .map(|m| m["role"].as_str().unwrap())
             .collect();
         assert_eq!(roles, ["system", "user", "user"]);
+        let failed = request_body(&request(vec![Message::Tool {
+            call_id: "c".into(),
+            content: "no such file".into(),
+            is_error: true,
+        }]));
+        assert_eq!(failed["messages"][1]["content"], "Error: no such file");
     }
 
     #[tokio::test]
