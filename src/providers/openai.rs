@@ -101,6 +101,7 @@ impl Provider for OpenAiProvider {
             model: request.model.clone(),
             url: self.url.clone(),
             has_key: self.settings.api_key.is_some(),
+            timeout: self.settings.timeout,
         };
         let tool_names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
         let start = async move {
@@ -265,6 +266,7 @@ struct ErrorContext {
     model: String,
     url: String,
     has_key: bool,
+    timeout: Duration,
 }
 
 impl ErrorContext {
@@ -275,8 +277,8 @@ impl ErrorContext {
             ProviderError::new(
                 ProviderErrorKind::Timeout,
                 format!(
-                    "provider {} did not answer in time: {detail}",
-                    self.provider
+                    "provider {} did not answer within {:?}: {detail}",
+                    self.provider, self.timeout
                 ),
             )
         } else if err.is_connect() {
@@ -705,7 +707,12 @@ impl Decoder {
         let error = match err {
             EventStreamError::Transport(err) => {
                 let mut error = self.context.transport(&err);
-                if error.kind == ProviderErrorKind::Transport {
+                if error.kind == ProviderErrorKind::Timeout {
+                    error.message = format!(
+                        "provider {} went silent for {:?} before the model finished",
+                        self.context.provider, self.context.timeout
+                    );
+                } else {
                     error.message = format!(
                         "the stream from provider {} broke before the model finished: {}",
                         self.context.provider,
@@ -1695,5 +1702,26 @@ mod tests {
             (" going".into(), String::new())
         );
         assert_eq!(unfinished.finish(), ("</".into(), String::new()));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_stream_times_out_after_the_text_received() {
+        let mut response = FixtureResponse::sse(&[
+            chunk(json!({"content": "Hel"}), None),
+            chunk(json!({"content": "lo"}), Some("stop")),
+        ]);
+        response.chunks[1].0 = Duration::from_secs(2);
+        let server = FixtureServer::start(vec![response]).await.unwrap();
+        let mut settings = settings(&server, None);
+        settings.timeout = Duration::from_millis(200);
+        let events = run(settings, request(vec![user("hi")])).await;
+        assert_eq!(text_of(&events), "Hel");
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Timeout);
+        assert!(
+            error.message.contains("went silent for 200ms"),
+            "{}",
+            error.message
+        );
     }
 }
