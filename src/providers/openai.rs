@@ -363,7 +363,9 @@ impl ErrorContext {
                 ),
             )
         } else if code == "context_length_exceeded"
+            || status == Some(413)
             || lower.contains("context length")
+            || lower.contains("context size")
             || lower.contains("context_length")
             || lower.contains("maximum context")
             || lower.contains("context window")
@@ -1276,6 +1278,20 @@ mod tests {
         ))
         .await;
         assert_eq!(error_of(&long).kind, ProviderErrorKind::ContextLength);
+        // llama.cpp's wording.
+        let llama = run_one(FixtureResponse::error(
+            400,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&llama).kind, ProviderErrorKind::ContextLength);
+        // Ollama's wording for a model that is not pulled.
+        let ollama = run_one(FixtureResponse::error(
+            404,
+            r#"{"error":{"message":"model \"qwen3:4b\" not found, try pulling it first","type":"api_error","param":null,"code":null}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&ollama).kind, ProviderErrorKind::UnknownModel);
         let other = run_one(FixtureResponse::error(
             400,
             r#"{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}"#,
@@ -1573,9 +1589,7 @@ mod tests {
                     "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}}]}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
         });
-        let mut response = FixtureResponse::error(200, &body.to_string());
-        response.status = 200;
-        let events: Vec<ProviderEvent> = run_one(response)
+        let events: Vec<ProviderEvent> = run_one(FixtureResponse::error(200, &body.to_string()))
             .await
             .into_iter()
             .map(Result::unwrap)
