@@ -1762,4 +1762,20 @@ mod tests {
             CHUNKS as f64 / elapsed.as_secs_f64()
         );
     }
+
+    #[tokio::test]
+    async fn a_character_split_across_reads_arrives_whole() {
+        let event = chunk(json!({"content": "naïve 🦀"}), Some("stop"));
+        let bytes = event.as_bytes();
+        // Split inside the crab's four bytes.
+        let split = event.find('🦀').unwrap() + 2;
+        let mut response = FixtureResponse::sse(&[DONE]);
+        response.chunks = vec![
+            (Duration::ZERO, bytes[..split].to_vec()),
+            (Duration::from_millis(50), bytes[split..].to_vec()),
+            (Duration::ZERO, DONE.as_bytes().to_vec()),
+        ];
+        let events = run_one(response).await;
+        assert_eq!(text_of(&events), "naïve 🦀");
+    }
 }
