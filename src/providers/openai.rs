@@ -101,6 +101,7 @@ impl Provider for OpenAiProvider {
             model: request.model.clone(),
             url: self.url.clone(),
             has_key: self.settings.api_key.is_some(),
+            timeout: self.settings.timeout,
         };
         let tool_names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
         let start = async move {
@@ -197,8 +198,19 @@ fn request_body(request: &ModelRequest) -> Value {
                 out
             }
             Message::Tool {
-                call_id, content, ..
-            } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+                call_id,
+                content,
+                is_error,
+            } => {
+                // The API has no error flag on tool results (Anthropic's has),
+                // so a failure is said in the content where the model reads it.
+                let content = if *is_error && !content.to_ascii_lowercase().starts_with("error") {
+                    format!("Error: {content}")
+                } else {
+                    content.clone()
+                };
+                json!({"role": "tool", "tool_call_id": call_id, "content": content})
+            }
         });
     }
     let mut body = json!({
@@ -254,6 +266,7 @@ struct ErrorContext {
     model: String,
     url: String,
     has_key: bool,
+    timeout: Duration,
 }
 
 impl ErrorContext {
@@ -264,8 +277,8 @@ impl ErrorContext {
             ProviderError::new(
                 ProviderErrorKind::Timeout,
                 format!(
-                    "provider {} did not answer in time: {detail}",
-                    self.provider
+                    "provider {} did not answer within {:?}: {detail}",
+                    self.provider, self.timeout
                 ),
             )
         } else if err.is_connect() {
@@ -350,7 +363,9 @@ impl ErrorContext {
                 ),
             )
         } else if code == "context_length_exceeded"
+            || status == Some(413)
             || lower.contains("context length")
+            || lower.contains("context size")
             || lower.contains("context_length")
             || lower.contains("maximum context")
             || lower.contains("context window")
@@ -458,6 +473,7 @@ struct Decoder {
     /// The model's finish reason; `Done` is held until usage or the end.
     finish: Option<ModelStop>,
     usage: Option<Usage>,
+    think: ThinkSplit,
     text_calls: TextCalls,
 }
 
@@ -471,6 +487,7 @@ impl Decoder {
             generations: HashMap::new(),
             finish: None,
             usage: None,
+            think: ThinkSplit::default(),
             text_calls: TextCalls::new(tool_names),
         }
     }
@@ -531,14 +548,14 @@ impl Decoder {
                 .iter()
                 .find(|c| c["index"].as_u64().unwrap_or(0) == 0)
         });
-        if let Some(choice) = choice {
+        // Anything after the finish reason but the usage is ignored: the
+        // turn's text and calls were already flushed.
+        if let Some(choice) = choice.filter(|_| self.finish.is_none()) {
             self.delta(&choice["delta"]);
             if self.over {
                 return;
             }
-            if self.finish.is_none()
-                && let Some(reason) = choice["finish_reason"].as_str()
-            {
+            if let Some(reason) = choice["finish_reason"].as_str() {
                 let stop = self.close_choice(Some(reason));
                 if self.over {
                     return;
@@ -585,10 +602,8 @@ impl Decoder {
                 .push_back(Ok(ProviderEvent::Thinking(thought.to_owned())));
         }
         if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            let shown = self.text_calls.push(text);
-            if !shown.is_empty() {
-                self.out.push_back(Ok(ProviderEvent::Text(shown)));
-            }
+            let (thought, text) = self.think.push(text);
+            self.content(thought, &text);
         }
         if let Some(fragments) = delta["tool_calls"].as_array() {
             for (position, fragment) in fragments.iter().enumerate() {
@@ -627,57 +642,54 @@ impl Decoder {
         }
     }
 
+    /// Queues content split into thought and text.
+    fn content(&mut self, thought: String, text: &str) {
+        if !thought.is_empty() {
+            self.out.push_back(Ok(ProviderEvent::Thinking(thought)));
+        }
+        if !text.is_empty() {
+            let shown = self.text_calls.push(text);
+            if !shown.is_empty() {
+                self.out.push_back(Ok(ProviderEvent::Text(shown)));
+            }
+        }
+    }
+
     /// The choice is finished: flushes held text and emits the assembled tool
     /// calls, returning the stop reason.
     fn close_choice(&mut self, reason: Option<&str>) -> ModelStop {
+        let (thought, text) = self.think.finish();
+        self.content(thought, &text);
         let (rest, text_calls) = self.text_calls.finish();
         if !rest.is_empty() {
             self.out.push_back(Ok(ProviderEvent::Text(rest)));
         }
-        let mut any_call = false;
         self.generations.clear();
+        // Every call is checked before any is queued: a turn with one broken
+        // call yields no calls at all, so nothing runs half of what was asked.
+        let mut calls = Vec::new();
         for ((index, _), call) in std::mem::take(&mut self.calls) {
-            let arguments = if call.arguments.trim().is_empty() {
-                Ok(json!({}))
-            } else {
-                serde_json::from_str::<Value>(&call.arguments)
-            };
-            match arguments {
-                Ok(arguments) => {
-                    any_call = true;
-                    let id = if call.id.is_empty() {
-                        new_call_id(index)
-                    } else {
-                        call.id
-                    };
-                    self.out.push_back(Ok(ProviderEvent::ToolCall(ToolCall {
-                        id,
-                        name: call.name,
-                        arguments,
-                    })));
-                }
-                Err(err) => {
-                    let shown: String = call.arguments.chars().take(200).collect();
-                    let error = ProviderError::new(
-                        ProviderErrorKind::Protocol,
-                        format!(
-                            "the model sent malformed JSON arguments for the tool {} ({err}): {shown}",
-                            call.name
-                        ),
-                    );
+            match finish_call(index, call) {
+                Ok(call) => calls.push(call),
+                Err(error) => {
                     self.fail(error);
                     return ModelStop::EndTurn;
                 }
             }
         }
-        for (index, call) in text_calls.into_iter().enumerate() {
-            any_call = true;
-            self.out.push_back(Ok(ProviderEvent::ToolCall(ToolCall {
+        for (index, (name, arguments)) in text_calls.into_iter().enumerate() {
+            calls.push(ToolCall {
                 id: new_call_id(index as u64),
-                name: call.0,
-                arguments: call.1,
-            })));
+                name,
+                arguments,
+            });
         }
+        let any_call = !calls.is_empty();
+        self.out.extend(
+            calls
+                .into_iter()
+                .map(|call| Ok(ProviderEvent::ToolCall(call))),
+        );
         match reason {
             Some("length") => ModelStop::MaxTokens,
             Some("content_filter") => ModelStop::Refusal,
@@ -697,7 +709,12 @@ impl Decoder {
         let error = match err {
             EventStreamError::Transport(err) => {
                 let mut error = self.context.transport(&err);
-                if error.kind == ProviderErrorKind::Transport {
+                if error.kind == ProviderErrorKind::Timeout {
+                    error.message = format!(
+                        "provider {} went silent for {:?} before the model finished",
+                        self.context.provider, self.context.timeout
+                    );
+                } else {
                     error.message = format!(
                         "the stream from provider {} broke before the model finished: {}",
                         self.context.provider,
@@ -732,6 +749,40 @@ impl Decoder {
     }
 }
 
+/// A call assembled from fragments, with its arguments parsed.
+fn finish_call(index: u64, call: PartialCall) -> Result<ToolCall, ProviderError> {
+    if call.name.is_empty() {
+        return Err(ProviderError::new(
+            ProviderErrorKind::Protocol,
+            "the model sent a tool call without a tool name",
+        ));
+    }
+    let arguments = if call.arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str::<Value>(&call.arguments).map_err(|err| {
+            let shown: String = call.arguments.chars().take(200).collect();
+            ProviderError::new(
+                ProviderErrorKind::Protocol,
+                format!(
+                    "the model sent malformed JSON arguments for the tool {} ({err}): {shown}",
+                    call.name
+                ),
+            )
+        })?
+    };
+    let id = if call.id.is_empty() {
+        new_call_id(index)
+    } else {
+        call.id
+    };
+    Ok(ToolCall {
+        id,
+        name: call.name,
+        arguments,
+    })
+}
+
 /// An id for a call the server sent without one; unique so tool results
 /// cannot be matched to the wrong call across turns.
 fn new_call_id(index: u64) -> String {
@@ -745,6 +796,85 @@ fn parse_usage(usage: &Value) -> Usage {
         output_tokens: count(&usage["completion_tokens"]),
         cached_input_tokens: count(&usage["prompt_tokens_details"]["cached_tokens"]),
         reasoning_tokens: count(&usage["completion_tokens_details"]["reasoning_tokens"]),
+    }
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+/// The length of the longest tail of `text` that could begin `tag`: held back
+/// until the next delta shows whether the tag follows.
+fn partial_tag_len(text: &str, tag: &str) -> usize {
+    (1..tag.len())
+        .rev()
+        .find(|&n| text.ends_with(&tag[..n]))
+        .unwrap_or(0)
+}
+
+/// Splits a leading `<think>…</think>` block out of the content: reasoning
+/// models served without a reasoning parser (vLLM, LM Studio) write their
+/// thinking there instead of in `reasoning_content`. Only a block at the very
+/// start counts, so a model writing about the tag later is shown as written.
+#[derive(Default)]
+enum ThinkTags {
+    /// Not yet known whether the content opens with `<think>`.
+    #[default]
+    Undecided,
+    Thinking,
+    Text,
+}
+
+/// The state and the text held back with it.
+#[derive(Default)]
+struct ThinkSplit {
+    state: ThinkTags,
+    held: String,
+}
+
+impl ThinkSplit {
+    /// Takes a content delta; returns the thought and the text to show now.
+    fn push(&mut self, text: &str) -> (String, String) {
+        self.held.push_str(text);
+        let mut thought = String::new();
+        let mut shown = String::new();
+        if let ThinkTags::Undecided = self.state {
+            let start = self.held.trim_start();
+            if let Some(rest) = start.strip_prefix(THINK_OPEN) {
+                self.held = rest.to_owned();
+                self.state = ThinkTags::Thinking;
+            } else if THINK_OPEN.starts_with(start) {
+                return (thought, shown);
+            } else {
+                self.state = ThinkTags::Text;
+            }
+        }
+        match self.state {
+            ThinkTags::Thinking => {
+                if let Some(end) = self.held.find(THINK_CLOSE) {
+                    thought.push_str(&self.held[..end]);
+                    shown.push_str(self.held[end + THINK_CLOSE.len()..].trim_start());
+                    self.held.clear();
+                    self.state = ThinkTags::Text;
+                } else {
+                    let cut = self.held.len() - partial_tag_len(&self.held, THINK_CLOSE);
+                    thought.push_str(&self.held[..cut]);
+                    self.held.drain(..cut);
+                }
+            }
+            ThinkTags::Text | ThinkTags::Undecided => {
+                shown.push_str(&std::mem::take(&mut self.held))
+            }
+        }
+        (thought, shown)
+    }
+
+    /// The content ended: whatever is held, as thought or text.
+    fn finish(&mut self) -> (String, String) {
+        let held = std::mem::take(&mut self.held);
+        match self.state {
+            ThinkTags::Thinking => (held, String::new()),
+            ThinkTags::Undecided | ThinkTags::Text => (String::new(), held),
+        }
     }
 }
 
@@ -802,12 +932,7 @@ impl TextCalls {
                 self.held.drain(..start + OPEN_TAG.len());
                 self.in_block = true;
             } else {
-                // Keep the longest tail that could begin the open tag.
-                let keep = (1..OPEN_TAG.len())
-                    .rev()
-                    .find(|&n| self.held.ends_with(&OPEN_TAG[..n]))
-                    .unwrap_or(0);
-                let cut = self.held.len() - keep;
+                let cut = self.held.len() - partial_tag_len(&self.held, OPEN_TAG);
                 shown.push_str(&self.held[..cut]);
                 self.held.drain(..cut);
                 break;
@@ -1153,6 +1278,20 @@ mod tests {
         ))
         .await;
         assert_eq!(error_of(&long).kind, ProviderErrorKind::ContextLength);
+        // llama.cpp's wording.
+        let llama = run_one(FixtureResponse::error(
+            400,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&llama).kind, ProviderErrorKind::ContextLength);
+        // Ollama's wording for a model that is not pulled.
+        let ollama = run_one(FixtureResponse::error(
+            404,
+            r#"{"error":{"message":"model \"qwen3:4b\" not found, try pulling it first","type":"api_error","param":null,"code":null}}"#,
+        ))
+        .await;
+        assert_eq!(error_of(&ollama).kind, ProviderErrorKind::UnknownModel);
         let other = run_one(FixtureResponse::error(
             400,
             r#"{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}"#,
@@ -1219,7 +1358,12 @@ mod tests {
     async fn malformed_tool_arguments_are_a_protocol_error() {
         let events = run_one(FixtureResponse::sse(&[
             chunk(
-                json!({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                json!({"tool_calls": [{"index": 0, "id": "call_b", "type": "function",
+                    "function": {"name": "write_file", "arguments": "{}"}}]}),
+                None,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "call_a", "type": "function",
                     "function": {"name": "read_file", "arguments": "{\"path\": "}}]}),
                 None,
             ),
@@ -1230,6 +1374,7 @@ mod tests {
         let error = error_of(&events);
         assert_eq!(error.kind, ProviderErrorKind::Protocol);
         assert!(error.message.contains("read_file"), "{}", error.message);
+        // The valid call before the broken one is not emitted either.
         assert_eq!(events.len(), 1);
     }
 
@@ -1444,9 +1589,7 @@ mod tests {
                     "function": {"name": "read_file", "arguments": "{\"path\":\"x\"}"}}]}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
         });
-        let mut response = FixtureResponse::error(200, &body.to_string());
-        response.status = 200;
-        let events: Vec<ProviderEvent> = run_one(response)
+        let events: Vec<ProviderEvent> = run_one(FixtureResponse::error(200, &body.to_string()))
             .await
             .into_iter()
             .map(Result::unwrap)
@@ -1488,5 +1631,151 @@ mod tests {
             .map(|m| m["role"].as_str().unwrap())
             .collect();
         assert_eq!(roles, ["system", "user", "user"]);
+        let failed = request_body(&request(vec![Message::Tool {
+            call_id: "c".into(),
+            content: "no such file".into(),
+            is_error: true,
+        }]));
+        assert_eq!(failed["messages"][1]["content"], "Error: no such file");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_stream_closes_the_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A server that streams text forever and reports when its writes fail.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 65536];
+            let _ = socket.read(&mut buf).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.unwrap();
+            let line = chunk(json!({"content": "x"}), None);
+            loop {
+                if socket.write_all(line.as_bytes()).await.is_err() {
+                    let _ = closed_tx.send(());
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let provider = OpenAiProvider::new(OpenAiSettings {
+            name: "local".into(),
+            base_url: format!("http://{address}/v1"),
+            api_key: None,
+            headers: Vec::new(),
+            timeout: Duration::from_secs(5),
+        })
+        .unwrap();
+        let mut stream = provider.stream(request(vec![user("hi")]));
+        assert_eq!(
+            stream.next().await.unwrap().unwrap(),
+            ProviderEvent::Text("x".into())
+        );
+        drop(stream);
+        tokio::time::timeout(Duration::from_secs(5), closed_rx)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_leading_think_block_in_the_content_is_thinking() {
+        let events = run_one(FixtureResponse::sse(&[
+            chunk(json!({"content": "<thi"}), None),
+            chunk(json!({"content": "nk>Weigh it</th"}), None),
+            chunk(json!({"content": "ink>\n\nAnswer: 4"}), None),
+            chunk(json!({}), Some("stop")),
+        ]))
+        .await;
+        let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            events,
+            vec![
+                ProviderEvent::Thinking("Weigh it".into()),
+                ProviderEvent::Text("Answer: 4".into()),
+                ProviderEvent::Done(ModelStop::EndTurn),
+            ]
+        );
+    }
+
+    #[test]
+    fn think_tags_later_in_the_text_stay_text() {
+        let mut split = ThinkSplit::default();
+        assert_eq!(split.push("Use "), (String::new(), "Use ".into()));
+        assert_eq!(split.push("<think>"), (String::new(), "<think>".into()));
+        let mut unfinished = ThinkSplit::default();
+        assert_eq!(
+            unfinished.push("<think>still"),
+            ("still".into(), String::new())
+        );
+        assert_eq!(
+            unfinished.push(" going</"),
+            (" going".into(), String::new())
+        );
+        assert_eq!(unfinished.finish(), ("</".into(), String::new()));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_stream_times_out_after_the_text_received() {
+        let mut response = FixtureResponse::sse(&[
+            chunk(json!({"content": "Hel"}), None),
+            chunk(json!({"content": "lo"}), Some("stop")),
+        ]);
+        response.chunks[1].0 = Duration::from_secs(2);
+        let server = FixtureServer::start(vec![response]).await.unwrap();
+        let mut settings = settings(&server, None);
+        settings.timeout = Duration::from_millis(200);
+        let events = run(settings, request(vec![user("hi")])).await;
+        assert_eq!(text_of(&events), "Hel");
+        let error = error_of(&events);
+        assert_eq!(error.kind, ProviderErrorKind::Timeout);
+        assert!(
+            error.message.contains("went silent for 200ms"),
+            "{}",
+            error.message
+        );
+    }
+
+    /// How fast the decoder turns SSE into events; run by hand with
+    /// `cargo test --release --lib openai::tests::decode_rate -- --ignored --nocapture`.
+    #[tokio::test]
+    #[ignore = "a measurement, not a check"]
+    async fn decode_rate() {
+        const CHUNKS: usize = 50_000;
+        let piece = chunk(json!({"content": "token "}), None);
+        let mut body = piece.repeat(CHUNKS);
+        body.push_str(&chunk(json!({}), Some("stop")));
+        body.push_str(DONE);
+        let server = FixtureServer::start(vec![FixtureResponse::sse(&[body])])
+            .await
+            .unwrap();
+        let provider = OpenAiProvider::new(settings(&server, None)).unwrap();
+        let started = std::time::Instant::now();
+        let count = provider.stream(request(vec![user("hi")])).count().await;
+        let elapsed = started.elapsed();
+        assert_eq!(count, CHUNKS + 1);
+        println!(
+            "{CHUNKS} chunks in {elapsed:?}: {:.0} chunks/s",
+            CHUNKS as f64 / elapsed.as_secs_f64()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_character_split_across_reads_arrives_whole() {
+        let event = chunk(json!({"content": "naïve 🦀"}), Some("stop"));
+        let bytes = event.as_bytes();
+        // Split inside the crab's four bytes.
+        let split = event.find('🦀').unwrap() + 2;
+        let mut response = FixtureResponse::sse(&[DONE]);
+        response.chunks = vec![
+            (Duration::ZERO, bytes[..split].to_vec()),
+            (Duration::from_millis(50), bytes[split..].to_vec()),
+            (Duration::ZERO, DONE.as_bytes().to_vec()),
+        ];
+        let events = run_one(response).await;
+        assert_eq!(text_of(&events), "naïve 🦀");
     }
 }
