@@ -186,3 +186,26 @@ fn the_checks_catch_what_they_look_for() {
     assert!(!contains_word("eprintln!(\"x\")", "println!"));
     assert!(contains_word("x; println!(\"x\")", "println!"));
 }
+
+#[test]
+fn no_test_is_ignored() {
+    let mut files = sources(&src());
+    files.extend(sources(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+    ));
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains(concat!("#[", "ignore")) {
+                found.push(format!("{}:{}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "tests must run or probe and skip, never be ignored:\n{}",
+        found.join("\n")
+    );
+}

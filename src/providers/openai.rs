@@ -1739,30 +1739,6 @@ mod tests {
         );
     }
 
-    /// How fast the decoder turns SSE into events; run by hand with
-    /// `cargo test --release --lib openai::tests::decode_rate -- --ignored --nocapture`.
-    #[tokio::test]
-    #[ignore = "a measurement, not a check"]
-    async fn decode_rate() {
-        const CHUNKS: usize = 50_000;
-        let piece = chunk(json!({"content": "token "}), None);
-        let mut body = piece.repeat(CHUNKS);
-        body.push_str(&chunk(json!({}), Some("stop")));
-        body.push_str(DONE);
-        let server = FixtureServer::start(vec![FixtureResponse::sse(&[body])])
-            .await
-            .unwrap();
-        let provider = OpenAiProvider::new(settings(&server, None)).unwrap();
-        let started = std::time::Instant::now();
-        let count = provider.stream(request(vec![user("hi")])).count().await;
-        let elapsed = started.elapsed();
-        assert_eq!(count, CHUNKS + 1);
-        println!(
-            "{CHUNKS} chunks in {elapsed:?}: {:.0} chunks/s",
-            CHUNKS as f64 / elapsed.as_secs_f64()
-        );
-    }
-
     #[tokio::test]
     async fn a_character_split_across_reads_arrives_whole() {
         let event = chunk(json!({"content": "naïve 🦀"}), Some("stop"));
