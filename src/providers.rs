@@ -197,6 +197,24 @@ pub fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, reqw
         .build()
 }
 
+/// `Retry-After` as seconds or an HTTP date; OpenAI also sends `retry-after-ms`.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<std::time::Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        return Some(std::time::Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    }
+    let value = header("retry-after")?.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Some(std::time::Duration::from_secs_f64(seconds.max(0.0)));
+    }
+    static PARSER: jiff::fmt::rfc2822::DateTimeParser = jiff::fmt::rfc2822::DateTimeParser::new();
+    let at = PARSER.parse_timestamp(value).ok()?;
+    let wait = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+    Some(std::time::Duration::from_millis(
+        u64::try_from(wait).unwrap_or(0),
+    ))
+}
+
 /// Stands in for a provider whose setup failed.
 struct Unavailable {
     name: String,

@@ -243,13 +243,9 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
-    /// Resolves a path argument for reading (see [`PathBoundary::resolve`]).
-    pub fn read_path(&self, raw: &str) -> Result<PathBuf, PathError> {
-        self.boundary.resolve(&self.workspace, raw)
-    }
-
-    /// Resolves a path argument for writing.
-    pub fn write_path(&self, raw: &str) -> Result<PathBuf, PathError> {
+    /// Resolves a path argument against the workspace, inside the boundary
+    /// (see [`PathBoundary::resolve`]); reads and writes share one boundary.
+    pub fn path(&self, raw: &str) -> Result<PathBuf, PathError> {
         self.boundary.resolve(&self.workspace, raw)
     }
 

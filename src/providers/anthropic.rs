@@ -93,7 +93,7 @@ impl Provider for AnthropicProvider {
                 .map_err(|err| transport_error(&name, &err))?;
             let status = response.status();
             if !status.is_success() {
-                let retry_after = retry_after(response.headers());
+                let retry_after = super::retry_after(response.headers());
                 let text = response.text().await.unwrap_or_default();
                 let mut error = http_error(&name, status.as_u16(), &text);
                 error.retry_after = retry_after;
@@ -455,16 +455,6 @@ fn http_error(name: &str, status: u16, body: &str) -> ProviderError {
         &message,
         Some(status),
     )
-}
-
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get("retry-after")?.to_str().ok()?.trim();
-    if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
-    }
-    let at = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
-    let wait = at.duration_since(jiff::Timestamp::now());
-    Duration::try_from(wait).ok()
 }
 
 fn transport_error(name: &str, err: &reqwest::Error) -> ProviderError {

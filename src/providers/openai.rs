@@ -111,7 +111,7 @@ impl Provider for OpenAiProvider {
                 .map_err(|err| context.transport(&err))?;
             let status = response.status();
             if !status.is_success() {
-                let retry_after = retry_after(response.headers());
+                let retry_after = super::retry_after(response.headers());
                 // A body that fails to arrive still leaves the status to go by.
                 let text = response.text().await.unwrap_or_default();
                 let mut error = context.http(status.as_u16(), &text);
@@ -242,22 +242,6 @@ fn tool_json(tool: &ToolSpec) -> Value {
             "parameters": tool.parameters,
         },
     })
-}
-
-/// `Retry-After` as seconds or an HTTP date; OpenAI also sends `retry-after-ms`.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-    }
-    let value = header("retry-after")?.trim();
-    if let Ok(seconds) = value.parse::<f64>() {
-        return Some(Duration::from_secs_f64(seconds.max(0.0)));
-    }
-    static PARSER: jiff::fmt::rfc2822::DateTimeParser = jiff::fmt::rfc2822::DateTimeParser::new();
-    let at = PARSER.parse_timestamp(value).ok()?;
-    let wait = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
-    Some(Duration::from_millis(u64::try_from(wait).unwrap_or(0)))
 }
 
 /// What error messages need to name.
@@ -1224,7 +1208,7 @@ mod tests {
             .timestamp_to_rfc9110_string(&at)
             .unwrap();
         headers.insert("retry-after", date.parse().unwrap());
-        let wait = retry_after(&headers).unwrap();
+        let wait = crate::providers::retry_after(&headers).unwrap();
         assert!(
             wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
             "{wait:?}"

@@ -96,7 +96,7 @@ impl Tool for ReadFile {
     ) -> BoxFuture<'a, Result<Plan, ToolError>> {
         Box::pin(async move {
             let args: ReadArgs = parse_args(arguments)?;
-            let path = ctx.read_path(&args.path)?;
+            let path = ctx.path(&args.path)?;
             Ok(Plan {
                 title: format!("Read {}", ctx.display_path(&path)),
                 reads: vec![path],
@@ -220,7 +220,7 @@ impl Tool for WriteFile {
     ) -> BoxFuture<'a, Result<Plan, ToolError>> {
         Box::pin(async move {
             let args: WriteArgs = parse_args(arguments)?;
-            let path = ctx.write_path(&args.path)?;
+            let path = ctx.path(&args.path)?;
             if path.is_dir() {
                 return Err(ToolError::Failed(format!(
                     "{} is a directory",
@@ -322,7 +322,7 @@ impl Tool for EditFile {
                     "`edits` must contain at least one edit".into(),
                 ));
             }
-            let path = ctx.write_path(&args.path)?;
+            let path = ctx.path(&args.path)?;
             let shown = ctx.display_path(&path);
             let old = ctx.files.read_text(&path).await?.ok_or_else(|| {
                 ToolError::Failed(format!("{shown} does not exist; create it with write_file"))

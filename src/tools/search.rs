@@ -4,7 +4,7 @@
 //! `.ignore` and hidden-file rules apply the way a developer expects; content
 //! search uses ripgrep's `grep-searcher` and `grep-regex`. Every walk stays
 //! inside what the path boundary allows: the root is resolved by
-//! [`ToolContext::read_path`] when the call is planned, symlinks met during a
+//! [`ToolContext::path`] when the call is planned, symlinks met during a
 //! walk are never followed, and entries under a forbidden path are neither
 //! reported nor entered. Results are sorted before they are cut to the caps,
 //! so the same tree gives the same answer. This module knows the core's tool
@@ -234,7 +234,7 @@ fn place(ctx: &ToolContext, root: &Path, is_dir: bool) -> String {
 /// Resolves the `path` argument inside the boundary; it must exist.
 async fn resolve_root(ctx: &ToolContext, raw: Option<&str>) -> Result<(PathBuf, bool), ToolError> {
     let raw = raw.unwrap_or(".");
-    let root = ctx.read_path(raw)?;
+    let root = ctx.path(raw)?;
     match tokio::fs::metadata(&root).await {
         Ok(meta) => Ok((root, meta.is_dir())),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Err(ToolError::Failed(format!(

@@ -214,7 +214,7 @@ impl Tool for ShellTool {
                 return Err(ToolError::InvalidArguments("`command` is empty".to_owned()));
             }
             self.timeout(&args)?;
-            let cwd = ctx.read_path(args.cwd.as_deref().unwrap_or("."))?;
+            let cwd = ctx.path(args.cwd.as_deref().unwrap_or("."))?;
             match tokio::fs::metadata(&cwd).await {
                 Ok(meta) if meta.is_dir() => {}
                 Ok(_) => {
