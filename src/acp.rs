@@ -637,6 +637,17 @@ impl Connection {
                     acp::SessionNotification::new(session.id.as_str().to_owned(), update);
                 self.peer.notify("session/update", &notification).await;
             }
+            // The context meter and cost as the last turn left them.
+            let usage = self
+                .runtime
+                .last_usage(&session.id)
+                .await
+                .map_err(runtime_error)?;
+            for update in usage.iter().flat_map(|e| convert::live_update(e, true)) {
+                let notification =
+                    acp::SessionNotification::new(session.id.as_str().to_owned(), update);
+                self.peer.notify("session/update", &notification).await;
+            }
             let (options, modes) = self.session_response_parts(&session);
             let response = acp::LoadSessionResponse::new()
                 .config_options(options)

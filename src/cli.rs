@@ -321,6 +321,7 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
                     .context_window
                     .as_ref()
                     .map_or(LoopConfig::default().context_tokens, |c| c.value),
+                models: config.catalog.clone(),
                 ..LoopConfig::default()
             },
             default_mode: config.mode.value,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::core::models::{ModelCatalog, ModelInfo, Price};
 use crate::core::policy::Rule;
 use crate::core::policy::shell::CommandRule;
 use crate::core::session::Mode;
@@ -100,6 +101,29 @@ pub struct FileConfig {
     pub paths: PathsConfig,
     #[serde(default)]
     pub safety: SafetyFileConfig,
+    /// Context windows and prices by model name or `*` pattern.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelFileConfig>,
+    /// The unit of every price in `[models]`: an ISO 4217 code or e.g. "credits"; "USD" if unset.
+    pub currency: Option<String>,
+}
+
+/// One `[models."NAME"]` table: what Pincer should know about a model.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFileConfig {
+    /// The model's context window in tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<usize>,
+    /// Price per million input tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_price: Option<f64>,
+    /// Price per million output tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_price: Option<f64>,
+    /// Price per million input tokens read from the provider's prompt cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_price: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
@@ -290,6 +314,9 @@ pub struct Config {
     pub shell: ShellConfig,
     pub paths: PathsConfig,
     pub safety: SafetyFileConfig,
+    /// The `[models]` tables as written, and the catalogue built from them.
+    pub models: BTreeMap<String, ModelFileConfig>,
+    pub catalog: ModelCatalog,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -441,6 +468,18 @@ impl Config {
             file_config.model,
             &file_origin(),
         );
+        if provider.is_none()
+            && let Some(model) = &model
+        {
+            let name = provider_for_model(&model.value, &providers).map_err(|message| {
+                ConfigError::Invalid {
+                    origin: model.origin.clone(),
+                    key: "model".into(),
+                    message,
+                }
+            })?;
+            provider = name.map(|name| Sourced::new(name, model.origin.clone()));
+        }
         let max_turn_requests = match (flags.max_turn_requests, env("PINCER_MAX_TURN_REQUESTS")) {
             (Some(n), _) => Sourced::new(n, Origin::Flag("--max-turn-requests")),
             (None, Some(raw)) => Sourced::new(
@@ -539,7 +578,14 @@ impl Config {
             .iter()
             .map(|root| base.join(root))
             .collect();
+        let catalog = catalog(
+            file_config.currency.as_deref(),
+            &file_config.models,
+            &file_origin(),
+        )?;
         Ok(Config {
+            models: file_config.models.clone(),
+            catalog,
             mode,
             sandbox,
             approval_timeout_secs: file_config
@@ -654,6 +700,18 @@ impl Config {
             && let Ok(safety) = toml::to_string(&self.safety)
         {
             out.push_str(&format!("\n[safety]  # {file_note}\n{safety}"));
+        }
+        if !self.models.is_empty() {
+            out.push_str(&format!(
+                "\ncurrency = {}  # {file_note}\n",
+                quote(&self.catalog.currency)
+            ));
+        }
+        for (name, model) in &self.models {
+            out.push_str(&format!("\n[models.{}]  # {file_note}\n", quote(name)));
+            if let Ok(body) = toml::to_string(model) {
+                out.push_str(&body);
+            }
         }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]  # {}\n", provider.origin));
@@ -798,6 +856,141 @@ fn default_data_dir(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf, Con
         .or_else(|| home(env).map(|h| h.join(".local").join("share")))
         .ok_or(ConfigError::NoHome)?;
     Ok(base.join("pincer"))
+}
+
+/// Builds the model catalogue from the `[models]` tables, refusing prices that
+/// cannot be right.
+fn catalog(
+    currency: Option<&str>,
+    models: &BTreeMap<String, ModelFileConfig>,
+    origin: &Origin,
+) -> Result<ModelCatalog, ConfigError> {
+    let invalid = |key: String, message: String| ConfigError::Invalid {
+        origin: origin.clone(),
+        key,
+        message,
+    };
+    let currency = currency.unwrap_or("USD").trim();
+    if currency.is_empty() {
+        return Err(invalid(
+            "currency".into(),
+            "must not be empty (an ISO 4217 code such as \"USD\", or a unit such as \"credits\")"
+                .into(),
+        ));
+    }
+    let mut entries = Vec::new();
+    for (name, model) in models {
+        let key = |field: &str| format!("models.{}.{field}", quote(name));
+        if name.trim().is_empty() {
+            return Err(invalid(
+                "models".into(),
+                "a model name must not be empty".into(),
+            ));
+        }
+        if model.context_window == Some(0) {
+            return Err(invalid(key("context_window"), "must be at least 1".into()));
+        }
+        for (field, value) in [
+            ("input_price", model.input_price),
+            ("output_price", model.output_price),
+            ("cached_input_price", model.cached_input_price),
+        ] {
+            if let Some(value) = value
+                && !(value.is_finite() && value >= 0.0)
+            {
+                return Err(invalid(
+                    key(field),
+                    format!("a price must be a number of zero or more, got {value}"),
+                ));
+            }
+        }
+        let price = match (model.input_price, model.output_price) {
+            (Some(input), Some(output)) => Some(Price {
+                input,
+                output,
+                cached_input: model.cached_input_price,
+            }),
+            (None, None) if model.cached_input_price.is_none() => None,
+            _ => {
+                return Err(invalid(
+                    key("input_price"),
+                    "a priced model needs both input_price and output_price (per million tokens)"
+                        .into(),
+                ));
+            }
+        };
+        entries.push((
+            name.clone(),
+            ModelInfo {
+                context_window: model.context_window,
+                price,
+            },
+        ));
+    }
+    ModelCatalog::new(currency, entries)
+        .map_err(|err| invalid(format!("models.{}", quote(&err.name)), err.message))
+}
+
+/// The provider for a model named without one (`pincer run --model gpt-4o`):
+/// the one provider that lists it, else the one provider of the model's family
+/// (`claude-*` is Anthropic's; `gpt-*`, `o1`…`o4`, `chatgpt-*` OpenAI's), else
+/// the only provider there is. `Ok(None)` when nothing is configured; an error
+/// naming the candidates when several could serve it.
+fn provider_for_model(
+    model: &str,
+    providers: &BTreeMap<String, Sourced<ProviderConfig>>,
+) -> Result<Option<String>, String> {
+    let only = |names: Vec<&String>| match names.as_slice() {
+        [one] => Some((*one).clone()),
+        _ => None,
+    };
+    let listing: Vec<&String> = providers
+        .iter()
+        .filter(|(_, p)| p.value.models.iter().any(|m| m == model))
+        .map(|(name, _)| name)
+        .collect();
+    if let Some(name) = only(listing.clone()) {
+        return Ok(Some(name));
+    }
+    let family = model_family(model);
+    let of_family: Vec<&String> = providers
+        .iter()
+        .filter(|(_, p)| Some(&p.value.kind) == family.as_ref())
+        .map(|(name, _)| name)
+        .collect();
+    if listing.is_empty()
+        && let Some(name) = only(of_family.clone())
+    {
+        return Ok(Some(name));
+    }
+    if providers.len() <= 1 {
+        return Ok(providers.keys().next().cloned());
+    }
+    let candidates: Vec<&String> = if !listing.is_empty() {
+        listing
+    } else if !of_family.is_empty() {
+        of_family
+    } else {
+        providers.keys().collect()
+    };
+    let names: Vec<&str> = candidates.iter().map(|n| n.as_str()).collect();
+    Err(format!(
+        "{model:?} could be served by more than one provider ({}); choose one with --provider or `provider` in config",
+        names.join(", ")
+    ))
+}
+
+/// The kind of provider a well-known model name belongs to.
+fn model_family(model: &str) -> Option<ProviderKind> {
+    let model = model.to_ascii_lowercase();
+    if model.starts_with("claude") {
+        return Some(ProviderKind::Anthropic);
+    }
+    let openai = ["gpt-", "chatgpt-", "o1", "o3", "o4", "codex-"];
+    openai
+        .iter()
+        .any(|prefix| model.starts_with(prefix))
+        .then_some(ProviderKind::Openai)
 }
 
 #[cfg(test)]

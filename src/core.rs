@@ -9,6 +9,7 @@ pub mod context;
 pub mod event;
 pub mod gate;
 pub mod ids;
+pub mod models;
 pub mod policy;
 pub mod provider;
 pub mod receipt;

@@ -346,6 +346,7 @@ async fn drive(
                 state,
                 stop_reason,
                 error,
+                ..
             } = &record.event
                 && state.is_terminal()
             {

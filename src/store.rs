@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use crate::core::approval::Grant;
 use crate::core::event::{EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::models::Cost;
 use crate::core::receipt::{Receipt, ReceiptBody};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Millis, Mode, Session};
@@ -95,6 +96,7 @@ pub enum Write {
         stop_reason: Option<StopReason>,
         error: Option<String>,
         usage: Usage,
+        cost: Option<Cost>,
         at: Millis,
     },
     AppendEvent(EventRecord),

@@ -199,7 +199,8 @@ fn failover_moves_past_a_dead_provider_to_anthropic() {
             "provider = \"main\"\n\
              [providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:{dead}/v1\"\nmodels = [\"llama\"]\nattempts = 1\n\
              [providers.claude]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_env = \"MY_CLAUDE_KEY\"\nmodels = [\"claude-test\"]\n\
-             [providers.main]\nkind = \"failover\"\nmembers = [\"local/llama\", \"claude/claude-test\"]\nmodels = [\"auto\"]\nattempts = 1\n"
+             [providers.main]\nkind = \"failover\"\nmembers = [\"local/llama\", \"claude/claude-test\"]\nmodels = [\"auto\"]\nattempts = 1\n\
+             [models.\"claude-*\"]\ninput_price = 3.0\noutput_price = 15.0\n"
         ),
     )
     .unwrap();
@@ -229,6 +230,13 @@ fn failover_moves_past_a_dead_provider_to_anthropic() {
     let usage = lines.iter().find(|l| l["type"] == "usage").unwrap();
     assert_eq!(usage["usage"]["input_tokens"], 9);
     assert_eq!(usage["usage"]["output_tokens"], 4);
+    // Priced as the member's model that served the turn, not the failover's name.
+    assert_eq!(usage["model"], "claude-test");
+    let cost = usage["cost"]["amount"].as_f64().unwrap();
+    assert!(
+        (cost - (9.0 * 3.0 + 4.0 * 15.0) / 1e6).abs() < 1e-12,
+        "{cost}"
+    );
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0].header("x-api-key"), Some("claude-key-0123456789"));
     assert_eq!(seen[0].body["model"], "claude-test");
@@ -383,4 +391,118 @@ fn every_request_of_a_tool_loop_keeps_calls_and_results_paired() {
         "{answer}"
     );
     assert!(!dir.workspace().join("c.txt").exists());
+}
+
+#[test]
+fn the_conversation_is_fitted_into_the_models_own_window() {
+    let long = "a".repeat(4000); // about 1000 tokens
+    let second_request = |config: &str| {
+        let dir = TestDir::new();
+        let (url, seen) = serve(200, openai_stream(&["ok"]));
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, config).unwrap();
+        let env = [
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_BASE_URL", &format!("{url}/v1") as &str),
+        ];
+        let args = |prompt: &str, session: Option<&str>| {
+            let mut args = vec![
+                "--config".to_owned(),
+                path.to_str().unwrap().to_owned(),
+                "run".to_owned(),
+                "--provider".to_owned(),
+                "openai".to_owned(),
+                "--model".to_owned(),
+                "gpt-small".to_owned(),
+                "--output".to_owned(),
+                "jsonl".to_owned(),
+            ];
+            if let Some(session) = session {
+                args.extend(["--session".to_owned(), session.to_owned()]);
+            }
+            args.push(prompt.to_owned());
+            args
+        };
+        let first = args(&long, None);
+        let out = run(
+            &dir,
+            &first.iter().map(String::as_str).collect::<Vec<_>>(),
+            &env,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let session: Value = serde_json::from_str(stdout(&out).lines().next().unwrap()).unwrap();
+        let session = session["session_id"].as_str().unwrap().to_owned();
+        let second = args("and now?", Some(&session));
+        let out = run(
+            &dir,
+            &second.iter().map(String::as_str).collect::<Vec<_>>(),
+            &env,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let usage = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|l| l["type"] == "usage")
+            .unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        (
+            seen[1].body["messages"].to_string(),
+            usage["context"].clone(),
+        )
+    };
+    // 9000 tokens less the 8192 kept for the answer: the old long prompt goes.
+    let (sent, context) = second_request("[models.\"gpt-small\"]\ncontext_window = 9000\n");
+    assert!(!sent.contains(&long), "{sent}");
+    assert!(sent.contains("and now?"), "{sent}");
+    assert_eq!(context["size"], 9000);
+    // A pattern that does not cover the model leaves the default window: all kept.
+    let (sent, context) = second_request("[models.\"gpt-large*\"]\ncontext_window = 9000\n");
+    assert!(sent.contains(&long));
+    assert_eq!(context["size"], 128000);
+}
+
+#[test]
+fn a_bare_model_finds_its_provider() {
+    let dir = TestDir::new();
+    let (openai, openai_seen) = serve(200, openai_stream(&["from gpt"]));
+    let (anthropic, anthropic_seen) = serve(200, anthropic_stream("from claude"));
+    let openai_url = format!("{openai}/v1");
+    let env = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", openai_url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test"),
+        ("ANTHROPIC_BASE_URL", anthropic.as_str()),
+    ];
+    // Both keys set, no --provider: the model's family decides.
+    let out = run(&dir, &["run", "--model", "claude-test-1", "hi"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "from claude\n");
+    assert_eq!(
+        anthropic_seen.lock().unwrap()[0].body["model"],
+        "claude-test-1"
+    );
+    let out = run(&dir, &["run", "--model", "gpt-test-1", "hi"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "from gpt\n");
+    assert_eq!(openai_seen.lock().unwrap()[0].body["model"], "gpt-test-1");
+    // A name of no known family with two providers: refused, naming both.
+    let out = run(&dir, &["run", "--model", "llama3", "hi"], &env);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("\"llama3\" could be served by more than one provider (anthropic, openai)"),
+        "{err}"
+    );
+    // With one provider, any model name goes to it (Ollama, vLLM, LM Studio).
+    let out = run(
+        &dir,
+        &["run", "--model", "llama3", "hi"],
+        &[
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_BASE_URL", openai_url.as_str()),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(openai_seen.lock().unwrap()[1].body["model"], "llama3");
 }

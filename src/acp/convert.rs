@@ -138,12 +138,44 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
             diffs,
             safety: _,
         } => vec![tool_result_update(id, output, *is_error, diffs)],
+        Event::Usage {
+            usage,
+            model,
+            cost,
+            context: Some(context),
+            session_cost,
+        } => {
+            let mut turn = serde_json::Map::new();
+            turn.insert("inputTokens".into(), usage.input_tokens.into());
+            turn.insert("outputTokens".into(), usage.output_tokens.into());
+            turn.insert("cachedInputTokens".into(), usage.cached_input_tokens.into());
+            turn.insert("reasoningTokens".into(), usage.reasoning_tokens.into());
+            if let Some(model) = model {
+                turn.insert("model".into(), model.clone().into());
+            }
+            if let Some(cost) = cost {
+                turn.insert(
+                    "cost".into(),
+                    json!({"amount": cost.amount, "currency": cost.currency}),
+                );
+            }
+            let mut meta = serde_json::Map::new();
+            meta.insert("pincer".into(), json!({ "turn": turn }));
+            let update = acp::UsageUpdate::new(context.used, context.size)
+                .cost(
+                    session_cost
+                        .as_ref()
+                        .map(|c| acp::Cost::new(c.amount, c.currency.clone())),
+                )
+                .meta(meta);
+            vec![acp::SessionUpdate::UsageUpdate(update)]
+        }
         Event::UserMessage { .. }
         | Event::State { .. }
         | Event::ModelTurn { .. }
         | Event::ApprovalRequested { .. }
         | Event::ApprovalDecided { .. }
-        | Event::Usage { .. } => Vec::new(),
+        | Event::Usage { context: None, .. } => Vec::new(),
     }
 }
 
@@ -386,7 +418,10 @@ pub fn run_json(run: &RunInfo) -> Value {
         "usage": {
             "inputTokens": run.usage.input_tokens,
             "outputTokens": run.usage.output_tokens,
+            "cachedInputTokens": run.usage.cached_input_tokens,
+            "reasoningTokens": run.usage.reasoning_tokens,
         },
+        "cost": run.cost.as_ref().map(|c| json!({"amount": c.amount, "currency": c.currency})),
         "createdAt": timestamp(run.created_at),
         "startedAt": run.started_at.map(timestamp),
         "endedAt": run.ended_at.map(timestamp),

@@ -46,6 +46,7 @@ fn run_json(run: &RunInfo) -> serde_json::Value {
         "stop_reason": run.stop_reason.map(|r| r.as_str()),
         "error": run.error,
         "usage": run.usage,
+        "cost": run.cost,
         "created_at": run.created_at,
         "started_at": run.started_at,
         "ended_at": run.ended_at,
@@ -166,15 +167,21 @@ fn run_line(run: &RunInfo) -> String {
         (Some(start), Some(end)) => format!(" in {} ms", end - start),
         _ => String::new(),
     };
+    let cost = run
+        .cost
+        .as_ref()
+        .map(|cost| format!("  cost {cost}"))
+        .unwrap_or_default();
     format!(
-        "{}  {}  {}{}{}  tokens in {} out {}",
+        "{}  {}  {}{}{}  tokens in {} out {}{}",
         run.id,
         time(run.created_at),
         run.state.as_str(),
         outcome,
         duration,
         run.usage.input_tokens,
-        run.usage.output_tokens
+        run.usage.output_tokens,
+        cost
     )
 }
 
@@ -256,6 +263,8 @@ fn tape_line(record: &EventRecord) -> String {
             state,
             stop_reason,
             error,
+            usage,
+            cost,
         } => {
             let mut line = format!("state {}", state.as_str());
             if let Some(reason) = stop_reason {
@@ -263,6 +272,15 @@ fn tape_line(record: &EventRecord) -> String {
             }
             if let Some(error) = error {
                 line.push_str(&format!(": {error}"));
+            }
+            if let Some(usage) = usage {
+                line.push_str(&format!(
+                    "; run tokens in {} out {}",
+                    usage.input_tokens, usage.output_tokens
+                ));
+            }
+            if let Some(cost) = cost {
+                line.push_str(&format!(", cost {cost}"));
             }
             line
         }
@@ -314,10 +332,31 @@ fn tape_line(record: &EventRecord) -> String {
             }
             line
         }
-        Event::Usage { usage } => format!(
-            "usage in {} out {}",
-            usage.input_tokens, usage.output_tokens
-        ),
+        Event::Usage {
+            usage,
+            model,
+            cost,
+            context,
+            ..
+        } => {
+            let mut line = format!(
+                "usage in {} out {}",
+                usage.input_tokens, usage.output_tokens
+            );
+            if usage.cached_input_tokens > 0 {
+                line.push_str(&format!(" (cached {})", usage.cached_input_tokens));
+            }
+            if let Some(model) = model {
+                line.push_str(&format!(" on {model}"));
+            }
+            if let Some(cost) = cost {
+                line.push_str(&format!(", cost {cost}"));
+            }
+            if let Some(context) = context {
+                line.push_str(&format!(", context {}/{}", context.used, context.size));
+            }
+            line
+        }
     };
     format!("{:>5}  {}  {}\n", record.seq, time(record.at), what)
 }

@@ -6,8 +6,10 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::context;
-use super::event::{Event, StopReason};
+use super::event::Usage;
+use super::event::{ContextUse, Event, StopReason};
 use super::gate::{self, CallEnv};
+use super::models::{Cost, ModelCatalog};
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent};
 use super::run::RunOutcome;
 use super::runtime::Emitter;
@@ -19,9 +21,11 @@ pub struct LoopConfig {
     /// Most model requests in one run; the run then ends with `max_turn_requests`.
     pub max_turn_requests: u32,
     pub system_prompt: Option<String>,
-    /// The model's context window in tokens; the conversation sent is fitted
-    /// into it, less `output_reserve`.
+    /// The context window in tokens of models the catalogue does not cover;
+    /// the conversation sent is fitted into the window, less `output_reserve`.
     pub context_tokens: usize,
+    /// Context windows and prices by model.
+    pub models: ModelCatalog,
     /// Tokens left free for the model's answer.
     pub output_reserve: usize,
 }
@@ -33,6 +37,7 @@ impl Default for LoopConfig {
             system_prompt: None,
             context_tokens: 128_000,
             output_reserve: 8_192,
+            models: ModelCatalog::default(),
         }
     }
 }
@@ -47,6 +52,17 @@ pub struct RunContext<'a> {
     pub emitter: &'a mut Emitter,
     /// The tools, the policy and the approvals the run's tool calls go through.
     pub calls: CallEnv,
+    /// What the session's earlier runs cost.
+    pub session_cost: Option<Cost>,
+}
+
+impl LoopConfig {
+    /// The context window of `model`: its catalogue entry, else the default.
+    pub fn context_window(&self, model: &str) -> usize {
+        self.models
+            .context_window(model)
+            .unwrap_or(self.context_tokens)
+    }
 }
 
 /// Runs model turns until the model stops, the cap is hit, or the run is cancelled.
@@ -102,7 +118,7 @@ async fn model_turn(
     let mut messages = ctx.history.clone();
     let system_tokens = config.system_prompt.as_ref().map_or(0, |s| s.len() / 4);
     let budget = config
-        .context_tokens
+        .context_window(&ctx.model)
         .saturating_sub(config.output_reserve)
         .saturating_sub(system_tokens);
     let fitted = context::fit(&mut messages, budget);
@@ -124,6 +140,7 @@ async fn model_turn(
     let mut text = String::new();
     let mut thought = String::new();
     let mut tool_calls: Vec<ToolCall> = Vec::new();
+    let mut served_model = ctx.model.clone();
     let ended = loop {
         let item = tokio::select! {
             biased;
@@ -148,7 +165,14 @@ async fn model_turn(
                 });
                 tool_calls.push(call);
             }
-            Some(Ok(ProviderEvent::Usage(usage))) => ctx.emitter.emit(Event::Usage { usage }),
+            Some(Ok(ProviderEvent::Served { provider, model })) => {
+                tracing::debug!(%provider, %model, "model turn served");
+                served_model = model;
+            }
+            Some(Ok(ProviderEvent::Usage(usage))) => {
+                let event = usage_event(ctx, config, &served_model, usage);
+                ctx.emitter.emit(event);
+            }
             Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
             Some(Err(err)) => {
                 let when = if text.is_empty() && thought.is_empty() && tool_calls.is_empty() {
@@ -194,5 +218,26 @@ async fn model_turn(
             }
             Err(outcome)
         }
+    }
+}
+
+/// The `usage` event of a turn: its tokens, its cost, how full the context is
+/// and what the session has cost so far.
+fn usage_event(ctx: &RunContext<'_>, config: &LoopConfig, model: &str, usage: Usage) -> Event {
+    let cost = config.models.cost(model, &usage);
+    let run_cost = Cost::sum(ctx.emitter.cost.clone(), cost.as_ref());
+    let session_cost = match (&ctx.session_cost, run_cost) {
+        (Some(before), run) => Cost::sum(Some(before.clone()), run.as_ref()),
+        (None, run) => run,
+    };
+    Event::Usage {
+        usage,
+        model: Some(model.to_owned()),
+        cost,
+        context: Some(ContextUse {
+            used: usage.input_tokens + usage.output_tokens,
+            size: config.context_window(model) as u64,
+        }),
+        session_cost,
     }
 }

@@ -10,12 +10,26 @@ use serde::{Deserialize, Serialize};
 
 use super::approval::ApprovalDecision;
 use super::ids::{RunId, SessionId};
+use super::models::Cost;
 use super::receipt::Verdict;
 use super::session::{ContentPart, Millis};
 use super::tool::{FileDiff, ToolKind};
 
 fn other_kind() -> ToolKind {
     ToolKind::Other
+}
+
+impl Event {
+    /// A move to `state` with nothing else to say.
+    pub fn state(state: RunState) -> Self {
+        Event::State {
+            state,
+            stop_reason: None,
+            error: None,
+            usage: None,
+            cost: None,
+        }
+    }
 }
 
 fn allowed() -> Verdict {
@@ -157,6 +171,13 @@ pub enum Event {
         stop_reason: Option<StopReason>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// On the terminal state: tokens summed over the run's model turns.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        /// On the terminal state: what the run cost, when the price table
+        /// covers its models.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<Cost>,
     },
     /// The prompt that started the run.
     UserMessage {
@@ -236,9 +257,31 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         safety: Vec<String>,
     },
+    /// Tokens of one model turn, what they cost, and how full the context is.
     Usage {
         usage: Usage,
+        /// The model that served the turn (a failover member's own, if it has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// What the turn cost, when the price table covers the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<Cost>,
+        /// Tokens in the context after the turn, and the model's window.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<ContextUse>,
+        /// The session's cost so far, this turn included.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_cost: Option<Cost>,
     },
+}
+
+/// How full the model's context window is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextUse {
+    /// Tokens the last turn read and wrote: what the next turn starts from.
+    pub used: u64,
+    /// The model's context window.
+    pub size: u64,
 }
 
 impl Event {

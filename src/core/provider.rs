@@ -47,6 +47,12 @@ pub enum ProviderEvent {
     Thinking(String),
     ToolCall(ToolCall),
     Usage(Usage),
+    /// Which provider and model are serving the turn, when a layer in between
+    /// (failover) chose among several; sent before the turn's first output.
+    Served {
+        provider: String,
+        model: String,
+    },
     Done(ModelStop),
 }
 

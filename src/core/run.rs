@@ -2,10 +2,11 @@
 
 use super::event::{Event, RunState, StopReason, Usage};
 use super::ids::{RunId, SessionId};
+use super::models::Cost;
 use super::session::Millis;
 
 /// A run's state, timings and outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunInfo {
     pub id: RunId,
     pub session_id: SessionId,
@@ -13,6 +14,8 @@ pub struct RunInfo {
     pub stop_reason: Option<StopReason>,
     pub error: Option<String>,
     pub usage: Usage,
+    /// What the run cost, when the price table covers its models.
+    pub cost: Option<Cost>,
     pub created_at: Millis,
     pub started_at: Option<Millis>,
     pub ended_at: Option<Millis>,
@@ -33,6 +36,7 @@ impl RunOutcome {
             state,
             stop_reason,
             error,
+            ..
         } = event
         else {
             return None;

@@ -19,6 +19,7 @@ use super::approval::{ApprovalDecision, Grant, PendingApprovals};
 use super::event::{Event, EventRecord, RunState, Usage};
 use super::gate::{CallEnv, ToolGate};
 use super::ids::{RunId, SessionId};
+use super::models::Cost;
 use super::policy::PathBoundary;
 use super::provider::{ModelChoice, Providers};
 use super::receipt::ReceiptBody;
@@ -305,6 +306,39 @@ impl Runtime {
         Ok(self.inner.store.runs(id).await?)
     }
 
+    /// The session's latest `usage` event, with `session_cost` made the sum
+    /// over all its runs: what a client reopening the session should show.
+    pub async fn last_usage(&self, id: &SessionId) -> Result<Option<Event>, RuntimeError> {
+        let runs = self.runs(id).await?;
+        let total = runs
+            .iter()
+            .fold(None, |total, run| Cost::sum(total, run.cost.as_ref()));
+        let Some(run) = runs.iter().rev().find(|run| run.usage != Usage::default()) else {
+            return Ok(None);
+        };
+        let tape = self.tape(&run.id, 0).await?;
+        let last = tape
+            .into_iter()
+            .rev()
+            .find_map(|record| match record.event {
+                Event::Usage {
+                    usage,
+                    model,
+                    cost,
+                    context,
+                    ..
+                } => Some(Event::Usage {
+                    usage,
+                    model,
+                    cost,
+                    context,
+                    session_cost: total.clone(),
+                }),
+                _ => None,
+            });
+        Ok(last)
+    }
+
     pub async fn run(&self, id: &RunId) -> Result<RunInfo, RuntimeError> {
         self.inner.store.flush().await?;
         self.inner
@@ -383,11 +417,7 @@ impl Runtime {
             });
         }
         let mut emitter = Emitter::new(&self.inner.store, &live.events, id, &run_id);
-        emitter.emit(Event::State {
-            state: RunState::Queued,
-            stop_reason: None,
-            error: None,
-        });
+        emitter.emit(Event::state(RunState::Queued));
         emitter.emit(Event::UserMessage {
             content: content.clone(),
         });
@@ -653,17 +683,14 @@ impl Runtime {
         if let Err(err) = emitter.enter(RunState::Running) {
             return RunOutcome::Failed(err.to_string());
         }
-        emitter.emit(Event::State {
-            state: RunState::Running,
-            stop_reason: None,
-            error: None,
-        });
+        emitter.emit(Event::state(RunState::Running));
         store.submit(Write::SetRunState {
             id: queued.id.clone(),
             state: RunState::Running,
             stop_reason: None,
             error: None,
             usage: Usage::default(),
+            cost: None,
             at: now,
         });
         let user = Message::User {
@@ -679,6 +706,16 @@ impl Runtime {
             Ok(history) => history.into_iter().map(|entry| entry.message).collect(),
             Err(err) => {
                 return RunOutcome::Failed(format!("cannot read the session history: {err}"));
+            }
+        };
+        let session_cost = match self.runs(&session.id).await {
+            Ok(runs) => runs
+                .iter()
+                .filter(|run| run.id != queued.id)
+                .fold(None, |total, run| Cost::sum(total, run.cost.as_ref())),
+            Err(err) => {
+                tracing::warn!(session = %session.id, error = %err, "cannot read the session's earlier costs");
+                None
             }
         };
         let provider = if session.provider.is_empty() {
@@ -717,6 +754,7 @@ impl Runtime {
             cancel: queued.cancel.clone(),
             emitter,
             calls,
+            session_cost,
         };
         agent_loop::run(&mut context, &self.inner.config.loop_config).await
     }
@@ -729,6 +767,8 @@ impl Runtime {
             state: outcome.state(),
             stop_reason: outcome.stop_reason(),
             error: outcome.error().map(str::to_owned),
+            usage: (emitter.usage != Usage::default()).then_some(emitter.usage),
+            cost: emitter.cost.clone(),
         });
         let store = &self.inner.store;
         store.submit(Write::AppendEvent(record.clone()));
@@ -739,6 +779,7 @@ impl Runtime {
                 stop_reason: outcome.stop_reason(),
                 error: outcome.error().map(str::to_owned),
                 usage: emitter.usage,
+                cost: emitter.cost.clone(),
                 at: record.at,
             })
             .await;
@@ -777,6 +818,8 @@ pub struct Emitter {
     state: RunState,
     /// Token usage summed over the run's model turns.
     pub usage: Usage,
+    /// What the run's priced model turns cost.
+    pub cost: Option<Cost>,
 }
 
 /// A state change the run state machine does not allow: a bug in the runtime.
@@ -813,6 +856,7 @@ impl Emitter {
             next_seq,
             state: RunState::Queued,
             usage: Usage::default(),
+            cost: None,
         }
     }
 
@@ -851,8 +895,9 @@ impl Emitter {
 
     /// Appends an event to the tape and publishes it.
     pub fn emit(&mut self, event: Event) {
-        if let Event::Usage { usage } = &event {
+        if let Event::Usage { usage, cost, .. } = &event {
             self.usage.add(*usage);
+            self.cost = Cost::sum(self.cost.take(), cost.as_ref());
         }
         let record = self.record(event);
         self.store.submit(Write::AppendEvent(record.clone()));
@@ -866,17 +911,14 @@ impl Emitter {
             tracing::error!(error = %err, "run state machine violated");
             return;
         }
-        self.emit(Event::State {
-            state,
-            stop_reason: None,
-            error: None,
-        });
+        self.emit(Event::state(state));
         self.store.submit(Write::SetRunState {
             id: self.run_id.clone(),
             state,
             stop_reason: None,
             error: None,
             usage: self.usage,
+            cost: self.cost.clone(),
             at: now_millis(),
         });
     }

@@ -386,11 +386,15 @@ fn decode(name: &str, kind: &str, data: &str, turn: &mut Turn) -> Result<(), Pro
 }
 
 /// Usage fields are cumulative in `message_delta`; take the largest seen.
+/// Anthropic counts cache reads apart from `input_tokens`; Pincer's
+/// `input_tokens` is every token read, cached ones included (as OpenAI's).
 fn add_usage(usage: &mut Usage, value: &Value) {
     let field = |name: &str| value[name].as_u64().unwrap_or(0);
-    usage.input_tokens = usage
-        .input_tokens
-        .max(field("input_tokens") + field("cache_creation_input_tokens"));
+    usage.input_tokens = usage.input_tokens.max(
+        field("input_tokens")
+            + field("cache_creation_input_tokens")
+            + field("cache_read_input_tokens"),
+    );
     usage.cached_input_tokens = usage
         .cached_input_tokens
         .max(field("cache_read_input_tokens"));
@@ -547,6 +551,9 @@ mod tests {
                     "usage {} {} {}",
                     u.input_tokens, u.output_tokens, u.cached_input_tokens
                 ),
+                Ok(ProviderEvent::Served { provider, model }) => {
+                    format!("served {provider} {model}")
+                }
                 Ok(ProviderEvent::Done(s)) => format!("done {s:?}"),
                 Err(e) => format!("error {:?} {}", e.kind, e.message),
             })
@@ -625,7 +632,7 @@ mod tests {
                 "text Hel",
                 "text lo",
                 "tool toolu_2 grep {\"pattern\":\"fn\"}",
-                "usage 25 42 5",
+                "usage 30 42 5",
                 "done ToolUse",
             ]
         );

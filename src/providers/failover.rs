@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use crate::core::provider::{
-    ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderStream,
+    ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent, ProviderStream,
 };
 
 /// How hard to retry one member before moving on.
@@ -141,7 +141,11 @@ impl Provider for Failover {
                     match stream.next().await {
                         Some(Ok(first)) => {
                             lock(&health)[index] = Health::default();
-                            return futures::stream::once(async move { Ok(first) })
+                            let served = ProviderEvent::Served {
+                                provider: provider.name().to_owned(),
+                                model: request.model.clone(),
+                            };
+                            return futures::stream::iter([Ok(served), Ok(first)])
                                 .chain(stream)
                                 .boxed();
                         }
@@ -191,7 +195,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::core::provider::{ModelStop, ProviderEvent};
+    use crate::core::provider::ModelStop;
 
     /// Plays one scripted outcome per turn: `Ok(text)` streams text then ends,
     /// `Err(kind)` fails before any output.
@@ -263,8 +267,25 @@ mod tests {
         }
     }
 
+    /// The first event of a turn after the `Served` note.
     async fn first(failover: &Failover) -> Result<ProviderEvent, ProviderError> {
-        failover.stream(request()).next().await.unwrap()
+        routed(failover).await.1
+    }
+
+    /// Who served a turn, and its first event.
+    async fn routed(
+        failover: &Failover,
+    ) -> (
+        Option<(String, String)>,
+        Result<ProviderEvent, ProviderError>,
+    ) {
+        let mut stream = failover.stream(request());
+        match stream.next().await.unwrap() {
+            Ok(ProviderEvent::Served { provider, model }) => {
+                (Some((provider, model)), stream.next().await.unwrap())
+            }
+            other => (None, other),
+        }
     }
 
     #[tokio::test]
@@ -319,10 +340,9 @@ mod tests {
             ],
             quick(),
         );
-        assert_eq!(
-            first(&failover).await.unwrap(),
-            ProviderEvent::Text("from b".into())
-        );
+        let (served, event) = routed(&failover).await;
+        assert_eq!(event.unwrap(), ProviderEvent::Text("from b".into()));
+        assert_eq!(served, Some(("b".to_owned(), "b-model".to_owned())));
         assert_eq!(a.calls(), 3);
         assert_eq!(lock(&b.models).as_slice(), ["b-model"]);
         // `a` is cooling down now: the next turn goes to `b` first.

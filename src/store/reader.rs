@@ -8,6 +8,7 @@ use super::StoreError;
 use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::models::Cost;
 use crate::core::receipt::{Receipt, ReceiptBody, Verdict};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
@@ -239,7 +240,7 @@ pub(super) fn history(conn: &Connection, id: &SessionId) -> Result<Vec<HistoryEn
     .collect()
 }
 
-const RUN_COLUMNS: &str = "id, session_id, state, stop_reason, error, input_tokens, output_tokens, created_at, started_at, ended_at";
+const RUN_COLUMNS: &str = "id, session_id, state, stop_reason, error, input_tokens, output_tokens, created_at, started_at, ended_at, cached_input_tokens, reasoning_tokens, cost, currency";
 
 struct RawRun {
     id: String,
@@ -252,6 +253,10 @@ struct RawRun {
     created_at: i64,
     started_at: Option<i64>,
     ended_at: Option<i64>,
+    cached_input_tokens: i64,
+    reasoning_tokens: i64,
+    cost: Option<f64>,
+    currency: Option<String>,
 }
 
 fn run_row(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -266,6 +271,10 @@ fn run_row(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         created_at: row.get(7)?,
         started_at: row.get(8)?,
         ended_at: row.get(9)?,
+        cached_input_tokens: row.get(10)?,
+        reasoning_tokens: row.get(11)?,
+        cost: row.get(12)?,
+        currency: row.get(13)?,
     })
 }
 
@@ -286,7 +295,12 @@ impl RawRun {
             usage: Usage {
                 input_tokens: self.input_tokens.max(0) as u64,
                 output_tokens: self.output_tokens.max(0) as u64,
-                ..Usage::default()
+                cached_input_tokens: self.cached_input_tokens.max(0) as u64,
+                reasoning_tokens: self.reasoning_tokens.max(0) as u64,
+            },
+            cost: match (self.cost, self.currency) {
+                (Some(amount), Some(currency)) => Some(Cost { amount, currency }),
+                _ => None,
             },
             created_at: self.created_at,
             started_at: self.started_at,

@@ -94,4 +94,11 @@ CREATE TABLE grants (
     PRIMARY KEY (session_id, tool, scope)
 ) STRICT, WITHOUT ROWID;
 "#,
+    // 3: the rest of a run's usage, and its cost.
+    r#"
+ALTER TABLE runs ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost REAL;
+ALTER TABLE runs ADD COLUMN currency TEXT;
+"#,
 ];

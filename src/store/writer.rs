@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use super::{Recovery, StoreError, Write, owner};
 use crate::core::event::{Event, EventRecord, RunState};
 use crate::core::ids::RunId;
+use crate::core::models::Cost;
 use crate::core::receipt::{GENESIS, ReceiptBody};
 use crate::core::session::{Message, now_millis};
 
@@ -207,6 +208,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             stop_reason,
             error,
             usage,
+            cost,
             at,
         } => {
             let started = matches!(state, RunState::Running).then_some(*at);
@@ -214,7 +216,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             conn.prepare_cached(
                 "UPDATE runs SET state = ?2, stop_reason = ?3, error = ?4,
                     input_tokens = ?5, output_tokens = ?6,
-                    started_at = COALESCE(started_at, ?7), ended_at = COALESCE(?8, ended_at)
+                    cached_input_tokens = ?7, reasoning_tokens = ?8, cost = ?9, currency = ?10,
+                    started_at = COALESCE(started_at, ?11), ended_at = COALESCE(?12, ended_at)
                  WHERE id = ?1",
             )?
             .execute(params![
@@ -224,6 +227,10 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 error,
                 usage.input_tokens as i64,
                 usage.output_tokens as i64,
+                usage.cached_input_tokens as i64,
+                usage.reasoning_tokens as i64,
+                cost.as_ref().map(|c| c.amount),
+                cost.as_ref().map(|c| c.currency.as_str()),
                 started,
                 ended,
             ])?;
@@ -355,15 +362,19 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
             )?;
         }
         let error = "interrupted: the pincer process stopped before the run ended".to_owned();
-        let usage = events.iter().fold(
-            Default::default(),
-            |mut total: crate::core::event::Usage, e| {
-                if let Event::Usage { usage } = &e.event {
-                    total.add(*usage);
-                }
-                total
-            },
-        );
+        let mut usage = crate::core::event::Usage::default();
+        let mut cost = None;
+        for event in &events {
+            if let Event::Usage {
+                usage: turn,
+                cost: turn_cost,
+                ..
+            } = &event.event
+            {
+                usage.add(*turn);
+                cost = Cost::sum(cost, turn_cost.as_ref());
+            }
+        }
         let record = EventRecord {
             session_id: crate::core::ids::SessionId::from_string(session_id.clone()),
             run_id: RunId::from_string(run_id.clone()),
@@ -373,6 +384,8 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
                 state: RunState::Failed,
                 stop_reason: None,
                 error: Some(error.clone()),
+                usage: (usage != crate::core::event::Usage::default()).then_some(usage),
+                cost: cost.clone(),
             },
         };
         append_event(&tx, &record)?;
@@ -384,6 +397,7 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
                 stop_reason: None,
                 error: Some(error),
                 usage,
+                cost,
                 at: now,
             },
         )?;

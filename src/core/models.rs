@@ -1,0 +1,300 @@
+//! What the runtime knows about models: context windows and prices.
+//!
+//! The catalogue is data from the configuration (`[models."NAME"]` tables); the
+//! core uses it to fit the conversation into the window of the model it asks,
+//! and to price each model turn. Names match exactly, or by a `*` pattern
+//! (`claude-sonnet-4*`); the most specific entry wins: an exact name, else the
+//! pattern with the most literal characters.
+
+use globset::{Glob, GlobMatcher};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::event::Usage;
+
+/// Prices of one model, per million tokens, in the catalogue's currency.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    /// Input tokens served from the provider's prompt cache; `input` if unset.
+    pub cached_input: Option<f64>,
+}
+
+impl Price {
+    /// What `usage` costs at these prices. Cached input tokens are a part of
+    /// `usage.input_tokens`, priced at the cached rate.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        let cached = usage.cached_input_tokens.min(usage.input_tokens);
+        let fresh = usage.input_tokens - cached;
+        let cached_rate = self.cached_input.unwrap_or(self.input);
+        (fresh as f64 * self.input
+            + cached as f64 * cached_rate
+            + usage.output_tokens as f64 * self.output)
+            / 1_000_000.0
+    }
+}
+
+/// An amount of money (or credits), as ACP's `Cost` has it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub amount: f64,
+    pub currency: String,
+}
+
+impl std::fmt::Display for Cost {
+    /// Up to six decimals, at least two: `0.0123 USD`, `1.50 USD`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = format!("{:.6}", self.amount);
+        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+        let mut fraction = fraction.trim_end_matches('0').to_owned();
+        while fraction.len() < 2 {
+            fraction.push('0');
+        }
+        write!(f, "{whole}.{fraction} {}", self.currency)
+    }
+}
+
+impl Cost {
+    /// Adds `other` when it is in the same currency; an amount in another
+    /// currency cannot be summed and is left out (and logged).
+    pub fn add(&mut self, other: &Cost) {
+        if other.currency == self.currency {
+            self.amount += other.amount;
+        } else {
+            tracing::warn!(
+                have = %self.currency,
+                other = %other.currency,
+                "costs in different currencies are not summed"
+            );
+        }
+    }
+
+    /// `total + other`, either side possibly absent.
+    pub fn sum(total: Option<Cost>, other: Option<&Cost>) -> Option<Cost> {
+        match (total, other) {
+            (Some(mut total), Some(other)) => {
+                total.add(other);
+                Some(total)
+            }
+            (None, Some(other)) => Some(other.clone()),
+            (total, None) => total,
+        }
+    }
+}
+
+/// One entry of the catalogue.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelInfo {
+    pub context_window: Option<usize>,
+    pub price: Option<Price>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    /// `None` for an exact name.
+    pattern: Option<GlobMatcher>,
+    /// Characters that are not `*`: how specific a pattern is.
+    literal: usize,
+    info: ModelInfo,
+}
+
+/// A bad catalogue entry.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("model pattern {name:?}: {message}")]
+pub struct CatalogError {
+    pub name: String,
+    pub message: String,
+}
+
+/// Context windows and prices by model name.
+#[derive(Debug, Clone)]
+pub struct ModelCatalog {
+    entries: Vec<Entry>,
+    /// The unit of every price: an ISO 4217 code, or another unit such as "credits".
+    pub currency: String,
+}
+
+impl Default for ModelCatalog {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            currency: "USD".to_owned(),
+        }
+    }
+}
+
+impl ModelCatalog {
+    pub fn new(
+        currency: impl Into<String>,
+        entries: impl IntoIterator<Item = (String, ModelInfo)>,
+    ) -> Result<Self, CatalogError> {
+        let mut built = Vec::new();
+        for (name, info) in entries {
+            let pattern = if name.contains('*') {
+                let glob = Glob::new(&name).map_err(|err| CatalogError {
+                    name: name.clone(),
+                    message: err.kind().to_string(),
+                })?;
+                Some(glob.compile_matcher())
+            } else {
+                None
+            };
+            built.push(Entry {
+                literal: name.chars().filter(|c| *c != '*').count(),
+                name,
+                pattern,
+                info,
+            });
+        }
+        Ok(Self {
+            entries: built,
+            currency: currency.into(),
+        })
+    }
+
+    /// The entry for `model`: its exact name, else the most specific pattern.
+    pub fn lookup(&self, model: &str) -> Option<&ModelInfo> {
+        if let Some(entry) = self
+            .entries
+            .iter()
+            .find(|e| e.pattern.is_none() && e.name == model)
+        {
+            return Some(&entry.info);
+        }
+        self.entries
+            .iter()
+            .filter(|e| e.pattern.as_ref().is_some_and(|p| p.is_match(model)))
+            .max_by_key(|e| e.literal)
+            .map(|e| &e.info)
+    }
+
+    /// The context window the catalogue gives `model`.
+    pub fn context_window(&self, model: &str) -> Option<usize> {
+        self.lookup(model).and_then(|info| info.context_window)
+    }
+
+    /// What `usage` on `model` cost, if the catalogue prices it.
+    pub fn cost(&self, model: &str, usage: &Usage) -> Option<Cost> {
+        let price = self.lookup(model)?.price?;
+        Some(Cost {
+            amount: price.cost(usage),
+            currency: self.currency.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn priced(input: f64, output: f64) -> ModelInfo {
+        ModelInfo {
+            context_window: None,
+            price: Some(Price {
+                input,
+                output,
+                cached_input: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn exact_names_beat_patterns_and_longer_patterns_beat_shorter() {
+        let catalog = ModelCatalog::new(
+            "USD",
+            [
+                ("claude-*".to_owned(), priced(1.0, 1.0)),
+                ("claude-sonnet-*".to_owned(), priced(3.0, 15.0)),
+                ("claude-sonnet-4-5".to_owned(), priced(4.0, 16.0)),
+            ],
+        )
+        .unwrap();
+        let input = |m: &str| catalog.lookup(m).and_then(|i| i.price).map(|p| p.input);
+        assert_eq!(input("claude-sonnet-4-5"), Some(4.0));
+        assert_eq!(input("claude-sonnet-4-0"), Some(3.0));
+        assert_eq!(input("claude-haiku-4-5"), Some(1.0));
+        assert_eq!(input("gpt-4o"), None);
+    }
+
+    #[test]
+    fn cost_prices_cached_input_at_its_own_rate() {
+        let price = Price {
+            input: 2.0,
+            output: 8.0,
+            cached_input: Some(0.5),
+        };
+        let usage = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 500_000,
+            cached_input_tokens: 400_000,
+            reasoning_tokens: 0,
+        };
+        // 600k fresh at 2.0 + 400k cached at 0.5 + 500k out at 8.0
+        let expected = 1.2 + 0.2 + 4.0;
+        assert!((price.cost(&usage) - expected).abs() < 1e-9);
+        let no_cache_rate = Price {
+            cached_input: None,
+            ..price
+        };
+        assert!((no_cache_rate.cost(&usage) - (2.0 + 4.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unpriced_models_have_no_cost_and_windows_come_from_the_entry() {
+        let catalog = ModelCatalog::new(
+            "EUR",
+            [(
+                "local-*".to_owned(),
+                ModelInfo {
+                    context_window: Some(8192),
+                    price: None,
+                },
+            )],
+        )
+        .unwrap();
+        assert_eq!(catalog.context_window("local-llama"), Some(8192));
+        assert_eq!(catalog.cost("local-llama", &Usage::default()), None);
+        assert_eq!(catalog.context_window("other"), None);
+    }
+
+    #[test]
+    fn costs_in_other_currencies_are_not_summed() {
+        let usd = Cost {
+            amount: 1.0,
+            currency: "USD".into(),
+        };
+        let eur = Cost {
+            amount: 5.0,
+            currency: "EUR".into(),
+        };
+        let total = Cost::sum(Some(usd.clone()), Some(&eur)).unwrap();
+        assert_eq!(total, usd);
+        let total = Cost::sum(Some(usd), Some(&usd_of(2.0))).unwrap();
+        assert!((total.amount - 3.0).abs() < 1e-12);
+        assert_eq!(Cost::sum(None, Some(&eur)), Some(eur));
+    }
+
+    fn usd_of(amount: f64) -> Cost {
+        Cost {
+            amount,
+            currency: "USD".into(),
+        }
+    }
+
+    #[test]
+    fn costs_display_with_two_to_six_decimals() {
+        assert_eq!(usd_of(1.5).to_string(), "1.50 USD");
+        assert_eq!(usd_of(0.0123).to_string(), "0.0123 USD");
+        assert_eq!(usd_of(0.00000012).to_string(), "0.00 USD");
+        assert_eq!(usd_of(12.3456789).to_string(), "12.345679 USD");
+    }
+
+    #[test]
+    fn a_bad_pattern_is_named() {
+        let err =
+            ModelCatalog::new("USD", [("gpt-[*".to_owned(), ModelInfo::default())]).unwrap_err();
+        assert_eq!(err.name, "gpt-[*");
+    }
+}
