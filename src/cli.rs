@@ -49,7 +49,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Agent Client Protocol on stdin/stdout (what editors launch)
-    Acp(ProviderArgs),
+    Acp(AcpArgs),
     /// Run prompts headless and stream the reply
     Run(RunArgs),
     /// List and inspect sessions
@@ -60,6 +60,9 @@ pub enum Command {
     Runs(RunsCommand),
     /// Replay a run's events from the tape
     Tape(TapeArgs),
+    /// Inspect chat channels' durable delivery
+    #[command(subcommand)]
+    Channels(ChannelsCommand),
     /// Check the data directory, database, config and sandbox support
     Doctor,
     /// Walk the receipt chain of every tool call and report the first broken link
@@ -76,6 +79,15 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Clone, Args, Default)]
+pub struct AcpArgs {
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    /// Also bridge a chat channel (a [channels.NAME] table, or `telegram`); repeatable
+    #[arg(long = "channel", value_name = "NAME")]
+    pub channels: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args, Default)]
@@ -145,6 +157,22 @@ pub struct RunArgs {
     pub cwd: Option<PathBuf>,
     #[command(flatten)]
     pub provider: ProviderArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChannelsCommand {
+    /// List outbound chat messages (send intents), most recently changed first
+    Outbox {
+        /// Only intents in this status: pending, sending, committing, sent,
+        /// failed, unknown_after_send, cancelled, expired
+        #[arg(long, value_name = "STATUS")]
+        status: Option<String>,
+        /// At most this many
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -252,6 +280,7 @@ async fn dispatch(cli: Cli) -> u8 {
         }
         Command::Sessions(ref command) => inspect::sessions(&flags(&cli, None), command).await,
         Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
+        Command::Channels(ref command) => inspect::channels(&flags(&cli, None), command).await,
         Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,
         Command::Doctor => inspect::doctor(&flags(&cli, None)).await,
         Command::Verify { json } => inspect::verify(&flags(&cli, None), json).await,
@@ -342,8 +371,18 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
     })
 }
 
-async fn acp(cli: &Cli, args: &ProviderArgs) -> Result<u8, Failure> {
-    let opened = open(&flags(cli, Some(args)))?;
+async fn acp(cli: &Cli, args: &AcpArgs) -> Result<u8, Failure> {
+    let opened = open(&flags(cli, Some(&args.provider)))?;
+    let channels_cancel = tokio_util::sync::CancellationToken::new();
+    let hubs = crate::channels::start(
+        &opened.runtime,
+        &opened.config,
+        &args.channels,
+        &|name| std::env::var(name).ok(),
+        channels_cancel.clone(),
+    )
+    .await
+    .map_err(Failure::usage)?;
     let options = crate::acp::AcpOptions {
         meta: serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
@@ -357,6 +396,10 @@ async fn acp(cli: &Cli, args: &ProviderArgs) -> Result<u8, Failure> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     spawn_signal_watch(shutdown.clone());
     let served = crate::acp::serve(opened.runtime, input, out, options, shutdown).await;
+    channels_cancel.cancel();
+    for hub in &hubs {
+        hub.stopped().await;
+    }
     let written = writer.finish().await;
     store.shutdown();
     served.map_err(Failure::failed)?;

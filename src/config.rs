@@ -106,6 +106,90 @@ pub struct FileConfig {
     pub models: BTreeMap<String, ModelFileConfig>,
     /// The unit of every price in `[models]`: an ISO 4217 code or e.g. "credits"; "USD" if unset.
     pub currency: Option<String>,
+    /// Chat channels `pincer serve --channel NAME` / `pincer acp --channel NAME` start.
+    #[serde(default)]
+    pub channels: BTreeMap<String, ChannelConfig>,
+}
+
+/// The platform a `[channels.NAME]` table speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelKind {
+    Telegram,
+    Webhook,
+}
+
+impl ChannelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Telegram => "telegram",
+            ChannelKind::Webhook => "webhook",
+        }
+    }
+}
+
+/// One `[channels.NAME]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelConfig {
+    /// `telegram` or `webhook`; defaults to the table's name when that is one of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ChannelKind>,
+    /// Telegram: the variable holding the bot token (default `TELEGRAM_BOT_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// Telegram: the Bot API root (default `https://api.telegram.org`; a
+    /// self-hosted Bot API server or a test server otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Sender ids allowed without pairing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// The variable holding the pairing code senders send as `/pair CODE`
+    /// (default `PINCER_PAIRING_CODE`); with none set and no `allow` list, a
+    /// code is generated at start and logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairing_code_env: Option<String>,
+    /// The workspace of the sessions this channel starts (default: the
+    /// directory Pincer was started in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// Messages from one sender within this many milliseconds become one prompt (default 1500).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_ms: Option<u64>,
+    /// Outbound messages not delivered within this many seconds expire (default 900).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expire_after_secs: Option<u64>,
+    /// Attempts of one outbound message before it fails (default 8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Show a reply as it is written, in a message edited in place (default
+    /// true where the platform can edit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_drafts: Option<bool>,
+    /// Telegram: seconds one `getUpdates` long poll waits (default 30).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_timeout_secs: Option<u64>,
+    /// Webhook: the variable holding the HMAC-SHA256 secret shared with the peer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// Webhook: where outbound messages are POSTed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    /// Webhook: the address inbound POSTs arrive at (default `127.0.0.1:8788`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+}
+
+impl ChannelConfig {
+    /// The platform of a table named `name`.
+    pub fn kind_for(&self, name: &str) -> Option<ChannelKind> {
+        self.kind.or(match name {
+            "telegram" => Some(ChannelKind::Telegram),
+            "webhook" => Some(ChannelKind::Webhook),
+            _ => None,
+        })
+    }
 }
 
 /// One `[models."NAME"]` table: what Pincer should know about a model.
@@ -317,6 +401,8 @@ pub struct Config {
     /// The `[models]` tables as written, and the catalogue built from them.
     pub models: BTreeMap<String, ModelFileConfig>,
     pub catalog: ModelCatalog,
+    /// The `[channels.NAME]` tables.
+    pub channels: BTreeMap<String, ChannelConfig>,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -583,7 +669,18 @@ impl Config {
             &file_config.models,
             &file_origin(),
         )?;
+        for (name, channel) in &file_config.channels {
+            if channel.kind_for(name).is_none() {
+                return Err(ConfigError::Invalid {
+                    origin: file_origin(),
+                    key: format!("channels.{name}.kind"),
+                    message: "set kind = \"telegram\" or \"webhook\"".into(),
+                });
+            }
+        }
+        let channels = file_config.channels.clone();
         Ok(Config {
+            channels,
             models: file_config.models.clone(),
             catalog,
             mode,
@@ -706,6 +803,12 @@ impl Config {
                 "\ncurrency = {}  # {file_note}\n",
                 quote(&self.catalog.currency)
             ));
+        }
+        for (name, channel) in &self.channels {
+            out.push_str(&format!("\n[channels.{name}]  # {file_note}\n"));
+            if let Ok(body) = toml::to_string(channel) {
+                out.push_str(&body);
+            }
         }
         for (name, model) in &self.models {
             out.push_str(&format!("\n[models.{}]  # {file_note}\n", quote(name)));

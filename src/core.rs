@@ -5,6 +5,7 @@
 
 pub mod agent_loop;
 pub mod approval;
+pub mod channel;
 pub mod context;
 pub mod event;
 pub mod gate;

@@ -5,10 +5,13 @@
 //! write is on disk awaits [`Store::commit`]. Reads run on read-only connections in
 //! the blocking pool. Only this module knows row types and SQL.
 
+pub mod channels;
 mod owner;
 mod reader;
 mod schema;
 mod writer;
+
+pub use channels::{ChannelWrite, Draft};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,6 +21,7 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use crate::core::approval::Grant;
+use crate::core::channel::{ConversationKey, InboxEntry, IntentStatus, SendIntent};
 use crate::core::event::{EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::models::Cost;
@@ -57,6 +61,10 @@ pub enum StoreError {
     Write(String),
     #[error("read failed: {0}")]
     Read(String),
+    /// A conditional write found the row not in the state it expected (or a
+    /// row that must be new already there).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// One change to the durable state.
@@ -110,6 +118,13 @@ pub enum Write {
         grant: Grant,
         at: Millis,
     },
+    /// The chat channels' tables.
+    Channel(ChannelWrite),
+}
+
+/// Whether the process an owner tag (`pid:start`) names is still running.
+pub fn owner_is_alive(tag: &str) -> bool {
+    owner::is_alive(tag)
 }
 
 /// Handle to the store; cheap to clone.
@@ -255,6 +270,89 @@ impl Store {
     pub async fn grants(&self, session: &SessionId) -> Result<Vec<Grant>, StoreError> {
         let id = session.clone();
         self.read(move |conn| reader::grants(conn, &id)).await
+    }
+
+    /// The open send intents of a channel account (pending, sending,
+    /// committing), oldest first, each with the process that claimed it.
+    pub async fn open_intents(
+        &self,
+        channel: &str,
+        account: &str,
+    ) -> Result<Vec<(SendIntent, Option<String>)>, StoreError> {
+        let (channel, account) = (channel.to_owned(), account.to_owned());
+        self.read(move |conn| channels::open_intents(conn, &channel, &account))
+            .await
+    }
+
+    pub async fn intent(&self, id: &str) -> Result<Option<SendIntent>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn| channels::intent(conn, &id)).await
+    }
+
+    /// The most recently changed intents, optionally of one status.
+    pub async fn intents(
+        &self,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> Result<Vec<SendIntent>, StoreError> {
+        self.read(move |conn| channels::intents(conn, status, limit))
+            .await
+    }
+
+    /// How many intents each channel has in each status.
+    pub async fn intent_counts(&self) -> Result<Vec<(String, IntentStatus, u64)>, StoreError> {
+        self.read(channels::intent_counts).await
+    }
+
+    /// Inbound messages of a channel account not yet answered, oldest first.
+    pub async fn open_inbox(
+        &self,
+        channel: &str,
+        account: &str,
+    ) -> Result<Vec<InboxEntry>, StoreError> {
+        let (channel, account) = (channel.to_owned(), account.to_owned());
+        self.read(move |conn| channels::open_inbox(conn, &channel, &account))
+            .await
+    }
+
+    pub async fn cursor(
+        &self,
+        channel: &str,
+        account: &str,
+        name: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let (channel, account, name) = (channel.to_owned(), account.to_owned(), name.to_owned());
+        self.read(move |conn| channels::cursor(conn, &channel, &account, &name))
+            .await
+    }
+
+    /// The session a conversation is mapped to.
+    pub async fn conversation(
+        &self,
+        key: &ConversationKey,
+    ) -> Result<Option<SessionId>, StoreError> {
+        let key = key.clone();
+        self.read(move |conn| channels::conversation(conn, &key))
+            .await
+    }
+
+    pub async fn is_paired(
+        &self,
+        channel: &str,
+        account: &str,
+        sender: &str,
+    ) -> Result<bool, StoreError> {
+        let (channel, account, sender) =
+            (channel.to_owned(), account.to_owned(), sender.to_owned());
+        self.read(move |conn| channels::is_paired(conn, &channel, &account, &sender))
+            .await
+    }
+
+    /// The live drafts of a channel account.
+    pub async fn drafts(&self, channel: &str, account: &str) -> Result<Vec<Draft>, StoreError> {
+        let (channel, account) = (channel.to_owned(), account.to_owned());
+        self.read(move |conn| channels::drafts(conn, &channel, &account))
+            .await
     }
 
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>

@@ -3,8 +3,9 @@
 use anyhow::anyhow;
 use serde_json::json;
 
-use super::{Failure, RunsCommand, SessionsCommand, TapeArgs, exit};
+use super::{ChannelsCommand, Failure, RunsCommand, SessionsCommand, TapeArgs, exit};
 use crate::config::{Config, Flags, SandboxSetting};
+use crate::core::channel::IntentStatus;
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::receipt::ChainWalk;
@@ -233,6 +234,72 @@ pub async fn runs(flags: &Flags, command: &RunsCommand) -> Result<u8, Failure> {
         print(&format!("{}\n", run_line(&run)))?;
     }
     runtime.store().shutdown();
+    Ok(exit::OK)
+}
+
+pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Failure> {
+    let ChannelsCommand::Outbox {
+        status,
+        limit,
+        json,
+    } = command;
+    let status = match status {
+        Some(name) => Some(IntentStatus::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = IntentStatus::ALL.iter().map(|s| s.as_str()).collect();
+            Failure::usage(anyhow!(
+                "--status {name:?}: expected one of {}",
+                known.join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let opened = super::open(flags)?;
+    let store = opened.runtime.store().clone();
+    let intents = store
+        .intents(status, *limit)
+        .await
+        .map_err(Failure::failed)?;
+    let mut out = String::new();
+    for intent in &intents {
+        if *json {
+            out.push_str(&serde_json::to_string(intent).map_err(Failure::failed)?);
+            out.push('\n');
+            continue;
+        }
+        let ids: Vec<&str> = intent
+            .receipt
+            .parts
+            .iter()
+            .map(|p| p.platform_id.as_str())
+            .collect();
+        out.push_str(&format!(
+            "{}  {}  {}/{}  {}  {}  attempt {}  parts {}/{}{}{}\n",
+            time(intent.updated_at),
+            intent.id,
+            intent.channel,
+            intent.target.id,
+            intent.kind.as_str(),
+            intent.status.as_str(),
+            intent.attempt,
+            ids.len(),
+            intent.units.len(),
+            if ids.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", ids.join(", "))
+            },
+            intent
+                .failure
+                .as_ref()
+                .map(|f| format!("  {}: {}", f.kind.as_str(), f.message))
+                .unwrap_or_default()
+        ));
+    }
+    if intents.is_empty() && !*json {
+        out.push_str("no outbound messages\n");
+    }
+    print(&out)?;
+    store.shutdown();
     Ok(exit::OK)
 }
 

@@ -101,4 +101,71 @@ ALTER TABLE runs ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN cost REAL;
 ALTER TABLE runs ADD COLUMN currency TEXT;
 "#,
+    // 4: chat channels: inbox (dedupe), outbox (durable send intents), polling
+    // cursors, conversation → session, paired senders, live drafts.
+    r#"
+CREATE TABLE channel_inbox (
+    channel     TEXT NOT NULL,
+    account     TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    run_id      TEXT,
+    message     TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (channel, account, message_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX channel_inbox_open ON channel_inbox (channel, account, received_at)
+    WHERE state IN ('recorded', 'dispatched');
+
+CREATE TABLE channel_outbox (
+    id              TEXT PRIMARY KEY,
+    channel         TEXT NOT NULL,
+    account         TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    next_attempt_at INTEGER,
+    owner           TEXT,
+    intent          TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+) STRICT;
+CREATE INDEX channel_outbox_open ON channel_outbox (channel, account, created_at)
+    WHERE status IN ('pending', 'sending', 'committing');
+
+CREATE TABLE channel_cursors (
+    channel TEXT NOT NULL,
+    account TEXT NOT NULL,
+    name    TEXT NOT NULL,
+    value   TEXT NOT NULL,
+    PRIMARY KEY (channel, account, name)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE channel_sessions (
+    channel    TEXT NOT NULL,
+    account    TEXT NOT NULL,
+    target     TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (channel, account, target)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE channel_peers (
+    channel   TEXT NOT NULL,
+    account   TEXT NOT NULL,
+    sender    TEXT NOT NULL,
+    paired_at INTEGER NOT NULL,
+    PRIMARY KEY (channel, account, sender)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE channel_drafts (
+    run_id      TEXT PRIMARY KEY,
+    channel     TEXT NOT NULL,
+    account     TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    platform_id TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    updated_at  INTEGER NOT NULL
+) STRICT;
+"#,
 ];

@@ -109,8 +109,13 @@ fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
         match command {
             Command::Write(write, ack) => {
                 let result = apply(&tx, &write);
-                if let Err(err) = &result {
-                    tracing::error!(error = %err, ?write, "write failed");
+                match &result {
+                    // Expected: a redelivered message, an intent another worker moved.
+                    Err(err @ StoreError::Conflict(_)) => {
+                        tracing::debug!(error = %err, "conditional write not applied");
+                    }
+                    Err(err) => tracing::error!(error = %err, ?write, "write failed"),
+                    Ok(()) => {}
                 }
                 if let Some(ack) = ack {
                     outcomes.push((ack, result));
@@ -237,6 +242,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         }
         Write::AppendEvent(record) => append_event(conn, record)?,
         Write::AppendReceipt(body) => append_receipt(conn, body)?,
+        Write::Channel(write) => super::channels::apply(conn, write)?,
         Write::PutGrant {
             session_id,
             grant,

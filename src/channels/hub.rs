@@ -1,0 +1,956 @@
+//! The receive and live contexts of one channel account: what happens to an
+//! inbound message, and how a run's output becomes outbound messages.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::outbox::Outbox;
+use super::{Adapter, ChannelSettings, Inbound, Received, render};
+use crate::core::approval::ApprovalDecision;
+use crate::core::channel::{
+    Actor, Button, ChannelMessage, ConversationKey, InboxState, IntentKind, IntentStatus,
+    MessageOrigin, SendIntent, Target, Unit, is_own_echo,
+};
+use crate::core::event::{Event, RunState};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::run::RunOutcome;
+use crate::core::runtime::{NewSession, Runtime, Subscription};
+use crate::core::session::{ContentPart, Origin, now_millis};
+use crate::store::{ChannelWrite, Store, StoreError, Write};
+
+const HELP: &str = "Pincer commands:\n\
+/new — start a new session for this chat\n\
+/stop — stop the running request\n\
+/status — the session, its model and mode\n\
+/pair CODE — allow yourself with the operator's pairing code\n\
+/help — this list\n\
+Anything else is a prompt. When a tool needs approval, answer with the buttons, or y (allow once), a (always), n (reject).";
+
+/// A conversation's state in this process.
+#[derive(Default)]
+struct Conversation {
+    /// Messages waiting for the coalescing window to close.
+    buffer: Vec<ChannelMessage>,
+    /// Approvals asked in this chat and not yet answered: (session, approval id).
+    approvals: Vec<(SessionId, String)>,
+}
+
+/// One channel account: receives, dispatches runs, renders and sends their output.
+pub struct Hub {
+    runtime: Runtime,
+    store: Store,
+    adapter: Arc<dyn Adapter>,
+    settings: ChannelSettings,
+    outbox: Arc<Outbox>,
+    conversations: Mutex<HashMap<ConversationKey, Conversation>>,
+    /// Senders told how to pair, so they are told once per process.
+    told: Mutex<HashSet<String>>,
+    tasks: TaskTracker,
+    cancel: CancellationToken,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A failure the hub reports; inbound handling never panics on one.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Runtime(#[from] crate::core::runtime::RuntimeError),
+}
+
+impl Hub {
+    /// Recovers what a stopped process left, then starts the outbox worker and
+    /// the adapter's receive loop. Everything stops with `cancel`.
+    pub async fn start(
+        runtime: Runtime,
+        adapter: Arc<dyn Adapter>,
+        settings: ChannelSettings,
+        cancel: CancellationToken,
+    ) -> Result<Arc<Hub>, HubError> {
+        let store = runtime.store().clone();
+        let outbox = Arc::new(Outbox::new(
+            adapter.clone(),
+            store.clone(),
+            settings.expire_after,
+            settings.max_attempts,
+        ));
+        let hub = Arc::new(Hub {
+            runtime,
+            store,
+            adapter: adapter.clone(),
+            settings,
+            outbox: outbox.clone(),
+            conversations: Mutex::new(HashMap::new()),
+            told: Mutex::new(HashSet::new()),
+            tasks: TaskTracker::new(),
+            cancel: cancel.clone(),
+        });
+        let recovered = outbox.recover().await?;
+        if !recovered.unknown.is_empty() || !recovered.expired.is_empty() || recovered.resumed > 0 {
+            tracing::warn!(
+                channel = adapter.channel(),
+                resumed = recovered.resumed,
+                unknown_after_send = recovered.unknown.len(),
+                expired = recovered.expired.len(),
+                finished = recovered.finished,
+                "recovered the outbox of a stopped process"
+            );
+        }
+        hub.recover_inbox().await?;
+        hub.tasks.spawn(outbox.run(cancel.clone()));
+        hub.tasks
+            .spawn(adapter.clone().receive(hub.clone(), cancel.clone()));
+        Ok(hub)
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn adapter(&self) -> &Arc<dyn Adapter> {
+        &self.adapter
+    }
+
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
+    /// Waits for the hub's tasks after `cancel`.
+    pub async fn stopped(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Takes one inbound event. `cursor` (name, value) is the platform's
+    /// acknowledgement watermark, stored in the same transaction as the message.
+    pub async fn receive(
+        self: &Arc<Self>,
+        inbound: Inbound,
+        cursor: Option<(String, String)>,
+    ) -> Received {
+        match inbound {
+            Inbound::Message(message) => self.receive_message(message, cursor).await,
+            Inbound::Button {
+                id,
+                target,
+                sender,
+                data,
+            } => {
+                let message = ChannelMessage {
+                    id: format!("button:{id}"),
+                    channel: self.adapter.channel().to_owned(),
+                    account: self.adapter.account().to_owned(),
+                    target,
+                    sender: Some(Actor {
+                        id: sender,
+                        name: None,
+                        is_bot: false,
+                    }),
+                    body: data,
+                    attachments: Vec::new(),
+                    relation: None,
+                    origin: MessageOrigin::User,
+                    at: now_millis(),
+                };
+                match self.record(&message, cursor).await {
+                    Ok(()) => {}
+                    Err(outcome) => return outcome,
+                }
+                if !self.authorized(&message).await {
+                    self.handled(&message).await;
+                    return Received::Unauthorized;
+                }
+                self.button(&message).await;
+                self.handled(&message).await;
+                Received::Accepted
+            }
+        }
+    }
+
+    async fn record(
+        &self,
+        message: &ChannelMessage,
+        cursor: Option<(String, String)>,
+    ) -> Result<(), Received> {
+        let write = ChannelWrite::RecordInbound {
+            message: message.clone(),
+            cursor,
+            at: now_millis(),
+        };
+        match self.store.commit(Write::Channel(write)).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict(_)) => Err(Received::Duplicate),
+            Err(err) => {
+                tracing::error!(channel = self.adapter.channel(), error = %err, "cannot record an inbound message");
+                Err(Received::Failed(err.to_string()))
+            }
+        }
+    }
+
+    async fn receive_message(
+        self: &Arc<Self>,
+        message: ChannelMessage,
+        cursor: Option<(String, String)>,
+    ) -> Received {
+        if is_own_echo(&message) {
+            if let Some((name, value)) = cursor {
+                self.store.submit(Write::Channel(ChannelWrite::PutCursor {
+                    channel: message.channel.clone(),
+                    account: message.account.clone(),
+                    name,
+                    value,
+                }));
+            }
+            return Received::Echo;
+        }
+        if let Err(outcome) = self.record(&message, cursor).await {
+            return outcome;
+        }
+        let body = message.body.trim();
+        if !self.authorized(&message).await {
+            if let Some(code) = body.strip_prefix("/pair") {
+                self.pair(&message, code.trim()).await;
+                self.handled(&message).await;
+                return Received::Accepted;
+            }
+            let sender = message.sender.as_ref().map_or("", |s| s.id.as_str());
+            if lock(&self.told).insert(sender.to_owned()) {
+                self.notice(
+                    &message,
+                    "You are not allowed to use this Pincer. Ask its operator for the pairing code, then send /pair CODE.",
+                )
+                .await;
+            }
+            self.handled(&message).await;
+            return Received::Unauthorized;
+        }
+        if body.starts_with('/') {
+            self.command(&message).await;
+            self.handled(&message).await;
+            return Received::Accepted;
+        }
+        if let Some(decision) = text_decision(body)
+            && self.answer_in_chat(&message, decision)
+        {
+            self.handled(&message).await;
+            return Received::Accepted;
+        }
+        self.coalesce(message);
+        Received::Accepted
+    }
+
+    async fn authorized(&self, message: &ChannelMessage) -> bool {
+        let Some(sender) = &message.sender else {
+            return false;
+        };
+        if self.settings.allow.iter().any(|a| a == &sender.id) {
+            return true;
+        }
+        self.store
+            .is_paired(&message.channel, &message.account, &sender.id)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::error!(error = %err, "cannot read paired senders");
+                false
+            })
+    }
+
+    async fn pair(&self, message: &ChannelMessage, code: &str) {
+        let Some(sender) = &message.sender else {
+            return;
+        };
+        let matches = self
+            .settings
+            .pairing_code
+            .as_deref()
+            .is_some_and(|expected| !expected.is_empty() && constant_eq(expected, code));
+        if !matches {
+            self.notice(message, "That pairing code is not right.")
+                .await;
+            return;
+        }
+        let paired = self
+            .store
+            .commit(Write::Channel(ChannelWrite::PairPeer {
+                channel: message.channel.clone(),
+                account: message.account.clone(),
+                sender: sender.id.clone(),
+                at: now_millis(),
+            }))
+            .await;
+        match paired {
+            Ok(()) => {
+                tracing::info!(channel = %message.channel, sender = %sender.id, "sender paired");
+                self.notice(message, "Paired. Send a message to start.")
+                    .await;
+            }
+            Err(err) => tracing::error!(error = %err, "cannot record a paired sender"),
+        }
+    }
+
+    async fn handled(&self, message: &ChannelMessage) {
+        self.set_inbox(std::slice::from_ref(&message.id), InboxState::Handled, None)
+            .await;
+    }
+
+    async fn set_inbox(&self, ids: &[String], state: InboxState, run_id: Option<RunId>) {
+        let write = ChannelWrite::SetInboxState {
+            channel: self.adapter.channel().to_owned(),
+            account: self.adapter.account().to_owned(),
+            ids: ids.to_vec(),
+            state,
+            run_id,
+            at: now_millis(),
+        };
+        if let Err(err) = self.store.commit(Write::Channel(write)).await {
+            tracing::error!(error = %err, "cannot update the inbox");
+        }
+    }
+
+    /// Pincer's answer to one inbound message (a command, a refusal); its id
+    /// follows from the message, so a redelivery cannot send it twice.
+    async fn notice(&self, message: &ChannelMessage, text: &str) {
+        let intent = self.intent(
+            format!(
+                "notice:{}:{}:{}",
+                message.channel, message.account, message.id
+            ),
+            message.target.clone(),
+            IntentKind::Notice,
+            text,
+            Some(message.id.clone()),
+            None,
+        );
+        if let Err(err) = self.outbox.record(intent).await {
+            tracing::error!(error = %err, "cannot record a notice");
+        }
+    }
+
+    fn intent(
+        &self,
+        id: String,
+        target: Target,
+        kind: IntentKind,
+        text: &str,
+        reply_to: Option<String>,
+        buttons: Option<Vec<Button>>,
+    ) -> SendIntent {
+        let caps = self.adapter.capabilities();
+        let mut units: Vec<Unit> = render::chunk(text, caps.max_len)
+            .into_iter()
+            .map(|piece| Unit {
+                markup: (caps.markup == Some("html")).then(|| render::telegram_html(&piece)),
+                text: piece,
+                buttons: Vec::new(),
+            })
+            .collect();
+        if units.is_empty() {
+            units.push(Unit {
+                text: "(no reply)".to_owned(),
+                markup: None,
+                buttons: Vec::new(),
+            });
+        }
+        if let (Some(buttons), Some(last)) = (buttons, units.last_mut()) {
+            last.buttons = buttons;
+        }
+        let now = now_millis();
+        SendIntent {
+            id,
+            channel: self.adapter.channel().to_owned(),
+            account: self.adapter.account().to_owned(),
+            target,
+            kind,
+            units,
+            edit_of: None,
+            reply_to,
+            status: IntentStatus::Pending,
+            attempt: 0,
+            next_attempt_at: None,
+            inflight: None,
+            receipt: Default::default(),
+            failure: None,
+            session_id: None,
+            run_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The session of a conversation: mapped, or created and mapped now.
+    async fn session_of(&self, key: &ConversationKey, fresh: bool) -> Result<SessionId, HubError> {
+        if !fresh && let Some(id) = self.store.conversation(key).await? {
+            match self.runtime.open_session(&id).await {
+                Ok(session) => return Ok(session.id),
+                Err(err) => {
+                    tracing::warn!(session = %id, error = %err, "the chat's session cannot be opened; starting a new one");
+                }
+            }
+        }
+        let session = self
+            .runtime
+            .create_session(NewSession {
+                workspace: self.settings.workspace.clone(),
+                origin: Origin::Channel,
+                mcp_servers: serde_json::json!([]),
+            })
+            .await?;
+        self.store
+            .commit(Write::Channel(ChannelWrite::MapConversation {
+                key: key.clone(),
+                session_id: session.id.clone(),
+                at: now_millis(),
+            }))
+            .await?;
+        Ok(session.id)
+    }
+
+    async fn command(self: &Arc<Self>, message: &ChannelMessage) {
+        let body = message.body.trim();
+        let (name, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+        // `/cmd@botname` in groups.
+        let name = name.split('@').next().unwrap_or(name);
+        let key = ConversationKey::of(message);
+        let answer = match name {
+            "/help" | "/start" => HELP.to_owned(),
+            "/pair" => "You are already allowed here.".to_owned(),
+            "/new" => match self.session_of(&key, true).await {
+                Ok(id) => format!("New session {id}. The previous one is kept."),
+                Err(err) => format!("Cannot start a new session: {err}"),
+            },
+            "/stop" => match self.store.conversation(&key).await {
+                Ok(Some(id)) => match self.runtime.cancel(&id) {
+                    Ok(0) | Err(_) => "Nothing is running.".to_owned(),
+                    Ok(n) => format!("Stopping {n} request(s)."),
+                },
+                _ => "Nothing is running.".to_owned(),
+            },
+            "/status" => match self.store.conversation(&key).await {
+                Ok(Some(id)) => match self.runtime.session(&id).await {
+                    Ok(session) => format!(
+                        "Session {}\nModel: {}/{}\nMode: {}\nWorkspace: {}",
+                        session.id,
+                        session.provider,
+                        session.model,
+                        session.mode.as_str(),
+                        session.workspace.display()
+                    ),
+                    Err(err) => format!("Session {id}: {err}"),
+                },
+                Ok(None) => "No session yet: send a message to start one.".to_owned(),
+                Err(err) => format!("Cannot read the session: {err}"),
+            },
+            other => format!("Unknown command {other}{}. /help lists the commands.", {
+                let _ = rest;
+                ""
+            }),
+        };
+        self.notice(message, &answer).await;
+    }
+
+    /// A button press: `ap:APPROVAL:DECISION`.
+    async fn button(&self, message: &ChannelMessage) {
+        let mut parts = message.body.splitn(3, ':');
+        let (Some("ap"), Some(approval), Some(decision)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            tracing::debug!(data = %message.body, "unknown button");
+            return;
+        };
+        let Some(decision) = ApprovalDecision::parse(decision) else {
+            return;
+        };
+        let key = ConversationKey::of(message);
+        let session = {
+            let conversations = lock(&self.conversations);
+            conversations.get(&key).and_then(|c| {
+                c.approvals
+                    .iter()
+                    .find(|(_, id)| id == approval)
+                    .map(|(s, _)| s.clone())
+            })
+        };
+        let session = match session {
+            Some(session) => Some(session),
+            None => self.store.conversation(&key).await.ok().flatten(),
+        };
+        if let Some(session) = session
+            && !self.runtime.answer_approval(&session, approval, decision)
+        {
+            tracing::info!(approval, "approval already answered or gone");
+        }
+    }
+
+    /// `y` / `n` / `a` answers the newest approval asked in this chat.
+    fn answer_in_chat(&self, message: &ChannelMessage, decision: ApprovalDecision) -> bool {
+        let key = ConversationKey::of(message);
+        let pending = {
+            let conversations = lock(&self.conversations);
+            conversations
+                .get(&key)
+                .and_then(|c| c.approvals.last().cloned())
+        };
+        match pending {
+            Some((session, approval)) => {
+                self.runtime.answer_approval(&session, &approval, decision)
+            }
+            None => false,
+        }
+    }
+
+    /// Buffers a prompt; the first message of a window schedules its dispatch.
+    fn coalesce(self: &Arc<Self>, message: ChannelMessage) {
+        let key = ConversationKey::of(&message);
+        let first = {
+            let mut conversations = lock(&self.conversations);
+            let conversation = conversations.entry(key.clone()).or_default();
+            conversation.buffer.push(message);
+            conversation.buffer.len() == 1
+        };
+        if first {
+            let hub = self.clone();
+            let window = self.settings.coalesce;
+            self.tasks.spawn(async move {
+                tokio::select! {
+                    _ = hub.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(window) => {}
+                }
+                hub.flush(&key).await;
+            });
+        }
+    }
+
+    async fn flush(self: &Arc<Self>, key: &ConversationKey) {
+        let messages = {
+            let mut conversations = lock(&self.conversations);
+            conversations
+                .get_mut(key)
+                .map(|c| std::mem::take(&mut c.buffer))
+                .unwrap_or_default()
+        };
+        if messages.is_empty() {
+            return;
+        }
+        if let Err(err) = self.dispatch(key, &messages).await {
+            tracing::error!(channel = %key.channel, error = %err, "cannot start a run for a chat message");
+            if let Some(last) = messages.last() {
+                self.notice(last, &format!("Pincer could not start on this: {err}"))
+                    .await;
+            }
+            let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+            self.set_inbox(&ids, InboxState::Handled, None).await;
+        }
+    }
+
+    /// Starts a run of the conversation's session with the messages as its prompt.
+    async fn dispatch(
+        self: &Arc<Self>,
+        key: &ConversationKey,
+        messages: &[ChannelMessage],
+    ) -> Result<(), HubError> {
+        let session = self.session_of(key, false).await?;
+        let mut text: Vec<String> = Vec::new();
+        for message in messages {
+            let mut part = message.body.clone();
+            for attachment in &message.attachments {
+                part.push_str(&format!(
+                    "\n[attached {}: {}]",
+                    attachment.kind,
+                    attachment.name.as_deref().unwrap_or(&attachment.reference)
+                ));
+            }
+            text.push(part);
+        }
+        let run_id = RunId::generate();
+        let subscription = self.runtime.subscribe(&session)?;
+        self.runtime
+            .prompt_as(
+                &session,
+                run_id.clone(),
+                vec![ContentPart::Text {
+                    text: text.join("\n\n"),
+                }],
+            )
+            .await?;
+        let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+        self.set_inbox(&ids, InboxState::Dispatched, Some(run_id.clone()))
+            .await;
+        let hub = self.clone();
+        let key = key.clone();
+        let reply_to = messages.last().map(|m| m.id.clone());
+        self.tasks.spawn(async move {
+            hub.watch(key, session, run_id, reply_to, ids, subscription)
+                .await;
+        });
+        Ok(())
+    }
+
+    /// Follows a run: live draft, approval prompts, and the final reply.
+    async fn watch(
+        self: Arc<Self>,
+        key: ConversationKey,
+        session: SessionId,
+        run_id: RunId,
+        reply_to: Option<String>,
+        ids: Vec<String>,
+        mut events: Subscription,
+    ) {
+        let caps = self.adapter.capabilities();
+        let mut text = String::new();
+        let mut draft: Option<(String, Instant, String)> = None;
+        let outcome = loop {
+            let next = tokio::select! {
+                // Stopping: the run is recorded as it ends, and the next start
+                // answers it from the inbox.
+                _ = self.cancel.cancelled() => return,
+                next = events.next() => next,
+            };
+            let Some(record) = next else {
+                break RunOutcome::Failed("the session closed".to_owned());
+            };
+            if record.run_id != run_id {
+                continue;
+            }
+            match &record.event {
+                Event::TextDelta { text: delta } => {
+                    text.push_str(delta);
+                    if caps.edit && self.settings.live_drafts {
+                        self.live(&key, &run_id, &text, &mut draft).await;
+                    }
+                }
+                Event::ApprovalRequested {
+                    approval_id,
+                    title,
+                    reason,
+                    ..
+                } => {
+                    self.ask(&key, &session, approval_id, title, reason).await;
+                }
+                Event::ApprovalDecided { approval_id, .. } => {
+                    let mut conversations = lock(&self.conversations);
+                    if let Some(c) = conversations.get_mut(&key) {
+                        c.approvals.retain(|(_, id)| id != approval_id);
+                    }
+                }
+                event => {
+                    if let Some(outcome) = RunOutcome::from_event(event) {
+                        break outcome;
+                    }
+                }
+            }
+        };
+        self.finish(
+            &key,
+            &run_id,
+            &outcome,
+            &text,
+            draft.map(|(id, _, _)| id),
+            reply_to,
+            &ids,
+        )
+        .await;
+    }
+
+    /// Sends or edits the live draft, at most once per the platform's edit interval.
+    async fn live(
+        &self,
+        key: &ConversationKey,
+        run_id: &RunId,
+        text: &str,
+        draft: &mut Option<(String, Instant, String)>,
+    ) {
+        let caps = self.adapter.capabilities();
+        let preview = preview(text, caps.max_len);
+        if preview.trim().is_empty() {
+            return;
+        }
+        let unit = Unit {
+            text: preview.clone(),
+            markup: None,
+            buttons: Vec::new(),
+        };
+        match draft {
+            None => {
+                let key_id = format!("draft:{run_id}");
+                match self.adapter.send(&key.target, &unit, None, &key_id).await {
+                    Ok(platform_id) => {
+                        let write = ChannelWrite::PutDraft {
+                            run_id: run_id.clone(),
+                            key: key.clone(),
+                            platform_id: platform_id.clone(),
+                            text: preview.clone(),
+                            at: now_millis(),
+                        };
+                        if let Err(err) = self.store.commit(Write::Channel(write)).await {
+                            tracing::error!(error = %err, "cannot record a live draft");
+                        }
+                        *draft = Some((platform_id, Instant::now(), preview));
+                    }
+                    Err(err) => tracing::debug!(error = %err, "live draft not sent"),
+                }
+            }
+            Some((platform_id, last, shown)) => {
+                if last.elapsed() < caps.edit_interval || *shown == preview {
+                    return;
+                }
+                match self.adapter.edit(&key.target, platform_id, &unit).await {
+                    Ok(()) => {
+                        *last = Instant::now();
+                        *shown = preview;
+                    }
+                    Err(err) => {
+                        tracing::debug!(error = %err, "live draft not edited");
+                        *last = Instant::now();
+                    }
+                }
+            }
+        }
+    }
+
+    async fn ask(
+        &self,
+        key: &ConversationKey,
+        session: &SessionId,
+        approval_id: &str,
+        title: &str,
+        reason: &str,
+    ) {
+        {
+            let mut conversations = lock(&self.conversations);
+            conversations
+                .entry(key.clone())
+                .or_default()
+                .approvals
+                .push((session.clone(), approval_id.to_owned()));
+        }
+        let caps = self.adapter.capabilities();
+        let (text, buttons) = if caps.buttons {
+            (
+                format!("Approval needed: {title}\n{reason}"),
+                Some(vec![
+                    Button {
+                        label: "Allow once".into(),
+                        data: format!("ap:{approval_id}:allow_once"),
+                    },
+                    Button {
+                        label: "Always".into(),
+                        data: format!("ap:{approval_id}:allow_always"),
+                    },
+                    Button {
+                        label: "Reject".into(),
+                        data: format!("ap:{approval_id}:reject_once"),
+                    },
+                ]),
+            )
+        } else {
+            (
+                format!(
+                    "Approval needed: {title}\n{reason}\nReply y (allow once), a (always) or n (reject)."
+                ),
+                None,
+            )
+        };
+        let intent = self.intent(
+            format!("approval:{approval_id}"),
+            key.target.clone(),
+            IntentKind::Approval,
+            &text,
+            None,
+            buttons,
+        );
+        if let Err(err) = self.outbox.record(intent).await {
+            tracing::error!(error = %err, "cannot record an approval prompt");
+        }
+    }
+
+    /// Records the run's reply (finalizing the live draft in place when it
+    /// fits one message) and marks its inbound messages done.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        key: &ConversationKey,
+        run_id: &RunId,
+        outcome: &RunOutcome,
+        text: &str,
+        draft: Option<String>,
+        reply_to: Option<String>,
+        ids: &[String],
+    ) {
+        let body = match outcome {
+            RunOutcome::Completed(_) if text.trim().is_empty() => "Done.".to_owned(),
+            RunOutcome::Completed(_) => text.to_owned(),
+            RunOutcome::Cancelled if text.trim().is_empty() => "Stopped.".to_owned(),
+            RunOutcome::Cancelled => format!("{text}\n\n(stopped)"),
+            RunOutcome::Failed(error) if text.trim().is_empty() => {
+                format!("The run failed: {error}")
+            }
+            RunOutcome::Failed(error) => format!("{text}\n\n(the run failed: {error})"),
+        };
+        let mut intent = self.intent(
+            format!("reply:{run_id}"),
+            key.target.clone(),
+            IntentKind::Reply,
+            &body,
+            reply_to,
+            None,
+        );
+        intent.run_id = Some(run_id.clone());
+        intent.edit_of = draft;
+        if let Err(err) = self.outbox.record(intent).await {
+            tracing::error!(run = %run_id, error = %err, "cannot record a reply");
+            return;
+        }
+        self.set_inbox(ids, InboxState::Done, None).await;
+        self.store.submit(Write::Channel(ChannelWrite::DeleteDraft {
+            run_id: run_id.clone(),
+        }));
+    }
+
+    /// Picks up inbound messages a stopped process left: recorded ones are
+    /// dispatched; dispatched ones whose run ended get their reply.
+    async fn recover_inbox(self: &Arc<Self>) -> Result<(), HubError> {
+        let channel = self.adapter.channel().to_owned();
+        let account = self.adapter.account().to_owned();
+        let open = self.store.open_inbox(&channel, &account).await?;
+        if open.is_empty() {
+            return Ok(());
+        }
+        let drafts: HashMap<RunId, String> = self
+            .store
+            .drafts(&channel, &account)
+            .await?
+            .into_iter()
+            .map(|d| (d.run_id, d.platform_id))
+            .collect();
+        let mut by_run: HashMap<RunId, Vec<ChannelMessage>> = HashMap::new();
+        let mut recorded: Vec<ChannelMessage> = Vec::new();
+        for entry in open {
+            match (entry.state, entry.run_id) {
+                (InboxState::Dispatched, Some(run)) => {
+                    by_run.entry(run).or_default().push(entry.message)
+                }
+                _ => recorded.push(entry.message),
+            }
+        }
+        for (run_id, messages) in by_run {
+            let info = match self.runtime.run(&run_id).await {
+                Ok(info) => info,
+                Err(err) => {
+                    tracing::warn!(run = %run_id, error = %err, "a chat message's run is unknown");
+                    continue;
+                }
+            };
+            if !info.state.is_terminal() {
+                continue; // another live process runs it
+            }
+            let tape = self.runtime.tape(&run_id, 0).await.unwrap_or_default();
+            let text: String = tape
+                .iter()
+                .filter_map(|r| match &r.event {
+                    Event::TextDelta { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let outcome = match info.state {
+                RunState::Completed => RunOutcome::Completed(
+                    info.stop_reason
+                        .unwrap_or(crate::core::event::StopReason::EndTurn),
+                ),
+                RunState::Cancelled => RunOutcome::Cancelled,
+                _ => RunOutcome::Failed(
+                    info.error
+                        .clone()
+                        .unwrap_or_else(|| "the run failed".to_owned()),
+                ),
+            };
+            let Some(first) = messages.first() else {
+                continue;
+            };
+            let key = ConversationKey::of(first);
+            let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+            tracing::info!(run = %run_id, state = info.state.as_str(), "answering a chat message a stopped process left");
+            self.finish(
+                &key,
+                &run_id,
+                &outcome,
+                &text,
+                drafts.get(&run_id).cloned(),
+                messages.last().map(|m| m.id.clone()),
+                &ids,
+            )
+            .await;
+        }
+        for message in recorded {
+            self.coalesce(message);
+        }
+        Ok(())
+    }
+}
+
+/// What the live draft shows: the text so far, cut to fit with an ellipsis.
+fn preview(text: &str, max: usize) -> String {
+    let limit = max.saturating_sub(2).max(1);
+    if text.chars().count() <= limit {
+        return text.to_owned();
+    }
+    let tail: String = text.chars().take(limit).collect();
+    format!("{tail}…")
+}
+
+/// `y`/`yes` allow once, `a`/`always` allow always, `n`/`no` reject.
+fn text_decision(body: &str) -> Option<ApprovalDecision> {
+    match body.to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(ApprovalDecision::AllowOnce),
+        "a" | "always" => Some(ApprovalDecision::AllowAlways),
+        "n" | "no" => Some(ApprovalDecision::RejectOnce),
+        _ => None,
+    }
+}
+
+/// Compares secrets without an early exit on the first difference.
+fn constant_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_words() {
+        assert_eq!(text_decision("Y"), Some(ApprovalDecision::AllowOnce));
+        assert_eq!(text_decision("always"), Some(ApprovalDecision::AllowAlways));
+        assert_eq!(text_decision("no"), Some(ApprovalDecision::RejectOnce));
+        assert_eq!(text_decision("yes please"), None);
+    }
+
+    #[test]
+    fn previews_fit_the_platform() {
+        assert_eq!(preview("short", 100), "short");
+        let long = "x".repeat(50);
+        let shown = preview(&long, 20);
+        assert_eq!(shown.chars().count(), 19);
+        assert!(shown.ends_with('…'));
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(constant_eq("abc123", "abc123"));
+        assert!(!constant_eq("abc123", "abc124"));
+        assert!(!constant_eq("abc", "abcd"));
+    }
+}

@@ -1,0 +1,514 @@
+//! Telegram Bot API: long polling with `getUpdates`, `sendMessage`,
+//! `editMessageText`, inline keyboards and callback queries.
+//!
+//! The polling offset is the acknowledgement: it is stored with each recorded
+//! update (same transaction) and sent back to Telegram only after that, so an
+//! update that failed to record is fetched again after a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received};
+use crate::core::channel::{
+    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
+    Unit,
+};
+
+/// Telegram's longest message text.
+pub const MAX_LEN: usize = 4096;
+const CURSOR: &str = "offset";
+
+pub struct Telegram {
+    name: String,
+    account: String,
+    token: String,
+    base: String,
+    client: reqwest::Client,
+    poll_timeout: Duration,
+}
+
+impl Telegram {
+    /// `base` is the Bot API root (`https://api.telegram.org`, or a self-hosted
+    /// Bot API server); the account is the bot's id, the token's first part.
+    pub fn new(
+        name: &str,
+        token: &str,
+        base: &str,
+        poll_timeout: Duration,
+    ) -> Result<Self, String> {
+        let account = token
+            .split_once(':')
+            .map(|(id, _)| id)
+            .filter(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_digit()))
+            .ok_or_else(|| {
+                "the Telegram bot token does not look like one (expected DIGITS:SECRET from @BotFather)"
+                    .to_owned()
+            })?
+            .to_owned();
+        let client = crate::providers::http_client(poll_timeout + Duration::from_secs(15))
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        Ok(Self {
+            name: name.to_owned(),
+            account,
+            token: token.to_owned(),
+            base: base.trim_end_matches('/').to_owned(),
+            client,
+            poll_timeout,
+        })
+    }
+
+    /// Calls a Bot API method; errors are classified and never carry the token.
+    async fn call(&self, method: &str, body: &Value) -> Result<Value, DeliveryError> {
+        let url = format!("{}/bot{}/{method}", self.base, self.token);
+        let response = match self.client.post(&url).json(body).send().await {
+            Ok(response) => response,
+            Err(err) => {
+                let err = err.without_url();
+                // A request that never connected was not delivered.
+                let kind = if err.is_connect() || err.is_builder() {
+                    FailureKind::Transient
+                } else {
+                    FailureKind::Unknown
+                };
+                return Err(DeliveryError::new(
+                    kind,
+                    format!("telegram {method}: {err}"),
+                ));
+            }
+        };
+        let status = response.status().as_u16();
+        let value: Value = match response.json().await {
+            Ok(value) => value,
+            Err(err) => {
+                let kind = if status >= 500 {
+                    FailureKind::Transient
+                } else {
+                    FailureKind::Unknown
+                };
+                return Err(DeliveryError::new(
+                    kind,
+                    format!(
+                        "telegram {method}: HTTP {status}, unreadable body: {}",
+                        err.without_url()
+                    ),
+                ));
+            }
+        };
+        if value["ok"].as_bool() == Some(true) {
+            return Ok(value["result"].clone());
+        }
+        Err(classify(method, status, &value))
+    }
+
+    fn message_body(&self, target: &Target, unit: &Unit) -> Value {
+        let mut body = json!({
+            "chat_id": chat_id(&target.id),
+            "text": unit.markup.as_deref().unwrap_or(&unit.text),
+            "link_preview_options": {"is_disabled": true},
+        });
+        if unit.markup.is_some() {
+            body["parse_mode"] = json!("HTML");
+        }
+        if let Some(thread) = &target.thread
+            && let Ok(thread) = thread.parse::<i64>()
+        {
+            body["message_thread_id"] = json!(thread);
+        }
+        if !unit.buttons.is_empty() {
+            let row: Vec<Value> = unit
+                .buttons
+                .iter()
+                .map(|b| json!({"text": b.label, "callback_data": b.data}))
+                .collect();
+            body["reply_markup"] = json!({"inline_keyboard": [row]});
+        }
+        body
+    }
+
+    async fn poll(&self, hub: &Arc<Hub>, cancel: &CancellationToken) {
+        let store = hub_store(hub);
+        let mut offset: i64 = match store.cursor(&self.name, &self.account, CURSOR).await {
+            Ok(Some(value)) => value.parse().unwrap_or(0),
+            Ok(None) => 0,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot read the Telegram offset; starting from Telegram's");
+                0
+            }
+        };
+        let mut failures: u32 = 0;
+        loop {
+            let request = json!({
+                "offset": offset,
+                "timeout": self.poll_timeout.as_secs(),
+                "allowed_updates": ["message", "callback_query"],
+            });
+            let updates = tokio::select! {
+                _ = cancel.cancelled() => return,
+                result = self.call("getUpdates", &request) => result,
+            };
+            let updates = match updates {
+                Ok(Value::Array(updates)) => {
+                    failures = 0;
+                    updates
+                }
+                Ok(other) => {
+                    tracing::warn!(result = %other, "getUpdates returned no list");
+                    Vec::new()
+                }
+                Err(err) => {
+                    failures += 1;
+                    let wait = err.retry_after.unwrap_or_else(|| {
+                        Duration::from_secs(2u64.saturating_pow(failures.min(6)))
+                    });
+                    tracing::warn!(error = %err, wait_secs = wait.as_secs(), "Telegram polling failed");
+                    if err.kind == FailureKind::Auth {
+                        tracing::error!("the Telegram bot token was refused; polling stops");
+                        return;
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(wait) => continue,
+                    }
+                }
+            };
+            for update in updates {
+                let Some(id) = update["update_id"].as_i64() else {
+                    continue;
+                };
+                if id < offset {
+                    continue;
+                }
+                let next = id + 1;
+                let cursor = Some((CURSOR.to_owned(), next.to_string()));
+                let outcome = match self.normalize(&update) {
+                    Some(inbound) => {
+                        let button = match &inbound {
+                            Inbound::Button { id, .. } => Some(id.clone()),
+                            Inbound::Message(_) => None,
+                        };
+                        let outcome = hub.receive(inbound, cursor).await;
+                        if let Some(query) = button {
+                            let _ = self
+                                .call("answerCallbackQuery", &json!({"callback_query_id": query}))
+                                .await;
+                        }
+                        outcome
+                    }
+                    None => {
+                        store.submit(crate::store::Write::Channel(
+                            crate::store::ChannelWrite::PutCursor {
+                                channel: self.name.clone(),
+                                account: self.account.clone(),
+                                name: CURSOR.to_owned(),
+                                value: next.to_string(),
+                            },
+                        ));
+                        Received::Accepted
+                    }
+                };
+                if let Received::Failed(reason) = outcome {
+                    tracing::warn!(update = id, %reason, "update not recorded; it will be fetched again");
+                    break;
+                }
+                offset = next;
+            }
+        }
+    }
+
+    /// A Telegram update as a channel event; `None` for kinds Pincer ignores.
+    fn normalize(&self, update: &Value) -> Option<Inbound> {
+        if let Some(query) = update.get("callback_query") {
+            let message = &query["message"];
+            return Some(Inbound::Button {
+                id: query["id"].as_str()?.to_owned(),
+                target: target_of(message)?,
+                sender: id_string(&query["from"]["id"])?,
+                data: query["data"].as_str().unwrap_or_default().to_owned(),
+            });
+        }
+        let message = update.get("message")?;
+        let from = &message["from"];
+        let text = message["text"]
+            .as_str()
+            .or_else(|| message["caption"].as_str())
+            .unwrap_or_default();
+        let mut attachments = Vec::new();
+        for kind in ["photo", "document", "voice", "audio", "video"] {
+            if let Some(item) = message.get(kind) {
+                let item = item.as_array().and_then(|a| a.last()).unwrap_or(item);
+                attachments.push(Attachment {
+                    kind: kind.to_owned(),
+                    name: item["file_name"].as_str().map(str::to_owned),
+                    reference: item["file_id"].as_str().unwrap_or_default().to_owned(),
+                });
+            }
+        }
+        if text.is_empty() && attachments.is_empty() {
+            return None;
+        }
+        Some(Inbound::Message(ChannelMessage {
+            id: format!(
+                "{}:{}",
+                id_string(&message["chat"]["id"])?,
+                message["message_id"].as_i64()?
+            ),
+            channel: self.name.clone(),
+            account: self.account.clone(),
+            target: target_of(message)?,
+            sender: Some(Actor {
+                id: id_string(&from["id"])?,
+                name: from["username"]
+                    .as_str()
+                    .or_else(|| from["first_name"].as_str())
+                    .map(str::to_owned),
+                is_bot: from["is_bot"].as_bool().unwrap_or(false),
+            }),
+            body: text.to_owned(),
+            attachments,
+            relation: message["reply_to_message"]["message_id"]
+                .as_i64()
+                .map(|id| Relation::Reply { to: id.to_string() }),
+            origin: if from["is_bot"].as_bool() == Some(true) {
+                MessageOrigin::ExternalBot
+            } else {
+                MessageOrigin::User
+            },
+            at: message["date"].as_i64().unwrap_or(0) * 1000,
+        }))
+    }
+}
+
+fn hub_store(hub: &Arc<Hub>) -> crate::store::Store {
+    hub.store().clone()
+}
+
+fn id_string(value: &Value) -> Option<String> {
+    value
+        .as_i64()
+        .map(|n| n.to_string())
+        .or_else(|| value.as_str().map(str::to_owned))
+}
+
+/// Numeric chat ids go back as numbers, `@channel` names as strings.
+fn chat_id(id: &str) -> Value {
+    id.parse::<i64>().map_or_else(|_| json!(id), |n| json!(n))
+}
+
+fn target_of(message: &Value) -> Option<Target> {
+    let chat = &message["chat"];
+    let kind = match chat["type"].as_str().unwrap_or("private") {
+        "private" => TargetKind::Direct,
+        "channel" => TargetKind::Channel,
+        _ => TargetKind::Group,
+    };
+    let thread = message["message_thread_id"]
+        .as_i64()
+        .filter(|_| message["is_topic_message"].as_bool() == Some(true))
+        .map(|t| t.to_string());
+    Some(Target {
+        kind: if thread.is_some() {
+            TargetKind::Thread
+        } else {
+            kind
+        },
+        id: id_string(&chat["id"])?,
+        thread,
+    })
+}
+
+/// A Bot API error (`ok: false`) as a failure class.
+fn classify(method: &str, status: u16, value: &Value) -> DeliveryError {
+    let code = value["error_code"].as_u64().unwrap_or(u64::from(status));
+    let description = value["description"]
+        .as_str()
+        .unwrap_or("no description")
+        .to_owned();
+    let lower = description.to_ascii_lowercase();
+    let kind = match code {
+        429 => FailureKind::RateLimit,
+        401 => FailureKind::Auth,
+        403 => FailureKind::Permission,
+        404 => FailureKind::Auth, // Telegram answers 404 to a wrong token
+        409 => FailureKind::Conflict,
+        400 if lower.contains("not modified") => FailureKind::Conflict,
+        400 if lower.contains("not found") => FailureKind::NotFound,
+        400 => FailureKind::InvalidPayload,
+        500..=599 => FailureKind::Transient,
+        _ => FailureKind::Unknown,
+    };
+    DeliveryError {
+        kind,
+        message: format!("telegram {method}: {code} {description}"),
+        retry_after: value["parameters"]["retry_after"]
+            .as_u64()
+            .map(Duration::from_secs),
+    }
+}
+
+impl Adapter for Telegram {
+    fn channel(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> &str {
+        &self.account
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_len: MAX_LEN,
+            edit: true,
+            buttons: true,
+            edit_interval: Duration::from_secs(1),
+            markup: Some("html"),
+        }
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a Target,
+        unit: &'a Unit,
+        reply_to: Option<&'a str>,
+        _idempotency_key: &'a str,
+    ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+        Box::pin(async move {
+            let mut body = self.message_body(target, unit);
+            // Inbound ids are `CHAT:MESSAGE`; reply to the message part.
+            if let Some(message) = reply_to
+                .and_then(|r| r.rsplit(':').next())
+                .and_then(|m| m.parse::<i64>().ok())
+            {
+                body["reply_parameters"] =
+                    json!({"message_id": message, "allow_sending_without_reply": true});
+            }
+            let sent = self.call("sendMessage", &body).await?;
+            sent["message_id"]
+                .as_i64()
+                .map(|id| id.to_string())
+                .ok_or_else(|| {
+                    DeliveryError::new(
+                        FailureKind::Unknown,
+                        "telegram sendMessage: the answer has no message_id",
+                    )
+                })
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        target: &'a Target,
+        platform_id: &'a str,
+        unit: &'a Unit,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let mut body = self.message_body(target, unit);
+            body["message_id"] = json!(platform_id.parse::<i64>().unwrap_or_default());
+            if body.get("reply_markup").is_none() {
+                body["reply_markup"] = json!({"inline_keyboard": []});
+            }
+            match self.call("editMessageText", &body).await {
+                // The same text again: the message already shows it.
+                Err(err)
+                    if err.kind == FailureKind::Conflict
+                        && err.message.to_ascii_lowercase().contains("not modified") =>
+                {
+                    Ok(())
+                }
+                other => other.map(|_| ()),
+            }
+        })
+    }
+
+    fn receive(
+        self: Arc<Self>,
+        hub: Arc<Hub>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.poll(&hub, &cancel).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn telegram() -> Telegram {
+        Telegram::new(
+            "telegram",
+            "123456:secret",
+            "http://127.0.0.1:9",
+            Duration::from_secs(1),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_account_is_the_bots_id_and_bad_tokens_are_named() {
+        assert_eq!(telegram().account(), "123456");
+        let err = Telegram::new("t", "nonsense", "http://x", Duration::from_secs(1))
+            .err()
+            .unwrap();
+        assert!(err.contains("does not look like"), "{err}");
+    }
+
+    #[test]
+    fn errors_are_classified_with_retry_after() {
+        let err = classify(
+            "sendMessage",
+            429,
+            &json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 7", "parameters": {"retry_after": 7}}),
+        );
+        assert_eq!(err.kind, FailureKind::RateLimit);
+        assert_eq!(err.retry_after, Some(Duration::from_secs(7)));
+        let not_found = classify(
+            "editMessageText",
+            400,
+            &json!({"ok": false, "error_code": 400, "description": "Bad Request: message to edit not found"}),
+        );
+        assert_eq!(not_found.kind, FailureKind::NotFound);
+        let parse = classify(
+            "sendMessage",
+            400,
+            &json!({"ok": false, "error_code": 400, "description": "Bad Request: can't parse entities"}),
+        );
+        assert_eq!(parse.kind, FailureKind::InvalidPayload);
+        let blocked = classify(
+            "sendMessage",
+            403,
+            &json!({"ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}),
+        );
+        assert_eq!(blocked.kind, FailureKind::Permission);
+    }
+
+    #[test]
+    fn updates_normalize_to_messages_and_buttons() {
+        let t = telegram();
+        let update = json!({"update_id": 5, "message": {"message_id": 9, "date": 1700000000,
+            "from": {"id": 42, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": 42, "type": "private"}, "text": "hello"}});
+        let Some(Inbound::Message(message)) = t.normalize(&update) else {
+            panic!("not a message")
+        };
+        assert_eq!(message.id, "42:9");
+        assert_eq!(message.target.kind, TargetKind::Direct);
+        assert_eq!(message.sender.unwrap().id, "42");
+        assert_eq!(message.body, "hello");
+        let press = json!({"update_id": 6, "callback_query": {"id": "cb1", "data": "ap:x:allow_once",
+            "from": {"id": 42}, "message": {"message_id": 10, "chat": {"id": -100, "type": "supergroup"}}}});
+        let Some(Inbound::Button { target, data, .. }) = t.normalize(&press) else {
+            panic!("not a button")
+        };
+        assert_eq!(target.kind, TargetKind::Group);
+        assert_eq!(target.id, "-100");
+        assert_eq!(data, "ap:x:allow_once");
+        // A sticker alone: ignored.
+        assert!(
+            t.normalize(&json!({"update_id": 7, "message": {"message_id": 1, "chat": {"id": 1, "type": "private"}, "from": {"id": 1}, "sticker": {}}}))
+                .is_none()
+        );
+    }
+}

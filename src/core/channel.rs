@@ -1,0 +1,519 @@
+//! Platform-neutral chat messages and durable delivery, as data.
+//!
+//! A chat platform (Telegram, a webhook peer) is a face; what its messages
+//! become inside Pincer is defined here, so the store can keep them and the
+//! channel hub can route them without knowing any platform. See
+//! `docs/channels.md` for the lifecycle.
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{RunId, SessionId};
+use super::session::Millis;
+
+/// Where a message lives on its platform.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Target {
+    pub kind: TargetKind,
+    /// The platform's id of the chat, room or peer.
+    pub id: String,
+    /// A thread or topic within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    Direct,
+    Group,
+    Channel,
+    Thread,
+}
+
+impl TargetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Direct => "direct",
+            TargetKind::Group => "group",
+            TargetKind::Channel => "channel",
+            TargetKind::Thread => "thread",
+        }
+    }
+
+    /// Whether several people may read the room (self-echoes matter there).
+    pub fn is_roomish(self) -> bool {
+        !matches!(self, TargetKind::Direct)
+    }
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub is_bot: bool,
+}
+
+/// How a message relates to others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Relation {
+    /// An answer to an inbound message.
+    Reply { to: String },
+    /// Output Pincer sends on its own account: approval prompts, notices.
+    System { reason: String },
+}
+
+/// Who produced a message, so Pincer can recognise its own output coming back.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum MessageOrigin {
+    /// Pincer's own operational output (a failure notice, an approval prompt).
+    Pincer {
+        kind: String,
+    },
+    User,
+    ExternalBot,
+    Platform,
+    #[default]
+    Unknown,
+}
+
+/// A file or media item attached to a message; kept as a reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// `photo`, `document`, `voice`, … as the platform names it.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The platform's id or URL of the item.
+    pub reference: String,
+}
+
+/// A chat message, normalized from any platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelMessage {
+    /// The platform's message id (unique per channel and account).
+    pub id: String,
+    /// The channel's configured name (`telegram`, `webhook`).
+    pub channel: String,
+    /// The bot or account the message arrived through.
+    pub account: String,
+    pub target: Target,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<Actor>,
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
+    #[serde(default)]
+    pub origin: MessageOrigin,
+    pub at: Millis,
+}
+
+/// Whether the shared echo policy drops this inbound message: Pincer's own
+/// tagged operational output, posted by a bot into a room, is never taken as
+/// input. Tag-based, not text-based: an untagged bot message with the same
+/// words goes through normal authorization.
+pub fn is_own_echo(message: &ChannelMessage) -> bool {
+    let bot = message.sender.as_ref().is_some_and(|s| s.is_bot);
+    bot && message.target.kind.is_roomish()
+        && matches!(message.origin, MessageOrigin::Pincer { .. })
+}
+
+/// An inline button of an outbound message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Button {
+    pub label: String,
+    /// What comes back when it is pressed.
+    pub data: String,
+}
+
+/// One deliverable part of an outbound message, already rendered for its platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unit {
+    pub text: String,
+    /// The platform's markup of `text` (`html`), or plain text when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markup: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buttons: Vec<Button>,
+}
+
+/// One platform message a delivery produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptPart {
+    /// Which unit of the intent it carries.
+    pub index: usize,
+    pub platform_id: String,
+}
+
+/// Every platform message id of a (possibly multi-part) delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeliveryReceipt {
+    pub parts: Vec<ReceiptPart>,
+}
+
+impl DeliveryReceipt {
+    /// The id to thread under or edit later: the first part's.
+    pub fn primary(&self) -> Option<&str> {
+        self.parts.first().map(|p| p.platform_id.as_str())
+    }
+
+    pub fn has(&self, index: usize) -> bool {
+        self.parts.iter().any(|p| p.index == index)
+    }
+}
+
+/// Where a durable send intent is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentStatus {
+    /// Recorded; waiting for its (next) attempt.
+    Pending,
+    /// A platform call may be under way; the unit in flight is `inflight`.
+    Sending,
+    /// Every unit was accepted and the receipt is on disk; after-send effects remain.
+    Committing,
+    Sent,
+    /// Given up: a failure class that retrying cannot fix, or attempts spent.
+    Failed,
+    /// The process stopped after a platform call began and before its receipt
+    /// was committed: the message may or may not exist. Never replayed blindly.
+    UnknownAfterSend,
+    Cancelled,
+    /// Too old to send when it finally could be; reported instead.
+    Expired,
+}
+
+impl IntentStatus {
+    pub const ALL: [IntentStatus; 8] = [
+        IntentStatus::Pending,
+        IntentStatus::Sending,
+        IntentStatus::Committing,
+        IntentStatus::Sent,
+        IntentStatus::Failed,
+        IntentStatus::UnknownAfterSend,
+        IntentStatus::Cancelled,
+        IntentStatus::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntentStatus::Pending => "pending",
+            IntentStatus::Sending => "sending",
+            IntentStatus::Committing => "committing",
+            IntentStatus::Sent => "sent",
+            IntentStatus::Failed => "failed",
+            IntentStatus::UnknownAfterSend => "unknown_after_send",
+            IntentStatus::Cancelled => "cancelled",
+            IntentStatus::Expired => "expired",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            IntentStatus::Pending | IntentStatus::Sending | IntentStatus::Committing
+        )
+    }
+}
+
+/// Closed classes of delivery failure; adapters map platform errors onto them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The platform did not take the message (connection refused, 5xx): retry.
+    Transient,
+    /// The platform asked us to slow down: retry after its delay.
+    RateLimit,
+    /// Bad credentials: no retry until the configuration changes.
+    Auth,
+    /// The bot may not post there: no retry.
+    Permission,
+    /// The chat or the message to edit is gone.
+    NotFound,
+    /// The platform refused the content: no retry (a plain-text fallback may be tried).
+    InvalidPayload,
+    /// The platform reports a clash (e.g. an edit with no change).
+    Conflict,
+    /// We cannot tell whether the platform acted (a timeout after sending).
+    Unknown,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Transient => "transient",
+            FailureKind::RateLimit => "rate_limit",
+            FailureKind::Auth => "auth",
+            FailureKind::Permission => "permission",
+            FailureKind::NotFound => "not_found",
+            FailureKind::InvalidPayload => "invalid_payload",
+            FailureKind::Conflict => "conflict",
+            FailureKind::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [
+            FailureKind::Transient,
+            FailureKind::RateLimit,
+            FailureKind::Auth,
+            FailureKind::Permission,
+            FailureKind::NotFound,
+            FailureKind::InvalidPayload,
+            FailureKind::Conflict,
+            FailureKind::Unknown,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == value)
+    }
+}
+
+/// What an outbound message is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentKind {
+    /// The final answer of a run.
+    Reply,
+    /// An approval prompt.
+    Approval,
+    /// Pincer's own notice (a failure, an interrupted run, a command's answer).
+    Notice,
+}
+
+impl IntentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntentKind::Reply => "reply",
+            IntentKind::Approval => "approval",
+            IntentKind::Notice => "notice",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [IntentKind::Reply, IntentKind::Approval, IntentKind::Notice]
+            .into_iter()
+            .find(|k| k.as_str() == value)
+    }
+}
+
+/// A message Pincer has decided to send, on disk before any platform call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendIntent {
+    /// Also the idempotency key: derived from what the message is for
+    /// (`reply:RUN`), so deciding twice records it once.
+    pub id: String,
+    pub channel: String,
+    pub account: String,
+    pub target: Target,
+    pub kind: IntentKind,
+    pub units: Vec<Unit>,
+    /// A live draft to finalize in place with unit 0, instead of a fresh send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_of: Option<String>,
+    /// The inbound message this answers, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    pub status: IntentStatus,
+    /// Attempts begun so far.
+    pub attempt: u32,
+    /// When the next attempt may start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<Millis>,
+    /// The unit whose platform call may be under way (while `sending`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inflight: Option<usize>,
+    /// The parts delivered so far; complete once `committing`.
+    #[serde(default)]
+    pub receipt: DeliveryReceipt,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// Why the last attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// A change of an intent's state, applied only if the intent is in one of the
+/// `from` states (so two workers can never both move it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentUpdate {
+    pub id: String,
+    pub from: Vec<IntentStatus>,
+    pub status: IntentStatus,
+    pub attempt: Option<u32>,
+    pub next_attempt_at: Option<Millis>,
+    pub inflight: Option<usize>,
+    pub receipt: Option<DeliveryReceipt>,
+    pub failure: Option<Failure>,
+    pub edit_of: Option<Option<String>>,
+    pub at: Millis,
+}
+
+impl IntentUpdate {
+    pub fn new(id: &str, from: &[IntentStatus], status: IntentStatus, at: Millis) -> Self {
+        Self {
+            id: id.to_owned(),
+            from: from.to_vec(),
+            status,
+            attempt: None,
+            next_attempt_at: None,
+            inflight: None,
+            receipt: None,
+            failure: None,
+            edit_of: None,
+            at,
+        }
+    }
+}
+
+/// Where an inbound message is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InboxState {
+    /// On disk (and acknowledged to the platform); not yet given to a run.
+    Recorded,
+    /// Part of a run's prompt.
+    Dispatched,
+    /// Its run ended and the answer's send intent is on disk.
+    Done,
+    /// Consumed without a run: a command, an approval answer, a refusal.
+    Handled,
+}
+
+impl InboxState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboxState::Recorded => "recorded",
+            InboxState::Dispatched => "dispatched",
+            InboxState::Done => "done",
+            InboxState::Handled => "handled",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [
+            InboxState::Recorded,
+            InboxState::Dispatched,
+            InboxState::Done,
+            InboxState::Handled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == value)
+    }
+}
+
+/// A stored inbound message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    pub message: ChannelMessage,
+    pub state: InboxState,
+    pub run_id: Option<RunId>,
+    pub received_at: Millis,
+}
+
+/// The conversation a message belongs to: one Pincer session each.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ConversationKey {
+    pub channel: String,
+    pub account: String,
+    pub target: Target,
+}
+
+impl ConversationKey {
+    pub fn of(message: &ChannelMessage) -> Self {
+        Self {
+            channel: message.channel.clone(),
+            account: message.account.clone(),
+            target: message.target.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(kind: TargetKind, bot: bool, origin: MessageOrigin) -> ChannelMessage {
+        ChannelMessage {
+            id: "1".into(),
+            channel: "telegram".into(),
+            account: "bot".into(),
+            target: Target {
+                kind,
+                id: "c".into(),
+                thread: None,
+            },
+            sender: Some(Actor {
+                id: "u".into(),
+                name: None,
+                is_bot: bot,
+            }),
+            body: "Agent failed before reply".into(),
+            attachments: Vec::new(),
+            relation: None,
+            origin,
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn only_tagged_bot_output_in_rooms_is_an_echo() {
+        let tagged = MessageOrigin::Pincer {
+            kind: "notice".into(),
+        };
+        assert!(is_own_echo(&message(
+            TargetKind::Group,
+            true,
+            tagged.clone()
+        )));
+        // Same words, no tag: not an echo.
+        assert!(!is_own_echo(&message(
+            TargetKind::Group,
+            true,
+            MessageOrigin::ExternalBot
+        )));
+        // A direct chat is not a room.
+        assert!(!is_own_echo(&message(
+            TargetKind::Direct,
+            true,
+            tagged.clone()
+        )));
+        // A person is never an echo.
+        assert!(!is_own_echo(&message(TargetKind::Group, false, tagged)));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for status in IntentStatus::ALL {
+            assert_eq!(IntentStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(
+            FailureKind::parse("rate_limit"),
+            Some(FailureKind::RateLimit)
+        );
+        assert_eq!(
+            InboxState::parse("dispatched"),
+            Some(InboxState::Dispatched)
+        );
+        assert_eq!(IntentKind::parse("approval"), Some(IntentKind::Approval));
+    }
+}

@@ -1,0 +1,470 @@
+//! Rows of the channel tables: the inbox (dedupe), the outbox (durable send
+//! intents), polling cursors, conversation → session mapping, paired senders
+//! and live drafts. Writes run on the writer thread; reads on reader connections.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{StoreError, owner};
+use crate::core::channel::{
+    ChannelMessage, ConversationKey, InboxEntry, InboxState, IntentStatus, IntentUpdate,
+    SendIntent, Target,
+};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::session::Millis;
+
+/// A change to the channel tables (part of `Write`).
+#[derive(Debug, Clone)]
+pub enum ChannelWrite {
+    /// Records an inbound message and, in the same transaction, advances the
+    /// polling cursor past it. A message already recorded fails with
+    /// `StoreError::Conflict` (the cursor still advances).
+    RecordInbound {
+        message: ChannelMessage,
+        cursor: Option<(String, String)>,
+        at: Millis,
+    },
+    SetInboxState {
+        channel: String,
+        account: String,
+        ids: Vec<String>,
+        state: InboxState,
+        run_id: Option<RunId>,
+        at: Millis,
+    },
+    PutCursor {
+        channel: String,
+        account: String,
+        name: String,
+        value: String,
+    },
+    /// Records an intent; one with the same id already recorded is left as it is.
+    InsertIntent(SendIntent),
+    /// Moves an intent if it is in one of the update's `from` states; otherwise
+    /// fails with `StoreError::Conflict`.
+    UpdateIntent(IntentUpdate),
+    MapConversation {
+        key: ConversationKey,
+        session_id: SessionId,
+        at: Millis,
+    },
+    PairPeer {
+        channel: String,
+        account: String,
+        sender: String,
+        at: Millis,
+    },
+    PutDraft {
+        run_id: RunId,
+        key: ConversationKey,
+        platform_id: String,
+        text: String,
+        at: Millis,
+    },
+    DeleteDraft {
+        run_id: RunId,
+    },
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|err| StoreError::Write(err.to_string()))
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("{what}: {err}")))
+}
+
+pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), StoreError> {
+    match write {
+        ChannelWrite::RecordInbound {
+            message,
+            cursor,
+            at,
+        } => {
+            if let Some((name, value)) = cursor {
+                put_cursor(conn, &message.channel, &message.account, name, value)?;
+            }
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO channel_inbox
+                        (channel, account, message_id, target, state, message, received_at, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, 'recorded', ?5, ?6, ?6)",
+                )?
+                .execute(params![
+                    message.channel,
+                    message.account,
+                    message.id,
+                    json(&message.target)?,
+                    json(message)?,
+                    at
+                ])?;
+            if inserted == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "message {} of {}/{} was already received",
+                    message.id, message.channel, message.account
+                )));
+            }
+        }
+        ChannelWrite::SetInboxState {
+            channel,
+            account,
+            ids,
+            state,
+            run_id,
+            at,
+        } => {
+            let mut stmt = conn.prepare_cached(
+                "UPDATE channel_inbox SET state = ?4, run_id = COALESCE(?5, run_id), updated_at = ?6
+                 WHERE channel = ?1 AND account = ?2 AND message_id = ?3",
+            )?;
+            for id in ids {
+                stmt.execute(params![
+                    channel,
+                    account,
+                    id,
+                    state.as_str(),
+                    run_id.as_ref().map(RunId::as_str),
+                    at
+                ])?;
+            }
+        }
+        ChannelWrite::PutCursor {
+            channel,
+            account,
+            name,
+            value,
+        } => put_cursor(conn, channel, account, name, value)?,
+        ChannelWrite::InsertIntent(intent) => {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO channel_outbox
+                    (id, channel, account, status, next_attempt_at, owner, intent, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                intent.id,
+                intent.channel,
+                intent.account,
+                intent.status.as_str(),
+                intent.next_attempt_at,
+                json(intent)?,
+                intent.created_at,
+                intent.updated_at
+            ])?;
+        }
+        ChannelWrite::UpdateIntent(update) => update_intent(conn, update)?,
+        ChannelWrite::MapConversation {
+            key,
+            session_id,
+            at,
+        } => {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO channel_sessions (channel, account, target, session_id, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                key.channel,
+                key.account,
+                json(&key.target)?,
+                session_id.as_str(),
+                at
+            ])?;
+        }
+        ChannelWrite::PairPeer {
+            channel,
+            account,
+            sender,
+            at,
+        } => {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO channel_peers (channel, account, sender, paired_at) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![channel, account, sender, at])?;
+        }
+        ChannelWrite::PutDraft {
+            run_id,
+            key,
+            platform_id,
+            text,
+            at,
+        } => {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO channel_drafts (run_id, channel, account, target, platform_id, text, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                run_id.as_str(),
+                key.channel,
+                key.account,
+                json(&key.target)?,
+                platform_id,
+                text,
+                at
+            ])?;
+        }
+        ChannelWrite::DeleteDraft { run_id } => {
+            conn.prepare_cached("DELETE FROM channel_drafts WHERE run_id = ?1")?
+                .execute(params![run_id.as_str()])?;
+        }
+    }
+    Ok(())
+}
+
+fn put_cursor(
+    conn: &Connection,
+    channel: &str,
+    account: &str,
+    name: &str,
+    value: &str,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO channel_cursors (channel, account, name, value) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![channel, account, name, value])?;
+    Ok(())
+}
+
+fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreError> {
+    let stored: Option<String> = conn
+        .prepare_cached("SELECT intent FROM channel_outbox WHERE id = ?1")?
+        .query_row(params![update.id], |row| row.get(0))
+        .optional()?;
+    let Some(stored) = stored else {
+        return Err(StoreError::Conflict(format!(
+            "no send intent {}",
+            update.id
+        )));
+    };
+    let mut intent: SendIntent = parse("send intent", &stored)?;
+    if !update.from.contains(&intent.status) {
+        return Err(StoreError::Conflict(format!(
+            "send intent {} is {}, not {}",
+            update.id,
+            intent.status.as_str(),
+            update
+                .from
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )));
+    }
+    intent.status = update.status;
+    if let Some(attempt) = update.attempt {
+        intent.attempt = attempt;
+    }
+    intent.next_attempt_at = update.next_attempt_at;
+    intent.inflight = update.inflight;
+    if let Some(receipt) = &update.receipt {
+        intent.receipt = receipt.clone();
+    }
+    if update.failure.is_some() {
+        intent.failure = update.failure.clone();
+    }
+    if let Some(edit_of) = &update.edit_of {
+        intent.edit_of = edit_of.clone();
+    }
+    intent.updated_at = update.at;
+    let owner = (update.status == IntentStatus::Sending).then(owner::this_process);
+    conn.prepare_cached(
+        "UPDATE channel_outbox SET status = ?2, next_attempt_at = ?3, owner = ?4, intent = ?5, updated_at = ?6
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        update.id,
+        intent.status.as_str(),
+        intent.next_attempt_at,
+        owner,
+        json(&intent)?,
+        update.at
+    ])?;
+    Ok(())
+}
+
+/// Open intents (pending, sending, committing) of one channel account, oldest first.
+pub(super) fn open_intents(
+    conn: &Connection,
+    channel: &str,
+    account: &str,
+) -> Result<Vec<(SendIntent, Option<String>)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT intent, owner FROM channel_outbox
+         WHERE channel = ?1 AND account = ?2 AND status IN ('pending', 'sending', 'committing')
+         ORDER BY created_at, id",
+    )?;
+    let rows = stmt.query_map(params![channel, account], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (intent, owner) = row?;
+        out.push((parse("send intent", &intent)?, owner));
+    }
+    Ok(out)
+}
+
+pub(super) fn intent(conn: &Connection, id: &str) -> Result<Option<SendIntent>, StoreError> {
+    let stored: Option<String> = conn
+        .prepare_cached("SELECT intent FROM channel_outbox WHERE id = ?1")?
+        .query_row(params![id], |row| row.get(0))
+        .optional()?;
+    stored.map(|s| parse("send intent", &s)).transpose()
+}
+
+/// Intents by channel, account and status, newest first, at most `limit`.
+pub(super) fn intents(
+    conn: &Connection,
+    status: Option<IntentStatus>,
+    limit: usize,
+) -> Result<Vec<SendIntent>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT intent FROM channel_outbox WHERE (?1 IS NULL OR status = ?1)
+         ORDER BY updated_at DESC, id LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![status.map(|s| s.as_str()), limit as i64], |row| {
+        row.get::<_, String>(0)
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(parse("send intent", &row?)?);
+    }
+    Ok(out)
+}
+
+/// How many intents are in each status, per channel.
+pub(super) fn intent_counts(
+    conn: &Connection,
+) -> Result<Vec<(String, IntentStatus, u64)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT channel, status, COUNT(*) FROM channel_outbox GROUP BY channel, status",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (channel, status, count) = row?;
+        let status = IntentStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("intent status {status:?}")))?;
+        out.push((channel, status, count.max(0) as u64));
+    }
+    Ok(out)
+}
+
+/// Inbound messages not yet done (recorded or dispatched), oldest first.
+pub(super) fn open_inbox(
+    conn: &Connection,
+    channel: &str,
+    account: &str,
+) -> Result<Vec<InboxEntry>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT message, state, run_id, received_at FROM channel_inbox
+         WHERE channel = ?1 AND account = ?2 AND state IN ('recorded', 'dispatched')
+         ORDER BY received_at, message_id",
+    )?;
+    let rows = stmt.query_map(params![channel, account], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, Option<String>>(2)?,
+            row.get::<_, i64>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (message, state, run_id, received_at) = row?;
+        out.push(InboxEntry {
+            message: parse("inbound message", &message)?,
+            state: InboxState::parse(&state)
+                .ok_or_else(|| StoreError::Corrupt(format!("inbox state {state:?}")))?,
+            run_id: run_id.map(RunId::from_string),
+            received_at,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn cursor(
+    conn: &Connection,
+    channel: &str,
+    account: &str,
+    name: &str,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT value FROM channel_cursors WHERE channel = ?1 AND account = ?2 AND name = ?3",
+        )?
+        .query_row(params![channel, account, name], |row| row.get(0))
+        .optional()?)
+}
+
+pub(super) fn conversation(
+    conn: &Connection,
+    key: &ConversationKey,
+) -> Result<Option<SessionId>, StoreError> {
+    let id: Option<String> = conn
+        .prepare_cached(
+            "SELECT session_id FROM channel_sessions WHERE channel = ?1 AND account = ?2 AND target = ?3",
+        )?
+        .query_row(
+            params![key.channel, key.account, json(&key.target)?],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(id.map(SessionId::from_string))
+}
+
+pub(super) fn is_paired(
+    conn: &Connection,
+    channel: &str,
+    account: &str,
+    sender: &str,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT 1 FROM channel_peers WHERE channel = ?1 AND account = ?2 AND sender = ?3",
+        )?
+        .query_row(params![channel, account, sender], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// A live draft: the run it shows, where it is, its platform id and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Draft {
+    pub run_id: RunId,
+    pub target: Target,
+    pub platform_id: String,
+    pub text: String,
+}
+
+pub(super) fn drafts(
+    conn: &Connection,
+    channel: &str,
+    account: &str,
+) -> Result<Vec<Draft>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_id, target, platform_id, text FROM channel_drafts WHERE channel = ?1 AND account = ?2",
+    )?;
+    let rows = stmt.query_map(params![channel, account], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+            row.get::<_, String>(3)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (run_id, target, platform_id, text) = row?;
+        out.push(Draft {
+            run_id: RunId::from_string(run_id),
+            target: parse("draft target", &target)?,
+            platform_id,
+            text,
+        });
+    }
+    Ok(out)
+}

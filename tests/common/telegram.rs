@@ -1,0 +1,324 @@
+#![allow(dead_code)]
+//! A fake Telegram Bot API server on loopback, speaking the documented JSON
+//! shapes: `getUpdates` long polling, `sendMessage`, `editMessageText`,
+//! `answerCallbackQuery`, `ok: false` errors and 429 with `retry_after`.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const TOKEN: &str = "123456:test-token";
+
+/// One Bot API call the fake answered (or is holding).
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    pub body: Value,
+    pub at: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    updates: Vec<Value>,
+    /// Updates handed out at the next poll whatever its offset (a redelivery).
+    forced: Vec<Value>,
+    next_update: i64,
+    calls: Vec<Call>,
+    /// Errors to answer the next calls of a method with: (status, body).
+    failures: HashMap<String, VecDeque<(u16, Value)>>,
+    /// Calls of these methods are recorded, then never answered.
+    hold: Vec<String>,
+    next_message: i64,
+    /// chat id → message id → text, as a user would see it now.
+    chats: HashMap<String, Vec<(i64, String)>>,
+    /// Offsets `getUpdates` was asked for.
+    offsets: Vec<i64>,
+}
+
+#[derive(Clone)]
+pub struct FakeTelegram {
+    pub url: String,
+    state: Arc<(Mutex<State>, Condvar)>,
+}
+
+impl FakeTelegram {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new((
+            Mutex::new(State {
+                next_update: 1000,
+                next_message: 500,
+                ..State::default()
+            }),
+            Condvar::new(),
+        ));
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let state = shared.clone();
+                std::thread::spawn(move || handle(stream, &state));
+            }
+        });
+        Self { url, state }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let (lock, cvar) = &*self.state;
+        let mut state = lock.lock().unwrap();
+        let out = f(&mut state);
+        cvar.notify_all();
+        out
+    }
+
+    /// Queues a text message from `user` in their private chat; returns its update id.
+    pub fn user_says(&self, user: i64, text: &str) -> i64 {
+        self.with(|s| {
+            let id = s.next_update;
+            s.next_update += 1;
+            let message_id = s.next_message;
+            s.next_message += 1;
+            s.updates.push(json!({
+                "update_id": id,
+                "message": {
+                    "message_id": message_id,
+                    "date": 1_700_000_000,
+                    "from": {"id": user, "is_bot": false, "first_name": "Ada"},
+                    "chat": {"id": user, "type": "private"},
+                    "text": text,
+                }
+            }));
+            id
+        })
+    }
+
+    /// Hands out an update again at the next poll, whatever offset it asks
+    /// for, as Telegram redelivers an update it thinks unconfirmed.
+    pub fn redeliver(&self, update_id: i64) {
+        self.with(|s| {
+            let update = s
+                .updates
+                .iter()
+                .find(|u| u["update_id"] == update_id)
+                .cloned()
+                .unwrap();
+            s.forced.push(update);
+        });
+    }
+
+    /// Queues a press of an inline button of message `message_id` in `user`'s chat.
+    pub fn press(&self, user: i64, message_id: i64, data: &str) {
+        self.with(|s| {
+            let id = s.next_update;
+            s.next_update += 1;
+            s.updates.push(json!({
+                "update_id": id,
+                "callback_query": {
+                    "id": format!("cb{id}"),
+                    "from": {"id": user, "is_bot": false, "first_name": "Ada"},
+                    "message": {"message_id": message_id, "chat": {"id": user, "type": "private"}},
+                    "data": data,
+                }
+            }));
+        });
+    }
+
+    /// The next `count` calls of `method` fail with this status and description.
+    pub fn fail(&self, method: &str, count: usize, status: u16, body: Value) {
+        self.with(|s| {
+            let queue = s.failures.entry(method.to_owned()).or_default();
+            for _ in 0..count {
+                queue.push_back((status, body.clone()));
+            }
+        });
+    }
+
+    /// Calls of `method` are recorded (the platform accepted them) but never answered.
+    pub fn hold(&self, method: &str) {
+        self.with(|s| s.hold.push(method.to_owned()));
+    }
+
+    /// Stops holding `method` and forgets queued failures of it.
+    pub fn release(&self, method: &str) {
+        self.with(|s| {
+            s.hold.retain(|m| m != method);
+            s.failures.remove(method);
+        });
+    }
+
+    pub fn calls(&self, method: &str) -> Vec<Call> {
+        self.with(|s| {
+            s.calls
+                .iter()
+                .filter(|c| c.method == method)
+                .cloned()
+                .collect()
+        })
+    }
+
+    pub fn offsets(&self) -> Vec<i64> {
+        self.with(|s| s.offsets.clone())
+    }
+
+    /// The messages of a chat as its user sees them now: (id, text), in order.
+    pub fn chat(&self, chat: i64) -> Vec<(i64, String)> {
+        self.with(|s| s.chats.get(&chat.to_string()).cloned().unwrap_or_default())
+    }
+
+    /// Waits until `check` holds, or panics after `timeout` with `what`.
+    pub fn wait_for(&self, what: &str, timeout: Duration, check: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if check(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let calls = self.with(|s| s.calls.clone());
+        panic!("timed out waiting for {what}; calls: {calls:#?}");
+    }
+}
+
+fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
+    let Ok(clone) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(clone);
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).is_err() {
+            return;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut raw = vec![0; length];
+    if reader.read_exact(&mut raw).is_err() {
+        return;
+    }
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let Some(rest) = path.strip_prefix(&format!("/bot{TOKEN}/")) else {
+        respond(
+            &mut stream,
+            404,
+            &json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+        );
+        return;
+    };
+    let method = rest.to_owned();
+    let (lock, cvar) = &**state;
+    if method == "getUpdates" {
+        let offset = body["offset"].as_i64().unwrap_or(0);
+        let wait =
+            Duration::from_secs(body["timeout"].as_u64().unwrap_or(0)).min(Duration::from_secs(1));
+        let deadline = Instant::now() + wait;
+        let mut s = lock.lock().unwrap();
+        s.offsets.push(offset);
+        loop {
+            let mut ready: Vec<Value> = std::mem::take(&mut s.forced);
+            ready.extend(
+                s.updates
+                    .iter()
+                    .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+                    .cloned(),
+            );
+            if !ready.is_empty() {
+                drop(s);
+                respond(&mut stream, 200, &json!({"ok": true, "result": ready}));
+                return;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                drop(s);
+                respond(&mut stream, 200, &json!({"ok": true, "result": []}));
+                return;
+            }
+            s = cvar.wait_timeout(s, deadline - now).unwrap().0;
+        }
+    }
+    let mut s = lock.lock().unwrap();
+    s.calls.push(Call {
+        method: method.clone(),
+        body: body.clone(),
+        at: Instant::now(),
+    });
+    cvar.notify_all();
+    if let Some((status, error)) = s.failures.get_mut(&method).and_then(VecDeque::pop_front) {
+        drop(s);
+        respond(&mut stream, status, &error);
+        return;
+    }
+    if s.hold.contains(&method) {
+        drop(s);
+        // Accepted, never answered: the caller dies or times out waiting.
+        std::thread::sleep(Duration::from_secs(3600));
+        return;
+    }
+    let chat = body["chat_id"].to_string().trim_matches('"').to_owned();
+    let text = body["text"].as_str().unwrap_or_default().to_owned();
+    let answer = match method.as_str() {
+        "sendMessage" => {
+            let id = s.next_message;
+            s.next_message += 1;
+            s.chats
+                .entry(chat.clone())
+                .or_default()
+                .push((id, text.clone()));
+            json!({"ok": true, "result": {"message_id": id, "date": 1_700_000_000, "chat": {"id": body["chat_id"]}, "text": text}})
+        }
+        "editMessageText" => {
+            let id = body["message_id"].as_i64().unwrap_or(0);
+            let messages = s.chats.entry(chat).or_default();
+            match messages.iter_mut().find(|(m, _)| *m == id) {
+                None => {
+                    json!({"ok": false, "error_code": 400, "description": "Bad Request: message to edit not found"})
+                }
+                Some((_, current)) if *current == text => {
+                    json!({"ok": false, "error_code": 400, "description": "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"})
+                }
+                Some((_, current)) => {
+                    *current = text.clone();
+                    json!({"ok": true, "result": {"message_id": id, "text": text}})
+                }
+            }
+        }
+        "answerCallbackQuery" => json!({"ok": true, "result": true}),
+        other => {
+            json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})
+        }
+    };
+    drop(s);
+    let status = if answer["ok"] == true {
+        200
+    } else {
+        answer["error_code"].as_u64().unwrap_or(400) as u16
+    };
+    respond(&mut stream, status, &answer);
+}
+
+fn respond(stream: &mut TcpStream, status: u16, body: &Value) {
+    let body = body.to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
