@@ -425,23 +425,30 @@ fn configure_writer(conn: &Connection) -> Result<(), rusqlite::Error> {
     Ok(())
 }
 
+/// Applies the migrations the database lacks, one transaction each. The
+/// version is read inside a write transaction, so several processes opening a
+/// new database at once (an editor starting two windows) migrate it once: the
+/// others wait, then find it done.
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let known = schema::MIGRATIONS.len() as i64;
-    let found: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    if found > known {
-        return Err(StoreError::TooNew {
-            path: path.to_path_buf(),
-            found,
-            known,
-        });
-    }
-    for (index, sql) in schema::MIGRATIONS.iter().enumerate().skip(found as usize) {
-        let tx = conn.transaction()?;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if found > known {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found,
+                known,
+            });
+        }
+        let Some(sql) = schema::MIGRATIONS.get(found as usize) else {
+            tx.commit()?;
+            return Ok(());
+        };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", index as i64 + 1)?;
+        tx.pragma_update(None, "user_version", found + 1)?;
         tx.commit()?;
     }
-    Ok(())
 }
 
 /// The schema version this build writes.
@@ -481,6 +488,22 @@ mod tests {
             updated_at: 1,
             closed: false,
         }
+    }
+
+    #[test]
+    fn processes_opening_a_new_database_at_once_migrate_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let openers: Vec<_> = (0..6)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || Store::open(&path).map(|(store, _)| store.shutdown()))
+            })
+            .collect();
+        for opener in openers {
+            opener.join().unwrap().unwrap();
+        }
+        assert_eq!(probe(&path).unwrap(), schema_version());
     }
 
     #[tokio::test]

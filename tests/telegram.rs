@@ -72,9 +72,10 @@ fn setup(fake: &FakeTelegram, extra: &str) -> TestDir {
     std::fs::write(
         config.join("config.toml"),
         format!(
-            "[channels.telegram]\napi_base = \"{}\"\nallow = [\"{USER}\"]\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\n{extra}",
+            "[channels.telegram]\napi_base = \"{}\"\nallow = [\"{USER}\"]\nworkspace = \"{}\"\npoll_timeout_secs = 1\n{}{extra}",
             fake.url,
-            workspace.display()
+            workspace.display(),
+            if extra.contains("coalesce_ms") { "" } else { "coalesce_ms = 50\n" }
         ),
     )
     .unwrap();
@@ -100,6 +101,29 @@ fn outbox(dir: &TestDir) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The reply's intent once its receipt is committed (the platform shows the
+/// message a moment before that).
+fn sent_reply(fake: &FakeTelegram, dir: &TestDir) -> Value {
+    fake.wait_for("the reply's receipt", WAIT, |_| {
+        outbox(dir)
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sent")
+    });
+    outbox(dir)
+        .into_iter()
+        .find(|i| i["kind"] == "reply")
+        .unwrap()
+}
+
+/// Waits until a failed attempt is recorded and the reply waits to retry.
+fn retrying(fake: &FakeTelegram, dir: &TestDir) {
+    fake.wait_for("a recorded failed attempt", WAIT, |_| {
+        outbox(dir)
+            .iter()
+            .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
+    });
 }
 
 fn texts(fake: &FakeTelegram) -> Vec<String> {
@@ -137,15 +161,15 @@ fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
     fake.wait_for("the second reply", WAIT, |f| {
         texts(f).len() == 2 && texts(f)[1] == "Second answer"
     });
-    let final_reply = outbox(&dir)
-        .into_iter()
-        .filter(|i| i["kind"] == "reply")
-        .collect::<Vec<_>>();
-    assert_eq!(final_reply.len(), 2);
-    assert!(
-        final_reply.iter().all(|i| i["status"] == "sent"),
-        "{final_reply:#?}"
-    );
+    // The draft shows the text before the reply's intent finalizes it.
+    fake.wait_for("both replies sent", WAIT, |_| {
+        let replies: Vec<Value> = outbox(&dir)
+            .into_iter()
+            .filter(|i| i["kind"] == "reply")
+            .collect();
+        replies.len() == 2 && replies.iter().all(|i| i["status"] == "sent")
+    });
+    assert_eq!(fake.calls("sendMessage").len(), 2);
     drop(bridge);
     assert!(
         !stderr(&dir).contains(TOKEN),
@@ -176,10 +200,7 @@ fn long_replies_are_chunked_at_paragraphs_within_4096() {
     assert!(parts.iter().all(|p| p.chars().count() <= 4096));
     // Cut between paragraphs only: rejoined, the reply is whole.
     assert_eq!(parts.join("\n\n"), reply);
-    let receipt = outbox(&dir)
-        .into_iter()
-        .find(|i| i["kind"] == "reply")
-        .unwrap();
+    let receipt = sent_reply(&fake, &dir);
     assert_eq!(receipt["receipt"]["parts"].as_array().unwrap().len(), 3);
 }
 
@@ -234,6 +255,238 @@ fn an_inline_approval_is_answered_with_a_button() {
     let written = std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap();
     assert_eq!(written, "from telegram\n");
     assert_eq!(fake.calls("answerCallbackQuery").len(), 1);
+    // The prompt now shows the answer instead of its buttons.
+    fake.wait_for("the prompt updated", WAIT, |f| {
+        f.chat(USER)
+            .iter()
+            .any(|(id, t)| *id == message_id && t.ends_with("→ allowed once"))
+    });
+    // Pressing again does nothing more.
+    fake.press(USER, message_id, &allow);
+    fake.wait_for("the second press answered", WAIT, |f| {
+        f.calls("answerCallbackQuery").len() == 2
+    });
+    assert_eq!(texts(&fake).iter().filter(|t| *t == "Written.").count(), 1);
+}
+
+#[test]
+fn commands_answer_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "first"}]),
+            json!([{"text": "slow"}, {"delay_ms": 30000}, {"text": " never"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "/help");
+    fake.wait_for("help", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("/new"))
+    });
+    fake.user_says(USER, "/status");
+    fake.wait_for("status without a session", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("No session yet"))
+    });
+    fake.user_says(USER, "hello");
+    fake.wait_for("the reply", WAIT, |f| texts(f).iter().any(|t| t == "first"));
+    fake.user_says(USER, "/status");
+    fake.wait_for("status", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Session ses_") && t.contains("Model: scripted/script"))
+    });
+    let session = |texts: &[String]| {
+        texts
+            .iter()
+            .rev()
+            .find_map(|t| {
+                t.strip_prefix("Session ")
+                    .map(|r| r.split('\n').next().unwrap().to_owned())
+            })
+            .unwrap()
+    };
+    let first = session(&texts(&fake));
+    // A long run, stopped from the chat.
+    fake.user_says(USER, "take your time");
+    fake.wait_for("the run to start", WAIT, |_| {
+        let out = dir
+            .command()
+            .args(["sessions", "show", &first, "--json"])
+            .output()
+            .unwrap();
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        shown["runs"]
+            .as_array()
+            .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+    });
+    fake.user_says(USER, "/stop");
+    fake.wait_for("stopped", WAIT, |f| {
+        let t = texts(f);
+        t.iter().any(|t| t == "Stopping 1 request(s).") && t.iter().any(|t| t.contains("(stopped)"))
+    });
+    fake.user_says(USER, "/new");
+    fake.wait_for("a new session", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("New session ses_"))
+    });
+    fake.user_says(USER, "/status");
+    fake.wait_for("the new status", WAIT, |f| {
+        texts(f)
+            .iter()
+            .filter(|t| t.starts_with("Session ses_"))
+            .count()
+            == 2
+    });
+    assert_ne!(session(&texts(&fake)), first);
+    fake.user_says(USER, "/frobnicate");
+    fake.wait_for("unknown command", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.contains("Unknown command /frobnicate"))
+    });
+}
+
+#[test]
+fn strangers_pair_with_the_code_before_they_are_served() {
+    let fake = FakeTelegram::start();
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nlive_drafts = false\npairing_code_env = \"MY_CODE\"\n",
+            fake.url,
+            workspace.display()
+        ),
+    )
+    .unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "Welcome."}])]);
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let mut child = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("MY_CODE", "s3cret-code")
+        .args([
+            "acp",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--channel",
+            "telegram",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    const STRANGER: i64 = 77;
+    let said = |f: &FakeTelegram| -> Vec<String> {
+        f.chat(STRANGER).into_iter().map(|(_, t)| t).collect()
+    };
+    fake.user_says(STRANGER, "hi");
+    fake.wait_for("the refusal", WAIT, |f| {
+        said(f).iter().any(|t| t.contains("not allowed"))
+    });
+    fake.user_says(STRANGER, "hi again");
+    fake.user_says(STRANGER, "/pair wrong");
+    fake.wait_for("wrong code", WAIT, |f| {
+        said(f).iter().any(|t| t.contains("not right"))
+    });
+    // Told once, not for every message.
+    assert_eq!(
+        said(&fake)
+            .iter()
+            .filter(|t| t.contains("not allowed"))
+            .count(),
+        1
+    );
+    fake.user_says(STRANGER, "/pair s3cret-code");
+    fake.wait_for("paired", WAIT, |f| {
+        said(f).iter().any(|t| t.starts_with("Paired"))
+    });
+    fake.user_says(STRANGER, "hello");
+    fake.wait_for("served", WAIT, |f| said(f).iter().any(|t| t == "Welcome."));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn quick_messages_coalesce_and_later_ones_queue_behind_the_run() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\ncoalesce_ms = 700\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"delay_ms": 1500}, {"text": "one reply for both"}]),
+            json!([{"text": "the queued one"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "part one");
+    fake.user_says(USER, "part two");
+    // While the first run works, a third message arrives: it waits its turn.
+    std::thread::sleep(Duration::from_millis(1200));
+    fake.user_says(USER, "part three");
+    fake.wait_for("both replies", WAIT, |f| texts(f).len() == 2);
+    assert_eq!(
+        texts(&fake),
+        vec!["one reply for both".to_owned(), "the queued one".to_owned()]
+    );
+    let sessions = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let sessions: Vec<Value> = String::from_utf8_lossy(&sessions.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0]["origin"], "channel");
+    let shown = dir.show_session(sessions[0]["session_id"].as_str().unwrap());
+    let prompts: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["role"] == "user")
+        .map(|m| m["message"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    assert!(
+        prompts[0].contains("part one") && prompts[0].contains("part two"),
+        "{prompts:#?}"
+    );
+    assert!(prompts[1].contains("part three"));
+}
+
+#[test]
+fn intents_too_old_at_start_expire_instead_of_arriving_late() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\nexpire_after_secs = 1\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Too late."}])]);
+    fake.fail(
+        "sendMessage",
+        1000,
+        502,
+        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    );
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    bridge.crash();
+    std::thread::sleep(Duration::from_millis(1500));
+    fake.release("sendMessage");
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(texts(&fake).is_empty(), "{:?}", texts(&fake));
+    let intent = &outbox(&dir)[0];
+    assert_eq!(intent["status"], "expired");
+    assert!(stderr(&dir).contains("expired"));
 }
 
 #[test]
@@ -291,11 +544,7 @@ fn rate_limits_are_waited_out_as_telegram_asks() {
     let calls = fake.calls("sendMessage");
     assert_eq!(calls.len(), 2);
     assert!(calls[1].at - calls[0].at >= Duration::from_millis(950));
-    let intent = outbox(&dir)
-        .into_iter()
-        .find(|i| i["kind"] == "reply")
-        .unwrap();
-    assert_eq!(intent["status"], "sent");
+    let intent = sent_reply(&fake, &dir);
     assert_eq!(intent["attempt"], 2);
 }
 
@@ -313,9 +562,7 @@ fn a_crash_with_the_intent_recorded_loses_nothing() {
     );
     let bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
-    fake.wait_for("a failed attempt", WAIT, |f| {
-        !f.calls("sendMessage").is_empty()
-    });
+    retrying(&fake, &dir);
     bridge.crash();
     let pending = outbox(&dir);
     assert_eq!(pending.len(), 1);
@@ -325,9 +572,9 @@ fn a_crash_with_the_intent_recorded_loses_nothing() {
     fake.wait_for("the reply after the restart", WAIT, |f| {
         texts(f) == vec!["Survived.".to_owned()]
     });
+    sent_reply(&fake, &dir);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(texts(&fake).len(), 1);
-    assert_eq!(outbox(&dir)[0]["status"], "sent");
 }
 
 #[test]

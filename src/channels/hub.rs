@@ -636,11 +636,18 @@ impl Hub {
                 } => {
                     self.ask(&key, &session, approval_id, title, reason).await;
                 }
-                Event::ApprovalDecided { approval_id, .. } => {
-                    let mut conversations = lock(&self.conversations);
-                    if let Some(c) = conversations.get_mut(&key) {
-                        c.approvals.retain(|(_, id)| id != approval_id);
+                Event::ApprovalDecided {
+                    approval_id,
+                    decision,
+                    ..
+                } => {
+                    {
+                        let mut conversations = lock(&self.conversations);
+                        if let Some(c) = conversations.get_mut(&key) {
+                            c.approvals.retain(|(_, id)| id != approval_id);
+                        }
                     }
+                    self.show_decision(&key, approval_id, *decision).await;
                 }
                 event => {
                     if let Some(outcome) = RunOutcome::from_event(event) {
@@ -770,6 +777,60 @@ impl Hub {
         );
         if let Err(err) = self.outbox.record(intent).await {
             tracing::error!(error = %err, "cannot record an approval prompt");
+        }
+    }
+
+    /// Replaces an approval prompt's buttons with the answer, wherever it came
+    /// from (this chat, the editor, HTTP). Cosmetic: a failure is only logged.
+    async fn show_decision(
+        &self,
+        key: &ConversationKey,
+        approval_id: &str,
+        decision: ApprovalDecision,
+    ) {
+        let intent = match self.store.intent(&format!("approval:{approval_id}")).await {
+            Ok(Some(intent)) => intent,
+            _ => return,
+        };
+        if intent.status == IntentStatus::Pending && intent.receipt.parts.is_empty() {
+            // Answered before the prompt went out: it need not go out at all.
+            let update = crate::core::channel::IntentUpdate::new(
+                &intent.id,
+                &[IntentStatus::Pending],
+                IntentStatus::Cancelled,
+                now_millis(),
+            );
+            let _ = self
+                .store
+                .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
+                .await;
+            return;
+        }
+        let Some(platform_id) = intent.receipt.primary() else {
+            return;
+        };
+        if !self.adapter.capabilities().edit {
+            return;
+        }
+        let answer = match decision {
+            ApprovalDecision::AllowOnce => "allowed once",
+            ApprovalDecision::AllowAlways => "allowed always",
+            ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => "rejected",
+            ApprovalDecision::TimedOut => "timed out (rejected)",
+            ApprovalDecision::Cancelled => "cancelled",
+        };
+        let first = intent.units.first().map_or("", |u| u.text.as_str());
+        let unit = Unit {
+            text: format!(
+                "{}
+→ {answer}",
+                first.lines().take(2).collect::<Vec<_>>().join("\n")
+            ),
+            markup: None,
+            buttons: Vec::new(),
+        };
+        if let Err(err) = self.adapter.edit(&key.target, platform_id, &unit).await {
+            tracing::debug!(error = %err, "approval prompt not updated");
         }
     }
 

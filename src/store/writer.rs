@@ -97,7 +97,9 @@ fn run(mut conn: Connection, rx: Receiver<Command>) {
 
 fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
     let mut outcomes: Vec<(Ack, Result<(), StoreError>)> = Vec::new();
-    let tx = match conn.transaction() {
+    // IMMEDIATE: the write lock is taken (waiting out other processes) before
+    // any read, so a group that reads then writes never fails to upgrade.
+    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(err) => {
             tracing::error!(error = %err, "cannot begin a write transaction");
@@ -336,7 +338,7 @@ fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreErro
 /// Marks runs a dead process left unfinished as failed, keeping what they had
 /// streamed: the partial reply of an interrupted model turn joins the history.
 pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let unfinished: Vec<(String, String, Option<String>)> = {
         let mut stmt = tx.prepare(
             "SELECT id, session_id, owner FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id",
