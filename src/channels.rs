@@ -19,6 +19,7 @@ pub mod hub;
 pub mod outbox;
 pub mod render;
 pub mod telegram;
+pub mod webhook;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -254,9 +255,33 @@ pub async fn start(
                 )
             }
             ChannelKind::Webhook => {
-                return Err(anyhow!(
-                    "channel {name}: the webhook channel is not available in this build yet"
-                ));
+                let var = table
+                    .secret_env
+                    .clone()
+                    .unwrap_or_else(|| "PINCER_WEBHOOK_SECRET".to_owned());
+                let secret = env(&var)
+                    .filter(|s| !s.trim().is_empty())
+                    .ok_or_else(|| anyhow!("channel {name}: set {var} to the secret shared with the peer (16 characters or more)"))?;
+                let callback = table.callback_url.clone().ok_or_else(|| {
+                    anyhow!("channel {name}: set callback_url, where outbound messages are POSTed")
+                })?;
+                let listen = table.listen.as_deref().unwrap_or("127.0.0.1:8788");
+                let listen: std::net::SocketAddr = listen.parse().map_err(|_| {
+                    anyhow!("channel {name}: listen = {listen:?} is not an address such as 127.0.0.1:8788")
+                })?;
+                if !listen.ip().is_loopback() {
+                    tracing::warn!(channel = %name, %listen, "the webhook listener is reachable beyond this machine; requests are still signed");
+                }
+                Arc::new(
+                    webhook::Webhook::new(
+                        name,
+                        secret.trim(),
+                        &callback,
+                        listen,
+                        Duration::from_secs(30),
+                    )
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+                )
             }
         };
         tracing::info!(channel = %name, kind = kind.as_str(), account = adapter.account(), "channel starting");

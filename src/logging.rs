@@ -36,7 +36,12 @@ pub fn init(verbose: u8, file: Option<&Path>) -> anyhow::Result<LogGuard> {
             })
         }
         None => {
-            builder.with_writer(std::io::stderr).init();
+            // Colours only for a person at a terminal, never into a file or pipe.
+            use std::io::IsTerminal;
+            builder
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_writer(std::io::stderr)
+                .init();
             Ok(LogGuard { _file: None })
         }
     }

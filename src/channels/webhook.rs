@@ -1,0 +1,459 @@
+//! A generic webhook channel: signed JSON POSTs both ways.
+//!
+//! Inbound, a peer POSTs a message to Pincer's listener; outbound, Pincer POSTs
+//! each message to the peer's callback URL. Both directions are signed with
+//! HMAC-SHA256 over `TIMESTAMP.BODY` with a shared secret
+//! (`X-Pincer-Signature: sha256=HEX`, `X-Pincer-Timestamp: UNIX_SECONDS`), and
+//! inbound requests older or newer than five minutes are refused, so a captured
+//! request cannot be replayed later; within the window, a delivery id already
+//! recorded is acknowledged and ignored. Outbound POSTs carry an
+//! `Idempotency-Key`, so the peer can deduplicate a retry — which is what lets
+//! Pincer replay a send whose outcome it could not learn. See `docs/channels.md`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received};
+use crate::core::channel::{
+    Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
+};
+use crate::core::session::now_millis;
+
+/// How far a request's timestamp may be from now.
+pub const WINDOW_SECS: i64 = 300;
+/// Largest inbound body accepted.
+const BODY_LIMIT: usize = 1024 * 1024;
+pub const SIGNATURE: &str = "x-pincer-signature";
+pub const TIMESTAMP: &str = "x-pincer-timestamp";
+pub const DELIVERY: &str = "x-pincer-delivery";
+
+pub struct Webhook {
+    name: String,
+    secret: ring::hmac::Key,
+    callback: String,
+    listen: SocketAddr,
+    client: reqwest::Client,
+    max_len: usize,
+}
+
+/// `sha256=HEX` of HMAC-SHA256(secret, "TIMESTAMP.BODY").
+pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    sign_with(&key, timestamp, body)
+}
+
+fn sign_with(key: &ring::hmac::Key, timestamp: i64, body: &[u8]) -> String {
+    let mut context = ring::hmac::Context::with_key(key);
+    context.update(timestamp.to_string().as_bytes());
+    context.update(b".");
+    context.update(body);
+    format!("sha256={}", hex::encode(context.sign().as_ref()))
+}
+
+/// An inbound request, as the peer sends it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InboundBody {
+    #[serde(default)]
+    message: Option<InboundMessage>,
+    #[serde(default)]
+    button: Option<InboundButton>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InboundMessage {
+    chat: String,
+    #[serde(default)]
+    chat_kind: Option<TargetKind>,
+    #[serde(default)]
+    thread: Option<String>,
+    sender: InboundSender,
+    text: String,
+    #[serde(default)]
+    origin: Option<MessageOrigin>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InboundSender {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    is_bot: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InboundButton {
+    chat: String,
+    #[serde(default)]
+    chat_kind: Option<TargetKind>,
+    sender: String,
+    data: String,
+}
+
+impl Webhook {
+    pub fn new(
+        name: &str,
+        secret: &str,
+        callback: &str,
+        listen: SocketAddr,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        if secret.len() < 16 {
+            return Err("the webhook secret must be at least 16 characters".to_owned());
+        }
+        let url = reqwest::Url::parse(callback)
+            .map_err(|err| format!("callback_url {callback:?}: {err}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("callback_url {callback:?}: expected http or https"));
+        }
+        let client = crate::providers::http_client(timeout)
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        Ok(Self {
+            name: name.to_owned(),
+            secret: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
+            callback: callback.to_owned(),
+            listen,
+            client,
+            max_len: 16_000,
+        })
+    }
+
+    /// Checks the signature and the timestamp window; the delivery id on success.
+    fn verify(&self, headers: &HeaderMap, body: &[u8]) -> Result<String, (StatusCode, String)> {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let unauthorized = |m: &str| (StatusCode::UNAUTHORIZED, m.to_owned());
+        let timestamp: i64 = header(TIMESTAMP)
+            .ok_or_else(|| unauthorized("missing X-Pincer-Timestamp"))?
+            .trim()
+            .parse()
+            .map_err(|_| unauthorized("X-Pincer-Timestamp is not a Unix time in seconds"))?;
+        let signature =
+            header(SIGNATURE).ok_or_else(|| unauthorized("missing X-Pincer-Signature"))?;
+        let expected = sign_with(&self.secret, timestamp, body);
+        if !constant_eq(signature.trim().as_bytes(), expected.as_bytes()) {
+            return Err(unauthorized("bad signature"));
+        }
+        let now = now_millis() / 1000;
+        if (now - timestamp).abs() > WINDOW_SECS {
+            return Err(unauthorized(
+                "X-Pincer-Timestamp is outside the five-minute window (a replay, or a clock off)",
+            ));
+        }
+        let delivery = header(DELIVERY)
+            .map(str::trim)
+            .filter(|d| !d.is_empty() && d.len() <= 200)
+            .ok_or((
+                StatusCode::BAD_REQUEST,
+                "missing X-Pincer-Delivery (a unique id per delivery, at most 200 characters)"
+                    .to_owned(),
+            ))?;
+        Ok(delivery.to_owned())
+    }
+
+    fn normalize(&self, delivery: &str, body: InboundBody) -> Result<Inbound, String> {
+        match (body.message, body.button) {
+            (Some(message), None) => Ok(Inbound::Message(ChannelMessage {
+                id: delivery.to_owned(),
+                channel: self.name.clone(),
+                account: self.account().to_owned(),
+                target: Target {
+                    kind: message.chat_kind.unwrap_or(TargetKind::Direct),
+                    id: message.chat,
+                    thread: message.thread,
+                },
+                sender: Some(Actor {
+                    id: message.sender.id,
+                    name: message.sender.name,
+                    is_bot: message.sender.is_bot,
+                }),
+                body: message.text,
+                attachments: Vec::new(),
+                relation: None,
+                origin: message.origin.unwrap_or(MessageOrigin::User),
+                at: now_millis(),
+            })),
+            (None, Some(button)) => Ok(Inbound::Button {
+                id: delivery.to_owned(),
+                target: Target {
+                    kind: button.chat_kind.unwrap_or(TargetKind::Direct),
+                    id: button.chat,
+                    thread: None,
+                },
+                sender: button.sender,
+                data: button.data,
+            }),
+            _ => Err("the body needs exactly one of `message` or `button`".to_owned()),
+        }
+    }
+
+    async fn post(&self, body: Value, key: &str) -> Result<Value, DeliveryError> {
+        let raw = serde_json::to_vec(&body)
+            .map_err(|err| DeliveryError::new(FailureKind::InvalidPayload, err.to_string()))?;
+        let timestamp = now_millis() / 1000;
+        let response = self
+            .client
+            .post(&self.callback)
+            .header("content-type", "application/json")
+            .header(TIMESTAMP, timestamp.to_string())
+            .header(SIGNATURE, sign_with(&self.secret, timestamp, &raw))
+            .header("idempotency-key", key)
+            .body(raw)
+            .send()
+            .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(err) => {
+                let kind = if err.is_connect() {
+                    FailureKind::Transient
+                } else {
+                    FailureKind::Unknown
+                };
+                return Err(DeliveryError::new(
+                    kind,
+                    format!("webhook POST: {}", err.without_url()),
+                ));
+            }
+        };
+        let status = response.status().as_u16();
+        let retry_after = crate::providers::retry_after(response.headers());
+        let text = response.text().await.unwrap_or_default();
+        if (200..300).contains(&status) {
+            return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
+        }
+        let kind = match status {
+            429 => FailureKind::RateLimit,
+            401 => FailureKind::Auth,
+            403 => FailureKind::Permission,
+            404 | 410 => FailureKind::NotFound,
+            409 => FailureKind::Conflict,
+            400 | 413 | 422 => FailureKind::InvalidPayload,
+            500..=599 => FailureKind::Transient,
+            _ => FailureKind::Unknown,
+        };
+        let snippet: String = text.chars().take(300).collect();
+        Err(DeliveryError {
+            kind,
+            message: format!("webhook POST: HTTP {status} {snippet}"),
+            retry_after,
+        })
+    }
+
+    fn outbound(&self, target: &Target, unit: &Unit, key: &str) -> Value {
+        json!({
+            "id": key,
+            "chat": target.id,
+            "chat_kind": target.kind.as_str(),
+            "thread": target.thread,
+            "text": unit.text,
+            "buttons": unit.buttons.iter().map(|b| json!({"label": b.label, "data": b.data})).collect::<Vec<_>>(),
+            "origin": {"source": "pincer", "kind": "message"},
+        })
+    }
+}
+
+fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+struct Shared {
+    webhook: Arc<Webhook>,
+    hub: Arc<Hub>,
+}
+
+async fn inbound(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let reply = |status: StatusCode, value: Value| (status, axum::Json(value)).into_response();
+    if body.len() > BODY_LIMIT {
+        return reply(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": format!("the body is over {BODY_LIMIT} bytes")}),
+        );
+    }
+    let delivery = match shared.webhook.verify(&headers, &body) {
+        Ok(delivery) => delivery,
+        Err((status, message)) => {
+            tracing::warn!(channel = %shared.webhook.name, %message, "webhook request refused");
+            return reply(status, json!({"error": message}));
+        }
+    };
+    let parsed: InboundBody = match serde_json::from_slice(&body) {
+        Ok(parsed) => parsed,
+        Err(err) => return reply(StatusCode::BAD_REQUEST, json!({"error": err.to_string()})),
+    };
+    let inbound = match shared.webhook.normalize(&delivery, parsed) {
+        Ok(inbound) => inbound,
+        Err(message) => return reply(StatusCode::BAD_REQUEST, json!({"error": message})),
+    };
+    // Acknowledged once recorded: the HTTP answer is the platform ack.
+    match shared.hub.receive(inbound, None).await {
+        Received::Accepted => reply(StatusCode::OK, json!({"status": "accepted"})),
+        Received::Duplicate => reply(StatusCode::OK, json!({"status": "duplicate"})),
+        Received::Echo => reply(StatusCode::OK, json!({"status": "echo"})),
+        Received::Unauthorized => reply(StatusCode::OK, json!({"status": "unauthorized"})),
+        Received::Failed(reason) => reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": format!("not recorded, send it again: {reason}")}),
+        ),
+    }
+}
+
+impl Adapter for Webhook {
+    fn channel(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> &str {
+        "webhook"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_len: self.max_len,
+            edit: true,
+            buttons: true,
+            edit_interval: Duration::from_secs(1),
+            markup: None,
+        }
+    }
+
+    fn idempotent(&self) -> bool {
+        true
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a Target,
+        unit: &'a Unit,
+        reply_to: Option<&'a str>,
+        idempotency_key: &'a str,
+    ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+        Box::pin(async move {
+            let mut body = self.outbound(target, unit, idempotency_key);
+            body["reply_to"] = json!(reply_to);
+            let answer = self.post(body, idempotency_key).await?;
+            Ok(answer["message_id"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| answer["message_id"].as_i64().map(|n| n.to_string()))
+                .unwrap_or_else(|| idempotency_key.to_owned()))
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        target: &'a Target,
+        platform_id: &'a str,
+        unit: &'a Unit,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let key = format!("edit:{platform_id}:{}", now_millis());
+            let mut body = self.outbound(target, unit, &key);
+            body["edit_of"] = json!(platform_id);
+            self.post(body, &key).await.map(|_| ())
+        })
+    }
+
+    fn receive(
+        self: Arc<Self>,
+        hub: Arc<Hub>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let listener = match tokio::net::TcpListener::bind(self.listen).await {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::error!(channel = %self.name, listen = %self.listen, error = %err, "the webhook listener cannot bind");
+                    return;
+                }
+            };
+            match listener.local_addr() {
+                Ok(addr) => tracing::info!(channel = %self.name, %addr, "webhook listening"),
+                Err(err) => tracing::warn!(error = %err, "webhook listener address unknown"),
+            }
+            let shared = Arc::new(Shared {
+                webhook: self.clone(),
+                hub,
+            });
+            let app = Router::new().route("/", post(inbound)).with_state(shared);
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { cancel.cancelled().await })
+                .await;
+            if let Err(err) = served {
+                tracing::error!(channel = %self.name, error = %err, "the webhook listener stopped");
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn webhook() -> Webhook {
+        Webhook::new(
+            "webhook",
+            "0123456789abcdef-secret",
+            "http://127.0.0.1:9/cb",
+            "127.0.0.1:0".parse().unwrap(),
+            Duration::from_secs(2),
+        )
+        .unwrap()
+    }
+
+    fn headers(timestamp: i64, signature: &str, delivery: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(TIMESTAMP, timestamp.to_string().parse().unwrap());
+        headers.insert(SIGNATURE, signature.parse().unwrap());
+        headers.insert(DELIVERY, delivery.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn signatures_and_the_window_are_checked() {
+        let w = webhook();
+        let body = br#"{"message":{"chat":"c","sender":{"id":"u"},"text":"hi"}}"#;
+        let now = now_millis() / 1000;
+        let good = sign(b"0123456789abcdef-secret", now, body);
+        assert_eq!(w.verify(&headers(now, &good, "d1"), body).unwrap(), "d1");
+        // Another body, another secret, an old timestamp: refused.
+        assert!(w.verify(&headers(now, &good, "d1"), b"{}").is_err());
+        let other = sign(b"another-secret-0123456789", now, body);
+        assert!(w.verify(&headers(now, &other, "d1"), body).is_err());
+        let old = now - WINDOW_SECS - 5;
+        let stale = sign(b"0123456789abcdef-secret", old, body);
+        let (status, message) = w.verify(&headers(old, &stale, "d1"), body).unwrap_err();
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(message.contains("window"), "{message}");
+    }
+
+    #[test]
+    fn short_secrets_and_bad_urls_are_refused() {
+        let listen = "127.0.0.1:0".parse().unwrap();
+        assert!(Webhook::new("w", "short", "http://x/", listen, Duration::from_secs(1)).is_err());
+        let err = Webhook::new(
+            "w",
+            "0123456789abcdef",
+            "ftp://x/",
+            listen,
+            Duration::from_secs(1),
+        )
+        .err()
+        .unwrap();
+        assert!(err.contains("http"), "{err}");
+    }
+}
