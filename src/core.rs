@@ -17,4 +17,5 @@ pub mod run;
 pub mod runtime;
 pub mod safety;
 pub mod session;
+pub mod stats;
 pub mod tool;
