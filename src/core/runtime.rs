@@ -213,6 +213,11 @@ impl Runtime {
         self.inner.approvals.requests(session)
     }
 
+    /// How many sessions have a worker in this process.
+    pub fn live_sessions(&self) -> usize {
+        lock(&self.inner.live).len()
+    }
+
     /// The runtime's counters (tool calls, provider latency).
     pub fn stats(&self) -> &Stats {
         &self.inner.stats

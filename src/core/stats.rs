@@ -38,8 +38,9 @@ pub struct Stats {
 pub struct StatsSnapshot {
     /// Tool calls by verdict.
     pub tool_calls: Vec<(Verdict, u64)>,
-    /// Provider latency to first output: cumulative counts per bucket bound
-    /// (seconds), then the sum in seconds and the count.
+    /// Provider latency to first output: observations per bucket (upper
+    /// bound in seconds, not cumulative, the last bound infinite), then the
+    /// sum in seconds and the count.
     pub first_output_buckets: Vec<(f64, u64)>,
     pub first_output_sum_secs: f64,
     pub first_output_count: u64,
@@ -101,16 +102,13 @@ impl Histogram {
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Cumulative counts per finite bound, the sum in seconds, the count.
+    /// Observations per bucket (the last bound infinite), the sum in seconds, the count.
     fn snapshot(&self) -> (Vec<(f64, u64)>, f64, u64) {
-        let mut total = 0;
         let buckets = LATENCY_BUCKETS
             .iter()
+            .chain([f64::INFINITY].iter())
             .enumerate()
-            .map(|(i, bound)| {
-                total += self.buckets[i].load(Ordering::Relaxed);
-                (*bound, total)
-            })
+            .map(|(i, bound)| (*bound, self.buckets[i].load(Ordering::Relaxed)))
             .collect();
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         (buckets, sum, self.count.load(Ordering::Relaxed))
@@ -122,7 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_by_verdict_and_cumulative_buckets() {
+    fn counts_by_verdict_and_per_bucket() {
         let stats = Stats::default();
         stats.tool_call(Verdict::Denied);
         stats.tool_call(Verdict::Denied);
@@ -134,8 +132,9 @@ mod tests {
         assert_eq!(snap.tool_calls[0], (Verdict::Allowed, 1));
         assert_eq!(snap.tool_calls[2], (Verdict::Denied, 2));
         assert_eq!(snap.first_output_buckets[0], (0.005, 1));
-        assert_eq!(snap.first_output_buckets[3], (0.05, 2));
-        assert_eq!(snap.first_output_buckets.last(), Some(&(30.0, 2)));
+        assert_eq!(snap.first_output_buckets[3], (0.05, 1));
+        assert_eq!(snap.first_output_buckets[11], (30.0, 0));
+        assert_eq!(snap.first_output_buckets[12], (f64::INFINITY, 1));
         assert_eq!(snap.first_output_count, 3);
         assert!((snap.first_output_sum_secs - 100.043).abs() < 1e-6);
     }
