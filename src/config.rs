@@ -1259,4 +1259,50 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_http_table_is_read_shown_and_checked() {
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let file = "[http]\nbind = \"127.0.0.1:9000\"\ntoken_file = \"tok\"\nrate_limit_per_minute = 0\ncors_origins = [\"https://app.example\"]\n";
+        let config =
+            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.http.bind.as_deref(), Some("127.0.0.1:9000"));
+        assert!(
+            config
+                .http
+                .token_file
+                .as_ref()
+                .is_some_and(|p| p.is_absolute() && p.ends_with("tok"))
+        );
+        let shown = config.render();
+        assert!(shown.contains("\n[http]  # config file "), "{shown}");
+        assert!(shown.contains("bind = \"127.0.0.1:9000\""), "{shown}");
+        for (text, fragment) in [
+            (
+                "[http]\nbind = \"localhost\"\n",
+                "http.bind: expected an address",
+            ),
+            (
+                "[http]\nbody_limit_bytes = 0\n",
+                "http.body_limit_bytes: must be at least 1",
+            ),
+            (
+                "[http]\nrate_limit_burst = 0\n",
+                "http.rate_limit_burst: must be at least 1",
+            ),
+            (
+                "[http]\ncors_origins = [\"app.example\"]\n",
+                "http.cors_origins: expected",
+            ),
+            ("[http]\ntoken = \"x\"\n", "unknown field `token`"),
+        ] {
+            let err = load(&[("c.toml", text)], &vars, Flags::default())
+                .err()
+                .unwrap_or_default();
+            assert!(
+                err.contains(fragment) && err.contains("c.toml"),
+                "{text}: {err}"
+            );
+        }
+    }
 }

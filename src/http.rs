@@ -92,8 +92,11 @@ pub async fn serve(
         closing.cancelled().await;
         let _ = rpc_handle.stop();
     };
-    let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(stopped);
+    let server = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stopped);
     let mut server = std::pin::pin!(server.into_future());
     tokio::select! {
         served = &mut server => served,

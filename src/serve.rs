@@ -134,7 +134,9 @@ fn http_plan(config: &Config, args: &ServeArgs) -> Result<Option<HttpPlan>, Fail
         std::env::var(name).ok()
     })
     .map_err(Failure::usage)?;
-    let per_minute = http.rate_limit_per_minute.unwrap_or(DEFAULT_RATE_PER_MINUTE);
+    let per_minute = http
+        .rate_limit_per_minute
+        .unwrap_or(DEFAULT_RATE_PER_MINUTE);
     let burst = http.rate_limit_burst.unwrap_or(DEFAULT_RATE_BURST);
     let rate_limit = match (NonZeroU32::new(per_minute), NonZeroU32::new(burst)) {
         (Some(per_minute), Some(burst)) => Some(RateLimit { per_minute, burst }),

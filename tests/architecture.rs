@@ -150,6 +150,40 @@ fn only_the_acp_face_knows_acp_types_and_only_the_store_knows_sql() {
 }
 
 #[test]
+fn the_http_face_knows_no_other_face_and_only_it_knows_axum_and_jsonrpsee() {
+    let mut http = module_files("http");
+    http.push(src().join("serve.rs"));
+    let found = violations(
+        &module_files("http"),
+        &[
+            "crate::acp",
+            "crate::headless",
+            "crate::channels",
+            "crate::stdout",
+            "agent_client_protocol",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "the HTTP face must not know other faces or ACP types:\n{}",
+        found.join("\n")
+    );
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !http.contains(f))
+        .collect();
+    let found = violations(
+        &others,
+        &["axum", "jsonrpsee", "tower_http", "prometheus_client"],
+    );
+    assert!(
+        found.is_empty(),
+        "HTTP types outside src/http and src/serve.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
 fn nothing_but_the_protocol_writer_touches_stdout() {
     let writer = src().join("stdout.rs");
     let files: Vec<PathBuf> = sources(&src())

@@ -943,7 +943,8 @@ impl Emitter {
             self.stats.first_output(started.elapsed());
         }
         let record = Arc::new(self.record(event));
-        self.store.submit(Write::AppendEvent(EventRecord::clone(&record)));
+        self.store
+            .submit(Write::AppendEvent(EventRecord::clone(&record)));
         // No receivers is fine: nobody is watching this session right now.
         let _ = self.events.send(record.clone());
         record

@@ -60,7 +60,12 @@ impl Stats {
         StatsSnapshot {
             tool_calls: VERDICTS
                 .iter()
-                .map(|v| (*v, self.tool_calls[verdict_index(*v)].load(Ordering::Relaxed)))
+                .map(|v| {
+                    (
+                        *v,
+                        self.tool_calls[verdict_index(*v)].load(Ordering::Relaxed),
+                    )
+                })
                 .collect(),
             first_output_buckets: buckets,
             first_output_sum_secs: sum,

@@ -27,9 +27,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
-        let inner = err.into_inner().to_string();
+        let inner = err.into_inner();
+        let syntax = inner.is_syntax() || inner.is_eof();
+        let inner = inner.to_string();
         let inner = inner.split(" at line ").next().unwrap_or(&inner).to_owned();
-        if path == "." || path.is_empty() {
+        if syntax || matches!(path.as_str(), "" | "." | "?") {
             ApiError::bad_request(format!("invalid JSON body: {inner}"))
         } else {
             ApiError::bad_request(format!("`{path}`: {inner}"))

@@ -159,6 +159,55 @@ pub fn resolve(
     Ok((Token::new(&value), TokenSource::Generated(path)))
 }
 
+/// Where `pincer serve --http` would take the token from, without creating
+/// it, for `pincer doctor`: whether that is fine, and in words.
+pub fn describe(
+    config: &HttpConfig,
+    data_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (bool, String) {
+    let name = config.token_env.as_deref().unwrap_or(TOKEN_ENV);
+    if env(name).is_some_and(|v| !v.trim().is_empty()) {
+        return (true, format!("from environment variable {name}"));
+    }
+    if let Some(path) = &config.token_file {
+        return match read(path) {
+            Ok(value) if value.chars().count() >= MIN_TOKEN_LEN => {
+                (true, format!("from file {}", path.display()))
+            }
+            Ok(_) => (
+                false,
+                format!(
+                    "file {} holds a token shorter than {MIN_TOKEN_LEN} characters",
+                    path.display()
+                ),
+            ),
+            Err(err) => (false, err.to_string()),
+        };
+    }
+    let path = data_dir.join(TOKEN_FILE);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.permissions().mode() & 0o077 == 0 => {
+            (true, format!("from file {} (mode 0600)", path.display()))
+        }
+        Ok(meta) => (
+            false,
+            format!(
+                "file {} has mode {:o}; it should be 0600 (serve fixes it)",
+                path.display(),
+                meta.permissions().mode() & 0o777
+            ),
+        ),
+        Err(_) => (
+            true,
+            format!(
+                "{} will be generated on the first `pincer serve --http`",
+                path.display()
+            ),
+        ),
+    }
+}
+
 fn read(path: &Path) -> Result<String, TokenError> {
     std::fs::read_to_string(path)
         .map(|text| text.trim().to_owned())
@@ -224,16 +273,22 @@ mod tests {
         assert!(token.matches("an-env-token-of-length"));
         assert_eq!(source, TokenSource::Env(TOKEN_ENV.into()));
         let short = |_: &str| Some("short".to_owned());
-        let err = resolve(&config, dir.path(), &short).err().map(|e| e.to_string());
+        let err = resolve(&config, dir.path(), &short)
+            .err()
+            .map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("environment variable PINCER_HTTP_TOKEN: the HTTP token must be at least 16 characters")
+            Some(
+                "environment variable PINCER_HTTP_TOKEN: the HTTP token must be at least 16 characters"
+            )
         );
         let none = |_: &str| None;
         let (first, source) = resolve(&config, dir.path(), &none).unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join(TOKEN_FILE);
         assert_eq!(source, TokenSource::Generated(path.clone()));
-        let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        let mode = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
         assert_eq!(mode, 0o600);
         let written = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(first.matches(written.trim()) && written.trim().len() == 68);

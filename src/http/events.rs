@@ -275,6 +275,7 @@ impl Follower {
                 }
             };
             let full = page.len() == PAGE;
+            let empty = page.is_empty();
             let mut ended = false;
             for record in page {
                 ended = record.event.terminal_state().is_some();
@@ -288,12 +289,15 @@ impl Follower {
             if ended || full {
                 continue;
             }
-            // The tape has no more of this run. If the run is over anyway (a
+            // The tape has no more of this run yet. If the run has ended since
+            // the read, read again; if it ended and the tape has nothing more (a
             // process died before writing its end), move on; else wait for it.
             match self.runtime.run(&run).await {
                 Ok(info) if info.state.is_terminal() => {
-                    self.tracks.remove(&run);
-                    self.finished.insert(run);
+                    if empty {
+                        self.tracks.remove(&run);
+                        self.finished.insert(run);
+                    }
                 }
                 Ok(_) => return Step::Live,
                 Err(err) => {
@@ -315,7 +319,10 @@ mod tests {
         assert_eq!(cursor.seq, 12);
         assert_eq!(cursor.to_string(), "run_0190abc:12");
         for bad in ["", "run_x", "run_x:", "ses_1:3", "run_x:-1", "run_x:a"] {
-            let err = Cursor::parse(bad).err().map(|e| e.message).unwrap_or_default();
+            let err = Cursor::parse(bad)
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default();
             assert!(err.contains("Last-Event-ID"), "{bad}: {err}");
         }
     }

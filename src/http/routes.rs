@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, on, post, MethodFilter};
+use axum::routing::{MethodFilter, MethodRouter, get, on, post};
 use futures::Stream;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -98,9 +98,9 @@ pub fn is_public(path: &str) -> bool {
 }
 
 pub fn router() -> axum::Router<AppState> {
-    table()
-        .into_iter()
-        .fold(axum::Router::new(), |router, r| router.route(r.path, r.handler))
+    table().into_iter().fold(axum::Router::new(), |router, r| {
+        router.route(r.path, r.handler)
+    })
 }
 
 /// A JSON request body; bad JSON and oversized bodies become API errors.
@@ -172,9 +172,7 @@ async fn metrics_text(State(state): State<AppState>) -> Result<Response, ApiErro
     Ok((
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static(
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            ),
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
         )],
         text,
     )
@@ -269,7 +267,9 @@ async fn tape(
     Path(id): Path<String>,
     QueryParams(query): QueryParams<TapeQuery>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    Ok(axum::Json(state.shared.api.tape(&id, query.from_seq).await?))
+    Ok(axum::Json(
+        state.shared.api.tape(&id, query.from_seq).await?,
+    ))
 }
 
 async fn approvals(State(state): State<AppState>) -> Result<axum::Json<Value>, ApiError> {

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
+use jsonrpsee::Methods;
+use jsonrpsee::server::RegisterMethodError;
 use jsonrpsee::server::{
     PendingSubscriptionSink, RpcModule, Server, ServerConfig, ServerHandle, StopHandle,
     TowerServiceBuilder, stop_channel,
 };
 use jsonrpsee::types::{ErrorObjectOwned, Params};
-use jsonrpsee::Methods;
-use jsonrpsee::server::RegisterMethodError;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
@@ -276,11 +276,10 @@ async fn stream(
         Ok(scope) => scope,
         Err(err) => return pending.reject(err).await,
     };
-    let mut events =
-        match events::follow(&cx.api.runtime, scope, after, cx.closing.clone()).await {
-            Ok(events) => events,
-            Err(err) => return pending.reject(rpc_error(err)).await,
-        };
+    let mut events = match events::follow(&cx.api.runtime, scope, after, cx.closing.clone()).await {
+        Ok(events) => events,
+        Err(err) => return pending.reject(rpc_error(err)).await,
+    };
     let Ok(sink) = pending.accept().await else {
         return;
     };

@@ -321,7 +321,9 @@ pub(super) fn runs(conn: &Connection, session: &SessionId) -> Result<Vec<RunInfo
 /// How many runs are in each state, over every session.
 pub(super) fn run_counts(conn: &Connection) -> Result<Vec<(RunState, u64)>, StoreError> {
     let mut stmt = conn.prepare_cached("SELECT state, COUNT(*) FROM runs GROUP BY state")?;
-    let rows = stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?;
+    let rows = stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })?;
     let mut counts = Vec::new();
     for row in rows {
         let (state, count) = row?;
