@@ -86,7 +86,10 @@ fn start(dir: &Path) -> (Child, String) {
         .unwrap();
     let started = Instant::now();
     while !ready.exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "server did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server did not start"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let addr = std::fs::read_to_string(&ready).unwrap().trim().to_owned();
@@ -193,7 +196,10 @@ fn main() {
     println!(
         "{n} sessions, {reps} repetitions, {} CPUs, load average before: {}",
         std::thread::available_parallelism().map_or(0, |p| p.get()),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!();
     println!("| measure | median | each repetition |");
@@ -213,9 +219,7 @@ fn main() {
         median(rates.clone()),
         each(&|r| format!("{:.0}", rate(r)))
     );
-    println!(
-        "| runs completed | {n} of {n} | all, each repetition |"
-    );
+    println!("| runs completed | {n} of {n} | all, each repetition |");
     println!(
         "| server peak resident memory (VmHWM) | {:.1} MiB | {} |",
         median(hwms.clone()),

@@ -26,20 +26,6 @@ use super::error::{ApiError, rpc_error};
 use super::events::{self, Cursor, Scope};
 use crate::core::session::ContentPart;
 
-/// Every method and subscription, for the documentation and its test.
-pub const METHODS: [&str; 10] = [
-    "sessions.create",
-    "sessions.list",
-    "sessions.get",
-    "sessions.prompt",
-    "runs.list",
-    "runs.get",
-    "runs.cancel",
-    "runs.tape",
-    "approvals.list",
-    "approvals.answer",
-];
-
 /// What each method handler can reach.
 pub struct Context {
     api: Api,
