@@ -52,6 +52,8 @@ pub enum Command {
     Acp(AcpArgs),
     /// Run prompts headless and stream the reply
     Run(RunArgs),
+    /// Serve HTTP (REST, SSE, JSON-RPC over WebSocket) until SIGTERM/SIGINT
+    Serve(crate::serve::ServeArgs),
     /// List and inspect sessions
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -278,6 +280,9 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Run(ref args) => {
             crate::headless::run(&flags(&cli, Some(&args.provider)), args).await
         }
+        Command::Serve(ref args) => {
+            crate::serve::run(&flags(&cli, Some(&args.provider)), args).await
+        }
         Command::Sessions(ref command) => inspect::sessions(&flags(&cli, None), command).await,
         Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
         Command::Channels(ref command) => inspect::channels(&flags(&cli, None), command).await,
@@ -409,7 +414,7 @@ async fn acp(cli: &Cli, args: &AcpArgs) -> Result<u8, Failure> {
 
 /// Cancels `shutdown` on SIGTERM or SIGINT, so an editor stopping Pincer gets a
 /// clean exit: runs cancelled and recorded, the store flushed.
-fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
+pub(crate) fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     tokio::spawn(async move {
         let (Ok(mut term), Ok(mut int)) = (

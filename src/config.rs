@@ -109,6 +109,9 @@ pub struct FileConfig {
     /// Chat channels `pincer serve --channel NAME` / `pincer acp --channel NAME` start.
     #[serde(default)]
     pub channels: BTreeMap<String, ChannelConfig>,
+    /// The HTTP face of `pincer serve` (`docs/http.md`).
+    #[serde(default)]
+    pub http: HttpConfig,
 }
 
 /// The platform a `[channels.NAME]` table speaks to.
@@ -190,6 +193,38 @@ impl ChannelConfig {
             _ => None,
         })
     }
+}
+
+/// The `[http]` table: the HTTP face of `pincer serve`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address to listen on when `--http` is given without one (and, when set,
+    /// `pincer serve` serves HTTP without `--http`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    /// Whether a non-loopback address may be bound (default false).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_remote: Option<bool>,
+    /// The environment variable holding the bearer token (default `PINCER_HTTP_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// A file holding the bearer token; relative to this file. Default: the
+    /// variable, else `http-token` in the data directory, generated on first start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// Largest request body accepted, in bytes (default 1 MiB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_limit_bytes: Option<usize>,
+    /// Requests per minute per token (default 600; 0 turns the limit off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_minute: Option<u32>,
+    /// Requests a token may make at once above the steady rate (default 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_burst: Option<u32>,
+    /// Origins allowed by CORS (`https://app.example`, or `*`); empty: CORS off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cors_origins: Vec<String>,
 }
 
 /// One `[models."NAME"]` table: what Pincer should know about a model.
@@ -403,6 +438,8 @@ pub struct Config {
     pub catalog: ModelCatalog,
     /// The `[channels.NAME]` tables.
     pub channels: BTreeMap<String, ChannelConfig>,
+    /// The `[http]` table, paths resolved against the file.
+    pub http: HttpConfig,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -679,8 +716,12 @@ impl Config {
             }
         }
         let channels = file_config.channels.clone();
+        let mut http = file_config.http.clone();
+        validate_http(&http, &file_origin())?;
+        http.token_file = http.token_file.map(|path| base.join(path));
         Ok(Config {
             channels,
+            http,
             models: file_config.models.clone(),
             catalog,
             mode,
@@ -810,6 +851,11 @@ impl Config {
                 out.push_str(&body);
             }
         }
+        if self.http != HttpConfig::default()
+            && let Ok(http) = toml::to_string(&self.http)
+        {
+            out.push_str(&format!("\n[http]  # {file_note}\n{http}"));
+        }
         for (name, model) in &self.models {
             out.push_str(&format!("\n[models.{}]  # {file_note}\n", quote(name)));
             if let Ok(body) = toml::to_string(model) {
@@ -921,6 +967,46 @@ fn validate_provider(
     }
     if provider.models.iter().any(|m| m.trim().is_empty()) {
         return Err(invalid("models", "model names must not be empty"));
+    }
+    Ok(())
+}
+
+fn validate_http(http: &HttpConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        origin: origin.clone(),
+        key: format!("http.{key}"),
+        message,
+    };
+    if let Some(bind) = &http.bind
+        && bind.parse::<std::net::SocketAddr>().is_err()
+    {
+        return Err(invalid(
+            "bind",
+            format!("expected an address such as \"127.0.0.1:8787\", got {bind:?}"),
+        ));
+    }
+    if http.token_env.as_ref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(invalid("token_env", "must not be empty".into()));
+    }
+    if http.body_limit_bytes == Some(0) {
+        return Err(invalid("body_limit_bytes", "must be at least 1".into()));
+    }
+    if http.rate_limit_burst == Some(0) {
+        return Err(invalid("rate_limit_burst", "must be at least 1".into()));
+    }
+    for origin in &http.cors_origins {
+        let ok = origin == "*"
+            || ((origin.starts_with("http://") || origin.starts_with("https://"))
+                && !origin.ends_with('/')
+                && origin.is_ascii());
+        if !ok {
+            return Err(invalid(
+                "cors_origins",
+                format!(
+                    "expected \"*\" or an origin such as \"https://app.example\" (scheme, host, optional port, no path), got {origin:?}"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -1266,6 +1352,52 @@ mod tests {
                 "shell.timeout_secs: must be at least 1",
             ),
             ("[paths]\nextra = []\n", "unknown field `extra`"),
+        ] {
+            let err = load(&[("c.toml", text)], &vars, Flags::default())
+                .err()
+                .unwrap_or_default();
+            assert!(
+                err.contains(fragment) && err.contains("c.toml"),
+                "{text}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_http_table_is_read_shown_and_checked() {
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let file = "[http]\nbind = \"127.0.0.1:9000\"\ntoken_file = \"tok\"\nrate_limit_per_minute = 0\ncors_origins = [\"https://app.example\"]\n";
+        let config =
+            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.http.bind.as_deref(), Some("127.0.0.1:9000"));
+        assert!(
+            config
+                .http
+                .token_file
+                .as_ref()
+                .is_some_and(|p| p.is_absolute() && p.ends_with("tok"))
+        );
+        let shown = config.render();
+        assert!(shown.contains("\n[http]  # config file "), "{shown}");
+        assert!(shown.contains("bind = \"127.0.0.1:9000\""), "{shown}");
+        for (text, fragment) in [
+            (
+                "[http]\nbind = \"localhost\"\n",
+                "http.bind: expected an address",
+            ),
+            (
+                "[http]\nbody_limit_bytes = 0\n",
+                "http.body_limit_bytes: must be at least 1",
+            ),
+            (
+                "[http]\nrate_limit_burst = 0\n",
+                "http.rate_limit_burst: must be at least 1",
+            ),
+            (
+                "[http]\ncors_origins = [\"app.example\"]\n",
+                "http.cors_origins: expected",
+            ),
+            ("[http]\ntoken = \"x\"\n", "unknown field `token`"),
         ] {
             let err = load(&[("c.toml", text)], &vars, Flags::default())
                 .err()

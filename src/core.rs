@@ -18,4 +18,5 @@ pub mod run;
 pub mod runtime;
 pub mod safety;
 pub mod session;
+pub mod stats;
 pub mod tool;

@@ -229,6 +229,11 @@ impl Store {
         self.read(move |conn| reader::run(conn, &id)).await
     }
 
+    /// How many runs are in each state (states with none are left out).
+    pub async fn run_counts(&self) -> Result<Vec<(RunState, u64)>, StoreError> {
+        self.read(reader::run_counts).await
+    }
+
     /// A run's events from `from_seq` on, in order.
     pub async fn tape(&self, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
         let id = run.clone();

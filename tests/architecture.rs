@@ -150,6 +150,81 @@ fn only_the_acp_face_knows_acp_types_and_only_the_store_knows_sql() {
 }
 
 #[test]
+fn the_http_face_knows_no_other_face_and_only_it_knows_axum_and_jsonrpsee() {
+    let mut http = module_files("http");
+    http.push(src().join("serve.rs"));
+    let found = violations(
+        &module_files("http"),
+        &[
+            "crate::acp",
+            "crate::headless",
+            "crate::channels",
+            "crate::stdout",
+            "agent_client_protocol",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "the HTTP face must not know other faces or ACP types:\n{}",
+        found.join("\n")
+    );
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !http.contains(f))
+        .collect();
+    let found = violations(&others, &["jsonrpsee", "tower_http", "prometheus_client"]);
+    assert!(
+        found.is_empty(),
+        "HTTP types outside src/http and src/serve.rs:\n{}",
+        found.join("\n")
+    );
+    // The webhook channel serves its own signed endpoint with axum.
+    let webhook = src().join("channels").join("webhook.rs");
+    let others: Vec<PathBuf> = others.into_iter().filter(|f| *f != webhook).collect();
+    let found = violations(&others, &["axum"]);
+    assert!(
+        found.is_empty(),
+        "axum outside src/http, src/serve.rs and the webhook channel:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn channel_adapters_know_only_platforms_and_the_hub() {
+    let found = violations(
+        &module_files("channels"),
+        &[
+            "crate::acp",
+            "crate::http",
+            "crate::headless",
+            "crate::stdout",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "the channel face must not know other faces:\n{}",
+        found.join("\n")
+    );
+    let adapters = [
+        src().join("channels").join("telegram.rs"),
+        src().join("channels").join("webhook.rs"),
+    ];
+    let found = violations(
+        &adapters,
+        &[
+            "crate::store",
+            "crate::core::runtime",
+            "crate::core::session::Session",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "adapters translate; sessions, runs and the store are the hub's:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
 fn nothing_but_the_protocol_writer_touches_stdout() {
     let writer = src().join("stdout.rs");
     let files: Vec<PathBuf> = sources(&src())

@@ -427,6 +427,7 @@ fn config_show_doctor_version_and_completions() {
         "ok   data dir",
         "ok   providers  demo",
         "ok   database",
+        "ok   http token",
         "sandbox",
     ] {
         assert!(text.contains(line), "missing {line:?} in {text}");

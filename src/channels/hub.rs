@@ -113,8 +113,26 @@ impl Hub {
         Ok(hub)
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The adapter's acknowledgement watermark as last stored (`name`: e.g.
+    /// Telegram's `offset`).
+    pub async fn cursor(&self, name: &str) -> Option<String> {
+        self.store
+            .cursor(self.adapter.channel(), self.adapter.account(), name)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::error!(error = %err, "cannot read the channel's cursor");
+                None
+            })
+    }
+
+    /// Moves the watermark past an event Pincer takes no interest in.
+    pub fn skip(&self, name: &str, value: String) {
+        self.store.submit(Write::Channel(ChannelWrite::PutCursor {
+            channel: self.adapter.channel().to_owned(),
+            account: self.adapter.account().to_owned(),
+            name: name.to_owned(),
+            value,
+        }));
     }
 
     pub fn adapter(&self) -> &Arc<dyn Adapter> {

@@ -130,15 +130,11 @@ impl Telegram {
     }
 
     async fn poll(&self, hub: &Arc<Hub>, cancel: &CancellationToken) {
-        let store = hub_store(hub);
-        let mut offset: i64 = match store.cursor(&self.name, &self.account, CURSOR).await {
-            Ok(Some(value)) => value.parse().unwrap_or(0),
-            Ok(None) => 0,
-            Err(err) => {
-                tracing::error!(error = %err, "cannot read the Telegram offset; starting from Telegram's");
-                0
-            }
-        };
+        let mut offset: i64 = hub
+            .cursor(CURSOR)
+            .await
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0);
         let mut failures: u32 = 0;
         loop {
             let request = json!({
@@ -199,14 +195,7 @@ impl Telegram {
                         outcome
                     }
                     None => {
-                        store.submit(crate::store::Write::Channel(
-                            crate::store::ChannelWrite::PutCursor {
-                                channel: self.name.clone(),
-                                account: self.account.clone(),
-                                name: CURSOR.to_owned(),
-                                value: next.to_string(),
-                            },
-                        ));
+                        hub.skip(CURSOR, next.to_string());
                         Received::Accepted
                     }
                 };
@@ -280,10 +269,6 @@ impl Telegram {
             at: message["date"].as_i64().unwrap_or(0) * 1000,
         }))
     }
-}
-
-fn hub_store(hub: &Arc<Hub>) -> crate::store::Store {
-    hub.store().clone()
 }
 
 fn id_string(value: &Value) -> Option<String> {

@@ -567,6 +567,10 @@ pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
         }
         Err(err) => out.push_str(&report(false, "database", err.to_string())),
     }
+    let (ok, token) = crate::http::auth::describe(&config.http, &config.data_dir.value, &|name| {
+        std::env::var(name).ok()
+    });
+    out.push_str(&report(ok, "http token", token));
     let sandbox = crate::sandbox::status();
     let setting = config.sandbox.value;
     let ok = sandbox.enforced || setting == SandboxSetting::BestEffort;

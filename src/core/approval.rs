@@ -2,11 +2,12 @@
 //! session remembers (`allow_always` / `reject_always`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use super::event::EventRecord;
 use super::ids::SessionId;
 
 /// What a person (or a timeout) answered.
@@ -84,7 +85,15 @@ pub struct ApprovalRequest {
 /// Approvals waiting for an answer, per session. The first answer wins.
 #[derive(Default)]
 pub struct PendingApprovals {
-    waiting: Mutex<HashMap<String, (SessionId, oneshot::Sender<ApprovalDecision>)>>,
+    waiting: Mutex<HashMap<String, Waiting>>,
+}
+
+struct Waiting {
+    session: SessionId,
+    answer: oneshot::Sender<ApprovalDecision>,
+    /// The `approval_requested` event, once it is emitted: what faces that
+    /// list approvals (rather than watch events) show.
+    request: Option<Arc<EventRecord>>,
 }
 
 impl PendingApprovals {
@@ -95,8 +104,34 @@ impl PendingApprovals {
         approval_id: &str,
     ) -> oneshot::Receiver<ApprovalDecision> {
         let (tx, rx) = oneshot::channel();
-        lock(&self.waiting).insert(approval_id.to_owned(), (session.clone(), tx));
+        lock(&self.waiting).insert(
+            approval_id.to_owned(),
+            Waiting {
+                session: session.clone(),
+                answer: tx,
+                request: None,
+            },
+        );
         rx
+    }
+
+    /// Attaches the `approval_requested` event to a waiting approval.
+    pub fn describe(&self, approval_id: &str, request: Arc<EventRecord>) {
+        if let Some(waiting) = lock(&self.waiting).get_mut(approval_id) {
+            waiting.request = Some(request);
+        }
+    }
+
+    /// The `approval_requested` events of the approvals still waiting (of one
+    /// session, or of all), oldest first.
+    pub fn requests(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        let mut requests: Vec<Arc<EventRecord>> = lock(&self.waiting)
+            .values()
+            .filter(|w| session.is_none_or(|s| *s == w.session))
+            .filter_map(|w| w.request.clone())
+            .collect();
+        requests.sort_by(|a, b| (a.at, &a.run_id, a.seq).cmp(&(b.at, &b.run_id, b.seq)));
+        requests
     }
 
     /// Answers an approval; false if it is not pending (answered, timed out, cancelled, unknown).
@@ -108,11 +143,11 @@ impl PendingApprovals {
     ) -> bool {
         let mut waiting = lock(&self.waiting);
         match waiting.get(approval_id) {
-            Some((owner, _)) if owner == session => {}
+            Some(w) if w.session == *session => {}
             _ => return false,
         }
         match waiting.remove(approval_id) {
-            Some((_, tx)) => tx.send(decision).is_ok(),
+            Some(w) => w.answer.send(decision).is_ok(),
             None => false,
         }
     }
@@ -126,7 +161,7 @@ impl PendingApprovals {
     pub fn waiting(&self, session: &SessionId) -> Vec<String> {
         let mut ids: Vec<String> = lock(&self.waiting)
             .iter()
-            .filter(|(_, (owner, _))| owner == session)
+            .filter(|(_, w)| w.session == *session)
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();

@@ -285,7 +285,7 @@ async fn ask(
     let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
     let answer = env.approvals.open(emitter.session_id(), &approval_id);
     emitter.set_state(RunState::Waiting);
-    emitter.emit(Event::ApprovalRequested {
+    let request = emitter.emit(Event::ApprovalRequested {
         approval_id: approval_id.clone(),
         call_id: call.id.clone(),
         tool: call.name.clone(),
@@ -297,6 +297,7 @@ async fn ask(
         command: plan.command.as_ref().map(|c| env.gate.safety.redact(c).0),
         diffs: plan.diffs.clone(),
     });
+    env.approvals.describe(&approval_id, request);
     let timeout = async {
         match env.gate.approval_timeout {
             Some(limit) => tokio::time::sleep(limit).await,

@@ -27,6 +27,7 @@ use super::run::{RunInfo, RunOutcome};
 use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, now_millis, title_from_prompt,
 };
+use super::stats::Stats;
 use super::tool::{ClientFiles, Files, ToolContext};
 use crate::store::{SessionQuery, Store, StoreError, Write};
 
@@ -107,6 +108,8 @@ struct Inner {
     gate: Arc<ToolGate>,
     /// Approvals waiting for an answer from any face; the first answer wins.
     approvals: Arc<PendingApprovals>,
+    /// Counters every run updates, for faces that report on the runtime.
+    stats: Arc<Stats>,
     config: RuntimeConfig,
     /// Sessions with a worker task, by id.
     live: Mutex<HashMap<SessionId, Arc<LiveSession>>>,
@@ -158,6 +161,7 @@ impl Runtime {
                 providers,
                 gate,
                 approvals: Arc::new(PendingApprovals::default()),
+                stats: Arc::new(Stats::default()),
                 config,
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
@@ -201,6 +205,22 @@ impl Runtime {
     /// Ids of a session's approvals waiting for an answer.
     pub fn waiting_approvals(&self, session: &SessionId) -> Vec<String> {
         self.inner.approvals.waiting(session)
+    }
+
+    /// The `approval_requested` events of approvals waiting for an answer, of
+    /// one session or of every session, oldest first.
+    pub fn pending_approvals(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        self.inner.approvals.requests(session)
+    }
+
+    /// How many sessions have a worker in this process.
+    pub fn live_sessions(&self) -> usize {
+        lock(&self.inner.live).len()
+    }
+
+    /// The runtime's counters (tool calls, provider latency).
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
     }
 
     /// The answers a session remembers.
@@ -416,7 +436,8 @@ impl Runtime {
                 title,
             });
         }
-        let mut emitter = Emitter::new(&self.inner.store, &live.events, id, &run_id);
+        let mut emitter = Emitter::new(&self.inner.store, &live.events, id, &run_id)
+            .with_stats(&self.inner.stats);
         emitter.emit(Event::state(RunState::Queued));
         emitter.emit(Event::UserMessage {
             content: content.clone(),
@@ -661,7 +682,8 @@ impl Runtime {
             &session.id,
             &queued.id,
             queued.next_seq,
-        );
+        )
+        .with_stats(&self.inner.stats);
         let outcome = if queued.cancel.is_cancelled() {
             RunOutcome::Cancelled
         } else {
@@ -820,6 +842,10 @@ pub struct Emitter {
     pub usage: Usage,
     /// What the run's priced model turns cost.
     pub cost: Option<Cost>,
+    /// Where tool verdicts and provider latency are counted.
+    stats: Arc<Stats>,
+    /// When the current model turn began, until its first output is seen.
+    turn_started: Option<std::time::Instant>,
 }
 
 /// A state change the run state machine does not allow: a bug in the runtime.
@@ -857,7 +883,15 @@ impl Emitter {
             state: RunState::Queued,
             usage: Usage::default(),
             cost: None,
+            stats: Arc::default(),
+            turn_started: None,
         }
+    }
+
+    /// Counts into the runtime's stats rather than a private set.
+    fn with_stats(mut self, stats: &Arc<Stats>) -> Self {
+        self.stats = stats.clone();
+        self
     }
 
     /// Moves the run to `next` if the state machine allows it.
@@ -893,16 +927,27 @@ impl Emitter {
         record
     }
 
-    /// Appends an event to the tape and publishes it.
-    pub fn emit(&mut self, event: Event) {
-        if let Event::Usage { usage, cost, .. } = &event {
-            self.usage.add(*usage);
-            self.cost = Cost::sum(self.cost.take(), cost.as_ref());
+    /// Appends an event to the tape and publishes it; returns it as published.
+    pub fn emit(&mut self, event: Event) -> Arc<EventRecord> {
+        match &event {
+            Event::Usage { usage, cost, .. } => {
+                self.usage.add(*usage);
+                self.cost = Cost::sum(self.cost.take(), cost.as_ref());
+            }
+            Event::ToolResult { verdict, .. } => self.stats.tool_call(*verdict),
+            _ => {}
         }
-        let record = self.record(event);
-        self.store.submit(Write::AppendEvent(record.clone()));
+        if let Event::ModelTurn { .. } = &event {
+            self.turn_started = Some(std::time::Instant::now());
+        } else if let Some(started) = self.turn_started.take() {
+            self.stats.first_output(started.elapsed());
+        }
+        let record = Arc::new(self.record(event));
+        self.store
+            .submit(Write::AppendEvent(EventRecord::clone(&record)));
         // No receivers is fine: nobody is watching this session right now.
-        let _ = self.events.send(Arc::new(record));
+        let _ = self.events.send(record.clone());
+        record
     }
 
     /// Moves the run between `running` and `waiting`, recording the move.

@@ -318,6 +318,21 @@ pub(super) fn runs(conn: &Connection, session: &SessionId) -> Result<Vec<RunInfo
         .collect()
 }
 
+/// How many runs are in each state, over every session.
+pub(super) fn run_counts(conn: &Connection) -> Result<Vec<(RunState, u64)>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT state, COUNT(*) FROM runs GROUP BY state")?;
+    let rows = stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })?;
+    let mut counts = Vec::new();
+    for row in rows {
+        let (state, count) = row?;
+        let state = RunState::parse(&state).ok_or_else(|| corrupt("run state", &state))?;
+        counts.push((state, count.max(0) as u64));
+    }
+    Ok(counts)
+}
+
 pub(super) fn run(conn: &Connection, id: &RunId) -> Result<Option<RunInfo>, StoreError> {
     let raw = conn
         .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?

@@ -1,0 +1,362 @@
+//! The operations the HTTP face offers, shared by the REST routes and the
+//! JSON-RPC methods: typed parameters in, the JSON the client sees out.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use crate::core::approval::ApprovalDecision;
+use crate::core::event::{Event, EventRecord};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::run::RunInfo;
+use crate::core::runtime::{NewSession, Runtime};
+use crate::core::session::{ContentPart, Mode, Origin, Session};
+use crate::store::SessionQuery;
+
+/// Sessions per page of a listing, unless the client asks for fewer.
+pub const DEFAULT_PAGE: usize = 50;
+/// The most sessions one page may hold.
+pub const MAX_PAGE: usize = 500;
+
+/// Parses JSON into `T`; a failure names the offending field.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let syntax = inner.is_syntax() || inner.is_eof();
+        let inner = inner.to_string();
+        let inner = inner.split(" at line ").next().unwrap_or(&inner).to_owned();
+        if syntax || matches!(path.as_str(), "" | "." | "?") {
+            ApiError::bad_request(format!("invalid JSON body: {inner}"))
+        } else {
+            ApiError::bad_request(format!("`{path}`: {inner}"))
+        }
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// The directory the agent works in: absolute and existing.
+    pub workspace: PathBuf,
+    /// `read_only`, `supervised` or `full`; default from the configuration.
+    pub mode: Option<String>,
+    /// `provider/model` or a model name; default from the configuration.
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessions {
+    pub workspace: Option<PathBuf>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prompt {
+    /// The prompt as plain text.
+    pub prompt: Option<String>,
+    /// The prompt as content parts (`text`, `resource_link`, `resource`).
+    pub content: Option<Vec<ContentPart>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
+    pub decision: String,
+}
+
+/// The operations, over one runtime.
+#[derive(Clone)]
+pub struct Api {
+    pub runtime: Runtime,
+}
+
+impl Api {
+    pub async fn create_session(&self, request: CreateSession) -> Result<Value, ApiError> {
+        let mode = match request.mode.as_deref() {
+            None => None,
+            Some(raw) => Some(Mode::parse(raw).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`mode`: expected read_only, supervised or full, got {raw:?}"
+                ))
+            })?),
+        };
+        if !request.workspace.is_absolute() {
+            return Err(ApiError::bad_request(format!(
+                "`workspace`: {} must be an absolute path",
+                request.workspace.display()
+            )));
+        }
+        if !request.workspace.is_dir() {
+            return Err(ApiError::bad_request(format!(
+                "`workspace`: {} is not a directory",
+                request.workspace.display()
+            )));
+        }
+        if let Some(model) = &request.model
+            && self.runtime.providers().find(model).is_none()
+        {
+            return Err(ApiError::bad_request(format!(
+                "`model`: unknown model {model:?}"
+            )));
+        }
+        let mut session = self
+            .runtime
+            .create_session(NewSession {
+                workspace: request.workspace,
+                origin: Origin::Http,
+                mcp_servers: json!([]),
+            })
+            .await?;
+        if let Some(mode) = mode {
+            session = self.runtime.set_mode(&session.id, mode).await?;
+        }
+        if let Some(model) = &request.model {
+            session = self.runtime.set_model(&session.id, model).await?;
+        }
+        Ok(session_json(&session))
+    }
+
+    pub async fn list_sessions(&self, request: ListSessions) -> Result<Value, ApiError> {
+        let limit = request.limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(ApiError::bad_request(format!(
+                "`limit`: must be from 1 to {MAX_PAGE}, got {limit}"
+            )));
+        }
+        let after = match request.cursor.as_deref() {
+            None => None,
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`cursor`: {cursor:?} is not a cursor this server issued"
+                ))
+            })?),
+        };
+        let mut sessions = self
+            .runtime
+            .list_sessions(SessionQuery {
+                workspace: request.workspace,
+                after,
+                limit: limit + 1,
+            })
+            .await?;
+        let next = if sessions.len() > limit {
+            sessions.truncate(limit);
+            sessions
+                .last()
+                .map(|s| format!("{}:{}", s.updated_at, s.id))
+        } else {
+            None
+        };
+        Ok(json!({
+            "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(),
+            "next_cursor": next,
+        }))
+    }
+
+    pub async fn session(&self, id: &str) -> Result<Value, ApiError> {
+        let session = self.runtime.session(&session_id(id)?).await?;
+        Ok(session_json(&session))
+    }
+
+    /// Queues a prompt (opening the session if it is not live) and returns its
+    /// run: as queued, or as it ended when `wait` is set.
+    pub async fn prompt(&self, id: &str, request: Prompt, wait: bool) -> Result<Value, ApiError> {
+        let content = match (request.prompt, request.content) {
+            (Some(text), None) => vec![ContentPart::Text { text }],
+            (None, Some(content)) => content,
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "`prompt` and `content`: give one or the other",
+                ));
+            }
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "`prompt`: missing (or give `content`)",
+                ));
+            }
+        };
+        let empty = content.iter().all(|part| match part {
+            ContentPart::Text { text } => text.trim().is_empty(),
+            ContentPart::ResourceLink { .. } | ContentPart::Resource { .. } => false,
+        });
+        if empty {
+            return Err(ApiError::bad_request("`prompt`: must not be empty"));
+        }
+        let id = session_id(id)?;
+        self.runtime.open_session(&id).await?;
+        let ticket = self.runtime.prompt(&id, content).await?;
+        if wait {
+            // A dropped sender means the runtime shut down; the run is recorded either way.
+            let _ = ticket.done.await;
+        }
+        let run = self.runtime.run(&ticket.run_id).await?;
+        Ok(run_json(&run))
+    }
+
+    pub async fn runs(&self, session: &str) -> Result<Value, ApiError> {
+        let runs = self.runtime.runs(&session_id(session)?).await?;
+        Ok(json!({ "runs": runs.iter().map(run_json).collect::<Vec<_>>() }))
+    }
+
+    pub async fn run(&self, id: &str) -> Result<Value, ApiError> {
+        Ok(run_json(&self.run_info(id).await?))
+    }
+
+    pub async fn run_info(&self, id: &str) -> Result<RunInfo, ApiError> {
+        Ok(self.runtime.run(&run_id(id)?).await?)
+    }
+
+    /// Cancels a queued or running run and waits until its end is recorded.
+    pub async fn cancel(&self, id: &str) -> Result<Value, ApiError> {
+        let run = self.run_info(id).await?;
+        if run.state.is_terminal() {
+            return Err(ApiError::conflict(format!(
+                "run {} already ended ({})",
+                run.id,
+                run.state.as_str()
+            )));
+        }
+        // Subscribed before cancelling, so the run's end cannot slip by.
+        let mut events = self.runtime.subscribe(&run.session_id).ok();
+        if !self.runtime.cancel_run(&run.session_id, &run.id) {
+            let now = self.run_info(id).await?;
+            if now.state.is_terminal() {
+                return Ok(run_json(&now));
+            }
+            return Err(ApiError::conflict(format!(
+                "run {} is not running in this process",
+                run.id
+            )));
+        }
+        if let Some(events) = events.as_mut() {
+            while let Some(record) = events.next().await {
+                if record.run_id == run.id && record.event.terminal_state().is_some() {
+                    break;
+                }
+            }
+        }
+        self.run(id).await
+    }
+
+    pub async fn tape(&self, id: &str, from_seq: u64) -> Result<Value, ApiError> {
+        let events = self.runtime.tape(&run_id(id)?, from_seq).await?;
+        Ok(json!({ "events": events }))
+    }
+
+    /// Approvals waiting for an answer, of one session or of all.
+    pub async fn approvals(&self, session: Option<&str>) -> Result<Value, ApiError> {
+        let session = match session {
+            Some(id) => {
+                let id = session_id(id)?;
+                self.runtime.session(&id).await?;
+                Some(id)
+            }
+            None => None,
+        };
+        let pending = self.runtime.pending_approvals(session.as_ref());
+        Ok(json!({ "approvals": pending }))
+    }
+
+    /// Answers a waiting approval; the first answer from any face wins.
+    pub async fn answer(&self, approval_id: &str, request: Answer) -> Result<Value, ApiError> {
+        let decision = ApprovalDecision::parse(&request.decision)
+            .filter(|d| ApprovalDecision::OPTIONS.contains(d))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`decision`: expected allow_once, allow_always, reject_once or reject_always, got {:?}",
+                    request.decision
+                ))
+            })?;
+        let request = self
+            .runtime
+            .pending_approvals(None)
+            .into_iter()
+            .find(|record| approval_of(record) == Some(approval_id))
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "approval {approval_id} is not waiting for an answer"
+                ))
+            })?;
+        if !self
+            .runtime
+            .answer_approval(&request.session_id, approval_id, decision)
+        {
+            return Err(ApiError::conflict(format!(
+                "approval {approval_id} was settled meanwhile (answered elsewhere, timed out or its run ended)"
+            )));
+        }
+        Ok(json!({ "approval": request, "decision": decision.as_str() }))
+    }
+}
+
+fn approval_of(record: &Arc<EventRecord>) -> Option<&str> {
+    match &record.event {
+        Event::ApprovalRequested { approval_id, .. } => Some(approval_id),
+        _ => None,
+    }
+}
+
+/// A session id from the outside; only its shape is checked here.
+pub fn session_id(id: &str) -> Result<SessionId, ApiError> {
+    if id.starts_with("ses_") && id.len() < 128 {
+        Ok(SessionId::from_string(id.to_owned()))
+    } else {
+        Err(ApiError::not_found(format!("session {id} not found")))
+    }
+}
+
+/// A run id from the outside; only its shape is checked here.
+pub fn run_id(id: &str) -> Result<RunId, ApiError> {
+    if id.starts_with("run_") && id.len() < 128 {
+        Ok(RunId::from_string(id.to_owned()))
+    } else {
+        Err(ApiError::not_found(format!("run {id} not found")))
+    }
+}
+
+fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
+    let (at, id) = cursor.split_once(':')?;
+    Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
+}
+
+/// A session as the HTTP face shows it (the shape of `pincer sessions show --json`).
+pub fn session_json(session: &Session) -> Value {
+    json!({
+        "session_id": session.id.as_str(),
+        "workspace": session.workspace,
+        "origin": session.origin.as_str(),
+        "provider": session.provider,
+        "model": session.model,
+        "mode": session.mode.as_str(),
+        "title": session.title,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "closed": session.closed,
+    })
+}
+
+/// A run as the HTTP face shows it (the shape of `pincer runs show --json`).
+pub fn run_json(run: &RunInfo) -> Value {
+    json!({
+        "run_id": run.id.as_str(),
+        "session_id": run.session_id.as_str(),
+        "state": run.state.as_str(),
+        "stop_reason": run.stop_reason.map(|r| r.as_str()),
+        "error": run.error,
+        "usage": run.usage,
+        "cost": run.cost,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+    })
+}

@@ -1,0 +1,289 @@
+//! JSON-RPC 2.0 at `/v1/rpc` (jsonrpsee, mounted in the axum router): the REST
+//! operations as methods, over a WebSocket or one HTTP POST per call, and
+//! subscriptions to run and session events over a WebSocket.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use jsonrpsee::Methods;
+use jsonrpsee::server::RegisterMethodError;
+use jsonrpsee::server::{
+    PendingSubscriptionSink, RpcModule, Server, ServerConfig, ServerHandle, StopHandle,
+    TowerServiceBuilder, stop_channel,
+};
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tower::Service as _;
+use tower::layer::util::Identity;
+
+use super::AppState;
+use super::api::{self, Answer, Api, CreateSession, ListSessions, Prompt};
+use super::error::{ApiError, rpc_error};
+use super::events::{self, Cursor, Scope};
+use crate::core::session::ContentPart;
+
+/// What each method handler can reach.
+pub struct Context {
+    api: Api,
+    /// Cancelled when the server stops: ends subscriptions.
+    closing: CancellationToken,
+}
+
+/// The jsonrpsee service, built per request from these parts.
+pub struct Mount {
+    builder: TowerServiceBuilder<Identity, Identity>,
+    methods: Methods,
+    stop: StopHandle,
+    /// Stops the WebSocket connections when the server stops.
+    pub handle: ServerHandle,
+}
+
+impl Mount {
+    pub fn new(
+        api: Api,
+        closing: CancellationToken,
+        body_limit: usize,
+    ) -> Result<Self, RegisterMethodError> {
+        let limit = u32::try_from(body_limit).unwrap_or(u32::MAX);
+        let config = ServerConfig::builder()
+            .max_request_body_size(limit)
+            .max_response_body_size(u32::MAX)
+            .max_connections(10_000)
+            .build();
+        let (stop, handle) = stop_channel();
+        Ok(Self {
+            builder: Server::builder().set_config(config).to_service_builder(),
+            methods: module(Context { api, closing })?.into(),
+            stop,
+            handle,
+        })
+    }
+}
+
+/// `GET|POST /v1/rpc`: hands the request (a WebSocket upgrade, or a call in
+/// a POST body) to jsonrpsee. The bearer token was checked before.
+pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
+    let rpc = &state.shared.rpc;
+    let mut service = rpc
+        .builder
+        .clone()
+        .build(rpc.methods.clone(), rpc.stop.clone());
+    match service.call(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(err) => ApiError::internal(format!("JSON-RPC service failed: {err}")).into_response(),
+    }
+}
+
+fn params<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    api::parse(params.as_str().unwrap_or("{}").as_bytes()).map_err(rpc_error)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionRef {
+    session_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunRef {
+    run_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TapeParams {
+    run_id: String,
+    #[serde(default)]
+    from_seq: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptParams {
+    session_id: String,
+    prompt: Option<String>,
+    content: Option<Vec<ContentPart>>,
+    #[serde(default)]
+    wait: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ApprovalsParams {
+    session_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerParams {
+    approval_id: String,
+    decision: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunSubscribe {
+    run_id: String,
+    /// Resume after this event of the run.
+    after_seq: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionSubscribe {
+    session_id: String,
+    /// Resume after this event (`RUN_ID:SEQ`).
+    after: Option<String>,
+}
+
+fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
+    let mut module = RpcModule::new(context);
+    module.register_async_method("sessions.create", |p, cx, _| async move {
+        let request: CreateSession = params(&p)?;
+        cx.api.create_session(request).await.map_err(rpc_error)
+    })?;
+    module.register_async_method("sessions.list", |p, cx, _| async move {
+        let request: ListSessions = if p.as_str().is_some() {
+            params(&p)?
+        } else {
+            ListSessions::default()
+        };
+        cx.api.list_sessions(request).await.map_err(rpc_error)
+    })?;
+    module.register_async_method("sessions.get", |p, cx, _| async move {
+        let request: SessionRef = params(&p)?;
+        cx.api.session(&request.session_id).await.map_err(rpc_error)
+    })?;
+    module.register_async_method("sessions.prompt", |p, cx, _| async move {
+        let request: PromptParams = params(&p)?;
+        let prompt = Prompt {
+            prompt: request.prompt,
+            content: request.content,
+        };
+        cx.api
+            .prompt(&request.session_id, prompt, request.wait)
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_async_method("runs.list", |p, cx, _| async move {
+        let request: SessionRef = params(&p)?;
+        cx.api.runs(&request.session_id).await.map_err(rpc_error)
+    })?;
+    module.register_async_method("runs.get", |p, cx, _| async move {
+        let request: RunRef = params(&p)?;
+        cx.api.run(&request.run_id).await.map_err(rpc_error)
+    })?;
+    module.register_async_method("runs.cancel", |p, cx, _| async move {
+        let request: RunRef = params(&p)?;
+        cx.api.cancel(&request.run_id).await.map_err(rpc_error)
+    })?;
+    module.register_async_method("runs.tape", |p, cx, _| async move {
+        let request: TapeParams = params(&p)?;
+        cx.api
+            .tape(&request.run_id, request.from_seq)
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_async_method("approvals.list", |p, cx, _| async move {
+        let request: ApprovalsParams = if p.as_str().is_some() {
+            params(&p)?
+        } else {
+            ApprovalsParams::default()
+        };
+        cx.api
+            .approvals(request.session_id.as_deref())
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_async_method("approvals.answer", |p, cx, _| async move {
+        let request: AnswerParams = params(&p)?;
+        cx.api
+            .answer(
+                &request.approval_id,
+                Answer {
+                    decision: request.decision,
+                },
+            )
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_subscription(
+        "runs.subscribe",
+        "runs.event",
+        "runs.unsubscribe",
+        |p, pending, cx, _| async move {
+            let scope = params::<RunSubscribe>(&p).and_then(|request| {
+                let after = match request.after_seq {
+                    Some(seq) => Some(Cursor {
+                        run: api::run_id(&request.run_id).map_err(rpc_error)?,
+                        seq,
+                    }),
+                    None => None,
+                };
+                Ok((Scope::Run(request.run_id), after))
+            });
+            stream(pending, cx, scope).await;
+        },
+    )?;
+    module.register_subscription(
+        "sessions.subscribe",
+        "sessions.event",
+        "sessions.unsubscribe",
+        |p, pending, cx, _| async move {
+            let scope = params::<SessionSubscribe>(&p).and_then(|request| {
+                let after = match request.after.as_deref() {
+                    Some(text) => Some(Cursor::parse(text).map_err(|mut err| {
+                        err.message = err.message.replace("`Last-Event-ID`", "`after`");
+                        rpc_error(err)
+                    })?),
+                    None => None,
+                };
+                Ok((Scope::Session(request.session_id), after))
+            });
+            stream(pending, cx, scope).await;
+        },
+    )?;
+    Ok(module)
+}
+
+/// Sends a stream's events as notifications until it ends or the client
+/// unsubscribes or goes away.
+async fn stream(
+    pending: PendingSubscriptionSink,
+    cx: Arc<Context>,
+    scope: Result<(Scope, Option<Cursor>), ErrorObjectOwned>,
+) {
+    let (scope, after) = match scope {
+        Ok(scope) => scope,
+        Err(err) => return pending.reject(err).await,
+    };
+    let mut events = match events::follow(&cx.api.runtime, scope, after, cx.closing.clone()).await {
+        Ok(events) => events,
+        Err(err) => return pending.reject(rpc_error(err)).await,
+    };
+    let Ok(sink) = pending.accept().await else {
+        return;
+    };
+    loop {
+        let record = tokio::select! {
+            record = events.recv() => record,
+            _ = sink.closed() => return,
+        };
+        let Some(record) = record else { return };
+        let message = match serde_json::value::to_raw_value(&*record) {
+            Ok(message) => message,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot encode an event");
+                return;
+            }
+        };
+        if sink.send(message).await.is_err() {
+            return;
+        }
+    }
+}
