@@ -629,3 +629,123 @@ fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
     assert!(shown[0].starts_with("Working on it"), "{shown:?}");
     assert_eq!(fake.calls("sendMessage").len(), 1);
 }
+
+/// One HTTP/1.1 request to the serve face; (status, body).
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {HTTP_TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
+
+const HTTP_TOKEN: &str = "http-token-0123456789abcdef";
+
+#[test]
+fn serve_bridges_the_chat_and_http_answers_its_approval_first() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "n.txt", "content": "via http\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let ready = dir.path().join("ready");
+    let mut child = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("PINCER_HTTP_TOKEN", HTTP_TOKEN)
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--channel",
+            "telegram",
+            "--ready-file",
+        ])
+        .arg(&ready)
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let addr = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            break text.trim().to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", stderr(&dir));
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    fake.user_says(USER, "write it");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("Approval needed"))
+    });
+    let (status, body) = http(&addr, "GET", "/v1/approvals", None);
+    assert_eq!(status, 200, "{body}");
+    let approvals: Value = serde_json::from_str(&body).unwrap();
+    let id = approvals["approvals"][0]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{id}"),
+        Some(&json!({"decision": "allow_once"})),
+    );
+    assert_eq!(status, 200, "{body}");
+    fake.wait_for("the reply and the prompt showing the answer", WAIT, |f| {
+        let t = texts(f);
+        t.iter().any(|t| t == "Written.") && t.iter().any(|t| t.ends_with("→ allowed once"))
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("n.txt")).unwrap(),
+        "via http\n"
+    );
+    // The chat's buttons lost: the answer from HTTP came first.
+    let (message_id, _) = fake
+        .chat(USER)
+        .into_iter()
+        .find(|(_, t)| t.contains("Approval needed"))
+        .unwrap();
+    fake.press(USER, message_id, &format!("ap:{id}:reject_once"));
+    fake.wait_for("the press answered", WAIT, |f| {
+        !f.calls("answerCallbackQuery").is_empty()
+    });
+    sent_reply(&fake, &dir);
+    let (status, metrics) = http(&addr, "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("pincer_outbox_depth{channel=\"telegram\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pincer_delivery_failures{channel=\"telegram\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pincer_outbox_intents{channel=\"telegram\",status=\"sent\"} 2"),
+        "{metrics}"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{}", stderr(&dir));
+}
