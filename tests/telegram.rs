@@ -72,10 +72,11 @@ fn setup(fake: &FakeTelegram, extra: &str) -> TestDir {
     std::fs::write(
         config.join("config.toml"),
         format!(
-            "[channels.telegram]\napi_base = \"{}\"\nallow = [\"{USER}\"]\nworkspace = \"{}\"\npoll_timeout_secs = 1\n{}{extra}",
+            "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\n{}{}{extra}",
             fake.url,
             workspace.display(),
-            if extra.contains("coalesce_ms") { "" } else { "coalesce_ms = 50\n" }
+            if extra.contains("coalesce_ms") { "" } else { "coalesce_ms = 50\n" },
+            if extra.contains("allow") { String::new() } else { format!("allow = [\"{USER}\"]\n") }
         ),
     )
     .unwrap();
@@ -124,6 +125,24 @@ fn retrying(fake: &FakeTelegram, dir: &TestDir) {
             .iter()
             .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
     });
+}
+
+/// Whether some session has a run in state `running`.
+fn running(dir: &TestDir) -> bool {
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|session| {
+            let shown = dir.show_session(session["session_id"].as_str().unwrap());
+            shown["runs"]
+                .as_array()
+                .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+        })
 }
 
 fn texts(fake: &FakeTelegram) -> Vec<String> {
@@ -429,7 +448,7 @@ fn quick_messages_coalesce_and_later_ones_queue_behind_the_run() {
     fake.user_says(USER, "part one");
     fake.user_says(USER, "part two");
     // While the first run works, a third message arrives: it waits its turn.
-    std::thread::sleep(Duration::from_millis(1200));
+    fake.wait_for("the first run working", WAIT, |_| running(&dir));
     fake.user_says(USER, "part three");
     fake.wait_for("both replies", WAIT, |f| texts(f).len() == 2);
     assert_eq!(
@@ -748,4 +767,51 @@ fn serve_bridges_the_chat_and_http_answers_its_approval_first() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert!(status.success(), "{}", stderr(&dir));
+}
+
+#[test]
+fn in_a_group_each_senders_messages_coalesce_apart() {
+    let fake = FakeTelegram::start();
+    let dir = setup(
+        &fake,
+        "live_drafts = false\ncoalesce_ms = 600\nallow = [\"42\", \"43\"]\n",
+    );
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "first run"}]),
+            json!([{"text": "second run"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    const GROUP: i64 = -1001;
+    fake.group_says(GROUP, 42, "from Ada");
+    fake.group_says(GROUP, 43, "from Bob");
+    fake.group_says(GROUP, 42, "Ada again");
+    fake.wait_for("two replies", WAIT, |f| f.chat(GROUP).len() == 2);
+    let sessions = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let sessions: Vec<Value> = String::from_utf8_lossy(&sessions.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // One chat, one session; two senders, two prompts.
+    assert_eq!(sessions.len(), 1);
+    let shown = dir.show_session(sessions[0]["session_id"].as_str().unwrap());
+    let prompts: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["role"] == "user")
+        .map(|m| m["message"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    let ada = prompts.iter().find(|p| p.contains("from Ada")).unwrap();
+    assert!(
+        ada.contains("Ada again") && !ada.contains("from Bob"),
+        "{prompts:#?}"
+    );
 }

@@ -33,8 +33,8 @@ Anything else is a prompt. When a tool needs approval, answer with the buttons, 
 /// A conversation's state in this process.
 #[derive(Default)]
 struct Conversation {
-    /// Messages waiting for the coalescing window to close.
-    buffer: Vec<ChannelMessage>,
+    /// Messages waiting for their sender's coalescing window to close, by sender.
+    buffers: HashMap<String, Vec<ChannelMessage>>,
     /// Approvals asked in this chat and not yet answered: (session, approval id).
     approvals: Vec<(SessionId, String)>,
 }
@@ -49,6 +49,9 @@ pub struct Hub {
     conversations: Mutex<HashMap<ConversationKey, Conversation>>,
     /// Senders told how to pair, so they are told once per process.
     told: Mutex<HashSet<String>>,
+    /// Held while a conversation's session is looked up or created, so two
+    /// senders writing at once to a new chat get one session.
+    sessions: tokio::sync::Mutex<()>,
     tasks: TaskTracker,
     cancel: CancellationToken,
 }
@@ -92,6 +95,7 @@ impl Hub {
             outbox: outbox.clone(),
             conversations: Mutex::new(HashMap::new()),
             told: Mutex::new(HashSet::new()),
+            sessions: tokio::sync::Mutex::new(()),
             tasks: TaskTracker::new(),
             cancel: cancel.clone(),
         });
@@ -407,6 +411,7 @@ impl Hub {
 
     /// The session of a conversation: mapped, or created and mapped now.
     async fn session_of(&self, key: &ConversationKey, fresh: bool) -> Result<SessionId, HubError> {
+        let _creating = self.sessions.lock().await;
         if !fresh && let Some(id) = self.store.conversation(key).await? {
             match self.runtime.open_session(&id).await {
                 Ok(session) => return Ok(session.id),
@@ -526,14 +531,25 @@ impl Hub {
         }
     }
 
-    /// Buffers a prompt; the first message of a window schedules its dispatch.
+    /// Buffers a prompt; a sender's first message of a window schedules the
+    /// dispatch of everything that sender writes within it.
     fn coalesce(self: &Arc<Self>, message: ChannelMessage) {
         let key = ConversationKey::of(&message);
+        let sender = message
+            .sender
+            .as_ref()
+            .map(|s| s.id.clone())
+            .unwrap_or_default();
         let first = {
             let mut conversations = lock(&self.conversations);
-            let conversation = conversations.entry(key.clone()).or_default();
-            conversation.buffer.push(message);
-            conversation.buffer.len() == 1
+            let buffer = conversations
+                .entry(key.clone())
+                .or_default()
+                .buffers
+                .entry(sender.clone())
+                .or_default();
+            buffer.push(message);
+            buffer.len() == 1
         };
         if first {
             let hub = self.clone();
@@ -543,17 +559,17 @@ impl Hub {
                     _ = hub.cancel.cancelled() => return,
                     _ = tokio::time::sleep(window) => {}
                 }
-                hub.flush(&key).await;
+                hub.flush(&key, &sender).await;
             });
         }
     }
 
-    async fn flush(self: &Arc<Self>, key: &ConversationKey) {
+    async fn flush(self: &Arc<Self>, key: &ConversationKey, sender: &str) {
         let messages = {
             let mut conversations = lock(&self.conversations);
             conversations
                 .get_mut(key)
-                .map(|c| std::mem::take(&mut c.buffer))
+                .and_then(|c| c.buffers.remove(sender))
                 .unwrap_or_default()
         };
         if messages.is_empty() {

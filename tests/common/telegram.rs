@@ -97,6 +97,27 @@ impl FakeTelegram {
         })
     }
 
+    /// Queues a text message from `user` in the group `chat`.
+    pub fn group_says(&self, chat: i64, user: i64, text: &str) -> i64 {
+        self.with(|s| {
+            let id = s.next_update;
+            s.next_update += 1;
+            let message_id = s.next_message;
+            s.next_message += 1;
+            s.updates.push(json!({
+                "update_id": id,
+                "message": {
+                    "message_id": message_id,
+                    "date": 1_700_000_000,
+                    "from": {"id": user, "is_bot": false, "first_name": format!("user{user}")},
+                    "chat": {"id": chat, "type": "supergroup", "title": "team"},
+                    "text": text,
+                }
+            }));
+            id
+        })
+    }
+
     /// Hands out an update again at the next poll, whatever offset it asks
     /// for, as Telegram redelivers an update it thinks unconfirmed.
     pub fn redeliver(&self, update_id: i64) {
