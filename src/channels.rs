@@ -57,6 +57,22 @@ pub struct DeliveryError {
     pub retry_after: Option<Duration>,
 }
 
+/// An error with its causes, `outer: inner: innermost` (reqwest hides the
+/// reason a request failed in its sources).
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 impl DeliveryError {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Self {
@@ -220,21 +236,6 @@ pub async fn start(
         if let Some(live) = table.live_drafts {
             settings.live_drafts = live;
         }
-        let code_var = table
-            .pairing_code_env
-            .clone()
-            .unwrap_or_else(|| "PINCER_PAIRING_CODE".to_owned());
-        settings.pairing_code = env(&code_var).filter(|c| !c.trim().is_empty());
-        if settings.pairing_code.is_none() && settings.allow.is_empty() {
-            let code: String = std::iter::repeat_with(fastrand::alphanumeric)
-                .take(10)
-                .collect();
-            tracing::warn!(
-                channel = %name,
-                "no allowed senders are configured; senders can pair by sending: /pair {code}"
-            );
-            settings.pairing_code = Some(code);
-        }
         let adapter: Arc<dyn Adapter> = match kind {
             ChannelKind::Telegram => {
                 let var = table
@@ -284,6 +285,21 @@ pub async fn start(
                 )
             }
         };
+        let code_var = table
+            .pairing_code_env
+            .clone()
+            .unwrap_or_else(|| "PINCER_PAIRING_CODE".to_owned());
+        settings.pairing_code = env(&code_var).filter(|c| !c.trim().is_empty());
+        if settings.pairing_code.is_none() && settings.allow.is_empty() {
+            let code: String = std::iter::repeat_with(fastrand::alphanumeric)
+                .take(10)
+                .collect();
+            tracing::warn!(
+                channel = %name,
+                "no allowed senders are configured; senders can pair by sending: /pair {code}"
+            );
+            settings.pairing_code = Some(code);
+        }
         tracing::info!(channel = %name, kind = kind.as_str(), account = adapter.account(), "channel starting");
         let hub = Hub::start(runtime.clone(), adapter, settings, cancel.clone())
             .await
@@ -291,4 +307,19 @@ pub async fn start(
         hubs.push(hub);
     }
     Ok(hubs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn errors_keep_their_causes() {
+        let error = Outer(std::io::Error::other("connection refused"));
+        assert_eq!(with_causes(&error), "outer: connection refused");
+    }
 }

@@ -76,7 +76,7 @@ impl Telegram {
                 };
                 return Err(DeliveryError::new(
                     kind,
-                    format!("telegram {method}: {err}"),
+                    format!("telegram {method}: {}", super::with_causes(&err)),
                 ));
             }
         };

@@ -226,7 +226,7 @@ impl Webhook {
                 };
                 return Err(DeliveryError::new(
                     kind,
-                    format!("webhook POST: {}", err.without_url()),
+                    format!("webhook POST: {}", super::with_causes(&err.without_url())),
                 ));
             }
         };
