@@ -32,7 +32,8 @@
 //! - **flood**: the server writes `--chunks` content chunks as fast as it can.
 //!   chunks/s = chunks read by the client / (last chunk read from the pipe −
 //!   first chunk written to the socket). `--runs` runs, a new process and data
-//!   directory each. Latency here is mostly queueing; reported for information.
+//!   directory each, each after a `sync` and a pause. Latency here is mostly
+//!   queueing; reported for information.
 //! - **paced**: one chunk in flight: the server writes chunk i+1 only once the
 //!   client has read chunk i from the pipe. `--paced` chunks. This is the added
 //!   latency per chunk, without queueing behind other chunks.
@@ -608,6 +609,14 @@ struct Conversation {
     cpu_ns: u64,
 }
 
+/// Lets the previous run's tape reach the disk before the next run starts, so
+/// one run's writeback (and the deletion of its scratch directory) is not
+/// counted against the next.
+fn settle() {
+    let _ = Command::new("sync").status();
+    std::thread::sleep(Duration::from_millis(500));
+}
+
 /// User plus system CPU time of a process and its threads so far, from /proc (ns).
 fn cpu_time(pid: u32) -> Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
@@ -1017,6 +1026,7 @@ fn main() -> Result<()> {
 
     let mut flood = Vec::new();
     for run in 1..=options.runs {
+        settle();
         let result = pincer_run(&exe, &options.scratch, options.chunks, Pace::Flood)?;
         checked(&result.served, &result.received, "flood")?;
         ensure!(
@@ -1033,6 +1043,7 @@ fn main() -> Result<()> {
         );
         flood.push(result);
     }
+    settle();
     let paced = pincer_run(&exe, &options.scratch, options.paced, Pace::Paced)?;
     checked(&paced.served, &paced.received, "paced")?;
     ensure!(
