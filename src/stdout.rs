@@ -1,18 +1,20 @@
 //! The protocol writer: the only code in Pincer that touches standard output.
 //!
 //! In `acp` mode stdout carries nothing but protocol messages, so every byte
-//! bound for it goes through here: an async [`LineWriter`] task for the streaming
-//! faces, and [`write_all`] for one-shot command output. A test fails if any
-//! other module names stdout.
+//! bound for it goes through here: the [`LineWriter`] task, fed by async
+//! senders, for the streaming faces, and [`write_all`] for one-shot command
+//! output. A test fails if any other module names stdout.
 
 use std::io::Write as _;
 
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// Lines queued for stdout before senders wait; bounds memory when the reader is slow.
 const QUEUE: usize = 4096;
+
+/// Bytes gathered from the queue into one write.
+const BATCH: usize = 64 * 1024;
 
 /// Sends whole lines to the stdout task; cheap to clone.
 #[derive(Clone)]
@@ -41,19 +43,39 @@ pub struct LineWriter {
 
 impl LineWriter {
     /// Starts the task; it ends when every sender is dropped and the queue is written.
+    ///
+    /// The task runs on the blocking pool and writes to stdout itself:
+    /// `tokio::io::stdout` would hand every write and every flush to the
+    /// blocking pool and wait for it, two thread round trips per burst.
     pub fn spawn() -> (LineSender, LineWriter) {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-        let task = tokio::spawn(async move {
-            let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
-            while let Some(bytes) = rx.recv().await {
-                out.write_all(&bytes).await?;
-                // Flush only when nothing else is waiting, so bursts become few writes.
-                while let Ok(more) = rx.try_recv() {
-                    out.write_all(&more).await?;
-                }
-                out.flush().await?;
+        let task = tokio::task::spawn_blocking(move || {
+            let stdout = std::io::stdout();
+            let mut batch = Vec::with_capacity(BATCH);
+            while let Some(line) = rx.blocking_recv() {
+                // Whatever else is queued already goes out in the same write, so
+                // bursts become few writes; a line alone is written at once.
+                let bytes = match rx.try_recv() {
+                    Ok(next) => {
+                        batch.clear();
+                        batch.extend_from_slice(&line);
+                        batch.extend_from_slice(&next);
+                        while batch.len() < BATCH
+                            && let Ok(more) = rx.try_recv()
+                        {
+                            batch.extend_from_slice(&more);
+                        }
+                        &batch
+                    }
+                    Err(_) => &line,
+                };
+                // Locked per write, not for the task's life: nothing else may
+                // be left waiting on stdout while the queue is idle.
+                let mut out = stdout.lock();
+                out.write_all(bytes)?;
+                out.flush()?;
             }
-            out.flush().await
+            Ok(())
         });
         (LineSender { tx }, LineWriter { task })
     }

@@ -10,9 +10,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
 use crate::core::event::Usage;
@@ -21,6 +19,7 @@ use crate::core::provider::{
     ProviderStream, ToolSpec,
 };
 use crate::core::session::{ContentPart, Message, ToolCall};
+use crate::providers::sse::Sse;
 
 /// How to reach one OpenAI-compatible server.
 #[derive(Debug, Clone)]
@@ -133,12 +132,14 @@ impl Provider for OpenAiProvider {
                     .map_err(|err| decoder.context.transport(&err))?;
                 decoder.whole(&text);
                 return Ok(Turn {
-                    events: futures::stream::empty().boxed(),
+                    response: None,
+                    sse: Sse::new(),
                     decoder,
                 });
             }
             Ok(Turn {
-                events: response.bytes_stream().eventsource().boxed(),
+                response: Some(response),
+                sse: Sse::new(),
                 decoder,
             })
         };
@@ -405,13 +406,19 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-type SseStream =
-    BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<reqwest::Error>>>;
-
-/// A started turn: the SSE stream and the decoder turning it into events.
+/// A started turn: the response body, its events, and the decoder turning
+/// them into provider events.
 struct Turn {
-    events: SseStream,
+    /// `None` when the whole answer was already read (a JSON body).
+    response: Option<reqwest::Response>,
+    sse: Sse,
     decoder: Decoder,
+}
+
+/// Why the event stream stopped early.
+enum StreamFailure {
+    Transport(reqwest::Error),
+    Malformed(String),
 }
 
 impl Turn {
@@ -424,14 +431,118 @@ impl Turn {
                 if turn.decoder.over {
                     return None;
                 }
-                match turn.events.next().await {
-                    Some(Ok(event)) => turn.decoder.data(&event.data),
-                    Some(Err(err)) => turn.decoder.failed(err),
-                    None => turn.decoder.ended(),
+                match turn.sse.next_data() {
+                    Some(Ok(data)) => {
+                        turn.decoder.data(data);
+                        continue;
+                    }
+                    Some(Err(err)) => {
+                        let failure =
+                            StreamFailure::Malformed(format!("an event is not UTF-8: {err}"));
+                        turn.decoder.failed(failure);
+                        continue;
+                    }
+                    None => {}
+                }
+                let Some(response) = turn.response.as_mut() else {
+                    turn.decoder.ended();
+                    continue;
+                };
+                match response.chunk().await {
+                    Ok(Some(bytes)) => turn.sse.push(&bytes),
+                    Ok(None) => turn.decoder.ended(),
+                    Err(err) => turn.decoder.failed(StreamFailure::Transport(err)),
                 }
             }
         })
         .boxed()
+    }
+}
+
+/// The common chunk, a piece of answer text and nothing else, read without
+/// building a JSON tree. Anything it does not recognise (an error, usage, a
+/// finish reason, reasoning, tool calls, a field of an unexpected type) makes
+/// [`TextChunk::plain_text`] decline, and the chunk is decoded in full.
+#[derive(serde::Deserialize)]
+struct TextChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Object<TextChoice<'a>>>>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    usage: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<Object<TextDelta<'a>>>,
+    #[serde(default)]
+    finish_reason: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    reasoning_content: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    reasoning: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<serde::de::IgnoredAny>,
+}
+
+/// A struct read only from a JSON object: derived structs also accept an
+/// array of their fields, which the full decoder would ignore.
+struct Object<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Object<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+impl TextChunk<'_> {
+    /// The text of choice 0 (possibly empty) when that is all the chunk says.
+    fn plain_text(&self) -> Option<&str> {
+        if self.error.is_some() || self.usage.is_some() {
+            return None;
+        }
+        let choice = self
+            .choices
+            .as_ref()?
+            .iter()
+            .map(|c| &c.0)
+            .find(|c| c.index.unwrap_or(0) == 0)?;
+        if choice.finish_reason.is_some() {
+            return None;
+        }
+        let Some(Object(delta)) = &choice.delta else {
+            return Some("");
+        };
+        if delta.reasoning_content.is_some()
+            || delta.reasoning.is_some()
+            || delta.tool_calls.is_some()
+        {
+            return None;
+        }
+        Some(delta.content.as_deref().unwrap_or(""))
     }
 }
 
@@ -509,6 +620,22 @@ impl Decoder {
             }
             return;
         }
+        // Most chunks are a piece of text: read those without building a tree.
+        if self.finish.is_none()
+            && let Ok(Object(chunk)) = serde_json::from_str::<Object<TextChunk<'_>>>(data)
+            && let Some(text) = chunk.plain_text()
+        {
+            if !text.is_empty() {
+                let (thought, text) = self.think.push(text);
+                self.content(thought, &text);
+            }
+            return;
+        }
+        self.chunk(data);
+    }
+
+    /// Any chunk, decoded in full.
+    fn chunk(&mut self, data: &str) {
         let chunk: Value = match serde_json::from_str(data) {
             Ok(chunk) => chunk,
             Err(err) => {
@@ -685,13 +812,13 @@ impl Decoder {
     }
 
     /// The SSE stream failed.
-    fn failed(&mut self, err: EventStreamError<reqwest::Error>) {
+    fn failed(&mut self, err: StreamFailure) {
         if let Some(stop) = self.finish {
             // The answer was complete; only the usage or `[DONE]` was lost.
             return self.finish_turn(stop);
         }
         let error = match err {
-            EventStreamError::Transport(err) => {
+            StreamFailure::Transport(err) => {
                 let mut error = self.context.transport(&err);
                 if error.kind == ProviderErrorKind::Timeout {
                     error.message = format!(
@@ -707,10 +834,10 @@ impl Decoder {
                 }
                 error
             }
-            other => ProviderError::new(
+            StreamFailure::Malformed(what) => ProviderError::new(
                 ProviderErrorKind::Protocol,
                 format!(
-                    "provider {} sent a malformed event stream: {other}",
+                    "provider {} sent a malformed event stream: {what}",
                     self.context.provider
                 ),
             ),
@@ -1737,5 +1864,146 @@ mod tests {
         ];
         let events = run_one(response).await;
         assert_eq!(text_of(&events), "naïve 🦀");
+    }
+
+    fn decoder(tools: &[&str]) -> Decoder {
+        Decoder::new(
+            ErrorContext {
+                provider: "openai".into(),
+                model: "gpt-test".into(),
+                url: "http://127.0.0.1:1/v1/chat/completions".into(),
+                has_key: true,
+                timeout: Duration::from_secs(5),
+            },
+            tools.iter().map(|t| (*t).to_owned()).collect(),
+        )
+    }
+
+    /// The queued events, with generated call ids left out.
+    fn drained(decoder: &mut Decoder) -> Vec<String> {
+        decoder
+            .out
+            .drain(..)
+            .map(|event| match event {
+                Ok(ProviderEvent::ToolCall(call)) => {
+                    format!("call {} {}", call.name, call.arguments)
+                }
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_text_fast_path_reads_the_usual_chunk() {
+        let data = chunk(json!({"content": "Hello"}), None);
+        let data = data.trim().strip_prefix("data: ").unwrap();
+        let Object(parsed) = serde_json::from_str::<Object<TextChunk<'_>>>(data).unwrap();
+        assert_eq!(parsed.plain_text(), Some("Hello"));
+        let role = chunk(json!({"role": "assistant", "content": ""}), None);
+        let role = role.trim().strip_prefix("data: ").unwrap();
+        let Object(parsed) = serde_json::from_str::<Object<TextChunk<'_>>>(role).unwrap();
+        assert_eq!(parsed.plain_text(), Some(""));
+    }
+
+    #[test]
+    fn the_text_fast_path_decodes_every_chunk_as_the_full_decoder_does() {
+        let one = |chunk: &str| vec![chunk.to_owned()];
+        let text =
+            |t: &str| json!({"choices": [{"index": 0, "delta": {"content": t}}]}).to_string();
+        let cases: Vec<Vec<String>> = vec![
+            one(chunk(json!({"content": "Hello"}), None)
+                .trim()
+                .trim_start_matches("data: ")),
+            one(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":null}}]}"#),
+            one(r#"{"choices":[{"index":0}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":null}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{}}]}"#),
+            one(r#"{"choices":[]}"#),
+            one(r#"{"choices":null}"#),
+            one(r#"{"id":"x"}"#),
+            one(r#"{"choices":[{"index":1,"delta":{"content":"other"}}]}"#),
+            one(
+                r#"{"choices":[{"index":1,"delta":{"content":"no"}},{"index":0,"delta":{"content":"yes"}}]}"#,
+            ),
+            one(r#"{"choices":[{"delta":{"content":"no index"}}]}"#),
+            one(r#"{"choices":[{"index":null,"delta":{"content":"null index"}}]}"#),
+            one(r#"{"choices":[{"index":"0","delta":{"content":"string index"}}]}"#),
+            one(r#"{"choices":[{"index":1.0,"delta":{"content":"float index"}}]}"#),
+            one(r#"{"choices":[{"index":-1,"delta":{"content":"negative index"}}]}"#),
+            one(r#"{"choices":[[0,{"content":"array choice"}]]}"#),
+            one(r#"[[{"index":0,"delta":{"content":"array chunk"}}]]"#),
+            one(r#"{"choices":[{"index":0,"delta":["array delta"]}]}"#),
+            one(
+                r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"parts"}]}}]}"#,
+            ),
+            one(r#"{"choices":[{"index":0,"delta":{"content":5}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"a\nb\u00e9\"\ud83e\udd80"}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"\ud83e"}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"reasoning_content":"r","content":"x"}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"reasoning":"r","content":"x"}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"reasoning_content":null,"content":"x"}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"reasoning":5,"content":"x"}}]}"#),
+            one(
+                r#"{"choices":[{"index":0,"delta":{"content":"x","tool_calls":[{"index":0,"id":"c1","function":{"name":"read_file","arguments":"{}"}}]}}]}"#,
+            ),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x","tool_calls":null}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"length"}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":7}]}"#),
+            one(
+                r#"{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+            ),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":"none"}"#),
+            one(r#"{"error":{"message":"overloaded","code":"server_error"}}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"x"}}],"error":null}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}"#),
+            one(r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"choices":[]}"#),
+            one("{oops"),
+            one(r#""just a string""#),
+            vec![
+                text("<thi"),
+                text("nk>hidden"),
+                text(" more</thi"),
+                text("nk> shown"),
+            ],
+            vec![text("  <think>a</think>b"), text("c")],
+            vec![
+                text("before <tool_call>"),
+                text(r#"{"name":"read_file","arguments":{"path":"a"}}"#),
+                text("</tool_call> after"),
+            ],
+            vec![text("<tool_call>{\"name\":\"nope\"}</tool_call>")],
+            vec![
+                text("a"),
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#.to_owned(),
+                text("late"),
+            ],
+        ];
+        let end = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+        for tools in [&[][..], &["read_file"][..]] {
+            for case in &cases {
+                let mut fast = decoder(tools);
+                let mut full = decoder(tools);
+                for data in case.iter().map(String::as_str).chain([end, "[DONE]"]) {
+                    if fast.over {
+                        break;
+                    }
+                    fast.data(data);
+                    if data == "[DONE]" {
+                        full.data(data);
+                    } else {
+                        full.chunk(data);
+                    }
+                }
+                assert_eq!(
+                    drained(&mut fast),
+                    drained(&mut full),
+                    "{case:?} with tools {tools:?}"
+                );
+                assert_eq!(fast.over, full.over);
+            }
+        }
     }
 }

@@ -1,0 +1,186 @@
+//! A server-sent events decoder for streamed model answers: bytes in, the
+//! `data` of each event out.
+//!
+//! It follows the event stream format of the HTML standard for what a model
+//! API uses: lines ending in CRLF, LF or CR; `data` fields joined with a line
+//! feed; comments and other fields skipped; an event dispatched at a blank line
+//! if it has data; a leading byte order mark ignored; an event cut off by the
+//! end of the stream dropped. Bytes are buffered once and each event's data is
+//! gathered into a reused buffer, so a burst of events in one read costs no
+//! allocation per event. Data that is not UTF-8 is an error for that event.
+
+/// Incremental decoder: [`Sse::push`] what the socket gave, then take events
+/// with [`Sse::next_data`] until it returns `None`.
+#[derive(Debug, Default)]
+pub(crate) struct Sse {
+    /// Received bytes; `buf[pos..]` is not yet decoded.
+    buf: Vec<u8>,
+    pos: usize,
+    /// How far past `pos` is known to hold no line end: a long line arriving
+    /// in many reads is scanned once.
+    scanned: usize,
+    /// The data of the event being read, each line followed by `\n`.
+    data: Vec<u8>,
+    has_data: bool,
+    /// Set once the start of the stream was checked for a byte order mark.
+    started: bool,
+}
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+impl Sse {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds bytes read from the stream.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        if self.pos > 0 {
+            // Keep only the undecoded tail: one move per read, not per line.
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The data of the next complete event, or `None` until more bytes arrive.
+    pub(crate) fn next_data(&mut self) -> Option<Result<&str, std::str::Utf8Error>> {
+        if !self.started {
+            let head = &self.buf[self.pos..];
+            if head.len() < BOM.len() && BOM.starts_with(head) {
+                return None;
+            }
+            if head.starts_with(BOM) {
+                self.pos += BOM.len();
+            }
+            self.started = true;
+        }
+        loop {
+            let rest = &self.buf[self.pos..];
+            let Some(end) = rest[self.scanned..]
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .map(|at| self.scanned + at)
+            else {
+                self.scanned = rest.len();
+                return None;
+            };
+            let eol = if rest[end] == b'\r' {
+                match rest.get(end + 1) {
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                    // A CR last: it may be the first half of a CRLF.
+                    None => {
+                        self.scanned = end;
+                        return None;
+                    }
+                }
+            } else {
+                1
+            };
+            let line = self.pos..self.pos + end;
+            self.pos += end + eol;
+            self.scanned = 0;
+            if line.is_empty() {
+                if !self.has_data {
+                    continue;
+                }
+                self.has_data = false;
+                // The data ends with the line feed added after its last line.
+                self.data.pop();
+                return Some(std::str::from_utf8(&self.data));
+            }
+            let line = &self.buf[line];
+            if line[0] == b':' {
+                continue;
+            }
+            let (name, value) = match line.iter().position(|&b| b == b':') {
+                Some(colon) => {
+                    let value = &line[colon + 1..];
+                    (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+                }
+                None => (line, &[][..]),
+            };
+            if name == b"data" {
+                if !self.has_data {
+                    self.data.clear();
+                    self.has_data = true;
+                }
+                self.data.extend_from_slice(value);
+                self.data.push(b'\n');
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every event's data, feeding `pieces` one at a time.
+    fn events(pieces: &[&[u8]]) -> Vec<Result<String, ()>> {
+        let mut sse = Sse::new();
+        let mut out = Vec::new();
+        for piece in pieces {
+            sse.push(piece);
+            while let Some(event) = sse.next_data() {
+                out.push(event.map(str::to_owned).map_err(|_| ()));
+            }
+        }
+        out
+    }
+
+    fn ok(data: &[&str]) -> Vec<Result<String, ()>> {
+        data.iter().map(|d| Ok((*d).to_owned())).collect()
+    }
+
+    #[test]
+    fn events_end_at_a_blank_line_with_any_line_ending() {
+        assert_eq!(
+            events(&[b"data: one\n\ndata: two\r\n\r\ndata: three\r\rdata: four\n\n"]),
+            ok(&["one", "two", "three", "four"])
+        );
+    }
+
+    #[test]
+    fn every_split_of_the_input_gives_the_same_events() {
+        let input: &[u8] = b"\xEF\xBB\xBF: comment\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata:b\ndata:  c\nid: 7\n\ndata: na\xC3\xAFve \xF0\x9F\xA6\x80\r\r\n";
+        let expected = ok(&["{\"a\":1}", "b\n c", "na\u{ef}ve \u{1f980}"]);
+        assert_eq!(events(&[input]), expected);
+        for at in 0..=input.len() {
+            let (a, b) = input.split_at(at);
+            assert_eq!(events(&[a, b]), expected, "split at {at}");
+        }
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(events(&bytes), expected);
+    }
+
+    #[test]
+    fn fields_without_a_value_and_events_without_data() {
+        assert_eq!(
+            events(&[b"data\n\nevent: ping\n\n:keep-alive\n\ndata:\n\ndata: x\n\n"]),
+            ok(&["", "", "x"])
+        );
+    }
+
+    #[test]
+    fn an_event_cut_off_by_the_end_is_not_dispatched() {
+        assert_eq!(events(&[b"data: whole\n\ndata: cut"]), ok(&["whole"]));
+        assert_eq!(events(&[b"data: cut\n"]), ok(&[]));
+    }
+
+    #[test]
+    fn a_byte_order_mark_only_counts_at_the_start() {
+        assert_eq!(events(&[b"\xEF\xBB", b"\xBFdata: a\n\n"]), ok(&["a"]));
+        // Later, it is part of a field name, so the line is not `data`.
+        assert_eq!(events(&[b"data: a\n\n\xEF\xBB\xBFdata: b\n\n"]), ok(&["a"]));
+    }
+
+    #[test]
+    fn data_that_is_not_utf8_is_an_error_for_that_event_only() {
+        assert_eq!(
+            events(&[b"data: \xFF\n\ndata: fine\n\n"]),
+            vec![Err(()), Ok("fine".to_owned())]
+        );
+    }
+}
