@@ -634,6 +634,10 @@ fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
     fake.wait_for("the draft", WAIT, |f| {
         texts(f) == vec!["Working on it".to_owned()]
     });
+    // Telegram shows the draft a moment before Pincer has committed its id;
+    // a crash inside that moment leaves a draft Pincer cannot know about (the
+    // reply then arrives as a fresh message). Crash once the id is on disk.
+    std::thread::sleep(Duration::from_millis(500));
     bridge.crash();
     let _bridge = Bridge::start(&dir, &script);
     fake.wait_for("the draft finalized", WAIT, |f| {
