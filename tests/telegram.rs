@@ -88,6 +88,8 @@ fn stderr(dir: &TestDir) -> String {
 }
 
 fn outbox(dir: &TestDir) -> Vec<Value> {
+    // Each call is a process opening the database: keep polls apart.
+    std::thread::sleep(Duration::from_millis(150));
     let out = dir
         .command()
         .args(["channels", "outbox", "--json"])
