@@ -206,7 +206,15 @@ struct Connection {
     files: Mutex<Option<Arc<ClientFs>>>,
     /// Our `session/request_permission` requests in flight, by approval id:
     /// cancelled when the approval is settled some other way.
-    permissions: Mutex<HashMap<String, CancellationToken>>,
+    permissions: Mutex<HashMap<String, PendingPermission>>,
+}
+
+/// A `session/request_permission` request in flight.
+struct PendingPermission {
+    cancel: CancellationToken,
+    /// Resolves once the request is over: answered, or withdrawn with
+    /// `$/cancel_request`.
+    over: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// Reads and writes files through the client's `fs/*` methods.
@@ -883,8 +891,13 @@ impl Connection {
                     self.ask_permission(&session, &record.run_id, approval_id, &record.event);
                 }
                 Event::ApprovalDecided { approval_id, .. } => {
-                    if let Some(token) = lock(&self.permissions).remove(approval_id) {
-                        token.cancel();
+                    let pending = lock(&self.permissions).remove(approval_id);
+                    if let Some(pending) = pending {
+                        pending.cancel.cancel();
+                        // The withdrawal reaches the client before what follows
+                        // the decision (the prompt's response among it), not
+                        // whenever the requesting task gets to run.
+                        let _ = pending.over.await;
                     }
                 }
                 _ => {}
@@ -920,7 +933,14 @@ impl Connection {
             return;
         };
         let token = CancellationToken::new();
-        lock(&self.permissions).insert(approval_id.to_owned(), token.clone());
+        let (over, pending_over) = tokio::sync::oneshot::channel();
+        lock(&self.permissions).insert(
+            approval_id.to_owned(),
+            PendingPermission {
+                cancel: token.clone(),
+                over: pending_over,
+            },
+        );
         let conn = self.clone();
         let session = session.clone();
         let run = run.clone();
@@ -930,6 +950,7 @@ impl Connection {
                 .peer
                 .request("session/request_permission", &request, &token)
                 .await;
+            drop(over);
             lock(&conn.permissions).remove(&approval_id);
             let decision = match answer {
                 Ok(value) => match serde_json::from_value::<acp::RequestPermissionResponse>(value) {
