@@ -436,6 +436,13 @@ fn configure_writer(conn: &Connection) -> Result<(), rusqlite::Error> {
 /// others wait, then find it done.
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let known = schema::MIGRATIONS.len() as i64;
+    // A database already at this version needs no write lock: many processes
+    // opening it at once (inspection commands beside a bridge) must not queue
+    // behind each other or behind the bridge's writer.
+    let current: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if current == known {
+        return Ok(());
+    }
     loop {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let found: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;

@@ -338,6 +338,11 @@ fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreErro
 /// Marks runs a dead process left unfinished as failed, keeping what they had
 /// streamed: the partial reply of an interrupted model turn joins the history.
 pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
+    // Most opens find nothing to recover: look first without the write lock,
+    // which a running bridge's writer would otherwise have to wait for.
+    if !needs_recovery(conn)? {
+        return Ok(Recovery::default());
+    }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let unfinished: Vec<(String, String, Option<String>)> = {
         let mut stmt = tx.prepare(
@@ -445,4 +450,16 @@ fn partial_turn(events: &[EventRecord], stored_turns: usize) -> Option<Message> 
         tool_calls: Vec::new(),
         interrupted: true,
     })
+}
+
+/// Whether some unfinished run belongs to no live process (a read, no lock).
+fn needs_recovery(conn: &Connection) -> Result<bool, StoreError> {
+    let mut stmt =
+        conn.prepare("SELECT owner FROM runs WHERE state IN ('queued', 'running', 'waiting')")?;
+    let owners: Vec<Option<String>> = stmt
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(owners
+        .iter()
+        .any(|owner| !owner.as_deref().is_some_and(owner::is_alive)))
 }
