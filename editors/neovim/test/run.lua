@@ -83,6 +83,9 @@ vim.fn.mkdir(workspace, "p")
 for _, name in ipairs({ "PINCER_CONFIG", "PINCER_DATA_DIR", "PINCER_PROVIDER", "PINCER_MODEL", "PINCER_MODE" }) do
   vim.env[name] = nil
 end
+-- A home of its own, so a mistake can never write into the real one.
+vim.env.HOME = tmp .. "/home"
+vim.fn.mkdir(tmp .. "/home", "p")
 vim.env.XDG_CONFIG_HOME = xdg_config
 vim.env.XDG_DATA_HOME = xdg_data
 vim.env.PINCER_TEST_UNRELATED = "must not reach avante's agent"
@@ -246,6 +249,18 @@ test(":checkhealth pincer reports an ERROR for a missing binary", function()
   local report = checkhealth_lines()
   expect(report:find("ERROR", 1, true) and report:find("no-such-pincer", 1, true),
     "a missing binary was not an error:\n" .. report)
+end)
+
+test("the help file has its tags and :helptags accepts it", function()
+  local doc = tmp .. "/doc"
+  vim.fn.mkdir(doc, "p")
+  vim.fn.writefile(vim.fn.readfile(plugin_root .. "/doc/pincer.txt"), doc .. "/pincer.txt")
+  vim.cmd("helptags " .. vim.fn.fnameescape(doc))
+  local tags = table.concat(vim.fn.readfile(doc .. "/tags"), "\n")
+  for _, tag in ipairs({ "pincer.txt", "pincer-setup", "pincer-options", "pincer-health", "pincer.setup()",
+    "pincer.codecompanion_adapter()", "pincer.avante_provider()" }) do
+    expect(tags:find(tag .. "\t", 1, true), "missing help tag " .. tag)
+  end
 end)
 
 vim.fn.delete(tmp, "rf")
