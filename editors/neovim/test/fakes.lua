@@ -94,8 +94,7 @@ function F.check_codecompanion_adapter(adapter)
   check(adapter.commands.default ~= nil, "adapter.commands.default is missing")
   check(type(adapter.defaults) == "table", "adapter.defaults must be a table")
   check(type(adapter.defaults.timeout) == "number", "adapter.defaults.timeout must be a number of ms")
-  check(is_list_of_strings(adapter.defaults.mcpServers) or type(adapter.defaults.mcpServers) == "table",
-    "adapter.defaults.mcpServers must be a list")
+  check(type(adapter.defaults.mcpServers) == "table", "adapter.defaults.mcpServers must be a list")
   check(type(adapter.env or {}) == "table", "adapter.env must be a table")
   for key, value in pairs(adapter.env or {}) do
     check(type(key) == "string" and (type(value) == "string" or type(value) == "function"),

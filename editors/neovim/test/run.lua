@@ -160,10 +160,10 @@ end)
 
 test("mode, model, provider, config and log file become flags after cmd and args", function()
   pincer.setup({ cmd = "/opt/pincer", mode = "full", model = "gpt-4.1-mini", provider = "openai",
-    config = "/etc/pincer.toml", log_file = "/tmp/pincer.log" })
+    config = "~/pincer.toml", log_file = "/tmp/100%.log" })
   local argv = pincer.command()
   local want = { "/opt/pincer", "acp", "--mode", "full", "--model", "gpt-4.1-mini", "--provider", "openai",
-    "--config", "/etc/pincer.toml", "--log-file", "/tmp/pincer.log" }
+    "--config", vim.env.HOME .. "/pincer.toml", "--log-file", "/tmp/100%.log" }
   expect(vim.deep_equal(argv, want), "command() = " .. vim.inspect(argv))
 end)
 
@@ -233,8 +233,11 @@ local function checkhealth_lines()
 end
 
 test(":checkhealth pincer reports OK for the built binary", function()
-  pincer.setup({ cmd = bin, env = { PINCER_CONFIG = config_file, PINCER_DATA_DIR = tmp .. "/data-health" } })
+  -- `config` goes to `pincer doctor` as --config, `env` as its environment.
+  pincer.setup({ cmd = bin, config = config_file, env = { PINCER_DATA_DIR = tmp .. "/data-health" } })
   local report = checkhealth_lines()
+  expect(report:find("config: " .. config_file, 1, true), "doctor did not use the config option:\n" .. report)
+  expect(report:find("data dir: " .. tmp .. "/data-health", 1, true), "doctor did not get env:\n" .. report)
   expect(report:find("found `" .. bin .. "`", 1, true), "binary not reported found:\n" .. report)
   expect(report:find("--version` runs: pincer", 1, true), "--version not reported:\n" .. report)
   expect(report:find("acp` is available", 1, true), "acp not reported:\n" .. report)

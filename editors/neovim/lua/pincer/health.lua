@@ -133,8 +133,10 @@ function M.check()
   -- The provider may come from the launch command rather than the config file.
   local provider_by_flag = has_flag(argv, "--provider") or has_flag(argv, "--script")
   local doctor = { o.cmd, "doctor" }
-  if o.config then
-    vim.list_extend(doctor, { "--config", vim.fn.expand(o.config) })
+  for i, arg in ipairs(argv) do
+    if arg == "--config" and argv[i + 1] then
+      vim.list_extend(doctor, { "--config", argv[i + 1] })
+    end
   end
   code, stdout, stderr, reason = run(doctor, env, 30000)
   if code == nil then

@@ -159,8 +159,18 @@ function M.is_setup()
   return options ~= nil
 end
 
+-- Only a leading ~/ is expanded: vim.fn.expand() would also expand %, # and <cfile>.
 local function expand(path)
-  return vim.fn.expand(path)
+  if path:sub(1, 2) == "~/" and vim.env.HOME then
+    return vim.env.HOME .. path:sub(2)
+  end
+  return path
+end
+
+---The default `pass_env` patterns, to extend rather than replace.
+---@return string[]
+function M.default_pass_env()
+  return vim.deepcopy(DEFAULT_PASS_ENV)
 end
 
 ---The argv that starts Pincer: cmd, args, then --mode/--model/--provider/--config/--log-file.
