@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Editor integrations against the built binary, without the editors:
+#   - editors/neovim: the Lua plugin under headless Neovim (Debian's package),
+#     with stand-ins for CodeCompanion.nvim and avante.nvim, completing a prompt
+#     through the command each would launch, and :checkhealth pincer;
+#   - editors/zed: every agent in settings.json launched as Zed would, completing
+#     a prompt (Python 3 standard library).
+#
+#   scripts/ci/editors.sh          # PINCER_BIN defaults to target/debug/pincer
+#
+# Installs neovim with apt-get only when `nvim` is missing (CI runs as root).
+# NVIM=/path/to/nvim picks another Neovim. Ends with "editors: N passed, N failed".
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+die() {
+  echo "editors: $*" >&2
+  exit 1
+}
+
+PINCER_BIN=${PINCER_BIN:-target/debug/pincer}
+[ -f "$PINCER_BIN" ] && [ -x "$PINCER_BIN" ] ||
+  die "PINCER_BIN=$PINCER_BIN is not an executable file: build it first (cargo build)"
+PINCER_BIN=$(realpath "$PINCER_BIN")
+export PINCER_BIN
+
+NVIM=${NVIM:-nvim}
+if ! command -v "$NVIM" >/dev/null 2>&1; then
+  [ "$NVIM" = nvim ] || die "NVIM=$NVIM is not an executable"
+  command -v apt-get >/dev/null 2>&1 || die "nvim is missing and there is no apt-get to install it: install Neovim 0.7 or later"
+  [ "$(id -u)" -eq 0 ] || die "nvim is missing and installing it needs root: apt-get install neovim"
+  echo "editors: installing neovim from Debian"
+  log=$(mktemp)
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends neovim; } >"$log" 2>&1; then
+    cat "$log" >&2
+    die "apt-get install neovim failed"
+  fi
+  rm -f "$log"
+fi
+command -v python3 >/dev/null 2>&1 || die "python3 is missing"
+echo "editors: $("$NVIM" --version | head -n 1), $(python3 --version), $("$PINCER_BIN" --version)"
+
+total_passed=0
+total_failed=0
+
+# Run one suite; its last "N passed, M failed" line is added to the totals. A
+# suite that exits non-zero or prints no such line counts as one failure.
+run_suite() {
+  local name=$1
+  shift
+  echo "editors: $name"
+  local out rc=0
+  out=$(mktemp)
+  # pipefail: rc is the suite's exit code (tee does not fail)
+  timeout 300 "$@" </dev/null 2>&1 | tee "$out" || rc=$?
+  local summary
+  summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1 || true)
+  rm -f "$out"
+  if [ -z "$summary" ]; then
+    echo "editors: $name printed no result (exit code $rc)" >&2
+    total_failed=$((total_failed + 1))
+    return
+  fi
+  local passed failed
+  passed=${summary%% passed*}
+  failed=${summary#*, }
+  failed=${failed%% failed}
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    echo "editors: $name exited with $rc" >&2
+    total_failed=$((total_failed + 1))
+  fi
+}
+
+# `cquit 1` runs only if the test file itself fails to run (it exits on its own).
+run_suite "neovim plugin (editors/neovim/test/run.lua)" \
+  "$NVIM" --headless -u NONE -i NONE -c "luafile editors/neovim/test/run.lua" -c "cquit 1"
+run_suite "zed settings (editors/zed/test/test_settings.py)" \
+  python3 editors/zed/test/test_settings.py
+
+echo "editors: $total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]
