@@ -109,8 +109,14 @@ export class ChatController {
   /** Sends a prompt, starting a session first if there is none; resolves with the stop reason. */
   async prompt(text: string): Promise<StopReason> {
     if (this.busy) throw new AgentError("Pincer is still answering; stop it or wait");
-    const agent = await this.ensureAgent();
-    if (this.sessionId === undefined) await this.newSession();
+    let agent: AgentProcess;
+    try {
+      agent = await this.ensureAgent();
+      if (this.sessionId === undefined) await this.newSession();
+    } catch (e) {
+      this.emitItems(this.transcript.addError(messageOf(e)));
+      throw e;
+    }
     const sessionId = this.sessionId as string;
     this.emitItems(this.transcript.addUserMessage(text));
     this.setBusy(true);
@@ -172,14 +178,19 @@ export class ChatController {
     this.emitState();
   }
 
-  /** Ends the agent process; the next action starts a new one. */
-  async dispose(): Promise<void> {
+  /** Ends the agent process (the settings changed); the next action starts a new one. */
+  async stopAgent(): Promise<void> {
     this.permissions.cancelAll();
     const agent = this.agent;
     this.agent = undefined;
-    this.starting = undefined;
-    this.listeners.clear();
+    this.sessionId = undefined;
     await agent?.stop();
+    this.emitState();
+  }
+
+  async dispose(): Promise<void> {
+    await this.stopAgent();
+    this.listeners.clear();
   }
 
   private async ensureAgent(): Promise<AgentProcess> {

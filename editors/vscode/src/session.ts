@@ -39,6 +39,8 @@ export type PermissionItem = {
   toolCallId: string;
   title: string;
   options: PermissionOption[];
+  /** The tool call's content as asked (its diff, for edits). */
+  content: ToolCallContent[];
   /** The chosen `optionId`, `"cancelled"`, or absent while the question is open. */
   outcome?: string;
 };
@@ -180,7 +182,8 @@ export class Transcript {
   addPermission(requestId: string, request: RequestPermissionRequest): number[] {
     const toolCallId = request.toolCall.toolCallId;
     const title = request.toolCall.title ?? (this.toolAt(toolCallId)?.title ?? toolCallId);
-    return [this.push({ kind: "permission", requestId, toolCallId, title, options: request.options })];
+    const content = request.toolCall.content ?? this.toolAt(toolCallId)?.content ?? [];
+    return [this.push({ kind: "permission", requestId, toolCallId, title, options: request.options, content })];
   }
 
   resolvePermission(requestId: string, outcome: string): number[] {
