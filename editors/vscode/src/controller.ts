@@ -87,7 +87,7 @@ export class ChatController {
   /** Starts a fresh session (and the agent, if it is not running). */
   async newSession(): Promise<string> {
     const agent = await this.ensureAgent();
-    this.permissions.cancelAll();
+    await this.stopRunningPrompt();
     const response = await agent.newSession(this.deps.cwd());
     this.sessionId = response.sessionId;
     this.transcript = new Transcript();
@@ -118,14 +118,19 @@ export class ChatController {
       throw e;
     }
     const sessionId = this.sessionId as string;
-    this.emitItems(this.transcript.addUserMessage(text));
+    // The view may have moved to another session by the time this one answers.
+    const transcript = this.transcript;
+    const record = (indices: number[]) => {
+      if (this.transcript === transcript) this.emitItems(indices);
+    };
+    record(transcript.addUserMessage(text));
     this.setBusy(true);
     try {
       const response = await agent.prompt(sessionId, text);
-      this.emitItems(this.transcript.addStop(response.stopReason));
+      record(transcript.addStop(response.stopReason));
       return response.stopReason;
     } catch (e) {
-      this.emitItems(this.transcript.addError(messageOf(e)));
+      record(transcript.addError(messageOf(e)));
       throw e;
     } finally {
       this.permissions.cancelAll(sessionId);
@@ -141,6 +146,14 @@ export class ChatController {
     await this.agent.cancel(this.sessionId);
   }
 
+  /** Leaving a session while it answers: its prompt is cancelled rather than left running unseen. */
+  private async stopRunningPrompt(): Promise<void> {
+    this.permissions.cancelAll();
+    if (this.busy && this.sessionId !== undefined && this.agent?.isRunning) {
+      await this.agent.cancel(this.sessionId);
+    }
+  }
+
   async listSessions(): Promise<SessionInfo[]> {
     const agent = await this.ensureAgent();
     if (!agent.supportsList) throw new AgentError("this agent does not list sessions (no sessionCapabilities.list)");
@@ -151,7 +164,7 @@ export class ChatController {
   async loadSession(info: Pick<SessionInfo, "sessionId" | "cwd" | "title">): Promise<void> {
     const agent = await this.ensureAgent();
     if (!agent.supportsLoad) throw new AgentError("this agent cannot load sessions (no loadSession capability)");
-    this.permissions.cancelAll();
+    await this.stopRunningPrompt();
     this.sessionId = info.sessionId;
     this.transcript = new Transcript();
     this.transcript.title = info.title ?? undefined;

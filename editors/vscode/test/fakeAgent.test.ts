@@ -168,3 +168,21 @@ test("pincer.mode is applied to a new session", async (t) => {
     ["supervised", "full"],
   );
 });
+
+test("starting a new session while a prompt runs cancels that prompt", async (t) => {
+  const h = harness(fakeSettings());
+  t.after(() => h.controller.dispose());
+  let running: Promise<string> | undefined;
+  const started = new Promise<void>((resolve) =>
+    h.controller.onEvent((e) => {
+      if (e.type === "items" && e.changes.some((c) => c.item.kind === "agent")) resolve();
+    }),
+  );
+  running = h.controller.prompt("wait");
+  await started;
+  const first = h.controller.currentSessionId;
+  const second = await h.controller.newSession();
+  assert.notEqual(second, first);
+  assert.equal(await running, "cancelled");
+  assert.deepEqual(h.controller.transcript.items, []);
+});
