@@ -58,7 +58,7 @@ export class AgentError extends Error {
 }
 
 const STDERR_TAIL_BYTES = 4096;
-const EXIT_GRACE_MS = 1000;
+const EXIT_GRACE_MS = 3000;
 
 export class AgentProcess {
   /** The `initialize` answer: capabilities, modes, Pincer's `_meta`. */
