@@ -24,14 +24,19 @@ export type Harness = {
 };
 
 /** A controller over the given settings, recording its events and the agent's file access. */
-export function harness(settings: Partial<PincerSettings>, workspace = tempDir("pincer-ws-")): Harness {
+export function harness(
+  settings: Partial<PincerSettings>,
+  workspace = tempDir("pincer-ws-"),
+  /** Unsaved editor buffers by path: reads see these instead of the disk. */
+  buffers: Record<string, string> = {},
+): Harness {
   const events: ChatEvent[] = [];
   const writes: { path: string; content: string }[] = [];
   const reads: string[] = [];
   const files: FileAccess = {
     readTextFile: (p) => {
       reads.push(p);
-      return nodeFiles.readTextFile(p);
+      return p in buffers ? Promise.resolve(buffers[p]) : nodeFiles.readTextFile(p);
     },
     writeTextFile: (p, content) => {
       writes.push({ path: p, content });

@@ -32,7 +32,9 @@ function pincerSettings(script: string[], dataDir = tempDir("pincer-data-")): Pa
 }
 
 test("a prompt to the real binary streams its reply and ends with end_turn", async (t) => {
-  const settings = pincerSettings([JSON.stringify([{ text: "Hello " }, { text: "from Pincer" }])]);
+  const settings = pincerSettings([
+    JSON.stringify([{ text: "Hello " }, { text: "from Pincer" }, { usage: { input_tokens: 12, output_tokens: 3 } }]),
+  ]);
   const h = harness(settings);
   t.after(() => h.controller.dispose());
   assert.equal(await h.controller.prompt("hi"), "end_turn");
@@ -43,6 +45,9 @@ test("a prompt to the real binary streams its reply and ends with end_turn", asy
   assert.deepEqual(streamed, ["Hello ", "Hello from Pincer"]);
   assert.equal(h.controller.transcript.items.at(-1)?.kind, "stop");
   assert.ok(h.controller.state.modes.some((m) => m.id === "supervised"), "Pincer's modes reach the view");
+  const usage = h.controller.transcript.usage;
+  assert.equal(usage?.used, 15, `usage_update is folded in: ${JSON.stringify(usage)}`);
+  assert.ok((usage?.size ?? 0) > 0);
 });
 
 test("a write the model asks for waits for approval, shows its diff, and lands through fs/write_text_file", async (t) => {
@@ -73,6 +78,24 @@ test("a write the model asks for waits for approval, shows its diff, and lands t
   assert.equal(tool?.status, "completed");
   assert.deepEqual(diffsOf(tool?.content ?? []), [{ path: file, oldText: null, newText: "x\n" }]);
   assert.equal(h.controller.transcript.lastAgentText(), "Writing.Done.");
+});
+
+test("a read goes through fs/read_text_file, so Pincer sees the editor's unsaved text", async (t) => {
+  const settings = pincerSettings([
+    JSON.stringify([{ tool_call: { name: "read_file", arguments: { path: "notes.txt" } } }]),
+    JSON.stringify([{ text: "Read it." }]),
+  ]);
+  const workspace = tempDir("pincer-ws-");
+  const file = path.join(workspace, "notes.txt");
+  writeFileSync(file, "saved text\n");
+  const h = harness(settings, workspace, { [file]: "unsaved text\n" });
+  t.after(() => h.controller.dispose());
+  assert.equal(await h.controller.prompt("read notes.txt"), "end_turn");
+  assert.ok(h.reads.includes(file), `reads: ${JSON.stringify(h.reads)}`);
+  const tool = h.controller.transcript.items.find((i): i is ToolItem => i.kind === "tool");
+  assert.equal(tool?.status, "completed");
+  const seen = (tool?.content ?? []).map((c) => (c.type === "content" && c.content.type === "text" ? c.content.text : c.type));
+  assert.deepEqual(seen, ["unsaved text\n"]);
 });
 
 test("a rejected write is not made and the prompt goes on", async (t) => {
