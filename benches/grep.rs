@@ -58,6 +58,8 @@ fn main() {
         boundary: Arc::new(PathBoundary::new(&workspace, &[], &forbidden, home)),
         files: Files::local(SessionId::generate()),
         cancel: CancellationToken::new(),
+        progress: pincer::core::tool::Progress::none(),
+        terminal: None,
     };
     let tool = Grep {
         settings: SearchSettings {

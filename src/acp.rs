@@ -3,6 +3,7 @@
 //! This module is the only one that knows ACP types. It converts requests into
 //! runtime calls and the runtime's events into `session/update` notifications.
 
+mod commands;
 mod convert;
 pub mod peer;
 
@@ -25,9 +26,12 @@ use crate::core::ids::{RunId, SessionId};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{Mode, Origin, Session};
-use crate::core::tool::ClientFiles;
+use crate::core::tool::{
+    ClientFiles, ClientTerminal, Progress, ProgressUpdate, TerminalCommand, TerminalExit,
+};
 use crate::stdout::LineSender;
 use crate::store::SessionQuery;
+use commands::SlashCommand;
 use peer::{Id, Incoming, Line, LineReader, Peer};
 
 /// The extension methods Pincer serves, advertised in `initialize`.
@@ -79,6 +83,7 @@ where
         ordered: Mutex::new(HashMap::new()),
         tasks: TaskTracker::new(),
         files: Mutex::new(None),
+        terminal: Mutex::new(None),
         permissions: Mutex::new(HashMap::new()),
     });
     let mut reader = LineReader::new(input, conn.options.max_line_bytes);
@@ -204,6 +209,8 @@ struct Connection {
     tasks: TaskTracker,
     /// File access through the client, when `initialize` said it offers it.
     files: Mutex<Option<Arc<ClientFs>>>,
+    /// The client's terminals, when it offers them (`clientCapabilities.terminal`).
+    terminal: Mutex<Option<Arc<ClientTerm>>>,
     /// Our `session/request_permission` requests in flight, by approval id:
     /// cancelled when the approval is settled some other way.
     permissions: Mutex<HashMap<String, PendingPermission>>,
@@ -269,6 +276,102 @@ impl ClientFiles for ClientFs {
                 .await
                 .map(|_| ())
                 .map_err(|err| rpc_error_text(&err))
+        })
+    }
+}
+
+/// Runs shell calls in the client's terminal (`terminal/*`).
+struct ClientTerm {
+    peer: Arc<Peer>,
+}
+
+/// Sends one of our requests to the client and reads its answer.
+async fn ask_client<P: serde::Serialize, R: DeserializeOwned>(
+    peer: &Peer,
+    method: &str,
+    params: &P,
+    cancel: &CancellationToken,
+) -> Result<R, String> {
+    let value = peer
+        .request(method, params, cancel)
+        .await
+        .map_err(|err| format!("{method}: {}", rpc_error_text(&err)))?;
+    serde_json::from_value(value)
+        .map_err(|err| format!("the client's {method} answer is not valid: {err}"))
+}
+
+impl ClientTerminal for ClientTerm {
+    fn run(
+        &self,
+        session: &SessionId,
+        command: TerminalCommand,
+        timeout: std::time::Duration,
+        progress: Progress,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Result<TerminalExit, String>> {
+        let peer = self.peer.clone();
+        let session = session.as_str().to_owned();
+        Box::pin(async move {
+            let never = CancellationToken::new();
+            let create = acp::CreateTerminalRequest::new(session.clone(), command.command)
+                .args(command.args)
+                .env(
+                    command
+                        .env
+                        .into_iter()
+                        .map(|(name, value)| acp::EnvVariable::new(name, value))
+                        .collect(),
+                )
+                .cwd(command.cwd)
+                .output_byte_limit(command.output_limit as u64);
+            let created: acp::CreateTerminalResponse =
+                ask_client(&peer, "terminal/create", &create, &never).await?;
+            let terminal = created.terminal_id;
+            progress.report(ProgressUpdate::Terminal(terminal.0.to_string()));
+            let wait = acp::WaitForTerminalExitRequest::new(session.clone(), terminal.clone());
+            let waiting = CancellationToken::new();
+            let mut timed_out = false;
+            let exited = tokio::select! {
+                answer = ask_client::<_, acp::WaitForTerminalExitResponse>(&peer, "terminal/wait_for_exit", &wait, &waiting) => Some(answer),
+                _ = cancel.cancelled() => None,
+                _ = tokio::time::sleep(timeout) => {
+                    timed_out = true;
+                    None
+                }
+            };
+            if exited.is_none() {
+                waiting.cancel();
+                let kill = acp::KillTerminalRequest::new(session.clone(), terminal.clone());
+                if let Err(err) =
+                    ask_client::<_, Value>(&peer, "terminal/kill", &kill, &never).await
+                {
+                    tracing::warn!(%err, "cannot kill the client's terminal");
+                }
+            }
+            let output = acp::TerminalOutputRequest::new(session.clone(), terminal.clone());
+            let read: Result<acp::TerminalOutputResponse, String> =
+                ask_client(&peer, "terminal/output", &output, &never).await;
+            // The client keeps showing a released terminal embedded in the call.
+            let release = acp::ReleaseTerminalRequest::new(session.clone(), terminal.clone());
+            if let Err(err) =
+                ask_client::<_, Value>(&peer, "terminal/release", &release, &never).await
+            {
+                tracing::warn!(%err, "cannot release the client's terminal");
+            }
+            let read = read?;
+            let status = match exited {
+                Some(Ok(waited)) => Some(waited.exit_status),
+                Some(Err(err)) => return Err(err),
+                None => read.exit_status,
+            };
+            Ok(TerminalExit {
+                terminal_id: terminal.0.to_string(),
+                output: read.output,
+                truncated: read.truncated,
+                exit_code: status.as_ref().and_then(|s| s.exit_code),
+                signal: status.and_then(|s| s.signal),
+                timed_out,
+            })
         })
     }
 }
@@ -469,6 +572,11 @@ impl Connection {
                 write: fs.write_text_file,
             })
         });
+        *lock(&self.terminal) = request.client_capabilities.terminal.then(|| {
+            Arc::new(ClientTerm {
+                peer: self.peer.clone(),
+            })
+        });
         let mut meta = serde_json::Map::new();
         let mut pincer = json!({ "extensionMethods": EXTENSION_METHODS });
         if let (Value::Object(target), Value::Object(extra)) = (&mut pincer, &self.options.meta) {
@@ -524,8 +632,15 @@ impl Connection {
                 // client reads it finds the session; forwarding starts after the
                 // response is queued, so no update overtakes it.
                 let (start, started) = tokio::sync::oneshot::channel();
+                let session_id = session.as_str().to_owned();
                 self.attach(session, subscription, started);
                 self.peer.respond(id, Ok(response)).await;
+                self.peer
+                    .notify(
+                        "session/update",
+                        &acp::SessionNotification::new(session_id, commands::available()),
+                    )
+                    .await;
                 let _ = start.send(());
             }
             Err(err) => {
@@ -545,6 +660,10 @@ impl Connection {
             .clone()
             .map(|fs| fs as Arc<dyn ClientFiles>);
         self.runtime.set_client_files(&session, files);
+        let terminal = lock(&self.terminal)
+            .clone()
+            .map(|t| t as Arc<dyn ClientTerminal>);
+        self.runtime.set_client_terminal(&session, terminal);
         let conn = self.clone();
         let key = session.clone();
         let handle = self.tasks.spawn(async move {
@@ -756,6 +875,9 @@ impl Connection {
                     "`prompt` must contain at least one content block",
                 ));
             }
+            if let Some(command) = commands::parse(&content) {
+                return Ok(Err((session, command)));
+            }
             // Registered before the run exists, so its forwarder always knows the
             // run is this client's own and whom to answer when it ends.
             let run_id = RunId::generate();
@@ -774,13 +896,147 @@ impl Connection {
                     lock(&self.prompts).remove(&run_id);
                 }
             }
-            started.map_err(runtime_error)
+            started.map(Ok).map_err(runtime_error)
         }
         .await;
         match started {
-            Ok(_) => Reply::Later,
+            Ok(Ok(_)) => Reply::Later,
+            Ok(Err((session, command))) => self.slash_command(&session, command).await,
             Err(err) => Reply::Now(Err(err)),
         }
+    }
+
+    /// Answers a slash command that needs no model: its text as an agent
+    /// message, then the prompt's response.
+    async fn slash_command(self: &Arc<Self>, session: &SessionId, command: SlashCommand) -> Reply {
+        let text = match self.command_text(session, command).await {
+            Ok(text) => text,
+            Err(err) => return Reply::Now(Err(err)),
+        };
+        self.notify_update(
+            session,
+            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(acp::ContentBlock::Text(
+                acp::TextContent::new(text),
+            ))),
+        )
+        .await;
+        Reply::Now(to_value(acp::PromptResponse::new(acp::StopReason::EndTurn)))
+    }
+
+    async fn notify_update(&self, session: &SessionId, update: acp::SessionUpdate) {
+        let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
+        self.peer.notify("session/update", &notification).await;
+    }
+
+    async fn command_text(
+        self: &Arc<Self>,
+        session: &SessionId,
+        command: SlashCommand,
+    ) -> Result<String, RpcError> {
+        match command {
+            SlashCommand::Help => Ok(commands::help()),
+            SlashCommand::Mode(None) => {
+                let current = self.runtime.session(session).await.map_err(runtime_error)?;
+                let others: Vec<String> = Mode::ALL
+                    .iter()
+                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
+                    .collect();
+                Ok(format!(
+                    "Mode: {} (`{}`). Modes: {}.",
+                    current.mode.title(),
+                    current.mode.as_str(),
+                    others.join("; ")
+                ))
+            }
+            SlashCommand::Mode(Some(value)) => {
+                let Some(mode) = Mode::parse(&value) else {
+                    return Ok(format!(
+                        "`{value}` is not a mode; use read_only, supervised or full."
+                    ));
+                };
+                let updated = self
+                    .runtime
+                    .set_mode(session, mode)
+                    .await
+                    .map_err(runtime_error)?;
+                self.announce_settings(&updated, true).await;
+                Ok(format!("Mode set to {}.", mode.title()))
+            }
+            SlashCommand::Model(None) => {
+                let current = self.runtime.session(session).await.map_err(runtime_error)?;
+                let choices: Vec<String> = self
+                    .runtime
+                    .providers()
+                    .choices()
+                    .iter()
+                    .map(|c| format!("`{}`", c.id()))
+                    .collect();
+                Ok(format!(
+                    "Model: `{}/{}`. Available: {}.",
+                    current.provider,
+                    current.model,
+                    if choices.is_empty() {
+                        "none configured".to_owned()
+                    } else {
+                        choices.join(", ")
+                    }
+                ))
+            }
+            SlashCommand::Model(Some(value)) => {
+                match self.runtime.set_model(session, &value).await {
+                    Ok(updated) => {
+                        self.announce_settings(&updated, false).await;
+                        Ok(format!(
+                            "Model set to `{}/{}`.",
+                            updated.provider, updated.model
+                        ))
+                    }
+                    Err(RuntimeError::UnknownModel(model, available)) => Ok(format!(
+                        "`{model}` is not a configured model; available: {available}."
+                    )),
+                    Err(err) => Err(runtime_error(err)),
+                }
+            }
+            SlashCommand::Runs => {
+                const SHOWN: usize = 10;
+                let runs = self.runtime.runs(session).await.map_err(runtime_error)?;
+                if runs.is_empty() {
+                    return Ok("No runs in this session yet.".to_owned());
+                }
+                let mut text = format!(
+                    "Last {} of {} run(s), newest first:\n",
+                    runs.len().min(SHOWN),
+                    runs.len()
+                );
+                for run in runs.iter().rev().take(SHOWN) {
+                    text.push_str(&format!("- {}\n", convert::run_line(run)));
+                }
+                Ok(text)
+            }
+            SlashCommand::Compact | SlashCommand::Undo => {
+                Ok("This command is not available in this build.".to_owned())
+            }
+        }
+    }
+
+    /// Tells the client the session's mode or model changed on the agent's side.
+    async fn announce_settings(&self, session: &Session, mode_changed: bool) {
+        if mode_changed {
+            self.notify_update(
+                &session.id,
+                acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(
+                    session.mode.as_str().to_owned(),
+                )),
+            )
+            .await;
+        }
+        self.notify_update(
+            &session.id,
+            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
+                convert::config_options(session, self.runtime.providers()),
+            )),
+        )
+        .await;
     }
 
     async fn set_config_option(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
@@ -885,6 +1141,7 @@ impl Connection {
 
     /// Sends a session's events to the client and answers prompts when their runs end.
     async fn forward(self: Arc<Self>, session: SessionId, mut subscription: Subscription) {
+        let mut live = convert::LiveUpdates::default();
         while let Some(record) = subscription.next().await {
             match &record.event {
                 Event::ApprovalRequested { approval_id, .. } => {
@@ -903,7 +1160,7 @@ impl Connection {
                 _ => {}
             }
             let own = lock(&self.prompts).contains_key(&record.run_id);
-            for update in convert::live_update(&record.event, own) {
+            for update in live.updates(&record.event, own) {
                 let notification =
                     acp::SessionNotification::new(session.as_str().to_owned(), update);
                 if !self.peer.notify("session/update", &notification).await {

@@ -76,6 +76,17 @@ pub enum Command {
     /// Show the effective configuration
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Run a shell tool call confined, in the client's terminal (started by
+    /// Pincer through ACP `terminal/create`; not for direct use)
+    #[command(hide = true)]
+    SandboxExec {
+        /// The call's spec, written by the shell tool; removed once read
+        #[arg(long, value_name = "FILE")]
+        spec_file: PathBuf,
+        /// The command line, shown in the terminal's title; the spec decides what runs
+        #[arg(last = true)]
+        shown: Vec<String>,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -290,6 +301,9 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Doctor => inspect::doctor(&flags(&cli, None)).await,
         Command::Verify { json } => inspect::verify(&flags(&cli, None), json).await,
         Command::Config(ConfigCommand::Show) => inspect::config_show(&flags(&cli, None)),
+        Command::SandboxExec { ref spec_file, .. } => crate::sandbox::exec_spec_file(spec_file)
+            .await
+            .map_err(|err| Failure::failed(anyhow::anyhow!("sandbox-exec: {err}"))),
         Command::Completions { shell } => {
             let mut command = Cli::command();
             clap_complete::generate(shell, &mut command, "pincer", &mut crate::stdout::writer());

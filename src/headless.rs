@@ -339,6 +339,9 @@ async fn drive(
                     | Event::ToolPlanned { .. }
                     | Event::ApprovalRequested { .. }
                     | Event::ToolStarted { .. }
+                    | Event::ToolProgress { .. }
+                    | Event::Plan { .. }
+                    | Event::SessionInfo { .. }
                     | Event::Usage { .. } => {}
                 },
             }

@@ -191,7 +191,7 @@ fn probe_abi() -> io::Result<i64> {
 }
 
 /// What a confined child may reach (see the module documentation).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Confinement {
     /// Read, write, create and execute beneath it.
     pub workspace: PathBuf,
@@ -221,7 +221,7 @@ impl Confinement {
 }
 
 /// One command to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecRequest {
     /// Given to `bash -c` (`/bin/sh -c` when there is no bash on `PATH`).
     pub line: String,
@@ -692,6 +692,21 @@ pub async fn run_with_status(
     cancel: &CancellationToken,
     status: &SandboxStatus,
 ) -> Result<ExecResult, SandboxError> {
+    run_streaming(request, confinement, cancel, status, None).await
+}
+
+/// Sees the command's output as it is read, before the head-and-tail cut
+/// (on the reader thread, so it must not block).
+pub type LiveOutput = Box<dyn FnMut(&[u8]) + Send>;
+
+/// [`run_with_status`], also handing each piece of output to `live` as it comes.
+pub async fn run_streaming(
+    request: ExecRequest,
+    confinement: &Confinement,
+    cancel: &CancellationToken,
+    status: &SandboxStatus,
+    live: Option<LiveOutput>,
+) -> Result<ExecResult, SandboxError> {
     let started = Instant::now();
     if !request.cwd.is_dir() {
         return Err(SandboxError::Cwd(request.cwd));
@@ -746,7 +761,7 @@ pub async fn run_with_status(
     let pid = child.id() as libc::pid_t;
     let mut guard = GroupGuard { child: Some(child) };
 
-    let output = OutputReader::start(reader, stop_reader, stop_writer, request.output_limit)
+    let output = OutputReader::start(reader, stop_reader, stop_writer, request.output_limit, live)
         .map_err(SandboxError::Pipe)?;
 
     let mut exited = tokio::task::spawn_blocking(move || wait_for_exit(pid));
@@ -786,6 +801,151 @@ pub async fn run_with_status(
         sandbox_note: prepared.note,
         output_detached,
         duration: started.elapsed(),
+    })
+}
+
+/// What `pincer sandbox-exec` runs: written by the shell tool to a private
+/// file, read (and removed) by the process the client starts in its terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachedSpec {
+    pub request: ExecRequest,
+    pub confinement: Confinement,
+}
+
+/// `pincer sandbox-exec --spec-file FILE`: runs the spec's command confined,
+/// in this process's terminal, and returns the exit code to exit with
+/// (128 + the signal when a signal ended it). SIGTERM, SIGINT and SIGHUP
+/// (a client's `terminal/kill`) kill the command's group.
+pub async fn exec_spec_file(path: &Path) -> Result<u8, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if let Err(err) = std::fs::remove_file(path) {
+        tracing::debug!(%err, "cannot remove the sandbox-exec spec file");
+    }
+    let spec: AttachedSpec = serde_json::from_str(&text)
+        .map_err(|err| format!("{} is not a sandbox-exec spec: {err}", path.display()))?;
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = hup.recv() => {}
+        }
+        on_signal.cancel();
+    });
+    let timeout = spec.request.timeout;
+    let exit = run_attached(spec.request, &spec.confinement, &cancel, &status())
+        .await
+        .map_err(|err| err.to_string())?;
+    if exit.timed_out {
+        eprintln!(
+            "[pincer: timed out after {} s; process group killed]",
+            timeout.as_secs()
+        );
+    }
+    Ok(match (exit.exit_code, exit.signal) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
+        (None, None) => 1,
+    })
+}
+
+/// How a command run with [`run_attached`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachedExit {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub confined: bool,
+    pub sandbox_note: Option<String>,
+}
+
+/// Runs a command confined like [`run_with_status`], but writing straight to
+/// this process's stdout and stderr (a terminal's, when the client runs
+/// `pincer sandbox-exec` in one) instead of a captured pipe. Stdin is closed.
+/// The command's process group is killed on `cancel`, after the timeout, and
+/// when this process dies (the leader gets SIGKILL then).
+pub async fn run_attached(
+    request: ExecRequest,
+    confinement: &Confinement,
+    cancel: &CancellationToken,
+    status: &SandboxStatus,
+) -> Result<AttachedExit, SandboxError> {
+    if !request.cwd.is_dir() {
+        return Err(SandboxError::Cwd(request.cwd));
+    }
+    let private_tmp = tempfile::Builder::new()
+        .prefix("pincer-shell-")
+        .tempdir()
+        .map_err(SandboxError::TempDir)?;
+    let tmp_path = std::fs::canonicalize(private_tmp.path()).map_err(SandboxError::TempDir)?;
+    let prepared = prepare(confinement, &tmp_path, status)?;
+    let mut command = Command::new(shell_program(&request.env));
+    command
+        .arg("-c")
+        .arg(&request.line)
+        .current_dir(&request.cwd)
+        .env_clear()
+        .envs(
+            request
+                .env
+                .iter()
+                .filter(|(name, _)| !is_secret_name(name) && name != "HOME" && name != "TMPDIR")
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        )
+        .env("HOME", &tmp_path)
+        .env("TMPDIR", &tmp_path)
+        .stdin(Stdio::null());
+    let ruleset_fd: Option<RawFd> = prepared.ruleset.as_ref().map(AsRawFd::as_raw_fd);
+    // SAFETY: as in `run_with_status`: raw syscalls on values copied in
+    // before the fork, no allocation. PR_SET_PDEATHSIG is one more prctl.
+    unsafe {
+        command.pre_exec(move || {
+            confine_child(ruleset_fd)?;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let spawned = command.spawn();
+    drop(command);
+    drop(prepared.ruleset);
+    let child = spawned.map_err(SandboxError::Spawn)?;
+    let pid = child.id() as libc::pid_t;
+    let mut guard = GroupGuard { child: Some(child) };
+    let mut exited = tokio::task::spawn_blocking(move || wait_for_exit(pid));
+    let (timed_out, cancelled) = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => (false, true),
+        _ = &mut exited => (false, false),
+        _ = tokio::time::sleep(request.timeout) => (true, false),
+    };
+    kill_group(pid);
+    if timed_out || cancelled {
+        let _ = exited.await;
+    }
+    let status = guard.reap().await?;
+    if let Err(err) = private_tmp.close() {
+        tracing::debug!(%err, "cannot remove a shell call's temporary directory");
+    }
+    Ok(AttachedExit {
+        exit_code: status.code(),
+        signal: status.signal(),
+        timed_out,
+        cancelled,
+        confined: ruleset_fd.is_some(),
+        sandbox_note: prepared.note,
     })
 }
 
@@ -975,12 +1135,13 @@ impl OutputReader {
         stop_reader: PipeReader,
         stop: PipeWriter,
         limit: usize,
+        live: Option<LiveOutput>,
     ) -> io::Result<Self> {
         let (sender, done) = oneshot::channel();
         std::thread::Builder::new()
             .name("pincer-shell-output".to_owned())
             .spawn(move || {
-                let capture = read_output(reader, &stop_reader, limit);
+                let capture = read_output(reader, &stop_reader, limit, live);
                 let _ = sender.send(capture);
             })?;
         Ok(Self {
@@ -1003,7 +1164,12 @@ impl OutputReader {
     }
 }
 
-fn read_output(mut reader: PipeReader, stop: &PipeReader, limit: usize) -> Capture {
+fn read_output(
+    mut reader: PipeReader,
+    stop: &PipeReader,
+    limit: usize,
+    mut live: Option<LiveOutput>,
+) -> Capture {
     let mut capture = Capture::new(limit);
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
@@ -1036,7 +1202,12 @@ fn read_output(mut reader: PipeReader, stop: &PipeReader, limit: usize) -> Captu
         }
         match reader.read(&mut buffer) {
             Ok(0) => break,
-            Ok(read) => capture.push(&buffer[..read]),
+            Ok(read) => {
+                if let Some(live) = live.as_mut() {
+                    live(&buffer[..read]);
+                }
+                capture.push(&buffer[..read]);
+            }
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }

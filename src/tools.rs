@@ -1,10 +1,11 @@
-//! The built-in tools: files, search and shell. Each implements the core's
+//! The built-in tools: files, search, shell and the task list (`todo`). Each implements the core's
 //! [`Tool`](crate::core::tool::Tool) trait; the core runs the policy gate,
 //! approvals, the safety pass and receipts around them.
 
 pub mod files;
 pub mod search;
 pub mod shell;
+pub mod todo;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub fn gate(config: &Config) -> ToolGate {
     tools.extend(files::tools(files::FileSettings::default()));
     tools.extend(search::tools(search::SearchSettings::default()));
     tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
+    tools.push(Arc::new(todo::TodoTool));
     ToolGate {
         tools: Toolset::new(tools),
         rules: rules(config),

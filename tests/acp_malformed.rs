@@ -260,7 +260,13 @@ fn stdin_closing_mid_run_cancels_it_and_records_the_end() {
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
     acp.prompt_async(&session, "hi");
-    acp.recv();
+    let info = acp.recv();
+    assert_eq!(
+        info["params"]["update"]["sessionUpdate"],
+        "session_info_update"
+    );
+    let part = acp.recv();
+    assert_eq!(part["params"]["update"]["content"]["text"], "part");
     let started = std::time::Instant::now();
     let status = acp.finish();
     assert!(status.success());

@@ -52,12 +52,15 @@ fn prompt_streams_chunks_in_order_and_ends_the_turn() {
     assert_eq!(
         kinds,
         vec![
+            "session_info_update",
             "agent_thought_chunk",
             "agent_message_chunk",
             "agent_message_chunk",
             "agent_message_chunk"
         ]
     );
+    // The title comes from the first prompt.
+    assert_eq!(notes[0]["params"]["update"]["title"], "hi");
     assert_eq!(agent_text(&notes), "Hello!");
     assert_eq!(chunks(&notes, "agent_thought_chunk"), "thinking ");
     assert!(
@@ -111,6 +114,11 @@ fn cancel_mid_stream_ends_the_turn_with_cancelled() {
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
     let id = acp.prompt_async(&session, "go");
+    let info = acp.recv();
+    assert_eq!(
+        info["params"]["update"]["sessionUpdate"],
+        "session_info_update"
+    );
     // Wait for the first chunk, then cancel.
     let first = acp.recv();
     assert_eq!(first["params"]["update"]["content"]["text"], "first");
@@ -247,6 +255,7 @@ fn provider_failure_is_an_error_response_and_the_run_is_failed() {
         vec![
             "state",
             "user_message",
+            "session_info",
             "state",
             "model_turn",
             "text_delta",
@@ -259,7 +268,7 @@ fn provider_failure_is_an_error_response_and_the_run_is_failed() {
         .iter()
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
-    assert_eq!(seqs, (0..6).collect::<Vec<_>>());
+    assert_eq!(seqs, (0..7).collect::<Vec<_>>());
 }
 
 #[test]
@@ -610,7 +619,8 @@ fn a_long_fast_stream_reaches_the_client_whole_even_when_it_lags() {
     let text = agent_text(&notes);
     assert_eq!(text.len(), 20003);
     assert!(text.ends_with("xEND"));
-    assert_eq!(notes.len(), 20001);
+    // The chunks, and the title the first prompt gives the session.
+    assert_eq!(notes.len(), 20002);
     assert!(
         acp.stderr().contains("subscriber lagged"),
         "the test should exercise the lag path; stderr:\n{}",
@@ -647,7 +657,17 @@ fn a_cancel_sent_right_after_a_prompt_cancels_it() {
             response["result"]["stopReason"], "cancelled",
             "{cancel}: {response}"
         );
-        assert!(notes.is_empty(), "{notes:?}");
+        // Only the first prompt titles the session, cancelled or not.
+        let expected: &[&str] = if round == 0 {
+            &["session_info_update"]
+        } else {
+            &[]
+        };
+        let kinds: Vec<&str> = notes
+            .iter()
+            .map(|n| n["params"]["update"]["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, expected, "{notes:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

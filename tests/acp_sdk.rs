@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, CloseSessionRequest, ListSessionsRequest, LoadSessionRequest,
-    NewSessionRequest, SessionId, SessionNotification, StopReason,
+    NewSessionRequest, SessionId, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, SessionSetup};
 use agent_client_protocol::{Agent, Client, ErrorCode, UntypedMessage};
@@ -57,6 +57,11 @@ async fn initialize_then_a_prompt_streams_chunks_in_order() {
     assert_eq!(
         updates,
         vec![
+            pair(
+                "available_commands_update",
+                "/compact /undo /mode /model /runs /help"
+            ),
+            pair("session_info_update", "hi"),
             pair("agent_message_chunk", "a"),
             pair("agent_message_chunk", "b"),
             pair("agent_message_chunk", "c"),
@@ -68,6 +73,7 @@ async fn initialize_then_a_prompt_streams_chunks_in_order() {
     let texts: Vec<&str> = log
         .iter()
         .filter(|m| m["method"] == "session/update")
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
         .map(|m| {
             assert_eq!(m["params"]["sessionId"], session_id.0.as_ref());
             m["params"]["update"]["content"]["text"].as_str().unwrap()
@@ -99,6 +105,13 @@ async fn cancel_mid_stream_ends_the_prompt_with_cancelled() {
                     let SessionSetup { mut session, .. } =
                         cx.build_session(&ws).block_task().start_session().await?;
                     session.send_prompt("go")?;
+                    // The commands the session offers, and its title.
+                    for expected in ["available_commands_update", "session_info_update"] {
+                        match next_item(&mut session).await {
+                            Item::Update(note) => assert_eq!(describe(&note.update).0, expected),
+                            Item::Done(result) => panic!("the prompt ended early: {result:?}"),
+                        }
+                    }
                     let first = match next_item(&mut session).await {
                         Item::Update(note) => describe(&note.update),
                         Item::Done(result) => panic!("the prompt ended early: {result:?}"),
@@ -190,8 +203,15 @@ async fn load_after_a_restart_replays_history_before_the_response() {
                 }),
         )
         .await;
+    // The commands update follows the load response, before or after the
+    // handlers above took their snapshot: once, and left out of both lists.
+    let is_commands = |note: &&SessionNotification| {
+        matches!(note.update, SessionUpdate::AvailableCommandsUpdate(_))
+    };
+    assert_eq!(after_prompt.iter().filter(is_commands).count(), 1);
     let described: Vec<(String, String)> = at_response
         .iter()
+        .filter(|note| !is_commands(note))
         .map(|note| {
             assert_eq!(note.session_id, session_id);
             describe(&note.update)
@@ -207,6 +227,7 @@ async fn load_after_a_restart_replays_history_before_the_response() {
     assert_eq!(stop, StopReason::EndTurn);
     let new_updates: Vec<(String, String)> = after_prompt[at_response.len()..]
         .iter()
+        .filter(|note| !is_commands(note))
         .map(|note| describe(&note.update))
         .collect();
     assert_eq!(new_updates, vec![pair("agent_message_chunk", "second")]);

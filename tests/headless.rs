@@ -80,6 +80,7 @@ fn jsonl_output_is_one_event_per_line() {
             "session",
             "state",
             "user_message",
+            "session_info",
             "state",
             "model_turn",
             "text_delta",
@@ -95,10 +96,11 @@ fn jsonl_output_is_one_event_per_line() {
         assert_eq!(line["session_id"], session);
         assert_eq!(line["run_id"], run_id);
     }
-    assert_eq!(lines[8]["state"], "completed");
-    assert_eq!(lines[8]["stop_reason"], "end_turn");
+    assert_eq!(lines[3]["title"], "go");
+    assert_eq!(lines[9]["state"], "completed");
+    assert_eq!(lines[9]["stop_reason"], "end_turn");
     assert_eq!(
-        lines[7]["usage"],
+        lines[8]["usage"],
         json!({"input_tokens": 3, "output_tokens": 2})
     );
 }
@@ -363,7 +365,7 @@ fn inspection_commands_show_sessions_runs_and_the_tape() {
         "{text}"
     );
     let out = run(&dir, &["tape", &run_id, "--json"]);
-    assert_eq!(jsonl(&out).len(), 7);
+    assert_eq!(jsonl(&out).len(), 8);
 
     let out = run(&dir, &["runs", "show", "run_missing"]);
     assert_eq!(out.status.code(), Some(2));

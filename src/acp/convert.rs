@@ -11,7 +11,7 @@ use crate::core::event::{Event, StopReason};
 use crate::core::provider::Providers;
 use crate::core::run::RunInfo;
 use crate::core::session::{ContentPart, HistoryEntry, Message, Millis, Mode, Session};
-use crate::core::tool::{FileDiff, ToolKind};
+use crate::core::tool::{FileDiff, PlanEntry, PlanPriority, PlanStatus, ToolKind};
 
 /// The config option id of the model selector.
 pub const MODEL_OPTION: &str = "model";
@@ -170,6 +170,14 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
                 .meta(meta);
             vec![acp::SessionUpdate::UsageUpdate(update)]
         }
+        Event::Plan { entries } => vec![acp::SessionUpdate::Plan(acp::Plan::new(
+            entries.iter().map(plan_entry).collect(),
+        ))],
+        Event::SessionInfo { title } => vec![acp::SessionUpdate::SessionInfoUpdate(
+            acp::SessionInfoUpdate::new().title(title.clone()),
+        )],
+        // Needs what came before; see `LiveUpdates`.
+        Event::ToolProgress { .. } => Vec::new(),
         Event::UserMessage { .. }
         | Event::State { .. }
         | Event::ModelTurn { .. }
@@ -177,6 +185,122 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         | Event::ApprovalDecided { .. }
         | Event::Usage { context: None, .. } => Vec::new(),
     }
+}
+
+fn plan_entry(entry: &PlanEntry) -> acp::PlanEntry {
+    acp::PlanEntry::new(
+        entry.content.clone(),
+        match entry.priority {
+            PlanPriority::High => acp::PlanEntryPriority::High,
+            PlanPriority::Medium => acp::PlanEntryPriority::Medium,
+            PlanPriority::Low => acp::PlanEntryPriority::Low,
+        },
+        match entry.status {
+            PlanStatus::Pending => acp::PlanEntryStatus::Pending,
+            PlanStatus::InProgress => acp::PlanEntryStatus::InProgress,
+            PlanStatus::Completed => acp::PlanEntryStatus::Completed,
+        },
+    )
+}
+
+/// How much of a running call's output an update carries: its tail.
+const PROGRESS_TAIL_BYTES: usize = 64 * 1024;
+
+/// A session's live updates, with what they need to remember: a tool call's
+/// content is replaced whole by each update, so streamed output is sent as the
+/// output so far (its tail), and a call that ran in the client's terminal keeps
+/// the terminal embedded when it ends.
+#[derive(Default)]
+pub struct LiveUpdates {
+    calls: std::collections::HashMap<String, CallProgress>,
+}
+
+#[derive(Default)]
+struct CallProgress {
+    output: String,
+    terminal: Option<String>,
+}
+
+impl LiveUpdates {
+    pub fn updates(&mut self, event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
+        match event {
+            Event::ToolProgress {
+                id,
+                output,
+                terminal_id,
+            } => {
+                let call = self.calls.entry(id.clone()).or_default();
+                if let Some(terminal) = terminal_id {
+                    call.terminal = Some(terminal.clone());
+                }
+                if let Some(more) = output {
+                    call.output.push_str(more);
+                    if call.output.len() > PROGRESS_TAIL_BYTES {
+                        let mut cut = call.output.len() - PROGRESS_TAIL_BYTES;
+                        while !call.output.is_char_boundary(cut) {
+                            cut += 1;
+                        }
+                        call.output.drain(..cut);
+                    }
+                }
+                let content = match &call.terminal {
+                    Some(terminal) => vec![acp::ToolCallContent::Terminal(acp::Terminal::new(
+                        terminal.clone(),
+                    ))],
+                    None => vec![text_content(&fenced(&call.output))],
+                };
+                vec![acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(
+                        id.clone(),
+                        acp::ToolCallUpdateFields::new().content(content),
+                    ),
+                )]
+            }
+            Event::ToolResult {
+                id,
+                output,
+                is_error,
+                diffs,
+                ..
+            } => match self.calls.remove(id) {
+                Some(CallProgress {
+                    terminal: Some(terminal),
+                    ..
+                }) => {
+                    let mut update = tool_result_update(id, output, *is_error, diffs);
+                    if let acp::SessionUpdate::ToolCallUpdate(call) = &mut update {
+                        let mut content =
+                            vec![acp::ToolCallContent::Terminal(acp::Terminal::new(terminal))];
+                        content.extend(call.fields.content.take().unwrap_or_default());
+                        call.fields.content = Some(content);
+                    }
+                    vec![update]
+                }
+                _ => live_update(event, own_prompt),
+            },
+            _ => live_update(event, own_prompt),
+        }
+    }
+}
+
+/// Command output as a code block (longer fences when the output has some).
+fn fenced(output: &str) -> String {
+    let mut fence = "```".to_owned();
+    while output.contains(&fence) {
+        fence.push('`');
+    }
+    let newline = if output.ends_with('\n') || output.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}\n{output}{newline}{fence}")
+}
+
+fn text_content(text: &str) -> acp::ToolCallContent {
+    acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(
+        acp::TextContent::new(text.to_owned()),
+    )))
 }
 
 pub fn tool_kind(kind: ToolKind) -> acp::ToolKind {
@@ -408,6 +532,33 @@ pub fn session_info(session: &Session) -> acp::SessionInfo {
 }
 
 /// A run as `_pincer/runs/*` reports it.
+/// One run as a line of text (`/runs`).
+pub fn run_line(run: &RunInfo) -> String {
+    let mut line = format!(
+        "`{}` {} {}",
+        run.id,
+        timestamp(run.created_at),
+        run.state.as_str()
+    );
+    if let Some(reason) = run.stop_reason {
+        line.push_str(&format!(" ({})", reason.as_str()));
+    }
+    if let Some(error) = &run.error {
+        line.push_str(&format!(": {error}"));
+    }
+    line.push_str(&format!(
+        "; {} tokens in, {} out",
+        run.usage.input_tokens, run.usage.output_tokens
+    ));
+    if let Some(cost) = &run.cost {
+        line.push_str(&format!(", {cost}"));
+    }
+    if let (Some(start), Some(end)) = (run.started_at, run.ended_at) {
+        line.push_str(&format!(", {:.1} s", (end - start) as f64 / 1000.0));
+    }
+    line
+}
+
 pub fn run_json(run: &RunInfo) -> Value {
     json!({
         "runId": run.id.as_str(),

@@ -381,6 +381,23 @@ fn tape_line(record: &EventRecord) -> String {
             ..
         } => format!("approval decided {approval_id}: {}", decision.as_str()),
         Event::ToolStarted { id } => format!("tool started {id}"),
+        Event::ToolProgress {
+            id,
+            output,
+            terminal_id,
+        } => match (output, terminal_id) {
+            (_, Some(terminal)) => format!("tool progress {id} in terminal {terminal}"),
+            (Some(output), None) => format!("tool progress {id} {output:?}"),
+            (None, None) => format!("tool progress {id}"),
+        },
+        Event::Plan { entries } => {
+            let done = entries
+                .iter()
+                .filter(|e| e.status == crate::core::tool::PlanStatus::Completed)
+                .count();
+            format!("plan {done}/{} done", entries.len())
+        }
+        Event::SessionInfo { title } => format!("session title {title:?}"),
         Event::ToolResult {
             id,
             output,

@@ -13,7 +13,7 @@ use super::ids::{RunId, SessionId};
 use super::models::Cost;
 use super::receipt::Verdict;
 use super::session::{ContentPart, Millis};
-use super::tool::{FileDiff, ToolKind};
+use super::tool::{FileDiff, PlanEntry, ToolKind};
 
 fn other_kind() -> ToolKind {
     ToolKind::Other
@@ -257,6 +257,23 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         safety: Vec<String>,
     },
+    /// A running call's output so far: more lines (through the safety pass),
+    /// or the client terminal it runs in.
+    ToolProgress {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        terminal_id: Option<String>,
+    },
+    /// The model's task list, whole, each time it changes.
+    Plan {
+        entries: Vec<PlanEntry>,
+    },
+    /// The session got a title (from its first prompt).
+    SessionInfo {
+        title: String,
+    },
     /// Tokens of one model turn, what they cost, and how full the context is.
     Usage {
         usage: Usage,
@@ -299,6 +316,9 @@ impl Event {
             Event::ApprovalDecided { .. } => "approval_decided",
             Event::ToolStarted { .. } => "tool_started",
             Event::ToolResult { .. } => "tool_result",
+            Event::ToolProgress { .. } => "tool_progress",
+            Event::Plan { .. } => "plan",
+            Event::SessionInfo { .. } => "session_info",
             Event::Usage { .. } => "usage",
         }
     }

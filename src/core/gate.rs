@@ -18,7 +18,10 @@ use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::runtime::Emitter;
 use super::safety::Safety;
 use super::session::{Message, Mode, ToolCall, now_millis};
-use super::tool::{FileDiff, Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, Toolset};
+use super::tool::{
+    FileDiff, Plan, Progress, ProgressUpdate, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
+    Toolset,
+};
 
 /// What every run's tool calls share: the tools and the rules around them.
 pub struct ToolGate {
@@ -130,26 +133,36 @@ pub async fn run_calls(
                 });
             }
         }
-        let runs = group.iter().zip(prepared).map(|(call, p)| async move {
-            match p {
-                Prepared::Ready {
-                    tool,
-                    plan,
-                    verdict,
-                } => Finished {
-                    verdict,
-                    result: tool
-                        .execute(&call.arguments, &plan, &env.ctx)
-                        .await
-                        .map_err(|err| err.to_string()),
-                },
-                Prepared::Settled { verdict, message } => Finished {
-                    verdict,
-                    result: Err(message),
-                },
+        let (progress_tx, progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        let runs = group.iter().zip(prepared).map(|(call, p)| {
+            let progress = Progress::new(call.id.clone(), progress_tx.clone());
+            async move {
+                match p {
+                    Prepared::Ready {
+                        tool,
+                        plan,
+                        verdict,
+                    } => {
+                        let mut ctx = env.ctx.clone();
+                        ctx.progress = progress;
+                        Finished {
+                            verdict,
+                            result: tool
+                                .execute(&call.arguments, &plan, &ctx)
+                                .await
+                                .map_err(|err| err.to_string()),
+                        }
+                    }
+                    Prepared::Settled { verdict, message } => Finished {
+                        verdict,
+                        result: Err(message),
+                    },
+                }
             }
         });
-        let finished = join_all(runs).await;
+        let runs: Vec<_> = runs.collect();
+        drop(progress_tx);
+        let finished = with_progress(env, emitter, join_all(runs), progress_rx).await;
         for (call, done) in group.iter().zip(finished) {
             settle(env, emitter, history, call, done);
         }
@@ -159,6 +172,71 @@ pub async fn run_calls(
         return Err(Interrupted::Cancelled);
     }
     Ok(())
+}
+
+/// How often a running call's output becomes an event, at most.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Awaits `calls` while turning their progress reports into `tool_progress`
+/// events: output batched per call at most every [`PROGRESS_INTERVAL`] and
+/// passed through the safety pass; a terminal at once.
+async fn with_progress<T>(
+    env: &CallEnv,
+    emitter: &mut Emitter,
+    calls: impl std::future::Future<Output = T>,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<(String, ProgressUpdate)>,
+) -> T {
+    fn flush(env: &CallEnv, emitter: &mut Emitter, pending: &mut Vec<(String, String)>) {
+        for (id, output) in pending.drain(..) {
+            emitter.emit(Event::ToolProgress {
+                id,
+                output: Some(env.gate.safety.redact(&output).0),
+                terminal_id: None,
+            });
+        }
+    }
+    let mut pending: Vec<(String, String)> = Vec::new();
+    let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(calls);
+    let done = loop {
+        tokio::select! {
+            done = &mut calls => break done,
+            Some((id, update)) = reports.recv() => match update {
+                ProgressUpdate::Output(text) => {
+                    match pending.iter_mut().find(|(call, _)| *call == id) {
+                        Some((_, buffered)) => buffered.push_str(&text),
+                        None => pending.push((id, text)),
+                    }
+                }
+                ProgressUpdate::Terminal(terminal_id) => {
+                    flush(env, emitter, &mut pending);
+                    emitter.emit(Event::ToolProgress {
+                        id,
+                        output: None,
+                        terminal_id: Some(terminal_id),
+                    });
+                }
+            },
+            _ = tick.tick() => flush(env, emitter, &mut pending),
+        }
+    };
+    // Reports sent just before the calls ended.
+    while let Ok((id, update)) = reports.try_recv() {
+        match update {
+            ProgressUpdate::Output(text) => pending.push((id, text)),
+            ProgressUpdate::Terminal(terminal_id) => {
+                flush(env, emitter, &mut pending);
+                emitter.emit(Event::ToolProgress {
+                    id,
+                    output: None,
+                    terminal_id: Some(terminal_id),
+                });
+            }
+        }
+    }
+    flush(env, emitter, &mut pending);
+    done
 }
 
 /// The kind a call will have; unknown tools count as read-only (they run nothing).
@@ -345,9 +423,9 @@ fn settle(
     call: &ToolCall,
     done: Finished,
 ) {
-    let (raw, is_error, diffs) = match done.result {
-        Ok(output) => (output.text, false, output.diffs),
-        Err(message) => (message, true, Vec::<FileDiff>::new()),
+    let (raw, is_error, diffs, plan) = match done.result {
+        Ok(output) => (output.text, false, output.diffs, output.plan),
+        Err(message) => (message, true, Vec::<FileDiff>::new(), None),
     };
     let checked = env.gate.safety.check(&raw);
     let mut notes: Vec<String> = checked
@@ -386,6 +464,16 @@ fn settle(
         diffs,
         safety: notes,
     });
+    if let Some(entries) = plan {
+        let entries = entries
+            .into_iter()
+            .map(|mut entry| {
+                entry.content = env.gate.safety.redact(&entry.content).0;
+                entry
+            })
+            .collect();
+        emitter.emit(Event::Plan { entries });
+    }
     let message = Message::Tool {
         call_id: call.id.clone(),
         content: checked.text,

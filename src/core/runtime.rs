@@ -28,7 +28,7 @@ use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, now_millis, title_from_prompt,
 };
 use super::stats::Stats;
-use super::tool::{ClientFiles, Files, ToolContext};
+use super::tool::{ClientFiles, ClientTerminal, Files, Progress, ToolContext};
 use crate::store::{SessionQuery, Store, StoreError, Write};
 
 #[derive(Debug, Error)]
@@ -137,6 +137,8 @@ struct LiveSession {
     grants: Arc<Mutex<Vec<Grant>>>,
     /// File access through the client that opened the session, if it offers it.
     client_files: Mutex<Option<Arc<dyn ClientFiles>>>,
+    /// The terminal of the client that opened the session, if it offers one.
+    client_terminal: Mutex<Option<Arc<dyn ClientTerminal>>>,
 }
 
 struct QueuedRun {
@@ -237,6 +239,14 @@ impl Runtime {
     pub fn set_client_files(&self, id: &SessionId, files: Option<Arc<dyn ClientFiles>>) {
         if let Some(live) = self.live(id) {
             *lock(&live.client_files) = files;
+        }
+    }
+
+    /// Runs the session's shell calls in the client's terminal (`None`: in the
+    /// server's own sandboxed runner).
+    pub fn set_client_terminal(&self, id: &SessionId, terminal: Option<Arc<dyn ClientTerminal>>) {
+        if let Some(live) = self.live(id) {
+            *lock(&live.client_terminal) = terminal;
         }
     }
 
@@ -430,10 +440,10 @@ impl Runtime {
                 }
             }
         };
-        if let Some(title) = set_title {
+        if let Some(title) = &set_title {
             self.inner.store.submit(Write::SetTitle {
                 id: id.clone(),
-                title,
+                title: title.clone(),
             });
         }
         let mut emitter = Emitter::new(&self.inner.store, &live.events, id, &run_id)
@@ -442,6 +452,9 @@ impl Runtime {
         emitter.emit(Event::UserMessage {
             content: content.clone(),
         });
+        if let Some(title) = set_title {
+            emitter.emit(Event::SessionInfo { title });
+        }
         let cancel = CancellationToken::new();
         lock(&live.pending).push((run_id.clone(), cancel.clone()));
         let (done_tx, done_rx) = oneshot::channel();
@@ -635,6 +648,7 @@ impl Runtime {
             worker: Mutex::new(None),
             grants: Arc::new(Mutex::new(grants)),
             client_files: Mutex::new(None),
+            client_terminal: Mutex::new(None),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -765,6 +779,8 @@ impl Runtime {
                 boundary: Arc::new(boundary),
                 files,
                 cancel: queued.cancel.clone(),
+                progress: Progress::none(),
+                terminal: lock(&live.client_terminal).clone(),
             },
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),

@@ -109,15 +109,129 @@ pub struct ToolOutput {
     pub text: String,
     /// The changes made, shown to editors as diffs.
     pub diffs: Vec<FileDiff>,
+    /// The model's whole task list, when the call set it (the `todo` tool).
+    pub plan: Option<Vec<PlanEntry>>,
+    /// The client terminal the call ran in, when it ran in one.
+    pub terminal_id: Option<String>,
 }
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
-            diffs: Vec::new(),
+            ..Self::default()
         }
     }
+}
+
+/// One task of the model's task list (an editor shows it as the plan).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    pub status: PlanStatus,
+    #[serde(default)]
+    pub priority: PlanPriority,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// What a running call reports before it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgressUpdate {
+    /// More output (whole lines); the gate passes it through the safety pass.
+    Output(String),
+    /// The call runs in this client terminal; the editor embeds it.
+    Terminal(String),
+}
+
+/// Where a running call reports progress; the gate turns reports into events.
+/// A context without a sink (`Progress::none`) drops them.
+#[derive(Clone, Default)]
+pub struct Progress {
+    sink: Option<(
+        String,
+        tokio::sync::mpsc::UnboundedSender<(String, ProgressUpdate)>,
+    )>,
+}
+
+impl Progress {
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// A sink reporting for the call `call_id` into `tx`.
+    pub fn new(
+        call_id: String,
+        tx: tokio::sync::mpsc::UnboundedSender<(String, ProgressUpdate)>,
+    ) -> Self {
+        Self {
+            sink: Some((call_id, tx)),
+        }
+    }
+
+    pub fn report(&self, update: ProgressUpdate) {
+        if let Some((call, tx)) = &self.sink {
+            let _ = tx.send((call.clone(), update));
+        }
+    }
+
+    /// Whether reports go anywhere (so a tool can skip the work of making them).
+    pub fn is_active(&self) -> bool {
+        self.sink.is_some()
+    }
+}
+
+/// A command to run in the client's terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalCommand {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    /// Bytes of output the client keeps.
+    pub output_limit: usize,
+}
+
+/// How a command in the client's terminal ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalExit {
+    pub terminal_id: String,
+    pub output: String,
+    pub truncated: bool,
+    pub exit_code: Option<u32>,
+    pub signal: Option<String>,
+    pub timed_out: bool,
+}
+
+/// Terminals the client runs and shows (ACP `terminal/*`). Implemented by a
+/// face; absent means the server runs commands itself.
+pub trait ClientTerminal: Send + Sync {
+    /// Creates the terminal, reports its id through `progress`, waits for the
+    /// exit (killing it on `cancel` or after `timeout`), reads its output and
+    /// releases it.
+    fn run(
+        &self,
+        session: &SessionId,
+        command: TerminalCommand,
+        timeout: std::time::Duration,
+        progress: Progress,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<TerminalExit, String>>;
 }
 
 /// Why a tool call failed; the message is what the model reads.
@@ -240,6 +354,10 @@ pub struct ToolContext {
     pub files: Files,
     /// Fired when the run is cancelled; a tool stops what it is doing.
     pub cancel: CancellationToken,
+    /// Where the call reports output as it comes (set per call by the gate).
+    pub progress: Progress,
+    /// The client's terminal, when it offers one.
+    pub terminal: Option<Arc<dyn ClientTerminal>>,
 }
 
 impl ToolContext {

@@ -437,6 +437,7 @@ async fn apply(plan: &Plan, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
     Ok(ToolOutput {
         text: format!("{verb} {shown} (+{added} -{removed} lines)"),
         diffs: plan.diffs.clone(),
+        ..ToolOutput::default()
     })
 }
 
@@ -475,6 +476,8 @@ mod tests {
             boundary: Arc::new(PathBoundary::new(&ws, &[], &[], None)),
             files: Files::local(SessionId::from_string("ses_t".into())),
             cancel: CancellationToken::new(),
+            progress: crate::core::tool::Progress::none(),
+            terminal: None,
         }
     }
 

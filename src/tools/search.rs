@@ -1364,6 +1364,8 @@ mod tests {
             boundary: Arc::new(PathBoundary::new(ws, &[], forbidden, None)),
             files: Files::local(SessionId::generate()),
             cancel: CancellationToken::new(),
+            progress: crate::core::tool::Progress::none(),
+            terminal: None,
         }
     }
 

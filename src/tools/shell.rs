@@ -10,11 +10,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::core::tool::{
-    Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
+    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, Tool, ToolContext, ToolError,
+    ToolKind, ToolOutput, ToolSpec, parse_args,
 };
 use crate::sandbox::{
-    self, Confinement, DEFAULT_ENV_ALLOW, ExecRequest, ExecResult, SandboxError, SandboxMode,
-    SandboxStatus,
+    self, AttachedSpec, Confinement, DEFAULT_ENV_ALLOW, ExecRequest, ExecResult, SandboxError,
+    SandboxMode, SandboxStatus,
 };
 
 /// How shell calls run.
@@ -128,7 +129,16 @@ impl ShellTool {
             mode: self.settings.mode,
         };
         let status = self.status.clone().unwrap_or_else(sandbox::status);
-        let result = sandbox::run_with_status(request, &confinement, &ctx.cancel, &status)
+        if let Some(terminal) = &ctx.terminal {
+            return self
+                .run_in_terminal(terminal.as_ref(), request, confinement, &status, ctx)
+                .await;
+        }
+        let live = ctx
+            .progress
+            .is_active()
+            .then(|| LineStream::new(ctx.progress.clone()).into_live());
+        let result = sandbox::run_streaming(request, &confinement, &ctx.cancel, &status, live)
             .await
             .map_err(|err: SandboxError| ToolError::Failed(err.to_string()))?;
         if result.cancelled {
@@ -139,6 +149,181 @@ impl ShellTool {
             Err(ToolError::Failed(text))
         } else {
             Ok(ToolOutput::text(text))
+        }
+    }
+}
+
+impl ShellTool {
+    /// Runs the call in the client's terminal, which shows it live: the client
+    /// starts `pincer sandbox-exec`, which confines the command exactly as the
+    /// server's own runner would (the spec travels in a private file).
+    async fn run_in_terminal(
+        &self,
+        terminal: &dyn ClientTerminal,
+        request: ExecRequest,
+        confinement: Confinement,
+        status: &SandboxStatus,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        if confinement.mode == SandboxMode::Required && !status.enforced {
+            return Err(ToolError::Failed(
+                SandboxError::NotEnforced(status.detail.clone()).to_string(),
+            ));
+        }
+        let exe = std::env::current_exe().map_err(|err| {
+            ToolError::Failed(format!(
+                "cannot find the pincer binary to run the command: {err}"
+            ))
+        })?;
+        let timeout = request.timeout;
+        let line = request.line.clone();
+        let cwd = request.cwd.clone();
+        let output_limit = request.output_limit;
+        let spec = AttachedSpec {
+            request,
+            confinement,
+        };
+        let spec_path = write_spec(&spec)?;
+        let command = TerminalCommand {
+            command: exe.display().to_string(),
+            args: vec![
+                "sandbox-exec".to_owned(),
+                "--spec-file".to_owned(),
+                spec_path.display().to_string(),
+                "--".to_owned(),
+                line,
+            ],
+            env: Vec::new(),
+            cwd,
+            output_limit,
+        };
+        // `sandbox-exec` enforces the timeout itself; this only guards
+        // against a client that never reports the exit.
+        let exit = terminal
+            .run(
+                &ctx.session_id,
+                command,
+                timeout + TERMINAL_GRACE,
+                ctx.progress.clone(),
+                ctx.cancel.clone(),
+            )
+            .await;
+        // Normally `sandbox-exec` removed it on start.
+        let _ = std::fs::remove_file(&spec_path);
+        if ctx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let exit = exit.map_err(|err| {
+            ToolError::Failed(format!(
+                "the editor's terminal failed to run the command: {err}"
+            ))
+        })?;
+        let mut text = exit.output.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        if exit.truncated {
+            text.insert_str(0, "[earlier output cut off by the terminal's limit]\n");
+        }
+        let ok = exit.exit_code == Some(0) && !exit.timed_out;
+        if exit.timed_out {
+            text.push_str(&format!(
+                "[timed out after {} s; killed]\n",
+                timeout.as_secs()
+            ));
+        } else if let Some(code) = exit.exit_code {
+            text.push_str(&format!("[exit code {code}]\n"));
+        } else if let Some(signal) = &exit.signal {
+            text.push_str(&format!("[killed by signal {signal}]\n"));
+        }
+        if !status.enforced {
+            text.push_str(&format!("[not sandboxed: {}]\n", status.detail));
+        }
+        text.truncate(text.trim_end_matches('\n').len());
+        if ok {
+            Ok(ToolOutput {
+                text,
+                terminal_id: Some(exit.terminal_id),
+                ..ToolOutput::default()
+            })
+        } else {
+            Err(ToolError::Failed(text))
+        }
+    }
+}
+
+/// How long past the call's timeout to wait for a client terminal's exit.
+const TERMINAL_GRACE: Duration = Duration::from_secs(10);
+
+/// Writes a `sandbox-exec` spec to a file only this user can read.
+fn write_spec(spec: &AttachedSpec) -> Result<PathBuf, ToolError> {
+    use std::io::Write as _;
+    let failed = |err: std::io::Error| {
+        ToolError::Failed(format!("cannot write the command's sandbox spec: {err}"))
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix("pincer-exec-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(failed)?;
+    let json = serde_json::to_vec(spec)
+        .map_err(|err| ToolError::Failed(format!("cannot encode the sandbox spec: {err}")))?;
+    file.write_all(&json).map_err(failed)?;
+    let (_, path) = file.keep().map_err(|err| failed(err.error))?;
+    Ok(path)
+}
+
+/// The most output streamed to the editor while a command runs; the result
+/// still keeps the head and tail of all of it.
+const STREAM_LIMIT: usize = 1024 * 1024;
+
+/// Turns a running command's output into progress reports of whole lines.
+struct LineStream {
+    progress: Progress,
+    pending: Vec<u8>,
+    streamed: usize,
+}
+
+impl LineStream {
+    fn new(progress: Progress) -> Self {
+        Self {
+            progress,
+            pending: Vec::new(),
+            streamed: 0,
+        }
+    }
+
+    fn into_live(mut self) -> sandbox::LiveOutput {
+        Box::new(move |bytes: &[u8]| self.push(bytes))
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.streamed >= STREAM_LIMIT {
+            return;
+        }
+        self.pending.extend_from_slice(bytes);
+        if let Some(end) = self.pending.iter().rposition(|b| *b == b'\n') {
+            let lines: Vec<u8> = self.pending.drain(..=end).collect();
+            self.send(&lines);
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.streamed += bytes.len();
+        let mut text = String::from_utf8_lossy(bytes).into_owned();
+        if self.streamed >= STREAM_LIMIT {
+            text.push_str("[further output is not streamed; the result keeps its head and tail]\n");
+        }
+        self.progress.report(ProgressUpdate::Output(text));
+    }
+}
+
+impl Drop for LineStream {
+    fn drop(&mut self) {
+        // The last line, if it had no newline.
+        if !self.pending.is_empty() && self.streamed < STREAM_LIMIT {
+            let rest = std::mem::take(&mut self.pending);
+            self.send(&rest);
         }
     }
 }
@@ -342,6 +527,8 @@ mod tests {
             boundary: Arc::new(PathBoundary::new(ws, &[], &forbidden, None)),
             files: Files::local(session_id),
             cancel: CancellationToken::new(),
+            progress: crate::core::tool::Progress::none(),
+            terminal: None,
         }
     }
 

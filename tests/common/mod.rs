@@ -329,9 +329,26 @@ impl AcpProcess {
         )
     }
 
+    /// Opens a session, and reads the `available_commands_update` that follows
+    /// the response.
     pub fn new_session(&mut self, cwd: &Path) -> String {
         let result = self.call("session/new", json!({ "cwd": cwd, "mcpServers": [] }));
-        result["sessionId"].as_str().unwrap().to_owned()
+        let session = result["sessionId"].as_str().unwrap().to_owned();
+        self.expect_commands(&session);
+        session
+    }
+
+    /// Reads the next message: the `available_commands_update` a session gets
+    /// right after the response that opened it.
+    pub fn expect_commands(&mut self, session: &str) -> Value {
+        let note = self.recv();
+        assert_eq!(note["method"], "session/update", "{note}");
+        assert_eq!(note["params"]["sessionId"], session, "{note}");
+        assert_eq!(
+            note["params"]["update"]["sessionUpdate"], "available_commands_update",
+            "{note}"
+        );
+        note
     }
 
     /// Sends a text prompt; returns (updates, response) once it is answered.

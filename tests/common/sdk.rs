@@ -291,6 +291,22 @@ pub fn describe(update: &SessionUpdate) -> (String, String) {
         SessionUpdate::UserMessageChunk(c) => chunk("user_message_chunk", c),
         SessionUpdate::AgentMessageChunk(c) => chunk("agent_message_chunk", c),
         SessionUpdate::AgentThoughtChunk(c) => chunk("agent_thought_chunk", c),
+        SessionUpdate::AvailableCommandsUpdate(update) => (
+            "available_commands_update".to_owned(),
+            update
+                .available_commands
+                .iter()
+                .map(|c| format!("/{}", c.name))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        SessionUpdate::SessionInfoUpdate(update) => (
+            "session_info_update".to_owned(),
+            serde_json::to_value(update).unwrap()["title"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
         other => (format!("{other:?}"), String::new()),
     }
 }
@@ -366,4 +382,19 @@ pub fn response_position(log: &[Value], id: &Value) -> usize {
     log.iter()
         .position(|m| m.get("id") == Some(id) && m.get("method").is_none())
         .unwrap_or_else(|| panic!("no response to {id} in {log:#?}"))
+}
+
+/// Reads the `available_commands_update` a session gets right after the
+/// response that opened it.
+pub async fn expect_commands(session: &mut ActiveSession<'_, Agent>) {
+    match next_item(session).await {
+        Item::Update(note) => assert_eq!(
+            describe(&note.update),
+            pair(
+                "available_commands_update",
+                "/compact /undo /mode /model /runs /help"
+            )
+        ),
+        Item::Done(result) => panic!("a prompt ended before the session's commands: {result:?}"),
+    }
 }
