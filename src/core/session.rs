@@ -202,7 +202,7 @@ pub enum ImageError {
     NotBase64(String),
     #[error("image of {bytes} bytes exceeds the limit of {limit} bytes (10 MiB) per image", limit = MAX_IMAGE_BYTES)]
     TooLarge { bytes: usize },
-    #[error("image data is not a {0} image (its first bytes say otherwise)")]
+    #[error("image data does not look like {0} (its first bytes say otherwise)")]
     WrongType(String),
 }
 
