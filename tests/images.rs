@@ -387,3 +387,72 @@ fn an_image_is_kept_on_the_tape_and_replayed_on_load() {
     assert_eq!(replayed[1]["uri"], "file:///shot.png");
     agent.finish();
 }
+
+#[test]
+fn pincer_run_attaches_image_files() {
+    use base64::Engine as _;
+    let dir = TestDir::new();
+    let (url, seen) = serve(openai_stream("a pixel"));
+    let with_model = |model: &str| {
+        config(
+            &dir,
+            &format!(
+                "provider = \"local\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"{url}/v1\"\nmodels = [\"{model}\"]\n"
+            ),
+        )
+    };
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG)
+        .unwrap();
+    std::fs::write(dir.path().join("shot.png"), png).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not an image").unwrap();
+    let run = |config: &PathBuf, image: &str| {
+        dir.command()
+            .args(["--config", config.to_str().unwrap(), "run", "--image", image])
+            .arg("What is this?")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let stderr = |out: &std::process::Output| String::from_utf8_lossy(&out.stderr).into_owned();
+
+    let vision = with_model("gpt-4o");
+    let out = run(&vision, "shot.png");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a pixel\n");
+    {
+        let seen = seen.lock().unwrap();
+        let user = seen[0]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rfind(|m| m["role"] == "user")
+            .unwrap();
+        assert_eq!(
+            user["content"],
+            json!([
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
+            ])
+        );
+    }
+
+    let out = run(&vision, "notes.txt");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("image notes.txt is not a PNG, JPEG, GIF or WebP image"),
+        "{}",
+        stderr(&out)
+    );
+
+    let text_only = with_model("llama3.1:8b");
+    let out = run(&text_only, "shot.png");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("model llama3.1:8b does not accept images"),
+        "{}",
+        stderr(&out)
+    );
+    // Neither refusal reached the model.
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
