@@ -456,3 +456,103 @@ fn pincer_run_attaches_image_files() {
     // Neither refusal reached the model.
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// One HTTP/1.1 request over a fresh connection; the status and the JSON body.
+fn http(addr: &str, method: &str, path: &str, body: &Value) -> (u16, Value) {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.to_string();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {HTTP_TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+const HTTP_TOKEN: &str = "test-token-0123456789abcdef";
+
+#[test]
+fn the_http_api_takes_image_parts() {
+    let dir = TestDir::new();
+    let path = scripted(&dir, Some(true), 1);
+    let ready = dir.path().join("ready");
+    let mut server = dir
+        .command()
+        .env("PINCER_HTTP_TOKEN", HTTP_TOKEN)
+        .args(["--config", path.to_str().unwrap()])
+        .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
+        .arg(&ready)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let addr = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            break text.trim().to_owned();
+        }
+        assert!(started.elapsed() < common::TIMEOUT, "the server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (status, session) = http(
+        &addr,
+        "POST",
+        "/v1/sessions",
+        &json!({"workspace": dir.workspace()}),
+    );
+    assert_eq!(status, 201, "{session}");
+    let prompt = format!(
+        "/v1/sessions/{}/prompt?wait=true",
+        session["session_id"].as_str().unwrap()
+    );
+    let (status, refused) = http(
+        &addr,
+        "POST",
+        &prompt,
+        &json!({"content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "mime_type": "image/png", "data": "not base64!"},
+        ]}),
+    );
+    assert_eq!(status, 400, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("`content[1]`: image data is not valid base64"),
+        "{refused}"
+    );
+    let (status, run) = http(
+        &addr,
+        "POST",
+        &prompt,
+        &json!({"content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "mime_type": "image/png", "data": PNG},
+        ]}),
+    );
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["state"], "completed", "{run}");
+    let (_, tape) = http(
+        &addr,
+        "GET",
+        &format!("/v1/runs/{}/tape", run["run_id"].as_str().unwrap()),
+        &json!({}),
+    );
+    let user = tape["events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no events in {tape}"))
+        .iter()
+        .find(|e| e["type"] == "user_message")
+        .unwrap_or_else(|| panic!("no user_message in {tape}"));
+    assert_eq!(
+        user["content"][1],
+        json!({"type": "image", "mime_type": "image/png", "data": PNG})
+    );
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    server.wait().unwrap();
+}
