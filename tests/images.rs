@@ -8,7 +8,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::{AcpProcess, TestDir, assert_error};
@@ -103,11 +103,11 @@ fn scripted(dir: &TestDir, images: Option<bool>, turns: usize) -> PathBuf {
     )
 }
 
-fn acp(dir: &TestDir, config: &PathBuf) -> AcpProcess {
+fn acp(dir: &TestDir, config: &Path) -> AcpProcess {
     AcpProcess::spawn(dir, &["--config", config.to_str().unwrap()])
 }
 
-fn image_capability(dir: &TestDir, config: &PathBuf) -> Value {
+fn image_capability(dir: &TestDir, config: &Path) -> Value {
     let mut agent = acp(dir, config);
     let init = agent.initialize();
     agent.finish();
@@ -408,7 +408,13 @@ fn pincer_run_attaches_image_files() {
     std::fs::write(dir.path().join("notes.txt"), "not an image").unwrap();
     let run = |config: &PathBuf, image: &str| {
         dir.command()
-            .args(["--config", config.to_str().unwrap(), "run", "--image", image])
+            .args([
+                "--config",
+                config.to_str().unwrap(),
+                "run",
+                "--image",
+                image,
+            ])
             .arg("What is this?")
             .stdin(std::process::Stdio::null())
             .output()
@@ -497,7 +503,10 @@ fn the_http_api_takes_image_parts() {
         if let Ok(text) = std::fs::read_to_string(&ready) {
             break text.trim().to_owned();
         }
-        assert!(started.elapsed() < common::TIMEOUT, "the server did not start");
+        assert!(
+            started.elapsed() < common::TIMEOUT,
+            "the server did not start"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     let (status, session) = http(

@@ -512,9 +512,15 @@ mod tests {
         let bad = |blocks| prompt_content(blocks).unwrap_err();
         let text = acp::ContentBlock::Text(acp::TextContent::new("see"));
         let err = bad(vec![text.clone(), image_block("image/bmp", PNG_B64)]);
-        assert!(err.starts_with("prompt[1]: image type \"image/bmp\""), "{err}");
+        assert!(
+            err.starts_with("prompt[1]: image type \"image/bmp\""),
+            "{err}"
+        );
         let err = bad(vec![text, image_block("image/png", "%%%")]);
-        assert!(err.starts_with("prompt[1]: image data is not valid base64"), "{err}");
+        assert!(
+            err.starts_with("prompt[1]: image data is not valid base64"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -478,11 +478,9 @@ impl Runtime {
     /// Whether `model` served by `provider` takes images (`[models]`, then the
     /// provider's setting, then the model's family).
     pub fn accepts_images(&self, provider: &str, model: &str) -> bool {
-        self.inner.providers.accepts_images(
-            &self.inner.config.loop_config.models,
-            provider,
-            model,
-        )
+        self.inner
+            .providers
+            .accepts_images(&self.inner.config.loop_config.models, provider, model)
     }
 
     /// Whether the model new sessions get takes images.

@@ -196,7 +196,9 @@ pub const MAX_IMAGE_BYTES: usize = 10 * 1024 * 1024;
 /// Why an image part is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ImageError {
-    #[error("image type {0:?} is not supported; send image/png, image/jpeg, image/gif or image/webp")]
+    #[error(
+        "image type {0:?} is not supported; send image/png, image/jpeg, image/gif or image/webp"
+    )]
     UnsupportedType(String),
     #[error("image data is not valid base64: {0}")]
     NotBase64(String),
