@@ -427,8 +427,12 @@ fn runtime_error(err: RuntimeError) -> RpcError {
             error.message = format!("Resource not found: run {id}");
             error
         }
-        RuntimeError::RelativeWorkspace(_) | RuntimeError::UnknownModel(..) => {
-            invalid_params(err.to_string())
+        RuntimeError::RelativeWorkspace(_)
+        | RuntimeError::UnknownModel(..)
+        | RuntimeError::ImagesNotAccepted { .. } => invalid_params(err.to_string()),
+        // The face names parts `prompt[N]`, as its own checks do.
+        RuntimeError::InvalidContent { index, message } => {
+            invalid_params(format!("prompt[{index}]: {message}"))
         }
         RuntimeError::ShuttingDown | RuntimeError::Store(_) => {
             tracing::error!(error = %err, "request failed");
@@ -586,8 +590,11 @@ impl Connection {
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(
+                // Capabilities are per connection: images are advertised when
+                // the model new sessions get takes them. A session switched to
+                // another model is checked at each prompt.
                 acp::PromptCapabilities::new()
-                    .image(false)
+                    .image(self.runtime.default_model_accepts_images())
                     .audio(false)
                     .embedded_context(true),
             )

@@ -157,6 +157,9 @@ pub struct RunArgs {
     /// Scripted user input: JSON lines such as {"prompt": "..."}, run in order
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
+    /// Attach an image (PNG, JPEG, GIF or WebP) to the prompt; may be repeated
+    #[arg(long, value_name = "FILE", conflicts_with = "input")]
+    pub image: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
     /// How to answer approvals the input script does not answer

@@ -243,6 +243,10 @@ pub struct ModelFileConfig {
     /// Price per million input tokens read from the provider's prompt cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_input_price: Option<f64>,
+    /// Whether the model takes images in prompts (beats the provider's
+    /// `images` and the built-in defaults by model family).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, clap::ValueEnum)]
@@ -381,6 +385,10 @@ pub struct ProviderConfig {
     pub members: Vec<String>,
     /// Attempts per member before failing over (default 3).
     pub attempts: Option<u32>,
+    /// Whether this provider's models take images, unless `[models]` says for
+    /// a model; unset: by model family (`gpt-4o*`, `claude-*`, ...), and never
+    /// for a scripted provider.
+    pub images: Option<bool>,
 }
 
 impl ProviderConfig {
@@ -396,6 +404,7 @@ impl ProviderConfig {
             max_tokens: None,
             members: Vec::new(),
             attempts: None,
+            images: None,
         }
     }
 }
@@ -523,12 +532,14 @@ impl Config {
                 .get(&name)
                 .map(|p| p.value.models.clone())
                 .unwrap_or_default();
+            let images = providers.get(&name).and_then(|p| p.value.images);
             providers.insert(
                 name.clone(),
                 Sourced::new(
                     ProviderConfig {
                         script: Some(absolute(script)),
                         models,
+                        images,
                         ..ProviderConfig::of_kind(ProviderKind::Scripted)
                     },
                     Origin::Flag("--script"),
@@ -883,6 +894,9 @@ impl Config {
                 let models: Vec<String> = provider.value.models.iter().map(|m| quote(m)).collect();
                 out.push_str(&format!("models = [{}]\n", models.join(", ")));
             }
+            if let Some(images) = provider.value.images {
+                out.push_str(&format!("images = {images}\n"));
+            }
         }
         out
     }
@@ -1113,6 +1127,7 @@ fn catalog(
             ModelInfo {
                 context_window: model.context_window,
                 price,
+                images: model.images,
             },
         ));
     }

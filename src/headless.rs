@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::SessionId;
-use crate::core::runtime::{NewSession, Runtime, Subscription};
-use crate::core::session::{ContentPart, Origin, Session};
+use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
+use crate::core::session::{ContentPart, Origin, Session, check_image, sniff_image_type};
 use crate::core::tool::ToolKind;
 use crate::stdout::{LineSender, LineWriter};
 
@@ -47,6 +47,8 @@ struct Answer {
 #[derive(Debug, Default)]
 struct Turn {
     prompt: String,
+    /// Images sent with the prompt (`--image`).
+    images: Vec<ContentPart>,
     answers: VecDeque<Answer>,
 }
 
@@ -54,9 +56,49 @@ impl Turn {
     fn new(prompt: String) -> Self {
         Self {
             prompt,
+            images: Vec::new(),
             answers: VecDeque::new(),
         }
     }
+
+    fn content(&self) -> Vec<ContentPart> {
+        let mut content = vec![ContentPart::Text {
+            text: self.prompt.clone(),
+        }];
+        content.extend(self.images.iter().cloned());
+        content
+    }
+}
+
+/// Reads the `--image` files: the type from their first bytes, checked as
+/// any face checks images.
+fn images(args: &RunArgs) -> Result<Vec<ContentPart>, Failure> {
+    use base64::Engine as _;
+    args.image
+        .iter()
+        .map(|path| {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read image {}", path.display()))
+                .map_err(Failure::usage)?;
+            let mime_type = sniff_image_type(&bytes).ok_or_else(|| {
+                Failure::usage(anyhow!(
+                    "image {} is not a PNG, JPEG, GIF or WebP image",
+                    path.display()
+                ))
+            })?;
+            let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            check_image(mime_type, &data)
+                .map_err(|err| Failure::usage(anyhow!("image {}: {err}", path.display())))?;
+            let uri = std::path::absolute(path)
+                .ok()
+                .map(|p| format!("file://{}", p.display()));
+            Ok(ContentPart::Image {
+                mime_type: mime_type.to_owned(),
+                data,
+                uri,
+            })
+        })
+        .collect()
 }
 
 /// Reads the prompts to run, in order.
@@ -141,9 +183,13 @@ fn read_stdin() -> Result<String, Failure> {
 
 /// Runs the prompts; the exit code is that of the first run that did not complete.
 pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
-    let prompts = prompts(args)?;
+    let mut prompts = prompts(args)?;
     if prompts.iter().any(|p| p.prompt.trim().is_empty()) {
         return Err(Failure::usage(anyhow!("the prompt is empty")));
+    }
+    let images = images(args)?;
+    if let Some(turn) = prompts.first_mut() {
+        turn.images = images;
     }
     let opened = crate::cli::open(flags)?;
     if !opened.problems.is_empty() {
@@ -159,6 +205,9 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
                 |p| p.display().to_string()
             )
         )));
+    }
+    if !args.image.is_empty() {
+        check_takes_images(&runtime, args).await?;
     }
     let session = open_session(&runtime, args).await?;
     let subscription = runtime.subscribe(&session.id).map_err(Failure::failed)?;
@@ -180,6 +229,30 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     }
     runtime.store().shutdown();
     result
+}
+
+/// Refuses `--image` for a model that takes no images before a session is
+/// made for nothing.
+async fn check_takes_images(runtime: &Runtime, args: &RunArgs) -> Result<(), Failure> {
+    let (provider, model) = match &args.session {
+        Some(id) => {
+            let session = runtime
+                .session(&SessionId::from_string(id.clone()))
+                .await
+                .map_err(Failure::usage)?;
+            (session.provider, session.model)
+        }
+        None => runtime
+            .providers()
+            .default_choice()
+            .map(|choice| (choice.provider, choice.model))
+            .unwrap_or_default(),
+    };
+    if runtime.accepts_images(&provider, &model) {
+        Ok(())
+    } else {
+        Err(Failure::usage(RuntimeError::ImagesNotAccepted { model }))
+    }
 }
 
 async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Failure> {
@@ -249,12 +322,7 @@ async fn drive(
     let mut code = exit::OK;
     for mut turn in prompts {
         let ticket = runtime
-            .prompt(
-                &session.id,
-                vec![ContentPart::Text {
-                    text: turn.prompt.clone(),
-                }],
-            )
+            .prompt(&session.id, turn.content())
             .await
             .map_err(Failure::failed)?;
         let mut ended_with_newline = true;

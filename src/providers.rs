@@ -64,10 +64,19 @@ pub fn build_with(
             (ProviderKind::Scripted, true) => vec![SCRIPTED_MODEL.to_owned()],
             _ => provider.value.models.clone(),
         };
+        // A script plays what it was written to; it takes images only when
+        // its configuration says so, whatever its model is called.
+        let images = match provider.value.kind {
+            ProviderKind::Scripted => Some(provider.value.images.unwrap_or(false)),
+            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::Failover => {
+                provider.value.images
+            }
+        };
         entries.push(ProviderEntry {
             name: name.clone(),
             models,
             provider: provider_impl.clone(),
+            images,
         });
     }
     let default = config.provider.as_ref().map(|chosen| {

@@ -10,7 +10,9 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, StopReason};
 use crate::core::provider::Providers;
 use crate::core::run::RunInfo;
-use crate::core::session::{ContentPart, HistoryEntry, Message, Millis, Mode, Session};
+use crate::core::session::{
+    ContentPart, HistoryEntry, Message, Millis, Mode, Session, check_image, decoded_len,
+};
 use crate::core::tool::{FileDiff, PlanEntry, PlanPriority, PlanStatus, ToolKind};
 
 /// The config option id of the model selector.
@@ -18,7 +20,10 @@ pub const MODEL_OPTION: &str = "model";
 /// The config option id of the autonomy mode selector.
 pub const MODE_OPTION: &str = "mode";
 
-/// Converts prompt content; content Pincer did not advertise is refused by name.
+/// Converts prompt content; content Pincer did not advertise is refused by
+/// name, and images are checked (type, base64, size) here so the client hears
+/// which block is wrong. Whether the session's model takes images is the
+/// runtime's call.
 pub fn prompt_content(blocks: Vec<acp::ContentBlock>) -> Result<Vec<ContentPart>, String> {
     blocks
         .into_iter()
@@ -38,14 +43,26 @@ pub fn prompt_content(blocks: Vec<acp::ContentBlock>) -> Result<Vec<ContentPart>
                         mime_type: contents.mime_type,
                     })
                 }
-                acp::EmbeddedResourceResource::BlobResourceContents(_) => Err(format!(
-                    "prompt[{index}]: binary embedded resources are not supported; embed text or send a resource_link"
-                )),
+                // An image embedded as a blob is an image; other binary
+                // content has no form a model reads, so it is refused rather
+                // than dropped or summarized behind the user's back.
+                acp::EmbeddedResourceResource::BlobResourceContents(blob) => {
+                    match blob.mime_type {
+                        Some(mime_type) if mime_type.starts_with("image/") => {
+                            image_part(index, mime_type, blob.blob, Some(blob.uri))
+                        }
+                        mime_type => Err(format!(
+                            "prompt[{index}]: binary embedded resource {} ({}) is not supported; only images (image/png, image/jpeg, image/gif, image/webp) may be embedded as blobs: embed text or send a resource_link",
+                            blob.uri,
+                            mime_type.as_deref().unwrap_or("no mimeType")
+                        )),
+                    }
+                }
                 _ => Err(format!("prompt[{index}]: unsupported embedded resource")),
             },
-            acp::ContentBlock::Image(_) => Err(format!(
-                "prompt[{index}]: image content is not supported (promptCapabilities.image is false)"
-            )),
+            acp::ContentBlock::Image(image) => {
+                image_part(index, image.mime_type, image.data, image.uri)
+            }
             acp::ContentBlock::Audio(_) => Err(format!(
                 "prompt[{index}]: audio content is not supported (promptCapabilities.audio is false)"
             )),
@@ -53,6 +70,25 @@ pub fn prompt_content(blocks: Vec<acp::ContentBlock>) -> Result<Vec<ContentPart>
         })
         .collect()
 }
+
+fn image_part(
+    index: usize,
+    mime_type: String,
+    data: String,
+    uri: Option<String>,
+) -> Result<ContentPart, String> {
+    check_image(&mime_type, &data).map_err(|err| format!("prompt[{index}]: {err}"))?;
+    Ok(ContentPart::Image {
+        mime_type,
+        data,
+        uri,
+    })
+}
+
+/// Images up to this size (decoded) are replayed as images by `session/load`
+/// and to other clients; bigger ones as a line of text naming the image, so a
+/// long session with many screenshots does not replay megabytes per image.
+pub const REPLAY_IMAGE_BYTES: usize = 1024 * 1024;
 
 fn content_block(part: &ContentPart) -> acp::ContentBlock {
     match part {
@@ -74,6 +110,22 @@ fn content_block(part: &ContentPart) -> acp::ContentBlock {
                     .mime_type(mime_type.clone()),
             ),
         )),
+        ContentPart::Image {
+            mime_type,
+            data,
+            uri,
+        } => {
+            if decoded_len(data) <= REPLAY_IMAGE_BYTES {
+                acp::ContentBlock::Image(
+                    acp::ImageContent::new(data.clone(), mime_type.clone()).uri(uri.clone()),
+                )
+            } else {
+                acp::ContentBlock::Text(acp::TextContent::new(format!(
+                    "[{}; too large to replay]",
+                    part.image_summary().unwrap_or_default()
+                )))
+            }
+        }
     }
 }
 
@@ -586,6 +638,89 @@ pub fn run_json(run: &RunInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn image_block(mime: &str, data: &str) -> acp::ContentBlock {
+        acp::ContentBlock::Image(acp::ImageContent::new(data, mime))
+    }
+
+    const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUg==";
+
+    #[test]
+    fn images_are_checked_and_named_by_their_block() {
+        let ok = prompt_content(vec![
+            acp::ContentBlock::Text(acp::TextContent::new("see")),
+            image_block("image/png", PNG_B64),
+        ])
+        .unwrap();
+        assert_eq!(
+            ok[1],
+            ContentPart::Image {
+                mime_type: "image/png".into(),
+                data: PNG_B64.into(),
+                uri: None
+            }
+        );
+        let bad = |blocks| prompt_content(blocks).unwrap_err();
+        let text = acp::ContentBlock::Text(acp::TextContent::new("see"));
+        let err = bad(vec![text.clone(), image_block("image/bmp", PNG_B64)]);
+        assert!(
+            err.starts_with("prompt[1]: image type \"image/bmp\""),
+            "{err}"
+        );
+        let err = bad(vec![text, image_block("image/png", "%%%")]);
+        assert!(
+            err.starts_with("prompt[1]: image data is not valid base64"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn blobs_are_images_or_refused() {
+        let blob = |mime: &str| {
+            acp::ContentBlock::Resource(acp::EmbeddedResource::new(
+                acp::EmbeddedResourceResource::BlobResourceContents(
+                    acp::BlobResourceContents::new(PNG_B64, "file:///shot.png")
+                        .mime_type(mime.to_owned()),
+                ),
+            ))
+        };
+        let parts = prompt_content(vec![blob("image/png")]).unwrap();
+        assert_eq!(
+            parts,
+            vec![ContentPart::Image {
+                mime_type: "image/png".into(),
+                data: PNG_B64.into(),
+                uri: Some("file:///shot.png".into())
+            }]
+        );
+        let err = prompt_content(vec![blob("application/pdf")]).unwrap_err();
+        assert!(
+            err.starts_with("prompt[0]: binary embedded resource file:///shot.png (application/pdf) is not supported"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn large_images_replay_as_a_line_of_text() {
+        let small = ContentPart::Image {
+            mime_type: "image/png".into(),
+            data: PNG_B64.into(),
+            uri: None,
+        };
+        assert!(matches!(content_block(&small), acp::ContentBlock::Image(_)));
+        let large = ContentPart::Image {
+            mime_type: "image/png".into(),
+            data: "A".repeat(REPLAY_IMAGE_BYTES / 3 * 4 + 8),
+            uri: Some("file:///big.png".into()),
+        };
+        let acp::ContentBlock::Text(text) = content_block(&large) else {
+            panic!("a large image should replay as text");
+        };
+        assert_eq!(
+            text.text,
+            "[image image/png, 1.0 MiB, file:///big.png; too large to replay]"
+        );
+    }
 
     #[test]
     fn timestamps_have_fixed_millisecond_precision() {

@@ -1,7 +1,7 @@
 //! Fitting the conversation into the model's context window.
 //!
 //! Tokens are estimated (about four bytes of text per token, which errs on the
-//! side of sending less). When the conversation is too long, old tool outputs
+//! side of sending less; an image counts [`IMAGE_TOKENS`] whatever its size). When the conversation is too long, old tool outputs
 //! are shortened first, oldest first, then the oldest exchanges are dropped —
 //! always whole: an assistant turn that asked for tools goes with every result,
 //! and the history sent always starts with a user message.
@@ -12,13 +12,29 @@ use super::session::{Message, ToolCall};
 const BYTES_PER_TOKEN: usize = 4;
 /// Per-message overhead (role, framing) in tokens.
 const MESSAGE_OVERHEAD: usize = 4;
+/// What one image is estimated to cost, in tokens. Providers scale images
+/// down and charge by pixels: Anthropic about width × height / 750, at most
+/// about 1,600 for the largest image it keeps; OpenAI 765 for a 1024×1024 image
+/// in high detail. The larger figure errs on the side of sending less.
+pub const IMAGE_TOKENS: usize = 1_600;
 /// A shortened tool output keeps this many bytes of its head.
 const SHORTENED_KEEP: usize = 512;
 
 /// An estimate of the tokens a message costs.
 pub fn estimate(message: &Message) -> usize {
+    let mut images = 0;
     let bytes = match message {
-        Message::User { content } => content.iter().map(|p| p.to_model_text().len()).sum(),
+        Message::User { content } => content
+            .iter()
+            .map(|part| {
+                if part.is_image() {
+                    images += 1;
+                    0
+                } else {
+                    part.to_model_text().len()
+                }
+            })
+            .sum(),
         Message::Assistant {
             text,
             thought,
@@ -27,7 +43,7 @@ pub fn estimate(message: &Message) -> usize {
         } => text.len() + thought.len() + tool_calls.iter().map(call_bytes).sum::<usize>(),
         Message::Tool { content, .. } => content.len(),
     };
-    bytes / BYTES_PER_TOKEN + MESSAGE_OVERHEAD
+    bytes / BYTES_PER_TOKEN + images * IMAGE_TOKENS + MESSAGE_OVERHEAD
 }
 
 fn call_bytes(call: &ToolCall) -> usize {
@@ -145,6 +161,26 @@ mod tests {
             asks("c"),
             result("c", 4_000),
         ]
+    }
+
+    #[test]
+    fn an_image_costs_a_fixed_estimate_whatever_its_size() {
+        let with_image = |data: &str| Message::User {
+            content: vec![
+                ContentPart::Text {
+                    text: "look".into(),
+                },
+                ContentPart::Image {
+                    mime_type: "image/png".into(),
+                    data: data.into(),
+                    uri: None,
+                },
+            ],
+        };
+        let small = estimate(&with_image("AAAA"));
+        let large = estimate(&with_image(&"A".repeat(4_000_000)));
+        assert_eq!(small, large);
+        assert_eq!(small, estimate(&user("look")) + IMAGE_TOKENS);
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! and to price each model turn. Names match exactly, or by a `*` pattern
 //! (`claude-sonnet-4*`); the most specific entry wins: an exact name, else the
 //! pattern with the most literal characters.
+//!
+//! Whether a model takes images is the catalogue's `images` (the most specific
+//! entry that says), else the provider's `images`, else [`images_by_family`].
 
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};
@@ -88,6 +91,8 @@ impl Cost {
 pub struct ModelInfo {
     pub context_window: Option<usize>,
     pub price: Option<Price>,
+    /// Whether the model takes images in prompts; unset: not said here.
+    pub images: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -175,6 +180,25 @@ impl ModelCatalog {
         self.lookup(model).and_then(|info| info.context_window)
     }
 
+    /// Whether the catalogue says `model` takes images: the most specific
+    /// matching entry that sets `images` (an exact name, else the longest pattern).
+    pub fn images(&self, model: &str) -> Option<bool> {
+        if let Some(images) = self
+            .entries
+            .iter()
+            .find(|e| e.pattern.is_none() && e.name == model)
+            .and_then(|e| e.info.images)
+        {
+            return Some(images);
+        }
+        self.entries
+            .iter()
+            .filter(|e| e.info.images.is_some())
+            .filter(|e| e.pattern.as_ref().is_some_and(|p| p.is_match(model)))
+            .max_by_key(|e| e.literal)
+            .and_then(|e| e.info.images)
+    }
+
     /// What `usage` on `model` cost, if the catalogue prices it.
     pub fn cost(&self, model: &str, usage: &Usage) -> Option<Cost> {
         let price = self.lookup(model)?.price?;
@@ -185,6 +209,37 @@ impl ModelCatalog {
     }
 }
 
+/// Whether a model of a well-known family takes images, when nothing in the
+/// configuration says: the vision-capable families of OpenAI and Anthropic as of
+/// late 2025 (`gpt-4o*`, `gpt-4.1*`, `gpt-5*`, `o1`, `o3`, `o4*`, `claude-*`
+/// from Claude 3 on), less their audio-only, realtime and `o1-mini`/`o3-mini`
+/// variants. Every other name is text-only until `images = true` says
+/// otherwise; a list like this goes stale, so the configuration always wins.
+pub fn images_by_family(model: &str) -> bool {
+    let model = model.to_ascii_lowercase();
+    let model = model.rsplit('/').next().unwrap_or(&model);
+    if ["audio", "realtime", "transcribe", "tts"]
+        .iter()
+        .any(|word| model.contains(word))
+    {
+        return false;
+    }
+    if let Some(rest) = model.strip_prefix("claude-") {
+        return !(rest.starts_with("2") || rest.starts_with("instant"));
+    }
+    let family = |prefix: &str| {
+        model == prefix
+            || model
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('-') && !rest.starts_with("-mini"))
+    };
+    ["gpt-4o", "gpt-4.1", "gpt-5", "o4"]
+        .iter()
+        .any(|prefix| model.starts_with(prefix))
+        || family("o1")
+        || family("o3")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +247,7 @@ mod tests {
     fn priced(input: f64, output: f64) -> ModelInfo {
         ModelInfo {
             context_window: None,
+            images: None,
             price: Some(Price {
                 input,
                 output,
@@ -250,6 +306,7 @@ mod tests {
                 ModelInfo {
                     context_window: Some(8192),
                     price: None,
+                    images: None,
                 },
             )],
         )
@@ -289,6 +346,66 @@ mod tests {
         assert_eq!(usd_of(0.0123).to_string(), "0.0123 USD");
         assert_eq!(usd_of(0.00000012).to_string(), "0.00 USD");
         assert_eq!(usd_of(12.3456789).to_string(), "12.345679 USD");
+    }
+
+    #[test]
+    fn image_support_comes_from_the_most_specific_entry_that_says() {
+        let entry = |images: Option<bool>, window: Option<usize>| ModelInfo {
+            context_window: window,
+            images,
+            ..ModelInfo::default()
+        };
+        let catalog = ModelCatalog::new(
+            "USD",
+            [
+                ("llava*".to_owned(), entry(Some(true), None)),
+                ("llava-text*".to_owned(), entry(Some(false), None)),
+                // More specific but silent on images: the pattern above decides.
+                ("llava-text-13b*".to_owned(), entry(None, Some(4096))),
+                ("exact".to_owned(), entry(Some(false), None)),
+            ],
+        )
+        .unwrap();
+        assert_eq!(catalog.images("llava-7b"), Some(true));
+        assert_eq!(catalog.images("llava-text-7b"), Some(false));
+        assert_eq!(catalog.images("llava-text-13b-q4"), Some(false));
+        assert_eq!(catalog.images("exact"), Some(false));
+        assert_eq!(catalog.images("gpt-4o"), None);
+    }
+
+    #[test]
+    fn families_that_take_images_by_default() {
+        for model in [
+            "gpt-4o",
+            "gpt-4o-mini",
+            "gpt-4.1-nano",
+            "gpt-5",
+            "gpt-5-mini",
+            "o1",
+            "o3",
+            "o3-2025-04-16",
+            "o4-mini",
+            "claude-sonnet-4-5",
+            "claude-3-haiku-20240307",
+            "openrouter/gpt-4o",
+        ] {
+            assert!(images_by_family(model), "{model} should take images");
+        }
+        for model in [
+            "gpt-4o-audio-preview",
+            "gpt-4o-realtime-preview",
+            "gpt-3.5-turbo",
+            "gpt-4",
+            "o1-mini",
+            "o3-mini",
+            "claude-2.1",
+            "claude-instant-1.2",
+            "llama3.1:8b",
+            "script",
+            "o30",
+        ] {
+            assert!(!images_by_family(model), "{model} should be text-only");
+        }
     }
 
     #[test]

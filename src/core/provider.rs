@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 use thiserror::Error;
 
 use super::event::Usage;
+use super::models::{ModelCatalog, images_by_family};
 use super::session::{Message, ToolCall};
 
 /// What the model is asked in one turn.
@@ -144,6 +145,9 @@ pub struct ProviderEntry {
     pub name: String,
     pub models: Vec<String>,
     pub provider: std::sync::Arc<dyn Provider>,
+    /// Whether this provider's models take images when the catalogue does not
+    /// say; `None`: judge by the model's family ([`images_by_family`]).
+    pub images: Option<bool>,
 }
 
 /// The providers a runtime may use; the first is the default unless one is named.
@@ -195,6 +199,20 @@ impl Providers {
             .find(|choice| choice.id() == id)
             .or_else(|| choices.iter().find(|choice| choice.model == id))
             .cloned()
+    }
+
+    /// Whether `model` served by `provider` takes images: the catalogue's word,
+    /// else the provider's, else the model's family.
+    pub fn accepts_images(&self, catalog: &ModelCatalog, provider: &str, model: &str) -> bool {
+        catalog
+            .images(model)
+            .or_else(|| {
+                self.entries
+                    .iter()
+                    .find(|entry| entry.name == provider)
+                    .and_then(|entry| entry.images)
+            })
+            .unwrap_or_else(|| images_by_family(model))
     }
 
     pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {

@@ -25,7 +25,8 @@ use super::provider::{ModelChoice, Providers};
 use super::receipt::ReceiptBody;
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
-    ContentPart, HistoryEntry, Message, Mode, Origin, Session, now_millis, title_from_prompt,
+    ContentPart, HistoryEntry, Message, Mode, Origin, Session, check_image, now_millis,
+    title_from_prompt,
 };
 use super::stats::Stats;
 use super::tool::{ClientFiles, ClientTerminal, Files, Progress, ToolContext};
@@ -43,6 +44,14 @@ pub enum RuntimeError {
     UnknownModel(String, String),
     #[error("the runtime is shutting down")]
     ShuttingDown,
+    /// A prompt part the runtime refuses (a bad image), by its index.
+    #[error("content[{index}]: {message}")]
+    InvalidContent { index: usize, message: String },
+    /// A prompt with an image for a model that does not take images.
+    #[error(
+        "model {model} does not accept images; choose a model that does, or set `images = true` in [models.\"{model}\"] if it does"
+    )]
+    ImagesNotAccepted { model: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -423,6 +432,11 @@ impl Runtime {
         if self.inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
+        let (provider, model) = {
+            let session = lock(&live.session);
+            (session.provider.clone(), session.model.clone())
+        };
+        self.check_content(&provider, &model, &content)?;
         let now = now_millis();
         self.inner.store.submit(Write::InsertRun {
             id: run_id.clone(),
@@ -472,6 +486,52 @@ impl Runtime {
             run_id,
             done: done_rx,
         })
+    }
+
+    /// Whether `model` served by `provider` takes images (`[models]`, then the
+    /// provider's setting, then the model's family).
+    pub fn accepts_images(&self, provider: &str, model: &str) -> bool {
+        self.inner
+            .providers
+            .accepts_images(&self.inner.config.loop_config.models, provider, model)
+    }
+
+    /// Whether the model new sessions get takes images.
+    pub fn default_model_accepts_images(&self) -> bool {
+        self.inner
+            .providers
+            .default_choice()
+            .is_some_and(|choice| self.accepts_images(&choice.provider, &choice.model))
+    }
+
+    /// Refuses a prompt the session's model could not be sent: images that are
+    /// not valid, or any image for a model that does not take them. Faces check
+    /// images at their edge too, in their own words; this is the last word.
+    fn check_content(
+        &self,
+        provider: &str,
+        model: &str,
+        content: &[ContentPart],
+    ) -> Result<(), RuntimeError> {
+        let mut images = false;
+        for (index, part) in content.iter().enumerate() {
+            if let ContentPart::Image {
+                mime_type, data, ..
+            } = part
+            {
+                check_image(mime_type, data).map_err(|err| RuntimeError::InvalidContent {
+                    index,
+                    message: err.to_string(),
+                })?;
+                images = true;
+            }
+        }
+        if images && !self.accepts_images(provider, model) {
+            return Err(RuntimeError::ImagesNotAccepted {
+                model: model.to_owned(),
+            });
+        }
+        Ok(())
     }
 
     /// Cancels the active run of a session and every run queued behind it.
@@ -1183,6 +1243,7 @@ mod tests {
                 name: "test".into(),
                 models: vec!["m".into()],
                 provider: Arc::new(provider),
+                images: None,
             }],
             None,
         );
@@ -1440,6 +1501,7 @@ mod tests {
                     tool: "probe",
                     calls: 3,
                 }),
+                images: None,
             }],
             None,
         );

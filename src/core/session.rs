@@ -134,6 +134,17 @@ pub enum ContentPart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
+    /// An image: one of [`IMAGE_TYPES`], at most [`MAX_IMAGE_BYTES`] decoded.
+    /// Stored as given, so a prompt's image is on the tape (and in the
+    /// session's history) as base64, a third larger than the image.
+    Image {
+        mime_type: String,
+        /// The image bytes, base64 (standard alphabet, padded).
+        data: String,
+        /// Where the image came from, when the client said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+    },
 }
 
 impl ContentPart {
@@ -145,7 +156,119 @@ impl ContentPart {
             ContentPart::Resource { uri, text, .. } => {
                 format!("<resource uri=\"{uri}\">\n{text}\n</resource>")
             }
+            ContentPart::Image { .. } => format!("[{}]", self.image_summary().unwrap_or_default()),
         }
+    }
+
+    pub fn is_image(&self) -> bool {
+        matches!(self, ContentPart::Image { .. })
+    }
+
+    /// `image/png, 12.3 KB, file:///a.png` for an image part: what a text-only
+    /// view shows in its place.
+    pub fn image_summary(&self) -> Option<String> {
+        let ContentPart::Image {
+            mime_type,
+            data,
+            uri,
+        } = self
+        else {
+            return None;
+        };
+        let mut summary = format!("image {mime_type}, {}", human_bytes(decoded_len(data)));
+        if let Some(uri) = uri {
+            summary.push_str(&format!(", {uri}"));
+        }
+        Some(summary)
+    }
+}
+
+/// The image types a prompt may carry: the ones both OpenAI-compatible and
+/// Anthropic APIs take.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The largest image a prompt may carry, decoded. An ACP line (16 MiB) holds
+/// about 12 MiB of image as base64; Anthropic takes at most 5 MB per image and
+/// OpenAI 20 MB, so a bigger image would fail at the provider anyway on one of
+/// them, after costing a tape write of its base64 twice over.
+pub const MAX_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+
+/// Why an image part is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    #[error(
+        "image type {0:?} is not supported; send image/png, image/jpeg, image/gif or image/webp"
+    )]
+    UnsupportedType(String),
+    #[error("image data is not valid base64: {0}")]
+    NotBase64(String),
+    #[error("image of {bytes} bytes exceeds the limit of {limit} bytes (10 MiB) per image", limit = MAX_IMAGE_BYTES)]
+    TooLarge { bytes: usize },
+    #[error("image data does not look like {0} (its first bytes say otherwise)")]
+    WrongType(String),
+}
+
+/// Checks an image the way a provider would: a supported type, base64 that
+/// decodes, within the size limit, and bytes that start like the type says.
+pub fn check_image(mime_type: &str, data: &str) -> Result<(), ImageError> {
+    use base64::Engine as _;
+    let mime = mime_type.trim().to_ascii_lowercase();
+    if !IMAGE_TYPES.contains(&mime.as_str()) || mime != mime_type {
+        return Err(ImageError::UnsupportedType(mime_type.to_owned()));
+    }
+    // Refused before decoding: no allocation for a payload that is too big.
+    let estimated = decoded_len(data);
+    if estimated > MAX_IMAGE_BYTES {
+        return Err(ImageError::TooLarge { bytes: estimated });
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|err| ImageError::NotBase64(err.to_string()))?;
+    if bytes.len() > MAX_IMAGE_BYTES {
+        return Err(ImageError::TooLarge { bytes: bytes.len() });
+    }
+    let signature_ok = match mime.as_str() {
+        "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "image/jpeg" => bytes.starts_with(&[0xFF, 0xD8, 0xFF]),
+        "image/gif" => bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a"),
+        "image/webp" => bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP",
+        _ => false,
+    };
+    if !signature_ok {
+        return Err(ImageError::WrongType(mime));
+    }
+    Ok(())
+}
+
+/// The type of an image judged by its first bytes, for faces that read image
+/// files (`pincer run --image`).
+pub fn sniff_image_type(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// The decoded size of base64 text, from its length (exact for padded base64).
+pub fn decoded_len(data: &str) -> usize {
+    let padding = data.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+    (data.len() / 4 * 3 + (data.len() % 4 * 3 / 4)).saturating_sub(padding)
+}
+
+fn human_bytes(bytes: usize) -> String {
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
     }
 }
 
@@ -195,7 +318,9 @@ pub fn title_from_prompt(content: &[ContentPart]) -> Option<String> {
     const MAX_CHARS: usize = 60;
     let text = content.iter().find_map(|part| match part {
         ContentPart::Text { text } => Some(text.as_str()),
-        ContentPart::ResourceLink { .. } | ContentPart::Resource { .. } => None,
+        ContentPart::ResourceLink { .. }
+        | ContentPart::Resource { .. }
+        | ContentPart::Image { .. } => None,
     })?;
     let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;
     let mut title: String = line.chars().take(MAX_CHARS).collect();
@@ -231,5 +356,59 @@ mod tests {
         }];
         let title = title_from_prompt(&long).unwrap_or_default();
         assert_eq!(title.chars().count(), 61);
+    }
+
+    fn b64(bytes: &[u8]) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+    #[test]
+    fn images_are_checked_for_type_encoding_size_and_signature() {
+        assert_eq!(check_image("image/png", &b64(PNG)), Ok(()));
+        assert_eq!(
+            check_image("image/bmp", &b64(PNG)),
+            Err(ImageError::UnsupportedType("image/bmp".into()))
+        );
+        assert!(matches!(
+            check_image("image/png", "not base64!"),
+            Err(ImageError::NotBase64(_))
+        ));
+        assert_eq!(
+            check_image("image/jpeg", &b64(PNG)),
+            Err(ImageError::WrongType("image/jpeg".into()))
+        );
+        let huge = "A".repeat((MAX_IMAGE_BYTES / 3 + 1) * 4);
+        let err = check_image("image/png", &huge).unwrap_err();
+        assert!(matches!(err, ImageError::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("10485760 bytes"), "{err}");
+    }
+
+    #[test]
+    fn decoded_length_is_exact_for_padded_base64() {
+        for n in 0..40 {
+            let data = vec![7u8; n];
+            assert_eq!(decoded_len(&b64(&data)), n, "length {n}");
+        }
+    }
+
+    #[test]
+    fn images_serialize_in_a_plain_tagged_form_and_summarize_as_text() {
+        let part = ContentPart::Image {
+            mime_type: "image/png".into(),
+            data: b64(PNG),
+            uri: None,
+        };
+        let json = serde_json::to_value(&part).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "image", "mime_type": "image/png", "data": b64(PNG)})
+        );
+        assert_eq!(serde_json::from_value::<ContentPart>(json).unwrap(), part);
+        assert_eq!(part.to_model_text(), "[image image/png, 16 B]");
+        assert_eq!(sniff_image_type(PNG), Some("image/png"));
+        assert_eq!(sniff_image_type(b"hello"), None);
     }
 }

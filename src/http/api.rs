@@ -63,7 +63,7 @@ pub struct ListSessions {
 pub struct Prompt {
     /// The prompt as plain text.
     pub prompt: Option<String>,
-    /// The prompt as content parts (`text`, `resource_link`, `resource`).
+    /// The prompt as content parts (`text`, `resource_link`, `resource`, `image`).
     pub content: Option<Vec<ContentPart>>,
 }
 
@@ -187,7 +187,9 @@ impl Api {
         };
         let empty = content.iter().all(|part| match part {
             ContentPart::Text { text } => text.trim().is_empty(),
-            ContentPart::ResourceLink { .. } | ContentPart::Resource { .. } => false,
+            ContentPart::ResourceLink { .. }
+            | ContentPart::Resource { .. }
+            | ContentPart::Image { .. } => false,
         });
         if empty {
             return Err(ApiError::bad_request("`prompt`: must not be empty"));

@@ -92,6 +92,10 @@ impl From<RuntimeError> for ApiError {
                 ApiError::bad_request(format!("`workspace`: {err}"))
             }
             RuntimeError::UnknownModel(..) => ApiError::bad_request(format!("`model`: {err}")),
+            RuntimeError::InvalidContent { index, message } => {
+                ApiError::bad_request(format!("`content[{index}]`: {message}"))
+            }
+            RuntimeError::ImagesNotAccepted { .. } => ApiError::bad_request(err.to_string()),
             RuntimeError::ShuttingDown => ApiError::unavailable(err.to_string()),
             RuntimeError::Store(_) => {
                 tracing::error!(error = %err, "request failed");

@@ -19,7 +19,7 @@ use crate::core::provider::{
     ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     ProviderStream,
 };
-use crate::core::session::{Message, ToolCall};
+use crate::core::session::{ContentPart, Message, ToolCall};
 
 /// The API version Pincer speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -129,13 +129,7 @@ fn request_body(request: &ModelRequest, max_tokens: u32) -> Value {
     };
     for message in &request.messages {
         match message {
-            Message::User { content } => {
-                let text: Vec<String> = content.iter().map(|p| p.to_model_text()).collect();
-                push(
-                    "user",
-                    vec![json!({"type": "text", "text": text.join("\n")})],
-                );
-            }
+            Message::User { content } => push("user", user_blocks(content)),
             Message::Assistant {
                 text, tool_calls, ..
             } => {
@@ -191,6 +185,38 @@ fn request_body(request: &ModelRequest, max_tokens: u32) -> Value {
             .collect();
     }
     body
+}
+
+/// A user message's blocks: its text parts joined into one `text` block, each
+/// run of text apart when images come between, and images as base64 `image`
+/// blocks, in the prompt's order.
+fn user_blocks(content: &[ContentPart]) -> Vec<Value> {
+    let mut blocks = Vec::new();
+    let mut text: Vec<String> = Vec::new();
+    let flush = |text: &mut Vec<String>, blocks: &mut Vec<Value>| {
+        if !text.is_empty() {
+            blocks.push(json!({"type": "text", "text": text.join("\n")}));
+            text.clear();
+        }
+    };
+    for part in content {
+        match part {
+            ContentPart::Image {
+                mime_type, data, ..
+            } => {
+                flush(&mut text, &mut blocks);
+                blocks.push(json!({
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": mime_type, "data": data},
+                }));
+            }
+            ContentPart::Text { .. }
+            | ContentPart::ResourceLink { .. }
+            | ContentPart::Resource { .. } => text.push(part.to_model_text()),
+        }
+    }
+    flush(&mut text, &mut blocks);
+    blocks
 }
 
 /// A block being streamed.
@@ -776,5 +802,39 @@ mod tests {
         let events = collect(&provider(&server, Duration::from_millis(200))).await;
         let err = events[0].as_ref().unwrap_err();
         assert_eq!(err.kind, ProviderErrorKind::Timeout, "{}", err.message);
+    }
+
+    #[test]
+    fn a_prompt_with_an_image_becomes_text_and_base64_image_blocks() {
+        let mut request = request();
+        request.messages = vec![Message::User {
+            content: vec![
+                ContentPart::Text {
+                    text: "compare".into(),
+                },
+                ContentPart::ResourceLink {
+                    uri: "file:///a.rs".into(),
+                    name: "a.rs".into(),
+                    mime_type: None,
+                },
+                ContentPart::Image {
+                    mime_type: "image/jpeg".into(),
+                    data: "/9j/4AAQ".into(),
+                    uri: None,
+                },
+                ContentPart::Text {
+                    text: "with this".into(),
+                },
+            ],
+        }];
+        let body = request_body(&request, 1024);
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "compare\n[a.rs](file:///a.rs)"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}},
+                {"type": "text", "text": "with this"},
+            ]}])
+        );
     }
 }

@@ -170,7 +170,7 @@ fn request_body(request: &ModelRequest) -> Value {
             continue;
         }
         messages.push(match message {
-            Message::User { content } => json!({"role": "user", "content": user_text(content)}),
+            Message::User { content } => json!({"role": "user", "content": user_content(content)}),
             // An interrupted turn is sent as what was said: the model should see
             // its partial answer rather than a gap. The thought is not sent back;
             // several servers reject reasoning fields in input messages.
@@ -226,12 +226,35 @@ fn request_body(request: &ModelRequest) -> Value {
     body
 }
 
-fn user_text(content: &[ContentPart]) -> String {
+/// A user message's `content`: a plain string, which every compatible server
+/// takes, unless the prompt has images; then an array of `text` and
+/// `image_url` parts (images as `data:` URLs), in the prompt's order.
+fn user_content(content: &[ContentPart]) -> Value {
+    if !content.iter().any(ContentPart::is_image) {
+        return Value::String(
+            content
+                .iter()
+                .map(ContentPart::to_model_text)
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        );
+    }
     content
         .iter()
-        .map(ContentPart::to_model_text)
-        .collect::<Vec<_>>()
-        .join("\n\n")
+        .map(|part| match part {
+            ContentPart::Image {
+                mime_type, data, ..
+            } => json!({
+                "type": "image_url",
+                "image_url": {"url": format!("data:{mime_type};base64,{data}")},
+            }),
+            ContentPart::Text { .. }
+            | ContentPart::ResourceLink { .. }
+            | ContentPart::Resource { .. } => {
+                json!({"type": "text", "text": part.to_model_text()})
+            }
+        })
+        .collect()
 }
 
 fn tool_json(tool: &ToolSpec) -> Value {
@@ -1748,6 +1771,38 @@ mod tests {
             is_error: true,
         }]));
         assert_eq!(failed["messages"][1]["content"], "Error: no such file");
+    }
+
+    #[test]
+    fn a_prompt_with_an_image_becomes_text_and_image_url_parts() {
+        let prompt = Message::User {
+            content: vec![
+                ContentPart::Text {
+                    text: "what is this?".into(),
+                },
+                ContentPart::Image {
+                    mime_type: "image/png".into(),
+                    data: "iVBORw0KGgo=".into(),
+                    uri: Some("file:///a.png".into()),
+                },
+                ContentPart::Resource {
+                    uri: "file:///notes.md".into(),
+                    text: "notes".into(),
+                    mime_type: None,
+                },
+            ],
+        };
+        let body = request_body(&request(vec![user("earlier"), prompt]));
+        // Without images the content stays a plain string.
+        assert_eq!(body["messages"][1]["content"], "earlier");
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                {"type": "text", "text": "<resource uri=\"file:///notes.md\">\nnotes\n</resource>"},
+            ])
+        );
     }
 
     #[tokio::test]

@@ -149,8 +149,19 @@ impl TestDir {
 
     /// Starts `pincer acp ARGS` with piped stdin/stdout and stderr to `stderr_path`.
     pub fn spawn_acp<S: AsRef<std::ffi::OsStr>>(&self, args: &[S], stderr_path: &Path) -> Child {
+        self.spawn_acp_env(args, &[], stderr_path)
+    }
+
+    /// Like [`TestDir::spawn_acp`] with extra environment variables.
+    pub fn spawn_acp_env<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        args: &[S],
+        env: &[(&str, &str)],
+        stderr_path: &Path,
+    ) -> Child {
         let stderr = std::fs::File::create(stderr_path).unwrap();
         self.command()
+            .envs(env.iter().copied())
             .arg("acp")
             .args(args)
             .stdin(Stdio::piped())
@@ -190,8 +201,13 @@ pub struct AcpProcess {
 
 impl AcpProcess {
     pub fn spawn(dir: &TestDir, args: &[&str]) -> Self {
+        Self::spawn_env(dir, args, &[])
+    }
+
+    /// Like [`AcpProcess::spawn`] with extra environment variables (API keys).
+    pub fn spawn_env(dir: &TestDir, args: &[&str], env: &[(&str, &str)]) -> Self {
         let stderr_path = dir.path().join(format!("stderr-{}.log", uuid_like()));
-        let mut child = dir.spawn_acp(args, &stderr_path);
+        let mut child = dir.spawn_acp_env(args, env, &stderr_path);
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
