@@ -320,6 +320,11 @@ pub fn history_updates(
                 content,
                 is_error,
             } => updates.push(tool_result_update(call_id, content, *is_error, &[])),
+            // What the person saw when the command ran: the summary, the
+            // report of an undo, as the agent's words.
+            Message::Summary { text, .. } | Message::Note { text } => {
+                updates.push(acp::SessionUpdate::AgentMessageChunk(text_chunk(text)));
+            }
         }
     }
     updates

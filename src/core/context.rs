@@ -5,8 +5,11 @@
 //! are shortened first, oldest first, then the oldest exchanges are dropped —
 //! always whole: an assistant turn that asked for tools goes with every result,
 //! and the history sent always starts with a user message.
+//!
+//! A compacted conversation is sent from its last summary on
+//! ([`since_compaction`]): the summary stands for everything before it.
 
-use super::session::{Message, ToolCall};
+use super::session::{Message, ToolCall, note_for_model, summary_for_model};
 
 /// Bytes of text per estimated token.
 const BYTES_PER_TOKEN: usize = 4;
@@ -26,12 +29,26 @@ pub fn estimate(message: &Message) -> usize {
             ..
         } => text.len() + thought.len() + tool_calls.iter().map(call_bytes).sum::<usize>(),
         Message::Tool { content, .. } => content.len(),
+        Message::Summary { text, .. } => summary_for_model(text).len(),
+        Message::Note { text } => note_for_model(text).len(),
     };
     bytes / BYTES_PER_TOKEN + MESSAGE_OVERHEAD
 }
 
 fn call_bytes(call: &ToolCall) -> usize {
     call.name.len() + call.arguments.to_string().len()
+}
+
+/// What the model is sent of a conversation: from its last compaction point
+/// (the summary) on; all of it when it was never compacted.
+pub fn since_compaction(mut messages: Vec<Message>) -> Vec<Message> {
+    if let Some(last) = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Summary { .. }))
+    {
+        messages.drain(..last);
+    }
+    messages
 }
 
 /// What fitting did, for the log.
@@ -81,7 +98,7 @@ pub fn fit(messages: &mut Vec<Message>, budget: usize) -> Fitted {
     while total(messages) > budget && current > 0 {
         let next_user = messages[1..=current]
             .iter()
-            .position(|m| matches!(m, Message::User { .. }))
+            .position(Message::is_user_side)
             .map_or(current, |p| p + 1);
         messages.drain(..next_user);
         fitted.dropped += next_user;

@@ -16,7 +16,7 @@ use crate::core::provider::{
     ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     ProviderStream,
 };
-use crate::core::session::{Message, ToolCall};
+use crate::core::session::{ToolCall, model_turns};
 
 #[derive(Debug, Error)]
 pub enum ScriptError {
@@ -161,11 +161,9 @@ impl Provider for ScriptedProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
-        let index = request
-            .messages
-            .iter()
-            .filter(|message| matches!(message, Message::Assistant { .. }))
-            .count();
+        // A summary counts the turns it stands for: the count goes on across
+        // a compaction as if the summary turn were an assistant message.
+        let index = model_turns(&request.messages);
         let Some(turn) = self.turns.get(index).cloned() else {
             let error = ProviderError::new(
                 ProviderErrorKind::Config,
@@ -294,7 +292,7 @@ fn scripted_error(error: &ScriptedError) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::session::ContentPart;
+    use crate::core::session::{ContentPart, Message};
 
     fn provider(script: &str) -> ScriptedProvider {
         match ScriptedProvider::parse("test", Path::new("test.jsonl"), script) {

@@ -270,6 +270,8 @@ fn append_message(
         Message::User { .. } => "user",
         Message::Assistant { .. } => "assistant",
         Message::Tool { .. } => "tool",
+        Message::Summary { .. } => "summary",
+        Message::Note { .. } => "note",
     };
     conn.prepare_cached(
         "INSERT INTO messages (session_id, seq, run_id, role, body, at)
