@@ -558,3 +558,340 @@ pub fn undo_report(run: &RunId, reverted: &[String], left: &[(String, String)]) 
     }
     format!("{}.", parts.join("; "))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::core::event::RunState;
+    use crate::core::ids::SessionId;
+    use crate::core::policy::PathBoundary;
+    use crate::core::tool::Files;
+
+    fn record(run: &str, seq: u64, event: Event) -> EventRecord {
+        EventRecord {
+            session_id: SessionId::from_string("ses_1".into()),
+            run_id: RunId::from_string(run.into()),
+            seq,
+            at: 0,
+            event,
+        }
+    }
+
+    fn diff(path: &str, old: Option<&str>, new: &str) -> FileDiff {
+        FileDiff {
+            path: PathBuf::from(path),
+            old_text: old.map(str::to_owned),
+            new_text: new.to_owned(),
+            unified: String::new(),
+        }
+    }
+
+    fn prompt(text: &str) -> Event {
+        Event::UserMessage {
+            content: vec![ContentPart::Text { text: text.into() }],
+        }
+    }
+
+    fn result(id: &str, is_error: bool, diffs: Vec<FileDiff>) -> Event {
+        Event::ToolResult {
+            id: id.into(),
+            output: String::new(),
+            is_error,
+            verdict: Verdict::Allowed,
+            diffs,
+            safety: Vec::new(),
+        }
+    }
+
+    /// A model run: prompt, model turn, then the given tool results.
+    fn edit_run(run: &str, results: Vec<Event>) -> Vec<EventRecord> {
+        let mut events = vec![
+            Event::state(RunState::Queued),
+            prompt("change things"),
+            Event::ModelTurn {
+                index: 0,
+                provider: "p".into(),
+                model: "m".into(),
+            },
+        ];
+        events.extend(results);
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(seq, event)| record(run, seq as u64, event))
+            .collect()
+    }
+
+    /// An undo run that handled `calls` of `target`'s edits of `path`.
+    fn undo_run(run: &str, target: &str, path: &str, calls: &[&str]) -> Vec<EventRecord> {
+        vec![
+            record(run, 0, Event::state(RunState::Queued)),
+            record(run, 1, prompt("/undo")),
+            record(
+                run,
+                2,
+                Event::ToolCall {
+                    id: "undo_1".into(),
+                    name: UNDO_TOOL.into(),
+                    arguments: json!({"run_id": target, "path": path, "calls": calls}),
+                    kind: ToolKind::Edit,
+                },
+            ),
+        ]
+    }
+
+    fn search(newest_first: &[Vec<EventRecord>]) -> Option<UndoTarget> {
+        let mut search = UndoSearch::default();
+        newest_first.iter().find_map(|tape| search.next(tape))
+    }
+
+    #[test]
+    fn the_target_is_the_newest_run_with_successful_edits() {
+        let older = edit_run(
+            "run_1",
+            vec![result("c1", false, vec![diff("/w/a", None, "a")])],
+        );
+        let newer = edit_run(
+            "run_2",
+            vec![
+                result("c1", false, vec![diff("/w/b", Some("b0"), "b1")]),
+                // Failed results and runs without diffs change nothing.
+                result("c2", true, vec![diff("/w/x", None, "x")]),
+            ],
+        );
+        let reads_only = edit_run("run_3", vec![result("c1", false, Vec::new())]);
+        let target = search(&[reads_only, newer, older]);
+        assert_eq!(
+            target,
+            Some(UndoTarget {
+                run_id: RunId::from_string("run_2".into()),
+                edits: vec![Edit {
+                    call_id: "c1".into(),
+                    diff: diff("/w/b", Some("b0"), "b1"),
+                }],
+            })
+        );
+    }
+
+    #[test]
+    fn runs_already_undone_are_skipped_and_undo_runs_are_never_targets() {
+        let first = edit_run(
+            "run_1",
+            vec![result("c1", false, vec![diff("/w/a", None, "a")])],
+        );
+        let second = edit_run(
+            "run_2",
+            vec![
+                result("c1", false, vec![diff("/w/b", Some("0"), "1")]),
+                result("c2", false, vec![diff("/w/c", Some("0"), "1")]),
+            ],
+        );
+        // The undo reverted b and c of run_2: the next undo goes to run_1.
+        let undo_b = undo_run("run_3", "run_2", "/w/b", &["c1"]);
+        let undo_c = undo_run("run_4", "run_2", "/w/c", &["c2"]);
+        let target = search(&[undo_c.clone(), undo_b, second.clone(), first.clone()]);
+        assert_eq!(
+            target.map(|t| t.run_id.as_str().to_owned()),
+            Some("run_1".into())
+        );
+        // An undo cut short (c handled, b not) leaves the rest of run_2 to undo.
+        let target = search(&[undo_c, second, first]).unwrap();
+        assert_eq!(target.run_id.as_str(), "run_2");
+        assert_eq!(target.edits.len(), 1);
+        assert_eq!(target.edits[0].diff.path, PathBuf::from("/w/b"));
+    }
+
+    #[test]
+    fn a_prompt_that_says_undo_is_not_an_undo_run() {
+        // A model run whose prompt happens to be "/undo" (sent as a plain
+        // prompt) may not mark anything as undone.
+        let mut spoof = edit_run("run_2", Vec::new());
+        spoof[1] = record("run_2", 1, prompt("/undo"));
+        spoof.push(record(
+            "run_2",
+            3,
+            Event::ToolCall {
+                id: "c1".into(),
+                name: UNDO_TOOL.into(),
+                arguments: json!({"run_id": "run_1", "path": "/w/a", "calls": ["c1"]}),
+                kind: ToolKind::Other,
+            },
+        ));
+        let first = edit_run(
+            "run_1",
+            vec![result("c1", false, vec![diff("/w/a", None, "a")])],
+        );
+        let target = search(&[spoof, first]).unwrap();
+        assert_eq!(target.run_id.as_str(), "run_1");
+    }
+
+    #[test]
+    fn files_are_reverted_newest_edit_first() {
+        let edits = vec![
+            Edit {
+                call_id: "c1".into(),
+                diff: diff("/w/a", None, "a1"),
+            },
+            Edit {
+                call_id: "c2".into(),
+                diff: diff("/w/b", Some("b0"), "b1"),
+            },
+            Edit {
+                call_id: "c3".into(),
+                diff: diff("/w/a", Some("a1"), "a2"),
+            },
+        ];
+        let order = undo_order(&edits);
+        let shape: Vec<(PathBuf, Vec<&str>)> = order
+            .iter()
+            .map(|(path, steps)| {
+                (
+                    path.clone(),
+                    steps.iter().map(|s| s.call_id.as_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (PathBuf::from("/w/a"), vec!["c3", "c1"]),
+                (PathBuf::from("/w/b"), vec!["c2"]),
+            ]
+        );
+    }
+
+    fn tool_context(workspace: &Path) -> ToolContext {
+        let boundary = PathBoundary::new(workspace, &[], &[], None);
+        ToolContext {
+            session_id: SessionId::from_string("ses_1".into()),
+            workspace: boundary.workspace().to_path_buf(),
+            boundary: Arc::new(boundary),
+            files: Files::local(SessionId::from_string("ses_1".into())),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_holding_what_pincer_wrote_gets_its_old_text_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ctx = tool_context(&root);
+        let path = root.join("a.txt");
+        std::fs::write(&path, "two\n").unwrap();
+        let steps = undo_order(&[
+            Edit {
+                call_id: "c1".into(),
+                diff: diff(path.to_str().unwrap(), Some("zero\n"), "one\n"),
+            },
+            Edit {
+                call_id: "c2".into(),
+                diff: diff(path.to_str().unwrap(), Some("one\n"), "two\n"),
+            },
+        ]);
+        let (outcome, done) = revert_file(&ctx, &steps[0].1).await;
+        assert_eq!(outcome, Reverted::Restored);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "zero\n");
+        assert_eq!(done.len(), 2);
+        assert_eq!(done[0].old_text.as_deref(), Some("two\n"));
+        assert_eq!(done[0].new_text, "one\n");
+        assert!(
+            done[1].unified.contains("-one\n+zero\n"),
+            "{}",
+            done[1].unified
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_pincer_created_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ctx = tool_context(&root);
+        let path = root.join("new.txt");
+        std::fs::write(&path, "fresh\n").unwrap();
+        let steps = vec![Edit {
+            call_id: "c1".into(),
+            diff: diff(path.to_str().unwrap(), None, "fresh\n"),
+        }];
+        let (outcome, done) = revert_file(&ctx, &steps).await;
+        assert_eq!(outcome, Reverted::Deleted);
+        assert!(!path.exists());
+        assert!(
+            done[0].unified.contains("+++ /dev/null"),
+            "{}",
+            done[0].unified
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_changed_since_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ctx = tool_context(&root);
+        let changed = root.join("changed.txt");
+        std::fs::write(&changed, "edited by hand\n").unwrap();
+        let steps = vec![Edit {
+            call_id: "c1".into(),
+            diff: diff(changed.to_str().unwrap(), Some("old\n"), "pincer\n"),
+        }];
+        let (outcome, done) = revert_file(&ctx, &steps).await;
+        assert_eq!(outcome, Reverted::Left("it changed since".into()));
+        assert!(done.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(&changed).unwrap(),
+            "edited by hand\n"
+        );
+        // A created file deleted since is not recreated either.
+        let gone = root.join("gone.txt");
+        let steps = vec![Edit {
+            call_id: "c1".into(),
+            diff: diff(gone.to_str().unwrap(), None, "x"),
+        }];
+        let (outcome, _) = revert_file(&ctx, &steps).await;
+        assert_eq!(outcome, Reverted::Left("it was deleted since".into()));
+        assert!(!gone.exists());
+        // Nor is a file outside the session's boundary touched.
+        let outside = tempfile::tempdir().unwrap();
+        let elsewhere = outside.path().canonicalize().unwrap().join("e.txt");
+        std::fs::write(&elsewhere, "pincer\n").unwrap();
+        let steps = vec![Edit {
+            call_id: "c1".into(),
+            diff: diff(elsewhere.to_str().unwrap(), Some("old\n"), "pincer\n"),
+        }];
+        let (outcome, _) = revert_file(&ctx, &steps).await;
+        assert!(matches!(outcome, Reverted::Left(why) if why.starts_with("it is outside")));
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "pincer\n");
+    }
+
+    #[test]
+    fn the_report_names_what_was_reverted_and_what_was_left() {
+        let run = RunId::from_string("run_1".into());
+        assert_eq!(
+            undo_report(
+                &run,
+                &["a.txt".into(), "b.txt".into()],
+                &[("c.txt".into(), "it changed since".into())]
+            ),
+            "Reverted 2 files from run run_1: a.txt, b.txt; left c.txt as it is (it changed since)."
+        );
+        assert_eq!(
+            undo_report(&run, &[], &[("c.txt".into(), "it changed since".into())]),
+            "Nothing reverted from run run_1: left c.txt as it is (it changed since)."
+        );
+    }
+
+    #[test]
+    fn commands_parse_from_their_text() {
+        for command in SessionCommand::ALL {
+            assert_eq!(SessionCommand::parse(command.as_str()), Some(command));
+        }
+        assert_eq!(
+            SessionCommand::parse(" /undo\n"),
+            Some(SessionCommand::Undo)
+        );
+        assert_eq!(SessionCommand::parse("/undo please"), None);
+    }
+}

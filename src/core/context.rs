@@ -210,4 +210,51 @@ mod tests {
         assert_eq!(messages.last(), Some(&result("c", 4_000)));
         assert_eq!(messages[0], user("third"));
     }
+
+    fn summary(text: &str, turns: usize) -> Message {
+        Message::Summary {
+            text: text.into(),
+            turns,
+        }
+    }
+
+    #[test]
+    fn a_conversation_never_compacted_is_sent_whole() {
+        assert_eq!(since_compaction(conversation()), conversation());
+        assert_eq!(since_compaction(Vec::new()), Vec::<Message>::new());
+    }
+
+    #[test]
+    fn a_compacted_conversation_is_sent_from_its_last_summary_on() {
+        let mut messages = conversation();
+        messages.push(says("done"));
+        messages.push(user("/compact"));
+        messages.push(summary("first summary", 4));
+        messages.push(user("fourth"));
+        messages.push(says("four"));
+        messages.push(user("/compact"));
+        messages.push(summary("second summary", 6));
+        messages.push(user("fifth"));
+        assert_eq!(
+            since_compaction(messages),
+            vec![summary("second summary", 6), user("fifth")]
+        );
+    }
+
+    #[test]
+    fn fitting_drops_a_summary_like_the_oldest_user_message() {
+        // A summary is on the user's side: dropping the oldest exchange takes it
+        // and leaves the conversation starting at the next user message.
+        let mut messages = vec![
+            summary(&"s".repeat(40_000), 3),
+            says("ok"),
+            user("next"),
+            asks("a"),
+            result("a", 100),
+        ];
+        let fitted = fit(&mut messages, 200);
+        assert_eq!(fitted.dropped, 2);
+        assert_eq!(messages[0], user("next"));
+        assert!(estimate(&summary("abcd", 1)) > estimate(&user("abcd")));
+    }
 }

@@ -362,6 +362,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_summary_counts_the_turns_it_stands_for() {
+        let p = provider(
+            "[{\"text\":\"1\"}]\n[{\"text\":\"2\"}]\n[{\"text\":\"3\"}]\n[{\"text\":\"4\"}]\n",
+        );
+        // Compacted after two turns (the summary turn being the second), then
+        // one more turn: the next line is the fourth.
+        let mut compacted = request(0);
+        compacted.messages = vec![
+            Message::Summary {
+                text: "so far".into(),
+                turns: 2,
+            },
+            Message::User {
+                content: vec![ContentPart::Text { text: "go".into() }],
+            },
+            Message::Assistant {
+                text: "3".into(),
+                thought: String::new(),
+                tool_calls: vec![],
+                interrupted: false,
+            },
+        ];
+        let events: Vec<_> = p.stream(compacted).collect().await;
+        assert!(
+            matches!(&events[0], Ok(ProviderEvent::Text(text)) if text == "4"),
+            "{events:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn tool_calls_get_ids_and_end_with_tool_use() {
         let p =
             provider("[{\"tool_call\":{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}}]");
