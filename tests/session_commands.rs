@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 //! `/compact` and `/undo` through the core's API (`Runtime::command_as`), with
 //! the scripted model, the real file tools and a store in a fresh directory,
 //! built as `pincer` builds them; `pincer verify` checks the receipts after.
