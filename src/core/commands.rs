@@ -434,9 +434,9 @@ pub async fn undo(ctx: &ToolContext, emitter: &mut Emitter, store: &Store) -> Ru
         emitter.append_message(Message::User {
             content: SessionCommand::Undo.content(),
         });
-        emitter.append_message(Message::Note {
-            text: format!("The user ran /undo. {report} Read a file again before changing it."),
-        });
+        // The model reads the report after the `/undo` prompt; a person
+        // replaying the session sees it as it was shown.
+        emitter.append_message(Message::Note { text: report });
     }
     if cancelled {
         RunOutcome::Cancelled
