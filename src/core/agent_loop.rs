@@ -46,7 +46,8 @@ impl Default for LoopConfig {
 pub struct RunContext<'a> {
     pub provider: Arc<dyn Provider>,
     pub model: String,
-    /// The conversation so far, ending with the prompt that started the run.
+    /// The conversation as the model is sent it (from its last compaction
+    /// point on); for a prompt's run, ending with that prompt.
     pub history: Vec<Message>,
     pub cancel: CancellationToken,
     pub emitter: &'a mut Emitter,
