@@ -507,3 +507,39 @@ async fn a_cancelled_undo_stops_between_files_and_the_next_one_finishes() {
     assert_eq!(s.file("x.txt").as_deref(), Some("x old\n"));
     s.verify().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_compact_leaves_the_conversation_as_it_was() {
+    let s =
+        Setup::new("[{\"text\":\"Hi\"}]\n[{\"text\":\"Goals: \"},{\"delay_ms\":30000}]\n").await;
+    s.prompt("hello").await;
+    let mut events = s.runtime.subscribe(&s.session).unwrap();
+    let ticket = s
+        .runtime
+        .command_as(&s.session, RunId::generate(), SessionCommand::Compact)
+        .await
+        .unwrap();
+    // The summary is streaming: cancel it.
+    loop {
+        let record = events.next().await.unwrap();
+        if record.run_id == ticket.run_id && matches!(record.event, Event::TextDelta { .. }) {
+            break;
+        }
+    }
+    assert!(s.runtime.cancel_run(&s.session, &ticket.run_id));
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(5), ticket.done)
+        .await
+        .expect("the cancel ends the run at once")
+        .unwrap();
+    assert_eq!(outcome, RunOutcome::Cancelled);
+    let history: Vec<Message> = s
+        .runtime
+        .history(&s.session)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(texts(&history), ["user: hello", "assistant: Hi"]);
+    s.verify().await;
+}
