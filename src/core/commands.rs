@@ -12,7 +12,11 @@
 //! replaced, file by file, after checking the file still holds exactly what
 //! Pincer wrote (a file changed since is left alone). It is recorded like tool
 //! calls — a `tool_call` named `undo` per file, its plan, result and receipt —
-//! so the tape shows it and `pincer verify` counts it.
+//! so the tape shows it and `pincer verify` counts it. An edit counts as
+//! handled once an undo tried it, reverted or left, so the next `/undo` goes
+//! one run further back; a file the run created is deleted on the local disk
+//! (the client protocol has no delete). The model learns what changed from a
+//! `Message::Note` after the `/undo` prompt.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
