@@ -882,17 +882,29 @@ impl Connection {
                     "`prompt` must contain at least one content block",
                 ));
             }
-            if let Some(command) = commands::parse(&content) {
-                return Ok(Err((session, command)));
-            }
+            // `/compact` and `/undo` are runs of their own; the other commands
+            // are answered here without one.
+            let queued_command = match commands::parse(&content) {
+                Some(SlashCommand::Queued(command)) => Some(command),
+                Some(command) => return Ok(Err((session, command))),
+                None => None,
+            };
             // Registered before the run exists, so its forwarder always knows the
             // run is this client's own and whom to answer when it ends.
             let run_id = RunId::generate();
             lock(&self.prompts).insert(run_id.clone(), id.clone());
-            let started = self
-                .runtime
-                .prompt_as(&session, run_id.clone(), content)
-                .await;
+            let started = match queued_command {
+                Some(command) => {
+                    self.runtime
+                        .command_as(&session, run_id.clone(), command)
+                        .await
+                }
+                None => {
+                    self.runtime
+                        .prompt_as(&session, run_id.clone(), content)
+                        .await
+                }
+            };
             match started {
                 // A `$/cancel_request` that came while the run was being queued.
                 Ok(_) if cancel.is_cancelled() => {
@@ -1020,8 +1032,9 @@ impl Connection {
                 }
                 Ok(text)
             }
-            SlashCommand::Compact | SlashCommand::Undo => {
-                Ok("This command is not available in this build.".to_owned())
+            // `prompt` queues these as runs; a queued command has no text of its own.
+            SlashCommand::Queued(command) => {
+                Ok(format!("{} runs as a turn of its own", command.as_str()))
             }
         }
     }

@@ -6,6 +6,7 @@
 pub mod agent_loop;
 pub mod approval;
 pub mod channel;
+pub mod commands;
 pub mod context;
 pub mod event;
 pub mod gate;

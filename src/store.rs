@@ -554,6 +554,90 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_crash_keeps_a_prompts_partial_reply_but_not_a_summary_cut_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let (store, _) = Store::open(&path).unwrap();
+        store
+            .commit(Write::InsertSession(session("ses_1")))
+            .await
+            .unwrap();
+        let text = |text: &str| vec![crate::core::session::ContentPart::Text { text: text.into() }];
+        for (run, prompt) in [("run_1", "hello"), ("run_2", "/compact")] {
+            let run_id = RunId::from_string(run.into());
+            store.submit(Write::InsertRun {
+                id: run_id.clone(),
+                session_id: SessionId::from_string("ses_1".into()),
+                at: 1,
+            });
+            if run == "run_1" {
+                store.submit(Write::AppendMessage {
+                    session_id: SessionId::from_string("ses_1".into()),
+                    run_id: Some(run_id.clone()),
+                    message: Message::User {
+                        content: text(prompt),
+                    },
+                    at: 1,
+                });
+            }
+            let events = [
+                Event::UserMessage {
+                    content: text(prompt),
+                },
+                Event::ModelTurn {
+                    index: 0,
+                    provider: "p".into(),
+                    model: "m".into(),
+                },
+                Event::TextDelta {
+                    text: format!("partial {run}"),
+                },
+            ];
+            for (seq, event) in events.into_iter().enumerate() {
+                store.submit(Write::AppendEvent(EventRecord {
+                    session_id: SessionId::from_string("ses_1".into()),
+                    run_id: run_id.clone(),
+                    seq: seq as u64,
+                    at: 1,
+                    event,
+                }));
+            }
+        }
+        store.flush().await.unwrap();
+        store.shutdown();
+        drop(store);
+        // As if the process that ran them had died.
+        Connection::open(&path)
+            .unwrap()
+            .execute("UPDATE runs SET owner = NULL", [])
+            .unwrap();
+        let (store, recovery) = Store::open(&path).unwrap();
+        assert_eq!(recovery.interrupted_runs.len(), 2);
+        let history: Vec<Message> = store
+            .history(&SessionId::from_string("ses_1".into()))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
+        assert_eq!(
+            history,
+            vec![
+                Message::User {
+                    content: text("hello")
+                },
+                Message::Assistant {
+                    text: "partial run_1".into(),
+                    thought: String::new(),
+                    tool_calls: Vec::new(),
+                    interrupted: true,
+                },
+            ]
+        );
+        store.shutdown();
+    }
+
+    #[tokio::test]
     async fn sessions_survive_reopening_and_newer_schemas_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nested/dir/pincer.db");

@@ -821,3 +821,48 @@ fn in_a_group_each_senders_messages_coalesce_apart() {
         "{prompts:#?}"
     );
 }
+
+#[test]
+fn undo_from_the_chat_reverts_the_last_edit_and_replies_what_it_did() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let notes = dir.workspace().join("notes.txt");
+    std::fs::write(&notes, "before\n").unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "notes.txt", "content": "after\n"}}}]),
+            json!([{"text": "written"}]),
+        ],
+    );
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let child = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("PINCER_MODE", "full")
+        .args(["acp", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["--channel", "telegram"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let _bridge = Bridge { child };
+    fake.user_says(USER, "write it");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t == "written")
+    });
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "after\n");
+    fake.user_says(USER, "/undo");
+    fake.wait_for("the undo's reply", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Reverted 1 file from run run_") && t.ends_with(": notes.txt."))
+    });
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "before\n");
+    fake.user_says(USER, "/undo");
+    fake.wait_for("nothing left to undo", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("Nothing to undo"))
+    });
+}

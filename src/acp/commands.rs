@@ -4,6 +4,7 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
+use crate::core::runtime::SessionCommand;
 use crate::core::session::ContentPart;
 
 /// A slash command a prompt asked for.
@@ -15,8 +16,8 @@ pub enum SlashCommand {
     /// `/model` alone lists the models; with an argument, switches to it.
     Model(Option<String>),
     Runs,
-    Compact,
-    Undo,
+    /// A command that runs in the session's queue (`/compact`, `/undo`).
+    Queued(SessionCommand),
 }
 
 /// Name, description and input hint of each command, in the order shown.
@@ -73,8 +74,8 @@ pub fn parse(content: &[ContentPart]) -> Option<SlashCommand> {
         "mode" => Some(SlashCommand::Mode(argument)),
         "model" => Some(SlashCommand::Model(argument)),
         "runs" => Some(SlashCommand::Runs),
-        "compact" => Some(SlashCommand::Compact),
-        "undo" => Some(SlashCommand::Undo),
+        "compact" => Some(SlashCommand::Queued(SessionCommand::Compact)),
+        "undo" => Some(SlashCommand::Queued(SessionCommand::Undo)),
         _ => None,
     }
 }
@@ -102,13 +103,19 @@ mod tests {
     #[test]
     fn known_commands_are_recognized_with_their_argument() {
         assert_eq!(parse(&text("/help")), Some(SlashCommand::Help));
-        assert_eq!(parse(&text("  /compact \n")), Some(SlashCommand::Compact));
+        assert_eq!(
+            parse(&text("  /compact \n")),
+            Some(SlashCommand::Queued(SessionCommand::Compact))
+        );
         assert_eq!(
             parse(&text("/mode  full ")),
             Some(SlashCommand::Mode(Some("full".into())))
         );
         assert_eq!(parse(&text("/model")), Some(SlashCommand::Model(None)));
-        assert_eq!(parse(&text("/undo")), Some(SlashCommand::Undo));
+        assert_eq!(
+            parse(&text("/undo")),
+            Some(SlashCommand::Queued(SessionCommand::Undo))
+        );
     }
 
     #[test]

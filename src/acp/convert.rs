@@ -496,6 +496,11 @@ pub fn history_updates(
                 content,
                 is_error,
             } => updates.push(tool_result_update(call_id, content, *is_error, &[])),
+            // What the person saw when the command ran: the summary, the
+            // report of an undo, as the agent's words.
+            Message::Summary { text, .. } | Message::Note { text } => {
+                updates.push(acp::SessionUpdate::AgentMessageChunk(text_chunk(text)));
+            }
         }
     }
     updates
@@ -726,5 +731,49 @@ mod tests {
     fn timestamps_have_fixed_millisecond_precision() {
         assert_eq!(timestamp(1_795_311_555_070), "2026-11-22T01:39:15.070Z");
         assert_eq!(timestamp(1_795_311_555_000), "2026-11-22T01:39:15.000Z");
+    }
+
+    #[test]
+    fn a_compacted_history_replays_whole_with_the_summary_as_the_agent_said_it() {
+        let entry = |message: Message| HistoryEntry {
+            run_id: None,
+            message,
+            at: 0,
+        };
+        let user = |text: &str| Message::User {
+            content: vec![ContentPart::Text { text: text.into() }],
+        };
+        let history = vec![
+            entry(user("hello")),
+            entry(Message::Assistant {
+                text: "hi".into(),
+                thought: String::new(),
+                tool_calls: Vec::new(),
+                interrupted: false,
+            }),
+            entry(user("/compact")),
+            entry(Message::Summary {
+                text: "the summary".into(),
+                turns: 2,
+            }),
+            entry(user("/undo")),
+            entry(Message::Note {
+                text: "Reverted 1 file from run run_1: a.txt.".into(),
+            }),
+        ];
+        let updates = history_updates(&history, |_| ToolKind::Other);
+        assert_eq!(
+            updates,
+            vec![
+                acp::SessionUpdate::UserMessageChunk(text_chunk("hello")),
+                acp::SessionUpdate::AgentMessageChunk(text_chunk("hi")),
+                acp::SessionUpdate::UserMessageChunk(text_chunk("/compact")),
+                acp::SessionUpdate::AgentMessageChunk(text_chunk("the summary")),
+                acp::SessionUpdate::UserMessageChunk(text_chunk("/undo")),
+                acp::SessionUpdate::AgentMessageChunk(text_chunk(
+                    "Reverted 1 file from run run_1: a.txt."
+                )),
+            ]
+        );
     }
 }

@@ -18,7 +18,7 @@ use crate::core::channel::{
 use crate::core::event::{Event, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::run::RunOutcome;
-use crate::core::runtime::{NewSession, Runtime, Subscription};
+use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Origin, now_millis};
 use crate::store::{ChannelWrite, Store, StoreError, Write};
 
@@ -26,9 +26,26 @@ const HELP: &str = "Pincer commands:\n\
 /new — start a new session for this chat\n\
 /stop — stop the running request\n\
 /status — the session, its model and mode\n\
+/compact — summarize the conversation so far; the model continues from the summary\n\
+/undo — revert the file edits of the last request that made any\n\
 /pair CODE — allow yourself with the operator's pairing code\n\
 /help — this list\n\
 Anything else is a prompt. When a tool needs approval, answer with the buttons, or y (allow once), a (always), n (reject).";
+
+/// What a dispatched run starts with.
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    /// The messages, as one prompt.
+    Prompt,
+    /// A session command given in the chat.
+    Command(SessionCommand),
+}
+
+/// The session command a chat message gives (`/undo`, `/compact@bot`), if any.
+fn session_command(body: &str) -> Option<SessionCommand> {
+    let name = body.split_whitespace().next()?;
+    SessionCommand::parse(name.split('@').next().unwrap_or(name))
+}
 
 /// A conversation's state in this process.
 #[derive(Default)]
@@ -255,6 +272,20 @@ impl Hub {
             }
             self.handled(&message).await;
             return Received::Unauthorized;
+        }
+        if let Some(command) = session_command(body) {
+            let key = ConversationKey::of(&message);
+            let messages = std::slice::from_ref(&message);
+            if let Err(err) = self.dispatch(&key, messages, Start::Command(command)).await {
+                tracing::error!(channel = %key.channel, error = %err, "cannot start a command");
+                self.notice(
+                    &message,
+                    &format!("Pincer could not start {}: {err}", command.as_str()),
+                )
+                .await;
+                self.handled(&message).await;
+            }
+            return Received::Accepted;
         }
         if body.starts_with('/') {
             self.command(&message).await;
@@ -575,7 +606,7 @@ impl Hub {
         if messages.is_empty() {
             return;
         }
-        if let Err(err) = self.dispatch(key, &messages).await {
+        if let Err(err) = self.dispatch(key, &messages, Start::Prompt).await {
             tracing::error!(channel = %key.channel, error = %err, "cannot start a run for a chat message");
             if let Some(last) = messages.last() {
                 self.notice(last, &format!("Pincer could not start on this: {err}"))
@@ -586,11 +617,13 @@ impl Hub {
         }
     }
 
-    /// Starts a run of the conversation's session with the messages as its prompt.
+    /// Starts a run of the conversation's session: the messages as its prompt,
+    /// or the command one of them gave.
     async fn dispatch(
         self: &Arc<Self>,
         key: &ConversationKey,
         messages: &[ChannelMessage],
+        start: Start,
     ) -> Result<(), HubError> {
         let session = self.session_of(key, false).await?;
         let mut text: Vec<String> = Vec::new();
@@ -607,15 +640,21 @@ impl Hub {
         }
         let run_id = RunId::generate();
         let subscription = self.runtime.subscribe(&session)?;
-        self.runtime
-            .prompt_as(
-                &session,
-                run_id.clone(),
-                vec![ContentPart::Text {
+        match start {
+            Start::Prompt => {
+                let content = vec![ContentPart::Text {
                     text: text.join("\n\n"),
-                }],
-            )
-            .await?;
+                }];
+                self.runtime
+                    .prompt_as(&session, run_id.clone(), content)
+                    .await?
+            }
+            Start::Command(command) => {
+                self.runtime
+                    .command_as(&session, run_id.clone(), command)
+                    .await?
+            }
+        };
         let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
         self.set_inbox(&ids, InboxState::Dispatched, Some(run_id.clone()))
             .await;

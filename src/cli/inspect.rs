@@ -217,6 +217,8 @@ fn message_text(message: &Message) -> String {
             if *is_error { "error" } else { "result" },
             content
         ),
+        Message::Summary { text, .. } => format!("[summary of the earlier conversation]\n{text}\n"),
+        Message::Note { text } => format!("[note: {text}]\n"),
     }
 }
 

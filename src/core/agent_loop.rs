@@ -10,7 +10,7 @@ use super::event::Usage;
 use super::event::{ContextUse, Event, StopReason};
 use super::gate::{self, CallEnv};
 use super::models::{Cost, ModelCatalog};
-use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent};
+use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec};
 use super::run::RunOutcome;
 use super::runtime::Emitter;
 use super::session::{Message, ToolCall};
@@ -46,7 +46,8 @@ impl Default for LoopConfig {
 pub struct RunContext<'a> {
     pub provider: Arc<dyn Provider>,
     pub model: String,
-    /// The conversation so far, ending with the prompt that started the run.
+    /// The conversation as the model is sent it (from its last compaction
+    /// point on); for a prompt's run, ending with that prompt.
     pub history: Vec<Message>,
     pub cancel: CancellationToken,
     pub emitter: &'a mut Emitter,
@@ -110,12 +111,63 @@ async fn model_turn(
     config: &LoopConfig,
     index: u32,
 ) -> Result<Turn, RunOutcome> {
+    let messages = ctx.history.clone();
+    let tools = ctx.calls.gate.tools.specs();
+    let (ended, said) = stream_turn(ctx, config, index, messages, tools).await;
+    match ended {
+        Ok(stop) => {
+            let message = Message::Assistant {
+                text: said.text,
+                thought: said.thought,
+                tool_calls: said.tool_calls.clone(),
+                interrupted: false,
+            };
+            ctx.emitter.append_message(message.clone());
+            ctx.history.push(message);
+            Ok(Turn {
+                stop,
+                tool_calls: said.tool_calls,
+            })
+        }
+        Err(outcome) => {
+            if !said.text.is_empty() || !said.thought.is_empty() {
+                ctx.emitter.append_message(Message::Assistant {
+                    text: said.text,
+                    thought: said.thought,
+                    tool_calls: Vec::new(),
+                    interrupted: true,
+                });
+            }
+            Err(outcome)
+        }
+    }
+}
+
+/// What a model turn said, whole or up to where it stopped.
+#[derive(Debug, Default)]
+pub struct Said {
+    pub text: String,
+    pub thought: String,
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// Streams one model turn over `messages` (fitted into the context window)
+/// with `tools` offered: the turn's events (`model_turn`, deltas, tool calls,
+/// usage) go to the emitter as they come. Returns how the turn ended — its
+/// stop, or the outcome that ends the run (cancelled, failed) — and what it
+/// said; records nothing in the history.
+pub async fn stream_turn(
+    ctx: &mut RunContext<'_>,
+    config: &LoopConfig,
+    index: u32,
+    mut messages: Vec<Message>,
+    tools: Vec<ToolSpec>,
+) -> (Result<ModelStop, RunOutcome>, Said) {
     ctx.emitter.emit(Event::ModelTurn {
         index,
         provider: ctx.provider.name().to_owned(),
         model: ctx.model.clone(),
     });
-    let mut messages = ctx.history.clone();
     let system_tokens = config.system_prompt.as_ref().map_or(0, |s| s.len() / 4);
     let budget = config
         .context_window(&ctx.model)
@@ -134,12 +186,10 @@ async fn model_turn(
         model: ctx.model.clone(),
         system: config.system_prompt.clone(),
         messages,
-        tools: ctx.calls.gate.tools.specs(),
+        tools,
     };
     let mut stream = ctx.provider.stream(request);
-    let mut text = String::new();
-    let mut thought = String::new();
-    let mut tool_calls: Vec<ToolCall> = Vec::new();
+    let mut said = Said::default();
     let mut served_model = ctx.model.clone();
     let ended = loop {
         let item = tokio::select! {
@@ -149,11 +199,11 @@ async fn model_turn(
         };
         match item {
             Some(Ok(ProviderEvent::Text(delta))) => {
-                text.push_str(&delta);
+                said.text.push_str(&delta);
                 ctx.emitter.emit(Event::TextDelta { text: delta });
             }
             Some(Ok(ProviderEvent::Thinking(delta))) => {
-                thought.push_str(&delta);
+                said.thought.push_str(&delta);
                 ctx.emitter.emit(Event::ThoughtDelta { text: delta });
             }
             Some(Ok(ProviderEvent::ToolCall(call))) => {
@@ -163,7 +213,7 @@ async fn model_turn(
                     arguments: gate::redact_json(&ctx.calls.gate.safety, &call.arguments),
                     kind: gate::kind_of(&ctx.calls, &call),
                 });
-                tool_calls.push(call);
+                said.tool_calls.push(call);
             }
             Some(Ok(ProviderEvent::Served { provider, model })) => {
                 tracing::debug!(%provider, %model, "model turn served");
@@ -175,7 +225,10 @@ async fn model_turn(
             }
             Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
             Some(Err(err)) => {
-                let when = if text.is_empty() && thought.is_empty() && tool_calls.is_empty() {
+                let when = if said.text.is_empty()
+                    && said.thought.is_empty()
+                    && said.tool_calls.is_empty()
+                {
                     "before any output"
                 } else {
                     "mid-stream"
@@ -195,30 +248,7 @@ async fn model_turn(
     };
     // Dropping the stream here is what stops a provider on cancel.
     drop(stream);
-    match ended {
-        Ok(stop) => {
-            let message = Message::Assistant {
-                text,
-                thought,
-                tool_calls: tool_calls.clone(),
-                interrupted: false,
-            };
-            ctx.emitter.append_message(message.clone());
-            ctx.history.push(message);
-            Ok(Turn { stop, tool_calls })
-        }
-        Err(outcome) => {
-            if !text.is_empty() || !thought.is_empty() {
-                ctx.emitter.append_message(Message::Assistant {
-                    text,
-                    thought,
-                    tool_calls: Vec::new(),
-                    interrupted: true,
-                });
-            }
-            Err(outcome)
-        }
-    }
+    (ended, said)
 }
 
 /// The `usage` event of a turn: its tokens, its cost, how full the context is

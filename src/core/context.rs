@@ -5,8 +5,11 @@
 //! are shortened first, oldest first, then the oldest exchanges are dropped —
 //! always whole: an assistant turn that asked for tools goes with every result,
 //! and the history sent always starts with a user message.
+//!
+//! A compacted conversation is sent from its last summary on
+//! ([`since_compaction`]): the summary stands for everything before it.
 
-use super::session::{Message, ToolCall};
+use super::session::{Message, ToolCall, note_for_model, summary_for_model};
 
 /// Bytes of text per estimated token.
 const BYTES_PER_TOKEN: usize = 4;
@@ -42,12 +45,26 @@ pub fn estimate(message: &Message) -> usize {
             ..
         } => text.len() + thought.len() + tool_calls.iter().map(call_bytes).sum::<usize>(),
         Message::Tool { content, .. } => content.len(),
+        Message::Summary { text, .. } => summary_for_model(text).len(),
+        Message::Note { text } => note_for_model(text).len(),
     };
     bytes / BYTES_PER_TOKEN + images * IMAGE_TOKENS + MESSAGE_OVERHEAD
 }
 
 fn call_bytes(call: &ToolCall) -> usize {
     call.name.len() + call.arguments.to_string().len()
+}
+
+/// What the model is sent of a conversation: from its last compaction point
+/// (the summary) on; all of it when it was never compacted.
+pub fn since_compaction(mut messages: Vec<Message>) -> Vec<Message> {
+    if let Some(last) = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Summary { .. }))
+    {
+        messages.drain(..last);
+    }
+    messages
 }
 
 /// What fitting did, for the log.
@@ -97,7 +114,7 @@ pub fn fit(messages: &mut Vec<Message>, budget: usize) -> Fitted {
     while total(messages) > budget && current > 0 {
         let next_user = messages[1..=current]
             .iter()
-            .position(|m| matches!(m, Message::User { .. }))
+            .position(Message::is_user_side)
             .map_or(current, |p| p + 1);
         messages.drain(..next_user);
         fitted.dropped += next_user;
@@ -228,5 +245,52 @@ mod tests {
         }
         assert_eq!(messages.last(), Some(&result("c", 4_000)));
         assert_eq!(messages[0], user("third"));
+    }
+
+    fn summary(text: &str, turns: usize) -> Message {
+        Message::Summary {
+            text: text.into(),
+            turns,
+        }
+    }
+
+    #[test]
+    fn a_conversation_never_compacted_is_sent_whole() {
+        assert_eq!(since_compaction(conversation()), conversation());
+        assert_eq!(since_compaction(Vec::new()), Vec::<Message>::new());
+    }
+
+    #[test]
+    fn a_compacted_conversation_is_sent_from_its_last_summary_on() {
+        let mut messages = conversation();
+        messages.push(says("done"));
+        messages.push(user("/compact"));
+        messages.push(summary("first summary", 4));
+        messages.push(user("fourth"));
+        messages.push(says("four"));
+        messages.push(user("/compact"));
+        messages.push(summary("second summary", 6));
+        messages.push(user("fifth"));
+        assert_eq!(
+            since_compaction(messages),
+            vec![summary("second summary", 6), user("fifth")]
+        );
+    }
+
+    #[test]
+    fn fitting_drops_a_summary_like_the_oldest_user_message() {
+        // A summary is on the user's side: dropping the oldest exchange takes it
+        // and leaves the conversation starting at the next user message.
+        let mut messages = vec![
+            summary(&"s".repeat(40_000), 3),
+            says("ok"),
+            user("next"),
+            asks("a"),
+            result("a", 100),
+        ];
+        let fitted = fit(&mut messages, 200);
+        assert_eq!(fitted.dropped, 2);
+        assert_eq!(messages[0], user("next"));
+        assert!(estimate(&summary("abcd", 1)) > estimate(&user("abcd")));
     }
 }

@@ -16,6 +16,9 @@ use tokio_util::task::TaskTracker;
 
 use super::agent_loop::{self, LoopConfig, RunContext};
 use super::approval::{ApprovalDecision, Grant, PendingApprovals};
+use super::commands;
+pub use super::commands::SessionCommand;
+use super::context;
 use super::event::{Event, EventRecord, RunState, Usage};
 use super::gate::{CallEnv, ToolGate};
 use super::ids::{RunId, SessionId};
@@ -104,6 +107,15 @@ pub struct RunTicket {
     pub done: oneshot::Receiver<RunOutcome>,
 }
 
+/// What a queued run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunKind {
+    /// The agent loop on the run's prompt.
+    Prompt,
+    /// A person's command (its text is the run's prompt).
+    Command(SessionCommand),
+}
+
 /// The core, shared by every face; cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
@@ -154,6 +166,8 @@ struct QueuedRun {
     id: RunId,
     /// The sequence number the run's next event takes (queued events came first).
     next_seq: u64,
+    /// What the run does: answer a prompt or carry out a command.
+    kind: RunKind,
     content: Vec<ContentPart>,
     cancel: CancellationToken,
     done: oneshot::Sender<RunOutcome>,
@@ -426,6 +440,28 @@ impl Runtime {
         run_id: RunId,
         content: Vec<ContentPart>,
     ) -> Result<RunTicket, RuntimeError> {
+        self.enqueue(id, run_id, content, RunKind::Prompt)
+    }
+
+    /// Queues a command as a run of its own (after the runs before it), like
+    /// [`Runtime::prompt_as`]. Its `user_message` event is the command text
+    /// (`/compact`, `/undo`); see `core::commands` for what each does.
+    pub async fn command_as(
+        &self,
+        id: &SessionId,
+        run_id: RunId,
+        command: SessionCommand,
+    ) -> Result<RunTicket, RuntimeError> {
+        self.enqueue(id, run_id, command.content(), RunKind::Command(command))
+    }
+
+    fn enqueue(
+        &self,
+        id: &SessionId,
+        run_id: RunId,
+        content: Vec<ContentPart>,
+        kind: RunKind,
+    ) -> Result<RunTicket, RuntimeError> {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
@@ -446,12 +482,13 @@ impl Runtime {
         let set_title = {
             let mut session = lock(&live.session);
             session.updated_at = now;
-            match session.title {
-                Some(_) => None,
-                None => {
+            match (session.title.as_ref(), kind) {
+                (None, RunKind::Prompt) => {
                     session.title = title_from_prompt(&content);
                     session.title.clone()
                 }
+                // A command is no title for a conversation.
+                (Some(_), _) | (None, RunKind::Command(_)) => None,
             }
         };
         if let Some(title) = &set_title {
@@ -475,6 +512,7 @@ impl Runtime {
         let queued = QueuedRun {
             id: run_id.clone(),
             next_seq: emitter.next_seq,
+            kind,
             content,
             cancel,
             done: done_tx,
@@ -789,21 +827,104 @@ impl Runtime {
             cost: None,
             at: now,
         });
-        let user = Message::User {
-            content: queued.content.clone(),
-        };
-        store.submit(Write::AppendMessage {
-            session_id: session.id.clone(),
-            run_id: Some(queued.id.clone()),
-            message: user,
-            at: now,
-        });
-        let history = match self.history(&session.id).await {
-            Ok(history) => history.into_iter().map(|entry| entry.message).collect(),
-            Err(err) => {
-                return RunOutcome::Failed(format!("cannot read the session history: {err}"));
+        match queued.kind {
+            RunKind::Prompt => {
+                store.submit(Write::AppendMessage {
+                    session_id: session.id.clone(),
+                    run_id: Some(queued.id.clone()),
+                    message: Message::User {
+                        content: queued.content.clone(),
+                    },
+                    at: now,
+                });
+                let history = match self.model_history(&session.id).await {
+                    Ok(history) => history,
+                    Err(outcome) => return outcome,
+                };
+                match self
+                    .run_context(live, session, queued, emitter, history)
+                    .await
+                {
+                    Ok(mut context) => {
+                        agent_loop::run(&mut context, &self.inner.config.loop_config).await
+                    }
+                    Err(outcome) => outcome,
+                }
             }
-        };
+            RunKind::Command(SessionCommand::Compact) => {
+                let history = match self.model_history(&session.id).await {
+                    Ok(history) => history,
+                    Err(outcome) => return outcome,
+                };
+                if !commands::has_anything_to_compact(&history) {
+                    return commands::nothing_to_compact(emitter, &history);
+                }
+                match self
+                    .run_context(live, session, queued, emitter, history)
+                    .await
+                {
+                    Ok(mut context) => {
+                        commands::compact(&mut context, &self.inner.config.loop_config).await
+                    }
+                    Err(outcome) => outcome,
+                }
+            }
+            RunKind::Command(SessionCommand::Undo) => {
+                let tools = self.tool_context(live, session, queued);
+                commands::undo(&tools, emitter, store).await
+            }
+        }
+    }
+
+    /// The session's conversation as the model is sent it: from its last
+    /// compaction point on.
+    async fn model_history(&self, id: &SessionId) -> Result<Vec<Message>, RunOutcome> {
+        match self.history(id).await {
+            Ok(history) => Ok(context::since_compaction(
+                history.into_iter().map(|entry| entry.message).collect(),
+            )),
+            Err(err) => Err(RunOutcome::Failed(format!(
+                "cannot read the session history: {err}"
+            ))),
+        }
+    }
+
+    /// What a run's tools work with: the session's workspace and boundary, its
+    /// files (through the client when it offers), the run's cancellation.
+    fn tool_context(
+        &self,
+        live: &LiveSession,
+        session: &Session,
+        queued: &QueuedRun,
+    ) -> ToolContext {
+        let paths = &self.inner.config.paths;
+        let boundary = PathBoundary::new(
+            &session.workspace,
+            &paths.extra_roots,
+            &paths.forbidden,
+            paths.home.clone(),
+        );
+        ToolContext {
+            session_id: session.id.clone(),
+            workspace: boundary.workspace().to_path_buf(),
+            boundary: Arc::new(boundary),
+            files: Files::new(session.id.clone(), lock(&live.client_files).clone()),
+            cancel: queued.cancel.clone(),
+            progress: Progress::none(),
+            terminal: lock(&live.client_terminal).clone(),
+        }
+    }
+
+    /// Everything a run that calls the model needs; fails the run when the
+    /// session's provider is missing.
+    async fn run_context<'a>(
+        &self,
+        live: &LiveSession,
+        session: &Session,
+        queued: &QueuedRun,
+        emitter: &'a mut Emitter,
+        history: Vec<Message>,
+    ) -> Result<RunContext<'a>, RunOutcome> {
         let session_cost = match self.runs(&session.id).await {
             Ok(runs) => runs
                 .iter()
@@ -820,32 +941,16 @@ impl Runtime {
             self.inner.providers.get(&session.provider)
         };
         let Some(provider) = provider else {
-            return RunOutcome::Failed(no_provider_message(&session.provider));
+            return Err(RunOutcome::Failed(no_provider_message(&session.provider)));
         };
-        let paths = &self.inner.config.paths;
-        let boundary = PathBoundary::new(
-            &session.workspace,
-            &paths.extra_roots,
-            &paths.forbidden,
-            paths.home.clone(),
-        );
-        let files = Files::new(session.id.clone(), lock(&live.client_files).clone());
         let calls = CallEnv {
             gate: self.inner.gate.clone(),
             mode: session.mode,
-            ctx: ToolContext {
-                session_id: session.id.clone(),
-                workspace: boundary.workspace().to_path_buf(),
-                boundary: Arc::new(boundary),
-                files,
-                cancel: queued.cancel.clone(),
-                progress: Progress::none(),
-                terminal: lock(&live.client_terminal).clone(),
-            },
+            ctx: self.tool_context(live, session, queued),
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
         };
-        let mut context = RunContext {
+        Ok(RunContext {
             provider,
             model: session.model.clone(),
             history,
@@ -853,8 +958,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
-        };
-        agent_loop::run(&mut context, &self.inner.config.loop_config).await
+        })
     }
 
     async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) {

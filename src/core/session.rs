@@ -303,6 +303,57 @@ pub enum Message {
         content: String,
         is_error: bool,
     },
+    /// A compaction point: the summary of everything before it, which the
+    /// model reads instead of those messages (see `context::since_compaction`).
+    Summary {
+        text: String,
+        /// Model turns the summary stands for: the turns of the messages it
+        /// replaced plus the turn that wrote it. [`model_turns`] counts it, so a
+        /// conversation keeps its count of turns across a compaction.
+        turns: usize,
+    },
+    /// Something Pincer itself tells the model about the conversation, neither
+    /// said by the person nor by the model (what an `/undo` reverted).
+    Note {
+        text: String,
+    },
+}
+
+impl Message {
+    /// A message the model reads on the user's side.
+    pub fn is_user_side(&self) -> bool {
+        match self {
+            Message::User { .. } | Message::Summary { .. } | Message::Note { .. } => true,
+            Message::Assistant { .. } | Message::Tool { .. } => false,
+        }
+    }
+}
+
+/// The text a model reads for a summary: marked as a summary so the model does
+/// not take it for something the person just said.
+pub fn summary_for_model(text: &str) -> String {
+    format!(
+        "[Summary of the earlier conversation. The messages before this point were \
+         compacted into this summary; continue from it.]\n\n{text}"
+    )
+}
+
+/// The text a model reads for a note from Pincer.
+pub fn note_for_model(text: &str) -> String {
+    format!("[Note from Pincer, not from the user: {text}]")
+}
+
+/// Model turns in a conversation: its assistant messages, plus the turns each
+/// summary stands for.
+pub fn model_turns(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::Assistant { .. } => 1,
+            Message::Summary { turns, .. } => *turns,
+            Message::User { .. } | Message::Tool { .. } | Message::Note { .. } => 0,
+        })
+        .sum()
 }
 
 /// A message as stored: which run produced it and when.

@@ -320,6 +320,14 @@ impl Files {
         }
     }
 
+    /// Deletes a file. Always on the local filesystem: the client protocol has
+    /// no delete, and an editor notices a file gone from disk.
+    pub async fn remove(&self, path: &Path) -> Result<(), ToolError> {
+        tokio::fs::remove_file(path)
+            .await
+            .map_err(|err| ToolError::Failed(format!("cannot delete {}: {err}", path.display())))
+    }
+
     pub async fn write_text(&self, path: &Path, content: String) -> Result<(), ToolError> {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_write()) {
             return client

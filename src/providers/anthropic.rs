@@ -19,7 +19,7 @@ use crate::core::provider::{
     ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     ProviderStream,
 };
-use crate::core::session::{ContentPart, Message, ToolCall};
+use crate::core::session::{ContentPart, Message, ToolCall, note_for_model, summary_for_model};
 
 /// The API version Pincer speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -159,6 +159,14 @@ fn request_body(request: &ModelRequest, max_tokens: u32) -> Value {
                     "content": content,
                     "is_error": is_error,
                 })],
+            ),
+            Message::Summary { text, .. } => push(
+                "user",
+                vec![json!({"type": "text", "text": summary_for_model(text)})],
+            ),
+            Message::Note { text } => push(
+                "user",
+                vec![json!({"type": "text", "text": note_for_model(text)})],
             ),
         }
     }

@@ -18,7 +18,7 @@ use crate::core::provider::{
     ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     ProviderStream, ToolSpec,
 };
-use crate::core::session::{ContentPart, Message, ToolCall};
+use crate::core::session::{ContentPart, Message, ToolCall, note_for_model, summary_for_model};
 use crate::providers::sse::Sse;
 
 /// How to reach one OpenAI-compatible server.
@@ -212,6 +212,10 @@ fn request_body(request: &ModelRequest) -> Value {
                 };
                 json!({"role": "tool", "tool_call_id": call_id, "content": content})
             }
+            Message::Summary { text, .. } => {
+                json!({"role": "user", "content": summary_for_model(text)})
+            }
+            Message::Note { text } => json!({"role": "user", "content": note_for_model(text)}),
         });
     }
     let mut body = json!({

@@ -16,7 +16,7 @@ use crate::core::provider::{
     ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     ProviderStream,
 };
-use crate::core::session::{Message, ToolCall};
+use crate::core::session::{ToolCall, model_turns};
 
 #[derive(Debug, Error)]
 pub enum ScriptError {
@@ -161,11 +161,9 @@ impl Provider for ScriptedProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
-        let index = request
-            .messages
-            .iter()
-            .filter(|message| matches!(message, Message::Assistant { .. }))
-            .count();
+        // A summary counts the turns it stands for: the count goes on across
+        // a compaction as if the summary turn were an assistant message.
+        let index = model_turns(&request.messages);
         let Some(turn) = self.turns.get(index).cloned() else {
             let error = ProviderError::new(
                 ProviderErrorKind::Config,
@@ -294,7 +292,7 @@ fn scripted_error(error: &ScriptedError) -> ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::session::ContentPart;
+    use crate::core::session::{ContentPart, Message};
 
     fn provider(script: &str) -> ScriptedProvider {
         match ScriptedProvider::parse("test", Path::new("test.jsonl"), script) {
@@ -360,6 +358,36 @@ mod tests {
             vec![Err(
                 "model script test.jsonl has 2 turn(s) and turn 3 was asked for".into()
             )]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_summary_counts_the_turns_it_stands_for() {
+        let p = provider(
+            "[{\"text\":\"1\"}]\n[{\"text\":\"2\"}]\n[{\"text\":\"3\"}]\n[{\"text\":\"4\"}]\n",
+        );
+        // Compacted after two turns (the summary turn being the second), then
+        // one more turn: the next line is the fourth.
+        let mut compacted = request(0);
+        compacted.messages = vec![
+            Message::Summary {
+                text: "so far".into(),
+                turns: 2,
+            },
+            Message::User {
+                content: vec![ContentPart::Text { text: "go".into() }],
+            },
+            Message::Assistant {
+                text: "3".into(),
+                thought: String::new(),
+                tool_calls: vec![],
+                interrupted: false,
+            },
+        ];
+        let events: Vec<_> = p.stream(compacted).collect().await;
+        assert!(
+            matches!(&events[0], Ok(ProviderEvent::Text(text)) if text == "4"),
+            "{events:?}"
         );
     }
 

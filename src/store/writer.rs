@@ -270,6 +270,8 @@ fn append_message(
         Message::User { .. } => "user",
         Message::Assistant { .. } => "assistant",
         Message::Tool { .. } => "tool",
+        Message::Summary { .. } => "summary",
+        Message::Note { .. } => "note",
     };
     conn.prepare_cached(
         "INSERT INTO messages (session_id, seq, run_id, role, body, at)
@@ -360,12 +362,17 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
         }
         let events = super::reader::tape(&tx, &RunId::from_string(run_id.clone()), 0, None)?;
         let next_seq = events.last().map_or(0, |e| e.seq + 1);
-        let stored_turns: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM messages WHERE run_id = ?1 AND role = 'assistant'",
+        let (stored, stored_turns): (i64, i64) = tx.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(role = 'assistant'), 0) FROM messages WHERE run_id = ?1",
             params![run_id],
-            |row| row.get(0),
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )?;
-        if let Some(partial) = partial_turn(&events, stored_turns as usize) {
+        // A run that stored no message is a session command (a prompt's run
+        // stores its prompt first; a command stores its messages when it
+        // ends): a summary cut short is no turn of the conversation.
+        if stored > 0
+            && let Some(partial) = partial_turn(&events, stored_turns as usize)
+        {
             append_message(
                 &tx,
                 &session_id,
