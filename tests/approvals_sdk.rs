@@ -332,7 +332,7 @@ async fn reject_once_leaves_the_file_and_the_run_goes_on() {
     );
     // The failed update carries only the reason: nothing was changed.
     assert_eq!(
-        turn.timeline[3],
+        turn.timeline[4],
         json!({"sessionUpdate": "tool_call_update", "toolCallId": "e1", "status": "failed",
                "content": [{"type": "content", "content": {"type": "text", "text": rejected}}]})
     );
@@ -408,7 +408,8 @@ async fn allow_always_is_remembered_for_the_session_and_across_a_restart() {
                         .block_task()
                         .start_session()
                         .await?;
-                    sdk::expect_commands(&mut session).await;
+                    // The replayed history, then the session's commands.
+                    sdk::skip_to_commands(&mut session).await;
                     prompt(&mut session, "once more", &[]).await
                 }),
         )
@@ -547,6 +548,7 @@ async fn cancel_while_waiting_for_an_approval_cancels_the_run() {
         lines(&[
             "state queued",
             "user_message",
+            "session_info",
             "state running",
             "model_turn",
             "tool_call w1",

@@ -66,6 +66,7 @@ impl Setup {
                 name: "scripted".into(),
                 models: vec!["script".into()],
                 provider: Arc::new(provider),
+                images: Some(false),
             }],
             None,
         );

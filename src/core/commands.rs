@@ -776,6 +776,8 @@ mod tests {
             boundary: Arc::new(boundary),
             files: Files::local(SessionId::from_string("ses_1".into())),
             cancel: CancellationToken::new(),
+            progress: crate::core::tool::Progress::none(),
+            terminal: None,
         }
     }
 

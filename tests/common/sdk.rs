@@ -398,3 +398,20 @@ pub async fn expect_commands(session: &mut ActiveSession<'_, Agent>) {
         Item::Done(result) => panic!("a prompt ended before the session's commands: {result:?}"),
     }
 }
+
+/// Reads past a loaded session's replayed history to its
+/// `available_commands_update`.
+pub async fn skip_to_commands(session: &mut ActiveSession<'_, Agent>) {
+    loop {
+        match next_item(session).await {
+            Item::Update(note) => {
+                if matches!(note.update, SessionUpdate::AvailableCommandsUpdate(_)) {
+                    return;
+                }
+            }
+            Item::Done(result) => {
+                panic!("a prompt ended before the session's commands: {result:?}")
+            }
+        }
+    }
+}
