@@ -53,8 +53,11 @@ local DEFAULTS = {
   formatted_name = "Pincer",
   -- Milliseconds CodeCompanion waits for the agent's answer to a request.
   timeout = 20000,
-  -- MCP servers CodeCompanion passes in session/new (Pincer stores them).
+  -- MCP servers CodeCompanion passes in session/new (Pincer starts them per session).
   mcp_servers = {},
+  -- Whether CodeCompanion may send images: true when your model takes them
+  -- (Pincer refuses images for a model that does not, with -32602).
+  images = false,
   -- The built-in CodeCompanion ACP adapter whose handlers Pincer's adapter reuses.
   codecompanion_base = "gemini_cli",
   -- Which of Neovim's environment variables the avante entry carries (patterns).
@@ -65,7 +68,7 @@ local DEFAULTS = {
 local KNOWN = {
   cmd = true, args = true, env = true, mode = true, model = true, provider = true,
   config = true, log_file = true, name = true, formatted_name = true, timeout = true,
-  mcp_servers = true, codecompanion_base = true, pass_env = true,
+  mcp_servers = true, codecompanion_base = true, pass_env = true, images = true,
 }
 
 local options = nil
@@ -125,6 +128,9 @@ local function validate(opts)
   end
   if type(opts.timeout) ~= "number" or opts.timeout <= 0 then
     fail(string.format("option `timeout` must be a positive number of milliseconds, got %s", vim.inspect(opts.timeout)))
+  end
+  if type(opts.images) ~= "boolean" then
+    fail(string.format("option `images` must be true or false, got %s", vim.inspect(opts.images)))
   end
   if type(opts.mcp_servers) ~= "table" then
     fail(string.format("option `mcp_servers` must be a list, got %s", vim.inspect(opts.mcp_servers)))
@@ -212,8 +218,9 @@ function M.codecompanion_spec()
     formatted_name = o.formatted_name,
     type = "acp",
     roles = { llm = "assistant", user = "user" },
-    -- Pincer refuses image prompts (-32602), so CodeCompanion should not send them.
-    opts = { vision = false },
+    -- Pincer takes images only for models that do (else -32602): off unless
+    -- the user says the model takes them.
+    opts = { vision = o.images },
     commands = { default = M.command() },
     defaults = {
       mcpServers = vim.deepcopy(o.mcp_servers),
