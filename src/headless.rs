@@ -408,9 +408,18 @@ async fn drive(
                     | Event::ApprovalRequested { .. }
                     | Event::ToolStarted { .. }
                     | Event::ToolProgress { .. }
-                    | Event::Plan { .. }
                     | Event::SessionInfo { .. }
                     | Event::Usage { .. } => {}
+                    Event::Plan { entries } => {
+                        for entry in entries {
+                            let mark = match entry.status {
+                                crate::core::tool::PlanStatus::Pending => "[ ]",
+                                crate::core::tool::PlanStatus::InProgress => "[~]",
+                                crate::core::tool::PlanStatus::Completed => "[x]",
+                            };
+                            eprintln!("pincer: plan {mark} {}", entry.content);
+                        }
+                    }
                 },
             }
             if let Event::State {

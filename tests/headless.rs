@@ -444,3 +444,26 @@ fn config_show_doctor_version_and_completions() {
     assert!(out.status.success());
     assert!(stdout(&out).contains("_pincer()"));
 }
+
+#[test]
+fn text_output_shows_the_plan_on_stderr() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "plan.jsonl",
+        &[
+            json!([{"tool_call": {"name": "todo", "arguments": {"todos": [
+                {"content": "Find the bug", "status": "completed"},
+                {"content": "Fix it", "status": "in_progress"}
+            ]}}}]),
+            json!([{"text": "fixing"}]),
+        ],
+    );
+    let out = run(&dir, &["run", "--script", script.to_str().unwrap(), "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "fixing\n");
+    let err = stderr(&out);
+    assert!(
+        err.contains("pincer: plan [x] Find the bug\npincer: plan [~] Fix it\n"),
+        "{err}"
+    );
+}
