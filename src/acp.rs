@@ -312,7 +312,23 @@ impl ClientTerminal for ClientTerm {
         let peer = self.peer.clone();
         let session = session.as_str().to_owned();
         Box::pin(async move {
-            let never = CancellationToken::new();
+            // Requests after the command ended (or was killed) get a bounded
+            // wait: a client that stops answering cannot hold the run.
+            const FOLLOW_UP: std::time::Duration = std::time::Duration::from_secs(10);
+            async fn follow_up<P: serde::Serialize, R: DeserializeOwned>(
+                peer: &Peer,
+                method: &str,
+                params: &P,
+            ) -> Result<R, String> {
+                let give_up = CancellationToken::new();
+                tokio::select! {
+                    answer = ask_client(peer, method, params, &give_up) => answer,
+                    _ = tokio::time::sleep(FOLLOW_UP) => {
+                        give_up.cancel();
+                        Err(format!("{method}: no answer within {} s", FOLLOW_UP.as_secs()))
+                    }
+                }
+            }
             let create = acp::CreateTerminalRequest::new(session.clone(), command.command)
                 .args(command.args)
                 .env(
@@ -324,8 +340,12 @@ impl ClientTerminal for ClientTerm {
                 )
                 .cwd(command.cwd)
                 .output_byte_limit(command.output_limit as u64);
-            let created: acp::CreateTerminalResponse =
-                ask_client(&peer, "terminal/create", &create, &never).await?;
+            let created: acp::CreateTerminalResponse = tokio::select! {
+                created = ask_client(&peer, "terminal/create", &create, &cancel) => created?,
+                _ = tokio::time::sleep(FOLLOW_UP) => {
+                    return Err(format!("terminal/create: no answer within {} s", FOLLOW_UP.as_secs()));
+                }
+            };
             let terminal = created.terminal_id;
             progress.report(ProgressUpdate::Terminal(terminal.0.to_string()));
             let wait = acp::WaitForTerminalExitRequest::new(session.clone(), terminal.clone());
@@ -342,20 +362,16 @@ impl ClientTerminal for ClientTerm {
             if exited.is_none() {
                 waiting.cancel();
                 let kill = acp::KillTerminalRequest::new(session.clone(), terminal.clone());
-                if let Err(err) =
-                    ask_client::<_, Value>(&peer, "terminal/kill", &kill, &never).await
-                {
+                if let Err(err) = follow_up::<_, Value>(&peer, "terminal/kill", &kill).await {
                     tracing::warn!(%err, "cannot kill the client's terminal");
                 }
             }
             let output = acp::TerminalOutputRequest::new(session.clone(), terminal.clone());
             let read: Result<acp::TerminalOutputResponse, String> =
-                ask_client(&peer, "terminal/output", &output, &never).await;
+                follow_up(&peer, "terminal/output", &output).await;
             // The client keeps showing a released terminal embedded in the call.
             let release = acp::ReleaseTerminalRequest::new(session.clone(), terminal.clone());
-            if let Err(err) =
-                ask_client::<_, Value>(&peer, "terminal/release", &release, &never).await
-            {
+            if let Err(err) = follow_up::<_, Value>(&peer, "terminal/release", &release).await {
                 tracing::warn!(%err, "cannot release the client's terminal");
             }
             let read = read?;

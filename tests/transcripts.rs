@@ -9,6 +9,8 @@ mod common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::{AcpProcess, TestDir};
 use serde_json::{Value, json};
@@ -92,42 +94,65 @@ fn a_plan_is_sent_whole_each_time_the_model_updates_its_task_list() {
 }
 
 /// Plays the client's side of `terminal/*` for real: runs what the agent asks
-/// for as a child process and reports its output and exit.
+/// for as a child process, collects its output, answers `wait_for_exit` when
+/// it exits, kills it on `terminal/kill`.
 struct FakeTerminals {
     next: u32,
-    running: Vec<(String, std::process::Child)>,
-    done: Vec<(String, String, Option<i32>)>,
+    terminals: Vec<Terminal>,
+    /// `wait_for_exit` requests not answered yet: (request id, terminal id).
+    waits: Vec<(Value, String)>,
     created: Vec<Value>,
+    killed: Vec<String>,
+}
+
+struct Terminal {
+    id: String,
+    child: std::process::Child,
+    output: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    exit: Option<Option<i32>>,
 }
 
 impl FakeTerminals {
     fn new() -> Self {
         Self {
             next: 1,
-            running: Vec::new(),
-            done: Vec::new(),
+            terminals: Vec::new(),
+            waits: Vec::new(),
             created: Vec::new(),
+            killed: Vec::new(),
         }
     }
 
-    fn finish(&mut self, id: &str) -> (String, Option<i32>) {
-        if let Some(index) = self.running.iter().position(|(t, _)| t == id) {
-            let (_, mut child) = self.running.remove(index);
-            let mut output = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut output)
-                .unwrap();
-            let status = child.wait().unwrap();
-            self.done.push((id.to_owned(), output, status.code()));
-        }
-        let (_, output, code) = self.done.iter().find(|(t, _, _)| t == id).unwrap();
-        (output.clone(), *code)
+    fn terminal(&mut self, id: &str) -> &mut Terminal {
+        self.terminals.iter_mut().find(|t| t.id == id).unwrap()
     }
 
-    /// Answers one request from the agent.
+    /// The exit status once the child is gone and its output read.
+    fn exited(&mut self, id: &str) -> Option<Option<i32>> {
+        let terminal = self.terminal(id);
+        if terminal.exit.is_none()
+            && let Some(status) = terminal.child.try_wait().unwrap()
+        {
+            terminal.reader.take().unwrap().join().unwrap();
+            terminal.exit = Some(status.code());
+        }
+        terminal.exit
+    }
+
+    /// Answers the waits whose command has exited.
+    fn poll(&mut self, acp: &mut AcpProcess) {
+        let waits = std::mem::take(&mut self.waits);
+        for (request, id) in waits {
+            match self.exited(&id) {
+                Some(code) => acp.send(&json!({"jsonrpc": "2.0", "id": request,
+                    "result": {"exitCode": code, "signal": null}})),
+                None => self.waits.push((request, id)),
+            }
+        }
+    }
+
+    /// Answers one request from the agent (`wait_for_exit` once the command ends).
     fn answer(&mut self, acp: &mut AcpProcess, request: &Value) {
         let params = &request["params"];
         let result = match request["method"].as_str().unwrap() {
@@ -135,14 +160,14 @@ impl FakeTerminals {
                 self.created.push(params.clone());
                 let id = format!("term-{}", self.next);
                 self.next += 1;
-                let args: Vec<String> = params["args"]
+                let args: Vec<&str> = params["args"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|a| a.as_str().unwrap().to_owned())
+                    .map(|a| a.as_str().unwrap())
                     .collect();
                 // Stdout and stderr into one pipe, as a terminal shows them.
-                let (reader, writer) = std::io::pipe().unwrap();
+                let (mut reader, writer) = std::io::pipe().unwrap();
                 let child = Command::new(params["command"].as_str().unwrap())
                     .args(&args)
                     .current_dir(params["cwd"].as_str().unwrap())
@@ -151,30 +176,73 @@ impl FakeTerminals {
                     .stderr(writer)
                     .spawn()
                     .unwrap();
-                let mut child = child;
-                // The pipe's read end stands in for the child's stdout.
-                child.stdout = Some(unsafe_stdout(reader));
-                self.running.push((id.clone(), child));
+                let output = Arc::new(Mutex::new(String::new()));
+                let sink = output.clone();
+                let reader = std::thread::spawn(move || {
+                    let mut text = String::new();
+                    reader.read_to_string(&mut text).unwrap();
+                    sink.lock().unwrap().push_str(&text);
+                });
+                self.terminals.push(Terminal {
+                    id: id.clone(),
+                    child,
+                    output,
+                    reader: Some(reader),
+                    exit: None,
+                });
                 json!({"terminalId": id})
             }
             "terminal/wait_for_exit" => {
-                let (_, code) = self.finish(params["terminalId"].as_str().unwrap());
-                json!({"exitCode": code, "signal": null})
+                let id = params["terminalId"].as_str().unwrap().to_owned();
+                self.waits.push((request["id"].clone(), id));
+                self.poll(acp);
+                return;
             }
             "terminal/output" => {
-                let (output, code) = self.finish(params["terminalId"].as_str().unwrap());
-                json!({"output": output, "truncated": false, "exitStatus": {"exitCode": code, "signal": null}})
+                let id = params["terminalId"].as_str().unwrap();
+                let code = self.exited(id);
+                let output = self.terminal(id).output.lock().unwrap().clone();
+                let status = code.map(|code| json!({"exitCode": code, "signal": null}));
+                json!({"output": output, "truncated": false, "exitStatus": status})
             }
-            "terminal/release" | "terminal/kill" => json!({}),
+            "terminal/kill" => {
+                let id = params["terminalId"].as_str().unwrap().to_owned();
+                self.terminal(&id).child.kill().unwrap();
+                // Wait for it, as a client's kill does before answering.
+                while self.exited(&id).is_none() {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                self.killed.push(id);
+                json!({})
+            }
+            "terminal/release" => json!({}),
             other => panic!("unexpected request {other}"),
         };
         acp.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
     }
-}
 
-/// A pipe's read end as a `ChildStdout` (both are plain file descriptors).
-fn unsafe_stdout(reader: std::io::PipeReader) -> std::process::ChildStdout {
-    std::process::ChildStdout::from(std::os::fd::OwnedFd::from(reader))
+    /// Reads until the response to `id`, answering terminal requests on the
+    /// way; returns every other message and the requests, in order.
+    fn until_response(&mut self, acp: &mut AcpProcess, id: &Value) -> (Vec<Value>, Value) {
+        let mut transcript = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "no response to {id}");
+            self.poll(acp);
+            let Some(message) = acp.recv_timeout(Duration::from_millis(50)) else {
+                continue;
+            };
+            if message.get("method").is_some() && message.get("id").is_some() {
+                transcript.push(message.clone());
+                self.answer(acp, &message);
+                continue;
+            }
+            if message.get("id") == Some(id) {
+                return (transcript, message);
+            }
+            transcript.push(message);
+        }
+    }
 }
 
 #[test]
@@ -198,27 +266,17 @@ fn a_shell_call_runs_in_the_clients_terminal_and_stays_embedded() {
     let session = acp.new_session(&dir.workspace());
     let id = acp.prompt_async(&session, "say hello");
     let mut terminals = FakeTerminals::new();
-    let mut transcript = Vec::new();
-    let response = loop {
-        let message = acp.recv();
-        if message.get("method").is_some() && message.get("id").is_some() {
-            transcript.push(message.clone());
-            terminals.answer(&mut acp, &message);
-            continue;
-        }
-        if message.get("id") == Some(&id) {
-            break message;
-        }
-        transcript.push(message);
-    };
+    let (transcript, response) = terminals.until_response(&mut acp, &id);
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     // The client ran `pincer sandbox-exec`, which ran the command.
     let created = &terminals.created[0];
     assert_eq!(created["command"], env!("CARGO_BIN_EXE_pincer"));
     assert_eq!(created["args"][0], "sandbox-exec");
-    let (output, code) = terminals.finish("term-1");
-    assert_eq!(output, "hello from the terminal\nsecond line\n");
-    assert_eq!(code, Some(0));
+    assert_eq!(terminals.exited("term-1"), Some(Some(0)));
+    assert_eq!(
+        *terminals.terminal("term-1").output.lock().unwrap(),
+        "hello from the terminal\nsecond line\n"
+    );
     // The model read the terminal's output.
     let result = transcript
         .iter()
@@ -249,4 +307,69 @@ fn a_shell_call_runs_in_the_clients_terminal_and_stays_embedded() {
             "session_updates": normalize(&updates, &dir),
         })
     );
+}
+
+#[test]
+fn a_cancel_kills_the_command_in_the_clients_terminal() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "shell.jsonl",
+        &[json!([{"tool_call": {"id": "call_1", "name": "shell", "arguments": {"command": "sleep 30.4242"}}}])],
+    );
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "full"],
+    );
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
+    );
+    let session = acp.new_session(&dir.workspace());
+    let id = acp.prompt_async(&session, "sleep");
+    let mut terminals = FakeTerminals::new();
+    // Until Pincer waits for the command's exit, and the command has started.
+    loop {
+        let message = acp.recv();
+        if message.get("method").is_some() && message.get("id").is_some() {
+            terminals.answer(&mut acp, &message);
+        }
+        if message["method"] == "terminal/wait_for_exit" {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    acp.notify("session/cancel", json!({"sessionId": session}));
+    let (transcript, response) = terminals.until_response(&mut acp, &id);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(terminals.killed, vec!["term-1".to_owned()]);
+    let methods: Vec<&str> = transcript
+        .iter()
+        .filter(|m| m.get("id").is_some())
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        vec!["terminal/kill", "terminal/output", "terminal/release"]
+    );
+    // The killed wrapper took its command down with it.
+    assert_ne!(terminals.exited("term-1"), Some(Some(0)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let found = Command::new("pgrep")
+            .args(["-f", "sleep 30.4242"])
+            .output()
+            .unwrap();
+        if !found.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command outlived its terminal: {}",
+            String::from_utf8_lossy(&found.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(acp.finish().success());
 }
