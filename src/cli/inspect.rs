@@ -381,6 +381,7 @@ fn tape_line(record: &EventRecord) -> String {
             ..
         } => format!("approval decided {approval_id}: {}", decision.as_str()),
         Event::ToolStarted { id } => format!("tool started {id}"),
+        Event::Notice { message } => format!("notice {message:?}"),
         Event::ToolResult {
             id,
             output,

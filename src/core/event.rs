@@ -273,6 +273,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_cost: Option<Cost>,
     },
+    /// Something the user should know that is not part of the model's reply
+    /// (an MCP server that failed to start); shown, never sent to the model.
+    Notice {
+        message: String,
+    },
 }
 
 /// How full the model's context window is.
@@ -300,6 +305,7 @@ impl Event {
             Event::ToolStarted { .. } => "tool_started",
             Event::ToolResult { .. } => "tool_result",
             Event::Usage { .. } => "usage",
+            Event::Notice { .. } => "notice",
         }
     }
 

@@ -28,7 +28,7 @@ use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, now_millis, title_from_prompt,
 };
 use super::stats::Stats;
-use super::tool::{ClientFiles, Files, ToolContext};
+use super::tool::{ClientFiles, Files, SessionTools, SessionToolsFactory, ToolContext};
 use crate::store::{SessionQuery, Store, StoreError, Write};
 
 #[derive(Debug, Error)]
@@ -117,6 +117,9 @@ struct Inner {
     tasks: TaskTracker,
     /// Cancelled on shutdown: stops workers and cancels their runs.
     shutdown: CancellationToken,
+    /// Builds each live session's extra tools (the configured MCP servers);
+    /// set once at start, before any session is live.
+    session_tools: std::sync::OnceLock<Arc<dyn SessionToolsFactory>>,
 }
 
 /// A session that can take prompts now.
@@ -137,6 +140,8 @@ struct LiveSession {
     grants: Arc<Mutex<Vec<Grant>>>,
     /// File access through the client that opened the session, if it offers it.
     client_files: Mutex<Option<Arc<dyn ClientFiles>>>,
+    /// Tools beyond the built-in ones (MCP servers); stopped when the session closes.
+    session_tools: Mutex<Option<Arc<dyn SessionTools>>>,
 }
 
 struct QueuedRun {
@@ -166,7 +171,31 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
+                session_tools: std::sync::OnceLock::new(),
             }),
+        }
+    }
+
+    /// Gives every session that becomes live from now on the extra tools
+    /// `factory` builds; only the first call counts.
+    pub fn set_session_tools_factory(&self, factory: Arc<dyn SessionToolsFactory>) {
+        if self.inner.session_tools.set(factory).is_err() {
+            tracing::warn!("the session tools factory was already set");
+        }
+    }
+
+    /// Replaces a live session's extra tools (a face that knows more servers
+    /// than the configured ones); the previous ones are stopped.
+    pub async fn set_session_tools(&self, id: &SessionId, tools: Option<Arc<dyn SessionTools>>) {
+        let Some(live) = self.live(id) else {
+            if let Some(tools) = tools {
+                tools.shutdown().await;
+            }
+            return;
+        };
+        let previous = std::mem::replace(&mut *lock(&live.session_tools), tools);
+        if let Some(previous) = previous {
+            previous.shutdown().await;
         }
     }
 
@@ -584,6 +613,10 @@ impl Runtime {
         {
             tracing::error!(session = %id, error = %err, "session worker failed");
         }
+        let tools = lock(&live.session_tools).take();
+        if let Some(tools) = tools {
+            tools.shutdown().await;
+        }
         self.inner
             .store
             .commit(Write::SetClosed {
@@ -607,6 +640,11 @@ impl Runtime {
         }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+        let extra: Vec<Arc<dyn SessionTools>> = lock(&self.inner.live)
+            .values()
+            .filter_map(|live| lock(&live.session_tools).take())
+            .collect();
+        futures::future::join_all(extra.iter().map(|tools| tools.shutdown())).await;
         // Dropping the live sessions closes their event channels, so subscribers
         // drain what is left and then end.
         lock(&self.inner.live).clear();
@@ -635,6 +673,12 @@ impl Runtime {
             worker: Mutex::new(None),
             grants: Arc::new(Mutex::new(grants)),
             client_files: Mutex::new(None),
+            session_tools: Mutex::new(
+                self.inner
+                    .session_tools
+                    .get()
+                    .and_then(|factory| factory.for_session(&id)),
+            ),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -758,6 +802,7 @@ impl Runtime {
         let files = Files::new(session.id.clone(), lock(&live.client_files).clone());
         let calls = CallEnv {
             gate: self.inner.gate.clone(),
+            tools: self.inner.gate.tools.clone(),
             mode: session.mode,
             ctx: ToolContext {
                 session_id: session.id.clone(),
@@ -777,6 +822,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
+            session_tools: lock(&live.session_tools).clone(),
         };
         agent_loop::run(&mut context, &self.inner.config.loop_config).await
     }

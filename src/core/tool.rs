@@ -283,6 +283,34 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 }
 
+/// The tools a session has beyond the built-in ones (an MCP client's servers,
+/// say), as they stand now. The list may change between model turns.
+#[derive(Clone, Default)]
+pub struct SessionToolList {
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Failures to tell the user (a server that failed to start), each reported
+    /// once per failure by the implementation.
+    pub problems: Vec<String>,
+}
+
+/// A session's extra tools. Implemented outside the core (`crate::mcp`); the
+/// agent loop asks for the current list before each model turn, so the
+/// implementation may start things lazily and change the list as it goes.
+pub trait SessionTools: Send + Sync {
+    /// The tools as they stand now.
+    fn tools(&self) -> BoxFuture<'_, SessionToolList>;
+
+    /// Stops whatever the tools run (server processes); called when the
+    /// session closes or the runtime shuts down.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}
+
+/// Builds the extra tools of each session that becomes live, so every face
+/// gets them (the ones configured for every session).
+pub trait SessionToolsFactory: Send + Sync {
+    fn for_session(&self, session: &SessionId) -> Option<Arc<dyn SessionTools>>;
+}
+
 /// The tools offered to the model, by name.
 #[derive(Clone, Default)]
 pub struct Toolset {
@@ -310,6 +338,23 @@ impl Toolset {
 
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+
+    /// This set plus `extra`; a name already taken keeps its first tool.
+    pub fn with(&self, extra: &[Arc<dyn Tool>]) -> Self {
+        if extra.is_empty() {
+            return self.clone();
+        }
+        let mut tools = self.tools.clone();
+        let mut by_name = self.by_name.clone();
+        for tool in extra {
+            let name = tool.spec().name;
+            if !by_name.contains_key(&name) {
+                by_name.insert(name, tools.len());
+                tools.push(tool.clone());
+            }
+        }
+        Self { tools, by_name }
     }
 }
 
