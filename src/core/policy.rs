@@ -127,8 +127,13 @@ impl PolicyRules {
         let mutates = !check.kind.is_read_only();
         if mutates && check.mode == Mode::ReadOnly {
             return deny(format!(
-                "read_only mode: `{}` would change files ({})",
+                "read_only mode: `{}` {} ({})",
                 check.tool,
+                match check.kind {
+                    // A tool Pincer knows only by its annotations (MCP).
+                    ToolKind::Other => "may change things",
+                    _ => "would change files",
+                },
                 check.kind.as_str()
             ));
         }
@@ -148,7 +153,12 @@ impl PolicyRules {
             Some(Rule::Deny) | None => match check.mode {
                 Mode::Full => allow("full mode".to_owned()),
                 Mode::Supervised | Mode::ReadOnly => Gate::Ask {
-                    reason: format!("supervised mode: `{}` changes files", check.tool),
+                    reason: match check.kind {
+                        ToolKind::Other => {
+                            format!("supervised mode: `{}` may change things", check.tool)
+                        }
+                        _ => format!("supervised mode: `{}` changes files", check.tool),
+                    },
                 },
             },
         }

@@ -662,6 +662,11 @@ impl Runtime {
             return Err(RuntimeError::ShuttingDown);
         }
         let id = session.id.clone();
+        let session_tools = self
+            .inner
+            .session_tools
+            .get()
+            .and_then(|factory| factory.for_session(&id, &session.workspace));
         let (events, _) = broadcast::channel(self.inner.config.event_buffer.max(16));
         let (queue, rx) = mpsc::unbounded_channel();
         let live = Arc::new(LiveSession {
@@ -673,12 +678,7 @@ impl Runtime {
             worker: Mutex::new(None),
             grants: Arc::new(Mutex::new(grants)),
             client_files: Mutex::new(None),
-            session_tools: Mutex::new(
-                self.inner
-                    .session_tools
-                    .get()
-                    .and_then(|factory| factory.for_session(&id)),
-            ),
+            session_tools: Mutex::new(session_tools),
         });
         {
             let mut map = lock(&self.inner.live);

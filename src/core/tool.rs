@@ -308,7 +308,7 @@ pub trait SessionTools: Send + Sync {
 /// Builds the extra tools of each session that becomes live, so every face
 /// gets them (the ones configured for every session).
 pub trait SessionToolsFactory: Send + Sync {
-    fn for_session(&self, session: &SessionId) -> Option<Arc<dyn SessionTools>>;
+    fn for_session(&self, session: &SessionId, workspace: &Path) -> Option<Arc<dyn SessionTools>>;
 }
 
 /// The tools offered to the model, by name.
