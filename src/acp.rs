@@ -1036,7 +1036,9 @@ impl Connection {
 
 /// The MCP servers of a `session/new`, `session/load` or `session/resume`,
 /// and their JSON as stored with the session: env and header values redacted.
-fn mcp_servers(servers: &[acp::McpServer]) -> Result<(Vec<crate::mcp::ServerSpec>, Value), RpcError> {
+fn mcp_servers(
+    servers: &[acp::McpServer],
+) -> Result<(Vec<crate::mcp::ServerSpec>, Value), RpcError> {
     use crate::mcp::{ServerSpec, Transport, sanitize};
     let mut specs = Vec::new();
     let mut stored = Vec::new();

@@ -371,9 +371,9 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
             ..RuntimeConfig::default()
         },
     );
-    let mcp = Arc::new(crate::mcp::Factory::new(crate::mcp::McpSettings::from_config(
-        &config,
-    )));
+    let mcp = Arc::new(crate::mcp::Factory::new(
+        crate::mcp::McpSettings::from_config(&config),
+    ));
     runtime.set_session_tools_factory(mcp.clone());
     Ok(Opened {
         config,

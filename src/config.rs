@@ -1412,23 +1412,38 @@ headers = { Authorization = "Bearer abc" }
             config.mcp_servers["remote"].url.as_deref(),
             Some("http://127.0.0.1:3001/mcp")
         );
-        assert_eq!(config.mcp_call_timeout_secs.as_ref().map(|t| t.value), Some(30));
+        assert_eq!(
+            config.mcp_call_timeout_secs.as_ref().map(|t| t.value),
+            Some(30)
+        );
         let shown = config.render();
         assert!(shown.contains("[mcpServers.remote]"), "{shown}");
-        assert!(!shown.contains("Bearer abc") && !shown.contains("\"bar\""), "{shown}");
+        assert!(
+            !shown.contains("Bearer abc") && !shown.contains("\"bar\""),
+            "{shown}"
+        );
     }
 
     #[test]
     fn bad_mcp_servers_are_refused_naming_the_key() {
         let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
         let cases = [
-            ("[mcpServers.x]\nargs = [\"a\"]\n", "mcpServers.x: set `command`"),
+            (
+                "[mcpServers.x]\nargs = [\"a\"]\n",
+                "mcpServers.x: set `command`",
+            ),
             (
                 "[mcpServers.x]\ncommand = \"a\"\nurl = \"http://h\"\n",
                 "mcpServers.x: set either",
             ),
-            ("[mcpServers.\"a b\"]\ncommand = \"a\"\n", "mcpServers.a b: a server name"),
-            ("[mcpServers.x]\nurl = \"ftp://h\"\n", "mcpServers.x.url: expected an http"),
+            (
+                "[mcpServers.\"a b\"]\ncommand = \"a\"\n",
+                "mcpServers.a b: a server name",
+            ),
+            (
+                "[mcpServers.x]\nurl = \"ftp://h\"\n",
+                "mcpServers.x.url: expected an http",
+            ),
             (
                 "[mcpServers.x]\ntype = \"sse\"\nurl = \"http://h/sse\"\n",
                 "mcpServers.x.type: the SSE transport is not supported",
@@ -1441,14 +1456,23 @@ headers = { Authorization = "Bearer abc" }
                 "[mcpServers.x]\nurl = \"http://h\"\nheaders = { \"A B\" = \"b\" }\n",
                 "mcpServers.x.headers: \"A B\" is not a header name",
             ),
-            ("[mcpServers.x]\ncommand = \"a\"\ncwd = \"/\"\n", "unknown field `cwd`"),
-            ("mcp_call_timeout_secs = 0\n", "mcp_call_timeout_secs: must be at least 1"),
+            (
+                "[mcpServers.x]\ncommand = \"a\"\ncwd = \"/\"\n",
+                "unknown field `cwd`",
+            ),
+            (
+                "mcp_call_timeout_secs = 0\n",
+                "mcp_call_timeout_secs: must be at least 1",
+            ),
         ];
         for (file, expected) in cases {
             let err = load(&[("c.toml", file)], &vars, Flags::default())
                 .err()
                 .unwrap_or_default();
-            assert!(err.contains(expected), "{file:?}: expected {expected:?} in {err:?}");
+            assert!(
+                err.contains(expected),
+                "{file:?}: expected {expected:?} in {err:?}"
+            );
             assert!(err.contains("c.toml"), "{err}");
         }
     }

@@ -373,7 +373,10 @@ pub fn kind_from_hints(read_only: Option<bool>, destructive: Option<bool>) -> To
 
 /// The text the model sees of a call's content blocks (in their JSON form):
 /// text joined, other content summarized.
-pub fn content_text(blocks: &[serde_json::Value], structured: Option<&serde_json::Value>) -> String {
+pub fn content_text(
+    blocks: &[serde_json::Value],
+    structured: Option<&serde_json::Value>,
+) -> String {
     let mut parts: Vec<String> = Vec::new();
     for block in blocks {
         let field = |name: &str| block.get(name).and_then(serde_json::Value::as_str);
@@ -450,7 +453,10 @@ mod tests {
     #[test]
     fn names_are_sanitized_and_namespaced() {
         assert_eq!(tool_name("fs", "read_file"), "fs__read_file");
-        assert_eq!(tool_name("my server", "get.thing/x"), "my_server__get_thing_x");
+        assert_eq!(
+            tool_name("my server", "get.thing/x"),
+            "my_server__get_thing_x"
+        );
         assert_eq!(tool_name("ü", "é"), "____");
         let long = tool_name(&"s".repeat(40), &"t".repeat(40));
         assert_eq!(long.len(), 64);
@@ -495,10 +501,7 @@ mod tests {
             "first\n[image: image/png, 3 bytes]\n[audio: audio/wav, 2 bytes]\ninline\n\
              [resource: file:///b, application/zip, 6 bytes]\n[resource link: file:///c (c)]"
         );
-        assert_eq!(
-            content_text(&[], Some(&json!({"sum": 3}))),
-            r#"{"sum":3}"#
-        );
+        assert_eq!(content_text(&[], Some(&json!({"sum": 3}))), r#"{"sum":3}"#);
         assert_eq!(content_text(&[], None), "");
     }
 

@@ -52,7 +52,8 @@ fn fixture_server(name: &str) -> Value {
 }
 
 fn everything_server() -> Value {
-    let script = fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let script =
+        fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     json!({"name": "everything", "command": node(), "args": [script, "stdio"], "env": []})
 }
 
@@ -85,7 +86,9 @@ fn new_session(acp: &mut AcpProcess, dir: &TestDir, servers: Value) -> String {
 fn updates<'a>(notes: &'a [Value], kind: &str) -> Vec<&'a Value> {
     notes
         .iter()
-        .filter(|n| n["method"] == "session/update" && n["params"]["update"]["sessionUpdate"] == kind)
+        .filter(|n| {
+            n["method"] == "session/update" && n["params"]["update"]["sessionUpdate"] == kind
+        })
         .map(|n| &n["params"]["update"])
         .collect()
 }
@@ -164,7 +167,11 @@ fn stdio_reference_server_tools_are_namespaced_and_a_read_only_call_runs() {
     }
     assert_eq!(results[1], ("completed".to_owned(), "Echo: hi".to_owned()));
     // Read-only by its annotations: no approval asked, kind `read`.
-    assert!(!notes.iter().any(|n| n["method"] == "session/request_permission"));
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == "session/request_permission")
+    );
     let call = updates(&notes, "tool_call")
         .into_iter()
         .find(|u| u["title"] == "everything__echo")
@@ -242,7 +249,11 @@ fn streamable_http_server_on_loopback() {
     let server = HttpFixture::start(&dir);
     let mut acp = acp_with_script(
         &dir,
-        &[call("remote__pid", json!({})), call("remote__fail", json!({})), text("done")],
+        &[
+            call("remote__pid", json!({})),
+            call("remote__fail", json!({})),
+            text("done"),
+        ],
         &[],
     );
     let init = acp.initialize();
@@ -260,7 +271,10 @@ fn streamable_http_server_on_loopback() {
     let pid: u32 = results[0].1.strip_prefix("pid ").unwrap().parse().unwrap();
     assert_eq!(pid, server.child.id());
     // `isError: true` is a tool error.
-    assert_eq!(results[1], ("failed".to_owned(), "it went wrong".to_owned()));
+    assert_eq!(
+        results[1],
+        ("failed".to_owned(), "it went wrong".to_owned())
+    );
     assert!(acp.finish().success());
     // The header's value is not stored with the session.
     let shown = dir.show_session(&session);
@@ -297,11 +311,17 @@ fn normalize(value: &Value, ws: &str, session: &str) -> Value {
             }
             Value::String(s)
         }
-        Value::Array(items) => Value::Array(items.iter().map(|v| normalize(v, ws, session)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| normalize(v, ws, session)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let v = if k == "id" && v.is_number() { json!("[id]") } else { normalize(v, ws, session) };
+                    let v = if k == "id" && v.is_number() {
+                        json!("[id]")
+                    } else {
+                        normalize(v, ws, session)
+                    };
                     (k.clone(), v)
                 })
                 .collect(),
@@ -319,9 +339,15 @@ fn an_mcp_call_that_changes_things_needs_approval() {
     let mut acp = acp_with_script(
         &dir,
         &[
-            call("fixture__write_note", json!({"path": rejected, "text": "no"})),
+            call(
+                "fixture__write_note",
+                json!({"path": rejected, "text": "no"}),
+            ),
             text("ok, not written"),
-            call("fixture__write_note", json!({"path": allowed, "text": "yes"})),
+            call(
+                "fixture__write_note",
+                json!({"path": allowed, "text": "yes"}),
+            ),
             text("written"),
         ],
         &[],
@@ -378,7 +404,10 @@ fn read_only_mode_refuses_mcp_tools_that_are_not_read_only() {
     let mut acp = acp_with_script(
         &dir,
         &[
-            call("fixture__write_note", json!({"path": note, "text": "changed"})),
+            call(
+                "fixture__write_note",
+                json!({"path": note, "text": "changed"}),
+            ),
             call("fixture__delete_note", json!({"path": note})),
             call("fixture__pid", json!({})),
             text("done"),
@@ -396,15 +425,19 @@ fn read_only_mode_refuses_mcp_tools_that_are_not_read_only() {
     assert_eq!(results.len(), 3, "{results:?}");
     assert_eq!(results[0].0, "failed");
     assert!(
-        results[0]
-            .1
-            .starts_with("denied by policy: read_only mode: `fixture__write_note` may change things"),
+        results[0].1.starts_with(
+            "denied by policy: read_only mode: `fixture__write_note` may change things"
+        ),
         "{results:?}"
     );
     assert_eq!(results[1].0, "failed");
     assert!(results[1].1.contains("(delete)"), "{results:?}");
     assert_eq!(results[2].0, "completed", "{results:?}");
-    assert!(!notes.iter().any(|n| n["method"] == "session/request_permission"));
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == "session/request_permission")
+    );
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "keep me");
     let kinds: Vec<&str> = updates(&notes, "tool_call")
         .iter()
@@ -453,7 +486,10 @@ fn a_server_that_crashes_is_restarted_on_next_use() {
     assert!(log.contains("fixture: crashing on purpose"), "{log}");
     assert!(acp.finish().success());
     // Stopped with the session: the restarted process is gone.
-    assert!(!Path::new(&format!("/proc/{after}")).exists(), "pid {after} still runs");
+    assert!(
+        !Path::new(&format!("/proc/{after}")).exists(),
+        "pid {after} still runs"
+    );
 }
 
 #[test]
@@ -466,8 +502,13 @@ fn a_server_that_fails_to_start_is_reported_and_the_session_goes_on() {
         &[],
     );
     let quits = json!({"name": "quits", "command": node(), "args": [fixtures().join("server.mjs"), "exit"], "env": []});
-    let missing = json!({"name": "missing", "command": "/nonexistent/mcp-server", "args": [], "env": []});
-    let session = new_session(&mut acp, &dir, json!([quits, missing, fixture_server("fixture")]));
+    let missing =
+        json!({"name": "missing", "command": "/nonexistent/mcp-server", "args": [], "env": []});
+    let session = new_session(
+        &mut acp,
+        &dir,
+        json!([quits, missing, fixture_server("fixture")]),
+    );
     let (notes, response) = acp.prompt(&session, "go");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let shown = agent_text(&notes);
@@ -531,7 +572,9 @@ fn cancelling_a_long_call_tells_the_server() {
     );
     let session = new_session(&mut acp, &dir, json!([fixture_server("fixture")]));
     let prompt = acp.prompt_async(&session, "go");
-    wait_for(&mut acp, |m| m["params"]["update"]["status"] == "in_progress");
+    wait_for(&mut acp, |m| {
+        m["params"]["update"]["status"] == "in_progress"
+    });
     // Let a few progress notifications arrive.
     std::thread::sleep(Duration::from_millis(500));
     acp.notify("session/cancel", json!({"sessionId": session}));
@@ -543,7 +586,10 @@ fn cancelling_a_long_call_tells_the_server() {
     // The server was told (`notifications/cancelled`) and stopped the work.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !marker.exists() {
-        assert!(Instant::now() < deadline, "the server was not told about the cancel");
+        assert!(
+            Instant::now() < deadline,
+            "the server was not told about the cancel"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let log = acp.stderr();
@@ -552,7 +598,11 @@ fn cancelling_a_long_call_tells_the_server() {
 }
 
 fn run(dir: &TestDir, args: &[&str]) -> Output {
-    dir.command().args(args).stdin(Stdio::null()).output().unwrap()
+    dir.command()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -601,20 +651,36 @@ fn configured_servers_serve_pincer_run_and_calls_time_out() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "tool_result").collect();
+    let results: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_result")
+        .collect();
     assert_eq!(results.len(), 2, "{lines:?}");
-    assert!(results[0]["output"].as_str().unwrap().starts_with("pid "), "{}", results[0]);
+    assert!(
+        results[0]["output"].as_str().unwrap().starts_with("pid "),
+        "{}",
+        results[0]
+    );
     assert_eq!(results[1]["is_error"], true);
-    assert_eq!(results[1]["output"], "MCP server `fixture` did not answer within 1 s");
+    assert_eq!(
+        results[1]["output"],
+        "MCP server `fixture` did not answer within 1 s"
+    );
     // The server learns the call is over.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !marker.exists() {
-        assert!(Instant::now() < deadline, "the server was not told about the timeout");
+        assert!(
+            Instant::now() < deadline,
+            "the server was not told about the timeout"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!stderr.contains("s3cret-config-789"), "{stderr}");
     // `config show` names the server but not the secret.
-    let shown = run(&dir, &["--config", config.to_str().unwrap(), "config", "show"]);
+    let shown = run(
+        &dir,
+        &["--config", config.to_str().unwrap(), "config", "show"],
+    );
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("[mcpServers.fixture]"), "{shown}");
     assert!(!shown.contains("s3cret-config-789"), "{shown}");

@@ -349,8 +349,8 @@ impl Toolset {
         let mut by_name = self.by_name.clone();
         for tool in extra {
             let name = tool.spec().name;
-            if !by_name.contains_key(&name) {
-                by_name.insert(name, tools.len());
+            if let std::collections::hash_map::Entry::Vacant(slot) = by_name.entry(name) {
+                slot.insert(tools.len());
                 tools.push(tool.clone());
             }
         }

@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientRequest,
-    Implementation, InitializeRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientRequest, Implementation,
+    InitializeRequestParams, ProgressNotificationParam, ProgressToken, ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceError, ServiceExt};
@@ -222,7 +221,14 @@ impl Server {
             .map_err(|err| self.call_failed(&err, &exit))?;
         lock(&progress).insert(handle.progress_token.clone(), ctx.clone());
         enum Ended {
-            Answer(Result<Result<ServerResult, ServiceError>, tokio::sync::oneshot::error::RecvError>),
+            Answer(
+                Box<
+                    Result<
+                        Result<ServerResult, ServiceError>,
+                        tokio::sync::oneshot::error::RecvError,
+                    >,
+                >,
+            ),
             Cancelled,
             Died,
             TimedOut,
@@ -230,7 +236,7 @@ impl Server {
         let ended = tokio::select! {
             biased;
             _ = ctx.cancel.cancelled() => Ended::Cancelled,
-            answer = &mut handle.rx => Ended::Answer(answer),
+            answer = &mut handle.rx => Ended::Answer(Box::new(answer)),
             _ = dead.cancelled() => Ended::Died,
             _ = tokio::time::sleep(self.settings.call_timeout) => Ended::TimedOut,
         };
@@ -239,7 +245,9 @@ impl Server {
             Ended::Answer(answer) => answer,
             Ended::Cancelled => {
                 // Tells the server with `notifications/cancelled`.
-                let _ = handle.cancel(Some("cancelled by the user".to_owned())).await;
+                let _ = handle
+                    .cancel(Some("cancelled by the user".to_owned()))
+                    .await;
                 return Err(ToolError::Cancelled);
             }
             Ended::TimedOut => {
@@ -251,7 +259,7 @@ impl Server {
             }
             Ended::Died => return Err(self.died(&dead, &exit).await),
         };
-        let result = match answer {
+        let result = match *answer {
             Ok(Ok(result)) => result,
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) | Err(_) => {
                 return Err(self.died(&dead, &exit).await);
@@ -295,9 +303,9 @@ impl Server {
                 "MCP server `{name}` refused the call: {}",
                 error.message
             )),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => ToolError::Failed(
-                format!("MCP server `{name}` exited: {}", exit_text(exit)),
-            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                ToolError::Failed(format!("MCP server `{name}` exited: {}", exit_text(exit)))
+            }
             other => ToolError::Failed(format!("MCP server `{name}`: {other}")),
         }
     }
@@ -338,9 +346,7 @@ impl Server {
                 .map(|at| at.saturating_duration_since(Instant::now()))
                 .unwrap_or_default();
             if wait.is_zero() {
-                self.start(&mut state)
-                    .await
-                    .map_err(ToolError::Failed)?;
+                self.start(&mut state).await.map_err(ToolError::Failed)?;
                 continue;
             }
             if wait > MAX_CALL_WAIT {
@@ -598,10 +604,7 @@ async fn list_tools(conn: &Connection) -> Result<Vec<RemoteTool>, ServiceError> 
 fn http_transport(
     url: &str,
     headers: &[(String, String)],
-) -> Result<
-    rmcp::transport::StreamableHttpClientTransport<reqwest::Client>,
-    String,
-> {
+) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
     use reqwest::header::{HeaderName, HeaderValue};
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let mut custom = HashMap::new();
@@ -621,7 +624,8 @@ fn http_transport(
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|err| format!("cannot set up HTTP: {err}"))?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
     Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
         client, config,
     ))
