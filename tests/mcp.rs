@@ -213,7 +213,7 @@ impl HttpFixture {
         let port_file = dir.path().join("port");
         let child = Command::new(node())
             .arg(fixtures().join("server.mjs"))
-            .args(["http", port_file.to_str().unwrap()])
+            .args(["http", port_file.to_str().unwrap(), "s3cret-header-456"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -276,13 +276,34 @@ fn streamable_http_server_on_loopback() {
         ("failed".to_owned(), "it went wrong".to_owned())
     );
     assert!(acp.finish().success());
-    // The header's value is not stored with the session.
+    // The header was sent (the fixture answers 401 without it) and its value
+    // is not stored with the session.
     let shown = dir.show_session(&session);
     assert_eq!(
         shown["session"]["mcp_servers"][0]["headers"],
         json!([{"name": "Authorization", "value": "[redacted]"}])
     );
     assert!(!shown.to_string().contains("s3cret-header-456"));
+}
+
+#[test]
+fn an_http_server_that_refuses_the_credentials_is_reported() {
+    let dir = TestDir::new();
+    let server = HttpFixture::start(&dir);
+    let mut acp = acp_with_script(&dir, &[text("still here")], &[]);
+    let servers = json!([{"type": "http", "name": "remote", "url": server.url, "headers": [{"name": "Authorization", "value": "Bearer wrong"}]}]);
+    let session = new_session(&mut acp, &dir, servers);
+    let (notes, response) = acp.prompt(&session, "go");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let shown = agent_text(&notes);
+    assert!(
+        shown.starts_with("[pincer] MCP server `remote` failed to start: "),
+        "{shown}"
+    );
+    assert!(shown.contains("401"), "{shown}");
+    assert!(shown.ends_with("still here"), "{shown}");
+    assert!(!acp.stderr().contains("Bearer wrong"));
+    acp.finish();
 }
 
 #[test]

@@ -534,10 +534,13 @@ impl Server {
                 dead.cancel();
             })
         };
+        // If this start is abandoned (its run cancelled), the process is killed.
+        let abandoned = kill.clone().drop_guard();
         let served = tokio::select! {
             served = handler.serve((stdout, stdin)) => served.map_err(|err| err.to_string()),
             _ = dead.cancelled() => Err("it exited during the handshake".to_owned()),
         };
+        abandoned.disarm();
         match served {
             Ok(service) => Ok(Connection {
                 service,
