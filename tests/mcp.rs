@@ -505,12 +505,15 @@ fn a_server_that_crashes_is_restarted_on_next_use() {
     // Its stderr went to Pincer's log, never to the protocol stream.
     let log = acp.stderr();
     assert!(log.contains("fixture: crashing on purpose"), "{log}");
-    assert!(acp.finish().success());
-    // Stopped with the session: the restarted process is gone.
+    // Stopped with the session: the restarted process is gone once
+    // session/close has answered.
+    assert!(Path::new(&format!("/proc/{after}")).exists());
+    acp.call("session/close", json!({"sessionId": session}));
     assert!(
         !Path::new(&format!("/proc/{after}")).exists(),
-        "pid {after} still runs"
+        "pid {after} still runs after session/close"
     );
+    assert!(acp.finish().success());
 }
 
 #[test]

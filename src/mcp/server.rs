@@ -30,6 +30,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const HEALTHY: Duration = Duration::from_secs(60);
 /// A call that finds its server waiting to restart waits at most this long.
 const MAX_CALL_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait to hand a server a notification (`notifications/cancelled`).
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a server may take to list its tools.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a stopped server may take to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 /// Lines of a server's stderr kept to explain a failed start.
@@ -191,10 +195,14 @@ impl Server {
         if let Some(conn) = &state.conn {
             let stale = conn.stale.swap(false, Ordering::SeqCst);
             if stale || state.tools.is_none() {
-                match list_tools(conn).await {
-                    Ok(tools) => state.tools = Some(tools),
-                    Err(err) => {
+                match tokio::time::timeout(LIST_TIMEOUT, list_tools(conn)).await {
+                    Ok(Ok(tools)) => state.tools = Some(tools),
+                    Ok(Err(err)) => {
                         tracing::warn!(target: "pincer::mcp", server = %self.spec.name, error = %err, "cannot list the server's tools");
+                        conn.stale.store(true, Ordering::SeqCst);
+                    }
+                    Err(_) => {
+                        tracing::warn!(target: "pincer::mcp", server = %self.spec.name, "the server did not list its tools within {} s", LIST_TIMEOUT.as_secs());
                         conn.stale.store(true, Ordering::SeqCst);
                     }
                 }
@@ -215,10 +223,16 @@ impl Server {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments),
         ));
-        let mut handle = peer
+        let handle = peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|err| self.call_failed(&err, &exit))?;
+            .await;
+        let mut handle = match handle {
+            Ok(handle) => handle,
+            Err(err @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                return Err(self.died(&dead, &exit, Some(&err)).await);
+            }
+            Err(err) => return Err(self.call_failed(&err)),
+        };
         lock(&progress).insert(handle.progress_token.clone(), ctx.clone());
         enum Ended {
             Answer(
@@ -244,27 +258,35 @@ impl Server {
         let answer = match ended {
             Ended::Answer(answer) => answer,
             Ended::Cancelled => {
-                // Tells the server with `notifications/cancelled`.
-                let _ = handle
-                    .cancel(Some("cancelled by the user".to_owned()))
-                    .await;
+                // Tells the server with `notifications/cancelled`; a server
+                // that reads nothing any more is not waited for.
+                let _ = tokio::time::timeout(
+                    NOTIFY_TIMEOUT,
+                    handle.cancel(Some("cancelled by the user".to_owned())),
+                )
+                .await;
                 return Err(ToolError::Cancelled);
             }
             Ended::TimedOut => {
-                let _ = handle.cancel(Some("timed out".to_owned())).await;
+                let _ = tokio::time::timeout(
+                    NOTIFY_TIMEOUT,
+                    handle.cancel(Some("timed out".to_owned())),
+                )
+                .await;
                 return Err(ToolError::Failed(format!(
                     "MCP server `{name}` did not answer within {} s",
                     self.settings.call_timeout.as_secs()
                 )));
             }
-            Ended::Died => return Err(self.died(&dead, &exit).await),
+            Ended::Died => return Err(self.died(&dead, &exit, None).await),
         };
         let result = match *answer {
             Ok(Ok(result)) => result,
-            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) | Err(_) => {
-                return Err(self.died(&dead, &exit).await);
+            Ok(Err(err @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                return Err(self.died(&dead, &exit, Some(&err)).await);
             }
-            Ok(Err(err)) => return Err(self.call_failed(&err, &exit)),
+            Err(_) => return Err(self.died(&dead, &exit, None).await),
+            Ok(Err(err)) => return Err(self.call_failed(&err)),
         };
         let ServerResult::CallToolResult(result) = result else {
             return Err(ToolError::Failed(format!(
@@ -285,27 +307,38 @@ impl Server {
     }
 
     /// The error of a call whose server went away; marks the connection dead
-    /// once the process has been seen to end (or a moment has passed).
-    async fn died(&self, dead: &CancellationToken, exit: &Mutex<Option<String>>) -> ToolError {
-        let _ = tokio::time::timeout(Duration::from_secs(2), dead.cancelled()).await;
-        dead.cancel();
-        ToolError::Failed(format!(
-            "MCP server `{}` exited: {}",
-            self.spec.name,
-            exit_text(exit)
-        ))
+    /// (a stdio server's once its process has been seen to end, so the error
+    /// can say how it ended).
+    async fn died(
+        &self,
+        dead: &CancellationToken,
+        exit: &Mutex<Option<String>>,
+        err: Option<&ServiceError>,
+    ) -> ToolError {
+        let name = &self.spec.name;
+        match &self.spec.transport {
+            Transport::Stdio { .. } => {
+                let _ = tokio::time::timeout(Duration::from_secs(2), dead.cancelled()).await;
+                dead.cancel();
+                ToolError::Failed(format!("MCP server `{name}` exited: {}", exit_text(exit)))
+            }
+            Transport::Http { .. } => {
+                dead.cancel();
+                ToolError::Failed(match err {
+                    Some(err) => format!("MCP server `{name}` closed the connection: {err}"),
+                    None => format!("MCP server `{name}` closed the connection"),
+                })
+            }
+        }
     }
 
-    fn call_failed(&self, err: &ServiceError, exit: &Mutex<Option<String>>) -> ToolError {
+    fn call_failed(&self, err: &ServiceError) -> ToolError {
         let name = &self.spec.name;
         match err {
             ServiceError::McpError(error) => ToolError::Failed(format!(
                 "MCP server `{name}` refused the call: {}",
                 error.message
             )),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                ToolError::Failed(format!("MCP server `{name}` exited: {}", exit_text(exit)))
-            }
             other => ToolError::Failed(format!("MCP server `{name}`: {other}")),
         }
     }
