@@ -709,3 +709,53 @@ fn configured_servers_serve_pincer_run_and_calls_time_out() {
     assert!(shown.contains("[mcpServers.fixture]"), "{shown}");
     assert!(!shown.contains("s3cret-config-789"), "{shown}");
 }
+
+#[test]
+fn session_load_uses_the_servers_it_is_passed() {
+    let dir = TestDir::new();
+    let mut acp = acp_with_script(
+        &dir,
+        &[
+            call("fixture__pid", json!({})),
+            text("first"),
+            call("fixture__pid", json!({})),
+            text("second"),
+            call("fixture__pid", json!({})),
+            text("third"),
+        ],
+        &[],
+    );
+    let session = new_session(&mut acp, &dir, json!([fixture_server("fixture")]));
+    let (notes, _) = acp.prompt(&session, "one");
+    let first = pid_of(&tool_results(&notes)[0]);
+    assert!(acp.finish().success());
+    assert!(!Path::new(&format!("/proc/{first}")).exists());
+
+    // After a restart, loaded with the server: it starts again.
+    let script = dir.path().join("s.jsonl");
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    acp.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": [fixture_server("fixture")]}),
+    );
+    let (notes, _) = acp.prompt(&session, "two");
+    let second = pid_of(&tool_results(&notes)[0]);
+    assert_ne!(first, second);
+
+    // Resumed without it: the stored copy is not used, the tool is gone.
+    acp.call(
+        "session/resume",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    let (notes, _) = acp.prompt(&session, "three");
+    let results = tool_results(&notes);
+    assert_eq!(results[0].0, "failed");
+    assert!(
+        results[0].1.starts_with("unknown tool `fixture__pid`"),
+        "{results:?}"
+    );
+    // Replacing the servers stopped the old one.
+    assert!(!Path::new(&format!("/proc/{second}")).exists());
+    assert!(acp.finish().success());
+}
