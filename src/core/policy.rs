@@ -781,6 +781,63 @@ mod tests {
     }
 
     #[test]
+    fn tools_known_only_by_their_annotations_follow_their_kind() {
+        let ws = PathBuf::from("/home/user/project");
+        let b = PathBoundary::new(&ws, &[], &[], None);
+        let plan = Plan::default();
+        let judge = |mode: Mode, kind: ToolKind| {
+            let gate = rules().check(&Check {
+                mode,
+                tool: "srv__tool",
+                kind,
+                plan: &plan,
+                grants: &[],
+                boundary: &b,
+                cwd: &ws,
+            });
+            let (verdict, reason) = summary(&gate);
+            (verdict, reason.to_owned())
+        };
+        use Mode::*;
+        let cases = [
+            (ReadOnly, ToolKind::Read, "allow", "reads only"),
+            (Supervised, ToolKind::Read, "allow", "reads only"),
+            (
+                ReadOnly,
+                ToolKind::Other,
+                "deny",
+                "read_only mode: `srv__tool` may change things (other)",
+            ),
+            (
+                Supervised,
+                ToolKind::Other,
+                "ask",
+                "supervised mode: `srv__tool` may change things",
+            ),
+            (Full, ToolKind::Other, "allow", "full mode"),
+            (
+                ReadOnly,
+                ToolKind::Delete,
+                "deny",
+                "read_only mode: `srv__tool` would change files (delete)",
+            ),
+            (
+                Supervised,
+                ToolKind::Delete,
+                "ask",
+                "supervised mode: `srv__tool` changes files",
+            ),
+        ];
+        for (mode, kind, verdict, reason) in cases {
+            assert_eq!(
+                judge(mode, kind),
+                (verdict, reason.to_owned()),
+                "{mode:?} {kind:?}"
+            );
+        }
+    }
+
+    #[test]
     fn shell_lines_are_judged_by_every_command_they_run() {
         use Mode::*;
         let cases: &[(Mode, &str, &str, &str)] = &[
