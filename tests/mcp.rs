@@ -759,3 +759,64 @@ fn session_load_uses_the_servers_it_is_passed() {
     assert!(!Path::new(&format!("/proc/{second}")).exists());
     assert!(acp.finish().success());
 }
+
+#[test]
+fn a_stdio_server_gets_a_minimal_environment_and_its_secrets_are_redacted() {
+    let dir = TestDir::new();
+    let everything =
+        fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcpServers.everything]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\nenv = {{ SERVICE_KEY = \"s3cret-config-value-42\" }}\n",
+            node(),
+            everything.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let model = dir.script(
+        "s.jsonl",
+        &[call("everything__get-env", json!({})), text("done")],
+    );
+    let ws = dir.workspace();
+    let out = run(
+        &dir,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            "--output",
+            "jsonl",
+            "--cwd",
+            ws.to_str().unwrap(),
+            "--script",
+            model.to_str().unwrap(),
+            "go",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let result: Value = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["type"] == "tool_result")
+        .unwrap();
+    assert_eq!(result["is_error"], false, "{result}");
+    let output = result["output"].as_str().unwrap();
+    // Its own variable arrived (the value redacted on the way back), with
+    // PATH and HOME; Pincer's own environment did not.
+    assert!(output.contains("\"SERVICE_KEY\""), "{output}");
+    assert!(
+        output.contains("\"PATH\"") && output.contains("\"HOME\""),
+        "{output}"
+    );
+    assert!(!output.contains("PINCER_DATA_DIR"), "{output}");
+    assert!(!output.contains("XDG_CONFIG_HOME"), "{output}");
+    assert!(!stdout.contains("s3cret-config-value-42"), "{stdout}");
+    assert!(
+        result["safety"].to_string().contains("redacted"),
+        "{result}"
+    );
+}
