@@ -417,10 +417,7 @@ impl Server {
 
     fn failed(&self, state: &mut State, reason: String) {
         state.failures = state.failures.saturating_add(1);
-        let backoff = FIRST_BACKOFF
-            .saturating_mul(2u32.saturating_pow(state.failures.saturating_sub(1)))
-            .min(MAX_BACKOFF);
-        state.retry_at = Some(Instant::now() + backoff);
+        state.retry_at = Some(Instant::now() + backoff(state.failures));
         state.last_error = Some(reason);
     }
 
@@ -619,7 +616,14 @@ impl Server {
 }
 
 async fn list_tools(conn: &Connection) -> Result<Vec<RemoteTool>, ServiceError> {
-    let tools = conn.service.peer().list_all_tools().await?;
+    let peer = conn.service.peer();
+    let offers_tools = peer
+        .peer_info()
+        .is_none_or(|info| info.capabilities.tools.is_some());
+    if !offers_tools {
+        return Ok(Vec::new());
+    }
+    let tools = peer.list_all_tools().await?;
     Ok(tools
         .into_iter()
         .map(|tool| {
@@ -680,6 +684,14 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
+/// The wait before the next start after `failures` failures in a row: 1 s,
+/// doubling, at most `MAX_BACKOFF`.
+fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(MAX_BACKOFF)
+}
+
 fn exit_text(exit: &Mutex<Option<String>>) -> String {
     lock(exit)
         .clone()
@@ -690,4 +702,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_up_to_a_minute() {
+        let waits: Vec<u64> = (1..=9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(waits, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
 }
