@@ -108,6 +108,15 @@ impl Connection {
     }
 }
 
+/// What a call needs of the running connection, taken so the state lock is
+/// not held while the call runs.
+struct Live {
+    peer: rmcp::Peer<RoleClient>,
+    dead: CancellationToken,
+    exit: Arc<Mutex<Option<String>>>,
+    progress: Arc<Mutex<HashMap<ProgressToken, ToolContext>>>,
+}
+
 /// Receives the server's notifications.
 #[derive(Clone)]
 struct Handler {
@@ -218,7 +227,12 @@ impl Server {
         arguments: serde_json::Map<String, serde_json::Value>,
         ctx: &ToolContext,
     ) -> Result<String, ToolError> {
-        let (peer, dead, exit, progress) = self.connection_for_call(ctx).await?;
+        let Live {
+            peer,
+            dead,
+            exit,
+            progress,
+        } = self.connection_for_call(ctx).await?;
         let name = &self.spec.name;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments),
@@ -345,18 +359,7 @@ impl Server {
 
     /// A running connection for a call: starts the server if needed, waiting a
     /// little for a restart that is due soon.
-    async fn connection_for_call(
-        &self,
-        ctx: &ToolContext,
-    ) -> Result<
-        (
-            rmcp::Peer<RoleClient>,
-            CancellationToken,
-            Arc<Mutex<Option<String>>>,
-            Arc<Mutex<HashMap<ProgressToken, ToolContext>>>,
-        ),
-        ToolError,
-    > {
+    async fn connection_for_call(&self, ctx: &ToolContext) -> Result<Live, ToolError> {
         let name = &self.spec.name;
         loop {
             if self.stopped.is_cancelled() {
@@ -367,19 +370,23 @@ impl Server {
             let mut state = self.state.lock().await;
             self.bury(&mut state).await;
             if let Some(conn) = &state.conn {
-                return Ok((
-                    conn.service.peer().clone(),
-                    conn.dead.clone(),
-                    conn.exit.clone(),
-                    conn.service.service().progress.clone(),
-                ));
+                return Ok(Live {
+                    peer: conn.service.peer().clone(),
+                    dead: conn.dead.clone(),
+                    exit: conn.exit.clone(),
+                    progress: conn.service.service().progress.clone(),
+                });
             }
             let wait = state
                 .retry_at
                 .map(|at| at.saturating_duration_since(Instant::now()))
                 .unwrap_or_default();
             if wait.is_zero() {
-                self.start(&mut state).await.map_err(ToolError::Failed)?;
+                tokio::select! {
+                    biased;
+                    _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+                    started = self.start(&mut state) => started.map_err(ToolError::Failed)?,
+                }
                 continue;
             }
             if wait > MAX_CALL_WAIT {
