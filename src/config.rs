@@ -920,13 +920,18 @@ impl Config {
                 out.push_str(&body);
             }
         }
-        for (name, server) in &self.mcp_servers {
-            out.push_str(&format!(
-                "\n[mcpServers.{}]  # {file_note}\n",
-                quote_key(name)
-            ));
-            if let Ok(body) = toml::to_string(&server.redacted()) {
-                out.push_str(&body);
+        if !self.mcp_servers.is_empty() {
+            // Serialized whole, so `env` and `headers` land in
+            // `[mcpServers.NAME.env]` rather than in top-level tables.
+            let redacted: BTreeMap<&str, BTreeMap<&str, McpServerConfig>> = BTreeMap::from([(
+                "mcpServers",
+                self.mcp_servers
+                    .iter()
+                    .map(|(name, server)| (name.as_str(), server.redacted()))
+                    .collect(),
+            )]);
+            if let Ok(body) = toml::to_string(&redacted) {
+                out.push_str(&format!("\n# MCP servers  # {file_note}\n{body}"));
             }
         }
         if self.http != HttpConfig::default()
@@ -963,19 +968,6 @@ impl Config {
             }
         }
         out
-    }
-}
-
-/// A table key as TOML writes it: bare when it can be.
-fn quote_key(key: &str) -> String {
-    if !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        key.to_owned()
-    } else {
-        quote(key)
     }
 }
 
@@ -1418,6 +1410,20 @@ headers = { Authorization = "Bearer abc" }
         );
         let shown = config.render();
         assert!(shown.contains("[mcpServers.remote]"), "{shown}");
+        assert!(shown.contains("[mcpServers.fs.env]"), "{shown}");
+        // What is shown is valid TOML with the same servers, values hidden.
+        let reparsed: toml::Table = toml::from_str(
+            &shown
+                .lines()
+                .map(|l| l.split("  #").next().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        assert_eq!(
+            reparsed["mcpServers"]["fs"]["env"]["FOO"].as_str(),
+            Some("[redacted]")
+        );
         assert!(
             !shown.contains("Bearer abc") && !shown.contains("\"bar\""),
             "{shown}"
