@@ -118,6 +118,8 @@ pub struct FileConfig {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// Seconds an MCP tool call may take (default 600).
     pub mcp_call_timeout_secs: Option<u64>,
+    /// Seconds an MCP server may take to start and answer `initialize` (default 30).
+    pub mcp_start_timeout_secs: Option<u64>,
 }
 
 /// One `[mcpServers.NAME]` table: `command` (with `args`, `env`) for a server
@@ -487,6 +489,7 @@ pub struct Config {
     /// The `[mcpServers.NAME]` tables, validated.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub mcp_call_timeout_secs: Option<Sourced<u64>>,
+    pub mcp_start_timeout_secs: Option<Sourced<u64>>,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -766,12 +769,17 @@ impl Config {
         for (name, server) in &file_config.mcp_servers {
             validate_mcp_server(name, server, &file_origin())?;
         }
-        if file_config.mcp_call_timeout_secs == Some(0) {
-            return Err(ConfigError::Invalid {
-                origin: file_origin(),
-                key: "mcp_call_timeout_secs".into(),
-                message: "must be at least 1".into(),
-            });
+        for (key, value) in [
+            ("mcp_call_timeout_secs", file_config.mcp_call_timeout_secs),
+            ("mcp_start_timeout_secs", file_config.mcp_start_timeout_secs),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::Invalid {
+                    origin: file_origin(),
+                    key: key.into(),
+                    message: "must be at least 1".into(),
+                });
+            }
         }
         let mut http = file_config.http.clone();
         validate_http(&http, &file_origin())?;
@@ -782,6 +790,9 @@ impl Config {
             mcp_servers: file_config.mcp_servers.clone(),
             mcp_call_timeout_secs: file_config
                 .mcp_call_timeout_secs
+                .map(|secs| Sourced::new(secs, file_origin())),
+            mcp_start_timeout_secs: file_config
+                .mcp_start_timeout_secs
                 .map(|secs| Sourced::new(secs, file_origin())),
             models: file_config.models.clone(),
             catalog,
@@ -870,13 +881,13 @@ impl Config {
                 &timeout.origin,
             );
         }
-        if let Some(timeout) = &self.mcp_call_timeout_secs {
-            line(
-                &mut out,
-                "mcp_call_timeout_secs",
-                timeout.value.to_string(),
-                &timeout.origin,
-            );
+        for (key, timeout) in [
+            ("mcp_call_timeout_secs", &self.mcp_call_timeout_secs),
+            ("mcp_start_timeout_secs", &self.mcp_start_timeout_secs),
+        ] {
+            if let Some(timeout) = timeout {
+                line(&mut out, key, timeout.value.to_string(), &timeout.origin);
+            }
         }
         let file_note = match &self.file {
             Some(path) => format!("config file {}", path.display()),
@@ -1386,6 +1397,7 @@ mod tests {
     fn mcp_servers_are_read_in_the_zed_shape() {
         let file = r#"
 mcp_call_timeout_secs = 30
+mcp_start_timeout_secs = 90
 [mcpServers.fs]
 command = "npx"
 args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]

@@ -141,7 +141,10 @@ impl McpSettings {
                 .mcp_call_timeout_secs
                 .as_ref()
                 .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
-            start_timeout: defaults.start_timeout,
+            start_timeout: config
+                .mcp_start_timeout_secs
+                .as_ref()
+                .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
         }
     }
 }
