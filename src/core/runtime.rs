@@ -1509,4 +1509,120 @@ mod tests {
         let (alone, _) = most_at_once(crate::core::tool::ToolKind::Edit).await;
         assert_eq!(alone, 1);
     }
+
+    /// Extra tools as a face would give them: one tool, a problem reported on
+    /// the first listing only; records how often it was asked and stopped.
+    struct Extra {
+        listed: std::sync::atomic::AtomicUsize,
+        stopped: AtomicBool,
+    }
+
+    impl SessionTools for Extra {
+        fn tools(&self) -> futures::future::BoxFuture<'_, crate::core::tool::SessionToolList> {
+            Box::pin(async move {
+                let first = self.listed.fetch_add(1, Ordering::SeqCst) == 0;
+                crate::core::tool::SessionToolList {
+                    tools: vec![Arc::new(Counting {
+                        name: "extra__probe",
+                        kind: crate::core::tool::ToolKind::Read,
+                        running: Arc::default(),
+                        most: Arc::default(),
+                    })],
+                    problems: if first {
+                        vec!["server `down` failed to start".to_owned()]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+        }
+
+        fn shutdown(&self) -> futures::future::BoxFuture<'_, ()> {
+            Box::pin(async move { self.stopped.store(true, Ordering::SeqCst) })
+        }
+    }
+
+    struct ExtraFactory(Arc<Extra>);
+
+    impl SessionToolsFactory for ExtraFactory {
+        fn for_session(
+            &self,
+            _session: &SessionId,
+            _workspace: &std::path::Path,
+        ) -> Option<Arc<dyn SessionTools>> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn session_tools_are_asked_each_turn_reported_and_stopped_with_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(CallingProvider {
+                    tool: "extra__probe",
+                    calls: 1,
+                }),
+            }],
+            None,
+        );
+        let rt = Runtime::new(
+            store,
+            providers,
+            Arc::new(ToolGate::without_tools()),
+            RuntimeConfig::default(),
+        );
+        let extra = Arc::new(Extra {
+            listed: Default::default(),
+            stopped: AtomicBool::new(false),
+        });
+        rt.set_session_tools_factory(Arc::new(ExtraFactory(extra.clone())));
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
+        let run = ticket.run_id.clone();
+        assert_eq!(
+            ticket.done.await.unwrap(),
+            RunOutcome::Completed(StopReason::EndTurn)
+        );
+        // Asked before each of the two model turns.
+        assert_eq!(extra.listed.load(Ordering::SeqCst), 2);
+        let tape = rt.tape(&run, 0).await.unwrap();
+        let notices: Vec<&Event> = tape
+            .iter()
+            .map(|r| &r.event)
+            .filter(|e| matches!(e, Event::Notice { .. }))
+            .collect();
+        assert_eq!(
+            notices,
+            vec![&Event::Notice {
+                message: "server `down` failed to start".into()
+            }]
+        );
+        // The extra tool was found by name, and has its kind.
+        let call = tape
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::ToolCall { kind, .. } => Some(*kind),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(call, crate::core::tool::ToolKind::Read);
+        let result = tape
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::ToolResult {
+                    output, is_error, ..
+                } => Some((output.clone(), *is_error)),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(result, ("ok".to_owned(), false));
+        assert!(!extra.stopped.load(Ordering::SeqCst));
+        rt.close_session(&session.id).await.unwrap();
+        assert!(extra.stopped.load(Ordering::SeqCst));
+        rt.shutdown().await;
+    }
 }
