@@ -383,3 +383,63 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Named(&'static str, ToolKind);
+
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.to_owned(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+
+        fn kind(&self) -> ToolKind {
+            self.1
+        }
+
+        fn plan<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _ctx: &'a ToolContext,
+        ) -> BoxFuture<'a, Result<Plan, ToolError>> {
+            Box::pin(async { Ok(Plan::default()) })
+        }
+
+        fn execute<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _plan: &'a Plan,
+            _ctx: &'a ToolContext,
+        ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+            Box::pin(async { Ok(ToolOutput::text("")) })
+        }
+    }
+
+    #[test]
+    fn extra_tools_join_the_set_without_shadowing_it() {
+        let base = Toolset::new(vec![Arc::new(Named("read_file", ToolKind::Read))]);
+        let extra: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(Named("srv__a", ToolKind::Other)),
+            Arc::new(Named("read_file", ToolKind::Delete)),
+        ];
+        let merged = base.with(&extra);
+        let names: Vec<String> = merged.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, vec!["read_file", "srv__a"]);
+        assert_eq!(
+            merged.get("read_file").map(|t| t.kind()),
+            Some(ToolKind::Read)
+        );
+        assert_eq!(
+            merged.get("srv__a").map(|t| t.kind()),
+            Some(ToolKind::Other)
+        );
+        // The base set is unchanged.
+        assert!(base.get("srv__a").is_none());
+    }
+}
