@@ -49,6 +49,9 @@ pub struct AcpOptions {
     pub max_line_bytes: usize,
     /// Facts about the host shown to the client under `_meta` (sandbox status, version).
     pub meta: Value,
+    /// Starts the MCP servers a client passes (with the configured ones);
+    /// `None` ignores them.
+    pub mcp: Option<Arc<crate::mcp::Factory>>,
 }
 
 impl Default for AcpOptions {
@@ -56,6 +59,7 @@ impl Default for AcpOptions {
         Self {
             max_line_bytes: 16 * 1024 * 1024,
             meta: Value::Null,
+            mcp: None,
         }
     }
 }
@@ -614,7 +618,8 @@ impl Connection {
                     .audio(false)
                     .embedded_context(true),
             )
-            .mcp_capabilities(acp::McpCapabilities::new().http(false).sse(false))
+            // rmcp has no client for the legacy SSE transport.
+            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
             .session_capabilities(
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
@@ -713,7 +718,7 @@ impl Connection {
         let result = async {
             let request: acp::NewSessionRequest = params(raw)?;
             let workspace = Self::workspace(request.cwd)?;
-            let mcp_servers = to_value(&request.mcp_servers)?;
+            let (servers, mcp_servers) = mcp_servers(&request.mcp_servers)?;
             let session = self
                 .runtime
                 .create_session(NewSession {
@@ -723,6 +728,9 @@ impl Connection {
                 })
                 .await
                 .map_err(runtime_error)?;
+            if !servers.is_empty() {
+                self.start_mcp(&session, servers).await;
+            }
             let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
             let (options, modes) = self.session_response_parts(&session);
             let response = acp::NewSessionResponse::new(session.id.as_str().to_owned())
@@ -732,6 +740,25 @@ impl Connection {
         }
         .await;
         self.answer_and_attach(id, result).await
+    }
+
+    /// Gives a live session the configured MCP servers plus `servers` (the
+    /// client's, which win by name). They start on the session's first turn.
+    async fn start_mcp(&self, session: &Session, servers: Vec<crate::mcp::ServerSpec>) {
+        let Some(factory) = &self.options.mcp else {
+            if !servers.is_empty() {
+                tracing::warn!(session = %session.id, "MCP servers passed but MCP is not set up; ignoring them");
+            }
+            return;
+        };
+        if servers.is_empty() && factory.settings().servers.is_empty() {
+            self.runtime.set_session_tools(&session.id, None).await;
+            return;
+        }
+        let tools = factory.session(&session.workspace, servers);
+        self.runtime
+            .set_session_tools(&session.id, Some(Arc::new(tools)))
+            .await;
     }
 
     /// Opens a stored session for this client, checking the workspace matches.
@@ -767,7 +794,9 @@ impl Connection {
     ) -> Reply {
         let result = async {
             let request: acp::LoadSessionRequest = params(raw)?;
+            let (servers, _) = mcp_servers(&request.mcp_servers)?;
             let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            self.start_mcp(&session, servers).await;
             let history = self
                 .runtime
                 .history(&session.id)
@@ -811,7 +840,9 @@ impl Connection {
     async fn resume_session(self: &Arc<Self>, id: &Id, raw: Option<Box<RawValue>>) -> Reply {
         let result = async {
             let request: acp::ResumeSessionRequest = params(raw)?;
+            let (servers, _) = mcp_servers(&request.mcp_servers)?;
             let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            self.start_mcp(&session, servers).await;
             let (options, modes) = self.session_response_parts(&session);
             let response = acp::ResumeSessionResponse::new()
                 .config_options(options)
@@ -1294,6 +1325,74 @@ impl Connection {
         self.tasks.wait().await;
         self.peer.fail_pending();
     }
+}
+
+/// The MCP servers of a `session/new`, `session/load` or `session/resume`,
+/// and their JSON as stored with the session: env and header values redacted.
+fn mcp_servers(
+    servers: &[acp::McpServer],
+) -> Result<(Vec<crate::mcp::ServerSpec>, Value), RpcError> {
+    use crate::mcp::{ServerSpec, Transport, sanitize};
+    let mut specs = Vec::new();
+    let mut stored = Vec::new();
+    for (index, server) in servers.iter().enumerate() {
+        match server {
+            acp::McpServer::Stdio(stdio) => {
+                let env: Vec<(String, String)> = stdio
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect();
+                stored.push(json!({
+                    "name": stdio.name,
+                    "command": stdio.command,
+                    "args": stdio.args,
+                    "env": env.iter().map(|(name, _)| json!({"name": name, "value": "[redacted]"})).collect::<Vec<_>>(),
+                }));
+                specs.push(ServerSpec {
+                    name: sanitize(&stdio.name),
+                    transport: Transport::Stdio {
+                        command: stdio.command.to_string_lossy().into_owned(),
+                        args: stdio.args.clone(),
+                        env,
+                    },
+                });
+            }
+            acp::McpServer::Http(http) => {
+                let headers: Vec<(String, String)> = http
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect();
+                stored.push(json!({
+                    "type": "http",
+                    "name": http.name,
+                    "url": http.url,
+                    "headers": headers.iter().map(|(name, _)| json!({"name": name, "value": "[redacted]"})).collect::<Vec<_>>(),
+                }));
+                specs.push(ServerSpec {
+                    name: sanitize(&http.name),
+                    transport: Transport::Http {
+                        url: http.url.clone(),
+                        headers,
+                    },
+                });
+            }
+            acp::McpServer::Sse(sse) => {
+                return Err(invalid_params(format!(
+                    "`mcpServers[{index}]`: the MCP server {:?} uses the SSE transport, which Pincer does not support (mcpCapabilities.sse is false); use streamable HTTP (type \"http\")",
+                    sse.name
+                )));
+            }
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(invalid_params(format!(
+                    "`mcpServers[{index}]`: a transport Pincer does not support; use stdio or http"
+                )));
+            }
+        }
+    }
+    Ok((specs, Value::Array(stored)))
 }
 
 fn prompt_result(run: &RunId, outcome: &RunOutcome) -> Result<Value, RpcError> {

@@ -342,6 +342,8 @@ pub struct Opened {
     pub runtime: Runtime,
     /// Providers that could not be set up, with the reason.
     pub problems: Vec<String>,
+    /// The configured MCP servers; a face adds the servers its client passes.
+    pub mcp: Arc<crate::mcp::Factory>,
 }
 
 pub fn open(flags: &Flags) -> Result<Opened, Failure> {
@@ -386,10 +388,15 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
             ..RuntimeConfig::default()
         },
     );
+    let mcp = Arc::new(crate::mcp::Factory::new(
+        crate::mcp::McpSettings::from_config(&config),
+    ));
+    runtime.set_session_tools_factory(mcp.clone());
     Ok(Opened {
         config,
         runtime,
         problems,
+        mcp,
     })
 }
 
@@ -410,6 +417,7 @@ async fn acp(cli: &Cli, args: &AcpArgs) -> Result<u8, Failure> {
             "version": env!("CARGO_PKG_VERSION"),
             "sandbox": inspect::sandbox_meta(opened.config.sandbox.value),
         }),
+        mcp: Some(opened.mcp.clone()),
         ..crate::acp::AcpOptions::default()
     };
     let store = opened.runtime.store().clone();

@@ -112,6 +112,52 @@ pub struct FileConfig {
     /// The HTTP face of `pincer serve` (`docs/http.md`).
     #[serde(default)]
     pub http: HttpConfig,
+    /// MCP servers every session gets, in the shape Zed and other agents use
+    /// (`docs/mcp.md`).
+    #[serde(default, rename = "mcpServers")]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// Seconds an MCP tool call may take (default 600).
+    pub mcp_call_timeout_secs: Option<u64>,
+    /// Seconds an MCP server may take to start and answer `initialize` (default 30).
+    pub mcp_start_timeout_secs: Option<u64>,
+}
+
+/// One `[mcpServers.NAME]` table: `command` (with `args`, `env`) for a server
+/// Pincer starts, or `url` (with `headers`) for a streamable HTTP server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// `stdio` or `http`; implied by `command` or `url` when unset (`sse` is not supported).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables set for the server besides `PATH`, `HOME` and the locale; values are secrets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Sent with every request; values are secrets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl McpServerConfig {
+    /// The table with every env and header value replaced, for display.
+    pub fn redacted(&self) -> Self {
+        let hide = |map: &BTreeMap<String, String>| {
+            map.keys()
+                .map(|k| (k.clone(), "[redacted]".to_owned()))
+                .collect()
+        };
+        Self {
+            env: hide(&self.env),
+            headers: hide(&self.headers),
+            ..self.clone()
+        }
+    }
 }
 
 /// The platform a `[channels.NAME]` table speaks to.
@@ -449,6 +495,10 @@ pub struct Config {
     pub channels: BTreeMap<String, ChannelConfig>,
     /// The `[http]` table, paths resolved against the file.
     pub http: HttpConfig,
+    /// The `[mcpServers.NAME]` tables, validated.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    pub mcp_call_timeout_secs: Option<Sourced<u64>>,
+    pub mcp_start_timeout_secs: Option<Sourced<u64>>,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -727,12 +777,34 @@ impl Config {
             }
         }
         let channels = file_config.channels.clone();
+        for (name, server) in &file_config.mcp_servers {
+            validate_mcp_server(name, server, &file_origin())?;
+        }
+        for (key, value) in [
+            ("mcp_call_timeout_secs", file_config.mcp_call_timeout_secs),
+            ("mcp_start_timeout_secs", file_config.mcp_start_timeout_secs),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::Invalid {
+                    origin: file_origin(),
+                    key: key.into(),
+                    message: "must be at least 1".into(),
+                });
+            }
+        }
         let mut http = file_config.http.clone();
         validate_http(&http, &file_origin())?;
         http.token_file = http.token_file.map(|path| base.join(path));
         Ok(Config {
             channels,
             http,
+            mcp_servers: file_config.mcp_servers.clone(),
+            mcp_call_timeout_secs: file_config
+                .mcp_call_timeout_secs
+                .map(|secs| Sourced::new(secs, file_origin())),
+            mcp_start_timeout_secs: file_config
+                .mcp_start_timeout_secs
+                .map(|secs| Sourced::new(secs, file_origin())),
             models: file_config.models.clone(),
             catalog,
             mode,
@@ -820,6 +892,14 @@ impl Config {
                 &timeout.origin,
             );
         }
+        for (key, timeout) in [
+            ("mcp_call_timeout_secs", &self.mcp_call_timeout_secs),
+            ("mcp_start_timeout_secs", &self.mcp_start_timeout_secs),
+        ] {
+            if let Some(timeout) = timeout {
+                line(&mut out, key, timeout.value.to_string(), &timeout.origin);
+            }
+        }
         let file_note = match &self.file {
             Some(path) => format!("config file {}", path.display()),
             None => "default".to_owned(),
@@ -860,6 +940,20 @@ impl Config {
             out.push_str(&format!("\n[channels.{name}]  # {file_note}\n"));
             if let Ok(body) = toml::to_string(channel) {
                 out.push_str(&body);
+            }
+        }
+        if !self.mcp_servers.is_empty() {
+            // Serialized whole, so `env` and `headers` land in
+            // `[mcpServers.NAME.env]` rather than in top-level tables.
+            let redacted: BTreeMap<&str, BTreeMap<&str, McpServerConfig>> = BTreeMap::from([(
+                "mcpServers",
+                self.mcp_servers
+                    .iter()
+                    .map(|(name, server)| (name.as_str(), server.redacted()))
+                    .collect(),
+            )]);
+            if let Ok(body) = toml::to_string(&redacted) {
+                out.push_str(&format!("\n# MCP servers  # {file_note}\n{body}"));
             }
         }
         if self.http != HttpConfig::default()
@@ -1023,6 +1117,101 @@ fn validate_http(http: &HttpConfig, origin: &Origin) -> Result<(), ConfigError> 
         }
     }
     Ok(())
+}
+
+/// Refuses an `[mcpServers.NAME]` table Pincer cannot use, naming the key.
+fn validate_mcp_server(
+    name: &str,
+    server: &McpServerConfig,
+    origin: &Origin,
+) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        origin: origin.clone(),
+        key: if key.is_empty() {
+            format!("mcpServers.{name}")
+        } else {
+            format!("mcpServers.{name}.{key}")
+        },
+        message,
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !name_ok {
+        return Err(invalid(
+            "",
+            "a server name must be 1 to 64 letters, digits, `_` or `-` (it prefixes the tool names)"
+                .into(),
+        ));
+    }
+    match server.kind.as_deref() {
+        None | Some("stdio" | "http") => {}
+        Some("sse") => {
+            return Err(invalid(
+                "type",
+                "the SSE transport is not supported; use a streamable HTTP endpoint (type = \"http\")"
+                    .into(),
+            ));
+        }
+        Some(other) => {
+            return Err(invalid(
+                "type",
+                format!("expected \"stdio\" or \"http\", got {other:?}"),
+            ));
+        }
+    }
+    match (&server.command, &server.url) {
+        (Some(_), Some(_)) => Err(invalid(
+            "",
+            "set either `command` (a server Pincer starts) or `url` (a streamable HTTP server), not both"
+                .into(),
+        )),
+        (None, None) => Err(invalid(
+            "",
+            "set `command` (a server Pincer starts) or `url` (a streamable HTTP server)".into(),
+        )),
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(invalid("command", "must not be empty".into()));
+            }
+            if server.kind.as_deref() == Some("http") {
+                return Err(invalid("type", "type \"http\" needs `url`, not `command`".into()));
+            }
+            if !server.headers.is_empty() {
+                return Err(invalid("headers", "only a `url` server takes headers".into()));
+            }
+            if let Some(key) = server.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+                return Err(invalid("env", format!("{key:?} is not a variable name")));
+            }
+            Ok(())
+        }
+        (None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains(' ') {
+                return Err(invalid(
+                    "url",
+                    format!("expected an http:// or https:// URL, got {url:?}"),
+                ));
+            }
+            if server.kind.as_deref() == Some("stdio") {
+                return Err(invalid("type", "type \"stdio\" needs `command`, not `url`".into()));
+            }
+            if !server.args.is_empty() || !server.env.is_empty() {
+                return Err(invalid(
+                    "url",
+                    "a `url` server takes `headers`, not `args` or `env`".into(),
+                ));
+            }
+            let bad_header = server.headers.keys().find(|k| {
+                k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
+            });
+            if let Some(key) = bad_header {
+                return Err(invalid("headers", format!("{key:?} is not a header name")));
+            }
+            Ok(())
+        }
+    }
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -1217,6 +1406,108 @@ mod tests {
             root.join("home").to_string_lossy().into_owned(),
         );
         Config::load_with(&flags, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn mcp_servers_are_read_in_the_zed_shape() {
+        let file = r#"
+mcp_call_timeout_secs = 30
+mcp_start_timeout_secs = 90
+[mcpServers.fs]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+env = { FOO = "bar" }
+[mcpServers.remote]
+url = "http://127.0.0.1:3001/mcp"
+headers = { Authorization = "Bearer abc" }
+"#;
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let config =
+            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.mcp_servers.len(), 2);
+        assert_eq!(config.mcp_servers["fs"].command.as_deref(), Some("npx"));
+        assert_eq!(config.mcp_servers["fs"].env["FOO"], "bar");
+        assert_eq!(
+            config.mcp_servers["remote"].url.as_deref(),
+            Some("http://127.0.0.1:3001/mcp")
+        );
+        assert_eq!(
+            config.mcp_call_timeout_secs.as_ref().map(|t| t.value),
+            Some(30)
+        );
+        let shown = config.render();
+        assert!(shown.contains("[mcpServers.remote]"), "{shown}");
+        assert!(shown.contains("[mcpServers.fs.env]"), "{shown}");
+        // What is shown is valid TOML with the same servers, values hidden.
+        let reparsed: toml::Table = toml::from_str(
+            &shown
+                .lines()
+                .map(|l| l.split("  #").next().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        assert_eq!(
+            reparsed["mcpServers"]["fs"]["env"]["FOO"].as_str(),
+            Some("[redacted]")
+        );
+        assert!(
+            !shown.contains("Bearer abc") && !shown.contains("\"bar\""),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn bad_mcp_servers_are_refused_naming_the_key() {
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let cases = [
+            (
+                "[mcpServers.x]\nargs = [\"a\"]\n",
+                "mcpServers.x: set `command`",
+            ),
+            (
+                "[mcpServers.x]\ncommand = \"a\"\nurl = \"http://h\"\n",
+                "mcpServers.x: set either",
+            ),
+            (
+                "[mcpServers.\"a b\"]\ncommand = \"a\"\n",
+                "mcpServers.a b: a server name",
+            ),
+            (
+                "[mcpServers.x]\nurl = \"ftp://h\"\n",
+                "mcpServers.x.url: expected an http",
+            ),
+            (
+                "[mcpServers.x]\ntype = \"sse\"\nurl = \"http://h/sse\"\n",
+                "mcpServers.x.type: the SSE transport is not supported",
+            ),
+            (
+                "[mcpServers.x]\ncommand = \"a\"\nheaders = { A = \"b\" }\n",
+                "mcpServers.x.headers: only a `url` server",
+            ),
+            (
+                "[mcpServers.x]\nurl = \"http://h\"\nheaders = { \"A B\" = \"b\" }\n",
+                "mcpServers.x.headers: \"A B\" is not a header name",
+            ),
+            (
+                "[mcpServers.x]\ncommand = \"a\"\ncwd = \"/\"\n",
+                "unknown field `cwd`",
+            ),
+            (
+                "mcp_call_timeout_secs = 0\n",
+                "mcp_call_timeout_secs: must be at least 1",
+            ),
+        ];
+        for (file, expected) in cases {
+            let err = load(&[("c.toml", file)], &vars, Flags::default())
+                .err()
+                .unwrap_or_default();
+            assert!(
+                err.contains(expected),
+                "{file:?}: expected {expected:?} in {err:?}"
+            );
+            assert!(err.contains("c.toml"), "{err}");
+        }
     }
 
     #[test]

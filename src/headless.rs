@@ -400,6 +400,9 @@ async fn drive(
                     Event::ApprovalDecided { decision, .. } => {
                         eprintln!("pincer: approval {}", decision.as_str());
                     }
+                    Event::Notice { message } => {
+                        eprintln!("pincer: {message}");
+                    }
                     Event::State { .. }
                     | Event::UserMessage { .. }
                     | Event::ModelTurn { .. }

@@ -10,6 +10,7 @@ pub mod core;
 pub mod headless;
 pub mod http;
 pub mod logging;
+pub mod mcp;
 pub mod providers;
 pub mod sandbox;
 pub mod serve;

@@ -112,6 +112,13 @@ fn safety(config: &Config) -> Safety {
             settings.secrets.push(value);
         }
     }
+    // Credentials of the configured MCP servers (env and header values).
+    for server in config.mcp_servers.values() {
+        let values = server.env.values().chain(server.headers.values());
+        settings
+            .secrets
+            .extend(values.filter(|v| v.len() >= 8).cloned());
+    }
     let env = std::env::vars().filter(|(name, _)| is_secret_name(name));
     Safety::new(settings, env)
 }

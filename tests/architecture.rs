@@ -150,6 +150,35 @@ fn only_the_acp_face_knows_acp_types_and_only_the_store_knows_sql() {
 }
 
 #[test]
+fn only_the_mcp_client_knows_rmcp_and_the_core_knows_no_mcp() {
+    let mcp: Vec<PathBuf> = module_files("mcp");
+    assert!(mcp.len() >= 2, "src/mcp.rs and src/mcp/ are expected");
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !mcp.contains(f))
+        .collect();
+    let found = violations(&others, &["rmcp"]);
+    assert!(
+        found.is_empty(),
+        "rmcp outside src/mcp:\n{}",
+        found.join("\n")
+    );
+    let found = violations(&module_files("core"), &["crate::mcp"]);
+    assert!(
+        found.is_empty(),
+        "the core must not know the MCP client (it sees `SessionTools`):\n{}",
+        found.join("\n")
+    );
+    // The MCP client knows no face either.
+    let found = violations(&mcp, FACES);
+    assert!(
+        found.is_empty(),
+        "the MCP client must not know faces:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
 fn the_http_face_knows_no_other_face_and_only_it_knows_axum_and_jsonrpsee() {
     let mut http = module_files("http");
     http.push(src().join("serve.rs"));

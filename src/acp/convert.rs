@@ -230,6 +230,10 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         )],
         // Needs what came before; see `LiveUpdates`.
         Event::ToolProgress { .. } => Vec::new(),
+        // Shown to the person in the reply's place; the model never sees it.
+        Event::Notice { message } => vec![acp::SessionUpdate::AgentMessageChunk(text_chunk(
+            &format!("[pincer] {message}\n\n"),
+        ))],
         Event::UserMessage { .. }
         | Event::State { .. }
         | Event::ModelTurn { .. }

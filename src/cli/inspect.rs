@@ -400,6 +400,7 @@ fn tape_line(record: &EventRecord) -> String {
             format!("plan {done}/{} done", entries.len())
         }
         Event::SessionInfo { title } => format!("session title {title:?}"),
+        Event::Notice { message } => format!("notice {message:?}"),
         Event::ToolResult {
             id,
             output,

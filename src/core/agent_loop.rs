@@ -14,6 +14,7 @@ use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec
 use super::run::RunOutcome;
 use super::runtime::Emitter;
 use super::session::{Message, ToolCall};
+use super::tool::SessionTools;
 
 /// Settings of the loop.
 #[derive(Debug, Clone)]
@@ -55,6 +56,9 @@ pub struct RunContext<'a> {
     pub calls: CallEnv,
     /// What the session's earlier runs cost.
     pub session_cost: Option<Cost>,
+    /// The session's tools beyond the built-in ones, asked for before each
+    /// model turn (so a changed list applies from the next turn on).
+    pub session_tools: Option<Arc<dyn SessionTools>>,
 }
 
 impl LoopConfig {
@@ -111,8 +115,9 @@ async fn model_turn(
     config: &LoopConfig,
     index: u32,
 ) -> Result<Turn, RunOutcome> {
+    refresh_tools(ctx).await;
     let messages = ctx.history.clone();
-    let tools = ctx.calls.gate.tools.specs();
+    let tools = ctx.calls.tools.specs();
     let (ended, said) = stream_turn(ctx, config, index, messages, tools).await;
     match ended {
         Ok(stop) => {
@@ -249,6 +254,23 @@ pub async fn stream_turn(
     // Dropping the stream here is what stops a provider on cancel.
     drop(stream);
     (ended, said)
+}
+
+/// Makes the turn's toolset the built-in tools plus the session's current
+/// extra tools, and tells the user about extra tools that failed.
+async fn refresh_tools(ctx: &mut RunContext<'_>) {
+    let Some(extra) = ctx.session_tools.clone() else {
+        return;
+    };
+    let list = tokio::select! {
+        biased;
+        _ = ctx.cancel.cancelled() => return,
+        list = extra.tools() => list,
+    };
+    for message in list.problems {
+        ctx.emitter.emit(Event::Notice { message });
+    }
+    ctx.calls.tools = ctx.calls.gate.tools.with(&list.tools);
 }
 
 /// The `usage` event of a turn: its tokens, its cost, how full the context is

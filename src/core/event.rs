@@ -290,6 +290,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_cost: Option<Cost>,
     },
+    /// Something the user should know that is not part of the model's reply
+    /// (an MCP server that failed to start); shown, never sent to the model.
+    Notice {
+        message: String,
+    },
 }
 
 /// How full the model's context window is.
@@ -320,6 +325,7 @@ impl Event {
             Event::Plan { .. } => "plan",
             Event::SessionInfo { .. } => "session_info",
             Event::Usage { .. } => "usage",
+            Event::Notice { .. } => "notice",
         }
     }
 

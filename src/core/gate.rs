@@ -50,6 +50,9 @@ impl ToolGate {
 /// One run's view of the gate.
 pub struct CallEnv {
     pub gate: Arc<ToolGate>,
+    /// The tools of the current model turn: the gate's built-in ones plus the
+    /// session's extra tools as they stood when the turn began.
+    pub tools: Toolset,
     pub mode: Mode,
     pub ctx: ToolContext,
     /// The session's remembered answers; shared with the runtime, which persists them.
@@ -241,8 +244,7 @@ async fn with_progress<T>(
 
 /// The kind a call will have; unknown tools count as read-only (they run nothing).
 pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
-    env.gate
-        .tools
+    env.tools
         .get(&call.name)
         .map_or(ToolKind::Other, |tool| tool.kind())
 }
@@ -250,8 +252,8 @@ pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
 /// Plans a call and takes it through the policy and, when asked for, an
 /// approval. `None` when the run was cancelled while waiting.
 async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
-    let Some(tool) = env.gate.tools.get(&call.name).cloned() else {
-        let names: Vec<String> = env.gate.tools.specs().into_iter().map(|s| s.name).collect();
+    let Some(tool) = env.tools.get(&call.name).cloned() else {
+        let names: Vec<String> = env.tools.specs().into_iter().map(|s| s.name).collect();
         return Some(Prepared::Settled {
             verdict: Verdict::Invalid,
             message: format!(

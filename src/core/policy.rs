@@ -127,8 +127,13 @@ impl PolicyRules {
         let mutates = !check.kind.is_read_only();
         if mutates && check.mode == Mode::ReadOnly {
             return deny(format!(
-                "read_only mode: `{}` would change files ({})",
+                "read_only mode: `{}` {} ({})",
                 check.tool,
+                match check.kind {
+                    // A tool Pincer knows only by its annotations (MCP).
+                    ToolKind::Other => "may change things",
+                    _ => "would change files",
+                },
                 check.kind.as_str()
             ));
         }
@@ -148,7 +153,12 @@ impl PolicyRules {
             Some(Rule::Deny) | None => match check.mode {
                 Mode::Full => allow("full mode".to_owned()),
                 Mode::Supervised | Mode::ReadOnly => Gate::Ask {
-                    reason: format!("supervised mode: `{}` changes files", check.tool),
+                    reason: match check.kind {
+                        ToolKind::Other => {
+                            format!("supervised mode: `{}` may change things", check.tool)
+                        }
+                        _ => format!("supervised mode: `{}` changes files", check.tool),
+                    },
                 },
             },
         }
@@ -767,6 +777,63 @@ mod tests {
             Gate::Allow { reason, .. } => ("allow", reason),
             Gate::Ask { reason } => ("ask", reason),
             Gate::Deny { reason, .. } => ("deny", reason),
+        }
+    }
+
+    #[test]
+    fn tools_known_only_by_their_annotations_follow_their_kind() {
+        let ws = PathBuf::from("/home/user/project");
+        let b = PathBoundary::new(&ws, &[], &[], None);
+        let plan = Plan::default();
+        let judge = |mode: Mode, kind: ToolKind| {
+            let gate = rules().check(&Check {
+                mode,
+                tool: "srv__tool",
+                kind,
+                plan: &plan,
+                grants: &[],
+                boundary: &b,
+                cwd: &ws,
+            });
+            let (verdict, reason) = summary(&gate);
+            (verdict, reason.to_owned())
+        };
+        use Mode::*;
+        let cases = [
+            (ReadOnly, ToolKind::Read, "allow", "reads only"),
+            (Supervised, ToolKind::Read, "allow", "reads only"),
+            (
+                ReadOnly,
+                ToolKind::Other,
+                "deny",
+                "read_only mode: `srv__tool` may change things (other)",
+            ),
+            (
+                Supervised,
+                ToolKind::Other,
+                "ask",
+                "supervised mode: `srv__tool` may change things",
+            ),
+            (Full, ToolKind::Other, "allow", "full mode"),
+            (
+                ReadOnly,
+                ToolKind::Delete,
+                "deny",
+                "read_only mode: `srv__tool` would change files (delete)",
+            ),
+            (
+                Supervised,
+                ToolKind::Delete,
+                "ask",
+                "supervised mode: `srv__tool` changes files",
+            ),
+        ];
+        for (mode, kind, verdict, reason) in cases {
+            assert_eq!(
+                judge(mode, kind),
+                (verdict, reason.to_owned()),
+                "{mode:?} {kind:?}"
+            );
         }
     }
 

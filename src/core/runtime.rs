@@ -32,7 +32,9 @@ use super::session::{
     title_from_prompt,
 };
 use super::stats::Stats;
-use super::tool::{ClientFiles, ClientTerminal, Files, Progress, ToolContext};
+use super::tool::{
+    ClientFiles, ClientTerminal, Files, Progress, SessionTools, SessionToolsFactory, ToolContext,
+};
 use crate::store::{SessionQuery, Store, StoreError, Write};
 
 #[derive(Debug, Error)]
@@ -138,6 +140,9 @@ struct Inner {
     tasks: TaskTracker,
     /// Cancelled on shutdown: stops workers and cancels their runs.
     shutdown: CancellationToken,
+    /// Builds each live session's extra tools (the configured MCP servers);
+    /// set once at start, before any session is live.
+    session_tools: std::sync::OnceLock<Arc<dyn SessionToolsFactory>>,
 }
 
 /// A session that can take prompts now.
@@ -160,6 +165,8 @@ struct LiveSession {
     client_files: Mutex<Option<Arc<dyn ClientFiles>>>,
     /// The terminal of the client that opened the session, if it offers one.
     client_terminal: Mutex<Option<Arc<dyn ClientTerminal>>>,
+    /// Tools beyond the built-in ones (MCP servers); stopped when the session closes.
+    session_tools: Mutex<Option<Arc<dyn SessionTools>>>,
 }
 
 struct QueuedRun {
@@ -191,7 +198,31 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
+                session_tools: std::sync::OnceLock::new(),
             }),
+        }
+    }
+
+    /// Gives every session that becomes live from now on the extra tools
+    /// `factory` builds; only the first call counts.
+    pub fn set_session_tools_factory(&self, factory: Arc<dyn SessionToolsFactory>) {
+        if self.inner.session_tools.set(factory).is_err() {
+            tracing::warn!("the session tools factory was already set");
+        }
+    }
+
+    /// Replaces a live session's extra tools (a face that knows more servers
+    /// than the configured ones); the previous ones are stopped.
+    pub async fn set_session_tools(&self, id: &SessionId, tools: Option<Arc<dyn SessionTools>>) {
+        let Some(live) = self.live(id) else {
+            if let Some(tools) = tools {
+                tools.shutdown().await;
+            }
+            return;
+        };
+        let previous = std::mem::replace(&mut *lock(&live.session_tools), tools);
+        if let Some(previous) = previous {
+            previous.shutdown().await;
         }
     }
 
@@ -695,6 +726,10 @@ impl Runtime {
         {
             tracing::error!(session = %id, error = %err, "session worker failed");
         }
+        let tools = lock(&live.session_tools).take();
+        if let Some(tools) = tools {
+            tools.shutdown().await;
+        }
         self.inner
             .store
             .commit(Write::SetClosed {
@@ -718,6 +753,11 @@ impl Runtime {
         }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+        let extra: Vec<Arc<dyn SessionTools>> = lock(&self.inner.live)
+            .values()
+            .filter_map(|live| lock(&live.session_tools).take())
+            .collect();
+        futures::future::join_all(extra.iter().map(|tools| tools.shutdown())).await;
         // Dropping the live sessions closes their event channels, so subscribers
         // drain what is left and then end.
         lock(&self.inner.live).clear();
@@ -735,6 +775,11 @@ impl Runtime {
             return Err(RuntimeError::ShuttingDown);
         }
         let id = session.id.clone();
+        let session_tools = self
+            .inner
+            .session_tools
+            .get()
+            .and_then(|factory| factory.for_session(&id, &session.workspace));
         let (events, _) = broadcast::channel(self.inner.config.event_buffer.max(16));
         let (queue, rx) = mpsc::unbounded_channel();
         let live = Arc::new(LiveSession {
@@ -747,6 +792,7 @@ impl Runtime {
             grants: Arc::new(Mutex::new(grants)),
             client_files: Mutex::new(None),
             client_terminal: Mutex::new(None),
+            session_tools: Mutex::new(session_tools),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -945,6 +991,7 @@ impl Runtime {
         };
         let calls = CallEnv {
             gate: self.inner.gate.clone(),
+            tools: self.inner.gate.tools.clone(),
             mode: session.mode,
             ctx: self.tool_context(live, session, queued),
             grants: live.grants.clone(),
@@ -958,6 +1005,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
+            session_tools: lock(&live.session_tools).clone(),
         })
     }
 
@@ -1644,5 +1692,122 @@ mod tests {
         assert_eq!(results, vec!["c0", "c1", "c2"]);
         let (alone, _) = most_at_once(crate::core::tool::ToolKind::Edit).await;
         assert_eq!(alone, 1);
+    }
+
+    /// Extra tools as a face would give them: one tool, a problem reported on
+    /// the first listing only; records how often it was asked and stopped.
+    struct Extra {
+        listed: std::sync::atomic::AtomicUsize,
+        stopped: AtomicBool,
+    }
+
+    impl SessionTools for Extra {
+        fn tools(&self) -> futures::future::BoxFuture<'_, crate::core::tool::SessionToolList> {
+            Box::pin(async move {
+                let first = self.listed.fetch_add(1, Ordering::SeqCst) == 0;
+                crate::core::tool::SessionToolList {
+                    tools: vec![Arc::new(Counting {
+                        name: "extra__probe",
+                        kind: crate::core::tool::ToolKind::Read,
+                        running: Arc::default(),
+                        most: Arc::default(),
+                    })],
+                    problems: if first {
+                        vec!["server `down` failed to start".to_owned()]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+        }
+
+        fn shutdown(&self) -> futures::future::BoxFuture<'_, ()> {
+            Box::pin(async move { self.stopped.store(true, Ordering::SeqCst) })
+        }
+    }
+
+    struct ExtraFactory(Arc<Extra>);
+
+    impl SessionToolsFactory for ExtraFactory {
+        fn for_session(
+            &self,
+            _session: &SessionId,
+            _workspace: &std::path::Path,
+        ) -> Option<Arc<dyn SessionTools>> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn session_tools_are_asked_each_turn_reported_and_stopped_with_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(CallingProvider {
+                    tool: "extra__probe",
+                    calls: 1,
+                }),
+                images: None,
+            }],
+            None,
+        );
+        let rt = Runtime::new(
+            store,
+            providers,
+            Arc::new(ToolGate::without_tools()),
+            RuntimeConfig::default(),
+        );
+        let extra = Arc::new(Extra {
+            listed: Default::default(),
+            stopped: AtomicBool::new(false),
+        });
+        rt.set_session_tools_factory(Arc::new(ExtraFactory(extra.clone())));
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
+        let run = ticket.run_id.clone();
+        assert_eq!(
+            ticket.done.await.unwrap(),
+            RunOutcome::Completed(StopReason::EndTurn)
+        );
+        // Asked before each of the two model turns.
+        assert_eq!(extra.listed.load(Ordering::SeqCst), 2);
+        let tape = rt.tape(&run, 0).await.unwrap();
+        let notices: Vec<&Event> = tape
+            .iter()
+            .map(|r| &r.event)
+            .filter(|e| matches!(e, Event::Notice { .. }))
+            .collect();
+        assert_eq!(
+            notices,
+            vec![&Event::Notice {
+                message: "server `down` failed to start".into()
+            }]
+        );
+        // The extra tool was found by name, and has its kind.
+        let call = tape
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::ToolCall { kind, .. } => Some(*kind),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(call, crate::core::tool::ToolKind::Read);
+        let result = tape
+            .iter()
+            .find_map(|r| match &r.event {
+                Event::ToolResult {
+                    output, is_error, ..
+                } => Some((output.clone(), *is_error)),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(result, ("ok".to_owned(), false));
+        assert!(!extra.stopped.load(Ordering::SeqCst));
+        rt.close_session(&session.id).await.unwrap();
+        assert!(extra.stopped.load(Ordering::SeqCst));
+        rt.shutdown().await;
     }
 }

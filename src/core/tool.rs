@@ -409,6 +409,34 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 }
 
+/// The tools a session has beyond the built-in ones (an MCP client's servers,
+/// say), as they stand now. The list may change between model turns.
+#[derive(Clone, Default)]
+pub struct SessionToolList {
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Failures to tell the user (a server that failed to start), each reported
+    /// once per failure by the implementation.
+    pub problems: Vec<String>,
+}
+
+/// A session's extra tools. Implemented outside the core (`crate::mcp`); the
+/// agent loop asks for the current list before each model turn, so the
+/// implementation may start things lazily and change the list as it goes.
+pub trait SessionTools: Send + Sync {
+    /// The tools as they stand now.
+    fn tools(&self) -> BoxFuture<'_, SessionToolList>;
+
+    /// Stops whatever the tools run (server processes); called when the
+    /// session closes or the runtime shuts down.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}
+
+/// Builds the extra tools of each session that becomes live, so every face
+/// gets them (the ones configured for every session).
+pub trait SessionToolsFactory: Send + Sync {
+    fn for_session(&self, session: &SessionId, workspace: &Path) -> Option<Arc<dyn SessionTools>>;
+}
+
 /// The tools offered to the model, by name.
 #[derive(Clone, Default)]
 pub struct Toolset {
@@ -437,6 +465,23 @@ impl Toolset {
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
+
+    /// This set plus `extra`; a name already taken keeps its first tool.
+    pub fn with(&self, extra: &[Arc<dyn Tool>]) -> Self {
+        if extra.is_empty() {
+            return self.clone();
+        }
+        let mut tools = self.tools.clone();
+        let mut by_name = self.by_name.clone();
+        for tool in extra {
+            let name = tool.spec().name;
+            if let std::collections::hash_map::Entry::Vacant(slot) = by_name.entry(name) {
+                slot.insert(tools.len());
+                tools.push(tool.clone());
+            }
+        }
+        Self { tools, by_name }
+    }
 }
 
 /// Reads a required string argument.
@@ -463,4 +508,64 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
             ToolError::InvalidArguments(format!("`{path}`: {inner}"))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Named(&'static str, ToolKind);
+
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.to_owned(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+
+        fn kind(&self) -> ToolKind {
+            self.1
+        }
+
+        fn plan<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _ctx: &'a ToolContext,
+        ) -> BoxFuture<'a, Result<Plan, ToolError>> {
+            Box::pin(async { Ok(Plan::default()) })
+        }
+
+        fn execute<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _plan: &'a Plan,
+            _ctx: &'a ToolContext,
+        ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+            Box::pin(async { Ok(ToolOutput::text("")) })
+        }
+    }
+
+    #[test]
+    fn extra_tools_join_the_set_without_shadowing_it() {
+        let base = Toolset::new(vec![Arc::new(Named("read_file", ToolKind::Read))]);
+        let extra: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(Named("srv__a", ToolKind::Other)),
+            Arc::new(Named("read_file", ToolKind::Delete)),
+        ];
+        let merged = base.with(&extra);
+        let names: Vec<String> = merged.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, vec!["read_file", "srv__a"]);
+        assert_eq!(
+            merged.get("read_file").map(|t| t.kind()),
+            Some(ToolKind::Read)
+        );
+        assert_eq!(
+            merged.get("srv__a").map(|t| t.kind()),
+            Some(ToolKind::Other)
+        );
+        // The base set is unchanged.
+        assert!(base.get("srv__a").is_none());
+    }
 }
