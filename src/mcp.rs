@@ -21,8 +21,8 @@ use futures::future::BoxFuture;
 
 use crate::core::ids::SessionId;
 use crate::core::tool::{
-    Plan, ProgressUpdate, SessionToolList, SessionTools, SessionToolsFactory, Tool, ToolContext, ToolError,
-    ToolKind, ToolOutput, ToolSpec,
+    Plan, ProgressUpdate, SessionToolList, SessionTools, SessionToolsFactory, Tool, ToolContext,
+    ToolError, ToolKind, ToolOutput, ToolSpec,
 };
 use server::Server;
 
