@@ -816,13 +816,23 @@ impl Connection {
                     acp::SessionNotification::new(session.id.as_str().to_owned(), update);
                 self.peer.notify("session/update", &notification).await;
             }
-            // The context meter and cost as the last turn left them.
+            // The context meter and cost as the last turn left them, and the
+            // model's task list.
             let usage = self
                 .runtime
                 .last_usage(&session.id)
                 .await
                 .map_err(runtime_error)?;
-            for update in usage.iter().flat_map(|e| convert::live_update(e, true)) {
+            let plan = self
+                .runtime
+                .last_plan(&session.id)
+                .await
+                .map_err(runtime_error)?;
+            for update in usage
+                .iter()
+                .chain(plan.iter())
+                .flat_map(|e| convert::live_update(e, true))
+            {
                 let notification =
                     acp::SessionNotification::new(session.id.as_str().to_owned(), update);
                 self.peer.notify("session/update", &notification).await;

@@ -91,6 +91,23 @@ fn a_plan_is_sent_whole_each_time_the_model_updates_its_task_list() {
         "completed"
     );
     insta::assert_json_snapshot!("plan_from_todo_calls", normalize(&notes, &dir));
+    let last_plan = plans[1]["params"]["update"].clone();
+    assert!(acp.finish().success());
+
+    // A client that loads the session later sees the plan as it was left.
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let (notes, response) = acp.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    assert!(response.get("result").is_some(), "{response}");
+    let replayed: Vec<&Value> = notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "plan")
+        .collect();
+    assert_eq!(replayed, vec![&last_plan]);
 }
 
 /// Plays the client's side of `terminal/*` for real: runs what the agent asks

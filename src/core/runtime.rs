@@ -390,6 +390,24 @@ impl Runtime {
         Ok(self.inner.store.runs(id).await?)
     }
 
+    /// The task list the model last kept in this session (its newest `plan`
+    /// event among the last 20 runs), for a client that opens the session.
+    pub async fn last_plan(&self, id: &SessionId) -> Result<Option<Event>, RuntimeError> {
+        const RUNS: usize = 20;
+        let runs = self.runs(id).await?;
+        for run in runs.iter().rev().take(RUNS) {
+            let tape = self.tape(&run.id, 0).await?;
+            let plan = tape
+                .into_iter()
+                .rev()
+                .find(|record| matches!(record.event, Event::Plan { .. }));
+            if let Some(record) = plan {
+                return Ok(Some(record.event));
+            }
+        }
+        Ok(None)
+    }
+
     /// The session's latest `usage` event, with `session_cost` made the sum
     /// over all its runs: what a client reopening the session should show.
     pub async fn last_usage(&self, id: &SessionId) -> Result<Option<Event>, RuntimeError> {
