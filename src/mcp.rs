@@ -233,6 +233,13 @@ impl SessionTools for SessionServers {
             futures::future::join_all(self.servers.iter().map(|server| server.shutdown())).await;
         })
     }
+
+    fn secrets(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .flat_map(|server| server.spec().secrets())
+            .collect()
+    }
 }
 
 /// What Pincer keeps of a server's tool.

@@ -820,3 +820,33 @@ fn a_stdio_server_gets_a_minimal_environment_and_its_secrets_are_redacted() {
         "{result}"
     );
 }
+
+#[test]
+fn values_a_client_passes_to_its_server_are_redacted_from_what_the_server_returns() {
+    let dir = TestDir::new();
+    let mut acp = acp_with_script(
+        &dir,
+        &[call("everything__get-env", json!({})), text("done")],
+        &[],
+    );
+    let script =
+        fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    // A name no secret rule knows and a value of no known shape: only the
+    // fact that the client handed it to the server marks it as a secret.
+    let server = json!({"name": "everything", "command": node(), "args": [script, "stdio"],
+        "env": [{"name": "PLAIN_SETTING", "value": "client-handed-value-9173"}]});
+    let session = new_session(&mut acp, &dir, json!([server]));
+    let (notes, response) = acp.prompt(&session, "show the environment");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let results = tool_results(&notes);
+    assert_eq!(results.len(), 1, "{notes:?}");
+    let (status, output) = &results[0];
+    assert_eq!(status, "completed", "{output}");
+    assert!(output.contains("PLAIN_SETTING"), "{output}");
+    assert!(output.contains("[REDACTED:session]"), "{output}");
+    let wire = serde_json::to_string(&acp.received).unwrap();
+    assert!(!wire.contains("client-handed-value-9173"));
+    let tape = serde_json::to_string(&last_tape(&mut acp, &session)).unwrap();
+    assert!(!tape.contains("client-handed-value-9173"));
+    assert!(acp.finish().success());
+}

@@ -215,7 +215,7 @@ pub async fn stream_turn(
                 ctx.emitter.emit(Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
-                    arguments: gate::redact_json(&ctx.calls.gate.safety, &call.arguments),
+                    arguments: gate::redact_json(&ctx.calls.safety, &call.arguments),
                     kind: gate::kind_of(&ctx.calls, &call),
                 });
                 said.tool_calls.push(call);

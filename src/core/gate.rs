@@ -54,6 +54,8 @@ pub struct CallEnv {
     /// session's extra tools as they stood when the turn began.
     pub tools: Toolset,
     pub mode: Mode,
+    /// The gate's safety pass, with the session's own secrets added.
+    pub safety: Arc<Safety>,
     pub ctx: ToolContext,
     /// The session's remembered answers; shared with the runtime, which persists them.
     pub grants: Arc<Mutex<Vec<Grant>>>,
@@ -193,7 +195,7 @@ async fn with_progress<T>(
         for (id, output) in pending.drain(..) {
             emitter.emit(Event::ToolProgress {
                 id,
-                output: Some(env.gate.safety.redact(&output).0),
+                output: Some(env.safety.redact(&output).0),
                 terminal_id: None,
             });
         }
@@ -279,12 +281,12 @@ async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Optio
             });
         }
     };
-    let redacted_title = env.gate.safety.redact(&plan.title).0;
+    let redacted_title = env.safety.redact(&plan.title).0;
     emitter.emit(Event::ToolPlanned {
         id: call.id.clone(),
         title: redacted_title.clone(),
         locations: plan.locations(),
-        command: plan.command.as_ref().map(|c| env.gate.safety.redact(c).0),
+        command: plan.command.as_ref().map(|c| env.safety.redact(c).0),
         diffs: plan.diffs.clone(),
     });
     let gate = {
@@ -372,9 +374,9 @@ async fn ask(
         kind: tool.kind(),
         title,
         reason,
-        arguments: redact_json(&env.gate.safety, &call.arguments),
+        arguments: redact_json(&env.safety, &call.arguments),
         locations: plan.locations(),
-        command: plan.command.as_ref().map(|c| env.gate.safety.redact(c).0),
+        command: plan.command.as_ref().map(|c| env.safety.redact(c).0),
         diffs: plan.diffs.clone(),
     });
     env.approvals.describe(&approval_id, request);
@@ -429,7 +431,7 @@ fn settle(
         Ok(output) => (output.text, false, output.diffs, output.plan),
         Err(message) => (message, true, Vec::<FileDiff>::new(), None),
     };
-    let checked = env.gate.safety.check(&raw);
+    let checked = env.safety.check(&raw);
     let mut notes: Vec<String> = checked
         .redactions
         .iter()
@@ -470,7 +472,7 @@ fn settle(
         let entries = entries
             .into_iter()
             .map(|mut entry| {
-                entry.content = env.gate.safety.redact(&entry.content).0;
+                entry.content = env.safety.redact(&entry.content).0;
                 entry
             })
             .collect();

@@ -1007,10 +1007,16 @@ impl Runtime {
         let Some(provider) = provider else {
             return Err(RunOutcome::Failed(no_provider_message(&session.provider)));
         };
+        let session_tools = lock(&live.session_tools).clone();
+        let secrets = session_tools
+            .as_ref()
+            .map(|tools| tools.secrets())
+            .unwrap_or_default();
         let calls = CallEnv {
             gate: self.inner.gate.clone(),
             tools: self.inner.gate.tools.clone(),
             mode: session.mode,
+            safety: self.inner.gate.safety.with_secrets(&secrets, "session"),
             ctx: self.tool_context(live, session, queued),
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
@@ -1023,7 +1029,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
-            session_tools: lock(&live.session_tools).clone(),
+            session_tools,
         })
     }
 

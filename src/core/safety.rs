@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex::{Regex, RegexSet, RegexSetBuilder};
@@ -169,6 +169,48 @@ impl Safety {
             literal_kinds: kinds,
             max_marker_len: REDACTED_PREFIX.len() + longest_kind + 1,
         }
+    }
+
+    /// This pass with more literal secrets (values a session's tools were
+    /// given, such as an MCP server's token), reported as `kind`. The same
+    /// pass when there is nothing new.
+    pub fn with_secrets(self: &Arc<Self>, extra: &[String], kind: &str) -> Arc<Self> {
+        let new: Vec<&str> = extra
+            .iter()
+            .map(|value| value.trim())
+            .filter(|value| value.chars().count() >= MIN_SECRET_CHARS)
+            .filter(|value| !self.literal_values.iter().any(|known| known == value))
+            .collect();
+        if new.is_empty() {
+            return self.clone();
+        }
+        let mut values = self.literal_values.clone();
+        let mut kinds = self.literal_kinds.clone();
+        for value in new {
+            if !values.iter().any(|known| known == value) {
+                values.push(value.to_owned());
+                kinds.push(kind.to_owned());
+            }
+        }
+        let literals = match AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&values)
+        {
+            Ok(ac) => Some(ac),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot build the secret matcher");
+                None
+            }
+        };
+        Arc::new(Self {
+            max_output_bytes: self.max_output_bytes,
+            literals,
+            literal_values: values,
+            literal_kinds: kinds,
+            max_marker_len: self
+                .max_marker_len
+                .max(REDACTED_PREFIX.len() + kind.len() + 1),
+        })
     }
 
     /// The whole pass over a tool's output: redact, then mark injections, then truncate.
@@ -887,6 +929,26 @@ pub fn is_secret_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_adds_its_own_secrets_and_keeps_the_configured_ones() {
+        let base = Arc::new(Safety::new(
+            SafetyConfig {
+                secrets: vec!["configured-value-1234".into()],
+                ..SafetyConfig::default()
+            },
+            Vec::new(),
+        ));
+        // Nothing new: the same pass, not a copy.
+        let same = base.with_secrets(&["short".into(), "configured-value-1234".into()], "session");
+        assert!(Arc::ptr_eq(&base, &same));
+        let session = base.with_secrets(&["handed-to-a-server-5678\n".into()], "session");
+        let (text, _) = session.redact("a configured-value-1234 b handed-to-a-server-5678 c");
+        assert_eq!(text, "a [REDACTED:configured] b [REDACTED:session] c");
+        // The gate's own pass is unchanged.
+        let (text, _) = base.redact("handed-to-a-server-5678");
+        assert_eq!(text, "handed-to-a-server-5678");
+    }
 
     /// A deterministic alphanumeric string of `len` chars, shaped like key material.
     fn fake(len: usize) -> String {

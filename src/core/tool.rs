@@ -429,6 +429,13 @@ pub trait SessionTools: Send + Sync {
     /// Stops whatever the tools run (server processes); called when the
     /// session closes or the runtime shuts down.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
+
+    /// Values the tools were given that must never reach the model, the tape
+    /// or the logs (an MCP server's env and header values): the session's
+    /// runs redact them like the configured secrets.
+    fn secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Builds the extra tools of each session that becomes live, so every face

@@ -179,7 +179,6 @@ impl Server {
         &self.spec.name
     }
 
-    #[cfg(test)]
     pub(super) fn spec(&self) -> &ServerSpec {
         &self.spec
     }
