@@ -618,6 +618,18 @@ fn cancelling_a_long_call_tells_the_server() {
     }
     let log = acp.stderr();
     assert!(log.contains("progress: 1: step 1"), "{log}");
+    // The editor saw the progress in the running call.
+    let shown: Vec<&str> = updates(&notes, "tool_call_update")
+        .into_iter()
+        .filter(|u| u.get("status").is_none())
+        .filter_map(|u| u["content"][0]["content"]["text"].as_str())
+        .collect();
+    assert!(
+        shown
+            .first()
+            .is_some_and(|text| text.starts_with("```\n[progress 1: step 1]\n")),
+        "{shown:?}"
+    );
     acp.finish();
 }
 
