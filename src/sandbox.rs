@@ -723,22 +723,8 @@ pub async fn run_streaming(
     let (stop_reader, stop_writer) = io::pipe().map_err(SandboxError::Pipe)?;
     let stderr = writer.try_clone().map_err(SandboxError::Pipe)?;
 
-    let mut command = Command::new(shell_program(&request.env));
+    let mut command = shell_command(&request, &tmp_path);
     command
-        .arg("-c")
-        .arg(&request.line)
-        .current_dir(&request.cwd)
-        .env_clear()
-        .envs(
-            request
-                .env
-                .iter()
-                .filter(|(name, _)| !is_secret_name(name) && name != "HOME" && name != "TMPDIR")
-                .map(|(name, value)| (name.as_str(), value.as_str())),
-        )
-        .env("HOME", &tmp_path)
-        .env("TMPDIR", &tmp_path)
-        .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(stderr));
     let ruleset_fd: Option<RawFd> = prepared.ruleset.as_ref().map(AsRawFd::as_raw_fd);
@@ -859,6 +845,29 @@ pub async fn exec_spec_file(path: &Path) -> Result<u8, String> {
     })
 }
 
+/// `bash -c LINE` in the request's directory with its environment (secret
+/// names dropped) and `HOME`/`TMPDIR` at the private temporary directory;
+/// stdin closed. The caller sets the output and the confinement.
+fn shell_command(request: &ExecRequest, tmp_path: &Path) -> Command {
+    let mut command = Command::new(shell_program(&request.env));
+    command
+        .arg("-c")
+        .arg(&request.line)
+        .current_dir(&request.cwd)
+        .env_clear()
+        .envs(
+            request
+                .env
+                .iter()
+                .filter(|(name, _)| !is_secret_name(name) && name != "HOME" && name != "TMPDIR")
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        )
+        .env("HOME", tmp_path)
+        .env("TMPDIR", tmp_path)
+        .stdin(Stdio::null());
+    command
+}
+
 /// How a command run with [`run_attached`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachedExit {
@@ -890,22 +899,7 @@ pub async fn run_attached(
         .map_err(SandboxError::TempDir)?;
     let tmp_path = std::fs::canonicalize(private_tmp.path()).map_err(SandboxError::TempDir)?;
     let prepared = prepare(confinement, &tmp_path, status)?;
-    let mut command = Command::new(shell_program(&request.env));
-    command
-        .arg("-c")
-        .arg(&request.line)
-        .current_dir(&request.cwd)
-        .env_clear()
-        .envs(
-            request
-                .env
-                .iter()
-                .filter(|(name, _)| !is_secret_name(name) && name != "HOME" && name != "TMPDIR")
-                .map(|(name, value)| (name.as_str(), value.as_str())),
-        )
-        .env("HOME", &tmp_path)
-        .env("TMPDIR", &tmp_path)
-        .stdin(Stdio::null());
+    let mut command = shell_command(&request, &tmp_path);
     let ruleset_fd: Option<RawFd> = prepared.ruleset.as_ref().map(AsRawFd::as_raw_fd);
     // SAFETY: as in `run_with_status`: raw syscalls on values copied in
     // before the fork, no allocation. PR_SET_PDEATHSIG is one more prctl.
