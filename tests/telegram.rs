@@ -866,3 +866,25 @@ fn undo_from_the_chat_reverts_the_last_edit_and_replies_what_it_did() {
         texts(f).iter().any(|t| t.starts_with("Nothing to undo"))
     });
 }
+
+#[test]
+fn a_server_that_fails_to_start_is_reported_in_the_chat_and_the_reply_follows() {
+    let fake = FakeTelegram::start();
+    let dir = setup(
+        &fake,
+        "\n[mcpServers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "Answered anyway"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f)
+            .last()
+            .is_some_and(|t| t.ends_with("Answered anyway"))
+    });
+    let reply = texts(&fake).last().unwrap().clone();
+    assert!(
+        reply.starts_with("[pincer] ") && reply.contains("broken"),
+        "{reply}"
+    );
+}

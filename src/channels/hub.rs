@@ -695,8 +695,10 @@ impl Hub {
                 continue;
             }
             match &record.event {
-                Event::TextDelta { text: delta } => {
-                    text.push_str(delta);
+                Event::TextDelta { .. } | Event::Notice { .. } => {
+                    if let Some(part) = reply_part(&record.event) {
+                        text.push_str(&part);
+                    }
                     if caps.edit && self.settings.live_drafts {
                         self.live(&key, &run_id, &text, &mut draft).await;
                     }
@@ -988,13 +990,7 @@ impl Hub {
                 continue; // another live process runs it
             }
             let tape = self.runtime.tape(&run_id, 0).await.unwrap_or_default();
-            let text: String = tape
-                .iter()
-                .filter_map(|r| match &r.event {
-                    Event::TextDelta { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let text: String = tape.iter().filter_map(|r| reply_part(&r.event)).collect();
             let outcome = match info.state {
                 RunState::Completed => RunOutcome::Completed(
                     info.stop_reason
@@ -1058,6 +1054,19 @@ fn constant_eq(a: &str, b: &str) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What an event adds to a run's reply in the chat: the model's text, and
+/// notices for the person (an MCP server that failed to start), marked as
+/// Pincer's own as the editor shows them.
+fn reply_part(event: &Event) -> Option<std::borrow::Cow<'_, str>> {
+    match event {
+        Event::TextDelta { text } => Some(std::borrow::Cow::Borrowed(text.as_str())),
+        Event::Notice { message } => {
+            Some(std::borrow::Cow::Owned(format!("[pincer] {message}\n\n")))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
