@@ -31,7 +31,7 @@ use crate::core::tool::{
 };
 use crate::stdout::LineSender;
 use crate::store::SessionQuery;
-use commands::SlashCommand;
+use commands::{FaceCommand, SlashCommand};
 use peer::{Id, Incoming, Line, LineReader, Peer};
 
 /// The extension methods Pincer serves, advertised in `initialize`.
@@ -943,7 +943,7 @@ impl Connection {
             // are answered here without one.
             let queued_command = match commands::parse(&content) {
                 Some(SlashCommand::Queued(command)) => Some(command),
-                Some(command) => return Ok(Err((session, command))),
+                Some(SlashCommand::Answered(command)) => return Ok(Err((session, command))),
                 None => None,
             };
             // Registered before the run exists, so its forwarder always knows the
@@ -984,7 +984,7 @@ impl Connection {
 
     /// Answers a slash command that needs no model: its text as an agent
     /// message, then the prompt's response.
-    async fn slash_command(self: &Arc<Self>, session: &SessionId, command: SlashCommand) -> Reply {
+    async fn slash_command(self: &Arc<Self>, session: &SessionId, command: FaceCommand) -> Reply {
         let text = match self.command_text(session, command).await {
             Ok(text) => text,
             Err(err) => return Reply::Now(Err(err)),
@@ -1007,11 +1007,11 @@ impl Connection {
     async fn command_text(
         self: &Arc<Self>,
         session: &SessionId,
-        command: SlashCommand,
+        command: FaceCommand,
     ) -> Result<String, RpcError> {
         match command {
-            SlashCommand::Help => Ok(commands::help()),
-            SlashCommand::Mode(None) => {
+            FaceCommand::Help => Ok(commands::help()),
+            FaceCommand::Mode(None) => {
                 let current = self.runtime.session(session).await.map_err(runtime_error)?;
                 let others: Vec<String> = Mode::ALL
                     .iter()
@@ -1024,7 +1024,7 @@ impl Connection {
                     others.join("; ")
                 ))
             }
-            SlashCommand::Mode(Some(value)) => {
+            FaceCommand::Mode(Some(value)) => {
                 let Some(mode) = Mode::parse(&value) else {
                     return Ok(format!(
                         "`{value}` is not a mode; use read_only, supervised or full."
@@ -1038,7 +1038,7 @@ impl Connection {
                 self.announce_settings(&updated, true).await;
                 Ok(format!("Mode set to {}.", mode.title()))
             }
-            SlashCommand::Model(None) => {
+            FaceCommand::Model(None) => {
                 let current = self.runtime.session(session).await.map_err(runtime_error)?;
                 let choices: Vec<String> = self
                     .runtime
@@ -1058,7 +1058,7 @@ impl Connection {
                     }
                 ))
             }
-            SlashCommand::Model(Some(value)) => {
+            FaceCommand::Model(Some(value)) => {
                 match self.runtime.set_model(session, &value).await {
                     Ok(updated) => {
                         self.announce_settings(&updated, false).await;
@@ -1073,7 +1073,7 @@ impl Connection {
                     Err(err) => Err(runtime_error(err)),
                 }
             }
-            SlashCommand::Runs => {
+            FaceCommand::Runs => {
                 const SHOWN: usize = 10;
                 let runs = self.runtime.runs(session).await.map_err(runtime_error)?;
                 if runs.is_empty() {
@@ -1088,10 +1088,6 @@ impl Connection {
                     text.push_str(&format!("- {}\n", convert::run_line(run)));
                 }
                 Ok(text)
-            }
-            // `prompt` queues these as runs; a queued command has no text of its own.
-            SlashCommand::Queued(command) => {
-                Ok(format!("{} runs as a turn of its own", command.as_str()))
             }
         }
     }

@@ -745,27 +745,12 @@ pub async fn run_streaming(
     drop(prepared.ruleset);
     let child = spawned.map_err(SandboxError::Spawn)?;
     let pid = child.id() as libc::pid_t;
-    let mut guard = GroupGuard { child: Some(child) };
+    let guard = GroupGuard { child: Some(child) };
 
     let output = OutputReader::start(reader, stop_reader, stop_writer, request.output_limit, live)
         .map_err(SandboxError::Pipe)?;
 
-    let mut exited = tokio::task::spawn_blocking(move || wait_for_exit(pid));
-    let (timed_out, cancelled) = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => (false, true),
-        _ = &mut exited => (false, false),
-        _ = tokio::time::sleep(request.timeout) => (true, false),
-    };
-    // The leader is not reaped yet, so its pid (the group id) cannot have been
-    // reused: this reaches exactly the command's group, including background
-    // jobs that outlived the leader and would keep the pipe open.
-    kill_group(pid);
-    if timed_out || cancelled {
-        // Returns once SIGKILL has ended the leader.
-        let _ = exited.await;
-    }
-    let status = guard.reap().await?;
+    let (status, timed_out, cancelled) = end_group(guard, pid, cancel, request.timeout).await?;
     // Everything in the group is dead; only a process that left the group
     // can still hold the pipe, so the last read is bounded.
     let (capture, output_detached) = output.finish(Duration::from_secs(2)).await;
@@ -845,6 +830,33 @@ pub async fn exec_spec_file(path: &Path) -> Result<u8, String> {
     })
 }
 
+/// Waits for a command's exit, the timeout or a cancel, then kills its whole
+/// process group and reaps the leader. Returns the exit status, whether the
+/// timeout hit and whether it was cancelled.
+async fn end_group(
+    mut guard: GroupGuard,
+    pid: libc::pid_t,
+    cancel: &CancellationToken,
+    timeout: Duration,
+) -> Result<(ExitStatus, bool, bool), SandboxError> {
+    let mut exited = tokio::task::spawn_blocking(move || wait_for_exit(pid));
+    let (timed_out, cancelled) = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => (false, true),
+        _ = &mut exited => (false, false),
+        _ = tokio::time::sleep(timeout) => (true, false),
+    };
+    // The leader is not reaped yet, so its pid (the group id) cannot have been
+    // reused: this reaches exactly the command's group, including background
+    // jobs that outlived the leader and would keep a pipe open.
+    kill_group(pid);
+    if timed_out || cancelled {
+        // Returns once SIGKILL has ended the leader.
+        let _ = exited.await;
+    }
+    Ok((guard.reap().await?, timed_out, cancelled))
+}
+
 /// `bash -c LINE` in the request's directory with its environment (secret
 /// names dropped) and `HOME`/`TMPDIR` at the private temporary directory;
 /// stdin closed. The caller sets the output and the confinement.
@@ -917,19 +929,8 @@ pub async fn run_attached(
     drop(prepared.ruleset);
     let child = spawned.map_err(SandboxError::Spawn)?;
     let pid = child.id() as libc::pid_t;
-    let mut guard = GroupGuard { child: Some(child) };
-    let mut exited = tokio::task::spawn_blocking(move || wait_for_exit(pid));
-    let (timed_out, cancelled) = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => (false, true),
-        _ = &mut exited => (false, false),
-        _ = tokio::time::sleep(request.timeout) => (true, false),
-    };
-    kill_group(pid);
-    if timed_out || cancelled {
-        let _ = exited.await;
-    }
-    let status = guard.reap().await?;
+    let guard = GroupGuard { child: Some(child) };
+    let (status, timed_out, cancelled) = end_group(guard, pid, cancel, request.timeout).await?;
     if let Err(err) = private_tmp.close() {
         tracing::debug!(%err, "cannot remove a shell call's temporary directory");
     }

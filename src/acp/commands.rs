@@ -10,14 +10,21 @@ use crate::core::session::ContentPart;
 /// A slash command a prompt asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlashCommand {
+    /// Answered by the face, without a run.
+    Answered(FaceCommand),
+    /// A run of its own in the session's queue (`/compact`, `/undo`).
+    Queued(SessionCommand),
+}
+
+/// A command the ACP face answers itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaceCommand {
     Help,
     /// `/mode` alone shows the mode; with an argument, switches to it.
     Mode(Option<String>),
     /// `/model` alone lists the models; with an argument, switches to it.
     Model(Option<String>),
     Runs,
-    /// A command that runs in the session's queue (`/compact`, `/undo`).
-    Queued(SessionCommand),
 }
 
 /// Name, description and input hint of each command, in the order shown.
@@ -70,10 +77,10 @@ pub fn parse(content: &[ContentPart]) -> Option<SlashCommand> {
     };
     let argument = argument.filter(|a| !a.is_empty());
     match name {
-        "help" => Some(SlashCommand::Help),
-        "mode" => Some(SlashCommand::Mode(argument)),
-        "model" => Some(SlashCommand::Model(argument)),
-        "runs" => Some(SlashCommand::Runs),
+        "help" => Some(SlashCommand::Answered(FaceCommand::Help)),
+        "mode" => Some(SlashCommand::Answered(FaceCommand::Mode(argument))),
+        "model" => Some(SlashCommand::Answered(FaceCommand::Model(argument))),
+        "runs" => Some(SlashCommand::Answered(FaceCommand::Runs)),
         "compact" => Some(SlashCommand::Queued(SessionCommand::Compact)),
         "undo" => Some(SlashCommand::Queued(SessionCommand::Undo)),
         _ => None,
@@ -102,16 +109,24 @@ mod tests {
 
     #[test]
     fn known_commands_are_recognized_with_their_argument() {
-        assert_eq!(parse(&text("/help")), Some(SlashCommand::Help));
+        assert_eq!(
+            parse(&text("/help")),
+            Some(SlashCommand::Answered(FaceCommand::Help))
+        );
         assert_eq!(
             parse(&text("  /compact \n")),
             Some(SlashCommand::Queued(SessionCommand::Compact))
         );
         assert_eq!(
             parse(&text("/mode  full ")),
-            Some(SlashCommand::Mode(Some("full".into())))
+            Some(SlashCommand::Answered(FaceCommand::Mode(Some(
+                "full".into()
+            ))))
         );
-        assert_eq!(parse(&text("/model")), Some(SlashCommand::Model(None)));
+        assert_eq!(
+            parse(&text("/model")),
+            Some(SlashCommand::Answered(FaceCommand::Model(None)))
+        );
         assert_eq!(
             parse(&text("/undo")),
             Some(SlashCommand::Queued(SessionCommand::Undo))
