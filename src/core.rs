@@ -14,6 +14,7 @@ pub mod ids;
 pub mod models;
 pub mod policy;
 pub mod provider;
+pub mod quote;
 pub mod receipt;
 pub mod run;
 pub mod runtime;
