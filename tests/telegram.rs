@@ -888,3 +888,30 @@ fn a_server_that_fails_to_start_is_reported_in_the_chat_and_the_reply_follows() 
         "{reply}"
     );
 }
+
+#[test]
+fn polling_keeps_a_floor_when_the_server_ignores_the_long_poll_timeout() {
+    let fake = FakeTelegram::start();
+    // A server or proxy that answers an empty getUpdates at once.
+    fake.ignore_timeout();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still answered."}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("polling", WAIT, |f| !f.polls().is_empty());
+    let from = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let to = std::time::Instant::now();
+    let polls = fake
+        .polls()
+        .into_iter()
+        .filter(|at| *at >= from && *at < to)
+        .count();
+    // A correctness bound with a wide margin: about one poll a second, not
+    // thousands.
+    assert!(polls <= 6, "{polls} polls in 2 s");
+    // Messages are still taken in promptly.
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still answered.".to_owned()]
+    });
+}

@@ -21,6 +21,10 @@ use crate::core::channel::{
 /// Telegram's longest message text.
 pub const MAX_LEN: usize = 4096;
 const CURSOR: &str = "offset";
+/// Least time between two polls that brought nothing new. A server (or a
+/// proxy) that ignores `timeout` answers an empty `getUpdates` at once; without
+/// this floor the loop would ask again at once, thousands of times a second.
+const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 pub struct Telegram {
     name: String,
@@ -142,6 +146,7 @@ impl Telegram {
                 "timeout": self.poll_timeout.as_secs(),
                 "allowed_updates": ["message", "callback_query"],
             });
+            let asked = tokio::time::Instant::now();
             let updates = tokio::select! {
                 _ = cancel.cancelled() => return,
                 result = self.call("getUpdates", &request) => result,
@@ -171,6 +176,7 @@ impl Telegram {
                     }
                 }
             };
+            let mut fresh = 0usize;
             for update in updates {
                 let Some(id) = update["update_id"].as_i64() else {
                     continue;
@@ -204,6 +210,16 @@ impl Telegram {
                     break;
                 }
                 offset = next;
+                fresh += 1;
+            }
+            if fresh == 0 {
+                // Nothing new was taken in (an empty answer, only old updates,
+                // or one that could not be recorded): if it came back sooner
+                // than a long poll lasts, the server did not wait, so this side does.
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep_until(asked + MIN_POLL_INTERVAL) => {}
+                }
             }
         }
     }

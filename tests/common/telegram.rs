@@ -1,7 +1,11 @@
 #![allow(dead_code)]
 //! A fake Telegram Bot API server on loopback, speaking the documented JSON
-//! shapes: `getUpdates` long polling, `sendMessage`, `editMessageText`,
-//! `answerCallbackQuery`, `ok: false` errors and 429 with `retry_after`.
+//! shapes: `getUpdates` long polling (honouring `offset`, `limit` and
+//! `timeout`), `sendMessage`, `editMessageText`, `answerCallbackQuery`,
+//! `ok: false` errors and 429 with `retry_after`. It can also misbehave as a
+//! chaos test needs: answer polls at once whatever their `timeout`, and take
+//! its time before and after acting on a send or an edit (so a `kill -9` can
+//! land between the platform accepting a message and Pincer knowing it).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -37,6 +41,13 @@ struct State {
     chats: HashMap<String, Vec<(i64, String)>>,
     /// Offsets `getUpdates` was asked for.
     offsets: Vec<i64>,
+    /// When each `getUpdates` arrived.
+    polls: Vec<Instant>,
+    /// Answer `getUpdates` at once, ignoring its `timeout` (a misbehaving proxy).
+    ignore_timeout: bool,
+    /// Random delays around a send or edit: (most before acting, most after
+    /// acting and before answering).
+    delays: Option<(Duration, Duration)>,
 }
 
 #[derive(Clone)]
@@ -186,6 +197,27 @@ impl FakeTelegram {
         self.with(|s| s.offsets.clone())
     }
 
+    /// When each `getUpdates` arrived.
+    pub fn polls(&self) -> Vec<Instant> {
+        self.with(|s| s.polls.clone())
+    }
+
+    /// From now on `getUpdates` answers at once, whatever its `timeout`.
+    pub fn ignore_timeout(&self) {
+        self.with(|s| s.ignore_timeout = true);
+    }
+
+    /// From now on a send or an edit waits up to `before` before it acts and
+    /// up to `after` between acting and answering (uniformly at random).
+    pub fn delay(&self, before: Duration, after: Duration) {
+        self.with(|s| s.delays = Some((before, after)));
+    }
+
+    /// Every call of a method, in order.
+    pub fn all_calls(&self) -> Vec<Call> {
+        self.with(|s| s.calls.clone())
+    }
+
     /// The messages of a chat as its user sees them now: (id, text), in order.
     pub fn chat(&self, chat: i64) -> Vec<(i64, String)> {
         self.with(|s| s.chats.get(&chat.to_string()).cloned().unwrap_or_default())
@@ -248,11 +280,16 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
     let (lock, cvar) = &**state;
     if method == "getUpdates" {
         let offset = body["offset"].as_i64().unwrap_or(0);
-        let wait =
-            Duration::from_secs(body["timeout"].as_u64().unwrap_or(0)).min(Duration::from_secs(1));
-        let deadline = Instant::now() + wait;
+        // Documented: 1 to 100, default 100.
+        let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+        let mut wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
         let mut s = lock.lock().unwrap();
+        if s.ignore_timeout {
+            wait = Duration::ZERO;
+        }
+        let deadline = Instant::now() + wait;
         s.offsets.push(offset);
+        s.polls.push(Instant::now());
         loop {
             let mut ready: Vec<Value> = std::mem::take(&mut s.forced);
             ready.extend(
@@ -261,6 +298,7 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
                     .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
                     .cloned(),
             );
+            ready.truncate(limit);
             if !ready.is_empty() {
                 drop(s);
                 respond(&mut stream, 200, &json!({"ok": true, "result": ready}));
@@ -274,6 +312,10 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
             }
             s = cvar.wait_timeout(s, deadline - now).unwrap().0;
         }
+    }
+    let delays = lock.lock().unwrap().delays;
+    if let Some((before, _)) = delays {
+        std::thread::sleep(before.mul_f64(fastrand::f64()));
     }
     let mut s = lock.lock().unwrap();
     s.calls.push(Call {
@@ -327,6 +369,10 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
         }
     };
     drop(s);
+    if let Some((_, after)) = delays {
+        // Acted on, not yet answered: the window a crash makes "unknown".
+        std::thread::sleep(after.mul_f64(fastrand::f64()));
+    }
     let status = if answer["ok"] == true {
         200
     } else {
