@@ -120,6 +120,9 @@ pub enum Write {
     },
     /// The chat channels' tables.
     Channel(ChannelWrite),
+    /// Writes that must land together: all of them or none (a chat's new
+    /// session and its mapping to the chat, so a crash cannot orphan one).
+    Together(Vec<Write>),
 }
 
 /// Whether the process an owner tag (`pid:start`) names is still running.
@@ -516,6 +519,54 @@ mod tests {
             opener.join().unwrap().unwrap();
         }
         assert_eq!(probe(&path).unwrap(), schema_version());
+    }
+
+    #[tokio::test]
+    async fn writes_together_land_all_or_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let (store, _) = Store::open(&path).unwrap();
+        store
+            .commit(Write::InsertSession(session("ses_1")))
+            .await
+            .unwrap();
+        // The second write fails (the session exists): the first is undone,
+        // while a write of the same group outside the batch still lands.
+        store.submit(Write::InsertSession(session("ses_3")));
+        let failed = store
+            .commit(Write::Together(vec![
+                Write::InsertSession(session("ses_2")),
+                Write::InsertSession(session("ses_1")),
+            ]))
+            .await;
+        assert!(failed.is_err());
+        assert!(
+            store
+                .session(&SessionId::from_string("ses_2".into()))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .session(&SessionId::from_string("ses_3".into()))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        store
+            .commit(Write::Together(vec![Write::InsertSession(session(
+                "ses_2",
+            ))]))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .session(&SessionId::from_string("ses_2".into()))
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[tokio::test]

@@ -636,9 +636,9 @@ fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
     fake.wait_for("the draft", WAIT, |f| {
         texts(f) == vec!["Working on it".to_owned()]
     });
-    // Telegram shows the draft a moment before Pincer has committed its id;
-    // a crash inside that moment leaves a draft Pincer cannot know about (the
-    // reply then arrives as a fresh message). Crash once the id is on disk.
+    // Telegram shows the draft a moment before Pincer has committed its id
+    // (a crash inside that moment is the next test). Crash once the id is on
+    // disk.
     std::thread::sleep(Duration::from_millis(500));
     bridge.crash();
     let _bridge = Bridge::start(&dir, &script);
@@ -653,6 +653,131 @@ fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
     );
     assert!(shown[0].starts_with("Working on it"), "{shown:?}");
     assert_eq!(fake.calls("sendMessage").len(), 1);
+}
+
+#[test]
+fn a_crash_before_the_drafts_id_is_known_is_reported_in_the_reply() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    // Telegram takes the draft (it shows in the chat) and the process dies
+    // before the answer that carries its message id.
+    fake.hold_acted("sendMessage");
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "long job");
+    fake.wait_for("the draft in the chat", WAIT, |f| {
+        texts(f) == vec!["Working on it".to_owned()]
+    });
+    bridge.crash();
+    fake.release("sendMessage");
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the reply", WAIT, |f| texts(f).len() == 2);
+    let shown = texts(&fake);
+    // The draft Pincer cannot name stays, and the reply says it is stale.
+    assert_eq!(shown[0], "Working on it");
+    assert!(
+        shown[1].starts_with("[pincer] If a partial draft of this reply shows above, it is stale"),
+        "{shown:?}"
+    );
+    assert!(
+        shown[1].contains("Working on it") && shown[1].contains("interrupted"),
+        "{shown:?}"
+    );
+    sent_reply(&fake, &dir);
+    let draft = outbox(&dir)
+        .into_iter()
+        .find(|i| i["kind"] == "draft")
+        .unwrap();
+    assert_eq!(draft["status"], "unknown_after_send");
+    assert_eq!(draft["units"][0]["text"], "Working on it");
+    // Nothing was sent twice.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(fake.calls("sendMessage").len(), 2);
+}
+
+#[test]
+fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 300}, {"text": " and the rest."}])],
+    );
+    // The edit that finalizes the draft never reaches Telegram.
+    fake.hold("editMessageText");
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the finalizing edit in flight", WAIT, |f| {
+        f.calls("editMessageText")
+            .iter()
+            .any(|c| c.body["text"] == "Draft and the rest.")
+    });
+    bridge.crash();
+    assert_eq!(texts(&fake), vec!["Draft".to_owned()]);
+    fake.release("editMessageText");
+    let _bridge = Bridge::start(&dir, &script);
+    // An edit is harmless to repeat: it is made again, not given up.
+    fake.wait_for("the draft finalized", WAIT, |f| {
+        texts(f) == vec!["Draft and the rest.".to_owned()]
+    });
+    let reply = sent_reply(&fake, &dir);
+    assert_eq!(reply["attempt"], 2);
+    assert_eq!(fake.calls("sendMessage").len(), 1);
+}
+
+/// Every session's id and whether a chat maps to it, from the database.
+fn sessions_and_chats(dir: &TestDir) -> Vec<(String, bool)> {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.data_dir().join("pincer.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT id, EXISTS (SELECT 1 FROM channel_sessions c WHERE c.session_id = s.id)
+             FROM sessions s ORDER BY created_at",
+        )
+        .unwrap();
+    stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn a_chats_session_and_its_mapping_are_committed_together() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Mapped."}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("polling", WAIT, |f| !f.offsets().is_empty());
+    // The mapping's write fails, as a crash between two commits would cut it
+    // off: the session must not be left behind without it.
+    let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_mapping BEFORE INSERT ON channel_sessions
+         BEGIN SELECT RAISE(ABORT, 'the disk is full'); END",
+    )
+    .unwrap();
+    fake.user_says(USER, "hi");
+    fake.wait_for("the failure told", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Pincer could not start on this"))
+    });
+    assert_eq!(sessions_and_chats(&dir), vec![], "an orphaned session");
+    db.execute_batch("DROP TRIGGER no_mapping").unwrap();
+    fake.user_says(USER, "hi again");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t == "Mapped.")
+    });
+    let sessions = sessions_and_chats(&dir);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(sessions[0].1, "{sessions:?}");
 }
 
 /// One HTTP/1.1 request to the serve face; (status, body).

@@ -12,8 +12,9 @@ use super::outbox::Outbox;
 use super::{Adapter, ChannelSettings, Inbound, Received, render};
 use crate::core::approval::ApprovalDecision;
 use crate::core::channel::{
-    Actor, Button, ChannelMessage, ConversationKey, InboxState, IntentKind, IntentStatus,
-    MessageOrigin, SendIntent, Target, Unit, is_own_echo,
+    Actor, Button, ChannelMessage, ConversationKey, DeliveryReceipt, Failure, FailureKind,
+    InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart, SendIntent,
+    Target, Unit, is_own_echo,
 };
 use crate::core::event::{Event, RunState};
 use crate::core::ids::{RunId, SessionId};
@@ -451,20 +452,24 @@ impl Hub {
                 }
             }
         }
+        // The session and the chat's mapping to it in one transaction: a crash
+        // cannot leave a session no chat leads to.
         let session = self
             .runtime
-            .create_session(NewSession {
-                workspace: self.settings.workspace.clone(),
-                origin: Origin::Channel,
-                mcp_servers: serde_json::json!([]),
-            })
-            .await?;
-        self.store
-            .commit(Write::Channel(ChannelWrite::MapConversation {
-                key: key.clone(),
-                session_id: session.id.clone(),
-                at: now_millis(),
-            }))
+            .create_session_with(
+                NewSession {
+                    workspace: self.settings.workspace.clone(),
+                    origin: Origin::Channel,
+                    mcp_servers: serde_json::json!([]),
+                },
+                |id| {
+                    vec![Write::Channel(ChannelWrite::MapConversation {
+                        key: key.clone(),
+                        session_id: id.clone(),
+                        at: now_millis(),
+                    })]
+                },
+            )
             .await?;
         Ok(session.id)
     }
@@ -680,7 +685,7 @@ impl Hub {
     ) {
         let caps = self.adapter.capabilities();
         let mut text = String::new();
-        let mut draft: Option<(String, Instant, String)> = None;
+        let mut draft = LiveDraft::NotYet;
         let outcome = loop {
             let next = tokio::select! {
                 // Stopping: the run is recorded as it ends, and the next start
@@ -736,21 +741,19 @@ impl Hub {
             &run_id,
             &outcome,
             &text,
-            draft.map(|(id, _, _)| id),
+            draft.reference(),
             reply_to,
             &ids,
         )
         .await;
     }
 
-    /// Sends or edits the live draft, at most once per the platform's edit interval.
-    async fn live(
-        &self,
-        key: &ConversationKey,
-        run_id: &RunId,
-        text: &str,
-        draft: &mut Option<(String, Instant, String)>,
-    ) {
+    /// Sends or edits the live draft, at most once per the platform's edit
+    /// interval. The first send is an intent of its own (`draft:RUN`),
+    /// committed as `sending` before the platform call and given the draft's
+    /// message id after it, so a crash in between is known to have left a
+    /// draft that may be in the chat.
+    async fn live(&self, key: &ConversationKey, run_id: &RunId, text: &str, draft: &mut LiveDraft) {
         let caps = self.adapter.capabilities();
         let preview = preview(text, caps.max_len);
         if preview.trim().is_empty() {
@@ -762,26 +765,99 @@ impl Hub {
             buttons: Vec::new(),
         };
         match draft {
-            None => {
-                let key_id = format!("draft:{run_id}");
-                match self.adapter.send(&key.target, &unit, None, &key_id).await {
-                    Ok(platform_id) => {
-                        let write = ChannelWrite::PutDraft {
-                            run_id: run_id.clone(),
-                            key: key.clone(),
-                            platform_id: platform_id.clone(),
-                            text: preview.clone(),
-                            at: now_millis(),
-                        };
-                        if let Err(err) = self.store.commit(Write::Channel(write)).await {
-                            tracing::error!(error = %err, "cannot record a live draft");
-                        }
-                        *draft = Some((platform_id, Instant::now(), preview));
-                    }
-                    Err(err) => tracing::debug!(error = %err, "live draft not sent"),
+            LiveDraft::NotYet => {
+                let id = format!("draft:{run_id}");
+                let now = now_millis();
+                let intent = SendIntent {
+                    id: id.clone(),
+                    channel: self.adapter.channel().to_owned(),
+                    account: self.adapter.account().to_owned(),
+                    target: key.target.clone(),
+                    kind: IntentKind::Draft,
+                    units: vec![unit.clone()],
+                    edit_of: None,
+                    reply_to: None,
+                    status: IntentStatus::Sending,
+                    attempt: 1,
+                    next_attempt_at: None,
+                    inflight: Some(0),
+                    receipt: DeliveryReceipt::default(),
+                    failure: None,
+                    session_id: None,
+                    run_id: Some(run_id.clone()),
+                    created_at: now,
+                    updated_at: now,
+                };
+                if let Err(err) = self
+                    .store
+                    .commit(Write::Channel(ChannelWrite::InsertIntent(intent)))
+                    .await
+                {
+                    tracing::error!(run = %run_id, error = %err, "cannot record a live draft; the reply comes whole");
+                    *draft = LiveDraft::Stopped { maybe_shown: false };
+                    return;
                 }
+                let sent = self
+                    .adapter
+                    .send(&key.target, &unit, None, &format!("{id}:0"))
+                    .await;
+                let update = match &sent {
+                    Ok(platform_id) => {
+                        let mut update = IntentUpdate::new(
+                            &id,
+                            &[IntentStatus::Sending],
+                            IntentStatus::Sent,
+                            now_millis(),
+                        );
+                        update.receipt = Some(DeliveryReceipt {
+                            parts: vec![ReceiptPart {
+                                index: 0,
+                                platform_id: platform_id.clone(),
+                            }],
+                        });
+                        update
+                    }
+                    Err(err) => {
+                        tracing::debug!(run = %run_id, error = %err, "live draft not sent; the reply comes whole");
+                        let unknown = err.kind == FailureKind::Unknown;
+                        let status = if unknown {
+                            IntentStatus::UnknownAfterSend
+                        } else {
+                            IntentStatus::Failed
+                        };
+                        let mut update =
+                            IntentUpdate::new(&id, &[IntentStatus::Sending], status, now_millis());
+                        update.inflight = unknown.then_some(0);
+                        update.failure = Some(Failure {
+                            kind: err.kind,
+                            message: err.message.clone(),
+                        });
+                        update
+                    }
+                };
+                if let Err(err) = self
+                    .store
+                    .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
+                    .await
+                {
+                    tracing::error!(run = %run_id, error = %err, "cannot record a live draft's outcome");
+                }
+                *draft = match sent {
+                    Ok(platform_id) => LiveDraft::Shown {
+                        platform_id,
+                        last: Instant::now(),
+                        text: preview,
+                    },
+                    Err(err) => LiveDraft::Stopped {
+                        maybe_shown: err.kind == FailureKind::Unknown,
+                    },
+                };
             }
-            Some((platform_id, last, shown)) => {
+            LiveDraft::Shown {
+                platform_id,
+                last,
+                text: shown,
+            } => {
                 if last.elapsed() < caps.edit_interval || *shown == preview {
                     return;
                 }
@@ -793,6 +869,70 @@ impl Hub {
                     Err(err) => {
                         tracing::debug!(error = %err, "live draft not edited");
                         *last = Instant::now();
+                    }
+                }
+            }
+            LiveDraft::Stopped { .. } => {}
+        }
+    }
+
+    /// What a stopped process left of a run's live draft. A draft whose first
+    /// send has no known outcome may be in the chat with its id unknown: an
+    /// adapter whose platform deduplicates sends by key sends it again to
+    /// learn the id; otherwise the reply will say that a partial draft may
+    /// show above it.
+    async fn recovered_draft(&self, run_id: &RunId, legacy: Option<&String>) -> DraftRef {
+        let intent = match self.store.intent(&format!("draft:{run_id}")).await {
+            Ok(Some(intent)) => intent,
+            // Drafts recorded before draft intents existed.
+            Ok(None) => return legacy.map_or(DraftRef::None, |id| DraftRef::Known(id.clone())),
+            Err(err) => {
+                tracing::error!(run = %run_id, error = %err, "cannot read a live draft");
+                return DraftRef::MaybeShown;
+            }
+        };
+        match intent.status {
+            IntentStatus::Sent | IntentStatus::Committing => intent
+                .receipt
+                .primary()
+                .map_or(DraftRef::MaybeShown, |id| DraftRef::Known(id.to_owned())),
+            IntentStatus::Failed | IntentStatus::Cancelled | IntentStatus::Expired => {
+                DraftRef::None
+            }
+            IntentStatus::UnknownAfterSend | IntentStatus::Sending | IntentStatus::Pending => {
+                if !self.adapter.idempotent() {
+                    return DraftRef::MaybeShown;
+                }
+                let Some(unit) = intent.units.first() else {
+                    return DraftRef::MaybeShown;
+                };
+                let key = format!("{}:0", intent.id);
+                match self.adapter.send(&intent.target, unit, None, &key).await {
+                    Ok(platform_id) => {
+                        let mut update = IntentUpdate::new(
+                            &intent.id,
+                            &[intent.status],
+                            IntentStatus::Sent,
+                            now_millis(),
+                        );
+                        update.receipt = Some(DeliveryReceipt {
+                            parts: vec![ReceiptPart {
+                                index: 0,
+                                platform_id: platform_id.clone(),
+                            }],
+                        });
+                        if let Err(err) = self
+                            .store
+                            .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
+                            .await
+                        {
+                            tracing::error!(run = %run_id, error = %err, "cannot record a live draft's id");
+                        }
+                        DraftRef::Known(platform_id)
+                    }
+                    Err(err) => {
+                        tracing::warn!(run = %run_id, error = %err, "a live draft's id could not be learnt again");
+                        DraftRef::MaybeShown
                     }
                 }
             }
@@ -918,7 +1058,7 @@ impl Hub {
         run_id: &RunId,
         outcome: &RunOutcome,
         text: &str,
-        draft: Option<String>,
+        draft: DraftRef,
         reply_to: Option<String>,
         ids: &[String],
     ) {
@@ -932,6 +1072,11 @@ impl Hub {
             }
             RunOutcome::Failed(error) => format!("{text}\n\n(the run failed: {error})"),
         };
+        let (body, edit_of) = match draft {
+            DraftRef::None => (body, None),
+            DraftRef::Known(id) => (body, Some(id)),
+            DraftRef::MaybeShown => (format!("[pincer] {DRAFT_LOST}\n\n{body}"), None),
+        };
         let mut intent = self.intent(
             format!("reply:{run_id}"),
             key.target.clone(),
@@ -941,7 +1086,7 @@ impl Hub {
             None,
         );
         intent.run_id = Some(run_id.clone());
-        intent.edit_of = draft;
+        intent.edit_of = edit_of;
         if let Err(err) = self.outbox.record(intent).await {
             tracing::error!(run = %run_id, error = %err, "cannot record a reply");
             return;
@@ -1014,7 +1159,7 @@ impl Hub {
                 &run_id,
                 &outcome,
                 &text,
-                drafts.get(&run_id).cloned(),
+                self.recovered_draft(&run_id, drafts.get(&run_id)).await,
                 messages.last().map(|m| m.id.clone()),
                 &ids,
             )
@@ -1025,6 +1170,49 @@ impl Hub {
         }
         Ok(())
     }
+}
+
+/// What a reply says first when its live draft may be in the chat with its
+/// message id unknown (a crash or a lost answer between the platform taking
+/// the draft and Pincer learning its id): that draft cannot be finalized or
+/// removed, so the person is told it is stale.
+pub const DRAFT_LOST: &str = "If a partial draft of this reply shows above, it is stale: Pincer lost track of it (a restart or a lost answer), and this message is the whole reply.";
+
+/// A run's live draft, as the process showing it knows it.
+enum LiveDraft {
+    /// Nothing sent yet.
+    NotYet,
+    /// In the chat: its message id, when it was last edited, what it shows.
+    Shown {
+        platform_id: String,
+        last: Instant,
+        text: String,
+    },
+    /// No more drafting for this run: its first send failed. `maybe_shown`
+    /// when the outcome is unknown (the draft may be in the chat).
+    Stopped { maybe_shown: bool },
+}
+
+impl LiveDraft {
+    fn reference(self) -> DraftRef {
+        match self {
+            LiveDraft::NotYet | LiveDraft::Stopped { maybe_shown: false } => DraftRef::None,
+            LiveDraft::Shown { platform_id, .. } => DraftRef::Known(platform_id),
+            LiveDraft::Stopped { maybe_shown: true } => DraftRef::MaybeShown,
+        }
+    }
+}
+
+/// What a run's reply does about its live draft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DraftRef {
+    /// There is none: the reply is a fresh message.
+    None,
+    /// Finalize this message in place.
+    Known(String),
+    /// One may be in the chat, its id unknown: the reply is a fresh message
+    /// that says so first.
+    MaybeShown,
 }
 
 /// What the live draft shows: the text so far, cut to fit with an ellipsis.

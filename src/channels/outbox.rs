@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Adapter, DeliveryError};
 use crate::core::channel::{
-    DeliveryReceipt, Failure, FailureKind, IntentStatus, IntentUpdate, ReceiptPart, SendIntent,
+    DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
+    SendIntent,
 };
 use crate::core::session::now_millis;
 use crate::store::{ChannelWrite, Store, StoreError, Write};
@@ -96,7 +97,9 @@ impl Outbox {
                     if owner.as_deref().is_some_and(crate::store::owner_is_alive) {
                         continue; // another live process is delivering it
                     }
-                    if self.adapter.idempotent() {
+                    if intent.kind != IntentKind::Draft
+                        && self.repeatable(&intent, intent.inflight.unwrap_or(0))
+                    {
                         self.update(IntentUpdate::new(
                             &intent.id,
                             &[IntentStatus::Sending],
@@ -150,6 +153,16 @@ impl Outbox {
             }
         }
         Ok(report)
+    }
+
+    /// Whether the platform call for unit `index` may be made again when its
+    /// outcome is unknown. Idempotency belongs to the operation: an edit that
+    /// finalizes a draft in place can be repeated (the message just shows the
+    /// same text), and so can a send carrying a key the platform deduplicates
+    /// by; only a fresh send without one cannot. A draft's own first send is
+    /// never replayed here: only the hub can tell what its message shows.
+    fn repeatable(&self, intent: &SendIntent, index: usize) -> bool {
+        (index == 0 && intent.edit_of.is_some()) || self.adapter.idempotent()
     }
 
     fn too_old(&self, intent: &SendIntent, now: i64) -> bool {
@@ -206,7 +219,8 @@ impl Outbox {
             if cancel.is_cancelled() {
                 break;
             }
-            if intent.status != IntentStatus::Pending {
+            // A draft's first send belongs to the hub that shows it.
+            if intent.status != IntentStatus::Pending || intent.kind == IntentKind::Draft {
                 continue;
             }
             let now = now_millis();
@@ -249,9 +263,9 @@ impl Outbox {
         claim.inflight = remaining.first().copied();
         self.update(claim).await?;
 
+        let mut intent = intent;
         for (position, &index) in remaining.iter().enumerate() {
-            let unit = &intent.units[index];
-            let result = self.call(&intent, index, unit).await;
+            let result = self.call(&mut intent, index).await;
             let platform_id = match result {
                 Ok(id) => id,
                 Err(error) => return self.failed(&intent, attempt, receipt, index, error).await,
@@ -294,12 +308,12 @@ impl Outbox {
     /// finalization of a live draft (falling back to a fresh send when the
     /// draft is gone). A unit the platform refuses in its markup is sent once
     /// more as plain text.
-    async fn call(
-        &self,
-        intent: &SendIntent,
-        index: usize,
-        unit: &crate::core::channel::Unit,
-    ) -> Result<String, DeliveryError> {
+    ///
+    /// Falling back from the edit to a fresh send is committed first (the
+    /// intent no longer names the draft), so recovery knows which of the two
+    /// calls a crash interrupted: the edit may be repeated, the send not.
+    async fn call(&self, intent: &mut SendIntent, index: usize) -> Result<String, DeliveryError> {
+        let unit = &intent.units[index];
         let key = format!("{}:{index}", intent.id);
         let reply_to = if index == 0 {
             intent.reply_to.as_deref()
@@ -309,14 +323,41 @@ impl Outbox {
         if index == 0
             && let Some(draft) = &intent.edit_of
         {
-            match self.adapter.edit(&intent.target, draft, unit).await {
+            let edited = match self.adapter.edit(&intent.target, draft, unit).await {
+                Err(err) if err.kind == FailureKind::InvalidPayload && unit.markup.is_some() => {
+                    tracing::warn!(intent = %intent.id, error = %err, "markup refused; editing as plain text");
+                    let plain = crate::core::channel::Unit {
+                        markup: None,
+                        ..unit.clone()
+                    };
+                    self.adapter.edit(&intent.target, draft, &plain).await
+                }
+                other => other,
+            };
+            match edited {
                 Ok(()) => return Ok(draft.clone()),
                 Err(err) if err.kind == FailureKind::NotFound => {
                     tracing::info!(intent = %intent.id, "the draft to finalize is gone; sending afresh");
                 }
                 Err(err) => return Err(err),
             }
+            let mut update = IntentUpdate::new(
+                &intent.id,
+                &[IntentStatus::Sending],
+                IntentStatus::Sending,
+                now_millis(),
+            );
+            update.inflight = Some(index);
+            update.edit_of = Some(None);
+            self.update(update).await.map_err(|err| {
+                DeliveryError::new(
+                    FailureKind::Transient,
+                    format!("cannot record that the draft is gone: {err}"),
+                )
+            })?;
+            intent.edit_of = None;
         }
+        let unit = &intent.units[index];
         match self
             .adapter
             .send(&intent.target, unit, reply_to, &key)
@@ -348,8 +389,9 @@ impl Outbox {
         let now = now_millis();
         let retryable = match error.kind {
             FailureKind::Transient | FailureKind::RateLimit => true,
-            // The call may have reached the platform: replay only if it dedupes.
-            FailureKind::Unknown => self.adapter.idempotent(),
+            // The call may have reached the platform: repeat only what is
+            // harmless to repeat.
+            FailureKind::Unknown => self.repeatable(intent, index),
             FailureKind::Auth
             | FailureKind::Permission
             | FailureKind::NotFound

@@ -288,6 +288,10 @@ pub enum IntentKind {
     Approval,
     /// Pincer's own notice (a failure, an interrupted run, a command's answer).
     Notice,
+    /// The first send of a run's live draft, made by the hub itself (never by
+    /// the outbox worker); its receipt names the draft message that the
+    /// run's reply finalizes in place.
+    Draft,
 }
 
 impl IntentKind {
@@ -296,13 +300,19 @@ impl IntentKind {
             IntentKind::Reply => "reply",
             IntentKind::Approval => "approval",
             IntentKind::Notice => "notice",
+            IntentKind::Draft => "draft",
         }
     }
 
     pub fn parse(value: &str) -> Option<Self> {
-        [IntentKind::Reply, IntentKind::Approval, IntentKind::Notice]
-            .into_iter()
-            .find(|k| k.as_str() == value)
+        [
+            IntentKind::Reply,
+            IntentKind::Approval,
+            IntentKind::Notice,
+            IntentKind::Draft,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == value)
     }
 }
 
@@ -515,5 +525,6 @@ mod tests {
             Some(InboxState::Dispatched)
         );
         assert_eq!(IntentKind::parse("approval"), Some(IntentKind::Approval));
+        assert_eq!(IntentKind::parse("draft"), Some(IntentKind::Draft));
     }
 }

@@ -306,6 +306,17 @@ impl Runtime {
 
     /// Creates a session with the default model and mode and makes it live.
     pub async fn create_session(&self, new: NewSession) -> Result<Session, RuntimeError> {
+        self.create_session_with(new, |_| Vec::new()).await
+    }
+
+    /// Creates a session and commits `with(&id)` in the same transaction as
+    /// its row, all or nothing (a face that maps something of its own to the
+    /// new session, so a crash between the two cannot leave either alone).
+    pub async fn create_session_with(
+        &self,
+        new: NewSession,
+        with: impl FnOnce(&SessionId) -> Vec<Write>,
+    ) -> Result<Session, RuntimeError> {
         if !new.workspace.is_absolute() {
             return Err(RuntimeError::RelativeWorkspace(new.workspace));
         }
@@ -327,10 +338,13 @@ impl Runtime {
             updated_at: now,
             closed: false,
         };
-        self.inner
-            .store
-            .commit(Write::InsertSession(session.clone()))
-            .await?;
+        let mut writes = vec![Write::InsertSession(session.clone())];
+        writes.extend(with(&session.id));
+        let write = match writes.len() {
+            1 => Write::InsertSession(session.clone()),
+            _ => Write::Together(writes),
+        };
+        self.inner.store.commit(write).await?;
         self.make_live(session.clone(), Vec::new())?;
         Ok(session)
     }

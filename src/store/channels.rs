@@ -37,7 +37,8 @@ pub enum ChannelWrite {
         name: String,
         value: String,
     },
-    /// Records an intent; one with the same id already recorded is left as it is.
+    /// Records an intent; one with the same id already recorded is left as it
+    /// is. One recorded as `sending` is claimed by this process.
     InsertIntent(SendIntent),
     /// Moves an intent if it is in one of the update's `from` states; otherwise
     /// fails with `StoreError::Conflict`.
@@ -53,16 +54,9 @@ pub enum ChannelWrite {
         sender: String,
         at: Millis,
     },
-    PutDraft {
-        run_id: RunId,
-        key: ConversationKey,
-        platform_id: String,
-        text: String,
-        at: Millis,
-    },
-    DeleteDraft {
-        run_id: RunId,
-    },
+    /// Forgets a run's row in the live-draft table of earlier versions
+    /// (drafts are now `draft:RUN` intents).
+    DeleteDraft { run_id: RunId },
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
@@ -137,7 +131,7 @@ pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), Store
             conn.prepare_cached(
                 "INSERT OR IGNORE INTO channel_outbox
                     (id, channel, account, status, next_attempt_at, owner, intent, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 intent.id,
@@ -145,6 +139,8 @@ pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), Store
                 intent.account,
                 intent.status.as_str(),
                 intent.next_attempt_at,
+                // Recorded already claimed (a live draft's first send): by us.
+                (intent.status == IntentStatus::Sending).then(owner::this_process),
                 json(intent)?,
                 intent.created_at,
                 intent.updated_at
@@ -178,27 +174,6 @@ pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), Store
                 "INSERT OR IGNORE INTO channel_peers (channel, account, sender, paired_at) VALUES (?1, ?2, ?3, ?4)",
             )?
             .execute(params![channel, account, sender, at])?;
-        }
-        ChannelWrite::PutDraft {
-            run_id,
-            key,
-            platform_id,
-            text,
-            at,
-        } => {
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO channel_drafts (run_id, channel, account, target, platform_id, text, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?
-            .execute(params![
-                run_id.as_str(),
-                key.channel,
-                key.account,
-                json(&key.target)?,
-                platform_id,
-                text,
-                at
-            ])?;
         }
         ChannelWrite::DeleteDraft { run_id } => {
             conn.prepare_cached("DELETE FROM channel_drafts WHERE run_id = ?1")?

@@ -245,6 +245,19 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::AppendEvent(record) => append_event(conn, record)?,
         Write::AppendReceipt(body) => append_receipt(conn, body)?,
         Write::Channel(write) => super::channels::apply(conn, write)?,
+        Write::Together(writes) => {
+            // A savepoint inside the group's transaction: one failing write
+            // undoes the others of this batch and nothing else of the group.
+            conn.execute_batch("SAVEPOINT together")?;
+            let applied = writes.iter().try_for_each(|write| apply(conn, write));
+            match applied {
+                Ok(()) => conn.execute_batch("RELEASE together")?,
+                Err(err) => {
+                    conn.execute_batch("ROLLBACK TO together; RELEASE together")?;
+                    return Err(err);
+                }
+            }
+        }
         Write::PutGrant {
             session_id,
             grant,

@@ -34,8 +34,11 @@ struct State {
     calls: Vec<Call>,
     /// Errors to answer the next calls of a method with: (status, body).
     failures: HashMap<String, VecDeque<(u16, Value)>>,
-    /// Calls of these methods are recorded, then never answered.
+    /// Calls of these methods are recorded, then never acted on nor answered.
     hold: Vec<String>,
+    /// Calls of these methods are acted on (the message is in the chat), then
+    /// never answered.
+    hold_acted: Vec<String>,
     next_message: i64,
     /// chat id → message id → text, as a user would see it now.
     chats: HashMap<String, Vec<(i64, String)>>,
@@ -175,10 +178,17 @@ impl FakeTelegram {
         self.with(|s| s.hold.push(method.to_owned()));
     }
 
+    /// Calls of `method` are acted on (a sent message shows in the chat) but
+    /// never answered: the platform took it, the caller never learns its id.
+    pub fn hold_acted(&self, method: &str) {
+        self.with(|s| s.hold_acted.push(method.to_owned()));
+    }
+
     /// Stops holding `method` and forgets queued failures of it.
     pub fn release(&self, method: &str) {
         self.with(|s| {
             s.hold.retain(|m| m != method);
+            s.hold_acted.retain(|m| m != method);
             s.failures.remove(method);
         });
     }
@@ -368,7 +378,12 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
             json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})
         }
     };
+    let held = s.hold_acted.contains(&method);
     drop(s);
+    if held {
+        std::thread::sleep(Duration::from_secs(3600));
+        return;
+    }
     if let Some((_, after)) = delays {
         // Acted on, not yet answered: the window a crash makes "unknown".
         std::thread::sleep(after.mul_f64(fastrand::f64()));
