@@ -438,3 +438,44 @@ fn a_crash_mid_send_is_replayed_with_the_same_key_after_restart() {
     assert_eq!(posts[1].body["text"], "Survived the crash.");
     wait_sent(&dir);
 }
+
+#[test]
+fn a_draft_cut_off_by_a_crash_is_sent_again_with_its_key_and_finalized() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    let config = dir.path().join("config/pincer/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("live_drafts = false", "live_drafts = true"),
+    )
+    .unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Drafted"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    // The peer takes the draft and the process dies before its answer.
+    peer.then(&[Answer::Hold]);
+    let bridge = Bridge::start(&dir, &script);
+    deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    peer.wait_for("the held draft", |posts| posts.len() == 1);
+    bridge.crash();
+    let _bridge = Bridge::start(&dir, &script);
+    // The peer deduplicates by key, so sending the draft again names it, and
+    // the reply finalizes it in place.
+    peer.wait_for("the draft again, then its finalizing edit", |posts| {
+        posts.len() == 3
+    });
+    let posts = peer.posts();
+    let key = posts[0].header("idempotency-key").unwrap().to_owned();
+    assert!(key.starts_with("draft:run_"), "{key}");
+    assert_eq!(posts[1].header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(posts[1].body["text"], "Drafted");
+    assert_eq!(posts[2].body["edit_of"], format!("m-{key}"));
+    let reply = posts[2].body["text"].as_str().unwrap();
+    assert!(
+        reply.starts_with("Drafted") && reply.contains("interrupted"),
+        "{reply}"
+    );
+    wait_sent(&dir);
+}

@@ -6,8 +6,14 @@
 //! next unit made `inflight`) → after the last unit `committing` (the whole
 //! receipt on disk) → `sent`. A crash leaves every intent in a state recovery
 //! can act on without guessing: `pending` is sent, `committing` is finished,
-//! and `sending` — a platform call may have gone through — becomes
-//! `unknown_after_send` unless the adapter deduplicates by idempotency key.
+//! and `sending` — a platform call may have gone through — is made again if
+//! that call can be repeated (an edit, or a send whose idempotency key the
+//! platform honours) and otherwise becomes `unknown_after_send`.
+//!
+//! A live draft's first send (`IntentKind::Draft`) is an intent too, but the
+//! hub makes its call, not this worker; recovery only marks one a dead
+//! process left `unknown_after_send`, and the hub decides what the run's reply
+//! does about it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +38,7 @@ const IDLE: Duration = Duration::from_secs(60);
 /// What recovery found at start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovered {
-    /// `sending` intents resumed (the adapter deduplicates) or left `pending`.
+    /// `sending` intents whose call can be repeated, back to `pending`.
     pub resumed: usize,
     /// `sending` intents whose platform call may have happened: not resent.
     pub unknown: Vec<String>,
