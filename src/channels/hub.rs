@@ -1279,6 +1279,25 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_finalizes_a_known_draft_and_reports_one_it_cannot_name() {
+        let shown = LiveDraft::Shown {
+            platform_id: "7".into(),
+            last: Instant::now(),
+            text: "partial".into(),
+        };
+        assert_eq!(shown.reference(), DraftRef::Known("7".into()));
+        assert_eq!(LiveDraft::NotYet.reference(), DraftRef::None);
+        assert_eq!(
+            LiveDraft::Stopped { maybe_shown: false }.reference(),
+            DraftRef::None
+        );
+        assert_eq!(
+            LiveDraft::Stopped { maybe_shown: true }.reference(),
+            DraftRef::MaybeShown
+        );
+    }
+
+    #[test]
     fn secrets_compare_whole() {
         assert!(constant_eq("abc123", "abc123"));
         assert!(!constant_eq("abc123", "abc124"));

@@ -448,6 +448,161 @@ fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channels::{Capabilities, Hub};
+    use crate::core::channel::{Target, TargetKind, Unit};
+    use futures::future::BoxFuture;
+
+    /// An adapter whose calls all succeed; only its idempotency matters here.
+    struct Stub {
+        idempotent: bool,
+    }
+
+    impl Adapter for Stub {
+        fn channel(&self) -> &str {
+            "chat"
+        }
+        fn account(&self) -> &str {
+            "bot"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                max_len: 100,
+                edit: true,
+                buttons: false,
+                edit_interval: Duration::ZERO,
+                markup: None,
+            }
+        }
+        fn idempotent(&self) -> bool {
+            self.idempotent
+        }
+        fn send<'a>(
+            &'a self,
+            _: &'a Target,
+            _: &'a Unit,
+            _: Option<&'a str>,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+            Box::pin(async { Ok("1".to_owned()) })
+        }
+        fn edit<'a>(
+            &'a self,
+            _: &'a Target,
+            _: &'a str,
+            _: &'a Unit,
+        ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn receive(self: Arc<Self>, _: Arc<Hub>, _: CancellationToken) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    /// An intent a process claimed and left (this test process counts as
+    /// gone to recovery, which runs before a process sends anything).
+    fn left_sending(
+        id: &str,
+        kind: IntentKind,
+        edit_of: Option<&str>,
+        inflight: usize,
+    ) -> SendIntent {
+        let unit = Unit {
+            text: "text".into(),
+            markup: None,
+            buttons: Vec::new(),
+        };
+        SendIntent {
+            id: id.into(),
+            channel: "chat".into(),
+            account: "bot".into(),
+            target: Target {
+                kind: TargetKind::Direct,
+                id: "c".into(),
+                thread: None,
+            },
+            kind,
+            units: vec![unit.clone(), unit],
+            edit_of: edit_of.map(str::to_owned),
+            reply_to: None,
+            status: IntentStatus::Sending,
+            attempt: 1,
+            next_attempt_at: None,
+            inflight: Some(inflight),
+            receipt: DeliveryReceipt::default(),
+            failure: None,
+            session_id: None,
+            run_id: None,
+            created_at: now_millis(),
+            updated_at: now_millis(),
+        }
+    }
+
+    /// What recovery makes of the intents a dead process left: (resumed, unknown).
+    async fn recover_with(idempotent: bool) -> (Vec<String>, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        for intent in [
+            // The edit that finalizes a draft in place.
+            left_sending("reply:edit", IntentKind::Reply, Some("7"), 0),
+            // A fresh send.
+            left_sending("reply:fresh", IntentKind::Reply, None, 0),
+            // The second part after a finalizing edit: a fresh send.
+            left_sending("reply:part", IntentKind::Reply, Some("7"), 1),
+            // A live draft's first send: left to the hub.
+            left_sending("draft:run", IntentKind::Draft, None, 0),
+        ] {
+            store
+                .commit(Write::Channel(crate::store::ChannelWrite::InsertIntent(
+                    intent,
+                )))
+                .await
+                .unwrap();
+        }
+        let outbox = Outbox::new(
+            Arc::new(Stub { idempotent }),
+            store.clone(),
+            Duration::from_secs(900),
+            8,
+        );
+        let mut report = outbox.recover().await.unwrap();
+        report.unknown.sort();
+        let mut resumed = Vec::new();
+        for id in ["reply:edit", "reply:fresh", "reply:part", "draft:run"] {
+            let status = store.intent(id).await.unwrap().unwrap().status;
+            if status == IntentStatus::Pending {
+                resumed.push(id.to_owned());
+            }
+        }
+        assert_eq!(report.resumed, resumed.len());
+        store.shutdown();
+        (resumed, report.unknown)
+    }
+
+    #[tokio::test]
+    async fn recovery_repeats_edits_and_keyed_sends_only() {
+        assert_eq!(
+            recover_with(false).await,
+            (
+                vec!["reply:edit".to_owned()],
+                vec![
+                    "draft:run".to_owned(),
+                    "reply:fresh".to_owned(),
+                    "reply:part".to_owned()
+                ]
+            )
+        );
+        assert_eq!(
+            recover_with(true).await,
+            (
+                vec![
+                    "reply:edit".to_owned(),
+                    "reply:fresh".to_owned(),
+                    "reply:part".to_owned()
+                ],
+                vec!["draft:run".to_owned()]
+            )
+        );
+    }
 
     #[test]
     fn backoff_doubles_and_is_capped() {
