@@ -103,25 +103,22 @@ fn count(db: &rusqlite::Connection, sql: &str) -> i64 {
     db.query_row(sql, [], |row| row.get(0)).unwrap()
 }
 
-/// Whether everything sent so far is answered and nothing is left to send.
+/// Whether everything sent so far is answered and nothing is left to send
+/// (false too while the database is not there yet).
 fn quiet(dir: &TestDir, messages: usize) -> bool {
     if !dir.data_dir().join("pincer.db").exists() {
         return false;
     }
     let db = database(dir);
-    count(&db, "SELECT COUNT(*) FROM channel_inbox") == messages as i64
+    let count = |sql: &str| db.query_row(sql, [], |row| row.get::<_, i64>(0)).ok();
+    count("SELECT COUNT(*) FROM channel_inbox") == Some(messages as i64)
+        && count("SELECT COUNT(*) FROM channel_inbox WHERE state IN ('recorded', 'dispatched')")
+            == Some(0)
         && count(
-            &db,
-            "SELECT COUNT(*) FROM channel_inbox WHERE state IN ('recorded', 'dispatched')",
-        ) == 0
-        && count(
-            &db,
             "SELECT COUNT(*) FROM channel_outbox WHERE status IN ('pending', 'sending', 'committing')",
-        ) == 0
-        && count(
-            &db,
-            "SELECT COUNT(*) FROM runs WHERE state IN ('queued', 'running', 'waiting')",
-        ) == 0
+        ) == Some(0)
+        && count("SELECT COUNT(*) FROM runs WHERE state IN ('queued', 'running', 'waiting')")
+            == Some(0)
 }
 
 /// What a unit shows in the chat: its markup where it has one (the fake
