@@ -194,9 +194,15 @@ fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
     }
     let messages = messages;
 
-    // One last process answers whatever is left.
+    // One last process answers whatever is left. It is stopped with SIGTERM
+    // once quiet, so wait until it polls (its signal handler is in place by
+    // then) even if there is nothing left to do.
+    let polls = fake.polls().len();
     let serve = Serve::start(&dir, &script);
     let deadline = Instant::now() + Duration::from_secs(90);
+    fake.wait_for("the last process polling", Duration::from_secs(30), |f| {
+        f.polls().len() > polls
+    });
     while !quiet(&dir, messages) {
         assert!(
             Instant::now() < deadline,

@@ -728,6 +728,32 @@ fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
     assert_eq!(fake.calls("sendMessage").len(), 1);
 }
 
+#[test]
+fn a_finalizing_edit_whose_markup_is_refused_is_made_in_plain_text() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 300}, {"text": " with `code`."}])],
+    );
+    fake.fail(
+        "editMessageText",
+        1,
+        400,
+        json!({"ok": false, "error_code": 400, "description": "Bad Request: can't parse entities: unsupported start tag"}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    // The draft is not left showing its partial text.
+    fake.wait_for("the draft finalized in plain text", WAIT, |f| {
+        texts(f) == vec!["Draft with `code`.".to_owned()]
+    });
+    let edits = fake.calls("editMessageText");
+    assert_eq!(edits[0].body["parse_mode"], "HTML");
+    assert!(edits[1].body.get("parse_mode").is_none(), "{edits:#?}");
+    sent_reply(&fake, &dir);
+}
+
 /// Every session's id and whether a chat maps to it, from the database.
 fn sessions_and_chats(dir: &TestDir) -> Vec<(String, bool)> {
     let db = rusqlite::Connection::open_with_flags(
