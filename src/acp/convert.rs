@@ -135,6 +135,21 @@ fn text_chunk(text: &str) -> acp::ContentChunk {
     )))
 }
 
+/// A `session/update` as JSON, with every `tool_call`'s `status` written
+/// out: the schema crate leaves `pending`, the default, off the wire, and a
+/// client that reads a missing status as "in progress" would show a call
+/// running before anyone approved it.
+pub fn notification_json(notification: &acp::SessionNotification) -> serde_json::Result<Value> {
+    let mut value = serde_json::to_value(notification)?;
+    if let Some(update) = value.get_mut("update").and_then(Value::as_object_mut)
+        && update.get("sessionUpdate").and_then(Value::as_str) == Some("tool_call")
+        && !update.contains_key("status")
+    {
+        update.insert("status".into(), Value::from("pending"));
+    }
+    Ok(value)
+}
+
 /// The session update a live event becomes, if any.
 pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
     match event {

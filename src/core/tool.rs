@@ -270,6 +270,9 @@ pub trait ClientFiles: Send + Sync {
 pub struct Files {
     session: SessionId,
     client: Option<Arc<dyn ClientFiles>>,
+    /// The run's cancellation: a read or write waiting on the client is
+    /// dropped (and so withdrawn) when it fires.
+    cancel: CancellationToken,
 }
 
 impl Files {
@@ -277,11 +280,21 @@ impl Files {
         Self {
             session,
             client: None,
+            cancel: CancellationToken::new(),
         }
     }
 
     pub fn new(session: SessionId, client: Option<Arc<dyn ClientFiles>>) -> Self {
-        Self { session, client }
+        Self {
+            session,
+            client,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The same files, with client requests given up when `cancel` fires.
+    pub fn cancelled_by(self, cancel: CancellationToken) -> Self {
+        Self { cancel, ..self }
     }
 
     /// Whether reads go through the client.
@@ -299,7 +312,11 @@ impl Files {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_read()) {
             // The client may hold an unsaved buffer for a file not on disk yet;
             // a missing file is only missing if the client says so too.
-            return match client.read_text(&self.session, path).await {
+            let read = tokio::select! {
+                read = client.read_text(&self.session, path) => read,
+                _ = self.cancel.cancelled() => return Err(ToolError::Cancelled),
+            };
+            return match read {
                 Ok(text) => Ok(Some(text)),
                 Err(_) if !path.exists() => Ok(None),
                 Err(message) => Err(ToolError::Failed(format!(
@@ -330,15 +347,16 @@ impl Files {
 
     pub async fn write_text(&self, path: &Path, content: String) -> Result<(), ToolError> {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_write()) {
-            return client
-                .write_text(&self.session, path, content)
-                .await
-                .map_err(|message| {
-                    ToolError::Failed(format!(
-                        "the editor could not write {}: {message}",
-                        path.display()
-                    ))
-                });
+            let written = tokio::select! {
+                written = client.write_text(&self.session, path, content) => written,
+                _ = self.cancel.cancelled() => return Err(ToolError::Cancelled),
+            };
+            return written.map_err(|message| {
+                ToolError::Failed(format!(
+                    "the editor could not write {}: {message}",
+                    path.display()
+                ))
+            });
         }
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(|err| {
