@@ -430,12 +430,19 @@ impl ClientTerminal for ClientTerm {
                 Err("the call was cancelled".to_owned())
             } else {
                 let output = acp::TerminalOutputRequest::new(session.clone(), terminal.clone());
-                ask_client(&peer, "terminal/output", &output, &never, Some(limit)).await
+                ask_client(&peer, "terminal/output", &output, &cancel, Some(limit)).await
             };
             // The client keeps showing a released terminal embedded in the call.
+            // A cancel that comes while it waits withdraws it; one that came
+            // before cannot, and the short wait bounds it instead.
             let release = acp::ReleaseTerminalRequest::new(session.clone(), terminal.clone());
+            let (withdraw, limit) = if cancel.is_cancelled() {
+                (&never, CANCELLED_FOLLOW_UP)
+            } else {
+                (&cancel, FOLLOW_UP)
+            };
             if let Err(err) =
-                ask_client::<_, Value>(&peer, "terminal/release", &release, &never, Some(limit))
+                ask_client::<_, Value>(&peer, "terminal/release", &release, withdraw, Some(limit))
                     .await
             {
                 tracing::warn!(%err, "cannot release the client's terminal");
