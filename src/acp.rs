@@ -502,10 +502,7 @@ fn params<T: DeserializeOwned>(raw: Option<Box<RawValue>>) -> Result<T, RpcError
 }
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
-    RpcError::new(
-        -32602,
-        clip_message(&format!("Invalid params: {}", message.into())),
-    )
+    RpcError::new(-32602, format!("Invalid params: {}", message.into()))
 }
 
 /// An outside value in an error: quoted, and cut to a short prefix with its
@@ -534,10 +531,10 @@ fn runtime_error(err: RuntimeError) -> RpcError {
         }
         RuntimeError::RelativeWorkspace(_)
         | RuntimeError::UnknownModel(..)
-        | RuntimeError::ImagesNotAccepted { .. } => invalid_params(err.to_string()),
+        | RuntimeError::ImagesNotAccepted { .. } => invalid_params(clip_message(&err.to_string())),
         // The face names parts `prompt[N]`, as its own checks do.
         RuntimeError::InvalidContent { index, message } => {
-            invalid_params(format!("prompt[{index}]: {message}"))
+            invalid_params(format!("prompt[{index}]: {}", clip_message(&message)))
         }
         RuntimeError::ShuttingDown | RuntimeError::Store(_) => {
             let text = clip_message(&err.to_string());
@@ -1039,7 +1036,8 @@ impl Connection {
         let started = async {
             let request: acp::PromptRequest = params(raw)?;
             let session = self.attached_session(&request.session_id)?;
-            let content = convert::prompt_content(request.prompt).map_err(invalid_params)?;
+            let content = convert::prompt_content(request.prompt)
+                .map_err(|message| invalid_params(clip_message(&message)))?;
             if content.is_empty() {
                 return Err(invalid_params(
                     "`prompt` must contain at least one content block",

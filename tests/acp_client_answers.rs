@@ -444,3 +444,20 @@ fn a_null_result_to_a_write_is_a_successful_write() {
         "a response was answered as an invalid request"
     );
 }
+
+/// The first update of a tool call says `status: pending` on the wire (the
+/// schema crate leaves the default out).
+#[test]
+fn a_tool_call_starts_pending() {
+    let dir = TestDir::new();
+    let mut client = Client::start(&dir, READ);
+    let id = client.prompt();
+    client.until(&id, Answer::Right, |_| false);
+    let first = client
+        .acp
+        .received
+        .iter()
+        .find(|m| m["params"]["update"]["sessionUpdate"] == "tool_call")
+        .expect("a tool_call update");
+    assert_eq!(first["params"]["update"]["status"], "pending", "{first}");
+}

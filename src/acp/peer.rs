@@ -19,7 +19,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::quote::{clip_message, quote};
+use crate::core::quote::{MESSAGE_BYTES, clip_message, quote};
 use crate::stdout::LineSender;
 
 /// A JSON-RPC request id as the client wrote it: answered with exactly that
@@ -129,20 +129,22 @@ struct OutMessage<'a, P: Serialize> {
     params: &'a P,
 }
 
-/// An error as it goes on the wire: every text in it clipped, whatever built
-/// it (a backstop; errors quote outside values through `quote` already).
+/// An error as it goes on the wire: every text in it over
+/// [`MESSAGE_BYTES`] clipped, whatever built it. A backstop: errors quote
+/// outside values through `quote` already, and clipping those again would
+/// lose their length.
 pub fn clipped(mut error: RpcError) -> RpcError {
     fn clip(value: &mut Value) {
         match value {
-            Value::String(text) if text.len() > crate::core::quote::QUOTE_CHARS => {
-                *text = clip_message(text);
-            }
+            Value::String(text) if text.len() > MESSAGE_BYTES => *text = clip_message(text),
             Value::Array(items) => items.iter_mut().for_each(clip),
             Value::Object(members) => members.values_mut().for_each(clip),
             _ => {}
         }
     }
-    error.message = clip_message(&error.message);
+    if error.message.len() > MESSAGE_BYTES {
+        error.message = clip_message(&error.message);
+    }
     if let Some(data) = &mut error.data {
         clip(data);
     }
