@@ -445,10 +445,10 @@ fn mutated_frames_never_break_the_server() {
     };
 
     // One call, answered, with everything before it checked.
-    let mut call = |stdin: &mut std::io::BufWriter<std::process::ChildStdin>,
-                    checker: &mut Checker,
-                    id: &str,
-                    message: Value|
+    let call = |stdin: &mut std::io::BufWriter<std::process::ChildStdin>,
+                checker: &mut Checker,
+                id: &str,
+                message: Value|
      -> Value {
         let line = message.to_string();
         stdin.write_all(line.as_bytes()).unwrap();
@@ -566,7 +566,7 @@ fn made_up_session_ids_cost_nothing() {
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || read_lines(stdout, tx));
-    let mut round = |stdin: &mut std::io::BufWriter<std::process::ChildStdin>, start: u64| {
+    let round = |stdin: &mut std::io::BufWriter<std::process::ChildStdin>, start: u64| {
         for n in start..start + 50_000 {
             let session = format!("ses_made_up_{n}");
             let line = if n % 2 == 0 {
