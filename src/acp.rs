@@ -1138,7 +1138,8 @@ impl Connection {
             FaceCommand::Mode(Some(value)) => {
                 let Some(mode) = Mode::parse(&value) else {
                     return Ok(format!(
-                        "`{value}` is not a mode; use read_only, supervised or full."
+                        "`{}` is not a mode; use read_only, supervised or full.",
+                        quote(&value)
                     ));
                 };
                 let updated = self
@@ -1179,7 +1180,8 @@ impl Connection {
                         ))
                     }
                     Err(RuntimeError::UnknownModel(model, available)) => Ok(format!(
-                        "`{model}` is not a configured model; available: {available}."
+                        "`{}` is not a configured model; available: {available}.",
+                        quote(&model)
                     )),
                     Err(err) => Err(runtime_error(err)),
                 }
