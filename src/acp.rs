@@ -408,39 +408,35 @@ impl ClientTerminal for ClientTerm {
                 }
             };
             // Requests after the command ended (or was killed) get a bounded
-            // wait, a short one once the run is cancelled: a client that stops
-            // answering cannot hold the run.
-            let limit = if cancel.is_cancelled() {
-                CANCELLED_FOLLOW_UP
-            } else {
-                FOLLOW_UP
-            };
+            // wait: a client that stops answering cannot hold the run. A
+            // cancel that comes while one waits withdraws it; once the run is
+            // cancelled, they get a short wait instead.
             let never = CancellationToken::new();
+            let follow_up = || {
+                if cancel.is_cancelled() {
+                    (&never, CANCELLED_FOLLOW_UP)
+                } else {
+                    (&cancel, FOLLOW_UP)
+                }
+            };
             if exited.is_none() {
                 waiting.cancel();
                 let kill = acp::KillTerminalRequest::new(session.clone(), terminal.clone());
+                let (withdraw, limit) = follow_up();
                 if let Err(err) =
-                    ask_client::<_, Value>(&peer, "terminal/kill", &kill, &never, Some(limit)).await
+                    ask_client::<_, Value>(&peer, "terminal/kill", &kill, withdraw, Some(limit))
+                        .await
                 {
                     tracing::warn!(%err, "cannot kill the client's terminal");
                 }
             }
-            // A cancelled call's output is not read: nobody is waiting for it.
-            let read: Result<acp::TerminalOutputResponse, String> = if cancel.is_cancelled() {
-                Err("the call was cancelled".to_owned())
-            } else {
-                let output = acp::TerminalOutputRequest::new(session.clone(), terminal.clone());
-                ask_client(&peer, "terminal/output", &output, &cancel, Some(limit)).await
-            };
+            let output = acp::TerminalOutputRequest::new(session.clone(), terminal.clone());
+            let (withdraw, limit) = follow_up();
+            let read: Result<acp::TerminalOutputResponse, String> =
+                ask_client(&peer, "terminal/output", &output, withdraw, Some(limit)).await;
             // The client keeps showing a released terminal embedded in the call.
-            // A cancel that comes while it waits withdraws it; one that came
-            // before cannot, and the short wait bounds it instead.
             let release = acp::ReleaseTerminalRequest::new(session.clone(), terminal.clone());
-            let (withdraw, limit) = if cancel.is_cancelled() {
-                (&never, CANCELLED_FOLLOW_UP)
-            } else {
-                (&cancel, FOLLOW_UP)
-            };
+            let (withdraw, limit) = follow_up();
             if let Err(err) =
                 ask_client::<_, Value>(&peer, "terminal/release", &release, withdraw, Some(limit))
                     .await

@@ -312,7 +312,10 @@ impl Files {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_read()) {
             // The client may hold an unsaved buffer for a file not on disk yet;
             // a missing file is only missing if the client says so too.
+            // The request goes out before a cancel is looked at, so a client
+            // that answers at once is never cut short.
             let read = tokio::select! {
+                biased;
                 read = client.read_text(&self.session, path) => read,
                 _ = self.cancel.cancelled() => return Err(ToolError::Cancelled),
             };
@@ -348,6 +351,7 @@ impl Files {
     pub async fn write_text(&self, path: &Path, content: String) -> Result<(), ToolError> {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_write()) {
             let written = tokio::select! {
+                biased;
                 written = client.write_text(&self.session, path, content) => written,
                 _ = self.cancel.cancelled() => return Err(ToolError::Cancelled),
             };
