@@ -663,6 +663,37 @@ pub fn run_json(run: &RunInfo) -> Value {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_tool_call_says_pending_on_the_wire() {
+        let call = acp::SessionNotification::new(
+            "ses_1",
+            acp::SessionUpdate::ToolCall(
+                acp::ToolCall::new("c1", "read_file").status(acp::ToolCallStatus::Pending),
+            ),
+        );
+        let value = notification_json(&call).unwrap();
+        assert_eq!(value["update"]["status"], "pending");
+        // Other statuses, and other updates, are as the schema crate writes them.
+        let done = acp::SessionNotification::new(
+            "ses_1",
+            acp::SessionUpdate::ToolCall(
+                acp::ToolCall::new("c1", "read_file").status(acp::ToolCallStatus::Completed),
+            ),
+        );
+        assert_eq!(
+            notification_json(&done).unwrap()["update"]["status"],
+            "completed"
+        );
+        let text = acp::SessionNotification::new(
+            "ses_1",
+            acp::SessionUpdate::AgentMessageChunk(text_chunk("hi")),
+        );
+        assert_eq!(
+            notification_json(&text).unwrap(),
+            serde_json::to_value(&text).unwrap()
+        );
+    }
+
     fn image_block(mime: &str, data: &str) -> acp::ContentBlock {
         acp::ContentBlock::Image(acp::ImageContent::new(data, mime))
     }

@@ -543,6 +543,50 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
 mod tests {
     use super::*;
 
+    /// A client that never answers a read or a write.
+    struct Silent;
+
+    impl ClientFiles for Silent {
+        fn can_read(&self) -> bool {
+            true
+        }
+
+        fn can_write(&self) -> bool {
+            true
+        }
+
+        fn read_text(&self, _: &SessionId, _: &Path) -> BoxFuture<'static, Result<String, String>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn write_text(
+            &self,
+            _: &SessionId,
+            _: &Path,
+            _: String,
+        ) -> BoxFuture<'static, Result<(), String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_stops_waiting_on_the_client() {
+        let cancel = CancellationToken::new();
+        let files = Files::new(
+            SessionId::from_string("ses_t".into()),
+            Some(Arc::new(Silent)),
+        )
+        .cancelled_by(cancel.clone());
+        let path = Path::new("/nowhere/a.txt");
+        let (read, write, ()) = tokio::join!(
+            files.read_text(path),
+            files.write_text(path, "x".into()),
+            async { cancel.cancel() }
+        );
+        assert_eq!(read.unwrap_err(), ToolError::Cancelled);
+        assert_eq!(write.unwrap_err(), ToolError::Cancelled);
+    }
+
     struct Named(&'static str, ToolKind);
 
     impl Tool for Named {
