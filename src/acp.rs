@@ -23,6 +23,7 @@ use tokio_util::task::TaskTracker;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
+use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{Mode, Origin, Session};
@@ -31,6 +32,7 @@ use crate::core::tool::{
 };
 use crate::stdout::LineSender;
 use crate::store::SessionQuery;
+use agent_client_protocol_schema::v1::RequestId;
 use commands::{FaceCommand, SlashCommand};
 use peer::{Id, Incoming, Line, LineReader, Peer};
 
@@ -52,6 +54,12 @@ pub struct AcpOptions {
     /// Starts the MCP servers a client passes (with the configured ones);
     /// `None` ignores them.
     pub mcp: Option<Arc<crate::mcp::Factory>>,
+    /// How long Pincer waits for the client to answer `fs/read_text_file`
+    /// or `fs/write_text_file` before the call fails.
+    pub client_timeout: std::time::Duration,
+    /// Client requests handled at once; the next line is read when one ends,
+    /// so a flood waits in the pipe, not in memory.
+    pub max_inflight: usize,
 }
 
 impl Default for AcpOptions {
@@ -60,6 +68,8 @@ impl Default for AcpOptions {
             max_line_bytes: 16 * 1024 * 1024,
             meta: Value::Null,
             mcp: None,
+            client_timeout: std::time::Duration::from_secs(60),
+            max_inflight: 64,
         }
     }
 }
@@ -90,6 +100,9 @@ where
         terminal: Mutex::new(None),
         permissions: Mutex::new(HashMap::new()),
     });
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        conn.options.max_inflight.max(1),
+    ));
     let mut reader = LineReader::new(input, conn.options.max_line_bytes);
     loop {
         let next = tokio::select! {
@@ -113,7 +126,7 @@ where
                     "message of {size} bytes exceeds the limit of {} bytes",
                     conn.options.max_line_bytes
                 ));
-                conn.peer.respond(&Value::Null, Err(error)).await;
+                conn.peer.respond(&Id::null(), Err(error)).await;
                 continue;
             }
             Line::Message(bytes) => bytes,
@@ -128,29 +141,41 @@ where
                 conn.peer.respond(&id, Err(error)).await;
             }
             Some(Incoming::Notification { method, params }) => {
-                match (method.as_str(), session_key(params.as_deref())) {
+                let key = session_key(params.as_deref());
+                match key {
                     // Behind the session's earlier requests: a cancel sent right
-                    // after a prompt must find that prompt's run.
-                    ("session/cancel", Some(key)) => conn.enqueue(
-                        key,
-                        Job {
-                            id: None,
-                            method,
-                            params,
-                            token: CancellationToken::new(),
-                        },
-                    ),
+                    // after a prompt must find that prompt's run. With nothing
+                    // queued for the session it is handled at once, at no cost.
+                    Some(key) if method == "session/cancel" && conn.queued(&key) => {
+                        let Some(slot) = take_slot(&slots, &shutdown).await else {
+                            break;
+                        };
+                        conn.enqueue(
+                            key,
+                            Job {
+                                id: None,
+                                method,
+                                params,
+                                token: CancellationToken::new(),
+                                slot,
+                            },
+                        );
+                    }
                     _ => conn.notification(&method, params),
                 }
             }
             Some(Incoming::Request { id, method, params }) => {
+                let Some(slot) = take_slot(&slots, &shutdown).await else {
+                    break;
+                };
                 let token = CancellationToken::new();
-                lock(&conn.inflight).insert(id.to_string(), token.clone());
+                lock(&conn.inflight).insert(id.key().clone(), token.clone());
                 let job = Job {
                     id: Some(id),
                     method,
                     params,
                     token,
+                    slot,
                 };
                 match session_key(job.params.as_deref()) {
                     // Requests about one session are handled in the order they
@@ -170,6 +195,17 @@ where
     Ok(())
 }
 
+/// Waits for room to handle one more client request; `None` on shutdown.
+async fn take_slot(
+    slots: &Arc<tokio::sync::Semaphore>,
+    shutdown: &CancellationToken,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    tokio::select! {
+        slot = slots.clone().acquire_owned() => slot.ok(),
+        _ = shutdown.cancelled() => None,
+    }
+}
+
 /// A client request (or, without an id, a notification) waiting to be handled.
 struct Job {
     id: Option<Id>,
@@ -177,6 +213,8 @@ struct Job {
     params: Option<Box<RawValue>>,
     /// Fired by `$/cancel_request` for this request.
     token: CancellationToken,
+    /// Its place among the requests handled at once, freed when it is done.
+    slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// The session a request is about, if its params name one.
@@ -205,9 +243,11 @@ struct Connection {
     attached: Mutex<HashMap<SessionId, tokio::task::JoinHandle<()>>>,
     /// Prompt requests waiting for their run to end: the request id, by run.
     prompts: Mutex<HashMap<RunId, Id>>,
-    /// Cancellation of each request being handled, by id (as JSON text).
-    inflight: Mutex<HashMap<String, CancellationToken>>,
-    /// One queue per session id, handled in order by its own task.
+    /// Cancellation of each request being handled, by id.
+    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// A queue per session id with requests waiting or being handled, worked
+    /// through in order by its own task. The task removes its queue once it
+    /// is empty, so a made-up session id costs nothing after its answer.
     ordered: Mutex<HashMap<String, tokio::sync::mpsc::UnboundedSender<Job>>>,
     /// Request handlers and forwarders, awaited on shutdown.
     tasks: TaskTracker,
@@ -233,6 +273,8 @@ struct ClientFs {
     peer: Arc<Peer>,
     read: bool,
     write: bool,
+    /// How long a read or write may wait for the client's answer.
+    timeout: std::time::Duration,
 }
 
 impl ClientFiles for ClientFs {
@@ -252,14 +294,18 @@ impl ClientFiles for ClientFs {
         let peer = self.peer.clone();
         let request =
             acp::ReadTextFileRequest::new(session.as_str().to_owned(), path.to_path_buf());
+        let timeout = self.timeout;
         Box::pin(async move {
-            let value = peer
-                .request("fs/read_text_file", &request, &CancellationToken::new())
-                .await
-                .map_err(|err| rpc_error_text(&err))?;
-            serde_json::from_value::<acp::ReadTextFileResponse>(value)
-                .map(|response| response.content)
-                .map_err(|err| format!("the client's fs/read_text_file answer is not valid: {err}"))
+            let never = CancellationToken::new();
+            ask_client::<_, acp::ReadTextFileResponse>(
+                &peer,
+                "fs/read_text_file",
+                &request,
+                &never,
+                Some(timeout),
+            )
+            .await
+            .map(|response| response.content)
         })
     }
 
@@ -275,11 +321,18 @@ impl ClientFiles for ClientFs {
             path.to_path_buf(),
             content,
         );
+        let timeout = self.timeout;
         Box::pin(async move {
-            peer.request("fs/write_text_file", &request, &CancellationToken::new())
-                .await
-                .map(|_| ())
-                .map_err(|err| rpc_error_text(&err))
+            let never = CancellationToken::new();
+            ask_client::<_, acp::WriteTextFileResponse>(
+                &peer,
+                "fs/write_text_file",
+                &request,
+                &never,
+                Some(timeout),
+            )
+            .await
+            .map(|_| ())
         })
     }
 }
@@ -289,19 +342,31 @@ struct ClientTerm {
     peer: Arc<Peer>,
 }
 
-/// Sends one of our requests to the client and reads its answer.
+/// Sends one of our requests to the client and reads its answer, waiting at
+/// most `limit`.
 async fn ask_client<P: serde::Serialize, R: DeserializeOwned>(
     peer: &Peer,
     method: &str,
     params: &P,
     cancel: &CancellationToken,
+    limit: Option<std::time::Duration>,
 ) -> Result<R, String> {
     let value = peer
-        .request(method, params, cancel)
+        .request_within(method, params, cancel, limit)
         .await
         .map_err(|err| format!("{method}: {}", rpc_error_text(&err)))?;
+    answer(method, value)
+}
+
+/// The client's answer to one of our requests, read as `R`. `null` (which
+/// JSON-RPC allows) reads as `{}`, so an answer with nothing to say is one.
+fn answer<R: DeserializeOwned>(method: &str, value: Value) -> Result<R, String> {
+    let value = match value {
+        Value::Null => json!({}),
+        other => other,
+    };
     serde_json::from_value(value)
-        .map_err(|err| format!("the client's {method} answer is not valid: {err}"))
+        .map_err(|err| clip_message(&format!("the client's {method} answer is not valid: {err}")))
 }
 
 impl ClientTerminal for ClientTerm {
@@ -316,23 +381,6 @@ impl ClientTerminal for ClientTerm {
         let peer = self.peer.clone();
         let session = session.as_str().to_owned();
         Box::pin(async move {
-            // Requests after the command ended (or was killed) get a bounded
-            // wait: a client that stops answering cannot hold the run.
-            const FOLLOW_UP: std::time::Duration = std::time::Duration::from_secs(10);
-            async fn follow_up<P: serde::Serialize, R: DeserializeOwned>(
-                peer: &Peer,
-                method: &str,
-                params: &P,
-            ) -> Result<R, String> {
-                let give_up = CancellationToken::new();
-                tokio::select! {
-                    answer = ask_client(peer, method, params, &give_up) => answer,
-                    _ = tokio::time::sleep(FOLLOW_UP) => {
-                        give_up.cancel();
-                        Err(format!("{method}: no answer within {} s", FOLLOW_UP.as_secs()))
-                    }
-                }
-            }
             let create = acp::CreateTerminalRequest::new(session.clone(), command.command)
                 .args(command.args)
                 .env(
@@ -344,38 +392,55 @@ impl ClientTerminal for ClientTerm {
                 )
                 .cwd(command.cwd)
                 .output_byte_limit(command.output_limit as u64);
-            let created: acp::CreateTerminalResponse = tokio::select! {
-                created = ask_client(&peer, "terminal/create", &create, &cancel) => created?,
-                _ = tokio::time::sleep(FOLLOW_UP) => {
-                    return Err(format!("terminal/create: no answer within {} s", FOLLOW_UP.as_secs()));
-                }
-            };
+            let created: acp::CreateTerminalResponse =
+                ask_client(&peer, "terminal/create", &create, &cancel, Some(FOLLOW_UP)).await?;
             let terminal = created.terminal_id;
             progress.report(ProgressUpdate::Terminal(terminal.0.to_string()));
             let wait = acp::WaitForTerminalExitRequest::new(session.clone(), terminal.clone());
             let waiting = CancellationToken::new();
             let mut timed_out = false;
             let exited = tokio::select! {
-                answer = ask_client::<_, acp::WaitForTerminalExitResponse>(&peer, "terminal/wait_for_exit", &wait, &waiting) => Some(answer),
+                answer = ask_client::<_, acp::WaitForTerminalExitResponse>(&peer, "terminal/wait_for_exit", &wait, &waiting, None) => Some(answer),
                 _ = cancel.cancelled() => None,
                 _ = tokio::time::sleep(timeout) => {
                     timed_out = true;
                     None
                 }
             };
+            // Requests after the command ended (or was killed) get a bounded
+            // wait: a client that stops answering cannot hold the run. A
+            // cancel that comes while one waits withdraws it; once the run is
+            // cancelled, they get a short wait instead.
+            let never = CancellationToken::new();
+            let follow_up = || {
+                if cancel.is_cancelled() {
+                    (&never, CANCELLED_FOLLOW_UP)
+                } else {
+                    (&cancel, FOLLOW_UP)
+                }
+            };
             if exited.is_none() {
                 waiting.cancel();
                 let kill = acp::KillTerminalRequest::new(session.clone(), terminal.clone());
-                if let Err(err) = follow_up::<_, Value>(&peer, "terminal/kill", &kill).await {
+                let (withdraw, limit) = follow_up();
+                if let Err(err) =
+                    ask_client::<_, Value>(&peer, "terminal/kill", &kill, withdraw, Some(limit))
+                        .await
+                {
                     tracing::warn!(%err, "cannot kill the client's terminal");
                 }
             }
             let output = acp::TerminalOutputRequest::new(session.clone(), terminal.clone());
+            let (withdraw, limit) = follow_up();
             let read: Result<acp::TerminalOutputResponse, String> =
-                follow_up(&peer, "terminal/output", &output).await;
+                ask_client(&peer, "terminal/output", &output, withdraw, Some(limit)).await;
             // The client keeps showing a released terminal embedded in the call.
             let release = acp::ReleaseTerminalRequest::new(session.clone(), terminal.clone());
-            if let Err(err) = follow_up::<_, Value>(&peer, "terminal/release", &release).await {
+            let (withdraw, limit) = follow_up();
+            if let Err(err) =
+                ask_client::<_, Value>(&peer, "terminal/release", &release, withdraw, Some(limit))
+                    .await
+            {
                 tracing::warn!(%err, "cannot release the client's terminal");
             }
             let read = read?;
@@ -396,11 +461,17 @@ impl ClientTerminal for ClientTerm {
     }
 }
 
+/// How long the terminal requests around a command may wait for the client.
+const FOLLOW_UP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The same once the run is cancelled: the run is ending and should not wait.
+const CANCELLED_FOLLOW_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn rpc_error_text(err: &RpcError) -> String {
-    match &err.data {
+    clip_message(&match &err.data {
         Some(data) => format!("{} ({data})", err.message),
         None => err.message.clone(),
-    }
+    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -422,12 +493,18 @@ fn params<T: DeserializeOwned>(raw: Option<Box<RawValue>>) -> Result<T, RpcError
         } else {
             format!("Invalid params: `{path}`: {inner}")
         };
-        RpcError::new(-32602, message)
+        RpcError::new(-32602, clip_message(&message))
     })
 }
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
     RpcError::new(-32602, format!("Invalid params: {}", message.into()))
+}
+
+/// An outside value in an error: quoted, and cut to a short prefix with its
+/// length when long.
+fn quoted(value: &str) -> String {
+    format!("{:?}", quote(value).to_string())
 }
 
 fn to_value<T: serde::Serialize>(value: T) -> Result<Value, RpcError> {
@@ -437,26 +514,28 @@ fn to_value<T: serde::Serialize>(value: T) -> Result<Value, RpcError> {
 fn runtime_error(err: RuntimeError) -> RpcError {
     match err {
         RuntimeError::SessionNotFound(id) => {
-            let mut error = RpcError::session_not_found(id.as_str().to_owned());
-            error.message = format!("Resource not found: session {id}");
+            let shown = quote(id.as_str()).to_string();
+            let mut error = RpcError::session_not_found(shown.clone());
+            error.message = format!("Resource not found: session {shown}");
             error
         }
         RuntimeError::RunNotFound(id) => {
-            let mut error =
-                RpcError::resource_not_found(None).data(json!({ "runId": id.as_str() }));
-            error.message = format!("Resource not found: run {id}");
+            let shown = quote(id.as_str()).to_string();
+            let mut error = RpcError::resource_not_found(None).data(json!({ "runId": shown }));
+            error.message = format!("Resource not found: run {shown}");
             error
         }
         RuntimeError::RelativeWorkspace(_)
         | RuntimeError::UnknownModel(..)
-        | RuntimeError::ImagesNotAccepted { .. } => invalid_params(err.to_string()),
+        | RuntimeError::ImagesNotAccepted { .. } => invalid_params(clip_message(&err.to_string())),
         // The face names parts `prompt[N]`, as its own checks do.
         RuntimeError::InvalidContent { index, message } => {
-            invalid_params(format!("prompt[{index}]: {message}"))
+            invalid_params(format!("prompt[{index}]: {}", clip_message(&message)))
         }
         RuntimeError::ShuttingDown | RuntimeError::Store(_) => {
-            tracing::error!(error = %err, "request failed");
-            RpcError::internal_error().data(err.to_string())
+            let text = clip_message(&err.to_string());
+            tracing::error!(error = %text, "request failed");
+            RpcError::internal_error().data(text)
         }
     }
 }
@@ -483,13 +562,16 @@ impl Connection {
             method,
             params,
             token,
+            slot,
         } = job;
         let Some(id) = id else {
             self.notification(&method, params);
+            drop(slot);
             return;
         };
         let reply = self.request(&id, &method, params, &token).await;
-        lock(&self.inflight).remove(&id.to_string());
+        lock(&self.inflight).remove(id.key());
+        drop(slot);
         if let Reply::Now(result) = reply {
             let result = if token.is_cancelled() && result.is_err() {
                 Err(RpcError::request_cancelled())
@@ -500,21 +582,38 @@ impl Connection {
         }
     }
 
+    /// Whether requests about this session are waiting or being handled.
+    fn queued(&self, key: &str) -> bool {
+        lock(&self.ordered).contains_key(key)
+    }
+
     /// Queues a request behind the earlier ones about the same session.
     fn enqueue(self: &Arc<Self>, key: String, job: Job) {
         let mut ordered = lock(&self.ordered);
-        let tx = ordered.entry(key).or_insert_with(|| {
+        let tx = ordered.entry(key.clone()).or_insert_with(|| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
             let conn = self.clone();
+            let own = tx.clone();
             self.tasks.spawn(async move {
-                while let Some(job) = rx.recv().await {
-                    conn.handle(job).await;
+                loop {
+                    while let Ok(job) = rx.try_recv() {
+                        conn.handle(job).await;
+                    }
+                    // Jobs are sent under this lock, so an empty queue seen
+                    // under it stays empty once removed.
+                    let mut ordered = lock(&conn.ordered);
+                    if rx.is_empty() {
+                        if ordered.get(&key).is_some_and(|tx| tx.same_channel(&own)) {
+                            ordered.remove(&key);
+                        }
+                        return;
+                    }
                 }
             });
             tx
         });
         if let Err(err) = tx.send(job) {
-            tracing::error!(method = %err.0.method, "session request queue closed");
+            tracing::error!(method = %quote(&err.0.method), "session request queue closed");
         }
     }
 
@@ -524,23 +623,22 @@ impl Connection {
                 Ok(cancel) => {
                     let id = SessionId::from_string(cancel.session_id.0.to_string());
                     if let Err(err) = self.runtime.cancel(&id) {
-                        tracing::warn!(error = %err, "session/cancel for an unknown session");
+                        tracing::debug!(error = %clip_message(&err.to_string()), "session/cancel for an unknown session");
                     }
                 }
                 Err(err) => tracing::warn!(error = %err.message, "bad session/cancel"),
             },
             "$/cancel_request" => match params::<acp::CancelRequestNotification>(raw) {
                 Ok(cancel) => {
-                    let key = serde_json::to_string(&cancel.request_id).unwrap_or_default();
-                    if let Some(token) = lock(&self.inflight).get(&key) {
+                    let target = cancel.request_id;
+                    if let Some(token) = lock(&self.inflight).get(&target) {
                         token.cancel();
                     }
                     // A prompt's request is no longer in flight once its run is queued;
                     // cancel that run instead.
-                    let target = serde_json::to_value(&cancel.request_id).unwrap_or_default();
                     let run = lock(&self.prompts)
                         .iter()
-                        .find_map(|(run, id)| (*id == target).then(|| run.clone()));
+                        .find_map(|(run, id)| (*id.key() == target).then(|| run.clone()));
                     if let Some(run) = run {
                         let sessions: Vec<SessionId> =
                             lock(&self.attached).keys().cloned().collect();
@@ -553,7 +651,7 @@ impl Connection {
                 }
                 Err(err) => tracing::warn!(error = %err.message, "bad $/cancel_request"),
             },
-            other => tracing::debug!(method = other, "ignoring unknown notification"),
+            other => tracing::debug!(method = %quote(other), "ignoring unknown notification"),
         }
     }
 
@@ -580,20 +678,23 @@ impl Connection {
             "_pincer/runs/get" => self.runs_get(raw).await,
             "_pincer/runs/tape" => self.runs_tape(raw).await,
             "_pincer/grants/list" => self.grants_list(raw).await,
-            other => Err(RpcError::method_not_found().data(format!("unknown method {other:?}"))),
+            other => {
+                Err(RpcError::method_not_found().data(format!("unknown method {}", quoted(other))))
+            }
         };
         Reply::Now(result)
     }
 
     fn initialize(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: acp::InitializeRequest = params(raw)?;
-        tracing::info!(client = ?request.client_info.as_ref().map(|i| &i.name), version = ?request.protocol_version, "initialize");
+        tracing::info!(client = ?request.client_info.as_ref().map(|i| quote(&i.name).to_string()), version = ?request.protocol_version, "initialize");
         let fs = &request.client_capabilities.fs;
         *lock(&self.files) = (fs.read_text_file || fs.write_text_file).then(|| {
             Arc::new(ClientFs {
                 peer: self.peer.clone(),
                 read: fs.read_text_file,
                 write: fs.write_text_file,
+                timeout: self.options.client_timeout,
             })
         });
         *lock(&self.terminal) = request.client_capabilities.terminal.then(|| {
@@ -640,8 +741,8 @@ impl Connection {
     fn workspace(cwd: PathBuf) -> Result<PathBuf, RpcError> {
         if !cwd.is_absolute() {
             return Err(invalid_params(format!(
-                "`cwd` must be an absolute path, got {:?}",
-                cwd.display().to_string()
+                "`cwd` must be an absolute path, got {}",
+                quoted(&cwd.display().to_string())
             )));
         }
         Ok(cwd)
@@ -773,7 +874,7 @@ impl Connection {
         if stored.workspace != cwd {
             return Err(invalid_params(format!(
                 "`cwd` {} does not match the session's workspace {}",
-                cwd.display(),
+                quote(&cwd.display().to_string()),
                 stored.workspace.display()
             )));
         }
@@ -812,9 +913,7 @@ impl Connection {
                 if cancel.is_cancelled() {
                     return Err(RpcError::request_cancelled());
                 }
-                let notification =
-                    acp::SessionNotification::new(session.id.as_str().to_owned(), update);
-                self.peer.notify("session/update", &notification).await;
+                self.notify_update(&session.id, update).await;
             }
             // The context meter and cost as the last turn left them, and the
             // model's task list.
@@ -833,9 +932,7 @@ impl Connection {
                 .chain(plan.iter())
                 .flat_map(|e| convert::live_update(e, true))
             {
-                let notification =
-                    acp::SessionNotification::new(session.id.as_str().to_owned(), update);
-                self.peer.notify("session/update", &notification).await;
+                self.notify_update(&session.id, update).await;
             }
             let (options, modes) = self.session_response_parts(&session);
             let response = acp::LoadSessionResponse::new()
@@ -874,7 +971,8 @@ impl Connection {
             None => None,
             Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
                 invalid_params(format!(
-                    "`cursor` {cursor:?} is not a cursor this agent issued"
+                    "`cursor` {} is not a cursor this agent issued",
+                    quoted(cursor)
                 ))
             })?),
         };
@@ -916,9 +1014,10 @@ impl Connection {
         if lock(&self.attached).contains_key(&id) {
             Ok(id)
         } else {
-            let mut error = RpcError::session_not_found(id.as_str().to_owned());
+            let shown = quote(id.as_str()).to_string();
+            let mut error = RpcError::session_not_found(shown.clone());
             error.message = format!(
-                "Resource not found: session {id} (create it with session/new or open it with session/load or session/resume)"
+                "Resource not found: session {shown} (create it with session/new or open it with session/load or session/resume)"
             );
             Err(error)
         }
@@ -933,7 +1032,8 @@ impl Connection {
         let started = async {
             let request: acp::PromptRequest = params(raw)?;
             let session = self.attached_session(&request.session_id)?;
-            let content = convert::prompt_content(request.prompt).map_err(invalid_params)?;
+            let content = convert::prompt_content(request.prompt)
+                .map_err(|message| invalid_params(clip_message(&message)))?;
             if content.is_empty() {
                 return Err(invalid_params(
                     "`prompt` must contain at least one content block",
@@ -999,9 +1099,16 @@ impl Connection {
         Reply::Now(to_value(acp::PromptResponse::new(acp::StopReason::EndTurn)))
     }
 
-    async fn notify_update(&self, session: &SessionId, update: acp::SessionUpdate) {
+    /// Sends one `session/update`; false once the client is gone.
+    async fn notify_update(&self, session: &SessionId, update: acp::SessionUpdate) -> bool {
         let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
-        self.peer.notify("session/update", &notification).await;
+        match convert::notification_json(&notification) {
+            Ok(value) => self.peer.notify("session/update", &value).await,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot serialize a session update");
+                true
+            }
+        }
     }
 
     async fn command_text(
@@ -1027,7 +1134,8 @@ impl Connection {
             FaceCommand::Mode(Some(value)) => {
                 let Some(mode) = Mode::parse(&value) else {
                     return Ok(format!(
-                        "`{value}` is not a mode; use read_only, supervised or full."
+                        "`{}` is not a mode; use read_only, supervised or full.",
+                        quote(&value)
                     ));
                 };
                 let updated = self
@@ -1068,7 +1176,8 @@ impl Connection {
                         ))
                     }
                     Err(RuntimeError::UnknownModel(model, available)) => Ok(format!(
-                        "`{model}` is not a configured model; available: {available}."
+                        "`{}` is not a configured model; available: {available}.",
+                        quote(&model)
                     )),
                     Err(err) => Err(runtime_error(err)),
                 }
@@ -1119,8 +1228,8 @@ impl Connection {
             acp::SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
             _ => {
                 return Err(invalid_params(format!(
-                    "`value` of config option {:?} must be a value id",
-                    request.config_id.0
+                    "`value` of config option {} must be a value id",
+                    quoted(&request.config_id.0)
                 )));
             }
         };
@@ -1128,7 +1237,8 @@ impl Connection {
             convert::MODE_OPTION => {
                 let mode = Mode::parse(&value).ok_or_else(|| {
                     invalid_params(format!(
-                        "`value` {value:?} is not a mode; expected read_only, supervised or full"
+                        "`value` {} is not a mode; expected read_only, supervised or full",
+                        quoted(&value)
                     ))
                 })?;
                 self.runtime
@@ -1143,7 +1253,8 @@ impl Connection {
                 .map_err(runtime_error)?,
             other => {
                 return Err(invalid_params(format!(
-                    "`configId` {other:?} is not a config option; expected \"model\" or \"mode\""
+                    "`configId` {} is not a config option; expected \"model\" or \"mode\"",
+                    quoted(other)
                 )));
             }
         };
@@ -1158,7 +1269,8 @@ impl Connection {
         let value = request.mode_id.0.to_string();
         let mode = Mode::parse(&value).ok_or_else(|| {
             invalid_params(format!(
-                "`modeId` {value:?} is not a mode; expected read_only, supervised or full"
+                "`modeId` {} is not a mode; expected read_only, supervised or full",
+                quoted(&value)
             ))
         })?;
         self.runtime
@@ -1234,9 +1346,7 @@ impl Connection {
             }
             let own = lock(&self.prompts).contains_key(&record.run_id);
             for update in live.updates(&record.event, own) {
-                let notification =
-                    acp::SessionNotification::new(session.as_str().to_owned(), update);
-                if !self.peer.notify("session/update", &notification).await {
+                if !self.notify_update(&session, update).await {
                     return;
                 }
             }
@@ -1289,7 +1399,7 @@ impl Connection {
                             let chosen = ApprovalDecision::parse(&selected.option_id.0)
                                 .filter(|d| ApprovalDecision::OPTIONS.contains(d));
                             if chosen.is_none() {
-                                tracing::warn!(approval = %approval_id, option = %selected.option_id.0, "the client chose an option that was not offered; treating it as a rejection");
+                                tracing::warn!(approval = %approval_id, option = %quote(&selected.option_id.0), "the client chose an option that was not offered; treating it as a rejection");
                             }
                             Some(chosen.unwrap_or(ApprovalDecision::RejectOnce))
                         }
@@ -1302,7 +1412,7 @@ impl Connection {
                         }
                     },
                     Err(err) => {
-                        tracing::warn!(error = %err, "invalid session/request_permission answer; treating it as a rejection");
+                        tracing::warn!(error = %clip_message(&err.to_string()), "invalid session/request_permission answer; treating it as a rejection");
                         Some(ApprovalDecision::RejectOnce)
                     }
                 },
@@ -1326,10 +1436,12 @@ impl Connection {
     async fn shutdown(&self) {
         // Ending the per-session queues lets their tasks finish.
         lock(&self.ordered).clear();
-        self.runtime.shutdown().await;
+        // The runtime cancels every run as soon as its shutdown starts; then
+        // our requests still waiting on the client fail, so a client that
+        // never answers cannot hold a run, and so the shutdown.
+        tokio::join!(self.runtime.shutdown(), async { self.peer.close() });
         self.tasks.close();
         self.tasks.wait().await;
-        self.peer.fail_pending();
     }
 }
 
@@ -1386,8 +1498,8 @@ fn mcp_servers(
             }
             acp::McpServer::Sse(sse) => {
                 return Err(invalid_params(format!(
-                    "`mcpServers[{index}]`: the MCP server {:?} uses the SSE transport, which Pincer does not support (mcpCapabilities.sse is false); use streamable HTTP (type \"http\")",
-                    sse.name
+                    "`mcpServers[{index}]`: the MCP server {} uses the SSE transport, which Pincer does not support (mcpCapabilities.sse is false); use streamable HTTP (type \"http\")",
+                    quoted(&sse.name)
                 )));
             }
             #[allow(unreachable_patterns)]

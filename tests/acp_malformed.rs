@@ -302,3 +302,100 @@ fn sigterm_mid_run_exits_cleanly_and_records_the_run_as_cancelled() {
     let shown = dir.show_session(&session);
     assert_eq!(shown["runs"][0]["state"], "cancelled");
 }
+
+/// Errors quote what the client sent as a short prefix with its length, never
+/// whole: a 1 MB method name, `cwd`, `cursor` or `sessionId`, and serde's
+/// messages that quote the offending value.
+#[test]
+fn errors_quote_outside_values_as_a_short_prefix() {
+    let dir = TestDir::new();
+    let mut acp = AcpProcess::spawn(&dir, &[]);
+    let huge = "v".repeat(1 << 20);
+    let shown = format!("{}… (1048576 bytes)", "v".repeat(120));
+    let cases = [
+        (huge.clone(), json!({})),
+        (
+            "session/new".to_owned(),
+            json!({"cwd": huge, "mcpServers": []}),
+        ),
+        ("session/list".to_owned(), json!({"cursor": huge})),
+        (
+            "session/set_mode".to_owned(),
+            json!({"sessionId": huge, "modeId": "full"}),
+        ),
+        ("_pincer/runs/get".to_owned(), json!({"runId": huge})),
+        (
+            "session/new".to_owned(),
+            json!({"cwd": "/tmp", "mcpServers": [{"type": huge, "name": "x"}]}),
+        ),
+        (
+            "session/set_config_option".to_owned(),
+            json!({"sessionId": "ses_x", "configId": "mode", "value": 7, "x": huge}),
+        ),
+        (
+            "initialize".to_owned(),
+            json!({"protocolVersion": huge, "clientCapabilities": {}}),
+        ),
+    ];
+    // The first five name the value; the rest may or may not quote it.
+    for (index, (method, params)) in cases.into_iter().enumerate() {
+        let (_, reply) = acp.request(&method, params);
+        let error = reply["error"].to_string();
+        assert!(
+            error.len() < 2048,
+            "{} bytes for {}: {}",
+            error.len(),
+            &method[..method.len().min(40)],
+            &error[..300]
+        );
+        assert!(
+            index >= 5 || error.contains(&shown),
+            "{}: {error}",
+            &method[..method.len().min(40)]
+        );
+    }
+    // An unknown variant that serde quotes in backticks.
+    let (_, reply) = acp.request(
+        "session/prompt",
+        json!({"sessionId": "ses_x", "prompt": [{"type": huge}]}),
+    );
+    let error = reply["error"].to_string();
+    assert!(error.len() < 2048, "{}", error.len());
+    assert!(error.contains(&shown), "{error}");
+    assert_alive(&mut acp);
+}
+
+/// An id is echoed as it was written, or, when ACP does not allow it (an
+/// int64, a string or null), refused with -32600 and `id: null`.
+#[test]
+fn ids_come_back_exactly_or_are_refused() {
+    let dir = TestDir::new();
+    let mut acp = AcpProcess::spawn(&dir, &[]);
+    for id in [
+        json!(i64::MAX),
+        json!(i64::MIN),
+        json!(-1),
+        json!("a string id"),
+        Value::Null,
+    ] {
+        acp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "session/list", "params": {}}));
+        let reply = acp.recv();
+        assert_eq!(reply["id"], id, "{reply}");
+        assert!(reply["result"]["sessions"].is_array(), "{reply}");
+    }
+    for id in [
+        "123456789012345678901234567890",
+        "-9223372036854775809",
+        "1.5",
+        "true",
+        "{\"a\":1}",
+    ] {
+        acp.send_raw(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"session/list\"}}\n").as_bytes(),
+        );
+        let reply = acp.recv();
+        assert_eq!(error_code(&reply), -32600, "for {id}: {reply}");
+        assert_eq!(reply["id"], Value::Null, "for {id}");
+    }
+    assert_alive(&mut acp);
+}

@@ -261,9 +261,9 @@ async fn allow_once_writes_the_file_and_reports_the_diff() {
         turn.timeline,
         vec![
             json!({"sessionUpdate": "session_info_update", "title": "go"}),
-            // `status` left out: pending is the default.
+            // `status` written out, though pending is the schema's default.
             json!({"sessionUpdate": "tool_call", "toolCallId": "w1", "title": "write_file",
-                   "kind": "edit", "rawInput": args}),
+                   "kind": "edit", "status": "pending", "rawInput": args}),
             json!({"sessionUpdate": "tool_call_update", "toolCallId": "w1", "title": "Create out.txt",
                    "content": [diff], "locations": locations}),
             json!({"permission": request}),

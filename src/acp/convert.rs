@@ -135,6 +135,21 @@ fn text_chunk(text: &str) -> acp::ContentChunk {
     )))
 }
 
+/// A `session/update` as JSON, with every `tool_call`'s `status` written
+/// out: the schema crate leaves `pending`, the default, off the wire, and a
+/// client that reads a missing status as "in progress" would show a call
+/// running before anyone approved it.
+pub fn notification_json(notification: &acp::SessionNotification) -> serde_json::Result<Value> {
+    let mut value = serde_json::to_value(notification)?;
+    if let Some(update) = value.get_mut("update").and_then(Value::as_object_mut)
+        && update.get("sessionUpdate").and_then(Value::as_str) == Some("tool_call")
+        && !update.contains_key("status")
+    {
+        update.insert("status".into(), Value::from("pending"));
+    }
+    Ok(value)
+}
+
 /// The session update a live event becomes, if any.
 pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
     match event {
@@ -647,6 +662,37 @@ pub fn run_json(run: &RunInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_call_says_pending_on_the_wire() {
+        let call = acp::SessionNotification::new(
+            "ses_1",
+            acp::SessionUpdate::ToolCall(
+                acp::ToolCall::new("c1", "read_file").status(acp::ToolCallStatus::Pending),
+            ),
+        );
+        let value = notification_json(&call).unwrap();
+        assert_eq!(value["update"]["status"], "pending");
+        // Other statuses, and other updates, are as the schema crate writes them.
+        let done = acp::SessionNotification::new(
+            "ses_1",
+            acp::SessionUpdate::ToolCall(
+                acp::ToolCall::new("c1", "read_file").status(acp::ToolCallStatus::Completed),
+            ),
+        );
+        assert_eq!(
+            notification_json(&done).unwrap()["update"]["status"],
+            "completed"
+        );
+        let text = acp::SessionNotification::new(
+            "ses_1",
+            acp::SessionUpdate::AgentMessageChunk(text_chunk("hi")),
+        );
+        assert_eq!(
+            notification_json(&text).unwrap(),
+            serde_json::to_value(&text).unwrap()
+        );
+    }
 
     fn image_block(mime: &str, data: &str) -> acp::ContentBlock {
         acp::ContentBlock::Image(acp::ImageContent::new(data, mime))

@@ -986,7 +986,8 @@ impl Runtime {
             session_id: session.id.clone(),
             workspace: boundary.workspace().to_path_buf(),
             boundary: Arc::new(boundary),
-            files: Files::new(session.id.clone(), lock(&live.client_files).clone()),
+            files: Files::new(session.id.clone(), lock(&live.client_files).clone())
+                .cancelled_by(queued.cancel.clone()),
             cancel: queued.cancel.clone(),
             progress: Progress::none(),
             terminal: lock(&live.client_terminal).clone(),

@@ -270,6 +270,9 @@ pub trait ClientFiles: Send + Sync {
 pub struct Files {
     session: SessionId,
     client: Option<Arc<dyn ClientFiles>>,
+    /// The run's cancellation: a read or write waiting on the client is
+    /// dropped (and so withdrawn) when it fires.
+    cancel: CancellationToken,
 }
 
 impl Files {
@@ -277,11 +280,21 @@ impl Files {
         Self {
             session,
             client: None,
+            cancel: CancellationToken::new(),
         }
     }
 
     pub fn new(session: SessionId, client: Option<Arc<dyn ClientFiles>>) -> Self {
-        Self { session, client }
+        Self {
+            session,
+            client,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The same files, with client requests given up when `cancel` fires.
+    pub fn cancelled_by(self, cancel: CancellationToken) -> Self {
+        Self { cancel, ..self }
     }
 
     /// Whether reads go through the client.
@@ -299,7 +312,14 @@ impl Files {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_read()) {
             // The client may hold an unsaved buffer for a file not on disk yet;
             // a missing file is only missing if the client says so too.
-            return match client.read_text(&self.session, path).await {
+            // The request goes out before a cancel is looked at, so a client
+            // that answers at once is never cut short.
+            let read = tokio::select! {
+                biased;
+                read = client.read_text(&self.session, path) => read,
+                _ = self.cancel.cancelled() => return Err(ToolError::Cancelled),
+            };
+            return match read {
                 Ok(text) => Ok(Some(text)),
                 Err(_) if !path.exists() => Ok(None),
                 Err(message) => Err(ToolError::Failed(format!(
@@ -330,15 +350,17 @@ impl Files {
 
     pub async fn write_text(&self, path: &Path, content: String) -> Result<(), ToolError> {
         if let Some(client) = self.client.as_ref().filter(|c| c.can_write()) {
-            return client
-                .write_text(&self.session, path, content)
-                .await
-                .map_err(|message| {
-                    ToolError::Failed(format!(
-                        "the editor could not write {}: {message}",
-                        path.display()
-                    ))
-                });
+            let written = tokio::select! {
+                biased;
+                written = client.write_text(&self.session, path, content) => written,
+                _ = self.cancel.cancelled() => return Err(ToolError::Cancelled),
+            };
+            return written.map_err(|message| {
+                ToolError::Failed(format!(
+                    "the editor could not write {}: {message}",
+                    path.display()
+                ))
+            });
         }
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent).await.map_err(|err| {
@@ -520,6 +542,50 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client that never answers a read or a write.
+    struct Silent;
+
+    impl ClientFiles for Silent {
+        fn can_read(&self) -> bool {
+            true
+        }
+
+        fn can_write(&self) -> bool {
+            true
+        }
+
+        fn read_text(&self, _: &SessionId, _: &Path) -> BoxFuture<'static, Result<String, String>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn write_text(
+            &self,
+            _: &SessionId,
+            _: &Path,
+            _: String,
+        ) -> BoxFuture<'static, Result<(), String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_stops_waiting_on_the_client() {
+        let cancel = CancellationToken::new();
+        let files = Files::new(
+            SessionId::from_string("ses_t".into()),
+            Some(Arc::new(Silent)),
+        )
+        .cancelled_by(cancel.clone());
+        let path = Path::new("/nowhere/a.txt");
+        let (read, write, ()) = tokio::join!(
+            files.read_text(path),
+            files.write_text(path, "x".into()),
+            async { cancel.cancel() }
+        );
+        assert_eq!(read.unwrap_err(), ToolError::Cancelled);
+        assert_eq!(write.unwrap_err(), ToolError::Cancelled);
+    }
 
     struct Named(&'static str, ToolKind);
 
