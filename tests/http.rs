@@ -160,6 +160,14 @@ impl SseReader {
 
     /// The next event's id and data; `None` when the stream ends.
     async fn next(&mut self) -> Option<(String, Value)> {
+        tokio::time::timeout(TIMEOUT, self.next_or_end())
+            .await
+            .expect("no event within the timeout")
+    }
+
+    /// The next event's id and data; `None` when the stream ends. Waits as
+    /// long as it takes.
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -177,10 +185,7 @@ impl SseReader {
                     None => continue, // a keep-alive comment
                 }
             }
-            let chunk = tokio::time::timeout(TIMEOUT, self.response.chunk())
-                .await
-                .expect("no event within the timeout")
-                .unwrap()?;
+            let chunk = self.response.chunk().await.ok()??;
             self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
         }
     }
@@ -1160,4 +1165,302 @@ async fn the_openapi_document_describes_the_running_server() {
     exercised.sort();
     exercised.dedup();
     assert_eq!(exercised, documented, "every documented route is exercised");
+}
+
+/// Reads a stream until it has delivered `runs` run ends, or nothing more
+/// comes for a while; returns what it got.
+async fn read_runs(stream: &mut SseReader, runs: usize) -> Vec<(String, Value)> {
+    let mut got = Vec::new();
+    let mut ended = 0;
+    while ended < runs {
+        let Ok(Some((id, event))) = tokio::time::timeout(TIMEOUT, stream.next_or_end()).await
+        else {
+            break;
+        };
+        if is_terminal(&event) {
+            ended += 1;
+        }
+        got.push((id, event));
+    }
+    got
+}
+
+/// Every event of the runs, in order, as the tape holds them, with its id.
+async fn tapes(server: &Server, runs: &[String]) -> Vec<(String, Value)> {
+    let mut all = Vec::new();
+    for run in runs {
+        let (_, tape) = send(server.get(&format!("/v1/runs/{run}/tape"))).await;
+        for event in tape["events"].as_array().unwrap() {
+            all.push((format!("{run}:{}", event["seq"]), event.clone()));
+        }
+    }
+    all
+}
+
+/// Many live session streams and many short runs one after the other: every
+/// stream gets every event of every run, the end of each run included (a
+/// stream must not take a run for finished before it read the run's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_live_session_stream_gets_every_event_of_many_sequential_runs() {
+    const STREAMS: usize = 20;
+    const PROMPTS: usize = 30;
+    let dir = TestDir::new();
+    let turn = json!([{"text": "a"}, {"text": "b"}, {"text": "c"}, {"usage": {"input_tokens": 1, "output_tokens": 3}}]);
+    let script = dir.script("s.jsonl", &vec![turn; PROMPTS]);
+    let server = Server::start(&dir, &script, Some("[http]\nrate_limit_per_minute = 0\n"));
+    let session = create_session(&server, &dir).await;
+    let path = format!("/v1/sessions/{session}/events");
+    let mut readers = Vec::new();
+    for _ in 0..STREAMS {
+        let mut stream = SseReader::open(server.get(&path)).await;
+        readers.push(tokio::spawn(async move {
+            read_runs(&mut stream, PROMPTS).await
+        }));
+    }
+    let mut runs = Vec::new();
+    for i in 0..PROMPTS {
+        let (status, run) = send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({"prompt": format!("prompt {i}")}),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        assert_eq!(run["state"], "completed", "{run}");
+        runs.push(run["run_id"].as_str().unwrap().to_owned());
+    }
+    let expected = tapes(&server, &runs).await;
+    for (i, reader) in readers.into_iter().enumerate() {
+        let got = reader.await.unwrap();
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "stream {i} got {} of {} events",
+            got.len(),
+            expected.len()
+        );
+        assert_eq!(got, expected, "stream {i}");
+    }
+}
+
+/// A WebSocket JSON-RPC subscription's events.
+struct WsEvents {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl WsEvents {
+    /// Connects and calls `method` (a `*.subscribe`) with `params`.
+    async fn subscribe(server: &Server, method: &str, params: Value) -> Self {
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("ws://{}/v1/rpc", server.addr)
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        socket.send(Message::text(call.to_string())).await.unwrap();
+        let mut events = Self { socket };
+        let answer = events.message().await.unwrap();
+        assert!(
+            answer["result"].is_u64() || answer["result"].is_string(),
+            "{answer}"
+        );
+        events
+    }
+
+    async fn message(&mut self) -> Option<Value> {
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            match self.socket.next().await? {
+                Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    /// The next event with its id (`RUN_ID:SEQ`, as SSE would name it);
+    /// `None` when the connection ends.
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        let message = self.message().await?;
+        let event = message["params"]["result"].clone();
+        Some((
+            format!("{}:{}", event["run_id"].as_str()?, event["seq"]),
+            event,
+        ))
+    }
+}
+
+/// One subscriber of the crash test: an SSE stream or a WebSocket subscription.
+enum Subscriber {
+    Sse(SseReader),
+    Ws(WsEvents),
+}
+
+impl Subscriber {
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        match self {
+            Subscriber::Sse(stream) => stream.next_or_end().await,
+            Subscriber::Ws(events) => events.next_or_end().await,
+        }
+    }
+}
+
+/// Session streams (SSE and WebSocket) and a run stream follow runs of two
+/// sessions that are in the middle of streaming when the server is killed
+/// with SIGKILL. After a restart each resumes from the last id it got: no
+/// gap, no duplicate, every id it saw before the crash names the same event
+/// after it, and every run it saw begin is seen to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
+    use std::sync::{Arc, Mutex};
+    const DELTAS: usize = 5;
+    let dir = TestDir::new();
+    let mut steps = Vec::new();
+    for i in 0..200 {
+        steps.push(json!({"text": format!("t{i} ")}));
+        steps.push(json!({"delay_ms": 15}));
+    }
+    steps.push(json!({"delay_ms": 60000}));
+    let script = dir.script("s.jsonl", &[Value::Array(steps), json!([{"text": "next"}])]);
+    let config = Some("[http]\nrate_limit_per_minute = 0\n");
+    let server = Server::start(&dir, &script, config);
+    let sessions = [
+        create_session(&server, &dir).await,
+        create_session(&server, &dir).await,
+    ];
+    let mut subscribers = Vec::new();
+    for session in &sessions {
+        let path = format!("/v1/sessions/{session}/events");
+        subscribers.push((
+            format!("sse {session}"),
+            Subscriber::Sse(SseReader::open(server.get(&path)).await),
+        ));
+        let ws = WsEvents::subscribe(
+            &server,
+            "sessions.subscribe",
+            json!({"session_id": session}),
+        )
+        .await;
+        subscribers.push((format!("ws {session}"), Subscriber::Ws(ws)));
+    }
+    let mut first_runs = Vec::new();
+    for session in &sessions {
+        // One run streaming, one queued behind it.
+        for prompt in ["stream", "queued"] {
+            let (status, run) = send(server.post(
+                &format!("/v1/sessions/{session}/prompt"),
+                json!({"prompt": prompt}),
+            ))
+            .await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+            if prompt == "stream" {
+                first_runs.push(run["run_id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let run_path = format!("/v1/runs/{}/events", first_runs[0]);
+    subscribers.push((
+        format!("run {}", first_runs[0]),
+        Subscriber::Sse(SseReader::open(server.get(&run_path)).await),
+    ));
+
+    // Each subscriber reads until the server dies; the one whose event makes
+    // every subscriber have seen a few chunks kills it at once, so the kill
+    // lands while events are going out.
+    let counts = Arc::new(Mutex::new(vec![0usize; subscribers.len()]));
+    let pid = server.child.id() as i32;
+    let mut readers = Vec::new();
+    for (i, (name, mut subscriber)) in subscribers.into_iter().enumerate() {
+        let counts = counts.clone();
+        readers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Ok(Some((id, event))) =
+                tokio::time::timeout(TIMEOUT, subscriber.next_or_end()).await
+            {
+                let delta = event["type"] == "text_delta";
+                got.push((id, event));
+                if delta {
+                    let mut counts = counts.lock().unwrap();
+                    counts[i] += 1;
+                    if counts.iter().all(|n| *n >= DELTAS) {
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+            (name, got)
+        }));
+    }
+    let mut before = Vec::new();
+    for reader in readers {
+        before.push(reader.await.unwrap());
+    }
+    drop(server);
+    for (name, got) in &before {
+        let deltas = got
+            .iter()
+            .filter(|(_, e)| e["type"] == "text_delta")
+            .count();
+        assert!(
+            deltas >= DELTAS,
+            "{name} got {deltas} chunks before the kill"
+        );
+    }
+
+    let server = Server::start(&dir, &script, config);
+    for (name, mut got) in before {
+        let (kind, scope) = name.split_once(' ').unwrap();
+        let (last_id, _) = got.last().unwrap().clone();
+        let (runs, mut resumed) = match kind {
+            "run" => {
+                let path = format!("/v1/runs/{scope}/events");
+                let stream = SseReader::open(server.get(&path).header("last-event-id", &last_id));
+                (vec![scope.to_owned()], Subscriber::Sse(stream.await))
+            }
+            _ => {
+                let (_, list) = send(server.get(&format!("/v1/sessions/{scope}/runs"))).await;
+                let mut runs: Vec<String> = list["runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["run_id"].as_str().unwrap().to_owned())
+                    .collect();
+                runs.sort();
+                let subscriber = if kind == "sse" {
+                    let path = format!("/v1/sessions/{scope}/events");
+                    let stream = server.get(&path).header("last-event-id", &last_id);
+                    Subscriber::Sse(SseReader::open(stream).await)
+                } else {
+                    let params = json!({"session_id": scope, "after": last_id});
+                    Subscriber::Ws(WsEvents::subscribe(&server, "sessions.subscribe", params).await)
+                };
+                (runs, subscriber)
+            }
+        };
+        let expected = tapes(&server, &runs).await;
+        while got.len() < expected.len() {
+            match tokio::time::timeout(Duration::from_secs(5), resumed.next_or_end()).await {
+                Ok(Some(event)) => got.push(event),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let ids: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+        let want: Vec<&str> = expected.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, want, "{name}: the ids before and after the crash");
+        assert_eq!(got, expected, "{name}");
+        for run in &runs {
+            let end = got
+                .iter()
+                .rfind(|(_, e)| e["run_id"] == run.as_str())
+                .map(|(_, e)| e.clone());
+            assert!(
+                end.as_ref().is_some_and(|e| e["state"] == "failed"),
+                "{name}: run {run} seen to begin but not to end: {end:?}"
+            );
+        }
+    }
 }

@@ -7,6 +7,12 @@
 //! while an earlier one is still going are not held; they are read back from
 //! the tape when that run's turn comes. So a cursor `RUN:SEQ` names one exact
 //! position: everything of the runs before `RUN`, and `RUN` up to `SEQ`.
+//!
+//! Every event a stream sends is read from the tape, so it is committed: a
+//! live event is only news that the tape has more. Events are published
+//! before their group commit, and crash recovery numbers a run's `failed` end
+//! after the last committed event; an uncommitted event's id could name
+//! another event after a restart, so no client may see one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -198,7 +204,7 @@ impl Follower {
                 _ = closing.cancelled() => return,
             };
             let Some(record) = record else { return };
-            let step = self.on_live(record).await;
+            let step = self.on_live(&record).await;
             if let Step::Stop = step {
                 return;
             }
@@ -209,7 +215,10 @@ impl Follower {
         self.finished.contains(run) || self.start.as_ref().is_some_and(|start| run < start)
     }
 
-    async fn on_live(&mut self, record: Arc<EventRecord>) -> Step {
+    /// A live event is news that the tape holds more: events are delivered
+    /// from the tape only, so a client never sees an event that is not
+    /// committed (a crash cannot take back an id it has seen).
+    async fn on_live(&mut self, record: &EventRecord) -> Step {
         if self.past(&record.run_id) {
             return Step::Live;
         }
@@ -219,21 +228,15 @@ impl Follower {
             }
             self.tracks.insert(record.run_id.clone(), 0);
         }
-        let Some((current, next)) = self.tracks.first_key_value() else {
-            return Step::Live;
-        };
-        if *current != record.run_id || record.seq < *next {
-            // A later run's event (read from the tape in its turn) or one already sent.
-            return Step::Live;
+        match self.tracks.first_key_value() {
+            // An event of the run being delivered, not yet sent.
+            Some((current, next)) if *current == record.run_id && record.seq >= *next => {
+                self.catch_up().await
+            }
+            // One already sent (read with an earlier page), or a later run's,
+            // read from the tape in its turn.
+            _ => Step::Live,
         }
-        if record.seq > *next {
-            // Missed some: the tape has them, this one included.
-            return self.catch_up().await;
-        }
-        if !self.deliver(record).await {
-            return Step::Stop;
-        }
-        self.catch_up().await
     }
 
     /// Sends the next event of the current run; moves on if it ended it.
@@ -252,8 +255,12 @@ impl Follower {
         true
     }
 
-    /// Delivers from the tape until the current run has nothing more on it.
+    /// Delivers committed events from the tape until the current run has
+    /// nothing more on it.
     async fn catch_up(&mut self) -> Step {
+        // The run whose end the runs table showed before the last read: a
+        // read that starts after that sees everything the run wrote.
+        let mut seen_ended: Option<RunId> = None;
         loop {
             let Some((run, next)) = self
                 .tracks
@@ -289,16 +296,23 @@ impl Follower {
             if ended || full {
                 continue;
             }
-            // The tape has no more of this run yet. If the run has ended since
-            // the read, read again; if it ended and the tape has nothing more (a
-            // process died before writing its end), move on; else wait for it.
-            match self.runtime.run(&run).await {
-                Ok(info) if info.state.is_terminal() => {
-                    if empty {
-                        self.tracks.remove(&run);
-                        self.finished.insert(run);
-                    }
+            if seen_ended.as_ref() == Some(&run) {
+                if empty {
+                    // Ended, and the tape has no end for it (a process died
+                    // before writing one): nothing more will come.
+                    self.tracks.remove(&run);
+                    self.finished.insert(run);
+                    seen_ended = None;
                 }
+                continue;
+            }
+            // The tape has no more of this run yet. A live run's next event
+            // wakes the stream; one that ended elsewhere (another process, or
+            // recovery) wakes nothing, so ask, and if it ended, read again
+            // before moving on: its last events may have been committed
+            // after this read.
+            match self.runtime.run(&run).await {
+                Ok(info) if info.state.is_terminal() => seen_ended = Some(run),
                 Ok(_) => return Step::Live,
                 Err(err) => {
                     tracing::error!(run = %run, error = %err, "cannot read a run for a stream");
