@@ -30,6 +30,14 @@ impl Server {
     }
 
     fn start_with(dir: &TestDir, script: &Path, config: Option<&str>, args: &[&str]) -> Self {
+        let script = script.to_str().unwrap();
+        let mut all = vec!["--script", script];
+        all.extend_from_slice(args);
+        Self::spawn(dir, config, &all)
+    }
+
+    /// `pincer serve --http 127.0.0.1:0` with these arguments.
+    fn spawn(dir: &TestDir, config: Option<&str>, args: &[&str]) -> Self {
         if let Some(text) = config {
             let path = dir.path().join("config/pincer/config.toml");
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -43,8 +51,6 @@ impl Server {
             .env("PINCER_HTTP_TOKEN", TOKEN)
             .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
-            .arg("--script")
-            .arg(script)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -390,7 +396,7 @@ async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
                 "/v1/sessions",
                 json!({"workspace": dir.workspace(), "model": "nope/none"}),
             ),
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
             "`model`",
         ),
         (
@@ -1463,4 +1469,55 @@ async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
             );
         }
     }
+}
+
+/// The OpenAPI fuzzer schemathesis, with all its checks, against the running
+/// server and `schema/openapi.json`: every answer is documented (status,
+/// content type, schema, headers), every request the document calls valid is
+/// accepted and every one it calls invalid is refused. Installed by
+/// `scripts/test-deps.sh`; its settings are in tests/fixtures/schemathesis.
+#[test]
+fn schemathesis_finds_no_failure_against_the_running_server() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schemathesis");
+    let st = fixtures.join(".venv/bin/st");
+    assert!(
+        st.exists(),
+        "schemathesis is not installed ({} is missing): run `bash scripts/test-deps.sh`",
+        st.display()
+    );
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "hi"}])]);
+    // Images accepted, so a prompt with a well-formed image is valid, as the
+    // document says; no rate limit, so the fuzzer reaches every route's logic.
+    let config = format!(
+        "provider = \"demo\"\n\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\nimages = true\n\n[http]\nrate_limit_per_minute = 0\n",
+        script.to_str().unwrap()
+    );
+    let server = Server::spawn(&dir, Some(&config), &[]);
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/openapi.json");
+    let out = std::process::Command::new(&st)
+        .arg("--config-file")
+        .arg(fixtures.join("schemathesis.toml"))
+        .arg("run")
+        .arg(&schema)
+        .args(["--url", &format!("http://{}", server.addr)])
+        .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["--checks", "all"])
+        .args(["--max-examples", "20"])
+        .args(["--seed", "1"])
+        .args(["--request-timeout", "5"])
+        .args(["--generation-with-security-parameters", "false"])
+        .args(["--generation-database", "none"])
+        .args(["--no-color"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.stderr()
+    );
+    assert!(stdout.contains(" passed"), "{stdout}");
 }

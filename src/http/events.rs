@@ -21,10 +21,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::api::{run_id, session_id};
+use super::api::{generated_id, run_id, session_id, shown};
 use super::error::ApiError;
 use crate::core::event::EventRecord;
 use crate::core::ids::RunId;
+use crate::core::quote::quote;
 use crate::core::runtime::{Runtime, Subscription};
 
 /// Events read from the tape at a time.
@@ -41,14 +42,20 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// Parses `RUN_ID:SEQ`.
+    /// Parses `RUN_ID:SEQ`, an id this server gives events: a generated run
+    /// id and at most 19 digits (the pattern of the OpenAPI document).
     pub fn parse(text: &str) -> Result<Self, ApiError> {
         let bad = || {
             ApiError::bad_request(format!(
-                "`Last-Event-ID`: expected RUN_ID:SEQ, got {text:?}"
+                "`Last-Event-ID`: expected RUN_ID:SEQ, got {}",
+                shown(text)
             ))
         };
-        let (run, seq) = text.trim().rsplit_once(':').ok_or_else(bad)?;
+        let (run, seq) = text.rsplit_once(':').ok_or_else(bad)?;
+        let digits = !seq.is_empty() && seq.len() <= 19 && seq.bytes().all(|b| b.is_ascii_digit());
+        if !digits || !generated_id(run, "run_") {
+            return Err(bad());
+        }
         let seq = seq.parse().map_err(|_| bad())?;
         let run = run_id(run).map_err(|_| bad())?;
         Ok(Self { run, seq })
@@ -99,12 +106,16 @@ pub async fn follow(
             let run = runtime.run(&run_id(&id)?).await?;
             let from = match after {
                 Some(cursor) if cursor.run != run.id => {
-                    return Err(ApiError::bad_request(format!(
-                        "`Last-Event-ID`: {cursor} is not an event of run {}",
+                    return Err(ApiError::not_found(format!(
+                        "`Last-Event-ID`: {} is not an event of run {}",
+                        quote(&cursor.to_string()),
                         run.id
                     )));
                 }
-                Some(cursor) => cursor.seq + 1,
+                Some(cursor) => {
+                    committed(runtime, &cursor).await?;
+                    cursor.seq + 1
+                }
                 None => 0,
             };
             follower.single = true;
@@ -131,10 +142,12 @@ pub async fn follow(
             match after {
                 Some(cursor) => {
                     if !runs.iter().any(|run| run.id == cursor.run) {
-                        return Err(ApiError::bad_request(format!(
-                            "`Last-Event-ID`: {cursor} is not an event of session {id}"
+                        return Err(ApiError::not_found(format!(
+                            "`Last-Event-ID`: {} is not an event of session {id}",
+                            quote(&cursor.to_string())
                         )));
                     }
+                    committed(runtime, &cursor).await?;
                     for run in runs.iter().filter(|run| run.id >= cursor.run) {
                         let from = if run.id == cursor.run {
                             cursor.seq + 1
@@ -165,6 +178,29 @@ pub async fn follow(
     };
     tokio::spawn(async move { follower.run(subscription, closing).await });
     Ok(rx)
+}
+
+/// Checks that the cursor names an event on the tape. Streams send committed
+/// events only, so any other cursor is one this server never gave.
+async fn committed(runtime: &Runtime, cursor: &Cursor) -> Result<(), ApiError> {
+    let store = runtime.store();
+    let found = async {
+        store.flush().await?;
+        store.tape_page(&cursor.run, cursor.seq, 1).await
+    }
+    .await
+    .map_err(|err| {
+        tracing::error!(error = %err, "cannot read the tape for a stream");
+        ApiError::internal(format!("cannot read the tape: {err}"))
+    })?;
+    if found.first().is_some_and(|record| record.seq == cursor.seq) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "`Last-Event-ID`: run {} has no event {}",
+            cursor.run, cursor.seq
+        )))
+    }
 }
 
 /// Delivers events in order; one per stream.
@@ -329,10 +365,20 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bad_ones_name_the_header() {
-        let cursor = Cursor::parse("run_0190abc:12").unwrap_or_else(|e| panic!("{e:?}"));
+        let id = "run_0190abcd0190abcd0190abcd0190abcd:12";
+        let cursor = Cursor::parse(id).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(cursor.seq, 12);
-        assert_eq!(cursor.to_string(), "run_0190abc:12");
-        for bad in ["", "run_x", "run_x:", "ses_1:3", "run_x:-1", "run_x:a"] {
+        assert_eq!(cursor.to_string(), id);
+        for bad in [
+            "",
+            "run_x",
+            "run_x:",
+            "ses_1:3",
+            "run_x:-1",
+            "run_x:a",
+            "run_0190abc:1",
+            "run_0190abcd0190abcd0190abcd0190abcd:12345678901234567890",
+        ] {
             let err = Cursor::parse(bad)
                 .err()
                 .map(|e| e.message)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jsonrpsee::Methods;
 use jsonrpsee::server::RegisterMethodError;
@@ -66,16 +67,115 @@ impl Mount {
 
 /// `GET|POST /v1/rpc`: hands the request (a WebSocket upgrade, or a call in
 /// a POST body) to jsonrpsee. The bearer token was checked before.
-pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
+///
+/// What jsonrpsee would refuse in its own words (plain text, or a JSON-RPC
+/// parse error with a 4xx status) is refused here first, or rewritten, in the
+/// API's one error shape: a GET that is no WebSocket handshake is `400`
+/// naming the header; a POST body is JSON whatever its `Content-Type` says,
+/// as for every other route; a body that is not JSON is `400`.
+pub async fn handle(State(state): State<AppState>, mut request: Request) -> Response {
+    if request.method() == Method::GET {
+        if let Err(err) = check_upgrade(request.headers()) {
+            return err.into_response();
+        }
+        // None are offered; a malformed offer would fail the handshake.
+        request.headers_mut().remove(SEC_WEBSOCKET_EXTENSIONS);
+    } else {
+        request.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
     let rpc = &state.shared.rpc;
     let mut service = rpc
         .builder
         .clone()
         .build(rpc.methods.clone(), rpc.stop.clone());
-    match service.call(request).await {
+    let response = match service.call(request).await {
         Ok(response) => response.map(Body::new),
-        Err(err) => ApiError::internal(format!("JSON-RPC service failed: {err}")).into_response(),
+        Err(err) => {
+            return ApiError::internal(format!("JSON-RPC service failed: {err}")).into_response();
+        }
+    };
+    match response.status() {
+        StatusCode::OK | StatusCode::SWITCHING_PROTOCOLS => response,
+        StatusCode::BAD_REQUEST => {
+            ApiError::bad_request("invalid JSON body: not a JSON-RPC request or batch")
+                .into_response()
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(
+            "the request body is larger than the server accepts (`[http] body_limit_bytes`)",
+        )
+        .into_response(),
+        status => {
+            tracing::error!(%status, "the JSON-RPC service refused a request");
+            ApiError::internal(format!("the JSON-RPC service answered {status}")).into_response()
+        }
     }
+}
+
+const SEC_WEBSOCKET_EXTENSIONS: &str = "sec-websocket-extensions";
+
+/// The headers of a WebSocket handshake (RFC 6455), as the OpenAPI document
+/// describes them.
+fn check_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
+    let value = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or_default())
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`{name}`: missing; `GET /v1/rpc` is a WebSocket handshake (send JSON-RPC calls with POST)"
+                ))
+            })
+    };
+    let bad = |name: &str, expected: &str, got: &str| {
+        ApiError::bad_request(format!(
+            "`{name}`: expected {expected}, got {}",
+            api::shown(got)
+        ))
+    };
+    let upgrade = value("upgrade")?;
+    if !upgrade.eq_ignore_ascii_case("websocket") {
+        return Err(bad("Upgrade", "websocket", upgrade));
+    }
+    let connection = value("connection")?;
+    let tokens: Vec<&str> = connection
+        .split(',')
+        .map(|t| t.trim_matches([' ', '\t']))
+        .collect();
+    let token = |t: &&str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !tokens.iter().all(token) || !tokens.iter().any(|t| t.eq_ignore_ascii_case("upgrade")) {
+        return Err(bad(
+            "Connection",
+            "a list of tokens with upgrade",
+            connection,
+        ));
+    }
+    let version = value("sec-websocket-version")?;
+    if version != "13" {
+        return Err(bad("Sec-WebSocket-Version", "13", version));
+    }
+    let key = value("sec-websocket-key")?;
+    if !websocket_key(key) {
+        return Err(bad("Sec-WebSocket-Key", "16 bytes in base64", key));
+    }
+    Ok(())
+}
+
+/// 16 bytes in padded base64: 21 characters, one that ends the bits, `==`.
+fn websocket_key(key: &str) -> bool {
+    let bytes = key.as_bytes();
+    bytes.len() == 24
+        && bytes[..21]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/'))
+        && matches!(bytes[21], b'A' | b'Q' | b'g' | b'w')
+        && &bytes[22..] == b"=="
 }
 
 fn params<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
