@@ -38,6 +38,11 @@ impl Server {
 
     /// `pincer serve --http 127.0.0.1:0` with these arguments.
     fn spawn(dir: &TestDir, config: Option<&str>, args: &[&str]) -> Self {
+        Self::spawn_logging(dir, config, args, "pincer=debug")
+    }
+
+    /// Like [`Server::spawn`] with this `RUST_LOG`.
+    fn spawn_logging(dir: &TestDir, config: Option<&str>, args: &[&str], log: &str) -> Self {
         if let Some(text) = config {
             let path = dir.path().join("config/pincer/config.toml");
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -49,6 +54,7 @@ impl Server {
         let child = dir
             .command()
             .env("PINCER_HTTP_TOKEN", TOKEN)
+            .env("RUST_LOG", log)
             .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .args(args)
@@ -484,6 +490,40 @@ async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
             StatusCode::METHOD_NOT_ALLOWED,
             "DELETE",
         ),
+        // `/v1/rpc` answers in the same shape: a GET that is no WebSocket
+        // handshake, a body that is not JSON, a method it does not take.
+        (server.get("/v1/rpc"), StatusCode::BAD_REQUEST, "`Upgrade`"),
+        (
+            server
+                .get("/v1/rpc")
+                .header("upgrade", "websocket")
+                .header("connection", "Upgrade")
+                .header("sec-websocket-version", "13")
+                .header("sec-websocket-key", "short"),
+            StatusCode::BAD_REQUEST,
+            "`Sec-WebSocket-Key`",
+        ),
+        (
+            server
+                .client
+                .post(server.url("/v1/rpc"))
+                .bearer_auth(TOKEN)
+                .body("{not json"),
+            StatusCode::BAD_REQUEST,
+            "invalid JSON body",
+        ),
+        (
+            server.client.put(server.url("/v1/rpc")).bearer_auth(TOKEN),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PUT",
+        ),
+        (
+            server
+                .get(&format!("/v1/sessions/{session}/events"))
+                .header("last-event-id", format!("run_{}:0", "0".repeat(32))),
+            StatusCode::NOT_FOUND,
+            "is not an event of session",
+        ),
     ];
     for (request, expected, fragment) in cases {
         let (status, body) = send(request).await;
@@ -494,6 +534,18 @@ async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
             "{fragment:?} not in {message:?}"
         );
     }
+    // A JSON-RPC call whatever its `Content-Type` says, like every body.
+    let (status, body) = send(
+        server
+            .client
+            .post(server.url("/v1/rpc"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "text/plain")
+            .body(r#"{"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": "ses_nope"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32002, "{body}");
     // The server is still fine.
     let (status, run) = send(server.post(
         &format!("/v1/sessions/{session}/prompt?wait=true"),
@@ -1520,4 +1572,86 @@ fn schemathesis_finds_no_failure_against_the_running_server() {
         server.stderr()
     );
     assert!(stdout.contains(" passed"), "{stdout}");
+}
+
+/// Errors quote what the client sent as a short prefix with its length,
+/// never whole: path segments, ids, cursors, fields and serde's messages
+/// about values, in the answer and in the server's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_quote_outside_values_short_in_answers_and_logs() {
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    // The request log at debug level: where a request's path shows.
+    let server = Server::spawn_logging(
+        &dir,
+        Some("[http]\nrate_limit_per_minute = 0\n"),
+        &["--script", script.to_str().unwrap()],
+        "pincer=debug,tower_http=debug",
+    );
+    let session = create_session(&server, &dir).await;
+    let long = "x".repeat(20_000);
+    let cases = [
+        server.get(&format!("/v1/sessions/ses_{long}")),
+        server.get(&format!("/v1/runs/run_{long}/events")),
+        server.get(&format!("/v1/{long}")),
+        server.get(&format!("/v1/sessions?cursor={long}")),
+        server.get(&format!("/v1/sessions?limit={long}")),
+        server.post(
+            &format!("/v1/sessions/{session}/prompt?wait={long}"),
+            json!({"prompt": "x"}),
+        ),
+        server.get(&format!("/v1/sessions/{session}/events?after={long}")),
+        server
+            .get(&format!("/v1/sessions/{session}/events"))
+            .header("last-event-id", &long[..8_000]),
+        server.post("/v1/sessions", json!({"workspace": format!("/{long}")})),
+        server.post("/v1/sessions", json!({"workspace": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", "mode": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", "model": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", long.clone(): 1})),
+        server.post(
+            &format!("/v1/sessions/{session}/prompt"),
+            json!({"content": long}),
+        ),
+        server.post("/v1/approvals/apr_1", json!({"decision": long})),
+        server.post(
+            &format!("/v1/approvals/apr_{long}"),
+            json!({"decision": "allow_once"}),
+        ),
+        server
+            .client
+            .request(
+                reqwest::Method::from_bytes(&long.as_bytes()[..5_000]).unwrap(),
+                server.url("/v1/sessions"),
+            )
+            .bearer_auth(TOKEN),
+    ];
+    for request in cases {
+        let (status, body) = send(request).await;
+        assert!(status.is_client_error(), "{status}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        // At most a 120-character prefix of the value.
+        assert!(
+            message.len() < 600 && !message.contains(&long[..121]),
+            "{status}: {} bytes: {}",
+            message.len(),
+            &message[..message.len().min(600)]
+        );
+    }
+    // JSON-RPC errors too.
+    let (_, body) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": format!("ses_{long}")}}),
+    ))
+    .await;
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.len() < 600 && message.contains("… (20004 bytes)"),
+        "{message}"
+    );
+    let log = server.stderr();
+    assert!(
+        !log.contains(&long[..1_000]),
+        "the log holds an outside value whole"
+    );
 }

@@ -25,6 +25,7 @@ use super::AppState;
 use super::api::{self, Answer, Api, CreateSession, ListSessions, Prompt};
 use super::error::{ApiError, rpc_error};
 use super::events::{self, Cursor, Scope};
+use crate::core::quote::clip_message;
 use crate::core::session::ContentPart;
 
 /// What each method handler can reach.
@@ -41,6 +42,8 @@ pub struct Mount {
     stop: StopHandle,
     /// Stops the WebSocket connections when the server stops.
     pub handle: ServerHandle,
+    /// Largest POST body read, in bytes.
+    body_limit: usize,
 }
 
 impl Mount {
@@ -61,6 +64,7 @@ impl Mount {
             methods: module(Context { api, closing })?.into(),
             stop,
             handle,
+            body_limit,
         })
     }
 }
@@ -81,10 +85,10 @@ pub async fn handle(State(state): State<AppState>, mut request: Request) -> Resp
         // None are offered; a malformed offer would fail the handshake.
         request.headers_mut().remove(SEC_WEBSOCKET_EXTENSIONS);
     } else {
-        request.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        request = match json_body(request, state.shared.rpc.body_limit).await {
+            Ok(request) => request,
+            Err(err) => return err.into_response(),
+        };
     }
     let rpc = &state.shared.rpc;
     let mut service = rpc
@@ -116,6 +120,40 @@ pub async fn handle(State(state): State<AppState>, mut request: Request) -> Resp
 
 const SEC_WEBSOCKET_EXTENSIONS: &str = "sec-websocket-extensions";
 
+/// A POST's body, read and checked to be JSON (an object or an array, as a
+/// call or a batch is), labelled as JSON for jsonrpsee whatever the client
+/// said: jsonrpsee would answer a body that is not JSON in its own words.
+async fn json_body(request: Request, limit: usize) -> Result<Request, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::too_large(
+            "the request body is larger than the server accepts (`[http] body_limit_bytes`)",
+        )
+    })?;
+    if let Err(err) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        let message = err.to_string();
+        let message = message.split(" at line ").next().unwrap_or(&message);
+        return Err(ApiError::bad_request(format!(
+            "invalid JSON body: {}",
+            clip_message(message)
+        )));
+    }
+    if !matches!(
+        bytes.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
+        return Err(ApiError::bad_request(
+            "invalid JSON body: expected a JSON-RPC call (an object) or a batch (an array)",
+        ));
+    }
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
 /// The headers of a WebSocket handshake (RFC 6455), as the OpenAPI document
 /// describes them.
 fn check_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
@@ -135,11 +173,11 @@ fn check_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
             api::shown(got)
         ))
     };
-    let upgrade = value("upgrade")?;
+    let upgrade = value("Upgrade")?;
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return Err(bad("Upgrade", "websocket", upgrade));
     }
-    let connection = value("connection")?;
+    let connection = value("Connection")?;
     let tokens: Vec<&str> = connection
         .split(',')
         .map(|t| t.trim_matches([' ', '\t']))
@@ -156,11 +194,11 @@ fn check_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
             connection,
         ));
     }
-    let version = value("sec-websocket-version")?;
+    let version = value("Sec-WebSocket-Version")?;
     if version != "13" {
         return Err(bad("Sec-WebSocket-Version", "13", version));
     }
-    let key = value("sec-websocket-key")?;
+    let key = value("Sec-WebSocket-Key")?;
     if !websocket_key(key) {
         return Err(bad("Sec-WebSocket-Key", "16 bytes in base64", key));
     }
@@ -384,6 +422,65 @@ async fn stream(
         };
         if sink.send(message).await.is_err() {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn handshake(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(
+                *name,
+                HeaderValue::from_str(value).unwrap_or_else(|e| panic!("{e}")),
+            );
+        }
+        headers
+    }
+
+    const GOOD: [(&str, &str); 4] = [
+        ("upgrade", "websocket"),
+        ("connection", "keep-alive, Upgrade"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+
+    #[test]
+    fn a_websocket_handshake_passes_and_each_bad_header_is_named() {
+        assert_eq!(check_upgrade(&handshake(&GOOD)), Ok(()));
+        let cases = [
+            (0, "WebSockets", "`Upgrade`"),
+            (1, "keep-alive", "`Connection`"),
+            (1, "upgrade,", "`Connection`"),
+            (2, "8", "`Sec-WebSocket-Version`"),
+            (3, "dGhlIHNhbXBsZSBub25jZQ=", "`Sec-WebSocket-Key`"),
+            (3, "dGhlIHNhbXBsZSBub25jZR==", "`Sec-WebSocket-Key`"),
+        ];
+        for (index, value, named) in cases {
+            let mut pairs = GOOD;
+            pairs[index].1 = value;
+            let message = check_upgrade(&handshake(&pairs))
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default();
+            assert!(message.starts_with(named), "{value}: {message}");
+        }
+        for missing in 0..GOOD.len() {
+            let pairs: Vec<_> = GOOD
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != missing)
+                .map(|(_, pair)| *pair)
+                .collect();
+            let message = check_upgrade(&handshake(&pairs))
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default();
+            assert!(message.contains("missing"), "{message}");
         }
     }
 }
