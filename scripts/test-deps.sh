@@ -2,12 +2,14 @@
 # Installs what the integration tests need beyond Rust: Node.js and the MCP
 # servers of tests/fixtures/mcp (the reference `server-everything` and the
 # official TypeScript SDK the fixture server runs on), from the npm registry
-# at the versions package-lock.json pins.
+# at the versions package-lock.json pins; and the OpenAPI fuzzer schemathesis
+# (PyPI, the version tests/fixtures/schemathesis/requirements.txt pins) in a
+# virtual environment, tests/fixtures/schemathesis/.venv.
 #
 #   bash scripts/test-deps.sh && cargo test --locked
 #
-# Idempotent: what is present is not installed again. Installs Node.js with
-# apt-get only when `node` is missing (needs root, as in CI).
+# Idempotent: what is present is not installed again. Installs Node.js and
+# Python with apt-get only when they are missing (needs root, as in CI).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,10 +40,31 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
     && [ -d "$fixtures/node_modules/@modelcontextprotocol/sdk" ] \
     && [ -d "$fixtures/node_modules/@modelcontextprotocol/server-everything" ]; then
     echo "test-deps: MCP test servers already installed" >&2
-    exit 0
+else
+    echo "test-deps: installing the MCP test servers (npm ci in $fixtures)" >&2
+    (cd "$fixtures" && npm ci --no-audit --no-fund --loglevel=error) || fail "npm ci in $fixtures failed"
+    echo "$want" >"$stamp"
 fi
 
-echo "test-deps: installing the MCP test servers (npm ci in $fixtures)" >&2
-(cd "$fixtures" && npm ci --no-audit --no-fund --loglevel=error) || fail "npm ci in $fixtures failed"
-echo "$want" >"$stamp"
+# schemathesis, for the OpenAPI fuzzing test in tests/http.rs.
+st=tests/fixtures/schemathesis
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || fail "python3 with venv is missing and apt-get is not available: install Python 3.9 or later with venv"
+    [ "$(id -u)" = 0 ] || fail "python3 with venv is missing: install Python 3.9 or later (or run this script as root to apt-get it)"
+    echo "test-deps: installing python3 and python3-venv with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null || fail "apt-get install python3 python3-venv failed"
+fi
+stamp="$st/.venv/.pincer-requirements-hash"
+want=$(sha256sum "$st/requirements.txt" | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$st/.venv/bin/st" ]; then
+    echo "test-deps: schemathesis already installed" >&2
+else
+    echo "test-deps: installing schemathesis (pip in $st/.venv)" >&2
+    rm -rf "$st/.venv"
+    python3 -m venv "$st/.venv" || fail "python3 -m venv $st/.venv failed"
+    "$st/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$st/requirements.txt" \
+        || fail "pip install -r $st/requirements.txt failed"
+    echo "$want" >"$stamp"
+fi
 echo "test-deps: done" >&2

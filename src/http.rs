@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::core::quote::quote;
 use crate::core::runtime::Runtime;
 use api::Api;
 use auth::Token;
@@ -124,7 +125,17 @@ pub fn app(state: AppState, options: &HttpOptions) -> axum::Router {
     if !options.cors_origins.is_empty() {
         router = router.layer(cors(&options.cors_origins));
     }
-    router.layer(TraceLayer::new_for_http())
+    router.layer(TraceLayer::new_for_http().make_span_with(request_span))
+}
+
+/// The span of a request in the log: its method and path, quoted short (the
+/// default span would log the whole URI, query included, at any length).
+fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    tracing::debug_span!(
+        "request",
+        method = %quote(request.method().as_str()),
+        path = %quote(request.uri().path()),
+    )
 }
 
 fn cors(origins: &[String]) -> CorsLayer {

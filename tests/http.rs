@@ -30,6 +30,19 @@ impl Server {
     }
 
     fn start_with(dir: &TestDir, script: &Path, config: Option<&str>, args: &[&str]) -> Self {
+        let script = script.to_str().unwrap();
+        let mut all = vec!["--script", script];
+        all.extend_from_slice(args);
+        Self::spawn(dir, config, &all)
+    }
+
+    /// `pincer serve --http 127.0.0.1:0` with these arguments.
+    fn spawn(dir: &TestDir, config: Option<&str>, args: &[&str]) -> Self {
+        Self::spawn_logging(dir, config, args, "pincer=debug")
+    }
+
+    /// Like [`Server::spawn`] with this `RUST_LOG`.
+    fn spawn_logging(dir: &TestDir, config: Option<&str>, args: &[&str], log: &str) -> Self {
         if let Some(text) = config {
             let path = dir.path().join("config/pincer/config.toml");
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -41,10 +54,9 @@ impl Server {
         let child = dir
             .command()
             .env("PINCER_HTTP_TOKEN", TOKEN)
+            .env("RUST_LOG", log)
             .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
-            .arg("--script")
-            .arg(script)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -160,6 +172,14 @@ impl SseReader {
 
     /// The next event's id and data; `None` when the stream ends.
     async fn next(&mut self) -> Option<(String, Value)> {
+        tokio::time::timeout(TIMEOUT, self.next_or_end())
+            .await
+            .expect("no event within the timeout")
+    }
+
+    /// The next event's id and data; `None` when the stream ends. Waits as
+    /// long as it takes.
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -177,10 +197,7 @@ impl SseReader {
                     None => continue, // a keep-alive comment
                 }
             }
-            let chunk = tokio::time::timeout(TIMEOUT, self.response.chunk())
-                .await
-                .expect("no event within the timeout")
-                .unwrap()?;
+            let chunk = self.response.chunk().await.ok()??;
             self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
         }
     }
@@ -385,7 +402,7 @@ async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
                 "/v1/sessions",
                 json!({"workspace": dir.workspace(), "model": "nope/none"}),
             ),
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
             "`model`",
         ),
         (
@@ -473,6 +490,40 @@ async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
             StatusCode::METHOD_NOT_ALLOWED,
             "DELETE",
         ),
+        // `/v1/rpc` answers in the same shape: a GET that is no WebSocket
+        // handshake, a body that is not JSON, a method it does not take.
+        (server.get("/v1/rpc"), StatusCode::BAD_REQUEST, "`Upgrade`"),
+        (
+            server
+                .get("/v1/rpc")
+                .header("upgrade", "websocket")
+                .header("connection", "Upgrade")
+                .header("sec-websocket-version", "13")
+                .header("sec-websocket-key", "short"),
+            StatusCode::BAD_REQUEST,
+            "`Sec-WebSocket-Key`",
+        ),
+        (
+            server
+                .client
+                .post(server.url("/v1/rpc"))
+                .bearer_auth(TOKEN)
+                .body("{not json"),
+            StatusCode::BAD_REQUEST,
+            "invalid JSON body",
+        ),
+        (
+            server.client.put(server.url("/v1/rpc")).bearer_auth(TOKEN),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PUT",
+        ),
+        (
+            server
+                .get(&format!("/v1/sessions/{session}/events"))
+                .header("last-event-id", format!("run_{}:0", "0".repeat(32))),
+            StatusCode::NOT_FOUND,
+            "is not an event of session",
+        ),
     ];
     for (request, expected, fragment) in cases {
         let (status, body) = send(request).await;
@@ -483,6 +534,18 @@ async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
             "{fragment:?} not in {message:?}"
         );
     }
+    // A JSON-RPC call whatever its `Content-Type` says, like every body.
+    let (status, body) = send(
+        server
+            .client
+            .post(server.url("/v1/rpc"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "text/plain")
+            .body(r#"{"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": "ses_nope"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32002, "{body}");
     // The server is still fine.
     let (status, run) = send(server.post(
         &format!("/v1/sessions/{session}/prompt?wait=true"),
@@ -1160,4 +1223,435 @@ async fn the_openapi_document_describes_the_running_server() {
     exercised.sort();
     exercised.dedup();
     assert_eq!(exercised, documented, "every documented route is exercised");
+}
+
+/// Reads a stream until it has delivered `runs` run ends, or nothing more
+/// comes for a while; returns what it got.
+async fn read_runs(stream: &mut SseReader, runs: usize) -> Vec<(String, Value)> {
+    let mut got = Vec::new();
+    let mut ended = 0;
+    while ended < runs {
+        let Ok(Some((id, event))) = tokio::time::timeout(TIMEOUT, stream.next_or_end()).await
+        else {
+            break;
+        };
+        if is_terminal(&event) {
+            ended += 1;
+        }
+        got.push((id, event));
+    }
+    got
+}
+
+/// Every event of the runs, in order, as the tape holds them, with its id.
+async fn tapes(server: &Server, runs: &[String]) -> Vec<(String, Value)> {
+    let mut all = Vec::new();
+    for run in runs {
+        let (_, tape) = send(server.get(&format!("/v1/runs/{run}/tape"))).await;
+        for event in tape["events"].as_array().unwrap() {
+            all.push((format!("{run}:{}", event["seq"]), event.clone()));
+        }
+    }
+    all
+}
+
+/// Many live session streams and many short runs one after the other: every
+/// stream gets every event of every run, the end of each run included (a
+/// stream must not take a run for finished before it read the run's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_live_session_stream_gets_every_event_of_many_sequential_runs() {
+    const STREAMS: usize = 20;
+    const PROMPTS: usize = 30;
+    let dir = TestDir::new();
+    let turn = json!([{"text": "a"}, {"text": "b"}, {"text": "c"}, {"usage": {"input_tokens": 1, "output_tokens": 3}}]);
+    let script = dir.script("s.jsonl", &vec![turn; PROMPTS]);
+    let server = Server::start(&dir, &script, Some("[http]\nrate_limit_per_minute = 0\n"));
+    let session = create_session(&server, &dir).await;
+    let path = format!("/v1/sessions/{session}/events");
+    let mut readers = Vec::new();
+    for _ in 0..STREAMS {
+        let mut stream = SseReader::open(server.get(&path)).await;
+        readers.push(tokio::spawn(async move {
+            read_runs(&mut stream, PROMPTS).await
+        }));
+    }
+    let mut runs = Vec::new();
+    for i in 0..PROMPTS {
+        let (status, run) = send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({"prompt": format!("prompt {i}")}),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        assert_eq!(run["state"], "completed", "{run}");
+        runs.push(run["run_id"].as_str().unwrap().to_owned());
+    }
+    let expected = tapes(&server, &runs).await;
+    for (i, reader) in readers.into_iter().enumerate() {
+        let got = reader.await.unwrap();
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "stream {i} got {} of {} events",
+            got.len(),
+            expected.len()
+        );
+        assert_eq!(got, expected, "stream {i}");
+    }
+}
+
+/// A WebSocket JSON-RPC subscription's events.
+struct WsEvents {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl WsEvents {
+    /// Connects and calls `method` (a `*.subscribe`) with `params`.
+    async fn subscribe(server: &Server, method: &str, params: Value) -> Self {
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("ws://{}/v1/rpc", server.addr)
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        socket.send(Message::text(call.to_string())).await.unwrap();
+        let mut events = Self { socket };
+        let answer = events.message().await.unwrap();
+        assert!(
+            answer["result"].is_u64() || answer["result"].is_string(),
+            "{answer}"
+        );
+        events
+    }
+
+    async fn message(&mut self) -> Option<Value> {
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            match self.socket.next().await? {
+                Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    /// The next event with its id (`RUN_ID:SEQ`, as SSE would name it);
+    /// `None` when the connection ends.
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        let message = self.message().await?;
+        let event = message["params"]["result"].clone();
+        Some((
+            format!("{}:{}", event["run_id"].as_str()?, event["seq"]),
+            event,
+        ))
+    }
+}
+
+/// One subscriber of the crash test: an SSE stream or a WebSocket subscription.
+enum Subscriber {
+    Sse(SseReader),
+    Ws(WsEvents),
+}
+
+impl Subscriber {
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        match self {
+            Subscriber::Sse(stream) => stream.next_or_end().await,
+            Subscriber::Ws(events) => events.next_or_end().await,
+        }
+    }
+}
+
+/// Session streams (SSE and WebSocket) and a run stream follow runs of two
+/// sessions that are in the middle of streaming when the server is killed
+/// with SIGKILL. After a restart each resumes from the last id it got: no
+/// gap, no duplicate, every id it saw before the crash names the same event
+/// after it, and every run it saw begin is seen to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
+    use std::sync::{Arc, Mutex};
+    const DELTAS: usize = 5;
+    let dir = TestDir::new();
+    let mut steps = Vec::new();
+    for i in 0..200 {
+        steps.push(json!({"text": format!("t{i} ")}));
+        steps.push(json!({"delay_ms": 15}));
+    }
+    steps.push(json!({"delay_ms": 60000}));
+    let script = dir.script("s.jsonl", &[Value::Array(steps), json!([{"text": "next"}])]);
+    let config = Some("[http]\nrate_limit_per_minute = 0\n");
+    let server = Server::start(&dir, &script, config);
+    let sessions = [
+        create_session(&server, &dir).await,
+        create_session(&server, &dir).await,
+    ];
+    let mut subscribers = Vec::new();
+    for session in &sessions {
+        let path = format!("/v1/sessions/{session}/events");
+        subscribers.push((
+            format!("sse {session}"),
+            Subscriber::Sse(SseReader::open(server.get(&path)).await),
+        ));
+        let ws = WsEvents::subscribe(
+            &server,
+            "sessions.subscribe",
+            json!({"session_id": session}),
+        )
+        .await;
+        subscribers.push((format!("ws {session}"), Subscriber::Ws(ws)));
+    }
+    let mut first_runs = Vec::new();
+    for session in &sessions {
+        // One run streaming, one queued behind it.
+        for prompt in ["stream", "queued"] {
+            let (status, run) = send(server.post(
+                &format!("/v1/sessions/{session}/prompt"),
+                json!({"prompt": prompt}),
+            ))
+            .await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+            if prompt == "stream" {
+                first_runs.push(run["run_id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let run_path = format!("/v1/runs/{}/events", first_runs[0]);
+    subscribers.push((
+        format!("run {}", first_runs[0]),
+        Subscriber::Sse(SseReader::open(server.get(&run_path)).await),
+    ));
+
+    // Each subscriber reads until the server dies; the one whose event makes
+    // every subscriber have seen a few chunks kills it at once, so the kill
+    // lands while events are going out.
+    let counts = Arc::new(Mutex::new(vec![0usize; subscribers.len()]));
+    let pid = server.child.id() as i32;
+    let mut readers = Vec::new();
+    for (i, (name, mut subscriber)) in subscribers.into_iter().enumerate() {
+        let counts = counts.clone();
+        readers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Ok(Some((id, event))) =
+                tokio::time::timeout(TIMEOUT, subscriber.next_or_end()).await
+            {
+                let delta = event["type"] == "text_delta";
+                got.push((id, event));
+                if delta {
+                    let mut counts = counts.lock().unwrap();
+                    counts[i] += 1;
+                    if counts.iter().all(|n| *n >= DELTAS) {
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+            (name, got)
+        }));
+    }
+    let mut before = Vec::new();
+    for reader in readers {
+        before.push(reader.await.unwrap());
+    }
+    drop(server);
+    for (name, got) in &before {
+        let deltas = got
+            .iter()
+            .filter(|(_, e)| e["type"] == "text_delta")
+            .count();
+        assert!(
+            deltas >= DELTAS,
+            "{name} got {deltas} chunks before the kill"
+        );
+    }
+
+    let server = Server::start(&dir, &script, config);
+    for (name, mut got) in before {
+        let (kind, scope) = name.split_once(' ').unwrap();
+        let (last_id, _) = got.last().unwrap().clone();
+        let (runs, mut resumed) = match kind {
+            "run" => {
+                let path = format!("/v1/runs/{scope}/events");
+                let stream = SseReader::open(server.get(&path).header("last-event-id", &last_id));
+                (vec![scope.to_owned()], Subscriber::Sse(stream.await))
+            }
+            _ => {
+                let (_, list) = send(server.get(&format!("/v1/sessions/{scope}/runs"))).await;
+                let mut runs: Vec<String> = list["runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["run_id"].as_str().unwrap().to_owned())
+                    .collect();
+                runs.sort();
+                let subscriber = if kind == "sse" {
+                    let path = format!("/v1/sessions/{scope}/events");
+                    let stream = server.get(&path).header("last-event-id", &last_id);
+                    Subscriber::Sse(SseReader::open(stream).await)
+                } else {
+                    let params = json!({"session_id": scope, "after": last_id});
+                    Subscriber::Ws(WsEvents::subscribe(&server, "sessions.subscribe", params).await)
+                };
+                (runs, subscriber)
+            }
+        };
+        let expected = tapes(&server, &runs).await;
+        while got.len() < expected.len() {
+            match tokio::time::timeout(Duration::from_secs(5), resumed.next_or_end()).await {
+                Ok(Some(event)) => got.push(event),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let ids: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+        let want: Vec<&str> = expected.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, want, "{name}: the ids before and after the crash");
+        assert_eq!(got, expected, "{name}");
+        for run in &runs {
+            let end = got
+                .iter()
+                .rfind(|(_, e)| e["run_id"] == run.as_str())
+                .map(|(_, e)| e.clone());
+            assert!(
+                end.as_ref().is_some_and(|e| e["state"] == "failed"),
+                "{name}: run {run} seen to begin but not to end: {end:?}"
+            );
+        }
+    }
+}
+
+/// The OpenAPI fuzzer schemathesis, with all its checks, against the running
+/// server and `schema/openapi.json`: every answer is documented (status,
+/// content type, schema, headers), every request the document calls valid is
+/// accepted and every one it calls invalid is refused. Installed by
+/// `scripts/test-deps.sh`; its settings are in tests/fixtures/schemathesis.
+#[test]
+fn schemathesis_finds_no_failure_against_the_running_server() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schemathesis");
+    let st = fixtures.join(".venv/bin/st");
+    assert!(
+        st.exists(),
+        "schemathesis is not installed ({} is missing): run `bash scripts/test-deps.sh`",
+        st.display()
+    );
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "hi"}])]);
+    // Images accepted, so a prompt with a well-formed image is valid, as the
+    // document says; no rate limit, so the fuzzer reaches every route's logic.
+    let config = format!(
+        "provider = \"demo\"\n\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\nimages = true\n\n[http]\nrate_limit_per_minute = 0\n",
+        script.to_str().unwrap()
+    );
+    let server = Server::spawn(&dir, Some(&config), &[]);
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/openapi.json");
+    let out = std::process::Command::new(&st)
+        .arg("--config-file")
+        .arg(fixtures.join("schemathesis.toml"))
+        .arg("run")
+        .arg(&schema)
+        .args(["--url", &format!("http://{}", server.addr)])
+        .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["--checks", "all"])
+        .args(["--max-examples", "20"])
+        .args(["--seed", "1"])
+        .args(["--request-timeout", "5"])
+        .args(["--generation-with-security-parameters", "false"])
+        .args(["--generation-database", "none"])
+        .args(["--no-color"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.stderr()
+    );
+    assert!(stdout.contains(" passed"), "{stdout}");
+}
+
+/// Errors quote what the client sent as a short prefix with its length,
+/// never whole: path segments, ids, cursors, fields and serde's messages
+/// about values, in the answer and in the server's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_quote_outside_values_short_in_answers_and_logs() {
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    // The request log at debug level: where a request's path shows.
+    let server = Server::spawn_logging(
+        &dir,
+        Some("[http]\nrate_limit_per_minute = 0\n"),
+        &["--script", script.to_str().unwrap()],
+        "pincer=debug,tower_http=debug",
+    );
+    let session = create_session(&server, &dir).await;
+    let long = "x".repeat(20_000);
+    let cases = [
+        server.get(&format!("/v1/sessions/ses_{long}")),
+        server.get(&format!("/v1/runs/run_{long}/events")),
+        server.get(&format!("/v1/{long}")),
+        server.get(&format!("/v1/sessions?cursor={long}")),
+        server.get(&format!("/v1/sessions?limit={long}")),
+        server.post(
+            &format!("/v1/sessions/{session}/prompt?wait={long}"),
+            json!({"prompt": "x"}),
+        ),
+        server.get(&format!("/v1/sessions/{session}/events?after={long}")),
+        server
+            .get(&format!("/v1/sessions/{session}/events"))
+            .header("last-event-id", &long[..8_000]),
+        server.post("/v1/sessions", json!({"workspace": format!("/{long}")})),
+        server.post("/v1/sessions", json!({"workspace": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", "mode": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", "model": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", long.clone(): 1})),
+        server.post(
+            &format!("/v1/sessions/{session}/prompt"),
+            json!({"content": long}),
+        ),
+        server.post("/v1/approvals/apr_1", json!({"decision": long})),
+        server.post(
+            &format!("/v1/approvals/apr_{long}"),
+            json!({"decision": "allow_once"}),
+        ),
+        server
+            .client
+            .request(
+                reqwest::Method::from_bytes(&long.as_bytes()[..5_000]).unwrap(),
+                server.url("/v1/sessions"),
+            )
+            .bearer_auth(TOKEN),
+    ];
+    for request in cases {
+        let (status, body) = send(request).await;
+        assert!(status.is_client_error(), "{status}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        // At most a 120-character prefix of the value.
+        assert!(
+            message.len() < 600 && !message.contains(&long[..121]),
+            "{status}: {} bytes: {}",
+            message.len(),
+            &message[..message.len().min(600)]
+        );
+    }
+    // JSON-RPC errors too.
+    let (_, body) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": format!("ses_{long}")}}),
+    ))
+    .await;
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.len() < 600 && message.contains("… (20004 bytes)"),
+        "{message}"
+    );
+    let log = server.stderr();
+    assert!(
+        !log.contains(&long[..1_000]),
+        "the log holds an outside value whole"
+    );
 }

@@ -12,6 +12,7 @@ use super::error::ApiError;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
 use crate::core::session::{ContentPart, Mode, Origin, Session};
@@ -30,11 +31,11 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let inner = err.into_inner();
         let syntax = inner.is_syntax() || inner.is_eof();
         let inner = inner.to_string();
-        let inner = inner.split(" at line ").next().unwrap_or(&inner).to_owned();
+        let inner = clip_message(inner.split(" at line ").next().unwrap_or(&inner));
         if syntax || matches!(path.as_str(), "" | "." | "?") {
             ApiError::bad_request(format!("invalid JSON body: {inner}"))
         } else {
-            ApiError::bad_request(format!("`{path}`: {inner}"))
+            ApiError::bad_request(format!("`{}`: {inner}", quote(&path)))
         }
     })
 }
@@ -86,27 +87,32 @@ impl Api {
             None => None,
             Some(raw) => Some(Mode::parse(raw).ok_or_else(|| {
                 ApiError::bad_request(format!(
-                    "`mode`: expected read_only, supervised or full, got {raw:?}"
+                    "`mode`: expected read_only, supervised or full, got {}",
+                    shown(raw)
                 ))
             })?),
         };
+        let workspace = request.workspace.to_string_lossy();
         if !request.workspace.is_absolute() {
             return Err(ApiError::bad_request(format!(
                 "`workspace`: {} must be an absolute path",
-                request.workspace.display()
+                shown(&workspace)
             )));
         }
+        // A well-formed name of something that does not exist: 404, like an
+        // unknown session.
         if !request.workspace.is_dir() {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::not_found(format!(
                 "`workspace`: {} is not a directory",
-                request.workspace.display()
+                shown(&workspace)
             )));
         }
         if let Some(model) = &request.model
             && self.runtime.providers().find(model).is_none()
         {
-            return Err(ApiError::bad_request(format!(
-                "`model`: unknown model {model:?}"
+            return Err(ApiError::not_found(format!(
+                "`model`: unknown model {}",
+                shown(model)
             )));
         }
         let mut session = self
@@ -137,7 +143,8 @@ impl Api {
             None => None,
             Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
                 ApiError::bad_request(format!(
-                    "`cursor`: {cursor:?} is not a cursor this server issued"
+                    "`cursor`: {} is not a cursor this server issued",
+                    shown(cursor)
                 ))
             })?),
         };
@@ -185,8 +192,11 @@ impl Api {
                 ));
             }
         };
+        if content.is_empty() {
+            return Err(ApiError::bad_request("`content`: must not be empty"));
+        }
         let empty = content.iter().all(|part| match part {
-            ContentPart::Text { text } => text.trim().is_empty(),
+            ContentPart::Text { text } => blank(text),
             ContentPart::ResourceLink { .. }
             | ContentPart::Resource { .. }
             | ContentPart::Image { .. } => false,
@@ -251,6 +261,12 @@ impl Api {
     }
 
     pub async fn tape(&self, id: &str, from_seq: u64) -> Result<Value, ApiError> {
+        if from_seq > i64::MAX as u64 {
+            return Err(ApiError::bad_request(format!(
+                "`from_seq`: must be at most {}, got {from_seq}",
+                i64::MAX
+            )));
+        }
         let events = self.runtime.tape(&run_id(id)?, from_seq).await?;
         Ok(json!({ "events": events }))
     }
@@ -275,8 +291,8 @@ impl Api {
             .filter(|d| ApprovalDecision::OPTIONS.contains(d))
             .ok_or_else(|| {
                 ApiError::bad_request(format!(
-                    "`decision`: expected allow_once, allow_always, reject_once or reject_always, got {:?}",
-                    request.decision
+                    "`decision`: expected allow_once, allow_always, reject_once or reject_always, got {}",
+                    shown(&request.decision)
                 ))
             })?;
         let request = self
@@ -286,7 +302,8 @@ impl Api {
             .find(|record| approval_of(record) == Some(approval_id))
             .ok_or_else(|| {
                 ApiError::not_found(format!(
-                    "approval {approval_id} is not waiting for an answer"
+                    "approval {} is not waiting for an answer",
+                    quote(approval_id)
                 ))
             })?;
         if !self
@@ -294,7 +311,8 @@ impl Api {
             .answer_approval(&request.session_id, approval_id, decision)
         {
             return Err(ApiError::conflict(format!(
-                "approval {approval_id} was settled meanwhile (answered elsewhere, timed out or its run ended)"
+                "approval {} was settled meanwhile (answered elsewhere, timed out or its run ended)",
+                quote(approval_id)
             )));
         }
         Ok(json!({ "approval": request, "decision": decision.as_str() }))
@@ -313,7 +331,10 @@ pub fn session_id(id: &str) -> Result<SessionId, ApiError> {
     if id.starts_with("ses_") && id.len() < 128 {
         Ok(SessionId::from_string(id.to_owned()))
     } else {
-        Err(ApiError::not_found(format!("session {id} not found")))
+        Err(ApiError::not_found(format!(
+            "session {} not found",
+            quote(id)
+        )))
     }
 }
 
@@ -322,13 +343,40 @@ pub fn run_id(id: &str) -> Result<RunId, ApiError> {
     if id.starts_with("run_") && id.len() < 128 {
         Ok(RunId::from_string(id.to_owned()))
     } else {
-        Err(ApiError::not_found(format!("run {id} not found")))
+        Err(ApiError::not_found(format!("run {} not found", quote(id))))
     }
 }
 
+/// An outside value in an error message: quoted, escaped, and cut to a
+/// short prefix with its length when long.
+pub fn shown(value: &str) -> String {
+    format!("{:?}", quote(value).to_string())
+}
+
+/// Whether a prompt's text says nothing: only spaces, tabs and line breaks
+/// (the characters the OpenAPI document's pattern names).
+pub fn blank(text: &str) -> bool {
+    text.chars()
+        .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'))
+}
+
+/// A listing cursor, `UPDATED_AT:SESSION_ID`, as [`Api::list_sessions`]
+/// issues them (and the OpenAPI document's pattern describes).
 fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
     let (at, id) = cursor.split_once(':')?;
+    let digits = !at.is_empty() && at.len() <= 18 && at.bytes().all(|b| b.is_ascii_digit());
+    if !digits || !generated_id(id, "ses_") {
+        return None;
+    }
     Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
+}
+
+/// Whether `id` has the shape of an id Pincer generates: the prefix and 32
+/// lower-case hex digits.
+pub fn generated_id(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix).is_some_and(|hex| {
+        hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
 }
 
 /// A session as the HTTP face shows it (the shape of `pincer sessions show --json`).

@@ -5,6 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::core::quote::{MESSAGE_BYTES, clip_message};
 use crate::core::runtime::RuntimeError;
 
 /// A failed request, as the client sees it.
@@ -21,10 +22,18 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        // A backstop: values are quoted short where the message is built, but
+        // no error may carry an outside value whole, whatever built it.
+        let message = if message.len() > MESSAGE_BYTES {
+            clip_message(&message)
+        } else {
+            message
+        };
         Self {
             status,
             code,
-            message: message.into(),
+            message,
             retry_after: None,
         }
     }
@@ -86,16 +95,20 @@ impl From<RuntimeError> for ApiError {
     fn from(err: RuntimeError) -> Self {
         match err {
             RuntimeError::SessionNotFound(_) | RuntimeError::RunNotFound(_) => {
-                ApiError::not_found(err.to_string())
+                ApiError::not_found(clip_message(&err.to_string()))
             }
             RuntimeError::RelativeWorkspace(_) => {
-                ApiError::bad_request(format!("`workspace`: {err}"))
+                ApiError::bad_request(format!("`workspace`: {}", clip_message(&err.to_string())))
             }
-            RuntimeError::UnknownModel(..) => ApiError::bad_request(format!("`model`: {err}")),
+            RuntimeError::UnknownModel(..) => {
+                ApiError::not_found(format!("`model`: {}", clip_message(&err.to_string())))
+            }
             RuntimeError::InvalidContent { index, message } => {
-                ApiError::bad_request(format!("`content[{index}]`: {message}"))
+                ApiError::bad_request(format!("`content[{index}]`: {}", clip_message(&message)))
             }
-            RuntimeError::ImagesNotAccepted { .. } => ApiError::bad_request(err.to_string()),
+            RuntimeError::ImagesNotAccepted { .. } => {
+                ApiError::bad_request(clip_message(&err.to_string()))
+            }
             RuntimeError::ShuttingDown => ApiError::unavailable(err.to_string()),
             RuntimeError::Store(_) => {
                 tracing::error!(error = %err, "request failed");

@@ -7,6 +7,12 @@
 //! while an earlier one is still going are not held; they are read back from
 //! the tape when that run's turn comes. So a cursor `RUN:SEQ` names one exact
 //! position: everything of the runs before `RUN`, and `RUN` up to `SEQ`.
+//!
+//! Every event a stream sends is read from the tape, so it is committed: a
+//! live event is only news that the tape has more. Events are published
+//! before their group commit, and crash recovery numbers a run's `failed` end
+//! after the last committed event; an uncommitted event's id could name
+//! another event after a restart, so no client may see one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -15,10 +21,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::api::{run_id, session_id};
+use super::api::{generated_id, run_id, session_id, shown};
 use super::error::ApiError;
 use crate::core::event::EventRecord;
 use crate::core::ids::RunId;
+use crate::core::quote::quote;
 use crate::core::runtime::{Runtime, Subscription};
 
 /// Events read from the tape at a time.
@@ -35,14 +42,20 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// Parses `RUN_ID:SEQ`.
+    /// Parses `RUN_ID:SEQ`, an id this server gives events: a generated run
+    /// id and at most 19 digits (the pattern of the OpenAPI document).
     pub fn parse(text: &str) -> Result<Self, ApiError> {
         let bad = || {
             ApiError::bad_request(format!(
-                "`Last-Event-ID`: expected RUN_ID:SEQ, got {text:?}"
+                "`Last-Event-ID`: expected RUN_ID:SEQ, got {}",
+                shown(text)
             ))
         };
-        let (run, seq) = text.trim().rsplit_once(':').ok_or_else(bad)?;
+        let (run, seq) = text.rsplit_once(':').ok_or_else(bad)?;
+        let digits = !seq.is_empty() && seq.len() <= 19 && seq.bytes().all(|b| b.is_ascii_digit());
+        if !digits || !generated_id(run, "run_") {
+            return Err(bad());
+        }
         let seq = seq.parse().map_err(|_| bad())?;
         let run = run_id(run).map_err(|_| bad())?;
         Ok(Self { run, seq })
@@ -93,12 +106,16 @@ pub async fn follow(
             let run = runtime.run(&run_id(&id)?).await?;
             let from = match after {
                 Some(cursor) if cursor.run != run.id => {
-                    return Err(ApiError::bad_request(format!(
-                        "`Last-Event-ID`: {cursor} is not an event of run {}",
+                    return Err(ApiError::not_found(format!(
+                        "`Last-Event-ID`: {} is not an event of run {}",
+                        quote(&cursor.to_string()),
                         run.id
                     )));
                 }
-                Some(cursor) => cursor.seq + 1,
+                Some(cursor) => {
+                    committed(runtime, &cursor).await?;
+                    cursor.seq + 1
+                }
                 None => 0,
             };
             follower.single = true;
@@ -125,10 +142,12 @@ pub async fn follow(
             match after {
                 Some(cursor) => {
                     if !runs.iter().any(|run| run.id == cursor.run) {
-                        return Err(ApiError::bad_request(format!(
-                            "`Last-Event-ID`: {cursor} is not an event of session {id}"
+                        return Err(ApiError::not_found(format!(
+                            "`Last-Event-ID`: {} is not an event of session {id}",
+                            quote(&cursor.to_string())
                         )));
                     }
+                    committed(runtime, &cursor).await?;
                     for run in runs.iter().filter(|run| run.id >= cursor.run) {
                         let from = if run.id == cursor.run {
                             cursor.seq + 1
@@ -159,6 +178,29 @@ pub async fn follow(
     };
     tokio::spawn(async move { follower.run(subscription, closing).await });
     Ok(rx)
+}
+
+/// Checks that the cursor names an event on the tape. Streams send committed
+/// events only, so any other cursor is one this server never gave.
+async fn committed(runtime: &Runtime, cursor: &Cursor) -> Result<(), ApiError> {
+    let store = runtime.store();
+    let found = async {
+        store.flush().await?;
+        store.tape_page(&cursor.run, cursor.seq, 1).await
+    }
+    .await
+    .map_err(|err| {
+        tracing::error!(error = %err, "cannot read the tape for a stream");
+        ApiError::internal(format!("cannot read the tape: {err}"))
+    })?;
+    if found.first().is_some_and(|record| record.seq == cursor.seq) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "`Last-Event-ID`: run {} has no event {}",
+            cursor.run, cursor.seq
+        )))
+    }
 }
 
 /// Delivers events in order; one per stream.
@@ -198,7 +240,7 @@ impl Follower {
                 _ = closing.cancelled() => return,
             };
             let Some(record) = record else { return };
-            let step = self.on_live(record).await;
+            let step = self.on_live(&record).await;
             if let Step::Stop = step {
                 return;
             }
@@ -209,7 +251,10 @@ impl Follower {
         self.finished.contains(run) || self.start.as_ref().is_some_and(|start| run < start)
     }
 
-    async fn on_live(&mut self, record: Arc<EventRecord>) -> Step {
+    /// A live event is news that the tape holds more: events are delivered
+    /// from the tape only, so a client never sees an event that is not
+    /// committed (a crash cannot take back an id it has seen).
+    async fn on_live(&mut self, record: &EventRecord) -> Step {
         if self.past(&record.run_id) {
             return Step::Live;
         }
@@ -219,21 +264,15 @@ impl Follower {
             }
             self.tracks.insert(record.run_id.clone(), 0);
         }
-        let Some((current, next)) = self.tracks.first_key_value() else {
-            return Step::Live;
-        };
-        if *current != record.run_id || record.seq < *next {
-            // A later run's event (read from the tape in its turn) or one already sent.
-            return Step::Live;
+        match self.tracks.first_key_value() {
+            // An event of the run being delivered, not yet sent.
+            Some((current, next)) if *current == record.run_id && record.seq >= *next => {
+                self.catch_up().await
+            }
+            // One already sent (read with an earlier page), or a later run's,
+            // read from the tape in its turn.
+            _ => Step::Live,
         }
-        if record.seq > *next {
-            // Missed some: the tape has them, this one included.
-            return self.catch_up().await;
-        }
-        if !self.deliver(record).await {
-            return Step::Stop;
-        }
-        self.catch_up().await
     }
 
     /// Sends the next event of the current run; moves on if it ended it.
@@ -252,8 +291,12 @@ impl Follower {
         true
     }
 
-    /// Delivers from the tape until the current run has nothing more on it.
+    /// Delivers committed events from the tape until the current run has
+    /// nothing more on it.
     async fn catch_up(&mut self) -> Step {
+        // The run whose end the runs table showed before the last read: a
+        // read that starts after that sees everything the run wrote.
+        let mut seen_ended: Option<RunId> = None;
         loop {
             let Some((run, next)) = self
                 .tracks
@@ -289,16 +332,23 @@ impl Follower {
             if ended || full {
                 continue;
             }
-            // The tape has no more of this run yet. If the run has ended since
-            // the read, read again; if it ended and the tape has nothing more (a
-            // process died before writing its end), move on; else wait for it.
-            match self.runtime.run(&run).await {
-                Ok(info) if info.state.is_terminal() => {
-                    if empty {
-                        self.tracks.remove(&run);
-                        self.finished.insert(run);
-                    }
+            if seen_ended.as_ref() == Some(&run) {
+                if empty {
+                    // Ended, and the tape has no end for it (a process died
+                    // before writing one): nothing more will come.
+                    self.tracks.remove(&run);
+                    self.finished.insert(run);
+                    seen_ended = None;
                 }
+                continue;
+            }
+            // The tape has no more of this run yet. A live run's next event
+            // wakes the stream; one that ended elsewhere (another process, or
+            // recovery) wakes nothing, so ask, and if it ended, read again
+            // before moving on: its last events may have been committed
+            // after this read.
+            match self.runtime.run(&run).await {
+                Ok(info) if info.state.is_terminal() => seen_ended = Some(run),
                 Ok(_) => return Step::Live,
                 Err(err) => {
                     tracing::error!(run = %run, error = %err, "cannot read a run for a stream");
@@ -315,10 +365,20 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bad_ones_name_the_header() {
-        let cursor = Cursor::parse("run_0190abc:12").unwrap_or_else(|e| panic!("{e:?}"));
+        let id = "run_0190abcd0190abcd0190abcd0190abcd:12";
+        let cursor = Cursor::parse(id).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(cursor.seq, 12);
-        assert_eq!(cursor.to_string(), "run_0190abc:12");
-        for bad in ["", "run_x", "run_x:", "ses_1:3", "run_x:-1", "run_x:a"] {
+        assert_eq!(cursor.to_string(), id);
+        for bad in [
+            "",
+            "run_x",
+            "run_x:",
+            "ses_1:3",
+            "run_x:-1",
+            "run_x:a",
+            "run_0190abc:1",
+            "run_0190abcd0190abcd0190abcd0190abcd:12345678901234567890",
+        ] {
             let err = Cursor::parse(bad)
                 .err()
                 .map(|e| e.message)

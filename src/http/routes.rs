@@ -20,6 +20,7 @@ use super::api::{self, Answer, CreateSession, ListSessions, Prompt};
 use super::error::ApiError;
 use super::events::{self, Cursor, Scope};
 use super::metrics;
+use crate::core::quote::{clip_message, quote};
 
 /// The OpenAPI document of these routes, served at `/openapi.json`.
 pub const OPENAPI: &str = include_str!("../../schema/openapi.json");
@@ -116,7 +117,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::too_large("the request body is larger than the server accepts (`[http] body_limit_bytes`)")
                 } else {
-                    ApiError::bad_request(rejection.body_text())
+                    ApiError::bad_request(clip_message(&rejection.body_text()))
                 }
             })?;
         Ok(Self(api::parse(&bytes)?))
@@ -137,11 +138,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
             .map(QueryParams)
             .map_err(|err| {
                 let path = err.path().to_string();
-                let inner = err.into_inner();
+                let inner = clip_message(&err.into_inner().to_string());
                 if path == "." || path.is_empty() {
                     ApiError::bad_request(format!("query: {inner}"))
                 } else {
-                    ApiError::bad_request(format!("`{path}`: {inner}"))
+                    ApiError::bad_request(format!("`{}`: {inner}", quote(&path)))
                 }
             })
     }
@@ -304,14 +305,20 @@ fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<Option<Curso
         .get("last-event-id")
         .map(|v| {
             v.to_str()
-                .map(str::to_owned)
                 .map_err(|_| ApiError::bad_request("`Last-Event-ID`: not text"))
         })
         .transpose()?;
-    match header.or_else(|| query.after.clone()) {
-        Some(text) if !text.trim().is_empty() => Cursor::parse(&text).map(Some),
+    // Each one given is checked; an empty one is no cursor; the header wins.
+    let parse = |text: Option<&str>, name: &str| match text {
+        Some(text) if !text.is_empty() => Cursor::parse(text).map(Some).map_err(|mut err| {
+            err.message = err.message.replace("`Last-Event-ID`", name);
+            err
+        }),
         _ => Ok(None),
-    }
+    };
+    let header = parse(header, "`Last-Event-ID`")?;
+    let after = parse(query.after.as_deref(), "`after`")?;
+    Ok(header.or(after))
 }
 
 async fn run_events(
@@ -363,10 +370,18 @@ async fn sse(
 
 /// The JSON error for a route that does not exist.
 pub async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::not_found(format!("no route {method} {}", uri.path()))
+    ApiError::not_found(format!(
+        "no route {} {}",
+        quote(method.as_str()),
+        quote(uri.path())
+    ))
 }
 
 /// The JSON error for a method a route does not take.
 pub async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::method_not_allowed(format!("{} does not take {method}", uri.path()))
+    ApiError::method_not_allowed(format!(
+        "{} does not take {}",
+        quote(uri.path()),
+        quote(method.as_str())
+    ))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jsonrpsee::Methods;
 use jsonrpsee::server::RegisterMethodError;
@@ -24,6 +25,7 @@ use super::AppState;
 use super::api::{self, Answer, Api, CreateSession, ListSessions, Prompt};
 use super::error::{ApiError, rpc_error};
 use super::events::{self, Cursor, Scope};
+use crate::core::quote::clip_message;
 use crate::core::session::ContentPart;
 
 /// What each method handler can reach.
@@ -40,6 +42,8 @@ pub struct Mount {
     stop: StopHandle,
     /// Stops the WebSocket connections when the server stops.
     pub handle: ServerHandle,
+    /// Largest POST body read, in bytes.
+    body_limit: usize,
 }
 
 impl Mount {
@@ -60,22 +64,156 @@ impl Mount {
             methods: module(Context { api, closing })?.into(),
             stop,
             handle,
+            body_limit,
         })
     }
 }
 
 /// `GET|POST /v1/rpc`: hands the request (a WebSocket upgrade, or a call in
 /// a POST body) to jsonrpsee. The bearer token was checked before.
-pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
+///
+/// What jsonrpsee would refuse in its own words (plain text, or a JSON-RPC
+/// parse error with a 4xx status) is refused here first, or rewritten, in the
+/// API's one error shape: a GET that is no WebSocket handshake is `400`
+/// naming the header; a POST body is JSON whatever its `Content-Type` says,
+/// as for every other route; a body that is not JSON is `400`.
+pub async fn handle(State(state): State<AppState>, mut request: Request) -> Response {
+    if request.method() == Method::GET {
+        if let Err(err) = check_upgrade(request.headers()) {
+            return err.into_response();
+        }
+        // None are offered; a malformed offer would fail the handshake.
+        request.headers_mut().remove(SEC_WEBSOCKET_EXTENSIONS);
+    } else {
+        request = match json_body(request, state.shared.rpc.body_limit).await {
+            Ok(request) => request,
+            Err(err) => return err.into_response(),
+        };
+    }
     let rpc = &state.shared.rpc;
     let mut service = rpc
         .builder
         .clone()
         .build(rpc.methods.clone(), rpc.stop.clone());
-    match service.call(request).await {
+    let response = match service.call(request).await {
         Ok(response) => response.map(Body::new),
-        Err(err) => ApiError::internal(format!("JSON-RPC service failed: {err}")).into_response(),
+        Err(err) => {
+            return ApiError::internal(format!("JSON-RPC service failed: {err}")).into_response();
+        }
+    };
+    match response.status() {
+        StatusCode::OK | StatusCode::SWITCHING_PROTOCOLS => response,
+        StatusCode::BAD_REQUEST => {
+            ApiError::bad_request("invalid JSON body: not a JSON-RPC request or batch")
+                .into_response()
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(
+            "the request body is larger than the server accepts (`[http] body_limit_bytes`)",
+        )
+        .into_response(),
+        status => {
+            tracing::error!(%status, "the JSON-RPC service refused a request");
+            ApiError::internal(format!("the JSON-RPC service answered {status}")).into_response()
+        }
     }
+}
+
+const SEC_WEBSOCKET_EXTENSIONS: &str = "sec-websocket-extensions";
+
+/// A POST's body, read and checked to be JSON (an object or an array, as a
+/// call or a batch is), labelled as JSON for jsonrpsee whatever the client
+/// said: jsonrpsee would answer a body that is not JSON in its own words.
+async fn json_body(request: Request, limit: usize) -> Result<Request, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::too_large(
+            "the request body is larger than the server accepts (`[http] body_limit_bytes`)",
+        )
+    })?;
+    if let Err(err) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        let message = err.to_string();
+        let message = message.split(" at line ").next().unwrap_or(&message);
+        return Err(ApiError::bad_request(format!(
+            "invalid JSON body: {}",
+            clip_message(message)
+        )));
+    }
+    if !matches!(
+        bytes.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
+        return Err(ApiError::bad_request(
+            "invalid JSON body: expected a JSON-RPC call (an object) or a batch (an array)",
+        ));
+    }
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The headers of a WebSocket handshake (RFC 6455), as the OpenAPI document
+/// describes them.
+fn check_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
+    let value = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or_default())
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`{name}`: missing; `GET /v1/rpc` is a WebSocket handshake (send JSON-RPC calls with POST)"
+                ))
+            })
+    };
+    let bad = |name: &str, expected: &str, got: &str| {
+        ApiError::bad_request(format!(
+            "`{name}`: expected {expected}, got {}",
+            api::shown(got)
+        ))
+    };
+    let upgrade = value("Upgrade")?;
+    if !upgrade.eq_ignore_ascii_case("websocket") {
+        return Err(bad("Upgrade", "websocket", upgrade));
+    }
+    let connection = value("Connection")?;
+    let tokens: Vec<&str> = connection
+        .split(',')
+        .map(|t| t.trim_matches([' ', '\t']))
+        .collect();
+    let token = |t: &&str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !tokens.iter().all(token) || !tokens.iter().any(|t| t.eq_ignore_ascii_case("upgrade")) {
+        return Err(bad(
+            "Connection",
+            "a list of tokens with upgrade",
+            connection,
+        ));
+    }
+    let version = value("Sec-WebSocket-Version")?;
+    if version != "13" {
+        return Err(bad("Sec-WebSocket-Version", "13", version));
+    }
+    let key = value("Sec-WebSocket-Key")?;
+    if !websocket_key(key) {
+        return Err(bad("Sec-WebSocket-Key", "16 bytes in base64", key));
+    }
+    Ok(())
+}
+
+/// 16 bytes in padded base64: 21 characters, one that ends the bits, `==`.
+fn websocket_key(key: &str) -> bool {
+    let bytes = key.as_bytes();
+    bytes.len() == 24
+        && bytes[..21]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/'))
+        && matches!(bytes[21], b'A' | b'Q' | b'g' | b'w')
+        && &bytes[22..] == b"=="
 }
 
 fn params<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
@@ -284,6 +422,65 @@ async fn stream(
         };
         if sink.send(message).await.is_err() {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn handshake(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(
+                *name,
+                HeaderValue::from_str(value).unwrap_or_else(|e| panic!("{e}")),
+            );
+        }
+        headers
+    }
+
+    const GOOD: [(&str, &str); 4] = [
+        ("upgrade", "websocket"),
+        ("connection", "keep-alive, Upgrade"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+
+    #[test]
+    fn a_websocket_handshake_passes_and_each_bad_header_is_named() {
+        assert_eq!(check_upgrade(&handshake(&GOOD)), Ok(()));
+        let cases = [
+            (0, "WebSockets", "`Upgrade`"),
+            (1, "keep-alive", "`Connection`"),
+            (1, "upgrade,", "`Connection`"),
+            (2, "8", "`Sec-WebSocket-Version`"),
+            (3, "dGhlIHNhbXBsZSBub25jZQ=", "`Sec-WebSocket-Key`"),
+            (3, "dGhlIHNhbXBsZSBub25jZR==", "`Sec-WebSocket-Key`"),
+        ];
+        for (index, value, named) in cases {
+            let mut pairs = GOOD;
+            pairs[index].1 = value;
+            let message = check_upgrade(&handshake(&pairs))
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default();
+            assert!(message.starts_with(named), "{value}: {message}");
+        }
+        for missing in 0..GOOD.len() {
+            let pairs: Vec<_> = GOOD
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != missing)
+                .map(|(_, pair)| *pair)
+                .collect();
+            let message = check_upgrade(&handshake(&pairs))
+                .err()
+                .map(|e| e.message)
+                .unwrap_or_default();
+            assert!(message.contains("missing"), "{message}");
         }
     }
 }
