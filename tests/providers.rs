@@ -37,6 +37,51 @@ fn serve(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
 
 /// Answers the n-th request with the n-th body (the last one repeats).
 fn serve_each(status: u16, bodies: Vec<String>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    serve_answers(
+        bodies
+            .into_iter()
+            .map(|body| Answer {
+                status,
+                headers: Vec::new(),
+                body,
+            })
+            .collect(),
+    )
+}
+
+/// One scripted HTTP answer.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    body: String,
+}
+
+impl Answer {
+    fn ok(body: String) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    fn error(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+/// Answers the n-th request with the n-th answer (the last one repeats).
+fn serve_answers(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -75,16 +120,23 @@ fn serve_each(status: u16, bodies: Vec<String>) -> (String, Arc<Mutex<Vec<Seen>>
                 });
                 seen.len() - 1
             };
-            let body = &bodies[n.min(bodies.len() - 1)];
-            let kind = if status == 200 {
+            let answer = &answers[n.min(answers.len() - 1)];
+            let kind = if answer.status == 200 {
                 "text/event-stream"
             } else {
                 "application/json"
             };
+            let extra: String = answer
+                .headers
+                .iter()
+                .map(|(name, value)| format!("{name}: {value}\r\n"))
+                .collect();
             let _ = write!(
                 stream,
-                "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
+                "HTTP/1.1 {} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{}",
+                answer.status,
+                answer.body.len(),
+                answer.body
             );
         }
     });
@@ -505,4 +557,169 @@ fn a_bare_model_finds_its_provider() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(openai_seen.lock().unwrap()[1].body["model"], "llama3");
+}
+
+/// The wire details of one provider kind, for the retry tests.
+struct Kind {
+    name: &'static str,
+    model: &'static str,
+    key_var: &'static str,
+    url_var: &'static str,
+    /// The base URL to give for a server at `url`.
+    base: fn(&str) -> String,
+    stream: fn(&str) -> String,
+}
+
+const OPENAI: Kind = Kind {
+    name: "openai",
+    model: "gpt-test",
+    key_var: "OPENAI_API_KEY",
+    url_var: "OPENAI_BASE_URL",
+    base: |url| format!("{url}/v1"),
+    stream: |text| openai_stream(&[text]),
+};
+
+const ANTHROPIC: Kind = Kind {
+    name: "anthropic",
+    model: "claude-test",
+    key_var: "ANTHROPIC_API_KEY",
+    url_var: "ANTHROPIC_BASE_URL",
+    base: |url| url.to_owned(),
+    stream: anthropic_stream,
+};
+
+impl Kind {
+    fn rate_limited(&self) -> Value {
+        match self.name {
+            "openai" => {
+                json!({"error": {"message": "Rate limit reached for gpt-test in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.", "type": "requests", "param": null, "code": "rate_limit_exceeded"}})
+            }
+            _ => {
+                json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}})
+            }
+        }
+    }
+
+    fn unavailable(&self) -> Value {
+        match self.name {
+            "openai" => {
+                json!({"error": {"message": "The server is overloaded or not ready yet.", "type": "server_error", "param": null, "code": null}})
+            }
+            _ => {
+                json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
+            }
+        }
+    }
+
+    /// `pincer run` with this provider against `url`, under a config table
+    /// that sets `extra` (retry settings).
+    fn run(&self, dir: &TestDir, url: &str, extra: &str) -> Output {
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[providers.{name}]\nkind = \"{name}\"\nmodels = [\"{model}\"]\n{extra}",
+                name = self.name,
+                model = self.model
+            ),
+        )
+        .unwrap();
+        let base = (self.base)(url);
+        run(
+            dir,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "run",
+                "--provider",
+                self.name,
+                "hi",
+            ],
+            &[(self.key_var, "test-key-0123456789"), (self.url_var, &base)],
+        )
+    }
+}
+
+/// A plain provider (no failover) retries 429 and 5xx before any output,
+/// honouring `Retry-After`, and gives up after its `attempts` with the
+/// provider's own message.
+fn retries_as_documented(kind: &Kind) {
+    // 429 with `Retry-After: 1`, then the answer: the wait is the server's,
+    // not the (tiny) configured backoff.
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![
+        Answer::error(429, kind.rate_limited()).header("retry-after", "1"),
+        Answer::ok((kind.stream)("after the wait")),
+    ]);
+    let started = std::time::Instant::now();
+    let out = kind.run(&dir, &url, "backoff_ms = 1\n");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "after the wait\n");
+    assert_eq!(seen.lock().unwrap().len(), 2, "{}", kind.name);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "{}: Retry-After not honoured ({:?})",
+        kind.name,
+        started.elapsed()
+    );
+
+    // 503 without `Retry-After`, then the answer: the default attempts retry it.
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![
+        Answer::error(503, kind.unavailable()),
+        Answer::ok((kind.stream)("back again")),
+    ]);
+    let out = kind.run(&dir, &url, "backoff_ms = 10\n");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "back again\n");
+    assert_eq!(seen.lock().unwrap().len(), 2, "{}", kind.name);
+
+    // Always 429: the run fails after the configured attempts, in the
+    // provider's words.
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![
+        Answer::error(429, kind.rate_limited()).header("retry-after", "0"),
+    ]);
+    let out = kind.run(&dir, &url, "attempts = 4\nbackoff_ms = 1\n");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert_eq!(seen.lock().unwrap().len(), 4, "{}", kind.name);
+    let said = kind.rate_limited()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let err = stderr(&out);
+    assert!(err.contains(&said), "{}: {err}", kind.name);
+    assert!(
+        err.contains("gave up after 4 attempts"),
+        "{}: {err}",
+        kind.name
+    );
+}
+
+#[test]
+fn openai_retries_429_and_503_before_any_output() {
+    retries_as_documented(&OPENAI);
+}
+
+#[test]
+fn anthropic_retries_429_and_503_before_any_output() {
+    retries_as_documented(&ANTHROPIC);
 }
