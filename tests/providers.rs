@@ -723,3 +723,104 @@ fn openai_retries_429_and_503_before_any_output() {
 fn anthropic_retries_429_and_503_before_any_output() {
     retries_as_documented(&ANTHROPIC);
 }
+
+/// Everything a person can read about a failed run: `pincer run`'s own
+/// output, `sessions show`, `runs show` and `tape`, in text and JSON.
+fn everything_shown(dir: &TestDir, run_out: &Output) -> String {
+    let mut all = format!("{}{}", stdout(run_out), stderr(run_out));
+    let run_id = stderr(run_out)
+        .split("pincer: run ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .to_owned();
+    let listed = run(dir, &["sessions", "list", "--json"], &[]);
+    let session: Value = serde_json::from_str(stdout(&listed).lines().next().unwrap()).unwrap();
+    let session = session["session_id"].as_str().unwrap().to_owned();
+    for args in [
+        vec!["sessions", "show", &session],
+        vec!["sessions", "show", &session, "--json"],
+        vec!["runs", "show", &run_id],
+        vec!["runs", "show", &run_id, "--json"],
+        vec!["tape", &run_id],
+        vec!["tape", &run_id, "--json"],
+    ] {
+        let out = run(dir, &args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        all.push_str(&stdout(&out));
+        all.push_str(&stderr(&out));
+    }
+    all
+}
+
+/// A provider (or a proxy in front of it) that echoes the API key in its
+/// error: the key reaches neither the run's error nor the logs nor anything
+/// the inspection commands show — whether it has a key's usual shape or is
+/// only known as the configured key's value.
+#[test]
+fn an_echoed_api_key_never_reaches_the_tape_or_the_logs() {
+    // A realistic OpenAI project key, under its usual variable.
+    let key = "sk-proj-Qx7vR2mN8kL4pW9sT3yB6hJ1dF5gA0cE-zU_iO2aSd4Fg6Hj";
+    let dir = TestDir::new();
+    let (url, _) = serve_answers(vec![Answer::error(
+        401,
+        json!({"error": {"message": format!("Incorrect API key provided: {key}. You can find your API key at https://platform.openai.com/account/api-keys."), "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}),
+    )]);
+    let out = run(
+        &dir,
+        &["run", "--provider", "openai", "--model", "gpt-test", "hi"],
+        &[("OPENAI_API_KEY", key), ("OPENAI_BASE_URL", &url)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let shown = everything_shown(&dir, &out);
+    assert!(!shown.contains(key), "{shown}");
+    assert!(!shown.contains("Qx7vR2mN8kL4pW9sT3yB6hJ1dF5"), "{shown}");
+    assert!(
+        shown.contains("Incorrect API key provided: [REDACTED:"),
+        "{shown}"
+    );
+
+    // A key of no known shape, under a variable whose name does not say
+    // "key": known only as the configured provider's key. A 500 that echoes
+    // it is retried, so it is logged too.
+    let odd = "zq9~odd!value#42";
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![Answer::error(
+        500,
+        json!({"type": "error", "error": {"type": "api_error", "message": format!("upstream refused credential {odd} for this route")}}),
+    )]);
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_env = \"LLM_CRED\"\nmodels = [\"claude-test\"]\nattempts = 2\nbackoff_ms = 1\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &dir,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            "--provider",
+            "claude",
+            "hi",
+        ],
+        &[("LLM_CRED", odd)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(seen.lock().unwrap()[0].header("x-api-key"), Some(odd));
+    // The retry was logged, with the provider's words.
+    assert!(
+        stderr(&out).contains("model turn failed before any output"),
+        "{}",
+        stderr(&out)
+    );
+    let shown = everything_shown(&dir, &out);
+    assert!(!shown.contains(odd), "{shown}");
+    assert!(
+        shown.contains("upstream refused credential [REDACTED:configured] for this route"),
+        "{shown}"
+    );
+}

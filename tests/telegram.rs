@@ -888,3 +888,33 @@ fn a_server_that_fails_to_start_is_reported_in_the_chat_and_the_reply_follows() 
         "{reply}"
     );
 }
+
+#[test]
+fn a_platform_error_that_echoes_the_token_is_stored_and_logged_redacted() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still here."}])]);
+    fake.fail(
+        "sendMessage",
+        1,
+        500,
+        json!({"ok": false, "error_code": 500, "description": format!("Internal Server Error: bot{TOKEN} is unwell")}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    let failed = outbox(&dir)
+        .into_iter()
+        .find(|i| i["status"] == "pending")
+        .unwrap()
+        .to_string();
+    assert!(!failed.contains(TOKEN), "{failed}");
+    assert!(
+        failed.contains("Internal Server Error: bot[REDACTED:"),
+        "{failed}"
+    );
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still here.".to_owned()]
+    });
+    assert!(!stderr(&dir).contains(TOKEN), "{}", stderr(&dir));
+}
