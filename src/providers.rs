@@ -248,6 +248,45 @@ pub fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, reqw
         .build()
 }
 
+/// A provider's HTTP client, built on its first turn: the client and its TLS
+/// root store cost memory and time that starting `pincer acp` (answering
+/// `initialize` and `session/new`) does not need.
+pub(crate) struct LazyClient {
+    /// The provider's name, for the error if the client cannot be built.
+    provider: String,
+    /// Passed to [`http_client`].
+    timeout: std::time::Duration,
+    client: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl LazyClient {
+    pub(crate) fn new(provider: &str, timeout: std::time::Duration) -> Self {
+        Self {
+            provider: provider.to_owned(),
+            timeout,
+            client: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The client, built now if this is the first call.
+    pub(crate) fn get(&self) -> Result<&reqwest::Client, ProviderError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = http_client(self.timeout).map_err(|err| {
+            ProviderError::new(
+                ProviderErrorKind::Config,
+                format!(
+                    "provider {}: cannot set up the HTTP client: {err}",
+                    self.provider
+                ),
+            )
+        })?;
+        // Two first turns at once may both build one; the first stays.
+        Ok(self.client.get_or_init(|| built))
+    }
+}
+
 /// `Retry-After` as seconds or an HTTP date; OpenAI also sends `retry-after-ms`.
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<std::time::Duration> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());

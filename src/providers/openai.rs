@@ -39,21 +39,13 @@ pub struct OpenAiSettings {
 /// A provider speaking the OpenAI chat completions API.
 pub struct OpenAiProvider {
     settings: OpenAiSettings,
-    client: reqwest::Client,
+    client: super::LazyClient,
     url: String,
 }
 
 impl OpenAiProvider {
     pub fn new(settings: OpenAiSettings) -> Result<Self, ProviderError> {
-        let client = super::http_client(settings.timeout).map_err(|err| {
-            ProviderError::new(
-                ProviderErrorKind::Config,
-                format!(
-                    "provider {}: cannot set up the HTTP client: {err}",
-                    settings.name
-                ),
-            )
-        })?;
+        let client = super::LazyClient::new(&settings.name, settings.timeout);
         // Validate header names and values now, so a typo in config is reported
         // when the provider is built rather than on every turn.
         for (name, value) in &settings.headers {
@@ -88,7 +80,11 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
         let body = request_body(&request);
-        let mut builder = self.client.post(&self.url).json(&body);
+        let client = match self.client.get() {
+            Ok(client) => client,
+            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
+        };
+        let mut builder = client.post(&self.url).json(&body);
         if let Some(key) = &self.settings.api_key {
             builder = builder.bearer_auth(key);
         }
