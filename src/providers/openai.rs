@@ -1182,6 +1182,28 @@ mod tests {
         provider.stream(request).collect().await
     }
 
+    /// Start-up builds no HTTP client (nor TLS roots): the first turn does,
+    /// and later turns reuse it.
+    #[tokio::test]
+    async fn the_http_client_is_built_on_the_first_turn() {
+        let server = FixtureServer::start(vec![
+            FixtureResponse::sse(&[DONE]),
+            FixtureResponse::sse(&[DONE]),
+        ])
+        .await
+        .unwrap();
+        let provider = OpenAiProvider::new(settings(&server, Some("sk-test"))).unwrap();
+        assert!(provider.client.client.get().is_none());
+        let _: Vec<_> = provider.stream(request(vec![user("hi")])).collect().await;
+        let first: *const reqwest::Client = provider.client.get().unwrap();
+        let _: Vec<_> = provider
+            .stream(request(vec![user("again")]))
+            .collect()
+            .await;
+        assert!(std::ptr::eq(first, provider.client.get().unwrap()));
+        assert_eq!(server.requests().len(), 2);
+    }
+
     async fn run_one(response: FixtureResponse) -> Vec<Result<ProviderEvent, ProviderError>> {
         let server = FixtureServer::start(vec![response]).await.unwrap();
         run(
