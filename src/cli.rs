@@ -362,10 +362,12 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
     }
     let mut forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|p| (*p).to_owned()).collect();
     forbidden.extend(config.paths.forbidden.iter().cloned());
+    let gate = Arc::new(crate::tools::gate(&config));
+    crate::logging::redact_with(gate.safety.clone());
     let runtime = Runtime::new(
         store,
         providers,
-        Arc::new(crate::tools::gate(&config)),
+        gate,
         RuntimeConfig {
             loop_config: LoopConfig {
                 max_turn_requests: config.max_turn_requests.value,

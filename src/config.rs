@@ -429,8 +429,13 @@ pub struct ProviderConfig {
     /// For `kind = "failover"`: `provider` or `provider/model` entries, in order.
     #[serde(default)]
     pub members: Vec<String>,
-    /// Attempts per member before failing over (default 3).
+    /// Attempts of a model turn that fails before any output (429, 5xx, a
+    /// connection failure), the first included (default 3); for a failover,
+    /// per member before moving on (a member's own `attempts` wins).
     pub attempts: Option<u32>,
+    /// The first wait before a retry, in milliseconds, doubling on each one
+    /// (default 500); a `Retry-After` from the provider wins.
+    pub backoff_ms: Option<u64>,
     /// Whether this provider's models take images, unless `[models]` says for
     /// a model; unset: by model family (`gpt-4o*`, `claude-*`, ...), and never
     /// for a scripted provider.
@@ -450,6 +455,7 @@ impl ProviderConfig {
             max_tokens: None,
             members: Vec::new(),
             attempts: None,
+            backoff_ms: None,
             images: None,
         }
     }

@@ -1,9 +1,43 @@
 //! Logging through `tracing`, to stderr or a file; never to stdout.
 
+use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use tracing_subscriber::EnvFilter;
+
+use crate::core::safety::Safety;
+
+/// The safety pass every log line goes through once the configuration is
+/// known: log lines carry outside parties' words (a provider's error body, an
+/// MCP server's stderr, a platform's answer), which may echo a key.
+static REDACT: OnceLock<Arc<Safety>> = OnceLock::new();
+
+/// Redacts every later log line with `safety` (the first call wins).
+pub fn redact_with(safety: Arc<Safety>) {
+    let _ = REDACT.set(safety);
+}
+
+/// A log destination that redacts what is written to it. The formatter writes
+/// each event whole, in one `write_all`, so a secret is never split between
+/// two writes.
+struct Redacting<W>(W);
+
+impl<W: Write> Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some(safety) = REDACT.get() else {
+            return self.0.write(buf);
+        };
+        let (text, _) = safety.redact(&String::from_utf8_lossy(buf));
+        self.0.write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
 
 /// Keeps the log file open for the life of the process.
 pub struct LogGuard {
@@ -30,7 +64,11 @@ pub fn init(verbose: u8, file: Option<&Path>) -> anyhow::Result<LogGuard> {
                 .open(path)
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
             let handle = std::sync::Arc::new(handle);
-            builder.with_ansi(false).with_writer(handle.clone()).init();
+            let file = handle.clone();
+            builder
+                .with_ansi(false)
+                .with_writer(move || Redacting(file.clone()))
+                .init();
             Ok(LogGuard {
                 _file: Some(handle),
             })
@@ -40,7 +78,7 @@ pub fn init(verbose: u8, file: Option<&Path>) -> anyhow::Result<LogGuard> {
             use std::io::IsTerminal;
             builder
                 .with_ansi(std::io::stderr().is_terminal())
-                .with_writer(std::io::stderr)
+                .with_writer(|| Redacting(std::io::stderr()))
                 .init();
             Ok(LogGuard { _file: None })
         }

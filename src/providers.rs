@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
+use self::failover::Member;
 use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::core::provider::{
     ModelChoice, ModelRequest, Provider, ProviderEntry, ProviderError, ProviderErrorKind,
@@ -38,6 +39,9 @@ pub fn build_with(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Providers, Vec<String>) {
     let mut problems = Vec::new();
+    // Each provider as it is, for failovers to retry as members; and as used on
+    // its own (an HTTP provider wrapped in its retries), for sessions.
+    let mut raw: std::collections::BTreeMap<String, Member> = Default::default();
     let mut built: std::collections::BTreeMap<String, Arc<dyn Provider>> = Default::default();
     // Members first: a failover provider refers to them by name.
     let (failovers, plain): (Vec<_>, Vec<_>) = config
@@ -45,15 +49,39 @@ pub fn build_with(
         .iter()
         .partition(|(_, p)| p.value.kind == ProviderKind::Failover);
     for (name, provider) in plain.into_iter().chain(failovers) {
-        let made = make(name, &provider.value, &built, env);
-        let provider_impl = made.unwrap_or_else(|message| {
-            problems.push(message.clone());
-            Arc::new(Unavailable {
-                name: name.clone(),
-                message,
-            })
-        });
-        built.insert(name.clone(), provider_impl);
+        let made = make(name, &provider.value, &raw, env);
+        let policy = retry_policy(&provider.value);
+        let (provider_impl, on_its_own) = match made {
+            Ok(made) => {
+                let on_its_own: Arc<dyn Provider> = match provider.value.kind {
+                    ProviderKind::Openai | ProviderKind::Anthropic => {
+                        Arc::new(failover::Retrying::new(made.clone(), policy.clone()))
+                    }
+                    ProviderKind::Scripted | ProviderKind::Failover => made.clone(),
+                };
+                (made, on_its_own)
+            }
+            Err(message) => {
+                problems.push(message.clone());
+                let unavailable: Arc<dyn Provider> = Arc::new(Unavailable {
+                    name: name.clone(),
+                    message,
+                });
+                (unavailable.clone(), unavailable)
+            }
+        };
+        // A member's own retry settings, when its table gives any.
+        let own_policy = (provider.value.attempts.is_some() || provider.value.backoff_ms.is_some())
+            .then_some(policy);
+        raw.insert(
+            name.clone(),
+            Member {
+                provider: provider_impl,
+                model: None,
+                policy: own_policy,
+            },
+        );
+        built.insert(name.clone(), on_its_own);
     }
     let mut entries = Vec::new();
     for (name, provider) in &config.providers {
@@ -110,10 +138,22 @@ pub fn build_with(
     (Providers::new(entries, default), problems)
 }
 
+/// How a provider's turns are retried, from its table.
+fn retry_policy(provider: &ProviderConfig) -> failover::RetryPolicy {
+    let default = failover::RetryPolicy::default();
+    failover::RetryPolicy {
+        attempts: provider.attempts.unwrap_or(default.attempts),
+        base_delay: provider
+            .backoff_ms
+            .map_or(default.base_delay, std::time::Duration::from_millis),
+        ..default
+    }
+}
+
 fn make(
     name: &str,
     provider: &ProviderConfig,
-    built: &std::collections::BTreeMap<String, Arc<dyn Provider>>,
+    built: &std::collections::BTreeMap<String, Member>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Arc<dyn Provider>, String> {
     let timeout =
@@ -177,16 +217,17 @@ fn make(
                         "provider {name}: member {member:?} names no configured provider (or another failover)"
                     ));
                 };
-                members.push(failover::Member {
-                    provider: member_impl.clone(),
+                members.push(Member {
+                    provider: member_impl.provider.clone(),
                     model,
+                    policy: member_impl.policy.clone(),
                 });
             }
-            let policy = failover::RetryPolicy {
-                attempts: provider.attempts.unwrap_or(3),
-                ..failover::RetryPolicy::default()
-            };
-            Ok(Arc::new(failover::Failover::new(name, members, policy)))
+            Ok(Arc::new(failover::Failover::new(
+                name,
+                members,
+                retry_policy(provider),
+            )))
         }
     }
 }
@@ -205,6 +246,45 @@ pub fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, reqw
         .read_timeout(timeout)
         .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()
+}
+
+/// A provider's HTTP client, built on its first turn: the client and its TLS
+/// root store cost memory and time that starting `pincer acp` (answering
+/// `initialize` and `session/new`) does not need.
+pub(crate) struct LazyClient {
+    /// The provider's name, for the error if the client cannot be built.
+    provider: String,
+    /// Passed to [`http_client`].
+    timeout: std::time::Duration,
+    client: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl LazyClient {
+    pub(crate) fn new(provider: &str, timeout: std::time::Duration) -> Self {
+        Self {
+            provider: provider.to_owned(),
+            timeout,
+            client: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The client, built now if this is the first call.
+    pub(crate) fn get(&self) -> Result<&reqwest::Client, ProviderError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = http_client(self.timeout).map_err(|err| {
+            ProviderError::new(
+                ProviderErrorKind::Config,
+                format!(
+                    "provider {}: cannot set up the HTTP client: {err}",
+                    self.provider
+                ),
+            )
+        })?;
+        // Two first turns at once may both build one; the first stays.
+        Ok(self.client.get_or_init(|| built))
+    }
 }
 
 /// `Retry-After` as seconds or an HTTP date; OpenAI also sends `retry-after-ms`.

@@ -105,7 +105,24 @@ fn safety(config: &Config) -> Safety {
             .clone()
             .or_else(|| p.value.kind.default_env().map(|(key, _)| key.to_owned()))
     });
-    for name in config.safety.secret_env.iter().cloned().chain(key_vars) {
+    // And the credentials of the chat channels and the HTTP face, whatever
+    // their variables are called: a platform's error may echo them.
+    let channel_vars = config.channels.values().flat_map(|c| {
+        [&c.token_env, &c.pairing_code_env, &c.secret_env]
+            .into_iter()
+            .flatten()
+            .cloned()
+    });
+    let http_vars = config.http.token_env.iter().cloned();
+    for name in config
+        .safety
+        .secret_env
+        .iter()
+        .cloned()
+        .chain(key_vars)
+        .chain(channel_vars)
+        .chain(http_vars)
+    {
         if let Ok(value) = std::env::var(&name)
             && !value.is_empty()
         {

@@ -37,6 +37,51 @@ fn serve(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
 
 /// Answers the n-th request with the n-th body (the last one repeats).
 fn serve_each(status: u16, bodies: Vec<String>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    serve_answers(
+        bodies
+            .into_iter()
+            .map(|body| Answer {
+                status,
+                headers: Vec::new(),
+                body,
+            })
+            .collect(),
+    )
+}
+
+/// One scripted HTTP answer.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    body: String,
+}
+
+impl Answer {
+    fn ok(body: String) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    fn error(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+
+    fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+/// Answers the n-th request with the n-th answer (the last one repeats).
+fn serve_answers(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -75,16 +120,23 @@ fn serve_each(status: u16, bodies: Vec<String>) -> (String, Arc<Mutex<Vec<Seen>>
                 });
                 seen.len() - 1
             };
-            let body = &bodies[n.min(bodies.len() - 1)];
-            let kind = if status == 200 {
+            let answer = &answers[n.min(answers.len() - 1)];
+            let kind = if answer.status == 200 {
                 "text/event-stream"
             } else {
                 "application/json"
             };
+            let extra: String = answer
+                .headers
+                .iter()
+                .map(|(name, value)| format!("{name}: {value}\r\n"))
+                .collect();
             let _ = write!(
                 stream,
-                "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
+                "HTTP/1.1 {} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{}",
+                answer.status,
+                answer.body.len(),
+                answer.body
             );
         }
     });
@@ -505,4 +557,270 @@ fn a_bare_model_finds_its_provider() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(openai_seen.lock().unwrap()[1].body["model"], "llama3");
+}
+
+/// The wire details of one provider kind, for the retry tests.
+struct Kind {
+    name: &'static str,
+    model: &'static str,
+    key_var: &'static str,
+    url_var: &'static str,
+    /// The base URL to give for a server at `url`.
+    base: fn(&str) -> String,
+    stream: fn(&str) -> String,
+}
+
+const OPENAI: Kind = Kind {
+    name: "openai",
+    model: "gpt-test",
+    key_var: "OPENAI_API_KEY",
+    url_var: "OPENAI_BASE_URL",
+    base: |url| format!("{url}/v1"),
+    stream: |text| openai_stream(&[text]),
+};
+
+const ANTHROPIC: Kind = Kind {
+    name: "anthropic",
+    model: "claude-test",
+    key_var: "ANTHROPIC_API_KEY",
+    url_var: "ANTHROPIC_BASE_URL",
+    base: |url| url.to_owned(),
+    stream: anthropic_stream,
+};
+
+impl Kind {
+    fn rate_limited(&self) -> Value {
+        match self.name {
+            "openai" => {
+                json!({"error": {"message": "Rate limit reached for gpt-test in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.", "type": "requests", "param": null, "code": "rate_limit_exceeded"}})
+            }
+            _ => {
+                json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}})
+            }
+        }
+    }
+
+    fn unavailable(&self) -> Value {
+        match self.name {
+            "openai" => {
+                json!({"error": {"message": "The server is overloaded or not ready yet.", "type": "server_error", "param": null, "code": null}})
+            }
+            _ => {
+                json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}})
+            }
+        }
+    }
+
+    /// `pincer run` with this provider against `url`, under a config table
+    /// that sets `extra` (retry settings).
+    fn run(&self, dir: &TestDir, url: &str, extra: &str) -> Output {
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[providers.{name}]\nkind = \"{name}\"\nmodels = [\"{model}\"]\n{extra}",
+                name = self.name,
+                model = self.model
+            ),
+        )
+        .unwrap();
+        let base = (self.base)(url);
+        run(
+            dir,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "run",
+                "--provider",
+                self.name,
+                "hi",
+            ],
+            &[(self.key_var, "test-key-0123456789"), (self.url_var, &base)],
+        )
+    }
+}
+
+/// A plain provider (no failover) retries 429 and 5xx before any output,
+/// honouring `Retry-After`, and gives up after its `attempts` with the
+/// provider's own message.
+fn retries_as_documented(kind: &Kind) {
+    // 429 with `Retry-After: 1`, then the answer: the wait is the server's,
+    // not the (tiny) configured backoff.
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![
+        Answer::error(429, kind.rate_limited()).header("retry-after", "1"),
+        Answer::ok((kind.stream)("after the wait")),
+    ]);
+    let started = std::time::Instant::now();
+    let out = kind.run(&dir, &url, "backoff_ms = 1\n");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "after the wait\n");
+    assert_eq!(seen.lock().unwrap().len(), 2, "{}", kind.name);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "{}: Retry-After not honoured ({:?})",
+        kind.name,
+        started.elapsed()
+    );
+
+    // 503 without `Retry-After`, then the answer: the default attempts retry it.
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![
+        Answer::error(503, kind.unavailable()),
+        Answer::ok((kind.stream)("back again")),
+    ]);
+    let out = kind.run(&dir, &url, "backoff_ms = 10\n");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "back again\n");
+    assert_eq!(seen.lock().unwrap().len(), 2, "{}", kind.name);
+
+    // Always 429: the run fails after the configured attempts, in the
+    // provider's words.
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![
+        Answer::error(429, kind.rate_limited()).header("retry-after", "0"),
+    ]);
+    let out = kind.run(&dir, &url, "attempts = 4\nbackoff_ms = 1\n");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert_eq!(seen.lock().unwrap().len(), 4, "{}", kind.name);
+    let said = kind.rate_limited()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let err = stderr(&out);
+    assert!(err.contains(&said), "{}: {err}", kind.name);
+    assert!(
+        err.contains("gave up after 4 attempts"),
+        "{}: {err}",
+        kind.name
+    );
+}
+
+#[test]
+fn openai_retries_429_and_503_before_any_output() {
+    retries_as_documented(&OPENAI);
+}
+
+#[test]
+fn anthropic_retries_429_and_503_before_any_output() {
+    retries_as_documented(&ANTHROPIC);
+}
+
+/// Everything a person can read about a failed run: `pincer run`'s own
+/// output, `sessions show`, `runs show` and `tape`, in text and JSON.
+fn everything_shown(dir: &TestDir, run_out: &Output) -> String {
+    let mut all = format!("{}{}", stdout(run_out), stderr(run_out));
+    let run_id = stderr(run_out)
+        .split("pincer: run ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .to_owned();
+    let listed = run(dir, &["sessions", "list", "--json"], &[]);
+    let session: Value = serde_json::from_str(stdout(&listed).lines().next().unwrap()).unwrap();
+    let session = session["session_id"].as_str().unwrap().to_owned();
+    for args in [
+        vec!["sessions", "show", &session],
+        vec!["sessions", "show", &session, "--json"],
+        vec!["runs", "show", &run_id],
+        vec!["runs", "show", &run_id, "--json"],
+        vec!["tape", &run_id],
+        vec!["tape", &run_id, "--json"],
+    ] {
+        let out = run(dir, &args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        all.push_str(&stdout(&out));
+        all.push_str(&stderr(&out));
+    }
+    all
+}
+
+/// A provider (or a proxy in front of it) that echoes the API key in its
+/// error: the key reaches neither the run's error nor the logs nor anything
+/// the inspection commands show — whether it has a key's usual shape or is
+/// only known as the configured key's value.
+#[test]
+fn an_echoed_api_key_never_reaches_the_tape_or_the_logs() {
+    // A realistic OpenAI project key, under its usual variable.
+    let key = "sk-proj-Qx7vR2mN8kL4pW9sT3yB6hJ1dF5gA0cE-zU_iO2aSd4Fg6Hj";
+    let dir = TestDir::new();
+    let (url, _) = serve_answers(vec![Answer::error(
+        401,
+        json!({"error": {"message": format!("Incorrect API key provided: {key}. You can find your API key at https://platform.openai.com/account/api-keys."), "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}),
+    )]);
+    let out = run(
+        &dir,
+        &["run", "--provider", "openai", "--model", "gpt-test", "hi"],
+        &[("OPENAI_API_KEY", key), ("OPENAI_BASE_URL", &url)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let shown = everything_shown(&dir, &out);
+    assert!(!shown.contains(key), "{shown}");
+    assert!(!shown.contains("Qx7vR2mN8kL4pW9sT3yB6hJ1dF5"), "{shown}");
+    assert!(
+        shown.contains("Incorrect API key provided: [REDACTED:"),
+        "{shown}"
+    );
+
+    // A key of no known shape, under a variable whose name does not say
+    // "key": known only as the configured provider's key. A 500 that echoes
+    // it is retried, so it is logged too.
+    let odd = "zq9~odd!value#42";
+    let dir = TestDir::new();
+    let (url, seen) = serve_answers(vec![Answer::error(
+        500,
+        json!({"type": "error", "error": {"type": "api_error", "message": format!("upstream refused credential {odd} for this route")}}),
+    )]);
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_env = \"LLM_CRED\"\nmodels = [\"claude-test\"]\nattempts = 2\nbackoff_ms = 1\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &dir,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            "--provider",
+            "claude",
+            "hi",
+        ],
+        &[("LLM_CRED", odd)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(seen.lock().unwrap()[0].header("x-api-key"), Some(odd));
+    // The retry was logged, with the provider's words.
+    assert!(
+        stderr(&out).contains("model turn failed before any output"),
+        "{}",
+        stderr(&out)
+    );
+    let shown = everything_shown(&dir, &out);
+    assert!(!shown.contains(odd), "{shown}");
+    assert!(
+        shown.contains("upstream refused credential [REDACTED:configured] for this route"),
+        "{shown}"
+    );
 }

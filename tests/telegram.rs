@@ -1066,3 +1066,33 @@ fn polling_keeps_a_floor_when_the_server_ignores_the_long_poll_timeout() {
         texts(f) == vec!["Still answered.".to_owned()]
     });
 }
+
+#[test]
+fn a_platform_error_that_echoes_the_token_is_stored_and_logged_redacted() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still here."}])]);
+    fake.fail(
+        "sendMessage",
+        1,
+        500,
+        json!({"ok": false, "error_code": 500, "description": format!("Internal Server Error: bot{TOKEN} is unwell")}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    let failed = outbox(&dir)
+        .into_iter()
+        .find(|i| i["status"] == "pending")
+        .unwrap()
+        .to_string();
+    assert!(!failed.contains(TOKEN), "{failed}");
+    assert!(
+        failed.contains("Internal Server Error: bot[REDACTED:"),
+        "{failed}"
+    );
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still here.".to_owned()]
+    });
+    assert!(!stderr(&dir).contains(TOKEN), "{}", stderr(&dir));
+}

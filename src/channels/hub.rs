@@ -104,6 +104,7 @@ impl Hub {
             store.clone(),
             settings.expire_after,
             settings.max_attempts,
+            runtime.gate().safety.clone(),
         ));
         let hub = Arc::new(Hub {
             runtime,

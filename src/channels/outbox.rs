@@ -26,6 +26,7 @@ use crate::core::channel::{
     DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
     SendIntent,
 };
+use crate::core::safety::Safety;
 use crate::core::session::now_millis;
 use crate::store::{ChannelWrite, Store, StoreError, Write};
 
@@ -55,6 +56,9 @@ pub struct Outbox {
     expire_after: Duration,
     max_attempts: u32,
     wake: Notify,
+    /// A platform's error text may echo a credential (a bot token in a URL):
+    /// it is redacted before it is stored or logged.
+    safety: Arc<Safety>,
 }
 
 impl Outbox {
@@ -63,6 +67,7 @@ impl Outbox {
         store: Store,
         expire_after: Duration,
         max_attempts: u32,
+        safety: Arc<Safety>,
     ) -> Self {
         Self {
             adapter,
@@ -70,6 +75,7 @@ impl Outbox {
             expire_after,
             max_attempts: max_attempts.max(1),
             wake: Notify::new(),
+            safety,
         }
     }
 
@@ -390,8 +396,9 @@ impl Outbox {
         attempt: u32,
         receipt: DeliveryReceipt,
         index: usize,
-        error: DeliveryError,
+        mut error: DeliveryError,
     ) -> Result<Option<i64>, StoreError> {
+        error.message = self.safety.redact(&error.message).0;
         let now = now_millis();
         let retryable = match error.kind {
             FailureKind::Transient | FailureKind::RateLimit => true,

@@ -238,8 +238,10 @@ pub async fn stream_turn(
                 } else {
                     "mid-stream"
                 };
+                // With the session's own secrets too (an MCP server's token).
+                let said = ctx.calls.safety.redact(&err.to_string()).0;
                 break Err(RunOutcome::Failed(format!(
-                    "provider {} failed {when}: {err}",
+                    "provider {} failed {when}: {said}",
                     ctx.provider.name()
                 )));
             }
@@ -267,7 +269,9 @@ async fn refresh_tools(ctx: &mut RunContext<'_>) {
         _ = ctx.cancel.cancelled() => return,
         list = extra.tools() => list,
     };
-    for message in list.problems {
+    for problem in list.problems {
+        // A server's own words may echo a credential it was given.
+        let message = ctx.calls.safety.redact(&problem).0;
         ctx.emitter.emit(Event::Notice { message });
     }
     ctx.calls.tools = ctx.calls.gate.tools.with(&list.tools);

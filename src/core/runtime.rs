@@ -879,6 +879,15 @@ impl Runtime {
         } else {
             self.run_loop(live, &session, &queued, &mut emitter).await
         };
+        // A failure's text may come from an outside party (a provider or a proxy
+        // echoing a key, an MCP server): it passes the safety pass before it is
+        // stored, logged or shown.
+        let outcome = match outcome {
+            RunOutcome::Failed(message) => {
+                RunOutcome::Failed(self.inner.gate.safety.redact(&message).0)
+            }
+            kept @ (RunOutcome::Completed(_) | RunOutcome::Cancelled) => kept,
+        };
         self.finish(&mut emitter, &outcome).await;
         let _ = queued.done.send(outcome);
     }

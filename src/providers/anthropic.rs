@@ -41,20 +41,12 @@ pub struct AnthropicSettings {
 
 pub struct AnthropicProvider {
     settings: AnthropicSettings,
-    client: reqwest::Client,
+    client: super::LazyClient,
 }
 
 impl AnthropicProvider {
     pub fn new(settings: AnthropicSettings) -> Result<Self, ProviderError> {
-        let client = super::http_client(settings.timeout).map_err(|err| {
-            ProviderError::new(
-                ProviderErrorKind::Config,
-                format!(
-                    "provider {}: cannot build the HTTP client: {err}",
-                    settings.name
-                ),
-            )
-        })?;
+        let client = super::LazyClient::new(&settings.name, settings.timeout);
         Ok(Self { settings, client })
     }
 
@@ -73,8 +65,11 @@ impl Provider for AnthropicProvider {
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
         let body = request_body(&request, self.settings.max_tokens);
-        let mut builder = self
-            .client
+        let client = match self.client.get() {
+            Ok(client) => client,
+            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
+        };
+        let mut builder = client
             .post(self.url())
             .header("anthropic-version", API_VERSION)
             .header("accept", "text/event-stream")

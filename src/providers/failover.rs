@@ -1,4 +1,5 @@
-//! Retries and failover across an ordered list of provider/model pairs.
+//! Retries and failover across an ordered list of provider/model pairs, and
+//! the same retries for one provider on its own ([`Retrying`]).
 //!
 //! A turn that fails before its first event with a retryable error (connection,
 //! timeout, 429, 5xx) is retried with exponential backoff and jitter, honouring
@@ -44,10 +45,14 @@ const COOLDOWN_BASE: Duration = Duration::from_secs(1);
 const COOLDOWN_MAX: Duration = Duration::from_secs(300);
 
 /// One provider/model pair of the list.
+#[derive(Clone)]
 pub struct Member {
     pub provider: Arc<dyn Provider>,
     /// The model to ask this member for; `None` keeps the request's model.
     pub model: Option<String>,
+    /// The member's own retries (its `attempts`, `backoff_ms`); `None`: the
+    /// failover's.
+    pub policy: Option<RetryPolicy>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -109,6 +114,79 @@ fn backoff(policy: &RetryPolicy, attempt: u32, error: &ProviderError) -> Duratio
     wait.min(policy.max_delay)
 }
 
+/// Starts a turn on `provider`, retrying failures before its first event as
+/// `policy` allows. On success: the first event and the rest of the turn;
+/// else the last error.
+async fn start_with_retries(
+    provider: &dyn Provider,
+    request: &ModelRequest,
+    policy: &RetryPolicy,
+) -> Result<(ProviderEvent, ProviderStream), ProviderError> {
+    let attempts = policy.attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        let mut stream = provider.stream(request.clone());
+        let error = match stream.next().await {
+            Some(Ok(first)) => return Ok((first, stream)),
+            Some(Err(error)) if error.is_retryable() => error,
+            Some(Err(error)) => return Err(error),
+            None => ProviderError::new(
+                ProviderErrorKind::Transport,
+                format!("provider {} ended the turn without a word", provider.name()),
+            ),
+        };
+        tracing::warn!(provider = provider.name(), attempt, attempts, error = %error, "model turn failed before any output");
+        if attempt >= attempts {
+            return Err(error);
+        }
+        tokio::time::sleep(backoff(policy, attempt, &error)).await;
+        attempt += 1;
+    }
+}
+
+/// One provider retried as its policy says: what every HTTP provider is
+/// wrapped in when used on its own (a failover member is retried by the
+/// failover instead, so attempts do not multiply).
+pub struct Retrying {
+    inner: Arc<dyn Provider>,
+    policy: RetryPolicy,
+}
+
+impl Retrying {
+    pub fn new(inner: Arc<dyn Provider>, policy: RetryPolicy) -> Self {
+        Self { inner, policy }
+    }
+}
+
+impl Provider for Retrying {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn stream(&self, request: ModelRequest) -> ProviderStream {
+        let inner = self.inner.clone();
+        let policy = self.policy.clone();
+        futures::stream::once(async move {
+            match start_with_retries(inner.as_ref(), &request, &policy).await {
+                Ok((first, rest)) => futures::stream::once(async move { Ok(first) })
+                    .chain(rest)
+                    .boxed(),
+                Err(mut error) => {
+                    if error.is_retryable() && policy.attempts > 1 {
+                        error.message = format!(
+                            "{} (gave up after {} attempts)",
+                            error.message, policy.attempts
+                        );
+                    }
+                    futures::stream::once(async move { Err(error) }).boxed()
+                }
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+}
+
 impl Provider for Failover {
     fn name(&self) -> &str {
         &self.name
@@ -116,56 +194,44 @@ impl Provider for Failover {
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
         let order = self.order();
-        let members: Vec<(usize, Arc<dyn Provider>, Option<String>)> = order
+        // Each with its retries settled: its own, else the failover's.
+        let members: Vec<(usize, Member)> = order
             .into_iter()
             .map(|i| {
-                (
-                    i,
-                    self.members[i].provider.clone(),
-                    self.members[i].model.clone(),
-                )
+                let mut member = self.members[i].clone();
+                member.policy = Some(member.policy.unwrap_or_else(|| self.policy.clone()));
+                (i, member)
             })
             .collect();
         let health = self.health.clone();
-        let policy = self.policy.clone();
         let name = self.name.clone();
         futures::stream::once(async move {
             let mut last: Option<ProviderError> = None;
-            for (index, provider, model) in members {
+            for (index, member) in members {
+                let Member {
+                    provider,
+                    model,
+                    policy,
+                } = member;
+                let policy = policy.unwrap_or_default();
                 let mut request = request.clone();
                 if let Some(model) = model {
                     request.model = model;
                 }
-                for attempt in 1..=policy.attempts {
-                    let mut stream = provider.stream(request.clone());
-                    match stream.next().await {
-                        Some(Ok(first)) => {
-                            lock(&health)[index] = Health::default();
-                            let served = ProviderEvent::Served {
-                                provider: provider.name().to_owned(),
-                                model: request.model.clone(),
-                            };
-                            return futures::stream::iter([Ok(served), Ok(first)])
-                                .chain(stream)
-                                .boxed();
-                        }
-                        Some(Err(error)) if error.is_retryable() => {
-                            tracing::warn!(provider = provider.name(), attempt, error = %error, "model turn failed before any output");
-                            let last_attempt = attempt == policy.attempts;
-                            if !last_attempt {
-                                tokio::time::sleep(backoff(&policy, attempt, &error)).await;
-                            }
-                            last = Some(error);
-                        }
-                        Some(Err(error)) => {
-                            return futures::stream::once(async move { Err(error) }).boxed();
-                        }
-                        None => {
-                            last = Some(ProviderError::new(
-                                ProviderErrorKind::Transport,
-                                format!("provider {} ended the turn without a word", provider.name()),
-                            ));
-                        }
+                match start_with_retries(provider.as_ref(), &request, &policy).await {
+                    Ok((first, stream)) => {
+                        lock(&health)[index] = Health::default();
+                        let served = ProviderEvent::Served {
+                            provider: provider.name().to_owned(),
+                            model: request.model.clone(),
+                        };
+                        return futures::stream::iter([Ok(served), Ok(first)])
+                            .chain(stream)
+                            .boxed();
+                    }
+                    Err(error) if error.is_retryable() => last = Some(error),
+                    Err(error) => {
+                        return futures::stream::once(async move { Err(error) }).boxed();
                     }
                 }
                 let mut health = lock(&health);
@@ -178,10 +244,14 @@ impl Provider for Failover {
             }
             let error = match last {
                 Some(mut error) => {
-                    error.message = format!("{name}: every provider failed; last: {}", error.message);
+                    error.message =
+                        format!("{name}: every provider failed; last: {}", error.message);
                     error
                 }
-                None => ProviderError::new(ProviderErrorKind::Config, format!("{name}: no providers to try")),
+                None => ProviderError::new(
+                    ProviderErrorKind::Config,
+                    format!("{name}: no providers to try"),
+                ),
             };
             futures::stream::once(async move { Err(error) }).boxed()
         })
@@ -296,6 +366,7 @@ mod tests {
             vec![Member {
                 provider: a.clone(),
                 model: None,
+                policy: None,
             }],
             quick(),
         );
@@ -314,6 +385,7 @@ mod tests {
             vec![Member {
                 provider: a.clone(),
                 model: None,
+                policy: None,
             }],
             quick(),
         );
@@ -332,10 +404,12 @@ mod tests {
                 Member {
                     provider: a.clone(),
                     model: None,
+                    policy: None,
                 },
                 Member {
                     provider: b.clone(),
                     model: Some("b-model".into()),
+                    policy: None,
                 },
             ],
             quick(),
@@ -362,6 +436,7 @@ mod tests {
             vec![Member {
                 provider: a.clone(),
                 model: None,
+                policy: None,
             }],
             quick(),
         );
@@ -392,10 +467,12 @@ mod tests {
                 Member {
                     provider: a.clone(),
                     model: None,
+                    policy: None,
                 },
                 Member {
                     provider: b.clone(),
                     model: None,
+                    policy: None,
                 },
             ],
             quick(),
@@ -413,6 +490,7 @@ mod tests {
             vec![Member {
                 provider: a,
                 model: None,
+                policy: None,
             }],
             quick(),
         );
@@ -424,5 +502,42 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    #[tokio::test]
+    async fn a_provider_on_its_own_retries_then_gives_up_with_its_message() {
+        let a = Flaky::new("a", vec![Err(ProviderErrorKind::RateLimited), Ok("hi")]);
+        let retrying = Retrying::new(a.clone(), quick());
+        let mut stream = retrying.stream(request());
+        // No `Served` note: nothing was chosen.
+        assert_eq!(
+            stream.next().await.unwrap().unwrap(),
+            ProviderEvent::Text("hi".into())
+        );
+        assert_eq!(a.calls(), 2);
+
+        let b = Flaky::new("b", vec![Err(ProviderErrorKind::Server); 3]);
+        let retrying = Retrying::new(b.clone(), quick());
+        let err = retrying
+            .stream(request())
+            .next()
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.kind, ProviderErrorKind::Server);
+        assert_eq!(err.message, "b says Server (gave up after 3 attempts)");
+        assert_eq!(b.calls(), 3);
+
+        // Not retryable: reported at once, as it came.
+        let c = Flaky::new("c", vec![Err(ProviderErrorKind::Auth)]);
+        let retrying = Retrying::new(c.clone(), quick());
+        let err = retrying
+            .stream(request())
+            .next()
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.message, "c says Auth");
+        assert_eq!(c.calls(), 1);
     }
 }

@@ -39,21 +39,13 @@ pub struct OpenAiSettings {
 /// A provider speaking the OpenAI chat completions API.
 pub struct OpenAiProvider {
     settings: OpenAiSettings,
-    client: reqwest::Client,
+    client: super::LazyClient,
     url: String,
 }
 
 impl OpenAiProvider {
     pub fn new(settings: OpenAiSettings) -> Result<Self, ProviderError> {
-        let client = super::http_client(settings.timeout).map_err(|err| {
-            ProviderError::new(
-                ProviderErrorKind::Config,
-                format!(
-                    "provider {}: cannot set up the HTTP client: {err}",
-                    settings.name
-                ),
-            )
-        })?;
+        let client = super::LazyClient::new(&settings.name, settings.timeout);
         // Validate header names and values now, so a typo in config is reported
         // when the provider is built rather than on every turn.
         for (name, value) in &settings.headers {
@@ -88,7 +80,11 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
         let body = request_body(&request);
-        let mut builder = self.client.post(&self.url).json(&body);
+        let client = match self.client.get() {
+            Ok(client) => client,
+            Err(error) => return futures::stream::once(async move { Err(error) }).boxed(),
+        };
+        let mut builder = client.post(&self.url).json(&body);
         if let Some(key) = &self.settings.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -1184,6 +1180,28 @@ mod tests {
     ) -> Vec<Result<ProviderEvent, ProviderError>> {
         let provider = OpenAiProvider::new(settings).unwrap();
         provider.stream(request).collect().await
+    }
+
+    /// Start-up builds no HTTP client (nor TLS roots): the first turn does,
+    /// and later turns reuse it.
+    #[tokio::test]
+    async fn the_http_client_is_built_on_the_first_turn() {
+        let server = FixtureServer::start(vec![
+            FixtureResponse::sse(&[DONE]),
+            FixtureResponse::sse(&[DONE]),
+        ])
+        .await
+        .unwrap();
+        let provider = OpenAiProvider::new(settings(&server, Some("sk-test"))).unwrap();
+        assert!(provider.client.client.get().is_none());
+        let _: Vec<_> = provider.stream(request(vec![user("hi")])).collect().await;
+        let first: *const reqwest::Client = provider.client.get().unwrap();
+        let _: Vec<_> = provider
+            .stream(request(vec![user("again")]))
+            .collect()
+            .await;
+        assert!(std::ptr::eq(first, provider.client.get().unwrap()));
+        assert_eq!(server.requests().len(), 2);
     }
 
     async fn run_one(response: FixtureResponse) -> Vec<Result<ProviderEvent, ProviderError>> {
