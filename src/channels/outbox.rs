@@ -570,6 +570,10 @@ mod tests {
             store.clone(),
             Duration::from_secs(900),
             8,
+            Arc::new(crate::core::safety::Safety::new(
+                crate::core::safety::SafetyConfig::default(),
+                Vec::new(),
+            )),
         );
         let mut report = outbox.recover().await.unwrap();
         report.unknown.sort();
