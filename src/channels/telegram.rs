@@ -209,7 +209,8 @@ impl Telegram {
     }
 
     /// A Telegram update as a channel event; `None` for kinds Pincer ignores.
-    fn normalize(&self, update: &Value) -> Option<Inbound> {
+    /// Public for the fuzzing entry point (`fuzz/`).
+    pub fn normalize(&self, update: &Value) -> Option<Inbound> {
         if let Some(query) = update.get("callback_query") {
             let message = &query["message"];
             return Some(Inbound::Button {

@@ -99,7 +99,7 @@ impl Provider for AnthropicProvider {
                 error.retry_after = retry_after;
                 return Err(error);
             }
-            Ok(events(name, response))
+            Ok(events(name, response.bytes_stream()))
         })
         .flat_map(|opened| match opened {
             Ok(stream) => stream,
@@ -249,11 +249,24 @@ struct Turn {
     finished: bool,
 }
 
-fn events(
+/// The fuzzing entry point (`fuzz/`): the events a turn yields for a
+/// response body arriving in `pieces`, decoded as a response's stream is.
+pub fn decode_for_fuzzing(pieces: Vec<Vec<u8>>) -> Vec<Result<ProviderEvent, ProviderError>> {
+    let bytes = futures::stream::iter(pieces.into_iter().map(Ok::<_, std::io::Error>));
+    futures::executor::block_on(events("fuzz".to_owned(), bytes).collect())
+}
+
+/// The turn's events from the response body's bytes.
+fn events<S, B, E>(
     name: String,
-    response: reqwest::Response,
-) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
-    let source = response.bytes_stream().eventsource();
+    bytes: S,
+) -> BoxStream<'static, Result<ProviderEvent, ProviderError>>
+where
+    S: futures::Stream<Item = Result<B, E>> + Send + Unpin + 'static,
+    B: AsRef<[u8]> + Send,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let source = bytes.eventsource();
     futures::stream::unfold(
         (source, Turn::default(), name),
         |(mut source, mut turn, name)| async move {

@@ -486,6 +486,57 @@ impl Turn {
     }
 }
 
+/// The fuzzing entry point (`fuzz/`): the events a turn offering `tools`
+/// yields for a response body arriving in `pieces`, decoded as
+/// [`Turn::into_stream`] decodes it (`whole`: the body is one JSON completion,
+/// as for a server that ignored `stream: true`). With `fast_path` off every
+/// chunk goes to the full decoder. Calls sent without an id get random ids.
+pub fn decode_for_fuzzing(
+    pieces: &[&[u8]],
+    tools: &[&str],
+    whole: bool,
+    fast_path: bool,
+) -> Vec<Result<ProviderEvent, ProviderError>> {
+    let context = ErrorContext {
+        provider: "fuzz".to_owned(),
+        model: "fuzz".to_owned(),
+        url: "http://127.0.0.1:1/v1/chat/completions".to_owned(),
+        has_key: false,
+        timeout: Duration::from_secs(1),
+    };
+    let mut decoder = Decoder::new(context, tools.iter().map(|t| (*t).to_owned()).collect());
+    let mut sse = Sse::new();
+    let mut pieces = pieces.iter();
+    if whole {
+        let body: Vec<u8> = pieces.by_ref().flat_map(|p| p.iter().copied()).collect();
+        decoder.whole(&String::from_utf8_lossy(&body));
+    }
+    let mut out = Vec::new();
+    loop {
+        out.extend(decoder.out.drain(..));
+        if decoder.over {
+            return out;
+        }
+        match sse.next_data() {
+            Some(Ok(data)) => {
+                let trimmed = data.trim();
+                if fast_path || trimmed.is_empty() || trimmed == "[DONE]" {
+                    decoder.data(data);
+                } else {
+                    decoder.chunk(trimmed);
+                }
+            }
+            Some(Err(err)) => decoder.failed(StreamFailure::Malformed(format!(
+                "an event is not UTF-8: {err}"
+            ))),
+            None => match pieces.next() {
+                Some(piece) => sse.push(piece),
+                None => decoder.ended(),
+            },
+        }
+    }
+}
+
 /// The common chunk, a piece of answer text and nothing else, read without
 /// building a JSON tree. Anything it does not recognise (an error, usage, a
 /// finish reason, reasoning, tool calls, a field of an unexpected type) makes
