@@ -54,11 +54,11 @@ for target in "${TARGETS[@]}"; do
   # shellcheck disable=SC2086
   cargo +nightly fuzz run "$target" "$work" "fuzz/corpus/$target" -- \
     -max_total_time="$SECONDS_EACH" -print_final_stats=1 ${FUZZ_ARGS:-} 2>&1 |
-    tee "$log" | grep --line-buffered -E '^(#[0-9]+ +(INITED|DONE)|==[0-9]+==|thread|SUMMARY|panicked)'
+    tee "$log" | grep --line-buffered -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|==[0-9]+==|thread|SUMMARY|panicked)'
   status=${PIPESTATUS[0]}
   set -e
   runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || true)
-  last=$(grep -E '^#[0-9]+ ' "$log" | tail -n 1 || true)
+  last=$(grep -E '^#[0-9]+[[:space:]]' "$log" | tail -n 1 || true)
   cov=$(grep -oE 'cov: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || true)
   ft=$(grep -oE 'ft: [0-9]+' <<<"$last" | grep -oE '[0-9]+' || true)
   corp=$(grep -oE 'corp: [0-9]+/[0-9]+[a-zA-Z]*' <<<"$last" | cut -d' ' -f2 || true)

@@ -68,7 +68,6 @@ fuzz_target!(|line: &[u8]| {
     let object = value.as_ref().and_then(Value::as_object);
     let is_response = object.is_some_and(|o| {
         o.get("method").is_none_or(Value::is_null)
-            && o.contains_key("id")
             && (o.contains_key("result") || o.contains_key("error"))
     });
     if is_response {

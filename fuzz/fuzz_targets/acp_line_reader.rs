@@ -26,8 +26,11 @@ fn expected(input: &[u8], limit: usize) -> Vec<Line> {
             out.push(Line::TooLong(line.len()));
             continue;
         }
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        // A CR ends a line only before a line feed.
+        let line = match line.strip_suffix(b"\n") {
+            Some(line) => line.strip_suffix(b"\r").unwrap_or(line),
+            None => line,
+        };
         out.push(Line::Message(line.to_vec()));
     }
     out.push(Line::End);

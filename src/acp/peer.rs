@@ -186,11 +186,14 @@ struct Envelope {
     id: Option<Value>,
     method: Option<Value>,
     params: Option<Box<RawValue>>,
+    /// Present even when `null`: a method may answer nothing.
+    #[serde(default, deserialize_with = "present")]
     result: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
     error: Option<Value>,
 }
 
-/// Distinguishes `"id": null` (present) from no `id` at all.
+/// Distinguishes a member given as `null` (present) from a missing one.
 fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
     <Value as serde::Deserialize>::deserialize(deserializer).map(Some)
 }
@@ -228,7 +231,11 @@ pub fn classify(peer: &Peer, line: &[u8]) -> Option<Incoming> {
         Some(v @ (Value::Number(_) | Value::String(_))) => v.clone(),
         _ => Value::Null,
     };
-    if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+    // A response is never answered, even one with a wrong version: the
+    // client would answer the error in turn, and our request would hang.
+    let response =
+        envelope.method.is_none() && (envelope.result.is_some() || envelope.error.is_some());
+    if !response && envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return invalid(reply_id, "\"jsonrpc\" must be \"2.0\"");
     }
     if let Some(Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_)) = &id
@@ -263,6 +270,10 @@ pub fn classify(peer: &Peer, line: &[u8]) -> Option<Incoming> {
                     "a message needs \"method\", \"result\" or \"error\"",
                 )
             }
+        }
+        (None, None) if response => {
+            tracing::warn!("a response without an id");
+            None
         }
         (None, None) => invalid(
             Value::Null,
@@ -419,6 +430,43 @@ mod tests {
             classify(&p, br#"{"jsonrpc":"2.0","id":"r1","method":"initialize"}"#),
             Some(Incoming::Request { .. })
         ));
+    }
+
+    /// Found by fuzzing (`acp_classify`): a `null` result read as no result,
+    /// and a response with a wrong or missing version, were answered with an
+    /// error instead of being routed.
+    #[tokio::test]
+    async fn responses_are_routed_never_answered() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let peer = std::sync::Arc::new(Peer::new(LineSender::for_tests(tx)));
+        let never = CancellationToken::new();
+        let ask = |peer: std::sync::Arc<Peer>| {
+            let never = never.clone();
+            tokio::spawn(async move {
+                peer.request("fs/write_text_file", &serde_json::json!({}), &never)
+                    .await
+            })
+        };
+        let null_result = ask(peer.clone());
+        let sent: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
+        let reply = serde_json::json!({"jsonrpc": "2.0", "id": sent["id"], "result": null});
+        assert!(classify(&peer, reply.to_string().as_bytes()).is_none());
+        assert_eq!(null_result.await.unwrap().unwrap(), Value::Null);
+
+        let no_version = ask(peer.clone());
+        let sent: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
+        let reply = serde_json::json!({"id": sent["id"], "result": {}});
+        assert!(classify(&peer, reply.to_string().as_bytes()).is_none());
+        assert_eq!(no_version.await.unwrap().unwrap(), serde_json::json!({}));
+
+        for line in [
+            r#"{"jsonrpc":"1.0","id":3,"error":{"code":-32002,"message":"gone"}}"#,
+            r#"{"id":"x","result":null}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"error":null}"#,
+        ] {
+            assert!(classify(&peer, line.as_bytes()).is_none(), "{line}");
+        }
     }
 
     #[tokio::test]

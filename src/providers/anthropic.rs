@@ -439,8 +439,8 @@ fn add_usage(usage: &mut Usage, value: &Value) {
     let field = |name: &str| value[name].as_u64().unwrap_or(0);
     usage.input_tokens = usage.input_tokens.max(
         field("input_tokens")
-            + field("cache_creation_input_tokens")
-            + field("cache_read_input_tokens"),
+            .saturating_add(field("cache_creation_input_tokens"))
+            .saturating_add(field("cache_read_input_tokens")),
     );
     usage.cached_input_tokens = usage
         .cached_input_tokens
@@ -823,6 +823,26 @@ mod tests {
         let events = collect(&provider(&server, Duration::from_millis(200))).await;
         let err = events[0].as_ref().unwrap_err();
         assert_eq!(err.kind, ProviderErrorKind::Timeout, "{}", err.message);
+    }
+
+    /// Found by fuzzing (`anthropic_stream`): input and cache counts near
+    /// `u64::MAX` overflowed when added up.
+    #[test]
+    fn usage_counts_too_large_to_add_saturate() {
+        let body = sse(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                "usage": {"input_tokens": u64::MAX, "cache_read_input_tokens": u64::MAX,
+                    "output_tokens": 3}}),
+        ) + &sse("message_stop", json!({"type": "message_stop"}));
+        let events = decode_for_fuzzing(vec![body.into_bytes()]);
+        assert_eq!(
+            kinds(&events),
+            vec![
+                format!("usage {} 3 {}", u64::MAX, u64::MAX),
+                "done EndTurn".to_owned()
+            ]
+        );
     }
 
     #[test]
