@@ -243,6 +243,18 @@ pub fn classify(peer: &Peer, line: &[u8]) -> Option<Incoming> {
     {
         return invalid(Value::Null, "\"id\" must be a string or a number");
     }
+    // A number serde keeps as a float (a fraction, an exponent, past 64
+    // bits) would be echoed in another form, so the client could not match
+    // the response to its request.
+    if let Some(Value::Number(number)) = &id
+        && number.is_f64()
+        && envelope.method.is_some()
+    {
+        return invalid(
+            Value::Null,
+            "\"id\" must be a string or an integer that fits in 64 bits",
+        );
+    }
     match (envelope.method, id) {
         (Some(Value::String(method)), Some(id)) => Some(Incoming::Request {
             id,
@@ -430,6 +442,28 @@ mod tests {
             classify(&p, br#"{"jsonrpc":"2.0","id":"r1","method":"initialize"}"#),
             Some(Incoming::Request { .. })
         ));
+    }
+
+    /// Found by fuzzing (`acp_classify`): an id past 64 bits was echoed as
+    /// a float (`1.8446744073719103e+19`), which the client cannot match.
+    #[test]
+    fn ids_that_cannot_be_echoed_exactly_are_refused() {
+        let p = peer();
+        for id in ["18446744073719103230", "1e2", "1.5", "-0.0"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+            assert_eq!(
+                error_of(classify(&p, line.as_bytes())),
+                (Value::Null, -32600),
+                "{id}"
+            );
+        }
+        for id in ["18446744073709551615", "-9223372036854775808", "0"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+            let Some(Incoming::Request { id: echoed, .. }) = classify(&p, line.as_bytes()) else {
+                panic!("{id} refused")
+            };
+            assert_eq!(echoed.to_string(), id);
+        }
     }
 
     /// Found by fuzzing (`acp_classify`): a `null` result read as no result,

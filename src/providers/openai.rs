@@ -769,7 +769,8 @@ impl Decoder {
             Ok(value) => value,
             Err(_) => return self.data(body),
         };
-        if let Some(choices) = completion["choices"].as_array_mut() {
+        // Not indexed with `[]`: a body that is no object would panic.
+        if let Some(choices) = completion.get_mut("choices").and_then(Value::as_array_mut) {
             for choice in choices {
                 if let Some(message) = choice.get_mut("message").map(Value::take) {
                     choice["delta"] = message;
@@ -2001,6 +2002,22 @@ mod tests {
                 other => format!("{other:?}"),
             })
             .collect()
+    }
+
+    /// Found by fuzzing (`openai_stream`): a whole JSON body that is not an
+    /// object (a string, a number, a list) panicked.
+    #[test]
+    fn a_whole_body_that_is_no_object_ends_the_turn_without_a_panic() {
+        for body in [&b"\"x\""[..], b"42", b"[1,2]", b"null"] {
+            let events = decode_for_fuzzing(&[body], &[], true, true);
+            assert!(
+                matches!(
+                    events.as_slice(),
+                    [Ok(ProviderEvent::Done(ModelStop::EndTurn))]
+                ),
+                "{events:?}"
+            );
+        }
     }
 
     #[test]
