@@ -13,6 +13,7 @@ use thiserror::Error;
 use crate::core::models::{ModelCatalog, ModelInfo, Price};
 use crate::core::policy::Rule;
 use crate::core::policy::shell::CommandRule;
+use crate::core::quote::{Quoted, clip_message};
 use crate::core::session::Mode;
 
 #[derive(Debug, Error)]
@@ -32,6 +33,29 @@ pub enum ConfigError {
     },
     #[error("cannot find a home directory: set XDG_DATA_HOME or PINCER_DATA_DIR")]
     NoHome,
+}
+
+impl ConfigError {
+    /// The error with the values it quotes from the file or the environment
+    /// clipped (`core::quote`): a long value must not come back whole.
+    fn clipped(self) -> Self {
+        match self {
+            Self::Parse { path, message } => Self::Parse {
+                path,
+                message: clip_message(&message),
+            },
+            Self::Invalid {
+                origin,
+                key,
+                message,
+            } => Self::Invalid {
+                origin,
+                key: Quoted(&key).to_string(),
+                message: clip_message(&message),
+            },
+            other @ (Self::Read { .. } | Self::NoHome) => other,
+        }
+    }
 }
 
 /// Which layer set a value.
@@ -520,6 +544,13 @@ impl Config {
 
     /// Like [`Config::load`], reading the environment through `env`.
     pub fn load_with(
+        flags: &Flags,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        Self::load_unclipped(flags, env).map_err(ConfigError::clipped)
+    }
+
+    fn load_unclipped(
         flags: &Flags,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
@@ -1412,6 +1443,25 @@ mod tests {
             root.join("home").to_string_lossy().into_owned(),
         );
         Config::load_with(&flags, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
+    }
+
+    /// Found by fuzzing (`config_load`): errors echoed long values whole.
+    #[test]
+    fn errors_quote_long_values_briefly() {
+        let long = "local-".repeat(500);
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let cases = [
+            format!("provider = \"{long}\"\n"),
+            format!("model = \"{long}\n"),
+            format!(
+                "[mcpServers.x]\nurl = \"http://127.0.0.1/mcp\"\nheaders = {{ \"{long}@\" = \"v\" }}\n"
+            ),
+        ];
+        for file in cases {
+            let err = load(&[("c.toml", &file)], &vars, Flags::default()).unwrap_err();
+            assert!(err.len() < 2048, "{} bytes: {err}", err.len());
+            assert!(err.contains("bytes)"), "{err}");
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub mod failover;
 pub mod fixture;
 pub mod openai;
 pub mod scripted;
-mod sse;
+pub mod sse;
 
 use std::sync::Arc;
 

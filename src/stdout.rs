@@ -29,8 +29,8 @@ impl LineSender {
         self.tx.send(bytes).await.is_ok()
     }
 
-    /// A sender whose lines go to a test's channel instead of stdout.
-    #[cfg(test)]
+    /// A sender whose lines go to a test's channel instead of stdout. Also
+    /// the fuzzing entry point's (`fuzz/`), which is why it is not `cfg(test)`.
     pub fn for_tests(tx: mpsc::Sender<Vec<u8>>) -> Self {
         Self { tx }
     }

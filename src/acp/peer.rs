@@ -445,6 +445,12 @@ pub fn classify(peer: &Peer, line: &[u8]) -> Option<Incoming> {
             // A response: routed to the request it answers, never answered.
             return respond_to_peer(peer, id.as_ref(), envelope.result, envelope.error);
         }
+        if envelope.result.is_some() || envelope.error.is_some() {
+            // A response without an id answers nothing we asked; answering
+            // it would only start an exchange of errors.
+            tracing::warn!("a response without an id; ignoring it");
+            return None;
+        }
         return invalid(
             Id::null(),
             "a message needs \"method\", \"result\" or \"error\"",
@@ -759,6 +765,11 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":99,"result":null}"#,
             r#"{"jsonrpc":"2.0","id":1.5,"result":null}"#,
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}"#,
+            // Found by fuzzing (`acp_classify`): a response with no id at
+            // all, or a wrong version, is not answered either.
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"error":{"code":1,"message":"x"}}"#,
+            r#"{"jsonrpc":"1.0","id":98,"result":null}"#,
         ] {
             assert!(classify(&peer, line.as_bytes()).is_none(), "{line}");
         }

@@ -225,7 +225,8 @@ impl Telegram {
     }
 
     /// A Telegram update as a channel event; `None` for kinds Pincer ignores.
-    fn normalize(&self, update: &Value) -> Option<Inbound> {
+    /// Public for the fuzzing entry point (`fuzz/`).
+    pub fn normalize(&self, update: &Value) -> Option<Inbound> {
         if let Some(query) = update.get("callback_query") {
             let message = &query["message"];
             return Some(Inbound::Button {
@@ -282,7 +283,7 @@ impl Telegram {
             } else {
                 MessageOrigin::User
             },
-            at: message["date"].as_i64().unwrap_or(0) * 1000,
+            at: message["date"].as_i64().unwrap_or(0).saturating_mul(1000),
         }))
     }
 }
@@ -483,6 +484,19 @@ mod tests {
             &json!({"ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}),
         );
         assert_eq!(blocked.kind, FailureKind::Permission);
+    }
+
+    /// Found by fuzzing (`telegram_update`): a date past what milliseconds
+    /// can hold overflowed.
+    #[test]
+    fn a_date_too_large_for_milliseconds_saturates() {
+        let update = json!({"update_id": 10, "message": {"message_id": 13,
+            "date": i64::MAX, "from": {"id": 9}, "chat": {"id": 9, "type": "group"},
+            "text": "late"}});
+        let Some(Inbound::Message(message)) = telegram().normalize(&update) else {
+            panic!("not a message")
+        };
+        assert_eq!(message.at, i64::MAX);
     }
 
     #[test]

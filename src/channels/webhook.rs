@@ -135,7 +135,8 @@ impl Webhook {
     }
 
     /// Checks the signature and the timestamp window; the delivery id on success.
-    fn verify(&self, headers: &HeaderMap, body: &[u8]) -> Result<String, (StatusCode, String)> {
+    /// Public for the fuzzing entry point (`fuzz/`).
+    pub fn verify(&self, headers: &HeaderMap, body: &[u8]) -> Result<String, (StatusCode, String)> {
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let unauthorized = |m: &str| (StatusCode::UNAUTHORIZED, m.to_owned());
         let timestamp: i64 = header(TIMESTAMP)

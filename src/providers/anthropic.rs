@@ -94,7 +94,7 @@ impl Provider for AnthropicProvider {
                 error.retry_after = retry_after;
                 return Err(error);
             }
-            Ok(events(name, response))
+            Ok(events(name, response.bytes_stream()))
         })
         .flat_map(|opened| match opened {
             Ok(stream) => stream,
@@ -244,11 +244,24 @@ struct Turn {
     finished: bool,
 }
 
-fn events(
+/// The fuzzing entry point (`fuzz/`): the events a turn yields for a
+/// response body arriving in `pieces`, decoded as a response's stream is.
+pub fn decode_for_fuzzing(pieces: Vec<Vec<u8>>) -> Vec<Result<ProviderEvent, ProviderError>> {
+    let bytes = futures::stream::iter(pieces.into_iter().map(Ok::<_, std::io::Error>));
+    futures::executor::block_on(events("fuzz".to_owned(), bytes).collect())
+}
+
+/// The turn's events from the response body's bytes.
+fn events<S, B, E>(
     name: String,
-    response: reqwest::Response,
-) -> BoxStream<'static, Result<ProviderEvent, ProviderError>> {
-    let source = response.bytes_stream().eventsource();
+    bytes: S,
+) -> BoxStream<'static, Result<ProviderEvent, ProviderError>>
+where
+    S: futures::Stream<Item = Result<B, E>> + Send + Unpin + 'static,
+    B: AsRef<[u8]> + Send,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let source = bytes.eventsource();
     futures::stream::unfold(
         (source, Turn::default(), name),
         |(mut source, mut turn, name)| async move {
@@ -421,8 +434,8 @@ fn add_usage(usage: &mut Usage, value: &Value) {
     let field = |name: &str| value[name].as_u64().unwrap_or(0);
     usage.input_tokens = usage.input_tokens.max(
         field("input_tokens")
-            + field("cache_creation_input_tokens")
-            + field("cache_read_input_tokens"),
+            .saturating_add(field("cache_creation_input_tokens"))
+            .saturating_add(field("cache_read_input_tokens")),
     );
     usage.cached_input_tokens = usage
         .cached_input_tokens
@@ -805,6 +818,26 @@ mod tests {
         let events = collect(&provider(&server, Duration::from_millis(200))).await;
         let err = events[0].as_ref().unwrap_err();
         assert_eq!(err.kind, ProviderErrorKind::Timeout, "{}", err.message);
+    }
+
+    /// Found by fuzzing (`anthropic_stream`): input and cache counts near
+    /// `u64::MAX` overflowed when added up.
+    #[test]
+    fn usage_counts_too_large_to_add_saturate() {
+        let body = sse(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                "usage": {"input_tokens": u64::MAX, "cache_read_input_tokens": u64::MAX,
+                    "output_tokens": 3}}),
+        ) + &sse("message_stop", json!({"type": "message_stop"}));
+        let events = decode_for_fuzzing(vec![body.into_bytes()]);
+        assert_eq!(
+            kinds(&events),
+            vec![
+                format!("usage {} 3 {}", u64::MAX, u64::MAX),
+                "done EndTurn".to_owned()
+            ]
+        );
     }
 
     #[test]

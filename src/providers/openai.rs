@@ -482,6 +482,57 @@ impl Turn {
     }
 }
 
+/// The fuzzing entry point (`fuzz/`): the events a turn offering `tools`
+/// yields for a response body arriving in `pieces`, decoded as
+/// [`Turn::into_stream`] decodes it (`whole`: the body is one JSON completion,
+/// as for a server that ignored `stream: true`). With `fast_path` off every
+/// chunk goes to the full decoder. Calls sent without an id get random ids.
+pub fn decode_for_fuzzing(
+    pieces: &[&[u8]],
+    tools: &[&str],
+    whole: bool,
+    fast_path: bool,
+) -> Vec<Result<ProviderEvent, ProviderError>> {
+    let context = ErrorContext {
+        provider: "fuzz".to_owned(),
+        model: "fuzz".to_owned(),
+        url: "http://127.0.0.1:1/v1/chat/completions".to_owned(),
+        has_key: false,
+        timeout: Duration::from_secs(1),
+    };
+    let mut decoder = Decoder::new(context, tools.iter().map(|t| (*t).to_owned()).collect());
+    let mut sse = Sse::new();
+    let mut pieces = pieces.iter();
+    if whole {
+        let body: Vec<u8> = pieces.by_ref().flat_map(|p| p.iter().copied()).collect();
+        decoder.whole(&String::from_utf8_lossy(&body));
+    }
+    let mut out = Vec::new();
+    loop {
+        out.extend(decoder.out.drain(..));
+        if decoder.over {
+            return out;
+        }
+        match sse.next_data() {
+            Some(Ok(data)) => {
+                let trimmed = data.trim();
+                if fast_path || trimmed.is_empty() || trimmed == "[DONE]" {
+                    decoder.data(data);
+                } else {
+                    decoder.chunk(trimmed);
+                }
+            }
+            Some(Err(err)) => decoder.failed(StreamFailure::Malformed(format!(
+                "an event is not UTF-8: {err}"
+            ))),
+            None => match pieces.next() {
+                Some(piece) => sse.push(piece),
+                None => decoder.ended(),
+            },
+        }
+    }
+}
+
 /// The common chunk, a piece of answer text and nothing else, read without
 /// building a JSON tree. Anything it does not recognise (an error, usage, a
 /// finish reason, reasoning, tool calls, a field of an unexpected type) makes
@@ -714,7 +765,8 @@ impl Decoder {
             Ok(value) => value,
             Err(_) => return self.data(body),
         };
-        if let Some(choices) = completion["choices"].as_array_mut() {
+        // Not indexed with `[]`: a body that is no object would panic.
+        if let Some(choices) = completion.get_mut("choices").and_then(Value::as_array_mut) {
             for choice in choices {
                 if let Some(message) = choice.get_mut("message").map(Value::take) {
                     choice["delta"] = message;
@@ -1968,6 +2020,22 @@ mod tests {
                 other => format!("{other:?}"),
             })
             .collect()
+    }
+
+    /// Found by fuzzing (`openai_stream`): a whole JSON body that is not an
+    /// object (a string, a number, a list) panicked.
+    #[test]
+    fn a_whole_body_that_is_no_object_ends_the_turn_without_a_panic() {
+        for body in [&b"\"x\""[..], b"42", b"[1,2]", b"null"] {
+            let events = decode_for_fuzzing(&[body], &[], true, true);
+            assert!(
+                matches!(
+                    events.as_slice(),
+                    [Ok(ProviderEvent::Done(ModelStop::EndTurn))]
+                ),
+                "{events:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! allocation per event. Data that is not UTF-8 is an error for that event.
 
 /// Incremental decoder: [`Sse::push`] what the socket gave, then take events
-/// with [`Sse::next_data`] until it returns `None`.
+/// with [`Sse::next_data`] until it returns `None`. Public for the fuzzing
+/// entry point (`fuzz/`).
 #[derive(Debug, Default)]
-pub(crate) struct Sse {
+pub struct Sse {
     /// Received bytes; `buf[pos..]` is not yet decoded.
     buf: Vec<u8>,
     pos: usize,
@@ -29,12 +30,12 @@ pub(crate) struct Sse {
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 impl Sse {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::default()
     }
 
     /// Adds bytes read from the stream.
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         if self.pos > 0 {
             // Keep only the undecoded tail: one move per read, not per line.
             self.buf.drain(..self.pos);
@@ -44,7 +45,7 @@ impl Sse {
     }
 
     /// The data of the next complete event, or `None` until more bytes arrive.
-    pub(crate) fn next_data(&mut self) -> Option<Result<&str, std::str::Utf8Error>> {
+    pub fn next_data(&mut self) -> Option<Result<&str, std::str::Utf8Error>> {
         if !self.started {
             let head = &self.buf[self.pos..];
             if head.len() < BOM.len() && BOM.starts_with(head) {
