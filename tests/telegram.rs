@@ -1040,6 +1040,31 @@ fn a_server_that_fails_to_start_is_reported_in_the_chat_and_the_reply_follows() 
     );
 }
 
+/// Found by fuzzing review: an update id of `i64::MAX` has no next offset;
+/// adding one overflowed in the poll loop, which then stopped for good.
+#[test]
+fn an_update_id_at_the_end_of_its_range_does_not_stop_polling() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still polling."}])]);
+    fake.force_update(json!({
+        "update_id": i64::MAX,
+        "message": {
+            "message_id": 900,
+            "date": 1_700_000_000,
+            "from": {"id": USER, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": USER, "type": "private"},
+            "text": "the last id there is",
+        }
+    }));
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("a poll", WAIT, |f| f.polls().len() >= 2);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still polling.".to_owned()]
+    });
+}
+
 #[test]
 fn polling_keeps_a_floor_when_the_server_ignores_the_long_poll_timeout() {
     let fake = FakeTelegram::start();

@@ -157,7 +157,7 @@ impl Telegram {
                     updates
                 }
                 Ok(other) => {
-                    tracing::warn!(result = %other, "getUpdates returned no list");
+                    tracing::warn!(result = %crate::core::quote::quote(&other.to_string()), "getUpdates returned no list");
                     Vec::new()
                 }
                 Err(err) => {
@@ -184,7 +184,11 @@ impl Telegram {
                 if id < offset {
                     continue;
                 }
-                let next = id + 1;
+                let Some(next) = id.checked_add(1) else {
+                    // No cursor can follow it; taking it would stall polling.
+                    tracing::warn!(update = id, "an update id at the end of its range; skipped");
+                    continue;
+                };
                 let cursor = Some((CURSOR.to_owned(), next.to_string()));
                 let outcome = match self.normalize(&update) {
                     Some(inbound) => {

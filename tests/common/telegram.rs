@@ -146,6 +146,12 @@ impl FakeTelegram {
         });
     }
 
+    /// Hands out `update` as it is at the next poll, whatever offset it asks
+    /// for: for updates no real Telegram would send.
+    pub fn force_update(&self, update: Value) {
+        self.with(|s| s.forced.push(update));
+    }
+
     /// Queues a press of an inline button of message `message_id` in `user`'s chat.
     pub fn press(&self, user: i64, message_id: i64, data: &str) {
         self.with(|s| {
