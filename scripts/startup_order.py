@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Regenerates scripts/startup-symbols.txt: the functions of the pincer binary
+that `pincer --version` runs, then those `pincer acp` adds from spawn through
+`initialize` and `session/new` (with and without a provider key), each run
+in the order callgrind lists them.
+
+build.rs hands the list to lld (`--symbol-ordering-file`) for release builds,
+which lays those functions out together so start-up faults in a few hundred
+KiB of text instead of ~8 MiB scattered over the binary. Names carry rustc's
+hashes, which move with the code, dependencies and toolchain; a stale list
+only loses effect. Regenerate after such changes, then rebuild:
+
+    cargo build --release --locked
+    python3 scripts/startup_order.py            # needs valgrind
+    cargo build --release --locked              # relinks with the new list
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DUMMY_KEY = "sk-bench-dummy-0000000000000000000000000000"
+LIST = Path(__file__).resolve().parent / "startup-symbols.txt"
+
+
+def trace_version(binary: Path, out: Path) -> None:
+    subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}",
+                    str(binary), "--version"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def trace(binary: Path, with_key: bool, out: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="pincer-order-"))
+    for sub in ("home", "config", "data", "work"):
+        (root / sub).mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(root / "home"),
+        "XDG_CONFIG_HOME": str(root / "config"),
+        "XDG_DATA_HOME": str(root / "data"),
+        "LANG": "C.UTF-8",
+        "PINCER_DATA_DIR": str(root / "pincer-data"),
+    }
+    if with_key:
+        env["OPENAI_API_KEY"] = DUMMY_KEY
+    argv = ["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}", str(binary), "acp"]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=root / "work")
+    assert proc.stdin is not None and proc.stdout is not None
+    buf = b""
+
+    def request(message: dict) -> None:
+        nonlocal buf
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 120
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    continue
+                if reply.get("id") == message["id"]:
+                    if "error" in reply:
+                        sys.exit(f"request {message['id']} failed: {reply['error']}")
+                    return
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(proc.stdout.fileno(), 65536) if ready else b""
+            if not chunk:
+                sys.exit(f"no answer to request {message['id']}")
+            buf += chunk
+
+    request({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": 1, "clientCapabilities": {}}})
+    request({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+             "params": {"cwd": str(root / "work"), "mcpServers": []}})
+    proc.stdin.close()
+    proc.wait(timeout=120)
+
+
+def functions(callgrind_out: Path, binary: Path) -> list[str]:
+    """Functions with cost in `binary`, in file order. Callgrind compresses
+    names: `ob=(3) /path` defines id 3, later `ob=(3)` refers to it."""
+    objects: dict[str, str] = {}
+    names: dict[str, str] = {}
+    current = None
+    hit: list[tuple[str | None, str]] = []
+    for line in callgrind_out.read_text(errors="replace").splitlines():
+        m = re.match(r"^(c?)(ob|fn)=\((\d+)\)(?: (.*))?$", line)
+        if not m:
+            continue
+        called, kind, ident, name = m.groups()
+        if name is not None:
+            (objects if kind == "ob" else names)[ident] = name
+        if called:
+            continue
+        if kind == "ob":
+            current = ident
+        else:
+            hit.append((current, ident))
+    target = str(binary.resolve())
+    out = []
+    for ob, fn in hit:
+        if objects.get(ob or "") == target:
+            name = re.sub(r"'\d+$", "", names[fn])  # 'N marks recursion depth
+            if not name.startswith("0x"):
+                out.append(name)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", default="target/release/pincer", help="the pincer release binary")
+    parser.add_argument("-o", "--output", default=str(LIST), help="where to write the list")
+    args = parser.parse_args()
+    binary = Path(args.bin).resolve()
+    seen: set[str] = set()
+    order: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # What `--version` runs first: the path every command shares (clap,
+        # logging) then packs into the fewest pages for all of them.
+        runs = [Path(tmp) / "callgrind-version.out"]
+        trace_version(binary, runs[0])
+        for with_key in (True, False):
+            runs.append(Path(tmp) / f"callgrind-acp-{with_key}.out")
+            trace(binary, with_key, runs[-1])
+        for out in runs:
+            for name in functions(out, binary):
+                if name not in seen:
+                    seen.add(name)
+                    order.append(name)
+    Path(args.output).write_text("".join(f"{n}\n" for n in order))
+    print(f"{len(order)} functions -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
