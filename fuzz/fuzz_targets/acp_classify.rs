@@ -35,10 +35,10 @@ fn echoed(peer: &Peer, rx: &mut tokio::sync::mpsc::Receiver<Vec<u8>>, id: &Id) -
         .unwrap_or_else(|err| panic!("no response written: {err}"));
     let response: RawId<'_> = serde_json::from_slice(&line)
         .unwrap_or_else(|err| panic!("the response is not JSON: {err}"));
+    // serde reads `"id": null` as no id; the peer always writes the member.
     response
         .id
-        .map(|id| id.get().to_owned())
-        .unwrap_or_else(|| panic!("the response has no id"))
+        .map_or_else(|| "null".to_owned(), |id| id.get().to_owned())
 }
 
 /// Whether an id's text is one ACP allows: an int64, a string or null.
@@ -73,6 +73,20 @@ fuzz_target!(|line: &[u8]| {
     assert_eq!(summary(&incoming), summary(&classify(&peer, line)));
 
     let value: Option<Value> = serde_json::from_slice(line).ok();
+    let is_json = serde_json::from_slice::<&RawValue>(line).is_ok();
+    if is_json && value.is_none() {
+        // Valid JSON that serde_json cannot hold as a value (a number past
+        // f64, such as `5.5E0000000055`): the checks below need the value,
+        // so only the kind of answer is checked.
+        if let Some(Incoming::Invalid { error, .. }) = &incoming {
+            assert_ne!(
+                i32::from(error.code),
+                -32700,
+                "a parse error for valid JSON"
+            );
+        }
+        return;
+    }
     let object = value.as_ref().and_then(Value::as_object);
     let is_response = object.is_some_and(|o| {
         o.get("method").is_none_or(Value::is_null)
@@ -117,7 +131,7 @@ fuzz_target!(|line: &[u8]| {
             assert!(code == -32700 || code == -32600, "error code {code}");
             assert_eq!(
                 code == -32700,
-                value.is_none(),
+                !is_json,
                 "parse error for valid JSON or the reverse"
             );
             // The answer to an invalid line is itself a valid message.
