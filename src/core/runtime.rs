@@ -338,11 +338,12 @@ impl Runtime {
             updated_at: now,
             closed: false,
         };
-        let mut writes = vec![Write::InsertSession(session.clone())];
-        writes.extend(with(&session.id));
-        let write = match writes.len() {
-            1 => Write::InsertSession(session.clone()),
-            _ => Write::Together(writes),
+        let insert = Write::InsertSession(session.clone());
+        let extra = with(&session.id);
+        let write = if extra.is_empty() {
+            insert
+        } else {
+            Write::Together(std::iter::once(insert).chain(extra).collect())
         };
         self.inner.store.commit(write).await?;
         self.make_live(session.clone(), Vec::new())?;
