@@ -316,10 +316,28 @@ async fn dispatch(cli: Cli) -> u8 {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("pincer: {:#}", failure.error);
+            eprintln!("pincer: {}", chain(&failure.error));
             failure.code
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: an error whose own
+/// text already ends with its cause's (`cannot read X: No such file…`, with
+/// the `io::Error` as its source) does not repeat it.
+pub fn chain(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
@@ -457,4 +475,25 @@ pub(crate) fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) 
         }
         shutdown.cancel();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+    use anyhow::Context as _;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = crate::config::ConfigError::Read {
+            path: "/nope.toml".into(),
+            source: io,
+        };
+        let err = anyhow::Error::from(err);
+        assert_eq!(chain(&err), "cannot read config file /nope.toml: No such file");
+        let err = Err::<(), _>(anyhow::anyhow!("disk full"))
+            .context("cannot save")
+            .unwrap_err();
+        assert_eq!(chain(&err), "cannot save: disk full");
+    }
 }

@@ -327,6 +327,8 @@ async fn drive(
             .map_err(Failure::failed)?;
         let mut ended_with_newline = true;
         let mut interrupted = false;
+        // Calls refused because nobody could approve them.
+        let mut unattended = 0usize;
         let end = loop {
             let signalled = tokio::select! {
                 record = subscription.next() => Ok(record),
@@ -370,6 +372,22 @@ async fn drive(
                     None => approve.decide(*kind),
                 };
                 if format == OutputFormat::Text {
+                    settle(out, &mut ended_with_newline).await;
+                }
+                if decision == ApprovalDecision::Unattended {
+                    unattended += 1;
+                    // On stderr in both formats: the person reading the log
+                    // needs to know what would have let the call run.
+                    eprintln!(
+                        "pincer: refused {tool} ({title}): it needs approval and nobody can give it \
+                         in this run; pass {} or --mode full to let such calls run",
+                        if kind.is_read_only() || approve == ApprovePolicy::Reads {
+                            "--approve all"
+                        } else {
+                            "--approve all (--approve reads for reads and searches only)"
+                        }
+                    );
+                } else if format == OutputFormat::Text {
                     eprintln!(
                         "pincer: approval needed: {title} ({reason}) -> {}",
                         decision.as_str()
@@ -383,24 +401,30 @@ async fn drive(
                 }
                 OutputFormat::Text => match &record.event {
                     Event::TextDelta { text } => {
-                        ended_with_newline = text.ends_with('\n');
+                        if !text.is_empty() {
+                            ended_with_newline = text.ends_with('\n');
+                        }
                         out.send(text.as_bytes().to_vec()).await;
                     }
                     Event::ToolCall {
                         name, arguments, ..
                     } => {
+                        settle(out, &mut ended_with_newline).await;
                         eprintln!("pincer: tool call {name} {arguments}");
                     }
                     Event::ToolResult {
                         output, is_error, ..
                     } => {
+                        settle(out, &mut ended_with_newline).await;
                         let status = if *is_error { "failed" } else { "done" };
                         eprintln!("pincer: tool {status}: {}", first_line(output));
                     }
                     Event::ApprovalDecided { decision, .. } => {
+                        settle(out, &mut ended_with_newline).await;
                         eprintln!("pincer: approval {}", decision.as_str());
                     }
                     Event::Notice { message } => {
+                        settle(out, &mut ended_with_newline).await;
                         eprintln!("pincer: {message}");
                     }
                     Event::State { .. }
@@ -414,6 +438,7 @@ async fn drive(
                     | Event::SessionInfo { .. }
                     | Event::Usage { .. } => {}
                     Event::Plan { entries } => {
+                        settle(out, &mut ended_with_newline).await;
                         for entry in entries {
                             let mark = match entry.status {
                                 crate::core::tool::PlanStatus::Pending => "[ ]",
@@ -436,11 +461,14 @@ async fn drive(
                 break (*state, *stop_reason, error.clone());
             }
         };
-        if format == OutputFormat::Text && !ended_with_newline {
-            out.send(b"\n".to_vec()).await;
+        if format == OutputFormat::Text {
+            settle(out, &mut ended_with_newline).await;
         }
         let (state, stop_reason, error) = end;
         code = exit_code(state, stop_reason);
+        if code == exit::OK && unattended > 0 {
+            code = exit::CANCELLED;
+        }
         if format == OutputFormat::Text {
             match (&error, stop_reason) {
                 (Some(error), _) => eprintln!("pincer: run {} failed: {error}", ticket.run_id),
@@ -460,13 +488,23 @@ async fn drive(
     Ok(code)
 }
 
+/// Ends the reply's line and waits until stdout has it, so that a progress
+/// line on stderr never runs into the reply on a terminal.
+async fn settle(out: &LineSender, ended_with_newline: &mut bool) {
+    if !*ended_with_newline {
+        out.send(b"\n".to_vec()).await;
+        *ended_with_newline = true;
+    }
+    out.written().await;
+}
+
 impl ApprovePolicy {
     /// The answer to an approval the input script does not answer.
     fn decide(self, kind: ToolKind) -> ApprovalDecision {
         match self {
             ApprovePolicy::All => ApprovalDecision::AllowOnce,
             ApprovePolicy::Reads if kind.is_read_only() => ApprovalDecision::AllowOnce,
-            ApprovePolicy::Reads | ApprovePolicy::Never => ApprovalDecision::RejectOnce,
+            ApprovePolicy::Reads | ApprovePolicy::Never => ApprovalDecision::Unattended,
         }
     }
 }

@@ -6,8 +6,10 @@
 //! output. A test fails if any other module names stdout.
 
 use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 /// Lines queued for stdout before senders wait; bounds memory when the reader is slow.
@@ -20,19 +22,60 @@ const BATCH: usize = 64 * 1024;
 #[derive(Clone)]
 pub struct LineSender {
     tx: mpsc::Sender<Vec<u8>>,
+    /// How far the writer has got; none for a test's channel.
+    progress: Option<Arc<Progress>>,
+}
+
+/// Items queued and items written, so a face can wait for stdout to catch up
+/// before it writes to stderr (a reply and the status line after it must not
+/// run together on a terminal).
+#[derive(Default)]
+struct Progress {
+    queued: AtomicU64,
+    written: AtomicU64,
+    changed: Notify,
 }
 
 impl LineSender {
     /// Queues bytes to write (a newline is not added). Waits while the queue is
     /// full; returns false once stdout is closed.
     pub async fn send(&self, bytes: Vec<u8>) -> bool {
+        if let Some(progress) = &self.progress {
+            progress.queued.fetch_add(1, Ordering::SeqCst);
+        }
         self.tx.send(bytes).await.is_ok()
+    }
+
+    /// Waits until everything queued so far is written (or stdout is closed).
+    pub async fn written(&self) {
+        let Some(progress) = &self.progress else {
+            return;
+        };
+        let target = progress.queued.load(Ordering::SeqCst);
+        loop {
+            let changed = progress.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if progress.written.load(Ordering::SeqCst) >= target || self.tx.is_closed() {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// A sender whose lines go to a test's channel instead of stdout. Also
     /// the fuzzing entry point's (`fuzz/`), which is why it is not `cfg(test)`.
     pub fn for_tests(tx: mpsc::Sender<Vec<u8>>) -> Self {
-        Self { tx }
+        Self { tx, progress: None }
+    }
+}
+
+/// Wakes [`LineSender::written`] waiters when the writer task ends, however.
+struct WakeOnDrop(Arc<Progress>);
+
+impl Drop for WakeOnDrop {
+    fn drop(&mut self) {
+        self.0.changed.notify_waiters();
     }
 }
 
@@ -49,21 +92,27 @@ impl LineWriter {
     /// blocking pool and wait for it, two thread round trips per burst.
     pub fn spawn() -> (LineSender, LineWriter) {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
+        let progress = Arc::new(Progress::default());
+        let wake = WakeOnDrop(progress.clone());
         let task = tokio::task::spawn_blocking(move || {
+            let progress = &wake.0;
             let stdout = std::io::stdout();
             let mut batch = Vec::with_capacity(BATCH);
             while let Some(line) = rx.blocking_recv() {
                 // Whatever else is queued already goes out in the same write, so
                 // bursts become few writes; a line alone is written at once.
+                let mut items = 1;
                 let bytes = match rx.try_recv() {
                     Ok(next) => {
                         batch.clear();
                         batch.extend_from_slice(&line);
                         batch.extend_from_slice(&next);
+                        items += 1;
                         while batch.len() < BATCH
                             && let Ok(more) = rx.try_recv()
                         {
                             batch.extend_from_slice(&more);
+                            items += 1;
                         }
                         &batch
                     }
@@ -74,10 +123,17 @@ impl LineWriter {
                 let mut out = stdout.lock();
                 out.write_all(bytes)?;
                 out.flush()?;
+                drop(out);
+                progress.written.fetch_add(items, Ordering::SeqCst);
+                progress.changed.notify_waiters();
             }
             Ok(())
         });
-        (LineSender { tx }, LineWriter { task })
+        let sender = LineSender {
+            tx,
+            progress: Some(progress),
+        };
+        (sender, LineWriter { task })
     }
 
     /// Waits until everything queued is written. A reader that went away is not an error.

@@ -342,11 +342,19 @@ fn inspection_commands_show_sessions_runs_and_the_tape() {
 
     let out = run(&dir, &["sessions", "list"]);
     assert!(out.status.success());
-    assert!(
-        stdout(&out).contains(&session) && stdout(&out).contains("Greet me"),
-        "{}",
-        stdout(&out)
+    let listing = stdout(&out);
+    let rows: Vec<Vec<&str>> = listing
+        .lines()
+        .map(|l| l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["SESSION", "UPDATED", "FROM", "STATUS", "MODEL", "WORKSPACE", "TITLE"],
+        "{listing}"
     );
+    assert_eq!(rows[1][0], session, "{listing}");
+    assert_eq!(rows[1][2..5], ["headless", "completed", "scripted/script"], "{listing}");
+    assert_eq!(rows[1][6], "Greet me", "{listing}");
     let out = run(&dir, &["sessions", "list", "--json"]);
     assert_eq!(jsonl(&out)[0]["session_id"], session.as_str());
 
@@ -466,4 +474,55 @@ fn text_output_shows_the_plan_on_stderr() {
         err.contains("pincer: plan [x] Find the bug\npincer: plan [~] Fix it\n"),
         "{err}"
     );
+}
+
+/// stdout and stderr on one terminal: the reply's lines and the progress
+/// lines never run together, and the status line comes after the reply.
+#[test]
+fn the_reply_and_progress_lines_do_not_run_together() {
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("notes.txt"), "x\n").unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Let me look."}, {"tool_call": {"name": "read_file", "arguments": {"path": "notes.txt"}}}]),
+            json!([{"text": "Hello from Pincer!"}]),
+        ],
+    );
+    let both = dir.path().join("both.txt");
+    let file = std::fs::File::create(&both).unwrap();
+    let status = dir
+        .command()
+        .args(["run", "--script", script.to_str().unwrap(), "--cwd"])
+        .arg(dir.workspace())
+        .arg("Say hello")
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let text = std::fs::read_to_string(&both).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starts with {prefix:?}:\n{text}"))
+    };
+    assert!(at("Let me look.") < at("pincer: tool call read_file"), "{text}");
+    assert!(at("pincer: tool call read_file") < at("Hello from Pincer!"), "{text}");
+    assert!(at("Hello from Pincer!") < at("pincer: run "), "{text}");
+    assert!(lines.contains(&"Hello from Pincer!"), "{text}");
+}
+
+#[test]
+fn a_missing_config_file_is_named_once_with_its_cause_once() {
+    let dir = TestDir::new();
+    let missing = dir.path().join("nope.toml");
+    let out = run(&dir, &["--config", missing.to_str().unwrap(), "run", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    assert!(err.contains("nope.toml"), "{err}");
 }

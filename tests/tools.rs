@@ -60,18 +60,31 @@ fn run_script(dir: &TestDir, script: &[Value], extra: &[&str]) -> Output {
 }
 
 #[test]
-fn headless_rejects_by_default_and_approves_with_approve_all() {
+fn headless_refuses_what_nobody_can_approve_and_approves_with_approve_all() {
     let dir = TestDir::new();
     let script = [write_call("a.txt", "A\n"), json!([{"text": "done"}])];
     let out = run_script(&dir, &script, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The run completed, but a call it needed was refused: exit 3, and
+    // stderr names the flags that would have let it run.
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refused write_file")
+            && err.contains("nobody can give it")
+            && err.contains("--approve all")
+            && err.contains("--mode full"),
+        "{err}"
+    );
     let lines = jsonl(&out);
     let decided = events(&lines, "approval_decided");
     assert_eq!(decided.len(), 1, "{lines:#?}");
-    assert_eq!(decided[0]["decision"], "reject_once");
+    assert_eq!(decided[0]["decision"], "unattended");
     let result = events(&lines, "tool_result")[0];
     assert_eq!(result["is_error"], true);
     assert_eq!(result["verdict"], "rejected");
+    // The model is told nobody was there to ask, not that a person said no.
+    let told = result["output"].as_str().unwrap();
+    assert!(told.contains("nobody is present") && !told.contains("by the user"), "{told}");
     assert!(!dir.workspace().join("a.txt").exists());
     // The run went on to the next model turn.
     assert_eq!(events(&lines, "text_delta")[0]["text"], "done");

@@ -19,7 +19,7 @@ die() {
   exit 1
 }
 
-PINCER_BIN=${PINCER_BIN:-target/debug/pincer}
+PINCER_BIN=${PINCER_BIN:-${CARGO_TARGET_DIR:-target}/debug/pincer}
 [ -f "$PINCER_BIN" ] && [ -x "$PINCER_BIN" ] ||
   die "PINCER_BIN=$PINCER_BIN is not an executable file: build it first (cargo build)"
 PINCER_BIN=$(realpath "$PINCER_BIN")

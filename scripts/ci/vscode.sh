@@ -2,13 +2,15 @@
 # The VS Code extension (editors/vscode): install its pinned dependencies,
 # build it, and run its tests: unit tests against a fake ACP agent, the
 # bundled extension against a fake `vscode` module, and the client against
-# the real binary (PINCER_BIN, default target/debug/pincer, which CI builds
+# the real binary (PINCER_BIN, default $CARGO_TARGET_DIR/debug/pincer or target/debug/pincer, which CI builds
 # before calling this script).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ext="$root/editors/vscode"
-export PINCER_BIN="${PINCER_BIN:-$root/target/debug/pincer}"
+target_dir="${CARGO_TARGET_DIR:-target}"
+case $target_dir in /*) ;; *) target_dir="$root/$target_dir" ;; esac
+export PINCER_BIN="${PINCER_BIN:-$target_dir/debug/pincer}"
 
 fail() {
   echo "vscode.sh: $*" >&2

@@ -462,7 +462,8 @@ pub fn permission_request(session: &str, event: &Event) -> Option<acp::RequestPe
                 ApprovalDecision::RejectOnce => ("Reject", acp::PermissionOptionKind::RejectOnce),
                 ApprovalDecision::RejectAlways
                 | ApprovalDecision::TimedOut
-                | ApprovalDecision::Cancelled => (
+                | ApprovalDecision::Cancelled
+                | ApprovalDecision::Unattended => (
                     "Always reject in this session",
                     acp::PermissionOptionKind::RejectAlways,
                 ),

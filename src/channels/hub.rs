@@ -527,7 +527,9 @@ impl Hub {
             tracing::debug!(data = %message.body, "unknown button");
             return;
         };
-        let Some(decision) = ApprovalDecision::parse(decision) else {
+        let Some(decision) =
+            ApprovalDecision::parse(decision).filter(|d| ApprovalDecision::OPTIONS.contains(d))
+        else {
             return;
         };
         let key = ConversationKey::of(message);
@@ -1034,6 +1036,7 @@ impl Hub {
             ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => "rejected",
             ApprovalDecision::TimedOut => "timed out (rejected)",
             ApprovalDecision::Cancelled => "cancelled",
+            ApprovalDecision::Unattended => "rejected (nobody to ask)",
         };
         let first = intent.units.first().map_or("", |u| u.text.as_str());
         let unit = Unit {

@@ -39,6 +39,39 @@ fn session_json(session: &Session) -> serde_json::Value {
     })
 }
 
+/// A session's state in a listing: closed, its last run's state, or new.
+fn session_status(session: &Session, last: Option<&RunInfo>) -> &'static str {
+    match last {
+        _ if session.closed => "closed",
+        Some(run) => run.state.as_str(),
+        None => "new",
+    }
+}
+
+/// Rows in columns two spaces apart; the last column is not padded.
+fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == N {
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                let pad = widths[i] - cell.chars().count() + 2;
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn run_json(run: &RunInfo) -> serde_json::Value {
     json!({
         "run_id": run.id.as_str(),
@@ -81,16 +114,28 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
             } else if sessions.is_empty() {
                 eprintln!("pincer: no sessions yet");
             } else {
+                let mut rows = vec![[
+                    "SESSION".to_owned(),
+                    "UPDATED".to_owned(),
+                    "FROM".to_owned(),
+                    "STATUS".to_owned(),
+                    "MODEL".to_owned(),
+                    "WORKSPACE".to_owned(),
+                    "TITLE".to_owned(),
+                ]];
                 for session in &sessions {
-                    out.push_str(&format!(
-                        "{}  {}  {:<9} {}  {}\n",
-                        session.id,
+                    let runs = runtime.runs(&session.id).await.map_err(Failure::failed)?;
+                    rows.push([
+                        session.id.to_string(),
                         time(session.updated_at),
-                        session.origin.as_str(),
-                        session.workspace.display(),
-                        session.title.as_deref().unwrap_or("(untitled)"),
-                    ));
+                        session.origin.as_str().to_owned(),
+                        session_status(session, runs.last()).to_owned(),
+                        format!("{}/{}", session.provider, session.model),
+                        session.workspace.display().to_string(),
+                        session.title.clone().unwrap_or_else(|| "(untitled)".to_owned()),
+                    ]);
                 }
+                out = table(&rows);
             }
             print(&out)?;
         }

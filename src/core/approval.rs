@@ -22,6 +22,9 @@ pub enum ApprovalDecision {
     TimedOut,
     /// The run was cancelled while waiting.
     Cancelled,
+    /// The face has nobody to ask (`pincer run` without `--approve`); counts
+    /// as a rejection, and the model is told nobody could approve.
+    Unattended,
 }
 
 impl ApprovalDecision {
@@ -40,6 +43,7 @@ impl ApprovalDecision {
             ApprovalDecision::RejectAlways => "reject_always",
             ApprovalDecision::TimedOut => "timed_out",
             ApprovalDecision::Cancelled => "cancelled",
+            ApprovalDecision::Unattended => "unattended",
         }
     }
 
@@ -51,6 +55,7 @@ impl ApprovalDecision {
             ApprovalDecision::RejectAlways,
             ApprovalDecision::TimedOut,
             ApprovalDecision::Cancelled,
+            ApprovalDecision::Unattended,
         ]
         .into_iter()
         .find(|decision| decision.as_str() == value)

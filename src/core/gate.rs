@@ -341,6 +341,13 @@ async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Optio
                             .to_owned(),
                     })
                 }
+                ApprovalDecision::Unattended => Some(Prepared::Settled {
+                    verdict: Verdict::Rejected,
+                    message: "refused: this call needs a person's approval and nobody is present \
+                              to give it (a non-interactive run); do not retry it; tell the user \
+                              which call needs approval"
+                        .to_owned(),
+                }),
                 ApprovalDecision::TimedOut => Some(Prepared::Settled {
                     verdict: Verdict::Rejected,
                     message: format!(

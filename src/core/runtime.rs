@@ -250,7 +250,8 @@ impl Runtime {
             ApprovalDecision::AllowOnce
             | ApprovalDecision::AllowAlways
             | ApprovalDecision::RejectOnce
-            | ApprovalDecision::RejectAlways => {
+            | ApprovalDecision::RejectAlways
+            | ApprovalDecision::Unattended => {
                 self.inner.approvals.answer(session, approval_id, decision)
             }
             // Only the runtime itself decides these.
