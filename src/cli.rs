@@ -23,11 +23,33 @@ pub mod exit {
     pub const CANCELLED: u8 = 3;
 }
 
+/// Shown after `pincer --help`: what the environment sets, and where to start.
+const TOP_AFTER_HELP: &str = "\
+Environment:
+  OPENAI_API_KEY, OPENAI_BASE_URL        the `openai` provider (any OpenAI-compatible server)
+  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL  the `anthropic` provider
+  PINCER_CONFIG, PINCER_DATA_DIR         the config file and the data directory
+  PINCER_PROVIDER, PINCER_MODEL, PINCER_MODE, PINCER_SANDBOX, PINCER_MAX_TURN_REQUESTS
+                                         defaults of the flags of the same names
+  XDG_CONFIG_HOME, XDG_DATA_HOME         where the config and the data live by default
+  RUST_LOG                               log filter (overrides -v)
+  NO_COLOR                               no colours in the terminal
+
+Examples:
+  OPENAI_API_KEY=sk-... pincer run --model gpt-4.1-mini \"Explain this repository\"
+  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 pincer run --model llama3.2 \"Hi\"
+  pincer run --script examples/hello.jsonl \"Say hello\"   # no model needed
+  pincer sessions list
+  pincer doctor
+
+Documentation: docs/ in the repository, README.md to start";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pincer",
     version,
-    about = "An agent runtime: ACP for editors, headless runs for CI"
+    about = "An agent runtime: ACP for editors, headless runs for CI",
+    after_help = TOP_AFTER_HELP
 )]
 pub struct Cli {
     /// Config file [default: $XDG_CONFIG_HOME/pincer/config.toml; env: PINCER_CONFIG]
@@ -89,6 +111,7 @@ pub enum Command {
     },
     /// Print a shell completion script
     Completions {
+        /// The shell to complete for
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -137,16 +160,25 @@ pub enum OutputFormat {
 /// Which approvals `pincer run` grants on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum ApprovePolicy {
-    /// Reject every call that needs approval
+    /// Refuse every call that needs approval: nobody is there to give it
     #[default]
     Never,
-    /// Approve reads and searches, reject the rest
+    /// Approve reads and searches, refuse the rest
     Reads,
     /// Approve every call that needs approval (policy denials still apply)
     All,
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  pincer run --model gpt-4.1-mini \"Why does the build fail?\"
+  git diff | pincer run -                          # the prompt from stdin
+  pincer run --output jsonl --input steps.jsonl     # prompts and approvals from a file
+  pincer run --session ses_... \"And now the tests\"    # continue a session
+
+Exit codes: 0 completed, 1 failed, 2 usage or configuration error,
+3 cancelled, refused, or a call refused because nobody could approve it")]
 pub struct RunArgs {
     /// The prompt ("-" reads it from stdin)
     #[arg(value_name = "PROMPT", conflicts_with_all = ["prompt_file", "input"])]
@@ -160,6 +192,7 @@ pub struct RunArgs {
     /// Attach an image (PNG, JPEG, GIF or WebP) to the prompt; may be repeated
     #[arg(long, value_name = "FILE", conflicts_with = "input")]
     pub image: Vec<PathBuf>,
+    /// What stdout carries
     #[arg(long, value_enum, default_value_t)]
     pub output: OutputFormat,
     /// How to answer approvals the input script does not answer
@@ -186,6 +219,7 @@ pub enum ChannelsCommand {
         /// At most this many
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Print JSON lines instead of a table
         #[arg(long)]
         json: bool,
     },
@@ -207,7 +241,9 @@ pub enum SessionsCommand {
     },
     /// Show a session with its history and runs
     Show {
+        /// The session (ses_…, from `pincer sessions list`)
         id: String,
+        /// Print JSON instead of text
         #[arg(long)]
         json: bool,
     },
@@ -217,7 +253,9 @@ pub enum SessionsCommand {
 pub enum RunsCommand {
     /// Show a run's state, timings, stop reason and usage
     Show {
+        /// The run (run_…, from `pincer sessions show` or `--output jsonl`)
         id: String,
+        /// Print JSON instead of text
         #[arg(long)]
         json: bool,
     },
@@ -421,6 +459,15 @@ pub fn open(flags: &Flags) -> Result<Opened, Failure> {
 }
 
 async fn acp(cli: &Cli, args: &AcpArgs) -> Result<u8, Failure> {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        // A person typed `pincer acp`: say what it is waiting for.
+        eprintln!(
+            "pincer: `pincer acp` speaks the Agent Client Protocol (JSON-RPC) on stdin/stdout \
+             for an editor to launch (docs/editors.md); to talk to Pincer here, run `pincer chat`. \
+             Waiting for JSON-RPC messages; Ctrl-D ends"
+        );
+    }
     let opened = open(&flags(cli, Some(&args.provider)))?;
     let channels_cancel = tokio_util::sync::CancellationToken::new();
     let hubs = crate::channels::start(
@@ -482,6 +529,35 @@ mod tests {
     use super::chain;
     use anyhow::Context as _;
 
+    /// Every flag, argument and command says what it is for in `--help`.
+    #[test]
+    fn every_argument_and_command_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(
+            &<super::Cli as clap::CommandFactory>::command(),
+            "pincer",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
@@ -490,7 +566,10 @@ mod tests {
             source: io,
         };
         let err = anyhow::Error::from(err);
-        assert_eq!(chain(&err), "cannot read config file /nope.toml: No such file");
+        assert_eq!(
+            chain(&err),
+            "cannot read config file /nope.toml: No such file"
+        );
         let err = Err::<(), _>(anyhow::anyhow!("disk full"))
             .context("cannot save")
             .unwrap_err();

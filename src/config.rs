@@ -498,9 +498,48 @@ pub struct Flags {
     pub sandbox: Option<SandboxSetting>,
 }
 
+/// The names of the built-in tools, for the `[tools]` table's keys
+/// (`tools::gate` checks that its tools are exactly these).
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "glob",
+    "grep",
+    "shell",
+    "todo",
+];
+
+/// A `[tools]` key names a built-in tool or an MCP tool (`SERVER__TOOL`; the
+/// servers an editor passes are known only per session, so any such name
+/// stands). A misspelled rule would silently do nothing, so it is an error.
+fn validate_tool_name(name: &str, origin: &Origin) -> Result<(), ConfigError> {
+    if BUILTIN_TOOLS.contains(&name) || name.contains("__") {
+        return Ok(());
+    }
+    let closest = BUILTIN_TOOLS
+        .iter()
+        .map(|known| (strsim::damerau_levenshtein(name, known), *known))
+        .min()
+        .filter(|(distance, _)| *distance <= 3)
+        .map(|(_, known)| format!("did you mean `{known}`? "))
+        .unwrap_or_default();
+    Err(ConfigError::Invalid {
+        origin: origin.clone(),
+        key: format!("tools.{}", crate::core::quote::quote(name)),
+        message: format!(
+            "no such tool; {closest}the built-in tools are {}, and MCP tools are named SERVER__TOOL",
+            BUILTIN_TOOLS.join(", ")
+        ),
+    })
+}
+
 /// The effective configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Where the price table's currency came from (`currency`, default USD).
+    pub currency_origin: Origin,
     /// The config file read, if one exists.
     pub file: Option<PathBuf>,
     pub data_dir: Sourced<PathBuf>,
@@ -817,6 +856,9 @@ impl Config {
         for (name, server) in &file_config.mcp_servers {
             validate_mcp_server(name, server, &file_origin())?;
         }
+        for name in file_config.tools.keys() {
+            validate_tool_name(name, &file_origin())?;
+        }
         for (key, value) in [
             ("mcp_call_timeout_secs", file_config.mcp_call_timeout_secs),
             ("mcp_start_timeout_secs", file_config.mcp_start_timeout_secs),
@@ -843,6 +885,11 @@ impl Config {
                 .mcp_start_timeout_secs
                 .map(|secs| Sourced::new(secs, file_origin())),
             models: file_config.models.clone(),
+            currency_origin: if file_config.currency.is_some() {
+                file_origin()
+            } else {
+                Origin::Default
+            },
             catalog,
             mode,
             sandbox,
@@ -937,6 +984,15 @@ impl Config {
                 line(&mut out, key, timeout.value.to_string(), &timeout.origin);
             }
         }
+        // A top-level key: before the first table header.
+        if !self.models.is_empty() {
+            line(
+                &mut out,
+                "currency",
+                quote(&self.catalog.currency),
+                &self.currency_origin,
+            );
+        }
         let file_note = match &self.file {
             Some(path) => format!("config file {}", path.display()),
             None => "default".to_owned(),
@@ -966,12 +1022,6 @@ impl Config {
             && let Ok(safety) = toml::to_string(&self.safety)
         {
             out.push_str(&format!("\n[safety]  # {file_note}\n{safety}"));
-        }
-        if !self.models.is_empty() {
-            out.push_str(&format!(
-                "\ncurrency = {}  # {file_note}\n",
-                quote(&self.catalog.currency)
-            ));
         }
         for (name, channel) in &self.channels {
             out.push_str(&format!("\n[channels.{name}]  # {file_note}\n"));
@@ -1445,6 +1495,36 @@ mod tests {
         Config::load_with(&flags, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
     }
 
+    /// `config show` names where the currency came from, and prints it as a
+    /// top-level key (after a table header it would belong to that table).
+    #[test]
+    fn config_show_names_the_currency_source_at_the_top_level() {
+        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
+        let prices = "[safety]\nmax_output_bytes = 100\n[models.\"m\"]\ninput_price = 1.0\noutput_price = 2.0\n";
+        for (file, origin) in [
+            (prices.to_owned(), "# default"),
+            (format!("currency = \"EUR\"\n{prices}"), "# config file"),
+        ] {
+            let config = load(&[("c.toml", &file)], &vars, Flags::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let shown = config.render();
+            let line = shown
+                .lines()
+                .find(|l| l.starts_with("currency = "))
+                .unwrap_or_else(|| panic!("{shown}"));
+            assert!(line.contains(origin), "{shown}");
+            let reparsed: toml::Table = toml::from_str(
+                &shown
+                    .lines()
+                    .map(|l| l.split("  #").next().unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+            .unwrap_or_else(|e| panic!("{e}\n{shown}"));
+            assert!(reparsed.get("currency").is_some(), "{shown}");
+        }
+    }
+
     /// Found by fuzzing (`config_load`): errors echoed long values whole.
     #[test]
     fn errors_quote_long_values_briefly() {
@@ -1705,6 +1785,14 @@ headers = { Authorization = "Bearer abc" }
             ),
             ("sandbox = \"sometimes\"\n", "unknown variant `sometimes`"),
             ("[tools]\nshell = \"maybe\"\n", "unknown variant `maybe`"),
+            (
+                "[tools]\nwrite_fle = \"deny\"\n",
+                "tools.write_fle: no such tool; did you mean `write_file`?",
+            ),
+            (
+                "[tools]\nbrowse = \"deny\"\n",
+                "MCP tools are named SERVER__TOOL",
+            ),
             (
                 "[shell]\ndeny = [\"rm | x\"]\n",
                 "shell.deny: the command rule \"rm | x\" contains '|'",

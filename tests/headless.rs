@@ -345,15 +345,32 @@ fn inspection_commands_show_sessions_runs_and_the_tape() {
     let listing = stdout(&out);
     let rows: Vec<Vec<&str>> = listing
         .lines()
-        .map(|l| l.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect())
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
         .collect();
     assert_eq!(
         rows[0],
-        ["SESSION", "UPDATED", "FROM", "STATUS", "MODEL", "WORKSPACE", "TITLE"],
+        [
+            "SESSION",
+            "UPDATED",
+            "FROM",
+            "STATUS",
+            "MODEL",
+            "WORKSPACE",
+            "TITLE"
+        ],
         "{listing}"
     );
     assert_eq!(rows[1][0], session, "{listing}");
-    assert_eq!(rows[1][2..5], ["headless", "completed", "scripted/script"], "{listing}");
+    assert_eq!(
+        rows[1][2..5],
+        ["headless", "completed", "scripted/script"],
+        "{listing}"
+    );
     assert_eq!(rows[1][6], "Greet me", "{listing}");
     let out = run(&dir, &["sessions", "list", "--json"]);
     assert_eq!(jsonl(&out)[0]["session_id"], session.as_str());
@@ -510,8 +527,14 @@ fn the_reply_and_progress_lines_do_not_run_together() {
             .position(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no line starts with {prefix:?}:\n{text}"))
     };
-    assert!(at("Let me look.") < at("pincer: tool call read_file"), "{text}");
-    assert!(at("pincer: tool call read_file") < at("Hello from Pincer!"), "{text}");
+    assert!(
+        at("Let me look.") < at("pincer: tool call read_file"),
+        "{text}"
+    );
+    assert!(
+        at("pincer: tool call read_file") < at("Hello from Pincer!"),
+        "{text}"
+    );
     assert!(at("Hello from Pincer!") < at("pincer: run "), "{text}");
     assert!(lines.contains(&"Hello from Pincer!"), "{text}");
 }

@@ -84,7 +84,10 @@ fn headless_refuses_what_nobody_can_approve_and_approves_with_approve_all() {
     assert_eq!(result["verdict"], "rejected");
     // The model is told nobody was there to ask, not that a person said no.
     let told = result["output"].as_str().unwrap();
-    assert!(told.contains("nobody is present") && !told.contains("by the user"), "{told}");
+    assert!(
+        told.contains("nobody is present") && !told.contains("by the user"),
+        "{told}"
+    );
     assert!(!dir.workspace().join("a.txt").exists());
     // The run went on to the next model turn.
     assert_eq!(events(&lines, "text_delta")[0]["text"], "done");

@@ -132,7 +132,10 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
                         session_status(session, runs.last()).to_owned(),
                         format!("{}/{}", session.provider, session.model),
                         session.workspace.display().to_string(),
-                        session.title.clone().unwrap_or_else(|| "(untitled)".to_owned()),
+                        session
+                            .title
+                            .clone()
+                            .unwrap_or_else(|| "(untitled)".to_owned()),
                     ]);
                 }
                 out = table(&rows);
