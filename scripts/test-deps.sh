@@ -67,4 +67,15 @@ else
         || fail "pip install -r $st/requirements.txt failed"
     echo "$want" >"$stamp"
 fi
+# curl and script: the README's HTTP quick start and a terminal for `pincer acp`
+# (tests/first_hour.rs).
+for tool in curl:curl script:bsdutils; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 && continue
+    package=${tool#*:}
+    command -v apt-get >/dev/null 2>&1 || fail "${tool%%:*} is missing and apt-get is not available: install $package"
+    [ "$(id -u)" = 0 ] || fail "${tool%%:*} is missing: install $package (or run this script as root to apt-get it)"
+    echo "test-deps: installing $package with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null || fail "apt-get install $package failed"
+done
 echo "test-deps: done" >&2

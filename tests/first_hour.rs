@@ -49,3 +49,55 @@ fn acp_on_a_terminal_says_what_it_is_for() {
     assert!(!err.contains("Agent Client Protocol"), "{err}");
     assert!(piped.stdout.is_empty());
 }
+
+/// The README's HTTP quick start, run as written (on a free port): every
+/// command succeeds and the prompt's response shows the reply.
+#[test]
+fn the_readmes_http_quick_start_shows_the_reply() {
+    let dir = TestDir::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme.split("\n## HTTP\n").nth(1).expect("the README has an HTTP section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the HTTP section starts with a sh block");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let block = block.replace("8787", &port.to_string()).replace(
+        "pincer serve --http ",
+        &format!("pincer serve --http 127.0.0.1:{port} "),
+    );
+    // The event stream does not end by itself: give it two seconds.
+    let wrapped = format!(
+        "set -e\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n\
+         curl() {{ if [ \"$1\" = -N ]; then command curl --max-time 2 \"$@\" || true; \
+         else command curl \"$@\"; fi; }}\n{block}\n"
+    );
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_pincer")).parent().unwrap();
+    let mut bash = Command::new("bash");
+    bash.env_clear();
+    for (key, value) in dir.command().get_envs() {
+        if let Some(value) = value {
+            bash.env(key, value);
+        }
+    }
+    let out = bash
+        .env(
+            "PATH",
+            format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default()),
+        )
+        .current_dir(root)
+        .args(["-c", &wrapped])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(r#""reply":"Hello from Pincer!""#), "{stdout}\n{stderr}");
+}

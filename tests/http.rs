@@ -335,6 +335,8 @@ async fn a_body_over_the_limit_is_refused_with_413() {
         send(server.post(&format!("{path}?wait=true"), json!({"prompt": "hi"}))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["state"], "completed");
+    // Waiting, a person sees the answer in the response.
+    assert_eq!(body["reply"], "Hello there", "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -207,12 +207,29 @@ impl Api {
         let id = session_id(id)?;
         self.runtime.open_session(&id).await?;
         let ticket = self.runtime.prompt(&id, content).await?;
-        if wait {
-            // A dropped sender means the runtime shut down; the run is recorded either way.
-            let _ = ticket.done.await;
+        if !wait {
+            let run = self.runtime.run(&ticket.run_id).await?;
+            return Ok(run_json(&run));
         }
+        // A dropped sender means the runtime shut down; the run is recorded either way.
+        let _ = ticket.done.await;
         let run = self.runtime.run(&ticket.run_id).await?;
-        Ok(run_json(&run))
+        let mut body = run_json(&run);
+        // What the model answered, as a person reading the response expects.
+        let reply: String = self
+            .runtime
+            .tape(&ticket.run_id, 0)
+            .await?
+            .iter()
+            .filter_map(|record| match &record.event {
+                Event::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if let Some(object) = body.as_object_mut() {
+            object.insert("reply".to_owned(), Value::String(reply));
+        }
+        Ok(body)
     }
 
     pub async fn runs(&self, session: &str) -> Result<Value, ApiError> {
