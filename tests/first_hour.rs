@@ -101,3 +101,32 @@ fn the_readmes_http_quick_start_shows_the_reply() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains(r#""reply":"Hello from Pincer!""#), "{stdout}\n{stderr}");
 }
+
+/// The README's sample configuration loads as written and starts nothing
+/// on its own (no MCP server launched with every session).
+#[test]
+fn the_readmes_sample_config_loads() {
+    let dir = TestDir::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Configuration\n")
+        .nth(1)
+        .expect("the README has a Configuration section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the Configuration section has a toml block");
+    let file = dir.path().join("config.toml");
+    std::fs::write(&file, block).unwrap();
+    let out = dir
+        .command()
+        .args(["--config", file.to_str().unwrap(), "config", "show"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(shown.contains("provider = \"local\""), "{shown}");
+    assert!(!shown.contains("[mcpServers"), "{shown}");
+}
