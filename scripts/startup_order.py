@@ -8,10 +8,13 @@ build.rs hands the list to lld (`--symbol-ordering-file`) for release builds,
 which lays those functions out together so start-up faults in a few hundred
 KiB of text instead of ~8 MiB scattered over the binary. Names carry rustc's
 hashes, which move with the code, dependencies and toolchain; a stale list
-only loses effect. Regenerate after such changes, then rebuild:
+only loses effect. The release and dist profiles inline differently, so
+their names differ: the list holds both. Regenerate after such changes, then
+rebuild:
 
-    cargo build --release --locked
-    python3 scripts/startup_order.py            # needs valgrind
+    cargo build --release --locked && cargo build --profile dist --locked
+    python3 scripts/startup_order.py --bin target/dist/pincer -o /tmp/dist.txt   # needs valgrind
+    python3 scripts/startup_order.py --bin target/release/pincer --keep /tmp/dist.txt
     cargo build --release --locked              # relinks with the new list
 
 Standard library only.
@@ -123,6 +126,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", default="target/release/pincer", help="the pincer release binary")
     parser.add_argument("-o", "--output", default=str(LIST), help="where to write the list")
+    parser.add_argument("--keep", action="append", default=[], metavar="LIST",
+                        help="also keep the names of this list (after the traced ones): one list "
+                             "serves both the release and the dist profile, whose names differ")
     args = parser.parse_args()
     binary = Path(args.bin).resolve()
     seen: set[str] = set()
@@ -140,6 +146,11 @@ def main() -> int:
                 if name not in seen:
                     seen.add(name)
                     order.append(name)
+    for kept in args.keep:
+        for name in Path(kept).read_text().split():
+            if name not in seen:
+                seen.add(name)
+                order.append(name)
     Path(args.output).write_text("".join(f"{n}\n" for n in order))
     print(f"{len(order)} functions -> {args.output}")
     return 0

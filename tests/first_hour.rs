@@ -130,3 +130,27 @@ fn the_readmes_sample_config_loads() {
     assert!(shown.contains("provider = \"local\""), "{shown}");
     assert!(!shown.contains("[mcpServers"), "{shown}");
 }
+
+/// CI's editor scripts look for the binary where cargo put it, also when
+/// `CARGO_TARGET_DIR` moves the target directory.
+#[test]
+fn the_ci_scripts_find_the_binary_under_cargo_target_dir() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = tempfile::tempdir().unwrap();
+    let debug = target.path().join("debug");
+    std::fs::create_dir_all(&debug).unwrap();
+    for script in ["scripts/ci/editors.sh", "scripts/ci/vscode.sh"] {
+        // No binary there yet: the script says where it looked.
+        let out = Command::new("bash")
+            .arg(root.join(script))
+            .env("CARGO_TARGET_DIR", target.path())
+            .env_remove("PINCER_BIN")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{script}: {err}");
+        let wanted = debug.join("pincer");
+        assert!(err.contains(wanted.to_str().unwrap()), "{script}: {err}");
+    }
+}
