@@ -6,6 +6,7 @@ pub mod files;
 pub mod search;
 pub mod shell;
 pub mod todo;
+pub mod toolchains;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,19 +50,45 @@ fn shell_settings(config: &Config) -> shell::ShellSettings {
         SandboxSetting::Required => SandboxMode::Required,
         SandboxSetting::BestEffort => SandboxMode::BestEffort,
     };
-    for name in &config.shell.env {
-        if !settings.env_allow.contains(name) {
-            settings.env_allow.push(name.clone());
+    shell_home_settings(&mut settings, config, &|name| std::env::var(name).ok());
+    settings
+}
+
+/// The toolchains under home (unless `[shell] toolchains = false`) and the
+/// `[shell] env`, `read_only` and `read_write` entries, for the environment
+/// `env` describes.
+fn shell_home_settings(
+    settings: &mut shell::ShellSettings,
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    let mut allow = |name: &str| {
+        if !settings.env_allow.iter().any(|n| n == name) {
+            settings.env_allow.push(name.to_owned());
+        }
+    };
+    let with_toolchains = config.shell.toolchains.unwrap_or(true);
+    if with_toolchains {
+        for name in toolchains::TOOLCHAIN_ENV {
+            allow(name);
         }
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let expand = |path: &PathBuf| match (path.strip_prefix("~"), &home) {
-        (Ok(rest), Some(home)) => home.join(rest),
-        _ => path.clone(),
-    };
-    settings.extra_read_only = config.shell.read_only.iter().map(expand).collect();
-    settings.extra_read_write = config.shell.read_write.iter().map(expand).collect();
+    for name in &config.shell.env {
+        allow(name);
+    }
+    let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let expand = |path: &PathBuf| toolchains::expand_home(path, home.as_deref());
+    if with_toolchains {
+        let found = toolchains::home_toolchains(env);
+        settings.extra_read_only.extend(found.read_execute);
+        settings.extra_deny.extend(found.deny);
+    }
     settings
+        .extra_read_only
+        .extend(config.shell.read_only.iter().map(expand));
+    settings
+        .extra_read_write
+        .extend(config.shell.read_write.iter().map(expand));
 }
 
 fn rules(config: &Config) -> PolicyRules {
