@@ -1965,6 +1965,59 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_forbidden_path_inside_a_granted_toolchain_stays_unreadable() {
+        let (_dir, ws) = workspace();
+        let home = tempfile::tempdir().unwrap();
+        let cargo = std::fs::canonicalize(home.path()).unwrap().join(".cargo");
+        std::fs::create_dir_all(cargo.join("bin")).unwrap();
+        std::fs::write(cargo.join("bin/tool"), "#!/bin/sh\necho tool ran\n").unwrap();
+        std::fs::set_permissions(
+            cargo.join("bin/tool"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(cargo.join("credentials.toml"), "CARGO-TOKEN-VALUE").unwrap();
+        let mut confinement = Confinement::new(&ws);
+        confinement.extra_read_only = vec![cargo.clone()];
+        confinement.deny = vec![cargo.join("credentials.toml")];
+
+        let tmp = tempfile::tempdir().unwrap();
+        let rules = grants(&confinement, tmp.path());
+        let granted = |path: &Path| {
+            rules
+                .iter()
+                .any(|g| path.starts_with(&g.path) && g.access != GrantAccess::List)
+        };
+        assert!(granted(&cargo.join("bin/tool")));
+        assert!(!granted(&cargo.join("credentials.toml")));
+        assert!(!granted(&cargo.join("new-file")));
+
+        if !landlock_or_skip("a_forbidden_path_inside_a_granted_toolchain") {
+            return;
+        }
+        let line = format!(
+            "{cargo}/bin/tool; cat {cargo}/credentials.toml; echo x >> {cargo}/bin/tool; touch {cargo}/new; echo end",
+            cargo = cargo.display()
+        );
+        let result = run(request(&line, &ws), &confinement, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(result.output.starts_with("tool ran\n"), "{}", result.output);
+        assert!(
+            !result.output.contains("CARGO-TOKEN-VALUE"),
+            "{}",
+            result.output
+        );
+        assert_eq!(
+            result.output.matches("Permission denied").count(),
+            3,
+            "{}",
+            result.output
+        );
+        assert!(!cargo.join("new").exists());
+    }
+
     #[test]
     fn status_matches_the_probe() {
         let status = status();

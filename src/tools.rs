@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, SandboxSetting};
+use crate::config::{Config, SandboxSetting, ShellConfig};
 use crate::core::gate::ToolGate;
 use crate::core::policy::shell::CommandRule;
 use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
@@ -50,7 +50,9 @@ fn shell_settings(config: &Config) -> shell::ShellSettings {
         SandboxSetting::Required => SandboxMode::Required,
         SandboxSetting::BestEffort => SandboxMode::BestEffort,
     };
-    shell_home_settings(&mut settings, config, &|name| std::env::var(name).ok());
+    shell_home_settings(&mut settings, &config.shell, &|name| {
+        std::env::var(name).ok()
+    });
     settings
 }
 
@@ -59,7 +61,7 @@ fn shell_settings(config: &Config) -> shell::ShellSettings {
 /// `env` describes.
 fn shell_home_settings(
     settings: &mut shell::ShellSettings,
-    config: &Config,
+    config: &ShellConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) {
     let mut allow = |name: &str| {
@@ -67,13 +69,13 @@ fn shell_home_settings(
             settings.env_allow.push(name.to_owned());
         }
     };
-    let with_toolchains = config.shell.toolchains.unwrap_or(true);
+    let with_toolchains = config.toolchains.unwrap_or(true);
     if with_toolchains {
         for name in toolchains::TOOLCHAIN_ENV {
             allow(name);
         }
     }
-    for name in &config.shell.env {
+    for name in &config.env {
         allow(name);
     }
     let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
@@ -85,10 +87,10 @@ fn shell_home_settings(
     }
     settings
         .extra_read_only
-        .extend(config.shell.read_only.iter().map(expand));
+        .extend(config.read_only.iter().map(expand));
     settings
         .extra_read_write
-        .extend(config.shell.read_write.iter().map(expand));
+        .extend(config.read_write.iter().map(expand));
 }
 
 fn rules(config: &Config) -> PolicyRules {
@@ -165,4 +167,86 @@ fn safety(config: &Config) -> Safety {
     }
     let env = std::env::vars().filter(|(name, _)| is_secret_name(name));
     Safety::new(settings, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::sandbox::scrubbed_env;
+
+    fn settings(config: &ShellConfig, vars: &[(&str, &str)]) -> shell::ShellSettings {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut settings = shell::ShellSettings::default();
+        shell_home_settings(&mut settings, config, &|name| vars.get(name).cloned());
+        settings
+    }
+
+    const VARS: &[(&str, &str)] = &[
+        ("HOME", "/home/ann"),
+        ("CARGO_HOME", "/opt/cargo"),
+        ("RUSTUP_TOOLCHAIN", "stable"),
+        ("LC_PAPER", "C"),
+        ("PATH", "/usr/bin"),
+        ("GITHUB_TOKEN", "ghp-must-not-pass"),
+        ("AWS_SECRET_ACCESS_KEY", "must-not-pass"),
+        ("CARGO_REGISTRY_TOKEN", "must-not-pass"),
+        ("EDITOR", "vi"),
+    ];
+
+    fn env_names(settings: &shell::ShellSettings) -> Vec<String> {
+        let source = VARS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        scrubbed_env(source, &settings.env_allow)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn toolchains_are_granted_and_their_variables_pass_by_default() {
+        let found = settings(&ShellConfig::default(), VARS);
+        assert!(found.extra_read_only.contains(&PathBuf::from("/opt/cargo")));
+        assert!(
+            found
+                .extra_read_only
+                .contains(&PathBuf::from("/home/ann/.rustup"))
+        );
+        assert!(found.extra_read_write.is_empty());
+        assert!(
+            found
+                .extra_deny
+                .contains(&PathBuf::from("/opt/cargo/credentials.toml"))
+        );
+        assert_eq!(
+            env_names(&found),
+            ["HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "LC_PAPER", "PATH"]
+        );
+    }
+
+    #[test]
+    fn toolchains_can_be_turned_off_and_entries_added() {
+        let config = ShellConfig {
+            toolchains: Some(false),
+            env: vec!["EDITOR".to_owned(), "GITHUB_TOKEN".to_owned()],
+            read_only: vec![PathBuf::from("~/sdk")],
+            read_write: vec![PathBuf::from("~/.cache/go-build"), PathBuf::from("/srv/x")],
+            ..ShellConfig::default()
+        };
+        let found = settings(&config, VARS);
+        assert_eq!(found.extra_read_only, vec![PathBuf::from("/home/ann/sdk")]);
+        assert_eq!(
+            found.extra_read_write,
+            vec![
+                PathBuf::from("/home/ann/.cache/go-build"),
+                PathBuf::from("/srv/x")
+            ]
+        );
+        assert!(found.extra_deny.is_empty());
+        // A secret-looking name never passes, even when listed.
+        assert_eq!(env_names(&found), ["LC_PAPER", "PATH", "EDITOR"]);
+    }
 }

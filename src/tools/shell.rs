@@ -838,7 +838,17 @@ mod tests {
         assert!(names.contains(&"HOME"), "{}", output.text);
         for name in names {
             assert!(
-                ["PATH", "HOSTNAME", "HOME", "TMPDIR", "PWD", "SHLVL", "_"].contains(&name),
+                [
+                    "PATH",
+                    "HOSTNAME",
+                    "HOME",
+                    "TMPDIR",
+                    "XDG_CACHE_HOME",
+                    "PWD",
+                    "SHLVL",
+                    "_"
+                ]
+                .contains(&name),
                 "{name} reached the command"
             );
         }
