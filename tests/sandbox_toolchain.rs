@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 //! The agent's shell runs the person's toolchain: `pincer run` with a scripted
 //! model calling the `shell` tool, in the sandbox, with pincer's own HOME and
 //! config in a temporary directory and the real toolchain found through
