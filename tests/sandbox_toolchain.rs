@@ -47,6 +47,28 @@ fn installed(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
+/// A version of `itoa` unpacked under `$CARGO_HOME/registry/src` whose
+/// `.crate` is in the registry cache too.
+fn unpacked_itoa(cargo_home: &Path) -> Option<String> {
+    let registry = cargo_home.join("registry");
+    for index in std::fs::read_dir(registry.join("src")).ok()?.flatten() {
+        for entry in std::fs::read_dir(index.path()).ok()?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(version) = name.strip_prefix("itoa-") else {
+                continue;
+            };
+            let packed = registry
+                .join("cache")
+                .join(index.file_name())
+                .join(format!("{name}.crate"));
+            if packed.is_file() && entry.path().join("Cargo.toml").is_file() {
+                return Some(version.to_owned());
+            }
+        }
+    }
+    None
+}
+
 struct Call {
     label: &'static str,
     command: String,
@@ -54,7 +76,13 @@ struct Call {
 
 /// Runs every command as one shell call of one `pincer run` and returns the
 /// `tool_result` of each, in order.
-fn run_calls(dir: &TestDir, ws: &Path, env: &[(String, PathBuf)], calls: &[Call]) -> Vec<Value> {
+fn run_calls(
+    dir: &TestDir,
+    ws: &Path,
+    env: &[(String, PathBuf)],
+    config: Option<&str>,
+    calls: &[Call],
+) -> Vec<Value> {
     let mut turns: Vec<Value> = calls
         .iter()
         .map(|call| {
@@ -66,6 +94,11 @@ fn run_calls(dir: &TestDir, ws: &Path, env: &[(String, PathBuf)], calls: &[Call]
     turns.push(json!([{"text": "done"}]));
     let script = dir.script("toolchain.jsonl", &turns);
     let mut command = dir.command();
+    if let Some(text) = config {
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        command.arg("--config").arg(path);
+    }
     command
         .args(["run", "--output", "jsonl", "--cwd", ws.to_str().unwrap()])
         .args(["--mode", "full", "--approve", "all", "--script"])
@@ -136,6 +169,30 @@ fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
     )
     .unwrap();
 
+    // A crate with a dependency Cargo has already fetched and unpacked, when
+    // this machine has one (pinned to the unpacked version).
+    let fetched = cargo_home.as_deref().and_then(unpacked_itoa);
+    if let Some(version) = &fetched {
+        let with_dep = ws.join("with-dep");
+        std::fs::create_dir_all(with_dep.join("src")).unwrap();
+        std::fs::write(
+            with_dep.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"with-dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nitoa = \"={version}\"\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            with_dep.join("src/lib.rs"),
+            "#[test]\nfn formats() { assert_eq!(itoa::Buffer::new().format(42u8), \"42\"); }\n",
+        )
+        .unwrap();
+    } else {
+        eprintln!(
+            "no unpacked `itoa` under $CARGO_HOME/registry/src: skipping the crate with a fetched dependency"
+        );
+    }
+
     let git = installed("git");
     if git {
         let init = Command::new("git")
@@ -158,6 +215,12 @@ fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
             command: "cd tiny && cargo test --offline 2>&1".to_owned(),
         },
     ];
+    if fetched.is_some() {
+        calls.push(Call {
+            label: "cargo test with a fetched dependency",
+            command: "cd with-dep && cargo test --offline 2>&1".to_owned(),
+        });
+    }
     if installed("python3") {
         calls.push(Call {
             label: "python3",
@@ -208,7 +271,7 @@ fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
         }
     }
 
-    let results = run_calls(&dir, &ws, &env, &calls);
+    let results = run_calls(&dir, &ws, &env, None, &calls);
     for (call, result) in calls.iter().zip(&results).take(expect_ok) {
         assert_eq!(
             result["is_error"],
@@ -233,6 +296,13 @@ fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
         krate.join("target").is_dir(),
         "the build lands in the workspace"
     );
+    if fetched.is_some() {
+        let (with_dep, _) = text("cargo test with a fetched dependency");
+        assert!(
+            with_dep.contains("Compiling itoa") && with_dep.contains("test result: ok. 1 passed"),
+            "{with_dep}"
+        );
+    }
     if installed("python3") {
         assert!(text("python3").0.starts_with("2\n"));
     }
@@ -276,4 +346,52 @@ fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
         assert!(around.contains("[not sandboxed: "), "{around}");
         let _ = std::fs::remove_file(home.join("outside"));
     }
+}
+
+#[test]
+fn without_toolchains_the_read_only_and_env_lines_grant_them() {
+    if !landlock_available() {
+        return;
+    }
+    let (Some(cargo_home), Some(rustup_home)) = (
+        toolchain_dir("CARGO_HOME", ".cargo"),
+        toolchain_dir("RUSTUP_HOME", ".rustup"),
+    ) else {
+        eprintln!("no Cargo or rustup directory found: skipping");
+        return;
+    };
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let env = vec![
+        ("CARGO_HOME".to_owned(), cargo_home.clone()),
+        ("RUSTUP_HOME".to_owned(), rustup_home.clone()),
+    ];
+    let call = || {
+        vec![Call {
+            label: "cargo --version",
+            command: "cargo --version".to_owned(),
+        }]
+    };
+
+    let off = "[shell]\ntoolchains = false\n";
+    let results = run_calls(&dir, &ws, &env, Some(off), &call());
+    let text = output(&results[0]);
+    assert_eq!(results[0]["is_error"], true, "{text}");
+    // cargo lives in a toolchain tree nothing grants now.
+    let cargo_on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| d.join("cargo").starts_with(&cargo_home))
+    });
+    if cargo_on_path {
+        assert!(text.contains("Permission denied"), "{text}");
+    }
+
+    let granted = format!(
+        "[shell]\ntoolchains = false\nread_only = [{cargo:?}, {rustup:?}]\nenv = [\"CARGO_HOME\", \"RUSTUP_HOME\"]\n",
+        cargo = cargo_home.display().to_string(),
+        rustup = rustup_home.display().to_string(),
+    );
+    let results = run_calls(&dir, &ws, &env, Some(&granted), &call());
+    let text = output(&results[0]);
+    assert_eq!(results[0]["is_error"], false, "{text}");
+    assert!(text.starts_with("cargo "), "{text}");
 }
