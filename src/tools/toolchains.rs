@@ -116,8 +116,13 @@ pub fn home_toolchains(env: &dyn Fn(&str) -> Option<String>) -> HomeToolchains {
     };
     let home = var("HOME");
     let mut read_execute = Vec::new();
+    // A variable naming `/` or home itself (or a parent of it) would grant
+    // the whole of it: such a value is not a toolchain and is left out.
+    let too_wide = |path: &Path| {
+        path.parent().is_none() || home.as_deref().is_some_and(|home| home.starts_with(path))
+    };
     let mut push = |path: PathBuf| {
-        if !read_execute.contains(&path) {
+        if !too_wide(&path) && !read_execute.contains(&path) {
             read_execute.push(path);
         }
     };
@@ -245,6 +250,19 @@ mod tests {
                 .deny
                 .contains(&PathBuf::from("/opt/cargo/credentials.toml"))
         );
+    }
+
+    #[test]
+    fn a_variable_naming_home_or_the_root_grants_nothing() {
+        let found = from(&[
+            ("HOME", "/home/ann"),
+            ("VIRTUAL_ENV", "/"),
+            ("JAVA_HOME", "/home/ann"),
+            ("GOROOT", "/home"),
+        ]);
+        for path in ["/", "/home/ann", "/home"] {
+            assert!(!found.read_execute.contains(&PathBuf::from(path)), "{path}");
+        }
     }
 
     #[test]
