@@ -365,6 +365,9 @@ pub struct ShellConfig {
     /// Directories outside the workspace commands may also write (caches).
     #[serde(default)]
     pub read_write: Vec<PathBuf>,
+    /// Whether commands may read and run the toolchains under home and get
+    /// the variables they need, with the real `HOME` (default true).
+    pub toolchains: Option<bool>,
 }
 
 /// The `[paths]` table.

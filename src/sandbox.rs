@@ -14,16 +14,19 @@
 //! - read, write, create and run files under the workspace and the extra
 //!   read-write roots;
 //! - read and run files under the system directories (`/usr`, `/bin`, `/sbin`,
-//!   `/lib*`, `/opt`, `/nix/store`, ...) and the extra read-only roots;
+//!   `/lib*`, `/opt`, `/nix/store`, ...) and the extra read-only roots (the
+//!   shell tool adds the person's toolchains under home there:
+//!   [`crate::tools::toolchains`]);
 //! - read `/proc` and `/sys`, and `/etc` minus its secrets ([`ETC_SECRETS`]:
 //!   password hashes, sudoers, SSH host keys, TLS private keys, VPN and Wi-Fi
 //!   credentials, cluster credentials);
 //! - read and write `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`,
 //!   `/dev/urandom` and `/dev/tty`, and list `/dev`;
 //! - use a private temporary directory, created for the call and removed after
-//!   it; `HOME` and `TMPDIR` point at it.
+//!   it; `TMPDIR` and `XDG_CACHE_HOME` point at it, and `HOME` too unless the
+//!   environment passes the real one (which the shell tool does).
 //!
-//! Everything else on the file system is denied: the user's home (`~/.ssh`,
+//! Everything else on the file system is denied: the rest of the home (`~/.ssh`,
 //! `~/.aws`, ...), `/tmp`, `/root`, `/var`, `/run`, `/home`, `/mnt`, other
 //! mounts, `/dev/shm` and `/dev/pts`. Paths on the forbidden list
 //! ([`Confinement::deny`]) are carved out even when they lie inside a granted
@@ -229,8 +232,8 @@ pub struct ExecRequest {
     pub timeout: Duration,
     /// At most this many bytes of output are kept (head and tail).
     pub output_limit: usize,
-    /// The child's whole environment, besides `HOME` and `TMPDIR` (which point
-    /// at the private temporary directory). Secret-looking names are dropped
+    /// The child's whole environment, besides `TMPDIR` (the private temporary
+    /// directory; `HOME` and `XDG_CACHE_HOME` too when not given here). Secret-looking names are dropped
     /// here too; build it with [`scrubbed_env`].
     pub env: Vec<(String, String)>,
 }
@@ -282,25 +285,11 @@ pub enum SandboxError {
     Wait(io::Error),
 }
 
-/// The variables a tool process may get by default. Paths under the user's
-/// home (toolchains) are denied by the sandbox anyway, so `CARGO_HOME` and the
-/// like are left to configuration.
+/// The variables a tool process may get by default (an entry ending in `*`
+/// allows every name with that prefix). Where the person's toolchains live
+/// (`CARGO_HOME`, ...) is added by the shell tool's settings.
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
-    "PATH",
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_COLLATE",
-    "LC_MESSAGES",
-    "LC_NUMERIC",
-    "LC_TIME",
-    "TERM",
-    "TZ",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "NO_COLOR",
+    "PATH", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "NO_COLOR",
 ];
 
 /// The environment a tool process gets: only allowlisted names from `source`,
@@ -311,8 +300,17 @@ pub fn scrubbed_env(
 ) -> Vec<(String, String)> {
     source
         .into_iter()
-        .filter(|(name, _)| allow.iter().any(|allowed| allowed == name) && !is_secret_name(name))
+        .filter(|(name, _)| name_allowed(name, allow) && !is_secret_name(name))
         .collect()
+}
+
+/// Whether `name` is on `allow`, where an entry ending in `*` allows every
+/// name with that prefix (`LC_*`).
+pub fn name_allowed(name: &str, allow: &[String]) -> bool {
+    allow.iter().any(|entry| match entry.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => entry == name,
+    })
 }
 
 /// Secrets under `/etc`, denied even though `/etc` is readable.
@@ -858,10 +856,15 @@ async fn end_group(
 }
 
 /// `bash -c LINE` in the request's directory with its environment (secret
-/// names dropped) and `HOME`/`TMPDIR` at the private temporary directory;
-/// stdin closed. The caller sets the output and the confinement.
+/// names dropped), `TMPDIR` at the private temporary directory, and `HOME`
+/// there too unless the environment names one (the person's real home, whose
+/// toolchains are granted read-only). `XDG_CACHE_HOME` points at the private
+/// directory unless given: build caches (Go's, pip's) that must be written
+/// land there instead of failing. Stdin closed. The caller sets the output and
+/// the confinement.
 fn shell_command(request: &ExecRequest, tmp_path: &Path) -> Command {
     let mut command = Command::new(shell_program(&request.env));
+    let given = |name: &str| request.env.iter().any(|(n, v)| n == name && !v.is_empty());
     command
         .arg("-c")
         .arg(&request.line)
@@ -871,12 +874,19 @@ fn shell_command(request: &ExecRequest, tmp_path: &Path) -> Command {
             request
                 .env
                 .iter()
-                .filter(|(name, _)| !is_secret_name(name) && name != "HOME" && name != "TMPDIR")
+                .filter(|(name, value)| {
+                    !is_secret_name(name) && name != "TMPDIR" && !value.is_empty()
+                })
                 .map(|(name, value)| (name.as_str(), value.as_str())),
         )
-        .env("HOME", tmp_path)
         .env("TMPDIR", tmp_path)
         .stdin(Stdio::null());
+    if !given("HOME") {
+        command.env("HOME", tmp_path);
+    }
+    if !given("XDG_CACHE_HOME") {
+        command.env("XDG_CACHE_HOME", tmp_path);
+    }
     command
 }
 
@@ -1731,6 +1741,7 @@ mod tests {
         let source = vec![
             ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            ("LC_PAPER".to_owned(), "C".to_owned()),
             ("OPENAI_API_KEY".to_owned(), "sk-must-not-pass".to_owned()),
             ("GITHUB_TOKEN".to_owned(), "ghp-must-not-pass".to_owned()),
             ("UNLISTED".to_owned(), "unlisted-value".to_owned()),
@@ -1743,7 +1754,7 @@ mod tests {
         let env = scrubbed_env(source, &allow);
         assert_eq!(
             env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
-            ["PATH", "LANG", "HOME"]
+            ["PATH", "LANG", "LC_PAPER", "HOME"]
         );
         let mut req = request("env", &ws);
         req.env = env;
@@ -1767,8 +1778,14 @@ mod tests {
             result.output
         );
         assert!(!result.output.contains("UNLISTED"));
-        assert!(!result.output.contains("HOME=/root\n"));
-        assert!(result.output.contains("HOME=/tmp/") || result.output.contains("HOME=/"));
+        // HOME passes when allowed; TMPDIR and XDG_CACHE_HOME are private.
+        assert!(result.output.contains("HOME=/root\n"), "{}", result.output);
+        assert!(result.output.contains("TMPDIR=/"), "{}", result.output);
+        assert!(
+            result.output.contains("XDG_CACHE_HOME=/"),
+            "{}",
+            result.output
+        );
     }
 
     #[tokio::test]
@@ -1946,6 +1963,59 @@ mod tests {
             rules.iter().filter(|g| g.path == Path::new("/etc")).count(),
             1
         );
+    }
+
+    #[tokio::test]
+    async fn a_forbidden_path_inside_a_granted_toolchain_stays_unreadable() {
+        let (_dir, ws) = workspace();
+        let home = tempfile::tempdir().unwrap();
+        let cargo = std::fs::canonicalize(home.path()).unwrap().join(".cargo");
+        std::fs::create_dir_all(cargo.join("bin")).unwrap();
+        std::fs::write(cargo.join("bin/tool"), "#!/bin/sh\necho tool ran\n").unwrap();
+        std::fs::set_permissions(
+            cargo.join("bin/tool"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(cargo.join("credentials.toml"), "CARGO-TOKEN-VALUE").unwrap();
+        let mut confinement = Confinement::new(&ws);
+        confinement.extra_read_only = vec![cargo.clone()];
+        confinement.deny = vec![cargo.join("credentials.toml")];
+
+        let tmp = tempfile::tempdir().unwrap();
+        let rules = grants(&confinement, tmp.path());
+        let granted = |path: &Path| {
+            rules
+                .iter()
+                .any(|g| path.starts_with(&g.path) && g.access != GrantAccess::List)
+        };
+        assert!(granted(&cargo.join("bin/tool")));
+        assert!(!granted(&cargo.join("credentials.toml")));
+        assert!(!granted(&cargo.join("new-file")));
+
+        if !landlock_or_skip("a_forbidden_path_inside_a_granted_toolchain") {
+            return;
+        }
+        let line = format!(
+            "{cargo}/bin/tool; cat {cargo}/credentials.toml; echo x >> {cargo}/bin/tool; touch {cargo}/new; echo end",
+            cargo = cargo.display()
+        );
+        let result = run(request(&line, &ws), &confinement, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(result.output.starts_with("tool ran\n"), "{}", result.output);
+        assert!(
+            !result.output.contains("CARGO-TOKEN-VALUE"),
+            "{}",
+            result.output
+        );
+        assert_eq!(
+            result.output.matches("Permission denied").count(),
+            3,
+            "{}",
+            result.output
+        );
+        assert!(!cargo.join("new").exists());
     }
 
     #[test]

@@ -6,12 +6,13 @@ pub mod files;
 pub mod search;
 pub mod shell;
 pub mod todo;
+pub mod toolchains;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, SandboxSetting};
+use crate::config::{Config, SandboxSetting, ShellConfig};
 use crate::core::gate::ToolGate;
 use crate::core::policy::shell::CommandRule;
 use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
@@ -70,19 +71,47 @@ fn shell_settings(config: &Config) -> shell::ShellSettings {
         SandboxSetting::Required => SandboxMode::Required,
         SandboxSetting::BestEffort => SandboxMode::BestEffort,
     };
-    for name in &config.shell.env {
-        if !settings.env_allow.contains(name) {
-            settings.env_allow.push(name.clone());
+    shell_home_settings(&mut settings, &config.shell, &|name| {
+        std::env::var(name).ok()
+    });
+    settings
+}
+
+/// The toolchains under home (unless `[shell] toolchains = false`) and the
+/// `[shell] env`, `read_only` and `read_write` entries, for the environment
+/// `env` describes.
+fn shell_home_settings(
+    settings: &mut shell::ShellSettings,
+    config: &ShellConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    let mut allow = |name: &str| {
+        if !settings.env_allow.iter().any(|n| n == name) {
+            settings.env_allow.push(name.to_owned());
+        }
+    };
+    let with_toolchains = config.toolchains.unwrap_or(true);
+    if with_toolchains {
+        for name in toolchains::TOOLCHAIN_ENV {
+            allow(name);
         }
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let expand = |path: &PathBuf| match (path.strip_prefix("~"), &home) {
-        (Ok(rest), Some(home)) => home.join(rest),
-        _ => path.clone(),
-    };
-    settings.extra_read_only = config.shell.read_only.iter().map(expand).collect();
-    settings.extra_read_write = config.shell.read_write.iter().map(expand).collect();
+    for name in &config.env {
+        allow(name);
+    }
+    let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let expand = |path: &PathBuf| toolchains::expand_home(path, home.as_deref());
+    if with_toolchains {
+        let found = toolchains::home_toolchains(env);
+        settings.extra_read_only.extend(found.read_execute);
+        settings.extra_deny.extend(found.deny);
+    }
     settings
+        .extra_read_only
+        .extend(config.read_only.iter().map(expand));
+    settings
+        .extra_read_write
+        .extend(config.read_write.iter().map(expand));
 }
 
 fn rules(config: &Config) -> PolicyRules {
@@ -159,4 +188,86 @@ fn safety(config: &Config) -> Safety {
     }
     let env = std::env::vars().filter(|(name, _)| is_secret_name(name));
     Safety::new(settings, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::sandbox::scrubbed_env;
+
+    fn settings(config: &ShellConfig, vars: &[(&str, &str)]) -> shell::ShellSettings {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut settings = shell::ShellSettings::default();
+        shell_home_settings(&mut settings, config, &|name| vars.get(name).cloned());
+        settings
+    }
+
+    const VARS: &[(&str, &str)] = &[
+        ("HOME", "/home/ann"),
+        ("CARGO_HOME", "/opt/cargo"),
+        ("RUSTUP_TOOLCHAIN", "stable"),
+        ("LC_PAPER", "C"),
+        ("PATH", "/usr/bin"),
+        ("GITHUB_TOKEN", "ghp-must-not-pass"),
+        ("AWS_SECRET_ACCESS_KEY", "must-not-pass"),
+        ("CARGO_REGISTRY_TOKEN", "must-not-pass"),
+        ("EDITOR", "vi"),
+    ];
+
+    fn env_names(settings: &shell::ShellSettings) -> Vec<String> {
+        let source = VARS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        scrubbed_env(source, &settings.env_allow)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn toolchains_are_granted_and_their_variables_pass_by_default() {
+        let found = settings(&ShellConfig::default(), VARS);
+        assert!(found.extra_read_only.contains(&PathBuf::from("/opt/cargo")));
+        assert!(
+            found
+                .extra_read_only
+                .contains(&PathBuf::from("/home/ann/.rustup"))
+        );
+        assert!(found.extra_read_write.is_empty());
+        assert!(
+            found
+                .extra_deny
+                .contains(&PathBuf::from("/opt/cargo/credentials.toml"))
+        );
+        assert_eq!(
+            env_names(&found),
+            ["HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "LC_PAPER", "PATH"]
+        );
+    }
+
+    #[test]
+    fn toolchains_can_be_turned_off_and_entries_added() {
+        let config = ShellConfig {
+            toolchains: Some(false),
+            env: vec!["EDITOR".to_owned(), "GITHUB_TOKEN".to_owned()],
+            read_only: vec![PathBuf::from("~/sdk")],
+            read_write: vec![PathBuf::from("~/.cache/go-build"), PathBuf::from("/srv/x")],
+            ..ShellConfig::default()
+        };
+        let found = settings(&config, VARS);
+        assert_eq!(found.extra_read_only, vec![PathBuf::from("/home/ann/sdk")]);
+        assert_eq!(
+            found.extra_read_write,
+            vec![
+                PathBuf::from("/home/ann/.cache/go-build"),
+                PathBuf::from("/srv/x")
+            ]
+        );
+        assert!(found.extra_deny.is_empty());
+        // A secret-looking name never passes, even when listed.
+        assert_eq!(env_names(&found), ["LC_PAPER", "PATH", "EDITOR"]);
+    }
 }

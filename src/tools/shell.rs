@@ -38,6 +38,9 @@ pub struct ShellSettings {
     pub extra_read_write: Vec<PathBuf>,
     /// More trees a command may read and execute (toolchains under home).
     pub extra_read_only: Vec<PathBuf>,
+    /// Paths denied even inside those trees, besides the boundary's forbidden
+    /// list (credentials kept in a toolchain's directory).
+    pub extra_deny: Vec<PathBuf>,
 }
 
 impl Default for ShellSettings {
@@ -54,6 +57,7 @@ impl Default for ShellSettings {
             mode: SandboxMode::BestEffort,
             extra_read_write: Vec::new(),
             extra_read_only: Vec::new(),
+            extra_deny: Vec::new(),
         }
     }
 }
@@ -124,7 +128,13 @@ impl ShellTool {
             workspace: ctx.workspace.clone(),
             extra_read_write,
             extra_read_only: self.settings.extra_read_only.clone(),
-            deny: ctx.boundary.forbidden().to_vec(),
+            deny: ctx
+                .boundary
+                .forbidden()
+                .iter()
+                .chain(&self.settings.extra_deny)
+                .cloned()
+                .collect(),
             network: self.settings.network,
             mode: self.settings.mode,
         };
@@ -353,8 +363,9 @@ impl Tool for ShellTool {
                 "Runs a command line with bash in the workspace and returns its output \
                  (stdout and stderr interleaved) followed by its exit status. \
                  The command runs in a sandbox: it may read and write the workspace, read \
-                 system files and use a private temporary directory ($HOME and $TMPDIR); \
-                 everything else is denied. {network} There is no stdin and no terminal, so \
+                 and run system files and the installed toolchains (cargo, node, python, go, \
+                 ...; their caches are read-only), and write a private temporary directory \
+                 ($TMPDIR); everything else is denied. {network} There is no stdin and no terminal, so \
                  interactive programs fail; pass flags such as --yes or --no-pager instead. \
                  Background processes are killed when the command ends. Long output keeps \
                  its beginning and end. Times out after {default} s unless `timeout_secs` \
@@ -827,7 +838,17 @@ mod tests {
         assert!(names.contains(&"HOME"), "{}", output.text);
         for name in names {
             assert!(
-                ["PATH", "HOSTNAME", "HOME", "TMPDIR", "PWD", "SHLVL", "_"].contains(&name),
+                [
+                    "PATH",
+                    "HOSTNAME",
+                    "HOME",
+                    "TMPDIR",
+                    "XDG_CACHE_HOME",
+                    "PWD",
+                    "SHLVL",
+                    "_"
+                ]
+                .contains(&name),
                 "{name} reached the command"
             );
         }
