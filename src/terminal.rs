@@ -527,6 +527,13 @@ impl Chat {
             }
         }
         self.subscription = Some(subscription);
+        // A second Ctrl-C that came as the cancelled run ended still leaves.
+        if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW)
+            && let Some(Some(())) = self.interrupt.recv().now_or_never()
+        {
+            self.write(&self.dim("Leaving.\n"));
+            return Ok(Flow::Quit);
+        }
         Ok(Flow::Continue)
     }
 
