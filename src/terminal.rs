@@ -44,6 +44,9 @@ const QUIT_WINDOW: Duration = Duration::from_secs(2);
 /// Lines of a diff shown with an approval; the rest are counted.
 const DIFF_LINES: usize = 60;
 
+/// Most events shown in one write.
+const BURST: usize = 4096;
+
 /// Earlier sessions offered by `--resume`.
 const RESUME_CHOICES: usize = 20;
 
@@ -497,13 +500,30 @@ impl Chat {
                 self.write(&out);
                 continue;
             };
-            let record = record.ok_or_else(|| anyhow!("the session closed during the run"))?;
+            let mut record = record.ok_or_else(|| anyhow!("the session closed during the run"))?;
+            // Events already waiting are shown in the same write: a fast
+            // stream costs one write per burst, not one per chunk.
+            let mut out = String::new();
+            let mut taken = 0;
+            loop {
+                if record.run_id == run_id {
+                    view.show(&record.event, &mut out);
+                }
+                if record.run_id != run_id || !is_plain_output(&record.event) || taken >= BURST {
+                    break;
+                }
+                match subscription.next().now_or_never() {
+                    Some(Some(next)) => {
+                        record = next;
+                        taken += 1;
+                    }
+                    Some(None) | None => break,
+                }
+            }
+            self.write(&out);
             if record.run_id != run_id {
                 continue;
             }
-            let mut out = String::new();
-            view.show(&record.event, &mut out);
-            self.write(&out);
             if let Event::ApprovalRequested { approval_id, .. } = &record.event {
                 match self.ask_approval().await? {
                     Some(decision) => {
@@ -526,6 +546,9 @@ impl Chat {
                 break;
             }
         }
+        // What the subscription still holds of this run (events it already
+        // delivered from the tape after a lag) is read now, not at the next run.
+        while let Some(Some(_)) = subscription.next().now_or_never() {}
         self.subscription = Some(subscription);
         // A second Ctrl-C that came as the cancelled run ended still leaves.
         if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW)
@@ -568,7 +591,7 @@ impl Chat {
             return;
         }
         if let Err(err) = crate::stdout::write_all(text.as_bytes()) {
-            tracing::debug!(error = %err, "cannot write to the terminal");
+            tracing::warn!(error = %err, "cannot write to the terminal");
         }
     }
 }
@@ -775,6 +798,15 @@ impl View {
             | Event::Usage { .. } => {}
         }
     }
+}
+
+/// Whether an event only adds to the output (the run loop does nothing else
+/// with it), so the events after it may be shown in the same write.
+fn is_plain_output(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::TextDelta { .. } | Event::ThoughtDelta { .. } | Event::Usage { .. }
+    )
 }
 
 /// A change an approval is about, as a colored unified diff.
