@@ -271,21 +271,18 @@ fn a_prompt_gets_a_streamed_rendered_reply_and_joins_the_history() {
 }
 
 #[test]
-fn no_color_gives_plain_output() {
-    let dir = TestDir::new();
-    let ws = dir.workspace();
-    let script = dir.script("s.jsonl", &[json!([{"text": "Some **bold** words."}])]);
-    let tmux = Tmux::start(
-        &dir,
-        &ws,
-        &["chat", "--script", &path(&script)],
-        &[("NO_COLOR", "1")],
-    );
-    tmux.wait_prompt();
-    tmux.line("hi");
-    tmux.wait_for("Some bold words.");
-    let styled = tmux.styled_screen();
-    assert!(!styled.contains('\x1b'), "{styled:?}");
+fn no_color_and_a_dumb_terminal_give_plain_output() {
+    for env in [("NO_COLOR", "1"), ("TERM", "dumb")] {
+        let dir = TestDir::new();
+        let ws = dir.workspace();
+        let script = dir.script("s.jsonl", &[json!([{"text": "Some **bold** words."}])]);
+        let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[env]);
+        tmux.wait_prompt();
+        tmux.line("hi");
+        tmux.wait_for("Some bold words.");
+        let styled = tmux.styled_screen();
+        assert!(!styled.contains('\x1b'), "{env:?}: {styled:?}");
+    }
 }
 
 #[test]
@@ -301,6 +298,10 @@ fn an_approval_is_asked_with_the_diff_or_command_and_answered_at_the_prompt() {
             json!([{"text": "Second done."}]),
             json!([{"tool_call": {"name": "shell", "arguments": {"command": "echo shell-was-run > ran.txt"}}}]),
             json!([{"text": "Third done."}]),
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "always.txt", "content": "one\n"}}}]),
+            json!([{"text": "Fourth done."}]),
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "always.txt", "content": "two\n"}}}]),
+            json!([{"text": "Fifth done."}]),
         ],
     );
     let tmux = Tmux::start(
@@ -347,6 +348,28 @@ fn an_approval_is_asked_with_the_diff_or_command_and_answered_at_the_prompt() {
     tmux.line("n");
     tmux.wait_for("Third done.");
     assert!(!ws.join("ran.txt").exists());
+    tmux.wait_prompt();
+
+    // `/undo` reverts the allowed write.
+    tmux.line("/undo");
+    let screen = tmux.wait_for("Reverted 1 file from run");
+    assert!(screen.contains("allowed.txt"), "{screen}");
+    tmux.wait_prompt();
+    assert!(!ws.join("allowed.txt").exists());
+
+    // "a" allows the tool from now on: the next write asks nothing.
+    tmux.line("write always");
+    tmux.wait_count("Allow? [y] once", 5);
+    tmux.line("a");
+    tmux.wait_for("Fourth done.");
+    tmux.wait_prompt();
+    tmux.line("write it again");
+    let screen = tmux.wait_for("Fifth done.");
+    assert_eq!(screen.matches("Allow? [y] once").count(), 5, "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("always.txt")).unwrap(),
+        "two\n"
+    );
 }
 
 #[test]
@@ -470,7 +493,11 @@ fn slash_commands_are_answered_and_an_unknown_one_is_named() {
     let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
     let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
     tmux.wait_prompt();
-    tmux.line("/help");
+    // Tab completes a command name.
+    tmux.tmux(&["send-keys", "-l", "/he"]);
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /help");
+    tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("Ctrl-D at an empty prompt leaves.");
     for command in [
         "/compact", "/undo", "/mode", "/model", "/runs", "/help", "/new", "/quit",
