@@ -224,6 +224,9 @@ fn a_prompt_gets_a_streamed_rendered_reply_and_joins_the_history() {
                 {"text": "item\nThe end."}
             ]),
             json!([{"text": "Second reply."}]),
+            json!([{"tool_call": {"name": "read_file", "arguments": {"path": "missing.txt"}}}]),
+            json!([{"text": "Cut short"}, {"stop": "max_tokens"}]),
+            json!([{"error": {"kind": "auth", "message": "bad key"}}]),
         ],
     );
     let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
@@ -251,6 +254,15 @@ fn a_prompt_gets_a_streamed_rendered_reply_and_joins_the_history() {
     tmux.line("line three");
     tmux.wait_for("Second reply.");
     tmux.wait_prompt();
+
+    // A failed tool call, a reply cut short, a failed run.
+    tmux.line("read a missing file");
+    let screen = tmux.wait_for("(stopped: max_tokens)");
+    assert!(screen.contains("* Read missing.txt\n  failed: "), "{screen}");
+    tmux.wait_prompt();
+    tmux.line("fail please");
+    tmux.wait_for("error: ");
+    tmux.wait_prompt();
     tmux.keys(&["C-d"]);
     tmux.wait_for("EXITED=0");
 
@@ -260,7 +272,9 @@ fn a_prompt_gets_a_streamed_rendered_reply_and_joins_the_history() {
         user_prompts(&dir, &sessions[0]),
         vec![
             "hello there".to_owned(),
-            "line one\nline two\nline three".to_owned()
+            "line one\nline two\nline three".to_owned(),
+            "read a missing file".to_owned(),
+            "fail please".to_owned(),
         ]
     );
     let shown = dir.show_session(&sessions[0]);
@@ -452,6 +466,13 @@ fn resume_picks_an_earlier_session_and_continues_it() {
     let screen = second.wait_for("Resumed session");
     assert!(screen.contains("you: the first question"), "{screen}");
     assert!(screen.contains("pincer: The first answer."), "{screen}");
+    second.wait_prompt();
+    // The history file brings back the first conversation's lines.
+    second.keys(&["Up"]);
+    second.wait_for("> /quit");
+    second.keys(&["Up"]);
+    second.wait_for("> the first question");
+    second.keys(&["C-u"]);
     second.wait_prompt();
     second.line("the second question");
     second.wait_for("The second answer.");
