@@ -17,7 +17,10 @@ figure covers the face's whole share: the event reaching the face, the
 renderer, the write to the pty, tmux drawing it, and the poll's own delay
 (up to one poll interval plus a `capture-pane`, a few ms: the figure is an
 upper bound). Also reported: the time from the prompt to the marker, the
-whole reply's trip through the face.
+whole reply's trip through the face; and the same latency for the same reply
+through `pincer run` with stdout a pipe, which is the core's share (the
+provider, the runtime, the tape, a lagging subscriber reading it back)
+without the terminal face.
 
     python3 scripts/bench_terminal.py                    # target/debug/pincer, 5 replies
     python3 scripts/bench_terminal.py --bin target/release/pincer -n 10
@@ -80,6 +83,18 @@ def pincer_json(bin_path: str, data: Path, *args: str):
     return out.stdout
 
 
+def last_delta_at(bin_path: str, data: Path) -> float:
+    """When the newest session's last run took its last text chunk (s)."""
+    session = json.loads(pincer_json(bin_path, data, "sessions", "list", "--json").splitlines()[0])
+    shown = json.loads(pincer_json(bin_path, data, "sessions", "show", session["session_id"], "--json"))
+    run_id = shown["runs"][-1]["run_id"]
+    tape = pincer_json(bin_path, data, "tape", run_id, "--json")
+    deltas = [r for r in map(json.loads, tape.splitlines()) if r.get("type") == "text_delta"]
+    if len(deltas) != LINES * CHUNKS_PER_LINE:
+        sys.exit(f"bench_terminal: run {run_id} has {len(deltas)} text chunks")
+    return deltas[-1]["at"] / 1000.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bin", default="target/debug/pincer")
@@ -125,16 +140,7 @@ def main() -> None:
             wait_screen(socket, lambda s: s.rstrip().endswith(">"), "the prompt", 0.05)
         finally:
             tmux(socket, "kill-server")
-        session = json.loads(pincer_json(bin_path, data, "sessions", "list", "--json").splitlines()[0])
-        shown = json.loads(
-            pincer_json(bin_path, data, "sessions", "show", session["session_id"], "--json")
-        )
-        run_id = shown["runs"][-1]["run_id"]
-        tape = pincer_json(bin_path, data, "tape", run_id, "--json")
-        deltas = [r for r in map(json.loads, tape.splitlines()) if r.get("type") == "text_delta"]
-        if len(deltas) != LINES * CHUNKS_PER_LINE:
-            sys.exit(f"bench_terminal: run {run_id} has {len(deltas)} text chunks")
-        last = deltas[-1]["at"] / 1000.0
+        last = last_delta_at(bin_path, data)
         latencies.append((seen - last) * 1000.0)
         totals.append((seen - sent) * 1000.0)
         print(
@@ -142,6 +148,32 @@ def main() -> None:
             f"prompt to end {totals[-1]:.0f} ms",
             file=sys.stderr,
         )
+    # The same reply through `pincer run` (stdout a pipe): the core's share
+    # of the figure (provider, runtime, tape, subscription) without the
+    # terminal face, its renderer and tmux.
+    headless = []
+    for index in range(args.n):
+        hdata = scratch / f"headless-{index}"
+        proc = subprocess.Popen(
+            [bin_path, "--data-dir", str(hdata), "run", "--script", str(script), "go"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=ws,
+        )
+        tail = b""
+        seen = None
+        while True:
+            chunk = proc.stdout.read1(65536)
+            if not chunk:
+                break
+            tail = (tail + chunk)[-64:]
+            if marker.encode() in tail:
+                seen = time.time()
+                break
+        proc.wait()
+        if seen is None:
+            sys.exit("bench_terminal: `pincer run` did not print the reply's end")
+        headless.append((seen - last_delta_at(bin_path, hdata)) * 1000.0)
     load = Path("/proc/loadavg").read_text().split()[:3]
     median = statistics.median(latencies)
     print(f"binary: {bin_path}")
@@ -154,6 +186,10 @@ def main() -> None:
     print(
         f"prompt -> end on screen: median {statistics.median(totals):.0f} ms, "
         f"min {min(totals):.0f}, max {max(totals):.0f}"
+    )
+    print(
+        f"same reply through `pincer run`, last chunk -> end read from its stdout: "
+        f"median {statistics.median(headless):.1f} ms, min {min(headless):.1f}, max {max(headless):.1f}"
     )
     print(f"load average (1/5/15 min): {' '.join(load)}")
 
