@@ -33,7 +33,7 @@ use crate::core::receipt::Verdict;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Message, Mode, Origin, Session};
 use crate::core::slash::{self, FaceCommand, SlashCommand};
-use crate::core::tool::{FileDiff, PlanStatus};
+use crate::core::tool::{FileDiff, PlanStatus, ToolKind};
 use crate::store::SessionQuery;
 use editor::{LineEditor, Read};
 use markdown::{Dimmed, Markdown, sanitize};
@@ -650,8 +650,9 @@ struct View {
     color: bool,
     reply: Markdown,
     thoughts: Dimmed,
-    /// Tool calls seen, by id: the tool's name, and whether a line shows them yet.
-    tools: HashMap<String, (String, bool)>,
+    /// Tool calls seen, by id: the tool's name and kind, and whether a line
+    /// shows them yet.
+    tools: HashMap<String, (String, ToolKind, bool)>,
 }
 
 impl View {
@@ -683,16 +684,21 @@ impl View {
                 }
                 self.thoughts.push(text, out);
             }
-            Event::ToolCall { id, name, .. } => {
+            Event::ToolCall { id, name, kind, .. } => {
                 self.flush(out);
-                self.tools.insert(id.clone(), (name.clone(), false));
+                self.tools.insert(id.clone(), (name.clone(), *kind, false));
             }
             Event::ToolPlanned { id, title, .. } => {
                 self.flush(out);
-                if let Some((_, shown)) = self.tools.get_mut(id) {
-                    *shown = true;
-                }
-                out.push_str(&styled(color, BOLD, &format!("* {}\n", sanitize(title))));
+                let kind = match self.tools.get_mut(id) {
+                    Some((_, kind, shown)) => {
+                        *shown = true;
+                        kind.as_str()
+                    }
+                    None => ToolKind::Other.as_str(),
+                };
+                out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(title))));
+                out.push_str(&styled(color, DIM, &format!(" [{kind}]\n")));
             }
             Event::ApprovalRequested {
                 tool,
@@ -738,8 +744,9 @@ impl View {
                 ..
             } => {
                 self.flush(out);
-                if let Some((name, false)) = self.tools.get(id) {
-                    out.push_str(&styled(color, BOLD, &format!("* {}\n", sanitize(name))));
+                if let Some((name, kind, false)) = self.tools.get(id) {
+                    out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(name))));
+                    out.push_str(&styled(color, DIM, &format!(" [{}]\n", kind.as_str())));
                 }
                 let first = sanitize(output.lines().next().unwrap_or(""));
                 let line = match verdict {

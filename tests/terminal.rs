@@ -258,7 +258,10 @@ fn a_prompt_gets_a_streamed_rendered_reply_and_joins_the_history() {
     // A failed tool call, a reply cut short, a failed run.
     tmux.line("read a missing file");
     let screen = tmux.wait_for("(stopped: max_tokens)");
-    assert!(screen.contains("* Read missing.txt\n  failed: "), "{screen}");
+    assert!(
+        screen.contains("* Read missing.txt [read]\n  failed: "),
+        "{screen}"
+    );
     tmux.wait_prompt();
     tmux.line("fail please");
     tmux.wait_for("error: ");
