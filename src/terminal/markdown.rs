@@ -468,6 +468,39 @@ mod tests {
     }
 
     #[test]
+    fn every_split_renders_the_same_and_plain_output_has_no_controls() {
+        let samples = [
+            "a **b** _c_ `d`\r\n# h\r\n",
+            "~~~py\nx = '\x1b[2J'\n~~~\n> q *e*\n1) one\n",
+            "[l](u) ![i](p) <b>raw</b> ---\n\n---\n    indented code\n",
+            "ünï **cödé** 💥\t\u{7}\n- [ ] task\n```\nunclosed",
+        ];
+        for text in samples {
+            for color in [false, true] {
+                let whole = render(color, &[text]);
+                for (at, _) in text.char_indices() {
+                    let (a, b) = text.split_at(at);
+                    assert_eq!(render(color, &[a, b]), whole, "split at {at} of {text:?}");
+                }
+                let without_styles = whole
+                    .replace(RESET, "")
+                    .replace(BOLD, "")
+                    .replace(DIM, "")
+                    .replace(ITALIC, "")
+                    .replace(UNDERLINE, "")
+                    .replace(CODE, "");
+                assert!(
+                    !without_styles
+                        .chars()
+                        .any(|c| c.is_control() && c != '\n' && c != '\t'),
+                    "{text:?} -> {whole:?}"
+                );
+                assert!(whole.ends_with('\n'), "{whole:?}");
+            }
+        }
+    }
+
+    #[test]
     fn nested_list_items_keep_their_indent() {
         assert_eq!(render(false, &["- a\n  - b\n"]), "- a\n  - b\n");
     }
