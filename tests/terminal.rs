@@ -508,6 +508,29 @@ fn resume_picks_an_earlier_session_and_continues_it() {
     );
     let screen = third.wait_for("Resumed session");
     assert!(screen.contains("you: the second question"), "{screen}");
+    drop(third);
+
+    // Enter takes the newest session; `n` starts a new one.
+    let fourth = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--resume", "--script", &path(&script)],
+        &[],
+    );
+    fourth.wait_for("Resume which?");
+    fourth.keys(&["Enter"]);
+    fourth.wait_for("Resumed session the first question");
+    drop(fourth);
+    let fifth = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--resume", "--script", &path(&script)],
+        &[],
+    );
+    fifth.wait_for("Resume which?");
+    fifth.line("n");
+    let screen = fifth.wait_prompt();
+    assert!(!screen.contains("Resumed session"), "{screen}");
 }
 
 #[test]
