@@ -4,12 +4,13 @@
 # official TypeScript SDK the fixture server runs on), from the npm registry
 # at the versions package-lock.json pins; and the OpenAPI fuzzer schemathesis
 # (PyPI, the version tests/fixtures/schemathesis/requirements.txt pins) in a
-# virtual environment, tests/fixtures/schemathesis/.venv.
+# virtual environment, tests/fixtures/schemathesis/.venv; and tmux, in which
+# tests/terminal.rs drives `pincer chat`.
 #
 #   bash scripts/test-deps.sh && cargo test --locked
 #
-# Idempotent: what is present is not installed again. Installs Node.js and
-# Python with apt-get only when they are missing (needs root, as in CI).
+# Idempotent: what is present is not installed again. Installs Node.js,
+# Python and tmux with apt-get only when they are missing (needs root, as in CI).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -78,4 +79,12 @@ for tool in curl:curl script:bsdutils; do
     DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null || fail "apt-get install $package failed"
 done
+# tmux, for the terminal face's tests (tests/terminal.rs).
+if ! command -v tmux >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || fail "tmux is missing and apt-get is not available: install tmux"
+    [ "$(id -u)" = 0 ] || fail "tmux is missing: install tmux (or run this script as root to apt-get it)"
+    echo "test-deps: installing tmux with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null || fail "apt-get install tmux failed"
+fi
 echo "test-deps: done" >&2

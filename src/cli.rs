@@ -64,8 +64,9 @@ pub struct Cli {
     /// Write logs to this file instead of stderr
     #[arg(long, global = true, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+    /// Without one, `pincer` on a terminal opens a conversation (`pincer chat`).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,6 +75,8 @@ pub enum Command {
     Acp(AcpArgs),
     /// Run prompts headless and stream the reply
     Run(RunArgs),
+    /// Talk to Pincer in the terminal (also what `pincer` alone does on a terminal)
+    Chat(ChatArgs),
     /// Serve HTTP (REST, SSE, JSON-RPC over WebSocket) until SIGTERM/SIGINT
     Serve(crate::serve::ServeArgs),
     /// List and inspect sessions
@@ -208,6 +211,18 @@ pub struct RunArgs {
     pub provider: ProviderArgs,
 }
 
+#[derive(Debug, Args, Default)]
+pub struct ChatArgs {
+    /// Pick an earlier session of this workspace to continue (or give its id)
+    #[arg(long, value_name = "ID", num_args = 0..=1, conflicts_with = "session")]
+    pub resume: Option<Option<String>>,
+    /// Continue this session
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ChannelsCommand {
     /// List outbound chat messages (send intents), most recently changed first
@@ -327,10 +342,16 @@ impl Failure {
 }
 
 async fn dispatch(cli: Cli) -> u8 {
-    let result = match cli.command {
+    let Some(command) = &cli.command else {
+        return no_command(&cli).await;
+    };
+    let result = match *command {
         Command::Acp(ref args) => acp(&cli, args).await,
         Command::Run(ref args) => {
             crate::headless::run(&flags(&cli, Some(&args.provider)), args).await
+        }
+        Command::Chat(ref args) => {
+            crate::terminal::run(&flags(&cli, Some(&args.provider)), args).await
         }
         Command::Serve(ref args) => {
             crate::serve::run(&flags(&cli, Some(&args.provider)), args).await
@@ -376,6 +397,24 @@ pub fn chain(error: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     line
+}
+
+/// `pincer` alone: a conversation when a person is at a terminal, else the
+/// help on stderr and the usage exit code, as clap gives for a missing subcommand.
+async fn no_command(cli: &Cli) -> u8 {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() && crate::stdout::is_terminal() {
+        let args = ChatArgs::default();
+        return match crate::terminal::run(&flags(cli, Some(&args.provider)), &args).await {
+            Ok(code) => code,
+            Err(failure) => {
+                eprintln!("pincer: {}", chain(&failure.error));
+                failure.code
+            }
+        };
+    }
+    eprint!("{}", Cli::command().render_help());
+    exit::USAGE
 }
 
 fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {

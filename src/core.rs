@@ -20,5 +20,6 @@ pub mod run;
 pub mod runtime;
 pub mod safety;
 pub mod session;
+pub mod slash;
 pub mod stats;
 pub mod tool;

@@ -16,4 +16,5 @@ pub mod sandbox;
 pub mod serve;
 pub mod stdout;
 pub mod store;
+pub mod terminal;
 pub mod tools;

@@ -161,3 +161,9 @@ pub fn write_all(bytes: &[u8]) -> std::io::Result<()> {
 pub fn writer() -> impl std::io::Write {
     std::io::stdout()
 }
+
+/// Whether stdout is a terminal (`pincer` alone opens a conversation only then).
+pub fn is_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdout().is_terminal()
+}

@@ -1,53 +1,11 @@
 //! Slash commands: advertised with `available_commands_update`, recognized
-//! when a prompt is one text block starting with `/NAME` for a known name.
-//! Anything else starting with `/` (a path, say) goes to the model as written.
+//! when a prompt is one text block starting with `/NAME` for a known name
+//! (`core::slash`, shared with the terminal face). Anything else starting with
+//! `/` (a path, say) goes to the model as written.
 
 use agent_client_protocol_schema::v1 as acp;
 
-use crate::core::runtime::SessionCommand;
-use crate::core::session::ContentPart;
-
-/// A slash command a prompt asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SlashCommand {
-    /// Answered by the face, without a run.
-    Answered(FaceCommand),
-    /// A run of its own in the session's queue (`/compact`, `/undo`).
-    Queued(SessionCommand),
-}
-
-/// A command the ACP face answers itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FaceCommand {
-    Help,
-    /// `/mode` alone shows the mode; with an argument, switches to it.
-    Mode(Option<String>),
-    /// `/model` alone lists the models; with an argument, switches to it.
-    Model(Option<String>),
-    Runs,
-}
-
-/// Name, description and input hint of each command, in the order shown.
-pub const COMMANDS: [(&str, &str, Option<&str>); 6] = [
-    (
-        "compact",
-        "Summarize the conversation so far to free the context window",
-        None,
-    ),
-    (
-        "undo",
-        "Revert the file edits of the last turn that made any",
-        None,
-    ),
-    (
-        "mode",
-        "Show or switch the autonomy mode",
-        Some("read_only | supervised | full"),
-    ),
-    ("model", "Show or switch the model", Some("model name")),
-    ("runs", "List this session's recent runs", None),
-    ("help", "List the commands", None),
-];
+pub use crate::core::slash::{COMMANDS, FaceCommand, SlashCommand, help, parse};
 
 /// The `available_commands_update` every session gets after it opens.
 pub fn available() -> acp::SessionUpdate {
@@ -63,87 +21,4 @@ pub fn available() -> acp::SessionUpdate {
             })
             .collect(),
     ))
-}
-
-/// The command a prompt asks for, if it is one.
-pub fn parse(content: &[ContentPart]) -> Option<SlashCommand> {
-    let [ContentPart::Text { text }] = content else {
-        return None;
-    };
-    let rest = text.trim().strip_prefix('/')?;
-    let (name, argument) = match rest.split_once(char::is_whitespace) {
-        Some((name, argument)) => (name, Some(argument.trim().to_owned())),
-        None => (rest, None),
-    };
-    let argument = argument.filter(|a| !a.is_empty());
-    match name {
-        "help" => Some(SlashCommand::Answered(FaceCommand::Help)),
-        "mode" => Some(SlashCommand::Answered(FaceCommand::Mode(argument))),
-        "model" => Some(SlashCommand::Answered(FaceCommand::Model(argument))),
-        "runs" => Some(SlashCommand::Answered(FaceCommand::Runs)),
-        "compact" => Some(SlashCommand::Queued(SessionCommand::Compact)),
-        "undo" => Some(SlashCommand::Queued(SessionCommand::Undo)),
-        _ => None,
-    }
-}
-
-/// The `/help` text.
-pub fn help() -> String {
-    let mut text = "Commands:\n".to_owned();
-    for (name, description, hint) in COMMANDS {
-        match hint {
-            Some(hint) => text.push_str(&format!("- `/{name} [{hint}]`: {description}\n")),
-            None => text.push_str(&format!("- `/{name}`: {description}\n")),
-        }
-    }
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn text(t: &str) -> Vec<ContentPart> {
-        vec![ContentPart::Text { text: t.into() }]
-    }
-
-    #[test]
-    fn known_commands_are_recognized_with_their_argument() {
-        assert_eq!(
-            parse(&text("/help")),
-            Some(SlashCommand::Answered(FaceCommand::Help))
-        );
-        assert_eq!(
-            parse(&text("  /compact \n")),
-            Some(SlashCommand::Queued(SessionCommand::Compact))
-        );
-        assert_eq!(
-            parse(&text("/mode  full ")),
-            Some(SlashCommand::Answered(FaceCommand::Mode(Some(
-                "full".into()
-            ))))
-        );
-        assert_eq!(
-            parse(&text("/model")),
-            Some(SlashCommand::Answered(FaceCommand::Model(None)))
-        );
-        assert_eq!(
-            parse(&text("/undo")),
-            Some(SlashCommand::Queued(SessionCommand::Undo))
-        );
-    }
-
-    #[test]
-    fn other_slashes_go_to_the_model() {
-        assert_eq!(parse(&text("/etc/hosts looks wrong")), None);
-        assert_eq!(parse(&text("/unknown")), None);
-        assert_eq!(parse(&text("please /help")), None);
-        let two = vec![
-            ContentPart::Text {
-                text: "/help".into(),
-            },
-            ContentPart::Text { text: "x".into() },
-        ];
-        assert_eq!(parse(&two), None);
-    }
 }

@@ -45,6 +45,8 @@ pub enum Origin {
     Headless,
     Http,
     Channel,
+    /// `pincer chat`, a person at a terminal.
+    Terminal,
 }
 
 impl Origin {
@@ -54,6 +56,7 @@ impl Origin {
             Origin::Headless => "headless",
             Origin::Http => "http",
             Origin::Channel => "channel",
+            Origin::Terminal => "terminal",
         }
     }
 
@@ -63,6 +66,7 @@ impl Origin {
             "headless" => Some(Origin::Headless),
             "http" => Some(Origin::Http),
             "channel" => Some(Origin::Channel),
+            "terminal" => Some(Origin::Terminal),
             _ => None,
         }
     }

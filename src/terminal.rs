@@ -1,0 +1,853 @@
+//! The terminal face: `pincer chat`, and `pincer` alone on a terminal — a
+//! conversation at a prompt in the current directory's workspace.
+//!
+//! The reply streams to stdout as rendered Markdown, line by line; tool
+//! calls show as they happen, approvals are asked at the prompt with the
+//! diff or command they are about, and slash commands are those of the ACP
+//! face (`core::slash`) plus `/new` and `/quit`. Ctrl-C cancels a run; a
+//! second one within two seconds, or Ctrl-C / Ctrl-D at an empty prompt,
+//! leaves with the store flushed. Logs stay on stderr (warnings only unless
+//! `-v`) or in `--log-file`. The line editor (`editor`) draws the prompt on
+//! the terminal itself; everything else shown goes through `crate::stdout`.
+//!
+//! This face knows the runtime and no other face.
+
+mod editor;
+mod markdown;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use futures::FutureExt as _;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::cli::{ChatArgs, Failure, exit};
+use crate::config::Flags;
+use crate::core::approval::ApprovalDecision;
+use crate::core::event::{Event, RunState, StopReason};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::quote::quote;
+use crate::core::receipt::Verdict;
+use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
+use crate::core::session::{ContentPart, Message, Mode, Origin, Session};
+use crate::core::slash::{self, FaceCommand, SlashCommand};
+use crate::core::tool::{FileDiff, PlanStatus, ToolKind};
+use crate::store::SessionQuery;
+use editor::{LineEditor, Read};
+use markdown::{Dimmed, Markdown, sanitize};
+
+/// How soon a second Ctrl-C during a run quits instead of cancelling again.
+const QUIT_WINDOW: Duration = Duration::from_secs(2);
+
+/// Lines of a diff shown with an approval; the rest are counted.
+const DIFF_LINES: usize = 60;
+
+/// Most events shown in one write.
+const BURST: usize = 4096;
+
+/// Earlier sessions offered by `--resume`.
+const RESUME_CHOICES: usize = 20;
+
+/// Messages of a resumed session shown before the prompt.
+const HISTORY_SHOWN: usize = 6;
+
+const RESET: &str = "\x1b[0m";
+const BOLD: &str = "\x1b[1m";
+const DIM: &str = "\x1b[2m";
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const CYAN: &str = "\x1b[36m";
+
+/// Whether to color: not when `NO_COLOR` is set (and not empty) or `TERM=dumb`.
+fn color_wanted() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+    !no_color && !dumb
+}
+
+/// Runs a conversation until the person leaves.
+pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
+    let opened = crate::cli::open(flags)?;
+    if !opened.problems.is_empty() {
+        return Err(Failure::usage(anyhow!(opened.problems.join("; "))));
+    }
+    if opened.runtime.providers().is_empty() {
+        return Err(Failure::usage(anyhow!(
+            "no model provider is configured: add `provider = \"NAME\"` and a [providers.NAME] table to {}, \
+             or pass --provider scripted --script FILE (docs/scripted-provider.md)",
+            opened.config.file.as_deref().map_or_else(
+                || "$XDG_CONFIG_HOME/pincer/config.toml".to_owned(),
+                |p| p.display().to_string()
+            )
+        )));
+    }
+    let workspace = std::env::current_dir()
+        .context("cannot resolve the workspace directory")
+        .map_err(Failure::usage)?;
+    let editor = LineEditor::open(opened.config.data_dir.value.join("chat-history"))
+        .map_err(Failure::failed)?;
+    // Registered for the whole conversation: from here on Ctrl-C during a run
+    // reaches us instead of ending the process.
+    let interrupt = signal(SignalKind::interrupt())
+        .context("cannot watch for Ctrl-C")
+        .map_err(Failure::failed)?;
+    let mut chat = Chat {
+        runtime: opened.runtime,
+        color: color_wanted(),
+        workspace,
+        editor,
+        interrupt,
+        session: None,
+        subscription: None,
+    };
+    let result = match chat.start(args).await {
+        Ok(Flow::Continue) => chat.converse().await,
+        Ok(Flow::Quit) => Ok(()),
+        Err(err) => Err(err),
+    };
+    chat.runtime.shutdown().await;
+    chat.runtime.store().shutdown();
+    result.map_err(Failure::failed)?;
+    Ok(exit::OK)
+}
+
+/// Whether the conversation goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Quit,
+}
+
+/// What a run is started with.
+enum Start {
+    Prompt(String),
+    Command(SessionCommand),
+}
+
+struct Chat {
+    runtime: Runtime,
+    /// Whether output may carry ANSI styles.
+    color: bool,
+    /// The directory new sessions work in (the current directory).
+    workspace: PathBuf,
+    editor: LineEditor,
+    /// Ctrl-C while a run goes on (at the prompt the editor reads it as a key).
+    interrupt: Signal,
+    /// The session of the conversation; made at the first prompt or command,
+    /// so leaving at once leaves no empty session behind.
+    session: Option<Session>,
+    /// Events of `session`, subscribed when it was opened.
+    subscription: Option<Subscription>,
+}
+
+impl Chat {
+    /// Opens the session asked for, or offers earlier ones (`--resume`).
+    async fn start(&mut self, args: &ChatArgs) -> anyhow::Result<Flow> {
+        let given = args
+            .session
+            .clone()
+            .or_else(|| args.resume.clone().flatten());
+        if let Some(id) = given {
+            self.open(&SessionId::from_string(id)).await?;
+        } else if args.resume.is_some() {
+            match self.pick().await? {
+                Some(Some(id)) => self.open(&id).await?,
+                Some(None) => {}
+                None => return Ok(Flow::Quit),
+            }
+        }
+        let mut text = format!(
+            "Pincer in {}. /help lists the commands; Ctrl-D leaves.\n",
+            sanitize(&self.workspace.display().to_string())
+        );
+        if self.session.is_none()
+            && let Some(choice) = self.runtime.providers().default_choice()
+        {
+            text = format!(
+                "Pincer in {} with {}. /help lists the commands; Ctrl-D leaves.\n",
+                sanitize(&self.workspace.display().to_string()),
+                sanitize(&choice.id())
+            );
+        }
+        self.write(&self.dim(&text));
+        Ok(Flow::Continue)
+    }
+
+    /// Lists this workspace's sessions, newest first, and asks which to
+    /// continue: `Some(Some(id))` one of them, `Some(None)` a new one, `None`
+    /// the person left.
+    async fn pick(&mut self) -> anyhow::Result<Option<Option<SessionId>>> {
+        let sessions = self
+            .runtime
+            .list_sessions(SessionQuery {
+                workspace: Some(self.workspace.clone()),
+                after: None,
+                limit: RESUME_CHOICES,
+            })
+            .await
+            .context("cannot list the sessions")?;
+        if sessions.is_empty() {
+            self.write("No earlier session in this workspace; starting a new one.\n");
+            return Ok(Some(None));
+        }
+        let mut text = String::from("Earlier sessions here, newest first:\n");
+        for (index, session) in sessions.iter().enumerate() {
+            text.push_str(&format!(
+                "{:>3}. {}  {}  {}\n",
+                index + 1,
+                sanitize(session.title.as_deref().unwrap_or("(no prompt yet)")),
+                self.dim(&time(session.updated_at)),
+                self.dim(session.id.as_str()),
+            ));
+        }
+        self.write(&text);
+        loop {
+            let question = format!(
+                "Resume which? [1-{}, Enter for 1, n for a new session] ",
+                sessions.len()
+            );
+            let answer = match self.editor.read(&question).await? {
+                Read::Line(line) => line,
+                Read::Interrupted | Read::Eof => return Ok(None),
+            };
+            let answer = answer.trim();
+            if answer.eq_ignore_ascii_case("n") {
+                return Ok(Some(None));
+            }
+            let index = if answer.is_empty() {
+                Some(0)
+            } else {
+                answer.parse::<usize>().ok().and_then(|n| n.checked_sub(1))
+            };
+            if let Some(session) = index.and_then(|i| sessions.get(i)) {
+                return Ok(Some(Some(session.id.clone())));
+            }
+            self.write(&format!(
+                "Type a number from 1 to {}, or n.\n",
+                sessions.len()
+            ));
+        }
+    }
+
+    /// Continues a stored session and shows where it left off.
+    async fn open(&mut self, id: &SessionId) -> anyhow::Result<()> {
+        let session = self
+            .runtime
+            .open_session(id)
+            .await
+            .with_context(|| format!("cannot open session {}", quote(id.as_str())))?;
+        self.subscription = Some(self.runtime.subscribe(&session.id)?);
+        let history = self.runtime.history(&session.id).await?;
+        let mut text = format!(
+            "Resumed session {} ({}, {} message(s)).\n",
+            sanitize(session.title.as_deref().unwrap_or("(no prompt yet)")),
+            session.id,
+            history.len()
+        );
+        if session.workspace != self.workspace {
+            text.push_str(&format!(
+                "Its workspace is {}.\n",
+                sanitize(&session.workspace.display().to_string())
+            ));
+        }
+        let shown: Vec<String> = history
+            .iter()
+            .filter_map(|entry| summary_line(&entry.message))
+            .collect();
+        for line in &shown[shown.len().saturating_sub(HISTORY_SHOWN)..] {
+            text.push_str(&format!("  {line}\n"));
+        }
+        self.write(&self.dim(&text));
+        self.session = Some(session);
+        Ok(())
+    }
+
+    /// The conversation's session, made now if there is none yet.
+    async fn session(&mut self) -> anyhow::Result<SessionId> {
+        if let Some(session) = &self.session {
+            return Ok(session.id.clone());
+        }
+        let session = self
+            .runtime
+            .create_session(NewSession {
+                workspace: self.workspace.clone(),
+                origin: Origin::Terminal,
+                mcp_servers: serde_json::Value::Array(Vec::new()),
+            })
+            .await
+            .context("cannot create a session")?;
+        self.subscription = Some(self.runtime.subscribe(&session.id)?);
+        let id = session.id.clone();
+        self.session = Some(session);
+        Ok(id)
+    }
+
+    async fn converse(&mut self) -> anyhow::Result<()> {
+        loop {
+            let line = match self.editor.read("> ").await? {
+                Read::Line(line) => editor::joined(&line),
+                Read::Interrupted | Read::Eof => return Ok(()),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            self.editor.remember(&line);
+            if self.handle(line).await? == Flow::Quit {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn handle(&mut self, line: String) -> anyhow::Result<Flow> {
+        let Some((name, _)) = slash::split(&line).filter(|(name, _)| !name.contains('/')) else {
+            return self.run(Start::Prompt(line)).await;
+        };
+        match name {
+            "quit" | "exit" => return Ok(Flow::Quit),
+            "new" => {
+                self.session = None;
+                self.subscription = None;
+                self.write(&self.dim("A new session starts with the next prompt.\n"));
+                return Ok(Flow::Continue);
+            }
+            _ => {}
+        }
+        match slash::parse_text(&line) {
+            Some(SlashCommand::Queued(command)) => self.run(Start::Command(command)).await,
+            Some(SlashCommand::Answered(command)) => {
+                let text = self.answer(command).await?;
+                self.markdown(&text);
+                Ok(Flow::Continue)
+            }
+            None => {
+                self.write(&format!(
+                    "Unknown command /{}; /help lists the commands.\n",
+                    quote(name)
+                ));
+                Ok(Flow::Continue)
+            }
+        }
+    }
+
+    /// Writes Markdown text, rendered.
+    fn markdown(&self, text: &str) {
+        let mut renderer = Markdown::new(self.color);
+        let mut out = String::new();
+        renderer.push(text, &mut out);
+        renderer.finish(&mut out);
+        self.write(&out);
+    }
+
+    /// The text answering a command that needs no run (as the ACP face answers it).
+    async fn answer(&mut self, command: FaceCommand) -> anyhow::Result<String> {
+        if command == FaceCommand::Help {
+            let mut text = slash::help();
+            // `/exit` is `/quit`'s other name, told in its line.
+            for (name, description) in editor::TERMINAL_COMMANDS
+                .iter()
+                .filter(|(name, _)| *name != "exit")
+            {
+                text.push_str(&format!("- `/{name}`: {description}\n"));
+            }
+            text.push_str(
+                "\nKeys: Enter sends; Alt-Enter or a line ending in `\\` starts another line; \
+                 Tab completes a command; Ctrl-C cancels a run (twice within 2 s leaves); \
+                 Ctrl-C or Ctrl-D at an empty prompt leaves.\n",
+            );
+            return Ok(text);
+        }
+        let id = self.session().await?;
+        Ok(match command {
+            FaceCommand::Help => String::new(),
+            FaceCommand::Mode(None) => {
+                let current = self.runtime.session(&id).await?;
+                let modes: Vec<String> = Mode::ALL
+                    .iter()
+                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
+                    .collect();
+                format!(
+                    "Mode: {} (`{}`). Modes: {}.\n",
+                    current.mode.title(),
+                    current.mode.as_str(),
+                    modes.join("; ")
+                )
+            }
+            FaceCommand::Mode(Some(value)) => match Mode::parse(&value) {
+                Some(mode) => {
+                    self.session = Some(self.runtime.set_mode(&id, mode).await?);
+                    format!("Mode set to {}.\n", mode.title())
+                }
+                None => format!(
+                    "`{}` is not a mode; use read_only, supervised or full.\n",
+                    quote(&value)
+                ),
+            },
+            FaceCommand::Model(None) => {
+                let current = self.runtime.session(&id).await?;
+                let choices: Vec<String> = self
+                    .runtime
+                    .providers()
+                    .choices()
+                    .iter()
+                    .map(|c| format!("`{}`", c.id()))
+                    .collect();
+                format!(
+                    "Model: `{}/{}`. Available: {}.\n",
+                    current.provider,
+                    current.model,
+                    if choices.is_empty() {
+                        "none configured".to_owned()
+                    } else {
+                        choices.join(", ")
+                    }
+                )
+            }
+            FaceCommand::Model(Some(value)) => match self.runtime.set_model(&id, &value).await {
+                Ok(updated) => {
+                    let text = format!("Model set to `{}/{}`.\n", updated.provider, updated.model);
+                    self.session = Some(updated);
+                    text
+                }
+                Err(RuntimeError::UnknownModel(model, available)) => format!(
+                    "`{}` is not a configured model; available: {available}.\n",
+                    quote(&model)
+                ),
+                Err(err) => return Err(err.into()),
+            },
+            FaceCommand::Runs => {
+                const SHOWN: usize = 10;
+                let runs = self.runtime.runs(&id).await?;
+                if runs.is_empty() {
+                    return Ok("No runs in this session yet.\n".to_owned());
+                }
+                let mut text = format!(
+                    "Last {} of {} run(s), newest first:\n",
+                    runs.len().min(SHOWN),
+                    runs.len()
+                );
+                for run in runs.iter().rev().take(SHOWN) {
+                    text.push_str(&format!(
+                        "- `{}` {} {}",
+                        run.id,
+                        time(run.created_at),
+                        run.state.as_str()
+                    ));
+                    if let Some(reason) = run.stop_reason {
+                        text.push_str(&format!(" ({})", reason.as_str()));
+                    }
+                    if let Some(error) = &run.error {
+                        text.push_str(&format!(": {}", quote(error)));
+                    }
+                    text.push_str(&format!(
+                        "; {} tokens in, {} out\n",
+                        run.usage.input_tokens, run.usage.output_tokens
+                    ));
+                }
+                text
+            }
+        })
+    }
+
+    /// Runs a prompt or command, showing its events until it ends.
+    async fn run(&mut self, start: Start) -> anyhow::Result<Flow> {
+        let session = self.session().await?;
+        let mut subscription = self
+            .subscription
+            .take()
+            .context("the session has no event subscription")?;
+        // A Ctrl-C from before this run is no request to cancel it.
+        while let Some(Some(())) = self.interrupt.recv().now_or_never() {}
+        let run_id = RunId::generate();
+        let started = match start {
+            Start::Prompt(text) => {
+                self.runtime
+                    .prompt_as(&session, run_id.clone(), vec![ContentPart::Text { text }])
+                    .await
+            }
+            Start::Command(command) => {
+                self.runtime
+                    .command_as(&session, run_id.clone(), command)
+                    .await
+            }
+        };
+        if let Err(err) = started {
+            self.subscription = Some(subscription);
+            self.write(&format!("error: {err}\n"));
+            return Ok(Flow::Continue);
+        }
+        let mut view = View::new(self.color);
+        let mut interrupted: Option<Instant> = None;
+        loop {
+            let next = tokio::select! {
+                record = subscription.next() => Some(record),
+                _ = self.interrupt.recv() => None,
+            };
+            let Some(record) = next else {
+                let mut out = String::new();
+                view.flush(&mut out);
+                if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW) {
+                    self.runtime.cancel_run(&session, &run_id);
+                    self.write(&out);
+                    self.write(&self.dim("\nLeaving.\n"));
+                    return Ok(Flow::Quit);
+                }
+                interrupted = Some(Instant::now());
+                self.runtime.cancel_run(&session, &run_id);
+                out.push_str(&self.dim("\nCancelling (Ctrl-C again to leave)\n"));
+                self.write(&out);
+                continue;
+            };
+            let mut record = record.ok_or_else(|| anyhow!("the session closed during the run"))?;
+            // Events already waiting are shown in the same write: a fast
+            // stream costs one write per burst, not one per chunk.
+            let mut out = String::new();
+            let mut taken = 0;
+            loop {
+                if record.run_id == run_id {
+                    view.show(&record.event, &mut out);
+                }
+                if record.run_id != run_id || !is_plain_output(&record.event) || taken >= BURST {
+                    break;
+                }
+                match subscription.next().now_or_never() {
+                    Some(Some(next)) => {
+                        record = next;
+                        taken += 1;
+                    }
+                    Some(None) | None => break,
+                }
+            }
+            self.write(&out);
+            if record.run_id != run_id {
+                continue;
+            }
+            if let Event::ApprovalRequested { approval_id, .. } = &record.event {
+                match self.ask_approval().await? {
+                    Some(decision) => {
+                        if !self
+                            .runtime
+                            .answer_approval(&session, approval_id, decision)
+                        {
+                            self.write(&self.dim("The approval was already decided.\n"));
+                        }
+                    }
+                    None => {
+                        self.runtime.cancel_run(&session, &run_id);
+                        self.write(&self.dim("Cancelling\n"));
+                    }
+                }
+            }
+            if let Event::State { state, .. } = &record.event
+                && state.is_terminal()
+            {
+                break;
+            }
+        }
+        // What the subscription still holds of this run (events it already
+        // delivered from the tape after a lag) is read now, not at the next run.
+        while let Some(Some(_)) = subscription.next().now_or_never() {}
+        self.subscription = Some(subscription);
+        // A second Ctrl-C that came as the cancelled run ended still leaves.
+        if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW)
+            && let Some(Some(())) = self.interrupt.recv().now_or_never()
+        {
+            self.write(&self.dim("Leaving.\n"));
+            return Ok(Flow::Quit);
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Asks how to answer an approval: `None` when the person pressed Ctrl-C
+    /// (the run is cancelled).
+    async fn ask_approval(&mut self) -> anyhow::Result<Option<ApprovalDecision>> {
+        loop {
+            let answer = match self
+                .editor
+                .read("Allow? [y] once, [a] always, [n] reject: ")
+                .await?
+            {
+                Read::Line(line) => line,
+                Read::Interrupted => return Ok(None),
+                Read::Eof => return Ok(Some(ApprovalDecision::RejectOnce)),
+            };
+            match answer.trim().to_ascii_lowercase().as_str() {
+                "y" | "yes" | "once" => return Ok(Some(ApprovalDecision::AllowOnce)),
+                "a" | "always" => return Ok(Some(ApprovalDecision::AllowAlways)),
+                "n" | "no" | "reject" => return Ok(Some(ApprovalDecision::RejectOnce)),
+                _ => self.write("Answer y, a or n.\n"),
+            }
+        }
+    }
+
+    fn dim(&self, text: &str) -> String {
+        styled(self.color, DIM, text)
+    }
+
+    fn write(&self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if let Err(err) = crate::stdout::write_all(text.as_bytes()) {
+            tracing::warn!(error = %err, "cannot write to the terminal");
+        }
+    }
+}
+
+/// `text` in a style when colors are on; a trailing newline stays outside it.
+fn styled(color: bool, style: &str, text: &str) -> String {
+    if !color {
+        return text.to_owned();
+    }
+    match text.strip_suffix('\n') {
+        Some(body) => format!("{style}{body}{RESET}\n"),
+        None => format!("{style}{text}{RESET}"),
+    }
+}
+
+/// A message of a resumed session, in a line.
+fn summary_line(message: &Message) -> Option<String> {
+    const WIDTH: usize = 100;
+    let (who, text) = match message {
+        Message::User { content } => (
+            "you",
+            content
+                .iter()
+                .find_map(|part| match part {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    ContentPart::Image { .. }
+                    | ContentPart::Resource { .. }
+                    | ContentPart::ResourceLink { .. } => None,
+                })
+                .unwrap_or("(image)"),
+        ),
+        Message::Assistant { text, .. } if !text.trim().is_empty() => ("pincer", text.as_str()),
+        Message::Summary { .. } => ("pincer", "(summary of the conversation before)"),
+        Message::Assistant { .. } | Message::Tool { .. } | Message::Note { .. } => return None,
+    };
+    let first = text.trim().lines().next().unwrap_or("");
+    let mut shown: String = first.chars().take(WIDTH).collect();
+    if first.chars().count() > WIDTH || text.trim().lines().nth(1).is_some() {
+        shown.push('…');
+    }
+    Some(format!("{who}: {}", sanitize(&shown)))
+}
+
+fn time(millis: i64) -> String {
+    jiff::Timestamp::from_millisecond(millis)
+        .map(|t| {
+            t.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// How one run's events are shown.
+struct View {
+    color: bool,
+    reply: Markdown,
+    thoughts: Dimmed,
+    /// Tool calls seen, by id: the tool's name and kind, and whether a line
+    /// shows them yet.
+    tools: HashMap<String, (String, ToolKind, bool)>,
+}
+
+impl View {
+    fn new(color: bool) -> Self {
+        Self {
+            color,
+            reply: Markdown::new(color),
+            thoughts: Dimmed::new(color),
+            tools: HashMap::new(),
+        }
+    }
+
+    /// Ends the lines in progress, before something else is shown.
+    fn flush(&mut self, out: &mut String) {
+        self.thoughts.finish(out);
+        self.reply.finish(out);
+    }
+
+    fn show(&mut self, event: &Event, out: &mut String) {
+        let color = self.color;
+        match event {
+            Event::TextDelta { text } => {
+                self.thoughts.finish(out);
+                self.reply.push(text, out);
+            }
+            Event::ThoughtDelta { text } => {
+                if self.reply.has_pending() {
+                    self.reply.finish(out);
+                }
+                self.thoughts.push(text, out);
+            }
+            Event::ToolCall { id, name, kind, .. } => {
+                self.flush(out);
+                self.tools.insert(id.clone(), (name.clone(), *kind, false));
+            }
+            Event::ToolPlanned { id, title, .. } => {
+                self.flush(out);
+                let kind = match self.tools.get_mut(id) {
+                    Some((_, kind, shown)) => {
+                        *shown = true;
+                        kind.as_str()
+                    }
+                    None => ToolKind::Other.as_str(),
+                };
+                out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(title))));
+                out.push_str(&styled(color, DIM, &format!(" [{kind}]\n")));
+            }
+            Event::ApprovalRequested {
+                tool,
+                title,
+                reason,
+                command,
+                diffs,
+                ..
+            } => {
+                self.flush(out);
+                out.push_str(&styled(
+                    color,
+                    YELLOW,
+                    &format!(
+                        "Approval needed: {} ({}, {})\n",
+                        sanitize(title),
+                        sanitize(tool),
+                        sanitize(reason)
+                    ),
+                ));
+                if let Some(command) = command {
+                    out.push_str(&format!("    $ {}\n", sanitize(command)));
+                }
+                for diff in diffs {
+                    show_diff(color, diff, out);
+                }
+            }
+            Event::ApprovalDecided { decision, .. } => match decision {
+                ApprovalDecision::TimedOut => {
+                    out.push_str(&styled(color, DIM, "  approval timed out\n"));
+                }
+                ApprovalDecision::AllowOnce
+                | ApprovalDecision::AllowAlways
+                | ApprovalDecision::RejectOnce
+                | ApprovalDecision::RejectAlways
+                | ApprovalDecision::Cancelled
+                | ApprovalDecision::Unattended => {}
+            },
+            Event::ToolResult {
+                id,
+                output,
+                is_error,
+                verdict,
+                ..
+            } => {
+                self.flush(out);
+                if let Some((name, kind, false)) = self.tools.get(id) {
+                    out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(name))));
+                    out.push_str(&styled(color, DIM, &format!(" [{}]\n", kind.as_str())));
+                }
+                let first = sanitize(output.lines().next().unwrap_or(""));
+                let line = match verdict {
+                    Verdict::Denied | Verdict::Rejected | Verdict::Invalid | Verdict::Cancelled => {
+                        styled(color, RED, &format!("  refused: {first}\n"))
+                    }
+                    Verdict::Allowed | Verdict::Approved if *is_error => {
+                        styled(color, RED, &format!("  failed: {first}\n"))
+                    }
+                    Verdict::Allowed | Verdict::Approved => styled(color, GREEN, "  done\n"),
+                };
+                out.push_str(&line);
+            }
+            Event::Plan { entries } => {
+                self.flush(out);
+                for entry in entries {
+                    let mark = match entry.status {
+                        PlanStatus::Pending => "[ ]",
+                        PlanStatus::InProgress => "[~]",
+                        PlanStatus::Completed => "[x]",
+                    };
+                    out.push_str(&format!("  {mark} {}\n", sanitize(&entry.content)));
+                }
+            }
+            Event::Notice { message } => {
+                self.flush(out);
+                out.push_str(&styled(color, YELLOW, &format!("{}\n", sanitize(message))));
+            }
+            Event::State {
+                state,
+                stop_reason,
+                error,
+                ..
+            } if state.is_terminal() => {
+                self.flush(out);
+                let end = match (state, stop_reason, error) {
+                    (RunState::Failed, _, Some(error)) => {
+                        styled(color, RED, &format!("error: {}\n", sanitize(error)))
+                    }
+                    (RunState::Failed, _, None) => styled(color, RED, "error: the run failed\n"),
+                    (RunState::Cancelled, _, _) => styled(color, DIM, "(cancelled)\n"),
+                    (_, Some(StopReason::EndTurn) | None, _) => String::new(),
+                    (_, Some(reason), _) => {
+                        styled(color, DIM, &format!("(stopped: {})\n", reason.as_str()))
+                    }
+                };
+                out.push_str(&end);
+                out.push('\n');
+            }
+            Event::State { .. }
+            | Event::UserMessage { .. }
+            | Event::ModelTurn { .. }
+            | Event::ToolStarted { .. }
+            | Event::ToolProgress { .. }
+            | Event::SessionInfo { .. }
+            | Event::Usage { .. } => {}
+        }
+    }
+}
+
+/// Whether an event only adds to the output (the run loop does nothing else
+/// with it), so the events after it may be shown in the same write.
+fn is_plain_output(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::TextDelta { .. } | Event::ThoughtDelta { .. } | Event::Usage { .. }
+    )
+}
+
+/// A change an approval is about, as a colored unified diff.
+fn show_diff(color: bool, diff: &FileDiff, out: &mut String) {
+    out.push_str(&styled(
+        color,
+        BOLD,
+        &format!("    {}\n", sanitize(&diff.path.display().to_string())),
+    ));
+    let lines: Vec<&str> = diff.unified.lines().collect();
+    for line in lines.iter().take(DIFF_LINES) {
+        let style = if line.starts_with("+++") || line.starts_with("---") {
+            BOLD
+        } else if line.starts_with('+') {
+            GREEN
+        } else if line.starts_with('-') {
+            RED
+        } else if line.starts_with("@@") {
+            CYAN
+        } else {
+            ""
+        };
+        let text = format!("    {}\n", sanitize(line));
+        if style.is_empty() {
+            out.push_str(&text);
+        } else {
+            out.push_str(&styled(color, style, &text));
+        }
+    }
+    if lines.len() > DIFF_LINES {
+        out.push_str(&format!(
+            "    … {} more line(s)\n",
+            lines.len() - DIFF_LINES
+        ));
+    }
+}

@@ -1,0 +1,208 @@
+//! The line editor at the prompt: editing keys, history kept across
+//! sessions in a file, multi-line input, completion of slash commands.
+//!
+//! Built on `rustyline` rather than `reedline`: it reads one line at a time
+//! and gives the terminal back in between, which is what a face that prints a
+//! streamed reply between prompts needs, with fewer dependencies (no
+//! crossterm). Its blocking read runs on the blocking pool.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use rustyline::completion::Completer;
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::FileHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{
+    Cmd, ConditionalEventHandler, Config, Editor, EventContext, EventHandler, KeyCode, KeyEvent,
+    Modifiers, Movement, RepeatCount,
+};
+
+use crate::core::slash::COMMANDS;
+
+/// Commands only the terminal has, completed like the shared ones.
+pub const TERMINAL_COMMANDS: [(&str, &str); 3] = [
+    ("new", "Start a fresh session in this workspace"),
+    ("quit", "Leave (also /exit, Ctrl-D at an empty prompt)"),
+    ("exit", "Leave"),
+];
+
+/// What a read at the prompt gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Read {
+    Line(String),
+    /// Ctrl-C.
+    Interrupted,
+    /// Ctrl-D at an empty line.
+    Eof,
+}
+
+/// Multi-line input (a line ending in `\` continues) and slash command completion.
+struct Helper;
+
+impl Completer for Helper {
+    type Candidate = String;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let typed = &line[..pos];
+        let Some(name) = typed.strip_prefix('/') else {
+            return Ok((0, Vec::new()));
+        };
+        if name.contains(char::is_whitespace) {
+            return Ok((0, Vec::new()));
+        }
+        let names = COMMANDS
+            .iter()
+            .map(|(name, _, _)| *name)
+            .chain(TERMINAL_COMMANDS.iter().map(|(name, _)| *name));
+        Ok((
+            0,
+            names
+                .filter(|n| n.starts_with(name))
+                .map(|n| format!("/{n}"))
+                .collect(),
+        ))
+    }
+}
+
+impl Hinter for Helper {
+    type Hint = String;
+}
+
+impl Highlighter for Helper {}
+
+impl Validator for Helper {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(if ctx.input().ends_with('\\') {
+            ValidationResult::Incomplete
+        } else {
+            ValidationResult::Valid(None)
+        })
+    }
+}
+
+impl rustyline::Helper for Helper {}
+
+/// Ctrl-C clears a line being typed, and leaves at an empty prompt.
+struct ClearOrInterrupt;
+
+impl ConditionalEventHandler for ClearOrInterrupt {
+    fn handle(
+        &self,
+        _event: &rustyline::Event,
+        _n: RepeatCount,
+        _positive: bool,
+        ctx: &EventContext<'_>,
+    ) -> Option<Cmd> {
+        Some(if ctx.line().is_empty() {
+            Cmd::Interrupt
+        } else {
+            Cmd::Kill(Movement::WholeBuffer)
+        })
+    }
+}
+
+/// The text typed, with each line-ending `\` that asked for another line removed.
+pub fn joined(input: &str) -> String {
+    input.replace("\\\n", "\n")
+}
+
+/// The prompt's editor and its history file.
+pub struct LineEditor {
+    /// `None` only while a read is under way on the blocking pool.
+    editor: Option<Editor<Helper, FileHistory>>,
+    /// Where the history is kept (`DATA_DIR/chat-history`).
+    history: PathBuf,
+}
+
+impl LineEditor {
+    pub fn open(history: PathBuf) -> anyhow::Result<Self> {
+        let config = Config::builder()
+            .auto_add_history(false)
+            .history_ignore_space(true)
+            .history_ignore_dups(true)
+            .context("cannot configure the line editor")?
+            .max_history_size(1000)
+            .context("cannot configure the line editor")?
+            .build();
+        let mut editor: Editor<Helper, FileHistory> =
+            Editor::with_config(config).context("cannot open the terminal for line editing")?;
+        editor.set_helper(Some(Helper));
+        editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
+        editor.bind_sequence(
+            KeyEvent::ctrl('C'),
+            EventHandler::Conditional(Box::new(ClearOrInterrupt)),
+        );
+        if history.exists()
+            && let Err(err) = editor.load_history(&history)
+        {
+            tracing::warn!(path = %history.display(), error = %err, "cannot read the chat history");
+        }
+        Ok(Self {
+            editor: Some(editor),
+            history,
+        })
+    }
+
+    /// Reads a line at `prompt`; the terminal is the editor's until it returns.
+    pub async fn read(&mut self, prompt: &str) -> anyhow::Result<Read> {
+        let mut editor = self
+            .editor
+            .take()
+            .context("the line editor is busy with another read")?;
+        let prompt = prompt.to_owned();
+        let (editor, read) = tokio::task::spawn_blocking(move || {
+            let read = editor.readline(&prompt);
+            (editor, read)
+        })
+        .await
+        .context("the line editor stopped")?;
+        self.editor = Some(editor);
+        match read {
+            Ok(line) => Ok(Read::Line(line)),
+            Err(ReadlineError::Interrupted) => Ok(Read::Interrupted),
+            Err(ReadlineError::Eof) => Ok(Read::Eof),
+            Err(err) => Err(err).context("cannot read from the terminal"),
+        }
+    }
+
+    /// Remembers a prompt in the history and writes the history file.
+    pub fn remember(&mut self, line: &str) {
+        let Some(editor) = self.editor.as_mut() else {
+            return;
+        };
+        if let Err(err) = editor.add_history_entry(line) {
+            tracing::warn!(error = %err, "cannot add to the chat history");
+            return;
+        }
+        if let Err(err) = save(editor, &self.history) {
+            tracing::warn!(path = %self.history.display(), error = %format!("{err:#}"), "cannot write the chat history");
+        }
+    }
+}
+
+fn save(editor: &mut Editor<Helper, FileHistory>, path: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    editor.append_history(path).context("cannot append")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_backslash_joins_lines() {
+        assert_eq!(joined("one\\\ntwo"), "one\ntwo");
+        assert_eq!(joined("a\\b"), "a\\b");
+    }
+}
