@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates scripts/startup-symbols.txt: the functions of the pincer binary
+"""Regenerates scripts/startup-symbols-PROFILE.txt: the functions of the pincer binary
 that `pincer --version` runs, then those `pincer acp` adds from spawn through
 `initialize` and `session/new` (with and without a provider key), each run
 in the order callgrind lists them.
@@ -9,13 +9,13 @@ which lays those functions out together so start-up faults in a few hundred
 KiB of text instead of ~8 MiB scattered over the binary. Names carry rustc's
 hashes, which move with the code, dependencies and toolchain; a stale list
 only loses effect. The release and dist profiles inline differently, so
-their names differ: the list holds both. Regenerate after such changes, then
-rebuild:
+each has its own list (one list for both dilutes each with functions the
+other calls at start-up). Regenerate after such changes, then rebuild:
 
     cargo build --release --locked && cargo build --profile dist --locked
-    python3 scripts/startup_order.py --bin target/dist/pincer -o /tmp/dist.txt   # needs valgrind
-    python3 scripts/startup_order.py --bin target/release/pincer --keep /tmp/dist.txt
-    cargo build --release --locked              # relinks with the new list
+    python3 scripts/startup_order.py --profile release    # needs valgrind
+    python3 scripts/startup_order.py --profile dist
+    cargo build --release --locked && cargo build --profile dist --locked   # relink
 
 Standard library only.
 """
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 DUMMY_KEY = "sk-bench-dummy-0000000000000000000000000000"
-LIST = Path(__file__).resolve().parent / "startup-symbols.txt"
+SCRIPTS = Path(__file__).resolve().parent
 
 
 def trace_version(binary: Path, out: Path) -> None:
@@ -124,12 +124,14 @@ def functions(callgrind_out: Path, binary: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin", default="target/release/pincer", help="the pincer release binary")
-    parser.add_argument("-o", "--output", default=str(LIST), help="where to write the list")
-    parser.add_argument("--keep", action="append", default=[], metavar="LIST",
-                        help="also keep the names of this list (after the traced ones): one list "
-                             "serves both the release and the dist profile, whose names differ")
+    parser.add_argument("--profile", default="release", choices=["release", "dist"],
+                        help="the profile whose binary is traced and whose list is written")
+    parser.add_argument("--bin", help="the binary [default: target/PROFILE/pincer]")
+    parser.add_argument("-o", "--output", help="where to write the list "
+                        "[default: scripts/startup-symbols-PROFILE.txt]")
     args = parser.parse_args()
+    args.bin = args.bin or f"target/{args.profile}/pincer"
+    args.output = args.output or str(SCRIPTS / f"startup-symbols-{args.profile}.txt")
     binary = Path(args.bin).resolve()
     seen: set[str] = set()
     order: list[str] = []
@@ -146,11 +148,6 @@ def main() -> int:
                 if name not in seen:
                     seen.add(name)
                     order.append(name)
-    for kept in args.keep:
-        for name in Path(kept).read_text().split():
-            if name not in seen:
-                seen.add(name)
-                order.append(name)
     Path(args.output).write_text("".join(f"{n}\n" for n in order))
     print(f"{len(order)} functions -> {args.output}")
     return 0

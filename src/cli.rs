@@ -381,6 +381,22 @@ async fn dispatch(cli: Cli) -> u8 {
     }
 }
 
+/// The no-provider message with the config file a table would go in.
+pub fn no_provider(config: &Config) -> String {
+    let file = config.file.clone().or_else(|| {
+        crate::credentials::path(&|name| std::env::var(name).ok())
+            .map(|p| p.with_file_name("config.toml"))
+    });
+    match file {
+        Some(file) => format!(
+            "{} ({})",
+            crate::core::provider::NO_PROVIDER,
+            file.display()
+        ),
+        None => crate::core::provider::NO_PROVIDER.to_owned(),
+    }
+}
+
 /// An error and its causes on one line, each cause once: an error whose own
 /// text already ends with its cause's (`cannot read X: No such file…`, with
 /// the `io::Error` as its source) does not repeat it.
@@ -435,18 +451,27 @@ fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
 pub struct Opened {
     pub config: Config,
     pub runtime: Runtime,
-    /// Providers that could not be set up, with the reason.
-    pub problems: Vec<String>,
+    /// Providers that could not be set up, with the reason: a face that
+    /// stops on them reports them, one that goes on logs them
+    /// ([`Opened::log_problems`]).
+    pub problems: Vec<crate::providers::Problem>,
     /// The configured MCP servers; a face adds the servers its client passes.
     pub mcp: Arc<crate::mcp::Factory>,
+}
+
+impl Opened {
+    /// Logs the providers that could not be set up, for a face that serves
+    /// on without them (each of their turns fails with the reason).
+    pub fn log_problems(&self) {
+        for problem in &self.problems {
+            tracing::error!("{problem}");
+        }
+    }
 }
 
 pub fn open(flags: &Flags) -> Result<Opened, Failure> {
     let config = Config::load(flags).map_err(Failure::usage)?;
     let (providers, problems) = crate::providers::build(&config);
-    for problem in &problems {
-        tracing::error!("{problem}");
-    }
     let path = config.database_path();
     let (store, recovery) = Store::open(&path).map_err(Failure::failed)?;
     if !recovery.interrupted_runs.is_empty() {
@@ -508,6 +533,7 @@ async fn acp(cli: &Cli, args: &AcpArgs) -> Result<u8, Failure> {
         );
     }
     let opened = open(&flags(cli, Some(&args.provider)))?;
+    opened.log_problems();
     let channels_cancel = tokio_util::sync::CancellationToken::new();
     let hubs = crate::channels::start(
         &opened.runtime,

@@ -33,6 +33,8 @@ pub enum ConfigError {
     },
     #[error("cannot find a home directory: set XDG_DATA_HOME or PINCER_DATA_DIR")]
     NoHome,
+    #[error(transparent)]
+    Credentials(#[from] crate::credentials::CredentialsError),
 }
 
 impl ConfigError {
@@ -53,7 +55,7 @@ impl ConfigError {
                 key: Quoted(&key).to_string(),
                 message: clip_message(&message),
             },
-            other @ (Self::Read { .. } | Self::NoHome) => other,
+            other @ (Self::Read { .. } | Self::NoHome | Self::Credentials(_)) => other,
         }
     }
 }
@@ -65,6 +67,8 @@ pub enum Origin {
     File(PathBuf),
     Env(&'static str),
     Flag(&'static str),
+    /// Stored by `pincer login` in this credentials file.
+    Login(PathBuf),
 }
 
 impl fmt::Display for Origin {
@@ -74,6 +78,7 @@ impl fmt::Display for Origin {
             Origin::File(path) => write!(f, "config file {}", path.display()),
             Origin::Env(name) => write!(f, "environment variable {name}"),
             Origin::Flag(name) => write!(f, "flag {name}"),
+            Origin::Login(path) => write!(f, "`pincer login` ({})", path.display()),
         }
     }
 }
@@ -467,6 +472,14 @@ pub struct ProviderConfig {
     /// a model; unset: by model family (`gpt-4o*`, `claude-*`, ...), and never
     /// for a scripted provider.
     pub images: Option<bool>,
+    /// The key stored by `pincer login`; never read from or written to a
+    /// config file.
+    #[serde(skip)]
+    pub api_key: Option<String>,
+    /// From `pincer login`: its stored key (or none, for a local server) is
+    /// used, not the environment's.
+    #[serde(skip)]
+    pub from_login: bool,
 }
 
 impl ProviderConfig {
@@ -484,6 +497,8 @@ impl ProviderConfig {
             attempts: None,
             backoff_ms: None,
             images: None,
+            api_key: None,
+            from_login: false,
         }
     }
 }
@@ -678,16 +693,43 @@ impl Config {
                 provider = Some(Sourced::new(name, Origin::Flag("--script")));
             }
         }
+        // Providers stored by `pincer login`, unless a table of the same name
+        // exists: the config file wins.
+        let credentials_path = crate::credentials::path(env);
+        let credentials = match &credentials_path {
+            Some(path) => crate::credentials::Credentials::load(path)?,
+            None => crate::credentials::Credentials::default(),
+        };
+        let login_origin = || Origin::Login(credentials_path.clone().unwrap_or_default());
+        for (name, login) in &credentials.providers {
+            if providers.contains_key(name) {
+                continue;
+            }
+            providers.insert(
+                name.clone(),
+                Sourced::new(
+                    ProviderConfig {
+                        base_url: login.base_url.clone(),
+                        models: login.model.iter().cloned().collect(),
+                        api_key: login.api_key.clone(),
+                        from_login: true,
+                        ..ProviderConfig::of_kind(login.kind.clone())
+                    },
+                    login_origin(),
+                ),
+            );
+        }
         // `openai` and `anthropic` work without a table, as their users expect:
         // named by --provider / PINCER_PROVIDER / config, or found through their
-        // API key variable when nothing else is configured.
+        // API key or base URL variable when nothing else is configured (a
+        // local server needs no key).
         for kind in [ProviderKind::Openai, ProviderKind::Anthropic] {
             let name = kind.as_str();
             let named = provider.as_ref().is_some_and(|p| p.value == name);
+            let set = |var: &str| env(var).is_some_and(|v| !v.trim().is_empty());
             let key_set = kind
                 .default_env()
-                .and_then(|(key, _)| env(key))
-                .is_some_and(|v| !v.is_empty());
+                .is_some_and(|(key, url)| set(key) || set(url));
             if !providers.contains_key(name) && (named || (key_set && file_config_providers_empty))
             {
                 let origin = match (&provider, named) {
@@ -742,6 +784,13 @@ impl Config {
                 }
             })?;
             provider = name.map(|name| Sourced::new(name, model.origin.clone()));
+        }
+        // Nothing names a provider: the last login's, if it is still there.
+        if provider.is_none()
+            && let Some((name, _)) = credentials.default_login()
+            && providers.get(name).is_some_and(|p| p.value.from_login)
+        {
+            provider = Some(Sourced::new(name.to_owned(), login_origin()));
         }
         let max_turn_requests = match (flags.max_turn_requests, env("PINCER_MAX_TURN_REQUESTS")) {
             (Some(n), _) => Sourced::new(n, Origin::Flag("--max-turn-requests")),

@@ -192,19 +192,22 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
         turn.images = images;
     }
     let opened = crate::cli::open(flags)?;
-    if !opened.problems.is_empty() {
-        return Err(Failure::usage(anyhow!(opened.problems.join("; "))));
+    // A session that goes on keeps its own model: only set-up failures count.
+    let continuing = args.session.is_some();
+    let problems: Vec<String> = opened
+        .problems
+        .iter()
+        .filter(|p| !(continuing && p.new_sessions_only))
+        .map(|p| p.message.clone())
+        .collect();
+    if !problems.is_empty() {
+        return Err(Failure::usage(anyhow!(problems.join("; "))));
     }
     let runtime = opened.runtime;
-    if runtime.providers().is_empty() {
-        return Err(Failure::usage(anyhow!(
-            "no model provider is configured: add `provider = \"NAME\"` and a [providers.NAME] table to {}, \
-             or pass --provider scripted --script FILE (docs/scripted-provider.md)",
-            opened.config.file.as_deref().map_or_else(
-                || "$XDG_CONFIG_HOME/pincer/config.toml".to_owned(),
-                |p| p.display().to_string()
-            )
-        )));
+    if runtime.providers().is_empty() && args.session.is_none() {
+        return Err(Failure::usage(anyhow!(crate::cli::no_provider(
+            &opened.config
+        ))));
     }
     if !args.image.is_empty() {
         check_takes_images(&runtime, args).await?;
@@ -257,10 +260,30 @@ async fn check_takes_images(runtime: &Runtime, args: &RunArgs) -> Result<(), Fai
 
 async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Failure> {
     if let Some(id) = &args.session {
-        return runtime
+        let session = runtime
             .open_session(&SessionId::from_string(id.clone()))
             .await
-            .map_err(Failure::usage);
+            .map_err(Failure::usage)?;
+        // The session keeps its provider and model; the provider itself
+        // (its key, URL or script) must still be at hand.
+        if runtime.providers().get(&session.provider).is_none() {
+            let how = if session.provider == crate::config::SCRIPTED {
+                "it was played from a model script: pass --script FILE to continue it".to_owned()
+            } else {
+                format!(
+                    "that provider is not configured now: set its key or URL as before, \
+                     run `pincer login`, or add a [providers.{}] table",
+                    session.provider
+                )
+            };
+            return Err(Failure::usage(anyhow!(
+                "session {} uses provider {} (model {}); {how}",
+                session.id,
+                session.provider,
+                session.model
+            )));
+        }
+        return Ok(session);
     }
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir),

@@ -7,6 +7,7 @@ pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod core;
+pub mod credentials;
 pub mod headless;
 pub mod http;
 pub mod logging;

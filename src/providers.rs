@@ -23,11 +23,26 @@ use crate::core::provider::{
 /// The model name a scripted provider offers when its config lists none.
 const SCRIPTED_MODEL: &str = "script";
 
+/// Something wrong with the providers' configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    /// Only new sessions are affected (no model to give them): a session
+    /// that goes on has its own.
+    pub new_sessions_only: bool,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Builds the configured providers. A provider that cannot be set up (a missing
 /// script, a missing API key) is kept but fails every turn with the reason,
 /// which is also returned, so an editor session still starts and shows the
 /// user what is wrong.
-pub fn build(config: &Config) -> (Providers, Vec<String>) {
+pub fn build(config: &Config) -> (Providers, Vec<Problem>) {
     build_with(config, &|name| {
         std::env::var(name).ok().filter(|v| !v.is_empty())
     })
@@ -37,7 +52,7 @@ pub fn build(config: &Config) -> (Providers, Vec<String>) {
 pub fn build_with(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
-) -> (Providers, Vec<String>) {
+) -> (Providers, Vec<Problem>) {
     let mut problems = Vec::new();
     // Each provider as it is, for failovers to retry as members; and as used on
     // its own (an HTTP provider wrapped in its retries), for sessions.
@@ -62,7 +77,10 @@ pub fn build_with(
                 (made, on_its_own)
             }
             Err(message) => {
-                problems.push(message.clone());
+                problems.push(Problem {
+                    message: message.clone(),
+                    new_sessions_only: false,
+                });
                 let unavailable: Arc<dyn Provider> = Arc::new(Unavailable {
                     name: name.clone(),
                     message,
@@ -129,10 +147,13 @@ pub fn build_with(
     for entry in &entries {
         let is_default = default.as_ref().is_some_and(|d| d.provider == entry.name);
         if entry.models.is_empty() && (is_default || default.is_none()) {
-            problems.push(format!(
-                "provider {}: no model configured; set `models = [\"...\"]` in [providers.{}] or pass --model",
-                entry.name, entry.name
-            ));
+            problems.push(Problem {
+                message: format!(
+                    "provider {}: no model configured; set `models = [\"...\"]` in [providers.{}] or pass --model",
+                    entry.name, entry.name
+                ),
+                new_sessions_only: true,
+            });
         }
     }
     (Providers::new(entries, default), problems)
@@ -165,7 +186,13 @@ fn make(
         .collect();
     let (key_var, url_var) = provider.kind.default_env().unwrap_or(("", ""));
     let key_var = provider.api_key_env.as_deref().unwrap_or(key_var);
-    let api_key = env(key_var);
+    // A login's own key, or none for a local server it points at; otherwise
+    // the environment's.
+    let api_key = if provider.from_login {
+        provider.api_key.clone()
+    } else {
+        env(key_var).or_else(|| provider.api_key.clone())
+    };
     let base_url = provider.base_url.clone().or_else(|| env(url_var));
     match provider.kind {
         ProviderKind::Scripted => match &provider.script {
@@ -175,9 +202,15 @@ fn make(
             None => Err(format!("provider {name}: no script configured")),
         },
         ProviderKind::Openai => {
-            let base_url = base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
             // Local servers (Ollama, llama.cpp, LM Studio) need no key; the
-            // vendor's API does, and says so on the first turn if it is missing.
+            // vendor's API does: without one, fail now rather than on the network.
+            if api_key.is_none() && base_url.is_none() {
+                return Err(format!(
+                    "provider {name}: no API key for api.openai.com: set {key_var}, run `pincer login`, \
+                     or set OPENAI_BASE_URL (or `base_url` in [providers.{name}]) for a local server"
+                ));
+            }
+            let base_url = base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
             openai::OpenAiProvider::new(openai::OpenAiSettings {
                 name: name.to_owned(),
                 base_url,
@@ -191,7 +224,8 @@ fn make(
         ProviderKind::Anthropic => {
             let Some(api_key) = api_key else {
                 return Err(format!(
-                    "provider {name}: no API key: set {key_var} (or `api_key_env` in [providers.{name}])"
+                    "provider {name}: no API key: set {key_var}, run `pincer login`, \
+                     or set `api_key_env` in [providers.{name}]"
                 ));
             };
             anthropic::AnthropicProvider::new(anthropic::AnthropicSettings {

@@ -43,6 +43,7 @@ pub struct ServeArgs {
 /// waits for each to record its end, stops the faces and flushes the store.
 pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     let opened = cli::open(flags)?;
+    opened.log_problems();
     let plan = http_plan(&opened.config, args)?;
     if plan.is_none() && args.channels.is_empty() {
         return Err(Failure::usage(anyhow::anyhow!(

@@ -71,18 +71,21 @@ fn color_wanted() -> bool {
 /// Runs a conversation until the person leaves.
 pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
     let opened = crate::cli::open(flags)?;
-    if !opened.problems.is_empty() {
-        return Err(Failure::usage(anyhow!(opened.problems.join("; "))));
+    // A session that goes on keeps its own model: only set-up failures count.
+    let continuing = args.session.is_some() || args.resume.is_some();
+    let problems: Vec<String> = opened
+        .problems
+        .iter()
+        .filter(|p| !(continuing && p.new_sessions_only))
+        .map(|p| p.message.clone())
+        .collect();
+    if !problems.is_empty() {
+        return Err(Failure::usage(anyhow!(problems.join("; "))));
     }
     if opened.runtime.providers().is_empty() {
-        return Err(Failure::usage(anyhow!(
-            "no model provider is configured: add `provider = \"NAME\"` and a [providers.NAME] table to {}, \
-             or pass --provider scripted --script FILE (docs/scripted-provider.md)",
-            opened.config.file.as_deref().map_or_else(
-                || "$XDG_CONFIG_HOME/pincer/config.toml".to_owned(),
-                |p| p.display().to_string()
-            )
-        )));
+        return Err(Failure::usage(anyhow!(crate::cli::no_provider(
+            &opened.config
+        ))));
     }
     let workspace = std::env::current_dir()
         .context("cannot resolve the workspace directory")

@@ -147,6 +147,14 @@ fn safety(config: &Config) -> Safety {
     if let Some(max) = config.safety.max_output_bytes {
         settings.max_output_bytes = max;
     }
+    // Keys stored by `pincer login` are secrets wherever they show up.
+    settings.secrets.extend(
+        config
+            .providers
+            .values()
+            .filter_map(|p| p.value.api_key.clone())
+            .filter(|k| !k.is_empty()),
+    );
     // Values of named variables are secrets even when the name does not say so:
     // the listed ones and every provider's API key variable.
     let key_vars = config.providers.values().filter_map(|p| {

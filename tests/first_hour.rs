@@ -57,7 +57,10 @@ fn the_readmes_http_quick_start_shows_the_reply() {
     let dir = TestDir::new();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let section = readme.split("\n## HTTP\n").nth(1).expect("the README has an HTTP section");
+    let section = readme
+        .split("\n## HTTP\n")
+        .nth(1)
+        .expect("the README has an HTTP section");
     let block = section
         .split("```sh\n")
         .nth(1)
@@ -78,7 +81,9 @@ fn the_readmes_http_quick_start_shows_the_reply() {
          curl() {{ if [ \"$1\" = -N ]; then command curl --max-time 2 \"$@\" || true; \
          else command curl \"$@\"; fi; }}\n{block}\n"
     );
-    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_pincer")).parent().unwrap();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_pincer"))
+        .parent()
+        .unwrap();
     let mut bash = Command::new("bash");
     bash.env_clear();
     for (key, value) in dir.command().get_envs() {
@@ -89,7 +94,11 @@ fn the_readmes_http_quick_start_shows_the_reply() {
     let out = bash
         .env(
             "PATH",
-            format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default()),
+            format!(
+                "{}:{}",
+                bin_dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
         )
         .current_dir(root)
         .args(["-c", &wrapped])
@@ -99,7 +108,10 @@ fn the_readmes_http_quick_start_shows_the_reply() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains(r#""reply":"Hello from Pincer!""#), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(r#""reply":"Hello from Pincer!""#),
+        "{stdout}\n{stderr}"
+    );
 }
 
 /// The README's sample configuration loads as written and starts nothing
@@ -126,7 +138,11 @@ fn the_readmes_sample_config_loads() {
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(shown.contains("provider = \"local\""), "{shown}");
     assert!(!shown.contains("[mcpServers"), "{shown}");
 }

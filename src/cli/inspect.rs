@@ -620,7 +620,11 @@ pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
         let names: Vec<&str> = config.providers.keys().map(String::as_str).collect();
         out.push_str(&report(true, "providers", names.join(", ")));
     } else {
-        out.push_str(&report(false, "providers", provider_problems.join("; ")));
+        let problems: Vec<&str> = provider_problems
+            .iter()
+            .map(|p| p.message.as_str())
+            .collect();
+        out.push_str(&report(false, "providers", problems.join("; ")));
     }
     let path = config.database_path();
     match crate::store::Store::open(&path) {

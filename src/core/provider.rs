@@ -222,3 +222,11 @@ impl Providers {
             .map(|entry| entry.provider.clone())
     }
 }
+
+/// What every face says when no model provider is configured: the two
+/// shortest ways to one, then where the rest is written.
+pub const NO_PROVIDER: &str = "no model provider is configured. The two shortest ways to one: \
+     run `pincer login` (an API key or a local server, kept for every session), \
+     or give a key and a model: `OPENAI_API_KEY=sk-... pincer run --model gpt-4.1-mini \"...\"` \
+     (a local server needs no key: `OPENAI_BASE_URL=http://127.0.0.1:11434/v1 pincer run --model llama3.2 \"...\"`). \
+     Everything else: a [providers.NAME] table in the config file (docs/providers.md)";

@@ -1093,9 +1093,7 @@ impl Runtime {
 
 fn no_provider_message(name: &str) -> String {
     if name.is_empty() {
-        "no model provider is configured: set `provider` and a `[providers.NAME]` table in config.toml, \
-         or pass `--provider scripted --script FILE` (see `pincer config show` and docs/scripted-provider.md)"
-            .to_owned()
+        super::provider::NO_PROVIDER.to_owned()
     } else {
         format!("the session's provider {name:?} is not configured any more; choose another model")
     }
