@@ -1,6 +1,7 @@
 //! The command line: flags, subcommands, and the exit codes they map to.
 
 mod inspect;
+mod login;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -90,6 +91,11 @@ pub enum Command {
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
+    /// Set up a model provider: an API key or a local server, checked and
+    /// stored (mode 0600) for every session
+    Login(login::LoginArgs),
+    /// Remove what `pincer login` stored
+    Logout(login::LogoutArgs),
     /// Check the data directory, database, config and sandbox support
     Doctor,
     /// Walk the receipt chain of every tool call and report the first broken link
@@ -131,7 +137,9 @@ pub struct AcpArgs {
 
 #[derive(Debug, Clone, Args, Default)]
 pub struct ProviderArgs {
-    /// Provider for new sessions (a [providers.NAME] table, or `scripted` with --script)
+    /// Provider for new sessions: `openai` or `anthropic` (no table needed:
+    /// OPENAI_API_KEY / OPENAI_BASE_URL, ANTHROPIC_API_KEY), one stored by
+    /// `pincer login`, a [providers.NAME] table, or `scripted` with --script
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
     /// Model for new sessions
@@ -360,6 +368,8 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
         Command::Channels(ref command) => inspect::channels(&flags(&cli, None), command).await,
         Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,
+        Command::Login(ref args) => login::login(args).await,
+        Command::Logout(ref args) => login::logout(args),
         Command::Doctor => inspect::doctor(&flags(&cli, None)).await,
         Command::Verify { json } => inspect::verify(&flags(&cli, None), json).await,
         Command::Config(ConfigCommand::Show) => inspect::config_show(&flags(&cli, None)),

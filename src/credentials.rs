@@ -60,8 +60,9 @@ impl std::fmt::Debug for Login {
 }
 
 /// The whole file.
+// No `deny_unknown_fields`: serde cannot have it with `flatten`; an entry
+// that is not a login is refused by `Login`'s own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Credentials {
     /// The provider of the last login: new sessions use it when nothing else
     /// names one.

@@ -355,3 +355,76 @@ impl Provider for Unavailable {
         futures::stream::once(async move { Err(error) }).boxed()
     }
 }
+
+/// Why [`list_models`] found no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("the server refused the key (HTTP {0})")]
+    Refused(u16),
+    #[error("the server answered HTTP {0}")]
+    Status(u16),
+    #[error("cannot reach {url}: {message}")]
+    Unreachable { url: String, message: String },
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(String),
+}
+
+/// One cheap request that shows whether a provider answers and takes the
+/// key: `GET {base}/models` (OpenAI-compatible) or `GET {base}/v1/models`
+/// (Anthropic). The model ids it lists, when it lists any.
+pub async fn list_models(
+    kind: &ProviderKind,
+    base_url: Option<&str>,
+    api_key: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<Vec<String>, ProbeError> {
+    let client = http_client(timeout).map_err(|e| ProbeError::Client(e.to_string()))?;
+    let request = match kind {
+        ProviderKind::Anthropic => {
+            let base = base_url.unwrap_or("https://api.anthropic.com");
+            let url = format!("{}/v1/models", base.trim_end_matches('/'));
+            let mut request = client.get(url).header("anthropic-version", "2023-06-01");
+            if let Some(key) = api_key {
+                request = request.header("x-api-key", key);
+            }
+            request
+        }
+        ProviderKind::Openai | ProviderKind::Scripted | ProviderKind::Failover => {
+            let base = base_url.unwrap_or("https://api.openai.com/v1");
+            let url = format!("{}/models", base.trim_end_matches('/'));
+            let mut request = client.get(url);
+            if let Some(key) = api_key {
+                request = request.bearer_auth(key);
+            }
+            request
+        }
+    };
+    let url = base_url.unwrap_or("the provider").to_owned();
+    let response = request
+        .send()
+        .await
+        .map_err(|err| ProbeError::Unreachable {
+            url: url.clone(),
+            message: err.to_string(),
+        })?;
+    let status = response.status().as_u16();
+    if status == 401 || status == 403 {
+        return Err(ProbeError::Refused(status));
+    }
+    if !response.status().is_success() {
+        return Err(ProbeError::Status(status));
+    }
+    // A server that answers but lists nothing readable still answered.
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    Ok(body["data"]
+        .as_array()
+        .or_else(|| body["models"].as_array())
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| m["id"].as_str().or_else(|| m["name"].as_str()))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default())
+}
