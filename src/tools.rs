@@ -39,27 +39,6 @@ pub fn gate(config: &Config) -> ToolGate {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    /// `[tools]` keys are checked against `config::BUILTIN_TOOLS`: it must
-    /// name exactly the tools the gate offers.
-    #[test]
-    fn the_config_knows_every_builtin_tool() {
-        let env = |name: &str| (name == "HOME").then(|| "/nonexistent".to_owned());
-        let config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let gate = super::gate(&config);
-        let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
-        offered.sort();
-        let mut known: Vec<String> = crate::config::BUILTIN_TOOLS
-            .iter()
-            .map(|n| (*n).to_owned())
-            .collect();
-        known.sort();
-        assert_eq!(offered, known);
-    }
-}
-
 fn shell_settings(config: &Config) -> shell::ShellSettings {
     let mut settings = shell::ShellSettings::default();
     if let Some(secs) = config.shell.timeout_secs {
@@ -204,6 +183,24 @@ mod tests {
 
     use super::*;
     use crate::sandbox::scrubbed_env;
+
+    /// `[tools]` keys are checked against `config::BUILTIN_TOOLS`: it must
+    /// name exactly the tools the gate offers.
+    #[test]
+    fn the_config_knows_every_builtin_tool() {
+        let env = |name: &str| (name == "HOME").then(|| "/nonexistent".to_owned());
+        let config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let gate = super::gate(&config);
+        let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
+        offered.sort();
+        let mut known: Vec<String> = crate::config::BUILTIN_TOOLS
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect();
+        known.sort();
+        assert_eq!(offered, known);
+    }
 
     fn settings(config: &ShellConfig, vars: &[(&str, &str)]) -> shell::ShellSettings {
         let vars: HashMap<String, String> = vars

@@ -281,7 +281,8 @@ fn without_a_provider_a_prompt_explains_how_to_configure_one() {
     let message = response["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("no model provider is configured")
-            && message.contains("--provider scripted --script FILE"),
+            && message.contains("pincer login")
+            && message.contains("OPENAI_API_KEY="),
         "{message}"
     );
 }

@@ -549,3 +549,56 @@ fn a_missing_config_file_is_named_once_with_its_cause_once() {
     assert_eq!(err.matches("os error 2").count(), 1, "{err}");
     assert!(err.contains("nope.toml"), "{err}");
 }
+
+/// A burst of text chunks the provider already has waiting goes out as one
+/// delta, the same text; a handful of chunks stay one event each.
+#[test]
+fn a_burst_of_waiting_chunks_is_one_delta_and_a_few_stay_apart() {
+    let dir = TestDir::new();
+    let many: Vec<Value> = (0..1000)
+        .map(|i| json!({"text": format!("w{i} ")}))
+        .collect();
+    let few = json!([{"text": "a"}, {"text": "b"}, {"text": "c"}]);
+    let script = dir.script("s.jsonl", &[Value::Array(many), few]);
+    let out = run(
+        &dir,
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--output",
+            "jsonl",
+            "go",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let deltas: Vec<String> = jsonl(&out)
+        .iter()
+        .filter(|l| l["type"] == "text_delta")
+        .map(|l| l["text"].as_str().unwrap().to_owned())
+        .collect();
+    let expected: String = (0..1000).map(|i| format!("w{i} ")).collect();
+    assert_eq!(deltas.concat(), expected);
+    assert!(deltas.len() < 10, "{} deltas", deltas.len());
+
+    let session = jsonl(&out)[0]["session_id"].as_str().unwrap().to_owned();
+    let out = run(
+        &dir,
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--output",
+            "jsonl",
+            "--session",
+            &session,
+            "more",
+        ],
+    );
+    let deltas: Vec<String> = jsonl(&out)
+        .iter()
+        .filter(|l| l["type"] == "text_delta")
+        .map(|l| l["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(deltas, ["a", "b", "c"]);
+}

@@ -193,19 +193,53 @@ pub async fn stream_turn(
         messages,
         tools,
     };
+    const BURST_MERGE: usize = 32;
+    const BURST_MAX: usize = 4096;
+    const BURST_BYTES: usize = 64 * 1024;
     let mut stream = ctx.provider.stream(request);
     let mut said = Said::default();
     let mut served_model = ctx.model.clone();
+    // An item taken while gathering a burst of text, handled next.
+    let mut held = None;
     let ended = loop {
-        let item = tokio::select! {
-            biased;
-            _ = ctx.cancel.cancelled() => break Err(RunOutcome::Cancelled),
-            item = stream.next() => item,
+        let item = match held.take() {
+            Some(item) => item,
+            None => tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => break Err(RunOutcome::Cancelled),
+                item = stream.next() => item,
+            },
         };
         match item {
             Some(Ok(ProviderEvent::Text(delta))) => {
-                said.text.push_str(&delta);
-                ctx.emitter.emit(Event::TextDelta { text: delta });
+                // The chunks the provider already has waiting: a burst of
+                // BURST_MERGE or more goes out as one delta (the same text in
+                // fewer events), so a subscriber keeps up with a provider that
+                // delivers faster than events can be journaled one by one.
+                let mut burst = vec![delta];
+                let mut bytes = burst[0].len();
+                while burst.len() < BURST_MAX && bytes < BURST_BYTES {
+                    match futures::FutureExt::now_or_never(stream.next()) {
+                        Some(Some(Ok(ProviderEvent::Text(more)))) => {
+                            bytes += more.len();
+                            burst.push(more);
+                        }
+                        Some(other) => {
+                            held = Some(other);
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                let deltas = if burst.len() >= BURST_MERGE {
+                    vec![burst.concat()]
+                } else {
+                    burst
+                };
+                for delta in deltas {
+                    said.text.push_str(&delta);
+                    ctx.emitter.emit(Event::TextDelta { text: delta });
+                }
             }
             Some(Ok(ProviderEvent::Thinking(delta))) => {
                 said.thought.push_str(&delta);
