@@ -90,8 +90,11 @@ def last_delta_at(bin_path: str, data: Path) -> float:
     run_id = shown["runs"][-1]["run_id"]
     tape = pincer_json(bin_path, data, "tape", run_id, "--json")
     deltas = [r for r in map(json.loads, tape.splitlines()) if r.get("type") == "text_delta"]
-    if len(deltas) != LINES * CHUNKS_PER_LINE:
-        sys.exit(f"bench_terminal: run {run_id} has {len(deltas)} text chunks")
+    # The provider's chunks all wait at once, so the agent loop hands them on
+    # in bursts (one delta each, docs/headless.md): check the text, not the count.
+    text = "".join(d["text"] for d in deltas)
+    if text.count("word") + 1 < LINES * CHUNKS_PER_LINE:
+        sys.exit(f"bench_terminal: run {run_id} has {len(text)} bytes of text in {len(deltas)} deltas")
     return deltas[-1]["at"] / 1000.0
 
 

@@ -610,7 +610,7 @@ fn a_long_fast_stream_reaches_the_client_whole_even_when_it_lags() {
     let dir = TestDir::new();
     let script = dir.script(
         "long.jsonl",
-        &[json!([{"repeat": {"count": 20000, "text": "x"}}, {"text": "END"}])],
+        &[json!([{"repeat": {"count": 20000, "text": "x", "apart": true}}, {"text": "END"}])],
     );
     let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
     acp.initialize();

@@ -390,7 +390,8 @@ fn every_request_of_a_tool_loop_keeps_calls_and_results_paired() {
         ],
         &[("OPENAI_API_KEY", "sk-x"), ("OPENAI_BASE_URL", &url)],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The write needed an approval nobody could give: refused, exit 3.
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_eq!(stdout(&out), "done\n");
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 3);
@@ -434,12 +435,12 @@ fn every_request_of_a_tool_loop_keeps_calls_and_results_paired() {
             "request {n}: calls without results: {open:?}"
         );
     }
-    // The rejected write (headless rejects by default) is still answered.
+    // The refused write (nobody can approve it headless) is still answered.
     let last = seen[2].body["messages"].as_array().unwrap();
     let answer = last.iter().rev().find(|m| m["role"] == "tool").unwrap();
     assert_eq!(answer["tool_call_id"], "call_c");
     assert!(
-        answer["content"].as_str().unwrap().contains("rejected"),
+        answer["content"].as_str().unwrap().contains("refused"),
         "{answer}"
     );
     assert!(!dir.workspace().join("c.txt").exists());

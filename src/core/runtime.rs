@@ -1414,9 +1414,15 @@ mod tests {
 
         fn stream(&self, _request: ModelRequest) -> ProviderStream {
             let flag = DropFlag(self.dropped.clone(), Arc::new(AtomicBool::new(false)));
+            // Each chunk after a yield: they arrive one by one, as over a
+            // network, rather than all waiting (which would be one delta).
             let chunks = futures::stream::iter(
                 (0..self.chunks).map(|i| Ok(ProviderEvent::Text(format!("{i} ")))),
-            );
+            )
+            .then(|item| async {
+                tokio::task::yield_now().await;
+                item
+            });
             let tail = if self.hang {
                 futures::stream::pending().boxed()
             } else {

@@ -100,6 +100,10 @@ struct Repeat {
     text: Option<String>,
     #[serde(default)]
     thought: Option<String>,
+    /// Each chunk comes on its own (after a yield to the scheduler) instead
+    /// of all waiting at once, so the chunks stay one event each.
+    #[serde(default)]
+    apart: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -188,7 +192,8 @@ fn play(
 ) -> impl futures::Stream<Item = Result<ProviderEvent, ProviderError>> + Send + 'static {
     struct Cursor {
         steps: std::vec::IntoIter<Step>,
-        repeating: Option<(ProviderEvent, u64)>,
+        /// The repeated chunk, how many are left, and whether they come apart.
+        repeating: Option<(ProviderEvent, u64, bool)>,
         saw_tool_call: bool,
         calls: usize,
         finished: bool,
@@ -207,10 +212,13 @@ fn play(
             return None;
         }
         loop {
-            if let Some((event, left)) = cursor.repeating.take()
+            if let Some((event, left, apart)) = cursor.repeating.take()
                 && left > 0
             {
-                cursor.repeating = Some((event.clone(), left - 1));
+                if apart {
+                    tokio::task::yield_now().await;
+                }
+                cursor.repeating = Some((event.clone(), left - 1, apart));
                 return Some((Ok(event), cursor));
             }
             let Some(step) = cursor.steps.next() else {
@@ -260,7 +268,7 @@ fn play(
                         (None, Some(thought)) => ProviderEvent::Thinking(thought),
                         (None, None) => ProviderEvent::Text("x".into()),
                     };
-                    cursor.repeating = Some((event, repeat.count));
+                    cursor.repeating = Some((event, repeat.count, repeat.apart));
                 }
             }
         }
