@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 //! The first hour of a newcomer: what the binary says when a person, not a
 //! program, is on the other end.
 
