@@ -96,8 +96,14 @@ pub enum Command {
     Login(login::LoginArgs),
     /// Remove what `pincer login` stored
     Logout(login::LogoutArgs),
-    /// Check the data directory, database, config and sandbox support
-    Doctor,
+    /// Check the config, each provider (key or URL, model), each MCP server
+    /// (started), the database, the HTTP token and the sandbox; exit 1 on a
+    /// problem, each named with its fix
+    Doctor {
+        /// Also send each HTTP provider one cheap request (`GET /models`)
+        #[arg(long)]
+        online: bool,
+    },
     /// Walk the receipt chain of every tool call and report the first broken link
     Verify {
         /// Print the result as JSON
@@ -370,7 +376,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,
         Command::Login(ref args) => login::login(args).await,
         Command::Logout(ref args) => login::logout(args),
-        Command::Doctor => inspect::doctor(&flags(&cli, None)).await,
+        Command::Doctor { online } => inspect::doctor(&flags(&cli, None), online).await,
         Command::Verify { json } => inspect::verify(&flags(&cli, None), json).await,
         Command::Config(ConfigCommand::Show) => inspect::config_show(&flags(&cli, None)),
         Command::SandboxExec { ref spec_file, .. } => crate::sandbox::exec_spec_file(spec_file)

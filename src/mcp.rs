@@ -186,6 +186,29 @@ impl Factory {
     pub fn settings(&self) -> &McpSettings {
         &self.settings
     }
+
+    /// Starts every configured server (within its start timeout), lists its
+    /// tools and stops it again: per server, how many tools or why not
+    /// (`pincer doctor`).
+    pub async fn check(&self, workspace: &Path) -> Vec<(String, Result<usize, String>)> {
+        let servers = self.session(workspace, Vec::new());
+        let lists =
+            futures::future::join_all(servers.servers.iter().map(|server| server.tools())).await;
+        let checked = servers
+            .servers
+            .iter()
+            .zip(lists)
+            .map(|(server, (tools, problem))| {
+                let outcome = match problem {
+                    Some(problem) => Err(problem),
+                    None => Ok(tools.len()),
+                };
+                (server.name().to_owned(), outcome)
+            })
+            .collect();
+        SessionTools::shutdown(&servers).await;
+        checked
+    }
 }
 
 impl SessionToolsFactory for Factory {

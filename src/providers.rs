@@ -21,7 +21,39 @@ use crate::core::provider::{
 };
 
 /// The model name a scripted provider offers when its config lists none.
-const SCRIPTED_MODEL: &str = "script";
+pub(crate) const SCRIPTED_MODEL: &str = "script";
+
+/// Where a provider's key and URL come from, and what they are.
+pub struct Access {
+    /// The variable the key is read from (for messages).
+    pub key_var: String,
+    pub api_key: Option<String>,
+    /// Unset: the vendor's URL.
+    pub base_url: Option<String>,
+}
+
+/// A provider's key and base URL: a login's own key (or none, for a local
+/// server it points at), otherwise the environment's; the table's URL, else
+/// the environment's.
+pub fn access(provider: &ProviderConfig, env: &dyn Fn(&str) -> Option<String>) -> Access {
+    let (key_var, url_var) = provider.kind.default_env().unwrap_or(("", ""));
+    let key_var = provider
+        .api_key_env
+        .as_deref()
+        .unwrap_or(key_var)
+        .to_owned();
+    let api_key = if provider.from_login {
+        provider.api_key.clone()
+    } else {
+        env(&key_var).or_else(|| provider.api_key.clone())
+    };
+    let base_url = provider.base_url.clone().or_else(|| env(url_var));
+    Access {
+        key_var,
+        api_key,
+        base_url,
+    }
+}
 
 /// Something wrong with the providers' configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,16 +216,11 @@ fn make(
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let (key_var, url_var) = provider.kind.default_env().unwrap_or(("", ""));
-    let key_var = provider.api_key_env.as_deref().unwrap_or(key_var);
-    // A login's own key, or none for a local server it points at; otherwise
-    // the environment's.
-    let api_key = if provider.from_login {
-        provider.api_key.clone()
-    } else {
-        env(key_var).or_else(|| provider.api_key.clone())
-    };
-    let base_url = provider.base_url.clone().or_else(|| env(url_var));
+    let Access {
+        key_var,
+        api_key,
+        base_url,
+    } = access(provider, env);
     match provider.kind {
         ProviderKind::Scripted => match &provider.script {
             Some(path) => scripted::ScriptedProvider::load(name, path)

@@ -376,3 +376,117 @@ fn a_continued_session_keeps_its_provider_and_model_without_flags() {
     );
     assert_eq!(text(&out.stdout), "two\n", "{}", text(&out.stderr));
 }
+
+fn config(dir: &TestDir, text: &str) {
+    let path = dir.path().join("config/pincer/config.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn line<'a>(out: &'a str, start: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.contains(start))
+        .unwrap_or_else(|| panic!("no line with {start:?}:\n{out}"))
+}
+
+#[test]
+fn doctor_passes_a_good_setup_and_names_each_problem_with_its_fix() {
+    // Good: a scripted provider with its model; exit 0.
+    let dir = TestDir::new();
+    config(&dir, "");
+    dir.script("config/pincer/s.jsonl", &[json!([{"text": "hi"}])]);
+    config(
+        &dir,
+        "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = \"s.jsonl\"\nmodels = [\"script\"]\n",
+    );
+    let out = run(&dir, &["doctor"], &[], "");
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}{}", text(&out.stderr));
+    assert!(line(&shown, "provider demo").starts_with("ok"), "{shown}");
+
+    // openai named, no key, no URL: the fix names the variable and login.
+    let dir = TestDir::new();
+    config(&dir, "provider = \"openai\"\nmodel = \"gpt-4.1-mini\"\n");
+    let out = run(&dir, &["doctor"], &[], "");
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    let openai = line(&shown, "provider openai");
+    assert!(
+        openai.starts_with("FAIL")
+            && openai.contains("OPENAI_API_KEY")
+            && openai.contains("pincer login"),
+        "{shown}"
+    );
+
+    // A key but no model: the fix is a setting, not a flag doctor lacks.
+    let dir = TestDir::new();
+    config(&dir, "provider = \"openai\"\n");
+    let out = run(
+        &dir,
+        &["doctor"],
+        &[("OPENAI_API_KEY", "sk-test-0123456789")],
+        "",
+    );
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    let openai = line(&shown, "provider openai");
+    assert!(
+        openai.contains("no model") && openai.contains("PINCER_MODEL"),
+        "{shown}"
+    );
+    assert!(!openai.contains("--model"), "{shown}");
+    assert!(!shown.contains("sk-test"), "{shown}");
+
+    // --online: a server that answers, and a port nobody listens on.
+    let (url, _) = fake(None);
+    let dir = TestDir::new();
+    config(&dir, "provider = \"openai\"\nmodel = \"m-small\"\n");
+    let out = run(
+        &dir,
+        &["doctor", "--online"],
+        &[("OPENAI_BASE_URL", &url)],
+        "",
+    );
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        line(&shown, "provider openai").contains("answers (2 models listed)"),
+        "{shown}"
+    );
+    let dead = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", listener.local_addr().unwrap())
+    };
+    let out = run(
+        &dir,
+        &["doctor", "--online"],
+        &[("OPENAI_BASE_URL", &dead)],
+        "",
+    );
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        line(&shown, "provider openai").contains("does not answer"),
+        "{shown}"
+    );
+
+    // An MCP server whose command does not exist.
+    let dir = TestDir::new();
+    config(&dir, "");
+    dir.script("config/pincer/s.jsonl", &[json!([{"text": "hi"}])]);
+    config(
+        &dir,
+        "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = \"s.jsonl\"\nmodels = [\"script\"]\n\
+         [mcpServers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+    );
+    let out = run(&dir, &["doctor"], &[], "");
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    let mcp = line(&shown, "mcp broken");
+    assert!(
+        mcp.starts_with("FAIL")
+            && mcp.contains("/nonexistent/mcp-server")
+            && mcp.contains("[mcpServers.broken]"),
+        "{shown}"
+    );
+}

@@ -452,7 +452,7 @@ fn config_show_doctor_version_and_completions() {
     for line in [
         "ok   config",
         "ok   data dir",
-        "ok   providers  demo",
+        "ok   provider demo scripted",
         "ok   database",
         "ok   http token",
         "sandbox",

@@ -579,14 +579,14 @@ pub fn sandbox_meta(setting: SandboxSetting) -> serde_json::Value {
     })
 }
 
-pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
+pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
     let mut problems = 0;
     let mut report = |ok: bool, what: &str, detail: String| {
         if !ok {
             problems += 1;
         }
         let mark = if ok { "ok  " } else { "FAIL" };
-        format!("{mark} {what:<10} {detail}\n")
+        format!("{mark} {what:<12} {detail}\n")
     };
     let mut out = format!("pincer {}\n", env!("CARGO_PKG_VERSION"));
     let config = match Config::load(flags) {
@@ -614,17 +614,107 @@ pub async fn doctor(flags: &Flags) -> Result<u8, Failure> {
         out.push_str(&report(
             false,
             "providers",
-            "none configured: prompts will fail until one is (see README)".into(),
+            "none configured: run `pincer login`, or set OPENAI_API_KEY (OPENAI_BASE_URL for a \
+             local server) and pass --model to `pincer run` (docs/providers.md)"
+                .into(),
         ));
-    } else if provider_problems.is_empty() {
-        let names: Vec<&str> = config.providers.keys().map(String::as_str).collect();
-        out.push_str(&report(true, "providers", names.join(", ")));
-    } else {
-        let problems: Vec<&str> = provider_problems
+    }
+    let config_file = config
+        .file
+        .as_ref()
+        .map_or_else(|| "the config file".to_owned(), |p| p.display().to_string());
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    for (name, provider) in &config.providers {
+        let what = format!("provider {name}");
+        let setup: Vec<&str> = provider_problems
             .iter()
+            .filter(|p| !p.new_sessions_only && p.message.starts_with(&format!("provider {name}:")))
             .map(|p| p.message.as_str())
             .collect();
-        out.push_str(&report(false, "providers", problems.join("; ")));
+        if !setup.is_empty() {
+            out.push_str(&report(false, &what, setup.join("; ")));
+            continue;
+        }
+        let p = &provider.value;
+        let is_default = config.provider.as_ref().is_some_and(|d| &d.value == name);
+        let model = if is_default {
+            config.model.as_ref().map(|m| m.value.clone())
+        } else {
+            None
+        }
+        .or_else(|| p.models.first().cloned())
+        .or_else(|| {
+            (p.kind == crate::config::ProviderKind::Scripted)
+                .then(|| crate::providers::SCRIPTED_MODEL.to_owned())
+        });
+        let mut detail = format!("{} from {}", p.kind.as_str(), provider.origin);
+        if is_default {
+            detail.push_str(", the default");
+        }
+        let access = crate::providers::access(p, &env);
+        if let Some(url) = &access.base_url {
+            detail.push_str(&format!(", {url}"));
+        }
+        if access.api_key.is_some() {
+            detail.push_str(", key set");
+        }
+        let Some(model) = model else {
+            if p.kind == crate::config::ProviderKind::Failover {
+                out.push_str(&report(true, &what, detail));
+                continue;
+            }
+            let fix = if is_default {
+                format!(
+                    "set `model = \"...\"` in {config_file} or PINCER_MODEL, or `models = [\"...\"]` in [providers.{name}]"
+                )
+            } else {
+                format!("set `models = [\"...\"]` in [providers.{name}] of {config_file}")
+            };
+            out.push_str(&report(false, &what, format!("{detail}; no model: {fix}")));
+            continue;
+        };
+        detail.push_str(&format!(", model {model}"));
+        let remote = matches!(
+            p.kind,
+            crate::config::ProviderKind::Openai | crate::config::ProviderKind::Anthropic
+        );
+        if online && remote {
+            let answered = crate::providers::list_models(
+                &p.kind,
+                access.base_url.as_deref(),
+                access.api_key.as_deref(),
+                std::time::Duration::from_secs(5),
+            )
+            .await;
+            match answered {
+                Ok(models) => {
+                    detail.push_str(&format!("; answers ({} models listed)", models.len()));
+                    out.push_str(&report(true, &what, detail));
+                }
+                Err(err) => out.push_str(&report(
+                    false,
+                    &what,
+                    format!("{detail}; does not answer: {err} (check the URL or key; `pincer login` checks both)"),
+                )),
+            }
+        } else {
+            out.push_str(&report(true, &what, detail));
+        }
+    }
+    let mcp = crate::mcp::Factory::new(crate::mcp::McpSettings::from_config(&config));
+    if !config.mcp_servers.is_empty() {
+        let here = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+        for (name, outcome) in mcp.check(&here).await {
+            let what = format!("mcp {name}");
+            match outcome {
+                Ok(tools) => out.push_str(&report(true, &what, format!("started, {tools} tools"))),
+                Err(problem) => out.push_str(&report(
+                    false,
+                    &what,
+                    format!("{problem} (fix [mcpServers.{name}] in {config_file})"),
+                )),
+            }
+        }
     }
     let path = config.database_path();
     match crate::store::Store::open(&path) {
