@@ -149,7 +149,7 @@ function M.check()
     local detail = rest and rest:gsub("%s%s+", ": ", 1) or line
     if status == "ok" then
       report.ok(detail)
-    elseif status == "FAIL" and provider_by_flag and detail:match("^providers") then
+    elseif status == "FAIL" and provider_by_flag and detail:match("^provider") then
       report.info(detail .. " (the launch command names the provider, so this is expected)")
     elseif status == "FAIL" then
       report.error(detail)
@@ -162,7 +162,7 @@ function M.check()
   end
   if code ~= 0 and not provider_by_flag then
     report.warn(string.format("`%s doctor` exited with %d", o.cmd, code), {
-      "configure a provider in the config file (docs/providers.md) or pass one in `provider`",
+      "run `pincer login`, configure a provider in the config file (docs/providers.md), or pass one in `provider`",
     })
   end
 end
