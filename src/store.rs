@@ -7,11 +7,13 @@
 
 pub mod channels;
 mod owner;
+mod ports;
 mod reader;
 mod schema;
 mod writer;
 
-pub use channels::{ChannelWrite, Draft};
+pub use crate::core::channel::{ChannelWrite, Draft};
+pub use crate::core::journal::{SessionQuery, Write};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,14 +24,11 @@ use tokio::sync::oneshot;
 
 use crate::core::approval::Grant;
 use crate::core::channel::{ConversationKey, InboxEntry, IntentStatus, SendIntent};
-use crate::core::event::{EventRecord, RunState, StopReason, Usage};
+use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::models::Cost;
-use crate::core::receipt::{Receipt, ReceiptBody};
+use crate::core::receipt::Receipt;
 use crate::core::run::RunInfo;
-use crate::core::session::{HistoryEntry, Message, Millis, Mode, Session};
-
-pub use reader::SessionQuery;
+use crate::core::session::{HistoryEntry, Session};
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -65,64 +64,6 @@ pub enum StoreError {
     /// row that must be new already there).
     #[error("{0}")]
     Conflict(String),
-}
-
-/// One change to the durable state.
-#[derive(Debug, Clone)]
-pub enum Write {
-    InsertSession(Session),
-    UpdateSettings {
-        id: SessionId,
-        provider: String,
-        model: String,
-        mode: Mode,
-        at: Millis,
-    },
-    SetTitle {
-        id: SessionId,
-        title: String,
-    },
-    SetClosed {
-        id: SessionId,
-        closed: bool,
-        at: Millis,
-    },
-    AppendMessage {
-        session_id: SessionId,
-        run_id: Option<RunId>,
-        message: Message,
-        at: Millis,
-    },
-    InsertRun {
-        id: RunId,
-        session_id: SessionId,
-        at: Millis,
-    },
-    SetRunState {
-        id: RunId,
-        state: RunState,
-        stop_reason: Option<StopReason>,
-        error: Option<String>,
-        usage: Usage,
-        cost: Option<Cost>,
-        at: Millis,
-    },
-    AppendEvent(EventRecord),
-    /// Joins the receipt chain: the writer numbers it and links it to the
-    /// newest stored receipt inside its transaction, so the chain has one order
-    /// even when several processes share the database.
-    AppendReceipt(ReceiptBody),
-    /// Remembers an `allow_always` / `reject_always` answer for a session.
-    PutGrant {
-        session_id: SessionId,
-        grant: Grant,
-        at: Millis,
-    },
-    /// The chat channels' tables.
-    Channel(ChannelWrite),
-    /// Writes that must land together: all of them or none (a chat's new
-    /// session and its mapping to the chat, so a crash cannot orphan one).
-    Together(Vec<Write>),
 }
 
 /// Whether the process an owner tag (`pid:start`) names is still running.
@@ -484,9 +425,42 @@ pub fn probe(path: &Path) -> Result<i64, StoreError> {
 }
 
 #[cfg(test)]
+mod contract {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::Store;
+    use crate::core::journal::contract::Backend;
+
+    fn open(dir: &Path) -> Backend {
+        let (store, _) = Store::open(&dir.join("pincer.db")).unwrap();
+        let stop = store.clone();
+        Backend {
+            journal: Arc::new(store.clone()),
+            audit: Arc::new(store),
+            stop: Box::new(move || stop.shutdown()),
+            dir: None,
+        }
+    }
+
+    fn fresh() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = open(dir.path());
+        Backend {
+            dir: Some(dir),
+            ..backend
+        }
+    }
+
+    crate::journal_contract!(fresh());
+    crate::journal_durability_contract!(open);
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::event::Event;
+    use crate::core::session::{Message, Mode};
     use crate::core::session::{Origin, now_millis};
 
     fn session(id: &str) -> Session {

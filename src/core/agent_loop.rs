@@ -6,13 +6,13 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::context;
+use super::emitter::Emitter;
 use super::event::Usage;
 use super::event::{ContextUse, Event, StopReason};
 use super::gate::{self, CallEnv};
 use super::models::{Cost, ModelCatalog};
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec};
 use super::run::RunOutcome;
-use super::runtime::Emitter;
 use super::session::{Message, ToolCall};
 use super::tool::SessionTools;
 

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RunId, SessionId};
+use super::journal::{Journal, Reply};
 use super::session::Millis;
 
 /// Where a message lives on its platform.
@@ -456,6 +457,104 @@ impl ConversationKey {
             target: message.target.clone(),
         }
     }
+}
+
+/// A change to the channel tables (part of the journal's `Write`).
+#[derive(Debug, Clone)]
+pub enum ChannelWrite {
+    /// Records an inbound message and, in the same transaction, advances the
+    /// polling cursor past it. A message already recorded fails with
+    /// `JournalError::Conflict` (the cursor still advances).
+    RecordInbound {
+        message: ChannelMessage,
+        cursor: Option<(String, String)>,
+        at: Millis,
+    },
+    SetInboxState {
+        channel: String,
+        account: String,
+        ids: Vec<String>,
+        state: InboxState,
+        run_id: Option<RunId>,
+        at: Millis,
+    },
+    PutCursor {
+        channel: String,
+        account: String,
+        name: String,
+        value: String,
+    },
+    /// Records an intent; one with the same id already recorded is left as it
+    /// is. One recorded as `sending` is claimed by this process.
+    InsertIntent(SendIntent),
+    /// Moves an intent if it is in one of the update's `from` states; otherwise
+    /// fails with `JournalError::Conflict`.
+    UpdateIntent(IntentUpdate),
+    MapConversation {
+        key: ConversationKey,
+        session_id: SessionId,
+        at: Millis,
+    },
+    PairPeer {
+        channel: String,
+        account: String,
+        sender: String,
+        at: Millis,
+    },
+    /// Forgets a run's row in the live-draft table of earlier versions
+    /// (drafts are now `draft:RUN` intents).
+    DeleteDraft { run_id: RunId },
+}
+
+/// A live draft: the run it shows, where it is, its platform id and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Draft {
+    pub run_id: RunId,
+    pub target: Target,
+    pub platform_id: String,
+    pub text: String,
+}
+
+/// What the chat channels read from the journal besides the core's port:
+/// the inbox, the outbox, cursors, conversation mappings, pairings and
+/// drafts. Writes go through [`Journal::submit`] / [`Journal::commit`] as
+/// [`crate::core::journal::Write::Channel`].
+pub trait ChannelJournal: Journal {
+    /// The open send intents of a channel account (pending, sending,
+    /// committing), oldest first, each with the process that claimed it.
+    fn open_intents<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+    ) -> Reply<'a, Vec<(SendIntent, Option<String>)>>;
+
+    fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>>;
+
+    /// The most recently changed intents, optionally of one status.
+    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>>;
+
+    /// Inbound messages of a channel account not yet answered, oldest first.
+    fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>>;
+
+    fn cursor<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        name: &'a str,
+    ) -> Reply<'a, Option<String>>;
+
+    /// The session a conversation is mapped to.
+    fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>>;
+
+    fn is_paired<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        sender: &'a str,
+    ) -> Reply<'a, bool>;
+
+    /// The live drafts of a channel account.
+    fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
 }
 
 #[cfg(test)]

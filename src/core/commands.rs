@@ -24,15 +24,15 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::agent_loop::{self, LoopConfig, RunContext};
+use super::emitter::Emitter;
 use super::event::{Event, EventRecord, StopReason};
 use super::ids::RunId;
+use super::journal::Journal;
 use super::provider::ModelStop;
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::run::RunOutcome;
-use super::runtime::Emitter;
 use super::session::{ContentPart, Message, model_turns, now_millis};
 use super::tool::{FileDiff, ToolContext, ToolKind};
-use crate::store::Store;
 
 /// A session command that runs in the session's queue like a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,7 +396,7 @@ pub fn reverse_diff(ctx: &ToolContext, diff: &FileDiff) -> FileDiff {
 /// files one by one (each recorded as an `undo` call with its receipt), says
 /// what it did, and tells the model in the history. Stops between files when
 /// the run is cancelled.
-pub async fn undo(ctx: &ToolContext, emitter: &mut Emitter, store: &Store) -> RunOutcome {
+pub async fn undo(ctx: &ToolContext, emitter: &mut Emitter, store: &dyn Journal) -> RunOutcome {
     let target = match find_target(store, emitter).await {
         Ok(target) => target,
         Err(message) => return RunOutcome::Failed(message),
@@ -449,7 +449,7 @@ pub async fn undo(ctx: &ToolContext, emitter: &mut Emitter, store: &Store) -> Ru
     }
 }
 
-async fn find_target(store: &Store, emitter: &Emitter) -> Result<Option<UndoTarget>, String> {
+async fn find_target(store: &dyn Journal, emitter: &Emitter) -> Result<Option<UndoTarget>, String> {
     store
         .flush()
         .await
@@ -463,7 +463,7 @@ async fn find_target(store: &Store, emitter: &Emitter) -> Result<Option<UndoTarg
     let mut search = UndoSearch::default();
     for run in runs.iter().rev().filter(|run| &run.id != emitter.run_id()) {
         let tape = store
-            .tape(&run.id, 0)
+            .tape(&run.id, 0, None)
             .await
             .map_err(|err| format!("cannot read the tape of run {}: {err}", run.id))?;
         if let Some(target) = search.next(&tape) {

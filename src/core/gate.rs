@@ -12,10 +12,10 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::approval::{ApprovalDecision, Grant, PendingApprovals};
+use super::emitter::Emitter;
 use super::event::{Event, RunState};
 use super::policy::{Check, Gate, PolicyRules, grants_for};
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
-use super::runtime::Emitter;
 use super::safety::Safety;
 use super::session::{Message, Mode, ToolCall, now_millis};
 use super::tool::{

@@ -5,7 +5,7 @@
 //! came. Every event is appended to the tape and published to subscribers; a
 //! subscriber that falls behind re-reads the tape instead of slowing the run.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -19,23 +19,25 @@ use super::approval::{ApprovalDecision, Grant, PendingApprovals};
 use super::commands;
 pub use super::commands::SessionCommand;
 use super::context;
+pub use super::emitter::{Emitter, InvalidTransition};
 use super::event::{Event, EventRecord, RunState, Usage};
 use super::gate::{CallEnv, ToolGate};
 use super::ids::{RunId, SessionId};
+use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::models::Cost;
 use super::policy::PathBoundary;
 use super::provider::{ModelChoice, Providers};
-use super::receipt::ReceiptBody;
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, check_image, now_millis,
     title_from_prompt,
 };
 use super::stats::Stats;
+pub use super::subscription::Subscription;
 use super::tool::{
     ClientFiles, ClientTerminal, Files, Progress, SessionTools, SessionToolsFactory, ToolContext,
 };
-use crate::store::{SessionQuery, Store, StoreError, Write};
+use crate::store::Store;
 
 #[derive(Debug, Error)]
 pub enum RuntimeError {
@@ -58,7 +60,7 @@ pub enum RuntimeError {
     )]
     ImagesNotAccepted { model: String },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] JournalError),
 }
 
 /// Settings of the runtime itself.
@@ -125,7 +127,10 @@ pub struct Runtime {
 }
 
 struct Inner {
+    /// The concrete store, until every face takes it from the composition root.
     store: Store,
+    /// Where everything durable goes.
+    journal: Arc<dyn Journal>,
     providers: Providers,
     /// The tools and the rules around them, shared by every run.
     gate: Arc<ToolGate>,
@@ -189,6 +194,7 @@ impl Runtime {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                journal: Arc::new(store.clone()),
                 store,
                 providers,
                 gate,
@@ -286,7 +292,7 @@ impl Runtime {
             return Ok(lock(&live.grants).clone());
         }
         self.session(id).await?;
-        Ok(self.inner.store.grants(id).await?)
+        Ok(self.inner.journal.grants(id).await?)
     }
 
     /// Routes a live session's file reads and writes through a client (or back
@@ -346,7 +352,7 @@ impl Runtime {
         } else {
             Write::Together(std::iter::once(insert).chain(extra).collect())
         };
-        self.inner.store.commit(write).await?;
+        self.inner.journal.commit(write).await?;
         self.make_live(session.clone(), Vec::new())?;
         Ok(session)
     }
@@ -358,7 +364,7 @@ impl Runtime {
         }
         let mut session = self
             .inner
-            .store
+            .journal
             .session(id)
             .await?
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
@@ -366,7 +372,7 @@ impl Runtime {
             session.closed = false;
             session.updated_at = now_millis();
             self.inner
-                .store
+                .journal
                 .commit(Write::SetClosed {
                     id: id.clone(),
                     closed: false,
@@ -374,7 +380,7 @@ impl Runtime {
                 })
                 .await?;
         }
-        let grants = self.inner.store.grants(id).await?;
+        let grants = self.inner.journal.grants(id).await?;
         self.make_live(session.clone(), grants)?;
         Ok(session)
     }
@@ -385,25 +391,25 @@ impl Runtime {
             return Ok(lock(&live.session).clone());
         }
         self.inner
-            .store
+            .journal
             .session(id)
             .await?
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))
     }
 
     pub async fn list_sessions(&self, query: SessionQuery) -> Result<Vec<Session>, RuntimeError> {
-        Ok(self.inner.store.sessions(query).await?)
+        Ok(self.inner.journal.sessions(query).await?)
     }
 
     pub async fn history(&self, id: &SessionId) -> Result<Vec<HistoryEntry>, RuntimeError> {
-        self.inner.store.flush().await?;
-        Ok(self.inner.store.history(id).await?)
+        self.inner.journal.flush().await?;
+        Ok(self.inner.journal.history(id).await?)
     }
 
     pub async fn runs(&self, id: &SessionId) -> Result<Vec<RunInfo>, RuntimeError> {
         self.session(id).await?;
-        self.inner.store.flush().await?;
-        Ok(self.inner.store.runs(id).await?)
+        self.inner.journal.flush().await?;
+        Ok(self.inner.journal.runs(id).await?)
     }
 
     /// The task list the model last kept in this session (its newest `plan`
@@ -458,9 +464,9 @@ impl Runtime {
     }
 
     pub async fn run(&self, id: &RunId) -> Result<RunInfo, RuntimeError> {
-        self.inner.store.flush().await?;
+        self.inner.journal.flush().await?;
         self.inner
-            .store
+            .journal
             .run(id)
             .await?
             .ok_or_else(|| RuntimeError::RunNotFound(id.clone()))
@@ -469,7 +475,7 @@ impl Runtime {
     /// A run's events from `from_seq` on, including those not yet committed.
     pub async fn tape(&self, id: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, RuntimeError> {
         self.run(id).await?;
-        Ok(self.inner.store.tape(id, from_seq).await?)
+        Ok(self.inner.journal.tape(id, from_seq, None).await?)
     }
 
     /// Subscribes to every event of a live session from now on.
@@ -477,15 +483,11 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        Ok(Subscription {
-            session_id: id.clone(),
-            rx: live.events.subscribe(),
-            store: self.inner.store.clone(),
-            since: now_millis(),
-            expected: HashMap::new(),
-            finished: HashSet::new(),
-            backlog: VecDeque::new(),
-        })
+        Ok(Subscription::new(
+            id,
+            live.events.subscribe(),
+            self.inner.journal.clone(),
+        ))
     }
 
     /// Queues a prompt as a new run of a live session.
@@ -539,7 +541,7 @@ impl Runtime {
         };
         self.check_content(&provider, &model, &content)?;
         let now = now_millis();
-        self.inner.store.submit(Write::InsertRun {
+        self.inner.journal.submit(Write::InsertRun {
             id: run_id.clone(),
             session_id: id.clone(),
             at: now,
@@ -557,12 +559,12 @@ impl Runtime {
             }
         };
         if let Some(title) = &set_title {
-            self.inner.store.submit(Write::SetTitle {
+            self.inner.journal.submit(Write::SetTitle {
                 id: id.clone(),
                 title: title.clone(),
             });
         }
-        let mut emitter = Emitter::new(&self.inner.store, &live.events, id, &run_id)
+        let mut emitter = Emitter::new(&self.inner.journal, &live.events, id, &run_id)
             .with_stats(&self.inner.stats);
         emitter.emit(Event::state(RunState::Queued));
         emitter.emit(Event::UserMessage {
@@ -576,7 +578,7 @@ impl Runtime {
         let (done_tx, done_rx) = oneshot::channel();
         let queued = QueuedRun {
             id: run_id.clone(),
-            next_seq: emitter.next_seq,
+            next_seq: emitter.next_seq(),
             kind,
             content,
             cancel,
@@ -714,7 +716,7 @@ impl Runtime {
             session.clone()
         };
         self.inner
-            .store
+            .journal
             .commit(Write::UpdateSettings {
                 id: id.clone(),
                 provider: session.provider.clone(),
@@ -735,12 +737,12 @@ impl Runtime {
         let Some(live) = live else {
             // Closing a stored but not live session only marks it.
             self.inner
-                .store
+                .journal
                 .session(id)
                 .await?
                 .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
             self.inner
-                .store
+                .journal
                 .commit(Write::SetClosed {
                     id: id.clone(),
                     closed: true,
@@ -765,7 +767,7 @@ impl Runtime {
             tools.shutdown().await;
         }
         self.inner
-            .store
+            .journal
             .commit(Write::SetClosed {
                 id: id.clone(),
                 closed: true,
@@ -795,7 +797,7 @@ impl Runtime {
         // Dropping the live sessions closes their event channels, so subscribers
         // drain what is left and then end.
         lock(&self.inner.live).clear();
-        if let Err(err) = self.inner.store.flush().await {
+        if let Err(err) = self.inner.journal.flush().await {
             tracing::error!(error = %err, "final flush failed");
         }
     }
@@ -869,7 +871,7 @@ impl Runtime {
     async fn execute(&self, live: &LiveSession, queued: QueuedRun) {
         let session = lock(&live.session).clone();
         let mut emitter = Emitter::resume(
-            &self.inner.store,
+            &self.inner.journal,
             &live.events,
             &session.id,
             &queued.id,
@@ -901,7 +903,7 @@ impl Runtime {
         queued: &QueuedRun,
         emitter: &mut Emitter,
     ) -> RunOutcome {
-        let store = &self.inner.store;
+        let store = &self.inner.journal;
         let now = now_millis();
         if let Err(err) = emitter.enter(RunState::Running) {
             return RunOutcome::Failed(err.to_string());
@@ -960,7 +962,7 @@ impl Runtime {
             }
             RunKind::Command(SessionCommand::Undo) => {
                 let tools = self.tool_context(live, session, queued);
-                commands::undo(&tools, emitter, store).await
+                commands::undo(&tools, emitter, store.as_ref()).await
             }
         }
     }
@@ -1060,34 +1062,7 @@ impl Runtime {
     }
 
     async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) {
-        if let Err(err) = emitter.enter(outcome.state()) {
-            tracing::error!(error = %err, "run state machine violated");
-        }
-        let record = emitter.record(Event::State {
-            state: outcome.state(),
-            stop_reason: outcome.stop_reason(),
-            error: outcome.error().map(str::to_owned),
-            usage: (emitter.usage != Usage::default()).then_some(emitter.usage),
-            cost: emitter.cost.clone(),
-        });
-        let store = &self.inner.store;
-        store.submit(Write::AppendEvent(record.clone()));
-        let committed = store
-            .commit(Write::SetRunState {
-                id: emitter.run_id.clone(),
-                state: outcome.state(),
-                stop_reason: outcome.stop_reason(),
-                error: outcome.error().map(str::to_owned),
-                usage: emitter.usage,
-                cost: emitter.cost.clone(),
-                at: record.at,
-            })
-            .await;
-        if let Err(err) = committed {
-            tracing::error!(run = %emitter.run_id, error = %err, "cannot record the end of a run");
-        }
-        // Published after the commit: whoever sees a run end can rely on it being on disk.
-        let _ = emitter.events.send(Arc::new(record));
+        emitter.finish(outcome).await;
     }
 }
 
@@ -1103,278 +1078,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Appends a run's events to the tape and publishes them, numbering them in order.
-pub struct Emitter {
-    store: Store,
-    events: broadcast::Sender<Arc<EventRecord>>,
-    session_id: SessionId,
-    run_id: RunId,
-    next_seq: u64,
-    /// Where the run is in its state machine; every move is checked against it.
-    state: RunState,
-    /// Token usage summed over the run's model turns.
-    pub usage: Usage,
-    /// What the run's priced model turns cost.
-    pub cost: Option<Cost>,
-    /// Where tool verdicts and provider latency are counted.
-    stats: Arc<Stats>,
-    /// When the current model turn began, until its first output is seen.
-    turn_started: Option<std::time::Instant>,
-}
-
-/// A state change the run state machine does not allow: a bug in the runtime.
-#[derive(Debug, Error, PartialEq, Eq)]
-#[error("run {run}: cannot move from {from:?} to {to:?}")]
-pub struct InvalidTransition {
-    pub run: RunId,
-    pub from: RunState,
-    pub to: RunState,
-}
-
-impl Emitter {
-    fn new(
-        store: &Store,
-        events: &broadcast::Sender<Arc<EventRecord>>,
-        session_id: &SessionId,
-        run_id: &RunId,
-    ) -> Self {
-        Self::resume(store, events, session_id, run_id, 0)
-    }
-
-    fn resume(
-        store: &Store,
-        events: &broadcast::Sender<Arc<EventRecord>>,
-        session_id: &SessionId,
-        run_id: &RunId,
-        next_seq: u64,
-    ) -> Self {
-        Self {
-            store: store.clone(),
-            events: events.clone(),
-            session_id: session_id.clone(),
-            run_id: run_id.clone(),
-            next_seq,
-            state: RunState::Queued,
-            usage: Usage::default(),
-            cost: None,
-            stats: Arc::default(),
-            turn_started: None,
-        }
-    }
-
-    /// Counts into the runtime's stats rather than a private set.
-    fn with_stats(mut self, stats: &Arc<Stats>) -> Self {
-        self.stats = stats.clone();
-        self
-    }
-
-    /// Moves the run to `next` if the state machine allows it.
-    pub fn enter(&mut self, next: RunState) -> Result<(), InvalidTransition> {
-        if !self.state.can_become(next) {
-            return Err(InvalidTransition {
-                run: self.run_id.clone(),
-                from: self.state,
-                to: next,
-            });
-        }
-        self.state = next;
-        Ok(())
-    }
-
-    pub fn run_id(&self) -> &RunId {
-        &self.run_id
-    }
-
-    pub fn session_id(&self) -> &SessionId {
-        &self.session_id
-    }
-
-    fn record(&mut self, event: Event) -> EventRecord {
-        let record = EventRecord {
-            session_id: self.session_id.clone(),
-            run_id: self.run_id.clone(),
-            seq: self.next_seq,
-            at: now_millis(),
-            event,
-        };
-        self.next_seq += 1;
-        record
-    }
-
-    /// Appends an event to the tape and publishes it; returns it as published.
-    pub fn emit(&mut self, event: Event) -> Arc<EventRecord> {
-        match &event {
-            Event::Usage { usage, cost, .. } => {
-                self.usage.add(*usage);
-                self.cost = Cost::sum(self.cost.take(), cost.as_ref());
-            }
-            Event::ToolResult { verdict, .. } => self.stats.tool_call(*verdict),
-            _ => {}
-        }
-        if let Event::ModelTurn { .. } = &event {
-            self.turn_started = Some(std::time::Instant::now());
-        } else if let Some(started) = self.turn_started.take() {
-            self.stats.first_output(started.elapsed());
-        }
-        let record = Arc::new(self.record(event));
-        self.store
-            .submit(Write::AppendEvent(EventRecord::clone(&record)));
-        // No receivers is fine: nobody is watching this session right now.
-        let _ = self.events.send(record.clone());
-        record
-    }
-
-    /// Moves the run between `running` and `waiting`, recording the move.
-    pub fn set_state(&mut self, state: RunState) {
-        if let Err(err) = self.enter(state) {
-            tracing::error!(error = %err, "run state machine violated");
-            return;
-        }
-        self.emit(Event::state(state));
-        self.store.submit(Write::SetRunState {
-            id: self.run_id.clone(),
-            state,
-            stop_reason: None,
-            error: None,
-            usage: self.usage,
-            cost: self.cost.clone(),
-            at: now_millis(),
-        });
-    }
-
-    /// Adds a receipt to the chain.
-    pub fn receipt(&self, body: ReceiptBody) {
-        self.store.submit(Write::AppendReceipt(body));
-    }
-
-    /// Persists an approval the session remembers.
-    pub fn remember(&self, grant: Grant) {
-        self.store.submit(Write::PutGrant {
-            session_id: self.session_id.clone(),
-            grant,
-            at: now_millis(),
-        });
-    }
-
-    /// Adds a message to the session's history.
-    pub fn append_message(&self, message: Message) {
-        self.store.submit(Write::AppendMessage {
-            session_id: self.session_id.clone(),
-            run_id: Some(self.run_id.clone()),
-            message,
-            at: now_millis(),
-        });
-    }
-}
-
-/// A session's events in order, with no gaps: when the subscriber falls behind
-/// the live stream, the missed events are read back from the tape.
-pub struct Subscription {
-    session_id: SessionId,
-    rx: broadcast::Receiver<Arc<EventRecord>>,
-    store: Store,
-    /// Runs created before this are not re-read after a lag.
-    since: i64,
-    /// The sequence number expected next, per run seen and not yet ended.
-    expected: HashMap<RunId, u64>,
-    /// Runs whose terminal event was delivered.
-    finished: HashSet<RunId>,
-    /// Events read back from the tape, waiting to be delivered; at most one page.
-    backlog: VecDeque<Arc<EventRecord>>,
-}
-
-/// Events read back from the tape at a time: bounds a lagging subscriber's memory.
-const TAPE_PAGE: usize = 2048;
-
-impl Subscription {
-    /// The next event, or `None` once the session is closed.
-    pub async fn next(&mut self) -> Option<Arc<EventRecord>> {
-        loop {
-            if let Some(record) = self.backlog.pop_front() {
-                if self.accept(&record) {
-                    return Some(record);
-                }
-                continue;
-            }
-            match self.rx.recv().await {
-                Ok(record) => {
-                    if let Some(expected) = self.expected.get(&record.run_id).copied()
-                        && record.seq > expected
-                    {
-                        // Events between were missed: read them (and this one) from the tape.
-                        self.read_page(&record.run_id.clone(), expected).await;
-                        continue;
-                    }
-                    if self.accept(&record) {
-                        return Some(record);
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::debug!(session = %self.session_id, missed, "subscriber lagged; re-reading the tape");
-                    if let Err(err) = self.on_lag().await {
-                        tracing::error!(session = %self.session_id, error = %err, "cannot re-read the tape after a lag");
-                    }
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    }
-
-    /// Whether a record is the next one of its run; if so records it as delivered.
-    fn accept(&mut self, record: &EventRecord) -> bool {
-        if self.finished.contains(&record.run_id) {
-            return false;
-        }
-        if let Some(expected) = self.expected.get(&record.run_id)
-            && record.seq != *expected
-        {
-            return false;
-        }
-        if record.event.terminal_state().is_some() {
-            self.expected.remove(&record.run_id);
-            self.finished.insert(record.run_id.clone());
-        } else {
-            self.expected.insert(record.run_id.clone(), record.seq + 1);
-        }
-        true
-    }
-
-    /// After a lag: learn of runs that started unseen, and read the first page of
-    /// what was missed. Later pages are read as gaps show up.
-    async fn on_lag(&mut self) -> Result<(), StoreError> {
-        self.store.flush().await?;
-        for run in self.store.runs(&self.session_id).await? {
-            if !self.finished.contains(&run.id) && run.created_at >= self.since {
-                self.expected.entry(run.id).or_insert(0);
-            }
-        }
-        let mut pending: Vec<(RunId, u64)> = self
-            .expected
-            .iter()
-            .map(|(run, seq)| (run.clone(), *seq))
-            .collect();
-        pending.sort();
-        if let Some((run, from)) = pending.first() {
-            self.read_page(run, *from).await;
-        }
-        Ok(())
-    }
-
-    async fn read_page(&mut self, run: &RunId, from: u64) {
-        let page = async {
-            self.store.flush().await?;
-            self.store.tape_page(run, from, TAPE_PAGE).await
-        }
-        .await;
-        match page {
-            Ok(records) => self.backlog.extend(records.into_iter().map(Arc::new)),
-            Err(err) => {
-                tracing::error!(session = %self.session_id, run = %run, error = %err, "cannot re-read the tape");
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1476,32 +1179,6 @@ mod tests {
         vec![ContentPart::Text {
             text: content.into(),
         }]
-    }
-
-    #[tokio::test]
-    async fn the_emitter_enforces_the_run_state_machine() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
-        let (events, _) = broadcast::channel(4);
-        let run = RunId::generate();
-        let mut emitter = Emitter::new(&store, &events, &SessionId::generate(), &run);
-        assert_eq!(
-            emitter.enter(RunState::Completed),
-            Err(InvalidTransition {
-                run: run.clone(),
-                from: RunState::Queued,
-                to: RunState::Completed
-            })
-        );
-        emitter.enter(RunState::Running).unwrap();
-        emitter.enter(RunState::Waiting).unwrap();
-        emitter.enter(RunState::Running).unwrap();
-        emitter.enter(RunState::Completed).unwrap();
-        assert!(
-            emitter.enter(RunState::Running).is_err(),
-            "terminal states are final"
-        );
-        store.shutdown();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,58 +6,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, owner};
 use crate::core::channel::{
-    ChannelMessage, ConversationKey, InboxEntry, InboxState, IntentStatus, IntentUpdate,
-    SendIntent, Target,
+    ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus, IntentUpdate,
+    SendIntent,
 };
 use crate::core::ids::{RunId, SessionId};
-use crate::core::session::Millis;
-
-/// A change to the channel tables (part of `Write`).
-#[derive(Debug, Clone)]
-pub enum ChannelWrite {
-    /// Records an inbound message and, in the same transaction, advances the
-    /// polling cursor past it. A message already recorded fails with
-    /// `StoreError::Conflict` (the cursor still advances).
-    RecordInbound {
-        message: ChannelMessage,
-        cursor: Option<(String, String)>,
-        at: Millis,
-    },
-    SetInboxState {
-        channel: String,
-        account: String,
-        ids: Vec<String>,
-        state: InboxState,
-        run_id: Option<RunId>,
-        at: Millis,
-    },
-    PutCursor {
-        channel: String,
-        account: String,
-        name: String,
-        value: String,
-    },
-    /// Records an intent; one with the same id already recorded is left as it
-    /// is. One recorded as `sending` is claimed by this process.
-    InsertIntent(SendIntent),
-    /// Moves an intent if it is in one of the update's `from` states; otherwise
-    /// fails with `StoreError::Conflict`.
-    UpdateIntent(IntentUpdate),
-    MapConversation {
-        key: ConversationKey,
-        session_id: SessionId,
-        at: Millis,
-    },
-    PairPeer {
-        channel: String,
-        account: String,
-        sender: String,
-        at: Millis,
-    },
-    /// Forgets a run's row in the live-draft table of earlier versions
-    /// (drafts are now `draft:RUN` intents).
-    DeleteDraft { run_id: RunId },
-}
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|err| StoreError::Write(err.to_string()))
@@ -404,15 +356,6 @@ pub(super) fn is_paired(
         .query_row(params![channel, account, sender], |_| Ok(()))
         .optional()?
         .is_some())
-}
-
-/// A live draft: the run it shows, where it is, its platform id and text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Draft {
-    pub run_id: RunId,
-    pub target: Target,
-    pub platform_id: String,
-    pub text: String,
 }
 
 pub(super) fn drafts(

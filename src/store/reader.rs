@@ -13,15 +13,7 @@ use crate::core::receipt::{Receipt, ReceiptBody, Verdict};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
 
-/// Which sessions to list, newest first.
-#[derive(Debug, Clone, Default)]
-pub struct SessionQuery {
-    /// Only sessions whose workspace is exactly this directory.
-    pub workspace: Option<PathBuf>,
-    /// Continue after this (updated_at, id) position.
-    pub after: Option<(i64, SessionId)>,
-    pub limit: usize,
-}
+pub use crate::core::journal::SessionQuery;
 
 const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash";
 

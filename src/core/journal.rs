@@ -1,0 +1,224 @@
+//! The journal: the port through which the core keeps what must outlive the
+//! process, and the contract every backend behind it keeps.
+//!
+//! The core writes sessions, runs, messages, the tape, receipts and grants
+//! through [`Journal`], and reads back only what it needs to resume a
+//! session, replay a run to a lagging subscriber or find an edit to undo. It
+//! knows nothing of how a backend stores them: the SQLite store
+//! (`crate::store`) is one backend; a server database would be another. Faces
+//! that need a backend's other queries (metrics, `pincer verify`, the chat
+//! channels' outbox) get them from the composition root through narrow traits
+//! of their own ([`Audit`], [`Counts`], `core::channel::ChannelJournal`), not
+//! through the runtime.
+//!
+//! # The contract
+//!
+//! Every backend keeps these; `crate::store::contract` is the test suite that
+//! checks them, run against each backend.
+//!
+//! 1. **Submission order.** Writes take effect in the order they were
+//!    submitted ([`Journal::submit`] or [`Journal::commit`]), across both
+//!    calls: a read that sees a write sees every write submitted before it.
+//! 2. **Durability.** [`Journal::commit`] returns `Ok` only once the write
+//!    and every write submitted before it are durable (they survive a crash
+//!    of the process and of the machine). [`Journal::flush`] does the same
+//!    without a write of its own. A write only submitted may be lost in a
+//!    crash, and so may everything submitted after it, but never a write
+//!    before one that was committed.
+//! 3. **All or nothing.** A [`Write::Together`] lands whole or not at all; a
+//!    write that fails (a conflict) changes nothing.
+//! 4. **The tape.** A run's events are numbered from 0 without gaps, by the
+//!    core; the journal stores them as given and never changes or reorders
+//!    one. [`Journal::tape`] returns them in order of their number.
+//! 5. **Receipts.** [`Write::AppendReceipt`] is numbered and linked to the
+//!    newest stored receipt inside the backend's own transaction, so the
+//!    hash chain has one order even when several processes share a backend.
+//! 6. **Reads see the committed state.** A read returns what was durable at
+//!    some moment at or after the last `flush`/`commit` the caller awaited.
+//! 7. **Stopping.** Once the backend is stopped, `commit` and `flush` fail
+//!    with [`JournalError::Stopped`]; nothing submitted before the stop is
+//!    lost.
+
+#[cfg(test)]
+pub mod contract;
+#[cfg(test)]
+pub mod memory;
+
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+use thiserror::Error;
+
+use super::approval::Grant;
+use super::channel::ChannelWrite;
+use super::event::{EventRecord, RunState, StopReason, Usage};
+use super::ids::{RunId, SessionId};
+use super::models::Cost;
+use super::receipt::{Receipt, ReceiptBody};
+use super::run::RunInfo;
+use super::session::{HistoryEntry, Message, Millis, Mode, Session};
+
+/// Why a journal operation failed.
+#[derive(Debug, Error)]
+pub enum JournalError {
+    /// The backend has stopped; nothing more can be written or awaited.
+    #[error("the store's writer thread has stopped")]
+    Stopped,
+    /// A conditional write found the row not in the state it expected (or a
+    /// row that must be new already there). Nothing was changed.
+    #[error("{0}")]
+    Conflict(String),
+    /// Anything else the backend reports, in its own words.
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// What a journal's asynchronous operations return.
+pub type Reply<'a, T> = BoxFuture<'a, Result<T, JournalError>>;
+
+/// Which sessions to list, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct SessionQuery {
+    /// Only sessions whose workspace is exactly this directory.
+    pub workspace: Option<PathBuf>,
+    /// Continue after this (updated_at, id) position.
+    pub after: Option<(i64, SessionId)>,
+    pub limit: usize,
+}
+
+/// One change to the durable state.
+#[derive(Debug, Clone)]
+pub enum Write {
+    InsertSession(Session),
+    UpdateSettings {
+        id: SessionId,
+        provider: String,
+        model: String,
+        mode: Mode,
+        at: Millis,
+    },
+    SetTitle {
+        id: SessionId,
+        title: String,
+    },
+    SetClosed {
+        id: SessionId,
+        closed: bool,
+        at: Millis,
+    },
+    AppendMessage {
+        session_id: SessionId,
+        run_id: Option<RunId>,
+        message: Message,
+        at: Millis,
+    },
+    InsertRun {
+        id: RunId,
+        session_id: SessionId,
+        at: Millis,
+    },
+    SetRunState {
+        id: RunId,
+        state: RunState,
+        stop_reason: Option<StopReason>,
+        error: Option<String>,
+        usage: Usage,
+        cost: Option<Cost>,
+        at: Millis,
+    },
+    AppendEvent(EventRecord),
+    /// Joins the receipt chain: the backend numbers it and links it to the
+    /// newest stored receipt inside its transaction, so the chain has one order
+    /// even when several processes share the backend.
+    AppendReceipt(ReceiptBody),
+    /// Remembers an `allow_always` / `reject_always` answer for a session.
+    PutGrant {
+        session_id: SessionId,
+        grant: Grant,
+        at: Millis,
+    },
+    /// The chat channels' records.
+    Channel(ChannelWrite),
+    /// Writes that must land together: all of them or none (a chat's new
+    /// session and its mapping to the chat, so a crash cannot orphan one).
+    Together(Vec<Write>),
+}
+
+/// What the core writes and reads. Cheap to share (`Arc<dyn Journal>`);
+/// every method may be called from any task.
+pub trait Journal: Send + Sync {
+    /// Queues a write; it becomes durable with a later `commit` or `flush`.
+    fn submit(&self, write: Write);
+
+    /// Queues a write and waits until it, and everything before it, is durable.
+    fn commit(&self, write: Write) -> Reply<'_, ()>;
+
+    /// Waits until every write submitted so far is durable.
+    fn flush(&self) -> Reply<'_, ()>;
+
+    fn session<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Option<Session>>;
+
+    fn sessions(&self, query: SessionQuery) -> Reply<'_, Vec<Session>>;
+
+    /// A session's messages in the order they were appended.
+    fn history<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>>;
+
+    /// A session's runs, oldest first.
+    fn runs<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<RunInfo>>;
+
+    fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>>;
+
+    /// A run's events from `from_seq` on, in order; at most `limit` if given.
+    fn tape<'a>(
+        &'a self,
+        run: &'a RunId,
+        from_seq: u64,
+        limit: Option<usize>,
+    ) -> Reply<'a, Vec<EventRecord>>;
+
+    /// The approvals a session remembers.
+    fn grants<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<Grant>>;
+}
+
+/// What `pincer verify` reads: the receipt chain and its counts.
+pub trait Audit: Send + Sync {
+    /// At most `limit` receipts from `from_seq` on, in chain order.
+    fn receipts(&self, from_seq: u64, limit: usize) -> Reply<'_, Vec<Receipt>>;
+
+    /// The receipts of one run, in chain order.
+    fn run_receipts<'a>(&'a self, run: &'a RunId) -> Reply<'a, Vec<Receipt>>;
+
+    /// Runs whose tape records more finished tool calls than they have
+    /// receipts: (run, tool results on the tape, receipts).
+    fn missing_receipts(&self) -> Reply<'_, Vec<(RunId, u64, u64)>>;
+}
+
+/// What the metrics endpoint counts.
+pub trait Counts: Send + Sync {
+    /// How many runs are in each state (states with none are left out).
+    fn run_counts(&self) -> Reply<'_, Vec<(RunState, u64)>>;
+
+    /// How many send intents each channel has in each status.
+    fn intent_counts(&self) -> Reply<'_, Vec<(String, super::channel::IntentStatus, u64)>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::contract::Backend;
+    use super::memory::MemoryJournal;
+
+    fn memory() -> Backend {
+        let journal = Arc::new(MemoryJournal::new());
+        let stop = journal.clone();
+        Backend {
+            journal: journal.clone(),
+            audit: journal,
+            stop: Box::new(move || stop.stop()),
+            dir: None,
+        }
+    }
+
+    crate::journal_contract!(memory());
+}

@@ -1,0 +1,565 @@
+//! The contract suite every journal backend must pass (see the contract in
+//! [`super`]'s module doc). A backend's tests call [`journal_contract!`] with
+//! an expression that opens a fresh backend; each check becomes a test of its
+//! own, named after the rule it checks. Backends that keep data across a
+//! reopen also call [`journal_durability_contract!`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{Audit, Journal, JournalError, SessionQuery, Write};
+use crate::core::approval::Grant;
+use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::receipt::{GENESIS, ReceiptBody, Verdict, verify};
+use crate::core::session::{Message, Mode, Origin, Session};
+
+/// A backend under test: its ports, and how to stop it.
+pub struct Backend {
+    pub journal: Arc<dyn Journal>,
+    pub audit: Arc<dyn Audit>,
+    pub stop: Box<dyn Fn() + Send + Sync>,
+    /// Where the backend keeps its files, removed with it.
+    pub dir: Option<tempfile::TempDir>,
+}
+
+/// Generates one `#[tokio::test]` per contract rule for the backend `$open`
+/// (an expression of type [`Backend`]; it is evaluated once per test).
+#[macro_export]
+macro_rules! journal_contract {
+    ($open:expr) => {
+        $crate::journal_contract!(@tests $open;
+            writes_take_effect_in_submission_order,
+            commit_makes_earlier_submits_visible,
+            together_lands_whole_or_not_at_all,
+            the_tape_is_numbered_in_order_and_never_changed,
+            tape_pages_start_and_stop_where_asked,
+            receipts_are_numbered_and_chained,
+            sessions_list_newest_first_by_workspace_and_cursor,
+            history_keeps_messages_in_order_and_touches_the_session,
+            runs_record_their_states_and_times,
+            grants_are_replaced_per_tool_and_scope,
+            missing_receipts_are_counted,
+            a_stopped_journal_refuses_commits,
+        );
+    };
+    (@tests $open:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let backend = $open;
+                $crate::core::journal::contract::$name(&backend).await;
+            }
+        )*
+    };
+}
+
+/// For backends that keep data across a reopen: `$open` opens the backend at
+/// a fixed place (a `PathBuf` it is given), twice.
+#[macro_export]
+macro_rules! journal_durability_contract {
+    ($open:expr) => {
+        #[tokio::test]
+        async fn committed_writes_survive_a_reopen() {
+            let dir = tempfile::tempdir().unwrap();
+            let place = dir.path().to_path_buf();
+            let open = $open;
+            $crate::core::journal::contract::committed_writes_survive_a_reopen(&place, &open).await;
+        }
+    };
+}
+
+fn session(id: &str, workspace: &str, updated_at: i64) -> Session {
+    Session {
+        id: SessionId::from_string(id.into()),
+        workspace: PathBuf::from(workspace),
+        origin: Origin::Headless,
+        provider: "p".into(),
+        model: "m".into(),
+        mode: Mode::Supervised,
+        title: None,
+        mcp_servers: serde_json::json!([]),
+        created_at: updated_at,
+        updated_at,
+        closed: false,
+    }
+}
+
+fn event(session: &SessionId, run: &RunId, seq: u64, text: &str) -> EventRecord {
+    EventRecord {
+        session_id: session.clone(),
+        run_id: run.clone(),
+        seq,
+        at: 1_000 + seq as i64,
+        event: Event::TextDelta { text: text.into() },
+    }
+}
+
+fn receipt(session: &SessionId, run: &RunId, call: &str) -> ReceiptBody {
+    ReceiptBody {
+        session_id: session.clone(),
+        run_id: run.clone(),
+        call_id: call.into(),
+        tool: "read_file".into(),
+        input_hash: "i".repeat(64),
+        output_hash: "o".repeat(64),
+        verdict: Verdict::Allowed,
+        is_error: false,
+        at: 5,
+    }
+}
+
+fn texts(records: &[EventRecord]) -> Vec<(u64, String)> {
+    records
+        .iter()
+        .map(|record| match &record.event {
+            Event::TextDelta { text } => (record.seq, text.clone()),
+            other => (record.seq, other.kind().to_owned()),
+        })
+        .collect()
+}
+
+/// A session with one run, committed.
+async fn session_with_run(journal: &dyn Journal, id: &str) -> (SessionId, RunId) {
+    let session = session(id, "/ws", 1);
+    let run = RunId::generate();
+    journal.submit(Write::InsertSession(session.clone()));
+    journal
+        .commit(Write::InsertRun {
+            id: run.clone(),
+            session_id: session.id.clone(),
+            at: 2,
+        })
+        .await
+        .unwrap();
+    (session.id, run)
+}
+
+/// Rule 1: a later write sees the effect of an earlier one, whether each
+/// was submitted or committed.
+pub async fn writes_take_effect_in_submission_order(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let id = SessionId::from_string("ses_order".into());
+    journal.submit(Write::InsertSession(session("ses_order", "/ws", 1)));
+    journal.submit(Write::SetTitle {
+        id: id.clone(),
+        title: "first".into(),
+    });
+    journal.submit(Write::SetTitle {
+        id: id.clone(),
+        title: "second".into(),
+    });
+    journal
+        .commit(Write::UpdateSettings {
+            id: id.clone(),
+            provider: "q".into(),
+            model: "n".into(),
+            mode: Mode::Full,
+            at: 9,
+        })
+        .await
+        .unwrap();
+    let stored = journal.session(&id).await.unwrap().unwrap();
+    assert_eq!(stored.title.as_deref(), Some("second"));
+    assert_eq!(
+        (stored.provider.as_str(), stored.model.as_str()),
+        ("q", "n")
+    );
+    assert_eq!(stored.mode, Mode::Full);
+    assert_eq!(stored.updated_at, 9);
+}
+
+/// Rule 2: once `commit` or `flush` returns, every write submitted before is
+/// readable.
+pub async fn commit_makes_earlier_submits_visible(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_commit").await;
+    for seq in 0..200 {
+        journal.submit(Write::AppendEvent(event(&session, &run, seq, "x")));
+    }
+    journal.flush().await.unwrap();
+    assert_eq!(journal.tape(&run, 0, None).await.unwrap().len(), 200);
+    journal.submit(Write::AppendMessage {
+        session_id: session.clone(),
+        run_id: Some(run.clone()),
+        message: Message::User {
+            content: vec![crate::core::session::ContentPart::Text { text: "hi".into() }],
+        },
+        at: 3,
+    });
+    journal
+        .commit(Write::SetClosed {
+            id: session.clone(),
+            closed: true,
+            at: 4,
+        })
+        .await
+        .unwrap();
+    assert_eq!(journal.history(&session).await.unwrap().len(), 1);
+    assert!(journal.session(&session).await.unwrap().unwrap().closed);
+}
+
+/// Rule 3: a `Together` whose last part fails leaves no trace of its first.
+pub async fn together_lands_whole_or_not_at_all(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    journal
+        .commit(Write::InsertSession(session("ses_taken", "/ws", 1)))
+        .await
+        .unwrap();
+    let failed = journal
+        .commit(Write::Together(vec![
+            Write::InsertSession(session("ses_new", "/ws", 2)),
+            // The same id again: must fail.
+            Write::InsertSession(session("ses_taken", "/ws", 3)),
+        ]))
+        .await;
+    assert!(failed.is_err(), "a duplicate session id was accepted");
+    let new = SessionId::from_string("ses_new".into());
+    assert_eq!(journal.session(&new).await.unwrap(), None);
+    // And one that holds together lands whole.
+    journal
+        .commit(Write::Together(vec![
+            Write::InsertSession(session("ses_a", "/ws", 4)),
+            Write::InsertSession(session("ses_b", "/ws", 5)),
+        ]))
+        .await
+        .unwrap();
+    for id in ["ses_a", "ses_b"] {
+        let id = SessionId::from_string(id.into());
+        assert!(journal.session(&id).await.unwrap().is_some());
+    }
+}
+
+/// Rule 4: the tape comes back in the order of its numbers, and an event
+/// whose number is taken does not replace the stored one.
+pub async fn the_tape_is_numbered_in_order_and_never_changed(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_tape").await;
+    let (_, other) = session_with_run(journal, "ses_tape_other").await;
+    for seq in 0..5 {
+        journal.submit(Write::AppendEvent(event(
+            &session,
+            &run,
+            seq,
+            &format!("e{seq}"),
+        )));
+        journal.submit(Write::AppendEvent(event(&session, &other, seq, "other")));
+    }
+    let rewritten = journal
+        .commit(Write::AppendEvent(event(&session, &run, 2, "rewritten")))
+        .await;
+    assert!(rewritten.is_err(), "an event number was reused");
+    let tape = journal.tape(&run, 0, None).await.unwrap();
+    assert_eq!(
+        texts(&tape),
+        (0..5).map(|n| (n, format!("e{n}"))).collect::<Vec<_>>()
+    );
+    assert!(
+        tape.iter()
+            .all(|r| r.run_id == run && r.session_id == session)
+    );
+    assert_eq!(tape[1].at, 1_001);
+    let unknown = RunId::generate();
+    assert!(journal.tape(&unknown, 0, None).await.unwrap().is_empty());
+}
+
+/// Rule 4, read in pages: `from_seq` and `limit` cut the tape exactly.
+pub async fn tape_pages_start_and_stop_where_asked(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_pages").await;
+    for seq in 0..10 {
+        journal.submit(Write::AppendEvent(event(&session, &run, seq, "p")));
+    }
+    journal.flush().await.unwrap();
+    let seqs = |records: Vec<EventRecord>| records.iter().map(|r| r.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(journal.tape(&run, 3, Some(4)).await.unwrap()),
+        [3, 4, 5, 6]
+    );
+    assert_eq!(seqs(journal.tape(&run, 8, Some(4)).await.unwrap()), [8, 9]);
+    assert_eq!(seqs(journal.tape(&run, 7, None).await.unwrap()), [7, 8, 9]);
+    assert!(journal.tape(&run, 10, Some(4)).await.unwrap().is_empty());
+}
+
+/// Rule 5: receipts are numbered from 1 and each links to the one before,
+/// so the chain verifies; reads by run and from a position cut it exactly.
+pub async fn receipts_are_numbered_and_chained(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_receipts").await;
+    let (_, other) = session_with_run(journal, "ses_receipts_other").await;
+    for n in 0..6 {
+        let run = if n % 2 == 0 { &run } else { &other };
+        journal.submit(Write::AppendReceipt(receipt(
+            &session,
+            run,
+            &format!("c{n}"),
+        )));
+    }
+    journal.flush().await.unwrap();
+    let all = backend.audit.receipts(1, 100).await.unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
+    assert_eq!(all[0].prev_hash, GENESIS);
+    assert_eq!(all[1].prev_hash, all[0].hash);
+    assert_eq!(verify(&all).unwrap().0, 6);
+    let page = backend.audit.receipts(3, 2).await.unwrap();
+    assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), [3, 4]);
+    let of_run = backend.audit.run_receipts(&run).await.unwrap();
+    assert_eq!(
+        of_run
+            .iter()
+            .map(|r| r.body.call_id.as_str())
+            .collect::<Vec<_>>(),
+        ["c0", "c2", "c4"]
+    );
+}
+
+/// Sessions are listed newest first (then by id), filtered by workspace, and
+/// continued after a cursor, at most `limit` at a time.
+pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    for (id, workspace, at) in [
+        ("ses_1", "/a", 10),
+        ("ses_2", "/b", 20),
+        ("ses_3", "/a", 30),
+        ("ses_4", "/a", 30),
+        ("ses_5", "/a", 5),
+    ] {
+        journal.submit(Write::InsertSession(session(id, workspace, at)));
+    }
+    journal.flush().await.unwrap();
+    let ids = |sessions: Vec<Session>| {
+        sessions
+            .into_iter()
+            .map(|s| s.id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let all = journal.sessions(SessionQuery::default()).await.unwrap();
+    assert_eq!(ids(all), ["ses_4", "ses_3", "ses_2", "ses_1", "ses_5"]);
+    let first = journal
+        .sessions(SessionQuery {
+            workspace: Some("/a".into()),
+            after: None,
+            limit: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(first), ["ses_4", "ses_3"]);
+    let rest = journal
+        .sessions(SessionQuery {
+            workspace: Some("/a".into()),
+            after: Some((30, SessionId::from_string("ses_3".into()))),
+            limit: 2,
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(rest), ["ses_1", "ses_5"]);
+}
+
+/// A session's messages come back in the order appended, with their runs,
+/// and appending one makes the session newer.
+pub async fn history_keeps_messages_in_order_and_touches_the_session(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_history").await;
+    let note = |text: &str| Message::Note { text: text.into() };
+    journal.submit(Write::AppendMessage {
+        session_id: session.clone(),
+        run_id: Some(run.clone()),
+        message: note("one"),
+        at: 50,
+    });
+    journal
+        .commit(Write::AppendMessage {
+            session_id: session.clone(),
+            run_id: None,
+            message: note("two"),
+            at: 60,
+        })
+        .await
+        .unwrap();
+    let history = journal.history(&session).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0].message, note("one"));
+    assert_eq!(history[0].run_id.as_ref(), Some(&run));
+    assert_eq!((history[1].run_id.as_ref(), history[1].at), (None, 60));
+    let stored = journal.session(&session).await.unwrap().unwrap();
+    assert_eq!(stored.updated_at, 60);
+}
+
+/// A run starts queued; its first `running` sets when it started, a
+/// terminal state when it ended; usage, stop reason and error are kept.
+pub async fn runs_record_their_states_and_times(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_runs").await;
+    let queued = journal.run(&run).await.unwrap().unwrap();
+    assert_eq!(
+        (queued.state, queued.created_at, queued.started_at),
+        (RunState::Queued, 2, None)
+    );
+    let set = |state, at| Write::SetRunState {
+        id: run.clone(),
+        state,
+        stop_reason: state.is_terminal().then_some(StopReason::EndTurn),
+        error: None,
+        usage: Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+            ..Usage::default()
+        },
+        cost: None,
+        at,
+    };
+    journal.submit(set(RunState::Running, 10));
+    journal.submit(set(RunState::Waiting, 11));
+    journal.submit(set(RunState::Running, 12));
+    journal.commit(set(RunState::Completed, 20)).await.unwrap();
+    let done = journal.run(&run).await.unwrap().unwrap();
+    assert_eq!(done.state, RunState::Completed);
+    assert_eq!((done.started_at, done.ended_at), (Some(10), Some(20)));
+    assert_eq!(done.stop_reason, Some(StopReason::EndTurn));
+    assert_eq!((done.usage.input_tokens, done.usage.output_tokens), (7, 3));
+    let later = RunId::generate();
+    journal
+        .commit(Write::InsertRun {
+            id: later.clone(),
+            session_id: session.clone(),
+            at: 30,
+        })
+        .await
+        .unwrap();
+    let runs = journal.runs(&session).await.unwrap();
+    assert_eq!(
+        runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        [run, later]
+    );
+    assert_eq!(
+        journal.session(&session).await.unwrap().unwrap().updated_at,
+        30
+    );
+}
+
+/// A remembered answer replaces the one for the same tool and scope.
+pub async fn grants_are_replaced_per_tool_and_scope(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, _) = session_with_run(journal, "ses_grants").await;
+    let grant = |tool: &str, scope: &str, allow| Grant {
+        tool: tool.into(),
+        scope: scope.into(),
+        allow,
+    };
+    for (g, at) in [
+        (grant("shell", "cargo test", true), 1),
+        (grant("write_file", "*", false), 2),
+        (grant("shell", "cargo test", false), 3),
+    ] {
+        journal.submit(Write::PutGrant {
+            session_id: session.clone(),
+            grant: g,
+            at,
+        });
+    }
+    journal.flush().await.unwrap();
+    assert_eq!(
+        journal.grants(&session).await.unwrap(),
+        [
+            grant("write_file", "*", false),
+            grant("shell", "cargo test", false)
+        ]
+    );
+}
+
+/// `pincer verify`'s count: runs with more tool results on the tape than
+/// receipts.
+pub async fn missing_receipts_are_counted(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_missing").await;
+    let result = |seq| EventRecord {
+        session_id: session.clone(),
+        run_id: run.clone(),
+        seq,
+        at: 1,
+        event: Event::ToolResult {
+            id: format!("c{seq}"),
+            output: "ok".into(),
+            is_error: false,
+            verdict: Verdict::Allowed,
+            diffs: Vec::new(),
+            safety: Vec::new(),
+        },
+    };
+    journal.submit(Write::AppendEvent(result(0)));
+    journal.submit(Write::AppendEvent(result(1)));
+    journal.submit(Write::AppendReceipt(receipt(&session, &run, "c0")));
+    journal.flush().await.unwrap();
+    assert_eq!(
+        backend.audit.missing_receipts().await.unwrap(),
+        [(run.clone(), 2, 1)]
+    );
+    journal.submit(Write::AppendReceipt(receipt(&session, &run, "c1")));
+    journal.flush().await.unwrap();
+    assert!(backend.audit.missing_receipts().await.unwrap().is_empty());
+}
+
+/// Rule 7: once stopped, commits and flushes fail as `Stopped`, and what was
+/// committed before stays readable.
+pub async fn a_stopped_journal_refuses_commits(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, _) = session_with_run(journal, "ses_stop").await;
+    (backend.stop)();
+    let commit = journal
+        .commit(Write::SetTitle {
+            id: session.clone(),
+            title: "late".into(),
+        })
+        .await;
+    assert!(
+        matches!(commit, Err(JournalError::Stopped)),
+        "commit after stop: {commit:?}"
+    );
+    assert!(matches!(journal.flush().await, Err(JournalError::Stopped)));
+    let stored = journal.session(&session).await.unwrap().unwrap();
+    assert_eq!(stored.title, None);
+}
+
+/// Rule 2 across processes: what a commit acknowledged is there after the
+/// backend is stopped and opened again.
+pub async fn committed_writes_survive_a_reopen(
+    place: &std::path::Path,
+    open: &dyn Fn(&std::path::Path) -> Backend,
+) {
+    let first = open(place);
+    let (session, run) = session_with_run(first.journal.as_ref(), "ses_durable").await;
+    for seq in 0..3 {
+        first
+            .journal
+            .submit(Write::AppendEvent(event(&session, &run, seq, "d")));
+    }
+    first
+        .journal
+        .submit(Write::AppendReceipt(receipt(&session, &run, "c")));
+    // Ended, so a backend's recovery of interrupted runs leaves it alone.
+    first
+        .journal
+        .commit(Write::SetRunState {
+            id: run.clone(),
+            state: RunState::Completed,
+            stop_reason: Some(StopReason::EndTurn),
+            error: None,
+            usage: Usage::default(),
+            cost: None,
+            at: 9,
+        })
+        .await
+        .unwrap();
+    (first.stop)();
+    drop(first);
+    let second = open(place);
+    assert_eq!(second.journal.tape(&run, 0, None).await.unwrap().len(), 3);
+    let ended = second.journal.run(&run).await.unwrap().unwrap();
+    assert_eq!(ended.state, RunState::Completed);
+    assert_eq!(second.audit.receipts(1, 10).await.unwrap().len(), 1);
+    assert!(second.journal.session(&session).await.unwrap().is_some());
+    (second.stop)();
+}

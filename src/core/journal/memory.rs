@@ -1,0 +1,380 @@
+//! A journal that keeps everything in memory: the core's unit tests run on it
+//! instead of SQLite files, and it passes the same contract suite
+//! ([`super::contract`]) as every real backend. Nothing survives the process,
+//! so "durable" here means "applied": writes are applied at once, in order.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{Audit, Journal, JournalError, Reply, SessionQuery, Write};
+use crate::core::approval::Grant;
+use crate::core::event::{EventRecord, RunState};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::receipt::{GENESIS, Receipt};
+use crate::core::run::RunInfo;
+use crate::core::session::{HistoryEntry, Millis, Session};
+
+#[derive(Default)]
+pub struct MemoryJournal {
+    state: Mutex<State>,
+}
+
+#[derive(Default, Clone)]
+struct State {
+    stopped: bool,
+    sessions: HashMap<SessionId, Session>,
+    messages: HashMap<SessionId, Vec<HistoryEntry>>,
+    runs: HashMap<RunId, RunInfo>,
+    tape: HashMap<RunId, Vec<EventRecord>>,
+    receipts: Vec<Receipt>,
+    /// Per session: (tool, scope) → (allow, at), in the order first granted.
+    grants: HashMap<SessionId, Vec<(Grant, Millis)>>,
+}
+
+impl MemoryJournal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stops the journal: later commits and flushes fail, as a backend's do.
+    pub fn stop(&self) {
+        self.lock().stopped = true;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn apply(&self, write: Write) -> Result<(), JournalError> {
+        let mut state = self.lock();
+        if state.stopped {
+            return Err(JournalError::Stopped);
+        }
+        // All or nothing: apply to a copy only for writes of several parts.
+        if let Write::Together(_) = write {
+            let mut copy = state.clone();
+            copy.apply(write)?;
+            *state = copy;
+            Ok(())
+        } else {
+            state.apply(write)
+        }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Reply<'_, T>
+    where
+        T: Send + 'static,
+    {
+        let value = f(&self.lock());
+        Box::pin(async move { Ok(value) })
+    }
+}
+
+fn missing(what: &str, id: &str) -> JournalError {
+    JournalError::Backend(format!("{what} {id} does not exist").into())
+}
+
+impl State {
+    fn apply(&mut self, write: Write) -> Result<(), JournalError> {
+        match write {
+            Write::InsertSession(session) => {
+                if self.sessions.contains_key(&session.id) {
+                    return Err(JournalError::Backend(
+                        format!("session {} already exists", session.id).into(),
+                    ));
+                }
+                self.sessions.insert(session.id.clone(), session);
+            }
+            Write::UpdateSettings {
+                id,
+                provider,
+                model,
+                mode,
+                at,
+            } => {
+                if let Some(session) = self.sessions.get_mut(&id) {
+                    session.provider = provider;
+                    session.model = model;
+                    session.mode = mode;
+                    session.updated_at = at;
+                }
+            }
+            Write::SetTitle { id, title } => {
+                if let Some(session) = self.sessions.get_mut(&id) {
+                    session.title = Some(title);
+                }
+            }
+            Write::SetClosed { id, closed, at } => {
+                if let Some(session) = self.sessions.get_mut(&id) {
+                    session.closed = closed;
+                    session.updated_at = at;
+                }
+            }
+            Write::AppendMessage {
+                session_id,
+                run_id,
+                message,
+                at,
+            } => {
+                let session = self
+                    .sessions
+                    .get_mut(&session_id)
+                    .ok_or_else(|| missing("session", session_id.as_str()))?;
+                session.updated_at = at;
+                self.messages
+                    .entry(session_id)
+                    .or_default()
+                    .push(HistoryEntry {
+                        run_id,
+                        message,
+                        at,
+                    });
+            }
+            Write::InsertRun { id, session_id, at } => {
+                if self.runs.contains_key(&id) {
+                    return Err(JournalError::Backend(
+                        format!("run {id} already exists").into(),
+                    ));
+                }
+                let session = self
+                    .sessions
+                    .get_mut(&session_id)
+                    .ok_or_else(|| missing("session", session_id.as_str()))?;
+                session.updated_at = at;
+                self.runs.insert(
+                    id.clone(),
+                    RunInfo {
+                        id,
+                        session_id,
+                        state: RunState::Queued,
+                        stop_reason: None,
+                        error: None,
+                        usage: Default::default(),
+                        cost: None,
+                        created_at: at,
+                        started_at: None,
+                        ended_at: None,
+                    },
+                );
+            }
+            Write::SetRunState {
+                id,
+                state,
+                stop_reason,
+                error,
+                usage,
+                cost,
+                at,
+            } => {
+                if let Some(run) = self.runs.get_mut(&id) {
+                    run.state = state;
+                    run.stop_reason = stop_reason;
+                    run.error = error;
+                    run.usage = usage;
+                    run.cost = cost;
+                    if state == RunState::Running && run.started_at.is_none() {
+                        run.started_at = Some(at);
+                    }
+                    if state.is_terminal() {
+                        run.ended_at = Some(at);
+                    }
+                }
+            }
+            Write::AppendEvent(record) => {
+                let tape = self.tape.entry(record.run_id.clone()).or_default();
+                if tape.iter().any(|stored| stored.seq == record.seq) {
+                    return Err(JournalError::Backend(
+                        format!(
+                            "event {} of run {} is already on the tape",
+                            record.seq, record.run_id
+                        )
+                        .into(),
+                    ));
+                }
+                let at = tape.partition_point(|stored| stored.seq < record.seq);
+                tape.insert(at, record);
+            }
+            Write::AppendReceipt(body) => {
+                let (seq, prev) = match self.receipts.last() {
+                    Some(last) => (last.seq + 1, last.hash.clone()),
+                    None => (1, GENESIS.to_owned()),
+                };
+                self.receipts.push(body.chain(seq, &prev));
+            }
+            Write::PutGrant {
+                session_id,
+                grant,
+                at,
+            } => {
+                if !self.sessions.contains_key(&session_id) {
+                    return Err(missing("session", session_id.as_str()));
+                }
+                let grants = self.grants.entry(session_id).or_default();
+                grants.retain(|(old, _)| !(old.tool == grant.tool && old.scope == grant.scope));
+                grants.push((grant, at));
+            }
+            Write::Channel(_) => {
+                return Err(JournalError::Backend(
+                    "the in-memory journal keeps no chat channel records".into(),
+                ));
+            }
+            Write::Together(writes) => {
+                for write in writes {
+                    self.apply(write)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Journal for MemoryJournal {
+    fn submit(&self, write: Write) {
+        if let Err(err) = self.apply(write) {
+            tracing::error!(error = %err, "write failed");
+        }
+    }
+
+    fn commit(&self, write: Write) -> Reply<'_, ()> {
+        let result = self.apply(write);
+        Box::pin(async move { result })
+    }
+
+    fn flush(&self) -> Reply<'_, ()> {
+        let stopped = self.lock().stopped;
+        Box::pin(async move {
+            if stopped {
+                Err(JournalError::Stopped)
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    fn session<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Option<Session>> {
+        self.read(|state| state.sessions.get(id).cloned())
+    }
+
+    fn sessions(&self, query: SessionQuery) -> Reply<'_, Vec<Session>> {
+        self.read(move |state| {
+            let mut found: Vec<Session> = state
+                .sessions
+                .values()
+                .filter(|s| query.workspace.as_ref().is_none_or(|w| &s.workspace == w))
+                .filter(|s| match &query.after {
+                    Some((at, id)) => {
+                        s.updated_at < *at || (s.updated_at == *at && s.id.as_str() < id.as_str())
+                    }
+                    None => true,
+                })
+                .cloned()
+                .collect();
+            found.sort_by(|a, b| (b.updated_at, b.id.as_str()).cmp(&(a.updated_at, a.id.as_str())));
+            if query.limit > 0 {
+                found.truncate(query.limit);
+            }
+            found
+        })
+    }
+
+    fn history<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>> {
+        self.read(|state| state.messages.get(id).cloned().unwrap_or_default())
+    }
+
+    fn runs<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<RunInfo>> {
+        self.read(|state| {
+            let mut runs: Vec<RunInfo> = state
+                .runs
+                .values()
+                .filter(|run| &run.session_id == session)
+                .cloned()
+                .collect();
+            runs.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+            runs
+        })
+    }
+
+    fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>> {
+        self.read(|state| state.runs.get(id).cloned())
+    }
+
+    fn tape<'a>(
+        &'a self,
+        run: &'a RunId,
+        from_seq: u64,
+        limit: Option<usize>,
+    ) -> Reply<'a, Vec<EventRecord>> {
+        self.read(move |state| {
+            state
+                .tape
+                .get(run)
+                .map(|tape| {
+                    tape.iter()
+                        .filter(|record| record.seq >= from_seq)
+                        .take(limit.unwrap_or(usize::MAX))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+    }
+
+    fn grants<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<Grant>> {
+        self.read(|state| {
+            let mut grants = state.grants.get(session).cloned().unwrap_or_default();
+            grants.sort_by(|(a, a_at), (b, b_at)| {
+                (a_at, &a.tool, &a.scope).cmp(&(b_at, &b.tool, &b.scope))
+            });
+            grants.into_iter().map(|(grant, _)| grant).collect()
+        })
+    }
+}
+
+impl Audit for MemoryJournal {
+    fn receipts(&self, from_seq: u64, limit: usize) -> Reply<'_, Vec<Receipt>> {
+        self.read(move |state| {
+            state
+                .receipts
+                .iter()
+                .filter(|receipt| receipt.seq >= from_seq)
+                .take(limit)
+                .cloned()
+                .collect()
+        })
+    }
+
+    fn run_receipts<'a>(&'a self, run: &'a RunId) -> Reply<'a, Vec<Receipt>> {
+        self.read(|state| {
+            state
+                .receipts
+                .iter()
+                .filter(|receipt| &receipt.body.run_id == run)
+                .cloned()
+                .collect()
+        })
+    }
+
+    fn missing_receipts(&self) -> Reply<'_, Vec<(RunId, u64, u64)>> {
+        self.read(|state| {
+            let mut missing = Vec::new();
+            for (run, tape) in &state.tape {
+                let results = tape
+                    .iter()
+                    .filter(|record| record.event.kind() == "tool_result")
+                    .count() as u64;
+                let receipts = state
+                    .receipts
+                    .iter()
+                    .filter(|receipt| &receipt.body.run_id == run)
+                    .count() as u64;
+                if results > receipts {
+                    missing.push((run.clone(), results, receipts));
+                }
+            }
+            missing.sort();
+            missing
+        })
+    }
+}

@@ -1,0 +1,159 @@
+//! The store as a backend of the core's ports: [`Journal`] (what the core
+//! writes and reads), [`Audit`] (`pincer verify`), [`Counts`] (metrics) and
+//! [`ChannelJournal`] (the chat channels). Each method is the store's own,
+//! with its error turned into the port's.
+
+use futures::FutureExt;
+
+use super::{Store, StoreError};
+use crate::core::approval::Grant;
+use crate::core::channel::{
+    ChannelJournal, ConversationKey, Draft, InboxEntry, IntentStatus, SendIntent,
+};
+use crate::core::event::{EventRecord, RunState};
+use crate::core::ids::{RunId, SessionId};
+use crate::core::journal::{Audit, Counts, Journal, JournalError, Reply, SessionQuery, Write};
+use crate::core::receipt::Receipt;
+use crate::core::run::RunInfo;
+use crate::core::session::{HistoryEntry, Session};
+
+impl From<StoreError> for JournalError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::WriterGone => JournalError::Stopped,
+            StoreError::Conflict(reason) => JournalError::Conflict(reason),
+            other => JournalError::Backend(Box::new(other)),
+        }
+    }
+}
+
+/// A store future with its error as the port's.
+fn port<'a, T: Send + 'a>(
+    future: impl Future<Output = Result<T, StoreError>> + Send + 'a,
+) -> Reply<'a, T> {
+    future
+        .map(|result| result.map_err(JournalError::from))
+        .boxed()
+}
+
+impl Journal for Store {
+    fn submit(&self, write: Write) {
+        Store::submit(self, write);
+    }
+
+    fn commit(&self, write: Write) -> Reply<'_, ()> {
+        port(Store::commit(self, write))
+    }
+
+    fn flush(&self) -> Reply<'_, ()> {
+        port(Store::flush(self))
+    }
+
+    fn session<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Option<Session>> {
+        port(Store::session(self, id))
+    }
+
+    fn sessions(&self, query: SessionQuery) -> Reply<'_, Vec<Session>> {
+        port(Store::sessions(self, query))
+    }
+
+    fn history<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>> {
+        port(Store::history(self, id))
+    }
+
+    fn runs<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<RunInfo>> {
+        port(Store::runs(self, session))
+    }
+
+    fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>> {
+        port(Store::run(self, id))
+    }
+
+    fn tape<'a>(
+        &'a self,
+        run: &'a RunId,
+        from_seq: u64,
+        limit: Option<usize>,
+    ) -> Reply<'a, Vec<EventRecord>> {
+        match limit {
+            Some(limit) => port(Store::tape_page(self, run, from_seq, limit)),
+            None => port(Store::tape(self, run, from_seq)),
+        }
+    }
+
+    fn grants<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<Grant>> {
+        port(Store::grants(self, session))
+    }
+}
+
+impl Audit for Store {
+    fn receipts(&self, from_seq: u64, limit: usize) -> Reply<'_, Vec<Receipt>> {
+        port(Store::receipts(self, from_seq, limit))
+    }
+
+    fn run_receipts<'a>(&'a self, run: &'a RunId) -> Reply<'a, Vec<Receipt>> {
+        port(Store::run_receipts(self, run))
+    }
+
+    fn missing_receipts(&self) -> Reply<'_, Vec<(RunId, u64, u64)>> {
+        port(Store::missing_receipts(self))
+    }
+}
+
+impl Counts for Store {
+    fn run_counts(&self) -> Reply<'_, Vec<(RunState, u64)>> {
+        port(Store::run_counts(self))
+    }
+
+    fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>> {
+        port(Store::intent_counts(self))
+    }
+}
+
+impl ChannelJournal for Store {
+    fn open_intents<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+    ) -> Reply<'a, Vec<(SendIntent, Option<String>)>> {
+        port(Store::open_intents(self, channel, account))
+    }
+
+    fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>> {
+        port(Store::intent(self, id))
+    }
+
+    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>> {
+        port(Store::intents(self, status, limit))
+    }
+
+    fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>> {
+        port(Store::open_inbox(self, channel, account))
+    }
+
+    fn cursor<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        name: &'a str,
+    ) -> Reply<'a, Option<String>> {
+        port(Store::cursor(self, channel, account, name))
+    }
+
+    fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>> {
+        port(Store::conversation(self, key))
+    }
+
+    fn is_paired<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        sender: &'a str,
+    ) -> Reply<'a, bool> {
+        port(Store::is_paired(self, channel, account, sender))
+    }
+
+    fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>> {
+        port(Store::drafts(self, channel, account))
+    }
+}
