@@ -5,6 +5,7 @@
 
 pub mod agent_loop;
 pub mod approval;
+pub mod boundary;
 pub mod channel;
 pub mod commands;
 pub mod context;
@@ -14,6 +15,7 @@ pub mod gate;
 pub mod ids;
 pub mod journal;
 pub mod models;
+pub mod pending;
 pub mod policy;
 pub mod provider;
 pub mod quote;
@@ -26,3 +28,4 @@ pub mod slash;
 pub mod stats;
 pub mod subscription;
 pub mod tool;
+pub mod usage;

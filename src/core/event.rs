@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use super::approval::ApprovalDecision;
 use super::ids::{RunId, SessionId};
-use super::models::Cost;
 use super::receipt::Verdict;
 use super::session::{ContentPart, Millis};
 use super::tool::{FileDiff, PlanEntry, ToolKind};
+use super::usage::Cost;
+pub use super::usage::Usage;
 
 fn other_kind() -> ToolKind {
     ToolKind::Other
@@ -133,30 +134,6 @@ impl StopReason {
         ]
         .into_iter()
         .find(|reason| reason.as_str() == value)
-    }
-}
-
-/// Token counts reported by a provider for one model turn.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cached_input_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_tokens: u64,
-}
-
-fn is_zero(value: &u64) -> bool {
-    *value == 0
-}
-
-impl Usage {
-    pub fn add(&mut self, other: Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cached_input_tokens += other.cached_input_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
     }
 }
 

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
-use super::approval::{ApprovalDecision, Grant, PendingApprovals};
+use super::approval::{ApprovalDecision, Grant};
 use super::emitter::Emitter;
 use super::event::{Event, RunState};
+use super::pending::PendingApprovals;
 use super::policy::{Check, Gate, PolicyRules, grants_for};
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::safety::Safety;

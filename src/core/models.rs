@@ -10,10 +10,11 @@
 //! entry that says), else the provider's `images`, else [`images_by_family`].
 
 use globset::{Glob, GlobMatcher};
-use serde::{Deserialize, Serialize};
+
 use thiserror::Error;
 
-use super::event::Usage;
+pub use super::usage::Cost;
+use super::usage::Usage;
 
 /// Prices of one model, per million tokens, in the catalogue's currency.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -35,54 +36,6 @@ impl Price {
             + cached as f64 * cached_rate
             + usage.output_tokens as f64 * self.output)
             / 1_000_000.0
-    }
-}
-
-/// An amount of money (or credits), as ACP's `Cost` has it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cost {
-    pub amount: f64,
-    pub currency: String,
-}
-
-impl std::fmt::Display for Cost {
-    /// Up to six decimals, at least two: `0.0123 USD`, `1.50 USD`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let text = format!("{:.6}", self.amount);
-        let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
-        let mut fraction = fraction.trim_end_matches('0').to_owned();
-        while fraction.len() < 2 {
-            fraction.push('0');
-        }
-        write!(f, "{whole}.{fraction} {}", self.currency)
-    }
-}
-
-impl Cost {
-    /// Adds `other` when it is in the same currency; an amount in another
-    /// currency cannot be summed and is left out (and logged).
-    pub fn add(&mut self, other: &Cost) {
-        if other.currency == self.currency {
-            self.amount += other.amount;
-        } else {
-            tracing::warn!(
-                have = %self.currency,
-                other = %other.currency,
-                "costs in different currencies are not summed"
-            );
-        }
-    }
-
-    /// `total + other`, either side possibly absent.
-    pub fn sum(total: Option<Cost>, other: Option<&Cost>) -> Option<Cost> {
-        match (total, other) {
-            (Some(mut total), Some(other)) => {
-                total.add(other);
-                Some(total)
-            }
-            (None, Some(other)) => Some(other.clone()),
-            (total, None) => total,
-        }
     }
 }
 

@@ -10,9 +10,9 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use thiserror::Error;
 
-use super::event::Usage;
 use super::models::{ModelCatalog, images_by_family};
 use super::session::{Message, ToolCall};
+use super::usage::Usage;
 
 /// What the model is asked in one turn.
 #[derive(Debug, Clone)]

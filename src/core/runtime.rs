@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::agent_loop::{self, LoopConfig, RunContext};
-use super::approval::{ApprovalDecision, Grant, PendingApprovals};
+use super::approval::{ApprovalDecision, Grant};
 use super::commands;
 pub use super::commands::SessionCommand;
 use super::context;
@@ -25,6 +25,7 @@ use super::gate::{CallEnv, ToolGate};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::models::Cost;
+use super::pending::PendingApprovals;
 use super::policy::PathBoundary;
 use super::provider::{ModelChoice, Providers};
 use super::run::{RunInfo, RunOutcome};

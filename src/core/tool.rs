@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
+use super::boundary::{PathBoundary, PathError};
 use super::ids::SessionId;
-use super::policy::{PathBoundary, PathError};
 pub use super::provider::ToolSpec;
 
 /// What a tool call does; the policy branches on it and editors show it.
