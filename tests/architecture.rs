@@ -372,3 +372,245 @@ fn documentation_links_stay_inside_the_repository_and_resolve() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// The module a source file is, as a path: `src/core/policy/shell.rs` is
+/// `core::policy::shell`, `src/core.rs` is `core`; `lib.rs` and `main.rs`
+/// are the crate root (empty).
+fn module_path(root: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(root).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
+        parts.clear();
+    }
+    if parts.last().is_some_and(|last| last == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths a piece of code names through `crate::`, `super::` or `self::`,
+/// resolved against the module it is in, with `{…}` groups expanded.
+fn named_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let bytes: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let rest: String = bytes[at..bytes.len().min(at + 7)].iter().collect();
+        let starts = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|p| rest.starts_with(p));
+        let preceded = at > 0 && (ident(bytes[at - 1]) || bytes[at - 1] == ':');
+        let Some(start) = starts.filter(|_| !preceded) else {
+            at += 1;
+            continue;
+        };
+        // Resolve the leading keyword(s) to an absolute prefix.
+        let mut prefix: Vec<String> = match start {
+            "crate::" => Vec::new(),
+            "self::" => module.to_vec(),
+            _ => module[..module.len().saturating_sub(1)].to_vec(),
+        };
+        at += start.len();
+        while bytes[at..].starts_with(&['s', 'u', 'p', 'e', 'r', ':', ':']) {
+            prefix.pop();
+            at += 7;
+        }
+        let end = expand(&bytes, at, prefix, &mut found);
+        at = end.max(at + 1);
+    }
+    found
+}
+
+/// Reads a path (`a::b::{c, d::e}`) from `at`, pushing every full path
+/// it names; returns where it stopped.
+fn expand(
+    chars: &[char],
+    mut at: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> usize {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    loop {
+        while at < chars.len() && chars[at].is_whitespace() {
+            at += 1;
+        }
+        if at < chars.len() && chars[at] == '{' {
+            at += 1;
+            loop {
+                at = expand(chars, at, prefix.clone(), out);
+                while at < chars.len() && chars[at].is_whitespace() {
+                    at += 1;
+                }
+                match chars.get(at) {
+                    Some(',') => at += 1,
+                    Some('}') => return at + 1,
+                    _ => return at,
+                }
+                while at < chars.len() && chars[at].is_whitespace() {
+                    at += 1;
+                }
+                if chars.get(at) == Some(&'}') {
+                    return at + 1;
+                }
+            }
+        }
+        let start = at;
+        while at < chars.len() && ident(chars[at]) {
+            at += 1;
+        }
+        if start == at {
+            out.push(prefix);
+            return at;
+        }
+        let name: String = chars[start..at].iter().collect();
+        if name != "self" {
+            prefix.push(name);
+        }
+        if chars[at..].starts_with(&[':', ':']) {
+            at += 2;
+        } else {
+            out.push(prefix);
+            return at;
+        }
+    }
+}
+
+/// The import graph among the modules directly under `parent` (the crate's
+/// top-level modules for `[]`, the core's for `["core"]`): an edge from each
+/// module to every sibling its code names. Test modules are left out.
+fn import_graph(
+    root: &Path,
+    parent: &[&str],
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let depth = parent.len();
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for file in sources(root) {
+        let module = module_path(root, &file);
+        if module.len() <= depth || module[..depth] != *parent {
+            continue;
+        }
+        let from = module[depth].clone();
+        graph.entry(from.clone()).or_default();
+        let code: String = code_lines(&file)
+            .into_iter()
+            .map(|(_, line)| line + "\n")
+            .collect();
+        for path in named_paths(&module, &code) {
+            if path.len() > depth && path[..depth] == *parent && path[depth] != from {
+                graph
+                    .entry(from.clone())
+                    .or_default()
+                    .insert(path[depth].clone());
+            }
+        }
+    }
+    // Names that are not modules (a type re-exported at the parent) are no edges.
+    let modules: std::collections::BTreeSet<String> = graph.keys().cloned().collect();
+    for targets in graph.values_mut() {
+        targets.retain(|t| modules.contains(t));
+    }
+    graph
+}
+
+/// Every cycle of a graph, each as its strongly connected set of nodes.
+fn cycles(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<Vec<String>> {
+    // Two nodes are in one cycle when each reaches the other.
+    let reach = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(node) = stack.pop() {
+            for next in graph.get(&node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: std::collections::BTreeMap<&String, _> =
+        graph.keys().map(|node| (node, reach(node))).collect();
+    let mut found: Vec<Vec<String>> = Vec::new();
+    for node in graph.keys() {
+        if !reaches[node].contains(node) || found.iter().any(|c| c.contains(node)) {
+            continue;
+        }
+        let set = graph
+            .keys()
+            .filter(|other| reaches[node].contains(*other) && reaches[*other].contains(node))
+            .cloned()
+            .collect();
+        found.push(set);
+    }
+    found
+}
+
+fn show_cycles(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    found: &[Vec<String>],
+) -> String {
+    let mut text = String::new();
+    for cycle in found {
+        text.push_str(&format!("cycle among {}:\n", cycle.join(", ")));
+        for node in cycle {
+            let inside: Vec<&String> = graph[node].iter().filter(|t| cycle.contains(t)).collect();
+            text.push_str(&format!("  {node} imports {inside:?}\n"));
+        }
+    }
+    text
+}
+
+#[test]
+fn the_core_s_modules_import_each_other_without_cycles() {
+    let graph = import_graph(&src(), &["core"]);
+    assert!(
+        graph.len() > 20,
+        "the core's modules were not found: {graph:?}"
+    );
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "{}", show_cycles(&graph, &found));
+}
+
+#[test]
+fn the_import_graph_checks_find_paths_and_cycles() {
+    let module = ["core".to_owned(), "policy".to_owned(), "shell".to_owned()];
+    let code = "use crate::core::{event::{Event, RunState}, ids::RunId};\n\
+                use super::super::tool::Tool;\nuse super::Rule;\nfn f() { x::crate::no; crate::store::Store::open(); }";
+    let paths: Vec<String> = named_paths(&module, code)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "core::event::Event",
+            "core::event::RunState",
+            "core::ids::RunId",
+            "core::tool::Tool",
+            "core::policy::Rule",
+            "store::Store::open",
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("core")).unwrap();
+    std::fs::write(root.join("lib.rs"), "pub mod a; pub mod b; pub mod c;").unwrap();
+    std::fs::write(root.join("a.rs"), "use crate::b::B;").unwrap();
+    std::fs::write(root.join("b.rs"), "use crate::{c::C, core::X};").unwrap();
+    std::fs::write(
+        root.join("c.rs"),
+        "pub fn f() { crate::a::g() }\n#[cfg(test)]\nuse crate::core;",
+    )
+    .unwrap();
+    std::fs::write(root.join("core.rs"), "// use crate::a;").unwrap();
+    let graph = import_graph(root, &[]);
+    assert_eq!(cycles(&graph), [["a", "b", "c"]]);
+    std::fs::write(root.join("c.rs"), "pub fn f() {}").unwrap();
+    assert!(cycles(&import_graph(root, &[])).is_empty());
+}
