@@ -16,12 +16,13 @@ use crate::core::channel::{
     InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart, SendIntent,
     Target, Unit, is_own_echo,
 };
+use crate::core::channel::{ChannelJournal, ChannelWrite};
 use crate::core::event::{Event, RunState};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::journal::{JournalError, Write};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Origin, now_millis};
-use crate::store::{ChannelWrite, Store, StoreError, Write};
 
 const HELP: &str = "Pincer commands:\n\
 /new — start a new session for this chat\n\
@@ -60,7 +61,7 @@ struct Conversation {
 /// One channel account: receives, dispatches runs, renders and sends their output.
 pub struct Hub {
     runtime: Runtime,
-    store: Store,
+    store: Arc<dyn ChannelJournal>,
     adapter: Arc<dyn Adapter>,
     settings: ChannelSettings,
     outbox: Arc<Outbox>,
@@ -84,7 +85,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Journal(#[from] JournalError),
     #[error(transparent)]
     Runtime(#[from] crate::core::runtime::RuntimeError),
 }
@@ -98,7 +99,7 @@ impl Hub {
         settings: ChannelSettings,
         cancel: CancellationToken,
     ) -> Result<Arc<Hub>, HubError> {
-        let store = runtime.store().clone();
+        let store: Arc<dyn ChannelJournal> = Arc::new(runtime.store().clone());
         let outbox = Arc::new(Outbox::new(
             adapter.clone(),
             store.clone(),
@@ -230,7 +231,7 @@ impl Hub {
         };
         match self.store.commit(Write::Channel(write)).await {
             Ok(()) => Ok(()),
-            Err(StoreError::Conflict(_)) => Err(Received::Duplicate),
+            Err(JournalError::Conflict(_)) => Err(Received::Duplicate),
             Err(err) => {
                 tracing::error!(channel = self.adapter.channel(), error = %err, "cannot record an inbound message");
                 Err(Received::Failed(err.to_string()))

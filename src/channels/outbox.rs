@@ -22,13 +22,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{Adapter, DeliveryError};
+use crate::core::channel::{ChannelJournal, ChannelWrite};
 use crate::core::channel::{
     DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
     SendIntent,
 };
+use crate::core::journal::{JournalError, Write};
 use crate::core::safety::Safety;
 use crate::core::session::now_millis;
-use crate::store::{ChannelWrite, Store, StoreError, Write};
 
 /// First retry delay, doubled per attempt up to `MAX_BACKOFF`.
 const BASE_BACKOFF: Duration = Duration::from_secs(1);
@@ -52,7 +53,7 @@ pub struct Recovered {
 /// Delivers one adapter's intents, in the order they were decided.
 pub struct Outbox {
     adapter: Arc<dyn Adapter>,
-    store: Store,
+    store: Arc<dyn ChannelJournal>,
     expire_after: Duration,
     max_attempts: u32,
     wake: Notify,
@@ -64,7 +65,7 @@ pub struct Outbox {
 impl Outbox {
     pub fn new(
         adapter: Arc<dyn Adapter>,
-        store: Store,
+        store: Arc<dyn ChannelJournal>,
         expire_after: Duration,
         max_attempts: u32,
         safety: Arc<Safety>,
@@ -81,7 +82,7 @@ impl Outbox {
 
     /// Puts an intent on disk and wakes the worker. Deciding the same message
     /// twice (same id) records it once.
-    pub async fn record(&self, intent: SendIntent) -> Result<(), StoreError> {
+    pub async fn record(&self, intent: SendIntent) -> Result<(), JournalError> {
         self.store
             .commit(Write::Channel(ChannelWrite::InsertIntent(intent)))
             .await?;
@@ -89,14 +90,14 @@ impl Outbox {
         Ok(())
     }
 
-    async fn update(&self, update: IntentUpdate) -> Result<(), StoreError> {
+    async fn update(&self, update: IntentUpdate) -> Result<(), JournalError> {
         self.store
             .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
             .await
     }
 
     /// Resolves what a stopped process left: run once, before the worker.
-    pub async fn recover(&self) -> Result<Recovered, StoreError> {
+    pub async fn recover(&self) -> Result<Recovered, JournalError> {
         let mut report = Recovered::default();
         let open = self
             .store
@@ -106,7 +107,10 @@ impl Outbox {
         for (intent, owner) in open {
             match intent.status {
                 IntentStatus::Sending => {
-                    if owner.as_deref().is_some_and(crate::store::owner_is_alive) {
+                    if owner
+                        .as_deref()
+                        .is_some_and(|owner| self.store.owner_is_alive(owner))
+                    {
                         continue; // another live process is delivering it
                     }
                     if intent.kind != IntentKind::Draft
@@ -181,7 +185,7 @@ impl Outbox {
         now.saturating_sub(intent.created_at) > self.expire_after.as_millis() as i64
     }
 
-    async fn expire(&self, intent: &SendIntent, now: i64) -> Result<(), StoreError> {
+    async fn expire(&self, intent: &SendIntent, now: i64) -> Result<(), JournalError> {
         let mut update = IntentUpdate::new(
             &intent.id,
             &[IntentStatus::Pending],
@@ -221,7 +225,7 @@ impl Outbox {
     }
 
     /// One pass over the open intents; returns when the next one falls due.
-    async fn deliver_due(&self, cancel: &CancellationToken) -> Result<Option<i64>, StoreError> {
+    async fn deliver_due(&self, cancel: &CancellationToken) -> Result<Option<i64>, JournalError> {
         let open = self
             .store
             .open_intents(self.adapter.channel(), self.adapter.account())
@@ -249,7 +253,7 @@ impl Outbox {
             match self.deliver(intent).await {
                 Ok(Some(at)) => next_due = Some(next_due.map_or(at, |n| n.min(at))),
                 Ok(None) => {}
-                Err(StoreError::Conflict(reason)) => {
+                Err(JournalError::Conflict(reason)) => {
                     tracing::debug!(%reason, "intent moved by someone else");
                 }
                 Err(err) => return Err(err),
@@ -259,7 +263,7 @@ impl Outbox {
     }
 
     /// One attempt at an intent; returns when to retry, if it should be.
-    async fn deliver(&self, intent: SendIntent) -> Result<Option<i64>, StoreError> {
+    async fn deliver(&self, intent: SendIntent) -> Result<Option<i64>, JournalError> {
         let attempt = intent.attempt + 1;
         let mut receipt = intent.receipt.clone();
         let remaining: Vec<usize> = (0..intent.units.len())
@@ -397,7 +401,7 @@ impl Outbox {
         receipt: DeliveryReceipt,
         index: usize,
         mut error: DeliveryError,
-    ) -> Result<Option<i64>, StoreError> {
+    ) -> Result<Option<i64>, JournalError> {
         error.message = self.safety.redact(&error.message).0;
         let now = now_millis();
         let retryable = match error.kind {
@@ -547,7 +551,7 @@ mod tests {
     /// What recovery makes of the intents a dead process left: (resumed, unknown).
     async fn recover_with(idempotent: bool) -> (Vec<String>, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
         for intent in [
             // The edit that finalizes a draft in place.
             left_sending("reply:edit", IntentKind::Reply, Some("7"), 0),
@@ -567,7 +571,7 @@ mod tests {
         }
         let outbox = Outbox::new(
             Arc::new(Stub { idempotent }),
-            store.clone(),
+            Arc::new(store.clone()),
             Duration::from_secs(900),
             8,
             Arc::new(crate::core::safety::Safety::new(

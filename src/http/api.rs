@@ -16,7 +16,7 @@ use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
 use crate::core::session::{ContentPart, Mode, Origin, Session};
-use crate::store::SessionQuery;
+use crate::core::journal::SessionQuery;
 
 /// Sessions per page of a listing, unless the client asks for fewer.
 pub const DEFAULT_PAGE: usize = 50;
