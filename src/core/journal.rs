@@ -13,7 +13,7 @@
 //!
 //! # The contract
 //!
-//! Every backend keeps these; [`contract`] (tests only) is the suite that
+//! Every backend keeps these; `contract` (built for tests only) is the suite that
 //! checks them, run against each backend.
 //!
 //! 1. **Submission order.** Writes take effect in the order they were
