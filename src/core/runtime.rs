@@ -479,6 +479,25 @@ impl Runtime {
         Ok(self.inner.journal.tape(id, from_seq, None).await?)
     }
 
+    /// At most `limit` of a run's events from `from_seq` on, of those that
+    /// are durable: what a resumable stream may hand out, since an event id
+    /// a client has seen must name that event forever.
+    pub async fn committed_tape(
+        &self,
+        run: &RunId,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, RuntimeError> {
+        self.inner.journal.flush().await?;
+        Ok(self.inner.journal.tape(run, from_seq, Some(limit)).await?)
+    }
+
+    /// Waits until everything recorded so far is durable: whether the journal
+    /// can take writes now.
+    pub async fn flush(&self) -> Result<(), RuntimeError> {
+        Ok(self.inner.journal.flush().await?)
+    }
+
     /// Subscribes to every event of a live session from now on.
     pub fn subscribe(&self, id: &SessionId) -> Result<Subscription, RuntimeError> {
         let live = self

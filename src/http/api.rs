@@ -12,11 +12,11 @@ use super::error::ApiError;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::journal::SessionQuery;
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
 use crate::core::session::{ContentPart, Mode, Origin, Session};
-use crate::core::journal::SessionQuery;
 
 /// Sessions per page of a listing, unless the client asks for fewer.
 pub const DEFAULT_PAGE: usize = 50;

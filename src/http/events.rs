@@ -183,16 +183,13 @@ pub async fn follow(
 /// Checks that the cursor names an event on the tape. Streams send committed
 /// events only, so any other cursor is one this server never gave.
 async fn committed(runtime: &Runtime, cursor: &Cursor) -> Result<(), ApiError> {
-    let store = runtime.store();
-    let found = async {
-        store.flush().await?;
-        store.tape_page(&cursor.run, cursor.seq, 1).await
-    }
-    .await
-    .map_err(|err| {
-        tracing::error!(error = %err, "cannot read the tape for a stream");
-        ApiError::internal(format!("cannot read the tape: {err}"))
-    })?;
+    let found = runtime
+        .committed_tape(&cursor.run, cursor.seq, 1)
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "cannot read the tape for a stream");
+            ApiError::internal(format!("cannot read the tape: {err}"))
+        })?;
     if found.first().is_some_and(|record| record.seq == cursor.seq) {
         Ok(())
     } else {
@@ -305,11 +302,7 @@ impl Follower {
             else {
                 return if self.single { Step::Stop } else { Step::Live };
             };
-            let store = self.runtime.store();
-            let page = match store.flush().await {
-                Ok(()) => store.tape_page(&run, next, PAGE).await,
-                Err(err) => Err(err),
-            };
+            let page = self.runtime.committed_tape(&run, next, PAGE).await;
             let page = match page {
                 Ok(page) => page,
                 Err(err) => {

@@ -160,7 +160,6 @@ async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
         .shared
         .api
         .runtime
-        .store()
         .flush()
         .await
         .map_err(|err| ApiError::unavailable(format!("the store is not writable: {err}")))?;
