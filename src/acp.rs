@@ -5,7 +5,10 @@
 
 mod commands;
 mod convert;
+mod launch;
 pub mod peer;
+
+pub use launch::run;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::channel::{FailureKind, Target, Unit};
+use crate::core::channel::{ChannelJournal, FailureKind, Target, Unit};
 
 pub use hub::Hub;
 
@@ -179,131 +179,29 @@ impl ChannelSettings {
     }
 }
 
-/// Starts the named channels (`--channel NAME`): a `[channels.NAME]` table,
-/// or `telegram` / `webhook` with their defaults. Each runs until `cancel`.
+/// Starts a hub for each planned channel (`app::wiring::channels`), on the
+/// channels' port of the journal. Each runs until `cancel`.
 pub async fn start(
     runtime: &crate::core::runtime::Runtime,
-    config: &crate::config::Config,
-    names: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
+    journal: Arc<dyn ChannelJournal>,
+    planned: Vec<(Arc<dyn Adapter>, ChannelSettings)>,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<Arc<Hub>>> {
-    use anyhow::{Context, anyhow};
-
-    use crate::config::{ChannelConfig, ChannelKind};
+    use anyhow::Context as _;
 
     let mut hubs = Vec::new();
-    for name in names {
-        let table = match config.channels.get(name) {
-            Some(table) => table.clone(),
-            None if matches!(name.as_str(), "telegram" | "webhook") => ChannelConfig::default(),
-            None => {
-                let known: Vec<&str> = config.channels.keys().map(String::as_str).collect();
-                return Err(anyhow!(
-                    "--channel {name}: no [channels.{name}] table in the config{}",
-                    if known.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (configured: {})", known.join(", "))
-                    }
-                ));
-            }
-        };
-        let kind = table
-            .kind_for(name)
-            .ok_or_else(|| anyhow!("--channel {name}: set kind = \"telegram\" or \"webhook\""))?;
-        let workspace = match &table.workspace {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir().context("cannot read the current directory")?,
-        };
-        let workspace = std::fs::canonicalize(&workspace).with_context(|| {
-            format!(
-                "channel {name}: workspace {} is not a directory",
-                workspace.display()
-            )
-        })?;
-        let mut settings = ChannelSettings::new(workspace);
-        settings.allow = table.allow.clone();
-        if let Some(ms) = table.coalesce_ms {
-            settings.coalesce = Duration::from_millis(ms);
-        }
-        if let Some(secs) = table.expire_after_secs {
-            settings.expire_after = Duration::from_secs(secs);
-        }
-        if let Some(attempts) = table.max_attempts {
-            settings.max_attempts = attempts;
-        }
-        if let Some(live) = table.live_drafts {
-            settings.live_drafts = live;
-        }
-        let adapter: Arc<dyn Adapter> = match kind {
-            ChannelKind::Telegram => {
-                let var = table
-                    .token_env
-                    .clone()
-                    .unwrap_or_else(|| "TELEGRAM_BOT_TOKEN".to_owned());
-                let token = env(&var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
-                    anyhow!("channel {name}: set {var} to the bot token from @BotFather")
-                })?;
-                let base = table
-                    .api_base
-                    .clone()
-                    .unwrap_or_else(|| "https://api.telegram.org".to_owned());
-                let timeout = Duration::from_secs(table.poll_timeout_secs.unwrap_or(30));
-                Arc::new(
-                    telegram::Telegram::new(name, token.trim(), &base, timeout)
-                        .map_err(|e| anyhow!("channel {name}: {e}"))?,
-                )
-            }
-            ChannelKind::Webhook => {
-                let var = table
-                    .secret_env
-                    .clone()
-                    .unwrap_or_else(|| "PINCER_WEBHOOK_SECRET".to_owned());
-                let secret = env(&var)
-                    .filter(|s| !s.trim().is_empty())
-                    .ok_or_else(|| anyhow!("channel {name}: set {var} to the secret shared with the peer (16 characters or more)"))?;
-                let callback = table.callback_url.clone().ok_or_else(|| {
-                    anyhow!("channel {name}: set callback_url, where outbound messages are POSTed")
-                })?;
-                let listen = table.listen.as_deref().unwrap_or("127.0.0.1:8788");
-                let listen: std::net::SocketAddr = listen.parse().map_err(|_| {
-                    anyhow!("channel {name}: listen = {listen:?} is not an address such as 127.0.0.1:8788")
-                })?;
-                if !listen.ip().is_loopback() {
-                    tracing::warn!(channel = %name, %listen, "the webhook listener is reachable beyond this machine; requests are still signed");
-                }
-                Arc::new(
-                    webhook::Webhook::new(
-                        name,
-                        secret.trim(),
-                        &callback,
-                        listen,
-                        Duration::from_secs(30),
-                    )
-                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
-                )
-            }
-        };
-        let code_var = table
-            .pairing_code_env
-            .clone()
-            .unwrap_or_else(|| "PINCER_PAIRING_CODE".to_owned());
-        settings.pairing_code = env(&code_var).filter(|c| !c.trim().is_empty());
-        if settings.pairing_code.is_none() && settings.allow.is_empty() {
-            let code: String = std::iter::repeat_with(fastrand::alphanumeric)
-                .take(10)
-                .collect();
-            tracing::warn!(
-                channel = %name,
-                "no allowed senders are configured; senders can pair by sending: /pair {code}"
-            );
-            settings.pairing_code = Some(code);
-        }
-        tracing::info!(channel = %name, kind = kind.as_str(), account = adapter.account(), "channel starting");
-        let hub = Hub::start(runtime.clone(), adapter, settings, cancel.clone())
-            .await
-            .with_context(|| format!("channel {name}: cannot start"))?;
+    for (adapter, settings) in planned {
+        let name = adapter.channel().to_owned();
+        tracing::info!(channel = %name, account = adapter.account(), "channel starting");
+        let hub = Hub::start(
+            runtime.clone(),
+            journal.clone(),
+            adapter,
+            settings,
+            cancel.clone(),
+        )
+        .await
+        .with_context(|| format!("channel {name}: cannot start"))?;
         hubs.push(hub);
     }
     Ok(hubs)

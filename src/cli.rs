@@ -1,28 +1,11 @@
-//! The command line: flags, subcommands, and the exit codes they map to.
-
-mod inspect;
-mod login;
+//! The command line as clap types: flags, subcommands, their help. Nothing
+//! here runs anything; `main.rs` dispatches each command to its face.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use std::sync::Arc;
-
-use crate::config::{Config, Flags, SandboxSetting};
-use crate::core::agent_loop::LoopConfig;
-use crate::core::policy::DEFAULT_FORBIDDEN;
-use crate::core::runtime::{PathsConfig, Runtime, RuntimeConfig};
-use crate::store::Store;
-
-/// Exit codes, documented in the README.
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const RUN_FAILED: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const CANCELLED: u8 = 3;
-}
+use crate::config::SandboxSetting;
 
 /// Shown after `pincer --help`: what the environment sets, and where to start.
 const TOP_AFTER_HELP: &str = "\
@@ -79,7 +62,7 @@ pub enum Command {
     /// Talk to Pincer in the terminal (also what `pincer` alone does on a terminal)
     Chat(ChatArgs),
     /// Serve HTTP (REST, SSE, JSON-RPC over WebSocket) until SIGTERM/SIGINT
-    Serve(crate::serve::ServeArgs),
+    Serve(ServeArgs),
     /// List and inspect sessions
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -93,9 +76,9 @@ pub enum Command {
     Channels(ChannelsCommand),
     /// Set up a model provider: an API key or a local server, checked and
     /// stored (mode 0600) for every session
-    Login(login::LoginArgs),
+    Login(LoginArgs),
     /// Remove what `pincer login` stored
-    Logout(login::LogoutArgs),
+    Logout(LogoutArgs),
     /// Check the config, each provider (key or URL, model), each MCP server
     /// (started), the database, the HTTP token and the sandbox; exit 1 on a
     /// problem, each named with its fix
@@ -305,311 +288,72 @@ pub enum ConfigCommand {
     Show,
 }
 
-/// Parses the command line, runs the command, and maps the result to an exit code.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let _guard = match crate::logging::init(cli.verbose, cli.log_file.as_deref()) {
-        Ok(guard) => guard,
-        Err(err) => {
-            eprintln!("pincer: {err:#}");
-            return ExitCode::from(exit::USAGE);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("pincer: cannot start the async runtime: {err}");
-            return ExitCode::from(exit::RUN_FAILED);
-        }
-    };
-    let code = runtime.block_on(dispatch(cli));
-    // Do not wait for stray blocking reads of stdin.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    ExitCode::from(code)
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve HTTP (REST, SSE, JSON-RPC over WebSocket) on ADDR [default: [http] bind, else 127.0.0.1:8787]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+    pub http: Option<String>,
+    /// Allow binding an address other than loopback (the token is then all that guards the agent)
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Once listening, write the bound address (e.g. 127.0.0.1:8787) to this file
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
+    /// Bridge a chat channel (a [channels.NAME] table, or `telegram` / `webhook`); repeatable
+    #[arg(long = "channel", value_name = "NAME")]
+    pub channels: Vec<String>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
 }
 
-/// An error with the exit code it maps to.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: u8,
-    pub error: anyhow::Error,
+/// The providers `pincer login` knows how to set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// OpenAI's API (a key from platform.openai.com)
+    Openai,
+    /// Anthropic's API (a key from console.anthropic.com)
+    Anthropic,
+    /// OpenRouter, many vendors behind one key (openrouter.ai)
+    Openrouter,
+    /// A local OpenAI-compatible server: Ollama, llama.cpp, LM Studio, vLLM (no key)
+    Local,
 }
 
-impl Failure {
-    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
-        Self {
-            code: exit::USAGE,
-            error: error.into(),
-        }
-    }
-
-    pub fn failed(error: impl Into<anyhow::Error>) -> Self {
-        Self {
-            code: exit::RUN_FAILED,
-            error: error.into(),
-        }
-    }
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  pincer login                                   # asks which provider, the key, the model
+  pincer login --provider local --base-url http://127.0.0.1:11434/v1 --model llama3.2
+  echo \"$OPENAI_API_KEY\" | pincer login --provider openai --api-key-stdin --model gpt-4.1-mini")]
+pub struct LoginArgs {
+    /// Which provider; asked when not given
+    #[arg(long, value_enum)]
+    pub provider: Option<Preset>,
+    /// The API's base URL (a local server's, or a proxy) [default: the provider's]
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The model new sessions use; asked when not given (the server's list is shown)
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Read the API key from the first line of stdin instead of asking
+    #[arg(long)]
+    pub api_key_stdin: bool,
+    /// Store without the check request (the server is not up yet)
+    #[arg(long)]
+    pub no_check: bool,
+    /// The name to store it under [default: the provider's: openai, anthropic, openrouter, local]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 }
 
-async fn dispatch(cli: Cli) -> u8 {
-    let Some(command) = &cli.command else {
-        return no_command(&cli).await;
-    };
-    let result = match *command {
-        Command::Acp(ref args) => acp(&cli, args).await,
-        Command::Run(ref args) => {
-            crate::headless::run(&flags(&cli, Some(&args.provider)), args).await
-        }
-        Command::Chat(ref args) => {
-            crate::terminal::run(&flags(&cli, Some(&args.provider)), args).await
-        }
-        Command::Serve(ref args) => {
-            crate::serve::run(&flags(&cli, Some(&args.provider)), args).await
-        }
-        Command::Sessions(ref command) => inspect::sessions(&flags(&cli, None), command).await,
-        Command::Runs(ref command) => inspect::runs(&flags(&cli, None), command).await,
-        Command::Channels(ref command) => inspect::channels(&flags(&cli, None), command).await,
-        Command::Tape(ref args) => inspect::tape(&flags(&cli, None), args).await,
-        Command::Login(ref args) => login::login(args).await,
-        Command::Logout(ref args) => login::logout(args),
-        Command::Doctor { online } => inspect::doctor(&flags(&cli, None), online).await,
-        Command::Verify { json } => inspect::verify(&flags(&cli, None), json).await,
-        Command::Config(ConfigCommand::Show) => inspect::config_show(&flags(&cli, None)),
-        Command::SandboxExec { ref spec_file, .. } => crate::sandbox::exec_spec_file(spec_file)
-            .await
-            .map_err(|err| Failure::failed(anyhow::anyhow!("sandbox-exec: {err}"))),
-        Command::Completions { shell } => {
-            let mut command = Cli::command();
-            clap_complete::generate(shell, &mut command, "pincer", &mut crate::stdout::writer());
-            Ok(exit::OK)
-        }
-    };
-    match result {
-        Ok(code) => code,
-        Err(failure) => {
-            eprintln!("pincer: {}", chain(&failure.error));
-            failure.code
-        }
-    }
-}
-
-/// The no-provider message with the config file a table would go in.
-pub fn no_provider(config: &Config) -> String {
-    let file = config.file.clone().or_else(|| {
-        crate::credentials::path(&|name| std::env::var(name).ok())
-            .map(|p| p.with_file_name("config.toml"))
-    });
-    match file {
-        Some(file) => format!(
-            "{} ({})",
-            crate::core::provider::NO_PROVIDER,
-            file.display()
-        ),
-        None => crate::core::provider::NO_PROVIDER.to_owned(),
-    }
-}
-
-/// An error and its causes on one line, each cause once: an error whose own
-/// text already ends with its cause's (`cannot read X: No such file…`, with
-/// the `io::Error` as its source) does not repeat it.
-pub fn chain(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if line.ends_with(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
-}
-
-/// `pincer` alone: a conversation when a person is at a terminal, else the
-/// help on stderr and the usage exit code, as clap gives for a missing subcommand.
-async fn no_command(cli: &Cli) -> u8 {
-    use std::io::IsTerminal as _;
-    if std::io::stdin().is_terminal() && crate::stdout::is_terminal() {
-        let args = ChatArgs::default();
-        return match crate::terminal::run(&flags(cli, Some(&args.provider)), &args).await {
-            Ok(code) => code,
-            Err(failure) => {
-                eprintln!("pincer: {}", chain(&failure.error));
-                failure.code
-            }
-        };
-    }
-    eprint!("{}", Cli::command().render_help());
-    exit::USAGE
-}
-
-fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
-    let provider = provider.cloned().unwrap_or_default();
-    Flags {
-        config: cli.config.clone(),
-        data_dir: cli.data_dir.clone(),
-        provider: provider.provider,
-        model: provider.model,
-        script: provider.script,
-        max_turn_requests: provider.max_turn_requests,
-        mode: provider.mode,
-        sandbox: provider.sandbox,
-    }
-}
-
-/// What every command that runs prompts needs: the config, the store, the runtime.
-pub struct Opened {
-    pub config: Config,
-    pub runtime: Runtime,
-    /// Providers that could not be set up, with the reason: a face that
-    /// stops on them reports them, one that goes on logs them
-    /// ([`Opened::log_problems`]).
-    pub problems: Vec<crate::providers::Problem>,
-    /// The configured MCP servers; a face adds the servers its client passes.
-    pub mcp: Arc<crate::mcp::Factory>,
-}
-
-impl Opened {
-    /// Logs the providers that could not be set up, for a face that serves
-    /// on without them (each of their turns fails with the reason).
-    pub fn log_problems(&self) {
-        for problem in &self.problems {
-            tracing::error!("{problem}");
-        }
-    }
-}
-
-pub fn open(flags: &Flags) -> Result<Opened, Failure> {
-    let config = Config::load(flags).map_err(Failure::usage)?;
-    let (providers, problems) = crate::providers::build(&config);
-    let path = config.database_path();
-    let (store, recovery) = Store::open(&path).map_err(Failure::failed)?;
-    if !recovery.interrupted_runs.is_empty() {
-        tracing::warn!(
-            runs = recovery.interrupted_runs.len(),
-            "marked runs left unfinished by an earlier process as failed"
-        );
-    }
-    let mut forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|p| (*p).to_owned()).collect();
-    forbidden.extend(config.paths.forbidden.iter().cloned());
-    let gate = Arc::new(crate::tools::gate(&config));
-    crate::logging::redact_with(gate.safety.clone());
-    let runtime = Runtime::new(
-        store,
-        providers,
-        gate,
-        RuntimeConfig {
-            loop_config: LoopConfig {
-                max_turn_requests: config.max_turn_requests.value,
-                system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
-                context_tokens: config
-                    .context_window
-                    .as_ref()
-                    .map_or(LoopConfig::default().context_tokens, |c| c.value),
-                models: config.catalog.clone(),
-                ..LoopConfig::default()
-            },
-            default_mode: config.mode.value,
-            paths: PathsConfig {
-                extra_roots: config.paths.extra_roots.clone(),
-                forbidden,
-                home: std::env::var_os("HOME")
-                    .filter(|h| !h.is_empty())
-                    .map(PathBuf::from),
-            },
-            ..RuntimeConfig::default()
-        },
-    );
-    let mcp = Arc::new(crate::mcp::Factory::new(
-        crate::mcp::McpSettings::from_config(&config),
-    ));
-    runtime.set_session_tools_factory(mcp.clone());
-    Ok(Opened {
-        config,
-        runtime,
-        problems,
-        mcp,
-    })
-}
-
-async fn acp(cli: &Cli, args: &AcpArgs) -> Result<u8, Failure> {
-    use std::io::IsTerminal as _;
-    if std::io::stdin().is_terminal() {
-        // A person typed `pincer acp`: say what it is waiting for.
-        eprintln!(
-            "pincer: `pincer acp` speaks the Agent Client Protocol (JSON-RPC) on stdin/stdout \
-             for an editor to launch (docs/editors.md); to talk to Pincer here, run `pincer chat`. \
-             Waiting for JSON-RPC messages; Ctrl-D ends"
-        );
-    }
-    let opened = open(&flags(cli, Some(&args.provider)))?;
-    opened.log_problems();
-    let channels_cancel = tokio_util::sync::CancellationToken::new();
-    let hubs = crate::channels::start(
-        &opened.runtime,
-        &opened.config,
-        &args.channels,
-        &|name| std::env::var(name).ok(),
-        channels_cancel.clone(),
-    )
-    .await
-    .map_err(Failure::usage)?;
-    let options = crate::acp::AcpOptions {
-        meta: serde_json::json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "sandbox": inspect::sandbox_meta(opened.config.sandbox.value),
-        }),
-        mcp: Some(opened.mcp.clone()),
-        ..crate::acp::AcpOptions::default()
-    };
-    let store = opened.runtime.store().clone();
-    let (out, writer) = crate::stdout::LineWriter::spawn();
-    let input = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    spawn_signal_watch(shutdown.clone());
-    let served = crate::acp::serve(opened.runtime, input, out, options, shutdown).await;
-    channels_cancel.cancel();
-    for hub in &hubs {
-        hub.stopped().await;
-    }
-    let written = writer.finish().await;
-    store.shutdown();
-    served.map_err(Failure::failed)?;
-    written.map_err(Failure::failed)?;
-    Ok(exit::OK)
-}
-
-/// Cancels `shutdown` on SIGTERM or SIGINT, so an editor stopping Pincer gets a
-/// clean exit: runs cancelled and recorded, the store flushed.
-pub(crate) fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::warn!("cannot watch for termination signals");
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        shutdown.cancel();
-    });
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The stored provider to remove [default: all of them]
+    pub name: Option<String>,
 }
 
 #[cfg(test)]
 mod tests {
-    use super::chain;
-    use anyhow::Context as _;
-
     /// Every flag, argument and command says what it is for in `--help`.
     #[test]
     fn every_argument_and_command_has_help() {
@@ -637,23 +381,5 @@ mod tests {
             &mut missing,
         );
         assert!(missing.is_empty(), "no help text: {missing:?}");
-    }
-
-    #[test]
-    fn a_cause_already_in_the_message_is_not_repeated() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
-        let err = crate::config::ConfigError::Read {
-            path: "/nope.toml".into(),
-            source: io,
-        };
-        let err = anyhow::Error::from(err);
-        assert_eq!(
-            chain(&err),
-            "cannot read config file /nope.toml: No such file"
-        );
-        let err = Err::<(), _>(anyhow::anyhow!("disk full"))
-            .context("cannot save")
-            .unwrap_err();
-        assert_eq!(chain(&err), "cannot save: disk full");
     }
 }

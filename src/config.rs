@@ -15,6 +15,7 @@ use crate::core::policy::Rule;
 use crate::core::policy::shell::CommandRule;
 use crate::core::quote::{Quoted, clip_message};
 use crate::core::session::Mode;
+pub use crate::providers::ProviderKind;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -397,41 +398,6 @@ pub struct SafetyFileConfig {
     /// every variable whose name looks like a key, token or password.
     #[serde(default)]
     pub secret_env: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderKind {
-    /// Replays a model script (`docs/scripted-provider.md`).
-    Scripted,
-    /// An OpenAI-compatible chat completions API (OpenAI, OpenRouter, Ollama,
-    /// vLLM, llama.cpp, LM Studio).
-    Openai,
-    /// The Anthropic Messages API.
-    Anthropic,
-    /// Tries `members` in order, with retries and cooldowns.
-    Failover,
-}
-
-impl ProviderKind {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ProviderKind::Scripted => "scripted",
-            ProviderKind::Openai => "openai",
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::Failover => "failover",
-        }
-    }
-
-    /// The environment variables a provider of this kind reads by default:
-    /// (API key, base URL).
-    pub fn default_env(&self) -> Option<(&'static str, &'static str)> {
-        match self {
-            ProviderKind::Openai => Some(("OPENAI_API_KEY", "OPENAI_BASE_URL")),
-            ProviderKind::Anthropic => Some(("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")),
-            ProviderKind::Scripted | ProviderKind::Failover => None,
-        }
-    }
 }
 
 /// One `[providers.NAME]` table.

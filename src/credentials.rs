@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::ProviderKind;
+use crate::providers::ProviderKind;
 
 /// The file's name beside `config.toml`.
 pub const FILE_NAME: &str = "credentials.toml";

@@ -8,8 +8,9 @@ use std::path::Path;
 use anyhow::{Context, anyhow};
 use serde::Deserialize;
 
-use crate::cli::{ApprovePolicy, Failure, OutputFormat, RunArgs, exit};
-use crate::config::Flags;
+use crate::app::Flags;
+use crate::app::{Failure, exit};
+use crate::cli::{ApprovePolicy, OutputFormat, RunArgs};
 use std::collections::VecDeque;
 
 use crate::core::approval::ApprovalDecision;
@@ -191,7 +192,7 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     if let Some(turn) = prompts.first_mut() {
         turn.images = images;
     }
-    let opened = crate::cli::open(flags)?;
+    let opened = crate::app::App::open(flags)?;
     // A session that goes on keeps its own model: only set-up failures count.
     let continuing = args.session.is_some();
     let problems: Vec<String> = opened
@@ -203,9 +204,9 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     if !problems.is_empty() {
         return Err(Failure::usage(anyhow!(problems.join("; "))));
     }
-    let runtime = opened.runtime;
+    let runtime = opened.runtime.clone();
     if runtime.providers().is_empty() && args.session.is_none() {
-        return Err(Failure::usage(anyhow!(crate::cli::no_provider(
+        return Err(Failure::usage(anyhow!(crate::app::no_provider(
             &opened.config
         ))));
     }
@@ -230,7 +231,7 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     if let Err(err) = writer.finish().await {
         tracing::warn!(error = %err, "cannot write to stdout");
     }
-    runtime.store().shutdown();
+    opened.store.shutdown();
     result
 }
 
@@ -267,7 +268,7 @@ async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Fail
         // The session keeps its provider and model; the provider itself
         // (its key, URL or script) must still be at hand.
         if runtime.providers().get(&session.provider).is_none() {
-            let how = if session.provider == crate::config::SCRIPTED {
+            let how = if session.provider == crate::providers::ProviderKind::Scripted.as_str() {
                 "it was played from a model script: pass --script FILE to continue it".to_owned()
             } else {
                 format!(

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::core::journal::Counts;
 use crate::core::quote::quote;
 use crate::core::runtime::Runtime;
 use api::Api;
@@ -62,6 +63,8 @@ struct Shared {
     rpc: rpc::Mount,
     /// Cancelled when the server stops: event streams end, `/readyz` fails.
     closing: CancellationToken,
+    /// What `/metrics` counts beyond this process: runs and send intents.
+    counts: Arc<dyn Counts>,
 }
 
 /// Serves HTTP on `listener` until `shutdown` fires, then stops taking
@@ -70,6 +73,7 @@ struct Shared {
 /// first, so requests waiting for runs get their answer.
 pub async fn serve(
     runtime: Runtime,
+    counts: Arc<dyn Counts>,
     listener: TcpListener,
     options: HttpOptions,
     shutdown: CancellationToken,
@@ -86,6 +90,7 @@ pub async fn serve(
             limiter: options.rate_limit.map(Limiter::new),
             rpc,
             closing: closing.clone(),
+            counts,
         }),
     };
     let app = app(state, &options);

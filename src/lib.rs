@@ -3,6 +3,7 @@
 //! See `docs/architecture.md` for the map.
 
 pub mod acp;
+pub mod app;
 pub mod channels;
 pub mod cli;
 pub mod config;
@@ -10,7 +11,9 @@ pub mod core;
 pub mod credentials;
 pub mod headless;
 pub mod http;
+pub mod inspect;
 pub mod logging;
+pub mod login;
 pub mod mcp;
 pub mod providers;
 pub mod sandbox;

@@ -105,50 +105,6 @@ impl Default for McpSettings {
     }
 }
 
-impl McpSettings {
-    /// The configured servers and limits (validated when the config was loaded).
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        let servers = config
-            .mcp_servers
-            .iter()
-            .map(|(name, server)| ServerSpec {
-                name: sanitize(name),
-                transport: match (&server.command, &server.url) {
-                    (_, Some(url)) => Transport::Http {
-                        url: url.clone(),
-                        headers: server
-                            .headers
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                    },
-                    (command, None) => Transport::Stdio {
-                        command: command.clone().unwrap_or_default(),
-                        args: server.args.clone(),
-                        env: server
-                            .env
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect(),
-                    },
-                },
-            })
-            .collect();
-        let defaults = Self::default();
-        Self {
-            servers,
-            call_timeout: config
-                .mcp_call_timeout_secs
-                .as_ref()
-                .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
-            start_timeout: config
-                .mcp_start_timeout_secs
-                .as_ref()
-                .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
-        }
-    }
-}
-
 /// Builds each session's servers from the configured ones.
 #[derive(Debug)]
 pub struct Factory {

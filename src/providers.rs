@@ -9,51 +9,50 @@ pub mod openai;
 pub mod scripted;
 pub mod sse;
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 
-use self::failover::Member;
-use crate::config::{Config, ProviderConfig, ProviderKind};
 use crate::core::provider::{
-    ModelChoice, ModelRequest, Provider, ProviderEntry, ProviderError, ProviderErrorKind,
-    ProviderStream, Providers,
+    ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderStream,
 };
 
-/// The model name a scripted provider offers when its config lists none.
-pub(crate) const SCRIPTED_MODEL: &str = "script";
-
-/// Where a provider's key and URL come from, and what they are.
-pub struct Access {
-    /// The variable the key is read from (for messages).
-    pub key_var: String,
-    pub api_key: Option<String>,
-    /// Unset: the vendor's URL.
-    pub base_url: Option<String>,
+/// The kinds of provider Pincer implements.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// Replays a model script (`docs/scripted-provider.md`).
+    Scripted,
+    /// An OpenAI-compatible chat completions API (OpenAI, OpenRouter, Ollama,
+    /// vLLM, llama.cpp, LM Studio).
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// Tries `members` in order, with retries and cooldowns.
+    Failover,
 }
 
-/// A provider's key and base URL: a login's own key (or none, for a local
-/// server it points at), otherwise the environment's; the table's URL, else
-/// the environment's.
-pub fn access(provider: &ProviderConfig, env: &dyn Fn(&str) -> Option<String>) -> Access {
-    let (key_var, url_var) = provider.kind.default_env().unwrap_or(("", ""));
-    let key_var = provider
-        .api_key_env
-        .as_deref()
-        .unwrap_or(key_var)
-        .to_owned();
-    let api_key = if provider.from_login {
-        provider.api_key.clone()
-    } else {
-        env(&key_var).or_else(|| provider.api_key.clone())
-    };
-    let base_url = provider.base_url.clone().or_else(|| env(url_var));
-    Access {
-        key_var,
-        api_key,
-        base_url,
+impl ProviderKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProviderKind::Scripted => "scripted",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Failover => "failover",
+        }
+    }
+
+    /// The environment variables a provider of this kind reads by default:
+    /// (API key, base URL).
+    pub fn default_env(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            ProviderKind::Openai => Some(("OPENAI_API_KEY", "OPENAI_BASE_URL")),
+            ProviderKind::Anthropic => Some(("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")),
+            ProviderKind::Scripted | ProviderKind::Failover => None,
+        }
     }
 }
+
+/// The model name a scripted provider offers when its config lists none.
+pub const SCRIPTED_MODEL: &str = "script";
 
 /// Something wrong with the providers' configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,231 +69,8 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// Builds the configured providers. A provider that cannot be set up (a missing
-/// script, a missing API key) is kept but fails every turn with the reason,
-/// which is also returned, so an editor session still starts and shows the
-/// user what is wrong.
-pub fn build(config: &Config) -> (Providers, Vec<Problem>) {
-    build_with(config, &|name| {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    })
-}
-
-/// Like [`build`], reading API keys and base URLs through `env`.
-pub fn build_with(
-    config: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> (Providers, Vec<Problem>) {
-    let mut problems = Vec::new();
-    // Each provider as it is, for failovers to retry as members; and as used on
-    // its own (an HTTP provider wrapped in its retries), for sessions.
-    let mut raw: std::collections::BTreeMap<String, Member> = Default::default();
-    let mut built: std::collections::BTreeMap<String, Arc<dyn Provider>> = Default::default();
-    // Members first: a failover provider refers to them by name.
-    let (failovers, plain): (Vec<_>, Vec<_>) = config
-        .providers
-        .iter()
-        .partition(|(_, p)| p.value.kind == ProviderKind::Failover);
-    for (name, provider) in plain.into_iter().chain(failovers) {
-        let made = make(name, &provider.value, &raw, env);
-        let policy = retry_policy(&provider.value);
-        let (provider_impl, on_its_own) = match made {
-            Ok(made) => {
-                let on_its_own: Arc<dyn Provider> = match provider.value.kind {
-                    ProviderKind::Openai | ProviderKind::Anthropic => {
-                        Arc::new(failover::Retrying::new(made.clone(), policy.clone()))
-                    }
-                    ProviderKind::Scripted | ProviderKind::Failover => made.clone(),
-                };
-                (made, on_its_own)
-            }
-            Err(message) => {
-                problems.push(Problem {
-                    message: message.clone(),
-                    new_sessions_only: false,
-                });
-                let unavailable: Arc<dyn Provider> = Arc::new(Unavailable {
-                    name: name.clone(),
-                    message,
-                });
-                (unavailable.clone(), unavailable)
-            }
-        };
-        // A member's own retry settings, when its table gives any.
-        let own_policy = (provider.value.attempts.is_some() || provider.value.backoff_ms.is_some())
-            .then_some(policy);
-        raw.insert(
-            name.clone(),
-            Member {
-                provider: provider_impl,
-                model: None,
-                policy: own_policy,
-            },
-        );
-        built.insert(name.clone(), on_its_own);
-    }
-    let mut entries = Vec::new();
-    for (name, provider) in &config.providers {
-        let Some(provider_impl) = built.get(name) else {
-            continue;
-        };
-        let models = match (&provider.value.kind, provider.value.models.is_empty()) {
-            (ProviderKind::Scripted, true) => vec![SCRIPTED_MODEL.to_owned()],
-            _ => provider.value.models.clone(),
-        };
-        // A script plays what it was written to; it takes images only when
-        // its configuration says so, whatever its model is called.
-        let images = match provider.value.kind {
-            ProviderKind::Scripted => Some(provider.value.images.unwrap_or(false)),
-            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::Failover => {
-                provider.value.images
-            }
-        };
-        entries.push(ProviderEntry {
-            name: name.clone(),
-            models,
-            provider: provider_impl.clone(),
-            images,
-        });
-    }
-    let default = config.provider.as_ref().map(|chosen| {
-        let entry = entries.iter_mut().find(|entry| entry.name == chosen.value);
-        let model = match (&config.model, entry) {
-            (Some(model), Some(entry)) => {
-                // A model named by flag or config is offered even if not listed.
-                if !entry.models.contains(&model.value) {
-                    entry.models.push(model.value.clone());
-                }
-                model.value.clone()
-            }
-            (Some(model), None) => model.value.clone(),
-            (None, Some(entry)) => entry.models.first().cloned().unwrap_or_default(),
-            (None, None) => String::new(),
-        };
-        ModelChoice {
-            provider: chosen.value.clone(),
-            model,
-        }
-    });
-    for entry in &entries {
-        let is_default = default.as_ref().is_some_and(|d| d.provider == entry.name);
-        if entry.models.is_empty() && (is_default || default.is_none()) {
-            problems.push(Problem {
-                message: format!(
-                    "provider {}: no model configured; set `models = [\"...\"]` in [providers.{}] or pass --model",
-                    entry.name, entry.name
-                ),
-                new_sessions_only: true,
-            });
-        }
-    }
-    (Providers::new(entries, default), problems)
-}
-
-/// How a provider's turns are retried, from its table.
-fn retry_policy(provider: &ProviderConfig) -> failover::RetryPolicy {
-    let default = failover::RetryPolicy::default();
-    failover::RetryPolicy {
-        attempts: provider.attempts.unwrap_or(default.attempts),
-        base_delay: provider
-            .backoff_ms
-            .map_or(default.base_delay, std::time::Duration::from_millis),
-        ..default
-    }
-}
-
-fn make(
-    name: &str,
-    provider: &ProviderConfig,
-    built: &std::collections::BTreeMap<String, Member>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Arc<dyn Provider>, String> {
-    let timeout =
-        std::time::Duration::from_secs(provider.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS));
-    let headers: Vec<(String, String)> = provider
-        .headers
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let Access {
-        key_var,
-        api_key,
-        base_url,
-    } = access(provider, env);
-    match provider.kind {
-        ProviderKind::Scripted => match &provider.script {
-            Some(path) => scripted::ScriptedProvider::load(name, path)
-                .map(|p| Arc::new(p) as Arc<dyn Provider>)
-                .map_err(|err| err.to_string()),
-            None => Err(format!("provider {name}: no script configured")),
-        },
-        ProviderKind::Openai => {
-            // Local servers (Ollama, llama.cpp, LM Studio) need no key; the
-            // vendor's API does: without one, fail now rather than on the network.
-            if api_key.is_none() && base_url.is_none() {
-                return Err(format!(
-                    "provider {name}: no API key for api.openai.com: set {key_var}, run `pincer login`, \
-                     or set OPENAI_BASE_URL (or `base_url` in [providers.{name}]) for a local server"
-                ));
-            }
-            let base_url = base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
-            openai::OpenAiProvider::new(openai::OpenAiSettings {
-                name: name.to_owned(),
-                base_url,
-                api_key,
-                headers,
-                timeout,
-            })
-            .map(|p| Arc::new(p) as Arc<dyn Provider>)
-            .map_err(|err| err.message)
-        }
-        ProviderKind::Anthropic => {
-            let Some(api_key) = api_key else {
-                return Err(format!(
-                    "provider {name}: no API key: set {key_var}, run `pincer login`, \
-                     or set `api_key_env` in [providers.{name}]"
-                ));
-            };
-            anthropic::AnthropicProvider::new(anthropic::AnthropicSettings {
-                name: name.to_owned(),
-                base_url: base_url.unwrap_or_else(|| "https://api.anthropic.com".to_owned()),
-                api_key: Some(api_key),
-                headers,
-                timeout,
-                max_tokens: provider.max_tokens.unwrap_or(8192),
-            })
-            .map(|p| Arc::new(p) as Arc<dyn Provider>)
-            .map_err(|err| err.message)
-        }
-        ProviderKind::Failover => {
-            let mut members = Vec::new();
-            for member in &provider.members {
-                let (member_name, model) = match member.split_once('/') {
-                    Some((p, m)) => (p, Some(m.to_owned())),
-                    None => (member.as_str(), None),
-                };
-                let Some(member_impl) = built.get(member_name) else {
-                    return Err(format!(
-                        "provider {name}: member {member:?} names no configured provider (or another failover)"
-                    ));
-                };
-                members.push(Member {
-                    provider: member_impl.provider.clone(),
-                    model,
-                    policy: member_impl.policy.clone(),
-                });
-            }
-            Ok(Arc::new(failover::Failover::new(
-                name,
-                members,
-                retry_policy(provider),
-            )))
-        }
-    }
-}
-
 /// Seconds a provider may take to connect or to send the next piece of a stream.
-const DEFAULT_TIMEOUT_SECS: u64 = 60;
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
 /// An HTTP client for model providers: rustls with the `ring` provider (no
 /// system OpenSSL), HTTP/2 where the server offers it, `timeout` as the limit
@@ -366,10 +142,19 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<std::t
     ))
 }
 
-/// Stands in for a provider whose setup failed.
-struct Unavailable {
+/// Stands in for a provider whose setup failed: every turn fails with the reason.
+pub struct Unavailable {
     name: String,
     message: String,
+}
+
+impl Unavailable {
+    pub fn new(name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            message: message.into(),
+        }
+    }
 }
 
 impl Provider for Unavailable {

@@ -23,8 +23,9 @@ use anyhow::{Context as _, anyhow};
 use futures::FutureExt as _;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::cli::{ChatArgs, Failure, exit};
-use crate::config::Flags;
+use crate::app::Flags;
+use crate::app::{Failure, exit};
+use crate::cli::ChatArgs;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
@@ -70,7 +71,7 @@ fn color_wanted() -> bool {
 
 /// Runs a conversation until the person leaves.
 pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
-    let opened = crate::cli::open(flags)?;
+    let opened = crate::app::App::open(flags)?;
     // A session that goes on keeps its own model: only set-up failures count.
     let continuing = args.session.is_some() || args.resume.is_some();
     let problems: Vec<String> = opened
@@ -83,7 +84,7 @@ pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
         return Err(Failure::usage(anyhow!(problems.join("; "))));
     }
     if opened.runtime.providers().is_empty() {
-        return Err(Failure::usage(anyhow!(crate::cli::no_provider(
+        return Err(Failure::usage(anyhow!(crate::app::no_provider(
             &opened.config
         ))));
     }
@@ -98,7 +99,7 @@ pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
         .context("cannot watch for Ctrl-C")
         .map_err(Failure::failed)?;
     let mut chat = Chat {
-        runtime: opened.runtime,
+        runtime: opened.runtime.clone(),
         color: color_wanted(),
         workspace,
         editor,
@@ -112,7 +113,7 @@ pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
         Err(err) => Err(err),
     };
     chat.runtime.shutdown().await;
-    chat.runtime.store().shutdown();
+    opened.store.shutdown();
     result.map_err(Failure::failed)?;
     Ok(exit::OK)
 }

@@ -99,6 +99,8 @@ fn core_imports_no_face_and_no_provider_implementation() {
     forbidden.extend([
         "crate::providers",
         "rusqlite",
+        "crate::store",
+        "crate::app",
         "crate::config",
         "crate::tools",
         "crate::sandbox",
@@ -106,7 +108,7 @@ fn core_imports_no_face_and_no_provider_implementation() {
     let found = violations(&module_files("core"), &forbidden);
     assert!(
         found.is_empty(),
-        "the core must not know faces, providers, tools, the sandbox or SQL:\n{}",
+        "the core must not know faces, providers, tools, the sandbox, the store or SQL:\n{}",
         found.join("\n")
     );
 }
@@ -613,4 +615,87 @@ fn the_import_graph_checks_find_paths_and_cycles() {
     assert_eq!(cycles(&graph), [["a", "b", "c"]]);
     std::fs::write(root.join("c.rs"), "pub fn f() {}").unwrap();
     assert!(cycles(&import_graph(root, &[])).is_empty());
+}
+
+#[test]
+fn top_level_modules_import_each_other_without_cycles() {
+    let graph = import_graph(&src(), &[]);
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "{}", show_cycles(&graph, &found));
+}
+
+/// The parts the composition root assembles; none of them sees the
+/// configuration: `app::wiring` hands each its own settings.
+const PARTS: &[&str] = &[
+    "core",
+    "store",
+    "tools",
+    "providers",
+    "mcp",
+    "channels",
+    "http",
+    "sandbox",
+    "credentials",
+    "logging",
+    "stdout",
+];
+
+#[test]
+fn only_the_composition_root_reads_the_configuration() {
+    let app = module_files("app");
+    let config = module_files("config");
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !app.contains(f) && !config.contains(f))
+        .collect();
+    let found = violations(&others, &["Config::load"]);
+    assert!(
+        found.is_empty(),
+        "the configuration is loaded in src/app.rs only:\n{}",
+        found.join("\n")
+    );
+    let parts: Vec<PathBuf> = PARTS.iter().flat_map(|m| module_files(m)).collect();
+    let found = violations(&parts, &["crate::config"]);
+    assert!(
+        found.is_empty(),
+        "parts get settings from app::wiring, not the configuration:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The faces a command is carried out by; only `main.rs` reaches them.
+const LAUNCHERS: &[&str] = &[
+    "crate::headless",
+    "crate::terminal",
+    "crate::serve",
+    "crate::inspect",
+    "crate::login",
+    "acp::run",
+    "crate::main",
+];
+
+#[test]
+fn only_main_names_every_face() {
+    let main = src().join("main.rs");
+    let library: Vec<PathBuf> = sources(&src()).into_iter().filter(|f| *f != main).collect();
+    let found = violations(&library, LAUNCHERS);
+    assert!(
+        found.is_empty(),
+        "the library does not reach the faces that carry out commands; main.rs does:\n{}",
+        found.join("\n")
+    );
+    let text = std::fs::read_to_string(&main).unwrap();
+    for face in [
+        "acp::run",
+        "headless::run",
+        "terminal::run",
+        "serve::run",
+        "inspect::",
+        "login::",
+    ] {
+        assert!(text.contains(face), "main.rs does not dispatch to {face}");
+    }
+    // And the composition root names no face that carries out a command.
+    let found = violations(&module_files("app"), &["crate::acp"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

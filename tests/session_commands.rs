@@ -42,6 +42,7 @@ struct Setup {
     data: PathBuf,
     workspace: PathBuf,
     runtime: Runtime,
+    store: Store,
     session: SessionId,
     requests: Arc<Mutex<Vec<ModelRequest>>>,
 }
@@ -74,7 +75,7 @@ impl Setup {
         gate.tools = Toolset::new(pincer::tools::files::tools(Default::default()));
         let (store, _) = Store::open(&data.join("pincer.db")).unwrap();
         let runtime = Runtime::new(
-            store,
+            Arc::new(store.clone()),
             providers,
             Arc::new(gate),
             RuntimeConfig {
@@ -96,6 +97,7 @@ impl Setup {
             data,
             workspace,
             runtime,
+            store,
             session,
             requests,
         }
@@ -141,7 +143,7 @@ impl Setup {
     /// Stops the runtime and runs `pincer verify` on its database.
     async fn verify(self) -> String {
         self.runtime.shutdown().await;
-        self.runtime.store().shutdown();
+        self.store.shutdown();
         let out = Command::new(env!("CARGO_BIN_EXE_pincer"))
             .arg("verify")
             .env_clear()

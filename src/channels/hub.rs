@@ -95,11 +95,11 @@ impl Hub {
     /// the adapter's receive loop. Everything stops with `cancel`.
     pub async fn start(
         runtime: Runtime,
+        store: Arc<dyn ChannelJournal>,
         adapter: Arc<dyn Adapter>,
         settings: ChannelSettings,
         cancel: CancellationToken,
     ) -> Result<Arc<Hub>, HubError> {
-        let store: Arc<dyn ChannelJournal> = Arc::new(runtime.store().clone());
         let outbox = Arc::new(Outbox::new(
             adapter.clone(),
             store.clone(),

@@ -38,7 +38,6 @@ pub use super::subscription::Subscription;
 use super::tool::{
     ClientFiles, ClientTerminal, Files, Progress, SessionTools, SessionToolsFactory, ToolContext,
 };
-use crate::store::Store;
 
 #[derive(Debug, Error)]
 pub enum RuntimeError {
@@ -128,8 +127,6 @@ pub struct Runtime {
 }
 
 struct Inner {
-    /// The concrete store, until every face takes it from the composition root.
-    store: Store,
     /// Where everything durable goes.
     journal: Arc<dyn Journal>,
     providers: Providers,
@@ -188,15 +185,14 @@ struct QueuedRun {
 
 impl Runtime {
     pub fn new(
-        store: Store,
+        journal: Arc<dyn Journal>,
         providers: Providers,
         gate: Arc<ToolGate>,
         config: RuntimeConfig,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                journal: Arc::new(store.clone()),
-                store,
+                journal,
                 providers,
                 gate,
                 approvals: Arc::new(PendingApprovals::default()),
@@ -231,10 +227,6 @@ impl Runtime {
         if let Some(previous) = previous {
             previous.shutdown().await;
         }
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.inner.store
     }
 
     pub fn providers(&self) -> &Providers {
@@ -1109,6 +1101,7 @@ mod tests {
 
     use super::*;
     use crate::core::event::StopReason;
+    use crate::core::journal::memory::MemoryJournal;
     use crate::core::provider::{
         ModelRequest, ModelStop, Provider, ProviderEntry, ProviderEvent, ProviderStream,
     };
@@ -1161,12 +1154,8 @@ mod tests {
         }
     }
 
-    async fn runtime(
-        dir: &std::path::Path,
-        provider: TestProvider,
-        event_buffer: usize,
-    ) -> Runtime {
-        let (store, _) = Store::open(&dir.join("pincer.db")).unwrap();
+    async fn runtime(provider: TestProvider, event_buffer: usize) -> Runtime {
+        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
         let providers = Providers::new(
             vec![ProviderEntry {
                 name: "test".into(),
@@ -1210,7 +1199,7 @@ mod tests {
             hang: true,
             dropped: dropped.clone(),
         };
-        let rt = runtime(dir.path(), provider, 64).await;
+        let rt = runtime(provider, 64).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let mut events = rt.subscribe(&session.id).unwrap();
         let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
@@ -1244,7 +1233,7 @@ mod tests {
             hang: false,
             dropped: Arc::new(Mutex::new(None)),
         };
-        let rt = runtime(dir.path(), provider, 16).await;
+        let rt = runtime(provider, 16).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let mut slow = rt.subscribe(&session.id).unwrap();
         let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
@@ -1280,7 +1269,7 @@ mod tests {
             hang: true,
             dropped: Arc::new(Mutex::new(None)),
         };
-        let rt = runtime(dir.path(), provider, 64).await;
+        let rt = runtime(provider, 64).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let first = rt.prompt(&session.id, text("1")).await.unwrap();
         let second = rt.prompt(&session.id, text("2")).await.unwrap();
@@ -1386,7 +1375,7 @@ mod tests {
 
     async fn most_at_once(kind: crate::core::tool::ToolKind) -> (usize, Vec<HistoryEntry>) {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
         let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let tool = Counting {
             name: "probe",
@@ -1492,7 +1481,7 @@ mod tests {
     #[tokio::test]
     async fn session_tools_are_asked_each_turn_reported_and_stopped_with_the_session() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
         let providers = Providers::new(
             vec![ProviderEntry {
                 name: "test".into(),

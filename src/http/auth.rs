@@ -10,7 +10,6 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use super::error::ApiError;
-use crate::config::HttpConfig;
 
 /// The environment variable read for the token unless `[http] token_env` names another.
 pub const TOKEN_ENV: &str = "PINCER_HTTP_TOKEN";
@@ -97,21 +96,30 @@ impl Token {
     }
 }
 
+/// Where the token comes from, as the `[http]` table says.
+#[derive(Debug, Clone, Default)]
+pub struct TokenPlace {
+    /// The variable the token is read from [default: `PINCER_HTTP_TOKEN`].
+    pub env: Option<String>,
+    /// A file holding the token.
+    pub file: Option<PathBuf>,
+}
+
 /// The token from `[http] token_env` (default `PINCER_HTTP_TOKEN`), else from
 /// `[http] token_file`, else the data directory's `http-token`, generated with
 /// mode 0600 on first start.
 pub fn resolve(
-    config: &HttpConfig,
+    config: &TokenPlace,
     data_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Token, TokenSource), TokenError> {
-    let name = config.token_env.as_deref().unwrap_or(TOKEN_ENV);
+    let name = config.env.as_deref().unwrap_or(TOKEN_ENV);
     if let Some(value) = env(name).filter(|v| !v.trim().is_empty()) {
         let value = value.trim();
         check_length(value, &format!("environment variable {name}"))?;
         return Ok((Token::new(value), TokenSource::Env(name.to_owned())));
     }
-    if let Some(path) = &config.token_file {
+    if let Some(path) = &config.file {
         let value = read(path)?;
         check_length(&value, &format!("file {}", path.display()))?;
         return Ok((Token::new(&value), TokenSource::File(path.clone())));
@@ -162,15 +170,15 @@ pub fn resolve(
 /// Where `pincer serve --http` would take the token from, without creating
 /// it, for `pincer doctor`: whether that is fine, and in words.
 pub fn describe(
-    config: &HttpConfig,
+    config: &TokenPlace,
     data_dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (bool, String) {
-    let name = config.token_env.as_deref().unwrap_or(TOKEN_ENV);
+    let name = config.env.as_deref().unwrap_or(TOKEN_ENV);
     if env(name).is_some_and(|v| !v.trim().is_empty()) {
         return (true, format!("from environment variable {name}"));
     }
-    if let Some(path) = &config.token_file {
+    if let Some(path) = &config.file {
         return match read(path) {
             Ok(value) if value.chars().count() >= MIN_TOKEN_LEN => {
                 (true, format!("from file {}", path.display()))
@@ -267,7 +275,7 @@ mod tests {
     #[test]
     fn the_token_comes_from_env_then_file_then_is_generated_once_with_mode_0600() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let config = HttpConfig::default();
+        let config = TokenPlace::default();
         let env = |name: &str| (name == TOKEN_ENV).then(|| "an-env-token-of-length".to_owned());
         let (token, source) = resolve(&config, dir.path(), &env).unwrap_or_else(|e| panic!("{e}"));
         assert!(token.matches("an-env-token-of-length"));

@@ -16,6 +16,7 @@ use prometheus_client::registry::Registry;
 use super::error::ApiError;
 use crate::core::channel::IntentStatus;
 use crate::core::event::RunState;
+use crate::core::journal::Counts;
 use crate::core::runtime::Runtime;
 use crate::core::stats::StatsSnapshot;
 
@@ -43,8 +44,8 @@ pub struct Snapshot {
 }
 
 /// Gathers the figures of one scrape.
-pub async fn snapshot(runtime: &Runtime) -> Result<Snapshot, ApiError> {
-    let counts = runtime.store().run_counts().await.map_err(|err| {
+pub async fn snapshot(runtime: &Runtime, journal: &dyn Counts) -> Result<Snapshot, ApiError> {
+    let counts = journal.run_counts().await.map_err(|err| {
         tracing::error!(error = %err, "cannot count runs for /metrics");
         ApiError::internal(format!("cannot count runs: {err}"))
     })?;
@@ -58,7 +59,7 @@ pub async fn snapshot(runtime: &Runtime) -> Result<Snapshot, ApiError> {
             (*state, count)
         })
         .collect();
-    let outbox = runtime.store().intent_counts().await.map_err(|err| {
+    let outbox = journal.intent_counts().await.map_err(|err| {
         tracing::error!(error = %err, "cannot count send intents for /metrics");
         ApiError::internal(format!("cannot count send intents: {err}"))
     })?;

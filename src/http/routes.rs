@@ -167,7 +167,8 @@ async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let snapshot = metrics::snapshot(&state.shared.api.runtime).await?;
+    let snapshot =
+        metrics::snapshot(&state.shared.api.runtime, state.shared.counts.as_ref()).await?;
     let text = metrics::render(snapshot)?;
     Ok((
         [(

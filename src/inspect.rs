@@ -3,15 +3,17 @@
 use anyhow::anyhow;
 use serde_json::json;
 
-use super::{ChannelsCommand, Failure, RunsCommand, SessionsCommand, TapeArgs, exit};
-use crate::config::{Config, Flags, SandboxSetting};
+use crate::app::Flags;
+use crate::app::{Failure, exit};
+use crate::cli::{ChannelsCommand, RunsCommand, SessionsCommand, TapeArgs};
+use crate::config::SandboxSetting;
 use crate::core::channel::IntentStatus;
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::journal::{Audit, SessionQuery};
 use crate::core::receipt::ChainWalk;
 use crate::core::run::RunInfo;
 use crate::core::session::{Message, Millis, Session};
-use crate::store::SessionQuery;
 
 fn print(text: &str) -> Result<(), Failure> {
     crate::stdout::write_all(text.as_bytes()).map_err(Failure::failed)
@@ -88,7 +90,7 @@ fn run_json(run: &RunInfo) -> serde_json::Value {
 }
 
 pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Failure> {
-    let opened = super::open(flags)?;
+    let opened = crate::app::App::open(flags)?;
     let runtime = opened.runtime;
     match command {
         SessionsCommand::List { cwd, limit, json } => {
@@ -202,7 +204,7 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
             }
         }
     }
-    runtime.store().shutdown();
+    opened.store.shutdown();
     Ok(exit::OK)
 }
 
@@ -271,7 +273,7 @@ fn message_text(message: &Message) -> String {
 }
 
 pub async fn runs(flags: &Flags, command: &RunsCommand) -> Result<u8, Failure> {
-    let opened = super::open(flags)?;
+    let opened = crate::app::App::open(flags)?;
     let runtime = opened.runtime;
     let RunsCommand::Show { id, json } = command;
     let run = runtime
@@ -283,7 +285,7 @@ pub async fn runs(flags: &Flags, command: &RunsCommand) -> Result<u8, Failure> {
     } else {
         print(&format!("{}\n", run_line(&run)))?;
     }
-    runtime.store().shutdown();
+    opened.store.shutdown();
     Ok(exit::OK)
 }
 
@@ -303,8 +305,8 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
         })?),
         None => None,
     };
-    let opened = super::open(flags)?;
-    let store = opened.runtime.store().clone();
+    let opened = crate::app::App::open(flags)?;
+    let store = opened.store.clone();
     let intents = store
         .intents(status, *limit)
         .await
@@ -354,7 +356,7 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
 }
 
 pub async fn tape(flags: &Flags, args: &TapeArgs) -> Result<u8, Failure> {
-    let opened = super::open(flags)?;
+    let opened = crate::app::App::open(flags)?;
     let runtime = opened.runtime;
     let events = runtime
         .tape(&RunId::from_string(args.run.clone()), 0)
@@ -370,7 +372,7 @@ pub async fn tape(flags: &Flags, args: &TapeArgs) -> Result<u8, Failure> {
         }
     }
     print(&out)?;
-    runtime.store().shutdown();
+    opened.store.shutdown();
     Ok(exit::OK)
 }
 
@@ -499,12 +501,12 @@ fn tape_line(record: &EventRecord) -> String {
 /// Walks the receipt chain page by page and cross-checks it against the tape.
 pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
     const PAGE: usize = 10_000;
-    let config = Config::load(flags).map_err(Failure::usage)?;
-    let (store, _) = crate::store::Store::open(&config.database_path()).map_err(Failure::failed)?;
+    let store = crate::app::open_store(flags)?;
+    let audit: &dyn Audit = &store;
     let mut walk = ChainWalk::default();
     let mut broken = None;
     'pages: loop {
-        let page = store
+        let page = audit
             .receipts(walk.count() + 1, PAGE)
             .await
             .map_err(Failure::failed)?;
@@ -518,7 +520,7 @@ pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
             }
         }
     }
-    let missing = store.missing_receipts().await.map_err(Failure::failed)?;
+    let missing = audit.missing_receipts().await.map_err(Failure::failed)?;
     store.shutdown();
     let ok = broken.is_none() && missing.is_empty();
     if json_output {
@@ -558,27 +560,13 @@ pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
 }
 
 pub fn config_show(flags: &Flags) -> Result<u8, Failure> {
-    let config = Config::load(flags).map_err(Failure::usage)?;
+    let config = crate::app::load_config(flags).map_err(Failure::usage)?;
     print(&config.render())?;
     Ok(exit::OK)
 }
 
 /// The sandbox as `pincer doctor` and `initialize` report it: what the kernel
 /// offers and what the configuration asks for.
-pub fn sandbox_meta(setting: SandboxSetting) -> serde_json::Value {
-    let status = crate::sandbox::status();
-    json!({
-        "setting": setting.as_str(),
-        "enforced": status.enforced,
-        "detail": status.detail,
-        "landlock": {
-            "supported": status.abi.is_some(),
-            "abi": status.abi,
-            "networkRules": status.network_rules,
-        },
-    })
-}
-
 pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
     let mut problems = 0;
     let mut report = |ok: bool, what: &str, detail: String| {
@@ -589,7 +577,7 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         format!("{mark} {what:<12} {detail}\n")
     };
     let mut out = format!("pincer {}\n", env!("CARGO_PKG_VERSION"));
-    let config = match Config::load(flags) {
+    let config = match crate::app::load_config(flags) {
         Ok(config) => {
             let file = config
                 .file
@@ -609,7 +597,7 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         "data dir",
         config.data_dir.value.display().to_string(),
     ));
-    let (_, provider_problems) = crate::providers::build(&config);
+    let (_, provider_problems) = crate::app::wiring::providers(&config);
     if config.providers.is_empty() {
         out.push_str(&report(
             false,
@@ -644,14 +632,14 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         }
         .or_else(|| p.models.first().cloned())
         .or_else(|| {
-            (p.kind == crate::config::ProviderKind::Scripted)
+            (p.kind == crate::providers::ProviderKind::Scripted)
                 .then(|| crate::providers::SCRIPTED_MODEL.to_owned())
         });
         let mut detail = format!("{} from {}", p.kind.as_str(), provider.origin);
         if is_default {
             detail.push_str(", the default");
         }
-        let access = crate::providers::access(p, &env);
+        let access = crate::app::wiring::access(p, &env);
         if let Some(url) = &access.base_url {
             detail.push_str(&format!(", {url}"));
         }
@@ -659,7 +647,7 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
             detail.push_str(", key set");
         }
         let Some(model) = model else {
-            if p.kind == crate::config::ProviderKind::Failover {
+            if p.kind == crate::providers::ProviderKind::Failover {
                 out.push_str(&report(true, &what, detail));
                 continue;
             }
@@ -676,7 +664,7 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         detail.push_str(&format!(", model {model}"));
         let remote = matches!(
             p.kind,
-            crate::config::ProviderKind::Openai | crate::config::ProviderKind::Anthropic
+            crate::providers::ProviderKind::Openai | crate::providers::ProviderKind::Anthropic
         );
         if online && remote {
             let answered = crate::providers::list_models(
@@ -701,7 +689,7 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
             out.push_str(&report(true, &what, detail));
         }
     }
-    let mcp = crate::mcp::Factory::new(crate::mcp::McpSettings::from_config(&config));
+    let mcp = crate::mcp::Factory::new(crate::app::wiring::mcp_settings(&config));
     if !config.mcp_servers.is_empty() {
         let here = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
         for (name, outcome) in mcp.check(&here).await {
@@ -729,9 +717,11 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         }
         Err(err) => out.push_str(&report(false, "database", err.to_string())),
     }
-    let (ok, token) = crate::http::auth::describe(&config.http, &config.data_dir.value, &|name| {
-        std::env::var(name).ok()
-    });
+    let (ok, token) = crate::http::auth::describe(
+        &crate::app::wiring::token_place(&config),
+        &config.data_dir.value,
+        &|name| std::env::var(name).ok(),
+    );
     out.push_str(&report(ok, "http token", token));
     let sandbox = crate::sandbox::status();
     let setting = config.sandbox.value;

@@ -9,24 +9,11 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
-use clap::{Args, ValueEnum};
 
-use super::{Failure, exit};
-use crate::config::ProviderKind;
+use crate::app::{Failure, exit};
+use crate::cli::{LoginArgs, LogoutArgs, Preset};
 use crate::credentials::{Credentials, Login};
-
-/// The providers `pincer login` knows how to set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
-    /// OpenAI's API (a key from platform.openai.com)
-    Openai,
-    /// Anthropic's API (a key from console.anthropic.com)
-    Anthropic,
-    /// OpenRouter, many vendors behind one key (openrouter.ai)
-    Openrouter,
-    /// A local OpenAI-compatible server: Ollama, llama.cpp, LM Studio, vLLM (no key)
-    Local,
-}
+use crate::providers::ProviderKind;
 
 impl Preset {
     const ALL: [Preset; 4] = [
@@ -82,39 +69,6 @@ impl Preset {
             Preset::Local => None,
         }
     }
-}
-
-#[derive(Debug, Args)]
-#[command(after_help = "\
-Examples:
-  pincer login                                   # asks which provider, the key, the model
-  pincer login --provider local --base-url http://127.0.0.1:11434/v1 --model llama3.2
-  echo \"$OPENAI_API_KEY\" | pincer login --provider openai --api-key-stdin --model gpt-4.1-mini")]
-pub struct LoginArgs {
-    /// Which provider; asked when not given
-    #[arg(long, value_enum)]
-    pub provider: Option<Preset>,
-    /// The API's base URL (a local server's, or a proxy) [default: the provider's]
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// The model new sessions use; asked when not given (the server's list is shown)
-    #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Read the API key from the first line of stdin instead of asking
-    #[arg(long)]
-    pub api_key_stdin: bool,
-    /// Store without the check request (the server is not up yet)
-    #[arg(long)]
-    pub no_check: bool,
-    /// The name to store it under [default: the provider's: openai, anthropic, openrouter, local]
-    #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct LogoutArgs {
-    /// The stored provider to remove [default: all of them]
-    pub name: Option<String>,
 }
 
 /// Answers read from the person: hidden on a terminal for keys, one line

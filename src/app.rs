@@ -1,0 +1,241 @@
+//! The composition root: where Pincer is assembled. `App::open` loads the
+//! configuration, opens the store and builds the runtime with its providers,
+//! tools and MCP servers (`wiring` turns configuration into those parts);
+//! faces get what they need from the `App`. Here too: the exit codes every
+//! face maps to, the error type that carries one, and signal handling.
+//! Nothing here names a face.
+
+pub mod wiring;
+
+use std::sync::Arc;
+
+use crate::cli::{Cli, ProviderArgs};
+use crate::config::Config;
+pub use crate::config::Flags;
+use crate::core::runtime::Runtime;
+use crate::store::Store;
+
+/// Exit codes, documented in the README.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const RUN_FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const CANCELLED: u8 = 3;
+}
+
+/// An error with the exit code it maps to.
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: exit::USAGE,
+            error: error.into(),
+        }
+    }
+
+    pub fn failed(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: exit::RUN_FAILED,
+            error: error.into(),
+        }
+    }
+}
+
+/// The assembled program: what every command that runs prompts needs.
+pub struct App {
+    pub config: Config,
+    /// The journal's backend, for what only the backend answers (verify,
+    /// metrics, the chat channels' outbox) and to stop it last.
+    pub store: Store,
+    pub runtime: Runtime,
+    /// Providers that could not be set up, with the reason: a face that
+    /// stops on them reports them, one that goes on logs them
+    /// ([`App::log_problems`]).
+    pub problems: Vec<crate::providers::Problem>,
+    /// The configured MCP servers; a face adds the servers its client passes.
+    pub mcp: Arc<crate::mcp::Factory>,
+}
+
+impl App {
+    /// Loads the configuration, opens the store, and assembles the runtime
+    /// with its providers, tools and MCP servers.
+    pub fn open(flags: &Flags) -> Result<App, Failure> {
+        let config = Config::load(flags).map_err(Failure::usage)?;
+        let (providers, problems) = wiring::providers(&config);
+        let path = config.database_path();
+        let (store, recovery) = Store::open(&path).map_err(Failure::failed)?;
+        if !recovery.interrupted_runs.is_empty() {
+            tracing::warn!(
+                runs = recovery.interrupted_runs.len(),
+                "marked runs left unfinished by an earlier process as failed"
+            );
+        }
+        let gate = Arc::new(wiring::gate(&config));
+        crate::logging::redact_with(gate.safety.clone());
+        let runtime = Runtime::new(
+            Arc::new(store.clone()),
+            providers,
+            gate,
+            wiring::runtime_config(&config),
+        );
+        let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
+        runtime.set_session_tools_factory(mcp.clone());
+        Ok(App {
+            config,
+            store,
+            runtime,
+            problems,
+            mcp,
+        })
+    }
+
+    /// Starts the chat channels named on the command line (`--channel NAME`)
+    /// on the store's channel port; each runs until `cancel`.
+    pub async fn start_channels(
+        &self,
+        names: &[String],
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Vec<Arc<crate::channels::hub::Hub>>, Failure> {
+        let planned = wiring::channels(&self.config, names, &|name| std::env::var(name).ok())
+            .map_err(Failure::usage)?;
+        crate::channels::start(&self.runtime, Arc::new(self.store.clone()), planned, cancel)
+            .await
+            .map_err(Failure::usage)
+    }
+
+    /// Logs the providers that could not be set up, for a face that serves
+    /// on without them (each of their turns fails with the reason).
+    pub fn log_problems(&self) {
+        for problem in &self.problems {
+            tracing::error!("{problem}");
+        }
+    }
+
+    /// The sandbox as the configuration asks for it and the kernel gives it,
+    /// for a client to show (ACP `initialize`'s `_meta`).
+    pub fn sandbox_meta(&self) -> serde_json::Value {
+        let status = crate::sandbox::status();
+        serde_json::json!({
+            "setting": self.config.sandbox.value.as_str(),
+            "enforced": status.enforced,
+            "detail": status.detail,
+            "landlock": {
+                "supported": status.abi.is_some(),
+                "abi": status.abi,
+                "networkRules": status.network_rules,
+            },
+        })
+    }
+}
+
+/// The configuration alone, for commands that report on it (`config show`,
+/// `doctor`): the one place it is read.
+pub fn load_config(flags: &Flags) -> Result<Config, crate::config::ConfigError> {
+    Config::load(flags)
+}
+
+/// The store alone, for commands that only read what it holds (`verify`).
+pub fn open_store(flags: &Flags) -> Result<Store, Failure> {
+    let config = Config::load(flags).map_err(Failure::usage)?;
+    let (store, _) = Store::open(&config.database_path()).map_err(Failure::failed)?;
+    Ok(store)
+}
+
+/// The no-provider message with the config file a table would go in.
+pub fn no_provider(config: &Config) -> String {
+    let file = config.file.clone().or_else(|| {
+        crate::credentials::path(&|name| std::env::var(name).ok())
+            .map(|p| p.with_file_name("config.toml"))
+    });
+    match file {
+        Some(file) => format!(
+            "{} ({})",
+            crate::core::provider::NO_PROVIDER,
+            file.display()
+        ),
+        None => crate::core::provider::NO_PROVIDER.to_owned(),
+    }
+}
+
+/// An error and its causes on one line, each cause once: an error whose own
+/// text already ends with its cause's (`cannot read X: No such file…`, with
+/// the `io::Error` as its source) does not repeat it.
+pub fn chain(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// What the command line says about opening the app.
+pub fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
+    let provider = provider.cloned().unwrap_or_default();
+    Flags {
+        config: cli.config.clone(),
+        data_dir: cli.data_dir.clone(),
+        provider: provider.provider,
+        model: provider.model,
+        script: provider.script,
+        max_turn_requests: provider.max_turn_requests,
+        mode: provider.mode,
+        sandbox: provider.sandbox,
+    }
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT, so an editor stopping Pincer gets a
+/// clean exit: runs cancelled and recorded, the store flushed.
+pub fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot watch for termination signals");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        shutdown.cancel();
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+    use anyhow::Context as _;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = crate::config::ConfigError::Read {
+            path: "/nope.toml".into(),
+            source: io,
+        };
+        let err = anyhow::Error::from(err);
+        assert_eq!(
+            chain(&err),
+            "cannot read config file /nope.toml: No such file"
+        );
+        let err = Err::<(), _>(anyhow::anyhow!("disk full"))
+            .context("cannot save")
+            .unwrap_err();
+        assert_eq!(chain(&err), "cannot save: disk full");
+    }
+}

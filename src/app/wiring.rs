@@ -1,0 +1,289 @@
+//! Configuration → parts: every place that reads the configuration and
+//! builds something from it is here, so the parts themselves (tools,
+//! providers, MCP, channels, the HTTP face) never see the configuration and
+//! get typed settings instead.
+
+mod providers;
+mod tools;
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow};
+
+use super::Failure;
+use crate::channels::{Adapter, ChannelSettings, telegram, webhook};
+use crate::cli::ServeArgs;
+use crate::config::{ChannelConfig, ChannelKind, Config};
+use crate::core::agent_loop::LoopConfig;
+use crate::core::policy::DEFAULT_FORBIDDEN;
+use crate::core::runtime::{PathsConfig, RuntimeConfig};
+use crate::http::limit::RateLimit;
+use crate::http::{HttpOptions, auth};
+use crate::mcp::{McpSettings, ServerSpec, Transport, sanitize};
+
+pub use providers::{Access, access, build as providers, build_with as providers_with};
+pub use tools::gate;
+
+/// Where `--http` listens when given no address and `[http] bind` is unset.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8787";
+/// Default largest request body, in bytes.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+pub const DEFAULT_RATE_PER_MINUTE: u32 = 600;
+pub const DEFAULT_RATE_BURST: u32 = 100;
+
+/// The runtime's own settings: the agent loop's limits and prompt, the
+/// default mode, and the path boundary every session gets.
+pub fn runtime_config(config: &Config) -> RuntimeConfig {
+    let mut forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|p| (*p).to_owned()).collect();
+    forbidden.extend(config.paths.forbidden.iter().cloned());
+    RuntimeConfig {
+        loop_config: LoopConfig {
+            max_turn_requests: config.max_turn_requests.value,
+            system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
+            context_tokens: config
+                .context_window
+                .as_ref()
+                .map_or(LoopConfig::default().context_tokens, |c| c.value),
+            models: config.catalog.clone(),
+            ..LoopConfig::default()
+        },
+        default_mode: config.mode.value,
+        paths: PathsConfig {
+            extra_roots: config.paths.extra_roots.clone(),
+            forbidden,
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+        },
+        ..RuntimeConfig::default()
+    }
+}
+
+/// The configured MCP servers and limits (validated when the config was loaded).
+pub fn mcp_settings(config: &Config) -> McpSettings {
+    let servers = config
+        .mcp_servers
+        .iter()
+        .map(|(name, server)| ServerSpec {
+            name: sanitize(name),
+            transport: match (&server.command, &server.url) {
+                (_, Some(url)) => Transport::Http {
+                    url: url.clone(),
+                    headers: server
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                },
+                (command, None) => Transport::Stdio {
+                    command: command.clone().unwrap_or_default(),
+                    args: server.args.clone(),
+                    env: server
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                },
+            },
+        })
+        .collect();
+    let defaults = McpSettings::default();
+    McpSettings {
+        servers,
+        call_timeout: config
+            .mcp_call_timeout_secs
+            .as_ref()
+            .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
+        start_timeout: config
+            .mcp_start_timeout_secs
+            .as_ref()
+            .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
+    }
+}
+
+/// The named channels (`--channel NAME`), each an adapter and its settings:
+/// a `[channels.NAME]` table, or `telegram` / `webhook` with their defaults.
+pub fn channels(
+    config: &Config,
+    names: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Vec<(Arc<dyn Adapter>, ChannelSettings)>> {
+    let mut planned = Vec::new();
+    for name in names {
+        let table = match config.channels.get(name) {
+            Some(table) => table.clone(),
+            None if matches!(name.as_str(), "telegram" | "webhook") => ChannelConfig::default(),
+            None => {
+                let known: Vec<&str> = config.channels.keys().map(String::as_str).collect();
+                return Err(anyhow!(
+                    "--channel {name}: no [channels.{name}] table in the config{}",
+                    if known.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (configured: {})", known.join(", "))
+                    }
+                ));
+            }
+        };
+        let kind = table
+            .kind_for(name)
+            .ok_or_else(|| anyhow!("--channel {name}: set kind = \"telegram\" or \"webhook\""))?;
+        let workspace = match &table.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let workspace = std::fs::canonicalize(&workspace).with_context(|| {
+            format!(
+                "channel {name}: workspace {} is not a directory",
+                workspace.display()
+            )
+        })?;
+        let mut settings = ChannelSettings::new(workspace);
+        settings.allow = table.allow.clone();
+        if let Some(ms) = table.coalesce_ms {
+            settings.coalesce = Duration::from_millis(ms);
+        }
+        if let Some(secs) = table.expire_after_secs {
+            settings.expire_after = Duration::from_secs(secs);
+        }
+        if let Some(attempts) = table.max_attempts {
+            settings.max_attempts = attempts;
+        }
+        if let Some(live) = table.live_drafts {
+            settings.live_drafts = live;
+        }
+        let adapter: Arc<dyn Adapter> = match kind {
+            ChannelKind::Telegram => {
+                let var = table
+                    .token_env
+                    .clone()
+                    .unwrap_or_else(|| "TELEGRAM_BOT_TOKEN".to_owned());
+                let token = env(&var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                    anyhow!("channel {name}: set {var} to the bot token from @BotFather")
+                })?;
+                let base = table
+                    .api_base
+                    .clone()
+                    .unwrap_or_else(|| "https://api.telegram.org".to_owned());
+                let timeout = Duration::from_secs(table.poll_timeout_secs.unwrap_or(30));
+                Arc::new(
+                    telegram::Telegram::new(name, token.trim(), &base, timeout)
+                        .map_err(|e| anyhow!("channel {name}: {e}"))?,
+                )
+            }
+            ChannelKind::Webhook => {
+                let var = table
+                    .secret_env
+                    .clone()
+                    .unwrap_or_else(|| "PINCER_WEBHOOK_SECRET".to_owned());
+                let secret = env(&var)
+                    .filter(|s| !s.trim().is_empty())
+                    .ok_or_else(|| anyhow!("channel {name}: set {var} to the secret shared with the peer (16 characters or more)"))?;
+                let callback = table.callback_url.clone().ok_or_else(|| {
+                    anyhow!("channel {name}: set callback_url, where outbound messages are POSTed")
+                })?;
+                let listen = table.listen.as_deref().unwrap_or("127.0.0.1:8788");
+                let listen: std::net::SocketAddr = listen.parse().map_err(|_| {
+                    anyhow!("channel {name}: listen = {listen:?} is not an address such as 127.0.0.1:8788")
+                })?;
+                if !listen.ip().is_loopback() {
+                    tracing::warn!(channel = %name, %listen, "the webhook listener is reachable beyond this machine; requests are still signed");
+                }
+                Arc::new(
+                    webhook::Webhook::new(
+                        name,
+                        secret.trim(),
+                        &callback,
+                        listen,
+                        Duration::from_secs(30),
+                    )
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+                )
+            }
+        };
+        let code_var = table
+            .pairing_code_env
+            .clone()
+            .unwrap_or_else(|| "PINCER_PAIRING_CODE".to_owned());
+        settings.pairing_code = env(&code_var).filter(|c| !c.trim().is_empty());
+        if settings.pairing_code.is_none() && settings.allow.is_empty() {
+            let code: String = std::iter::repeat_with(fastrand::alphanumeric)
+                .take(10)
+                .collect();
+            tracing::warn!(
+                channel = %name,
+                "no allowed senders are configured; senders can pair by sending: /pair {code}"
+            );
+            settings.pairing_code = Some(code);
+        }
+        tracing::info!(channel = %name, kind = kind.as_str(), account = adapter.account(), "channel planned");
+        planned.push((adapter, settings));
+    }
+    Ok(planned)
+}
+
+/// Where the HTTP face's token comes from.
+pub fn token_place(config: &Config) -> auth::TokenPlace {
+    auth::TokenPlace {
+        env: config.http.token_env.clone(),
+        file: config.http.token_file.clone(),
+    }
+}
+
+/// What the HTTP face will do, worked out from flags and configuration.
+pub struct HttpPlan {
+    pub addr: SocketAddr,
+    pub options: HttpOptions,
+    pub token_source: auth::TokenSource,
+}
+
+pub fn http_plan(config: &Config, args: &ServeArgs) -> Result<Option<HttpPlan>, Failure> {
+    let http = &config.http;
+    let raw = match (&args.http, &http.bind) {
+        (Some(addr), _) if !addr.is_empty() => addr.clone(),
+        (Some(_), Some(bind)) | (None, Some(bind)) => bind.clone(),
+        (Some(_), None) => DEFAULT_BIND.to_owned(),
+        (None, None) => return Ok(None),
+    };
+    let addr: SocketAddr = raw.parse().map_err(|_| {
+        Failure::usage(anyhow::anyhow!(
+            "--http: expected an address such as 127.0.0.1:8787, got {raw:?}"
+        ))
+    })?;
+    let allow_remote = args.allow_remote || http.allow_remote.unwrap_or(false);
+    if !addr.ip().is_loopback() {
+        if !allow_remote {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "refusing to listen on {addr}, which is not a loopback address: pass --allow-remote (or set `allow_remote = true` in [http]) if you mean it"
+            )));
+        }
+        tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address and has the token controls the agent");
+    }
+    let (token, token_source) =
+        auth::resolve(&token_place(config), &config.data_dir.value, &|name| {
+            std::env::var(name).ok()
+        })
+        .map_err(Failure::usage)?;
+    let per_minute = http
+        .rate_limit_per_minute
+        .unwrap_or(DEFAULT_RATE_PER_MINUTE);
+    let burst = http.rate_limit_burst.unwrap_or(DEFAULT_RATE_BURST);
+    let rate_limit = match (NonZeroU32::new(per_minute), NonZeroU32::new(burst)) {
+        (Some(per_minute), Some(burst)) => Some(RateLimit { per_minute, burst }),
+        _ => None,
+    };
+    Ok(Some(HttpPlan {
+        addr,
+        options: HttpOptions {
+            token,
+            body_limit: http.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
+            rate_limit,
+            cors_origins: http.cors_origins.clone(),
+        },
+        token_source,
+    }))
+}

@@ -1,0 +1,273 @@
+//! Configuration → the tool gate: the built-in tools with their settings
+//! (the shell's sandbox, toolchains and environment), the policy rules, the
+//! safety pass with every configured secret, and the approval timeout.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, SandboxSetting, ShellConfig};
+use crate::core::gate::ToolGate;
+use crate::core::policy::shell::CommandRule;
+use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
+use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
+use crate::core::tool::{Tool, Toolset};
+use crate::sandbox::SandboxMode;
+use crate::tools::{files, search, shell, todo, toolchains};
+
+/// The gate every run's tool calls go through, built from the configuration.
+pub fn gate(config: &Config) -> ToolGate {
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    tools.extend(files::tools(files::FileSettings::default()));
+    tools.extend(search::tools(search::SearchSettings::default()));
+    tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
+    tools.push(Arc::new(todo::TodoTool));
+    ToolGate {
+        tools: Toolset::new(tools),
+        rules: rules(config),
+        safety: Arc::new(safety(config)),
+        approval_timeout: config
+            .approval_timeout_secs
+            .as_ref()
+            .filter(|t| t.value > 0)
+            .map(|t| std::time::Duration::from_secs(t.value)),
+    }
+}
+
+fn shell_settings(config: &Config) -> shell::ShellSettings {
+    let mut settings = shell::ShellSettings::default();
+    if let Some(secs) = config.shell.timeout_secs {
+        settings.timeout = Duration::from_secs(secs);
+        settings.max_timeout = settings.max_timeout.max(settings.timeout);
+    }
+    settings.network = config.shell.network.unwrap_or(false);
+    settings.mode = match config.sandbox.value {
+        SandboxSetting::Required => SandboxMode::Required,
+        SandboxSetting::BestEffort => SandboxMode::BestEffort,
+    };
+    shell_home_settings(&mut settings, &config.shell, &|name| {
+        std::env::var(name).ok()
+    });
+    settings
+}
+
+/// The toolchains under home (unless `[shell] toolchains = false`) and the
+/// `[shell] env`, `read_only` and `read_write` entries, for the environment
+/// `env` describes.
+fn shell_home_settings(
+    settings: &mut shell::ShellSettings,
+    config: &ShellConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    let mut allow = |name: &str| {
+        if !settings.env_allow.iter().any(|n| n == name) {
+            settings.env_allow.push(name.to_owned());
+        }
+    };
+    let with_toolchains = config.toolchains.unwrap_or(true);
+    if with_toolchains {
+        for name in toolchains::TOOLCHAIN_ENV {
+            allow(name);
+        }
+    }
+    for name in &config.env {
+        allow(name);
+    }
+    let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let expand = |path: &PathBuf| toolchains::expand_home(path, home.as_deref());
+    if with_toolchains {
+        let found = toolchains::home_toolchains(env);
+        settings.extra_read_only.extend(found.read_execute);
+        settings.extra_deny.extend(found.deny);
+    }
+    settings
+        .extra_read_only
+        .extend(config.read_only.iter().map(expand));
+    settings
+        .extra_read_write
+        .extend(config.read_write.iter().map(expand));
+}
+
+fn rules(config: &Config) -> PolicyRules {
+    let defaults = config.shell.default_rules.unwrap_or(true);
+    let parse = |rules: &[String]| -> Vec<CommandRule> {
+        // Validated when the config was loaded.
+        rules
+            .iter()
+            .filter_map(|rule| CommandRule::parse(rule).ok())
+            .collect()
+    };
+    let builtin = |rules: &[&str]| -> Vec<String> {
+        if defaults {
+            rules.iter().map(|r| (*r).to_owned()).collect()
+        } else {
+            Vec::new()
+        }
+    };
+    let mut allow = builtin(DEFAULT_SHELL_ALLOW);
+    allow.extend(config.shell.allow.iter().cloned());
+    let mut deny = builtin(DEFAULT_SHELL_DENY);
+    deny.extend(config.shell.deny.iter().cloned());
+    PolicyRules {
+        tools: config.tools.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        shell_allow: parse(&allow),
+        shell_ask: parse(&config.shell.ask),
+        shell_deny: parse(&deny),
+    }
+}
+
+fn safety(config: &Config) -> Safety {
+    let mut settings = SafetyConfig::default();
+    if let Some(max) = config.safety.max_output_bytes {
+        settings.max_output_bytes = max;
+    }
+    // Keys stored by `pincer login` are secrets wherever they show up.
+    settings.secrets.extend(
+        config
+            .providers
+            .values()
+            .filter_map(|p| p.value.api_key.clone())
+            .filter(|k| !k.is_empty()),
+    );
+    // Values of named variables are secrets even when the name does not say so:
+    // the listed ones and every provider's API key variable.
+    let key_vars = config.providers.values().filter_map(|p| {
+        p.value
+            .api_key_env
+            .clone()
+            .or_else(|| p.value.kind.default_env().map(|(key, _)| key.to_owned()))
+    });
+    // And the credentials of the chat channels and the HTTP face, whatever
+    // their variables are called: a platform's error may echo them.
+    let channel_vars = config.channels.values().flat_map(|c| {
+        [&c.token_env, &c.pairing_code_env, &c.secret_env]
+            .into_iter()
+            .flatten()
+            .cloned()
+    });
+    let http_vars = config.http.token_env.iter().cloned();
+    for name in config
+        .safety
+        .secret_env
+        .iter()
+        .cloned()
+        .chain(key_vars)
+        .chain(channel_vars)
+        .chain(http_vars)
+    {
+        if let Ok(value) = std::env::var(&name)
+            && !value.is_empty()
+        {
+            settings.secrets.push(value);
+        }
+    }
+    // Credentials of the configured MCP servers (env and header values).
+    for server in config.mcp_servers.values() {
+        let values = server.env.values().chain(server.headers.values());
+        settings
+            .secrets
+            .extend(values.filter(|v| v.len() >= 8).cloned());
+    }
+    let env = std::env::vars().filter(|(name, _)| is_secret_name(name));
+    Safety::new(settings, env)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::sandbox::scrubbed_env;
+
+    /// `[tools]` keys are checked against `config::BUILTIN_TOOLS`: it must
+    /// name exactly the tools the gate offers.
+    #[test]
+    fn the_config_knows_every_builtin_tool() {
+        let env = |name: &str| (name == "HOME").then(|| "/nonexistent".to_owned());
+        let config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let gate = super::gate(&config);
+        let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
+        offered.sort();
+        let mut known: Vec<String> = crate::config::BUILTIN_TOOLS
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect();
+        known.sort();
+        assert_eq!(offered, known);
+    }
+
+    fn settings(config: &ShellConfig, vars: &[(&str, &str)]) -> shell::ShellSettings {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut settings = shell::ShellSettings::default();
+        shell_home_settings(&mut settings, config, &|name| vars.get(name).cloned());
+        settings
+    }
+
+    const VARS: &[(&str, &str)] = &[
+        ("HOME", "/home/ann"),
+        ("CARGO_HOME", "/opt/cargo"),
+        ("RUSTUP_TOOLCHAIN", "stable"),
+        ("LC_PAPER", "C"),
+        ("PATH", "/usr/bin"),
+        ("GITHUB_TOKEN", "ghp-must-not-pass"),
+        ("AWS_SECRET_ACCESS_KEY", "must-not-pass"),
+        ("CARGO_REGISTRY_TOKEN", "must-not-pass"),
+        ("EDITOR", "vi"),
+    ];
+
+    fn env_names(settings: &shell::ShellSettings) -> Vec<String> {
+        let source = VARS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        scrubbed_env(source, &settings.env_allow)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn toolchains_are_granted_and_their_variables_pass_by_default() {
+        let found = settings(&ShellConfig::default(), VARS);
+        assert!(found.extra_read_only.contains(&PathBuf::from("/opt/cargo")));
+        assert!(
+            found
+                .extra_read_only
+                .contains(&PathBuf::from("/home/ann/.rustup"))
+        );
+        assert!(found.extra_read_write.is_empty());
+        assert!(
+            found
+                .extra_deny
+                .contains(&PathBuf::from("/opt/cargo/credentials.toml"))
+        );
+        assert_eq!(
+            env_names(&found),
+            ["HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN", "LC_PAPER", "PATH"]
+        );
+    }
+
+    #[test]
+    fn toolchains_can_be_turned_off_and_entries_added() {
+        let config = ShellConfig {
+            toolchains: Some(false),
+            env: vec!["EDITOR".to_owned(), "GITHUB_TOKEN".to_owned()],
+            read_only: vec![PathBuf::from("~/sdk")],
+            read_write: vec![PathBuf::from("~/.cache/go-build"), PathBuf::from("/srv/x")],
+            ..ShellConfig::default()
+        };
+        let found = settings(&config, VARS);
+        assert_eq!(found.extra_read_only, vec![PathBuf::from("/home/ann/sdk")]);
+        assert_eq!(
+            found.extra_read_write,
+            vec![
+                PathBuf::from("/home/ann/.cache/go-build"),
+                PathBuf::from("/srv/x")
+            ]
+        );
+        assert!(found.extra_deny.is_empty());
+        // A secret-looking name never passes, even when listed.
+        assert_eq!(env_names(&found), ["LC_PAPER", "PATH", "EDITOR"]);
+    }
+}
