@@ -6,7 +6,7 @@ built with `cargo build --release`.
 
 Measures
   1. throughput and memory under a flood of mutated frames (the kinds
-     tests/acp_fuzz.rs sends: random bytes, invalid UTF-8, truncated and deeply
+     tests/it/acp_fuzz.rs sends: random bytes, invalid UTF-8, truncated and deeply
      nested JSON, odd ids, every ACP method with mutated params, made-up session
      ids, huge strings), with a `session/list` probe every 1,000 frames that
      must be answered: frames per second from the first frame to the last
@@ -146,7 +146,7 @@ class Agent:
 
 
 class Frames:
-    """Mutated frames, as tests/acp_fuzz.rs makes them (a close port)."""
+    """Mutated frames, as tests/it/acp_fuzz.rs makes them (a close port)."""
 
     def __init__(self, seed: int, session: str, workspace: str) -> None:
         self.rng = random.Random(seed)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chat chaos soak: tests/channel_chaos.rs with more kills (200 by default).
+# Chat chaos soak: tests/it/channel_chaos.rs with more kills (200 by default).
 # `pincer serve --channel telegram` is killed with SIGKILL at random moments
 # against the fake Bot API; then every message must be answered or reported,
 # none sent twice blindly, no draft orphaned, every session mapped, and
@@ -14,7 +14,7 @@ if [[ -n "${2:-}" ]]; then
 fi
 echo "load before: $(uptime)"
 set +e
-cargo test --test channel_chaos -- --nocapture 2>&1 | grep -E '^chaos:|panicked|^test |test result|orphan|duplicate|not quiet|not answered|neither|pincer verify'
+cargo test --test it channel_chaos -- --nocapture 2>&1 | grep -E '^chaos:|panicked|^test |test result|orphan|duplicate|not quiet|not answered|neither|pincer verify'
 status=${PIPESTATUS[0]}
 set -e
 echo "load after: $(uptime)"

@@ -5,7 +5,7 @@
 # at the versions package-lock.json pins; and the OpenAPI fuzzer schemathesis
 # (PyPI, the version tests/fixtures/schemathesis/requirements.txt pins) in a
 # virtual environment, tests/fixtures/schemathesis/.venv; and tmux, in which
-# tests/terminal.rs drives `pincer chat`.
+# tests/it/terminal.rs drives `pincer chat`.
 #
 #   bash scripts/test-deps.sh && cargo test --locked
 #
@@ -47,7 +47,7 @@ else
     echo "$want" >"$stamp"
 fi
 
-# schemathesis, for the OpenAPI fuzzing test in tests/http.rs.
+# schemathesis, for the OpenAPI fuzzing test in tests/it/http.rs.
 st=tests/fixtures/schemathesis
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     command -v apt-get >/dev/null 2>&1 || fail "python3 with venv is missing and apt-get is not available: install Python 3.9 or later with venv"
@@ -69,7 +69,7 @@ else
     echo "$want" >"$stamp"
 fi
 # curl and script: the README's HTTP quick start and a terminal for `pincer acp`
-# (tests/first_hour.rs).
+# (tests/it/first_hour.rs).
 for tool in curl:curl script:bsdutils; do
     command -v "${tool%%:*}" >/dev/null 2>&1 && continue
     package=${tool#*:}
@@ -79,7 +79,7 @@ for tool in curl:curl script:bsdutils; do
     DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null || fail "apt-get install $package failed"
 done
-# tmux, for the terminal face's tests (tests/terminal.rs).
+# tmux, for the terminal face's tests (tests/it/terminal.rs).
 if ! command -v tmux >/dev/null 2>&1; then
     command -v apt-get >/dev/null 2>&1 || fail "tmux is missing and apt-get is not available: install tmux"
     [ "$(id -u)" = 0 ] || fail "tmux is missing: install tmux (or run this script as root to apt-get it)"

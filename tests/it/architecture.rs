@@ -1,0 +1,700 @@
+//! Architecture invariants, checked on the source tree:
+//! the core knows no face, only the ACP face knows ACP types, only the store
+//! knows SQL, and nothing but the protocol writer touches stdout.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The code of a file without comments, line by line with numbers. Test modules
+/// (`#[cfg(test)]` to the end of the file) are skipped.
+fn code_lines(path: &Path) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let code = match line.find("//") {
+            Some(pos) => &line[..pos],
+            None => line,
+        };
+        lines.push((index + 1, code.to_owned()));
+    }
+    lines
+}
+
+/// Files under `module` (the file `src/module.rs` and the folder `src/module/`).
+fn module_files(module: &str) -> Vec<PathBuf> {
+    let mut files = vec![src().join(format!("{module}.rs"))];
+    let dir = src().join(module);
+    if dir.is_dir() {
+        files.extend(sources(&dir));
+    }
+    files.into_iter().filter(|f| f.exists()).collect()
+}
+
+/// Whether `needle` occurs in `line` not as the tail of a longer name
+/// (`println!` must not match `eprintln!`).
+fn contains_word(line: &str, needle: &str) -> bool {
+    line.match_indices(needle).any(|(at, _)| {
+        !line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+fn violations(files: &[PathBuf], forbidden: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        for (number, line) in code_lines(file) {
+            for needle in forbidden {
+                if contains_word(&line, needle) {
+                    found.push(format!(
+                        "{}:{number}: `{needle}` in {}",
+                        file.display(),
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Names that mean "depends on a face".
+const FACES: &[&str] = &[
+    "crate::acp",
+    "crate::headless",
+    "crate::cli",
+    "crate::http",
+    "crate::channels",
+    "crate::stdout",
+    "agent_client_protocol",
+    "axum",
+    "jsonrpsee",
+];
+
+#[test]
+fn core_imports_no_face_and_no_provider_implementation() {
+    let mut forbidden = FACES.to_vec();
+    forbidden.extend([
+        "crate::providers",
+        "rusqlite",
+        "crate::store",
+        "crate::app",
+        "crate::config",
+        "crate::tools",
+        "crate::sandbox",
+    ]);
+    let found = violations(&module_files("core"), &forbidden);
+    assert!(
+        found.is_empty(),
+        "the core must not know faces, providers, tools, the sandbox, the store or SQL:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn store_and_providers_import_no_face() {
+    let mut files = module_files("store");
+    files.extend(module_files("providers"));
+    let found = violations(&files, FACES);
+    assert!(
+        found.is_empty(),
+        "store and providers must not know faces:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_the_acp_face_knows_acp_types_and_only_the_store_knows_sql() {
+    let acp: Vec<PathBuf> = module_files("acp");
+    let store: Vec<PathBuf> = module_files("store");
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !acp.contains(f))
+        .collect();
+    let found = violations(&others, &["agent_client_protocol"]);
+    assert!(
+        found.is_empty(),
+        "ACP types outside src/acp:\n{}",
+        found.join("\n")
+    );
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !store.contains(f))
+        .collect();
+    let found = violations(&others, &["rusqlite"]);
+    assert!(
+        found.is_empty(),
+        "SQL outside src/store:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_the_mcp_client_knows_rmcp_and_the_core_knows_no_mcp() {
+    let mcp: Vec<PathBuf> = module_files("mcp");
+    assert!(mcp.len() >= 2, "src/mcp.rs and src/mcp/ are expected");
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !mcp.contains(f))
+        .collect();
+    let found = violations(&others, &["rmcp"]);
+    assert!(
+        found.is_empty(),
+        "rmcp outside src/mcp:\n{}",
+        found.join("\n")
+    );
+    let found = violations(&module_files("core"), &["crate::mcp"]);
+    assert!(
+        found.is_empty(),
+        "the core must not know the MCP client (it sees `SessionTools`):\n{}",
+        found.join("\n")
+    );
+    // The MCP client knows no face either.
+    let found = violations(&mcp, FACES);
+    assert!(
+        found.is_empty(),
+        "the MCP client must not know faces:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_http_face_knows_no_other_face_and_only_it_knows_axum_and_jsonrpsee() {
+    let mut http = module_files("http");
+    http.push(src().join("serve.rs"));
+    let found = violations(
+        &module_files("http"),
+        &[
+            "crate::acp",
+            "crate::headless",
+            "crate::channels",
+            "crate::stdout",
+            "agent_client_protocol",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "the HTTP face must not know other faces or ACP types:\n{}",
+        found.join("\n")
+    );
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !http.contains(f))
+        .collect();
+    let found = violations(&others, &["jsonrpsee", "tower_http", "prometheus_client"]);
+    assert!(
+        found.is_empty(),
+        "HTTP types outside src/http and src/serve.rs:\n{}",
+        found.join("\n")
+    );
+    // The webhook channel serves its own signed endpoint with axum.
+    let webhook = src().join("channels").join("webhook.rs");
+    let others: Vec<PathBuf> = others.into_iter().filter(|f| *f != webhook).collect();
+    let found = violations(&others, &["axum"]);
+    assert!(
+        found.is_empty(),
+        "axum outside src/http, src/serve.rs and the webhook channel:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn channel_adapters_know_only_platforms_and_the_hub() {
+    let found = violations(
+        &module_files("channels"),
+        &[
+            "crate::acp",
+            "crate::http",
+            "crate::headless",
+            "crate::stdout",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "the channel face must not know other faces:\n{}",
+        found.join("\n")
+    );
+    let adapters = [
+        src().join("channels").join("telegram.rs"),
+        src().join("channels").join("webhook.rs"),
+    ];
+    let found = violations(
+        &adapters,
+        &[
+            "crate::store",
+            "crate::core::runtime",
+            "crate::core::session::Session",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "adapters translate; sessions, runs and the store are the hub's:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn nothing_but_the_protocol_writer_touches_stdout() {
+    let writer = src().join("stdout.rs");
+    let files: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| *f != writer)
+        .collect();
+    let found = violations(
+        &files,
+        &[
+            "println!",
+            "print!(",
+            "stdout()",
+            "io::stdout",
+            "Stdout",
+            "dbg!(",
+            "libc::STDOUT",
+            "from_raw_fd(1)",
+        ],
+    );
+    assert!(
+        found.is_empty(),
+        "stdout is the protocol writer's (src/stdout.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_catch_what_they_look_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.rs");
+    std::fs::write(&file, "use crate::acp::peer;\nfn f() { println!(\"x\"); }\n// println!(\"in a comment\")\n#[cfg(test)]\nmod tests { fn g() { println!(); } }\n").unwrap();
+    let found = violations(std::slice::from_ref(&file), &["crate::acp", "println!"]);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(!contains_word("eprintln!(\"x\")", "println!"));
+    assert!(contains_word("x; println!(\"x\")", "println!"));
+}
+
+#[test]
+fn no_test_is_ignored() {
+    let mut files = sources(&src());
+    files.extend(sources(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+    ));
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains(concat!("#[", "ignore")) {
+                found.push(format!("{}:{}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "tests must run or probe and skip, never be ignored:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The documents a person reads: every relative link points at a file in the
+/// repository that exists, and none reaches outside it (a fresh clone has
+/// nothing beside it).
+#[test]
+fn documentation_links_stay_inside_the_repository_and_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md"), root.join("schema/README.md")];
+    for dir in ["docs", "editors/neovim", "editors/zed", "editors/vscode"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let code_span = regex::Regex::new(r"`[^`]*`").unwrap();
+    let mut bad = Vec::new();
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let shown = file.strip_prefix(root).unwrap().display().to_string();
+        if text.contains("../shared") {
+            bad.push(format!("{shown}: names ../shared, outside the repository"));
+        }
+        // Links in prose only: not in code blocks or code spans.
+        let mut in_fence = false;
+        let prose: String = text
+            .lines()
+            .filter(|line| {
+                if line.trim_start().starts_with("```") {
+                    in_fence = !in_fence;
+                    return false;
+                }
+                !in_fence
+            })
+            .map(|line| code_span.replace_all(line, "").into_owned() + "\n")
+            .collect();
+        for found in link.captures_iter(&prose) {
+            let target = &found[1];
+            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+                continue;
+            }
+            let path = target.split('#').next().unwrap();
+            let resolved = file.parent().unwrap().join(path);
+            match resolved.canonicalize() {
+                Ok(real) if real.starts_with(root.canonicalize().unwrap()) => {}
+                Ok(_) => bad.push(format!("{shown}: {target} is outside the repository")),
+                Err(_) => bad.push(format!("{shown}: {target} does not exist")),
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// The module a source file is, as a path: `src/core/policy/shell.rs` is
+/// `core::policy::shell`, `src/core.rs` is `core`; `lib.rs` and `main.rs`
+/// are the crate root (empty).
+fn module_path(root: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(root).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
+        parts.clear();
+    }
+    if parts.last().is_some_and(|last| last == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths a piece of code names through `crate::`, `super::` or `self::`,
+/// resolved against the module it is in, with `{…}` groups expanded.
+fn named_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let bytes: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let rest: String = bytes[at..bytes.len().min(at + 7)].iter().collect();
+        let starts = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|p| rest.starts_with(p));
+        let preceded = at > 0 && (ident(bytes[at - 1]) || bytes[at - 1] == ':');
+        let Some(start) = starts.filter(|_| !preceded) else {
+            at += 1;
+            continue;
+        };
+        // Resolve the leading keyword(s) to an absolute prefix.
+        let mut prefix: Vec<String> = match start {
+            "crate::" => Vec::new(),
+            "self::" => module.to_vec(),
+            _ => module[..module.len().saturating_sub(1)].to_vec(),
+        };
+        at += start.len();
+        while bytes[at..].starts_with(&['s', 'u', 'p', 'e', 'r', ':', ':']) {
+            prefix.pop();
+            at += 7;
+        }
+        let end = expand(&bytes, at, prefix, &mut found);
+        at = end.max(at + 1);
+    }
+    found
+}
+
+/// Reads a path (`a::b::{c, d::e}`) from `at`, pushing every full path
+/// it names; returns where it stopped.
+fn expand(
+    chars: &[char],
+    mut at: usize,
+    mut prefix: Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> usize {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    loop {
+        while at < chars.len() && chars[at].is_whitespace() {
+            at += 1;
+        }
+        if at < chars.len() && chars[at] == '{' {
+            at += 1;
+            loop {
+                at = expand(chars, at, prefix.clone(), out);
+                while at < chars.len() && chars[at].is_whitespace() {
+                    at += 1;
+                }
+                match chars.get(at) {
+                    Some(',') => at += 1,
+                    Some('}') => return at + 1,
+                    _ => return at,
+                }
+                while at < chars.len() && chars[at].is_whitespace() {
+                    at += 1;
+                }
+                if chars.get(at) == Some(&'}') {
+                    return at + 1;
+                }
+            }
+        }
+        let start = at;
+        while at < chars.len() && ident(chars[at]) {
+            at += 1;
+        }
+        if start == at {
+            out.push(prefix);
+            return at;
+        }
+        let name: String = chars[start..at].iter().collect();
+        if name != "self" {
+            prefix.push(name);
+        }
+        if chars[at..].starts_with(&[':', ':']) {
+            at += 2;
+        } else {
+            out.push(prefix);
+            return at;
+        }
+    }
+}
+
+/// The import graph among the modules directly under `parent` (the crate's
+/// top-level modules for `[]`, the core's for `["core"]`): an edge from each
+/// module to every sibling its code names. Test modules are left out.
+fn import_graph(
+    root: &Path,
+    parent: &[&str],
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let depth = parent.len();
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for file in sources(root) {
+        let module = module_path(root, &file);
+        if module.len() <= depth || module[..depth] != *parent {
+            continue;
+        }
+        let from = module[depth].clone();
+        graph.entry(from.clone()).or_default();
+        let code: String = code_lines(&file)
+            .into_iter()
+            .map(|(_, line)| line + "\n")
+            .collect();
+        for path in named_paths(&module, &code) {
+            if path.len() > depth && path[..depth] == *parent && path[depth] != from {
+                graph
+                    .entry(from.clone())
+                    .or_default()
+                    .insert(path[depth].clone());
+            }
+        }
+    }
+    // Names that are not modules (a type re-exported at the parent) are no edges.
+    let modules: std::collections::BTreeSet<String> = graph.keys().cloned().collect();
+    for targets in graph.values_mut() {
+        targets.retain(|t| modules.contains(t));
+    }
+    graph
+}
+
+/// Every cycle of a graph, each as its strongly connected set of nodes.
+fn cycles(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<Vec<String>> {
+    // Two nodes are in one cycle when each reaches the other.
+    let reach = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(node) = stack.pop() {
+            for next in graph.get(&node).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: std::collections::BTreeMap<&String, _> =
+        graph.keys().map(|node| (node, reach(node))).collect();
+    let mut found: Vec<Vec<String>> = Vec::new();
+    for node in graph.keys() {
+        if !reaches[node].contains(node) || found.iter().any(|c| c.contains(node)) {
+            continue;
+        }
+        let set = graph
+            .keys()
+            .filter(|other| reaches[node].contains(*other) && reaches[*other].contains(node))
+            .cloned()
+            .collect();
+        found.push(set);
+    }
+    found
+}
+
+fn show_cycles(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    found: &[Vec<String>],
+) -> String {
+    let mut text = String::new();
+    for cycle in found {
+        text.push_str(&format!("cycle among {}:\n", cycle.join(", ")));
+        for node in cycle {
+            let inside: Vec<&String> = graph[node].iter().filter(|t| cycle.contains(t)).collect();
+            text.push_str(&format!("  {node} imports {inside:?}\n"));
+        }
+    }
+    text
+}
+
+#[test]
+fn the_core_s_modules_import_each_other_without_cycles() {
+    let graph = import_graph(&src(), &["core"]);
+    assert!(
+        graph.len() > 20,
+        "the core's modules were not found: {graph:?}"
+    );
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "{}", show_cycles(&graph, &found));
+}
+
+#[test]
+fn the_import_graph_checks_find_paths_and_cycles() {
+    let module = ["core".to_owned(), "policy".to_owned(), "shell".to_owned()];
+    let code = "use crate::core::{event::{Event, RunState}, ids::RunId};\n\
+                use super::super::tool::Tool;\nuse super::Rule;\nfn f() { x::crate::no; crate::store::Store::open(); }";
+    let paths: Vec<String> = named_paths(&module, code)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "core::event::Event",
+            "core::event::RunState",
+            "core::ids::RunId",
+            "core::tool::Tool",
+            "core::policy::Rule",
+            "store::Store::open",
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("core")).unwrap();
+    std::fs::write(root.join("lib.rs"), "pub mod a; pub mod b; pub mod c;").unwrap();
+    std::fs::write(root.join("a.rs"), "use crate::b::B;").unwrap();
+    std::fs::write(root.join("b.rs"), "use crate::{c::C, core::X};").unwrap();
+    std::fs::write(
+        root.join("c.rs"),
+        "pub fn f() { crate::a::g() }\n#[cfg(test)]\nuse crate::core;",
+    )
+    .unwrap();
+    std::fs::write(root.join("core.rs"), "// use crate::a;").unwrap();
+    let graph = import_graph(root, &[]);
+    assert_eq!(cycles(&graph), [["a", "b", "c"]]);
+    std::fs::write(root.join("c.rs"), "pub fn f() {}").unwrap();
+    assert!(cycles(&import_graph(root, &[])).is_empty());
+}
+
+#[test]
+fn top_level_modules_import_each_other_without_cycles() {
+    let graph = import_graph(&src(), &[]);
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "{}", show_cycles(&graph, &found));
+}
+
+/// The parts the composition root assembles; none of them sees the
+/// configuration: `app::wiring` hands each its own settings.
+const PARTS: &[&str] = &[
+    "core",
+    "store",
+    "tools",
+    "providers",
+    "mcp",
+    "channels",
+    "http",
+    "sandbox",
+    "credentials",
+    "logging",
+    "stdout",
+];
+
+#[test]
+fn only_the_composition_root_reads_the_configuration() {
+    let app = module_files("app");
+    let config = module_files("config");
+    let others: Vec<PathBuf> = sources(&src())
+        .into_iter()
+        .filter(|f| !app.contains(f) && !config.contains(f))
+        .collect();
+    let found = violations(&others, &["Config::load"]);
+    assert!(
+        found.is_empty(),
+        "the configuration is loaded in src/app.rs only:\n{}",
+        found.join("\n")
+    );
+    let parts: Vec<PathBuf> = PARTS.iter().flat_map(|m| module_files(m)).collect();
+    let found = violations(&parts, &["crate::config"]);
+    assert!(
+        found.is_empty(),
+        "parts get settings from app::wiring, not the configuration:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The faces a command is carried out by; only `main.rs` reaches them.
+const LAUNCHERS: &[&str] = &[
+    "crate::headless",
+    "crate::terminal",
+    "crate::serve",
+    "crate::inspect",
+    "crate::login",
+    "acp::run",
+    "crate::main",
+];
+
+#[test]
+fn only_main_names_every_face() {
+    let main = src().join("main.rs");
+    let library: Vec<PathBuf> = sources(&src()).into_iter().filter(|f| *f != main).collect();
+    let found = violations(&library, LAUNCHERS);
+    assert!(
+        found.is_empty(),
+        "the library does not reach the faces that carry out commands; main.rs does:\n{}",
+        found.join("\n")
+    );
+    let text = std::fs::read_to_string(&main).unwrap();
+    for face in [
+        "acp::run",
+        "headless::run",
+        "terminal::run",
+        "serve::run",
+        "inspect::",
+        "login::",
+    ] {
+        assert!(text.contains(face), "main.rs does not dispatch to {face}");
+    }
+    // And the composition root names no face that carries out a command.
+    let found = violations(&module_files("app"), &["crate::acp"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

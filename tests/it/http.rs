@@ -1,0 +1,1656 @@
+//! `pincer serve --http` through the real binary: REST, SSE, JSON-RPC over
+//! WebSocket, auth, limits, and the OpenAPI document against the running server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{TIMEOUT, TestDir};
+use futures::{SinkExt, StreamExt};
+use pretty_assertions::assert_eq;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A running `pincer serve --http 127.0.0.1:0`.
+struct Server {
+    child: Child,
+    addr: String,
+    client: reqwest::Client,
+    stderr_path: PathBuf,
+}
+
+impl Server {
+    fn start(dir: &TestDir, script: &Path, config: Option<&str>) -> Self {
+        Self::start_with(dir, script, config, &[])
+    }
+
+    fn start_with(dir: &TestDir, script: &Path, config: Option<&str>, args: &[&str]) -> Self {
+        let script = script.to_str().unwrap();
+        let mut all = vec!["--script", script];
+        all.extend_from_slice(args);
+        Self::spawn(dir, config, &all)
+    }
+
+    /// `pincer serve --http 127.0.0.1:0` with these arguments.
+    fn spawn(dir: &TestDir, config: Option<&str>, args: &[&str]) -> Self {
+        Self::spawn_logging(dir, config, args, "pincer=debug")
+    }
+
+    /// Like [`Server::spawn`] with this `RUST_LOG`.
+    fn spawn_logging(dir: &TestDir, config: Option<&str>, args: &[&str], log: &str) -> Self {
+        if let Some(text) = config {
+            let path = dir.path().join("config/pincer/config.toml");
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+        }
+        let ready = dir.path().join(format!("ready-{}", std::process::id()));
+        let _ = std::fs::remove_file(&ready);
+        let stderr_path = dir.path().join("serve-stderr.log");
+        let child = dir
+            .command()
+            .env("PINCER_HTTP_TOKEN", TOKEN)
+            .env("RUST_LOG", log)
+            .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let addr = loop {
+            if let Ok(text) = std::fs::read_to_string(&ready) {
+                break text.trim().to_owned();
+            }
+            assert!(
+                started.elapsed() < TIMEOUT,
+                "the server did not start: {}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder().timeout(TIMEOUT).build().unwrap();
+        Self {
+            child,
+            addr,
+            client,
+            stderr_path,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(self.url(path)).bearer_auth(TOKEN)
+    }
+
+    fn post(&self, path: &str, body: Value) -> reqwest::RequestBuilder {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(TOKEN)
+            .json(&body)
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit status.
+    fn stop(mut self) -> ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(started.elapsed() < TIMEOUT, "the server did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn json_of(response: reqwest::Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+    (status, value)
+}
+
+async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    json_of(request.send().await.unwrap()).await
+}
+
+fn one_turn_script(dir: &TestDir) -> PathBuf {
+    dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Hello"}, {"text": " there"}, {"usage": {"input_tokens": 3, "output_tokens": 2}}])],
+    )
+}
+
+async fn create_session(server: &Server, dir: &TestDir) -> String {
+    let (status, session) =
+        send(server.post("/v1/sessions", json!({"workspace": dir.workspace()}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    session["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Reads Server-Sent Events off a streaming response.
+struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    async fn open(request: reqwest::RequestBuilder) -> Self {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event's id and data; `None` when the stream ends.
+    async fn next(&mut self) -> Option<(String, Value)> {
+        tokio::time::timeout(TIMEOUT, self.next_or_end())
+            .await
+            .expect("no event within the timeout")
+    }
+
+    /// The next event's id and data; `None` when the stream ends. Waits as
+    /// long as it takes.
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(rest) = line.strip_prefix("id:") {
+                        id = Some(rest.trim().to_owned());
+                    } else if let Some(rest) = line.strip_prefix("data:") {
+                        data.push_str(rest.trim_start());
+                    }
+                }
+                match id {
+                    Some(id) => return Some((id, serde_json::from_str(&data).unwrap())),
+                    None => continue, // a keep-alive comment
+                }
+            }
+            let chunk = self.response.chunk().await.ok()??;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+}
+
+fn is_terminal(event: &Value) -> bool {
+    event["type"] == "state"
+        && matches!(
+            event["state"].as_str(),
+            Some("completed" | "cancelled" | "failed")
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_required_everywhere_but_the_health_probes() {
+    let dir = TestDir::new();
+    let server = Server::start(&dir, &one_turn_script(&dir), None);
+    for path in ["/healthz", "/readyz"] {
+        let (status, body) =
+            json_of(server.client.get(server.url(path)).send().await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    for (method, path) in [
+        ("GET", "/v1/sessions"),
+        ("POST", "/v1/sessions"),
+        ("GET", "/metrics"),
+        ("GET", "/openapi.json"),
+        ("GET", "/v1/rpc"),
+        ("POST", "/v1/rpc"),
+        ("GET", "/v1/runs/run_x/events"),
+        ("GET", "/no/such/route"),
+    ] {
+        let request = server
+            .client
+            .request(method.parse().unwrap(), server.url(path));
+        let response = request.send().await.unwrap();
+        assert_eq!(
+            response.headers()["www-authenticate"],
+            "Bearer realm=\"pincer\"",
+            "{method} {path}"
+        );
+        let (status, body) = json_of(response).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}");
+        assert_eq!(body["error"]["code"], "unauthorized");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tokens_are_refused_and_the_right_one_passes() {
+    let dir = TestDir::new();
+    let server = Server::start(&dir, &one_turn_script(&dir), None);
+    for header in [
+        "Bearer wrong-token-0123456789abcdef",
+        &format!("Bearer {TOKEN}x"),
+        &format!("Basic {TOKEN}"),
+        TOKEN,
+        "Bearer",
+    ] {
+        let (status, body) = send(
+            server
+                .client
+                .get(server.url("/v1/sessions"))
+                .header("authorization", header),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{header}: {body}");
+    }
+    let (status, body) = send(server.get("/v1/sessions")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"sessions": [], "next_cursor": null}));
+    assert!(
+        server
+            .stderr()
+            .contains("HTTP token from environment variable PINCER_HTTP_TOKEN")
+    );
+    assert!(
+        !server.stderr().contains(TOKEN),
+        "the token is never printed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_token_is_kept_in_the_data_dir_with_mode_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    let ready = dir.path().join("ready");
+    let mut child = dir
+        .command()
+        .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
+        .arg(&ready)
+        .arg("--script")
+        .arg(&script)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < TIMEOUT);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let path = dir.data_dir().join("http-token");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let token = std::fs::read_to_string(&path).unwrap().trim().to_owned();
+    let addr = std::fs::read_to_string(&ready).unwrap().trim().to_owned();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let status = client
+        .get(format!("http://{addr}/v1/sessions"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::OK);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_refused_with_413() {
+    let dir = TestDir::new();
+    let server = Server::start(
+        &dir,
+        &one_turn_script(&dir),
+        Some("[http]\nbody_limit_bytes = 1000\n"),
+    );
+    let session = create_session(&server, &dir).await;
+    let path = format!("/v1/sessions/{session}/prompt");
+    let (status, body) = send(server.post(&path, json!({"prompt": "x".repeat(5000)}))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error"]["code"], "payload_too_large");
+    let (status, body) =
+        send(server.post(&format!("{path}?wait=true"), json!({"prompt": "hi"}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], "completed");
+    // Waiting, a person sees the answer in the response.
+    assert_eq!(body["reply"], "Hello there", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_rate_limit_requests_get_429_with_retry_after() {
+    let dir = TestDir::new();
+    let server = Server::start(
+        &dir,
+        &one_turn_script(&dir),
+        Some("[http]\nrate_limit_per_minute = 1\nrate_limit_burst = 3\n"),
+    );
+    for _ in 0..3 {
+        let (status, _) = send(server.get("/v1/sessions")).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let response = server.get("/v1/sessions").send().await.unwrap();
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let (status, body) = json_of(response).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(body["error"]["code"], "rate_limited");
+    // The probes are not limited.
+    let status = server
+        .client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
+    let dir = TestDir::new();
+    let server = Server::start(&dir, &one_turn_script(&dir), None);
+    let session = create_session(&server, &dir).await;
+    let cases = [
+        (
+            server.post("/v1/sessions", json!({"workspace": "relative"})),
+            StatusCode::BAD_REQUEST,
+            "`workspace`",
+        ),
+        (
+            server.post(
+                "/v1/sessions",
+                json!({"workspace": dir.workspace(), "mode": "yolo"}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "`mode`",
+        ),
+        (
+            server.post(
+                "/v1/sessions",
+                json!({"workspace": dir.workspace(), "colour": 1}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "unknown field `colour`",
+        ),
+        (
+            server.post(
+                "/v1/sessions",
+                json!({"workspace": dir.workspace(), "model": "nope/none"}),
+            ),
+            StatusCode::NOT_FOUND,
+            "`model`",
+        ),
+        (
+            server
+                .client
+                .post(server.url("/v1/sessions"))
+                .bearer_auth(TOKEN)
+                .body("{not json"),
+            StatusCode::BAD_REQUEST,
+            "invalid JSON body",
+        ),
+        (
+            server.post(
+                &format!("/v1/sessions/{session}/prompt"),
+                json!({"prompt": 7}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "`prompt`",
+        ),
+        (
+            server.post(&format!("/v1/sessions/{session}/prompt"), json!({})),
+            StatusCode::BAD_REQUEST,
+            "`prompt`",
+        ),
+        (
+            server.post(
+                &format!("/v1/sessions/{session}/prompt?wait=maybe"),
+                json!({"prompt": "x"}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "`wait`",
+        ),
+        (
+            server.get("/v1/sessions?limit=0"),
+            StatusCode::BAD_REQUEST,
+            "`limit`",
+        ),
+        (
+            server.get("/v1/sessions?cursor=zzz"),
+            StatusCode::BAD_REQUEST,
+            "`cursor`",
+        ),
+        (
+            server.get("/v1/sessions/ses_nope"),
+            StatusCode::NOT_FOUND,
+            "ses_nope",
+        ),
+        (
+            server.post("/v1/sessions/ses_nope/prompt", json!({"prompt": "x"})),
+            StatusCode::NOT_FOUND,
+            "ses_nope",
+        ),
+        (
+            server.get("/v1/runs/run_nope"),
+            StatusCode::NOT_FOUND,
+            "run_nope",
+        ),
+        (
+            server.get("/v1/runs/run_nope/events"),
+            StatusCode::NOT_FOUND,
+            "run_nope",
+        ),
+        (
+            server
+                .get(&format!("/v1/sessions/{session}/events"))
+                .header("last-event-id", "garbage"),
+            StatusCode::BAD_REQUEST,
+            "Last-Event-ID",
+        ),
+        (
+            server.post("/v1/approvals/apr_nope", json!({"decision": "allow_once"})),
+            StatusCode::NOT_FOUND,
+            "apr_nope",
+        ),
+        (
+            server.post("/v1/approvals/apr_nope", json!({"decision": "perhaps"})),
+            StatusCode::BAD_REQUEST,
+            "`decision`",
+        ),
+        (
+            server
+                .client
+                .delete(server.url("/v1/sessions"))
+                .bearer_auth(TOKEN),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "DELETE",
+        ),
+        // `/v1/rpc` answers in the same shape: a GET that is no WebSocket
+        // handshake, a body that is not JSON, a method it does not take.
+        (server.get("/v1/rpc"), StatusCode::BAD_REQUEST, "`Upgrade`"),
+        (
+            server
+                .get("/v1/rpc")
+                .header("upgrade", "websocket")
+                .header("connection", "Upgrade")
+                .header("sec-websocket-version", "13")
+                .header("sec-websocket-key", "short"),
+            StatusCode::BAD_REQUEST,
+            "`Sec-WebSocket-Key`",
+        ),
+        (
+            server
+                .client
+                .post(server.url("/v1/rpc"))
+                .bearer_auth(TOKEN)
+                .body("{not json"),
+            StatusCode::BAD_REQUEST,
+            "invalid JSON body",
+        ),
+        (
+            server.client.put(server.url("/v1/rpc")).bearer_auth(TOKEN),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PUT",
+        ),
+        (
+            server
+                .get(&format!("/v1/sessions/{session}/events"))
+                .header("last-event-id", format!("run_{}:0", "0".repeat(32))),
+            StatusCode::NOT_FOUND,
+            "is not an event of session",
+        ),
+    ];
+    for (request, expected, fragment) in cases {
+        let (status, body) = send(request).await;
+        assert_eq!(status, expected, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(fragment),
+            "{fragment:?} not in {message:?}"
+        );
+    }
+    // A JSON-RPC call whatever its `Content-Type` says, like every body.
+    let (status, body) = send(
+        server
+            .client
+            .post(server.url("/v1/rpc"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "text/plain")
+            .body(r#"{"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": "ses_nope"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32002, "{body}");
+    // The server is still fine.
+    let (status, run) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt?wait=true"),
+        json!({"prompt": "hi"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let run_id = run["run_id"].as_str().unwrap();
+    let (status, body) = send(server.post(&format!("/v1/runs/{run_id}/cancel"), json!({}))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_resumes_with_last_event_id_without_gaps_or_duplicates() {
+    let dir = TestDir::new();
+    let slow = json!([{"text": "a"}, {"delay_ms": 40}, {"text": "b"}, {"delay_ms": 40}, {"text": "c"}, {"delay_ms": 40}, {"text": "d"}]);
+    let script = dir.script("s.jsonl", &[slow.clone(), slow]);
+    let server = Server::start(&dir, &script, None);
+    let session = create_session(&server, &dir).await;
+    let events_path = format!("/v1/sessions/{session}/events");
+    let mut stream = SseReader::open(server.get(&events_path)).await;
+    let (status, first) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt"),
+        json!({"prompt": "one"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let first_run = first["run_id"].as_str().unwrap().to_owned();
+    // Read part of the first run, then drop the connection.
+    let mut received = Vec::new();
+    let mut last_id = String::new();
+    while received.len() < 5 {
+        let (id, event) = stream.next().await.unwrap();
+        assert_eq!(
+            id,
+            format!("{}:{}", event["run_id"].as_str().unwrap(), event["seq"])
+        );
+        last_id = id;
+        received.push(event);
+    }
+    drop(stream);
+    // While disconnected: the first run finishes and a second one runs whole.
+    let (status, second) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt?wait=true"),
+        json!({"prompt": "two"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(second["state"], "completed");
+    let second_run = second["run_id"].as_str().unwrap().to_owned();
+    // Reconnect where we left off: the rest of the first run, then the second.
+    let mut stream =
+        SseReader::open(server.get(&events_path).header("last-event-id", &last_id)).await;
+    loop {
+        let (_, event) = stream.next().await.unwrap();
+        let done = is_terminal(&event) && event["run_id"] == second_run.as_str();
+        received.push(event);
+        if done {
+            break;
+        }
+    }
+    let mut expected = Vec::new();
+    for run in [&first_run, &second_run] {
+        let (_, tape) = send(server.get(&format!("/v1/runs/{run}/tape"))).await;
+        expected.extend(tape["events"].as_array().unwrap().clone());
+    }
+    assert_eq!(received, expected);
+
+    // The run stream resumes the same way, and ends with its run.
+    let cursor = format!("{first_run}:3");
+    let mut stream =
+        SseReader::open(server.get(&format!("/v1/runs/{first_run}/events?after={cursor}"))).await;
+    let mut rest = Vec::new();
+    while let Some((_, event)) = stream.next().await {
+        rest.push(event);
+    }
+    let (_, tape) = send(server.get(&format!("/v1/runs/{first_run}/tape?from_seq=4"))).await;
+    assert_eq!(Value::Array(rest), tape["events"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_json_rpc_calls_and_a_subscription_to_session_events() {
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let dir = TestDir::new();
+    let server = Server::start(&dir, &one_turn_script(&dir), None);
+    let url = format!("ws://{}/v1/rpc", server.addr);
+    // No token, no WebSocket.
+    let refused = tokio_tungstenite::connect_async(url.as_str()).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 401)
+        }
+        other => panic!("expected 401, got {other:?}"),
+    }
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut notifications = Vec::new();
+    let call = async |socket: &mut tokio_tungstenite::WebSocketStream<_>,
+                      id: u64,
+                      method: &str,
+                      params: Value,
+                      notifications: &mut Vec<Value>|
+           -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        socket
+            .send(Message::text(message.to_string()))
+            .await
+            .unwrap();
+        loop {
+            let frame = tokio::time::timeout(TIMEOUT, socket.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let Message::Text(text) = frame else { continue };
+            let value: Value = serde_json::from_str(&text).unwrap();
+            if value["id"] == id {
+                return value;
+            }
+            notifications.push(value);
+        }
+    };
+    let created = call(
+        &mut socket,
+        1,
+        "sessions.create",
+        json!({"workspace": dir.workspace()}),
+        &mut notifications,
+    )
+    .await;
+    let session = created["result"]["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(created["result"]["origin"], "http");
+    let bad = call(
+        &mut socket,
+        2,
+        "sessions.create",
+        json!({"workspace": 3}),
+        &mut notifications,
+    )
+    .await;
+    assert_eq!(bad["error"]["code"], -32602);
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`workspace`"),
+        "{bad}"
+    );
+    let missing = call(
+        &mut socket,
+        3,
+        "runs.get",
+        json!({"run_id": "run_nope"}),
+        &mut notifications,
+    )
+    .await;
+    assert_eq!(missing["error"]["code"], -32002);
+    let subscribed = call(
+        &mut socket,
+        4,
+        "sessions.subscribe",
+        json!({"session_id": session}),
+        &mut notifications,
+    )
+    .await;
+    let subscription = subscribed["result"].clone();
+    assert!(
+        subscription.is_string() || subscription.is_number(),
+        "{subscribed}"
+    );
+    let prompted = call(
+        &mut socket,
+        5,
+        "sessions.prompt",
+        json!({"session_id": session, "prompt": "hi"}),
+        &mut notifications,
+    )
+    .await;
+    let run = prompted["result"]["run_id"].as_str().unwrap().to_owned();
+    while !notifications
+        .last()
+        .is_some_and(|n| is_terminal(&n["params"]["result"]))
+    {
+        let frame = tokio::time::timeout(TIMEOUT, socket.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no event within the timeout after {notifications:#?}\n{}",
+                    server.stderr()
+                )
+            })
+            .unwrap()
+            .unwrap();
+        if let Message::Text(text) = frame {
+            notifications.push(serde_json::from_str(&text).unwrap());
+        }
+    }
+    for n in &notifications {
+        assert_eq!(n["method"], "sessions.event");
+        assert_eq!(n["params"]["subscription"], subscription);
+    }
+    let events: Vec<Value> = notifications
+        .iter()
+        .map(|n| n["params"]["result"].clone())
+        .collect();
+    let tape = call(
+        &mut socket,
+        6,
+        "runs.tape",
+        json!({"run_id": run}),
+        &mut Vec::new(),
+    )
+    .await;
+    assert_eq!(Value::Array(events), tape["result"]["events"]);
+    // A run subscription resumes after a sequence number and ends with the run.
+    let mut more = Vec::new();
+    call(
+        &mut socket,
+        7,
+        "runs.subscribe",
+        json!({"run_id": run, "after_seq": 2}),
+        &mut more,
+    )
+    .await;
+    while !more
+        .last()
+        .is_some_and(|n| is_terminal(&n["params"]["result"]))
+    {
+        let frame = tokio::time::timeout(TIMEOUT, socket.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Text(text) = frame {
+            more.push(serde_json::from_str(&text).unwrap());
+        }
+    }
+    let resumed: Vec<Value> = more.iter().map(|n| n["params"]["result"].clone()).collect();
+    assert_eq!(
+        Value::Array(resumed),
+        Value::Array(tape["result"]["events"].as_array().unwrap()[3..].to_vec())
+    );
+    socket.close(None).await.unwrap();
+    // One call over a plain POST works too.
+    let (status, body) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "runs.get", "params": {"run_id": run}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"]["state"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_prompts_to_many_sessions_all_complete() {
+    const SESSIONS: usize = 100;
+    let dir = TestDir::new();
+    let server = Server::start(
+        &dir,
+        &one_turn_script(&dir),
+        Some("[http]\nrate_limit_per_minute = 0\n"),
+    );
+    let sessions =
+        futures::future::join_all((0..SESSIONS).map(|_| create_session(&server, &dir))).await;
+    let runs = futures::future::join_all(sessions.iter().map(|session| {
+        send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({"prompt": "hi"}),
+        ))
+    }))
+    .await;
+    for (status, run) in &runs {
+        assert_eq!(*status, StatusCode::OK, "{run}");
+        assert_eq!(run["state"], "completed", "{run}");
+    }
+    let mut ids: Vec<&str> = runs
+        .iter()
+        .map(|(_, run)| run["session_id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), SESSIONS);
+    let metrics = server
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!("pincer_runs{{state=\"completed\"}} {SESSIONS}\n")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "pincer_provider_first_output_seconds_count {SESSIONS}\n"
+        )),
+        "{metrics}"
+    );
+    assert!(server.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_listed_and_the_first_answer_wins() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "hi\n"}}}]),
+            json!([{"text": "done"}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let session = create_session(&server, &dir).await;
+    let (_, run) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt"),
+        json!({"prompt": "write"}),
+    ))
+    .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let approval = loop {
+        let (status, body) = send(server.get("/v1/approvals")).await;
+        assert_eq!(status, StatusCode::OK);
+        if let Some(first) = body["approvals"].as_array().unwrap().first() {
+            break first.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(approval["type"], "approval_requested");
+    assert_eq!(approval["tool"], "write_file");
+    assert_eq!(approval["run_id"], run_id.as_str());
+    let (_, listed) = send(server.get(&format!("/v1/sessions/{session}/approvals"))).await;
+    assert_eq!(listed["approvals"], json!([approval.clone()]));
+    let id = approval["approval_id"].as_str().unwrap();
+    let (status, answered) = send(server.post(
+        &format!("/v1/approvals/{id}"),
+        json!({"decision": "allow_once"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["decision"], "allow_once");
+    let (status, again) = send(server.post(
+        &format!("/v1/approvals/{id}"),
+        json!({"decision": "reject_once"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{again}");
+    let mut stream = SseReader::open(server.get(&format!("/v1/runs/{run_id}/events"))).await;
+    let mut last = Value::Null;
+    while let Some((_, event)) = stream.next().await {
+        last = event;
+    }
+    assert_eq!(last["state"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("a.txt")).unwrap(),
+        "hi\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_a_running_run_and_sigterm_cancels_the_rest_and_exits_0() {
+    let dir = TestDir::new();
+    let long = json!([{"text": "a"}, {"delay_ms": 60000}, {"text": "b"}]);
+    let script = dir.script("s.jsonl", &[long]);
+    let server = Server::start(&dir, &script, None);
+    let one = create_session(&server, &dir).await;
+    let two = create_session(&server, &dir).await;
+    let (_, run) = send(server.post(
+        &format!("/v1/sessions/{one}/prompt"),
+        json!({"prompt": "go"}),
+    ))
+    .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let (status, cancelled) =
+        send(server.post(&format!("/v1/runs/{run_id}/cancel"), json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["state"], "cancelled");
+    let (_, run) = send(server.post(
+        &format!("/v1/sessions/{two}/prompt"),
+        json!({"prompt": "go"}),
+    ))
+    .await;
+    let other = run["run_id"].as_str().unwrap().to_owned();
+    let mut stream = SseReader::open(server.get(&format!("/v1/runs/{other}/events"))).await;
+    loop {
+        let (_, event) = stream.next().await.unwrap();
+        if event["type"] == "text_delta" {
+            break;
+        }
+    }
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    let shown = dir.show_session(&two);
+    assert_eq!(shown["runs"][0]["state"], "cancelled");
+}
+
+#[test]
+fn a_non_loopback_address_is_refused_unless_allowed() {
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    let out = dir
+        .command()
+        .args(["serve", "--http", "0.0.0.0:0", "--script"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a loopback address") && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+    let out = dir.command().args(["serve"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to serve"));
+}
+
+/// The OpenAPI document against the running server: every route the router
+/// serves is documented and every documented route exists, and each answers
+/// with a body valid against the schema documented for its status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_describes_the_running_server() {
+    let doc: Value = serde_json::from_str(pincer::http::routes::OPENAPI).unwrap();
+    let mut documented: Vec<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |method| (method.clone(), path.clone()))
+        })
+        .collect();
+    documented.sort();
+    let mut served: Vec<(String, String)> = pincer::http::routes::paths()
+        .into_iter()
+        .map(|(method, path)| (method, path.to_owned()))
+        .collect();
+    served.sort();
+    assert_eq!(served, documented);
+
+    let dir = TestDir::new();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}}]),
+            json!([{"text": "ok"}]),
+            json!([{"text": "more"}]),
+            json!([{"text": "again"}, {"delay_ms": 60000}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let check = |method: &str, path: &str, status: StatusCode, body: &Value| {
+        let response = &doc["paths"][path][method]["responses"][status.as_str()];
+        assert!(
+            response.is_object(),
+            "{method} {path}: status {status} is not documented"
+        );
+        let schema = &response["content"]["application/json"]["schema"];
+        let root = json!({"allOf": [schema], "components": doc["components"]});
+        let validator = jsonschema::validator_for(&root).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(body)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{method} {path} {status}: {body}\n{}",
+            errors.join("\n")
+        );
+    };
+    let mut exercised = Vec::new();
+    macro_rules! hit {
+        ($method:expr, $template:expr, $request:expr, $expect:expr) => {{
+            let (status, body) = send($request).await;
+            assert_eq!(status, $expect, "{} {}: {body}", $method, $template);
+            check($method, $template, status, &body);
+            exercised.push(($method.to_owned(), $template.to_owned()));
+            body
+        }};
+    }
+    hit!(
+        "get",
+        "/healthz",
+        server.client.get(server.url("/healthz")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/readyz",
+        server.client.get(server.url("/readyz")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/openapi.json",
+        server.get("/openapi.json"),
+        StatusCode::OK
+    );
+    let session = hit!(
+        "post",
+        "/v1/sessions",
+        server.post("/v1/sessions", json!({"workspace": dir.workspace()})),
+        StatusCode::CREATED
+    );
+    let sid = session["session_id"].as_str().unwrap().to_owned();
+    hit!(
+        "post",
+        "/v1/sessions",
+        server.post("/v1/sessions", json!({})),
+        StatusCode::BAD_REQUEST
+    );
+    hit!(
+        "get",
+        "/v1/sessions",
+        server.get("/v1/sessions?limit=1"),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/sessions/{session_id}",
+        server.get(&format!("/v1/sessions/{sid}")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/sessions/{session_id}",
+        server.get("/v1/sessions/ses_none"),
+        StatusCode::NOT_FOUND
+    );
+    let run = hit!(
+        "post",
+        "/v1/sessions/{session_id}/prompt",
+        server.post(
+            &format!("/v1/sessions/{sid}/prompt"),
+            json!({"prompt": "write"})
+        ),
+        StatusCode::ACCEPTED
+    );
+    let rid = run["run_id"].as_str().unwrap().to_owned();
+    let approval = loop {
+        let body = hit!(
+            "get",
+            "/v1/approvals",
+            server.get("/v1/approvals"),
+            StatusCode::OK
+        );
+        if let Some(first) = body["approvals"].as_array().unwrap().first() {
+            break first.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    hit!(
+        "get",
+        "/v1/sessions/{session_id}/approvals",
+        server.get(&format!("/v1/sessions/{sid}/approvals")),
+        StatusCode::OK
+    );
+    let aid = approval["approval_id"].as_str().unwrap();
+    hit!(
+        "post",
+        "/v1/approvals/{approval_id}",
+        server.post(
+            &format!("/v1/approvals/{aid}"),
+            json!({"decision": "allow_once"})
+        ),
+        StatusCode::OK
+    );
+    hit!(
+        "post",
+        "/v1/approvals/{approval_id}",
+        server.post(
+            &format!("/v1/approvals/{aid}"),
+            json!({"decision": "allow_once"})
+        ),
+        StatusCode::NOT_FOUND
+    );
+    let mut stream = SseReader::open(server.get(&format!("/v1/runs/{rid}/events"))).await;
+    while stream.next().await.is_some() {}
+    exercised.push(("get".into(), "/v1/runs/{run_id}/events".into()));
+    hit!(
+        "post",
+        "/v1/sessions/{session_id}/prompt",
+        server.post(
+            &format!("/v1/sessions/{sid}/prompt?wait=true"),
+            json!({"content": [{"type": "text", "text": "more"}]})
+        ),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/sessions/{session_id}/runs",
+        server.get(&format!("/v1/sessions/{sid}/runs")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/runs/{run_id}",
+        server.get(&format!("/v1/runs/{rid}")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/runs/{run_id}/tape",
+        server.get(&format!("/v1/runs/{rid}/tape")),
+        StatusCode::OK
+    );
+    hit!(
+        "post",
+        "/v1/runs/{run_id}/cancel",
+        server.post(&format!("/v1/runs/{rid}/cancel"), json!({})),
+        StatusCode::CONFLICT
+    );
+    let long = hit!(
+        "post",
+        "/v1/sessions/{session_id}/prompt",
+        server.post(
+            &format!("/v1/sessions/{sid}/prompt"),
+            json!({"prompt": "long"})
+        ),
+        StatusCode::ACCEPTED
+    );
+    let mut stream =
+        SseReader::open(server.get(&format!("/v1/sessions/{sid}/events?after={rid}:0"))).await;
+    let (id, _) = stream.next().await.unwrap();
+    assert_eq!(id, format!("{rid}:1"));
+    drop(stream);
+    exercised.push(("get".into(), "/v1/sessions/{session_id}/events".into()));
+    let lid = long["run_id"].as_str().unwrap();
+    hit!(
+        "post",
+        "/v1/runs/{run_id}/cancel",
+        server.post(&format!("/v1/runs/{lid}/cancel"), json!({})),
+        StatusCode::OK
+    );
+    let metrics = server.get("/metrics").send().await.unwrap();
+    assert_eq!(metrics.status(), StatusCode::OK);
+    assert!(
+        metrics.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    assert!(doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]["application/openmetrics-text"].is_object());
+    exercised.push(("get".into(), "/metrics".into()));
+    let rpc = hit!("post", "/v1/rpc", server.post("/v1/rpc", json!({"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": sid}})), StatusCode::OK);
+    assert_eq!(rpc["result"]["session_id"], sid.as_str());
+    // The WebSocket route is exercised by its own test; here, that it upgrades.
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "ws://{}/v1/rpc",
+            server.addr
+        ))
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (_, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(response.status(), 101);
+    assert!(doc["paths"]["/v1/rpc"]["get"]["responses"]["101"].is_object());
+    exercised.push(("get".into(), "/v1/rpc".into()));
+    // Every error a guard gives is documented where it can happen.
+    hit!(
+        "get",
+        "/v1/runs/{run_id}",
+        server.client.get(server.url(&format!("/v1/runs/{rid}"))),
+        StatusCode::UNAUTHORIZED
+    );
+    exercised.sort();
+    exercised.dedup();
+    assert_eq!(exercised, documented, "every documented route is exercised");
+}
+
+/// Reads a stream until it has delivered `runs` run ends, or nothing more
+/// comes for a while; returns what it got.
+async fn read_runs(stream: &mut SseReader, runs: usize) -> Vec<(String, Value)> {
+    let mut got = Vec::new();
+    let mut ended = 0;
+    while ended < runs {
+        let Ok(Some((id, event))) = tokio::time::timeout(TIMEOUT, stream.next_or_end()).await
+        else {
+            break;
+        };
+        if is_terminal(&event) {
+            ended += 1;
+        }
+        got.push((id, event));
+    }
+    got
+}
+
+/// Every event of the runs, in order, as the tape holds them, with its id.
+async fn tapes(server: &Server, runs: &[String]) -> Vec<(String, Value)> {
+    let mut all = Vec::new();
+    for run in runs {
+        let (_, tape) = send(server.get(&format!("/v1/runs/{run}/tape"))).await;
+        for event in tape["events"].as_array().unwrap() {
+            all.push((format!("{run}:{}", event["seq"]), event.clone()));
+        }
+    }
+    all
+}
+
+/// Many live session streams and many short runs one after the other: every
+/// stream gets every event of every run, the end of each run included (a
+/// stream must not take a run for finished before it read the run's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_live_session_stream_gets_every_event_of_many_sequential_runs() {
+    const STREAMS: usize = 20;
+    const PROMPTS: usize = 30;
+    let dir = TestDir::new();
+    let turn = json!([{"text": "a"}, {"text": "b"}, {"text": "c"}, {"usage": {"input_tokens": 1, "output_tokens": 3}}]);
+    let script = dir.script("s.jsonl", &vec![turn; PROMPTS]);
+    let server = Server::start(&dir, &script, Some("[http]\nrate_limit_per_minute = 0\n"));
+    let session = create_session(&server, &dir).await;
+    let path = format!("/v1/sessions/{session}/events");
+    let mut readers = Vec::new();
+    for _ in 0..STREAMS {
+        let mut stream = SseReader::open(server.get(&path)).await;
+        readers.push(tokio::spawn(async move {
+            read_runs(&mut stream, PROMPTS).await
+        }));
+    }
+    let mut runs = Vec::new();
+    for i in 0..PROMPTS {
+        let (status, run) = send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({"prompt": format!("prompt {i}")}),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        assert_eq!(run["state"], "completed", "{run}");
+        runs.push(run["run_id"].as_str().unwrap().to_owned());
+    }
+    let expected = tapes(&server, &runs).await;
+    for (i, reader) in readers.into_iter().enumerate() {
+        let got = reader.await.unwrap();
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "stream {i} got {} of {} events",
+            got.len(),
+            expected.len()
+        );
+        assert_eq!(got, expected, "stream {i}");
+    }
+}
+
+/// A WebSocket JSON-RPC subscription's events.
+struct WsEvents {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl WsEvents {
+    /// Connects and calls `method` (a `*.subscribe`) with `params`.
+    async fn subscribe(server: &Server, method: &str, params: Value) -> Self {
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("ws://{}/v1/rpc", server.addr)
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        socket.send(Message::text(call.to_string())).await.unwrap();
+        let mut events = Self { socket };
+        let answer = events.message().await.unwrap();
+        assert!(
+            answer["result"].is_u64() || answer["result"].is_string(),
+            "{answer}"
+        );
+        events
+    }
+
+    async fn message(&mut self) -> Option<Value> {
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            match self.socket.next().await? {
+                Ok(Message::Text(text)) => return Some(serde_json::from_str(&text).unwrap()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    /// The next event with its id (`RUN_ID:SEQ`, as SSE would name it);
+    /// `None` when the connection ends.
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        let message = self.message().await?;
+        let event = message["params"]["result"].clone();
+        Some((
+            format!("{}:{}", event["run_id"].as_str()?, event["seq"]),
+            event,
+        ))
+    }
+}
+
+/// One subscriber of the crash test: an SSE stream or a WebSocket subscription.
+enum Subscriber {
+    Sse(SseReader),
+    Ws(WsEvents),
+}
+
+impl Subscriber {
+    async fn next_or_end(&mut self) -> Option<(String, Value)> {
+        match self {
+            Subscriber::Sse(stream) => stream.next_or_end().await,
+            Subscriber::Ws(events) => events.next_or_end().await,
+        }
+    }
+}
+
+/// Session streams (SSE and WebSocket) and a run stream follow runs of two
+/// sessions that are in the middle of streaming when the server is killed
+/// with SIGKILL. After a restart each resumes from the last id it got: no
+/// gap, no duplicate, every id it saw before the crash names the same event
+/// after it, and every run it saw begin is seen to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
+    use std::sync::{Arc, Mutex};
+    const DELTAS: usize = 5;
+    let dir = TestDir::new();
+    let mut steps = Vec::new();
+    for i in 0..200 {
+        steps.push(json!({"text": format!("t{i} ")}));
+        steps.push(json!({"delay_ms": 15}));
+    }
+    steps.push(json!({"delay_ms": 60000}));
+    let script = dir.script("s.jsonl", &[Value::Array(steps), json!([{"text": "next"}])]);
+    let config = Some("[http]\nrate_limit_per_minute = 0\n");
+    let server = Server::start(&dir, &script, config);
+    let sessions = [
+        create_session(&server, &dir).await,
+        create_session(&server, &dir).await,
+    ];
+    let mut subscribers = Vec::new();
+    for session in &sessions {
+        let path = format!("/v1/sessions/{session}/events");
+        subscribers.push((
+            format!("sse {session}"),
+            Subscriber::Sse(SseReader::open(server.get(&path)).await),
+        ));
+        let ws = WsEvents::subscribe(
+            &server,
+            "sessions.subscribe",
+            json!({"session_id": session}),
+        )
+        .await;
+        subscribers.push((format!("ws {session}"), Subscriber::Ws(ws)));
+    }
+    let mut first_runs = Vec::new();
+    for session in &sessions {
+        // One run streaming, one queued behind it.
+        for prompt in ["stream", "queued"] {
+            let (status, run) = send(server.post(
+                &format!("/v1/sessions/{session}/prompt"),
+                json!({"prompt": prompt}),
+            ))
+            .await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+            if prompt == "stream" {
+                first_runs.push(run["run_id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let run_path = format!("/v1/runs/{}/events", first_runs[0]);
+    subscribers.push((
+        format!("run {}", first_runs[0]),
+        Subscriber::Sse(SseReader::open(server.get(&run_path)).await),
+    ));
+
+    // Each subscriber reads until the server dies; the one whose event makes
+    // every subscriber have seen a few chunks kills it at once, so the kill
+    // lands while events are going out.
+    let counts = Arc::new(Mutex::new(vec![0usize; subscribers.len()]));
+    let pid = server.child.id() as i32;
+    let mut readers = Vec::new();
+    for (i, (name, mut subscriber)) in subscribers.into_iter().enumerate() {
+        let counts = counts.clone();
+        readers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Ok(Some((id, event))) =
+                tokio::time::timeout(TIMEOUT, subscriber.next_or_end()).await
+            {
+                let delta = event["type"] == "text_delta";
+                got.push((id, event));
+                if delta {
+                    let mut counts = counts.lock().unwrap();
+                    counts[i] += 1;
+                    if counts.iter().all(|n| *n >= DELTAS) {
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+            }
+            (name, got)
+        }));
+    }
+    let mut before = Vec::new();
+    for reader in readers {
+        before.push(reader.await.unwrap());
+    }
+    drop(server);
+    for (name, got) in &before {
+        let deltas = got
+            .iter()
+            .filter(|(_, e)| e["type"] == "text_delta")
+            .count();
+        assert!(
+            deltas >= DELTAS,
+            "{name} got {deltas} chunks before the kill"
+        );
+    }
+
+    let server = Server::start(&dir, &script, config);
+    for (name, mut got) in before {
+        let (kind, scope) = name.split_once(' ').unwrap();
+        let (last_id, _) = got.last().unwrap().clone();
+        let (runs, mut resumed) = match kind {
+            "run" => {
+                let path = format!("/v1/runs/{scope}/events");
+                let stream = SseReader::open(server.get(&path).header("last-event-id", &last_id));
+                (vec![scope.to_owned()], Subscriber::Sse(stream.await))
+            }
+            _ => {
+                let (_, list) = send(server.get(&format!("/v1/sessions/{scope}/runs"))).await;
+                let mut runs: Vec<String> = list["runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["run_id"].as_str().unwrap().to_owned())
+                    .collect();
+                runs.sort();
+                let subscriber = if kind == "sse" {
+                    let path = format!("/v1/sessions/{scope}/events");
+                    let stream = server.get(&path).header("last-event-id", &last_id);
+                    Subscriber::Sse(SseReader::open(stream).await)
+                } else {
+                    let params = json!({"session_id": scope, "after": last_id});
+                    Subscriber::Ws(WsEvents::subscribe(&server, "sessions.subscribe", params).await)
+                };
+                (runs, subscriber)
+            }
+        };
+        let expected = tapes(&server, &runs).await;
+        while got.len() < expected.len() {
+            match tokio::time::timeout(Duration::from_secs(5), resumed.next_or_end()).await {
+                Ok(Some(event)) => got.push(event),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let ids: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+        let want: Vec<&str> = expected.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, want, "{name}: the ids before and after the crash");
+        assert_eq!(got, expected, "{name}");
+        for run in &runs {
+            let end = got
+                .iter()
+                .rfind(|(_, e)| e["run_id"] == run.as_str())
+                .map(|(_, e)| e.clone());
+            assert!(
+                end.as_ref().is_some_and(|e| e["state"] == "failed"),
+                "{name}: run {run} seen to begin but not to end: {end:?}"
+            );
+        }
+    }
+}
+
+/// The OpenAPI fuzzer schemathesis, with all its checks, against the running
+/// server and `schema/openapi.json`: every answer is documented (status,
+/// content type, schema, headers), every request the document calls valid is
+/// accepted and every one it calls invalid is refused. Installed by
+/// `scripts/test-deps.sh`; its settings are in tests/fixtures/schemathesis.
+#[test]
+fn schemathesis_finds_no_failure_against_the_running_server() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schemathesis");
+    let st = fixtures.join(".venv/bin/st");
+    assert!(
+        st.exists(),
+        "schemathesis is not installed ({} is missing): run `bash scripts/test-deps.sh`",
+        st.display()
+    );
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "hi"}])]);
+    // Images accepted, so a prompt with a well-formed image is valid, as the
+    // document says; no rate limit, so the fuzzer reaches every route's logic.
+    let config = format!(
+        "provider = \"demo\"\n\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\nimages = true\n\n[http]\nrate_limit_per_minute = 0\n",
+        script.to_str().unwrap()
+    );
+    let server = Server::spawn(&dir, Some(&config), &[]);
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/openapi.json");
+    let out = std::process::Command::new(&st)
+        .arg("--config-file")
+        .arg(fixtures.join("schemathesis.toml"))
+        .arg("run")
+        .arg(&schema)
+        .args(["--url", &format!("http://{}", server.addr)])
+        .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["--checks", "all"])
+        .args(["--max-examples", "20"])
+        .args(["--seed", "1"])
+        .args(["--request-timeout", "5"])
+        .args(["--generation-with-security-parameters", "false"])
+        .args(["--generation-database", "none"])
+        .args(["--no-color"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.stderr()
+    );
+    assert!(stdout.contains(" passed"), "{stdout}");
+}
+
+/// Errors quote what the client sent as a short prefix with its length,
+/// never whole: path segments, ids, cursors, fields and serde's messages
+/// about values, in the answer and in the server's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_quote_outside_values_short_in_answers_and_logs() {
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    // The request log at debug level: where a request's path shows.
+    let server = Server::spawn_logging(
+        &dir,
+        Some("[http]\nrate_limit_per_minute = 0\n"),
+        &["--script", script.to_str().unwrap()],
+        "pincer=debug,tower_http=debug",
+    );
+    let session = create_session(&server, &dir).await;
+    let long = "x".repeat(20_000);
+    let cases = [
+        server.get(&format!("/v1/sessions/ses_{long}")),
+        server.get(&format!("/v1/runs/run_{long}/events")),
+        server.get(&format!("/v1/{long}")),
+        server.get(&format!("/v1/sessions?cursor={long}")),
+        server.get(&format!("/v1/sessions?limit={long}")),
+        server.post(
+            &format!("/v1/sessions/{session}/prompt?wait={long}"),
+            json!({"prompt": "x"}),
+        ),
+        server.get(&format!("/v1/sessions/{session}/events?after={long}")),
+        server
+            .get(&format!("/v1/sessions/{session}/events"))
+            .header("last-event-id", &long[..8_000]),
+        server.post("/v1/sessions", json!({"workspace": format!("/{long}")})),
+        server.post("/v1/sessions", json!({"workspace": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", "mode": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", "model": long})),
+        server.post("/v1/sessions", json!({"workspace": "/", long.clone(): 1})),
+        server.post(
+            &format!("/v1/sessions/{session}/prompt"),
+            json!({"content": long}),
+        ),
+        server.post("/v1/approvals/apr_1", json!({"decision": long})),
+        server.post(
+            &format!("/v1/approvals/apr_{long}"),
+            json!({"decision": "allow_once"}),
+        ),
+        server
+            .client
+            .request(
+                reqwest::Method::from_bytes(&long.as_bytes()[..5_000]).unwrap(),
+                server.url("/v1/sessions"),
+            )
+            .bearer_auth(TOKEN),
+    ];
+    for request in cases {
+        let (status, body) = send(request).await;
+        assert!(status.is_client_error(), "{status}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        // At most a 120-character prefix of the value.
+        assert!(
+            message.len() < 600 && !message.contains(&long[..121]),
+            "{status}: {} bytes: {}",
+            message.len(),
+            &message[..message.len().min(600)]
+        );
+    }
+    // JSON-RPC errors too.
+    let (_, body) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "sessions.get", "params": {"session_id": format!("ses_{long}")}}),
+    ))
+    .await;
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.len() < 600 && message.contains("… (20004 bytes)"),
+        "{message}"
+    );
+    let log = server.stderr();
+    assert!(
+        !log.contains(&long[..1_000]),
+        "the log holds an outside value whole"
+    );
+}

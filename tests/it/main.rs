@@ -1,0 +1,35 @@
+//! The integration tests, one binary: each module drives the real `pincer`
+//! binary (or the library's public API) through a real interface. `support`
+//! holds what they share: the isolated test directory and launcher, the
+//! schema-validating ACP client, the official ACP SDK as a client, and the
+//! fake Bot API.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+mod support;
+
+mod acp_client_answers;
+mod acp_fuzz;
+mod acp_malformed;
+mod acp_protocol;
+mod acp_sdk;
+mod adversarial;
+mod approvals_sdk;
+mod architecture;
+mod channel_chaos;
+mod commands;
+mod crash;
+mod first_hour;
+mod first_run;
+mod headless;
+mod http;
+mod images;
+mod mcp;
+mod providers;
+mod sandbox_toolchain;
+mod session_commands;
+mod telegram;
+mod terminal;
+mod tools;
+mod transcripts;
+mod usage;
+mod webhook;

@@ -1,0 +1,455 @@
+//! Shared test support: the real binary over pipes, and the vendored ACP schema;
+//! `sdk` (the official ACP SDK as a client), `telegram` (a fake Bot API).
+#![allow(dead_code)]
+
+pub mod sdk;
+pub mod telegram;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_pincer");
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The vendored ACP schema, compiled once per definition asked for.
+pub struct Schema {
+    root: Value,
+    agent_message: jsonschema::Validator,
+    /// Validators per definition, compiled on first use (compiling is the slow part).
+    compiled:
+        std::cell::RefCell<std::collections::HashMap<String, std::rc::Rc<jsonschema::Validator>>>,
+}
+
+impl Schema {
+    pub fn load() -> Self {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/acp/schema.json");
+        let root: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // The first branch of the root `anyOf` is "every message an agent sends".
+        let agent = json!({ "$defs": root["$defs"].clone(), "allOf": [root["anyOf"][0].clone()] });
+        let agent_message = jsonschema::validator_for(&agent).unwrap();
+        Self {
+            root,
+            agent_message,
+            compiled: Default::default(),
+        }
+    }
+
+    fn validator(&self, def: &str) -> std::rc::Rc<jsonschema::Validator> {
+        if let Some(validator) = self.compiled.borrow().get(def) {
+            return validator.clone();
+        }
+        assert!(
+            self.root["$defs"].get(def).is_some(),
+            "no definition {def} in the schema"
+        );
+        let schema =
+            json!({ "$defs": self.root["$defs"].clone(), "$ref": format!("#/$defs/{def}") });
+        let validator = std::rc::Rc::new(jsonschema::validator_for(&schema).unwrap());
+        self.compiled
+            .borrow_mut()
+            .insert(def.to_owned(), validator.clone());
+        validator
+    }
+
+    /// Panics unless `message` is a valid message from an agent.
+    pub fn check_agent_message(&self, message: &Value) {
+        let errors: Vec<String> = self
+            .agent_message
+            .iter_errors(message)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "message does not match the ACP schema: {message}\n{}",
+            errors.join("\n")
+        );
+    }
+
+    /// Panics unless `value` matches the named definition (e.g. `NewSessionResponse`).
+    pub fn check(&self, def: &str, value: &Value) {
+        let validator = self.validator(def);
+        let errors: Vec<String> = validator
+            .iter_errors(value)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{def} does not match the ACP schema: {value}\n{}",
+            errors.join("\n")
+        );
+    }
+}
+
+/// The response definition for each method Pincer answers.
+pub fn response_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "initialize" => "InitializeResponse",
+        "session/new" => "NewSessionResponse",
+        "session/load" => "LoadSessionResponse",
+        "session/resume" => "ResumeSessionResponse",
+        "session/list" => "ListSessionsResponse",
+        "session/close" => "CloseSessionResponse",
+        "session/prompt" => "PromptResponse",
+        "session/set_config_option" => "SetSessionConfigOptionResponse",
+        "session/set_mode" => "SetSessionModeResponse",
+        _ => return None,
+    })
+}
+
+/// A fresh directory for one test: data dir, workspace, scripts.
+pub struct TestDir {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestDir {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.path().join("data")
+    }
+
+    /// A workspace directory (absolute, existing).
+    pub fn workspace(&self) -> PathBuf {
+        let ws = self.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        ws.canonicalize().unwrap()
+    }
+
+    /// Writes a model script and returns its path.
+    pub fn script(&self, name: &str, lines: &[Value]) -> PathBuf {
+        let path = self.path().join(name);
+        let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+        std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        path
+    }
+
+    /// `pincer sessions show ID --json`, parsed: the session, its history and runs.
+    pub fn show_session(&self, session: &str) -> Value {
+        let out = self
+            .command()
+            .args(["sessions", "show", session, "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Starts `pincer acp ARGS` with piped stdin/stdout and stderr to `stderr_path`.
+    pub fn spawn_acp<S: AsRef<std::ffi::OsStr>>(&self, args: &[S], stderr_path: &Path) -> Child {
+        self.spawn_acp_env(args, &[], stderr_path)
+    }
+
+    /// Like [`TestDir::spawn_acp`] with extra environment variables.
+    pub fn spawn_acp_env<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        args: &[S],
+        env: &[(&str, &str)],
+        stderr_path: &Path,
+    ) -> Child {
+        let stderr = std::fs::File::create(stderr_path).unwrap();
+        self.command()
+            .envs(env.iter().copied())
+            .arg("acp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
+    /// A `pincer` command isolated in this directory (no user config, own data dir).
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.path().join("home"))
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
+            .env("PINCER_DATA_DIR", self.data_dir())
+            .env("RUST_LOG", "pincer=debug")
+            .current_dir(self.path());
+        cmd
+    }
+}
+
+/// `pincer acp` driven over its pipes with raw JSON, every line checked against the schema.
+pub struct AcpProcess {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    schema: Schema,
+    next_id: i64,
+    /// Methods of requests sent, by id, to validate their responses.
+    sent: std::collections::HashMap<String, String>,
+    /// Everything received, in order.
+    pub received: Vec<Value>,
+    pub stderr_path: PathBuf,
+}
+
+impl AcpProcess {
+    pub fn spawn(dir: &TestDir, args: &[&str]) -> Self {
+        Self::spawn_env(dir, args, &[])
+    }
+
+    /// Like [`AcpProcess::spawn`] with extra environment variables (API keys).
+    pub fn spawn_env(dir: &TestDir, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let stderr_path = dir.path().join(format!("stderr-{}.log", uuid_like()));
+        let mut child = dir.spawn_acp_env(args, env, &stderr_path);
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Self {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            schema: Schema::load(),
+            next_id: 1,
+            sent: Default::default(),
+            received: Vec::new(),
+            stderr_path,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        if let (Some(id), Some(method)) = (
+            message.get("id"),
+            message.get("method").and_then(Value::as_str),
+        ) {
+            self.sent.insert(id.to_string(), method.to_owned());
+        }
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Sends a request and returns its id.
+    pub fn request_async(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        id
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// The next message from the agent, validated against the schema.
+    pub fn recv(&mut self) -> Value {
+        self.recv_timeout(TIMEOUT).unwrap_or_else(|| {
+            panic!(
+                "no message from pincer within {TIMEOUT:?}; stderr:\n{}",
+                self.stderr()
+            )
+        })
+    }
+
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Value> {
+        let line = match self.lines.recv_timeout(timeout) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => return None,
+            Err(RecvTimeoutError::Disconnected) => return None,
+        };
+        assert!(
+            line.ends_with('\n'),
+            "message not newline-terminated: {line:?}"
+        );
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("pincer wrote a line that is not JSON ({e}): {line:?}"));
+        self.schema.check_agent_message(&value);
+        if let (Some(id), Some(result)) = (value.get("id"), value.get("result"))
+            && let Some(def) = self.sent.get(&id.to_string()).and_then(|m| response_def(m))
+        {
+            self.schema.check(def, result);
+        }
+        if value.get("method").and_then(Value::as_str) == Some("session/update") {
+            self.schema.check("SessionNotification", &value["params"]);
+        }
+        self.received.push(value.clone());
+        Some(value)
+    }
+
+    /// Reads until the response to `id`, returning the notifications seen before it.
+    pub fn until_response(&mut self, id: &Value) -> (Vec<Value>, Value) {
+        let mut notes = Vec::new();
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "no response to {id}; stderr:\n{}",
+                self.stderr()
+            );
+            let message = self.recv();
+            if message.get("id") == Some(id) && message.get("method").is_none() {
+                return (notes, message);
+            }
+            notes.push(message);
+        }
+    }
+
+    /// Sends a request and waits for its response; returns (notifications, response).
+    pub fn request(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
+        let id = self.request_async(method, params);
+        self.until_response(&id)
+    }
+
+    /// Sends a request and returns its `result`, panicking on an error response.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let (_, response) = self.request(method, params);
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} failed: {response}"),
+        }
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        self.call(
+            "initialize",
+            json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        )
+    }
+
+    /// Opens a session, and reads the `available_commands_update` that follows
+    /// the response.
+    pub fn new_session(&mut self, cwd: &Path) -> String {
+        let result = self.call("session/new", json!({ "cwd": cwd, "mcpServers": [] }));
+        let session = result["sessionId"].as_str().unwrap().to_owned();
+        self.expect_commands(&session);
+        session
+    }
+
+    /// Reads the next message: the `available_commands_update` a session gets
+    /// right after the response that opened it.
+    pub fn expect_commands(&mut self, session: &str) -> Value {
+        let note = self.recv();
+        assert_eq!(note["method"], "session/update", "{note}");
+        assert_eq!(note["params"]["sessionId"], session, "{note}");
+        assert_eq!(
+            note["params"]["update"]["sessionUpdate"], "available_commands_update",
+            "{note}"
+        );
+        note
+    }
+
+    /// Sends a text prompt; returns (updates, response) once it is answered.
+    pub fn prompt(&mut self, session: &str, text: &str) -> (Vec<Value>, Value) {
+        self.request(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        )
+    }
+
+    /// Sends a text prompt without waiting; returns the request id.
+    pub fn prompt_async(&mut self, session: &str, text: &str) -> Value {
+        self.request_async(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        )
+    }
+
+    /// Closes stdin and waits for the process to exit, returning its status.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Drain anything left so it is validated too.
+                while self.recv_timeout(Duration::from_millis(10)).is_some() {}
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pincer did not exit after stdin closed; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for AcpProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Panics unless `response` is an error with `code` whose message contains `fragment`.
+pub fn assert_error(response: &Value, code: i64, fragment: &str) {
+    assert_eq!(response["error"]["code"], code, "{response}");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(fragment),
+        "expected {fragment:?} in {response}"
+    );
+}
+
+/// Text of the `agent_message_chunk` updates among `messages`, concatenated.
+pub fn agent_text(messages: &[Value]) -> String {
+    chunks(messages, "agent_message_chunk")
+}
+
+pub fn chunks(messages: &[Value], kind: &str) -> String {
+    messages
+        .iter()
+        .filter(|m| {
+            m["method"] == "session/update" && m["params"]["update"]["sessionUpdate"] == kind
+        })
+        .map(|m| {
+            m["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}

@@ -1,0 +1,1120 @@
+//! The Telegram channel against a fake Bot API server on loopback: a
+//! conversation end to end, a live draft edited then finalized, chunking, an
+//! inline approval, dedupe of a redelivered update, `retry_after`, and crash
+//! tests with a real `kill -9` at each delivery boundary.
+
+use crate::support::telegram as fake;
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::support::TestDir;
+use fake::{FakeTelegram, TOKEN};
+use serde_json::{Value, json};
+
+const USER: i64 = 42;
+const WAIT: Duration = Duration::from_secs(20);
+
+/// `pincer acp --channel telegram` with its stdin held open; killed on drop.
+struct Bridge {
+    child: Child,
+}
+
+impl Bridge {
+    fn start(dir: &TestDir, script: &std::path::Path) -> Self {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("stderr.log"))
+            .unwrap();
+        let child = dir
+            .command()
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .args([
+                "acp",
+                "--provider",
+                "scripted",
+                "--script",
+                script.to_str().unwrap(),
+                "--channel",
+                "telegram",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        Self { child }
+    }
+
+    /// `kill -9`: no shutdown, no flush.
+    fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn setup(fake: &FakeTelegram, extra: &str) -> TestDir {
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\n{}{}{extra}",
+            fake.url,
+            workspace.display(),
+            if extra.contains("coalesce_ms") { "" } else { "coalesce_ms = 50\n" },
+            if extra.contains("allow") { String::new() } else { format!("allow = [\"{USER}\"]\n") }
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn stderr(dir: &TestDir) -> String {
+    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
+}
+
+fn outbox(dir: &TestDir) -> Vec<Value> {
+    // Each call is a process opening the database: keep polls apart.
+    std::thread::sleep(Duration::from_millis(150));
+    let out = dir
+        .command()
+        .args(["channels", "outbox", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The reply's intent once its receipt is committed (the platform shows the
+/// message a moment before that).
+fn sent_reply(fake: &FakeTelegram, dir: &TestDir) -> Value {
+    fake.wait_for("the reply's receipt", WAIT, |_| {
+        outbox(dir)
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sent")
+    });
+    outbox(dir)
+        .into_iter()
+        .find(|i| i["kind"] == "reply")
+        .unwrap()
+}
+
+/// Waits until a failed attempt is recorded and the reply waits to retry.
+fn retrying(fake: &FakeTelegram, dir: &TestDir) {
+    fake.wait_for("a recorded failed attempt", WAIT, |_| {
+        outbox(dir)
+            .iter()
+            .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
+    });
+}
+
+/// Whether some session has a run in state `running`.
+fn running(dir: &TestDir) -> bool {
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|session| {
+            let shown = dir.show_session(session["session_id"].as_str().unwrap());
+            shown["runs"]
+                .as_array()
+                .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+        })
+}
+
+fn texts(fake: &FakeTelegram) -> Vec<String> {
+    fake.chat(USER).into_iter().map(|(_, t)| t).collect()
+}
+
+#[test]
+fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo there"}]),
+            json!([{"text": "Second answer"}]),
+        ],
+    );
+    let bridge = Bridge::start(&dir, &script);
+    let update = fake.user_says(USER, "hi");
+    fake.wait_for("the finalized reply", WAIT, |f| {
+        texts(f) == vec!["Hello there".to_owned()]
+    });
+    // One message: sent as a draft, edited as the text grew, finalized in place.
+    let sends = fake.calls("sendMessage");
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    assert_eq!(sends[0].body["text"], "Hel");
+    assert!(!fake.calls("editMessageText").is_empty());
+    // The watermark moved past the update.
+    fake.wait_for("the next offset", WAIT, |f| {
+        f.offsets().contains(&(update + 1))
+    });
+
+    // The chat keeps its session: the script's second turn answers.
+    fake.user_says(USER, "and again");
+    fake.wait_for("the second reply", WAIT, |f| {
+        texts(f).len() == 2 && texts(f)[1] == "Second answer"
+    });
+    // The draft shows the text before the reply's intent finalizes it.
+    fake.wait_for("both replies sent", WAIT, |_| {
+        let replies: Vec<Value> = outbox(&dir)
+            .into_iter()
+            .filter(|i| i["kind"] == "reply")
+            .collect();
+        replies.len() == 2 && replies.iter().all(|i| i["status"] == "sent")
+    });
+    assert_eq!(fake.calls("sendMessage").len(), 2);
+    drop(bridge);
+    assert!(
+        !stderr(&dir).contains(TOKEN),
+        "the bot token leaked into the logs"
+    );
+}
+
+#[test]
+fn long_replies_are_chunked_at_paragraphs_within_4096() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let paragraph = "All work and no play makes Jack a dull boy. ".repeat(20);
+    let paragraph = paragraph.trim_end();
+    let reply = [paragraph; 12].join("\n\n"); // ~10,500 characters
+    let script = dir.script("s.jsonl", &[json!([{"text": reply}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "write a lot");
+    fake.wait_for("every part", WAIT, |f| {
+        texts(f).join("\n\n").len() >= reply.len()
+    });
+    let parts = texts(&fake);
+    assert_eq!(
+        parts.len(),
+        3,
+        "{:?}",
+        parts.iter().map(|p| p.len()).collect::<Vec<_>>()
+    );
+    assert!(parts.iter().all(|p| p.chars().count() <= 4096));
+    // Cut between paragraphs only: rejoined, the reply is whole.
+    assert_eq!(parts.join("\n\n"), reply);
+    let receipt = sent_reply(&fake, &dir);
+    assert_eq!(receipt["receipt"]["parts"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn an_inline_approval_is_answered_with_a_button() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "from telegram\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "write a note");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        f.calls("sendMessage")
+            .iter()
+            .any(|c| c.body["reply_markup"]["inline_keyboard"].is_array())
+    });
+    let prompt = fake
+        .calls("sendMessage")
+        .into_iter()
+        .find(|c| c.body["reply_markup"]["inline_keyboard"].is_array())
+        .unwrap();
+    assert!(
+        prompt.body["text"]
+            .as_str()
+            .unwrap()
+            .contains("Approval needed")
+    );
+    let buttons = prompt.body["reply_markup"]["inline_keyboard"][0]
+        .as_array()
+        .unwrap()
+        .clone();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Allow once", "Always", "Reject"]);
+    let allow = buttons[0]["callback_data"].as_str().unwrap().to_owned();
+    let (message_id, _) = fake
+        .chat(USER)
+        .into_iter()
+        .find(|(_, t)| t.contains("Approval needed"))
+        .unwrap();
+    fake.press(USER, message_id, &allow);
+    fake.wait_for("the reply after the tool ran", WAIT, |f| {
+        texts(f).iter().any(|t| t == "Written.")
+    });
+    let written = std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap();
+    assert_eq!(written, "from telegram\n");
+    assert_eq!(fake.calls("answerCallbackQuery").len(), 1);
+    // The prompt now shows the answer instead of its buttons.
+    fake.wait_for("the prompt updated", WAIT, |f| {
+        f.chat(USER)
+            .iter()
+            .any(|(id, t)| *id == message_id && t.ends_with("→ allowed once"))
+    });
+    // Pressing again does nothing more.
+    fake.press(USER, message_id, &allow);
+    fake.wait_for("the second press answered", WAIT, |f| {
+        f.calls("answerCallbackQuery").len() == 2
+    });
+    assert_eq!(texts(&fake).iter().filter(|t| *t == "Written.").count(), 1);
+}
+
+#[test]
+fn commands_answer_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "first"}]),
+            json!([{"text": "slow"}, {"delay_ms": 30000}, {"text": " never"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "/help");
+    fake.wait_for("help", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("/new"))
+    });
+    fake.user_says(USER, "/status");
+    fake.wait_for("status without a session", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("No session yet"))
+    });
+    fake.user_says(USER, "hello");
+    fake.wait_for("the reply", WAIT, |f| texts(f).iter().any(|t| t == "first"));
+    fake.user_says(USER, "/status");
+    fake.wait_for("status", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Session ses_") && t.contains("Model: scripted/script"))
+    });
+    let session = |texts: &[String]| {
+        texts
+            .iter()
+            .rev()
+            .find_map(|t| {
+                t.strip_prefix("Session ")
+                    .map(|r| r.split('\n').next().unwrap().to_owned())
+            })
+            .unwrap()
+    };
+    let first = session(&texts(&fake));
+    // A long run, stopped from the chat.
+    fake.user_says(USER, "take your time");
+    fake.wait_for("the run to start", WAIT, |_| {
+        let out = dir
+            .command()
+            .args(["sessions", "show", &first, "--json"])
+            .output()
+            .unwrap();
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        shown["runs"]
+            .as_array()
+            .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+    });
+    fake.user_says(USER, "/stop");
+    fake.wait_for("stopped", WAIT, |f| {
+        let t = texts(f);
+        t.iter().any(|t| t == "Stopping 1 request(s).") && t.iter().any(|t| t.contains("(stopped)"))
+    });
+    fake.user_says(USER, "/new");
+    fake.wait_for("a new session", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("New session ses_"))
+    });
+    fake.user_says(USER, "/status");
+    fake.wait_for("the new status", WAIT, |f| {
+        texts(f)
+            .iter()
+            .filter(|t| t.starts_with("Session ses_"))
+            .count()
+            == 2
+    });
+    assert_ne!(session(&texts(&fake)), first);
+    fake.user_says(USER, "/frobnicate");
+    fake.wait_for("unknown command", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.contains("Unknown command /frobnicate"))
+    });
+}
+
+#[test]
+fn strangers_pair_with_the_code_before_they_are_served() {
+    let fake = FakeTelegram::start();
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nlive_drafts = false\npairing_code_env = \"MY_CODE\"\n",
+            fake.url,
+            workspace.display()
+        ),
+    )
+    .unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "Welcome."}])]);
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let mut child = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("MY_CODE", "s3cret-code")
+        .args([
+            "acp",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--channel",
+            "telegram",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    const STRANGER: i64 = 77;
+    let said = |f: &FakeTelegram| -> Vec<String> {
+        f.chat(STRANGER).into_iter().map(|(_, t)| t).collect()
+    };
+    fake.user_says(STRANGER, "hi");
+    fake.wait_for("the refusal", WAIT, |f| {
+        said(f).iter().any(|t| t.contains("not allowed"))
+    });
+    fake.user_says(STRANGER, "hi again");
+    fake.user_says(STRANGER, "/pair wrong");
+    fake.wait_for("wrong code", WAIT, |f| {
+        said(f).iter().any(|t| t.contains("not right"))
+    });
+    // Told once, not for every message.
+    assert_eq!(
+        said(&fake)
+            .iter()
+            .filter(|t| t.contains("not allowed"))
+            .count(),
+        1
+    );
+    fake.user_says(STRANGER, "/pair s3cret-code");
+    fake.wait_for("paired", WAIT, |f| {
+        said(f).iter().any(|t| t.starts_with("Paired"))
+    });
+    fake.user_says(STRANGER, "hello");
+    fake.wait_for("served", WAIT, |f| said(f).iter().any(|t| t == "Welcome."));
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn quick_messages_coalesce_and_later_ones_queue_behind_the_run() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\ncoalesce_ms = 700\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"delay_ms": 1500}, {"text": "one reply for both"}]),
+            json!([{"text": "the queued one"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "part one");
+    fake.user_says(USER, "part two");
+    // While the first run works, a third message arrives: it waits its turn.
+    fake.wait_for("the first run working", WAIT, |_| running(&dir));
+    fake.user_says(USER, "part three");
+    fake.wait_for("both replies", WAIT, |f| texts(f).len() == 2);
+    assert_eq!(
+        texts(&fake),
+        vec!["one reply for both".to_owned(), "the queued one".to_owned()]
+    );
+    let sessions = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let sessions: Vec<Value> = String::from_utf8_lossy(&sessions.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0]["origin"], "channel");
+    let shown = dir.show_session(sessions[0]["session_id"].as_str().unwrap());
+    let prompts: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["role"] == "user")
+        .map(|m| m["message"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    assert!(
+        prompts[0].contains("part one") && prompts[0].contains("part two"),
+        "{prompts:#?}"
+    );
+    assert!(prompts[1].contains("part three"));
+}
+
+#[test]
+fn intents_too_old_at_start_expire_instead_of_arriving_late() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\nexpire_after_secs = 1\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Too late."}])]);
+    fake.fail(
+        "sendMessage",
+        1000,
+        502,
+        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    );
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    bridge.crash();
+    std::thread::sleep(Duration::from_millis(1500));
+    fake.release("sendMessage");
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(texts(&fake).is_empty(), "{:?}", texts(&fake));
+    let intent = &outbox(&dir)[0];
+    assert_eq!(intent["status"], "expired");
+    assert!(stderr(&dir).contains("expired"));
+}
+
+#[test]
+fn a_redelivered_update_is_answered_once() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Only once."}]),
+            json!([{"text": "A second run!"}]),
+        ],
+    );
+    let bridge = Bridge::start(&dir, &script);
+    let update = fake.user_says(USER, "hello");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Only once.".to_owned()]
+    });
+    fake.redeliver(update);
+    let polls = fake.offsets().len();
+    fake.wait_for("two more polls", WAIT, |f| f.offsets().len() >= polls + 2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(texts(&fake), vec!["Only once.".to_owned()]);
+    drop(bridge);
+
+    // After a restart the persisted offset is where polling resumes, and the
+    // old update, handed out again, is still not answered twice.
+    let polls = fake.offsets().len();
+    fake.redeliver(update);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("polling after the restart", WAIT, |f| {
+        f.offsets().len() >= polls + 2
+    });
+    assert_eq!(fake.offsets()[polls], update + 1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(texts(&fake), vec!["Only once.".to_owned()]);
+}
+
+#[test]
+fn rate_limits_are_waited_out_as_telegram_asks() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Patience."}])]);
+    fake.fail(
+        "sendMessage",
+        1,
+        429,
+        json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Patience.".to_owned()]
+    });
+    let calls = fake.calls("sendMessage");
+    assert_eq!(calls.len(), 2);
+    assert!(calls[1].at - calls[0].at >= Duration::from_millis(950));
+    let intent = sent_reply(&fake, &dir);
+    assert_eq!(intent["attempt"], 2);
+}
+
+#[test]
+fn a_crash_with_the_intent_recorded_loses_nothing() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Survived."}])]);
+    // Telegram is down: the reply's intent is on disk, waiting to retry.
+    fake.fail(
+        "sendMessage",
+        1000,
+        502,
+        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    );
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    bridge.crash();
+    let pending = outbox(&dir);
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["status"], "pending");
+    fake.release("sendMessage");
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the reply after the restart", WAIT, |f| {
+        texts(f) == vec!["Survived.".to_owned()]
+    });
+    sent_reply(&fake, &dir);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(texts(&fake).len(), 1);
+}
+
+#[test]
+fn a_crash_after_the_platform_accepted_is_never_resent_blindly() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Maybe delivered."}])]);
+    // Telegram takes the message and the process dies before the answer.
+    fake.hold("sendMessage");
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the send in flight", WAIT, |f| {
+        f.calls("sendMessage").len() == 1
+    });
+    bridge.crash();
+    fake.release("sendMessage");
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fake.calls("sendMessage").len(), 1, "resent blindly");
+    let intents = outbox(&dir);
+    assert_eq!(intents.len(), 1);
+    assert_eq!(intents[0]["status"], "unknown_after_send");
+    assert_eq!(intents[0]["failure"]["kind"], "unknown");
+    assert!(stderr(&dir).contains("unknown after send"));
+}
+
+#[test]
+fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "long job");
+    fake.wait_for("the draft", WAIT, |f| {
+        texts(f) == vec!["Working on it".to_owned()]
+    });
+    // Telegram shows the draft a moment before Pincer has committed its id
+    // (a crash inside that moment is the next test). Crash once the id is on
+    // disk.
+    std::thread::sleep(Duration::from_millis(500));
+    bridge.crash();
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the draft finalized", WAIT, |f| {
+        texts(f).first().is_some_and(|t| t.contains("interrupted"))
+    });
+    let shown = texts(&fake);
+    assert_eq!(
+        shown.len(),
+        1,
+        "a fresh message instead of the draft: {shown:?}"
+    );
+    assert!(shown[0].starts_with("Working on it"), "{shown:?}");
+    assert_eq!(fake.calls("sendMessage").len(), 1);
+}
+
+#[test]
+fn a_crash_before_the_drafts_id_is_known_is_reported_in_the_reply() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    // Telegram takes the draft (it shows in the chat) and the process dies
+    // before the answer that carries its message id.
+    fake.hold_acted("sendMessage");
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "long job");
+    fake.wait_for("the draft in the chat", WAIT, |f| {
+        texts(f) == vec!["Working on it".to_owned()]
+    });
+    bridge.crash();
+    fake.release("sendMessage");
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the reply", WAIT, |f| texts(f).len() == 2);
+    let shown = texts(&fake);
+    // The draft Pincer cannot name stays, and the reply says it is stale.
+    assert_eq!(shown[0], "Working on it");
+    assert!(
+        shown[1].starts_with("[pincer] If a partial draft of this reply shows above, it is stale"),
+        "{shown:?}"
+    );
+    assert!(
+        shown[1].contains("Working on it") && shown[1].contains("interrupted"),
+        "{shown:?}"
+    );
+    sent_reply(&fake, &dir);
+    let draft = outbox(&dir)
+        .into_iter()
+        .find(|i| i["kind"] == "draft")
+        .unwrap();
+    assert_eq!(draft["status"], "unknown_after_send");
+    assert_eq!(draft["units"][0]["text"], "Working on it");
+    // Nothing was sent twice.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(fake.calls("sendMessage").len(), 2);
+}
+
+#[test]
+fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 300}, {"text": " and the rest."}])],
+    );
+    // The edit that finalizes the draft never reaches Telegram.
+    fake.hold("editMessageText");
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the finalizing edit in flight", WAIT, |f| {
+        f.calls("editMessageText")
+            .iter()
+            .any(|c| c.body["text"] == "Draft and the rest.")
+    });
+    bridge.crash();
+    assert_eq!(texts(&fake), vec!["Draft".to_owned()]);
+    fake.release("editMessageText");
+    let _bridge = Bridge::start(&dir, &script);
+    // An edit is harmless to repeat: it is made again, not given up.
+    fake.wait_for("the draft finalized", WAIT, |f| {
+        texts(f) == vec!["Draft and the rest.".to_owned()]
+    });
+    let reply = sent_reply(&fake, &dir);
+    assert_eq!(reply["attempt"], 2);
+    assert_eq!(fake.calls("sendMessage").len(), 1);
+}
+
+#[test]
+fn a_finalizing_edit_whose_markup_is_refused_is_made_in_plain_text() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 300}, {"text": " with `code`."}])],
+    );
+    fake.fail(
+        "editMessageText",
+        1,
+        400,
+        json!({"ok": false, "error_code": 400, "description": "Bad Request: can't parse entities: unsupported start tag"}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    // The draft is not left showing its partial text.
+    fake.wait_for("the draft finalized in plain text", WAIT, |f| {
+        texts(f) == vec!["Draft with `code`.".to_owned()]
+    });
+    let edits = fake.calls("editMessageText");
+    assert_eq!(edits[0].body["parse_mode"], "HTML");
+    assert!(edits[1].body.get("parse_mode").is_none(), "{edits:#?}");
+    sent_reply(&fake, &dir);
+}
+
+/// Every session's id and whether a chat maps to it, from the database.
+fn sessions_and_chats(dir: &TestDir) -> Vec<(String, bool)> {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.data_dir().join("pincer.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT id, EXISTS (SELECT 1 FROM channel_sessions c WHERE c.session_id = s.id)
+             FROM sessions s ORDER BY created_at",
+        )
+        .unwrap();
+    stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn a_chats_session_and_its_mapping_are_committed_together() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Mapped."}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("polling", WAIT, |f| !f.offsets().is_empty());
+    // The mapping's write fails, as a crash between two commits would cut it
+    // off: the session must not be left behind without it.
+    let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER no_mapping BEFORE INSERT ON channel_sessions
+         BEGIN SELECT RAISE(ABORT, 'the disk is full'); END",
+    )
+    .unwrap();
+    fake.user_says(USER, "hi");
+    fake.wait_for("the failure told", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Pincer could not start on this"))
+    });
+    assert_eq!(sessions_and_chats(&dir), vec![], "an orphaned session");
+    db.execute_batch("DROP TRIGGER no_mapping").unwrap();
+    fake.user_says(USER, "hi again");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t == "Mapped.")
+    });
+    let sessions = sessions_and_chats(&dir);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(sessions[0].1, "{sessions:?}");
+}
+
+/// One HTTP/1.1 request to the serve face; (status, body).
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {HTTP_TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
+
+const HTTP_TOKEN: &str = "http-token-0123456789abcdef";
+
+#[test]
+fn serve_bridges_the_chat_and_http_answers_its_approval_first() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "n.txt", "content": "via http\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let ready = dir.path().join("ready");
+    let mut child = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("PINCER_HTTP_TOKEN", HTTP_TOKEN)
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--channel",
+            "telegram",
+            "--ready-file",
+        ])
+        .arg(&ready)
+        .args([
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let addr = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            break text.trim().to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", stderr(&dir));
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    fake.user_says(USER, "write it");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("Approval needed"))
+    });
+    let (status, body) = http(&addr, "GET", "/v1/approvals", None);
+    assert_eq!(status, 200, "{body}");
+    let approvals: Value = serde_json::from_str(&body).unwrap();
+    let id = approvals["approvals"][0]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{id}"),
+        Some(&json!({"decision": "allow_once"})),
+    );
+    assert_eq!(status, 200, "{body}");
+    fake.wait_for("the reply and the prompt showing the answer", WAIT, |f| {
+        let t = texts(f);
+        t.iter().any(|t| t == "Written.") && t.iter().any(|t| t.ends_with("→ allowed once"))
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("n.txt")).unwrap(),
+        "via http\n"
+    );
+    // The chat's buttons lost: the answer from HTTP came first.
+    let (message_id, _) = fake
+        .chat(USER)
+        .into_iter()
+        .find(|(_, t)| t.contains("Approval needed"))
+        .unwrap();
+    fake.press(USER, message_id, &format!("ap:{id}:reject_once"));
+    fake.wait_for("the press answered", WAIT, |f| {
+        !f.calls("answerCallbackQuery").is_empty()
+    });
+    sent_reply(&fake, &dir);
+    let (status, metrics) = http(&addr, "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("pincer_outbox_depth{channel=\"telegram\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pincer_delivery_failures{channel=\"telegram\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pincer_outbox_intents{channel=\"telegram\",status=\"sent\"} 2"),
+        "{metrics}"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{}", stderr(&dir));
+}
+
+#[test]
+fn in_a_group_each_senders_messages_coalesce_apart() {
+    let fake = FakeTelegram::start();
+    let dir = setup(
+        &fake,
+        "live_drafts = false\ncoalesce_ms = 600\nallow = [\"42\", \"43\"]\n",
+    );
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "first run"}]),
+            json!([{"text": "second run"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    const GROUP: i64 = -1001;
+    fake.group_says(GROUP, 42, "from Ada");
+    fake.group_says(GROUP, 43, "from Bob");
+    fake.group_says(GROUP, 42, "Ada again");
+    fake.wait_for("two replies", WAIT, |f| f.chat(GROUP).len() == 2);
+    let sessions = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let sessions: Vec<Value> = String::from_utf8_lossy(&sessions.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // One chat, one session; two senders, two prompts.
+    assert_eq!(sessions.len(), 1);
+    let shown = dir.show_session(sessions[0]["session_id"].as_str().unwrap());
+    let prompts: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["role"] == "user")
+        .map(|m| m["message"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    let ada = prompts.iter().find(|p| p.contains("from Ada")).unwrap();
+    assert!(
+        ada.contains("Ada again") && !ada.contains("from Bob"),
+        "{prompts:#?}"
+    );
+}
+
+#[test]
+fn undo_from_the_chat_reverts_the_last_edit_and_replies_what_it_did() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let notes = dir.workspace().join("notes.txt");
+    std::fs::write(&notes, "before\n").unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "notes.txt", "content": "after\n"}}}]),
+            json!([{"text": "written"}]),
+        ],
+    );
+    let stderr = std::fs::File::create(dir.path().join("stderr.log")).unwrap();
+    let child = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("PINCER_MODE", "full")
+        .args(["acp", "--provider", "scripted", "--script"])
+        .arg(&script)
+        .args(["--channel", "telegram"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let _bridge = Bridge { child };
+    fake.user_says(USER, "write it");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t == "written")
+    });
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "after\n");
+    fake.user_says(USER, "/undo");
+    fake.wait_for("the undo's reply", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Reverted 1 file from run run_") && t.ends_with(": notes.txt."))
+    });
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "before\n");
+    fake.user_says(USER, "/undo");
+    fake.wait_for("nothing left to undo", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("Nothing to undo"))
+    });
+}
+
+#[test]
+fn a_server_that_fails_to_start_is_reported_in_the_chat_and_the_reply_follows() {
+    let fake = FakeTelegram::start();
+    let dir = setup(
+        &fake,
+        "\n[mcpServers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "Answered anyway"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f)
+            .last()
+            .is_some_and(|t| t.ends_with("Answered anyway"))
+    });
+    let reply = texts(&fake).last().unwrap().clone();
+    assert!(
+        reply.starts_with("[pincer] ") && reply.contains("broken"),
+        "{reply}"
+    );
+}
+
+/// Found by fuzzing review: an update id of `i64::MAX` has no next offset;
+/// adding one overflowed in the poll loop, which then stopped for good.
+#[test]
+fn an_update_id_at_the_end_of_its_range_does_not_stop_polling() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still polling."}])]);
+    fake.force_update(json!({
+        "update_id": i64::MAX,
+        "message": {
+            "message_id": 900,
+            "date": 1_700_000_000,
+            "from": {"id": USER, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": USER, "type": "private"},
+            "text": "the last id there is",
+        }
+    }));
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("a poll", WAIT, |f| f.polls().len() >= 2);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still polling.".to_owned()]
+    });
+}
+
+#[test]
+fn polling_keeps_a_floor_when_the_server_ignores_the_long_poll_timeout() {
+    let fake = FakeTelegram::start();
+    // A server or proxy that answers an empty getUpdates at once.
+    fake.ignore_timeout();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still answered."}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("polling", WAIT, |f| !f.polls().is_empty());
+    let from = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let to = std::time::Instant::now();
+    let polls = fake
+        .polls()
+        .into_iter()
+        .filter(|at| *at >= from && *at < to)
+        .count();
+    // A correctness bound with a wide margin: about one poll a second, not
+    // thousands.
+    assert!(polls <= 6, "{polls} polls in 2 s");
+    // Messages are still taken in promptly.
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still answered.".to_owned()]
+    });
+}
+
+#[test]
+fn a_platform_error_that_echoes_the_token_is_stored_and_logged_redacted() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Still here."}])]);
+    fake.fail(
+        "sendMessage",
+        1,
+        500,
+        json!({"ok": false, "error_code": 500, "description": format!("Internal Server Error: bot{TOKEN} is unwell")}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    let failed = outbox(&dir)
+        .into_iter()
+        .find(|i| i["status"] == "pending")
+        .unwrap()
+        .to_string();
+    assert!(!failed.contains(TOKEN), "{failed}");
+    assert!(
+        failed.contains("Internal Server Error: bot[REDACTED:"),
+        "{failed}"
+    );
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f) == vec!["Still here.".to_owned()]
+    });
+    assert!(!stderr(&dir).contains(TOKEN), "{}", stderr(&dir));
+}

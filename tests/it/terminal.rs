@@ -1,0 +1,601 @@
+//! The terminal face (`pincer chat`), driven in tmux: keys sent with
+//! `send-keys`, the screen read with `capture-pane`. tmux is a test
+//! dependency (`scripts/test-deps.sh` installs it; CI runs that).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::{BIN, TestDir};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A `pincer` in a private tmux server (its own socket), 120x40.
+struct Tmux {
+    socket: String,
+    stderr: PathBuf,
+}
+
+fn tmux_available() {
+    let found = Command::new("tmux").arg("-V").output();
+    assert!(
+        found.is_ok_and(|out| out.status.success()),
+        "tmux is missing: these tests drive `pincer chat` in tmux; run scripts/test-deps.sh (CI installs it)"
+    );
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+impl Tmux {
+    /// Starts `pincer ARGS` in `cwd` with the test directory's HOME, config
+    /// and data dir (and `env`); when it exits the pane shows `EXITED=CODE`.
+    fn start(dir: &TestDir, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        tmux_available();
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let socket = format!(
+            "pincer-test-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let stderr = dir.path().join(format!("{socket}.stderr"));
+        let mut vars = vec![
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+            ("HOME".to_owned(), path(&dir.path().join("home"))),
+            (
+                "XDG_CONFIG_HOME".to_owned(),
+                path(&dir.path().join("config")),
+            ),
+            ("PINCER_DATA_DIR".to_owned(), path(&dir.data_dir())),
+        ];
+        vars.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        let vars: Vec<String> = vars
+            .iter()
+            .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+            .collect();
+        let args: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+        let script = format!(
+            "cd {} && env -i TERM=\"$TERM\" {} {} {} 2>{}; echo EXITED=$?; sleep 600",
+            shell_quote(&path(cwd)),
+            vars.join(" "),
+            shell_quote(BIN),
+            args.join(" "),
+            shell_quote(&path(&stderr)),
+        );
+        let out = Command::new("tmux")
+            .env_remove("TMUX")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-x", "120", "-y", "40", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self { socket, stderr }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .env_remove("TMUX")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Types text literally, then presses Enter.
+    fn line(&self, text: &str) {
+        self.tmux(&["send-keys", "-l", text]);
+        self.keys(&["Enter"]);
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    /// The screen and its scrollback, wrapped lines joined.
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-S", "-"])
+    }
+
+    /// The screen with its colors and styles as escape sequences.
+    fn styled_screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-e", "-J", "-S", "-"])
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until the screen satisfies `ready`; panics with the screen if it
+    /// does not within the deadline.
+    fn wait(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {what}; screen:\n{screen}\nstderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        self.wait(&format!("{needle:?}"), |screen| screen.contains(needle))
+    }
+
+    /// Waits for `needle` to show `count` times.
+    fn wait_count(&self, needle: &str, count: usize) -> String {
+        self.wait(&format!("{needle:?} {count} times"), |screen| {
+            screen.matches(needle).count() >= count
+        })
+    }
+
+    /// Waits for the prompt to be the screen's last line.
+    fn wait_prompt(&self) -> String {
+        self.wait("the prompt", |screen| {
+            screen.trim_end().lines().last().is_some_and(|l| l == ">")
+        })
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .env_remove("TMUX")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn path(p: &Path) -> String {
+    p.to_str().unwrap().to_owned()
+}
+
+/// The ids of the sessions in the data dir, newest first.
+fn session_ids(dir: &TestDir) -> Vec<String> {
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let value: Value = serde_json::from_str(line).unwrap();
+            value["session_id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// The text of each user message of a session, in order.
+fn user_prompts(dir: &TestDir, session: &str) -> Vec<String> {
+    let shown = dir.show_session(session);
+    shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["message"]["role"] == "user")
+        .map(|entry| {
+            entry["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_prompt_gets_a_streamed_rendered_reply_and_joins_the_history() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([
+                {"thought": "The user greets me.\n"},
+                {"text": "Hello, this is **very bold** and `some code`.\n"},
+                {"text": "## A heading\n- first item\n"},
+                {"text": "- second "},
+                {"text": "item\nThe end."}
+            ]),
+            json!([{"text": "Second reply."}]),
+            json!([{"tool_call": {"name": "read_file", "arguments": {"path": "missing.txt"}}}]),
+            json!([{"text": "Cut short"}, {"stop": "max_tokens"}]),
+            json!([{"error": {"kind": "auth", "message": "bad key"}}]),
+        ],
+    );
+    let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    tmux.wait_prompt();
+    tmux.line("hello there");
+    let screen = tmux.wait_for("The end.");
+    assert!(
+        screen.contains("Hello, this is very bold and some code."),
+        "{screen}"
+    );
+    assert!(!screen.contains("**"), "{screen}");
+    assert!(screen.contains("\nA heading\n"), "{screen}");
+    assert!(screen.contains("first item\n"), "{screen}");
+    assert!(screen.contains("second item\n"), "{screen}");
+    assert!(screen.contains("~ The user greets me."), "{screen}");
+    // Styles reach the terminal: bold text is drawn bold.
+    let styled = tmux.styled_screen();
+    assert!(styled.contains("\x1b[1mvery bold"), "{styled:?}");
+    tmux.wait_prompt();
+
+    // A trailing backslash and Alt-Enter both continue the prompt on a new line.
+    tmux.line("line one\\");
+    tmux.tmux(&["send-keys", "-l", "line two"]);
+    tmux.keys(&["M-Enter"]);
+    tmux.line("line three");
+    tmux.wait_for("Second reply.");
+    tmux.wait_prompt();
+
+    // A failed tool call, a reply cut short, a failed run.
+    tmux.line("read a missing file");
+    let screen = tmux.wait_for("(stopped: max_tokens)");
+    assert!(
+        screen.contains("* Read missing.txt [read]\n  failed: "),
+        "{screen}"
+    );
+    tmux.wait_prompt();
+    tmux.line("fail please");
+    tmux.wait_for("error: ");
+    tmux.wait_prompt();
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("EXITED=0");
+
+    let sessions = session_ids(&dir);
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(
+        user_prompts(&dir, &sessions[0]),
+        vec![
+            "hello there".to_owned(),
+            "line one\nline two\nline three".to_owned(),
+            "read a missing file".to_owned(),
+            "fail please".to_owned(),
+        ]
+    );
+    let shown = dir.show_session(&sessions[0]);
+    assert_eq!(shown["session"]["origin"], "terminal");
+    // The prompts are kept in the history file for the next conversation.
+    let history = std::fs::read_to_string(dir.data_dir().join("chat-history")).unwrap();
+    assert!(history.contains("hello there"), "{history}");
+}
+
+#[test]
+fn no_color_and_a_dumb_terminal_give_plain_output() {
+    for env in [("NO_COLOR", "1"), ("TERM", "dumb")] {
+        let dir = TestDir::new();
+        let ws = dir.workspace();
+        let script = dir.script("s.jsonl", &[json!([{"text": "Some **bold** words."}])]);
+        let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[env]);
+        tmux.wait_prompt();
+        tmux.line("hi");
+        tmux.wait_for("Some bold words.");
+        let styled = tmux.styled_screen();
+        assert!(!styled.contains('\x1b'), "{env:?}: {styled:?}");
+    }
+}
+
+#[test]
+fn an_approval_is_asked_with_the_diff_or_command_and_answered_at_the_prompt() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "allowed.txt", "content": "kept line\n"}}}]),
+            json!([{"text": "First done."}]),
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "rejected.txt", "content": "refused line\n"}}}]),
+            json!([{"text": "Second done."}]),
+            json!([{"tool_call": {"name": "shell", "arguments": {"command": "echo shell-was-run > ran.txt"}}}]),
+            json!([{"text": "Third done."}]),
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "always.txt", "content": "one\n"}}}]),
+            json!([{"text": "Fourth done."}]),
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "always.txt", "content": "two\n"}}}]),
+            json!([{"text": "Fifth done."}]),
+        ],
+    );
+    let tmux = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--script", &path(&script), "--mode", "supervised"],
+        &[],
+    );
+    tmux.wait_prompt();
+    tmux.line("write the first file");
+    let screen = tmux.wait_for("Allow? [y] once, [a] always, [n] reject:");
+    assert!(
+        screen.contains("Approval needed: Create allowed.txt"),
+        "{screen}"
+    );
+    assert!(screen.contains("+kept line"), "{screen}");
+    tmux.line("y");
+    let screen = tmux.wait_for("First done.");
+    assert!(screen.contains("  done"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("allowed.txt")).unwrap(),
+        "kept line\n"
+    );
+    tmux.wait_prompt();
+
+    tmux.line("write the second file");
+    let screen = tmux.wait_count("Allow? [y] once", 2);
+    assert!(screen.contains("+refused line"), "{screen}");
+    tmux.line("maybe");
+    tmux.wait_for("Answer y, a or n.");
+    tmux.line("n");
+    let screen = tmux.wait_for("Second done.");
+    assert!(screen.contains("  refused: "), "{screen}");
+    assert!(!ws.join("rejected.txt").exists());
+    tmux.wait_prompt();
+
+    tmux.line("run a command");
+    // The third approval; "maybe" above asked the second one again.
+    let screen = tmux.wait_count("Allow? [y] once", 4);
+    assert!(
+        screen.contains("    $ echo shell-was-run > ran.txt"),
+        "{screen}"
+    );
+    tmux.line("n");
+    tmux.wait_for("Third done.");
+    assert!(!ws.join("ran.txt").exists());
+    tmux.wait_prompt();
+
+    // `/undo` reverts the allowed write.
+    tmux.line("/undo");
+    let screen = tmux.wait_for("Reverted 1 file from run");
+    assert!(screen.contains("allowed.txt"), "{screen}");
+    tmux.wait_prompt();
+    assert!(!ws.join("allowed.txt").exists());
+
+    // "a" allows the tool from now on: the next write asks nothing.
+    tmux.line("write always");
+    tmux.wait_count("Allow? [y] once", 5);
+    tmux.line("a");
+    tmux.wait_for("Fourth done.");
+    tmux.wait_prompt();
+    tmux.line("write it again");
+    let screen = tmux.wait_for("Fifth done.");
+    assert_eq!(screen.matches("Allow? [y] once").count(), 5, "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("always.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_the_run_and_twice_leaves() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Working on it\n"}, {"delay_ms": 60000}, {"text": "never shown"}]),
+            json!([{"text": "Working again\n"}, {"delay_ms": 60000}, {"text": "never shown"}]),
+        ],
+    );
+    let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    tmux.wait_prompt();
+    tmux.line("start a long task");
+    tmux.wait_for("Working on it");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("(cancelled)");
+    tmux.wait_prompt();
+
+    let sessions = session_ids(&dir);
+    let shown = dir.show_session(&sessions[0]);
+    let run = shown["runs"][0]["run_id"].as_str().unwrap().to_owned();
+    let out = dir
+        .command()
+        .args(["runs", "show", &run, "--json"])
+        .output()
+        .unwrap();
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["state"], "cancelled", "{info}");
+
+    // The prompt is back and works; a second Ctrl-C leaves cleanly (during
+    // the run's cancelling, or at the empty prompt once it is cancelled).
+    tmux.line("another long task");
+    tmux.wait_for("Working again");
+    tmux.keys(&["C-c"]);
+    tmux.wait_count("Ctrl-C again to leave", 2);
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("EXITED=0");
+    let shown = dir.show_session(&sessions[0]);
+    let states: Vec<&str> = shown["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, vec!["cancelled", "cancelled"]);
+}
+
+#[test]
+fn resume_picks_an_earlier_session_and_continues_it() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "The first answer."}]),
+            json!([{"text": "The second answer."}]),
+        ],
+    );
+    let first = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    first.wait_prompt();
+    first.line("the first question");
+    first.wait_for("The first answer.");
+    first.wait_prompt();
+    first.line("/quit");
+    first.wait_for("EXITED=0");
+    drop(first);
+
+    let second = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--resume", "--script", &path(&script)],
+        &[],
+    );
+    let screen = second.wait_for("Resume which?");
+    assert!(screen.contains("  1. the first question"), "{screen}");
+    second.line("1");
+    let screen = second.wait_for("Resumed session");
+    assert!(screen.contains("you: the first question"), "{screen}");
+    assert!(screen.contains("pincer: The first answer."), "{screen}");
+    second.wait_prompt();
+    // The history file brings back the first conversation's lines.
+    second.keys(&["Up"]);
+    second.wait_for("> /quit");
+    second.keys(&["Up"]);
+    second.wait_for("> the first question");
+    second.keys(&["C-u"]);
+    second.wait_prompt();
+    second.line("the second question");
+    second.wait_for("The second answer.");
+    second.wait_prompt();
+    second.line("/exit");
+    second.wait_for("EXITED=0");
+
+    let sessions = session_ids(&dir);
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(
+        user_prompts(&dir, &sessions[0]),
+        vec![
+            "the first question".to_owned(),
+            "the second question".to_owned()
+        ]
+    );
+
+    // `--session ID` continues it without asking.
+    let third = Tmux::start(
+        &dir,
+        &ws,
+        &[
+            "chat",
+            "--session",
+            &sessions[0],
+            "--script",
+            &path(&script),
+        ],
+        &[],
+    );
+    let screen = third.wait_for("Resumed session");
+    assert!(screen.contains("you: the second question"), "{screen}");
+    drop(third);
+
+    // Enter takes the newest session; `n` starts a new one.
+    let fourth = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--resume", "--script", &path(&script)],
+        &[],
+    );
+    fourth.wait_for("Resume which?");
+    fourth.keys(&["Enter"]);
+    fourth.wait_for("Resumed session the first question");
+    drop(fourth);
+    let fifth = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--resume", "--script", &path(&script)],
+        &[],
+    );
+    fifth.wait_for("Resume which?");
+    fifth.line("n");
+    let screen = fifth.wait_prompt();
+    assert!(!screen.contains("Resumed session"), "{screen}");
+}
+
+#[test]
+fn slash_commands_are_answered_and_an_unknown_one_is_named() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
+    let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    tmux.wait_prompt();
+    // Tab completes a command name.
+    tmux.tmux(&["send-keys", "-l", "/he"]);
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /help");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("Ctrl-D at an empty prompt leaves.");
+    for command in [
+        "/compact", "/undo", "/mode", "/model", "/runs", "/help", "/new", "/quit",
+    ] {
+        assert!(screen.contains(command), "{command} in {screen}");
+    }
+    tmux.line("/frobnicate now");
+    tmux.wait_for("Unknown command /frobnicate; /help lists the commands.");
+    tmux.line("/mode full");
+    tmux.wait_for("Mode set to");
+    tmux.line("/mode");
+    tmux.wait_for("Mode: Full autonomy (full)");
+    tmux.line("/runs");
+    tmux.wait_for("No runs in this session yet.");
+    tmux.line("/model");
+    tmux.wait_for("Model: scripted/");
+    tmux.line("/compact");
+    tmux.wait_for("Nothing to compact");
+    tmux.line("/new");
+    tmux.wait_for("A new session starts with the next prompt.");
+    tmux.wait_prompt();
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("EXITED=0");
+    assert_eq!(session_ids(&dir).len(), 1);
+}
+
+#[test]
+fn pincer_alone_on_a_terminal_opens_a_conversation() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script("s.jsonl", &[json!([{"text": "Configured reply."}])]);
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\n",
+            path(&script)
+        ),
+    )
+    .unwrap();
+    let tmux = Tmux::start(&dir, &ws, &[], &[]);
+    tmux.wait_prompt();
+    tmux.line("hi");
+    tmux.wait_for("Configured reply.");
+}
+
+#[test]
+fn pincer_alone_without_a_terminal_prints_the_usage() {
+    let dir = TestDir::new();
+    let out = dir.command().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Usage: pincer"), "{stderr}");
+    assert!(stderr.contains("chat"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}

@@ -1,0 +1,478 @@
+//! The webhook channel: signed inbound POSTs (HMAC-SHA256, timestamp window,
+//! dedupe by delivery id), signed outbound POSTs with an idempotency key,
+//! retries through the durable send path, and a crash mid-send replayed with
+//! the same key.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::TestDir;
+use pincer::channels::webhook::sign;
+use serde_json::{Value, json};
+
+const SECRET: &str = "webhook-secret-0123456789";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// What the peer does with the next outbound POST.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Answer {
+    Ok,
+    Status(u16),
+    /// Read the request, then close without answering.
+    Drop,
+    /// Read the request, then never answer.
+    Hold,
+}
+
+#[derive(Debug, Clone)]
+struct Post {
+    headers: Vec<(String, String)>,
+    raw: Vec<u8>,
+    body: Value,
+}
+
+impl Post {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The peer's callback endpoint.
+#[derive(Clone)]
+struct Peer {
+    url: String,
+    posts: Arc<Mutex<Vec<Post>>>,
+    answers: Arc<Mutex<VecDeque<Answer>>>,
+}
+
+impl Peer {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/callback", listener.local_addr().unwrap());
+        let peer = Self {
+            url,
+            posts: Arc::default(),
+            answers: Arc::default(),
+        };
+        let shared = peer.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let peer = shared.clone();
+                std::thread::spawn(move || peer.handle(stream));
+            }
+        });
+        peer
+    }
+
+    fn handle(&self, mut stream: TcpStream) {
+        let (headers, raw) = read_request(&mut stream);
+        let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        self.posts.lock().unwrap().push(Post {
+            headers,
+            raw,
+            body: body.clone(),
+        });
+        let answer = self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Answer::Ok);
+        match answer {
+            Answer::Ok => {
+                let reply =
+                    json!({"message_id": format!("m-{}", body["id"].as_str().unwrap_or(""))})
+                        .to_string();
+                respond(&mut stream, 200, &reply, &[]);
+            }
+            Answer::Status(status) => respond(
+                &mut stream,
+                status,
+                "{\"error\":\"no\"}",
+                &[("retry-after", "1")],
+            ),
+            Answer::Drop => drop(stream),
+            Answer::Hold => std::thread::sleep(Duration::from_secs(3600)),
+        }
+    }
+
+    fn then(&self, answers: &[Answer]) {
+        self.answers.lock().unwrap().extend(answers.iter().copied());
+    }
+
+    fn posts(&self) -> Vec<Post> {
+        self.posts.lock().unwrap().clone()
+    }
+
+    fn wait_for(&self, what: &str, check: impl Fn(&[Post]) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if check(&self.posts()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("timed out waiting for {what}; posts: {:#?}", self.posts());
+    }
+}
+
+fn read_request(stream: &mut TcpStream) -> (Vec<(String, String)>, Vec<u8>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).unwrap();
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = header.split_once(':') {
+            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
+    let mut raw = vec![0; length];
+    reader.read_exact(&mut raw).unwrap();
+    (headers, raw)
+}
+
+fn respond(stream: &mut TcpStream, status: u16, body: &str, extra: &[(&str, &str)]) {
+    let mut head = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (n, v) in extra {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    let _ = write!(stream, "{head}\r\n{body}");
+}
+
+/// `pincer acp --channel webhook`, its listener's address read from its log.
+struct Bridge {
+    child: Child,
+    url: String,
+}
+
+impl Bridge {
+    fn start(dir: &TestDir, script: &std::path::Path) -> Self {
+        let log = dir.path().join(format!("stderr-{}.log", fastrand_name()));
+        let child = dir
+            .command()
+            .env("PINCER_WEBHOOK_SECRET", SECRET)
+            .args([
+                "acp",
+                "--provider",
+                "scripted",
+                "--script",
+                script.to_str().unwrap(),
+                "--channel",
+                "webhook",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + WAIT;
+        let url = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(addr) = text
+                .lines()
+                .find(|l| l.contains("webhook listening"))
+                .and_then(|l| l.split("addr=").nth(1))
+                .map(|a| a.split_whitespace().next().unwrap().to_owned())
+            {
+                break format!("http://{addr}/");
+            }
+            assert!(Instant::now() < deadline, "no listener in the log: {text}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self { child, url }
+    }
+
+    fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fastrand_name() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn setup(peer: &Peer) -> TestDir {
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.webhook]\ncallback_url = \"{}\"\nlisten = \"127.0.0.1:0\"\nallow = [\"u1\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\nlive_drafts = false\n",
+            peer.url,
+            workspace.display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// POSTs `body` to the listener, signed unless told otherwise; (status, JSON).
+fn deliver(
+    url: &str,
+    delivery: Option<&str>,
+    body: &Value,
+    secret: &str,
+    age_secs: i64,
+) -> (u16, Value) {
+    let raw = body.to_string();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let timestamp = now - age_secs;
+    let signature = sign(secret.as_bytes(), timestamp, raw.as_bytes());
+    let address = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(address).unwrap();
+    let mut head = format!(
+        "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-pincer-timestamp: {timestamp}\r\nx-pincer-signature: {signature}\r\nconnection: close\r\n",
+        raw.len()
+    );
+    if let Some(delivery) = delivery {
+        head.push_str(&format!("x-pincer-delivery: {delivery}\r\n"));
+    }
+    write!(stream, "{head}\r\n{raw}").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn says(text: &str) -> Value {
+    json!({"message": {"chat": "room-1", "sender": {"id": "u1", "name": "Ada"}, "text": text}})
+}
+
+fn outbox(dir: &TestDir) -> Vec<Value> {
+    let out = dir
+        .command()
+        .args(["channels", "outbox", "--json"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn wait_sent(dir: &TestDir) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(reply) = outbox(dir)
+            .into_iter()
+            .find(|i| i["kind"] == "reply" && i["status"] == "sent")
+        {
+            return reply;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no sent reply: {:#?}",
+            outbox(dir)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn signed_messages_in_signed_replies_out() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    let script = dir.script("s.jsonl", &[json!([{"text": "Hello, room."}])]);
+    let bridge = Bridge::start(&dir, &script);
+    let (status, answer) = deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    assert_eq!((status, answer["status"].as_str()), (200, Some("accepted")));
+    peer.wait_for("the reply", |posts| !posts.is_empty());
+    let post = &peer.posts()[0];
+    assert_eq!(post.body["text"], "Hello, room.");
+    assert_eq!(post.body["chat"], "room-1");
+    assert_eq!(post.body["reply_to"], "d1");
+    assert_eq!(post.body["origin"]["source"], "pincer");
+    // Signed like inbound, with the idempotency key in header and body.
+    let timestamp: i64 = post.header("x-pincer-timestamp").unwrap().parse().unwrap();
+    assert_eq!(
+        post.header("x-pincer-signature").unwrap(),
+        sign(SECRET.as_bytes(), timestamp, &post.raw)
+    );
+    let key = post.header("idempotency-key").unwrap();
+    assert!(
+        key.starts_with("reply:run_") && key.ends_with(":0"),
+        "{key}"
+    );
+    assert_eq!(post.body["id"], key);
+    let intent = wait_sent(&dir);
+    assert_eq!(
+        intent["receipt"]["parts"][0]["platform_id"],
+        format!("m-{key}")
+    );
+}
+
+#[test]
+fn bad_signatures_stale_timestamps_and_replays_are_refused() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "once"}]), json!([{"text": "twice"}])],
+    );
+    let bridge = Bridge::start(&dir, &script);
+    let (status, answer) = deliver(
+        &bridge.url,
+        Some("d1"),
+        &says("hi"),
+        "not-the-secret-at-all",
+        0,
+    );
+    assert_eq!(status, 401);
+    assert_eq!(answer["error"], "bad signature");
+    let (status, answer) = deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 600);
+    assert_eq!(status, 401);
+    assert!(answer["error"].as_str().unwrap().contains("window"));
+    let (status, _) = deliver(&bridge.url, None, &says("hi"), SECRET, 0);
+    assert_eq!(status, 400);
+    let (status, answer) = deliver(
+        &bridge.url,
+        Some("d2"),
+        &json!({"message": {"chat": "c"}}),
+        SECRET,
+        0,
+    );
+    assert_eq!(status, 400, "{answer}");
+    let (status, _) = deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    assert_eq!(status, 200);
+    // The same delivery again, within the window: acknowledged, not run again.
+    let (status, answer) = deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    assert_eq!(
+        (status, answer["status"].as_str()),
+        (200, Some("duplicate"))
+    );
+    peer.wait_for("the reply", |posts| !posts.is_empty());
+    std::thread::sleep(Duration::from_millis(400));
+    let texts: Vec<Value> = peer
+        .posts()
+        .iter()
+        .map(|p| p.body["text"].clone())
+        .collect();
+    assert_eq!(texts, vec![json!("once")]);
+    // Pincer's own tagged output posted back into a room by a bot: dropped.
+    let echo = json!({"message": {"chat": "room-2", "chat_kind": "group", "sender": {"id": "u1", "is_bot": true},
+        "text": "once", "origin": {"source": "pincer", "kind": "message"}}});
+    let (status, answer) = deliver(&bridge.url, Some("d3"), &echo, SECRET, 0);
+    assert_eq!((status, answer["status"].as_str()), (200, Some("echo")));
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(peer.posts().len(), 1);
+}
+
+#[test]
+fn a_lost_answer_is_retried_with_the_same_idempotency_key() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    let script = dir.script("s.jsonl", &[json!([{"text": "Retried."}])]);
+    // The peer takes the POST and the connection dies; then it is down a moment.
+    peer.then(&[Answer::Drop, Answer::Status(503)]);
+    let bridge = Bridge::start(&dir, &script);
+    deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    peer.wait_for("three attempts", |posts| posts.len() == 3);
+    let posts = peer.posts();
+    let keys: Vec<&str> = posts
+        .iter()
+        .map(|p| p.header("idempotency-key").unwrap())
+        .collect();
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+    let intent = wait_sent(&dir);
+    assert_eq!(intent["attempt"], 3);
+}
+
+#[test]
+fn a_crash_mid_send_is_replayed_with_the_same_key_after_restart() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    let script = dir.script("s.jsonl", &[json!([{"text": "Survived the crash."}])]);
+    peer.then(&[Answer::Hold]);
+    let bridge = Bridge::start(&dir, &script);
+    deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    peer.wait_for("the held send", |posts| posts.len() == 1);
+    bridge.crash();
+    let _bridge = Bridge::start(&dir, &script);
+    peer.wait_for("the replay", |posts| posts.len() == 2);
+    let posts = peer.posts();
+    assert_eq!(
+        posts[0].header("idempotency-key"),
+        posts[1].header("idempotency-key")
+    );
+    assert_eq!(posts[1].body["text"], "Survived the crash.");
+    wait_sent(&dir);
+}
+
+#[test]
+fn a_draft_cut_off_by_a_crash_is_sent_again_with_its_key_and_finalized() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    let config = dir.path().join("config/pincer/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("live_drafts = false", "live_drafts = true"),
+    )
+    .unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Drafted"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    // The peer takes the draft and the process dies before its answer.
+    peer.then(&[Answer::Hold]);
+    let bridge = Bridge::start(&dir, &script);
+    deliver(&bridge.url, Some("d1"), &says("hi"), SECRET, 0);
+    peer.wait_for("the held draft", |posts| posts.len() == 1);
+    bridge.crash();
+    let _bridge = Bridge::start(&dir, &script);
+    // The peer deduplicates by key, so sending the draft again names it, and
+    // the reply finalizes it in place.
+    peer.wait_for("the draft again, then its finalizing edit", |posts| {
+        posts.len() == 3
+    });
+    let posts = peer.posts();
+    let key = posts[0].header("idempotency-key").unwrap().to_owned();
+    assert!(key.starts_with("draft:run_"), "{key}");
+    assert_eq!(posts[1].header("idempotency-key"), Some(key.as_str()));
+    assert_eq!(posts[1].body["text"], "Drafted");
+    assert_eq!(posts[2].body["edit_of"], format!("m-{key}"));
+    let reply = posts[2].body["text"].as_str().unwrap();
+    assert!(
+        reply.starts_with("Drafted") && reply.contains("interrupted"),
+        "{reply}"
+    );
+    wait_sent(&dir);
+}
