@@ -71,6 +71,23 @@ pub fn owner_is_alive(tag: &str) -> bool {
     owner::is_alive(tag)
 }
 
+/// How long opening waits out other processes holding the database's lock.
+const OPEN_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl StoreError {
+    /// Whether another connection held a lock this operation needed.
+    fn is_busy(&self) -> bool {
+        let source = match self {
+            StoreError::Open { source, .. } | StoreError::Sql(source) => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -100,6 +117,21 @@ impl Store {
         if let Some(dir) = path.parent() {
             create_private_dir(dir)?;
         }
+        // Another process creating the same database, migrating it or
+        // switching it to WAL can hold a lock SQLite does not wait for
+        // (changing the journal mode): such an open is tried again.
+        let deadline = std::time::Instant::now() + OPEN_BUSY_WAIT;
+        loop {
+            match Self::open_once(path) {
+                Err(err) if err.is_busy() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5 + fastrand::u64(0..20)));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<(Self, Recovery), StoreError> {
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
             source,
@@ -458,6 +490,31 @@ mod contract {
 
 #[cfg(test)]
 mod tests {
+    /// Processes opening a new database at once (an editor's two windows,
+    /// `pincer sessions list` beside a starting bridge) all get it: none
+    /// fails with "database is locked" while another creates or migrates it.
+    #[test]
+    fn many_opening_a_new_database_at_once_all_succeed() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("pincer.db");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    let (path, barrier) = (path.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        Store::open(&path).map(|(store, _)| store.shutdown())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().unwrap();
+                assert!(opened.is_ok(), "{opened:?}");
+            }
+        }
+    }
+
     use super::*;
     use crate::core::event::Event;
     use crate::core::session::{Message, Mode};
