@@ -2,82 +2,40 @@
 //! alone, `pincer login` / `logout`, and sessions that keep their provider.
 //! The model API is a loopback fake speaking OpenAI's wire format.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpListener;
+use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::support::TestDir;
+use crate::support::http::{Loopback, Reply, dead_url};
 use serde_json::{Value, json};
 
 /// A request the fake saw.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    authorization: Option<String>,
-    body: Value,
-}
+type Seen = crate::support::http::Request;
 
 /// An OpenAI-compatible server on loopback: `GET /v1/models` lists two
 /// models, `POST /v1/chat/completions` streams "Hello from the fake". With
 /// `key`, both answer 401 unless `Authorization: Bearer KEY` is sent.
 fn fake(key: Option<&'static str>) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut parts = line.split(' ');
-            let method = parts.next().unwrap_or_default().to_owned();
-            let path = parts.next().unwrap_or_default().to_owned();
-            let (mut length, mut authorization) = (0usize, None);
-            loop {
-                let mut header = String::new();
-                reader.read_line(&mut header).unwrap();
-                let header = header.trim_end();
-                if header.is_empty() {
-                    break;
-                }
-                if let Some((name, value)) = header.split_once(':') {
-                    match name.trim().to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.trim().parse().unwrap(),
-                        "authorization" => authorization = Some(value.trim().to_owned()),
-                        _ => {}
-                    }
-                }
-            }
-            let mut raw = vec![0; length];
-            reader.read_exact(&mut raw).unwrap();
-            let allowed =
-                key.is_none_or(|k| authorization.as_deref() == Some(&format!("Bearer {k}")));
-            record.lock().unwrap().push(Seen {
-                method: method.clone(),
-                path: path.clone(),
-                authorization,
-                body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
-            });
-            let (status, kind, body) = if !allowed {
-                (401, "application/json", json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}).to_string())
-            } else if path.ends_with("/models") {
-                (200, "application/json", json!({"object": "list", "data": [{"id": "m-small", "object": "model"}, {"id": "m-big", "object": "model"}]}).to_string())
-            } else {
-                (200, "text/event-stream", stream_body())
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
+    let server = Loopback::start(move |request, _| {
+        let allowed =
+            key.is_none_or(|k| request.header("authorization") == Some(&format!("Bearer {k}")));
+        if !allowed {
+            Reply::json(
+                401,
+                &json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}),
+            )
+        } else if request.path.ends_with("/models") {
+            Reply::json(
+                200,
+                &json!({"object": "list", "data": [{"id": "m-small", "object": "model"}, {"id": "m-big", "object": "model"}]}),
+            )
+        } else {
+            Reply::event_stream(stream_body())
         }
     });
-    (url, seen)
+    (format!("{}/v1", server.url), server.seen())
 }
 
 fn stream_body() -> String {
@@ -163,7 +121,7 @@ fn a_base_url_alone_makes_a_provider_that_sends_no_key() {
         .iter()
         .find(|s| s.path.ends_with("/chat/completions"))
         .unwrap();
-    assert_eq!(chat.authorization, None);
+    assert_eq!(chat.header("authorization"), None);
     assert_eq!(chat.body["model"], "m-small");
 }
 
@@ -294,7 +252,7 @@ fn login_with_a_key_stores_it_privately_and_a_refused_key_stores_nothing() {
         .rfind(|s| s.path.ends_with("/chat/completions"))
         .unwrap();
     assert_eq!(
-        chat.authorization.as_deref(),
+        chat.header("authorization"),
         Some("Bearer sk-good-0123456789abcdef")
     );
     assert_eq!(chat.body["model"], "m-big");
@@ -450,10 +408,7 @@ fn doctor_passes_a_good_setup_and_names_each_problem_with_its_fix() {
         line(&shown, "provider openai").contains("answers (2 models listed)"),
         "{shown}"
     );
-    let dead = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}/v1", listener.local_addr().unwrap())
-    };
+    let dead = format!("{}/v1", dead_url());
     let out = run(
         &dir,
         &["doctor", "--online"],

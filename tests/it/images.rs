@@ -3,11 +3,11 @@
 //! an Anthropic loopback server, refusals that name the model or the block,
 //! and how an image is kept and replayed.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::support::http::{Loopback, Reply};
 use crate::support::{AcpProcess, TestDir, assert_error};
 use serde_json::{Value, json};
 
@@ -16,40 +16,13 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+
 
 /// Answers every request with `body` as an event stream; records each request body.
 fn serve(body: String) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut header = String::new();
-                reader.read_line(&mut header).unwrap();
-                let header = header.trim_end().to_ascii_lowercase();
-                if header.is_empty() {
-                    break;
-                }
-                if let Some(value) = header.strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap();
-                }
-            }
-            let mut raw = vec![0; length];
-            reader.read_exact(&mut raw).unwrap();
-            record
-                .lock()
-                .unwrap()
-                .push(serde_json::from_slice(&raw).unwrap_or(Value::Null));
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
+    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let record = bodies.clone();
+    let server = Loopback::start(move |request, _| {
+        record.lock().unwrap().push(request.body.clone());
+        Reply::event_stream(body.clone())
     });
-    (url, seen)
+    (server.url, bodies)
 }
 
 fn openai_stream(text: &str) -> String {

@@ -2,30 +2,14 @@
 //! the providers' documented streaming formats: the conventional environment
 //! variables, config tables, failover, and plain-words errors.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::support::TestDir;
+use crate::support::http::{Loopback, Reply, dead_url};
 use serde_json::{Value, json};
 
-/// A request as the loopback server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
+type Seen = crate::support::http::Request;
 
 /// Answers every request with `status` and `body`; records what it saw.
 fn serve(status: u16, body: String) -> (String, Arc<Mutex<Vec<Seen>>>) {
@@ -79,65 +63,19 @@ impl Answer {
 
 /// Answers the n-th request with the n-th answer (the last one repeats).
 fn serve_answers(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
-            let mut headers = Vec::new();
-            loop {
-                let mut header = String::new();
-                reader.read_line(&mut header).unwrap();
-                let header = header.trim_end();
-                if header.is_empty() {
-                    break;
-                }
-                if let Some((n, v)) = header.split_once(':') {
-                    headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
-                }
-            }
-            let length: usize = headers
-                .iter()
-                .find(|(n, _)| n == "content-length")
-                .map_or(0, |(_, v)| v.parse().unwrap());
-            let mut raw = vec![0; length];
-            reader.read_exact(&mut raw).unwrap();
-            let n = {
-                let mut seen = record.lock().unwrap();
-                seen.push(Seen {
-                    path,
-                    headers,
-                    body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
-                });
-                seen.len() - 1
-            };
-            let answer = &answers[n.min(answers.len() - 1)];
-            let kind = if answer.status == 200 {
-                "text/event-stream"
-            } else {
-                "application/json"
-            };
-            let extra: String = answer
-                .headers
-                .iter()
-                .map(|(name, value)| format!("{name}: {value}\r\n"))
-                .collect();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {} X\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{}",
-                answer.status,
-                answer.body.len(),
-                answer.body
-            );
-        }
+    let server = Loopback::start(move |_, n| {
+        let answer = &answers[n.min(answers.len() - 1)];
+        let kind = if answer.status == 200 {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        answer.headers.iter().fold(
+            Reply::new(answer.status, kind, answer.body.clone()),
+            |reply, (name, value)| reply.header(name, value),
+        )
     });
-    (url, seen)
+    (server.url.clone(), server.seen())
 }
 
 fn openai_stream(text: &[&str]) -> String {
@@ -237,10 +175,12 @@ fn openai_works_from_its_usual_environment_variables() {
 fn failover_moves_past_a_dead_provider_to_anthropic() {
     let dir = TestDir::new();
     let (url, seen) = serve(200, anthropic_stream("from claude"));
-    let dead = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let dead = dead_url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u16>()
+        .unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,

@@ -4,13 +4,14 @@
 //! the same key.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::TestDir;
+use crate::support::http::{Loopback, Reply};
 use pincer::channels::webhook::sign;
 use serde_json::{Value, json};
 
@@ -28,79 +29,42 @@ enum Answer {
     Hold,
 }
 
-#[derive(Debug, Clone)]
-struct Post {
-    headers: Vec<(String, String)>,
-    raw: Vec<u8>,
-    body: Value,
-}
-
-impl Post {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
+/// An outbound POST as the peer received it.
+type Post = crate::support::http::Request;
 
 /// The peer's callback endpoint.
 #[derive(Clone)]
 struct Peer {
     url: String,
-    posts: Arc<Mutex<Vec<Post>>>,
+    server: Loopback,
     answers: Arc<Mutex<VecDeque<Answer>>>,
 }
 
 impl Peer {
     fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/callback", listener.local_addr().unwrap());
-        let peer = Self {
-            url,
-            posts: Arc::default(),
-            answers: Arc::default(),
-        };
-        let shared = peer.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                let peer = shared.clone();
-                std::thread::spawn(move || peer.handle(stream));
+        let answers: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
+        let next = answers.clone();
+        let server = Loopback::start(move |request, _| {
+            let answer = next.lock().unwrap().pop_front().unwrap_or(Answer::Ok);
+            match answer {
+                Answer::Ok => Reply::json(
+                    200,
+                    &json!({"message_id": format!("m-{}", request.body["id"].as_str().unwrap_or(""))}),
+                ),
+                Answer::Status(status) => {
+                    Reply::json(status, &json!({"error": "no"})).header("retry-after", "1")
+                }
+                Answer::Drop => Reply::Drop,
+                Answer::Hold => {
+                    std::thread::sleep(Duration::from_secs(3600));
+                    Reply::Drop
+                }
             }
         });
-        peer
-    }
-
-    fn handle(&self, mut stream: TcpStream) {
-        let (headers, raw) = read_request(&mut stream);
-        let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        self.posts.lock().unwrap().push(Post {
-            headers,
-            raw,
-            body: body.clone(),
-        });
-        let answer = self
-            .answers
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(Answer::Ok);
-        match answer {
-            Answer::Ok => {
-                let reply =
-                    json!({"message_id": format!("m-{}", body["id"].as_str().unwrap_or(""))})
-                        .to_string();
-                respond(&mut stream, 200, &reply, &[]);
-            }
-            Answer::Status(status) => respond(
-                &mut stream,
-                status,
-                "{\"error\":\"no\"}",
-                &[("retry-after", "1")],
-            ),
-            Answer::Drop => drop(stream),
-            Answer::Hold => std::thread::sleep(Duration::from_secs(3600)),
+        Self {
+            url: format!("{}/callback", server.url),
+            server,
+            answers,
         }
     }
 
@@ -109,7 +73,7 @@ impl Peer {
     }
 
     fn posts(&self) -> Vec<Post> {
-        self.posts.lock().unwrap().clone()
+        self.server.requests()
     }
 
     fn wait_for(&self, what: &str, check: impl Fn(&[Post]) -> bool) {
@@ -122,42 +86,6 @@ impl Peer {
         }
         panic!("timed out waiting for {what}; posts: {:#?}", self.posts());
     }
-}
-
-fn read_request(stream: &mut TcpStream) -> (Vec<(String, String)>, Vec<u8>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    let mut headers = Vec::new();
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header).unwrap();
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((n, v)) = header.split_once(':') {
-            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
-    let length: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .map_or(0, |(_, v)| v.parse().unwrap());
-    let mut raw = vec![0; length];
-    reader.read_exact(&mut raw).unwrap();
-    (headers, raw)
-}
-
-fn respond(stream: &mut TcpStream, status: u16, body: &str, extra: &[(&str, &str)]) {
-    let mut head = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-        body.len()
-    );
-    for (n, v) in extra {
-        head.push_str(&format!("{n}: {v}\r\n"));
-    }
-    let _ = write!(stream, "{head}\r\n{body}");
 }
 
 /// `pincer acp --channel webhook`, its listener's address read from its log.

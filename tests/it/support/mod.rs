@@ -1,7 +1,9 @@
 //! Shared test support: the real binary over pipes, and the vendored ACP schema;
-//! `sdk` (the official ACP SDK as a client), `telegram` (a fake Bot API).
+//! `http` (the one loopback HTTP server every fake is built on), `sdk` (the
+//! official ACP SDK as a client), `telegram` (a fake Bot API).
 #![allow(dead_code)]
 
+pub mod http;
 pub mod sdk;
 pub mod telegram;
 

@@ -8,12 +8,12 @@
 //! land between the platform accepting a message and Pincer knowing it).
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use super::http::{Loopback, Reply, Request};
 
 pub const TOKEN: &str = "123456:test-token";
 
@@ -61,8 +61,6 @@ pub struct FakeTelegram {
 
 impl FakeTelegram {
     pub fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new((
             Mutex::new(State {
                 next_update: 1000,
@@ -72,14 +70,11 @@ impl FakeTelegram {
             Condvar::new(),
         ));
         let shared = state.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { return };
-                let state = shared.clone();
-                std::thread::spawn(move || handle(stream, &state));
-            }
-        });
-        Self { url, state }
+        let server = Loopback::start(move |request, _| answer(request, &shared));
+        Self {
+            url: server.url,
+            state,
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -253,44 +248,15 @@ impl FakeTelegram {
     }
 }
 
-fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
-    let Ok(clone) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(clone);
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
-        return;
-    }
-    let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
-    let mut length = 0usize;
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).is_err() {
-            return;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut raw = vec![0; length];
-    if reader.read_exact(&mut raw).is_err() {
-        return;
-    }
-    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+/// The Bot API's answer to one call, as Telegram documents it.
+fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
+    let path = &request.path;
+    let body = request.body.clone();
     let Some(rest) = path.strip_prefix(&format!("/bot{TOKEN}/")) else {
-        respond(
-            &mut stream,
+        return Reply::json(
             404,
             &json!({"ok": false, "error_code": 404, "description": "Not Found"}),
         );
-        return;
     };
     let method = rest.to_owned();
     let (lock, cvar) = &**state;
@@ -317,14 +283,12 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
             ready.truncate(limit);
             if !ready.is_empty() {
                 drop(s);
-                respond(&mut stream, 200, &json!({"ok": true, "result": ready}));
-                return;
+                return Reply::json(200, &json!({"ok": true, "result": ready}));
             }
             let now = Instant::now();
             if now >= deadline {
                 drop(s);
-                respond(&mut stream, 200, &json!({"ok": true, "result": []}));
-                return;
+                return Reply::json(200, &json!({"ok": true, "result": []}));
             }
             s = cvar.wait_timeout(s, deadline - now).unwrap().0;
         }
@@ -342,14 +306,13 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
     cvar.notify_all();
     if let Some((status, error)) = s.failures.get_mut(&method).and_then(VecDeque::pop_front) {
         drop(s);
-        respond(&mut stream, status, &error);
-        return;
+        return Reply::json(status, &error);
     }
     if s.hold.contains(&method) {
         drop(s);
         // Accepted, never answered: the caller dies or times out waiting.
         std::thread::sleep(Duration::from_secs(3600));
-        return;
+        return Reply::Drop;
     }
     let chat = body["chat_id"].to_string().trim_matches('"').to_owned();
     let text = body["text"].as_str().unwrap_or_default().to_owned();
@@ -388,7 +351,7 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
     drop(s);
     if held {
         std::thread::sleep(Duration::from_secs(3600));
-        return;
+        return Reply::Drop;
     }
     if let Some((_, after)) = delays {
         // Acted on, not yet answered: the window a crash makes "unknown".
@@ -399,14 +362,5 @@ fn handle(mut stream: TcpStream, state: &Arc<(Mutex<State>, Condvar)>) {
     } else {
         answer["error_code"].as_u64().unwrap_or(400) as u16
     };
-    respond(&mut stream, status, &answer);
-}
-
-fn respond(stream: &mut TcpStream, status: u16, body: &Value) {
-    let body = body.to_string();
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    Reply::json(status, &answer)
 }

@@ -1,0 +1,197 @@
+//! One loopback HTTP/1.1 server for every fake that stands in for a server
+//! that cannot run here (model APIs, login's provider, a webhook peer, the
+//! Telegram Bot API). The plumbing is here once: bind `127.0.0.1:0`, a thread
+//! per connection, read one request (request line, headers, a body of
+//! `content-length` bytes), hand it to the fake, write its reply and close.
+//! Each fake is only its handler, speaking its documented wire format.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+/// One request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// The request target: path and query.
+    pub path: String,
+    /// Names in lower case, in the order sent.
+    pub headers: Vec<(String, String)>,
+    /// The body as sent.
+    pub raw: Vec<u8>,
+    /// The body as JSON, or `null` when it is not.
+    pub body: Value,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the fake answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A response with this status, content type, extra headers and body.
+    Answer {
+        status: u16,
+        content_type: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+    /// Close the connection without a word.
+    Drop,
+}
+
+impl Reply {
+    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Reply::Answer {
+            status,
+            content_type: content_type.to_owned(),
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    pub fn json(status: u16, body: &Value) -> Self {
+        Self::new(status, "application/json", body.to_string())
+    }
+
+    pub fn event_stream(body: impl Into<Vec<u8>>) -> Self {
+        Self::new(200, "text/event-stream", body)
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let Reply::Answer { headers, .. } = &mut self {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self
+    }
+
+    fn write_to(&self, stream: &mut TcpStream) {
+        let Reply::Answer {
+            status,
+            content_type,
+            headers,
+            body,
+        } = self
+        else {
+            return;
+        };
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
+        let head = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = stream.write_all(head.as_bytes());
+        let _ = stream.write_all(body);
+        let _ = stream.flush();
+    }
+}
+
+/// Reads one request; `None` when the client closed or sent no request.
+pub fn read_request(stream: &TcpStream) -> Option<Request> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split(' ');
+    let method = parts.next().filter(|m| !m.is_empty())?.to_owned();
+    let path = parts.next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut raw = vec![0; length];
+    reader.read_exact(&mut raw).ok()?;
+    Some(Request {
+        method,
+        path,
+        headers,
+        body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
+        raw,
+    })
+}
+
+/// A fake server on loopback. Every request it received is kept, in order.
+#[derive(Clone)]
+pub struct Loopback {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Request>>>,
+}
+
+impl Loopback {
+    /// Serves each request with `handler` (given the request and its index
+    /// among all received), each connection on a thread of its own, so a
+    /// handler may block (a long poll, a server that hangs) without holding
+    /// up the others.
+    pub fn start(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let record = seen.clone();
+        let handler = Arc::new(handler);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let record = record.clone();
+                let handler = handler.clone();
+                std::thread::spawn(move || {
+                    let Some(request) = read_request(&stream) else {
+                        return;
+                    };
+                    let index = {
+                        let mut seen = record.lock().unwrap();
+                        seen.push(request.clone());
+                        seen.len() - 1
+                    };
+                    handler(&request, index).write_to(&mut stream);
+                });
+            }
+        });
+        Self {
+            url: format!("http://{addr}"),
+            addr,
+            seen,
+        }
+    }
+
+    /// The requests received so far, in the order they came.
+    pub fn requests(&self) -> Vec<Request> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The shared list the requests are recorded in.
+    pub fn seen(&self) -> Arc<Mutex<Vec<Request>>> {
+        self.seen.clone()
+    }
+}
+
+/// An address on loopback where nothing listens (a dead server).
+pub fn dead_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", listener.local_addr().unwrap())
+}
