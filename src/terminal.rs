@@ -29,13 +29,13 @@ use crate::cli::ChatArgs;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::journal::SessionQuery;
 use crate::core::quote::quote;
 use crate::core::receipt::Verdict;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Message, Mode, Origin, Session};
 use crate::core::slash::{self, FaceCommand, SlashCommand};
 use crate::core::tool::{FileDiff, PlanStatus, ToolKind};
-use crate::store::SessionQuery;
 use editor::{LineEditor, Read};
 use markdown::{Dimmed, Markdown, sanitize};
 

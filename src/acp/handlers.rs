@@ -1,0 +1,716 @@
+//! The ACP method handlers: `initialize`, sessions (new, load, resume, list, close), prompts and slash commands, modes and config options; and turning an ACP request's MCP servers and a run's outcome into their ACP shapes.
+
+use super::*;
+
+impl Connection {
+    pub(super) fn initialize(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: acp::InitializeRequest = params(raw)?;
+        tracing::info!(client = ?request.client_info.as_ref().map(|i| quote(&i.name).to_string()), version = ?request.protocol_version, "initialize");
+        let fs = &request.client_capabilities.fs;
+        *lock(&self.files) = (fs.read_text_file || fs.write_text_file).then(|| {
+            Arc::new(ClientFs {
+                peer: self.peer.clone(),
+                read: fs.read_text_file,
+                write: fs.write_text_file,
+                timeout: self.options.client_timeout,
+            })
+        });
+        *lock(&self.terminal) = request.client_capabilities.terminal.then(|| {
+            Arc::new(ClientTerm {
+                peer: self.peer.clone(),
+            })
+        });
+        let mut meta = serde_json::Map::new();
+        let mut pincer = json!({ "extensionMethods": EXTENSION_METHODS });
+        if let (Value::Object(target), Value::Object(extra)) = (&mut pincer, &self.options.meta) {
+            target.extend(extra.clone());
+        }
+        meta.insert("pincer".into(), pincer);
+        let capabilities = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(
+                // Capabilities are per connection: images are advertised when
+                // the model new sessions get takes them. A session switched to
+                // another model is checked at each prompt.
+                acp::PromptCapabilities::new()
+                    .image(self.runtime.default_model_accepts_images())
+                    .audio(false)
+                    .embedded_context(true),
+            )
+            // rmcp has no client for the legacy SSE transport.
+            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new()),
+            )
+            .meta(meta);
+        let response =
+            acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+                .agent_capabilities(capabilities)
+                .agent_info(
+                    acp::Implementation::new("pincer", env!("CARGO_PKG_VERSION"))
+                        .title("Pincer".to_owned()),
+                );
+        to_value(response)
+    }
+
+    pub(super) fn workspace(cwd: PathBuf) -> Result<PathBuf, RpcError> {
+        if !cwd.is_absolute() {
+            return Err(invalid_params(format!(
+                "`cwd` must be an absolute path, got {}",
+                quoted(&cwd.display().to_string())
+            )));
+        }
+        Ok(cwd)
+    }
+
+    /// Answers a request that opens a session, then starts forwarding its events:
+    /// no update can overtake the response. Events meanwhile wait in the subscription.
+    pub(super) async fn answer_and_attach(
+        self: &Arc<Self>,
+        id: &Id,
+        opened: Result<(Value, SessionId, Subscription), RpcError>,
+    ) -> Reply {
+        match opened {
+            Ok((response, session, subscription)) => {
+                // Attached before the response, so a prompt sent the moment the
+                // client reads it finds the session; forwarding starts after the
+                // response is queued, so no update overtakes it.
+                let (start, started) = tokio::sync::oneshot::channel();
+                let session_id = session.as_str().to_owned();
+                self.attach(session, subscription, started);
+                self.peer.respond(id, Ok(response)).await;
+                self.peer
+                    .notify(
+                        "session/update",
+                        &acp::SessionNotification::new(session_id, commands::available()),
+                    )
+                    .await;
+                let _ = start.send(());
+            }
+            Err(err) => {
+                self.peer.respond(id, Err(err)).await;
+            }
+        }
+        Reply::Later
+    }
+
+    pub(super) fn attach(
+        self: &Arc<Self>,
+        session: SessionId,
+        subscription: Subscription,
+        start: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        let files = lock(&self.files)
+            .clone()
+            .map(|fs| fs as Arc<dyn ClientFiles>);
+        self.runtime.set_client_files(&session, files);
+        let terminal = lock(&self.terminal)
+            .clone()
+            .map(|t| t as Arc<dyn ClientTerminal>);
+        self.runtime.set_client_terminal(&session, terminal);
+        let conn = self.clone();
+        let key = session.clone();
+        let handle = self.tasks.spawn(async move {
+            if start.await.is_ok() {
+                conn.forward(session, subscription).await;
+            }
+        });
+        if let Some(previous) = lock(&self.attached).insert(key, handle) {
+            previous.abort();
+        }
+    }
+
+    pub(super) fn session_response_parts(
+        &self,
+        session: &Session,
+    ) -> (Vec<acp::SessionConfigOption>, acp::SessionModeState) {
+        (
+            convert::config_options(session, self.runtime.providers()),
+            convert::mode_state(session),
+        )
+    }
+
+    pub(super) async fn new_session(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+    ) -> Reply {
+        let result = async {
+            let request: acp::NewSessionRequest = params(raw)?;
+            let workspace = Self::workspace(request.cwd)?;
+            let (servers, mcp_servers) = mcp_servers(&request.mcp_servers)?;
+            let session = self
+                .runtime
+                .create_session(NewSession {
+                    workspace,
+                    origin: Origin::Editor,
+                    mcp_servers,
+                })
+                .await
+                .map_err(runtime_error)?;
+            if !servers.is_empty() {
+                self.start_mcp(&session, servers).await;
+            }
+            let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::NewSessionResponse::new(session.id.as_str().to_owned())
+                .config_options(options)
+                .modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        self.answer_and_attach(id, result).await
+    }
+
+    /// Gives a live session the configured MCP servers plus `servers` (the
+    /// client's, which win by name). They start on the session's first turn.
+    pub(super) async fn start_mcp(&self, session: &Session, servers: Vec<crate::mcp::ServerSpec>) {
+        let Some(factory) = &self.options.mcp else {
+            if !servers.is_empty() {
+                tracing::warn!(session = %session.id, "MCP servers passed but MCP is not set up; ignoring them");
+            }
+            return;
+        };
+        if servers.is_empty() && factory.settings().servers.is_empty() {
+            self.runtime.set_session_tools(&session.id, None).await;
+            return;
+        }
+        let tools = factory.session(&session.workspace, servers);
+        self.runtime
+            .set_session_tools(&session.id, Some(Arc::new(tools)))
+            .await;
+    }
+
+    /// Opens a stored session for this client, checking the workspace matches.
+    pub(super) async fn open(
+        &self,
+        session_id: &acp::SessionId,
+        cwd: PathBuf,
+    ) -> Result<(Session, Subscription), RpcError> {
+        let cwd = Self::workspace(cwd)?;
+        let id = SessionId::from_string(session_id.0.to_string());
+        let stored = self.runtime.session(&id).await.map_err(runtime_error)?;
+        if stored.workspace != cwd {
+            return Err(invalid_params(format!(
+                "`cwd` {} does not match the session's workspace {}",
+                quote(&cwd.display().to_string()),
+                stored.workspace.display()
+            )));
+        }
+        let session = self
+            .runtime
+            .open_session(&id)
+            .await
+            .map_err(runtime_error)?;
+        let subscription = self.runtime.subscribe(&id).map_err(runtime_error)?;
+        Ok((session, subscription))
+    }
+
+    pub(super) async fn load_session(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+        cancel: &CancellationToken,
+    ) -> Reply {
+        let result = async {
+            let request: acp::LoadSessionRequest = params(raw)?;
+            let (servers, _) = mcp_servers(&request.mcp_servers)?;
+            let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            self.start_mcp(&session, servers).await;
+            let history = self
+                .runtime
+                .history(&session.id)
+                .await
+                .map_err(runtime_error)?;
+            let tools = &self.runtime.gate().tools;
+            let kind_of = |name: &str| {
+                tools
+                    .get(name)
+                    .map_or(crate::core::tool::ToolKind::Other, |tool| tool.kind())
+            };
+            for update in convert::history_updates(&history, kind_of) {
+                if cancel.is_cancelled() {
+                    return Err(RpcError::request_cancelled());
+                }
+                self.notify_update(&session.id, update).await;
+            }
+            // The context meter and cost as the last turn left them, and the
+            // model's task list.
+            let usage = self
+                .runtime
+                .last_usage(&session.id)
+                .await
+                .map_err(runtime_error)?;
+            let plan = self
+                .runtime
+                .last_plan(&session.id)
+                .await
+                .map_err(runtime_error)?;
+            for update in usage
+                .iter()
+                .chain(plan.iter())
+                .flat_map(|e| convert::live_update(e, true))
+            {
+                self.notify_update(&session.id, update).await;
+            }
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::LoadSessionResponse::new()
+                .config_options(options)
+                .modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        self.answer_and_attach(id, result).await
+    }
+
+    pub(super) async fn resume_session(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+    ) -> Reply {
+        let result = async {
+            let request: acp::ResumeSessionRequest = params(raw)?;
+            let (servers, _) = mcp_servers(&request.mcp_servers)?;
+            let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            self.start_mcp(&session, servers).await;
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::ResumeSessionResponse::new()
+                .config_options(options)
+                .modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        self.answer_and_attach(id, result).await
+    }
+
+    pub(super) async fn list_sessions(
+        &self,
+        raw: Option<Box<RawValue>>,
+    ) -> Result<Value, RpcError> {
+        const PAGE: usize = 50;
+        let request: acp::ListSessionsRequest = params(raw)?;
+        let workspace = match request.cwd {
+            Some(cwd) => Some(Self::workspace(cwd)?),
+            None => None,
+        };
+        let after = match request.cursor.as_deref() {
+            None => None,
+            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+                invalid_params(format!(
+                    "`cursor` {} is not a cursor this agent issued",
+                    quoted(cursor)
+                ))
+            })?),
+        };
+        let mut sessions = self
+            .runtime
+            .list_sessions(SessionQuery {
+                workspace,
+                after,
+                limit: PAGE + 1,
+            })
+            .await
+            .map_err(runtime_error)?;
+        let next = if sessions.len() > PAGE {
+            sessions.truncate(PAGE);
+            sessions
+                .last()
+                .map(|s| format!("{}:{}", s.updated_at, s.id))
+        } else {
+            None
+        };
+        let infos: Vec<acp::SessionInfo> = sessions.iter().map(convert::session_info).collect();
+        to_value(acp::ListSessionsResponse::new(infos).next_cursor(next))
+    }
+
+    pub(super) async fn close_session(
+        &self,
+        raw: Option<Box<RawValue>>,
+    ) -> Result<Value, RpcError> {
+        let request: acp::CloseSessionRequest = params(raw)?;
+        let id = SessionId::from_string(request.session_id.0.to_string());
+        self.runtime
+            .close_session(&id)
+            .await
+            .map_err(runtime_error)?;
+        // The forwarder ends by itself once the session's events are drained.
+        lock(&self.attached).remove(&id);
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    pub(super) fn attached_session(
+        &self,
+        session_id: &acp::SessionId,
+    ) -> Result<SessionId, RpcError> {
+        let id = SessionId::from_string(session_id.0.to_string());
+        if lock(&self.attached).contains_key(&id) {
+            Ok(id)
+        } else {
+            let shown = quote(id.as_str()).to_string();
+            let mut error = RpcError::session_not_found(shown.clone());
+            error.message = format!(
+                "Resource not found: session {shown} (create it with session/new or open it with session/load or session/resume)"
+            );
+            Err(error)
+        }
+    }
+
+    pub(super) async fn prompt(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+        cancel: &CancellationToken,
+    ) -> Reply {
+        let started = async {
+            let request: acp::PromptRequest = params(raw)?;
+            let session = self.attached_session(&request.session_id)?;
+            let content = convert::prompt_content(request.prompt)
+                .map_err(|message| invalid_params(clip_message(&message)))?;
+            if content.is_empty() {
+                return Err(invalid_params(
+                    "`prompt` must contain at least one content block",
+                ));
+            }
+            // `/compact` and `/undo` are runs of their own; the other commands
+            // are answered here without one.
+            let queued_command = match commands::parse(&content) {
+                Some(SlashCommand::Queued(command)) => Some(command),
+                Some(SlashCommand::Answered(command)) => return Ok(Err((session, command))),
+                None => None,
+            };
+            // Registered before the run exists, so its forwarder always knows the
+            // run is this client's own and whom to answer when it ends.
+            let run_id = RunId::generate();
+            lock(&self.prompts).insert(run_id.clone(), id.clone());
+            let started = match queued_command {
+                Some(command) => {
+                    self.runtime
+                        .command_as(&session, run_id.clone(), command)
+                        .await
+                }
+                None => {
+                    self.runtime
+                        .prompt_as(&session, run_id.clone(), content)
+                        .await
+                }
+            };
+            match started {
+                // A `$/cancel_request` that came while the run was being queued.
+                Ok(_) if cancel.is_cancelled() => {
+                    self.runtime.cancel_run(&session, &run_id);
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    lock(&self.prompts).remove(&run_id);
+                }
+            }
+            started.map(Ok).map_err(runtime_error)
+        }
+        .await;
+        match started {
+            Ok(Ok(_)) => Reply::Later,
+            Ok(Err((session, command))) => self.slash_command(&session, command).await,
+            Err(err) => Reply::Now(Err(err)),
+        }
+    }
+
+    /// Answers a slash command that needs no model: its text as an agent
+    /// message, then the prompt's response.
+    pub(super) async fn slash_command(
+        self: &Arc<Self>,
+        session: &SessionId,
+        command: FaceCommand,
+    ) -> Reply {
+        let text = match self.command_text(session, command).await {
+            Ok(text) => text,
+            Err(err) => return Reply::Now(Err(err)),
+        };
+        self.notify_update(
+            session,
+            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(acp::ContentBlock::Text(
+                acp::TextContent::new(text),
+            ))),
+        )
+        .await;
+        Reply::Now(to_value(acp::PromptResponse::new(acp::StopReason::EndTurn)))
+    }
+
+    /// Sends one `session/update`; false once the client is gone.
+    pub(super) async fn notify_update(
+        &self,
+        session: &SessionId,
+        update: acp::SessionUpdate,
+    ) -> bool {
+        let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
+        match convert::notification_json(&notification) {
+            Ok(value) => self.peer.notify("session/update", &value).await,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot serialize a session update");
+                true
+            }
+        }
+    }
+
+    pub(super) async fn command_text(
+        self: &Arc<Self>,
+        session: &SessionId,
+        command: FaceCommand,
+    ) -> Result<String, RpcError> {
+        match command {
+            FaceCommand::Help => Ok(commands::help()),
+            FaceCommand::Mode(None) => {
+                let current = self.runtime.session(session).await.map_err(runtime_error)?;
+                let others: Vec<String> = Mode::ALL
+                    .iter()
+                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
+                    .collect();
+                Ok(format!(
+                    "Mode: {} (`{}`). Modes: {}.",
+                    current.mode.title(),
+                    current.mode.as_str(),
+                    others.join("; ")
+                ))
+            }
+            FaceCommand::Mode(Some(value)) => {
+                let Some(mode) = Mode::parse(&value) else {
+                    return Ok(format!(
+                        "`{}` is not a mode; use read_only, supervised or full.",
+                        quote(&value)
+                    ));
+                };
+                let updated = self
+                    .runtime
+                    .set_mode(session, mode)
+                    .await
+                    .map_err(runtime_error)?;
+                self.announce_settings(&updated, true).await;
+                Ok(format!("Mode set to {}.", mode.title()))
+            }
+            FaceCommand::Model(None) => {
+                let current = self.runtime.session(session).await.map_err(runtime_error)?;
+                let choices: Vec<String> = self
+                    .runtime
+                    .providers()
+                    .choices()
+                    .iter()
+                    .map(|c| format!("`{}`", c.id()))
+                    .collect();
+                Ok(format!(
+                    "Model: `{}/{}`. Available: {}.",
+                    current.provider,
+                    current.model,
+                    if choices.is_empty() {
+                        "none configured".to_owned()
+                    } else {
+                        choices.join(", ")
+                    }
+                ))
+            }
+            FaceCommand::Model(Some(value)) => {
+                match self.runtime.set_model(session, &value).await {
+                    Ok(updated) => {
+                        self.announce_settings(&updated, false).await;
+                        Ok(format!(
+                            "Model set to `{}/{}`.",
+                            updated.provider, updated.model
+                        ))
+                    }
+                    Err(RuntimeError::UnknownModel(model, available)) => Ok(format!(
+                        "`{}` is not a configured model; available: {available}.",
+                        quote(&model)
+                    )),
+                    Err(err) => Err(runtime_error(err)),
+                }
+            }
+            FaceCommand::Runs => {
+                const SHOWN: usize = 10;
+                let runs = self.runtime.runs(session).await.map_err(runtime_error)?;
+                if runs.is_empty() {
+                    return Ok("No runs in this session yet.".to_owned());
+                }
+                let mut text = format!(
+                    "Last {} of {} run(s), newest first:\n",
+                    runs.len().min(SHOWN),
+                    runs.len()
+                );
+                for run in runs.iter().rev().take(SHOWN) {
+                    text.push_str(&format!("- {}\n", convert::run_line(run)));
+                }
+                Ok(text)
+            }
+        }
+    }
+
+    /// Tells the client the session's mode or model changed on the agent's side.
+    pub(super) async fn announce_settings(&self, session: &Session, mode_changed: bool) {
+        if mode_changed {
+            self.notify_update(
+                &session.id,
+                acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(
+                    session.mode.as_str().to_owned(),
+                )),
+            )
+            .await;
+        }
+        self.notify_update(
+            &session.id,
+            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
+                convert::config_options(session, self.runtime.providers()),
+            )),
+        )
+        .await;
+    }
+
+    pub(super) async fn set_config_option(
+        &self,
+        raw: Option<Box<RawValue>>,
+    ) -> Result<Value, RpcError> {
+        let request: acp::SetSessionConfigOptionRequest = params(raw)?;
+        let id = self.attached_session(&request.session_id)?;
+        let value = match &request.value {
+            acp::SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
+            _ => {
+                return Err(invalid_params(format!(
+                    "`value` of config option {} must be a value id",
+                    quoted(&request.config_id.0)
+                )));
+            }
+        };
+        let session = match request.config_id.0.as_ref() {
+            convert::MODE_OPTION => {
+                let mode = Mode::parse(&value).ok_or_else(|| {
+                    invalid_params(format!(
+                        "`value` {} is not a mode; expected read_only, supervised or full",
+                        quoted(&value)
+                    ))
+                })?;
+                self.runtime
+                    .set_mode(&id, mode)
+                    .await
+                    .map_err(runtime_error)?
+            }
+            convert::MODEL_OPTION => self
+                .runtime
+                .set_model(&id, &value)
+                .await
+                .map_err(runtime_error)?,
+            other => {
+                return Err(invalid_params(format!(
+                    "`configId` {} is not a config option; expected \"model\" or \"mode\"",
+                    quoted(other)
+                )));
+            }
+        };
+        to_value(acp::SetSessionConfigOptionResponse::new(
+            convert::config_options(&session, self.runtime.providers()),
+        ))
+    }
+
+    pub(super) async fn set_mode(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: acp::SetSessionModeRequest = params(raw)?;
+        let id = self.attached_session(&request.session_id)?;
+        let value = request.mode_id.0.to_string();
+        let mode = Mode::parse(&value).ok_or_else(|| {
+            invalid_params(format!(
+                "`modeId` {} is not a mode; expected read_only, supervised or full",
+                quoted(&value)
+            ))
+        })?;
+        self.runtime
+            .set_mode(&id, mode)
+            .await
+            .map_err(runtime_error)?;
+        to_value(acp::SetSessionModeResponse::new())
+    }
+}
+
+/// The MCP servers of a `session/new`, `session/load` or `session/resume`,
+/// and their JSON as stored with the session: env and header values redacted.
+fn mcp_servers(
+    servers: &[acp::McpServer],
+) -> Result<(Vec<crate::mcp::ServerSpec>, Value), RpcError> {
+    use crate::mcp::{ServerSpec, Transport, sanitize};
+    let mut specs = Vec::new();
+    let mut stored = Vec::new();
+    for (index, server) in servers.iter().enumerate() {
+        match server {
+            acp::McpServer::Stdio(stdio) => {
+                let env: Vec<(String, String)> = stdio
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect();
+                stored.push(json!({
+                    "name": stdio.name,
+                    "command": stdio.command,
+                    "args": stdio.args,
+                    "env": env.iter().map(|(name, _)| json!({"name": name, "value": "[redacted]"})).collect::<Vec<_>>(),
+                }));
+                specs.push(ServerSpec {
+                    name: sanitize(&stdio.name),
+                    transport: Transport::Stdio {
+                        command: stdio.command.to_string_lossy().into_owned(),
+                        args: stdio.args.clone(),
+                        env,
+                    },
+                });
+            }
+            acp::McpServer::Http(http) => {
+                let headers: Vec<(String, String)> = http
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.clone(), h.value.clone()))
+                    .collect();
+                stored.push(json!({
+                    "type": "http",
+                    "name": http.name,
+                    "url": http.url,
+                    "headers": headers.iter().map(|(name, _)| json!({"name": name, "value": "[redacted]"})).collect::<Vec<_>>(),
+                }));
+                specs.push(ServerSpec {
+                    name: sanitize(&http.name),
+                    transport: Transport::Http {
+                        url: http.url.clone(),
+                        headers,
+                    },
+                });
+            }
+            acp::McpServer::Sse(sse) => {
+                return Err(invalid_params(format!(
+                    "`mcpServers[{index}]`: the MCP server {} uses the SSE transport, which Pincer does not support (mcpCapabilities.sse is false); use streamable HTTP (type \"http\")",
+                    quoted(&sse.name)
+                )));
+            }
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(invalid_params(format!(
+                    "`mcpServers[{index}]`: a transport Pincer does not support; use stdio or http"
+                )));
+            }
+        }
+    }
+    Ok((specs, Value::Array(stored)))
+}
+
+pub(super) fn prompt_result(run: &RunId, outcome: &RunOutcome) -> Result<Value, RpcError> {
+    match outcome {
+        RunOutcome::Completed(reason) => {
+            to_value(acp::PromptResponse::new(convert::stop_reason(*reason)))
+        }
+        RunOutcome::Cancelled => to_value(acp::PromptResponse::new(acp::StopReason::Cancelled)),
+        RunOutcome::Failed(message) => {
+            let mut error =
+                RpcError::internal_error().data(json!({ "runId": run.as_str(), "error": message }));
+            error.message = message.clone();
+            Err(error)
+        }
+    }
+}
+
+fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
+    let (at, id) = cursor.split_once(':')?;
+    Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
+}
