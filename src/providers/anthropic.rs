@@ -9,7 +9,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
@@ -20,6 +19,7 @@ use crate::core::provider::{
     ProviderStream,
 };
 use crate::core::session::{ContentPart, Message, ToolCall, note_for_model, summary_for_model};
+use crate::providers::sse::Sse;
 
 /// The API version Pincer speaks.
 const API_VERSION: &str = "2023-06-01";
@@ -261,29 +261,40 @@ where
     B: AsRef<[u8]> + Send,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let source = bytes.eventsource();
     futures::stream::unfold(
-        (source, Turn::default(), name),
-        |(mut source, mut turn, name)| async move {
+        (bytes, Sse::new(), Turn::default(), name),
+        |(mut bytes, mut sse, mut turn, name)| async move {
             loop {
                 if let Some(item) = turn.ready.pop_front() {
                     if item.is_err() {
                         turn.finished = true;
                     }
-                    return Some((item, (source, turn, name)));
+                    return Some((item, (bytes, sse, turn, name)));
                 }
                 if turn.finished {
                     return None;
                 }
-                match source.next().await {
+                match sse.next_event() {
                     Some(Ok(event)) => {
-                        if let Err(error) = decode(&name, &event.event, &event.data, &mut turn) {
+                        if let Err(error) = decode(&name, event.event, event.data, &mut turn) {
                             turn.ready.clear();
                             turn.ready.push_back(Err(error));
                         }
+                        continue;
                     }
                     Some(Err(err)) => {
-                        turn.ready.push_back(Err(stream_error(&name, &err.to_string(), err_is_timeout(&err))));
+                        turn.ready.push_back(Err(ProviderError::new(
+                            ProviderErrorKind::Protocol,
+                            format!("provider {name}: an event is not UTF-8: {err}"),
+                        )));
+                        continue;
+                    }
+                    None => {}
+                }
+                match bytes.next().await {
+                    Some(Ok(piece)) => sse.push(piece.as_ref()),
+                    Some(Err(err)) => {
+                        turn.ready.push_back(Err(stream_error(&name, &err.to_string(), is_timeout(&err))));
                     }
                     None => {
                         turn.ready.push_back(Err(ProviderError::new(
@@ -298,18 +309,11 @@ where
     .boxed()
 }
 
-fn err_is_timeout<E: std::error::Error + 'static>(
-    err: &eventsource_stream::EventStreamError<E>,
-) -> bool {
-    match err {
-        eventsource_stream::EventStreamError::Transport(inner) => {
-            let inner: &dyn std::error::Error = inner;
-            inner
-                .downcast_ref::<reqwest::Error>()
-                .is_some_and(reqwest::Error::is_timeout)
-        }
-        _ => false,
-    }
+/// Whether a read of the body failed because it took too long.
+fn is_timeout<E: std::error::Error + 'static>(err: &E) -> bool {
+    let err: &(dyn std::error::Error + 'static) = err;
+    err.downcast_ref::<reqwest::Error>()
+        .is_some_and(reqwest::Error::is_timeout)
 }
 
 /// Applies one SSE event to the turn, queueing what it produces.

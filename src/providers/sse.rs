@@ -1,5 +1,7 @@
-//! A server-sent events decoder for streamed model answers: bytes in, the
-//! `data` of each event out.
+//! A server-sent events decoder for streamed model answers: bytes in, each
+//! event's `data` (and its `event` type) out. Both providers read their
+//! streams with it; `benches/sse.rs` measured it against the
+//! `eventsource-stream` crate (`docs/benchmarks.md`).
 //!
 //! It follows the event stream format of the HTML standard for what a model
 //! API uses: lines ending in CRLF, LF or CR; `data` fields joined with a line
@@ -23,11 +25,22 @@ pub struct Sse {
     /// The data of the event being read, each line followed by `\n`.
     data: Vec<u8>,
     has_data: bool,
+    /// The `event` field of the event being read (empty: none given).
+    event: Vec<u8>,
+    /// The last call handed out an event: its type is forgotten on the next.
+    dispatched: bool,
     /// Set once the start of the stream was checked for a byte order mark.
     started: bool,
 }
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// One event: its type (`event:`; empty when the event gave none) and data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEvent<'a> {
+    pub event: &'a str,
+    pub data: &'a str,
+}
 
 impl Sse {
     pub fn new() -> Self {
@@ -46,6 +59,16 @@ impl Sse {
 
     /// The data of the next complete event, or `None` until more bytes arrive.
     pub fn next_data(&mut self) -> Option<Result<&str, std::str::Utf8Error>> {
+        self.next_event().map(|event| event.map(|event| event.data))
+    }
+
+    /// The next complete event, or `None` until more bytes arrive. Data or
+    /// a type that is not UTF-8 is an error for that event.
+    pub fn next_event(&mut self) -> Option<Result<SseEvent<'_>, std::str::Utf8Error>> {
+        if self.dispatched {
+            self.event.clear();
+            self.dispatched = false;
+        }
         if !self.started {
             let head = &self.buf[self.pos..];
             if head.len() < BOM.len() && BOM.starts_with(head) {
@@ -84,12 +107,20 @@ impl Sse {
             self.scanned = 0;
             if line.is_empty() {
                 if !self.has_data {
+                    // No data: nothing to dispatch, and the type is forgotten.
+                    self.event.clear();
                     continue;
                 }
                 self.has_data = false;
+                self.dispatched = true;
                 // The data ends with the line feed added after its last line.
                 self.data.pop();
-                return Some(std::str::from_utf8(&self.data));
+                return Some(std::str::from_utf8(&self.data).and_then(|data| {
+                    Ok(SseEvent {
+                        event: std::str::from_utf8(&self.event)?,
+                        data,
+                    })
+                }));
             }
             let line = &self.buf[line];
             if line[0] == b':' {
@@ -102,7 +133,10 @@ impl Sse {
                 }
                 None => (line, &[][..]),
             };
-            if name == b"data" {
+            if name == b"event" {
+                self.event.clear();
+                self.event.extend_from_slice(value);
+            } else if name == b"data" {
                 if !self.has_data {
                     self.data.clear();
                     self.has_data = true;
@@ -175,6 +209,26 @@ mod tests {
         assert_eq!(events(&[b"\xEF\xBB", b"\xBFdata: a\n\n"]), ok(&["a"]));
         // Later, it is part of a field name, so the line is not `data`.
         assert_eq!(events(&[b"data: a\n\n\xEF\xBB\xBFdata: b\n\n"]), ok(&["a"]));
+    }
+
+    #[test]
+    fn each_event_carries_its_own_type() {
+        let mut sse = Sse::new();
+        sse.push(
+            b"event: ping\ndata: {}\n\ndata: plain\n\nevent: x\n\nevent: a\nevent: b\ndata: 1\n\n",
+        );
+        let mut seen = Vec::new();
+        while let Some(event) = sse.next_event() {
+            let event = event.unwrap();
+            seen.push((event.event.to_owned(), event.data.to_owned()));
+        }
+        let pairs = |list: &[(&str, &str)]| {
+            list.iter()
+                .map(|(e, d)| ((*e).to_owned(), (*d).to_owned()))
+                .collect::<Vec<_>>()
+        };
+        // A type with no data is dropped with its event; the last type wins.
+        assert_eq!(seen, pairs(&[("ping", "{}"), ("", "plain"), ("b", "1")]));
     }
 
     #[test]
