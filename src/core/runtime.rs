@@ -60,7 +60,7 @@ pub enum RuntimeError {
     )]
     ImagesNotAccepted { model: String },
     #[error(transparent)]
-    Store(#[from] JournalError),
+    Journal(#[from] JournalError),
 }
 
 /// Settings of the runtime itself.

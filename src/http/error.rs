@@ -110,7 +110,7 @@ impl From<RuntimeError> for ApiError {
                 ApiError::bad_request(clip_message(&err.to_string()))
             }
             RuntimeError::ShuttingDown => ApiError::unavailable(err.to_string()),
-            RuntimeError::Store(_) => {
+            RuntimeError::Journal(_) => {
                 tracing::error!(error = %err, "request failed");
                 ApiError::internal(err.to_string())
             }
