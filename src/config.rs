@@ -107,8 +107,10 @@ pub struct FileConfig {
     pub model: Option<String>,
     /// Most model requests in one run.
     pub max_turn_requests: Option<u32>,
-    /// Text sent to the model as the system prompt.
+    /// Replaces the built-in system prompt (`docs/prompt.md`).
     pub system_prompt: Option<String>,
+    /// Appended to the system prompt, built-in or replaced.
+    pub instructions: Option<String>,
     /// The models' context window in tokens (default 128000); older tool
     /// outputs are shortened, then the oldest exchanges dropped, to fit.
     pub context_window: Option<usize>,
@@ -531,6 +533,7 @@ pub struct Config {
     pub model: Option<Sourced<String>>,
     pub max_turn_requests: Sourced<u32>,
     pub system_prompt: Option<Sourced<String>>,
+    pub instructions: Option<Sourced<String>>,
     pub context_window: Option<Sourced<usize>>,
     pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
     pub mode: Sourced<Mode>,
@@ -926,6 +929,9 @@ impl Config {
             system_prompt: file_config
                 .system_prompt
                 .map(|prompt| Sourced::new(prompt, file_origin())),
+            instructions: file_config
+                .instructions
+                .map(|text| Sourced::new(text, file_origin())),
             context_window: file_config
                 .context_window
                 .map(|tokens| Sourced::new(tokens, file_origin())),
@@ -973,6 +979,9 @@ impl Config {
                 quote(&prompt.value),
                 &prompt.origin,
             );
+        }
+        if let Some(text) = &self.instructions {
+            line(&mut out, "instructions", quote(&text.value), &text.origin);
         }
         line(
             &mut out,

@@ -17,6 +17,7 @@ pub mod journal;
 pub mod models;
 pub mod pending;
 pub mod policy;
+pub mod prompt;
 pub mod provider;
 pub mod quote;
 pub mod receipt;

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod core;
 pub mod credentials;
+pub mod environment;
 pub mod headless;
 pub mod http;
 pub mod inspect;

@@ -20,6 +20,7 @@ use crate::cli::ServeArgs;
 use crate::config::{ChannelConfig, ChannelKind, Config};
 use crate::core::agent_loop::LoopConfig;
 use crate::core::policy::DEFAULT_FORBIDDEN;
+use crate::core::prompt::PromptSettings;
 use crate::core::runtime::{PathsConfig, RuntimeConfig};
 use crate::http::limit::RateLimit;
 use crate::http::{HttpOptions, auth};
@@ -43,7 +44,10 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
     RuntimeConfig {
         loop_config: LoopConfig {
             max_turn_requests: config.max_turn_requests.value,
-            system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
+            prompt: PromptSettings {
+                system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
+                instructions: config.instructions.as_ref().map(|i| i.value.clone()),
+            },
             context_tokens: config
                 .context_window
                 .as_ref()

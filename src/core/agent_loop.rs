@@ -11,6 +11,7 @@ use super::event::Usage;
 use super::event::{ContextUse, Event, StopReason};
 use super::gate::{self, CallEnv};
 use super::models::{Cost, ModelCatalog};
+use super::prompt::PromptSettings;
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec};
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
@@ -21,7 +22,8 @@ use super::tool::SessionTools;
 pub struct LoopConfig {
     /// Most model requests in one run; the run then ends with `max_turn_requests`.
     pub max_turn_requests: u32,
-    pub system_prompt: Option<String>,
+    /// The configured system prompt and instructions (`core::prompt`).
+    pub prompt: PromptSettings,
     /// The context window in tokens of models the catalogue does not cover;
     /// the conversation sent is fitted into the window, less `output_reserve`.
     pub context_tokens: usize,
@@ -35,7 +37,7 @@ impl Default for LoopConfig {
     fn default() -> Self {
         Self {
             max_turn_requests: 50,
-            system_prompt: None,
+            prompt: PromptSettings::default(),
             context_tokens: 128_000,
             output_reserve: 8_192,
             models: ModelCatalog::default(),
@@ -56,6 +58,8 @@ pub struct RunContext<'a> {
     pub calls: CallEnv,
     /// What the session's earlier runs cost.
     pub session_cost: Option<Cost>,
+    /// The system prompt of the run's model turns (`core::prompt`).
+    pub system: String,
     /// The session's tools beyond the built-in ones, asked for before each
     /// model turn (so a changed list applies from the next turn on).
     pub session_tools: Option<Arc<dyn SessionTools>>,
@@ -173,7 +177,7 @@ pub async fn stream_turn(
         provider: ctx.provider.name().to_owned(),
         model: ctx.model.clone(),
     });
-    let system_tokens = config.system_prompt.as_ref().map_or(0, |s| s.len() / 4);
+    let system_tokens = ctx.system.len() / 4;
     let budget = config
         .context_window(&ctx.model)
         .saturating_sub(config.output_reserve)
@@ -189,7 +193,7 @@ pub async fn stream_turn(
     }
     let request = ModelRequest {
         model: ctx.model.clone(),
-        system: config.system_prompt.clone(),
+        system: Some(ctx.system.clone()),
         messages,
         tools,
     };

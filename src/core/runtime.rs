@@ -27,6 +27,7 @@ use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::models::Cost;
 use super::pending::PendingApprovals;
 use super::policy::PathBoundary;
+use super::prompt::{self, Environment, EnvironmentProbe, PromptInputs};
 use super::provider::{ModelChoice, Providers};
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
@@ -146,6 +147,9 @@ struct Inner {
     /// Builds each live session's extra tools (the configured MCP servers);
     /// set once at start, before any session is live.
     session_tools: std::sync::OnceLock<Arc<dyn SessionToolsFactory>>,
+    /// Finds the facts about the machine the system prompt states; set once
+    /// at start (none: the prompt says only what the core knows).
+    environment: std::sync::OnceLock<Arc<dyn EnvironmentProbe>>,
 }
 
 /// A session that can take prompts now.
@@ -202,6 +206,7 @@ impl Runtime {
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
                 session_tools: std::sync::OnceLock::new(),
+                environment: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -211,6 +216,14 @@ impl Runtime {
     pub fn set_session_tools_factory(&self, factory: Arc<dyn SessionToolsFactory>) {
         if self.inner.session_tools.set(factory).is_err() {
             tracing::warn!("the session tools factory was already set");
+        }
+    }
+
+    /// Gives the system prompt its facts about the machine; only the first
+    /// call counts.
+    pub fn set_environment_probe(&self, probe: Arc<dyn EnvironmentProbe>) {
+        if self.inner.environment.set(probe).is_err() {
+            tracing::warn!("the environment probe was already set");
         }
     }
 
@@ -1019,6 +1032,33 @@ impl Runtime {
         }
     }
 
+    /// The system prompt for a run of `session`: the environment as the probe
+    /// finds it now (off the async threads: it may run `git`).
+    async fn system_prompt(&self, session: &Session) -> String {
+        let environment = match self.inner.environment.get().cloned() {
+            Some(probe) => {
+                let workspace = session.workspace.clone();
+                tokio::task::spawn_blocking(move || probe.environment(&workspace))
+                    .await
+                    .unwrap_or_else(|err| {
+                        tracing::warn!(error = %err, "cannot read the environment");
+                        Environment::default()
+                    })
+            }
+            None => Environment::default(),
+        };
+        prompt::system_prompt(
+            &self.inner.config.loop_config.prompt,
+            &PromptInputs {
+                workspace: &session.workspace,
+                extra_roots: &self.inner.config.paths.extra_roots,
+                environment: &environment,
+                origin: session.origin,
+                mode: session.mode,
+            },
+        )
+    }
+
     /// Everything a run that calls the model needs; fails the run when the
     /// session's provider is missing.
     async fn run_context<'a>(
@@ -1061,6 +1101,7 @@ impl Runtime {
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
         };
+        let system = self.system_prompt(session).await;
         Ok(RunContext {
             provider,
             model: session.model.clone(),
@@ -1069,6 +1110,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
+            system,
             session_tools,
         })
     }

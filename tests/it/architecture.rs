@@ -635,6 +635,7 @@ const PARTS: &[&str] = &[
     "http",
     "sandbox",
     "credentials",
+    "environment",
     "logging",
     "stdout",
 ];

@@ -24,6 +24,7 @@ mod headless;
 mod http;
 mod images;
 mod mcp;
+mod prompt;
 mod providers;
 mod sandbox_toolchain;
 mod session_commands;

@@ -1,0 +1,285 @@
+//! The system prompt: what the model is told before the conversation. One
+//! place, deterministic given its inputs: who the agent is, where it works
+//! (workspace, extra roots, operating system, shell, date and time zone, the
+//! git branch and whether the tree is dirty), which face it talks through,
+//! the session's mode and what it allows, how to use the tools well and how
+//! approvals and refusals reach it.
+//!
+//! `system_prompt` in the configuration replaces the built-in text;
+//! `instructions` are appended to whichever is used. The facts about the
+//! machine come from an [`EnvironmentProbe`] the composition root gives the
+//! runtime; the core does no I/O for them.
+
+use std::path::{Path, PathBuf};
+
+use super::session::{Mode, Origin};
+
+/// The built-in prompt's version: raised whenever its text changes, so a
+/// transcript can say which prompt a model saw.
+pub const PROMPT_VERSION: u32 = 1;
+
+/// Facts about the machine and the workspace, as a probe found them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// `linux`, `macos`, … (`std::env::consts::OS`).
+    pub os: String,
+    /// The person's shell (`$SHELL`), when known.
+    pub shell: Option<String>,
+    /// Today's date, `YYYY-MM-DD`, in `time_zone`.
+    pub date: String,
+    /// An IANA name (`Europe/Berlin`) or an offset (`+01:00`).
+    pub time_zone: String,
+    /// When the workspace is in a git repository.
+    pub git: Option<Git>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Git {
+    /// The checked-out branch; `None` for a detached head.
+    pub branch: Option<String>,
+    /// Uncommitted changes (or untracked files) in the tree.
+    pub dirty: bool,
+}
+
+/// Finds the [`Environment`] of a workspace; called once per run.
+pub trait EnvironmentProbe: Send + Sync {
+    fn environment(&self, workspace: &Path) -> Environment;
+}
+
+/// What the configuration says about the prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptSettings {
+    /// Replaces the built-in prompt.
+    pub system_prompt: Option<String>,
+    /// Appended to the prompt, built-in or replaced.
+    pub instructions: Option<String>,
+}
+
+/// Everything the prompt is made from, for one run.
+#[derive(Debug, Clone)]
+pub struct PromptInputs<'a> {
+    pub workspace: &'a Path,
+    pub extra_roots: &'a [PathBuf],
+    pub environment: &'a Environment,
+    pub origin: Origin,
+    pub mode: Mode,
+}
+
+/// The system prompt a run's model turns are sent.
+pub fn system_prompt(settings: &PromptSettings, inputs: &PromptInputs<'_>) -> String {
+    let mut prompt = match &settings.system_prompt {
+        Some(replaced) => replaced.trim_end().to_owned(),
+        None => built_in(inputs),
+    };
+    if let Some(instructions) = settings
+        .instructions
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+    {
+        prompt.push_str("\n\n# Instructions\n\n");
+        prompt.push_str(instructions);
+    }
+    prompt
+}
+
+/// The built-in prompt (version [`PROMPT_VERSION`]).
+pub fn built_in(inputs: &PromptInputs<'_>) -> String {
+    let env = inputs.environment;
+    let mut out = String::from(
+        "You are Pincer, a coding agent working on a person's machine. You read, search and \
+         change the files of their workspace and run commands there with the tools below, to \
+         do what they ask. Be direct and concise; do the work rather than describe it.\n",
+    );
+
+    out.push_str("\n# Environment\n\n");
+    out.push_str(&format!("- Workspace: {}\n", inputs.workspace.display()));
+    if !inputs.extra_roots.is_empty() {
+        let roots: Vec<String> = inputs
+            .extra_roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        out.push_str(&format!(
+            "- Also reachable: {} (nothing outside these and the workspace)\n",
+            roots.join(", ")
+        ));
+    }
+    out.push_str(&format!("- Operating system: {}\n", env.os));
+    if let Some(shell) = &env.shell {
+        out.push_str(&format!("- Shell: {shell}\n"));
+    }
+    out.push_str(&format!("- Date: {} ({})\n", env.date, env.time_zone));
+    match &env.git {
+        Some(git) => out.push_str(&format!(
+            "- Git: {}, {}\n",
+            git.branch
+                .as_deref()
+                .map_or("detached head".to_owned(), |b| format!("branch {b}")),
+            if git.dirty {
+                "uncommitted changes in the tree"
+            } else {
+                "clean tree"
+            }
+        )),
+        None => out.push_str("- Git: not a repository\n"),
+    }
+
+    out.push_str("\n# Where you are talking\n\n");
+    out.push_str(match inputs.origin {
+        Origin::Editor => {
+            "In the person's editor. They see your messages, each tool call and its diff as it \
+             happens. Markdown renders; refer to files by their path relative to the workspace.\n"
+        }
+        Origin::Terminal => {
+            "In a terminal conversation (`pincer chat`). Markdown is rendered for the terminal; \
+             keep lines short and code in fenced blocks.\n"
+        }
+        Origin::Headless => {
+            "In a headless run (`pincer run`), often from a script or CI. Nobody may be watching \
+             and nobody can answer a question: finish the task on your own, and end with a short \
+             summary of what you did and what is left.\n"
+        }
+        Origin::Http => {
+            "Through Pincer's HTTP API, to a program. Answer in plain Markdown and keep the reply \
+             self-contained.\n"
+        }
+        Origin::Channel => {
+            "In a chat (a messaging platform). Keep replies short, a few paragraphs at most; use \
+             simple formatting only (bold, italics, inline code, short code blocks).\n"
+        }
+    });
+
+    out.push_str("\n# Mode\n\n");
+    out.push_str(match inputs.mode {
+        Mode::ReadOnly => {
+            "Read only: you may read and search; every change and every command that could \
+             change something is refused. Say what you would change instead.\n"
+        }
+        Mode::Supervised => {
+            "Supervised: reads and searches run at once; edits and most commands wait for the \
+             person's approval, and they may refuse.\n"
+        }
+        Mode::Full => {
+            "Full autonomy: what the policy allows runs without asking; the policy still refuses \
+             some commands and paths.\n"
+        }
+    });
+
+    out.push_str("\n# Working with the tools\n\n");
+    out.push_str(
+        "- Read a file before you change it, and search before you guess where something is.\n\
+         - Prefer `edit_file` for a change to part of a file; rewrite a whole file only when \
+         most of it changes.\n\
+         - Keep the person informed: say briefly what you are about to do and what you found.\n\
+         - Never print, log or write secrets (keys, tokens, passwords) you come across.\n\
+         - Paths outside the workspace and the roots above, and some paths inside (such as \
+         `~/.ssh`), are refused.\n",
+    );
+
+    out.push_str("\n# Approvals and refusals\n\n");
+    out.push_str(
+        "A call that needs approval waits for the person; its result tells you if they \
+         rejected it, if nobody could approve it, or if the policy refused it, with the reason. \
+         Do not retry a refused call unchanged: take another way, or explain what you need and \
+         stop.\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn environment() -> Environment {
+        Environment {
+            os: "linux".into(),
+            shell: Some("/bin/bash".into()),
+            date: "2026-11-24".into(),
+            time_zone: "Europe/Berlin".into(),
+            git: Some(Git {
+                branch: Some("main".into()),
+                dirty: true,
+            }),
+        }
+    }
+
+    fn inputs<'a>(environment: &'a Environment, roots: &'a [PathBuf]) -> PromptInputs<'a> {
+        PromptInputs {
+            workspace: Path::new("/home/ann/project"),
+            extra_roots: roots,
+            environment,
+            origin: Origin::Editor,
+            mode: Mode::Supervised,
+        }
+    }
+
+    /// The built-in prompt, whole: a change to it is a deliberate change of
+    /// what every model is told (raise `PROMPT_VERSION`).
+    #[test]
+    fn the_built_in_prompt() {
+        let env = environment();
+        let roots = [PathBuf::from("/opt/shared")];
+        let prompt = built_in(&inputs(&env, &roots));
+        insta::assert_snapshot!(format!("version {PROMPT_VERSION}\n\n{prompt}"));
+        // Under about 1,500 tokens, counted generously at 3 bytes a token.
+        assert!(prompt.len() < 4_500, "{} bytes", prompt.len());
+    }
+
+    #[test]
+    fn each_face_and_mode_says_something_of_its_own() {
+        let env = environment();
+        let mut seen = std::collections::HashSet::new();
+        for origin in [
+            Origin::Editor,
+            Origin::Terminal,
+            Origin::Headless,
+            Origin::Http,
+            Origin::Channel,
+        ] {
+            for mode in Mode::ALL {
+                let prompt = built_in(&PromptInputs {
+                    origin,
+                    mode,
+                    ..inputs(&env, &[])
+                });
+                assert!(seen.insert(prompt), "{origin:?} {mode:?} repeats another");
+            }
+        }
+    }
+
+    #[test]
+    fn a_configured_prompt_replaces_and_instructions_append() {
+        let env = environment();
+        let inputs = inputs(&env, &[]);
+        let replaced = system_prompt(
+            &PromptSettings {
+                system_prompt: Some("You answer in French.\n".into()),
+                instructions: None,
+            },
+            &inputs,
+        );
+        assert_eq!(replaced, "You answer in French.");
+        let both = system_prompt(
+            &PromptSettings {
+                system_prompt: None,
+                instructions: Some("Run `cargo fmt` after editing Rust.".into()),
+            },
+            &inputs,
+        );
+        assert!(both.starts_with("You are Pincer"));
+        assert!(both.ends_with("# Instructions\n\nRun `cargo fmt` after editing Rust."));
+        let detached = Environment {
+            git: Some(Git {
+                branch: None,
+                dirty: false,
+            }),
+            ..env.clone()
+        };
+        let prompt = built_in(&PromptInputs {
+            environment: &detached,
+            ..inputs
+        });
+        assert!(prompt.contains("- Git: detached head, clean tree"));
+    }
+}
