@@ -86,7 +86,7 @@ impl App {
         );
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         runtime.set_session_tools_factory(mcp.clone());
-        runtime.set_environment_probe(Arc::new(crate::environment::Probe));
+        runtime.set_environment_probe(Arc::new(wiring::environment_probe(&config)));
         Ok(App {
             config,
             store,

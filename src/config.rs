@@ -111,6 +111,9 @@ pub struct FileConfig {
     pub system_prompt: Option<String>,
     /// Appended to the system prompt, built-in or replaced.
     pub instructions: Option<String>,
+    /// Instruction files read in a directory without `AGENTS.md`, the first
+    /// that exists (default `CLAUDE.md`, `.github/copilot-instructions.md`).
+    pub instruction_fallbacks: Option<Vec<String>>,
     /// The models' context window in tokens (default 128000); older tool
     /// outputs are shortened, then the oldest exchanges dropped, to fit.
     pub context_window: Option<usize>,
@@ -534,6 +537,7 @@ pub struct Config {
     pub max_turn_requests: Sourced<u32>,
     pub system_prompt: Option<Sourced<String>>,
     pub instructions: Option<Sourced<String>>,
+    pub instruction_fallbacks: Option<Vec<String>>,
     pub context_window: Option<Sourced<usize>>,
     pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
     pub mode: Sourced<Mode>,
@@ -932,6 +936,7 @@ impl Config {
             instructions: file_config
                 .instructions
                 .map(|text| Sourced::new(text, file_origin())),
+            instruction_fallbacks: file_config.instruction_fallbacks,
             context_window: file_config
                 .context_window
                 .map(|tokens| Sourced::new(tokens, file_origin())),

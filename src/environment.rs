@@ -1,23 +1,53 @@
 //! The facts about the machine the system prompt states (`core::prompt`):
-//! the operating system, the person's shell, today's date and time zone, and
-//! for a git workspace its branch and whether the tree is dirty. Read once per
-//! run; `git` runs with a time limit and its failure only leaves the facts out.
+//! the operating system, the person's shell, today's date and time zone, for
+//! a git workspace its branch and whether the tree is dirty, and the project's
+//! instruction files. Read once per run; `git` runs with a time limit and its
+//! failure only leaves the facts out.
+//!
+//! Instruction files: the person's own (`$XDG_CONFIG_HOME/pincer/AGENTS.md`),
+//! then `AGENTS.md` in each directory from the repository root down to the
+//! workspace — or, in a directory without one, the first of the fallbacks
+//! (`CLAUDE.md`, `.github/copilot-instructions.md`). Only files the session's
+//! path boundary lets tools read are read; each is cut at
+//! [`Probe::max_file_bytes`], and all together at [`Probe::max_total_bytes`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::core::prompt::{Environment, EnvironmentProbe, Git};
+use crate::core::boundary::PathBoundary;
+use crate::core::prompt::{Environment, EnvironmentProbe, Git, InstructionFile};
 
 /// Longest a `git` query may take before its answer is left out.
 const GIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// The probe of this machine.
-#[derive(Debug, Default)]
-pub struct Probe;
+#[derive(Debug, Clone)]
+pub struct Probe {
+    /// The person's own instruction file, read for every session.
+    pub user_file: Option<PathBuf>,
+    /// Read in a directory that has no `AGENTS.md`, the first that exists.
+    pub fallbacks: Vec<String>,
+    pub max_file_bytes: usize,
+    pub max_total_bytes: usize,
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Self {
+            user_file: None,
+            fallbacks: DEFAULT_FALLBACKS.iter().map(|f| (*f).to_owned()).collect(),
+            max_file_bytes: 32 * 1024,
+            max_total_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Read where a directory has no `AGENTS.md`.
+pub const DEFAULT_FALLBACKS: [&str; 2] = ["CLAUDE.md", ".github/copilot-instructions.md"];
 
 impl EnvironmentProbe for Probe {
-    fn environment(&self, workspace: &Path) -> Environment {
+    fn environment(&self, workspace: &Path, boundary: &PathBoundary) -> Environment {
         let now = jiff::Zoned::now();
         let zone = now.time_zone();
         let time_zone = zone
@@ -30,7 +60,80 @@ impl EnvironmentProbe for Probe {
             date: now.date().to_string(),
             time_zone,
             git: git(workspace),
+            instructions: self.instructions(workspace, boundary),
         }
+    }
+}
+
+impl Probe {
+    /// The instruction files, in the order the prompt shows them.
+    fn instructions(&self, workspace: &Path, boundary: &PathBoundary) -> Vec<InstructionFile> {
+        let mut found = Vec::new();
+        let mut budget = self.max_total_bytes;
+        if let Some(user) = &self.user_file {
+            self.read(user, user.display().to_string(), &mut budget, &mut found);
+        }
+        // The repository root (the nearest directory holding `.git`), else the
+        // workspace alone.
+        let chain: Vec<&Path> = workspace.ancestors().collect();
+        let top = chain
+            .iter()
+            .position(|dir| dir.join(".git").exists())
+            .unwrap_or(0);
+        for dir in chain[..=top].iter().rev() {
+            let names =
+                std::iter::once("AGENTS.md").chain(self.fallbacks.iter().map(String::as_str));
+            for name in names {
+                let path = dir.join(name);
+                if !path.is_file() {
+                    continue;
+                }
+                // Read only what the session's tools could read.
+                let Ok(resolved) = boundary.resolve(workspace, &path.to_string_lossy()) else {
+                    tracing::debug!(path = %path.display(), "instruction file outside the path boundary, not read");
+                    break;
+                };
+                let shown = resolved
+                    .strip_prefix(workspace)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| resolved.display().to_string());
+                self.read(&resolved, shown, &mut budget, &mut found);
+                break;
+            }
+        }
+        found
+    }
+
+    /// Reads one file into `found`, cut at the per-file cap and the budget left.
+    fn read(
+        &self,
+        path: &Path,
+        shown: String,
+        budget: &mut usize,
+        found: &mut Vec<InstructionFile>,
+    ) {
+        let Ok(bytes) = std::fs::read(path) else {
+            return;
+        };
+        let cap = self.max_file_bytes.min(*budget);
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        let truncated_from = (text.len() > cap).then_some(bytes.len());
+        if text.len() > cap {
+            let mut cut = cap;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        *budget -= text.len();
+        if text.trim().is_empty() && truncated_from.is_none() {
+            return;
+        }
+        found.push(InstructionFile {
+            shown,
+            text,
+            truncated_from,
+        });
     }
 }
 
@@ -114,7 +217,8 @@ mod tests {
     #[test]
     fn a_workspace_outside_git_has_no_git_facts() {
         let dir = tempfile::tempdir().unwrap();
-        let found = Probe.environment(dir.path());
+        let found = Probe::default()
+            .environment(dir.path(), &PathBoundary::new(dir.path(), &[], &[], None));
         assert_eq!(found.git, None);
         assert_eq!(found.os, std::env::consts::OS);
         assert_eq!(found.date.len(), 10, "{}", found.date);
@@ -128,7 +232,8 @@ mod tests {
             return;
         }
         git_in(dir.path(), &["init", "-q", "-b", "trunk"]);
-        let found = Probe.environment(dir.path());
+        let found = Probe::default()
+            .environment(dir.path(), &PathBoundary::new(dir.path(), &[], &[], None));
         assert_eq!(
             found.git,
             Some(Git {
@@ -137,6 +242,12 @@ mod tests {
             })
         );
         std::fs::write(dir.path().join("new.txt"), "x").unwrap();
-        assert!(Probe.environment(dir.path()).git.unwrap().dirty);
+        assert!(
+            Probe::default()
+                .environment(dir.path(), &PathBoundary::new(dir.path(), &[], &[], None))
+                .git
+                .unwrap()
+                .dirty
+        );
     }
 }

@@ -67,6 +67,21 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
     }
 }
 
+/// What the system prompt learns about the machine and the project: the
+/// person's own `AGENTS.md` beside the config file, and the fallbacks.
+pub fn environment_probe(config: &Config) -> crate::environment::Probe {
+    let defaults = crate::environment::Probe::default();
+    crate::environment::Probe {
+        user_file: crate::credentials::path(&|name| std::env::var(name).ok())
+            .map(|credentials| credentials.with_file_name("AGENTS.md")),
+        fallbacks: config
+            .instruction_fallbacks
+            .clone()
+            .unwrap_or(defaults.fallbacks),
+        ..defaults
+    }
+}
+
 /// The configured MCP servers and limits (validated when the config was loaded).
 pub fn mcp_settings(config: &Config) -> McpSettings {
     let servers = config

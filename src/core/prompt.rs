@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::boundary::PathBoundary;
 use super::session::{Mode, Origin};
 
 /// The built-in prompt's version: raised whenever its text changes, so a
@@ -31,6 +32,21 @@ pub struct Environment {
     pub time_zone: String,
     /// When the workspace is in a git repository.
     pub git: Option<Git>,
+    /// The project's instruction files (`AGENTS.md` and its fallbacks), the
+    /// person's own first, then from the repository root down to the
+    /// workspace.
+    pub instructions: Vec<InstructionFile>,
+}
+
+/// One instruction file as read for the prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstructionFile {
+    /// Where it is, as shown to the model.
+    pub shown: String,
+    /// Its text, cut at the size cap.
+    pub text: String,
+    /// The file's whole size when the text was cut.
+    pub truncated_from: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,9 +57,10 @@ pub struct Git {
     pub dirty: bool,
 }
 
-/// Finds the [`Environment`] of a workspace; called once per run.
+/// Finds the [`Environment`] of a workspace; called once per run. Files it
+/// reads for the prompt must pass `boundary` (inside it, not forbidden).
 pub trait EnvironmentProbe: Send + Sync {
-    fn environment(&self, workspace: &Path) -> Environment;
+    fn environment(&self, workspace: &Path, boundary: &PathBoundary) -> Environment;
 }
 
 /// What the configuration says about the prompt.
@@ -71,6 +88,26 @@ pub fn system_prompt(settings: &PromptSettings, inputs: &PromptInputs<'_>) -> St
         Some(replaced) => replaced.trim_end().to_owned(),
         None => built_in(inputs),
     };
+    let files = &inputs.environment.instructions;
+    if !files.is_empty() {
+        prompt.push_str(
+            "\n\n# Project instructions\n\nThe person and the project left these for agents \
+             working here; follow them unless the person says otherwise.\n",
+        );
+        for file in files {
+            prompt.push_str(&format!("\n## {}\n\n{}", file.shown, file.text.trim_end()));
+            if let Some(size) = file.truncated_from {
+                prompt.push_str(&format!(
+                    "\n\n[truncated: the first {} of {size} bytes; read the file for the rest]",
+                    file.text.len()
+                ));
+            }
+            prompt.push('\n');
+        }
+        while prompt.ends_with('\n') {
+            prompt.pop();
+        }
+    }
     if let Some(instructions) = settings
         .instructions
         .as_deref()
@@ -201,6 +238,7 @@ mod tests {
                 branch: Some("main".into()),
                 dirty: true,
             }),
+            instructions: Vec::new(),
         }
     }
 
@@ -246,6 +284,40 @@ mod tests {
                 assert!(seen.insert(prompt), "{origin:?} {mode:?} repeats another");
             }
         }
+    }
+
+    #[test]
+    fn project_instructions_follow_the_prompt_with_a_visible_cut() {
+        let env = Environment {
+            instructions: vec![
+                InstructionFile {
+                    shown: "~/.config/pincer/AGENTS.md".into(),
+                    text: "Answer briefly.\n".into(),
+                    truncated_from: None,
+                },
+                InstructionFile {
+                    shown: "AGENTS.md".into(),
+                    text: "Use tabs.".into(),
+                    truncated_from: Some(90_000),
+                },
+            ],
+            ..environment()
+        };
+        let prompt = system_prompt(
+            &PromptSettings {
+                system_prompt: Some("Base.".into()),
+                instructions: Some("Configured.".into()),
+            },
+            &inputs(&env, &[]),
+        );
+        assert_eq!(
+            prompt,
+            "Base.\n\n# Project instructions\n\nThe person and the project left these for agents \
+             working here; follow them unless the person says otherwise.\n\n\
+             ## ~/.config/pincer/AGENTS.md\n\nAnswer briefly.\n\n## AGENTS.md\n\nUse tabs.\n\n\
+             [truncated: the first 9 of 90000 bytes; read the file for the rest]\n\n\
+             # Instructions\n\nConfigured."
+        );
     }
 
     #[test]

@@ -1038,7 +1038,14 @@ impl Runtime {
         let environment = match self.inner.environment.get().cloned() {
             Some(probe) => {
                 let workspace = session.workspace.clone();
-                tokio::task::spawn_blocking(move || probe.environment(&workspace))
+                let paths = &self.inner.config.paths;
+                let boundary = PathBoundary::new(
+                    &session.workspace,
+                    &paths.extra_roots,
+                    &paths.forbidden,
+                    paths.home.clone(),
+                );
+                tokio::task::spawn_blocking(move || probe.environment(&workspace, &boundary))
                     .await
                     .unwrap_or_else(|err| {
                         tracing::warn!(error = %err, "cannot read the environment");

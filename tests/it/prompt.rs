@@ -24,6 +24,11 @@ fn stream() -> String {
 /// The system message of the one request `pincer run` sends, with `config`
 /// as the config file and `mode` for the session.
 fn system_sent(dir: &TestDir, config: &str, mode: &str) -> String {
+    system_sent_in(dir, config, mode, &dir.workspace())
+}
+
+/// As [`system_sent`], with the session's workspace at `cwd`.
+fn system_sent_in(dir: &TestDir, config: &str, mode: &str, cwd: &std::path::Path) -> String {
     let server = Loopback::start(|_, _| Reply::event_stream(stream()));
     let config_dir = dir.path().join("config").join("pincer");
     std::fs::create_dir_all(&config_dir).unwrap();
@@ -42,7 +47,7 @@ fn system_sent(dir: &TestDir, config: &str, mode: &str) -> String {
             "--mode",
             mode,
             "--cwd",
-            dir.workspace().to_str().unwrap(),
+            cwd.to_str().unwrap(),
             "hi",
         ])
         .output()
@@ -157,4 +162,102 @@ fn the_config_replaces_the_prompt_and_appends_instructions() {
     assert!(line("system_prompt").contains("haiku"), "{shown}");
     assert!(line("instructions").contains("Mention the moon"), "{shown}");
     assert!(line("instructions").contains("config.toml"), "{shown}");
+}
+
+/// The project-instruction files between `# Project instructions` and the
+/// next top-level heading, as `(shown name, text)`.
+fn project_files(system: &str) -> Vec<(String, String)> {
+    let Some(start) = system.find("# Project instructions\n") else {
+        return Vec::new();
+    };
+    let rest = &system[start..];
+    let end = rest.find("\n# Instructions").unwrap_or(rest.len());
+    rest[..end]
+        .split("\n## ")
+        .skip(1)
+        .map(|part| {
+            let (name, text) = part.split_once("\n\n").unwrap_or((part, ""));
+            (name.to_owned(), text.trim().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn agents_md_from_the_repository_root_down_to_the_workspace_and_the_persons_own() {
+    let dir = TestDir::new();
+    let repo = dir.path().join("repo");
+    let workspace = repo.join("service");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(repo.join("AGENTS.md"), "Repository rule.").unwrap();
+    std::fs::write(workspace.join("AGENTS.md"), "Service rule.").unwrap();
+    // A directory with no AGENTS.md offers its fallback instead.
+    std::fs::create_dir_all(workspace.join("deep")).unwrap();
+    let deep = workspace.join("deep");
+    std::fs::write(deep.join("CLAUDE.md"), "Deep fallback.").unwrap();
+    std::fs::create_dir_all(dir.path().join("config").join("pincer")).unwrap();
+    std::fs::write(
+        dir.path().join("config").join("pincer").join("AGENTS.md"),
+        "The person's own rule.",
+    )
+    .unwrap();
+    let repo = repo.canonicalize().unwrap();
+    let deep = deep.canonicalize().unwrap();
+    // The repository root is outside the workspace: read only when the
+    // boundary takes it in.
+    let system = system_sent_in(&dir, "", "supervised", &deep);
+    let files = project_files(&system);
+    let texts: Vec<&str> = files.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["The person's own rule.", "Deep fallback."],
+        "{system}"
+    );
+    let config = format!("[paths]\nextra_roots = [\"{}\"]\n", repo.display());
+    let system = system_sent_in(&dir, &config, "supervised", &deep);
+    let files = project_files(&system);
+    let texts: Vec<&str> = files.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "The person's own rule.",
+            "Repository rule.",
+            "Service rule.",
+            "Deep fallback."
+        ],
+        "{system}"
+    );
+    assert_eq!(files[3].0, "CLAUDE.md");
+    assert_eq!(files[1].0, repo.join("AGENTS.md").display().to_string());
+    // Fallbacks are configurable: none.
+    let config = format!("instruction_fallbacks = []\n{config}");
+    let system = system_sent_in(&dir, &config, "supervised", &deep);
+    assert!(!system.contains("Deep fallback."), "{system}");
+}
+
+#[test]
+fn a_long_file_is_cut_visibly_and_a_forbidden_one_is_never_read() {
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    std::fs::write(workspace.join("AGENTS.md"), "x".repeat(40_000)).unwrap();
+    let system = system_sent(&dir, "", "supervised");
+    assert!(
+        system.contains("[truncated: the first 32768 of 40000 bytes; read the file for the rest]"),
+        "{}",
+        &system[..300]
+    );
+    // An AGENTS.md that is a link into a forbidden directory.
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("notes.md"), "TOP SECRET").unwrap();
+    std::fs::remove_file(workspace.join("AGENTS.md")).unwrap();
+    std::os::unix::fs::symlink(secret.join("notes.md"), workspace.join("AGENTS.md")).unwrap();
+    let config = format!(
+        "[paths]\nextra_roots = [\"{}\"]\nforbidden = [\"{}\"]\n",
+        dir.path().display(),
+        secret.canonicalize().unwrap().display()
+    );
+    let system = system_sent(&dir, &config, "supervised");
+    assert!(!system.contains("TOP SECRET"), "{system}");
+    assert!(!system.contains("# Project instructions"), "{system}");
 }
