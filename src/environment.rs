@@ -1,8 +1,8 @@
 //! The facts about the machine the system prompt states (`core::prompt`):
 //! the operating system, the person's shell, today's date and time zone, for
 //! a git workspace its branch and whether the tree is dirty, and the project's
-//! instruction files. Read once per run; `git` runs with a time limit and its
-//! failure only leaves the facts out.
+//! instruction files. The facts are read once per run (`git` with a time
+//! limit; its failure only leaves them out), the files before each model turn.
 //!
 //! Instruction files: the person's own (`$XDG_CONFIG_HOME/pincer/AGENTS.md`),
 //! then `AGENTS.md` in each directory from the repository root down to the
@@ -47,7 +47,7 @@ impl Default for Probe {
 pub const DEFAULT_FALLBACKS: [&str; 2] = ["CLAUDE.md", ".github/copilot-instructions.md"];
 
 impl EnvironmentProbe for Probe {
-    fn environment(&self, workspace: &Path, boundary: &PathBoundary) -> Environment {
+    fn environment(&self, workspace: &Path) -> Environment {
         let now = jiff::Zoned::now();
         let zone = now.time_zone();
         let time_zone = zone
@@ -60,14 +60,71 @@ impl EnvironmentProbe for Probe {
             date: now.date().to_string(),
             time_zone,
             git: git(workspace),
-            instructions: self.instructions(workspace, boundary),
+            instructions: Vec::new(),
         }
+    }
+
+    fn instructions(&self, workspace: &Path, boundary: &PathBoundary) -> Vec<InstructionFile> {
+        self.chain(workspace, boundary)
+    }
+
+    fn instructions_below(
+        &self,
+        workspace: &Path,
+        dir: &Path,
+        boundary: &PathBoundary,
+    ) -> Vec<InstructionFile> {
+        let Ok(relative) = dir.strip_prefix(workspace) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        let mut budget = self.max_total_bytes;
+        let mut current = workspace.to_path_buf();
+        for part in relative.components() {
+            current.push(part);
+            if let Some(resolved) = self.file_of(&current, workspace, boundary) {
+                let under = current
+                    .strip_prefix(workspace)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                let name = resolved
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let shown = format!(
+                    "{under}/{name} (applies to files under {under}/: this run's tools reached them)"
+                );
+                self.read(&resolved, shown, &mut budget, &mut found);
+            }
+        }
+        found
     }
 }
 
 impl Probe {
-    /// The instruction files, in the order the prompt shows them.
-    fn instructions(&self, workspace: &Path, boundary: &PathBoundary) -> Vec<InstructionFile> {
+    /// One instruction file of `dir`: `AGENTS.md`, else the first fallback,
+    /// if the boundary lets it be read.
+    fn file_of(&self, dir: &Path, workspace: &Path, boundary: &PathBoundary) -> Option<PathBuf> {
+        let names = std::iter::once("AGENTS.md").chain(self.fallbacks.iter().map(String::as_str));
+        for name in names {
+            let path = dir.join(name);
+            if !path.is_file() {
+                continue;
+            }
+            return match boundary.resolve(workspace, &path.to_string_lossy()) {
+                Ok(resolved) => Some(resolved),
+                Err(_) => {
+                    tracing::debug!(path = %path.display(), "instruction file outside the path boundary, not read");
+                    None
+                }
+            };
+        }
+        None
+    }
+
+    /// The instruction files down to the workspace, in the order the prompt
+    /// shows them.
+    fn chain(&self, workspace: &Path, boundary: &PathBoundary) -> Vec<InstructionFile> {
         let mut found = Vec::new();
         let mut budget = self.max_total_bytes;
         if let Some(user) = &self.user_file {
@@ -217,8 +274,7 @@ mod tests {
     #[test]
     fn a_workspace_outside_git_has_no_git_facts() {
         let dir = tempfile::tempdir().unwrap();
-        let found = Probe::default()
-            .environment(dir.path(), &PathBoundary::new(dir.path(), &[], &[], None));
+        let found = Probe::default().environment(dir.path());
         assert_eq!(found.git, None);
         assert_eq!(found.os, std::env::consts::OS);
         assert_eq!(found.date.len(), 10, "{}", found.date);
@@ -232,8 +288,7 @@ mod tests {
             return;
         }
         git_in(dir.path(), &["init", "-q", "-b", "trunk"]);
-        let found = Probe::default()
-            .environment(dir.path(), &PathBoundary::new(dir.path(), &[], &[], None));
+        let found = Probe::default().environment(dir.path());
         assert_eq!(
             found.git,
             Some(Git {
@@ -242,12 +297,6 @@ mod tests {
             })
         );
         std::fs::write(dir.path().join("new.txt"), "x").unwrap();
-        assert!(
-            Probe::default()
-                .environment(dir.path(), &PathBoundary::new(dir.path(), &[], &[], None))
-                .git
-                .unwrap()
-                .dirty
-        );
+        assert!(Probe::default().environment(dir.path()).git.unwrap().dirty);
     }
 }

@@ -11,7 +11,7 @@ use super::event::Usage;
 use super::event::{ContextUse, Event, StopReason};
 use super::gate::{self, CallEnv};
 use super::models::{Cost, ModelCatalog};
-use super::prompt::PromptSettings;
+use super::prompt::{PromptSettings, RunPrompt};
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec};
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
@@ -58,8 +58,9 @@ pub struct RunContext<'a> {
     pub calls: CallEnv,
     /// What the session's earlier runs cost.
     pub session_cost: Option<Cost>,
-    /// The system prompt of the run's model turns (`core::prompt`).
-    pub system: String,
+    /// The system prompt of the run's model turns, made before each
+    /// (`core::prompt`).
+    pub prompt: RunPrompt,
     /// The session's tools beyond the built-in ones, asked for before each
     /// model turn (so a changed list applies from the next turn on).
     pub session_tools: Option<Arc<dyn SessionTools>>,
@@ -177,7 +178,8 @@ pub async fn stream_turn(
         provider: ctx.provider.name().to_owned(),
         model: ctx.model.clone(),
     });
-    let system_tokens = ctx.system.len() / 4;
+    let system = ctx.prompt.render(&messages).await;
+    let system_tokens = system.len() / 4;
     let budget = config
         .context_window(&ctx.model)
         .saturating_sub(config.output_reserve)
@@ -193,7 +195,7 @@ pub async fn stream_turn(
     }
     let request = ModelRequest {
         model: ctx.model.clone(),
-        system: Some(ctx.system.clone()),
+        system: Some(system),
         messages,
         tools,
     };

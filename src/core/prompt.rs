@@ -57,10 +57,26 @@ pub struct Git {
     pub dirty: bool,
 }
 
-/// Finds the [`Environment`] of a workspace; called once per run. Files it
-/// reads for the prompt must pass `boundary` (inside it, not forbidden).
+/// Finds the [`Environment`] of a workspace. Files it reads for the prompt
+/// must pass `boundary` (inside it, not forbidden).
 pub trait EnvironmentProbe: Send + Sync {
-    fn environment(&self, workspace: &Path, boundary: &PathBoundary) -> Environment;
+    /// The facts about the machine and the workspace; once per run.
+    fn environment(&self, workspace: &Path) -> Environment;
+
+    /// The instruction files down to the workspace (the person's own, then
+    /// from the repository root down); before each model turn, so a change
+    /// applies from the next turn on.
+    fn instructions(&self, workspace: &Path, boundary: &PathBoundary) -> Vec<InstructionFile>;
+
+    /// The instruction files of directories below the workspace, down to
+    /// `dir` (the workspace itself excluded), outermost first; before each
+    /// model turn, for the directories the run's tools reached.
+    fn instructions_below(
+        &self,
+        workspace: &Path,
+        dir: &Path,
+        boundary: &PathBoundary,
+    ) -> Vec<InstructionFile>;
 }
 
 /// What the configuration says about the prompt.
@@ -80,6 +96,85 @@ pub struct PromptInputs<'a> {
     pub environment: &'a Environment,
     pub origin: Origin,
     pub mode: Mode,
+}
+
+/// The system prompt of one run, made again before each model turn: the
+/// facts are the run's, the instruction files of subdirectories join once the
+/// run's tools have read or changed something under them.
+pub struct RunPrompt {
+    pub settings: PromptSettings,
+    pub workspace: PathBuf,
+    pub extra_roots: Vec<PathBuf>,
+    pub environment: Environment,
+    pub origin: Origin,
+    pub mode: Mode,
+    pub probe: Option<std::sync::Arc<dyn EnvironmentProbe>>,
+    pub boundary: std::sync::Arc<PathBoundary>,
+}
+
+impl RunPrompt {
+    /// The prompt for the next turn over `messages` (the conversation so far).
+    pub async fn render(&self, messages: &[super::session::Message]) -> String {
+        let mut environment = self.environment.clone();
+        if let Some(probe) = &self.probe {
+            let dirs = touched_dirs(messages, &self.workspace);
+            let (probe, workspace, boundary) =
+                (probe.clone(), self.workspace.clone(), self.boundary.clone());
+            let files = tokio::task::spawn_blocking(move || {
+                let mut found = probe.instructions(&workspace, &boundary);
+                for dir in dirs {
+                    for file in probe.instructions_below(&workspace, &dir, &boundary) {
+                        if !found.iter().any(|f| f.shown == file.shown) {
+                            found.push(file);
+                        }
+                    }
+                }
+                found
+            })
+            .await
+            .unwrap_or_default();
+            environment.instructions.extend(files);
+        }
+        system_prompt(
+            &self.settings,
+            &PromptInputs {
+                workspace: &self.workspace,
+                extra_roots: &self.extra_roots,
+                environment: &environment,
+                origin: self.origin,
+                mode: self.mode,
+            },
+        )
+    }
+}
+
+/// The directories under the workspace that tool calls in `messages` named
+/// with a `path` argument (a file's directory, or the directory itself).
+fn touched_dirs(messages: &[super::session::Message], workspace: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for message in messages {
+        let super::session::Message::Assistant { tool_calls, .. } = message else {
+            continue;
+        };
+        for call in tool_calls {
+            let Some(raw) = call.arguments.get("path").and_then(|p| p.as_str()) else {
+                continue;
+            };
+            let path = workspace.join(raw);
+            let dir = if raw.ends_with('/') || path.is_dir() {
+                path
+            } else {
+                match path.parent() {
+                    Some(parent) => parent.to_path_buf(),
+                    None => continue,
+                }
+            };
+            if dir != workspace && dir.starts_with(workspace) && !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs
 }
 
 /// The system prompt a run's model turns are sent.

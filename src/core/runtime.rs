@@ -27,7 +27,7 @@ use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::models::Cost;
 use super::pending::PendingApprovals;
 use super::policy::PathBoundary;
-use super::prompt::{self, Environment, EnvironmentProbe, PromptInputs};
+use super::prompt::{Environment, EnvironmentProbe, RunPrompt};
 use super::provider::{ModelChoice, Providers};
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
@@ -1032,20 +1032,21 @@ impl Runtime {
         }
     }
 
-    /// The system prompt for a run of `session`: the environment as the probe
+    /// The system prompt of a run of `session`: the environment as the probe
     /// finds it now (off the async threads: it may run `git`).
-    async fn system_prompt(&self, session: &Session) -> String {
-        let environment = match self.inner.environment.get().cloned() {
+    async fn run_prompt(&self, session: &Session) -> RunPrompt {
+        let paths = &self.inner.config.paths;
+        let boundary = Arc::new(PathBoundary::new(
+            &session.workspace,
+            &paths.extra_roots,
+            &paths.forbidden,
+            paths.home.clone(),
+        ));
+        let probe = self.inner.environment.get().cloned();
+        let environment = match probe.clone() {
             Some(probe) => {
                 let workspace = session.workspace.clone();
-                let paths = &self.inner.config.paths;
-                let boundary = PathBoundary::new(
-                    &session.workspace,
-                    &paths.extra_roots,
-                    &paths.forbidden,
-                    paths.home.clone(),
-                );
-                tokio::task::spawn_blocking(move || probe.environment(&workspace, &boundary))
+                tokio::task::spawn_blocking(move || probe.environment(&workspace))
                     .await
                     .unwrap_or_else(|err| {
                         tracing::warn!(error = %err, "cannot read the environment");
@@ -1054,16 +1055,16 @@ impl Runtime {
             }
             None => Environment::default(),
         };
-        prompt::system_prompt(
-            &self.inner.config.loop_config.prompt,
-            &PromptInputs {
-                workspace: &session.workspace,
-                extra_roots: &self.inner.config.paths.extra_roots,
-                environment: &environment,
-                origin: session.origin,
-                mode: session.mode,
-            },
-        )
+        RunPrompt {
+            settings: self.inner.config.loop_config.prompt.clone(),
+            workspace: session.workspace.clone(),
+            extra_roots: paths.extra_roots.clone(),
+            environment,
+            origin: session.origin,
+            mode: session.mode,
+            probe,
+            boundary,
+        }
     }
 
     /// Everything a run that calls the model needs; fails the run when the
@@ -1108,7 +1109,7 @@ impl Runtime {
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
         };
-        let system = self.system_prompt(session).await;
+        let prompt = self.run_prompt(session).await;
         Ok(RunContext {
             provider,
             model: session.model.clone(),
@@ -1117,7 +1118,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
-            system,
+            prompt,
             session_tools,
         })
     }

@@ -261,3 +261,80 @@ fn a_long_file_is_cut_visibly_and_a_forbidden_one_is_never_read() {
     assert!(!system.contains("TOP SECRET"), "{system}");
     assert!(!system.contains("# Project instructions"), "{system}");
 }
+
+#[test]
+fn an_agents_md_below_the_workspace_joins_once_the_run_reads_there() {
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    std::fs::create_dir_all(workspace.join("sub")).unwrap();
+    std::fs::write(workspace.join("sub").join("x.txt"), "hello").unwrap();
+    std::fs::write(workspace.join("sub").join("AGENTS.md"), "Sub rule.").unwrap();
+    std::fs::create_dir_all(workspace.join("other")).unwrap();
+    std::fs::write(workspace.join("other").join("AGENTS.md"), "Other rule.").unwrap();
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let call = chunk(
+        json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"sub/x.txt\"}"}}]}),
+        Value::Null,
+    ) + &chunk(json!({}), json!("tool_calls"))
+        + "data: [DONE]\n\n";
+    // The workspace's own file changes while the first turn is answered:
+    // the second turn has the new text.
+    std::fs::write(workspace.join("AGENTS.md"), "Before.").unwrap();
+    let top = workspace.join("AGENTS.md");
+    let server = Loopback::start(move |_, n| {
+        if n == 0 {
+            std::fs::write(&top, "After.").unwrap();
+        }
+        Reply::event_stream(if n == 0 { call.clone() } else { stream() })
+    });
+    let out = dir
+        .command()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url))
+        .args([
+            "run",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--cwd",
+            workspace.to_str().unwrap(),
+            "read sub/x.txt",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let system = |n: usize| {
+        requests[n].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(!system(0).contains("Sub rule."), "{}", system(0));
+    assert_eq!(
+        project_files(&system(0)),
+        [("AGENTS.md".to_owned(), "Before.".to_owned())]
+    );
+    let second = system(1);
+    let files = project_files(&second);
+    assert_eq!(files.len(), 2, "{second}");
+    assert_eq!(files[0], ("AGENTS.md".to_owned(), "After.".to_owned()));
+    assert_eq!(
+        files[1].0,
+        "sub/AGENTS.md (applies to files under sub/: this run's tools reached them)"
+    );
+    assert_eq!(files[1].1, "Sub rule.");
+    assert!(!second.contains("Other rule."));
+}
