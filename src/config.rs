@@ -111,6 +111,9 @@ pub struct FileConfig {
     pub system_prompt: Option<String>,
     /// Appended to the system prompt, built-in or replaced.
     pub instructions: Option<String>,
+    /// Identical tool calls one run may make: the one that reaches it is
+    /// answered with a note instead, one more ends the run (default 3; 0 off).
+    pub loop_guard: Option<u32>,
     /// Instruction files read in a directory without `AGENTS.md`, the first
     /// that exists (default `CLAUDE.md`, `.github/copilot-instructions.md`).
     pub instruction_fallbacks: Option<Vec<String>>,
@@ -538,6 +541,7 @@ pub struct Config {
     pub system_prompt: Option<Sourced<String>>,
     pub instructions: Option<Sourced<String>>,
     pub instruction_fallbacks: Option<Vec<String>>,
+    pub loop_guard: Option<u32>,
     pub context_window: Option<Sourced<usize>>,
     pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
     pub mode: Sourced<Mode>,
@@ -937,6 +941,7 @@ impl Config {
                 .instructions
                 .map(|text| Sourced::new(text, file_origin())),
             instruction_fallbacks: file_config.instruction_fallbacks,
+            loop_guard: file_config.loop_guard,
             context_window: file_config
                 .context_window
                 .map(|tokens| Sourced::new(tokens, file_origin())),

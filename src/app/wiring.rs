@@ -53,6 +53,9 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 .as_ref()
                 .map_or(LoopConfig::default().context_tokens, |c| c.value),
             models: config.catalog.clone(),
+            loop_guard: config
+                .loop_guard
+                .unwrap_or(LoopConfig::default().loop_guard),
             ..LoopConfig::default()
         },
         default_mode: config.mode.value,

@@ -31,6 +31,9 @@ pub struct LoopConfig {
     pub models: ModelCatalog,
     /// Tokens left free for the model's answer.
     pub output_reserve: usize,
+    /// Identical calls (same tool, same arguments) one run may make before
+    /// the next is answered with a note instead (`gate::LoopGuard`); 0: off.
+    pub loop_guard: u32,
 }
 
 impl Default for LoopConfig {
@@ -41,6 +44,7 @@ impl Default for LoopConfig {
             context_tokens: 128_000,
             output_reserve: 8_192,
             models: ModelCatalog::default(),
+            loop_guard: 3,
         }
     }
 }
@@ -101,6 +105,9 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                 match calls {
                     Ok(()) => {}
                     Err(gate::Interrupted::Cancelled) => return RunOutcome::Cancelled,
+                }
+                if let Some(reason) = ctx.calls.guard.gave_up() {
+                    return RunOutcome::Failed(reason);
                 }
             }
         }

@@ -61,6 +61,66 @@ pub struct CallEnv {
     /// The session's remembered answers; shared with the runtime, which persists them.
     pub grants: Arc<Mutex<Vec<Grant>>>,
     pub approvals: Arc<PendingApprovals>,
+    /// Counts the run's identical calls (`LoopGuard`).
+    pub guard: Arc<LoopGuard>,
+}
+
+/// The loop guard: the same tool with the same arguments called `limit`
+/// times in one run is answered with a note instead of running again; a call
+/// past that marks the run to end (`LoopGuard::gave_up`).
+#[derive(Debug, Default)]
+pub struct LoopGuard {
+    /// 0: off.
+    limit: u32,
+    seen: Mutex<std::collections::HashMap<String, u32>>,
+    /// The call that went on past the note, as `tool` and how many times.
+    gave_up: Mutex<Option<(String, u32)>>,
+}
+
+impl LoopGuard {
+    pub fn new(limit: u32) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    /// Counts `call`; `Some(note)` when it must not run.
+    fn check(&self, call: &ToolCall) -> Option<String> {
+        if self.limit == 0 {
+            return None;
+        }
+        // `serde_json` objects keep their keys sorted: equal arguments, equal text.
+        let key = format!("{}\u{0}{}", call.name, call.arguments);
+        let count = {
+            let mut seen = lock(&self.seen);
+            let count = seen.entry(key).or_insert(0);
+            *count += 1;
+            *count
+        };
+        if count < self.limit {
+            return None;
+        }
+        if count > self.limit {
+            *lock(&self.gave_up) = Some((call.name.clone(), count));
+        }
+        Some(format!(
+            "not run: `{}` was called with these same arguments {count} times in this run, and \
+             the answer will not change. Use what you already have, try another way, or tell the \
+             person what is in the way; calling it again ends the run",
+            call.name
+        ))
+    }
+
+    /// The reason to end the run, once a call went on past the note.
+    pub fn gave_up(&self) -> Option<String> {
+        lock(&self.gave_up).as_ref().map(|(tool, count)| {
+            format!(
+                "stopped by the loop guard: the model called `{tool}` with the same arguments {count} times in one run, and again after it was told the answer would not change (`loop_guard = {}` in the config)",
+                self.limit
+            )
+        })
+    }
 }
 
 /// How a call got through (or not) before running.
@@ -255,6 +315,12 @@ pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
 /// Plans a call and takes it through the policy and, when asked for, an
 /// approval. `None` when the run was cancelled while waiting.
 async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
+    if let Some(note) = env.guard.check(call) {
+        return Some(Prepared::Settled {
+            verdict: Verdict::Denied,
+            message: note,
+        });
+    }
     let Some(tool) = env.tools.get(&call.name).cloned() else {
         let names: Vec<String> = env.tools.specs().into_iter().map(|s| s.name).collect();
         return Some(Prepared::Settled {

@@ -21,7 +21,7 @@ pub use super::commands::SessionCommand;
 use super::context;
 pub use super::emitter::{Emitter, InvalidTransition};
 use super::event::{Event, EventRecord, RunState, Usage};
-use super::gate::{CallEnv, ToolGate};
+use super::gate::{CallEnv, LoopGuard, ToolGate};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::models::Cost;
@@ -1108,6 +1108,7 @@ impl Runtime {
             ctx: self.tool_context(live, session, queued),
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
+            guard: Arc::new(LoopGuard::new(self.inner.config.loop_config.loop_guard)),
         };
         let prompt = self.run_prompt(session).await;
         Ok(RunContext {

@@ -23,6 +23,7 @@ mod first_run;
 mod headless;
 mod http;
 mod images;
+mod loop_guard;
 mod mcp;
 mod prompt;
 mod providers;
