@@ -45,11 +45,12 @@ use handlers::prompt_result;
 use peer::{Id, Incoming, Line, LineReader, Peer};
 
 /// The extension methods Pincer serves, advertised in `initialize`.
-pub const EXTENSION_METHODS: [&str; 4] = [
+pub const EXTENSION_METHODS: [&str; 5] = [
     "_pincer/runs/list",
     "_pincer/runs/get",
     "_pincer/runs/tape",
     "_pincer/grants/list",
+    "_pincer/context",
 ];
 
 /// Settings of the ACP face.
@@ -473,6 +474,7 @@ impl Connection {
             "_pincer/runs/get" => self.runs_get(raw).await,
             "_pincer/runs/tape" => self.runs_tape(raw).await,
             "_pincer/grants/list" => self.grants_list(raw).await,
+            "_pincer/context" => self.context(raw).await,
             other => {
                 Err(RpcError::method_not_found().data(format!("unknown method {}", quoted(other))))
             }

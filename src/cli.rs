@@ -71,6 +71,9 @@ pub enum Command {
     Runs(RunsCommand),
     /// Replay a run's events from the tape
     Tape(TapeArgs),
+    /// Show what the model is sent
+    #[command(subcommand)]
+    Context(ContextCommand),
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
@@ -267,6 +270,20 @@ pub enum RunsCommand {
     Show {
         /// The run (run_…, from `pincer sessions show` or `--output jsonl`)
         id: String,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ContextCommand {
+    /// What a session's next model turn would be sent (system prompt, tools,
+    /// conversation), with the estimated tokens of each part
+    Show {
+        /// The session [default: the newest session of the current directory]
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,

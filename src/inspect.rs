@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::app::Flags;
 use crate::app::{Failure, exit};
-use crate::cli::{ChannelsCommand, RunsCommand, SessionsCommand, TapeArgs};
+use crate::cli::{ChannelsCommand, ContextCommand, RunsCommand, SessionsCommand, TapeArgs};
 use crate::config::SandboxSetting;
 use crate::core::channel::IntentStatus;
 use crate::core::event::{Event, EventRecord};
@@ -353,6 +353,91 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
     print(&out)?;
     store.shutdown();
     Ok(exit::OK)
+}
+
+/// `pincer context show`: what a session's next model turn would be sent.
+pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Failure> {
+    let ContextCommand::Show { session, json } = command;
+    let opened = crate::app::App::open(flags)?;
+    let runtime = opened.runtime.clone();
+    let id = match session {
+        Some(id) => SessionId::from_string(id.clone()),
+        None => {
+            let cwd = std::env::current_dir()
+                .and_then(|d| d.canonicalize())
+                .map_err(|err| {
+                    Failure::failed(anyhow!("cannot read the current directory: {err}"))
+                })?;
+            let newest = runtime
+                .list_sessions(SessionQuery {
+                    workspace: Some(cwd.clone()),
+                    after: None,
+                    limit: 1,
+                })
+                .await
+                .map_err(Failure::failed)?;
+            match newest.into_iter().next() {
+                Some(session) => session.id,
+                None => {
+                    return Err(Failure::usage(anyhow!(
+                        "no session in {}; pass --session ID (see `pincer sessions list`)",
+                        cwd.display()
+                    )));
+                }
+            }
+        }
+    };
+    let view = runtime.context(&id).await.map_err(Failure::usage)?;
+    let message_tokens: usize = view.message_tokens.iter().sum();
+    let total = view.system_tokens + view.tool_tokens + message_tokens;
+    let out = if *json {
+        let mut value = serde_json::to_value(&view).map_err(Failure::failed)?;
+        value["session_id"] = json!(id.as_str());
+        value["total_tokens"] = json!(total);
+        format!("{value}\n")
+    } else {
+        let mut out = format!(
+            "session {id} · {}/{} · window {} tokens\n\
+             system prompt   {:>7} tokens\n\
+             tools ({:>3})     {:>7} tokens\n\
+             messages ({:>3})  {:>7} tokens ({} tool outputs shortened, {} messages dropped to fit)\n\
+             total           {:>7} tokens (estimated)\n",
+            view.provider,
+            view.model,
+            view.window,
+            view.system_tokens,
+            view.tools.len(),
+            view.tool_tokens,
+            view.messages.len(),
+            message_tokens,
+            view.shortened,
+            view.dropped,
+            total
+        );
+        out.push_str("\n--- system prompt ---\n");
+        out.push_str(&view.system);
+        out.push_str("\n\n--- tools ---\n");
+        for tool in &view.tools {
+            out.push_str(&format!(
+                "{}: {}\n",
+                tool.name,
+                first_line(&tool.description)
+            ));
+        }
+        out.push_str("\n--- messages ---\n");
+        for (message, tokens) in view.messages.iter().zip(&view.message_tokens) {
+            out.push_str(&format!("({tokens} tokens)\n"));
+            out.push_str(&message_text(message));
+        }
+        out
+    };
+    print(&out)?;
+    opened.store.shutdown();
+    Ok(exit::OK)
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
 }
 
 pub async fn tape(flags: &Flags, args: &TapeArgs) -> Result<u8, Failure> {

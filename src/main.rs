@@ -52,6 +52,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Runs(ref command) => inspect::runs(&app::flags(&cli, None), command).await,
         Command::Channels(ref command) => inspect::channels(&app::flags(&cli, None), command).await,
         Command::Tape(ref args) => inspect::tape(&app::flags(&cli, None), args).await,
+        Command::Context(ref command) => inspect::context(&app::flags(&cli, None), command).await,
         Command::Login(ref args) => login::login(args).await,
         Command::Logout(ref args) => login::logout(args),
         Command::Doctor { online } => inspect::doctor(&app::flags(&cli, None), online).await,

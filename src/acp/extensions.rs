@@ -1,4 +1,6 @@
-//! The `_pincer/…` extension methods: a session's runs, one run, its tape, the session's remembered approvals.
+//! The `_pincer/…` extension methods: a session's runs, one run, its tape,
+//! the session's remembered approvals, and what its next model turn would be
+//! sent.
 
 use super::*;
 
@@ -17,6 +19,20 @@ struct RunParams {
 }
 
 impl Connection {
+    /// `_pincer/context`: what the session's next model turn would be sent,
+    /// with the estimated tokens of each part (as `pincer context show --json`).
+    pub(super) async fn context(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        let request: RunsListParams = params(raw)?;
+        let id = SessionId::from_string(request.session_id);
+        let view = self.runtime.context(&id).await.map_err(runtime_error)?;
+        let total =
+            view.system_tokens + view.tool_tokens + view.message_tokens.iter().sum::<usize>();
+        let mut value = to_value(view)?;
+        value["sessionId"] = json!(id.as_str());
+        value["totalTokens"] = json!(total);
+        Ok(value)
+    }
+
     pub(super) async fn runs_list(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: RunsListParams = params(raw)?;
         let runs = self

@@ -73,6 +73,9 @@ pub struct LoopGuard {
     /// 0: off.
     limit: u32,
     seen: Mutex<std::collections::HashMap<String, u32>>,
+    /// Calls of the current turn: repeats within one turn count once (a
+    /// model asking for the same read twice at once is not looping).
+    this_turn: Mutex<std::collections::HashSet<String>>,
     /// The call that went on past the note, as `tool` and how many times.
     gave_up: Mutex<Option<(String, u32)>>,
 }
@@ -85,6 +88,11 @@ impl LoopGuard {
         }
     }
 
+    /// A new model turn's calls begin.
+    fn start_turn(&self) {
+        lock(&self.this_turn).clear();
+    }
+
     /// Counts `call`; `Some(note)` when it must not run.
     fn check(&self, call: &ToolCall) -> Option<String> {
         if self.limit == 0 {
@@ -92,6 +100,9 @@ impl LoopGuard {
         }
         // `serde_json` objects keep their keys sorted: equal arguments, equal text.
         let key = format!("{}\u{0}{}", call.name, call.arguments);
+        if !lock(&self.this_turn).insert(key.clone()) {
+            return None;
+        }
         let count = {
             let mut seen = lock(&self.seen);
             let count = seen.entry(key).or_insert(0);
@@ -154,6 +165,7 @@ pub async fn run_calls(
     history: &mut Vec<Message>,
     calls: &[ToolCall],
 ) -> Result<(), Interrupted> {
+    env.guard.start_turn();
     let mut index = 0;
     while index < calls.len() {
         if env.ctx.cancel.is_cancelled() {

@@ -24,7 +24,7 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,

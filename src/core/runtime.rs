@@ -98,6 +98,26 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// What the next model turn of a session would be sent (`Runtime::context`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ContextView {
+    pub provider: String,
+    pub model: String,
+    /// The model's context window, in tokens.
+    pub window: usize,
+    pub system: String,
+    pub system_tokens: usize,
+    pub tools: Vec<super::provider::ToolSpec>,
+    pub tool_tokens: usize,
+    /// The conversation from its last compaction point on, fitted.
+    pub messages: Vec<Message>,
+    /// The estimate for each message, in order.
+    pub message_tokens: Vec<usize>,
+    /// Tool outputs shortened and oldest messages dropped to fit the window.
+    pub shortened: usize,
+    pub dropped: usize,
+}
+
 /// What a face needs to create a session.
 #[derive(Debug, Clone)]
 pub struct NewSession {
@@ -990,6 +1010,56 @@ impl Runtime {
                 commands::undo(&tools, emitter, store.as_ref()).await
             }
         }
+    }
+
+    /// What the next model turn of a session would be sent, with the tokens
+    /// each part is estimated at: the system prompt, the tool definitions,
+    /// and the conversation from its last compaction point on, fitted into
+    /// the model's window (the messages as the history keeps them, which is
+    /// after the safety pass).
+    pub async fn context(&self, id: &SessionId) -> Result<ContextView, RuntimeError> {
+        let session = self.session(id).await?;
+        let messages =
+            self.model_history(id)
+                .await
+                .map_err(|outcome| RuntimeError::InvalidContent {
+                    index: 0,
+                    message: outcome.error().unwrap_or_default().to_owned(),
+                })?;
+        let mut tools = self.inner.gate.tools.specs();
+        if let Some(extra) = self
+            .live(id)
+            .and_then(|live| lock(&live.session_tools).clone())
+        {
+            tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
+        }
+        let system = self.run_prompt(&session).await.render(&messages).await;
+        let config = &self.inner.config.loop_config;
+        let window = config.context_window(&session.model);
+        let system_tokens = system.len() / 4;
+        let tool_tokens = tools
+            .iter()
+            .map(|t| (t.name.len() + t.description.len() + t.parameters.to_string().len()) / 4)
+            .sum::<usize>();
+        let budget = window
+            .saturating_sub(config.output_reserve)
+            .saturating_sub(system_tokens);
+        let mut messages = messages;
+        let fitted = context::fit(&mut messages, budget);
+        let message_tokens: Vec<usize> = messages.iter().map(context::estimate).collect();
+        Ok(ContextView {
+            provider: session.provider,
+            model: session.model,
+            window,
+            system,
+            system_tokens,
+            tools,
+            tool_tokens,
+            message_tokens,
+            messages,
+            shortened: fitted.shortened,
+            dropped: fitted.dropped,
+        })
     }
 
     /// The session's conversation as the model is sent it: from its last

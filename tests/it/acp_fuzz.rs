@@ -29,7 +29,7 @@ const PEAK_RSS_LIMIT_KIB: u64 = 96 * 1024;
 /// The longest error `message` (and `data`, as JSON) an answer may carry.
 const ERROR_TEXT_LIMIT: usize = 2048;
 
-const METHODS: [&str; 16] = [
+const METHODS: [&str; 17] = [
     "initialize",
     "authenticate",
     "session/new",
@@ -44,6 +44,7 @@ const METHODS: [&str; 16] = [
     "_pincer/runs/get",
     "_pincer/runs/tape",
     "_pincer/grants/list",
+    "_pincer/context",
     "session/cancel",
     "$/cancel_request",
 ];
@@ -122,7 +123,9 @@ impl World {
                 json!({"sessionId": session, "configId": "mode", "value": "nonsense"})
             }
             "session/set_mode" => json!({"sessionId": session, "modeId": "nonsense"}),
-            "_pincer/runs/list" | "_pincer/grants/list" => json!({"sessionId": session}),
+            "_pincer/runs/list" | "_pincer/grants/list" | "_pincer/context" => {
+                json!({"sessionId": session})
+            }
             "_pincer/runs/get" | "_pincer/runs/tape" => json!({"runId": "run_made_up"}),
             "session/cancel" => json!({"sessionId": session}),
             "$/cancel_request" => json!({"requestId": self.rng.i64(..)}),

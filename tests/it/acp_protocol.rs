@@ -31,7 +31,8 @@ fn prompt_streams_chunks_in_order_and_ends_the_turn() {
             "_pincer/runs/list",
             "_pincer/runs/get",
             "_pincer/runs/tape",
-            "_pincer/grants/list"
+            "_pincer/grants/list",
+            "_pincer/context"
         ])
     );
     let sandbox = &init["agentCapabilities"]["_meta"]["pincer"]["sandbox"];
@@ -40,6 +41,12 @@ fn prompt_streams_chunks_in_order_and_ends_the_turn() {
     assert_eq!(sandbox["enforced"], status.enforced);
     assert_eq!(sandbox["landlock"]["abi"], json!(status.abi));
     let session = acp.new_session(&dir.workspace());
+    // What the first turn will be sent: the editor's face in the prompt.
+    let context = acp.call("_pincer/context", json!({"sessionId": session}));
+    let system = context["system"].as_str().unwrap();
+    assert!(system.contains("In the person's editor"), "{context}");
+    assert_eq!(context["messages"], json!([]));
+    assert_eq!(context["sessionId"], session.as_str());
     let (notes, response) = acp.prompt(&session, "hi");
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     let kinds: Vec<&str> = notes

@@ -338,3 +338,88 @@ fn an_agents_md_below_the_workspace_joins_once_the_run_reads_there() {
     assert_eq!(files[1].1, "Sub rule.");
     assert!(!second.contains("Other rule."));
 }
+
+#[test]
+fn context_show_prints_what_the_next_turn_would_send() {
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    std::fs::write(workspace.join("AGENTS.md"), "Shown rule.").unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "first answer"}])]);
+    let out = dir
+        .command()
+        .args([
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            workspace.to_str().unwrap(),
+            "the first question",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // Without --session: the newest session of the current directory.
+    let out = dir
+        .command()
+        .current_dir(&workspace)
+        .args(["context", "show", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let system = view["system"].as_str().unwrap();
+    assert!(system.starts_with("You are Pincer"), "{system}");
+    assert!(system.contains("Shown rule."), "{system}");
+    assert!(system.contains("In a headless run"), "{system}");
+    let tools: Vec<&str> = view["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"read_file") && tools.contains(&"shell"),
+        "{tools:?}"
+    );
+    let messages = view["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[1]["text"], "first answer");
+    let counts: Vec<u64> = view["message_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 2);
+    let total = view["system_tokens"].as_u64().unwrap()
+        + view["tool_tokens"].as_u64().unwrap()
+        + counts.iter().sum::<u64>();
+    assert_eq!(view["total_tokens"].as_u64().unwrap(), total);
+    assert!(view["system_tokens"].as_u64().unwrap() > 100);
+    // Text: the parts with their counts, then each part.
+    let out = dir
+        .command()
+        .current_dir(&workspace)
+        .args(["context", "show"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("system prompt"), "{text}");
+    assert!(text.contains("--- messages ---"), "{text}");
+    assert!(text.contains("> the first question"), "{text}");
+    // A directory without sessions says how to pick one.
+    let out = dir
+        .command()
+        .current_dir(dir.path())
+        .args(["context", "show"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --session ID"));
+}
