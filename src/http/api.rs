@@ -237,6 +237,19 @@ impl Api {
         Ok(json!({ "runs": runs.iter().map(run_json).collect::<Vec<_>>() }))
     }
 
+    /// What the session's next model turn would be sent (`Runtime::context`).
+    pub async fn context(&self, session: &str) -> Result<Value, ApiError> {
+        let id = session_id(session)?;
+        let view = self.runtime.context(&id).await?;
+        let total =
+            view.system_tokens + view.tool_tokens + view.message_tokens.iter().sum::<usize>();
+        let mut value = serde_json::to_value(view)
+            .map_err(|err| ApiError::internal(format!("cannot encode the context: {err}")))?;
+        value["session_id"] = json!(id.as_str());
+        value["total_tokens"] = json!(total);
+        Ok(value)
+    }
+
     pub async fn run(&self, id: &str) -> Result<Value, ApiError> {
         Ok(run_json(&self.run_info(id).await?))
     }

@@ -58,6 +58,11 @@ pub fn table() -> Vec<Route> {
         route(Method::GET, "/v1/sessions/{session_id}/runs", get(runs)),
         route(
             Method::GET,
+            "/v1/sessions/{session_id}/context",
+            get(session_context),
+        ),
+        route(
+            Method::GET,
             "/v1/sessions/{session_id}/events",
             get(session_events),
         ),
@@ -240,6 +245,13 @@ async fn runs(
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(state.shared.api.runs(&id).await?))
+}
+
+async fn session_context(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.context(&id).await?))
 }
 
 async fn run(

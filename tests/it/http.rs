@@ -1148,6 +1148,12 @@ async fn the_openapi_document_describes_the_running_server() {
     );
     hit!(
         "get",
+        "/v1/sessions/{session_id}/context",
+        server.get(&format!("/v1/sessions/{sid}/context")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
         "/v1/runs/{run_id}",
         server.get(&format!("/v1/runs/{rid}")),
         StatusCode::OK
@@ -1653,4 +1659,37 @@ async fn errors_quote_outside_values_short_in_answers_and_logs() {
         !log.contains(&long[..1_000]),
         "the log holds an outside value whole"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_s_context_shows_what_the_next_turn_would_send() {
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "an answer"}])]);
+    let server = Server::start(&dir, &script, None);
+    let session = create_session(&server, &dir).await;
+    let (status, _) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt?wait=true"),
+        json!({"prompt": "a question"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, context) = send(server.get(&format!("/v1/sessions/{session}/context"))).await;
+    assert_eq!(status, StatusCode::OK, "{context}");
+    assert_eq!(context["session_id"], session.as_str());
+    let system = context["system"].as_str().unwrap();
+    assert!(system.contains("Through Pincer's HTTP API"), "{system}");
+    let messages = context["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{context}");
+    assert_eq!(messages[1]["text"], "an answer");
+    let parts = context["system_tokens"].as_u64().unwrap()
+        + context["tool_tokens"].as_u64().unwrap()
+        + context["message_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .sum::<u64>();
+    assert_eq!(context["total_tokens"].as_u64().unwrap(), parts);
+    let (status, _) = send(server.get("/v1/sessions/ses_made_up/context")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
