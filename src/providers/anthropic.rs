@@ -171,19 +171,30 @@ fn request_body(request: &ModelRequest, max_tokens: u32) -> Value {
         "stream": true,
         "messages": messages,
     });
+    // Prompt caching: the prefix Anthropic caches is tools, then system, then
+    // messages. A breakpoint after the last tool and one after the system
+    // prompt keep that stable part cached across the turns of a session
+    // (shorter than the model's minimum, it is simply not cached).
+    let ephemeral = json!({"type": "ephemeral"});
     if let Some(system) = &request.system {
-        body["system"] = json!(system);
+        body["system"] = json!([{"type": "text", "text": system, "cache_control": ephemeral}]);
     }
     if !request.tools.is_empty() {
+        let last = request.tools.len() - 1;
         body["tools"] = request
             .tools
             .iter()
-            .map(|tool| {
-                json!({
+            .enumerate()
+            .map(|(index, tool)| {
+                let mut spec = json!({
                     "name": tool.name,
                     "description": tool.description,
                     "input_schema": tool.parameters,
-                })
+                });
+                if index == last {
+                    spec["cache_control"] = ephemeral.clone();
+                }
+                spec
             })
             .collect();
     }
@@ -687,7 +698,22 @@ mod tests {
         assert_eq!(sent.header("x-api-key"), Some("sk-ant-test"));
         assert_eq!(sent.header("anthropic-version"), Some(API_VERSION));
         assert_eq!(sent.header("x-extra"), Some("1"));
-        assert_eq!(sent.body["system"], "be brief");
+        // The stable prefix carries cache breakpoints: the system prompt and
+        // the last tool.
+        assert_eq!(
+            sent.body["system"],
+            json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}])
+        );
+        let tools = sent.body["tools"].as_array().unwrap();
+        assert_eq!(
+            tools.last().unwrap()["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert!(
+            tools[..tools.len() - 1]
+                .iter()
+                .all(|t| t.get("cache_control").is_none())
+        );
         assert_eq!(sent.body["stream"], true);
         assert_eq!(
             sent.body["tools"][0]["input_schema"],
