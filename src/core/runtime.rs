@@ -1019,13 +1019,13 @@ impl Runtime {
     /// after the safety pass).
     pub async fn context(&self, id: &SessionId) -> Result<ContextView, RuntimeError> {
         let session = self.session(id).await?;
-        let messages =
-            self.model_history(id)
-                .await
-                .map_err(|outcome| RuntimeError::InvalidContent {
-                    index: 0,
-                    message: outcome.error().unwrap_or_default().to_owned(),
-                })?;
+        let messages = context::since_compaction(
+            self.history(id)
+                .await?
+                .into_iter()
+                .map(|entry| entry.message)
+                .collect(),
+        );
         let mut tools = self.inner.gate.tools.specs();
         if let Some(extra) = self
             .live(id)
