@@ -183,6 +183,13 @@ pub struct SessionServers {
 }
 
 impl SessionTools for SessionServers {
+    fn relist(&self) -> BoxFuture<'_, SessionToolList> {
+        Box::pin(async move {
+            futures::future::join_all(self.servers.iter().map(|server| server.mark_stale())).await;
+            self.tools().await
+        })
+    }
+
     fn tools(&self) -> BoxFuture<'_, SessionToolList> {
         Box::pin(async move {
             let lists =

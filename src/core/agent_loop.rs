@@ -99,6 +99,15 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                 return RunOutcome::Completed(StopReason::EndTurn);
             }
             ModelStop::ToolUse => {
+                // A tool the turn's list lacks may be one a server added
+                // while the turn ran: ask the session's tools afresh once.
+                if turn
+                    .tool_calls
+                    .iter()
+                    .any(|call| ctx.calls.tools.get(&call.name).is_none())
+                {
+                    relist_tools(ctx).await;
+                }
                 let calls =
                     gate::run_calls(&ctx.calls, ctx.emitter, &mut ctx.history, &turn.tool_calls)
                         .await;
@@ -308,13 +317,30 @@ pub async fn stream_turn(
 /// Makes the turn's toolset the built-in tools plus the session's current
 /// extra tools, and tells the user about extra tools that failed.
 async fn refresh_tools(ctx: &mut RunContext<'_>) {
+    update_tools(ctx, false).await;
+}
+
+async fn relist_tools(ctx: &mut RunContext<'_>) {
+    update_tools(ctx, true).await;
+}
+
+/// The turn's tools: the built-in ones and the session's (asked afresh when
+/// `relist`), with the session tools' problems reported.
+async fn update_tools(ctx: &mut RunContext<'_>, relist: bool) {
     let Some(extra) = ctx.session_tools.clone() else {
         return;
+    };
+    let asked = async {
+        if relist {
+            extra.relist().await
+        } else {
+            extra.tools().await
+        }
     };
     let list = tokio::select! {
         biased;
         _ = ctx.cancel.cancelled() => return,
-        list = extra.tools() => list,
+        list = asked => list,
     };
     for problem in list.problems {
         // A server's own words may echo a credential it was given.

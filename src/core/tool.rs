@@ -448,6 +448,13 @@ pub trait SessionTools: Send + Sync {
     /// The tools as they stand now.
     fn tools(&self) -> BoxFuture<'_, SessionToolList>;
 
+    /// The tools asked for afresh, whatever the implementation remembers:
+    /// used when the model names a tool the turn's list lacks (a change the
+    /// implementation may not have heard of yet).
+    fn relist(&self) -> BoxFuture<'_, SessionToolList> {
+        self.tools()
+    }
+
     /// Stops whatever the tools run (server processes); called when the
     /// session closes or the runtime shuts down.
     fn shutdown(&self) -> BoxFuture<'_, ()>;

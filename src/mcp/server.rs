@@ -183,6 +183,14 @@ impl Server {
         &self.spec
     }
 
+    /// Lists the server's tools again on the next [`Server::tools`], as if it
+    /// had said its list changed (its notification may still be on its way).
+    pub(super) async fn mark_stale(&self) {
+        if let Some(conn) = &self.state.lock().await.conn {
+            conn.stale.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// The server's tools now, starting it if it is due; and a problem to report
     /// when a start failed just now.
     pub(super) async fn tools(&self) -> (Vec<RemoteTool>, Option<String>) {
