@@ -60,6 +60,8 @@ fn main() {
         cancel: CancellationToken::new(),
         progress: pincer::core::tool::Progress::none(),
         terminal: None,
+        memory: None,
+        call_id: None,
     };
     let tool = Grep {
         settings: SearchSettings {

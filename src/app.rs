@@ -87,6 +87,9 @@ impl App {
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         runtime.set_session_tools_factory(mcp.clone());
         runtime.set_environment_probe(Arc::new(wiring::environment_probe(&config)));
+        if config.memory.enabled.unwrap_or(true) {
+            runtime.set_memories(Arc::new(store.clone()));
+        }
         Ok(App {
             config,
             store,

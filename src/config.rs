@@ -139,6 +139,9 @@ pub struct FileConfig {
     pub paths: PathsConfig,
     #[serde(default)]
     pub safety: SafetyFileConfig,
+    /// The `[memory]` table: the memory tools and recall.
+    #[serde(default)]
+    pub memory: MemoryConfig,
     /// Context windows and prices by model name or `*` pattern.
     #[serde(default)]
     pub models: BTreeMap<String, ModelFileConfig>,
@@ -384,6 +387,26 @@ pub struct ShellConfig {
     pub toolchains: Option<bool>,
 }
 
+/// The `[memory]` table (`docs/memory.md`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Whether the memory tools are offered and items recalled (default true).
+    pub enabled: Option<bool>,
+    /// Whether relevant items are recalled before each model turn (default true).
+    pub recall: Option<bool>,
+    /// Most items recalled for one prompt (default 8).
+    pub recall_items: Option<usize>,
+    /// Most tokens the recalled block takes (default 600).
+    pub recall_tokens: Option<usize>,
+    /// Least score an item needs to be recalled, 0 to 1 (default 0.3).
+    pub recall_floor: Option<f64>,
+    /// Days after which an unused item counts half as recent (default 30).
+    pub half_life_days: Option<f64>,
+    /// Most tokens the pinned items take in the system prompt (default 1000).
+    pub pinned_tokens: Option<usize>,
+}
+
 /// The `[paths]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -501,6 +524,9 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "grep",
     "shell",
     "todo",
+    "memory_save",
+    "memory_search",
+    "memory_forget",
 ];
 
 /// A `[tools]` key names a built-in tool or an MCP tool (`SERVER__TOOL`; the
@@ -552,6 +578,7 @@ pub struct Config {
     pub shell: ShellConfig,
     pub paths: PathsConfig,
     pub safety: SafetyFileConfig,
+    pub memory: MemoryConfig,
     /// The `[models]` tables as written, and the catalogue built from them.
     pub models: BTreeMap<String, ModelFileConfig>,
     pub catalog: ModelCatalog,
@@ -888,6 +915,31 @@ impl Config {
         for name in file_config.tools.keys() {
             validate_tool_name(name, &file_origin())?;
         }
+        let memory = &file_config.memory;
+        for (key, value, ok, rule) in [
+            (
+                "memory.recall_floor",
+                memory.recall_floor,
+                memory.recall_floor.is_none_or(|f| (0.0..=1.0).contains(&f)),
+                "must be between 0 and 1",
+            ),
+            (
+                "memory.half_life_days",
+                memory.half_life_days,
+                memory
+                    .half_life_days
+                    .is_none_or(|d| d > 0.0 && d.is_finite()),
+                "must be more than 0",
+            ),
+        ] {
+            if !ok {
+                return Err(ConfigError::Invalid {
+                    origin: file_origin(),
+                    key: key.into(),
+                    message: format!("{rule}, got {}", value.unwrap_or_default()),
+                });
+            }
+        }
         for (key, value) in [
             ("mcp_call_timeout_secs", file_config.mcp_call_timeout_secs),
             ("mcp_start_timeout_secs", file_config.mcp_start_timeout_secs),
@@ -927,6 +979,7 @@ impl Config {
                 .map(|secs| Sourced::new(secs, file_origin())),
             tools: file_config.tools.clone(),
             shell: file_config.shell.clone(),
+            memory: file_config.memory.clone(),
             paths,
             safety: file_config.safety.clone(),
             file,

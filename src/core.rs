@@ -14,6 +14,7 @@ pub mod event;
 pub mod gate;
 pub mod ids;
 pub mod journal;
+pub mod memory;
 pub mod models;
 pub mod pending;
 pub mod policy;

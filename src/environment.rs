@@ -213,6 +213,7 @@ fn git(workspace: &Path) -> Option<Git> {
         ],
     )?;
     Some(Git {
+        root: PathBuf::from(top.trim_end_matches(['\n', '\r'])),
         branch,
         dirty: !status.trim().is_empty(),
     })
@@ -292,6 +293,7 @@ mod tests {
         assert_eq!(
             found.git,
             Some(Git {
+                root: dir.path().canonicalize().unwrap(),
                 branch: Some("trunk".into()),
                 dirty: false
             })

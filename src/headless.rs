@@ -303,6 +303,8 @@ async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Fail
             workspace: cwd,
             origin: Origin::Headless,
             mcp_servers: serde_json::Value::Array(Vec::new()),
+            conversation: None,
+            prompt: Default::default(),
         })
         .await
         .map_err(Failure::failed)

@@ -6,6 +6,7 @@
 //! the blocking pool. Only this module knows row types and SQL.
 
 pub mod channels;
+mod memory;
 mod owner;
 mod ports;
 mod reader;
@@ -26,6 +27,7 @@ use crate::core::approval::Grant;
 use crate::core::channel::{ConversationKey, InboxEntry, IntentStatus, SendIntent};
 use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
+use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch};
 use crate::core::receipt::Receipt;
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Session};
@@ -336,6 +338,19 @@ impl Store {
             .await
     }
 
+    pub async fn memory(&self, id: &str) -> Result<Option<MemoryItem>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn| memory::get(conn, &id)).await
+    }
+
+    pub async fn memories(&self, filter: MemoryFilter) -> Result<Vec<MemoryItem>, StoreError> {
+        self.read(move |conn| memory::list(conn, &filter)).await
+    }
+
+    pub async fn search_memory(&self, search: MemorySearch) -> Result<Vec<MemoryHit>, StoreError> {
+        self.read(move |conn| memory::search(conn, &search)).await
+    }
+
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -533,6 +548,8 @@ mod tests {
             created_at: 1,
             updated_at: 1,
             closed: false,
+            conversation: None,
+            prompt: Default::default(),
         }
     }
 

@@ -280,6 +280,8 @@ impl Chat {
                 workspace: self.workspace.clone(),
                 origin: Origin::Terminal,
                 mcp_servers: serde_json::Value::Array(Vec::new()),
+                conversation: None,
+                prompt: Default::default(),
             })
             .await
             .context("cannot create a session")?;

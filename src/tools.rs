@@ -1,9 +1,10 @@
-//! The built-in tools: files, search, shell and the task list (`todo`). Each implements the core's
+//! The built-in tools: files, search, shell, the task list (`todo`) and memory. Each implements the core's
 //! [`Tool`](crate::core::tool::Tool) trait; the core runs the policy gate,
 //! approvals, the safety pass and receipts around them. `app::wiring` builds
 //! them, and the gate around them, from the configuration.
 
 pub mod files;
+pub mod memory;
 pub mod search;
 pub mod shell;
 pub mod todo;

@@ -148,6 +148,8 @@ impl Connection {
                     workspace,
                     origin: Origin::Editor,
                     mcp_servers,
+                    conversation: None,
+                    prompt: Default::default(),
                 })
                 .await
                 .map_err(runtime_error)?;

@@ -19,6 +19,7 @@ use crate::channels::{Adapter, ChannelSettings, telegram, webhook};
 use crate::cli::ServeArgs;
 use crate::config::{ChannelConfig, ChannelKind, Config};
 use crate::core::agent_loop::LoopConfig;
+use crate::core::memory::RecallSettings;
 use crate::core::policy::DEFAULT_FORBIDDEN;
 use crate::core::prompt::PromptSettings;
 use crate::core::runtime::{PathsConfig, RuntimeConfig};
@@ -56,6 +57,7 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
             loop_guard: config
                 .loop_guard
                 .unwrap_or(LoopConfig::default().loop_guard),
+            memory: recall_settings(&config.memory),
             ..LoopConfig::default()
         },
         default_mode: config.mode.value,
@@ -67,6 +69,21 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 .map(PathBuf::from),
         },
         ..RuntimeConfig::default()
+    }
+}
+
+/// How memory is recalled, from the `[memory]` table.
+fn recall_settings(memory: &crate::config::MemoryConfig) -> RecallSettings {
+    let defaults = RecallSettings::default();
+    RecallSettings {
+        enabled: memory.enabled.unwrap_or(true) && memory.recall.unwrap_or(true),
+        max_items: memory.recall_items.unwrap_or(defaults.max_items),
+        budget_tokens: memory.recall_tokens.unwrap_or(defaults.budget_tokens),
+        floor: memory.recall_floor.unwrap_or(defaults.floor),
+        half_life_days: memory.half_life_days.unwrap_or(defaults.half_life_days),
+        pinned_budget_tokens: memory
+            .pinned_tokens
+            .unwrap_or(defaults.pinned_budget_tokens),
     }
 }
 

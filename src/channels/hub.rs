@@ -463,6 +463,8 @@ impl Hub {
                     workspace: self.settings.workspace.clone(),
                     origin: Origin::Channel,
                     mcp_servers: serde_json::json!([]),
+                    conversation: Some(key.as_scope_key()),
+                    prompt: Default::default(),
                 },
                 |id| {
                     vec![Write::Channel(ChannelWrite::MapConversation {

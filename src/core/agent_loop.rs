@@ -10,6 +10,7 @@ use super::emitter::Emitter;
 use super::event::Usage;
 use super::event::{ContextUse, Event, StopReason};
 use super::gate::{self, CallEnv};
+use super::memory::RecallSettings;
 use super::models::{Cost, ModelCatalog};
 use super::prompt::{PromptSettings, RunPrompt};
 use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec};
@@ -34,6 +35,8 @@ pub struct LoopConfig {
     /// Identical calls (same tool, same arguments) one run may make before
     /// the next is answered with a note instead (`gate::LoopGuard`); 0: off.
     pub loop_guard: u32,
+    /// How memory is recalled into each turn (`core::memory`).
+    pub memory: RecallSettings,
 }
 
 impl Default for LoopConfig {
@@ -45,6 +48,7 @@ impl Default for LoopConfig {
             output_reserve: 8_192,
             models: ModelCatalog::default(),
             loop_guard: 3,
+            memory: RecallSettings::default(),
         }
     }
 }
@@ -195,12 +199,20 @@ pub async fn stream_turn(
         model: ctx.model.clone(),
     });
     let system = ctx.prompt.render(&messages).await;
+    let recalled = match &ctx.prompt.memory {
+        Some(memory) => memory.block(&messages, true).await,
+        None => None,
+    };
     let system_tokens = system.len() / 4;
     let budget = config
         .context_window(&ctx.model)
         .saturating_sub(config.output_reserve)
-        .saturating_sub(system_tokens);
+        .saturating_sub(system_tokens)
+        .saturating_sub(recalled.as_ref().map_or(0, |block| block.len() / 4));
     let fitted = context::fit(&mut messages, budget);
+    if let Some(block) = recalled {
+        super::prompt::insert_recall(&mut messages, block);
+    }
     if fitted != context::Fitted::default() {
         tracing::info!(
             shortened = fitted.shortened,

@@ -457,6 +457,23 @@ impl ConversationKey {
             target: message.target.clone(),
         }
     }
+
+    /// The conversation as one string (`telegram/bot/group:-100/7`): the key
+    /// of its conversation memory, the same for every session of the chat.
+    pub fn as_scope_key(&self) -> String {
+        let mut key = format!(
+            "{}/{}/{}:{}",
+            self.channel,
+            self.account,
+            self.target.kind.as_str(),
+            self.target.id
+        );
+        if let Some(thread) = &self.target.thread {
+            key.push('/');
+            key.push_str(thread);
+        }
+        key
+    }
 }
 
 /// A change to the channel tables (part of the journal's `Write`).

@@ -778,6 +778,8 @@ mod tests {
             cancel: CancellationToken::new(),
             progress: crate::core::tool::Progress::none(),
             terminal: None,
+            memory: None,
+            call_id: None,
         }
     }
 

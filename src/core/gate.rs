@@ -223,6 +223,7 @@ pub async fn run_calls(
                     } => {
                         let mut ctx = env.ctx.clone();
                         ctx.progress = progress;
+                        ctx.call_id = Some(call.id.clone());
                         Finished {
                             verdict,
                             result: tool

@@ -139,6 +139,8 @@ pub enum Write {
     },
     /// The chat channels' records.
     Channel(ChannelWrite),
+    /// Memory items (`core::memory`).
+    Memory(super::memory::MemoryWrite),
     /// Writes that must land together: all of them or none (a chat's new
     /// session and its mapping to the chat, so a crash cannot orphan one).
     Together(Vec<Write>),

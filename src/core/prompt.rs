@@ -13,11 +13,15 @@
 use std::path::{Path, PathBuf};
 
 use super::boundary::PathBoundary;
-use super::session::{Mode, Origin};
+use super::memory::{
+    Memories, MemoryFilter, MemorySearch, MemoryWrite, RecallSettings, ScopeKeys, pinned_section,
+    rank, recall_block,
+};
+use super::session::{ContentPart, Message, Mode, Origin};
 
 /// The built-in prompt's version: raised whenever its text changes, so a
 /// transcript can say which prompt a model saw.
-pub const PROMPT_VERSION: u32 = 1;
+pub const PROMPT_VERSION: u32 = 2;
 
 /// Facts about the machine and the workspace, as a probe found them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +55,8 @@ pub struct InstructionFile {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Git {
+    /// The repository's top directory (the key of workspace memory).
+    pub root: PathBuf,
     /// The checked-out branch; `None` for a detached head.
     pub branch: Option<String>,
     /// Uncommitted changes (or untracked files) in the tree.
@@ -96,6 +102,8 @@ pub struct PromptInputs<'a> {
     pub environment: &'a Environment,
     pub origin: Origin,
     pub mode: Mode,
+    /// The memory tools are there (`core::memory`).
+    pub memory: bool,
 }
 
 /// The system prompt of one run, made again before each model turn: the
@@ -110,6 +118,124 @@ pub struct RunPrompt {
     pub mode: Mode,
     pub probe: Option<std::sync::Arc<dyn EnvironmentProbe>>,
     pub boundary: std::sync::Arc<PathBoundary>,
+    /// The session's memory, recalled into each turn.
+    pub memory: Option<Recall>,
+}
+
+/// A run's recall (`core::memory`): pinned items in the system prompt, the
+/// items relevant to the latest prompt in a block before it.
+pub struct Recall {
+    pub store: std::sync::Arc<dyn Memories>,
+    pub keys: ScopeKeys,
+    pub settings: RecallSettings,
+    /// The latest prompt recalled for and its block: the turns of one run
+    /// share them (and so the provider's cached prefix).
+    last: std::sync::Mutex<Option<(String, Option<String>)>>,
+}
+
+impl Recall {
+    pub fn new(
+        store: std::sync::Arc<dyn Memories>,
+        keys: ScopeKeys,
+        settings: RecallSettings,
+    ) -> Self {
+        Self {
+            store,
+            keys,
+            settings,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The pinned items' section of the system prompt.
+    async fn pinned(&self) -> Option<String> {
+        if !self.settings.enabled {
+            return None;
+        }
+        let filter = MemoryFilter {
+            within: self.keys.visible(),
+            pinned_only: true,
+            limit: 200,
+            ..MemoryFilter::default()
+        };
+        match self.store.list(filter).await {
+            Ok(items) => pinned_section(&items, self.settings.pinned_budget_tokens),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the pinned memory items");
+                None
+            }
+        }
+    }
+
+    /// The recalled block for the latest prompt in `messages`, if anything
+    /// is relevant to it; `touch`: the items count as used now (a turn, not
+    /// a look at the context).
+    pub async fn block(&self, messages: &[Message], touch: bool) -> Option<String> {
+        if !self.settings.enabled {
+            return None;
+        }
+        let prompt = latest_prompt(messages)?;
+        if let Some((text, block)) = self.last.lock().ok()?.as_ref()
+            && *text == prompt
+        {
+            return block.clone();
+        }
+        let search = MemorySearch {
+            text: prompt.clone(),
+            within: self.keys.visible(),
+            limit: 4 * self.settings.max_items.max(1),
+        };
+        let block = match self.store.search(search).await {
+            Ok(hits) => {
+                let now = super::session::now_millis();
+                let items = rank(hits, now, &self.settings);
+                if touch && !items.is_empty() {
+                    self.store.note(MemoryWrite::Used {
+                        ids: items.iter().map(|item| item.id.clone()).collect(),
+                        at: now,
+                    });
+                }
+                recall_block(&items)
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "memory recall failed; the turn goes on without it");
+                None
+            }
+        };
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some((prompt, block.clone()));
+        }
+        block
+    }
+}
+
+/// The text of the latest prompt (the last user message) in `messages`.
+fn latest_prompt(messages: &[Message]) -> Option<String> {
+    messages.iter().rev().find_map(|message| match message {
+        Message::User { content } => {
+            let text: Vec<&str> = content
+                .iter()
+                .filter_map(|part| match part {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    ContentPart::Resource { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            Some(text.join("\n"))
+        }
+        _ => None,
+    })
+}
+
+/// Puts `block` first in the latest prompt of `messages` (the request's copy).
+pub fn insert_recall(messages: &mut [Message], block: String) {
+    if let Some(Message::User { content }) = messages
+        .iter_mut()
+        .rev()
+        .find(|message| matches!(message, Message::User { .. }))
+    {
+        content.insert(0, ContentPart::Text { text: block });
+    }
 }
 
 impl RunPrompt {
@@ -135,7 +261,7 @@ impl RunPrompt {
             .unwrap_or_default();
             environment.instructions.extend(files);
         }
-        system_prompt(
+        let mut prompt = system_prompt(
             &self.settings,
             &PromptInputs {
                 workspace: &self.workspace,
@@ -143,8 +269,16 @@ impl RunPrompt {
                 environment: &environment,
                 origin: self.origin,
                 mode: self.mode,
+                memory: self.memory.is_some(),
             },
-        )
+        );
+        if let Some(memory) = &self.memory
+            && let Some(pinned) = memory.pinned().await
+        {
+            prompt.push_str("\n\n");
+            prompt.push_str(pinned.trim_end());
+        }
+        prompt
     }
 }
 
@@ -308,6 +442,15 @@ pub fn built_in(inputs: &PromptInputs<'_>) -> String {
          - Paths outside the workspace and the roots above, and some paths inside (such as \
          `~/.ssh`), are refused.\n",
     );
+    if inputs.memory {
+        out.push_str(
+            "- `memory_save` keeps a fact for later sessions: the person's preferences, how this \
+             project builds and tests, decisions and their reasons. Save what will matter again, \
+             not what the files already say, and never a secret. A `<memory>` block before a \
+             message holds items recalled for it; they may be stale, so check before relying on \
+             them, and `memory_forget` one that is wrong.\n",
+        );
+    }
 
     out.push_str("\n# Approvals and refusals\n\n");
     out.push_str(
@@ -330,6 +473,7 @@ mod tests {
             date: "2026-11-24".into(),
             time_zone: "Europe/Berlin".into(),
             git: Some(Git {
+                root: PathBuf::from("/home/ada/src/pincer"),
                 branch: Some("main".into()),
                 dirty: true,
             }),
@@ -344,6 +488,7 @@ mod tests {
             environment,
             origin: Origin::Editor,
             mode: Mode::Supervised,
+            memory: true,
         }
     }
 
@@ -438,6 +583,7 @@ mod tests {
         assert!(both.ends_with("# Instructions\n\nRun `cargo fmt` after editing Rust."));
         let detached = Environment {
             git: Some(Git {
+                root: PathBuf::from("/home/ada/src/pincer"),
                 branch: None,
                 dirty: false,
             }),

@@ -24,10 +24,11 @@ use super::event::{Event, EventRecord, RunState, Usage};
 use super::gate::{CallEnv, LoopGuard, ToolGate};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
+use super::memory::{Memories, MemoryAccess, ScopeKeys};
 use super::models::Cost;
 use super::pending::PendingApprovals;
 use super::policy::PathBoundary;
-use super::prompt::{Environment, EnvironmentProbe, RunPrompt};
+use super::prompt::{Environment, EnvironmentProbe, PromptSettings, Recall, RunPrompt};
 use super::provider::{ModelChoice, Providers};
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
@@ -124,6 +125,12 @@ pub struct NewSession {
     pub workspace: PathBuf,
     pub origin: Origin,
     pub mcp_servers: serde_json::Value,
+    /// The conversation the session belongs to beyond itself (a chat, whose
+    /// `/new` sessions share its conversation memory).
+    pub conversation: Option<String>,
+    /// The session's own `system_prompt` and `instructions`, over the
+    /// configured ones.
+    pub prompt: PromptSettings,
 }
 
 /// A submitted prompt: its run, and how it ended once it has.
@@ -170,6 +177,8 @@ struct Inner {
     /// Finds the facts about the machine the system prompt states; set once
     /// at start (none: the prompt says only what the core knows).
     environment: std::sync::OnceLock<Arc<dyn EnvironmentProbe>>,
+    /// Where memory items are kept; set once at start (none: no memory).
+    memory: std::sync::OnceLock<Arc<dyn Memories>>,
 }
 
 /// A session that can take prompts now.
@@ -227,8 +236,20 @@ impl Runtime {
                 shutdown: CancellationToken::new(),
                 session_tools: std::sync::OnceLock::new(),
                 environment: std::sync::OnceLock::new(),
+                memory: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Gives every run from now on the memory kept in `store` (recall, and
+    /// what the memory tools work with); only the first call counts.
+    pub fn set_memories(&self, store: Arc<dyn Memories>) {
+        let _ = self.inner.memory.set(store);
+    }
+
+    /// The memory store, when one was set.
+    pub fn memories(&self) -> Option<Arc<dyn Memories>> {
+        self.inner.memory.get().cloned()
     }
 
     /// Gives every session that becomes live from now on the extra tools
@@ -370,6 +391,8 @@ impl Runtime {
             created_at: now,
             updated_at: now,
             closed: false,
+            conversation: new.conversation,
+            prompt: new.prompt,
         };
         let insert = Write::InsertSession(session.clone());
         let extra = with(&session.id);
@@ -1033,7 +1056,12 @@ impl Runtime {
         {
             tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
         }
-        let system = self.run_prompt(&session).await.render(&messages).await;
+        let prompt = self.run_prompt(&session).await;
+        let system = prompt.render(&messages).await;
+        let recalled = match &prompt.memory {
+            Some(memory) => memory.block(&messages, false).await,
+            None => None,
+        };
         let config = &self.inner.config.loop_config;
         let window = config.context_window(&session.model);
         let system_tokens = system.len() / 4;
@@ -1043,9 +1071,13 @@ impl Runtime {
             .sum::<usize>();
         let budget = window
             .saturating_sub(config.output_reserve)
-            .saturating_sub(system_tokens);
+            .saturating_sub(system_tokens)
+            .saturating_sub(recalled.as_ref().map_or(0, |block| block.len() / 4));
         let mut messages = messages;
         let fitted = context::fit(&mut messages, budget);
+        if let Some(block) = recalled {
+            super::prompt::insert_recall(&mut messages, block);
+        }
         let message_tokens: Vec<usize> = messages.iter().map(context::estimate).collect();
         Ok(ContextView {
             provider: session.provider,
@@ -1099,6 +1131,8 @@ impl Runtime {
             cancel: queued.cancel.clone(),
             progress: Progress::none(),
             terminal: lock(&live.client_terminal).clone(),
+            memory: None,
+            call_id: None,
         }
     }
 
@@ -1125,8 +1159,16 @@ impl Runtime {
             }
             None => Environment::default(),
         };
+        let keys = scope_keys(session, &environment);
+        let memory = self.inner.memory.get().map(|store| {
+            Recall::new(
+                store.clone(),
+                keys,
+                self.inner.config.loop_config.memory.clone(),
+            )
+        });
         RunPrompt {
-            settings: self.inner.config.loop_config.prompt.clone(),
+            settings: prompt_settings(&self.inner.config.loop_config.prompt, &session.prompt),
             workspace: session.workspace.clone(),
             extra_roots: paths.extra_roots.clone(),
             environment,
@@ -1134,6 +1176,7 @@ impl Runtime {
             mode: session.mode,
             probe,
             boundary,
+            memory,
         }
     }
 
@@ -1170,17 +1213,26 @@ impl Runtime {
             .as_ref()
             .map(|tools| tools.secrets())
             .unwrap_or_default();
+        let prompt = self.run_prompt(session).await;
+        let safety = self.inner.gate.safety.with_secrets(&secrets, "session");
+        let mut ctx = self.tool_context(live, session, queued);
+        ctx.memory = prompt.memory.as_ref().map(|recall| MemoryAccess {
+            store: recall.store.clone(),
+            keys: recall.keys.clone(),
+            session: session.id.clone(),
+            run: Some(queued.id.clone()),
+            safety: safety.clone(),
+        });
         let calls = CallEnv {
             gate: self.inner.gate.clone(),
             tools: self.inner.gate.tools.clone(),
             mode: session.mode,
-            safety: self.inner.gate.safety.with_secrets(&secrets, "session"),
-            ctx: self.tool_context(live, session, queued),
+            safety,
+            ctx,
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
             guard: Arc::new(LoopGuard::new(self.inner.config.loop_config.loop_guard)),
         };
-        let prompt = self.run_prompt(session).await;
         Ok(RunContext {
             provider,
             model: session.model.clone(),
@@ -1196,6 +1248,39 @@ impl Runtime {
 
     async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) {
         emitter.finish(outcome).await;
+    }
+}
+
+/// Where a session's memory items go and which it sees: its repository's
+/// (or its workspace's) and its conversation's (its chat's, or its own).
+fn scope_keys(session: &Session, environment: &Environment) -> ScopeKeys {
+    let workspace = environment
+        .git
+        .as_ref()
+        .map(|git| git.root.clone())
+        .unwrap_or_else(|| session.workspace.clone());
+    ScopeKeys {
+        workspace: workspace.to_string_lossy().into_owned(),
+        conversation: session
+            .conversation
+            .clone()
+            .unwrap_or_else(|| session.id.to_string()),
+    }
+}
+
+/// The prompt settings of a session: its own `system_prompt` replaces the
+/// configured one; its own `instructions` follow the configured ones.
+fn prompt_settings(configured: &PromptSettings, own: &PromptSettings) -> PromptSettings {
+    let instructions: Vec<&str> = [&configured.instructions, &own.instructions]
+        .into_iter()
+        .filter_map(|i| i.as_deref().map(str::trim).filter(|i| !i.is_empty()))
+        .collect();
+    PromptSettings {
+        system_prompt: own
+            .system_prompt
+            .clone()
+            .or_else(|| configured.system_prompt.clone()),
+        instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
     }
 }
 
@@ -1302,6 +1387,8 @@ mod tests {
             workspace: dir.to_path_buf(),
             origin: Origin::Headless,
             mcp_servers: serde_json::json!([]),
+            conversation: None,
+            prompt: Default::default(),
         }
     }
 

@@ -35,6 +35,13 @@ pub struct Session {
     pub updated_at: Millis,
     /// Closed sessions are kept on disk but refuse new prompts until loaded again.
     pub closed: bool,
+    /// The conversation the session belongs to beyond itself (a chat across
+    /// its `/new` sessions): the key of its conversation memory; `None`: the
+    /// session is its own conversation.
+    pub conversation: Option<String>,
+    /// The session's own `system_prompt` and `instructions`, over the
+    /// configured ones (`core::prompt`).
+    pub prompt: super::prompt::PromptSettings,
 }
 
 /// Where a session came from.

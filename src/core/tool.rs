@@ -388,6 +388,10 @@ pub struct ToolContext {
     pub progress: Progress,
     /// The client's terminal, when it offers one.
     pub terminal: Option<Arc<dyn ClientTerminal>>,
+    /// The memory the session sees (`core::memory`), when there is one.
+    pub memory: Option<super::memory::MemoryAccess>,
+    /// The call being executed (set per call by the gate).
+    pub call_id: Option<String>,
 }
 
 impl ToolContext {

@@ -121,6 +121,8 @@ impl Api {
                 workspace: request.workspace,
                 origin: Origin::Http,
                 mcp_servers: json!([]),
+                conversation: None,
+                prompt: Default::default(),
             })
             .await?;
         if let Some(mode) = mode {

@@ -13,6 +13,9 @@ use crate::core::channel::{
 use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{Audit, Counts, Journal, JournalError, Reply, SessionQuery, Write};
+use crate::core::memory::{
+    Memories, MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite,
+};
 use crate::core::receipt::Receipt;
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Session};
@@ -159,5 +162,27 @@ impl ChannelJournal for Store {
 
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>> {
         port(Store::drafts(self, channel, account))
+    }
+}
+
+impl Memories for Store {
+    fn write(&self, write: MemoryWrite) -> Reply<'_, ()> {
+        port(Store::commit(self, Write::Memory(write)))
+    }
+
+    fn note(&self, write: MemoryWrite) {
+        Store::submit(self, Write::Memory(write));
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> Reply<'a, Option<MemoryItem>> {
+        port(Store::memory(self, id))
+    }
+
+    fn list(&self, filter: MemoryFilter) -> Reply<'_, Vec<MemoryItem>> {
+        port(Store::memories(self, filter))
+    }
+
+    fn search(&self, search: MemorySearch) -> Reply<'_, Vec<MemoryHit>> {
+        port(Store::search_memory(self, search))
     }
 }

@@ -9,6 +9,7 @@ use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::models::Cost;
+use crate::core::prompt::PromptSettings;
 use crate::core::receipt::{Receipt, ReceiptBody, Verdict};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
@@ -115,7 +116,7 @@ pub fn grants(conn: &Connection, session: &SessionId) -> Result<Vec<Grant>, Stor
     Ok(rows)
 }
 
-const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed";
+const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions";
 
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} {value:?}"))
@@ -134,6 +135,9 @@ fn session_row(row: &Row<'_>) -> rusqlite::Result<RawSession> {
         created_at: row.get(8)?,
         updated_at: row.get(9)?,
         closed: row.get(10)?,
+        conversation: row.get(11)?,
+        system_prompt: row.get(12)?,
+        instructions: row.get(13)?,
     })
 }
 
@@ -149,6 +153,9 @@ struct RawSession {
     created_at: i64,
     updated_at: i64,
     closed: bool,
+    conversation: Option<String>,
+    system_prompt: Option<String>,
+    instructions: Option<String>,
 }
 
 impl RawSession {
@@ -166,6 +173,11 @@ impl RawSession {
             created_at: self.created_at,
             updated_at: self.updated_at,
             closed: self.closed,
+            conversation: self.conversation,
+            prompt: PromptSettings {
+                system_prompt: self.system_prompt,
+                instructions: self.instructions,
+            },
         })
     }
 }

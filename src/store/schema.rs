@@ -168,4 +168,42 @@ CREATE TABLE channel_drafts (
     updated_at  INTEGER NOT NULL
 ) STRICT;
 "#,
+    // 5: memory (items with a full-text index kept in step by triggers), and
+    // what a session carries beyond its settings: the conversation it belongs
+    // to (a chat, across its sessions) and its own prompt settings.
+    r#"
+CREATE TABLE memories (
+    rowid        INTEGER PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    scope        TEXT NOT NULL,
+    scope_key    TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    tags         TEXT NOT NULL DEFAULT '',
+    source       TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL,
+    last_used_at INTEGER,
+    pinned       INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX memories_by_scope ON memories (scope, scope_key, updated_at DESC);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    text, tags, content = 'memories', content_rowid = 'rowid',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, text, tags) VALUES (new.rowid, new.text, new.tags);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags) VALUES ('delete', old.rowid, old.text, old.tags);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF text, tags ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags) VALUES ('delete', old.rowid, old.text, old.tags);
+    INSERT INTO memories_fts (rowid, text, tags) VALUES (new.rowid, new.text, new.tags);
+END;
+
+ALTER TABLE sessions ADD COLUMN conversation TEXT;
+ALTER TABLE sessions ADD COLUMN system_prompt TEXT;
+ALTER TABLE sessions ADD COLUMN instructions TEXT;
+"#,
 ];

@@ -158,8 +158,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
     match write {
         Write::InsertSession(s) => {
             conn.prepare_cached(
-                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )?
             .execute(params![
                 s.id.as_str(),
@@ -173,6 +173,9 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 s.created_at,
                 s.updated_at,
                 s.closed,
+                s.conversation,
+                s.prompt.system_prompt,
+                s.prompt.instructions,
             ])?;
         }
         Write::UpdateSettings {
@@ -245,6 +248,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::AppendEvent(record) => append_event(conn, record)?,
         Write::AppendReceipt(body) => append_receipt(conn, body)?,
         Write::Channel(write) => super::channels::apply(conn, write)?,
+        Write::Memory(write) => super::memory::apply(conn, write)?,
         Write::Together(writes) => {
             // A savepoint inside the group's transaction: one failing write
             // undoes the others of this batch and nothing else of the group.

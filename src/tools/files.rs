@@ -478,6 +478,8 @@ mod tests {
             cancel: CancellationToken::new(),
             progress: crate::core::tool::Progress::none(),
             terminal: None,
+            memory: None,
+            call_id: None,
         }
     }
 

@@ -540,6 +540,8 @@ mod tests {
             cancel: CancellationToken::new(),
             progress: crate::core::tool::Progress::none(),
             terminal: None,
+            memory: None,
+            call_id: None,
         }
     }
 

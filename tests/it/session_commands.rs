@@ -87,6 +87,8 @@ impl Setup {
                 workspace: workspace.clone(),
                 origin: Origin::Headless,
                 mcp_servers: serde_json::json!([]),
+                conversation: None,
+                prompt: Default::default(),
             })
             .await
             .unwrap()

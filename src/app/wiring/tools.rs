@@ -13,7 +13,7 @@ use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
 use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
-use crate::tools::{files, search, shell, todo, toolchains};
+use crate::tools::{files, memory, search, shell, todo, toolchains};
 
 /// The gate every run's tool calls go through, built from the configuration.
 pub fn gate(config: &Config) -> ToolGate {
@@ -22,6 +22,9 @@ pub fn gate(config: &Config) -> ToolGate {
     tools.extend(search::tools(search::SearchSettings::default()));
     tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
     tools.push(Arc::new(todo::TodoTool));
+    if config.memory.enabled.unwrap_or(true) {
+        tools.extend(memory::tools());
+    }
     ToolGate {
         tools: Toolset::new(tools),
         rules: rules(config),

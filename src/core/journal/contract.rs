@@ -82,6 +82,11 @@ fn session(id: &str, workspace: &str, updated_at: i64) -> Session {
         created_at: updated_at,
         updated_at,
         closed: false,
+        conversation: Some(format!("chat/{id}")),
+        prompt: crate::core::prompt::PromptSettings {
+            system_prompt: None,
+            instructions: Some(format!("instructions of {id}")),
+        },
     }
 }
 

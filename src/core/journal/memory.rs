@@ -220,6 +220,11 @@ impl State {
                     "the in-memory journal keeps no chat channel records".into(),
                 ));
             }
+            Write::Memory(_) => {
+                return Err(JournalError::Backend(
+                    "the in-memory journal keeps no memory items".into(),
+                ));
+            }
             Write::Together(writes) => {
                 for write in writes {
                     self.apply(write)?;

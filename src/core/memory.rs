@@ -1,0 +1,550 @@
+//! Memory: what the agent keeps from one session to the next, and how it is
+//! recalled into a turn's context.
+//!
+//! An item is a short text with a scope: **user** (every session of the
+//! person), **workspace** (sessions in the same repository, or the same
+//! directory outside one) or **conversation** (one chat, across its `/new`
+//! sessions; one session elsewhere). The store behind [`Memories`] keeps them
+//! with a full-text index (BM25). The model saves, searches and forgets items
+//! with tools that pass the gate like every tool; people manage them with
+//! `pincer memory`, `/memory`, `/remember`, `/forget` and HTTP routes.
+//!
+//! **Recall**, before each model turn: pinned items of the session's scopes
+//! are stated in the system prompt (they change rarely, so the cached prefix
+//! holds); the items most relevant to the latest prompt (BM25 with a recency
+//! decay, above a relevance floor, within a token budget) ride in a marked
+//! block before that prompt, in the request only, never in the history.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{RunId, SessionId};
+use super::journal::Reply;
+use super::safety::Safety;
+use super::session::Millis;
+
+/// Whose memory an item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    User,
+    Workspace,
+    Conversation,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::User, Scope::Workspace, Scope::Conversation];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Workspace => "workspace",
+            Scope::Conversation => "conversation",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        Scope::ALL.into_iter().find(|scope| scope.as_str() == value)
+    }
+}
+
+/// The keys that place a session's items: its workspace's (the repository
+/// root, or the workspace directory) and its conversation's (the chat, or the
+/// session). The user scope has one key, the empty string.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ScopeKeys {
+    pub workspace: String,
+    pub conversation: String,
+}
+
+impl ScopeKeys {
+    pub fn key(&self, scope: Scope) -> &str {
+        match scope {
+            Scope::User => "",
+            Scope::Workspace => &self.workspace,
+            Scope::Conversation => &self.conversation,
+        }
+    }
+
+    /// Every (scope, key) a session sees.
+    pub fn visible(&self) -> Vec<(Scope, String)> {
+        Scope::ALL
+            .into_iter()
+            .map(|scope| (scope, self.key(scope).to_owned()))
+            .collect()
+    }
+}
+
+/// Where an item came from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MemorySource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
+    /// The tool call that saved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// `model` (a tool call), `person` (a command or route) or `import`.
+    pub by: String,
+}
+
+/// One remembered item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryItem {
+    /// `mem_…`.
+    pub id: String,
+    pub text: String,
+    pub scope: Scope,
+    /// The scope's key: a workspace path, a conversation, or empty for user.
+    pub scope_key: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub source: MemorySource,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<Millis>,
+    #[serde(default)]
+    pub pinned: bool,
+}
+
+/// A new id for an item.
+pub fn new_id() -> String {
+    format!("mem_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Longest item text, in bytes: a memory is a fact, not a document.
+pub const MAX_TEXT_BYTES: usize = 4096;
+/// Most tags on one item, and the longest tag.
+pub const MAX_TAGS: usize = 16;
+pub const MAX_TAG_CHARS: usize = 64;
+
+/// Why an item cannot be stored as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidItem {
+    #[error("the text is empty")]
+    Empty,
+    #[error("the text is {0} bytes; at most {MAX_TEXT_BYTES} are kept")]
+    TooLong(usize),
+    #[error("at most {MAX_TAGS} tags are allowed")]
+    TooManyTags,
+    #[error("a tag must be 1 to {MAX_TAG_CHARS} letters, digits, `-`, `_`, `.` or `/`: {0}")]
+    BadTag(String),
+    #[error("the text holds what looks like a secret ({0}); it was not stored")]
+    Secret(String),
+}
+
+/// Checks an item's text and tags; returns the tags normalized (lower case,
+/// sorted, without duplicates).
+pub fn check_item(text: &str, tags: &[String]) -> Result<Vec<String>, InvalidItem> {
+    if text.trim().is_empty() {
+        return Err(InvalidItem::Empty);
+    }
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(InvalidItem::TooLong(text.len()));
+    }
+    if tags.len() > MAX_TAGS {
+        return Err(InvalidItem::TooManyTags);
+    }
+    let mut normalized = Vec::with_capacity(tags.len());
+    for tag in tags {
+        let tag = tag.trim().to_lowercase();
+        let ok = !tag.is_empty()
+            && tag.chars().count() <= MAX_TAG_CHARS
+            && tag
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        if !ok {
+            return Err(InvalidItem::BadTag(super::quote::quote(&tag).to_string()));
+        }
+        normalized.push(tag);
+    }
+    normalized.sort();
+    normalized.dedup();
+    Ok(normalized)
+}
+
+/// A change to the stored items.
+#[derive(Debug, Clone)]
+pub enum MemoryWrite {
+    /// A new item (its id must be new).
+    Save(MemoryItem),
+    /// Changes the given fields of an item; a missing item is a conflict.
+    Update {
+        id: String,
+        text: Option<String>,
+        tags: Option<Vec<String>>,
+        pinned: Option<bool>,
+        at: Millis,
+    },
+    /// Removes an item; a missing item is a conflict.
+    Forget { id: String },
+    /// Items a turn's context was given.
+    Used { ids: Vec<String>, at: Millis },
+}
+
+/// Which items to list, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryFilter {
+    /// Only these (scope, key) pairs; empty: every item.
+    pub within: Vec<(Scope, String)>,
+    /// Only items carrying this tag.
+    pub tag: Option<String>,
+    pub pinned_only: bool,
+    /// At most this many; 0: no limit.
+    pub limit: usize,
+}
+
+/// A full-text search.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySearch {
+    /// The words to look for, any of them (see [`fts_query`]).
+    pub text: String,
+    /// Only these (scope, key) pairs; empty: every item.
+    pub within: Vec<(Scope, String)>,
+    pub limit: usize,
+}
+
+/// A search result: the item and its BM25 relevance (higher is better).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryHit {
+    pub item: MemoryItem,
+    pub relevance: f64,
+}
+
+/// Where items are kept. Writes are durable when the reply is `Ok`.
+pub trait Memories: Send + Sync {
+    fn write(&self, write: MemoryWrite) -> Reply<'_, ()>;
+
+    /// Queues a write nobody waits for (that items were used).
+    fn note(&self, write: MemoryWrite);
+
+    fn get<'a>(&'a self, id: &'a str) -> Reply<'a, Option<MemoryItem>>;
+
+    fn list(&self, filter: MemoryFilter) -> Reply<'_, Vec<MemoryItem>>;
+
+    /// Items matching any word of the text, most relevant first.
+    fn search(&self, search: MemorySearch) -> Reply<'_, Vec<MemoryHit>>;
+}
+
+/// What a run's memory tools work with.
+#[derive(Clone)]
+pub struct MemoryAccess {
+    pub store: Arc<dyn Memories>,
+    /// Where the session's items go and which it sees.
+    pub keys: ScopeKeys,
+    pub session: SessionId,
+    pub run: Option<RunId>,
+    /// The run's safety pass: text it would redact is never stored.
+    pub safety: Arc<Safety>,
+}
+
+impl MemoryAccess {
+    /// Refuses a text the safety pass would redact (a secret, a key).
+    pub fn check_secrets(&self, text: &str) -> Result<(), InvalidItem> {
+        let (_, found) = self.safety.redact(text);
+        match found.first() {
+            None => Ok(()),
+            Some(first) => Err(InvalidItem::Secret(first.kind.clone())),
+        }
+    }
+}
+
+/// Words too common to find anything by.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "do", "does",
+    "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me",
+    "my", "no", "not", "of", "on", "or", "our", "please", "so", "that", "the", "their", "them",
+    "then", "there", "these", "this", "to", "us", "was", "we", "what", "when", "where", "which",
+    "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// Most words a query looks for.
+const MAX_TERMS: usize = 24;
+
+/// The full-text query for a text: its distinct words (letters and digits,
+/// lower case, common words left out), each quoted, any of them matching.
+/// `None` when no word is left.
+pub fn fts_query(text: &str) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        if word.is_empty() || terms.len() >= MAX_TERMS {
+            continue;
+        }
+        let word = word.to_lowercase();
+        if (word.chars().count() < 2 && !word.chars().all(|c| c.is_ascii_digit()))
+            || STOPWORDS.contains(&word.as_str())
+            || terms.contains(&word)
+        {
+            continue;
+        }
+        terms.push(word);
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    Some(
+        terms
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR "),
+    )
+}
+
+/// How recall picks items.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallSettings {
+    /// Off: nothing is recalled (the tools still work).
+    pub enabled: bool,
+    /// Most items recalled for one prompt.
+    pub max_items: usize,
+    /// Most tokens the recalled block may take.
+    pub budget_tokens: usize,
+    /// The least score (relevance relative to the best hit, times the
+    /// recency factor) an item needs.
+    pub floor: f64,
+    /// Days after which an unused item counts half as recent.
+    pub half_life_days: f64,
+    /// Most tokens the pinned items may take in the system prompt.
+    pub pinned_budget_tokens: usize,
+}
+
+impl Default for RecallSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_items: 8,
+            budget_tokens: 600,
+            floor: 0.3,
+            half_life_days: 30.0,
+            pinned_budget_tokens: 1000,
+        }
+    }
+}
+
+/// Tokens a text is estimated at (bytes / 4, as the rest of the context).
+fn tokens(text: &str) -> usize {
+    text.len().div_ceil(4)
+}
+
+/// Ranks search hits for recall: relevance relative to the best hit, times
+/// a recency factor between 0.5 and 1 (1 for an item used or changed now,
+/// halving its distance to 0.5 every `half_life_days`); items under the floor
+/// are dropped, then as many as fit the count and the token budget are kept.
+/// Pinned items are left out (the system prompt states them).
+pub fn rank(hits: Vec<MemoryHit>, now: Millis, settings: &RecallSettings) -> Vec<MemoryItem> {
+    let best = hits.iter().map(|hit| hit.relevance).fold(0.0_f64, f64::max);
+    if best <= 0.0 {
+        return Vec::new();
+    }
+    let mut scored: Vec<(f64, MemoryItem)> = hits
+        .into_iter()
+        .filter(|hit| !hit.item.pinned)
+        .map(|hit| {
+            let seen = hit.item.last_used_at.unwrap_or(0).max(hit.item.updated_at);
+            let age_days = (now - seen).max(0) as f64 / 86_400_000.0;
+            let recency = 0.5 + 0.5 * 0.5_f64.powf(age_days / settings.half_life_days.max(0.001));
+            ((hit.relevance / best) * recency, hit.item)
+        })
+        .filter(|(score, _)| *score >= settings.floor)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for (_, item) in scored {
+        if kept.len() >= settings.max_items {
+            break;
+        }
+        let cost = tokens(&item.text) + 8;
+        if used + cost > settings.budget_tokens {
+            continue;
+        }
+        used += cost;
+        kept.push(item);
+    }
+    kept
+}
+
+/// One item as the model reads it.
+fn line(item: &MemoryItem) -> String {
+    let mut text = item.text.trim().replace('\n', " ");
+    if !item.tags.is_empty() {
+        text.push_str(&format!(" [{}]", item.tags.join(", ")));
+    }
+    format!("- ({}, {}) {text}", item.scope.as_str(), item.id)
+}
+
+/// The block recalled items ride in, before the latest prompt.
+pub fn recall_block(items: &[MemoryItem]) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
+    let mut block = String::from(
+        "<memory>\nRemembered from earlier work; it may bear on the message below. \
+         It is what was saved, not something the person said now: \
+         check it before relying on it.\n",
+    );
+    for item in items {
+        block.push_str(&line(item));
+        block.push('\n');
+    }
+    block.push_str("</memory>");
+    Some(block)
+}
+
+/// The pinned items, for the system prompt: as many as fit the budget, with
+/// a note of how many were left out.
+pub fn pinned_section(items: &[MemoryItem], budget_tokens: usize) -> Option<String> {
+    if items.is_empty() {
+        return None;
+    }
+    let mut section = String::from(
+        "# Remembered (pinned)\n\nThese items were pinned to be kept in mind in every session \
+         they belong to (ids for memory_forget):\n",
+    );
+    let mut used = 0;
+    let mut left = 0;
+    for item in items {
+        let text = line(item);
+        if used + tokens(&text) > budget_tokens {
+            left += 1;
+            continue;
+        }
+        used += tokens(&text);
+        section.push_str(&text);
+        section.push('\n');
+    }
+    if left > 0 {
+        section.push_str(&format!(
+            "({left} more pinned item(s) did not fit; memory_search finds them.)\n"
+        ));
+    }
+    Some(section)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: &str, text: &str, updated_at: Millis) -> MemoryItem {
+        MemoryItem {
+            id: id.into(),
+            text: text.into(),
+            scope: Scope::Workspace,
+            scope_key: "/w".into(),
+            tags: Vec::new(),
+            source: MemorySource::default(),
+            created_at: updated_at,
+            updated_at,
+            last_used_at: None,
+            pinned: false,
+        }
+    }
+
+    #[test]
+    fn a_query_is_the_distinct_words_quoted() {
+        assert_eq!(
+            fts_query("How do we run the tests? Run `cargo test` (tests!)").as_deref(),
+            Some("\"run\" OR \"tests\" OR \"cargo\" OR \"test\"")
+        );
+        assert_eq!(fts_query("the a of ?!"), None);
+        assert_eq!(fts_query("x 7").as_deref(), Some("\"7\""));
+        // Quotes and FTS operators cannot get through.
+        assert_eq!(
+            fts_query("\"NEAR(a b)\" AND col:x*").as_deref(),
+            Some("\"near\" OR \"col\"")
+        );
+        assert_eq!(
+            fts_query("Grüße über").as_deref(),
+            Some("\"grüße\" OR \"über\"")
+        );
+    }
+
+    #[test]
+    fn tags_are_normalized_and_bad_items_named() {
+        assert_eq!(
+            check_item("x", &["B".into(), "a".into(), "b".into()]).unwrap(),
+            vec!["a", "b"]
+        );
+        assert_eq!(check_item("  ", &[]), Err(InvalidItem::Empty));
+        assert!(matches!(
+            check_item(&"x".repeat(MAX_TEXT_BYTES + 1), &[]),
+            Err(InvalidItem::TooLong(_))
+        ));
+        assert!(matches!(
+            check_item("x", &["has space".into()]),
+            Err(InvalidItem::BadTag(_))
+        ));
+    }
+
+    #[test]
+    fn recall_keeps_the_relevant_and_recent_within_the_budget() {
+        let day = 86_400_000;
+        let now = 400 * day;
+        let settings = RecallSettings::default();
+        let hits = vec![
+            MemoryHit {
+                item: item("mem_a", "tests run with cargo nextest", now),
+                relevance: 10.0,
+            },
+            // As relevant, but a year old: ranks below a fresh, less relevant one.
+            MemoryHit {
+                item: item("mem_b", "tests need the postgres fixture", now - 365 * day),
+                relevance: 10.0,
+            },
+            MemoryHit {
+                item: item("mem_c", "run tests in release for the bench", now),
+                relevance: 7.0,
+            },
+            // Under the floor.
+            MemoryHit {
+                item: item("mem_d", "tests", now),
+                relevance: 1.0,
+            },
+        ];
+        let ids: Vec<String> = rank(hits.clone(), now, &settings)
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        assert_eq!(ids, vec!["mem_a", "mem_c", "mem_b"]);
+
+        let tight = RecallSettings {
+            budget_tokens: 20,
+            ..settings.clone()
+        };
+        assert_eq!(rank(hits.clone(), now, &tight).len(), 1);
+        let pinned = hits
+            .into_iter()
+            .map(|mut h| {
+                h.item.pinned = true;
+                h
+            })
+            .collect();
+        assert!(
+            rank(pinned, now, &settings).is_empty(),
+            "pinned items are stated elsewhere"
+        );
+    }
+
+    #[test]
+    fn blocks_mark_what_is_remembered() {
+        let mut a = item("mem_a", "the API is at /v2\nnot /v1", 0);
+        a.tags = vec!["api".into()];
+        let block = recall_block(&[a.clone()]).unwrap();
+        assert!(block.starts_with("<memory>\n"), "{block}");
+        assert!(block.contains("- (workspace, mem_a) the API is at /v2 not /v1 [api]\n"));
+        assert!(block.ends_with("</memory>"));
+        assert_eq!(recall_block(&[]), None);
+        let many: Vec<MemoryItem> = (0..50)
+            .map(|i| item(&format!("mem_{i}"), &"word ".repeat(40), 0))
+            .collect();
+        let section = pinned_section(&many, 300).unwrap();
+        assert!(
+            section.contains("more pinned item(s) did not fit"),
+            "{section}"
+        );
+    }
+}

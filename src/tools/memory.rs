@@ -1,0 +1,387 @@
+//! `memory_save`, `memory_search` and `memory_forget`: the model's hands on
+//! the memory (`core::memory`). They pass the gate like every tool: saving
+//! changes what later sessions are told (kind `other`: asked in supervised
+//! mode, refused in read only), searching reads, forgetting deletes. A text
+//! the safety pass would redact is refused before it is planned, so it is
+//! never stored nor shown for approval.
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::core::memory::{
+    MemoryAccess, MemoryItem, MemorySearch, MemorySource, MemoryWrite, Scope, check_item, new_id,
+};
+use crate::core::quote::quote;
+use crate::core::session::now_millis;
+use crate::core::tool::{
+    Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
+};
+
+/// The memory tools.
+pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
+    vec![
+        std::sync::Arc::new(MemorySave),
+        std::sync::Arc::new(MemorySearchTool),
+        std::sync::Arc::new(MemoryForget),
+    ]
+}
+
+fn access(ctx: &ToolContext) -> Result<&MemoryAccess, ToolError> {
+    ctx.memory
+        .as_ref()
+        .ok_or_else(|| ToolError::Failed("memory is not available in this session".to_owned()))
+}
+
+fn scope_schema() -> serde_json::Value {
+    json!({
+        "type": "string",
+        "enum": ["workspace", "user", "conversation"],
+        "description": "workspace: this repository or directory (the default); user: every session of this person; conversation: this conversation only."
+    })
+}
+
+fn parse_scope(raw: Option<&str>, default: Scope) -> Result<Scope, ToolError> {
+    match raw {
+        None => Ok(default),
+        Some(raw) => Scope::parse(raw).ok_or_else(|| {
+            ToolError::InvalidArguments(format!(
+                "`scope` must be workspace, user or conversation, not {}",
+                quote(raw)
+            ))
+        }),
+    }
+}
+
+/// An item as a search result line.
+fn line(item: &MemoryItem) -> String {
+    let mut text = format!(
+        "- {} ({}{}) {}",
+        item.id,
+        item.scope.as_str(),
+        if item.pinned { ", pinned" } else { "" },
+        item.text.trim().replace('\n', " ")
+    );
+    if !item.tags.is_empty() {
+        text.push_str(&format!(" [{}]", item.tags.join(", ")));
+    }
+    let date = jiff::Timestamp::from_millisecond(item.updated_at)
+        .map(|t| t.strftime("%Y-%m-%d").to_string())
+        .unwrap_or_default();
+    text.push_str(&format!(" (saved {date})"));
+    text
+}
+
+pub struct MemorySave;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SaveArgs {
+    text: String,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    pinned: bool,
+}
+
+struct Save {
+    text: String,
+    scope: Scope,
+    tags: Vec<String>,
+    pinned: bool,
+}
+
+fn parse_save(arguments: &serde_json::Value, access: &MemoryAccess) -> Result<Save, ToolError> {
+    let args: SaveArgs = parse_args(arguments)?;
+    let scope = parse_scope(args.scope.as_deref(), Scope::Workspace)?;
+    let text = args.text.trim().to_owned();
+    let invalid =
+        |err: crate::core::memory::InvalidItem| ToolError::InvalidArguments(err.to_string());
+    let tags = check_item(&text, &args.tags).map_err(invalid)?;
+    access.check_secrets(&text).map_err(invalid)?;
+    for tag in &tags {
+        access.check_secrets(tag).map_err(invalid)?;
+    }
+    Ok(Save {
+        text,
+        scope,
+        tags,
+        pinned: args.pinned,
+    })
+}
+
+impl Tool for MemorySave {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "memory_save".to_owned(),
+            description: "Remembers a fact for later sessions: the person's preferences, how this \
+                          project builds, tests and deploys, decisions and their reasons. One \
+                          short, self-contained statement per item. Never a secret. Items are \
+                          recalled into later conversations when relevant; pinned items are \
+                          always in view."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "description": "The fact, in a sentence or two."},
+                    "scope": scope_schema(),
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "A few words to group and find it by."},
+                    "pinned": {"type": "boolean", "description": "Keep it in view in every session of its scope (rarely needed)."}
+                },
+                "required": ["text"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Other
+    }
+
+    fn plan<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
+        Box::pin(async move {
+            let save = parse_save(arguments, access(ctx)?)?;
+            Ok(Plan {
+                title: format!(
+                    "Remember ({}{}): {}",
+                    save.scope.as_str(),
+                    if save.pinned { ", pinned" } else { "" },
+                    quote(&save.text)
+                ),
+                ..Plan::default()
+            })
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        _plan: &'a Plan,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let access = access(ctx)?;
+            let save = parse_save(arguments, access)?;
+            let now = now_millis();
+            let item = MemoryItem {
+                id: new_id(),
+                text: save.text,
+                scope: save.scope,
+                scope_key: access.keys.key(save.scope).to_owned(),
+                tags: save.tags,
+                source: MemorySource {
+                    session: Some(access.session.clone()),
+                    run: access.run.clone(),
+                    call: ctx.call_id.clone(),
+                    by: "model".to_owned(),
+                },
+                created_at: now,
+                updated_at: now,
+                last_used_at: None,
+                pinned: save.pinned,
+            };
+            let id = item.id.clone();
+            let scope = item.scope;
+            access
+                .store
+                .write(MemoryWrite::Save(item))
+                .await
+                .map_err(|err| ToolError::Failed(format!("cannot save the memory: {err}")))?;
+            Ok(ToolOutput::text(format!(
+                "Saved {id} ({}).",
+                scope.as_str()
+            )))
+        })
+    }
+}
+
+pub struct MemorySearchTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+const MAX_RESULTS: usize = 20;
+
+impl Tool for MemorySearchTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "memory_search".to_owned(),
+            description: "Searches what was remembered in earlier sessions (any of the words, \
+                          best matches first), in the scopes this session sees."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to look for."},
+                    "scope": scope_schema(),
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "description": "At most this many (default 8)."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
+    }
+
+    fn plan<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
+        Box::pin(async move {
+            access(ctx)?;
+            let args: SearchArgs = parse_args(arguments)?;
+            if let Some(raw) = &args.scope {
+                parse_scope(Some(raw), Scope::Workspace)?;
+            }
+            Ok(Plan {
+                title: format!("Search memory for {}", quote(&args.query)),
+                ..Plan::default()
+            })
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        _plan: &'a Plan,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let access = access(ctx)?;
+            let args: SearchArgs = parse_args(arguments)?;
+            let within = match &args.scope {
+                Some(raw) => {
+                    let scope = parse_scope(Some(raw), Scope::Workspace)?;
+                    vec![(scope, access.keys.key(scope).to_owned())]
+                }
+                None => access.keys.visible(),
+            };
+            let limit = args.limit.unwrap_or(8).clamp(1, MAX_RESULTS);
+            let hits = access
+                .store
+                .search(MemorySearch {
+                    text: args.query.clone(),
+                    within,
+                    limit,
+                })
+                .await
+                .map_err(|err| ToolError::Failed(format!("cannot search the memory: {err}")))?;
+            if hits.is_empty() {
+                return Ok(ToolOutput::text(format!(
+                    "Nothing remembered matches {}.",
+                    quote(&args.query)
+                )));
+            }
+            access.store.note(MemoryWrite::Used {
+                ids: hits.iter().map(|hit| hit.item.id.clone()).collect(),
+                at: now_millis(),
+            });
+            let lines: Vec<String> = hits.iter().map(|hit| line(&hit.item)).collect();
+            Ok(ToolOutput::text(format!(
+                "{} item(s), best first:\n{}",
+                hits.len(),
+                lines.join("\n")
+            )))
+        })
+    }
+}
+
+pub struct MemoryForget;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForgetArgs {
+    id: String,
+}
+
+/// The item `id` names, when the session sees it.
+async fn visible_item(access: &MemoryAccess, id: &str) -> Result<MemoryItem, ToolError> {
+    let found = access
+        .store
+        .get(id)
+        .await
+        .map_err(|err| ToolError::Failed(format!("cannot read the memory: {err}")))?;
+    match found {
+        Some(item) if access.keys.key(item.scope) == item.scope_key => Ok(item),
+        _ => Err(ToolError::InvalidArguments(format!(
+            "no memory item {} in this session's scopes",
+            quote(id)
+        ))),
+    }
+}
+
+impl Tool for MemoryForget {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "memory_forget".to_owned(),
+            description: "Forgets a remembered item that is wrong or no longer true, by its id \
+                          (`mem_…`, as memory_search and recalled blocks show it)."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The item's id."}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Delete
+    }
+
+    fn plan<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
+        Box::pin(async move {
+            let args: ForgetArgs = parse_args(arguments)?;
+            let item = visible_item(access(ctx)?, &args.id).await?;
+            Ok(Plan {
+                title: format!("Forget {}: {}", item.id, quote(&item.text)),
+                ..Plan::default()
+            })
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: &'a serde_json::Value,
+        _plan: &'a Plan,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let access = access(ctx)?;
+            let args: ForgetArgs = parse_args(arguments)?;
+            let item = visible_item(access, &args.id).await?;
+            access
+                .store
+                .write(MemoryWrite::Forget {
+                    id: item.id.clone(),
+                })
+                .await
+                .map_err(|err| ToolError::Failed(format!("cannot forget {}: {err}", item.id)))?;
+            Ok(ToolOutput::text(format!("Forgot {}.", item.id)))
+        })
+    }
+}
