@@ -74,6 +74,10 @@ pub enum Command {
     /// Show what the model is sent
     #[command(subcommand)]
     Context(ContextCommand),
+    /// List, search, add, edit, remove, export and import what the agent
+    /// remembers
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
@@ -287,6 +291,111 @@ pub enum ContextCommand {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// Which items a memory command sees.
+#[derive(Debug, Args)]
+pub struct MemoryReach {
+    /// Every item, whatever its scope, workspace or conversation [default:
+    /// the person's own items and those of this directory's workspace]
+    #[arg(long)]
+    pub all: bool,
+    /// The workspace whose items are seen [default: the current directory;
+    /// a repository's items belong to its top directory]
+    #[arg(long, value_name = "DIR", conflicts_with = "all")]
+    pub cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// List items, most recently changed first
+    List {
+        #[command(flatten)]
+        reach: MemoryReach,
+        /// Only items of this scope: user, workspace or conversation
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+        /// Only items with this tag
+        #[arg(long, value_name = "TAG")]
+        tag: Option<String>,
+        /// Only pinned items
+        #[arg(long)]
+        pinned: bool,
+        /// At most this many
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print JSON lines instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search items for any of the words, best matches first
+    Search {
+        /// The words to look for
+        query: String,
+        #[command(flatten)]
+        reach: MemoryReach,
+        /// At most this many
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON lines instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remember something
+    Add {
+        /// The text to remember (a secret is refused)
+        text: String,
+        /// user (every session) or workspace (this directory's repository or
+        /// directory); conversation items are saved from their conversation
+        #[arg(long, default_value = "workspace", value_name = "SCOPE")]
+        scope: String,
+        /// The workspace of a workspace item [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// A tag (repeat for more)
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
+        /// Keep it in view in every session of its scope
+        #[arg(long)]
+        pin: bool,
+    },
+    /// Change an item's text, tags or pin
+    Edit {
+        /// The item (mem_…, from `pincer memory list`)
+        id: String,
+        /// The new text
+        #[arg(long)]
+        text: Option<String>,
+        /// Replace the tags with these (repeat for more)
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
+        /// Remove every tag
+        #[arg(long, conflicts_with = "tags")]
+        no_tags: bool,
+        /// Pin it
+        #[arg(long)]
+        pin: bool,
+        /// Unpin it
+        #[arg(long, conflicts_with = "pin")]
+        unpin: bool,
+    },
+    /// Forget items
+    Rm {
+        /// The items (mem_…)
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Print items as JSON lines (every item unless limited)
+    Export {
+        #[command(flatten)]
+        reach: MemoryReach,
+    },
+    /// Add items from JSON lines (as `export` prints them); items already
+    /// there (by id) are skipped, refused lines are named
+    Import {
+        /// The file to read, or - for standard input
+        file: PathBuf,
     },
 }
 

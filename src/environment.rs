@@ -47,6 +47,10 @@ impl Default for Probe {
 pub const DEFAULT_FALLBACKS: [&str; 2] = ["CLAUDE.md", ".github/copilot-instructions.md"];
 
 impl EnvironmentProbe for Probe {
+    fn repository_root(&self, workspace: &Path) -> Option<PathBuf> {
+        repository_root(workspace)
+    }
+
     fn environment(&self, workspace: &Path) -> Environment {
         let now = jiff::Zoned::now();
         let zone = now.time_zone();
@@ -194,12 +198,16 @@ impl Probe {
     }
 }
 
+/// The top directory of the repository holding `workspace`, if any.
+pub fn repository_root(workspace: &Path) -> Option<PathBuf> {
+    let top = run_git(workspace, &["rev-parse", "--show-toplevel"])?;
+    let top = top.trim_end_matches(['\n', '\r']);
+    (!top.is_empty()).then(|| PathBuf::from(top))
+}
+
 /// The branch and state of the repository holding `workspace`, if any.
 fn git(workspace: &Path) -> Option<Git> {
-    let top = run_git(workspace, &["rev-parse", "--show-toplevel"])?;
-    if top.trim().is_empty() {
-        return None;
-    }
+    let root = repository_root(workspace)?;
     let branch = run_git(workspace, &["symbolic-ref", "--quiet", "--short", "HEAD"])
         .map(|b| b.trim().to_owned())
         .filter(|b| !b.is_empty());
@@ -213,7 +221,7 @@ fn git(workspace: &Path) -> Option<Git> {
         ],
     )?;
     Some(Git {
-        root: PathBuf::from(top.trim_end_matches(['\n', '\r'])),
+        root,
         branch,
         dirty: !status.trim().is_empty(),
     })

@@ -13,16 +13,11 @@ use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{Audit, SessionQuery};
 use crate::core::receipt::ChainWalk;
 use crate::core::run::RunInfo;
-use crate::core::session::{Message, Millis, Session};
+use crate::core::session::{Message, Session};
+use crate::stdout::{table, timestamp as time};
 
 fn print(text: &str) -> Result<(), Failure> {
     crate::stdout::write_all(text.as_bytes()).map_err(Failure::failed)
-}
-
-fn time(millis: Millis) -> String {
-    jiff::Timestamp::from_millisecond(millis)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_default()
 }
 
 fn session_json(session: &Session) -> serde_json::Value {
@@ -48,30 +43,6 @@ fn session_status(session: &Session, last: Option<&RunInfo>) -> &'static str {
         Some(run) => run.state.as_str(),
         None => "new",
     }
-}
-
-/// Rows in columns two spaces apart; the last column is not padded.
-fn table<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut widths = [0usize; N];
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i + 1 == N {
-                out.push_str(cell);
-            } else {
-                out.push_str(cell);
-                let pad = widths[i] - cell.chars().count() + 2;
-                out.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push('\n');
-    }
-    out
 }
 
 fn run_json(run: &RunInfo) -> serde_json::Value {

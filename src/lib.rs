@@ -16,6 +16,7 @@ pub mod inspect;
 pub mod logging;
 pub mod login;
 pub mod mcp;
+pub mod memory;
 pub mod providers;
 pub mod sandbox;
 pub mod serve;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use pincer::app::{self, Failure, chain, exit};
 use pincer::cli::{ChatArgs, Cli, Command, ConfigCommand};
-use pincer::{acp, headless, inspect, login, serve, terminal};
+use pincer::{acp, headless, inspect, login, memory, serve, terminal};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -53,6 +53,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Channels(ref command) => inspect::channels(&app::flags(&cli, None), command).await,
         Command::Tape(ref args) => inspect::tape(&app::flags(&cli, None), args).await,
         Command::Context(ref command) => inspect::context(&app::flags(&cli, None), command).await,
+        Command::Memory(ref command) => memory::run(&app::flags(&cli, None), command).await,
         Command::Login(ref args) => login::login(args).await,
         Command::Logout(ref args) => login::logout(args),
         Command::Doctor { online } => inspect::doctor(&app::flags(&cli, None), online).await,

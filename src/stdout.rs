@@ -167,3 +167,34 @@ pub fn is_terminal() -> bool {
     use std::io::IsTerminal as _;
     std::io::stdout().is_terminal()
 }
+
+/// Rows in columns two spaces apart; the last column is not padded.
+pub fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == N {
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                let pad = widths[i] - cell.chars().count() + 2;
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A time as command output shows it (`2026-11-26 12:00:00`, UTC).
+pub fn timestamp(millis: i64) -> String {
+    jiff::Timestamp::from_millisecond(millis)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
+}

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RunId, SessionId};
-use super::journal::Reply;
 use super::safety::Safety;
 use super::session::Millis;
 
@@ -190,6 +189,8 @@ pub enum MemoryWrite {
 pub struct MemoryFilter {
     /// Only these (scope, key) pairs; empty: every item.
     pub within: Vec<(Scope, String)>,
+    /// Only items of this scope.
+    pub scope: Option<Scope>,
     /// Only items carrying this tag.
     pub tag: Option<String>,
     pub pinned_only: bool,
@@ -232,16 +233,74 @@ pub trait Memories: Send + Sync {
 /// What a run's memory tools work with.
 #[derive(Clone)]
 pub struct MemoryAccess {
-    pub store: Arc<dyn Memories>,
+    pub keeper: Keeper,
     /// Where the session's items go and which it sees.
     pub keys: ScopeKeys,
     pub session: SessionId,
     pub run: Option<RunId>,
-    /// The run's safety pass: text it would redact is never stored.
+}
+
+/// Why a memory operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidItem),
+    #[error("no memory item {0}")]
+    NotFound(String),
+    /// A write found the item not as it expected (an id already taken, an
+    /// item gone); nothing was changed.
+    #[error("{0}")]
+    Conflict(String),
+    /// The store failed, in its own words.
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// What the memory store's operations return.
+pub type Reply<'a, T> = futures::future::BoxFuture<'a, Result<T, MemoryError>>;
+
+/// A new item as a face or a tool asks for it.
+#[derive(Debug, Clone)]
+pub struct NewItem {
+    pub text: String,
+    pub scope: Scope,
+    pub tags: Vec<String>,
+    pub pinned: bool,
+    pub source: MemorySource,
+}
+
+/// Changes to an item; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct Patch {
+    pub text: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub pinned: Option<bool>,
+}
+
+/// Memory as faces and tools change it: every text and tag checked and
+/// passed through the safety pass (a value it would redact is refused, never
+/// stored), every write durable before it returns. `keys` limits an operation
+/// to the items a session or workspace sees; `None` reaches every item (the
+/// person's own `pincer memory --all`).
+#[derive(Clone)]
+pub struct Keeper {
+    pub store: Arc<dyn Memories>,
     pub safety: Arc<Safety>,
 }
 
-impl MemoryAccess {
+impl Keeper {
+    pub fn new(store: Arc<dyn Memories>, safety: Arc<Safety>) -> Self {
+        Self { store, safety }
+    }
+
+    /// The same keeper with a run's safety pass (its session's secrets too).
+    pub fn with_safety(&self, safety: Arc<Safety>) -> Self {
+        Self {
+            store: self.store.clone(),
+            safety,
+        }
+    }
+
     /// Refuses a text the safety pass would redact (a secret, a key).
     pub fn check_secrets(&self, text: &str) -> Result<(), InvalidItem> {
         let (_, found) = self.safety.redact(text);
@@ -249,6 +308,135 @@ impl MemoryAccess {
             None => Ok(()),
             Some(first) => Err(InvalidItem::Secret(first.kind.clone())),
         }
+    }
+
+    /// Checks a text and its tags; returns them as stored.
+    pub fn check(&self, text: &str, tags: &[String]) -> Result<(String, Vec<String>), InvalidItem> {
+        let text = text.trim().to_owned();
+        let tags = check_item(&text, tags)?;
+        self.check_secrets(&text)?;
+        for tag in &tags {
+            self.check_secrets(tag)?;
+        }
+        Ok((text, tags))
+    }
+
+    pub async fn add(&self, keys: &ScopeKeys, new: NewItem) -> Result<MemoryItem, MemoryError> {
+        let (text, tags) = self.check(&new.text, &new.tags)?;
+        let now = super::session::now_millis();
+        let item = MemoryItem {
+            id: new_id(),
+            text,
+            scope: new.scope,
+            scope_key: keys.key(new.scope).to_owned(),
+            tags,
+            source: new.source,
+            created_at: now,
+            updated_at: now,
+            last_used_at: None,
+            pinned: new.pinned,
+        };
+        self.store.write(MemoryWrite::Save(item.clone())).await?;
+        Ok(item)
+    }
+
+    /// Stores an item as exported elsewhere (its id, scope, key and times
+    /// kept); `Ok(false)` when an item with its id is already there.
+    pub async fn import(&self, mut item: MemoryItem) -> Result<bool, MemoryError> {
+        let (text, tags) = self.check(&item.text, &item.tags)?;
+        item.text = text;
+        item.tags = tags;
+        if item.scope == Scope::User {
+            item.scope_key.clear();
+        }
+        if !item.id.starts_with("mem_") || item.id.len() > 64 {
+            item.id = new_id();
+        }
+        if self.store.get(&item.id).await?.is_some() {
+            return Ok(false);
+        }
+        self.store.write(MemoryWrite::Save(item)).await?;
+        Ok(true)
+    }
+
+    /// The item `id` names, if `keys` (when given) see it.
+    pub async fn get(&self, id: &str, keys: Option<&ScopeKeys>) -> Result<MemoryItem, MemoryError> {
+        match self.store.get(id).await? {
+            Some(item) if keys.is_none_or(|keys| keys.key(item.scope) == item.scope_key) => {
+                Ok(item)
+            }
+            _ => Err(MemoryError::NotFound(super::quote::quote(id).to_string())),
+        }
+    }
+
+    pub async fn edit(
+        &self,
+        id: &str,
+        keys: Option<&ScopeKeys>,
+        patch: Patch,
+    ) -> Result<MemoryItem, MemoryError> {
+        let item = self.get(id, keys).await?;
+        let (text, tags) = self.check(
+            patch.text.as_deref().unwrap_or(&item.text),
+            patch.tags.as_deref().unwrap_or(&item.tags),
+        )?;
+        self.store
+            .write(MemoryWrite::Update {
+                id: item.id.clone(),
+                text: patch.text.is_some().then_some(text),
+                tags: patch.tags.is_some().then_some(tags),
+                pinned: patch.pinned,
+                at: super::session::now_millis(),
+            })
+            .await?;
+        self.get(&item.id, None).await
+    }
+
+    pub async fn forget(
+        &self,
+        id: &str,
+        keys: Option<&ScopeKeys>,
+    ) -> Result<MemoryItem, MemoryError> {
+        let item = self.get(id, keys).await?;
+        self.store
+            .write(MemoryWrite::Forget {
+                id: item.id.clone(),
+            })
+            .await?;
+        Ok(item)
+    }
+
+    /// The items `keys` see (every item with `None`): those matching `query`
+    /// best first, or without one the newest first.
+    pub async fn find(
+        &self,
+        keys: Option<&ScopeKeys>,
+        query: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        let within = keys.map(ScopeKeys::visible).unwrap_or_default();
+        Ok(match query.map(str::trim).filter(|q| !q.is_empty()) {
+            Some(text) => self
+                .store
+                .search(MemorySearch {
+                    text: text.to_owned(),
+                    within,
+                    limit: limit.max(1),
+                })
+                .await?
+                .into_iter()
+                .map(|hit| hit.item)
+                .collect(),
+            None => {
+                self.store
+                    .list(MemoryFilter {
+                        within,
+                        limit,
+                        ..MemoryFilter::default()
+                    })
+                    .await?
+            }
+        })
     }
 }
 

@@ -69,6 +69,11 @@ pub trait EnvironmentProbe: Send + Sync {
     /// The facts about the machine and the workspace; once per run.
     fn environment(&self, workspace: &Path) -> Environment;
 
+    /// The top directory of the repository holding `workspace`, if any.
+    fn repository_root(&self, workspace: &Path) -> Option<PathBuf> {
+        self.environment(workspace).git.map(|git| git.root)
+    }
+
     /// The instruction files down to the workspace (the person's own, then
     /// from the repository root down); before each model turn, so a change
     /// applies from the next turn on.
@@ -85,14 +90,7 @@ pub trait EnvironmentProbe: Send + Sync {
     ) -> Vec<InstructionFile>;
 }
 
-/// What the configuration says about the prompt.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PromptSettings {
-    /// Replaces the built-in prompt.
-    pub system_prompt: Option<String>,
-    /// Appended to the prompt, built-in or replaced.
-    pub instructions: Option<String>,
-}
+pub use super::session::PromptSettings;
 
 /// Everything the prompt is made from, for one run.
 #[derive(Debug, Clone)]

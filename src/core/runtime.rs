@@ -24,7 +24,7 @@ use super::event::{Event, EventRecord, RunState, Usage};
 use super::gate::{CallEnv, LoopGuard, ToolGate};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
-use super::memory::{Memories, MemoryAccess, ScopeKeys};
+use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
 use super::models::Cost;
 use super::pending::PendingApprovals;
 use super::policy::PathBoundary;
@@ -247,9 +247,50 @@ impl Runtime {
         let _ = self.inner.memory.set(store);
     }
 
-    /// The memory store, when one was set.
-    pub fn memories(&self) -> Option<Arc<dyn Memories>> {
-        self.inner.memory.get().cloned()
+    /// Memory as the faces manage it for a person (checked, through the
+    /// safety pass), when a store was set.
+    pub fn memory(&self) -> Option<Keeper> {
+        self.inner
+            .memory
+            .get()
+            .map(|store| Keeper::new(store.clone(), self.inner.gate.safety.clone()))
+    }
+
+    /// Where a session's memory items go and which it sees.
+    pub async fn memory_keys(&self, id: &SessionId) -> Result<ScopeKeys, RuntimeError> {
+        let session = self.session(id).await?;
+        let root = self.repository_root(&session.workspace).await;
+        Ok(ScopeKeys {
+            workspace: root.to_string_lossy().into_owned(),
+            conversation: session
+                .conversation
+                .clone()
+                .unwrap_or_else(|| session.id.to_string()),
+        })
+    }
+
+    /// Where items of a workspace go outside any session (the conversation
+    /// key is empty: no conversation's items are seen).
+    pub async fn workspace_keys(&self, workspace: &std::path::Path) -> ScopeKeys {
+        ScopeKeys {
+            workspace: self
+                .repository_root(workspace)
+                .await
+                .to_string_lossy()
+                .into_owned(),
+            conversation: String::new(),
+        }
+    }
+
+    /// The repository holding `workspace`, or `workspace` itself.
+    async fn repository_root(&self, workspace: &std::path::Path) -> PathBuf {
+        let Some(probe) = self.inner.environment.get().cloned() else {
+            return workspace.to_path_buf();
+        };
+        let dir = workspace.to_path_buf();
+        tokio::task::spawn_blocking(move || probe.repository_root(&dir).unwrap_or(dir))
+            .await
+            .unwrap_or_else(|_| workspace.to_path_buf())
     }
 
     /// Gives every session that becomes live from now on the extra tools
@@ -1217,11 +1258,10 @@ impl Runtime {
         let safety = self.inner.gate.safety.with_secrets(&secrets, "session");
         let mut ctx = self.tool_context(live, session, queued);
         ctx.memory = prompt.memory.as_ref().map(|recall| MemoryAccess {
-            store: recall.store.clone(),
+            keeper: Keeper::new(recall.store.clone(), safety.clone()),
             keys: recall.keys.clone(),
             session: session.id.clone(),
             run: Some(queued.id.clone()),
-            safety: safety.clone(),
         });
         let calls = CallEnv {
             gate: self.inner.gate.clone(),

@@ -14,6 +14,16 @@ pub fn now_millis() -> Millis {
     jiff::Timestamp::now().as_millisecond()
 }
 
+/// What the configuration (or a session) says about the system prompt
+/// (`core::prompt`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptSettings {
+    /// Replaces the built-in prompt.
+    pub system_prompt: Option<String>,
+    /// Appended to the prompt, built-in or replaced.
+    pub instructions: Option<String>,
+}
+
 /// A long-lived conversation bound to a workspace directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
@@ -41,7 +51,7 @@ pub struct Session {
     pub conversation: Option<String>,
     /// The session's own `system_prompt` and `instructions`, over the
     /// configured ones (`core::prompt`).
-    pub prompt: super::prompt::PromptSettings,
+    pub prompt: PromptSettings,
 }
 
 /// Where a session came from.

@@ -161,6 +161,10 @@ pub(super) fn list(
     if let Some(within) = within_sql(&filter.within, &mut values) {
         clauses.push(within);
     }
+    if let Some(scope) = filter.scope {
+        clauses.push("m.scope = ?".to_owned());
+        values.push(Value::Text(scope.as_str().to_owned()));
+    }
     if let Some(tag) = &filter.tag {
         clauses.push("instr(m.tags, ?) > 0".to_owned());
         values.push(Value::Text(format!(" {} ", tag.to_lowercase())));
@@ -221,9 +225,9 @@ pub(super) fn search(
 
 #[cfg(test)]
 mod tests {
-    use crate::core::journal::JournalError;
     use crate::core::memory::{
-        Memories, MemoryFilter, MemoryItem, MemorySearch, MemorySource, MemoryWrite, Scope,
+        Memories, MemoryError, MemoryFilter, MemoryItem, MemorySearch, MemorySource, MemoryWrite,
+        Scope,
     };
     use crate::store::Store;
 
@@ -346,7 +350,7 @@ mod tests {
         let again = store
             .write(MemoryWrite::Save(item("mem_1", Scope::User, "", "x", &[])))
             .await;
-        assert!(matches!(again, Err(JournalError::Conflict(_))), "{again:?}");
+        assert!(matches!(again, Err(MemoryError::Conflict(_))), "{again:?}");
         store
             .write(MemoryWrite::Update {
                 id: "mem_1".into(),
@@ -395,6 +399,6 @@ mod tests {
         let gone = store
             .write(MemoryWrite::Forget { id: "mem_1".into() })
             .await;
-        assert!(matches!(gone, Err(JournalError::Conflict(_))), "{gone:?}");
+        assert!(matches!(gone, Err(MemoryError::Conflict(_))), "{gone:?}");
     }
 }

@@ -14,7 +14,7 @@ use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{Audit, Counts, Journal, JournalError, Reply, SessionQuery, Write};
 use crate::core::memory::{
-    Memories, MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite,
+    Memories, MemoryError, MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite,
 };
 use crate::core::receipt::Receipt;
 use crate::core::run::RunInfo;
@@ -165,24 +165,42 @@ impl ChannelJournal for Store {
     }
 }
 
+impl From<StoreError> for MemoryError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict(reason) => MemoryError::Conflict(reason),
+            other => MemoryError::Backend(Box::new(other)),
+        }
+    }
+}
+
+/// A store future with its error as the memory port's.
+fn memory_port<'a, T: Send + 'a>(
+    future: impl Future<Output = Result<T, StoreError>> + Send + 'a,
+) -> crate::core::memory::Reply<'a, T> {
+    future
+        .map(|result| result.map_err(MemoryError::from))
+        .boxed()
+}
+
 impl Memories for Store {
-    fn write(&self, write: MemoryWrite) -> Reply<'_, ()> {
-        port(Store::commit(self, Write::Memory(write)))
+    fn write(&self, write: MemoryWrite) -> crate::core::memory::Reply<'_, ()> {
+        memory_port(Store::commit(self, Write::Memory(write)))
     }
 
     fn note(&self, write: MemoryWrite) {
         Store::submit(self, Write::Memory(write));
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> Reply<'a, Option<MemoryItem>> {
-        port(Store::memory(self, id))
+    fn get<'a>(&'a self, id: &'a str) -> crate::core::memory::Reply<'a, Option<MemoryItem>> {
+        memory_port(Store::memory(self, id))
     }
 
-    fn list(&self, filter: MemoryFilter) -> Reply<'_, Vec<MemoryItem>> {
-        port(Store::memories(self, filter))
+    fn list(&self, filter: MemoryFilter) -> crate::core::memory::Reply<'_, Vec<MemoryItem>> {
+        memory_port(Store::memories(self, filter))
     }
 
-    fn search(&self, search: MemorySearch) -> Reply<'_, Vec<MemoryHit>> {
-        port(Store::search_memory(self, search))
+    fn search(&self, search: MemorySearch) -> crate::core::memory::Reply<'_, Vec<MemoryHit>> {
+        memory_port(Store::search_memory(self, search))
     }
 }

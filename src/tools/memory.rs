@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::core::memory::{
-    MemoryAccess, MemoryItem, MemorySearch, MemorySource, MemoryWrite, Scope, check_item, new_id,
+    MemoryAccess, MemoryError, MemoryItem, MemorySearch, MemorySource, MemoryWrite, NewItem, Scope,
 };
 use crate::core::quote::quote;
 use crate::core::session::now_millis;
@@ -96,20 +96,28 @@ struct Save {
 fn parse_save(arguments: &serde_json::Value, access: &MemoryAccess) -> Result<Save, ToolError> {
     let args: SaveArgs = parse_args(arguments)?;
     let scope = parse_scope(args.scope.as_deref(), Scope::Workspace)?;
-    let text = args.text.trim().to_owned();
-    let invalid =
-        |err: crate::core::memory::InvalidItem| ToolError::InvalidArguments(err.to_string());
-    let tags = check_item(&text, &args.tags).map_err(invalid)?;
-    access.check_secrets(&text).map_err(invalid)?;
-    for tag in &tags {
-        access.check_secrets(tag).map_err(invalid)?;
-    }
+    let (text, tags) = access
+        .keeper
+        .check(&args.text, &args.tags)
+        .map_err(|err| ToolError::InvalidArguments(err.to_string()))?;
     Ok(Save {
         text,
         scope,
         tags,
         pinned: args.pinned,
     })
+}
+
+/// A keeper's failure as the model reads it.
+fn failed(err: MemoryError) -> ToolError {
+    match err {
+        MemoryError::Invalid(err) => ToolError::InvalidArguments(err.to_string()),
+        MemoryError::NotFound(id) => {
+            ToolError::InvalidArguments(format!("no memory item {id} in this session's scopes"))
+        }
+        MemoryError::Conflict(reason) => ToolError::Failed(reason),
+        MemoryError::Backend(err) => ToolError::Failed(format!("the memory store failed: {err}")),
+    }
 }
 
 impl Tool for MemorySave {
@@ -168,34 +176,29 @@ impl Tool for MemorySave {
         Box::pin(async move {
             let access = access(ctx)?;
             let save = parse_save(arguments, access)?;
-            let now = now_millis();
-            let item = MemoryItem {
-                id: new_id(),
-                text: save.text,
-                scope: save.scope,
-                scope_key: access.keys.key(save.scope).to_owned(),
-                tags: save.tags,
-                source: MemorySource {
-                    session: Some(access.session.clone()),
-                    run: access.run.clone(),
-                    call: ctx.call_id.clone(),
-                    by: "model".to_owned(),
-                },
-                created_at: now,
-                updated_at: now,
-                last_used_at: None,
-                pinned: save.pinned,
-            };
-            let id = item.id.clone();
-            let scope = item.scope;
-            access
-                .store
-                .write(MemoryWrite::Save(item))
+            let item = access
+                .keeper
+                .add(
+                    &access.keys,
+                    NewItem {
+                        text: save.text,
+                        scope: save.scope,
+                        tags: save.tags,
+                        pinned: save.pinned,
+                        source: MemorySource {
+                            session: Some(access.session.clone()),
+                            run: access.run.clone(),
+                            call: ctx.call_id.clone(),
+                            by: "model".to_owned(),
+                        },
+                    },
+                )
                 .await
-                .map_err(|err| ToolError::Failed(format!("cannot save the memory: {err}")))?;
+                .map_err(failed)?;
             Ok(ToolOutput::text(format!(
-                "Saved {id} ({}).",
-                scope.as_str()
+                "Saved {} ({}).",
+                item.id,
+                item.scope.as_str()
             )))
         })
     }
@@ -275,6 +278,7 @@ impl Tool for MemorySearchTool {
             };
             let limit = args.limit.unwrap_or(8).clamp(1, MAX_RESULTS);
             let hits = access
+                .keeper
                 .store
                 .search(MemorySearch {
                     text: args.query.clone(),
@@ -289,7 +293,7 @@ impl Tool for MemorySearchTool {
                     quote(&args.query)
                 )));
             }
-            access.store.note(MemoryWrite::Used {
+            access.keeper.store.note(MemoryWrite::Used {
                 ids: hits.iter().map(|hit| hit.item.id.clone()).collect(),
                 at: now_millis(),
             });
@@ -313,18 +317,11 @@ struct ForgetArgs {
 
 /// The item `id` names, when the session sees it.
 async fn visible_item(access: &MemoryAccess, id: &str) -> Result<MemoryItem, ToolError> {
-    let found = access
-        .store
-        .get(id)
+    access
+        .keeper
+        .get(id, Some(&access.keys))
         .await
-        .map_err(|err| ToolError::Failed(format!("cannot read the memory: {err}")))?;
-    match found {
-        Some(item) if access.keys.key(item.scope) == item.scope_key => Ok(item),
-        _ => Err(ToolError::InvalidArguments(format!(
-            "no memory item {} in this session's scopes",
-            quote(id)
-        ))),
-    }
+        .map_err(failed)
 }
 
 impl Tool for MemoryForget {
@@ -373,14 +370,11 @@ impl Tool for MemoryForget {
         Box::pin(async move {
             let access = access(ctx)?;
             let args: ForgetArgs = parse_args(arguments)?;
-            let item = visible_item(access, &args.id).await?;
-            access
-                .store
-                .write(MemoryWrite::Forget {
-                    id: item.id.clone(),
-                })
+            let item = access
+                .keeper
+                .forget(&args.id, Some(&access.keys))
                 .await
-                .map_err(|err| ToolError::Failed(format!("cannot forget {}: {err}", item.id)))?;
+                .map_err(failed)?;
             Ok(ToolOutput::text(format!("Forgot {}.", item.id)))
         })
     }

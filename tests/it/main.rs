@@ -25,6 +25,7 @@ mod http;
 mod images;
 mod loop_guard;
 mod mcp;
+mod memory;
 mod prompt;
 mod providers;
 mod sandbox_toolchain;

@@ -83,7 +83,7 @@ fn session(id: &str, workspace: &str, updated_at: i64) -> Session {
         updated_at,
         closed: false,
         conversation: Some(format!("chat/{id}")),
-        prompt: crate::core::prompt::PromptSettings {
+        prompt: crate::core::session::PromptSettings {
             system_prompt: None,
             instructions: Some(format!("instructions of {id}")),
         },

@@ -1,0 +1,292 @@
+//! `pincer memory`: what the agent remembers, managed by the person (list,
+//! search, add, edit, rm, export and import as JSON lines). Every change goes
+//! through the runtime's memory keeper: checked, through the safety pass,
+//! durable before the command returns.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+
+use crate::app::{App, Failure, Flags};
+use crate::cli::{MemoryCommand, MemoryReach};
+use crate::core::memory::{
+    Keeper, MemoryError, MemoryFilter, MemoryItem, MemorySource, NewItem, Patch, Scope, ScopeKeys,
+};
+use crate::core::quote::quote;
+use crate::stdout::{table, timestamp as time};
+
+fn print(text: &str) -> Result<(), Failure> {
+    crate::stdout::write_all(text.as_bytes()).map_err(Failure::failed)
+}
+
+pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> {
+    let app = App::open(flags)?;
+    let keeper = app.runtime.memory().ok_or_else(|| {
+        Failure::usage(anyhow!(
+            "memory is turned off ([memory] enabled = false in the config file)"
+        ))
+    })?;
+    let outcome = match command {
+        MemoryCommand::List {
+            reach,
+            scope,
+            tag,
+            pinned,
+            limit,
+            json,
+        } => {
+            let scope = scope.as_deref().map(parse_scope).transpose()?;
+            let within = match keys(&app, reach).await? {
+                Some(keys) => keys.visible(),
+                None => Vec::new(),
+            };
+            let items = keeper
+                .store
+                .list(MemoryFilter {
+                    within,
+                    scope,
+                    tag: tag.clone(),
+                    pinned_only: *pinned,
+                    limit: *limit,
+                })
+                .await
+                .map_err(Failure::failed)?;
+            show(&items, *json)
+        }
+        MemoryCommand::Search {
+            query,
+            reach,
+            limit,
+            json,
+        } => {
+            let keys = keys(&app, reach).await?;
+            let items = keeper
+                .find(keys.as_ref(), Some(query), *limit)
+                .await
+                .map_err(failure)?;
+            show(&items, *json)
+        }
+        MemoryCommand::Add {
+            text,
+            scope,
+            cwd,
+            tags,
+            pin,
+        } => {
+            let scope = parse_scope(scope)?;
+            if scope == Scope::Conversation {
+                return Err(Failure::usage(anyhow!(
+                    "conversation items are saved from their conversation (/remember in a chat, /memory add in an editor); use --scope user or workspace here"
+                )));
+            }
+            let keys = app
+                .runtime
+                .workspace_keys(&workspace(cwd.as_deref())?)
+                .await;
+            let item = keeper
+                .add(
+                    &keys,
+                    NewItem {
+                        text: text.clone(),
+                        scope,
+                        tags: tags.clone(),
+                        pinned: *pin,
+                        source: MemorySource {
+                            by: "person".into(),
+                            ..MemorySource::default()
+                        },
+                    },
+                )
+                .await
+                .map_err(failure)?;
+            print(&format!("{}\n", item.id))
+        }
+        MemoryCommand::Edit {
+            id,
+            text,
+            tags,
+            no_tags,
+            pin,
+            unpin,
+        } => {
+            let patch = Patch {
+                text: text.clone(),
+                tags: if *no_tags {
+                    Some(Vec::new())
+                } else if tags.is_empty() {
+                    None
+                } else {
+                    Some(tags.clone())
+                },
+                pinned: if *pin {
+                    Some(true)
+                } else if *unpin {
+                    Some(false)
+                } else {
+                    None
+                },
+            };
+            if patch.text.is_none() && patch.tags.is_none() && patch.pinned.is_none() {
+                return Err(Failure::usage(anyhow!(
+                    "nothing to change: pass --text, --tag, --no-tags, --pin or --unpin"
+                )));
+            }
+            let item = keeper.edit(id, None, patch).await.map_err(failure)?;
+            show(std::slice::from_ref(&item), false)
+        }
+        MemoryCommand::Rm { ids } => {
+            for id in ids {
+                let item = keeper.forget(id, None).await.map_err(failure)?;
+                print(&format!("forgot {}\n", item.id))?;
+            }
+            Ok(())
+        }
+        MemoryCommand::Export { reach } => {
+            let within = match keys(&app, reach).await? {
+                Some(keys) => keys.visible(),
+                None => Vec::new(),
+            };
+            let items = keeper
+                .store
+                .list(MemoryFilter {
+                    within,
+                    ..MemoryFilter::default()
+                })
+                .await
+                .map_err(Failure::failed)?;
+            let mut out = String::new();
+            for item in items.iter().rev() {
+                out.push_str(&serde_json::to_string(item).map_err(Failure::failed)?);
+                out.push('\n');
+            }
+            print(&out)
+        }
+        MemoryCommand::Import { file } => return import(&keeper, file).await,
+    };
+    outcome.map(|()| crate::app::exit::OK)
+}
+
+fn failure(err: MemoryError) -> Failure {
+    match err {
+        MemoryError::Backend(err) => Failure::failed(anyhow!(err)),
+        other => Failure::usage(other),
+    }
+}
+
+fn parse_scope(raw: &str) -> Result<Scope, Failure> {
+    Scope::parse(raw).ok_or_else(|| {
+        Failure::usage(anyhow!(
+            "unknown scope {}; use user, workspace or conversation",
+            quote(raw)
+        ))
+    })
+}
+
+/// The directory a command works for: `--cwd` or the current one.
+fn workspace(cwd: Option<&Path>) -> Result<PathBuf, Failure> {
+    let dir = match cwd {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|err| Failure::failed(anyhow!("cannot read the current directory: {err}")))?,
+    };
+    dir.canonicalize()
+        .map_err(|err| Failure::usage(anyhow!("{}: {err}", dir.display())))
+}
+
+/// The keys a command sees: `None` with `--all`.
+async fn keys(app: &App, reach: &MemoryReach) -> Result<Option<ScopeKeys>, Failure> {
+    if reach.all {
+        return Ok(None);
+    }
+    let dir = workspace(reach.cwd.as_deref())?;
+    Ok(Some(app.runtime.workspace_keys(&dir).await))
+}
+
+fn show(items: &[MemoryItem], json: bool) -> Result<(), Failure> {
+    if json {
+        let mut out = String::new();
+        for item in items {
+            out.push_str(&serde_json::to_string(item).map_err(Failure::failed)?);
+            out.push('\n');
+        }
+        return print(&out);
+    }
+    if items.is_empty() {
+        return print("no memory items\n");
+    }
+    let mut rows = vec![[
+        "ID".to_owned(),
+        "SCOPE".to_owned(),
+        "UPDATED".to_owned(),
+        "TEXT".to_owned(),
+    ]];
+    for item in items {
+        let mut text = item.text.replace('\n', " ");
+        if !item.tags.is_empty() {
+            text.push_str(&format!(" [{}]", item.tags.join(", ")));
+        }
+        let scope = match item.scope {
+            Scope::User => "user".to_owned(),
+            Scope::Workspace | Scope::Conversation => {
+                format!("{} {}", item.scope.as_str(), item.scope_key)
+            }
+        };
+        rows.push([
+            item.id.clone(),
+            if item.pinned {
+                format!("{scope} (pinned)")
+            } else {
+                scope
+            },
+            time(item.updated_at),
+            text,
+        ]);
+    }
+    print(&table(&rows))
+}
+
+/// Adds the items of a JSON-lines file; each refused line is named, and the
+/// command fails (exit 2) when any was.
+async fn import(keeper: &Keeper, file: &Path) -> Result<u8, Failure> {
+    let reader: Box<dyn BufRead> = if file == Path::new("-") {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(std::fs::File::open(file).map_err(
+            |err| Failure::usage(anyhow!("{}: {err}", file.display())),
+        )?))
+    };
+    let (mut added, mut present, mut refused) = (0, 0, 0);
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.map_err(|err| Failure::failed(anyhow!("{}: {err}", file.display())))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let number = index + 1;
+        let item: MemoryItem = match serde_json::from_str(&line) {
+            Ok(item) => item,
+            Err(err) => {
+                refused += 1;
+                eprintln!("pincer: line {number}: not a memory item: {err}");
+                continue;
+            }
+        };
+        match keeper.import(item).await {
+            Ok(true) => added += 1,
+            Ok(false) => present += 1,
+            Err(MemoryError::Backend(err)) => return Err(Failure::failed(anyhow!(err))),
+            Err(err) => {
+                refused += 1;
+                eprintln!("pincer: line {number}: {err}");
+            }
+        }
+    }
+    print(&format!(
+        "imported {added}, already there {present}, refused {refused}\n"
+    ))?;
+    Ok(if refused > 0 {
+        crate::app::exit::USAGE
+    } else {
+        crate::app::exit::OK
+    })
+}
