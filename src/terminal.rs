@@ -30,6 +30,7 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
+use crate::core::memory::Scope;
 use crate::core::quote::quote;
 use crate::core::receipt::Verdict;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
@@ -423,6 +424,13 @@ impl Chat {
                 ),
                 Err(err) => return Err(err.into()),
             },
+            FaceCommand::Memory(argument) => {
+                let text = self
+                    .runtime
+                    .memory_command(&id, argument.as_deref(), Scope::Workspace)
+                    .await?;
+                format!("{text}\n")
+            }
             FaceCommand::Runs => {
                 const SHOWN: usize = 10;
                 let runs = self.runtime.runs(&id).await?;

@@ -527,6 +527,15 @@ impl Connection {
                     Err(err) => Err(runtime_error(err)),
                 }
             }
+            FaceCommand::Memory(argument) => self
+                .runtime
+                .memory_command(
+                    session,
+                    argument.as_deref(),
+                    crate::core::memory::Scope::Workspace,
+                )
+                .await
+                .map_err(runtime_error),
             FaceCommand::Runs => {
                 const SHOWN: usize = 10;
                 let runs = self.runtime.runs(session).await.map_err(runtime_error)?;

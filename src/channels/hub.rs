@@ -20,6 +20,7 @@ use crate::core::channel::{ChannelJournal, ChannelWrite};
 use crate::core::event::{Event, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{JournalError, Write};
+use crate::core::memory::Scope;
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Origin, now_millis};
@@ -30,6 +31,9 @@ const HELP: &str = "Pincer commands:\n\
 /status — the session, its model and mode\n\
 /compact — summarize the conversation so far; the model continues from the summary\n\
 /undo — revert the file edits of the last request that made any\n\
+/remember TEXT — remember it in this chat (start with user or workspace to remember it more widely)\n\
+/forget ID — forget a remembered item\n\
+/memory — what is remembered here (/memory search WORDS)\n\
 /pair CODE — allow yourself with the operator's pairing code\n\
 /help — this list\n\
 Anything else is a prompt. When a tool needs approval, answer with the buttons, or y (allow once), a (always), n (reject).";
@@ -513,10 +517,25 @@ impl Hub {
                 Ok(None) => "No session yet: send a message to start one.".to_owned(),
                 Err(err) => format!("Cannot read the session: {err}"),
             },
-            other => format!("Unknown command {other}{}. /help lists the commands.", {
-                let _ = rest;
-                ""
-            }),
+            "/remember" | "/forget" | "/memory" => {
+                let argument = match name {
+                    "/remember" => format!("add {rest}"),
+                    "/forget" => format!("forget {rest}"),
+                    _ => rest.to_owned(),
+                };
+                match self.session_of(&key, false).await {
+                    Ok(id) => match self
+                        .runtime
+                        .memory_command(&id, Some(&argument), Scope::Conversation)
+                        .await
+                    {
+                        Ok(answer) => answer,
+                        Err(err) => format!("Cannot reach the memory: {err}"),
+                    },
+                    Err(err) => format!("Cannot open the session: {err}"),
+                }
+            }
+            other => format!("Unknown command {other}. /help lists the commands."),
         };
         self.notice(message, &answer).await;
     }

@@ -440,6 +440,111 @@ impl Keeper {
     }
 }
 
+/// How `/memory` is used.
+pub const COMMAND_USAGE: &str = "`/memory` lists what this session remembers; \
+`/memory search WORDS`; `/memory add [user|workspace|conversation] TEXT`; \
+`/memory forget ID`; `/memory pin ID`; `/memory unpin ID`.";
+
+/// `/memory ARGUMENT` typed by the person in a session (an editor, the
+/// terminal, a chat), answered in Markdown; `default_scope` is where `add`
+/// saves without a scope (a chat's `/remember`: its conversation).
+pub async fn command(
+    keeper: &Keeper,
+    keys: &ScopeKeys,
+    session: &SessionId,
+    argument: Option<&str>,
+    default_scope: Scope,
+) -> String {
+    let argument = argument.map(str::trim).unwrap_or_default();
+    let (verb, rest) = match argument.split_once(char::is_whitespace) {
+        Some((verb, rest)) => (verb, rest.trim()),
+        None => (argument, ""),
+    };
+    let answer = match verb {
+        "" | "list" => keeper
+            .find(Some(keys), None, 20)
+            .await
+            .map(|items| listing(&items, "Nothing is remembered here yet.")),
+        "search" if !rest.is_empty() => keeper
+            .find(Some(keys), Some(rest), 10)
+            .await
+            .map(|items| listing(&items, "Nothing remembered matches.")),
+        "add" if !rest.is_empty() => {
+            let (scope, text) = match rest.split_once(char::is_whitespace) {
+                Some((first, text)) if Scope::parse(first).is_some() => {
+                    (Scope::parse(first).unwrap_or(default_scope), text)
+                }
+                _ => (default_scope, rest),
+            };
+            keeper
+                .add(
+                    keys,
+                    NewItem {
+                        text: text.to_owned(),
+                        scope,
+                        tags: Vec::new(),
+                        pinned: false,
+                        source: MemorySource {
+                            session: Some(session.clone()),
+                            by: "person".to_owned(),
+                            ..MemorySource::default()
+                        },
+                    },
+                )
+                .await
+                .map(|item| format!("Remembered `{}` ({}).", item.id, item.scope.as_str()))
+        }
+        "forget" | "rm" if !rest.is_empty() => keeper
+            .forget(rest, Some(keys))
+            .await
+            .map(|item| format!("Forgot `{}`.", item.id)),
+        "pin" | "unpin" if !rest.is_empty() => keeper
+            .edit(
+                rest,
+                Some(keys),
+                Patch {
+                    pinned: Some(verb == "pin"),
+                    ..Patch::default()
+                },
+            )
+            .await
+            .map(|item| {
+                format!(
+                    "`{}` is {}.",
+                    item.id,
+                    if item.pinned {
+                        "pinned"
+                    } else {
+                        "no longer pinned"
+                    }
+                )
+            }),
+        _ => return COMMAND_USAGE.to_owned(),
+    };
+    match answer {
+        Ok(text) => text,
+        Err(err) => format!("Cannot do that: {err}."),
+    }
+}
+
+/// Items as a Markdown list.
+fn listing(items: &[MemoryItem], empty: &str) -> String {
+    if items.is_empty() {
+        return empty.to_owned();
+    }
+    let mut text = String::new();
+    for item in items {
+        text.push_str(&format!(
+            "- `{}` ({}{}) {}\n",
+            item.id,
+            item.scope.as_str(),
+            if item.pinned { ", pinned" } else { "" },
+            item.text.trim().replace('\n', " ")
+        ));
+    }
+    text
+}
+
 /// Words too common to find anything by.
 const STOPWORDS: &[&str] = &[
     "a", "about", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "do", "does",

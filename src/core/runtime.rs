@@ -256,6 +256,20 @@ impl Runtime {
             .map(|store| Keeper::new(store.clone(), self.inner.gate.safety.clone()))
     }
 
+    /// The answer to `/memory ARGUMENT` in a session (`core::memory::command`).
+    pub async fn memory_command(
+        &self,
+        id: &SessionId,
+        argument: Option<&str>,
+        default_scope: super::memory::Scope,
+    ) -> Result<String, RuntimeError> {
+        let Some(keeper) = self.memory() else {
+            return Ok("Memory is turned off ([memory] enabled = false).".to_owned());
+        };
+        let keys = self.memory_keys(id).await?;
+        Ok(super::memory::command(&keeper, &keys, id, argument, default_scope).await)
+    }
+
     /// Where a session's memory items go and which it sees.
     pub async fn memory_keys(&self, id: &SessionId) -> Result<ScopeKeys, RuntimeError> {
         let session = self.session(id).await?;

@@ -24,10 +24,12 @@ pub enum FaceCommand {
     /// `/model` alone lists the models; with an argument, switches to it.
     Model(Option<String>),
     Runs,
+    /// `/memory` with what follows it (`core::memory::command`).
+    Memory(Option<String>),
 }
 
 /// Name, description and input hint of each command, in the order shown.
-pub const COMMANDS: [(&str, &str, Option<&str>); 6] = [
+pub const COMMANDS: [(&str, &str, Option<&str>); 7] = [
     (
         "compact",
         "Summarize the conversation so far to free the context window",
@@ -45,6 +47,11 @@ pub const COMMANDS: [(&str, &str, Option<&str>); 6] = [
     ),
     ("model", "Show or switch the model", Some("model name")),
     ("runs", "List this session's recent runs", None),
+    (
+        "memory",
+        "List, search, add, forget or pin what is remembered",
+        Some("search WORDS | add [user|workspace|conversation] TEXT | forget ID | pin ID"),
+    ),
     ("help", "List the commands", None),
 ];
 
@@ -65,6 +72,7 @@ pub fn parse_text(text: &str) -> Option<SlashCommand> {
         "mode" => Some(SlashCommand::Answered(FaceCommand::Mode(argument))),
         "model" => Some(SlashCommand::Answered(FaceCommand::Model(argument))),
         "runs" => Some(SlashCommand::Answered(FaceCommand::Runs)),
+        "memory" => Some(SlashCommand::Answered(FaceCommand::Memory(argument))),
         "compact" => Some(SlashCommand::Queued(SessionCommand::Compact)),
         "undo" => Some(SlashCommand::Queued(SessionCommand::Undo)),
         _ => None,

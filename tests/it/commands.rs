@@ -45,7 +45,9 @@ fn help_mode_model_and_runs_answer_without_a_run() {
     assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
     assert_eq!(kinds(&notes), vec!["agent_message_chunk"]);
     let help = agent_text(&notes);
-    for name in ["/compact", "/undo", "/mode", "/model", "/runs", "/help"] {
+    for name in [
+        "/compact", "/undo", "/mode", "/model", "/runs", "/memory", "/help",
+    ] {
         assert!(help.contains(name), "{help}");
     }
     assert!(runs(&mut acp, &session).is_empty(), "/help made a run");
@@ -233,5 +235,65 @@ fn a_shell_calls_output_streams_into_its_tool_call_while_it_runs() {
         result.starts_with("first\nsecond\n[exit code 0]"),
         "{result}"
     );
+    assert!(acp.finish().success());
+}
+
+#[test]
+fn memory_is_managed_with_slash_memory_and_recalled_into_the_context() {
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "noted"}])]);
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+
+    let (notes, response) = acp.prompt(&session, "/memory");
+    assert_eq!(response["result"], json!({"stopReason": "end_turn"}));
+    assert_eq!(agent_text(&notes), "Nothing is remembered here yet.");
+    let (notes, _) = acp.prompt(&session, "/memory add The build needs protoc 25 installed");
+    let added = agent_text(&notes);
+    assert!(
+        added.starts_with("Remembered `mem_") && added.ends_with("(workspace)."),
+        "{added}"
+    );
+    let id = added.split('`').nth(1).unwrap().to_owned();
+    let (notes, _) = acp.prompt(&session, "/memory add user Answers in German");
+    assert!(agent_text(&notes).ends_with("(user)."), "{notes:?}");
+    let (notes, _) = acp.prompt(&session, "/memory search protoc");
+    let found = agent_text(&notes);
+    assert!(found.contains(&id) && !found.contains("German"), "{found}");
+    let (notes, _) = acp.prompt(
+        &session,
+        "/memory add token sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+    );
+    let refused = agent_text(&notes);
+    assert!(refused.contains("looks like a secret"), "{refused}");
+    assert!(!refused.contains("sk-proj"), "{refused}");
+    let (notes, _) = acp.prompt(&session, "/memory frobnicate");
+    assert!(
+        agent_text(&notes).contains("`/memory search WORDS`"),
+        "{notes:?}"
+    );
+    assert!(runs(&mut acp, &session).is_empty(), "/memory made a run");
+
+    // A prompt about the build: the next turn is sent the item in a marked block.
+    let (notes, _) = acp.prompt(&session, "why does the build fail on protoc?");
+    assert_eq!(agent_text(&notes), "noted");
+    let context = acp.call("_pincer/context", json!({"sessionId": session}));
+    let text = context.to_string();
+    assert!(text.contains("<memory>"), "{context:#}");
+    assert!(
+        text.contains("The build needs protoc 25 installed"),
+        "{context:#}"
+    );
+
+    let (notes, _) = acp.prompt(&session, &format!("/memory pin {id}"));
+    assert_eq!(agent_text(&notes), format!("`{id}` is pinned."));
+    let context = acp.call("_pincer/context", json!({"sessionId": session}));
+    let system = context["system"].as_str().unwrap();
+    assert!(system.contains("# Remembered (pinned)"), "{system}");
+    let (notes, _) = acp.prompt(&session, &format!("/memory forget {id}"));
+    assert_eq!(agent_text(&notes), format!("Forgot `{id}`."));
+    let (notes, _) = acp.prompt(&session, &format!("/memory forget {id}"));
+    assert!(agent_text(&notes).contains("no memory item"), "{notes:?}");
     assert!(acp.finish().success());
 }

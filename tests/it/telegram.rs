@@ -1118,3 +1118,90 @@ fn a_platform_error_that_echoes_the_token_is_stored_and_logged_redacted() {
     });
     assert!(!stderr(&dir).contains(TOKEN), "{}", stderr(&dir));
 }
+
+/// The latest session of the chat (from `/status`).
+fn chat_session(fake: &FakeTelegram) -> String {
+    texts(fake)
+        .iter()
+        .rev()
+        .find_map(|t| {
+            t.strip_prefix("Session ")
+                .map(|r| r.split('\n').next().unwrap().to_owned())
+        })
+        .unwrap()
+}
+
+#[test]
+fn remember_and_forget_in_a_chat_outlive_new_and_stay_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "sure"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "/remember The standup moves to 9:30 on Fridays");
+    fake.wait_for("remembered", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with("Remembered") && t.contains("(conversation)"))
+    });
+    let pattern = regex::Regex::new("mem_[0-9a-f]+").unwrap();
+    let id = texts(&fake)
+        .iter()
+        .find_map(|t| pattern.find(t).map(|m| m.as_str().to_owned()))
+        .unwrap();
+    // A new session of the same chat still sees the chat's memory.
+    fake.user_says(USER, "/new");
+    fake.wait_for("a new session", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("New session ses_"))
+    });
+    fake.user_says(USER, "/memory");
+    fake.wait_for("the listing", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.contains(&id) && t.contains("standup"))
+    });
+    fake.user_says(USER, "when is the standup on Friday?");
+    fake.wait_for("the reply", WAIT, |f| texts(f).iter().any(|t| t == "sure"));
+    fake.user_says(USER, "/status");
+    fake.wait_for("status", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("Session ses_"))
+    });
+    let session = chat_session(&fake);
+    let out = dir
+        .command()
+        .args(["context", "show", "--session", &session, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let context = String::from_utf8_lossy(&out.stdout);
+    assert!(context.contains("<memory>"), "{context}");
+    assert!(
+        context.contains("The standup moves to 9:30 on Fridays"),
+        "{context}"
+    );
+    // Another workspace session (not this chat) does not see it.
+    let other = dir
+        .command()
+        .args(["memory", "list", "--json"])
+        .current_dir(dir.workspace())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&other.stdout),
+        "",
+        "conversation items stay in their chat"
+    );
+    fake.user_says(USER, &format!("/forget {id}"));
+    fake.wait_for("forgotten", WAIT, |f| {
+        texts(f).iter().any(|t| t.starts_with("Forgot"))
+    });
+    let all = dir
+        .command()
+        .args(["memory", "list", "--all", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&all.stdout), "");
+}
