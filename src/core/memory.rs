@@ -114,8 +114,8 @@ pub fn new_id() -> String {
     format!("mem_{}", uuid::Uuid::now_v7().simple())
 }
 
-/// Longest item text, in bytes: a memory is a fact, not a document.
-pub const MAX_TEXT_BYTES: usize = 4096;
+/// Longest item text, in characters: a memory is a fact, not a document.
+pub const MAX_TEXT_CHARS: usize = 4096;
 /// Most tags on one item, and the longest tag.
 pub const MAX_TAGS: usize = 16;
 pub const MAX_TAG_CHARS: usize = 64;
@@ -125,7 +125,7 @@ pub const MAX_TAG_CHARS: usize = 64;
 pub enum InvalidItem {
     #[error("the text is empty")]
     Empty,
-    #[error("the text is {0} bytes; at most {MAX_TEXT_BYTES} are kept")]
+    #[error("the text is {0} characters; at most {MAX_TEXT_CHARS} are kept")]
     TooLong(usize),
     #[error("at most {MAX_TAGS} tags are allowed")]
     TooManyTags,
@@ -135,14 +135,21 @@ pub enum InvalidItem {
     Secret(String),
 }
 
+/// A text without the blanks around it (spaces, tabs, line breaks; the
+/// characters the HTTP API's pattern names).
+pub fn trim(text: &str) -> &str {
+    text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'))
+}
+
 /// Checks an item's text and tags; returns the tags normalized (lower case,
 /// sorted, without duplicates).
 pub fn check_item(text: &str, tags: &[String]) -> Result<Vec<String>, InvalidItem> {
-    if text.trim().is_empty() {
+    if trim(text).is_empty() {
         return Err(InvalidItem::Empty);
     }
-    if text.len() > MAX_TEXT_BYTES {
-        return Err(InvalidItem::TooLong(text.len()));
+    let chars = text.chars().count();
+    if chars > MAX_TEXT_CHARS {
+        return Err(InvalidItem::TooLong(chars));
     }
     if tags.len() > MAX_TAGS {
         return Err(InvalidItem::TooManyTags);
@@ -154,7 +161,7 @@ pub fn check_item(text: &str, tags: &[String]) -> Result<Vec<String>, InvalidIte
             && tag.chars().count() <= MAX_TAG_CHARS
             && tag
                 .chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
         if !ok {
             return Err(InvalidItem::BadTag(super::quote::quote(&tag).to_string()));
         }
@@ -312,7 +319,7 @@ impl Keeper {
 
     /// Checks a text and its tags; returns them as stored.
     pub fn check(&self, text: &str, tags: &[String]) -> Result<(String, Vec<String>), InvalidItem> {
-        let text = text.trim().to_owned();
+        let text = trim(text).to_owned();
         let tags = check_item(&text, tags)?;
         self.check_secrets(&text)?;
         for tag in &tags {
@@ -376,6 +383,9 @@ impl Keeper {
         patch: Patch,
     ) -> Result<MemoryItem, MemoryError> {
         let item = self.get(id, keys).await?;
+        if patch.text.is_none() && patch.tags.is_none() && patch.pinned.is_none() {
+            return Ok(item);
+        }
         let (text, tags) = self.check(
             patch.text.as_deref().unwrap_or(&item.text),
             patch.tags.as_deref().unwrap_or(&item.tags),
@@ -764,7 +774,7 @@ mod tests {
         );
         assert_eq!(check_item("  ", &[]), Err(InvalidItem::Empty));
         assert!(matches!(
-            check_item(&"x".repeat(MAX_TEXT_BYTES + 1), &[]),
+            check_item(&"x".repeat(MAX_TEXT_CHARS + 1), &[]),
             Err(InvalidItem::TooLong(_))
         ));
         assert!(matches!(

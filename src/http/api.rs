@@ -13,11 +13,14 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
+use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
 use crate::core::session::{ContentPart, Mode, Origin, Session};
 
+/// The longest memory search query, in characters.
+const MAX_QUERY_CHARS: usize = 2000;
 /// Sessions per page of a listing, unless the client asks for fewer.
 pub const DEFAULT_PAGE: usize = 50;
 /// The most sessions one page may hold.
@@ -73,6 +76,42 @@ pub struct Prompt {
 pub struct Answer {
     /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
     pub decision: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListMemory {
+    /// Words to search for; without them the newest items come first.
+    pub q: Option<String>,
+    /// The items this session sees (the person's, its workspace's, its
+    /// conversation's).
+    pub session_id: Option<String>,
+    /// The items a session in this directory would see (the person's and the
+    /// workspace's).
+    pub workspace: Option<PathBuf>,
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewMemory {
+    pub text: String,
+    /// `user`, `workspace` (the default) or `conversation`.
+    pub scope: Option<String>,
+    /// Whose workspace or conversation: a session's.
+    pub session_id: Option<String>,
+    /// Whose workspace, without a session.
+    pub workspace: Option<PathBuf>,
+    pub tags: Option<Vec<String>>,
+    pub pinned: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryPatch {
+    pub text: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub pinned: Option<bool>,
 }
 
 /// The operations, over one runtime.
@@ -441,4 +480,180 @@ pub fn run_json(run: &RunInfo) -> Value {
         "started_at": run.started_at,
         "ended_at": run.ended_at,
     })
+}
+
+/// A memory item's id as a path names it; anything else is no item.
+fn memory_id(id: &str) -> Result<&str, ApiError> {
+    if id.starts_with("mem_") && id.len() <= 64 {
+        Ok(id)
+    } else {
+        Err(ApiError::not_found(format!("no memory item {}", shown(id))))
+    }
+}
+
+fn memory_error(err: MemoryError) -> ApiError {
+    match err {
+        MemoryError::Invalid(err) => ApiError::bad_request(clip_message(&err.to_string())),
+        MemoryError::NotFound(id) => ApiError::not_found(format!("no memory item {id}")),
+        MemoryError::Conflict(reason) => ApiError::conflict(clip_message(&reason)),
+        MemoryError::Backend(err) => {
+            tracing::error!(error = %err, "memory request failed");
+            ApiError::internal(err.to_string())
+        }
+    }
+}
+
+impl Api {
+    fn keeper(&self) -> Result<Keeper, ApiError> {
+        self.runtime
+            .memory()
+            .ok_or_else(|| ApiError::not_found("memory is turned off ([memory] enabled = false)"))
+    }
+
+    /// The keys of a session, of a workspace directory, or of a session
+    /// with another workspace (both given); `None` without either.
+    async fn memory_keys(
+        &self,
+        session: Option<&str>,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Option<ScopeKeys>, ApiError> {
+        let mut keys = match session {
+            Some(id) => Some(self.runtime.memory_keys(&session_id(id)?).await?),
+            None => None,
+        };
+        if let Some(dir) = workspace {
+            let shown_dir = shown(&dir.to_string_lossy());
+            if !dir.is_absolute() {
+                return Err(ApiError::bad_request(format!(
+                    "`workspace`: {shown_dir} must be an absolute path"
+                )));
+            }
+            let dir = dir.canonicalize().map_err(|_| {
+                ApiError::not_found(format!("`workspace`: {shown_dir} is not a directory"))
+            })?;
+            let found = self.runtime.workspace_keys(&dir).await;
+            keys = Some(match keys {
+                Some(session) => ScopeKeys {
+                    workspace: found.workspace,
+                    ..session
+                },
+                None => found,
+            });
+        }
+        Ok(keys)
+    }
+
+    pub async fn list_memory(&self, request: ListMemory) -> Result<Value, ApiError> {
+        let keeper = self.keeper()?;
+        let limit = request.limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(ApiError::bad_request(format!(
+                "`limit`: expected 1 to {MAX_PAGE}, got {limit}"
+            )));
+        }
+        if let Some(q) = &request.q
+            && q.chars().count() > MAX_QUERY_CHARS
+        {
+            return Err(ApiError::bad_request(format!(
+                "`q`: at most {MAX_QUERY_CHARS} characters"
+            )));
+        }
+        let keys = self
+            .memory_keys(request.session_id.as_deref(), request.workspace.as_deref())
+            .await?;
+        let items = keeper
+            .find(keys.as_ref(), request.q.as_deref(), limit)
+            .await
+            .map_err(memory_error)?;
+        Ok(json!({ "items": items }))
+    }
+
+    pub async fn add_memory(&self, request: NewMemory) -> Result<Value, ApiError> {
+        let keeper = self.keeper()?;
+        let scope = match request.scope.as_deref() {
+            None => Scope::Workspace,
+            Some(raw) => Scope::parse(raw).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`scope`: expected user, workspace or conversation, got {}",
+                    shown(raw)
+                ))
+            })?,
+        };
+        let keys = self
+            .memory_keys(request.session_id.as_deref(), request.workspace.as_deref())
+            .await?;
+        let keys = match (scope, keys) {
+            (Scope::User, keys) => keys.unwrap_or_default(),
+            (Scope::Workspace, Some(keys)) => keys,
+            (Scope::Conversation, Some(keys)) if request.session_id.is_some() => keys,
+            (Scope::Workspace, None) => {
+                return Err(ApiError::bad_request(
+                    "`workspace`: a workspace item needs `workspace` or `session_id`",
+                ));
+            }
+            (Scope::Conversation, _) => {
+                return Err(ApiError::bad_request(
+                    "`session_id`: a conversation item needs its session",
+                ));
+            }
+        };
+        let item = keeper
+            .add(
+                &keys,
+                NewItem {
+                    text: request.text,
+                    scope,
+                    tags: request.tags.unwrap_or_default(),
+                    pinned: request.pinned.unwrap_or(false),
+                    source: MemorySource {
+                        session: request.session_id.map(|id| SessionId::from_string(id)),
+                        by: "person".to_owned(),
+                        ..MemorySource::default()
+                    },
+                },
+            )
+            .await
+            .map_err(memory_error)?;
+        to_json(&item)
+    }
+
+    pub async fn memory_item(&self, id: &str) -> Result<Value, ApiError> {
+        let item = self
+            .keeper()?
+            .get(memory_id(id)?, None)
+            .await
+            .map_err(memory_error)?;
+        to_json(&item)
+    }
+
+    pub async fn edit_memory(&self, id: &str, patch: MemoryPatch) -> Result<Value, ApiError> {
+        let item = self
+            .keeper()?
+            .edit(
+                memory_id(id)?,
+                None,
+                Patch {
+                    text: patch.text,
+                    tags: patch.tags,
+                    pinned: patch.pinned,
+                },
+            )
+            .await
+            .map_err(memory_error)?;
+        to_json(&item)
+    }
+
+    pub async fn forget_memory(&self, id: &str) -> Result<Value, ApiError> {
+        let item = self
+            .keeper()?
+            .forget(memory_id(id)?, None)
+            .await
+            .map_err(memory_error)?;
+        to_json(&item)
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(value)
+        .map_err(|err| ApiError::internal(format!("cannot encode the answer: {err}")))
 }

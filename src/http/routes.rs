@@ -16,7 +16,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::api::{self, Answer, CreateSession, ListSessions, Prompt};
+use super::api::{
+    self, Answer, CreateSession, ListMemory, ListSessions, MemoryPatch, NewMemory, Prompt,
+};
 use super::error::ApiError;
 use super::events::{self, Cursor, Scope};
 use super::metrics;
@@ -75,6 +77,19 @@ pub fn table() -> Vec<Route> {
         route(Method::POST, "/v1/runs/{run_id}/cancel", post(cancel)),
         route(Method::GET, "/v1/runs/{run_id}/tape", get(tape)),
         route(Method::GET, "/v1/runs/{run_id}/events", get(run_events)),
+        route(Method::GET, "/v1/memory", get(list_memory)),
+        route(Method::POST, "/v1/memory", post(add_memory)),
+        route(Method::GET, "/v1/memory/{memory_id}", get(memory_item)),
+        route(
+            Method::PATCH,
+            "/v1/memory/{memory_id}",
+            on(MethodFilter::PATCH, edit_memory),
+        ),
+        route(
+            Method::DELETE,
+            "/v1/memory/{memory_id}",
+            on(MethodFilter::DELETE, forget_memory),
+        ),
         route(Method::GET, "/v1/approvals", get(approvals)),
         route(Method::POST, "/v1/approvals/{approval_id}", post(answer)),
         route(
@@ -252,6 +267,45 @@ async fn session_context(
     Path(id): Path<String>,
 ) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(state.shared.api.context(&id).await?))
+}
+
+async fn list_memory(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<ListMemory>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.list_memory(query).await?))
+}
+
+async fn add_memory(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<NewMemory>,
+) -> Result<(StatusCode, axum::Json<Value>), ApiError> {
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(state.shared.api.add_memory(body).await?),
+    ))
+}
+
+async fn memory_item(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.memory_item(&id).await?))
+}
+
+async fn edit_memory(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<MemoryPatch>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.edit_memory(&id, body).await?))
+}
+
+async fn forget_memory(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.forget_memory(&id).await?))
 }
 
 async fn run(

@@ -1218,6 +1218,60 @@ async fn the_openapi_document_describes_the_running_server() {
     assert_eq!(response.status(), 101);
     assert!(doc["paths"]["/v1/rpc"]["get"]["responses"]["101"].is_object());
     exercised.push(("get".into(), "/v1/rpc".into()));
+    let ws = dir.workspace();
+    let item = hit!(
+        "post",
+        "/v1/memory",
+        server.post(
+            "/v1/memory",
+            json!({"text": "Deploys need the VPN", "workspace": ws, "tags": ["ops"]})
+        ),
+        StatusCode::CREATED
+    );
+    let mid = item["id"].as_str().unwrap().to_owned();
+    hit!(
+        "post",
+        "/v1/memory",
+        server.post("/v1/memory", json!({"text": "x", "scope": "workspace"})),
+        StatusCode::BAD_REQUEST
+    );
+    hit!(
+        "get",
+        "/v1/memory",
+        server.get(&format!("/v1/memory?session_id={sid}&q=deploys")),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/memory/{memory_id}",
+        server.get(&format!("/v1/memory/{mid}")),
+        StatusCode::OK
+    );
+    hit!(
+        "patch",
+        "/v1/memory/{memory_id}",
+        server
+            .client
+            .patch(server.url(&format!("/v1/memory/{mid}")))
+            .bearer_auth(TOKEN)
+            .json(&json!({"pinned": true})),
+        StatusCode::OK
+    );
+    hit!(
+        "delete",
+        "/v1/memory/{memory_id}",
+        server
+            .client
+            .delete(server.url(&format!("/v1/memory/{mid}")))
+            .bearer_auth(TOKEN),
+        StatusCode::OK
+    );
+    hit!(
+        "get",
+        "/v1/memory/{memory_id}",
+        server.get(&format!("/v1/memory/{mid}")),
+        StatusCode::NOT_FOUND
+    );
     // Every error a guard gives is documented where it can happen.
     hit!(
         "get",
@@ -1692,4 +1746,113 @@ async fn a_session_s_context_shows_what_the_next_turn_would_send() {
     assert_eq!(context["total_tokens"].as_u64().unwrap(), parts);
     let (status, _) = send(server.get("/v1/sessions/ses_made_up/context")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_is_managed_over_http_and_recalled_into_a_sessions_context() {
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "an answer"}])]);
+    let server = Server::start(&dir, &script, None);
+    let session = create_session(&server, &dir).await;
+    let ws = dir.workspace();
+    let (status, item) = send(server.post(
+        "/v1/memory",
+        json!({"text": "  The release checklist lives in docs/RELEASE.md\n", "session_id": session, "tags": ["Release", "docs"]}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{item}");
+    assert_eq!(
+        item["text"],
+        "The release checklist lives in docs/RELEASE.md"
+    );
+    assert_eq!(item["scope"], "workspace");
+    assert_eq!(item["scope_key"], ws.to_str().unwrap());
+    assert_eq!(item["tags"], json!(["docs", "release"]));
+    assert_eq!(item["source"], json!({"session": session, "by": "person"}));
+    let id = item["id"].as_str().unwrap().to_owned();
+    let (status, convo) = send(server.post(
+        "/v1/memory",
+        json!({"text": "This session is about the 2.0 release", "scope": "conversation", "session_id": session}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{convo}");
+    assert_eq!(convo["scope_key"], session.as_str());
+
+    // The session sees both; the workspace alone sees the workspace item.
+    let (_, seen) = send(server.get(&format!("/v1/memory?session_id={session}"))).await;
+    assert_eq!(seen["items"].as_array().unwrap().len(), 2, "{seen}");
+    let (_, seen) = send(server.get(&format!("/v1/memory?workspace={}", ws.display()))).await;
+    assert_eq!(seen["items"].as_array().unwrap().len(), 1, "{seen}");
+    let (_, found) = send(server.get("/v1/memory?q=where%20is%20the%20release%20checklist")).await;
+    assert_eq!(found["items"][0]["id"], id.as_str(), "{found}");
+
+    // A prompt on the subject: the context holds the recalled block.
+    let (status, _) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt?wait=true"),
+        json!({"prompt": "where is the release checklist?"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, context) = send(server.get(&format!("/v1/sessions/{session}/context"))).await;
+    let text = context.to_string();
+    assert!(text.contains("<memory>"), "{context:#}");
+    assert!(text.contains("docs/RELEASE.md"), "{context:#}");
+
+    // Edit, then forget; bad input is named.
+    let patch = |body: Value| {
+        server
+            .client
+            .patch(server.url(&format!("/v1/memory/{id}")))
+            .bearer_auth(TOKEN)
+            .json(&body)
+    };
+    let (status, edited) = send(patch(
+        json!({"text": "The checklist moved to RELEASING.md", "tags": null}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["text"], "The checklist moved to RELEASING.md");
+    assert_eq!(edited["tags"], json!(["docs", "release"]));
+    let (status, refused) = send(patch(
+        json!({"text": "key sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789ABCD"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("looks like a secret") && !message.contains("sk-proj"),
+        "{message}"
+    );
+    let (status, refused) = send(server.post(
+        "/v1/memory",
+        json!({"text": "x", "scope": "team", "workspace": ws}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`scope`"),
+        "{refused}"
+    );
+    let (status, _) = send(server.post(
+        "/v1/memory",
+        json!({"text": "x", "workspace": "/no/such/dir"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) =
+        send(server.post("/v1/memory", json!({"text": "x", "scope": "conversation"}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let delete = || {
+        server
+            .client
+            .delete(server.url(&format!("/v1/memory/{id}")))
+            .bearer_auth(TOKEN)
+    };
+    let (status, _) = send(delete()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, gone) = send(delete()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
 }
