@@ -606,7 +606,7 @@ impl Api {
                     tags: request.tags.unwrap_or_default(),
                     pinned: request.pinned.unwrap_or(false),
                     source: MemorySource {
-                        session: request.session_id.map(|id| SessionId::from_string(id)),
+                        session: request.session_id.map(SessionId::from_string),
                         by: "person".to_owned(),
                         ..MemorySource::default()
                     },
