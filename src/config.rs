@@ -1113,6 +1113,11 @@ impl Config {
         {
             out.push_str(&format!("\n[safety]  # {file_note}\n{safety}"));
         }
+        if self.memory != MemoryConfig::default()
+            && let Ok(memory) = toml::to_string(&self.memory)
+        {
+            out.push_str(&format!("\n[memory]  # {file_note}\n{memory}"));
+        }
         for (name, channel) in &self.channels {
             out.push_str(&format!("\n[channels.{name}]  # {file_note}\n"));
             if let Ok(body) = toml::to_string(channel) {
@@ -1892,6 +1897,15 @@ headers = { Authorization = "Bearer abc" }
                 "shell.timeout_secs: must be at least 1",
             ),
             ("[paths]\nextra = []\n", "unknown field `extra`"),
+            (
+                "[memory]\nrecall_floor = 1.5\n",
+                "memory.recall_floor: must be between 0 and 1, got 1.5",
+            ),
+            (
+                "[memory]\nhalf_life_days = 0\n",
+                "memory.half_life_days: must be more than 0",
+            ),
+            ("[memory]\nrecal = false\n", "unknown field `recal`"),
         ] {
             let err = load(&[("c.toml", text)], &vars, Flags::default())
                 .err()
