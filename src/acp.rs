@@ -33,7 +33,7 @@ use crate::core::journal::SessionQuery;
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
-use crate::core::session::{Mode, Origin, Session};
+use crate::core::session::{Mode, Origin, PromptSettings, Session};
 use crate::core::tool::{
     ClientFiles, ClientTerminal, Progress, ProgressUpdate, TerminalCommand, TerminalExit,
 };

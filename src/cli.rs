@@ -211,6 +211,13 @@ pub struct RunArgs {
     /// Workspace of a new session [default: the current directory]
     #[arg(long, value_name = "DIR", conflicts_with = "session")]
     pub cwd: Option<PathBuf>,
+    /// The new session's system prompt, replacing the configured or built-in
+    /// one (docs/prompt.md)
+    #[arg(long, value_name = "TEXT", conflicts_with = "session")]
+    pub system_prompt: Option<String>,
+    /// Instructions for the new session, after the configured ones
+    #[arg(long, value_name = "TEXT", conflicts_with = "session")]
+    pub instructions: Option<String>,
     #[command(flatten)]
     pub provider: ProviderArgs,
 }

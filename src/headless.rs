@@ -17,7 +17,9 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::SessionId;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
-use crate::core::session::{ContentPart, Origin, Session, check_image, sniff_image_type};
+use crate::core::session::{
+    ContentPart, Origin, PromptSettings, Session, check_image, sniff_image_type,
+};
 use crate::core::tool::ToolKind;
 use crate::stdout::{LineSender, LineWriter};
 
@@ -304,7 +306,10 @@ async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Fail
             origin: Origin::Headless,
             mcp_servers: serde_json::Value::Array(Vec::new()),
             conversation: None,
-            prompt: Default::default(),
+            prompt: PromptSettings {
+                system_prompt: args.system_prompt.clone(),
+                instructions: args.instructions.clone(),
+            },
         })
         .await
         .map_err(Failure::failed)

@@ -142,6 +142,7 @@ impl Connection {
             let request: acp::NewSessionRequest = params(raw)?;
             let workspace = Self::workspace(request.cwd)?;
             let (servers, mcp_servers) = mcp_servers(&request.mcp_servers)?;
+            let prompt = prompt_settings(request.meta.as_ref())?;
             let session = self
                 .runtime
                 .create_session(NewSession {
@@ -149,7 +150,7 @@ impl Connection {
                     origin: Origin::Editor,
                     mcp_servers,
                     conversation: None,
-                    prompt: Default::default(),
+                    prompt,
                 })
                 .await
                 .map_err(runtime_error)?;
@@ -724,4 +725,30 @@ pub(super) fn prompt_result(run: &RunId, outcome: &RunOutcome) -> Result<Value, 
 fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
     let (at, id) = cursor.split_once(':')?;
     Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
+}
+
+/// A new session's own prompt settings, from `_meta.pincer.systemPrompt`
+/// (replaces the configured or built-in prompt) and
+/// `_meta.pincer.instructions` (appended after the configured ones).
+fn prompt_settings(meta: Option<&acp::Meta>) -> Result<PromptSettings, RpcError> {
+    let Some(pincer) = meta.and_then(|meta| meta.get("pincer")) else {
+        return Ok(PromptSettings::default());
+    };
+    let Some(pincer) = pincer.as_object() else {
+        return Err(invalid_params("_meta.pincer must be an object"));
+    };
+    let text = |key: &str| -> Result<Option<String>, RpcError> {
+        match pincer.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            Some(_) => Err(invalid_params(format!(
+                "_meta.pincer.{key} must be a string"
+            ))),
+        }
+    };
+    Ok(PromptSettings {
+        system_prompt: text("systemPrompt")?,
+        instructions: text("instructions")?,
+    })
 }

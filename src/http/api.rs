@@ -17,7 +17,7 @@ use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Sco
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
-use crate::core::session::{ContentPart, Mode, Origin, Session};
+use crate::core::session::{ContentPart, Mode, Origin, PromptSettings, Session};
 
 /// The longest memory search query, in characters.
 const MAX_QUERY_CHARS: usize = 2000;
@@ -52,6 +52,10 @@ pub struct CreateSession {
     pub mode: Option<String>,
     /// `provider/model` or a model name; default from the configuration.
     pub model: Option<String>,
+    /// Replaces the configured or built-in system prompt for this session.
+    pub system_prompt: Option<String>,
+    /// Appended after the configured instructions for this session.
+    pub instructions: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -161,7 +165,10 @@ impl Api {
                 origin: Origin::Http,
                 mcp_servers: json!([]),
                 conversation: None,
-                prompt: Default::default(),
+                prompt: PromptSettings {
+                    system_prompt: request.system_prompt,
+                    instructions: request.instructions,
+                },
             })
             .await?;
         if let Some(mode) = mode {

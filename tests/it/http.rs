@@ -1746,6 +1746,19 @@ async fn a_session_s_context_shows_what_the_next_turn_would_send() {
     assert_eq!(context["total_tokens"].as_u64().unwrap(), parts);
     let (status, _) = send(server.get("/v1/sessions/ses_made_up/context")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // A session with its own prompt and instructions.
+    let (status, own) = send(server.post(
+        "/v1/sessions",
+        json!({"workspace": dir.workspace(), "system_prompt": "You translate.", "instructions": "Into Welsh."}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{own}");
+    let own = own["session_id"].as_str().unwrap();
+    let (_, context) = send(server.get(&format!("/v1/sessions/{own}/context"))).await;
+    assert_eq!(
+        context["system"].as_str().unwrap(),
+        "You translate.\n\n# Instructions\n\nInto Welsh."
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

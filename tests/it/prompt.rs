@@ -423,3 +423,121 @@ fn context_show_prints_what_the_next_turn_would_send() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass --session ID"));
 }
+
+#[test]
+fn a_session_brings_its_own_prompt_through_every_face() {
+    // `pincer run` flags: the session's prompt replaces, its instructions
+    // follow the configured ones.
+    let dir = TestDir::new();
+    let server = Loopback::start(|_, _| Reply::event_stream(stream()));
+    let config_dir = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "instructions = \"Configured.\"\n",
+    )
+    .unwrap();
+    let out = dir
+        .command()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url))
+        .args(["run", "--provider", "openai", "--model", "m"])
+        .args([
+            "--system-prompt",
+            "You review pull requests.",
+            "--instructions",
+            "Be terse.",
+        ])
+        .arg("--cwd")
+        .arg(dir.workspace())
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let system = server.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.starts_with("You review pull requests."), "{system}");
+    assert!(!system.contains("You are Pincer"), "{system}");
+    assert!(
+        system.ends_with("# Instructions\n\nConfigured.\n\nBe terse."),
+        "{system}"
+    );
+    // Continuing the session keeps them (no flags needed, none allowed).
+    let session = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let session: Value = serde_json::from_slice(
+        String::from_utf8_lossy(&session.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .as_bytes(),
+    )
+    .unwrap();
+    let id = session["session_id"].as_str().unwrap();
+    let out = dir
+        .command()
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url))
+        .args(["run", "--session", id, "again"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = server.requests()[1].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(again, system);
+
+    // ACP: `_meta.pincer` of session/new.
+    let mut acp = crate::support::AcpProcess::spawn(
+        &dir,
+        &[
+            "--script",
+            dir.script("s.jsonl", &[json!([{"text": "ok"}])])
+                .to_str()
+                .unwrap(),
+        ],
+    );
+    acp.initialize();
+    let created = acp.call(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": [],
+               "_meta": {"pincer": {"instructions": "Answer in haiku."}}}),
+    );
+    let sid = created["sessionId"].as_str().unwrap();
+    let context = acp.call("_pincer/context", json!({"sessionId": sid}));
+    let system = context["system"].as_str().unwrap();
+    assert!(system.starts_with("You are Pincer"), "{system}");
+    assert!(
+        system.ends_with("Configured.\n\nAnswer in haiku."),
+        "{system}"
+    );
+    let (_, refused) = acp.request(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": [], "_meta": {"pincer": {"systemPrompt": 7}}}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("_meta.pincer.systemPrompt must be a string"),
+        "{refused}"
+    );
+    assert!(acp.finish().success());
+}
