@@ -117,6 +117,9 @@ pub struct FileConfig {
     /// Instruction files read in a directory without `AGENTS.md`, the first
     /// that exists (default `CLAUDE.md`, `.github/copilot-instructions.md`).
     pub instruction_fallbacks: Option<Vec<String>>,
+    /// The share of the context window a request may take before the
+    /// conversation is compacted automatically (default 0.8; 0 never).
+    pub compact_at: Option<f64>,
     /// The models' context window in tokens (default 128000); older tool
     /// outputs are shortened, then the oldest exchanges dropped, to fit.
     pub context_window: Option<usize>,
@@ -405,6 +408,9 @@ pub struct MemoryConfig {
     pub half_life_days: Option<f64>,
     /// Most tokens the pinned items take in the system prompt (default 1000).
     pub pinned_tokens: Option<usize>,
+    /// Before an automatic compaction, the model gets one turn to save what
+    /// should outlast it (default true).
+    pub save_before_compact: Option<bool>,
 }
 
 /// The `[paths]` table.
@@ -568,6 +574,7 @@ pub struct Config {
     pub instructions: Option<Sourced<String>>,
     pub instruction_fallbacks: Option<Vec<String>>,
     pub loop_guard: Option<u32>,
+    pub compact_at: Option<f64>,
     pub context_window: Option<Sourced<usize>>,
     pub providers: BTreeMap<String, Sourced<ProviderConfig>>,
     pub mode: Sourced<Mode>,
@@ -918,6 +925,14 @@ impl Config {
         let memory = &file_config.memory;
         for (key, value, ok, rule) in [
             (
+                "compact_at",
+                file_config.compact_at,
+                file_config
+                    .compact_at
+                    .is_none_or(|f| (0.0..=1.0).contains(&f)),
+                "must be between 0 and 1",
+            ),
+            (
                 "memory.recall_floor",
                 memory.recall_floor,
                 memory.recall_floor.is_none_or(|f| (0.0..=1.0).contains(&f)),
@@ -995,6 +1010,7 @@ impl Config {
                 .map(|text| Sourced::new(text, file_origin())),
             instruction_fallbacks: file_config.instruction_fallbacks,
             loop_guard: file_config.loop_guard,
+            compact_at: file_config.compact_at,
             context_window: file_config
                 .context_window
                 .map(|tokens| Sourced::new(tokens, file_origin())),

@@ -58,6 +58,10 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 .loop_guard
                 .unwrap_or(LoopConfig::default().loop_guard),
             memory: recall_settings(&config.memory),
+            compact_at: config
+                .compact_at
+                .unwrap_or(LoopConfig::default().compact_at),
+            save_before_compact: config.memory.save_before_compact.unwrap_or(true),
             ..LoopConfig::default()
         },
         default_mode: config.mode.value,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::commands;
 use super::context;
 use super::emitter::Emitter;
 use super::event::Usage;
@@ -13,7 +14,9 @@ use super::gate::{self, CallEnv};
 use super::memory::RecallSettings;
 use super::models::{Cost, ModelCatalog};
 use super::prompt::{PromptSettings, RunPrompt};
-use super::provider::{ModelRequest, ModelStop, Provider, ProviderEvent, ToolSpec};
+use super::provider::{
+    ModelRequest, ModelStop, Provider, ProviderErrorKind, ProviderEvent, ToolSpec,
+};
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
 use super::tool::SessionTools;
@@ -37,6 +40,12 @@ pub struct LoopConfig {
     pub loop_guard: u32,
     /// How memory is recalled into each turn (`core::memory`).
     pub memory: RecallSettings,
+    /// The share of the context window (0 to 1) an estimated request may
+    /// take before the conversation is compacted automatically; 0: never.
+    pub compact_at: f64,
+    /// Before an automatic compaction, the model gets one turn with
+    /// `memory_save` to keep what should outlast it.
+    pub save_before_compact: bool,
 }
 
 impl Default for LoopConfig {
@@ -49,6 +58,8 @@ impl Default for LoopConfig {
             models: ModelCatalog::default(),
             loop_guard: 3,
             memory: RecallSettings::default(),
+            compact_at: 0.8,
+            save_before_compact: true,
         }
     }
 }
@@ -141,9 +152,58 @@ async fn model_turn(
     index: u32,
 ) -> Result<Turn, RunOutcome> {
     refresh_tools(ctx).await;
-    let messages = ctx.history.clone();
     let tools = ctx.calls.tools.specs();
-    let (ended, said) = stream_turn(ctx, config, index, messages, tools).await;
+    let mut system = ctx.prompt.render(&ctx.history).await;
+    // Near the window: compact before the turn rather than drop messages.
+    let estimated = system.len() / 4 + tool_tokens(&tools) + history_tokens(&ctx.history);
+    let window = config.context_window(&ctx.model);
+    if config.compact_at > 0.0
+        && estimated as f64 > config.compact_at * window as f64
+        && worth_compacting(&ctx.history)
+    {
+        let why = commands::AutoCompact::Threshold { estimated, window };
+        if commands::compact_automatically(ctx, config, why).await {
+            system = ctx.prompt.render(&ctx.history).await;
+        }
+        if ctx.cancel.is_cancelled() {
+            return Err(RunOutcome::Cancelled);
+        }
+    }
+    let (mut ended, mut said) = stream_turn(
+        ctx,
+        config,
+        TurnRequest {
+            index,
+            messages: ctx.history.clone(),
+            tools: tools.clone(),
+            system: Some(system),
+            shown: true,
+        },
+    )
+    .await;
+    // The provider says the request is too long: compact, and try once more.
+    if said.overflowed()
+        && worth_compacting(&ctx.history)
+        && commands::compact_automatically(
+            ctx,
+            config,
+            commands::AutoCompact::Overflow { estimated },
+        )
+        .await
+    {
+        (ended, said) = stream_turn(
+            ctx,
+            config,
+            TurnRequest {
+                index,
+                messages: ctx.history.clone(),
+                tools,
+                system: None,
+                shown: true,
+            },
+        )
+        .await;
+    }
     match ended {
         Ok(stop) => {
             let message = Message::Assistant {
@@ -179,6 +239,56 @@ pub struct Said {
     pub text: String,
     pub thought: String,
     pub tool_calls: Vec<ToolCall>,
+    /// How the provider failed, when it did.
+    pub failure: Option<ProviderErrorKind>,
+}
+
+impl Said {
+    /// The provider refused the request as too long before saying anything.
+    pub fn overflowed(&self) -> bool {
+        self.failure == Some(ProviderErrorKind::ContextLength)
+            && self.text.is_empty()
+            && self.thought.is_empty()
+            && self.tool_calls.is_empty()
+    }
+}
+
+/// One model turn to stream.
+pub struct TurnRequest {
+    /// The turn's number in the run (for the `model_turn` event).
+    pub index: u32,
+    /// The conversation, before it is fitted into the window.
+    pub messages: Vec<Message>,
+    /// The tools offered.
+    pub tools: Vec<ToolSpec>,
+    /// The system prompt when already made for this turn; made now if `None`.
+    pub system: Option<String>,
+    /// Whether what the model says goes out as text and thought deltas (a
+    /// summary written for an automatic compaction is not shown).
+    pub shown: bool,
+}
+
+/// Whether compacting would replace more than the latest prompt: a summary
+/// of a lone prompt loses its words and saves little.
+fn worth_compacting(history: &[Message]) -> bool {
+    history
+        .iter()
+        .filter(|m| !matches!(m, Message::Summary { .. }))
+        .count()
+        >= 2
+}
+
+/// The tokens tool definitions are estimated at.
+pub fn tool_tokens(tools: &[ToolSpec]) -> usize {
+    tools
+        .iter()
+        .map(|t| (t.name.len() + t.description.len() + t.parameters.to_string().len()) / 4)
+        .sum()
+}
+
+/// The tokens a conversation is estimated at.
+pub fn history_tokens(messages: &[Message]) -> usize {
+    messages.iter().map(context::estimate).sum()
 }
 
 /// Streams one model turn over `messages` (fitted into the context window)
@@ -189,16 +299,24 @@ pub struct Said {
 pub async fn stream_turn(
     ctx: &mut RunContext<'_>,
     config: &LoopConfig,
-    index: u32,
-    mut messages: Vec<Message>,
-    tools: Vec<ToolSpec>,
+    turn: TurnRequest,
 ) -> (Result<ModelStop, RunOutcome>, Said) {
+    let TurnRequest {
+        index,
+        mut messages,
+        tools,
+        system,
+        shown,
+    } = turn;
     ctx.emitter.emit(Event::ModelTurn {
         index,
         provider: ctx.provider.name().to_owned(),
         model: ctx.model.clone(),
     });
-    let system = ctx.prompt.render(&messages).await;
+    let system = match system {
+        Some(system) => system,
+        None => ctx.prompt.render(&messages).await,
+    };
     let recalled = match &ctx.prompt.memory {
         Some(memory) => memory.block(&messages, true).await,
         None => None,
@@ -272,12 +390,16 @@ pub async fn stream_turn(
                 };
                 for delta in deltas {
                     said.text.push_str(&delta);
-                    ctx.emitter.emit(Event::TextDelta { text: delta });
+                    if shown {
+                        ctx.emitter.emit(Event::TextDelta { text: delta });
+                    }
                 }
             }
             Some(Ok(ProviderEvent::Thinking(delta))) => {
                 said.thought.push_str(&delta);
-                ctx.emitter.emit(Event::ThoughtDelta { text: delta });
+                if shown {
+                    ctx.emitter.emit(Event::ThoughtDelta { text: delta });
+                }
             }
             Some(Ok(ProviderEvent::ToolCall(call))) => {
                 ctx.emitter.emit(Event::ToolCall {
@@ -298,6 +420,7 @@ pub async fn stream_turn(
             }
             Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
             Some(Err(err)) => {
+                said.failure = Some(err.kind);
                 let when = if said.text.is_empty()
                     && said.thought.is_empty()
                     && said.tool_calls.is_empty()

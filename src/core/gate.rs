@@ -65,6 +65,28 @@ pub struct CallEnv {
     pub guard: Arc<LoopGuard>,
 }
 
+impl CallEnv {
+    /// Whether a call of `tool` with a plan that touches no path would run
+    /// without asking anyone (the mode, the rules and the session's grants
+    /// allow it).
+    pub fn runs_unasked(&self, tool: &dyn super::tool::Tool) -> bool {
+        let grants = lock(&self.grants);
+        let plan = super::tool::Plan::default();
+        matches!(
+            self.gate.rules.check(&Check {
+                mode: self.mode,
+                tool: &tool.spec().name,
+                kind: tool.kind(),
+                plan: &plan,
+                grants: &grants,
+                boundary: &self.ctx.boundary,
+                cwd: &self.ctx.workspace,
+            }),
+            Gate::Allow { .. }
+        )
+    }
+}
+
 /// The loop guard: the same tool with the same arguments called `limit`
 /// times in one run is answered with a note instead of running again; a call
 /// past that marks the run to end (`LoopGuard::gave_up`).

@@ -17,6 +17,7 @@ mod approvals_sdk;
 mod architecture;
 mod channel_chaos;
 mod commands;
+mod compaction;
 mod crash;
 mod first_hour;
 mod first_run;
