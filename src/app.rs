@@ -21,6 +21,8 @@ pub mod exit {
     pub const RUN_FAILED: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const CANCELLED: u8 = 3;
+    /// A run stopped at a spending limit (`[budget]`).
+    pub const BUDGET: u8 = 4;
 }
 
 /// An error with the exit code it maps to.

@@ -145,6 +145,9 @@ pub struct FileConfig {
     /// The `[memory]` table: the memory tools and recall.
     #[serde(default)]
     pub memory: MemoryConfig,
+    /// The `[budget]` table: spending limits in the price table's currency.
+    #[serde(default)]
+    pub budget: BudgetConfig,
     /// Context windows and prices by model name or `*` pattern.
     #[serde(default)]
     pub models: BTreeMap<String, ModelFileConfig>,
@@ -390,6 +393,18 @@ pub struct ShellConfig {
     pub toolchains: Option<bool>,
 }
 
+/// The `[budget]` table (`docs/providers.md`): the most a run, a session
+/// and a provider per day may cost, in the `[models]` price table's currency.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    pub run: Option<f64>,
+    pub session: Option<f64>,
+    /// By provider name.
+    #[serde(default)]
+    pub daily: BTreeMap<String, f64>,
+}
+
 /// The `[memory]` table (`docs/memory.md`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -586,6 +601,7 @@ pub struct Config {
     pub paths: PathsConfig,
     pub safety: SafetyFileConfig,
     pub memory: MemoryConfig,
+    pub budget: BudgetConfig,
     /// The `[models]` tables as written, and the catalogue built from them.
     pub models: BTreeMap<String, ModelFileConfig>,
     pub catalog: ModelCatalog,
@@ -922,6 +938,29 @@ impl Config {
         for name in file_config.tools.keys() {
             validate_tool_name(name, &file_origin())?;
         }
+        let budget = &file_config.budget;
+        let limits = [
+            ("budget.run".to_owned(), budget.run),
+            ("budget.session".to_owned(), budget.session),
+        ]
+        .into_iter()
+        .chain(
+            budget
+                .daily
+                .iter()
+                .map(|(name, limit)| (format!("budget.daily.{name}"), Some(*limit))),
+        );
+        for (key, limit) in limits {
+            if let Some(limit) = limit
+                && !(limit > 0.0 && limit.is_finite())
+            {
+                return Err(ConfigError::Invalid {
+                    origin: file_origin(),
+                    key,
+                    message: format!("must be a positive amount, got {limit}"),
+                });
+            }
+        }
         let memory = &file_config.memory;
         for (key, value, ok, rule) in [
             (
@@ -995,6 +1034,7 @@ impl Config {
             tools: file_config.tools.clone(),
             shell: file_config.shell.clone(),
             memory: file_config.memory.clone(),
+            budget: file_config.budget.clone(),
             paths,
             safety: file_config.safety.clone(),
             file,
@@ -1128,6 +1168,11 @@ impl Config {
             && let Ok(safety) = toml::to_string(&self.safety)
         {
             out.push_str(&format!("\n[safety]  # {file_note}\n{safety}"));
+        }
+        if self.budget != BudgetConfig::default()
+            && let Ok(budget) = toml::to_string(&self.budget)
+        {
+            out.push_str(&format!("\n[budget]  # {file_note}\n{budget}"));
         }
         if self.memory != MemoryConfig::default()
             && let Ok(memory) = toml::to_string(&self.memory)
@@ -1922,6 +1967,14 @@ headers = { Authorization = "Bearer abc" }
                 "memory.half_life_days: must be more than 0",
             ),
             ("[memory]\nrecal = false\n", "unknown field `recal`"),
+            (
+                "[budget]\nrun = -1\n",
+                "budget.run: must be a positive amount, got -1",
+            ),
+            (
+                "[budget.daily]\nopenai = 0\n",
+                "budget.daily.openai: must be a positive amount, got 0",
+            ),
         ] {
             let err = load(&[("c.toml", text)], &vars, Flags::default())
                 .err()

@@ -6,8 +6,10 @@
 pub mod agent_loop;
 pub mod approval;
 pub mod boundary;
+pub mod budget;
 pub mod channel;
 pub mod commands;
+pub mod compaction;
 pub mod context;
 pub mod emitter;
 pub mod event;
@@ -30,4 +32,5 @@ pub mod slash;
 pub mod stats;
 pub mod subscription;
 pub mod tool;
+pub mod turn;
 pub mod usage;

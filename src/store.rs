@@ -208,6 +208,17 @@ impl Store {
     }
 
     /// How many runs are in each state (states with none are left out).
+    /// What the runs of `provider`'s sessions created since `since` cost, per currency.
+    pub async fn spent(
+        &self,
+        provider: &str,
+        since: i64,
+    ) -> Result<Vec<crate::core::usage::Cost>, StoreError> {
+        let provider = provider.to_owned();
+        self.read(move |conn| reader::spent(conn, &provider, since))
+            .await
+    }
+
     pub async fn run_counts(&self) -> Result<Vec<(RunState, u64)>, StoreError> {
         self.read(reader::run_counts).await
     }

@@ -211,6 +211,7 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
             cost,
             context: Some(context),
             session_cost,
+            budget,
         } => {
             let mut turn = serde_json::Map::new();
             turn.insert("inputTokens".into(), usage.input_tokens.into());
@@ -227,7 +228,11 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
                 );
             }
             let mut meta = serde_json::Map::new();
-            meta.insert("pincer".into(), json!({ "turn": turn }));
+            let mut pincer = json!({ "turn": turn });
+            if let Some(budget) = budget {
+                pincer["budgetLeft"] = json!(budget);
+            }
+            meta.insert("pincer".into(), pincer);
             let update = acp::UsageUpdate::new(context.used, context.size)
                 .cost(
                     session_cost
@@ -533,6 +538,9 @@ pub fn stop_reason(reason: StopReason) -> acp::StopReason {
         StopReason::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
         StopReason::Refusal => acp::StopReason::Refusal,
         StopReason::Cancelled => acp::StopReason::Cancelled,
+        // ACP has no budget stop: the limit the agent reached is the
+        // nearest, and the notice before it says which.
+        StopReason::Budget => acp::StopReason::MaxTurnRequests,
     }
 }
 

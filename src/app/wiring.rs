@@ -18,11 +18,12 @@ use super::Failure;
 use crate::channels::{Adapter, ChannelSettings, telegram, webhook};
 use crate::cli::ServeArgs;
 use crate::config::{ChannelConfig, ChannelKind, Config};
-use crate::core::agent_loop::LoopConfig;
+use crate::core::budget::Budgets;
 use crate::core::memory::RecallSettings;
 use crate::core::policy::DEFAULT_FORBIDDEN;
 use crate::core::prompt::PromptSettings;
 use crate::core::runtime::{PathsConfig, RuntimeConfig};
+use crate::core::turn::LoopConfig;
 use crate::http::limit::RateLimit;
 use crate::http::{HttpOptions, auth};
 use crate::mcp::{McpSettings, ServerSpec, Transport, sanitize};
@@ -62,6 +63,12 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 .compact_at
                 .unwrap_or(LoopConfig::default().compact_at),
             save_before_compact: config.memory.save_before_compact.unwrap_or(true),
+            budgets: Budgets {
+                run: config.budget.run,
+                session: config.budget.session,
+                daily: config.budget.daily.clone(),
+                currency: config.catalog.currency.clone(),
+            },
             ..LoopConfig::default()
         },
         default_mode: config.mode.value,

@@ -111,6 +111,8 @@ pub enum StopReason {
     /// The model refused to go on.
     Refusal,
     Cancelled,
+    /// A spending limit was reached (`core::budget`).
+    Budget,
 }
 
 impl StopReason {
@@ -121,6 +123,7 @@ impl StopReason {
             StopReason::MaxTurnRequests => "max_turn_requests",
             StopReason::Refusal => "refusal",
             StopReason::Cancelled => "cancelled",
+            StopReason::Budget => "budget",
         }
     }
 
@@ -131,6 +134,7 @@ impl StopReason {
             StopReason::MaxTurnRequests,
             StopReason::Refusal,
             StopReason::Cancelled,
+            StopReason::Budget,
         ]
         .into_iter()
         .find(|reason| reason.as_str() == value)
@@ -266,6 +270,9 @@ pub enum Event {
         /// The session's cost so far, this turn included.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_cost: Option<Cost>,
+        /// What is left of the configured budgets (`core::budget`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<super::budget::BudgetLeft>,
     },
     /// Something the user should know that is not part of the model's reply
     /// (an MCP server that failed to start); shown, never sent to the model.

@@ -180,6 +180,10 @@ pub trait Journal: Send + Sync {
 
     /// The approvals a session remembers.
     fn grants<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<Grant>>;
+
+    /// What the runs of sessions served by `provider` created at or after
+    /// `since` cost, one sum per currency.
+    fn spent<'a>(&'a self, provider: &'a str, since: Millis) -> Reply<'a, Vec<Cost>>;
 }
 
 /// What `pincer verify` reads: the receipt chain and its counts.

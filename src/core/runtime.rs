@@ -14,10 +14,11 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::agent_loop::{self, LoopConfig, RunContext};
+use super::agent_loop;
 use super::approval::{ApprovalDecision, Grant};
 use super::commands;
 pub use super::commands::SessionCommand;
+use super::compaction;
 use super::context;
 pub use super::emitter::{Emitter, InvalidTransition};
 use super::event::{Event, EventRecord, RunState, Usage};
@@ -40,6 +41,7 @@ pub use super::subscription::Subscription;
 use super::tool::{
     ClientFiles, ClientTerminal, Files, Progress, SessionTools, SessionToolsFactory, ToolContext,
 };
+use super::turn::{LoopConfig, RunContext};
 
 #[derive(Debug, Error)]
 pub enum RuntimeError {
@@ -254,6 +256,27 @@ impl Runtime {
             .memory
             .get()
             .map(|store| Keeper::new(store.clone(), self.inner.gate.safety.clone()))
+    }
+
+    /// What `provider` has cost today (UTC), when a daily budget is set for
+    /// it: the sum in the budgets' currency.
+    async fn spent_today(&self, provider: &str) -> Option<Cost> {
+        let budgets = &self.inner.config.loop_config.budgets;
+        if !budgets.daily.contains_key(provider) {
+            return None;
+        }
+        let midnight = jiff::Timestamp::now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .start_of_day()
+            .map(|start| start.timestamp().as_millisecond())
+            .unwrap_or(0);
+        match self.inner.journal.spent(provider, midnight).await {
+            Ok(sums) => sums.into_iter().find(|c| c.currency == budgets.currency),
+            Err(err) => {
+                tracing::warn!(provider, error = %err, "cannot read today's spending");
+                None
+            }
+        }
     }
 
     /// The answer to `/memory ARGUMENT` in a session (`core::memory::command`).
@@ -554,6 +577,7 @@ impl Runtime {
                     model,
                     cost,
                     context,
+                    budget,
                     ..
                 } => Some(Event::Usage {
                     usage,
@@ -561,6 +585,7 @@ impl Runtime {
                     cost,
                     context,
                     session_cost: total.clone(),
+                    budget,
                 }),
                 _ => None,
             });
@@ -1070,15 +1095,15 @@ impl Runtime {
                     Ok(history) => history,
                     Err(outcome) => return outcome,
                 };
-                if !commands::has_anything_to_compact(&history) {
-                    return commands::nothing_to_compact(emitter, &history);
+                if !compaction::has_anything_to_compact(&history) {
+                    return compaction::nothing_to_compact(emitter, &history);
                 }
                 match self
                     .run_context(live, session, queued, emitter, history)
                     .await
                 {
                     Ok(mut context) => {
-                        commands::compact(&mut context, &self.inner.config.loop_config).await
+                        compaction::compact(&mut context, &self.inner.config.loop_config).await
                     }
                     Err(outcome) => outcome,
                 }
@@ -1263,6 +1288,7 @@ impl Runtime {
         let Some(provider) = provider else {
             return Err(RunOutcome::Failed(no_provider_message(&session.provider)));
         };
+        let spent_today = self.spent_today(&session.provider).await;
         let session_tools = lock(&live.session_tools).clone();
         let secrets = session_tools
             .as_ref()
@@ -1295,6 +1321,7 @@ impl Runtime {
             emitter,
             calls,
             session_cost,
+            spent_today,
             prompt,
             session_tools,
         })

@@ -87,6 +87,14 @@ impl Journal for Store {
     fn grants<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<Grant>> {
         port(Store::grants(self, session))
     }
+
+    fn spent<'a>(
+        &'a self,
+        provider: &'a str,
+        since: crate::core::session::Millis,
+    ) -> Reply<'a, Vec<crate::core::usage::Cost>> {
+        port(Store::spent(self, provider, since))
+    }
 }
 
 impl Audit for Store {

@@ -323,6 +323,27 @@ pub(super) fn runs(conn: &Connection, session: &SessionId) -> Result<Vec<RunInfo
 }
 
 /// How many runs are in each state, over every session.
+pub(super) fn spent(
+    conn: &Connection,
+    provider: &str,
+    since: i64,
+) -> Result<Vec<Cost>, StoreError> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT r.currency, sum(r.cost) FROM runs r JOIN sessions s ON s.id = r.session_id
+             WHERE s.provider = ?1 AND r.created_at >= ?2 AND r.cost IS NOT NULL AND r.currency IS NOT NULL
+             GROUP BY r.currency ORDER BY r.currency",
+        )?
+        .query_map(params![provider, since], |row| {
+            Ok(Cost {
+                currency: row.get(0)?,
+                amount: row.get(1)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 pub(super) fn run_counts(conn: &Connection) -> Result<Vec<(RunState, u64)>, StoreError> {
     let mut stmt = conn.prepare_cached("SELECT state, COUNT(*) FROM runs GROUP BY state")?;
     let rows = stmt.query_map([], |row| {

@@ -15,6 +15,7 @@ mod acp_sdk;
 mod adversarial;
 mod approvals_sdk;
 mod architecture;
+mod budget;
 mod channel_chaos;
 mod commands;
 mod compaction;

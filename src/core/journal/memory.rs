@@ -13,6 +13,7 @@ use crate::core::ids::{RunId, SessionId};
 use crate::core::receipt::{GENESIS, Receipt};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Millis, Session};
+use crate::core::usage::Cost;
 
 #[derive(Default)]
 pub struct MemoryJournal {
@@ -303,6 +304,25 @@ impl Journal for MemoryJournal {
 
     fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>> {
         self.read(|state| state.runs.get(id).cloned())
+    }
+
+    fn spent<'a>(&'a self, provider: &'a str, since: Millis) -> Reply<'a, Vec<Cost>> {
+        self.read(move |state| {
+            let mut sums: Vec<Cost> = Vec::new();
+            for run in state.runs.values().filter(|run| run.created_at >= since) {
+                let served = state
+                    .sessions
+                    .get(&run.session_id)
+                    .is_some_and(|s| s.provider == provider);
+                if let (true, Some(cost)) = (served, &run.cost) {
+                    match sums.iter_mut().find(|c| c.currency == cost.currency) {
+                        Some(sum) => sum.amount += cost.amount,
+                        None => sums.push(cost.clone()),
+                    }
+                }
+            }
+            sums
+        })
     }
 
     fn tape<'a>(

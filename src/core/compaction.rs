@@ -1,0 +1,339 @@
+//! Compacting a conversation: `/compact` when the person asks, and
+//! automatically when a turn would near the model's window or the provider
+//! refuses one as too long (with, first, a turn to save to memory what
+//! should outlast it). A summary the model writes becomes the session's
+//! compaction point (`context::since_compaction`).
+
+use super::commands::SessionCommand;
+use super::emitter::Emitter;
+use super::event::{Event, StopReason};
+use super::provider::ModelStop;
+use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
+use super::run::RunOutcome;
+use super::session::{ContentPart, Message, model_turns, now_millis};
+use super::turn::{self, LoopConfig, RunContext, TurnRequest};
+
+/// What the model is asked to write when a conversation is compacted.
+pub const COMPACT_INSTRUCTION: &str = "\
+The conversation so far is about to be replaced by a summary that you write now: \
+after this, you will see only your summary and the messages that follow it, so it \
+must let you continue the work without the earlier messages. Write it for yourself, \
+under these headings:
+1. Goals — what the user asked for, with every constraint and preference they stated.
+2. Decisions — what was decided and why, and approaches tried and abandoned.
+3. Files — every file read, created or changed: its exact path and what was done to it.
+4. State — what is done, what was checked (commands run and their results), what still fails.
+5. Open tasks — what is left to do, in order, and any question waiting for the user.
+Keep identifiers exactly as they appeared: paths, function and type names, commands, \
+error messages, ids, numbers and versions. Be specific and brief; leave out pleasantries \
+and anything no longer relevant. Do not call tools. Answer with the summary only.";
+
+/// Whether a conversation (as sent to the model) has anything a compaction
+/// would replace: some message besides a summary already made.
+pub fn has_anything_to_compact(messages: &[Message]) -> bool {
+    messages
+        .iter()
+        .any(|m| !matches!(m, Message::Summary { .. }))
+}
+
+/// Ends a `/compact` that has nothing to summarize, without calling the model.
+pub fn nothing_to_compact(emitter: &mut Emitter, history: &[Message]) -> RunOutcome {
+    let text = if history.is_empty() {
+        "Nothing to compact: the conversation is empty."
+    } else {
+        "Nothing to compact: nothing was said since the last summary."
+    };
+    emitter.emit(Event::TextDelta { text: text.into() });
+    RunOutcome::Completed(StopReason::EndTurn)
+}
+
+/// Runs `/compact` on `ctx.history` (the conversation as the model is sent it,
+/// which must have something to compact): one model turn without tools writes
+/// the summary, streamed as text; on success the command and the summary join
+/// the history as the new compaction point.
+pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
+    let mut messages = ctx.history.clone();
+    messages.push(Message::User {
+        content: vec![ContentPart::Text {
+            text: COMPACT_INSTRUCTION.to_owned(),
+        }],
+    });
+    let (ended, said) = turn::stream_turn(
+        ctx,
+        config,
+        TurnRequest {
+            index: 0,
+            messages,
+            tools: Vec::new(),
+            system: None,
+            shown: true,
+        },
+    )
+    .await;
+    if !said.tool_calls.is_empty() {
+        refuse_tool_calls(ctx, &said.tool_calls);
+    }
+    let stop = match ended {
+        Ok(stop) => stop,
+        // Nothing is recorded in the history: the conversation stays as it was.
+        Err(outcome) => return outcome,
+    };
+    let not_compacted = match stop {
+        ModelStop::EndTurn | ModelStop::ToolUse if said.text.trim().is_empty() => {
+            Some("the model wrote no summary")
+        }
+        ModelStop::EndTurn | ModelStop::ToolUse => None,
+        ModelStop::MaxTokens => Some("the summary was cut short by the output token limit"),
+        ModelStop::Refusal => Some("the model refused to summarize"),
+    };
+    if let Some(why) = not_compacted {
+        ctx.emitter.emit(Event::TextDelta {
+            text: format!("\n\nThe conversation was not compacted: {why}."),
+        });
+        return RunOutcome::Completed(match stop {
+            ModelStop::MaxTokens => StopReason::MaxTokens,
+            ModelStop::Refusal => StopReason::Refusal,
+            ModelStop::EndTurn | ModelStop::ToolUse => StopReason::EndTurn,
+        });
+    }
+    let replaced = ctx.history.len();
+    ctx.emitter.emit(Event::TextDelta {
+        text: format!(
+            "\n\n[Compacted {replaced} earlier message{} into this summary; the model continues from it.]",
+            if replaced == 1 { "" } else { "s" }
+        ),
+    });
+    ctx.emitter.append_message(Message::User {
+        content: SessionCommand::Compact.content(),
+    });
+    ctx.emitter.append_message(Message::Summary {
+        text: said.text,
+        // The summary turn counts too, as any model turn does.
+        turns: model_turns(&ctx.history) + 1,
+    });
+    RunOutcome::Completed(StopReason::EndTurn)
+}
+
+/// What the model is asked when the conversation is compacted without the
+/// person asking: the `/compact` summary, plus the request being worked on,
+/// since the summary replaces it too.
+pub const AUTO_COMPACT_INSTRUCTION: &str = "\
+The conversation is near the limit of what you can be sent, so it is being replaced now, \
+in the middle of the work, by a summary that you write. After this you will see only your \
+summary and what follows it, and you will go on with the work from it. Write it for yourself, \
+under these headings:
+1. Latest request — the user's most recent message, word for word, and how far you are in \
+answering it.
+2. Goals — what the user asked for, with every constraint and preference they stated.
+3. Decisions — what was decided and why, and approaches tried and abandoned.
+4. Files — every file read, created or changed: its exact path and what was done to it.
+5. State — what is done, what was checked (commands run and their results), what still fails.
+6. Next steps — what you were about to do, in order.
+Keep identifiers exactly as they appeared: paths, function and type names, commands, \
+error messages, ids, numbers and versions. Be specific and brief. Do not call tools. \
+Answer with the summary only.";
+
+/// Why a conversation is compacted without the person asking.
+#[derive(Debug, Clone, Copy)]
+pub enum AutoCompact {
+    /// The request about to be sent was estimated over the threshold.
+    Threshold { estimated: usize, window: usize },
+    /// The provider refused a request estimated at `estimated` tokens as
+    /// too long: the summary is asked for within half of that.
+    Overflow { estimated: usize },
+}
+
+/// Compacts `ctx.history` in the middle of a run: one model turn without
+/// tools writes a summary (not shown as the reply), which becomes the new
+/// compaction point of the session and the whole of the run's history from
+/// here on. A notice tells the person either way. `false` when it could not
+/// (the run goes on with the conversation fitted as before).
+pub async fn compact_automatically(
+    ctx: &mut RunContext<'_>,
+    config: &LoopConfig,
+    why: AutoCompact,
+) -> bool {
+    if config.save_before_compact && matches!(why, AutoCompact::Threshold { .. }) {
+        save_before_compacting(ctx, config).await;
+        if ctx.cancel.is_cancelled() {
+            return false;
+        }
+    }
+    let mut messages = ctx.history.clone();
+    if let AutoCompact::Overflow { estimated } = why {
+        // The window the configuration states was wrong for this provider:
+        // what it refused is the measure, and half of it the budget (the
+        // latest prompt and what followed it are always kept).
+        super::context::fit(&mut messages, estimated / 2);
+    }
+    messages.push(Message::User {
+        content: vec![ContentPart::Text {
+            text: AUTO_COMPACT_INSTRUCTION.to_owned(),
+        }],
+    });
+    let (ended, said) = turn::stream_turn(
+        ctx,
+        config,
+        TurnRequest {
+            index: 0,
+            messages,
+            tools: Vec::new(),
+            system: None,
+            shown: false,
+        },
+    )
+    .await;
+    if !said.tool_calls.is_empty() {
+        refuse_tool_calls(ctx, &said.tool_calls);
+    }
+    let failed = match ended {
+        Ok(ModelStop::EndTurn | ModelStop::ToolUse) if said.text.trim().is_empty() => {
+            Some("the model wrote no summary".to_owned())
+        }
+        Ok(ModelStop::EndTurn | ModelStop::ToolUse) => None,
+        Ok(ModelStop::MaxTokens) => {
+            Some("the summary was cut short by the output token limit".to_owned())
+        }
+        Ok(ModelStop::Refusal) => Some("the model refused to summarize".to_owned()),
+        Err(RunOutcome::Cancelled) => return false,
+        Err(RunOutcome::Failed(reason)) => Some(reason),
+        Err(RunOutcome::Completed(_)) => Some("the summary turn ended early".to_owned()),
+    };
+    let cause = match why {
+        AutoCompact::Threshold { estimated, window } => format!(
+            "The conversation neared the model's context window (about {estimated} of {window} tokens)"
+        ),
+        AutoCompact::Overflow { .. } => "The provider refused the request as too long".to_owned(),
+    };
+    if let Some(reason) = failed {
+        ctx.emitter.emit(Event::Notice {
+            message: format!(
+                "{cause}, and it could not be compacted ({reason}); older messages are left out to fit instead."
+            ),
+        });
+        return false;
+    }
+    let replaced = ctx.history.len();
+    let summary = Message::Summary {
+        text: said.text,
+        turns: model_turns(&ctx.history) + 1,
+    };
+    ctx.emitter.append_message(summary.clone());
+    ctx.history = vec![summary];
+    ctx.emitter.emit(Event::Notice {
+        message: format!(
+            "{cause}: {replaced} earlier {} compacted into a summary, and the work goes on from it{}.",
+            if replaced == 1 { "message was" } else { "messages were" },
+            match why {
+                AutoCompact::Overflow { .. } => " (the request is sent again)",
+                AutoCompact::Threshold { .. } => "",
+            }
+        ),
+    });
+    true
+}
+
+/// What the model is told in the turn before an automatic compaction.
+pub const SAVE_INSTRUCTION: &str = "\
+The conversation is about to be compacted into a summary. Before that, save with \
+memory_save anything from it that should outlast this conversation: the person's \
+preferences, facts about this project, decisions and their reasons. Save nothing that \
+the files already say, nothing secret, and nothing only this task needs. If there is \
+nothing to save, answer only: nothing to save.";
+
+/// The turn before an automatic compaction: the model may call
+/// `memory_save` (through the gate, shown like any call) to keep what should
+/// outlast the summary. Only where saves run without asking (full mode,
+/// `[tools] memory_save = "allow"`, an "always" answer): work in progress is
+/// not held up for an approval nobody asked for. Its failure does not stop
+/// the compaction.
+async fn save_before_compacting(ctx: &mut RunContext<'_>, config: &LoopConfig) {
+    let Some(save) = ctx.calls.tools.get("memory_save").cloned() else {
+        return;
+    };
+    if !ctx.calls.runs_unasked(save.as_ref()) {
+        return;
+    }
+    let mut messages = ctx.history.clone();
+    messages.push(Message::User {
+        content: vec![ContentPart::Text {
+            text: SAVE_INSTRUCTION.to_owned(),
+        }],
+    });
+    let (ended, said) = turn::stream_turn(
+        ctx,
+        config,
+        TurnRequest {
+            index: 0,
+            messages,
+            tools: vec![save.spec()],
+            system: None,
+            shown: true,
+        },
+    )
+    .await;
+    if ended.is_err() {
+        return;
+    }
+    // Recorded in the history before the summary that replaces it: what the
+    // model was told (a note), what it said and the calls it made.
+    let note = Message::Note {
+        text: SAVE_INSTRUCTION.to_owned(),
+    };
+    ctx.emitter.append_message(note.clone());
+    let answer = Message::Assistant {
+        text: said.text,
+        thought: said.thought,
+        tool_calls: said.tool_calls.clone(),
+        interrupted: false,
+    };
+    ctx.emitter.append_message(answer.clone());
+    let mut history = ctx.history.clone();
+    history.push(note);
+    history.push(answer);
+    if !said.tool_calls.is_empty() {
+        // Only memory_save is offered: another tool is answered as unknown.
+        let all = std::mem::replace(&mut ctx.calls.tools, super::tool::Toolset::new(vec![save]));
+        let _ =
+            super::gate::run_calls(&ctx.calls, ctx.emitter, &mut history, &said.tool_calls).await;
+        ctx.calls.tools = all;
+    }
+    ctx.history = history;
+}
+
+/// Answers tool calls a model made while summarizing (no tools were offered):
+/// each gets its result and receipt, as every call does, and none runs.
+fn refuse_tool_calls(ctx: &mut RunContext<'_>, calls: &[super::session::ToolCall]) {
+    let message = "invalid: no tools are available while summarizing the conversation";
+    for call in calls {
+        ctx.emitter.receipt(ReceiptBody {
+            session_id: ctx.emitter.session_id().clone(),
+            run_id: ctx.emitter.run_id().clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            input_hash: json_hash(&call.arguments),
+            output_hash: sha256_hex(message.as_bytes()),
+            verdict: Verdict::Invalid,
+            is_error: true,
+            at: now_millis(),
+        });
+        ctx.emitter.emit(Event::ToolResult {
+            id: call.id.clone(),
+            output: message.to_owned(),
+            is_error: true,
+            verdict: Verdict::Invalid,
+            diffs: Vec::new(),
+            safety: Vec::new(),
+        });
+    }
+}
+
+/// Whether compacting would replace more than the latest prompt: a summary
+/// of a lone prompt loses its words and saves little.
+pub fn worth_compacting(history: &[Message]) -> bool {
+    history
+        .iter()
+        .filter(|m| !matches!(m, Message::Summary { .. }))
+        .count()
+        >= 2
+}

@@ -1,0 +1,346 @@
+//! One model turn and what a run works with: the loop's settings
+//! (`LoopConfig`), the run's context (`RunContext`), and `stream_turn`, which
+//! plays one request to the provider and turns what comes back into events.
+//! The agent loop, `/compact` and the automatic compaction all stream their
+//! turns through it.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::budget::{self, Budgets};
+use super::context;
+use super::emitter::Emitter;
+use super::event::Usage;
+use super::event::{ContextUse, Event};
+use super::gate::{self, CallEnv};
+use super::memory::RecallSettings;
+use super::models::{Cost, ModelCatalog};
+use super::prompt::{PromptSettings, RunPrompt};
+use super::provider::{
+    ModelRequest, ModelStop, Provider, ProviderErrorKind, ProviderEvent, ToolSpec,
+};
+use super::run::RunOutcome;
+use super::session::{Message, ToolCall};
+use super::tool::SessionTools;
+
+/// Settings of the loop.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    /// Most model requests in one run; the run then ends with `max_turn_requests`.
+    pub max_turn_requests: u32,
+    /// The configured system prompt and instructions (`core::prompt`).
+    pub prompt: PromptSettings,
+    /// The context window in tokens of models the catalogue does not cover;
+    /// the conversation sent is fitted into the window, less `output_reserve`.
+    pub context_tokens: usize,
+    /// Context windows and prices by model.
+    pub models: ModelCatalog,
+    /// Tokens left free for the model's answer.
+    pub output_reserve: usize,
+    /// Identical calls (same tool, same arguments) one run may make before
+    /// the next is answered with a note instead (`gate::LoopGuard`); 0: off.
+    pub loop_guard: u32,
+    /// How memory is recalled into each turn (`core::memory`).
+    pub memory: RecallSettings,
+    /// The share of the context window (0 to 1) an estimated request may
+    /// take before the conversation is compacted automatically; 0: never.
+    pub compact_at: f64,
+    /// Before an automatic compaction, the model gets one turn with
+    /// `memory_save` to keep what should outlast it.
+    pub save_before_compact: bool,
+    /// Spending limits, checked before each model turn (`core::budget`).
+    pub budgets: Budgets,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self {
+            max_turn_requests: 50,
+            prompt: PromptSettings::default(),
+            context_tokens: 128_000,
+            output_reserve: 8_192,
+            models: ModelCatalog::default(),
+            loop_guard: 3,
+            memory: RecallSettings::default(),
+            compact_at: 0.8,
+            save_before_compact: true,
+            budgets: Budgets::default(),
+        }
+    }
+}
+
+/// Everything one run of the loop works with.
+pub struct RunContext<'a> {
+    pub provider: Arc<dyn Provider>,
+    pub model: String,
+    /// The conversation as the model is sent it (from its last compaction
+    /// point on); for a prompt's run, ending with that prompt.
+    pub history: Vec<Message>,
+    pub cancel: CancellationToken,
+    pub emitter: &'a mut Emitter,
+    /// The tools, the policy and the approvals the run's tool calls go through.
+    pub calls: CallEnv,
+    /// What the session's earlier runs cost.
+    pub session_cost: Option<Cost>,
+    /// What the session's provider cost today before this run (for its
+    /// daily budget).
+    pub spent_today: Option<Cost>,
+    /// The system prompt of the run's model turns, made before each
+    /// (`core::prompt`).
+    pub prompt: RunPrompt,
+    /// The session's tools beyond the built-in ones, asked for before each
+    /// model turn (so a changed list applies from the next turn on).
+    pub session_tools: Option<Arc<dyn SessionTools>>,
+}
+
+impl LoopConfig {
+    /// The context window of `model`: its catalogue entry, else the default.
+    pub fn context_window(&self, model: &str) -> usize {
+        self.models
+            .context_window(model)
+            .unwrap_or(self.context_tokens)
+    }
+}
+
+/// What a model turn said, whole or up to where it stopped.
+#[derive(Debug, Default)]
+pub struct Said {
+    pub text: String,
+    pub thought: String,
+    pub tool_calls: Vec<ToolCall>,
+    /// How the provider failed, when it did.
+    pub failure: Option<ProviderErrorKind>,
+}
+
+impl Said {
+    /// The provider refused the request as too long before saying anything.
+    pub fn overflowed(&self) -> bool {
+        self.failure == Some(ProviderErrorKind::ContextLength)
+            && self.text.is_empty()
+            && self.thought.is_empty()
+            && self.tool_calls.is_empty()
+    }
+}
+
+/// One model turn to stream.
+pub struct TurnRequest {
+    /// The turn's number in the run (for the `model_turn` event).
+    pub index: u32,
+    /// The conversation, before it is fitted into the window.
+    pub messages: Vec<Message>,
+    /// The tools offered.
+    pub tools: Vec<ToolSpec>,
+    /// The system prompt when already made for this turn; made now if `None`.
+    pub system: Option<String>,
+    /// Whether what the model says goes out as text and thought deltas (a
+    /// summary written for an automatic compaction is not shown).
+    pub shown: bool,
+}
+
+/// The tokens tool definitions are estimated at.
+pub fn tool_tokens(tools: &[ToolSpec]) -> usize {
+    tools
+        .iter()
+        .map(|t| (t.name.len() + t.description.len() + t.parameters.to_string().len()) / 4)
+        .sum()
+}
+
+/// The tokens a conversation is estimated at.
+pub fn history_tokens(messages: &[Message]) -> usize {
+    messages.iter().map(context::estimate).sum()
+}
+
+/// Streams one model turn over `messages` (fitted into the context window)
+/// with `tools` offered: the turn's events (`model_turn`, deltas, tool calls,
+/// usage) go to the emitter as they come. Returns how the turn ended — its
+/// stop, or the outcome that ends the run (cancelled, failed) — and what it
+/// said; records nothing in the history.
+pub async fn stream_turn(
+    ctx: &mut RunContext<'_>,
+    config: &LoopConfig,
+    turn: TurnRequest,
+) -> (Result<ModelStop, RunOutcome>, Said) {
+    let TurnRequest {
+        index,
+        mut messages,
+        tools,
+        system,
+        shown,
+    } = turn;
+    ctx.emitter.emit(Event::ModelTurn {
+        index,
+        provider: ctx.provider.name().to_owned(),
+        model: ctx.model.clone(),
+    });
+    let system = match system {
+        Some(system) => system,
+        None => ctx.prompt.render(&messages).await,
+    };
+    let recalled = match &ctx.prompt.memory {
+        Some(memory) => memory.block(&messages, true).await,
+        None => None,
+    };
+    let system_tokens = system.len() / 4;
+    let budget = config
+        .context_window(&ctx.model)
+        .saturating_sub(config.output_reserve)
+        .saturating_sub(system_tokens)
+        .saturating_sub(recalled.as_ref().map_or(0, |block| block.len() / 4));
+    let fitted = context::fit(&mut messages, budget);
+    if let Some(block) = recalled {
+        super::prompt::insert_recall(&mut messages, block);
+    }
+    if fitted != context::Fitted::default() {
+        tracing::info!(
+            shortened = fitted.shortened,
+            dropped = fitted.dropped,
+            budget,
+            "fitted the conversation into the context window"
+        );
+    }
+    let request = ModelRequest {
+        model: ctx.model.clone(),
+        system: Some(system),
+        messages,
+        tools,
+    };
+    const BURST_MERGE: usize = 32;
+    const BURST_MAX: usize = 4096;
+    const BURST_BYTES: usize = 64 * 1024;
+    let mut stream = ctx.provider.stream(request);
+    let mut said = Said::default();
+    let mut served_model = ctx.model.clone();
+    // An item taken while gathering a burst of text, handled next.
+    let mut held = None;
+    let ended = loop {
+        let item = match held.take() {
+            Some(item) => item,
+            None => tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => break Err(RunOutcome::Cancelled),
+                item = stream.next() => item,
+            },
+        };
+        match item {
+            Some(Ok(ProviderEvent::Text(delta))) => {
+                // The chunks the provider already has waiting: a burst of
+                // BURST_MERGE or more goes out as one delta (the same text in
+                // fewer events), so a subscriber keeps up with a provider that
+                // delivers faster than events can be journaled one by one.
+                let mut burst = vec![delta];
+                let mut bytes = burst[0].len();
+                while burst.len() < BURST_MAX && bytes < BURST_BYTES {
+                    match futures::FutureExt::now_or_never(stream.next()) {
+                        Some(Some(Ok(ProviderEvent::Text(more)))) => {
+                            bytes += more.len();
+                            burst.push(more);
+                        }
+                        Some(other) => {
+                            held = Some(other);
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                let deltas = if burst.len() >= BURST_MERGE {
+                    vec![burst.concat()]
+                } else {
+                    burst
+                };
+                for delta in deltas {
+                    said.text.push_str(&delta);
+                    if shown {
+                        ctx.emitter.emit(Event::TextDelta { text: delta });
+                    }
+                }
+            }
+            Some(Ok(ProviderEvent::Thinking(delta))) => {
+                said.thought.push_str(&delta);
+                if shown {
+                    ctx.emitter.emit(Event::ThoughtDelta { text: delta });
+                }
+            }
+            Some(Ok(ProviderEvent::ToolCall(call))) => {
+                ctx.emitter.emit(Event::ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: gate::redact_json(&ctx.calls.safety, &call.arguments),
+                    kind: gate::kind_of(&ctx.calls, &call),
+                });
+                said.tool_calls.push(call);
+            }
+            Some(Ok(ProviderEvent::Served { provider, model })) => {
+                tracing::debug!(%provider, %model, "model turn served");
+                served_model = model;
+            }
+            Some(Ok(ProviderEvent::Usage(usage))) => {
+                let event = usage_event(ctx, config, &served_model, usage);
+                ctx.emitter.emit(event);
+            }
+            Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
+            Some(Err(err)) => {
+                said.failure = Some(err.kind);
+                let when = if said.text.is_empty()
+                    && said.thought.is_empty()
+                    && said.tool_calls.is_empty()
+                {
+                    "before any output"
+                } else {
+                    "mid-stream"
+                };
+                // With the session's own secrets too (an MCP server's token).
+                let said = ctx.calls.safety.redact(&err.to_string()).0;
+                break Err(RunOutcome::Failed(format!(
+                    "provider {} failed {when}: {said}",
+                    ctx.provider.name()
+                )));
+            }
+            None => {
+                break Err(RunOutcome::Failed(format!(
+                    "provider {} ended the stream without finishing the turn",
+                    ctx.provider.name()
+                )));
+            }
+        }
+    };
+    // Dropping the stream here is what stops a provider on cancel.
+    drop(stream);
+    (ended, said)
+}
+
+/// What the run has cost so far (its turns' usage events), and what its
+/// session and provider had cost before it, in the budgets' currency.
+pub fn spent(ctx: &RunContext<'_>, config: &LoopConfig) -> budget::Spent {
+    let currency = &config.budgets.currency;
+    budget::Spent {
+        run: budget::amount(ctx.emitter.cost.as_ref(), currency),
+        session_before: budget::amount(ctx.session_cost.as_ref(), currency),
+        today_before: budget::amount(ctx.spent_today.as_ref(), currency),
+    }
+}
+
+/// The `usage` event of a turn: its tokens, its cost, how full the context is
+/// and what the session has cost so far.
+fn usage_event(ctx: &RunContext<'_>, config: &LoopConfig, model: &str, usage: Usage) -> Event {
+    let cost = config.models.cost(model, &usage);
+    let run_cost = Cost::sum(ctx.emitter.cost.clone(), cost.as_ref());
+    let session_cost = match (&ctx.session_cost, run_cost) {
+        (Some(before), run) => Cost::sum(Some(before.clone()), run.as_ref()),
+        (None, run) => run,
+    };
+    let mut spent = spent(ctx, config);
+    spent.run += budget::amount(cost.as_ref(), &config.budgets.currency);
+    Event::Usage {
+        usage,
+        model: Some(model.to_owned()),
+        cost,
+        context: Some(ContextUse {
+            used: usage.input_tokens + usage.output_tokens,
+            size: config.context_window(model) as u64,
+        }),
+        session_cost,
+        budget: budget::left(&config.budgets, ctx.provider.name(), &spent),
+    }
+}
