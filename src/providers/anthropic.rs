@@ -165,17 +165,27 @@ fn request_body(request: &ModelRequest, max_tokens: u32) -> Value {
             ),
         }
     }
+    // Prompt caching: the prefix Anthropic caches is tools, then system, then
+    // messages. A breakpoint after the last tool and one after the system
+    // prompt keep that stable part cached across the turns of a session; one
+    // on the last block of the conversation caches it so far, which the next
+    // turn (the same conversation and more) reads back (shorter than the
+    // model's minimum, a prefix is simply not cached).
+    let ephemeral = json!({"type": "ephemeral"});
+    if let Some(block) = messages
+        .last_mut()
+        .and_then(|message| message["content"].as_array_mut())
+        .and_then(|blocks| blocks.last_mut())
+        .filter(|block| block["type"] != "thinking" && block["type"] != "redacted_thinking")
+    {
+        block["cache_control"] = ephemeral.clone();
+    }
     let mut body = json!({
         "model": request.model,
         "max_tokens": max_tokens,
         "stream": true,
         "messages": messages,
     });
-    // Prompt caching: the prefix Anthropic caches is tools, then system, then
-    // messages. A breakpoint after the last tool and one after the system
-    // prompt keep that stable part cached across the turns of a session
-    // (shorter than the model's minimum, it is simply not cached).
-    let ephemeral = json!({"type": "ephemeral"});
     if let Some(system) = &request.system {
         body["system"] = json!([{"type": "text", "text": system, "cache_control": ephemeral}]);
     }
@@ -714,6 +724,18 @@ mod tests {
                 .iter()
                 .all(|t| t.get("cache_control").is_none())
         );
+        // And the conversation so far, at its last block only.
+        let messages = sent.body["messages"].as_array().unwrap();
+        let last = messages.last().unwrap()["content"].as_array().unwrap();
+        assert_eq!(
+            last.last().unwrap()["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        let marked = sent.body["messages"]
+            .to_string()
+            .matches("cache_control")
+            .count();
+        assert_eq!(marked, 1, "{}", sent.body["messages"]);
         assert_eq!(sent.body["stream"], true);
         assert_eq!(
             sent.body["tools"][0]["input_schema"],
@@ -730,7 +752,8 @@ mod tests {
         assert_eq!(sent.body["messages"][1]["content"][1]["type"], "tool_use");
         assert_eq!(
             sent.body["messages"][2]["content"][0],
-            json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": "A", "is_error": false})
+            json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": "A", "is_error": false,
+                   "cache_control": {"type": "ephemeral"}})
         );
     }
 
@@ -899,7 +922,7 @@ mod tests {
             json!([{"role": "user", "content": [
                 {"type": "text", "text": "compare\n[a.rs](file:///a.rs)"},
                 {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}},
-                {"type": "text", "text": "with this"},
+                {"type": "text", "text": "with this", "cache_control": {"type": "ephemeral"}},
             ]}])
         );
     }

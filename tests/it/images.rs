@@ -201,7 +201,8 @@ fn an_image_reaches_anthropic_as_a_base64_source() {
         json!([{"role": "user", "content": [
             {"type": "text", "text": "What is in this picture?"},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
-            {"type": "text", "text": "<resource uri=\"file:///notes.md\">\nthe notes\n</resource>\n[lib.rs](file:///src/lib.rs)"},
+            {"type": "text", "text": "<resource uri=\"file:///notes.md\">\nthe notes\n</resource>\n[lib.rs](file:///src/lib.rs)",
+             "cache_control": {"type": "ephemeral"}},
         ]}])
     );
 }
