@@ -571,6 +571,21 @@ const MAX_TERMS: usize = 24;
 /// lower case, common words left out), each quoted, any of them matching.
 /// `None` when no word is left.
 pub fn fts_query(text: &str) -> Option<String> {
+    let terms = fts_terms(text);
+    if terms.is_empty() {
+        return None;
+    }
+    Some(
+        terms
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR "),
+    )
+}
+
+/// The distinct words of a text a search looks for (see [`fts_query`]).
+pub fn fts_terms(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         if word.is_empty() || terms.len() >= MAX_TERMS {
@@ -585,16 +600,7 @@ pub fn fts_query(text: &str) -> Option<String> {
         }
         terms.push(word);
     }
-    if terms.is_empty() {
-        return None;
-    }
-    Some(
-        terms
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-    )
+    terms
 }
 
 /// How recall picks items.

@@ -5,10 +5,24 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter, typ
 
 use super::StoreError;
 use crate::core::memory::{
-    MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope, fts_query,
+    MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope, fts_terms,
 };
 
 const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
+
+/// A scope and its key as one index word (`u0`, `w` or `c` and 16 hex
+/// digits of the key's SHA-256), so a search narrows to the scopes asked
+/// inside the full-text index.
+fn scope_token(scope: Scope, key: &str) -> String {
+    use sha2::Digest as _;
+    let prefix = match scope {
+        Scope::User => return "u0".to_owned(),
+        Scope::Workspace => 'w',
+        Scope::Conversation => 'c',
+    };
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    format!("{prefix}{}", hex::encode(&digest[..8]))
+}
 
 /// Tags as stored: one string, each tag between spaces, so the index finds
 /// them and a tag filter is one `LIKE`.
@@ -20,6 +34,36 @@ fn tags_column(tags: &[String]) -> String {
     }
 }
 
+/// The distinct words of an item's text and tags, and the empty word that
+/// counts the item itself.
+fn item_terms(text: &str, tags: &str) -> Vec<String> {
+    let mut terms = fts_terms(&format!("{text} {tags}"));
+    terms.push(String::new());
+    terms
+}
+
+/// Adds `delta` to the count of each of `terms`.
+fn count_terms(conn: &Connection, terms: &[String], delta: i64) -> Result<(), StoreError> {
+    let mut upsert = conn.prepare_cached(
+        "INSERT INTO memory_terms (term, docs) VALUES (?1, ?2)
+         ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs",
+    )?;
+    for term in terms {
+        upsert.execute(params![term, delta])?;
+    }
+    conn.prepare_cached("DELETE FROM memory_terms WHERE docs <= 0")?
+        .execute([])?;
+    Ok(())
+}
+
+/// The text and tags an item has now.
+fn stored_words(conn: &Connection, id: &str) -> Result<Option<(String, String)>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT text, tags FROM memories WHERE id = ?1")?
+        .query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?)
+}
+
 pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreError> {
     match write {
         MemoryWrite::Save(item) => {
@@ -27,8 +71,8 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                 .map_err(|err| StoreError::Write(err.to_string()))?;
             let inserted = conn
                 .prepare_cached(
-                    "INSERT INTO memories (id, scope, scope_key, text, tags, source, created_at, updated_at, last_used_at, pinned)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO memories (id, scope, scope_key, text, tags, scope_token, source, created_at, updated_at, last_used_at, pinned)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (id) DO NOTHING",
                 )?
                 .execute(params![
                     item.id,
@@ -36,6 +80,7 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                     item.scope_key,
                     item.text,
                     tags_column(&item.tags),
+                    scope_token(item.scope, &item.scope_key),
                     source,
                     item.created_at,
                     item.updated_at,
@@ -48,6 +93,7 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                     item.id
                 )));
             }
+            count_terms(conn, &item_terms(&item.text, &tags_column(&item.tags)), 1)?;
         }
         MemoryWrite::Update {
             id,
@@ -56,6 +102,7 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
             pinned,
             at,
         } => {
+            let before = stored_words(conn, id)?;
             let changed = conn
                 .prepare_cached(
                     "UPDATE memories SET text = coalesce(?2, text), tags = coalesce(?3, tags),
@@ -71,13 +118,23 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
             if changed == 0 {
                 return Err(StoreError::Conflict(format!("no memory {id}")));
             }
+            if let (Some((old_text, old_tags)), true) = (before, text.is_some() || tags.is_some())
+                && let Some((new_text, new_tags)) = stored_words(conn, id)?
+            {
+                count_terms(conn, &item_terms(&old_text, &old_tags), -1)?;
+                count_terms(conn, &item_terms(&new_text, &new_tags), 1)?;
+            }
         }
         MemoryWrite::Forget { id } => {
+            let before = stored_words(conn, id)?;
             let changed = conn
                 .prepare_cached("DELETE FROM memories WHERE id = ?1")?
                 .execute(params![id])?;
             if changed == 0 {
                 return Err(StoreError::Conflict(format!("no memory {id}")));
+            }
+            if let Some((text, tags)) = before {
+                count_terms(conn, &item_terms(&text, &tags), -1)?;
             }
         }
         MemoryWrite::Used { ids, at } => {
@@ -188,27 +245,98 @@ pub(super) fn list(
     rows.into_iter().map(finish).collect()
 }
 
+/// Most words a search keeps, the rarest first.
+const MAX_SEARCH_TERMS: usize = 4;
+
+/// The words worth searching for, the rarest first (by the writer's counts):
+/// those held by at most 2 % of the items (at least 50), at most
+/// [`MAX_SEARCH_TERMS`] — a word most items hold adds almost nothing to BM25
+/// and would have every such item ranked; when every word is that common,
+/// items holding both of the two rarest. A word no item holds as written counts as the rarest (the
+/// index stems, so `testing` may still find `tests`).
+fn selective_terms(
+    conn: &Connection,
+    terms: &[String],
+) -> Result<(Vec<String>, Joined), StoreError> {
+    if terms.is_empty() {
+        return Ok((Vec::new(), Joined::Any));
+    }
+    let mut lookup = conn.prepare_cached("SELECT docs FROM memory_terms WHERE term = ?1")?;
+    let mut count = |term: &str| -> Result<i64, StoreError> {
+        Ok(lookup
+            .query_row(params![term], |row| row.get::<_, i64>(0))
+            .optional()?
+            .unwrap_or(0))
+    };
+    let items = count("")?;
+    let common = (items / 50).max(50);
+    let mut counted: Vec<(i64, &String)> = Vec::with_capacity(terms.len());
+    for term in terms {
+        counted.push((count(term)?, term));
+    }
+    counted.sort_by_key(|(count, _)| *count);
+    let rare: Vec<String> = counted
+        .iter()
+        .filter(|(count, _)| *count <= common)
+        .take(MAX_SEARCH_TERMS)
+        .map(|(_, term)| (*term).clone())
+        .collect();
+    if !rare.is_empty() {
+        return Ok((rare, Joined::Any));
+    }
+    Ok((
+        counted.iter().take(2).map(|(_, t)| (*t).clone()).collect(),
+        Joined::All,
+    ))
+}
+
+/// How a search's words are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Joined {
+    /// Any of them (rare words).
+    Any,
+    /// All of them (only common words: an item must hold both).
+    All,
+}
+
 pub(super) fn search(
     conn: &Connection,
     search: &MemorySearch,
 ) -> Result<Vec<MemoryHit>, StoreError> {
-    let Some(query) = fts_query(&search.text) else {
+    let (words, joined) = selective_terms(conn, &fts_terms(&search.text))?;
+    if words.is_empty() {
         return Ok(Vec::new());
-    };
-    let mut values = vec![Value::Text(query)];
-    let mut sql = format!(
-        "SELECT {COLUMNS}, bm25(memories_fts) AS rank FROM memories_fts
-         JOIN memories m ON m.rowid = memories_fts.rowid
-         WHERE memories_fts MATCH ?"
-    );
-    if let Some(within) = within_sql(&search.within, &mut values) {
-        sql.push_str(" AND ");
-        sql.push_str(&within);
     }
-    sql.push_str(&format!(" ORDER BY rank LIMIT {}", search.limit.max(1)));
+    let words = words
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(match joined {
+            Joined::Any => " OR ",
+            Joined::All => " AND ",
+        });
+    // The words in the text and tags; the scopes asked as index words, so
+    // the index narrows to them before anything is ranked.
+    let mut query = format!("{{text tags}} : ({words})");
+    if !search.within.is_empty() {
+        let scopes: Vec<String> = search
+            .within
+            .iter()
+            .map(|(scope, key)| scope_token(*scope, key))
+            .collect();
+        query = format!("scope_token : ({}) AND {query}", scopes.join(" OR "));
+    }
+    // Ranked inside the index (bm25 weights: text 1, tags 0.5, scope 0).
+    let sql = format!(
+        "SELECT {COLUMNS}, f.score FROM
+           (SELECT rowid, bm25(memories_fts, 1.0, 0.5, 0.0) AS score FROM memories_fts
+            WHERE memories_fts MATCH ?1 ORDER BY score LIMIT {}) f
+         JOIN memories m ON m.rowid = f.rowid ORDER BY f.score",
+        search.limit.max(1)
+    );
     let rows = conn
         .prepare_cached(&sql)?
-        .query_map(params_from_iter(values), |row| {
+        .query_map(params![query], |row| {
             Ok((item_row(row)?, row.get::<_, f64>(10)?))
         })?
         .collect::<Result<Vec<_>, _>>()?;

@@ -179,6 +179,7 @@ CREATE TABLE memories (
     scope_key    TEXT NOT NULL,
     text         TEXT NOT NULL,
     tags         TEXT NOT NULL DEFAULT '',
+    scope_token  TEXT NOT NULL,
     source       TEXT NOT NULL,
     created_at   INTEGER NOT NULL,
     updated_at   INTEGER NOT NULL,
@@ -186,21 +187,33 @@ CREATE TABLE memories (
     pinned       INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 CREATE INDEX memories_by_scope ON memories (scope, scope_key, updated_at DESC);
+CREATE INDEX memories_pinned ON memories (scope, scope_key) WHERE pinned = 1;
 
+-- scope_token names the item's scope and key as one word, so a search
+-- narrows to a session's scopes inside the index, before ranking.
 CREATE VIRTUAL TABLE memories_fts USING fts5(
-    text, tags, content = 'memories', content_rowid = 'rowid',
+    text, tags, scope_token, content = 'memories', content_rowid = 'rowid',
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, text, tags) VALUES (new.rowid, new.text, new.tags);
+    INSERT INTO memories_fts (rowid, text, tags, scope_token) VALUES (new.rowid, new.text, new.tags, new.scope_token);
 END;
 CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, text, tags) VALUES ('delete', old.rowid, old.text, old.tags);
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, scope_token) VALUES ('delete', old.rowid, old.text, old.tags, old.scope_token);
 END;
 CREATE TRIGGER memories_fts_update AFTER UPDATE OF text, tags ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, text, tags) VALUES ('delete', old.rowid, old.text, old.tags);
-    INSERT INTO memories_fts (rowid, text, tags) VALUES (new.rowid, new.text, new.tags);
+    INSERT INTO memories_fts (memories_fts, rowid, text, tags, scope_token) VALUES ('delete', old.rowid, old.text, old.tags, old.scope_token);
+    INSERT INTO memories_fts (rowid, text, tags, scope_token) VALUES (new.rowid, new.text, new.tags, new.scope_token);
 END;
+
+-- How many items hold each word (as `core::memory::fts_terms` splits them;
+-- the empty word: how many items there are), kept by the writer: a search
+-- looks for the rarest words only, which find the best matches and spare
+-- ranking every item a common word holds.
+CREATE TABLE memory_terms (
+    term TEXT PRIMARY KEY,
+    docs INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
 
 ALTER TABLE sessions ADD COLUMN conversation TEXT;
 ALTER TABLE sessions ADD COLUMN system_prompt TEXT;

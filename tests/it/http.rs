@@ -1869,3 +1869,36 @@ async fn memory_is_managed_over_http_and_recalled_into_a_sessions_context() {
     let (status, gone) = send(delete()).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_ends_a_run_with_its_reason_over_http() {
+    let dir = TestDir::new();
+    // Each turn calls `todo` and costs 0.006 USD; a run may cost 0.005.
+    let turn = |n: usize| {
+        json!([
+            {"tool_call": {"id": format!("c{n}"), "name": "todo", "arguments": {"todos": [{"content": "x", "status": "in_progress"}]}}},
+            {"usage": {"input_tokens": 2000, "output_tokens": 200}}
+        ])
+    };
+    let script = dir.script("s.jsonl", &[turn(0), turn(1), turn(2)]);
+    let config = "currency = \"USD\"\n[models.\"script\"]\ninput_price = 2.0\noutput_price = 10.0\n[budget]\nrun = 0.005\n";
+    let server = Server::start(&dir, &script, Some(config));
+    let session = create_session(&server, &dir).await;
+    let (status, run) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt?wait=true"),
+        json!({"prompt": "work"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let run_id = run["run_id"].as_str().unwrap();
+    let (_, info) = send(server.get(&format!("/v1/runs/{run_id}"))).await;
+    assert_eq!(info["state"], "completed");
+    assert_eq!(info["stop_reason"], "budget", "{info}");
+    let (_, tape) = send(server.get(&format!("/v1/runs/{run_id}/tape"))).await;
+    let text = tape.to_string();
+    assert!(text.contains("This request reached its budget"), "{tape}");
+    assert!(
+        text.contains("\"budget\":{\"run\":0.0,\"currency\":\"USD\"}"),
+        "{tape}"
+    );
+}

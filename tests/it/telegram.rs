@@ -1205,3 +1205,38 @@ fn remember_and_forget_in_a_chat_outlive_new_and_stay_in_the_chat() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&all.stdout), "");
 }
+
+#[test]
+fn a_budget_stop_is_told_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(
+        &fake,
+        "live_drafts = false\n\n[models.\"script\"]\ninput_price = 2.0\noutput_price = 10.0\n[budget]\nrun = 0.005\n",
+    );
+    let turn = |n: usize| {
+        json!([
+            {"text": format!("Step {n}. ")},
+            {"tool_call": {"id": format!("c{n}"), "name": "todo", "arguments": {"todos": [{"content": "x", "status": "in_progress"}]}}},
+            {"usage": {"input_tokens": 2000, "output_tokens": 200}}
+        ])
+    };
+    let script = dir.script("s.jsonl", &[turn(0), turn(1), turn(2)]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "work");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("reached its budget"))
+    });
+    let reply = texts(&fake)
+        .into_iter()
+        .find(|t| t.contains("reached its budget"))
+        .unwrap();
+    // The notice follows what the run said before it stopped.
+    assert!(
+        reply.starts_with("Step 0. [pincer] This request reached its budget"),
+        "{reply}"
+    );
+    assert!(
+        !reply.contains("Step 1."),
+        "the second turn was not asked for: {reply}"
+    );
+}
