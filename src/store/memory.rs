@@ -252,8 +252,10 @@ const MAX_SEARCH_TERMS: usize = 4;
 /// those held by at most 2 % of the items (at least 50), at most
 /// [`MAX_SEARCH_TERMS`] — a word most items hold adds almost nothing to BM25
 /// and would have every such item ranked; when every word is that common,
-/// items holding both of the two rarest. A word no item holds as written counts as the rarest (the
-/// index stems, so `testing` may still find `tests`).
+/// items holding both of the two rarest. Words are added only while the
+/// items they hold together stay within that 2 %. A word no item holds as
+/// written counts as the rarest (the index stems, so `testing` may still
+/// find `tests`).
 fn selective_terms(
     conn: &Connection,
     terms: &[String],
@@ -275,12 +277,17 @@ fn selective_terms(
         counted.push((count(term)?, term));
     }
     counted.sort_by_key(|(count, _)| *count);
-    let rare: Vec<String> = counted
-        .iter()
-        .filter(|(count, _)| *count <= common)
-        .take(MAX_SEARCH_TERMS)
-        .map(|(_, term)| (*term).clone())
-        .collect();
+    // The rarest first, while the items they hold stay few: each item a word
+    // brings is ranked.
+    let mut rare: Vec<String> = Vec::new();
+    let mut holding = 0;
+    for (count, term) in counted.iter().filter(|(count, _)| *count <= common) {
+        if rare.len() == MAX_SEARCH_TERMS || (!rare.is_empty() && holding + count > common) {
+            break;
+        }
+        holding += count;
+        rare.push((*term).clone());
+    }
     if !rare.is_empty() {
         return Ok((rare, Joined::Any));
     }
