@@ -7,8 +7,9 @@ use super::gate;
 use super::provider::ModelStop;
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
-pub use super::turn::{LoopConfig, RunContext};
-use super::turn::{TurnRequest, history_tokens, spent, stream_turn, tool_tokens};
+use super::turn::{
+    LoopConfig, RunContext, TurnRequest, history_tokens, spent, stream_turn, tool_tokens,
+};
 
 /// Runs model turns until the model stops, the cap is hit, or the run is cancelled.
 pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {

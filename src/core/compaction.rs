@@ -52,41 +52,14 @@ pub fn nothing_to_compact(emitter: &mut Emitter, history: &[Message]) -> RunOutc
 /// the summary, streamed as text; on success the command and the summary join
 /// the history as the new compaction point.
 pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
-    let mut messages = ctx.history.clone();
-    messages.push(Message::User {
-        content: vec![ContentPart::Text {
-            text: COMPACT_INSTRUCTION.to_owned(),
-        }],
-    });
-    let (ended, said) = turn::stream_turn(
-        ctx,
-        config,
-        TurnRequest {
-            index: 0,
-            messages,
-            tools: Vec::new(),
-            system: None,
-            shown: true,
-        },
-    )
-    .await;
-    if !said.tool_calls.is_empty() {
-        refuse_tool_calls(ctx, &said.tool_calls);
-    }
+    let messages = ctx.history.clone();
+    let (ended, said) = summary_turn(ctx, config, messages, COMPACT_INSTRUCTION, true).await;
     let stop = match ended {
         Ok(stop) => stop,
         // Nothing is recorded in the history: the conversation stays as it was.
         Err(outcome) => return outcome,
     };
-    let not_compacted = match stop {
-        ModelStop::EndTurn | ModelStop::ToolUse if said.text.trim().is_empty() => {
-            Some("the model wrote no summary")
-        }
-        ModelStop::EndTurn | ModelStop::ToolUse => None,
-        ModelStop::MaxTokens => Some("the summary was cut short by the output token limit"),
-        ModelStop::Refusal => Some("the model refused to summarize"),
-    };
-    if let Some(why) = not_compacted {
+    if let Some(why) = no_summary(stop, &said.text) {
         ctx.emitter.emit(Event::TextDelta {
             text: format!("\n\nThe conversation was not compacted: {why}."),
         });
@@ -112,6 +85,51 @@ pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcom
         turns: model_turns(&ctx.history) + 1,
     });
     RunOutcome::Completed(StopReason::EndTurn)
+}
+
+/// One model turn without tools that answers `instruction` after
+/// `messages` (a summary); tool calls it makes anyway are refused, each
+/// with its receipt. `shown`: its text streams as the reply.
+async fn summary_turn(
+    ctx: &mut RunContext<'_>,
+    config: &LoopConfig,
+    mut messages: Vec<Message>,
+    instruction: &str,
+    shown: bool,
+) -> (Result<ModelStop, RunOutcome>, turn::Said) {
+    messages.push(Message::User {
+        content: vec![ContentPart::Text {
+            text: instruction.to_owned(),
+        }],
+    });
+    let (ended, said) = turn::stream_turn(
+        ctx,
+        config,
+        TurnRequest {
+            index: 0,
+            messages,
+            tools: Vec::new(),
+            system: None,
+            shown,
+        },
+    )
+    .await;
+    if !said.tool_calls.is_empty() {
+        refuse_tool_calls(ctx, &said.tool_calls);
+    }
+    (ended, said)
+}
+
+/// Why a summary turn that ended with `stop` left no usable summary, if it did.
+fn no_summary(stop: ModelStop, text: &str) -> Option<&'static str> {
+    match stop {
+        ModelStop::EndTurn | ModelStop::ToolUse if text.trim().is_empty() => {
+            Some("the model wrote no summary")
+        }
+        ModelStop::EndTurn | ModelStop::ToolUse => None,
+        ModelStop::MaxTokens => Some("the summary was cut short by the output token limit"),
+        ModelStop::Refusal => Some("the model refused to summarize"),
+    }
 }
 
 /// What the model is asked when the conversation is compacted without the
@@ -166,35 +184,9 @@ pub async fn compact_automatically(
         // latest prompt and what followed it are always kept).
         super::context::fit(&mut messages, estimated / 2);
     }
-    messages.push(Message::User {
-        content: vec![ContentPart::Text {
-            text: AUTO_COMPACT_INSTRUCTION.to_owned(),
-        }],
-    });
-    let (ended, said) = turn::stream_turn(
-        ctx,
-        config,
-        TurnRequest {
-            index: 0,
-            messages,
-            tools: Vec::new(),
-            system: None,
-            shown: false,
-        },
-    )
-    .await;
-    if !said.tool_calls.is_empty() {
-        refuse_tool_calls(ctx, &said.tool_calls);
-    }
+    let (ended, said) = summary_turn(ctx, config, messages, AUTO_COMPACT_INSTRUCTION, false).await;
     let failed = match ended {
-        Ok(ModelStop::EndTurn | ModelStop::ToolUse) if said.text.trim().is_empty() => {
-            Some("the model wrote no summary".to_owned())
-        }
-        Ok(ModelStop::EndTurn | ModelStop::ToolUse) => None,
-        Ok(ModelStop::MaxTokens) => {
-            Some("the summary was cut short by the output token limit".to_owned())
-        }
-        Ok(ModelStop::Refusal) => Some("the model refused to summarize".to_owned()),
+        Ok(stop) => no_summary(stop, &said.text).map(str::to_owned),
         Err(RunOutcome::Cancelled) => return false,
         Err(RunOutcome::Failed(reason)) => Some(reason),
         Err(RunOutcome::Completed(_)) => Some("the summary turn ended early".to_owned()),

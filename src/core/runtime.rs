@@ -297,13 +297,7 @@ impl Runtime {
     pub async fn memory_keys(&self, id: &SessionId) -> Result<ScopeKeys, RuntimeError> {
         let session = self.session(id).await?;
         let root = self.repository_root(&session.workspace).await;
-        Ok(ScopeKeys {
-            workspace: root.to_string_lossy().into_owned(),
-            conversation: session
-                .conversation
-                .clone()
-                .unwrap_or_else(|| session.id.to_string()),
-        })
+        Ok(scope_keys(&session, Some(&root)))
     }
 
     /// Where items of a workspace go outside any session (the conversation
@@ -1239,7 +1233,10 @@ impl Runtime {
             }
             None => Environment::default(),
         };
-        let keys = scope_keys(session, &environment);
+        let keys = scope_keys(
+            session,
+            environment.git.as_ref().map(|git| git.root.as_path()),
+        );
         let memory = self.inner.memory.get().map(|store| {
             Recall::new(
                 store.clone(),
@@ -1334,12 +1331,8 @@ impl Runtime {
 
 /// Where a session's memory items go and which it sees: its repository's
 /// (or its workspace's) and its conversation's (its chat's, or its own).
-fn scope_keys(session: &Session, environment: &Environment) -> ScopeKeys {
-    let workspace = environment
-        .git
-        .as_ref()
-        .map(|git| git.root.clone())
-        .unwrap_or_else(|| session.workspace.clone());
+fn scope_keys(session: &Session, repository: Option<&std::path::Path>) -> ScopeKeys {
+    let workspace = repository.unwrap_or(&session.workspace);
     ScopeKeys {
         workspace: workspace.to_string_lossy().into_owned(),
         conversation: session
