@@ -182,6 +182,7 @@ async fn main() {
                 text: prompt.clone(),
                 within: keys.visible(),
                 limit: 32,
+                vector: None,
             })
             .await
             .unwrap();
@@ -196,6 +197,7 @@ async fn main() {
                 text: prompt.clone(),
                 within: keys.visible(),
                 limit: 32,
+                vector: None,
             })
             .await
             .unwrap();

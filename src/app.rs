@@ -26,7 +26,6 @@ pub mod exit {
 }
 
 /// An error with the exit code it maps to.
-/// An error with the exit code it maps to.
 #[derive(Debug)]
 pub struct Failure {
     pub code: u8,
@@ -62,6 +61,8 @@ pub struct App {
     pub problems: Vec<crate::providers::Problem>,
     /// The configured MCP servers; a face adds the servers its client passes.
     pub mcp: Arc<crate::mcp::Factory>,
+    /// Memory search by meaning, when `[memory] embeddings` is set.
+    pub semantic: Option<Arc<crate::core::semantic::Semantic>>,
 }
 
 impl App {
@@ -89,8 +90,29 @@ impl App {
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         runtime.set_session_tools_factory(mcp.clone());
         runtime.set_environment_probe(Arc::new(wiring::environment_probe(&config)));
+        let mut semantic = None;
         if config.memory.enabled.unwrap_or(true) {
-            runtime.set_memories(Arc::new(store.clone()));
+            let embedder = wiring::embedder(&config, &|name| {
+                std::env::var(name).ok().filter(|v| !v.is_empty())
+            })
+            .map_err(|message| Failure::usage(anyhow::anyhow!(message)))?;
+            let memories: Arc<dyn crate::core::memory::Memories> = match embedder {
+                Some(embedder) => {
+                    let min_similarity = config
+                        .memory
+                        .min_similarity
+                        .map_or(crate::core::semantic::DEFAULT_MIN_SIMILARITY, |f| f as f32);
+                    let layer = Arc::new(crate::core::semantic::Semantic::new(
+                        Arc::new(store.clone()),
+                        embedder,
+                        min_similarity,
+                    ));
+                    semantic = Some(layer.clone());
+                    layer
+                }
+                None => Arc::new(store.clone()),
+            };
+            runtime.set_memories(memories);
         }
         Ok(App {
             config,
@@ -98,6 +120,7 @@ impl App {
             runtime,
             problems,
             mcp,
+            semantic,
         })
     }
 

@@ -404,6 +404,11 @@ pub enum MemoryCommand {
         /// The file to read, or - for standard input
         file: PathBuf,
     },
+    /// Embed the items that have no vector yet, for search by meaning
+    /// (`[memory] embeddings`; items are embedded as they are saved, so this
+    /// is for items from before it was set, an import, or an endpoint that
+    /// was down)
+    Embed,
 }
 
 #[derive(Debug, Args)]

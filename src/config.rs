@@ -426,6 +426,11 @@ pub struct MemoryConfig {
     /// Before an automatic compaction, the model gets one turn to save what
     /// should outlast it (default true).
     pub save_before_compact: Option<bool>,
+    /// `PROVIDER/MODEL`: search memory by meaning too, with embeddings from
+    /// that OpenAI-compatible provider's `/embeddings` endpoint.
+    pub embeddings: Option<String>,
+    /// Least cosine similarity for a match by meaning, 0 to 1 (default 0.35).
+    pub min_similarity: Option<f64>,
 }
 
 /// The `[paths]` table.
@@ -975,6 +980,14 @@ impl Config {
                 "memory.recall_floor",
                 memory.recall_floor,
                 memory.recall_floor.is_none_or(|f| (0.0..=1.0).contains(&f)),
+                "must be between 0 and 1",
+            ),
+            (
+                "memory.min_similarity",
+                memory.min_similarity,
+                memory
+                    .min_similarity
+                    .is_none_or(|f| (0.0..=1.0).contains(&f)),
                 "must be between 0 and 1",
             ),
             (

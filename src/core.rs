@@ -27,6 +27,7 @@ pub mod receipt;
 pub mod run;
 pub mod runtime;
 pub mod safety;
+pub mod semantic;
 pub mod session;
 pub mod slash;
 pub mod stats;

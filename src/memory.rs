@@ -65,6 +65,9 @@ pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> 
                 .find(keys.as_ref(), Some(query), *limit)
                 .await
                 .map_err(failure)?;
+            if let Some(why) = keeper.store.degraded() {
+                eprintln!("pincer: {why}");
+            }
             show(&items, *json)
         }
         MemoryCommand::Add {
@@ -162,7 +165,26 @@ pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> 
             }
             print(&out)
         }
-        MemoryCommand::Import { file } => return import(&keeper, file).await,
+        MemoryCommand::Import { file } => {
+            let code = import(&keeper, file).await?;
+            if let Some(semantic) = &app.semantic {
+                embed(semantic).await?;
+            }
+            return Ok(code);
+        }
+        MemoryCommand::Embed => {
+            let Some(semantic) = &app.semantic else {
+                return Err(Failure::usage(anyhow!(
+                    "memory search by meaning is not configured: set `embeddings = \"PROVIDER/MODEL\"` in [memory] (docs/memory.md)"
+                )));
+            };
+            let done = embed(semantic).await?;
+            return Ok(if done.left > 0 {
+                crate::app::exit::RUN_FAILED
+            } else {
+                crate::app::exit::OK
+            });
+        }
     };
     outcome.map(|()| crate::app::exit::OK)
 }
@@ -244,6 +266,29 @@ fn show(items: &[MemoryItem], json: bool) -> Result<(), Failure> {
         ]);
     }
     print(&table(&rows))
+}
+
+/// Embeds the items without a vector and says how many.
+async fn embed(
+    semantic: &crate::core::semantic::Semantic,
+) -> Result<crate::core::semantic::Backfill, Failure> {
+    let done = semantic.backfill().await.map_err(failure)?;
+    print(&format!(
+        "embedded {} with {}{}\n",
+        done.embedded,
+        semantic.label(),
+        if done.left > 0 {
+            format!(", {} left without a vector", done.left)
+        } else {
+            String::new()
+        }
+    ))?;
+    if done.left > 0
+        && let Some(why) = crate::core::memory::Memories::degraded(semantic)
+    {
+        eprintln!("pincer: {why}");
+    }
+    Ok(done)
 }
 
 /// Adds the items of a JSON-lines file; each refused line is named, and the

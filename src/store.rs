@@ -11,6 +11,7 @@ mod owner;
 mod ports;
 mod reader;
 mod schema;
+mod vectors;
 mod writer;
 
 pub use crate::core::channel::{ChannelWrite, Draft};
@@ -103,6 +104,8 @@ struct Inner {
     writer: writer::WriterHandle,
     /// Idle read-only connections, reused across reads.
     readers: Mutex<Vec<Connection>>,
+    /// Memory embeddings, read in when a search by meaning first needs them.
+    vectors: Mutex<vectors::VectorIndex>,
 }
 
 /// What opening the store found and repaired.
@@ -149,6 +152,7 @@ impl Store {
                     path: path.to_path_buf(),
                     writer,
                     readers: Mutex::new(Vec::new()),
+                    vectors: Mutex::new(vectors::VectorIndex::default()),
                 }),
             },
             recovery,
@@ -359,7 +363,20 @@ impl Store {
     }
 
     pub async fn search_memory(&self, search: MemorySearch) -> Result<Vec<MemoryHit>, StoreError> {
-        self.read(move |conn| memory::search(conn, &search)).await
+        let inner = self.inner.clone();
+        self.read(move |conn| memory::search(conn, &search, &inner.vectors))
+            .await
+    }
+
+    /// Items with no embedding by `model`, oldest first.
+    pub async fn unembedded_memory(
+        &self,
+        model: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, StoreError> {
+        let model = model.to_owned();
+        self.read(move |conn| memory::unembedded(conn, &model, limit))
+            .await
     }
 
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>

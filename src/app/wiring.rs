@@ -28,7 +28,7 @@ use crate::http::limit::RateLimit;
 use crate::http::{HttpOptions, auth};
 use crate::mcp::{McpSettings, ServerSpec, Transport, sanitize};
 
-pub use providers::{Access, access, build as providers, build_with as providers_with};
+pub use providers::{Access, access, build as providers, build_with as providers_with, embedder};
 pub use tools::gate;
 
 /// Where `--http` listens when given no address and `[http] bind` is unset.

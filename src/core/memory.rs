@@ -177,6 +177,9 @@ pub fn check_item(text: &str, tags: &[String]) -> Result<Vec<String>, InvalidIte
 pub enum MemoryWrite {
     /// A new item (its id must be new).
     Save(MemoryItem),
+    /// A new item from an export: saved as is, embedded later in batches
+    /// (`core::semantic`).
+    Import(MemoryItem),
     /// Changes the given fields of an item; a missing item is a conflict.
     Update {
         id: String,
@@ -189,6 +192,14 @@ pub enum MemoryWrite {
     Forget { id: String },
     /// Items a turn's context was given.
     Used { ids: Vec<String>, at: Millis },
+    /// An item's embedding (`core::semantic`), for the text it was made
+    /// from: kept only while the item still has that text.
+    Vector {
+        id: String,
+        text: String,
+        model: String,
+        vector: Vec<f32>,
+    },
 }
 
 /// Which items to list, newest first.
@@ -205,7 +216,8 @@ pub struct MemoryFilter {
     pub limit: usize,
 }
 
-/// A full-text search.
+/// A search: by words (full text), and by meaning too when it carries the
+/// query's embedding.
 #[derive(Debug, Clone, Default)]
 pub struct MemorySearch {
     /// The words to look for, any of them (see [`fts_query`]).
@@ -213,9 +225,23 @@ pub struct MemorySearch {
     /// Only these (scope, key) pairs; empty: every item.
     pub within: Vec<(Scope, String)>,
     pub limit: usize,
+    /// The query's embedding: the search is hybrid (words and meaning, fused
+    /// by reciprocal rank); without it, words alone.
+    pub vector: Option<QueryVector>,
 }
 
-/// A search result: the item and its BM25 relevance (higher is better).
+/// A search's embedding and what counts as near (`core::semantic`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryVector {
+    /// Only items embedded by this model are compared.
+    pub model: String,
+    pub vector: Vec<f32>,
+    /// Least cosine similarity an item needs to count as a match by meaning.
+    pub min_similarity: f32,
+}
+
+/// A search result: the item and its relevance, higher is better (BM25 for
+/// words alone; the fused reciprocal rank for a hybrid search).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryHit {
     pub item: MemoryItem,
@@ -233,8 +259,19 @@ pub trait Memories: Send + Sync {
 
     fn list(&self, filter: MemoryFilter) -> Reply<'_, Vec<MemoryItem>>;
 
-    /// Items matching any word of the text, most relevant first.
+    /// Items matching any word of the text (or, with its embedding, near
+    /// it in meaning), most relevant first.
     fn search(&self, search: MemorySearch) -> Reply<'_, Vec<MemoryHit>>;
+
+    /// Items with no embedding by `model` (or one of another model), oldest
+    /// first, for a backfill.
+    fn unembedded<'a>(&'a self, model: &'a str, limit: usize) -> Reply<'a, Vec<MemoryItem>>;
+
+    /// Why searches run on words alone right now although meaning was asked
+    /// for (an embeddings endpoint that fails).
+    fn degraded(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What a run's memory tools work with.
@@ -362,7 +399,7 @@ impl Keeper {
         if self.store.get(&item.id).await?.is_some() {
             return Ok(false);
         }
-        self.store.write(MemoryWrite::Save(item)).await?;
+        self.store.write(MemoryWrite::Import(item)).await?;
         Ok(true)
     }
 
@@ -432,6 +469,7 @@ impl Keeper {
                     text: text.to_owned(),
                     within,
                     limit: limit.max(1),
+                    vector: None,
                 })
                 .await?
                 .into_iter()

@@ -182,6 +182,7 @@ impl Recall {
             text: prompt.clone(),
             within: self.keys.visible(),
             limit: 4 * self.settings.max_items.max(1),
+            vector: None,
         };
         let block = match self.store.search(search).await {
             Ok(hits) => {

@@ -21,9 +21,12 @@ use crate::core::provider::{
 use crate::core::session::{ContentPart, Message, ToolCall, note_for_model, summary_for_model};
 use crate::providers::sse::Sse;
 
+mod embeddings;
 mod quirks;
 mod request;
 mod stream;
+
+pub use embeddings::OpenAiEmbedder;
 
 use quirks::{TextCalls, ThinkSplit};
 use request::request_body;

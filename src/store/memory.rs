@@ -1,9 +1,13 @@
 //! Memory items: writes (applied by the writer thread) and reads, with the
 //! FTS5 index the schema keeps in step by triggers.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter, types::Value};
 
 use super::StoreError;
+use super::vectors::VectorIndex;
 use crate::core::memory::{
     MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope, fts_terms,
 };
@@ -66,7 +70,7 @@ fn stored_words(conn: &Connection, id: &str) -> Result<Option<(String, String)>,
 
 pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreError> {
     match write {
-        MemoryWrite::Save(item) => {
+        MemoryWrite::Save(item) | MemoryWrite::Import(item) => {
             let source = serde_json::to_string(&item.source)
                 .map_err(|err| StoreError::Write(err.to_string()))?;
             let inserted = conn
@@ -144,8 +148,44 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                 statement.execute(params![id, at])?;
             }
         }
+        MemoryWrite::Vector {
+            id,
+            text,
+            model,
+            vector,
+        } => {
+            // Replaced by a delete and an insert, never updated in place, so
+            // every process sees it leave and arrive (`store::vectors`). An
+            // item whose text changed since it was embedded keeps none.
+            conn.prepare_cached(
+                "DELETE FROM memory_vectors WHERE item = (SELECT rowid FROM memories WHERE id = ?1)",
+            )?
+            .execute(params![id])?;
+            conn.prepare_cached(
+                "INSERT INTO memory_vectors (item, model, vector)
+                 SELECT rowid, ?3, ?4 FROM memories WHERE id = ?1 AND text = ?2",
+            )?
+            .execute(params![id, text, model, super::vectors::to_blob(vector)])?;
+        }
     }
     Ok(())
+}
+
+/// Items with no vector by `model`, oldest first.
+pub(super) fn unembedded(
+    conn: &Connection,
+    model: &str,
+    limit: usize,
+) -> Result<Vec<MemoryItem>, StoreError> {
+    let rows = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM memories m
+             WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.item = m.rowid AND v.model = ?1)
+             ORDER BY m.rowid LIMIT ?2"
+        ))?
+        .query_map(params![model, limit as i64], item_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    rows.into_iter().map(finish).collect()
 }
 
 fn item_row(row: &Row<'_>) -> rusqlite::Result<(MemoryItem, String, String)> {
@@ -306,10 +346,80 @@ enum Joined {
     All,
 }
 
+/// The constant of reciprocal rank fusion: an item's fused score is the sum
+/// of `1 / (RRF_K + rank)` over the lists it is in (Cormack et al., 2009).
+const RRF_K: f64 = 60.0;
+
+/// Items matching the search's words, and with its embedding those near it
+/// in meaning, fused by reciprocal rank.
 pub(super) fn search(
     conn: &Connection,
     search: &MemorySearch,
+    vectors: &Mutex<VectorIndex>,
 ) -> Result<Vec<MemoryHit>, StoreError> {
+    let by_words = search_words(conn, search)?;
+    let Some(query) = &search.vector else {
+        return Ok(by_words);
+    };
+    let within: Option<HashSet<String>> = (!search.within.is_empty()).then(|| {
+        search
+            .within
+            .iter()
+            .map(|(scope, key)| scope_token(*scope, key))
+            .collect()
+    });
+    let near = {
+        let mut index = vectors
+            .lock()
+            .map_err(|_| StoreError::Read("the memory vector index was poisoned".into()))?;
+        index.sync(conn, &query.model)?;
+        index.nearest(
+            &query.vector,
+            within.as_ref(),
+            query.min_similarity,
+            search.limit.max(1),
+        )
+    };
+    let mut fused: HashMap<String, (f64, Option<MemoryItem>)> = HashMap::new();
+    for (rank, hit) in by_words.into_iter().enumerate() {
+        fused.insert(
+            hit.item.id.clone(),
+            (1.0 / (RRF_K + rank as f64 + 1.0), Some(hit.item)),
+        );
+    }
+    let mut rowids = Vec::with_capacity(near.len());
+    for (rank, (rowid, _)) in near.iter().enumerate() {
+        rowids.push((*rowid, 1.0 / (RRF_K + rank as f64 + 1.0)));
+    }
+    let mut by_rowid = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM memories m WHERE m.rowid = ?1"
+    ))?;
+    for (rowid, score) in rowids {
+        let Some(raw) = by_rowid.query_row(params![rowid], item_row).optional()? else {
+            continue;
+        };
+        let item = finish(raw)?;
+        let entry = fused.entry(item.id.clone()).or_insert((0.0, None));
+        entry.0 += score;
+        if entry.1.is_none() {
+            entry.1 = Some(item);
+        }
+    }
+    let mut hits: Vec<MemoryHit> = fused
+        .into_values()
+        .filter_map(|(relevance, item)| item.map(|item| MemoryHit { item, relevance }))
+        .collect();
+    hits.sort_by(|a, b| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then_with(|| a.item.id.cmp(&b.item.id))
+    });
+    hits.truncate(search.limit.max(1));
+    Ok(hits)
+}
+
+/// Items matching the search's words, ranked by BM25.
+fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHit>, StoreError> {
     let (words, joined) = selective_terms(conn, &fts_terms(&search.text))?;
     if words.is_empty() {
         return Ok(Vec::new());
@@ -440,6 +550,7 @@ mod tests {
             text: text.into(),
             within,
             limit: 10,
+            vector: None,
         };
         // Stemmed: "testing" finds "tests"; b's item and another chat's are not seen.
         let hits = store
@@ -500,6 +611,7 @@ mod tests {
             text: text.into(),
             within: Vec::new(),
             limit: 5,
+            vector: None,
         };
         assert!(store.search(search("vim")).await.unwrap().is_empty());
         assert_eq!(store.search(search("helix")).await.unwrap().len(), 1);

@@ -211,4 +211,12 @@ impl Memories for Store {
     fn search(&self, search: MemorySearch) -> crate::core::memory::Reply<'_, Vec<MemoryHit>> {
         memory_port(Store::search_memory(self, search))
     }
+
+    fn unembedded<'a>(
+        &'a self,
+        model: &'a str,
+        limit: usize,
+    ) -> crate::core::memory::Reply<'a, Vec<MemoryItem>> {
+        memory_port(Store::unembedded_memory(self, model, limit))
+    }
 }

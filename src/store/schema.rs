@@ -219,4 +219,32 @@ ALTER TABLE sessions ADD COLUMN conversation TEXT;
 ALTER TABLE sessions ADD COLUMN system_prompt TEXT;
 ALTER TABLE sessions ADD COLUMN instructions TEXT;
 "#,
+    // 6: memory embeddings (`[memory] embeddings`): one vector per item, for
+    // the text it was made from; an item's vector goes when the item goes or
+    // its text changes. Every vector's arrival (`seq`) and departure
+    // (`memory_vectors_gone`) is numbered, so a process keeping the vectors
+    // in memory catches up with what other processes changed by reading
+    // only what is new.
+    r#"
+CREATE TABLE memory_vectors (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    item   INTEGER NOT NULL UNIQUE,
+    model  TEXT NOT NULL,
+    vector BLOB NOT NULL
+) STRICT;
+CREATE TABLE memory_vectors_gone (
+    seq  INTEGER PRIMARY KEY AUTOINCREMENT,
+    item INTEGER NOT NULL
+) STRICT;
+CREATE TRIGGER memory_vectors_leave AFTER DELETE ON memory_vectors BEGIN
+    INSERT INTO memory_vectors_gone (item) VALUES (old.item);
+END;
+CREATE TRIGGER memories_vector_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_vectors WHERE item = old.rowid;
+END;
+CREATE TRIGGER memories_vector_stale AFTER UPDATE OF text ON memories
+WHEN new.text IS NOT old.text BEGIN
+    DELETE FROM memory_vectors WHERE item = old.rowid;
+END;
+"#,
 ];

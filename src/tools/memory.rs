@@ -284,12 +284,21 @@ impl Tool for MemorySearchTool {
                     text: args.query.clone(),
                     within,
                     limit,
+                    vector: None,
                 })
                 .await
                 .map_err(|err| ToolError::Failed(format!("cannot search the memory: {err}")))?;
+            // Searched by words alone although meaning was configured: say so,
+            // so a miss is not taken for an absence.
+            let note = access
+                .keeper
+                .store
+                .degraded()
+                .map(|why| format!("\n(Note: {why}.)"))
+                .unwrap_or_default();
             if hits.is_empty() {
                 return Ok(ToolOutput::text(format!(
-                    "Nothing remembered matches {}.",
+                    "Nothing remembered matches {}.{note}",
                     quote(&args.query)
                 )));
             }
@@ -299,7 +308,7 @@ impl Tool for MemorySearchTool {
             });
             let lines: Vec<String> = hits.iter().map(|hit| line(&hit.item)).collect();
             Ok(ToolOutput::text(format!(
-                "{} item(s), best first:\n{}",
+                "{} item(s), best first:\n{}{note}",
                 hits.len(),
                 lines.join("\n")
             )))

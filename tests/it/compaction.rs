@@ -4,27 +4,13 @@
 //! in every face), and a provider that refuses a request as too long until
 //! it shrinks gets a summary and the turn again.
 
+use crate::support::http::openai::{chunk, text_reply};
 use crate::support::http::{Loopback, Reply, Request};
 use crate::support::{AcpProcess, TestDir};
 use serde_json::{Value, json};
 
 const SUMMARY: &str = "SUMMARY: the person pasted two long logs and asked about them";
 const FACT: &str = "The build logs come from the nightly CI job";
-
-fn chunk(delta: Value, finish: Value) -> String {
-    format!(
-        "data: {}\n\n",
-        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    )
-}
-
-fn text_reply(text: &str) -> Reply {
-    Reply::event_stream(
-        chunk(json!({"content": text}), Value::Null)
-            + &chunk(json!({}), json!("stop"))
-            + "data: [DONE]\n\n",
-    )
-}
 
 fn is_summary_request(request: &Request) -> bool {
     request.body["messages"]

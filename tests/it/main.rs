@@ -28,6 +28,7 @@ mod images;
 mod loop_guard;
 mod mcp;
 mod memory;
+mod memory_embeddings;
 mod prompt;
 mod providers;
 mod sandbox_toolchain;

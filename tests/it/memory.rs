@@ -9,34 +9,9 @@
 use std::path::Path;
 
 use crate::support::TestDir;
-use crate::support::http::{Loopback, Reply, Request};
+use crate::support::http::openai::{message_text as user_text, text_reply, tool_reply};
+use crate::support::http::{Loopback, Request};
 use serde_json::{Value, json};
-
-fn chunk(delta: Value, finish: Value) -> String {
-    format!(
-        "data: {}\n\n",
-        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    )
-}
-
-fn text_reply(text: &str) -> Reply {
-    Reply::event_stream(
-        chunk(json!({"content": text}), Value::Null)
-            + &chunk(json!({}), json!("stop"))
-            + "data: [DONE]\n\n",
-    )
-}
-
-fn tool_reply(name: &str, arguments: &Value) -> Reply {
-    Reply::event_stream(
-        chunk(
-            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                "function": {"name": name, "arguments": arguments.to_string()}}]}),
-            Value::Null,
-        ) + &chunk(json!({}), json!("tool_calls"))
-            + "data: [DONE]\n\n",
-    )
-}
 
 /// A model that saves what a prompt starting "remember:" says (with the
 /// rest as the text) and answers "ok" otherwise.
@@ -65,19 +40,6 @@ fn model() -> Loopback {
             None => text_reply("ok"),
         }
     })
-}
-
-/// A user message's text, whether its content is a string or parts.
-fn user_text(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// `pincer run PROMPT` in `cwd` (mode full) against `server`; its stdout.

@@ -6,20 +6,9 @@
 use std::process::Command;
 
 use crate::support::TestDir;
+use crate::support::http::openai::{chunk, text_stream};
 use crate::support::http::{Loopback, Reply};
 use serde_json::{Value, json};
-
-fn stream() -> String {
-    let chunk = |delta: Value, finish: Value| {
-        format!(
-            "data: {}\n\n",
-            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        )
-    };
-    chunk(json!({"content": "ok"}), Value::Null)
-        + &chunk(json!({}), json!("stop"))
-        + "data: [DONE]\n\n"
-}
 
 /// The system message of the one request `pincer run` sends, with `config`
 /// as the config file and `mode` for the session.
@@ -29,7 +18,7 @@ fn system_sent(dir: &TestDir, config: &str, mode: &str) -> String {
 
 /// As [`system_sent`], with the session's workspace at `cwd`.
 fn system_sent_in(dir: &TestDir, config: &str, mode: &str, cwd: &std::path::Path) -> String {
-    let server = Loopback::start(|_, _| Reply::event_stream(stream()));
+    let server = Loopback::start(|_, _| Reply::event_stream(text_stream("ok")));
     let config_dir = dir.path().join("config").join("pincer");
     std::fs::create_dir_all(&config_dir).unwrap();
     std::fs::write(config_dir.join("config.toml"), config).unwrap();
@@ -271,12 +260,6 @@ fn an_agents_md_below_the_workspace_joins_once_the_run_reads_there() {
     std::fs::write(workspace.join("sub").join("AGENTS.md"), "Sub rule.").unwrap();
     std::fs::create_dir_all(workspace.join("other")).unwrap();
     std::fs::write(workspace.join("other").join("AGENTS.md"), "Other rule.").unwrap();
-    let chunk = |delta: Value, finish: Value| {
-        format!(
-            "data: {}\n\n",
-            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        )
-    };
     let call = chunk(
         json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"sub/x.txt\"}"}}]}),
         Value::Null,
@@ -290,7 +273,11 @@ fn an_agents_md_below_the_workspace_joins_once_the_run_reads_there() {
         if n == 0 {
             std::fs::write(&top, "After.").unwrap();
         }
-        Reply::event_stream(if n == 0 { call.clone() } else { stream() })
+        Reply::event_stream(if n == 0 {
+            call.clone()
+        } else {
+            text_stream("ok")
+        })
     });
     let out = dir
         .command()
@@ -429,7 +416,7 @@ fn a_session_brings_its_own_prompt_through_every_face() {
     // `pincer run` flags: the session's prompt replaces, its instructions
     // follow the configured ones.
     let dir = TestDir::new();
-    let server = Loopback::start(|_, _| Reply::event_stream(stream()));
+    let server = Loopback::start(|_, _| Reply::event_stream(text_stream("ok")));
     let config_dir = dir.path().join("config").join("pincer");
     std::fs::create_dir_all(&config_dir).unwrap();
     std::fs::write(

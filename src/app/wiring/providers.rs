@@ -263,3 +263,67 @@ fn make(
         }
     }
 }
+
+/// The embeddings endpoint `[memory] embeddings = "PROVIDER/MODEL"` names:
+/// an OpenAI-compatible provider's, with its key, URL and headers. `None`
+/// when not configured; an error naming the problem when it cannot be.
+pub fn embedder(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn crate::core::semantic::Embedder>>, String> {
+    let Some(choice) = config.memory.embeddings.as_deref() else {
+        return Ok(None);
+    };
+    let Some((name, model)) = choice
+        .split_once('/')
+        .filter(|(name, model)| !name.is_empty() && !model.is_empty())
+    else {
+        return Err(format!(
+            "memory.embeddings: expected PROVIDER/MODEL (for example openai/text-embedding-3-small), got {}",
+            crate::core::quote::quote(choice)
+        ));
+    };
+    let Some(provider) = config.providers.get(name) else {
+        let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+        return Err(format!(
+            "memory.embeddings: no provider named {} (configured: {})",
+            crate::core::quote::quote(name),
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    if provider.value.kind != ProviderKind::Openai {
+        return Err(format!(
+            "memory.embeddings: provider {name} is of kind {}; embeddings come from an OpenAI-compatible provider (kind = \"openai\": OpenAI, Ollama, llama.cpp, vLLM)",
+            provider.value.kind.as_str()
+        ));
+    }
+    let Access {
+        key_var,
+        api_key,
+        base_url,
+    } = access(&provider.value, env);
+    if api_key.is_none() && base_url.is_none() {
+        return Err(format!(
+            "memory.embeddings: provider {name} has no API key for api.openai.com: set {key_var}, run `pincer login`, or set `base_url` in [providers.{name}] for a local server"
+        ));
+    }
+    let settings = openai::OpenAiSettings {
+        name: name.to_owned(),
+        base_url: base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+        api_key,
+        headers: provider
+            .value
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        timeout: std::time::Duration::from_secs(
+            provider.value.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
+        ),
+    };
+    Ok(Some(Arc::new(openai::OpenAiEmbedder::new(settings, model))))
+}

@@ -195,3 +195,53 @@ pub fn dead_url() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     format!("http://{}", listener.local_addr().unwrap())
 }
+
+/// OpenAI chat completions, as the fake model servers speak them.
+pub mod openai {
+    use super::Reply;
+    use serde_json::{Value, json};
+
+    /// One `chat.completion.chunk` event.
+    pub fn chunk(delta: Value, finish: Value) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    }
+
+    /// A streamed answer of `text`.
+    pub fn text_stream(text: &str) -> String {
+        chunk(json!({"content": text}), Value::Null)
+            + &chunk(json!({}), json!("stop"))
+            + "data: [DONE]\n\n"
+    }
+
+    pub fn text_reply(text: &str) -> Reply {
+        Reply::event_stream(text_stream(text))
+    }
+
+    /// A streamed call of tool `name`.
+    pub fn tool_reply(name: &str, arguments: &Value) -> Reply {
+        Reply::event_stream(
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()}}]}),
+                Value::Null,
+            ) + &chunk(json!({}), json!("tool_calls"))
+                + "data: [DONE]\n\n",
+        )
+    }
+
+    /// A message's text, whether its content is a string or parts.
+    pub fn message_text(message: &Value) -> String {
+        match &message["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        }
+    }
+}
