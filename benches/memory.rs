@@ -18,6 +18,12 @@
 //!    plus the pinned items for the system prompt (`RunPrompt::render` with
 //!    memory, less the same without it).
 //!
+//! 3. searched by words and meaning (hybrid, `core::semantic::Semantic`):
+//!    every item also has a 384-dimension vector (the sum of its words'
+//!    fixed pseudo-random vectors, so texts sharing words are near), made
+//!    by an in-process embedder so the figure is the store's work, not an
+//!    endpoint's; the first search's load of the vectors is timed apart.
+//!
 //! Each is timed per query; p50, p99 and max are printed.
 
 use std::sync::Arc;
@@ -28,6 +34,8 @@ use pincer::core::memory::{
     Memories, MemoryItem, MemorySearch, MemorySource, MemoryWrite, RecallSettings, Scope, ScopeKeys,
 };
 use pincer::core::prompt::{Environment, Recall, RunPrompt};
+use pincer::core::provider::ProviderError;
+use pincer::core::semantic::{Embedder, Semantic};
 use pincer::core::session::{ContentPart, Message, Mode, Origin, PromptSettings};
 use pincer::store::Store;
 
@@ -98,6 +106,59 @@ fn report(name: &str, mut times: Vec<Duration>) {
     );
 }
 
+/// Dimensions of the bench's vectors (as all-MiniLM-L6-v2, bge-small).
+const DIMS: usize = 384;
+
+/// Embeds a text as the sum of its words' vectors, in process.
+struct WordVectors {
+    words: std::collections::HashMap<String, Vec<f32>>,
+}
+
+impl WordVectors {
+    fn new(vocabulary: &[String]) -> Self {
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let words = vocabulary
+            .iter()
+            .map(|word| {
+                let vector = (0..DIMS)
+                    .map(|_| (rng.below(2001) as f32 - 1000.0) / 1000.0)
+                    .collect();
+                (word.clone(), vector)
+            })
+            .collect();
+        Self { words }
+    }
+
+    fn vector(&self, text: &str) -> Vec<f32> {
+        let mut sum = vec![0.0_f32; DIMS];
+        for word in text.split_whitespace() {
+            if let Some(vector) = self.words.get(word) {
+                for (s, v) in sum.iter_mut().zip(vector) {
+                    *s += v;
+                }
+            }
+        }
+        sum
+    }
+}
+
+impl Embedder for WordVectors {
+    fn label(&self) -> &str {
+        "bench/words"
+    }
+
+    fn model(&self) -> &str {
+        "words"
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<Vec<f32>>, ProviderError>> {
+        Box::pin(async move { Ok(texts.iter().map(|t| self.vector(t)).collect()) })
+    }
+}
+
 fn prompt_with(memory: Option<Recall>, workspace: &std::path::Path) -> RunPrompt {
     RunPrompt {
         settings: PromptSettings::default(),
@@ -121,10 +182,15 @@ async fn main() {
     let items = args.first().copied().unwrap_or(100_000);
     let queries = args.get(1).copied().unwrap_or(1_000);
     let dir = tempfile::tempdir().unwrap();
-    let (store, _) = Store::open(&dir.path().join("bench.db")).unwrap();
+    // PINCER_BENCH_KEEP=DIR keeps the database there, to study a query.
+    let dir_path = std::env::var_os("PINCER_BENCH_KEEP")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().to_path_buf());
+    let (store, _) = Store::open(&dir_path.join("bench.db")).unwrap();
     let words = vocabulary();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
 
+    let embedder = Arc::new(WordVectors::new(&words));
     let started = Instant::now();
     for i in 0..items {
         let (scope, key) = match rng.below(10) {
@@ -136,11 +202,12 @@ async fn main() {
             ),
         };
         let now = 1_790_000_000_000 + i as i64 * 1000;
+        let text = sentence(&mut rng, &words, 8, 30);
         Memories::note(
             &store,
             MemoryWrite::Save(MemoryItem {
                 id: format!("mem_{i:08}"),
-                text: sentence(&mut rng, &words, 8, 30),
+                text: text.clone(),
                 scope,
                 scope_key: key,
                 tags: vec![words[rng.word(words.len())].clone()],
@@ -155,11 +222,18 @@ async fn main() {
                 pinned: i % 5000 == 0,
             }),
         );
+        Memories::note(
+            &store,
+            MemoryWrite::Vector {
+                id: format!("mem_{i:08}"),
+                vector: embedder.vector(&text),
+                text,
+                model: "words".into(),
+            },
+        );
     }
     pincer::core::journal::Journal::flush(&store).await.unwrap();
-    let size = std::fs::metadata(dir.path().join("bench.db"))
-        .unwrap()
-        .len();
+    let size = std::fs::metadata(dir_path.join("bench.db")).unwrap().len();
     println!(
         "{items} items stored in {:.1} s (database {:.1} MiB, WAL aside)",
         started.elapsed().as_secs_f64(),
@@ -204,6 +278,13 @@ async fn main() {
         search.push(start.elapsed());
         found += hits.len();
     }
+    let mut slowest: Vec<(Duration, &String)> = search.iter().copied().zip(&prompts).collect();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
+    if std::env::var_os("PINCER_BENCH_KEEP").is_some() {
+        for (time, prompt) in slowest.iter().take(10) {
+            println!("  slow: {:.1} ms {prompt}", time.as_secs_f64() * 1e3);
+        }
+    }
     report("search (FTS5 BM25, 3 scopes, limit 32)", search);
     println!(
         "  {:.1} hits per query on average",
@@ -242,4 +323,56 @@ async fn main() {
     }
     report("recall added to a turn's context", added);
     println!("  {recalled} of {queries} prompts got a recalled block");
+
+    let semantic: Arc<dyn Memories> = Arc::new(Semantic::new(store.clone(), embedder, 0.35));
+    let hybrid = |prompt: &String| MemorySearch {
+        text: prompt.clone(),
+        within: keys.visible(),
+        limit: 32,
+        vector: None,
+    };
+    let start = Instant::now();
+    let _ = semantic.search(hybrid(&prompts[0])).await.unwrap();
+    println!(
+        "first hybrid search, loading {items} vectors: {:.0} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    let mut times = Vec::with_capacity(queries);
+    let mut found = 0usize;
+    for prompt in &prompts {
+        let start = Instant::now();
+        let hits = semantic.search(hybrid(prompt)).await.unwrap();
+        times.push(start.elapsed());
+        found += hits.len();
+    }
+    report("search (hybrid: BM25 + 384-d vectors, RRF)", times);
+    println!(
+        "  {:.1} hits per query on average",
+        found as f64 / queries as f64
+    );
+    let mut added = Vec::with_capacity(queries);
+    for prompt in &prompts {
+        let messages = vec![Message::User {
+            content: vec![ContentPart::Text {
+                text: prompt.clone(),
+            }],
+        }];
+        let without = prompt_with(None, workspace);
+        let start = Instant::now();
+        let _ = without.render(&messages).await;
+        let base = start.elapsed();
+        let with = prompt_with(
+            Some(Recall::new(
+                semantic.clone(),
+                keys.clone(),
+                RecallSettings::default(),
+            )),
+            workspace,
+        );
+        let start = Instant::now();
+        let _ = with.render(&messages).await;
+        let _ = with.memory.as_ref().unwrap().block(&messages, false).await;
+        added.push(start.elapsed().saturating_sub(base));
+    }
+    report("hybrid recall added to a turn's context", added);
 }

@@ -32,6 +32,7 @@ pub mod session;
 pub mod slash;
 pub mod stats;
 pub mod subscription;
+pub mod tokens;
 pub mod tool;
 pub mod turn;
 pub mod usage;

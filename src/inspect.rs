@@ -372,7 +372,7 @@ pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Fail
              system prompt   {:>7} tokens\n\
              tools ({:>3})     {:>7} tokens\n\
              messages ({:>3})  {:>7} tokens ({} tool outputs shortened, {} messages dropped to fit)\n\
-             total           {:>7} tokens (estimated)\n",
+             total           {:>7} tokens (counted by {}, calibrated ×{:.2})\n",
             view.provider,
             view.model,
             view.window,
@@ -383,7 +383,9 @@ pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Fail
             message_tokens,
             view.shortened,
             view.dropped,
-            total
+            total,
+            view.counted_by,
+            view.calibration
         );
         out.push_str("\n--- system prompt ---\n");
         out.push_str(&view.system);

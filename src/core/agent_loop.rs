@@ -7,9 +7,7 @@ use super::gate;
 use super::provider::ModelStop;
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
-use super::turn::{
-    LoopConfig, RunContext, TurnRequest, history_tokens, spent, stream_turn, tool_tokens,
-};
+use super::turn::{LoopConfig, RunContext, TurnRequest, spent, stream_turn};
 
 /// Runs model turns until the model stops, the cap is hit, or the run is cancelled.
 pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
@@ -78,7 +76,8 @@ async fn model_turn(
     let tools = ctx.calls.tools.specs();
     let mut system = ctx.prompt.render(&ctx.history).await;
     // Near the window: compact before the turn rather than drop messages.
-    let estimated = system.len() / 4 + tool_tokens(&tools) + history_tokens(&ctx.history);
+    let estimated =
+        ctx.tokens.text(&system) + ctx.tokens.tools(&tools) + ctx.tokens.messages(&ctx.history);
     let window = config.context_window(&ctx.model);
     if config.compact_at > 0.0
         && estimated as f64 > config.compact_at * window as f64

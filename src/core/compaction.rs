@@ -182,7 +182,7 @@ pub async fn compact_automatically(
         // The window the configuration states was wrong for this provider:
         // what it refused is the measure, and half of it the budget (the
         // latest prompt and what followed it are always kept).
-        super::context::fit(&mut messages, estimated / 2);
+        super::context::fit(&mut messages, estimated / 2, &ctx.tokens);
     }
     let (ended, said) = summary_turn(ctx, config, messages, AUTO_COMPACT_INSTRUCTION, false).await;
     let failed = match ended {

@@ -1,7 +1,9 @@
 //! Fitting the conversation into the model's context window.
 //!
-//! Tokens are estimated (about four bytes of text per token, which errs on the
-//! side of sending less; an image counts [`IMAGE_TOKENS`] whatever its size). When the conversation is too long, old tool outputs
+//! Tokens are counted by the model's [`Counter`] (its tokenizer where one
+//! fits, else about four bytes per token; calibrated by what the provider
+//! reports); an image counts `tokens::IMAGE_TOKENS` whatever its size. When the
+//! conversation is too long, old tool outputs
 //! are shortened first, oldest first, then the oldest exchanges are dropped —
 //! always whole: an assistant turn that asked for tools goes with every result,
 //! and the history sent always starts with a user message.
@@ -9,51 +11,10 @@
 //! A compacted conversation is sent from its last summary on
 //! ([`since_compaction`]): the summary stands for everything before it.
 
-use super::session::{Message, ToolCall, note_for_model, summary_for_model};
-
-/// Bytes of text per estimated token.
-const BYTES_PER_TOKEN: usize = 4;
-/// Per-message overhead (role, framing) in tokens.
-const MESSAGE_OVERHEAD: usize = 4;
-/// What one image is estimated to cost, in tokens. Providers scale images
-/// down and charge by pixels: Anthropic about width × height / 750, at most
-/// about 1,600 for the largest image it keeps; OpenAI 765 for a 1024×1024 image
-/// in high detail. The larger figure errs on the side of sending less.
-pub const IMAGE_TOKENS: usize = 1_600;
+use super::session::Message;
+use super::tokens::Counter;
 /// A shortened tool output keeps this many bytes of its head.
 const SHORTENED_KEEP: usize = 512;
-
-/// An estimate of the tokens a message costs.
-pub fn estimate(message: &Message) -> usize {
-    let mut images = 0;
-    let bytes = match message {
-        Message::User { content } => content
-            .iter()
-            .map(|part| {
-                if part.is_image() {
-                    images += 1;
-                    0
-                } else {
-                    part.to_model_text().len()
-                }
-            })
-            .sum(),
-        Message::Assistant {
-            text,
-            thought,
-            tool_calls,
-            ..
-        } => text.len() + thought.len() + tool_calls.iter().map(call_bytes).sum::<usize>(),
-        Message::Tool { content, .. } => content.len(),
-        Message::Summary { text, .. } => summary_for_model(text).len(),
-        Message::Note { text } => note_for_model(text).len(),
-    };
-    bytes / BYTES_PER_TOKEN + images * IMAGE_TOKENS + MESSAGE_OVERHEAD
-}
-
-fn call_bytes(call: &ToolCall) -> usize {
-    call.name.len() + call.arguments.to_string().len()
-}
 
 /// What the model is sent of a conversation: from its last compaction point
 /// (the summary) on; all of it when it was never compacted.
@@ -78,9 +39,9 @@ pub struct Fitted {
 /// user message and everything after it are never dropped or shortened (the
 /// current exchange); if even that does not fit, it is sent as it is and the
 /// provider reports the context-length error in plain words.
-pub fn fit(messages: &mut Vec<Message>, budget: usize) -> Fitted {
+pub fn fit(messages: &mut Vec<Message>, budget: usize, counter: &Counter) -> Fitted {
     let mut fitted = Fitted::default();
-    let total = |m: &[Message]| m.iter().map(estimate).sum::<usize>();
+    let total = |m: &[Message]| counter.messages(m);
     if total(messages) <= budget {
         return fitted;
     }
@@ -126,7 +87,12 @@ pub fn fit(messages: &mut Vec<Message>, budget: usize) -> Fitted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::session::ContentPart;
+    use crate::core::session::{ContentPart, ToolCall};
+    use crate::core::tokens::IMAGE_TOKENS;
+
+    fn estimate(message: &Message) -> usize {
+        Counter::bytes().message(message)
+    }
 
     fn user(text: &str) -> Message {
         Message::User {
@@ -203,14 +169,17 @@ mod tests {
     #[test]
     fn a_conversation_that_fits_is_untouched() {
         let mut messages = conversation();
-        assert_eq!(fit(&mut messages, 1_000_000), Fitted::default());
+        assert_eq!(
+            fit(&mut messages, 1_000_000, &Counter::bytes()),
+            Fitted::default()
+        );
         assert_eq!(messages, conversation());
     }
 
     #[test]
     fn old_tool_outputs_are_shortened_before_anything_is_dropped() {
         let mut messages = conversation();
-        let fitted = fit(&mut messages, 3_000);
+        let fitted = fit(&mut messages, 3_000, &Counter::bytes());
         assert_eq!(
             fitted,
             Fitted {
@@ -233,7 +202,7 @@ mod tests {
     #[test]
     fn then_the_oldest_exchanges_go_whole_never_splitting_a_call_from_its_result() {
         let mut messages = conversation();
-        let fitted = fit(&mut messages, 1_100);
+        let fitted = fit(&mut messages, 1_100, &Counter::bytes());
         assert!(fitted.dropped > 0);
         assert!(matches!(messages[0], Message::User { .. }));
         // Every result still follows the assistant turn that asked for it.
@@ -288,7 +257,7 @@ mod tests {
             asks("a"),
             result("a", 100),
         ];
-        let fitted = fit(&mut messages, 200);
+        let fitted = fit(&mut messages, 200, &Counter::bytes());
         assert_eq!(fitted.dropped, 2);
         assert_eq!(messages[0], user("next"));
         assert!(estimate(&summary("abcd", 1)) > estimate(&user("abcd")));

@@ -119,6 +119,12 @@ pub struct ContextView {
     /// Tool outputs shortened and oldest messages dropped to fit the window.
     pub shortened: usize,
     pub dropped: usize,
+    /// How tokens were counted: the tokenizer (`o200k_base`,
+    /// `cl100k_base`) or `bytes` (four per token), times `calibration`.
+    pub counted_by: &'static str,
+    /// Reported ÷ estimated for this provider and model so far (1 before
+    /// a turn was reported; `core::tokens`).
+    pub calibration: f64,
 }
 
 /// What a face needs to create a session.
@@ -181,6 +187,8 @@ struct Inner {
     environment: std::sync::OnceLock<Arc<dyn EnvironmentProbe>>,
     /// Where memory items are kept; set once at start (none: no memory).
     memory: std::sync::OnceLock<Arc<dyn Memories>>,
+    /// How far token estimates were from the providers' reports.
+    calibration: Arc<super::tokens::Calibration>,
 }
 
 /// A session that can take prompts now.
@@ -239,6 +247,7 @@ impl Runtime {
                 session_tools: std::sync::OnceLock::new(),
                 environment: std::sync::OnceLock::new(),
                 memory: std::sync::OnceLock::new(),
+                calibration: Arc::default(),
             }),
         }
     }
@@ -247,6 +256,12 @@ impl Runtime {
     /// what the memory tools work with); only the first call counts.
     pub fn set_memories(&self, store: Arc<dyn Memories>) {
         let _ = self.inner.memory.set(store);
+    }
+
+    /// Counts tokens for `provider`'s `model`, calibrated by what this
+    /// runtime's runs were told.
+    fn counter(&self, provider: &str, model: &str) -> super::tokens::Counter {
+        super::tokens::Counter::new(provider, model, self.inner.calibration.clone())
     }
 
     /// Memory as the faces manage it for a person (checked, through the
@@ -1138,21 +1153,21 @@ impl Runtime {
         };
         let config = &self.inner.config.loop_config;
         let window = config.context_window(&session.model);
-        let system_tokens = system.len() / 4;
-        let tool_tokens = tools
-            .iter()
-            .map(|t| (t.name.len() + t.description.len() + t.parameters.to_string().len()) / 4)
-            .sum::<usize>();
+        let counter = self.counter(&session.provider, &session.model);
+        counter.ready().await;
+        let system_tokens = counter.text(&system);
+        let tool_tokens = counter.tools(&tools);
         let budget = window
             .saturating_sub(config.output_reserve)
             .saturating_sub(system_tokens)
-            .saturating_sub(recalled.as_ref().map_or(0, |block| block.len() / 4));
+            .saturating_sub(tool_tokens)
+            .saturating_sub(recalled.as_ref().map_or(0, |block| counter.text(block)));
         let mut messages = messages;
-        let fitted = context::fit(&mut messages, budget);
+        let fitted = context::fit(&mut messages, budget, &counter);
         if let Some(block) = recalled {
             super::prompt::insert_recall(&mut messages, block);
         }
-        let message_tokens: Vec<usize> = messages.iter().map(context::estimate).collect();
+        let message_tokens: Vec<usize> = messages.iter().map(|m| counter.message(m)).collect();
         Ok(ContextView {
             provider: session.provider,
             model: session.model,
@@ -1165,6 +1180,8 @@ impl Runtime {
             messages,
             shortened: fitted.shortened,
             dropped: fitted.dropped,
+            counted_by: counter.encoding().map_or("bytes", |e| e.as_str()),
+            calibration: counter.ratio(),
         })
     }
 
@@ -1286,6 +1303,8 @@ impl Runtime {
             return Err(RunOutcome::Failed(no_provider_message(&session.provider)));
         };
         let spent_today = self.spent_today(&session.provider).await;
+        let tokens = self.counter(&session.provider, &session.model);
+        tokens.ready().await;
         let session_tools = lock(&live.session_tools).clone();
         let secrets = session_tools
             .as_ref()
@@ -1321,6 +1340,7 @@ impl Runtime {
             spent_today,
             prompt,
             session_tools,
+            tokens,
         })
     }
 

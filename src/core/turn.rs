@@ -23,6 +23,7 @@ use super::provider::{
 };
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
+use super::tokens::Counter;
 use super::tool::SessionTools;
 
 /// Settings of the loop.
@@ -93,6 +94,8 @@ pub struct RunContext<'a> {
     /// The session's tools beyond the built-in ones, asked for before each
     /// model turn (so a changed list applies from the next turn on).
     pub session_tools: Option<Arc<dyn SessionTools>>,
+    /// Counts the model's tokens, calibrated by its provider's reports.
+    pub tokens: Counter,
 }
 
 impl LoopConfig {
@@ -139,19 +142,6 @@ pub struct TurnRequest {
     pub shown: bool,
 }
 
-/// The tokens tool definitions are estimated at.
-pub fn tool_tokens(tools: &[ToolSpec]) -> usize {
-    tools
-        .iter()
-        .map(|t| (t.name.len() + t.description.len() + t.parameters.to_string().len()) / 4)
-        .sum()
-}
-
-/// The tokens a conversation is estimated at.
-pub fn history_tokens(messages: &[Message]) -> usize {
-    messages.iter().map(context::estimate).sum()
-}
-
 /// Streams one model turn over `messages` (fitted into the context window)
 /// with `tools` offered: the turn's events (`model_turn`, deltas, tool calls,
 /// usage) go to the emitter as they come. Returns how the turn ended — its
@@ -182,13 +172,14 @@ pub async fn stream_turn(
         Some(memory) => memory.block(&messages, true).await,
         None => None,
     };
-    let system_tokens = system.len() / 4;
+    let tokens = &ctx.tokens;
     let budget = config
         .context_window(&ctx.model)
         .saturating_sub(config.output_reserve)
-        .saturating_sub(system_tokens)
-        .saturating_sub(recalled.as_ref().map_or(0, |block| block.len() / 4));
-    let fitted = context::fit(&mut messages, budget);
+        .saturating_sub(tokens.text(&system))
+        .saturating_sub(tokens.tools(&tools))
+        .saturating_sub(recalled.as_ref().map_or(0, |block| tokens.text(block)));
+    let fitted = context::fit(&mut messages, budget, tokens);
     if let Some(block) = recalled {
         super::prompt::insert_recall(&mut messages, block);
     }
@@ -200,6 +191,8 @@ pub async fn stream_turn(
             "fitted the conversation into the context window"
         );
     }
+    // What is sent, uncalibrated, to set against what the provider reports.
+    let sent = tokens.raw_request(&system, &tools, &messages);
     let request = ModelRequest {
         model: ctx.model.clone(),
         system: Some(system),
@@ -276,6 +269,7 @@ pub async fn stream_turn(
                 served_model = model;
             }
             Some(Ok(ProviderEvent::Usage(usage))) => {
+                ctx.tokens.observe(&served_model, sent, usage.input_tokens);
                 let event = usage_event(ctx, config, &served_model, usage);
                 ctx.emitter.emit(event);
             }

@@ -296,13 +296,7 @@ const MAX_SEARCH_TERMS: usize = 4;
 /// items they hold together stay within that 2 %. A word no item holds as
 /// written counts as the rarest (the index stems, so `testing` may still
 /// find `tests`).
-fn selective_terms(
-    conn: &Connection,
-    terms: &[String],
-) -> Result<(Vec<String>, Joined), StoreError> {
-    if terms.is_empty() {
-        return Ok((Vec::new(), Joined::Any));
-    }
+fn selective_terms(conn: &Connection, terms: &[String]) -> Result<Chosen, StoreError> {
     let mut lookup = conn.prepare_cached("SELECT docs FROM memory_terms WHERE term = ?1")?;
     let mut count = |term: &str| -> Result<i64, StoreError> {
         Ok(lookup
@@ -311,6 +305,13 @@ fn selective_terms(
             .unwrap_or(0))
     };
     let items = count("")?;
+    if terms.is_empty() {
+        return Ok(Chosen {
+            words: Vec::new(),
+            joined: Joined::Any,
+            items,
+        });
+    }
     let common = (items / 50).max(50);
     let mut counted: Vec<(i64, &String)> = Vec::with_capacity(terms.len());
     for term in terms {
@@ -319,22 +320,39 @@ fn selective_terms(
     counted.sort_by_key(|(count, _)| *count);
     // The rarest first, while the items they hold stay few: each item a word
     // brings is ranked.
-    let mut rare: Vec<String> = Vec::new();
+    let mut rare: Vec<(String, i64)> = Vec::new();
     let mut holding = 0;
     for (count, term) in counted.iter().filter(|(count, _)| *count <= common) {
         if rare.len() == MAX_SEARCH_TERMS || (!rare.is_empty() && holding + count > common) {
             break;
         }
         holding += count;
-        rare.push((*term).clone());
+        rare.push(((*term).clone(), *count));
     }
     if !rare.is_empty() {
-        return Ok((rare, Joined::Any));
+        return Ok(Chosen {
+            words: rare,
+            joined: Joined::Any,
+            items,
+        });
     }
-    Ok((
-        counted.iter().take(2).map(|(_, t)| (*t).clone()).collect(),
-        Joined::All,
-    ))
+    Ok(Chosen {
+        words: counted
+            .iter()
+            .take(2)
+            .map(|(count, t)| ((*t).clone(), *count))
+            .collect(),
+        joined: Joined::All,
+        items,
+    })
+}
+
+/// The words a search looks for, with how many items hold each, and how
+/// many items there are.
+struct Chosen {
+    words: Vec<(String, i64)>,
+    joined: Joined,
+    items: i64,
 }
 
 /// How a search's words are joined.
@@ -418,22 +436,79 @@ pub(super) fn search(
     Ok(hits)
 }
 
-/// Items matching the search's words, ranked by BM25.
+/// Candidates a search by words ranks: the newest items that match.
+/// Ranking inside FTS5 (`bm25()`) counts every item holding each word
+/// before it ranks one, which for a common word is most of the index; the
+/// writer's word counts give the same figures for free, and the newest
+/// matches come first off the index without that count.
+const CANDIDATES: usize = 256;
+/// BM25's parameters, as FTS5 has them.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+/// The weight of a word in the tags against one in the text (as `bm25()`'s
+/// column weights were).
+const TAG_WEIGHT: f64 = 0.5;
+
+/// Whether an item's word is a form of a search word: the same, or (as the
+/// index's Porter stemmer matches `testing` with `tests`) the same but for
+/// an ending of at most three letters.
+fn same_word(word: &str, searched: &str) -> bool {
+    if word == searched {
+        return true;
+    }
+    let common = word
+        .chars()
+        .zip(searched.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    common >= 3 && word.chars().count() - common <= 3 && searched.chars().count() - common <= 3
+}
+
+/// How often each searched word occurs in a text, and how many words the
+/// text has.
+struct Counted {
+    counts: Vec<f64>,
+    length: f64,
+}
+
+/// A text's [`Counted`] (words as `fts_terms` splits them).
+fn frequencies(text: &str, words: &[(String, i64)]) -> Counted {
+    let mut counts = vec![0.0; words.len()];
+    let mut length = 0.0;
+    for token in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+    {
+        length += 1.0;
+        let token = token.to_lowercase();
+        for (i, (word, _)) in words.iter().enumerate() {
+            if same_word(&token, word) {
+                counts[i] += 1.0;
+            }
+        }
+    }
+    Counted { counts, length }
+}
+
+/// Items matching the search's words: the newest [`CANDIDATES`] that match
+/// in the index, ranked by BM25 (text, and tags at half weight) with each
+/// word's rarity from the writer's counts.
 fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHit>, StoreError> {
-    let (words, joined) = selective_terms(conn, &fts_terms(&search.text))?;
-    if words.is_empty() {
+    let chosen = selective_terms(conn, &fts_terms(&search.text))?;
+    if chosen.words.is_empty() {
         return Ok(Vec::new());
     }
-    let words = words
+    let words = chosen
+        .words
         .iter()
-        .map(|t| format!("\"{t}\""))
+        .map(|(t, _)| format!("\"{t}\""))
         .collect::<Vec<_>>()
-        .join(match joined {
+        .join(match chosen.joined {
             Joined::Any => " OR ",
             Joined::All => " AND ",
         });
     // The words in the text and tags; the scopes asked as index words, so
-    // the index narrows to them before anything is ranked.
+    // the index narrows to them.
     let mut query = format!("{{text tags}} : ({words})");
     if !search.within.is_empty() {
         let scopes: Vec<String> = search
@@ -443,29 +518,68 @@ fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHi
             .collect();
         query = format!("scope_token : ({}) AND {query}", scopes.join(" OR "));
     }
-    // Ranked inside the index (bm25 weights: text 1, tags 0.5, scope 0).
     let sql = format!(
-        "SELECT {COLUMNS}, f.score FROM
-           (SELECT rowid, bm25(memories_fts, 1.0, 0.5, 0.0) AS score FROM memories_fts
-            WHERE memories_fts MATCH ?1 ORDER BY score LIMIT {}) f
-         JOIN memories m ON m.rowid = f.rowid ORDER BY f.score",
-        search.limit.max(1)
+        "SELECT {COLUMNS} FROM
+           (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?1
+            ORDER BY rowid DESC LIMIT {CANDIDATES}) f
+         JOIN memories m ON m.rowid = f.rowid ORDER BY m.rowid DESC"
     );
     let rows = conn
         .prepare_cached(&sql)?
-        .query_map(params![query], |row| {
-            Ok((item_row(row)?, row.get::<_, f64>(10)?))
-        })?
+        .query_map(params![query], item_row)?
         .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter()
-        .map(|(raw, rank)| {
-            Ok(MemoryHit {
-                item: finish(raw)?,
-                // FTS5's bm25() is lower for better matches.
-                relevance: -rank,
-            })
+    let items = rows
+        .into_iter()
+        .map(finish)
+        .collect::<Result<Vec<_>, _>>()?;
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Rarity (FTS5's idf: never below a millionth), from the writer's counts.
+    let total = chosen.items.max(1) as f64;
+    let idf: Vec<f64> = chosen
+        .words
+        .iter()
+        .map(|(_, held)| {
+            let held = (*held).max(1) as f64;
+            ((total - held + 0.5) / (held + 0.5)).ln().max(1e-6)
         })
-        .collect()
+        .collect();
+    let counted: Vec<(Counted, Counted)> = items
+        .iter()
+        .map(|item| {
+            (
+                frequencies(&item.text, &chosen.words),
+                frequencies(&item.tags.join(" "), &chosen.words),
+            )
+        })
+        .collect();
+    let average = |pick: &dyn Fn(&(Counted, Counted)) -> f64| {
+        (counted.iter().map(pick).sum::<f64>() / counted.len() as f64).max(1e-9)
+    };
+    let (text_average, tags_average) = (average(&|c| c.0.length), average(&|c| c.1.length));
+    let bm25 = |Counted { counts, length }: &Counted, average: f64| -> f64 {
+        counts
+            .iter()
+            .zip(&idf)
+            .map(|(tf, idf)| {
+                idf * tf * (BM25_K1 + 1.0)
+                    / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / average))
+            })
+            .sum()
+    };
+    let mut hits: Vec<MemoryHit> = items
+        .into_iter()
+        .zip(&counted)
+        .map(|(item, (text, tags))| MemoryHit {
+            relevance: bm25(text, text_average) + TAG_WEIGHT * bm25(tags, tags_average),
+            item,
+        })
+        .collect();
+    // Best first; among equals the newest (the candidates' order).
+    hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+    hits.truncate(search.limit.max(1));
+    Ok(hits)
 }
 
 #[cfg(test)]

@@ -1,7 +1,12 @@
 //! Memory embeddings kept in memory for a search by meaning: every stored
 //! vector of one model, unit length and quantized to 8 bits (a quarter of
 //! the floats' size; ranks as the floats would to within a few thousandths
-//! of cosine similarity), scanned in full. A process catches up with what
+//! of cosine similarity), and its signs as bits. A search scans the bits
+//! (Hamming distance: 48 bytes an item at 384 dimensions, where a scan of
+//! the 8-bit values is bound by memory bandwidth) for a pool of candidates
+//! eight times the limit, then ranks the pool by the 8-bit values; the
+//! unit tests measure how many of the exact nearest it keeps. A process
+//! catches up with what
 //! any process changed in the store by reading only the vectors that
 //! arrived and left since it last looked (`memory_vectors.seq`,
 //! `memory_vectors_gone.seq`).
@@ -27,6 +32,9 @@ pub(super) struct VectorIndex {
     scales: Vec<f32>,
     /// `dims` values per slot.
     data: Vec<i8>,
+    /// The values' signs, `words` per slot.
+    bits: Vec<u64>,
+    words: usize,
     slot_of: HashMap<i64, usize>,
     free: Vec<usize>,
     tokens: Vec<String>,
@@ -60,6 +68,26 @@ fn quantize(vector: &[f32]) -> Option<(Vec<i8>, f32)> {
         .collect();
     Some((values, step / norm))
 }
+
+/// The signs of `values` as bits (1 for ≥ 0), padded to whole words.
+fn signs(values: &[i8], words: usize) -> Vec<u64> {
+    let mut bits = vec![0_u64; words];
+    for (i, v) in values.iter().enumerate() {
+        if *v >= 0 {
+            bits[i / 64] |= 1 << (i % 64);
+        }
+    }
+    bits
+}
+
+fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+/// Candidates the bits keep for each result asked (and at least
+/// [`LEAST_POOL`]), ranked again by the 8-bit values.
+const POOL_PER_RESULT: usize = 8;
+const LEAST_POOL: usize = 256;
 
 fn dot(a: &[i8], b: &[i8]) -> i32 {
     // Written so the compiler vectorizes it: widening multiplies, summed
@@ -156,6 +184,7 @@ impl VectorIndex {
     fn insert(&mut self, item: i64, token: String, vector: &[f32]) {
         if self.dims == 0 {
             self.dims = vector.len();
+            self.words = vector.len().div_ceil(64);
         }
         if vector.len() != self.dims {
             // A vector of another length cannot be compared; the model's
@@ -175,12 +204,14 @@ impl VectorIndex {
                 index
             }
         };
+        let bits = signs(&values, self.words);
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.items[slot] = item;
                 self.scopes[slot] = scope;
                 self.scales[slot] = scale;
                 self.data[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&values);
+                self.bits[slot * self.words..(slot + 1) * self.words].copy_from_slice(&bits);
                 slot
             }
             None => {
@@ -188,6 +219,7 @@ impl VectorIndex {
                 self.scopes.push(scope);
                 self.scales.push(scale);
                 self.data.extend_from_slice(&values);
+                self.bits.extend_from_slice(&bits);
                 self.items.len() - 1
             }
         };
@@ -216,20 +248,35 @@ impl VectorIndex {
                 .map(|token| within.contains(token))
                 .collect()
         });
-        let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(limit + 1);
-        for (slot, values) in self.data.chunks_exact(self.dims).enumerate() {
-            let item = self.items[slot];
-            if item < 0
+        // The pool: the items whose signs differ least from the query's.
+        let query_bits = signs(&query, self.words);
+        let pool = (limit * POOL_PER_RESULT).max(LEAST_POOL);
+        let mut closest: BinaryHeap<(u32, usize)> = BinaryHeap::with_capacity(pool + 1);
+        for (slot, bits) in self.bits.chunks_exact(self.words).enumerate() {
+            if self.items[slot] < 0
                 || allowed
                     .as_ref()
                     .is_some_and(|allowed| !allowed[self.scopes[slot] as usize])
             {
                 continue;
             }
+            let distance = hamming(bits, &query_bits);
+            if closest.len() < pool {
+                closest.push((distance, slot));
+            } else if closest.peek().is_some_and(|far| distance < far.0) {
+                closest.pop();
+                closest.push((distance, slot));
+            }
+        }
+        // Ranked by the 8-bit values.
+        let mut heap: BinaryHeap<Near> = BinaryHeap::with_capacity(limit + 1);
+        for (_, slot) in closest {
+            let values = &self.data[slot * self.dims..(slot + 1) * self.dims];
             let similarity = dot(values, &query) as f32 * self.scales[slot] * query_scale;
             if similarity < floor {
                 continue;
             }
+            let item = self.items[slot];
             if heap.len() < limit {
                 heap.push(Near(similarity, item));
             } else if heap.peek().is_some_and(|low| similarity > low.0) {
@@ -279,6 +326,60 @@ mod tests {
         index.insert(2, "u0".into(), &[1.0, 0.0]);
         index.insert(3, "u0".into(), &[1.0, 0.0, 0.0]);
         assert_eq!(index.len(), 1);
+    }
+
+    /// The exact nearest by the 8-bit values, for comparison.
+    fn exact(index: &VectorIndex, query: &[f32], limit: usize) -> Vec<i64> {
+        let (q, _) = quantize(query).unwrap();
+        let mut all: Vec<(f32, i64)> = (0..index.items.len())
+            .map(|slot| {
+                let values = &index.data[slot * index.dims..(slot + 1) * index.dims];
+                (
+                    dot(values, &q) as f32 * index.scales[slot],
+                    index.items[slot],
+                )
+            })
+            .collect();
+        all.sort_by(|a, b| b.0.total_cmp(&a.0));
+        all.into_iter().take(limit).map(|(_, item)| item).collect()
+    }
+
+    #[test]
+    fn the_bits_keep_nearly_all_of_the_exact_nearest() {
+        // 8,000 vectors of 384 dimensions around 200 topics, as sentence
+        // embeddings cluster; queries near an item of a topic.
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut noise = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 2001) as f32 / 1000.0 - 1.0
+        };
+        let topics: Vec<Vec<f32>> = (0..200)
+            .map(|_| (0..384).map(|_| noise()).collect())
+            .collect();
+        let mut index = VectorIndex::default();
+        let mut kept = Vec::new();
+        for item in 0..8_000 {
+            let topic = &topics[item % topics.len()];
+            let vector: Vec<f32> = topic.iter().map(|t| t + 0.8 * noise()).collect();
+            index.insert(item as i64, "u0".into(), &vector);
+            kept.push(vector);
+        }
+        let (mut found, mut asked) = (0, 0);
+        for query in 0..40 {
+            let vector: Vec<f32> = kept[query * 37].iter().map(|v| v + 0.5 * noise()).collect();
+            let exact = exact(&index, &vector, 10);
+            let near: Vec<i64> = index
+                .nearest(&vector, None, -1.0, 10)
+                .into_iter()
+                .map(|(item, _)| item)
+                .collect();
+            found += exact.iter().filter(|item| near.contains(item)).count();
+            asked += exact.len();
+        }
+        let recall = found as f64 / asked as f64;
+        assert!(recall >= 0.95, "recall@10 {recall}");
     }
 
     #[test]

@@ -1902,3 +1902,59 @@ async fn a_budget_ends_a_run_with_its_reason_over_http() {
         "{tape}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_near_the_window_is_compacted_with_a_notice_over_http() {
+    let dir = TestDir::new();
+    // The scripted model plays its turns by the assistant turns a request
+    // holds: the first prompt and the summary request (a transcript) get the
+    // first, the answer after the summary (which stands for two) the third.
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Noted."}]),
+            json!([{"text": "never played"}]),
+            json!([{"text": "Done."}]),
+        ],
+    );
+    let config = "context_window = 6000\ncompact_at = 0.5\n";
+    let server = Server::start(&dir, &script, Some(config));
+    let session = create_session(&server, &dir).await;
+    let log = |tag: &str| format!("{tag}: ") + &"line of a long build log\n".repeat(140);
+    let mut last = String::new();
+    for prompt in [log("FIRST LOG"), log("SECOND LOG")] {
+        let (status, run) = send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({ "prompt": prompt }),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        last = run["run_id"].as_str().unwrap().to_owned();
+        let (_, info) = send(server.get(&format!("/v1/runs/{last}"))).await;
+        assert_eq!(info["state"], "completed", "{info}");
+    }
+    let (_, tape) = send(server.get(&format!("/v1/runs/{last}/tape"))).await;
+    let events = tape["events"].as_array().unwrap();
+    let notice = events
+        .iter()
+        .find(|e| e["type"] == "notice")
+        .unwrap_or_else(|| panic!("no notice: {tape}"));
+    assert!(
+        notice
+            .to_string()
+            .contains("neared the model's context window"),
+        "{notice}"
+    );
+    // The summary is not the reply: the run answered after it.
+    let said: String = events
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(said, "Done.", "{tape}");
+    // The next turn starts from the summary.
+    let (_, context) = send(server.get(&format!("/v1/sessions/{session}/context"))).await;
+    let first = &context["messages"][0];
+    assert_eq!(first["role"], "summary", "{first}");
+    assert!(!context.to_string().contains("FIRST LOG"), "{context}");
+}

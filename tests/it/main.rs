@@ -35,6 +35,7 @@ mod sandbox_toolchain;
 mod session_commands;
 mod telegram;
 mod terminal;
+mod tokens;
 mod tools;
 mod transcripts;
 mod usage;

@@ -1240,3 +1240,46 @@ fn a_budget_stop_is_told_in_the_chat() {
         "the second turn was not asked for: {reply}"
     );
 }
+
+#[test]
+fn a_conversation_near_the_window_is_compacted_with_a_notice_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    // The window settings are top-level keys: before the channel's table.
+    let config = dir.path().join("config/pincer/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("context_window = 6000\ncompact_at = 0.5\n\n{text}"),
+    )
+    .unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Noted."}]),
+            json!([{"text": "never played"}]),
+            json!([{"text": "Done."}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    let log = |tag: &str| format!("{tag}: ") + &"line of a long build log\n".repeat(140);
+    fake.user_says(USER, &log("FIRST LOG"));
+    fake.wait_for("the first reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("Noted."))
+    });
+    fake.user_says(USER, &log("SECOND LOG"));
+    fake.wait_for("the second reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("Done."))
+    });
+    let reply = texts(&fake)
+        .into_iter()
+        .find(|t| t.contains("Done."))
+        .unwrap();
+    assert!(
+        reply.starts_with("[pincer] The conversation neared the model's context window"),
+        "{reply}"
+    );
+    // The summary (the script's first turn again) is not part of the reply.
+    assert!(reply.ends_with("Done."), "{reply}");
+    assert!(!reply.contains("Noted."), "{reply}");
+}
