@@ -518,21 +518,24 @@ fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHi
             .collect();
         query = format!("scope_token : ({}) AND {query}", scopes.join(" OR "));
     }
+    // The candidates' words only; whole items for those ranked high enough.
     let sql = format!(
-        "SELECT {COLUMNS} FROM
+        "SELECT m.rowid, m.text, m.tags FROM
            (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?1
             ORDER BY rowid DESC LIMIT {CANDIDATES}) f
          JOIN memories m ON m.rowid = f.rowid ORDER BY m.rowid DESC"
     );
-    let rows = conn
+    let candidates = conn
         .prepare_cached(&sql)?
-        .query_map(params![query], item_row)?
+        .query_map(params![query], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })?
         .collect::<Result<Vec<_>, _>>()?;
-    let items = rows
-        .into_iter()
-        .map(finish)
-        .collect::<Result<Vec<_>, _>>()?;
-    if items.is_empty() {
+    if candidates.is_empty() {
         return Ok(Vec::new());
     }
     // Rarity (FTS5's idf: never below a millionth), from the writer's counts.
@@ -545,12 +548,12 @@ fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHi
             ((total - held + 0.5) / (held + 0.5)).ln().max(1e-6)
         })
         .collect();
-    let counted: Vec<(Counted, Counted)> = items
+    let counted: Vec<(Counted, Counted)> = candidates
         .iter()
-        .map(|item| {
+        .map(|(_, text, tags)| {
             (
-                frequencies(&item.text, &chosen.words),
-                frequencies(&item.tags.join(" "), &chosen.words),
+                frequencies(text, &chosen.words),
+                frequencies(tags, &chosen.words),
             )
         })
         .collect();
@@ -568,17 +571,31 @@ fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHi
             })
             .sum()
     };
-    let mut hits: Vec<MemoryHit> = items
-        .into_iter()
+    let mut ranked: Vec<(f64, i64)> = candidates
+        .iter()
         .zip(&counted)
-        .map(|(item, (text, tags))| MemoryHit {
-            relevance: bm25(text, text_average) + TAG_WEIGHT * bm25(tags, tags_average),
-            item,
+        .map(|((rowid, _, _), (text, tags))| {
+            (
+                bm25(text, text_average) + TAG_WEIGHT * bm25(tags, tags_average),
+                *rowid,
+            )
         })
         .collect();
     // Best first; among equals the newest (the candidates' order).
-    hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
-    hits.truncate(search.limit.max(1));
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranked.truncate(search.limit.max(1));
+    let mut by_rowid = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM memories m WHERE m.rowid = ?1"
+    ))?;
+    let mut hits = Vec::with_capacity(ranked.len());
+    for (relevance, rowid) in ranked {
+        if let Some(raw) = by_rowid.query_row(params![rowid], item_row).optional()? {
+            hits.push(MemoryHit {
+                item: finish(raw)?,
+                relevance,
+            });
+        }
+    }
     Ok(hits)
 }
 

@@ -295,3 +295,54 @@ fn an_editor_sees_the_compaction_notice() {
     assert!(!text.contains(SUMMARY), "{text}");
     assert!(acp.finish().success());
 }
+
+#[test]
+fn an_editor_sees_overflow_recovery_and_the_loop_guard() {
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
+    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
+    // As over HTTP and in a chat (`tests/it/http.rs`, `telegram.rs`).
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Noted."}]),
+            json!([{"error": {"kind": "context_length", "message": "prompt is too long"}}]),
+            json!([{"text": "Done."}]),
+            read.clone(),
+            read.clone(),
+            read.clone(),
+            read,
+            json!([{"text": "never reached"}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &[
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+    );
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    // A long first prompt: the summary request, fitted into half of what
+    // was refused, leaves it out (and so asks for the script's first turn).
+    acp.prompt(&session, &log(12_500, "FIRST LOG"));
+    let (notes, response) = acp.prompt(&session, "second");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let said = crate::support::agent_text(&notes);
+    assert!(
+        said.starts_with("[pincer] The provider refused the request as too long"),
+        "{said}"
+    );
+    assert!(said.ends_with("Done."), "{said}");
+    let (notes, response) = acp.prompt(&session, "read a.txt until it changes");
+    let all = format!("{notes:?} {response}");
+    assert!(
+        all.contains("the model called `read_file` with the same arguments 4 times"),
+        "{all}"
+    );
+    assert!(!all.contains("never reached"), "{all}");
+    acp.finish();
+}

@@ -1958,3 +1958,83 @@ async fn a_conversation_near_the_window_is_compacted_with_a_notice_over_http() {
     assert_eq!(first["role"], "summary", "{first}");
     assert!(!context.to_string().contains("FIRST LOG"), "{context}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_recovery_and_the_loop_guard_over_http() {
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
+    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
+    // Session one: the second prompt's turn is refused as too long, the
+    // conversation is compacted (the summary request gets the script's
+    // first turn) and the turn sent again. Session two: four identical reads.
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Noted."}]),
+            json!([{"error": {"kind": "context_length", "message": "prompt is too long: 250000 tokens > 200000 maximum"}}]),
+            json!([{"text": "Done."}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let session = create_session(&server, &dir).await;
+    // A long first prompt: the summary request, fitted into half of what
+    // was refused, leaves it out (and so asks for the script's first turn).
+    let long = "FIRST LOG: ".to_owned() + &"line of a long build log\n".repeat(500);
+    let mut last = String::new();
+    for prompt in [long.as_str(), "second"] {
+        let (status, run) = send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({ "prompt": prompt }),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        last = run["run_id"].as_str().unwrap().to_owned();
+    }
+    let (_, info) = send(server.get(&format!("/v1/runs/{last}"))).await;
+    assert_eq!(info["state"], "completed", "{info}");
+    let (_, tape) = send(server.get(&format!("/v1/runs/{last}/tape"))).await;
+    let text = tape.to_string();
+    assert!(
+        text.contains("The provider refused the request as too long"),
+        "{tape}"
+    );
+    let said: String = tape["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(said, "Done.");
+    server.stop();
+
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            read.clone(),
+            read.clone(),
+            read.clone(),
+            read,
+            json!([{"text": "never reached"}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let session = create_session(&server, &dir).await;
+    let (_, run) = send(server.post(
+        &format!("/v1/sessions/{session}/prompt?wait=true"),
+        json!({"prompt": "read a.txt until it changes"}),
+    ))
+    .await;
+    let run_id = run["run_id"].as_str().unwrap();
+    let (_, info) = send(server.get(&format!("/v1/runs/{run_id}"))).await;
+    assert_eq!(info["state"], "failed", "{info}");
+    assert!(
+        info["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stopped by the loop guard: the model called `read_file` with the same arguments 4 times"),
+        "{info}"
+    );
+}

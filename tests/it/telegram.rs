@@ -1283,3 +1283,62 @@ fn a_conversation_near_the_window_is_compacted_with_a_notice_in_the_chat() {
     assert!(reply.ends_with("Done."), "{reply}");
     assert!(!reply.contains("Noted."), "{reply}");
 }
+
+#[test]
+fn overflow_recovery_and_the_loop_guard_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
+    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
+    // The second message's turn is refused as too long: compacted (the
+    // summary request gets the first turn) and sent again. Then four
+    // identical reads (the script's turns go on counting from the summary).
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Noted."}]),
+            json!([{"error": {"kind": "context_length", "message": "prompt is too long"}}]),
+            json!([{"text": "Done."}]),
+            read.clone(),
+            read.clone(),
+            read.clone(),
+            read,
+            json!([{"text": "never reached"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    // A long first message: the summary request, fitted into half of what
+    // was refused, leaves it out (and so asks for the script's first turn).
+    fake.user_says(
+        USER,
+        &("FIRST LOG: ".to_owned() + &"line of a long build log\n".repeat(500)),
+    );
+    fake.wait_for("the first reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("Noted."))
+    });
+    fake.user_says(USER, "second");
+    fake.wait_for("the second reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("Done."))
+    });
+    let reply = texts(&fake)
+        .into_iter()
+        .find(|t| t.contains("Done."))
+        .unwrap();
+    assert!(
+        reply.starts_with("[pincer] The provider refused the request as too long"),
+        "{reply}"
+    );
+    fake.user_says(USER, "read a.txt until it changes");
+    fake.wait_for("the loop guard's reason", WAIT, |f| {
+        texts(f).iter().any(|t| t.contains("loop guard"))
+    });
+    let reply = texts(&fake)
+        .into_iter()
+        .find(|t| t.contains("loop guard"))
+        .unwrap();
+    assert!(
+        reply.contains("the model called <code>read_file</code> with the same arguments 4 times"),
+        "{reply}"
+    );
+    assert!(!texts(&fake).iter().any(|t| t.contains("never reached")));
+}
