@@ -159,6 +159,46 @@ impl Embedder for WordVectors {
     }
 }
 
+/// What recall adds to each prompt's context assembly (`RunPrompt::render`
+/// with memory and the recalled block, less the same without), and how many
+/// prompts got a block.
+async fn recall_times(
+    store: &Arc<dyn Memories>,
+    keys: &ScopeKeys,
+    prompts: &[String],
+    workspace: &std::path::Path,
+) -> (Vec<Duration>, usize) {
+    let mut added = Vec::with_capacity(prompts.len());
+    let mut recalled = 0;
+    for prompt in prompts {
+        let messages = vec![Message::User {
+            content: vec![ContentPart::Text {
+                text: prompt.clone(),
+            }],
+        }];
+        let without = prompt_with(None, workspace);
+        let start = Instant::now();
+        let _ = without.render(&messages).await;
+        let base = start.elapsed();
+        let with = prompt_with(
+            Some(Recall::new(
+                store.clone(),
+                keys.clone(),
+                RecallSettings::default(),
+            )),
+            workspace,
+        );
+        let start = Instant::now();
+        let _ = with.render(&messages).await;
+        let block = with.memory.as_ref().unwrap().block(&messages, false).await;
+        added.push(start.elapsed().saturating_sub(base));
+        if block.is_some() {
+            recalled += 1;
+        }
+    }
+    (added, recalled)
+}
+
 fn prompt_with(memory: Option<Recall>, workspace: &std::path::Path) -> RunPrompt {
     RunPrompt {
         settings: PromptSettings::default(),
@@ -292,35 +332,7 @@ async fn main() {
     );
 
     let workspace = dir.path();
-    let mut added = Vec::with_capacity(queries);
-    let mut recalled = 0usize;
-    for prompt in &prompts {
-        let messages = vec![Message::User {
-            content: vec![ContentPart::Text {
-                text: prompt.clone(),
-            }],
-        }];
-        let without = prompt_with(None, workspace);
-        let start = Instant::now();
-        let _ = without.render(&messages).await;
-        let base = start.elapsed();
-        let with = prompt_with(
-            Some(Recall::new(
-                store.clone(),
-                keys.clone(),
-                RecallSettings::default(),
-            )),
-            workspace,
-        );
-        let start = Instant::now();
-        let _ = with.render(&messages).await;
-        let block = with.memory.as_ref().unwrap().block(&messages, false).await;
-        let total = start.elapsed();
-        added.push(total.saturating_sub(base));
-        if block.is_some() {
-            recalled += 1;
-        }
-    }
+    let (added, recalled) = recall_times(&store, &keys, &prompts, workspace).await;
     report("recall added to a turn's context", added);
     println!("  {recalled} of {queries} prompts got a recalled block");
 
@@ -350,29 +362,6 @@ async fn main() {
         "  {:.1} hits per query on average",
         found as f64 / queries as f64
     );
-    let mut added = Vec::with_capacity(queries);
-    for prompt in &prompts {
-        let messages = vec![Message::User {
-            content: vec![ContentPart::Text {
-                text: prompt.clone(),
-            }],
-        }];
-        let without = prompt_with(None, workspace);
-        let start = Instant::now();
-        let _ = without.render(&messages).await;
-        let base = start.elapsed();
-        let with = prompt_with(
-            Some(Recall::new(
-                semantic.clone(),
-                keys.clone(),
-                RecallSettings::default(),
-            )),
-            workspace,
-        );
-        let start = Instant::now();
-        let _ = with.render(&messages).await;
-        let _ = with.memory.as_ref().unwrap().block(&messages, false).await;
-        added.push(start.elapsed().saturating_sub(base));
-    }
+    let (added, _) = recall_times(&semantic, &keys, &prompts, workspace).await;
     report("hybrid recall added to a turn's context", added);
 }

@@ -747,6 +747,47 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
             out.push_str(&report(true, &what, detail));
         }
     }
+    if config.memory.enabled.unwrap_or(true) {
+        match crate::app::wiring::embedder(&config, &env) {
+            Ok(None) => out.push_str(&report(
+                true,
+                "memory",
+                "searched by words (set `embeddings` in [memory] to search by meaning too)".into(),
+            )),
+            Ok(Some(embedder)) if online => {
+                let probe = ["pincer doctor".to_owned()];
+                match embedder.embed(&probe).await {
+                    Ok(vectors) => out.push_str(&report(
+                        true,
+                        "memory",
+                        format!(
+                            "searched by words and meaning; embeddings from {} answer ({} dimensions)",
+                            embedder.label(),
+                            vectors.first().map_or(0, Vec::len)
+                        ),
+                    )),
+                    Err(err) => out.push_str(&report(
+                        false,
+                        "memory",
+                        format!(
+                            "embeddings from {} do not answer: {} (memory is searched by words alone until they do)",
+                            embedder.label(),
+                            err.message
+                        ),
+                    )),
+                }
+            }
+            Ok(Some(embedder)) => out.push_str(&report(
+                true,
+                "memory",
+                format!(
+                    "searched by words and meaning, embeddings from {} (not asked; --online asks)",
+                    embedder.label()
+                ),
+            )),
+            Err(message) => out.push_str(&report(false, "memory", message)),
+        }
+    }
     let mcp = crate::mcp::Factory::new(crate::app::wiring::mcp_settings(&config));
     if !config.mcp_servers.is_empty() {
         let here = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));

@@ -299,22 +299,8 @@ fn an_editor_sees_the_compaction_notice() {
 #[test]
 fn an_editor_sees_overflow_recovery_and_the_loop_guard() {
     let dir = TestDir::new();
-    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
-    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
     // As over HTTP and in a chat (`tests/it/http.rs`, `telegram.rs`).
-    let script = dir.script(
-        "s.jsonl",
-        &[
-            json!([{"text": "Noted."}]),
-            json!([{"error": {"kind": "context_length", "message": "prompt is too long"}}]),
-            json!([{"text": "Done."}]),
-            read.clone(),
-            read.clone(),
-            read.clone(),
-            read,
-            json!([{"text": "never reached"}]),
-        ],
-    );
+    let script = crate::support::overflow_then_loop_script(&dir);
     let mut acp = AcpProcess::spawn(
         &dir,
         &[
@@ -326,9 +312,7 @@ fn an_editor_sees_overflow_recovery_and_the_loop_guard() {
     );
     acp.initialize();
     let session = acp.new_session(&dir.workspace());
-    // A long first prompt: the summary request, fitted into half of what
-    // was refused, leaves it out (and so asks for the script's first turn).
-    acp.prompt(&session, &log(12_500, "FIRST LOG"));
+    acp.prompt(&session, &crate::support::long_log());
     let (notes, response) = acp.prompt(&session, "second");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let said = crate::support::agent_text(&notes);

@@ -1962,40 +1962,30 @@ async fn a_conversation_near_the_window_is_compacted_with_a_notice_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_recovery_and_the_loop_guard_over_http() {
     let dir = TestDir::new();
-    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
-    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
-    // Session one: the second prompt's turn is refused as too long, the
-    // conversation is compacted (the summary request gets the script's
-    // first turn) and the turn sent again. Session two: four identical reads.
-    let script = dir.script(
-        "s.jsonl",
-        &[
-            json!([{"text": "Noted."}]),
-            json!([{"error": {"kind": "context_length", "message": "prompt is too long: 250000 tokens > 200000 maximum"}}]),
-            json!([{"text": "Done."}]),
-        ],
-    );
+    let script = crate::support::overflow_then_loop_script(&dir);
     let server = Server::start(&dir, &script, None);
     let session = create_session(&server, &dir).await;
-    // A long first prompt: the summary request, fitted into half of what
-    // was refused, leaves it out (and so asks for the script's first turn).
-    let long = "FIRST LOG: ".to_owned() + &"line of a long build log\n".repeat(500);
-    let mut last = String::new();
-    for prompt in [long.as_str(), "second"] {
+    let mut runs = Vec::new();
+    for prompt in [
+        crate::support::long_log().as_str(),
+        "second",
+        "read a.txt until it changes",
+    ] {
         let (status, run) = send(server.post(
             &format!("/v1/sessions/{session}/prompt?wait=true"),
             json!({ "prompt": prompt }),
         ))
         .await;
         assert_eq!(status, StatusCode::OK, "{run}");
-        last = run["run_id"].as_str().unwrap().to_owned();
+        runs.push(run["run_id"].as_str().unwrap().to_owned());
     }
-    let (_, info) = send(server.get(&format!("/v1/runs/{last}"))).await;
+    // The second run: refused as too long, compacted, answered.
+    let (_, info) = send(server.get(&format!("/v1/runs/{}", runs[1]))).await;
     assert_eq!(info["state"], "completed", "{info}");
-    let (_, tape) = send(server.get(&format!("/v1/runs/{last}/tape"))).await;
-    let text = tape.to_string();
+    let (_, tape) = send(server.get(&format!("/v1/runs/{}/tape", runs[1]))).await;
     assert!(
-        text.contains("The provider refused the request as too long"),
+        tape.to_string()
+            .contains("The provider refused the request as too long"),
         "{tape}"
     );
     let said: String = tape["events"]
@@ -2006,29 +1996,8 @@ async fn overflow_recovery_and_the_loop_guard_over_http() {
         .filter_map(|e| e["text"].as_str())
         .collect();
     assert_eq!(said, "Done.");
-    server.stop();
-
-    let dir = TestDir::new();
-    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
-    let script = dir.script(
-        "s.jsonl",
-        &[
-            read.clone(),
-            read.clone(),
-            read.clone(),
-            read,
-            json!([{"text": "never reached"}]),
-        ],
-    );
-    let server = Server::start(&dir, &script, None);
-    let session = create_session(&server, &dir).await;
-    let (_, run) = send(server.post(
-        &format!("/v1/sessions/{session}/prompt?wait=true"),
-        json!({"prompt": "read a.txt until it changes"}),
-    ))
-    .await;
-    let run_id = run["run_id"].as_str().unwrap();
-    let (_, info) = send(server.get(&format!("/v1/runs/{run_id}"))).await;
+    // The third: stopped by the loop guard.
+    let (_, info) = send(server.get(&format!("/v1/runs/{}", runs[2]))).await;
     assert_eq!(info["state"], "failed", "{info}");
     assert!(
         info["error"]

@@ -347,3 +347,66 @@ fn a_long_running_process_sees_vectors_another_process_adds_and_removes() {
     assert!(ask(&mut acp).contains("blue van"));
     acp.finish();
 }
+
+#[test]
+fn doctor_checks_the_embeddings_endpoint() {
+    let dir = TestDir::new();
+    let down = Arc::new(AtomicBool::new(false));
+    let server = server(down.clone());
+    config(&dir, &server, true);
+    let doctor = |online: bool| {
+        let mut command = dir.command();
+        command.arg("doctor");
+        if online {
+            command.arg("--online");
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = doctor(true);
+    assert!(
+        out.contains("ok   memory       searched by words and meaning; embeddings from local/embed answer (5 dimensions)"),
+        "{out}"
+    );
+    assert!(ok, "{out}");
+    let (_, out) = doctor(false);
+    assert!(
+        out.contains("embeddings from local/embed (not asked; --online asks)"),
+        "{out}"
+    );
+    down.store(true, Ordering::SeqCst);
+    let (ok, out) = doctor(true);
+    assert!(!ok);
+    assert!(
+        out.contains("FAIL memory       embeddings from local/embed do not answer")
+            && out.contains("503"),
+        "{out}"
+    );
+    // A name that is no provider is named, in doctor and wherever memory is used.
+    let config_dir = dir.path().join("config").join("pincer");
+    let text = std::fs::read_to_string(config_dir.join("config.toml")).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        text.replace("local/embed", "nowhere/embed"),
+    )
+    .unwrap();
+    let (ok, out) = doctor(false);
+    assert!(!ok);
+    assert!(
+        out.contains(
+            "FAIL memory       memory.embeddings: no provider named nowhere (configured: local)"
+        ),
+        "{out}"
+    );
+    let out = memory(&dir, &["list"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("memory.embeddings: no provider named nowhere"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

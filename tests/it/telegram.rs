@@ -1288,31 +1288,9 @@ fn a_conversation_near_the_window_is_compacted_with_a_notice_in_the_chat() {
 fn overflow_recovery_and_the_loop_guard_in_the_chat() {
     let fake = FakeTelegram::start();
     let dir = setup(&fake, "live_drafts = false\n");
-    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
-    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
-    // The second message's turn is refused as too long: compacted (the
-    // summary request gets the first turn) and sent again. Then four
-    // identical reads (the script's turns go on counting from the summary).
-    let script = dir.script(
-        "s.jsonl",
-        &[
-            json!([{"text": "Noted."}]),
-            json!([{"error": {"kind": "context_length", "message": "prompt is too long"}}]),
-            json!([{"text": "Done."}]),
-            read.clone(),
-            read.clone(),
-            read.clone(),
-            read,
-            json!([{"text": "never reached"}]),
-        ],
-    );
+    let script = crate::support::overflow_then_loop_script(&dir);
     let _bridge = Bridge::start(&dir, &script);
-    // A long first message: the summary request, fitted into half of what
-    // was refused, leaves it out (and so asks for the script's first turn).
-    fake.user_says(
-        USER,
-        &("FIRST LOG: ".to_owned() + &"line of a long build log\n".repeat(500)),
-    );
+    fake.user_says(USER, &crate::support::long_log());
     fake.wait_for("the first reply", WAIT, |f| {
         texts(f).iter().any(|t| t.contains("Noted."))
     });

@@ -455,3 +455,34 @@ pub fn chunks(messages: &[Value], kind: &str) -> String {
         })
         .collect()
 }
+
+/// A long first prompt (12.5 KB of log lines) for [`overflow_then_loop_script`].
+pub fn long_log() -> String {
+    "FIRST LOG: ".to_owned() + &"line of a long build log\n".repeat(500)
+}
+
+/// The scripted model of the overflow and loop-guard tests of every face,
+/// with `a.txt` in the workspace. The scripted model plays its turns by the
+/// assistant turns a request holds, so: the first prompt ([`long_log`]) is
+/// answered "Noted."; the second prompt's turn is refused as too long, the
+/// summary request (fitted into half of what was refused, which leaves the
+/// long prompt out) gets the first turn again, and the turn sent once more
+/// answers "Done."; a third prompt gets four identical `read_file` calls,
+/// and "never reached" must not be.
+pub fn overflow_then_loop_script(dir: &TestDir) -> PathBuf {
+    std::fs::write(dir.workspace().join("a.txt"), "same every time").unwrap();
+    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]);
+    dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Noted."}]),
+            json!([{"error": {"kind": "context_length", "message": "prompt is too long: 250000 tokens > 200000 maximum"}}]),
+            json!([{"text": "Done."}]),
+            read.clone(),
+            read.clone(),
+            read.clone(),
+            read,
+            json!([{"text": "never reached"}]),
+        ],
+    )
+}
