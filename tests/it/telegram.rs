@@ -340,9 +340,12 @@ fn commands_answer_in_the_chat() {
             .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
     });
     fake.user_says(USER, "/stop");
+    // The reply is what the run said before it stopped, marked, or (when the
+    // stop came before its first word) that it stopped.
     fake.wait_for("stopped", WAIT, |f| {
         let t = texts(f);
-        t.iter().any(|t| t == "Stopping 1 request(s).") && t.iter().any(|t| t.contains("(stopped)"))
+        t.iter().any(|t| t == "Stopping 1 request(s).")
+            && t.iter().any(|t| t.contains("(stopped)") || t == "Stopped.")
     });
     fake.user_says(USER, "/new");
     fake.wait_for("a new session", WAIT, |f| {
