@@ -106,6 +106,14 @@ fn report(name: &str, mut times: Vec<Duration>) {
     );
 }
 
+/// The process's resident memory, in KiB (Linux `/proc/self/statm`).
+fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4)
+}
+
 /// Dimensions of the bench's vectors (as all-MiniLM-L6-v2, bge-small).
 const DIMS: usize = 384;
 
@@ -343,11 +351,13 @@ async fn main() {
         limit: 32,
         vector: None,
     };
+    let before = resident_kib();
     let start = Instant::now();
     let _ = semantic.search(hybrid(&prompts[0])).await.unwrap();
     println!(
-        "first hybrid search, loading {items} vectors: {:.0} ms",
-        start.elapsed().as_secs_f64() * 1e3
+        "first hybrid search, loading {items} vectors: {:.0} ms, resident memory +{:.1} MiB",
+        start.elapsed().as_secs_f64() * 1e3,
+        resident_kib().saturating_sub(before) as f64 / 1024.0
     );
     let mut times = Vec::with_capacity(queries);
     let mut found = 0usize;
