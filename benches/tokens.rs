@@ -37,6 +37,9 @@ fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Which count of a file is taken as the truth.
+type Truth = dyn Fn(&Counts) -> usize;
+
 struct Counts {
     o200k: usize,
     cl100k: usize,
@@ -83,20 +86,19 @@ fn report(name: &str, texts: &[String]) {
         bytes as f64 / o,
         bytes as f64 / c,
     );
-    println!(
-        "  bytes/4 vs o200k:  corpus {:+.1} %, per file {:.1} % mean abs; calibrated (×{ro:.3}): corpus {:+.1} %, per file {:.1} %",
-        percent(b, o),
-        per_file(&|c| c.o200k, 1.0, 0),
-        percent(rest(&|c| c.bytes) * ro, rest(&|c| c.o200k)),
-        per_file(&|c| c.o200k, ro, learn),
-    );
-    println!(
-        "  bytes/4 vs cl100k: corpus {:+.1} %, per file {:.1} % mean abs; calibrated (×{rc:.3}): corpus {:+.1} %, per file {:.1} %",
-        percent(b, c),
-        per_file(&|c| c.cl100k, 1.0, 0),
-        percent(rest(&|c| c.bytes) * rc, rest(&|c| c.cl100k)),
-        per_file(&|c| c.cl100k, rc, learn),
-    );
+    let truths: [(&str, f64, f64, &Truth); 2] = [
+        ("o200k: ", o, ro, &|c| c.o200k),
+        ("cl100k:", c, rc, &|c| c.cl100k),
+    ];
+    for (tokenizer, total, ratio, truth) in truths {
+        println!(
+            "  bytes/4 vs {tokenizer} corpus {:+.1} %, per file {:.1} % mean abs; calibrated (×{ratio:.3}): corpus {:+.1} %, per file {:.1} %",
+            percent(b, total),
+            per_file(truth, 1.0, 0),
+            percent(rest(&|c| c.bytes) * ratio, rest(truth)),
+            per_file(truth, ratio, learn),
+        );
+    }
 }
 
 fn read(paths: &[PathBuf]) -> Vec<String> {

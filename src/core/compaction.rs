@@ -87,14 +87,14 @@ pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcom
     RunOutcome::Completed(StopReason::EndTurn)
 }
 
-/// One model turn without tools that answers `instruction` after
-/// `messages` (a summary); tool calls it makes anyway are refused, each
-/// with its receipt. `shown`: its text streams as the reply.
-async fn summary_turn(
+/// One model turn that answers `instruction` after `messages`, offering
+/// `tools`; records nothing. `shown`: its text streams as the reply.
+async fn instruction_turn(
     ctx: &mut RunContext<'_>,
     config: &LoopConfig,
     mut messages: Vec<Message>,
     instruction: &str,
+    tools: Vec<super::provider::ToolSpec>,
     shown: bool,
 ) -> (Result<ModelStop, RunOutcome>, turn::Said) {
     messages.push(Message::User {
@@ -102,18 +102,32 @@ async fn summary_turn(
             text: instruction.to_owned(),
         }],
     });
-    let (ended, said) = turn::stream_turn(
+    turn::stream_turn(
         ctx,
         config,
         TurnRequest {
             index: 0,
             messages,
-            tools: Vec::new(),
+            tools,
             system: None,
             shown,
         },
     )
-    .await;
+    .await
+}
+
+/// One model turn without tools that answers `instruction` after
+/// `messages` (a summary); tool calls it makes anyway are refused, each
+/// with its receipt. `shown`: its text streams as the reply.
+async fn summary_turn(
+    ctx: &mut RunContext<'_>,
+    config: &LoopConfig,
+    messages: Vec<Message>,
+    instruction: &str,
+    shown: bool,
+) -> (Result<ModelStop, RunOutcome>, turn::Said) {
+    let (ended, said) =
+        instruction_turn(ctx, config, messages, instruction, Vec::new(), shown).await;
     if !said.tool_calls.is_empty() {
         refuse_tool_calls(ctx, &said.tool_calls);
     }
@@ -246,24 +260,10 @@ async fn save_before_compacting(ctx: &mut RunContext<'_>, config: &LoopConfig) {
     if !ctx.calls.runs_unasked(save.as_ref()) {
         return;
     }
-    let mut messages = ctx.history.clone();
-    messages.push(Message::User {
-        content: vec![ContentPart::Text {
-            text: SAVE_INSTRUCTION.to_owned(),
-        }],
-    });
-    let (ended, said) = turn::stream_turn(
-        ctx,
-        config,
-        TurnRequest {
-            index: 0,
-            messages,
-            tools: vec![save.spec()],
-            system: None,
-            shown: true,
-        },
-    )
-    .await;
+    let messages = ctx.history.clone();
+    let tools = vec![save.spec()];
+    let (ended, said) =
+        instruction_turn(ctx, config, messages, SAVE_INSTRUCTION, tools, true).await;
     if ended.is_err() {
         return;
     }

@@ -594,4 +594,110 @@ mod tests {
         });
         assert!(prompt.contains("- Git: detached head, clean tree"));
     }
+
+    /// A memory store whose reads fail, or find one item.
+    struct Store {
+        broken: bool,
+    }
+
+    fn saved() -> crate::core::memory::MemoryItem {
+        crate::core::memory::MemoryItem {
+            id: "mem_1".into(),
+            text: "The tests need the staging fixture".into(),
+            scope: crate::core::memory::Scope::User,
+            scope_key: String::new(),
+            tags: Vec::new(),
+            source: crate::core::memory::MemorySource::default(),
+            created_at: 1,
+            updated_at: 1,
+            last_used_at: None,
+            pinned: false,
+        }
+    }
+
+    impl Memories for Store {
+        fn write(&self, _: MemoryWrite) -> crate::core::memory::Reply<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn note(&self, _: MemoryWrite) {}
+
+        fn get<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> crate::core::memory::Reply<'a, Option<crate::core::memory::MemoryItem>> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn list(
+            &self,
+            _: MemoryFilter,
+        ) -> crate::core::memory::Reply<'_, Vec<crate::core::memory::MemoryItem>> {
+            let broken = self.broken;
+            Box::pin(async move {
+                if broken {
+                    return Err(crate::core::memory::MemoryError::Backend(
+                        "disk I/O error".into(),
+                    ));
+                }
+                Ok(vec![crate::core::memory::MemoryItem {
+                    pinned: true,
+                    ..saved()
+                }])
+            })
+        }
+
+        fn search(
+            &self,
+            _: MemorySearch,
+        ) -> crate::core::memory::Reply<'_, Vec<crate::core::memory::MemoryHit>> {
+            let broken = self.broken;
+            Box::pin(async move {
+                if broken {
+                    return Err(crate::core::memory::MemoryError::Backend(
+                        "disk I/O error".into(),
+                    ));
+                }
+                Ok(vec![crate::core::memory::MemoryHit {
+                    item: saved(),
+                    relevance: 1.0,
+                }])
+            })
+        }
+
+        fn unembedded<'a>(
+            &'a self,
+            _: &'a str,
+            _: usize,
+        ) -> crate::core::memory::Reply<'a, Vec<crate::core::memory::MemoryItem>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+    }
+
+    /// A store that fails leaves the turn without recalled or pinned items,
+    /// and the turn goes on; the same store reading well gives both.
+    #[tokio::test]
+    async fn a_failing_memory_store_leaves_the_turn_without_recall() {
+        let messages = vec![Message::User {
+            content: vec![ContentPart::Text {
+                text: "How do the tests run?".into(),
+            }],
+        }];
+        for broken in [false, true] {
+            let recall = Recall::new(
+                std::sync::Arc::new(Store { broken }),
+                ScopeKeys::default(),
+                RecallSettings::default(),
+            );
+            let block = recall.block(&messages, true).await;
+            let pinned = recall.pinned().await;
+            if broken {
+                assert_eq!(block, None);
+                assert_eq!(pinned, None);
+            } else {
+                assert!(block.is_some_and(|b| b.contains("staging fixture")));
+                assert!(pinned.is_some_and(|p| p.contains("staging fixture")));
+            }
+        }
+    }
 }

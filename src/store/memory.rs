@@ -241,6 +241,17 @@ fn within_sql(within: &[(Scope, String)], values: &mut Vec<Value>) -> Option<Str
     Some(format!("({})", parts.join(" OR ")))
 }
 
+/// The item stored at `rowid` (the index's key), if it is still there.
+fn item_at(conn: &Connection, rowid: i64) -> Result<Option<MemoryItem>, StoreError> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM memories m WHERE m.rowid = ?1"
+    ))?
+    .query_row(params![rowid], item_row)
+    .optional()?
+    .map(finish)
+    .transpose()
+}
+
 pub(super) fn get(conn: &Connection, id: &str) -> Result<Option<MemoryItem>, StoreError> {
     conn.prepare_cached(&format!("SELECT {COLUMNS} FROM memories m WHERE m.id = ?1"))?
         .query_row(params![id], item_row)
@@ -409,14 +420,10 @@ pub(super) fn search(
     for (rank, (rowid, _)) in near.iter().enumerate() {
         rowids.push((*rowid, 1.0 / (RRF_K + rank as f64 + 1.0)));
     }
-    let mut by_rowid = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.rowid = ?1"
-    ))?;
     for (rowid, score) in rowids {
-        let Some(raw) = by_rowid.query_row(params![rowid], item_row).optional()? else {
+        let Some(item) = item_at(conn, rowid)? else {
             continue;
         };
-        let item = finish(raw)?;
         let entry = fused.entry(item.id.clone()).or_insert((0.0, None));
         entry.0 += score;
         if entry.1.is_none() {
@@ -584,16 +591,10 @@ fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHi
     // Best first; among equals the newest (the candidates' order).
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
     ranked.truncate(search.limit.max(1));
-    let mut by_rowid = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM memories m WHERE m.rowid = ?1"
-    ))?;
     let mut hits = Vec::with_capacity(ranked.len());
     for (relevance, rowid) in ranked {
-        if let Some(raw) = by_rowid.query_row(params![rowid], item_row).optional()? {
-            hits.push(MemoryHit {
-                item: finish(raw)?,
-                relevance,
-            });
+        if let Some(item) = item_at(conn, rowid)? {
+            hits.push(MemoryHit { item, relevance });
         }
     }
     Ok(hits)

@@ -32,9 +32,8 @@ pub(super) struct VectorIndex {
     scales: Vec<f32>,
     /// `dims` values per slot.
     data: Vec<i8>,
-    /// The values' signs, `words` per slot.
+    /// The values' signs, [`VectorIndex::words`] per slot.
     bits: Vec<u64>,
-    words: usize,
     slot_of: HashMap<i64, usize>,
     free: Vec<usize>,
     tokens: Vec<String>,
@@ -174,6 +173,11 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// 64-bit words of sign bits per slot.
+    fn words(&self) -> usize {
+        self.dims.div_ceil(64)
+    }
+
     fn remove(&mut self, item: i64) {
         if let Some(slot) = self.slot_of.remove(&item) {
             self.items[slot] = -1;
@@ -184,7 +188,6 @@ impl VectorIndex {
     fn insert(&mut self, item: i64, token: String, vector: &[f32]) {
         if self.dims == 0 {
             self.dims = vector.len();
-            self.words = vector.len().div_ceil(64);
         }
         if vector.len() != self.dims {
             // A vector of another length cannot be compared; the model's
@@ -204,14 +207,15 @@ impl VectorIndex {
                 index
             }
         };
-        let bits = signs(&values, self.words);
+        let bits = signs(&values, self.words());
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.items[slot] = item;
                 self.scopes[slot] = scope;
                 self.scales[slot] = scale;
                 self.data[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&values);
-                self.bits[slot * self.words..(slot + 1) * self.words].copy_from_slice(&bits);
+                let words = self.words();
+                self.bits[slot * words..(slot + 1) * words].copy_from_slice(&bits);
                 slot
             }
             None => {
@@ -249,10 +253,10 @@ impl VectorIndex {
                 .collect()
         });
         // The pool: the items whose signs differ least from the query's.
-        let query_bits = signs(&query, self.words);
+        let query_bits = signs(&query, self.words());
         let pool = (limit * POOL_PER_RESULT).max(LEAST_POOL);
         let mut closest: BinaryHeap<(u32, usize)> = BinaryHeap::with_capacity(pool + 1);
-        for (slot, bits) in self.bits.chunks_exact(self.words).enumerate() {
+        for (slot, bits) in self.bits.chunks_exact(self.words()).enumerate() {
             if self.items[slot] < 0
                 || allowed
                     .as_ref()

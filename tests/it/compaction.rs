@@ -55,12 +55,6 @@ fn model(limit: usize) -> Loopback {
     })
 }
 
-fn config(dir: &TestDir, text: &str) {
-    let config_dir = dir.path().join("config").join("pincer");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(config_dir.join("config.toml"), text).unwrap();
-}
-
 /// `pincer run` against `server`, continuing `session` when given.
 fn run(
     dir: &TestDir,
@@ -105,8 +99,7 @@ fn a_conversation_past_the_threshold_is_summarized_before_the_turn() {
     let dir = TestDir::new();
     let server = model(0);
     // 20,000 tokens of window, compacted past half of it; saves run unasked.
-    config(
-        &dir,
+    dir.write_config(
         "context_window = 20000\ncompact_at = 0.5\n[tools]\nmemory_save = \"allow\"\n",
     );
     let first = run(&dir, &server, None, &log(30_000, "FIRST LOG"));
@@ -208,7 +201,7 @@ fn a_context_length_error_compacts_and_sends_the_turn_again() {
     let dir = TestDir::new();
     // The configured window is wrong (far too big): only the provider knows.
     let server = model(50_000);
-    config(&dir, "context_window = 1000000\ncompact_at = 0\n");
+    dir.write_config("context_window = 1000000\ncompact_at = 0\n");
     let first = run(&dir, &server, None, &log(28_000, "FIRST LOG"));
     assert_eq!(
         first.status.code(),
@@ -264,7 +257,7 @@ fn a_context_length_error_compacts_and_sends_the_turn_again() {
 fn an_editor_sees_the_compaction_notice() {
     let dir = TestDir::new();
     let server = model(0);
-    config(&dir, "context_window = 20000\ncompact_at = 0.5\n");
+    dir.write_config("context_window = 20000\ncompact_at = 0.5\n");
     let mut acp = AcpProcess::spawn_env(
         &dir,
         &["--provider", "openai", "--model", "m"],

@@ -80,8 +80,6 @@ fn server(down: Arc<AtomicBool>) -> Loopback {
 }
 
 fn config(dir: &TestDir, server: &Loopback, embeddings: bool) {
-    let config_dir = dir.path().join("config").join("pincer");
-    std::fs::create_dir_all(&config_dir).unwrap();
     let mut text = format!(
         "provider = \"local\"\nmodel = \"m\"\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"m\"]\n",
         server.url
@@ -89,7 +87,7 @@ fn config(dir: &TestDir, server: &Loopback, embeddings: bool) {
     if embeddings {
         text.push_str("\n[memory]\nembeddings = \"local/embed\"\n");
     }
-    std::fs::write(config_dir.join("config.toml"), text).unwrap();
+    dir.write_config(&text);
 }
 
 fn memory(dir: &TestDir, args: &[&str]) -> std::process::Output {

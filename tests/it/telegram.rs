@@ -148,6 +148,15 @@ fn texts(fake: &FakeTelegram) -> Vec<String> {
     fake.chat(USER).into_iter().map(|(_, t)| t).collect()
 }
 
+/// Waits for a message sent to the chat that contains `needle`, and returns it.
+fn reply_containing(fake: &FakeTelegram, what: &str, needle: &str) -> String {
+    fake.wait_for(what, WAIT, |f| texts(f).iter().any(|t| t.contains(needle)));
+    texts(fake)
+        .into_iter()
+        .find(|t| t.contains(needle))
+        .unwrap()
+}
+
 #[test]
 fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
     let fake = FakeTelegram::start();
@@ -1226,13 +1235,7 @@ fn a_budget_stop_is_told_in_the_chat() {
     let script = dir.script("s.jsonl", &[turn(0), turn(1), turn(2)]);
     let _bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "work");
-    fake.wait_for("the reply", WAIT, |f| {
-        texts(f).iter().any(|t| t.contains("reached its budget"))
-    });
-    let reply = texts(&fake)
-        .into_iter()
-        .find(|t| t.contains("reached its budget"))
-        .unwrap();
+    let reply = reply_containing(&fake, "the reply", "reached its budget");
     // The notice follows what the run said before it stopped.
     assert!(
         reply.starts_with("Step 0. [pincer] This request reached its budget"),
@@ -1271,13 +1274,7 @@ fn a_conversation_near_the_window_is_compacted_with_a_notice_in_the_chat() {
         texts(f).iter().any(|t| t.contains("Noted."))
     });
     fake.user_says(USER, &log("SECOND LOG"));
-    fake.wait_for("the second reply", WAIT, |f| {
-        texts(f).iter().any(|t| t.contains("Done."))
-    });
-    let reply = texts(&fake)
-        .into_iter()
-        .find(|t| t.contains("Done."))
-        .unwrap();
+    let reply = reply_containing(&fake, "the second reply", "Done.");
     assert!(
         reply.starts_with("[pincer] The conversation neared the model's context window"),
         "{reply}"
@@ -1298,25 +1295,13 @@ fn overflow_recovery_and_the_loop_guard_in_the_chat() {
         texts(f).iter().any(|t| t.contains("Noted."))
     });
     fake.user_says(USER, "second");
-    fake.wait_for("the second reply", WAIT, |f| {
-        texts(f).iter().any(|t| t.contains("Done."))
-    });
-    let reply = texts(&fake)
-        .into_iter()
-        .find(|t| t.contains("Done."))
-        .unwrap();
+    let reply = reply_containing(&fake, "the second reply", "Done.");
     assert!(
         reply.starts_with("[pincer] The provider refused the request as too long"),
         "{reply}"
     );
     fake.user_says(USER, "read a.txt until it changes");
-    fake.wait_for("the loop guard's reason", WAIT, |f| {
-        texts(f).iter().any(|t| t.contains("loop guard"))
-    });
-    let reply = texts(&fake)
-        .into_iter()
-        .find(|t| t.contains("loop guard"))
-        .unwrap();
+    let reply = reply_containing(&fake, "the loop guard's reason", "loop guard");
     assert!(
         reply.contains("the model called <code>read_file</code> with the same arguments 4 times"),
         "{reply}"

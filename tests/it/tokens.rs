@@ -23,33 +23,54 @@ fn model(prompt_tokens: u64) -> Loopback {
     })
 }
 
-fn config(dir: &TestDir, server: &Loopback, model: &str) {
-    let config_dir = dir.path().join("config").join("pincer");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
-        format!(
-            "provider = \"local\"\nmodel = \"{model}\"\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"{model}\"]\n",
-            server.url
-        ),
-    )
-    .unwrap();
+/// A session of `pincer acp` with `model` of a provider that reports
+/// `prompt_tokens` input tokens for every turn.
+struct Session {
+    acp: AcpProcess,
+    id: String,
+    _server: Loopback,
+    _dir: TestDir,
 }
 
-fn context(acp: &mut AcpProcess, session: &str) -> Value {
-    acp.call("_pincer/context", json!({"sessionId": session}))
+impl Session {
+    fn start(model_name: &str, prompt_tokens: u64) -> Self {
+        let dir = TestDir::new();
+        let server = model(prompt_tokens);
+        dir.write_config(&format!(
+            "provider = \"local\"\nmodel = \"{model_name}\"\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"{model_name}\"]\n",
+            server.url
+        ));
+        let mut acp = AcpProcess::spawn(&dir, &[]);
+        acp.initialize();
+        let id = acp.new_session(&dir.workspace());
+        Self {
+            acp,
+            id,
+            _server: server,
+            _dir: dir,
+        }
+    }
+
+    /// What `_pincer/context` says of the session's next turn.
+    fn context(&mut self) -> Value {
+        self.acp
+            .call("_pincer/context", json!({"sessionId": self.id}))
+    }
+
+    fn prompt(&mut self, text: &str) {
+        self.acp.prompt(&self.id, text);
+    }
+
+    fn finish(self) {
+        self.acp.finish();
+    }
 }
 
 #[test]
 fn counts_are_calibrated_by_what_the_provider_reports() {
-    let dir = TestDir::new();
     // The provider counts far more than the estimate: the ratio is capped.
-    let server = model(1_000_000);
-    config(&dir, &server, "llama3.2");
-    let mut acp = AcpProcess::spawn(&dir, &[]);
-    acp.initialize();
-    let session = acp.new_session(&dir.workspace());
-    let before = context(&mut acp, &session);
+    let mut session = Session::start("llama3.2", 1_000_000);
+    let before = session.context();
     assert_eq!(before["counted_by"], "bytes");
     assert_eq!(before["calibration"], 1.0);
     let system = before["system"].as_str().unwrap();
@@ -58,43 +79,33 @@ fn counts_are_calibrated_by_what_the_provider_reports() {
         system.len().div_ceil(4)
     );
 
-    acp.prompt(&session, "hello");
-    let after = context(&mut acp, &session);
+    session.prompt("hello");
+    let after = session.context();
     assert_eq!(after["calibration"], 2.5, "{after}");
     assert_eq!(after["system"], before["system"]);
     assert_eq!(
         after["system_tokens"].as_u64().unwrap(),
         (before["system_tokens"].as_u64().unwrap() as f64 * 2.5).round() as u64
     );
-    acp.finish();
+    session.finish();
 
     // A provider that counts about what was estimated keeps the ratio near 1.
-    let dir = TestDir::new();
-    let server = model(3_000);
-    config(&dir, &server, "llama3.2");
-    let mut acp = AcpProcess::spawn(&dir, &[]);
-    acp.initialize();
-    let session = acp.new_session(&dir.workspace());
-    let estimate = context(&mut acp, &session)["totalTokens"].as_u64().unwrap();
-    acp.prompt(&session, "hello");
-    let ratio = context(&mut acp, &session)["calibration"].as_f64().unwrap();
+    let mut session = Session::start("llama3.2", 3_000);
+    let estimate = session.context()["totalTokens"].as_u64().unwrap();
+    session.prompt("hello");
+    let ratio = session.context()["calibration"].as_f64().unwrap();
     let expected = 3_000.0 / estimate as f64;
     assert!(
         (ratio - expected).abs() < 0.05,
         "{ratio} vs {expected} (estimate {estimate})"
     );
-    acp.finish();
+    session.finish();
 }
 
 #[test]
 fn an_openai_model_is_counted_by_its_tokenizer() {
-    let dir = TestDir::new();
-    let server = model(10);
-    config(&dir, &server, "gpt-4o-mini");
-    let mut acp = AcpProcess::spawn(&dir, &[]);
-    acp.initialize();
-    let session = acp.new_session(&dir.workspace());
-    let view = context(&mut acp, &session);
+    let mut session = Session::start("gpt-4o-mini", 10);
+    let view = session.context();
     assert_eq!(view["counted_by"], "o200k_base");
     let system = view["system"].as_str().unwrap();
     let tokens = view["system_tokens"].as_u64().unwrap() as usize;
@@ -103,5 +114,5 @@ fn an_openai_model_is_counted_by_its_tokenizer() {
     assert_ne!(tokens, system.len().div_ceil(4));
     let per_token = system.len() as f64 / tokens as f64;
     assert!((4.0..5.5).contains(&per_token), "{per_token}");
-    acp.finish();
+    session.finish();
 }

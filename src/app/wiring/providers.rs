@@ -199,26 +199,9 @@ fn make(
                 .map_err(|err| err.to_string()),
             None => Err(format!("provider {name}: no script configured")),
         },
-        ProviderKind::Openai => {
-            // Local servers (Ollama, llama.cpp, LM Studio) need no key; the
-            // vendor's API does: without one, fail now rather than on the network.
-            if api_key.is_none() && base_url.is_none() {
-                return Err(format!(
-                    "provider {name}: no API key for api.openai.com: set {key_var}, run `pincer login`, \
-                     or set OPENAI_BASE_URL (or `base_url` in [providers.{name}]) for a local server"
-                ));
-            }
-            let base_url = base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
-            openai::OpenAiProvider::new(openai::OpenAiSettings {
-                name: name.to_owned(),
-                base_url,
-                api_key,
-                headers,
-                timeout,
-            })
+        ProviderKind::Openai => openai::OpenAiProvider::new(openai_settings(name, provider, env)?)
             .map(|p| Arc::new(p) as Arc<dyn Provider>)
-            .map_err(|err| err.message)
-        }
+            .map_err(|err| err.message),
         ProviderKind::Anthropic => {
             let Some(api_key) = api_key else {
                 return Err(format!(
@@ -264,6 +247,41 @@ fn make(
     }
 }
 
+/// How to reach an OpenAI-compatible provider: its URL (the vendor's by
+/// default), key, headers and timeout. Local servers (Ollama, llama.cpp, LM
+/// Studio) need no key; the vendor's API does: without one, fail now rather
+/// than on the network.
+fn openai_settings(
+    name: &str,
+    provider: &ProviderConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<openai::OpenAiSettings, String> {
+    let Access {
+        key_var,
+        api_key,
+        base_url,
+    } = access(provider, env);
+    if api_key.is_none() && base_url.is_none() {
+        return Err(format!(
+            "provider {name}: no API key for api.openai.com: set {key_var}, run `pincer login`, \
+             or set OPENAI_BASE_URL (or `base_url` in [providers.{name}]) for a local server"
+        ));
+    }
+    Ok(openai::OpenAiSettings {
+        name: name.to_owned(),
+        base_url: base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+        api_key,
+        headers: provider
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        timeout: std::time::Duration::from_secs(
+            provider.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
+        ),
+    })
+}
+
 /// The embeddings endpoint `[memory] embeddings = "PROVIDER/MODEL"` names:
 /// an OpenAI-compatible provider's, with its key, URL and headers. `None`
 /// when not configured; an error naming the problem when it cannot be.
@@ -301,29 +319,7 @@ pub fn embedder(
             provider.value.kind.as_str()
         ));
     }
-    let Access {
-        key_var,
-        api_key,
-        base_url,
-    } = access(&provider.value, env);
-    if api_key.is_none() && base_url.is_none() {
-        return Err(format!(
-            "memory.embeddings: provider {name} has no API key for api.openai.com: set {key_var}, run `pincer login`, or set `base_url` in [providers.{name}] for a local server"
-        ));
-    }
-    let settings = openai::OpenAiSettings {
-        name: name.to_owned(),
-        base_url: base_url.unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
-        api_key,
-        headers: provider
-            .value
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        timeout: std::time::Duration::from_secs(
-            provider.value.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS),
-        ),
-    };
+    let settings = openai_settings(name, &provider.value, env)
+        .map_err(|message| format!("memory.embeddings: {message}"))?;
     Ok(Some(Arc::new(openai::OpenAiEmbedder::new(settings, model))))
 }

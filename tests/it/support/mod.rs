@@ -130,6 +130,13 @@ impl TestDir {
         ws.canonicalize().unwrap()
     }
 
+    /// Writes the configuration file (`$XDG_CONFIG_HOME/pincer/config.toml`).
+    pub fn write_config(&self, text: &str) {
+        let dir = self.path().join("config").join("pincer");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    }
+
     /// Writes a model script and returns its path.
     pub fn script(&self, name: &str, lines: &[Value]) -> PathBuf {
         let path = self.path().join(name);
