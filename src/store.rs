@@ -12,6 +12,7 @@ mod ports;
 mod reader;
 mod schema;
 mod vectors;
+mod words;
 mod writer;
 
 pub use crate::core::channel::{ChannelWrite, Draft};
@@ -106,6 +107,7 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// Memory embeddings, read in when a search by meaning first needs them.
     vectors: Mutex<vectors::VectorIndex>,
+    words: Mutex<words::WordIndex>,
 }
 
 /// What opening the store found and repaired.
@@ -153,6 +155,7 @@ impl Store {
                     writer,
                     readers: Mutex::new(Vec::new()),
                     vectors: Mutex::new(vectors::VectorIndex::default()),
+                    words: Mutex::new(words::WordIndex::default()),
                 }),
             },
             recovery,
@@ -364,7 +367,7 @@ impl Store {
 
     pub async fn search_memory(&self, search: MemorySearch) -> Result<Vec<MemoryHit>, StoreError> {
         let inner = self.inner.clone();
-        self.read(move |conn| memory::search(conn, &search, &inner.vectors))
+        self.read(move |conn| memory::search(conn, &search, &inner.vectors, &inner.words))
             .await
     }
 

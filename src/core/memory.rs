@@ -5,7 +5,7 @@
 //! person), **workspace** (sessions in the same repository, or the same
 //! directory outside one) or **conversation** (one chat, across its `/new`
 //! sessions; one session elsewhere). The store behind [`Memories`] keeps them
-//! with a full-text index (BM25). The model saves, searches and forgets items
+//! and searches them by words (BM25) and, with embeddings, by meaning. The model saves, searches and forgets items
 //! with tools that pass the gate like every tool; people manage them with
 //! `pincer memory`, `/memory`, `/remember`, `/forget` and HTTP routes.
 //!
@@ -220,7 +220,7 @@ pub struct MemoryFilter {
 /// query's embedding.
 #[derive(Debug, Clone, Default)]
 pub struct MemorySearch {
-    /// The words to look for, any of them (see [`fts_query`]).
+    /// The words to look for (see [`search_words`]).
     pub text: String,
     /// Only these (scope, key) pairs; empty: every item.
     pub within: Vec<(Scope, String)>,
@@ -605,38 +605,45 @@ const STOPWORDS: &[&str] = &[
 /// Most words a query looks for.
 const MAX_TERMS: usize = 24;
 
-/// The full-text query for a text: its distinct words (letters and digits,
-/// lower case, common words left out), each quoted, any of them matching.
-/// `None` when no word is left.
-pub fn fts_query(text: &str) -> Option<String> {
-    let terms = fts_terms(text);
-    if terms.is_empty() {
-        return None;
-    }
-    Some(
-        terms
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-    )
+/// The words of a text as memory search sees them: runs of letters, marks
+/// and digits, in lower case, without the accents of Latin letters
+/// (`Grüße`: `gruße`).
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    use unicode_normalization::char::is_combining_mark;
+    text.split(|c: char| !(c.is_alphanumeric() || is_combining_mark(c)))
+        .filter(|word| !word.is_empty())
+        .map(|word| {
+            let lower = word.to_lowercase();
+            if lower.is_ascii() {
+                return lower;
+            }
+            use unicode_normalization::UnicodeNormalization as _;
+            lower
+                .nfd()
+                .filter(|c| !('\u{300}'..='\u{36f}').contains(c))
+                .nfc()
+                .collect()
+        })
 }
 
-/// The distinct words of a text a search looks for (see [`fts_query`]).
-pub fn fts_terms(text: &str) -> Vec<String> {
+/// Whether a word (as [`words`] gives it) is worth looking for: not a
+/// common word, and longer than one letter unless it is a number.
+pub fn searchable(word: &str) -> bool {
+    (word.chars().count() >= 2 || word.chars().all(|c| c.is_ascii_digit()))
+        && !STOPWORDS.contains(&word)
+}
+
+/// The distinct words of a text a search looks for, at most
+/// [`MAX_TERMS`], in order.
+pub fn search_words(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        if word.is_empty() || terms.len() >= MAX_TERMS {
-            continue;
+    for word in words(text) {
+        if terms.len() >= MAX_TERMS {
+            break;
         }
-        let word = word.to_lowercase();
-        if (word.chars().count() < 2 && !word.chars().all(|c| c.is_ascii_digit()))
-            || STOPWORDS.contains(&word.as_str())
-            || terms.contains(&word)
-        {
-            continue;
+        if searchable(&word) && !terms.contains(&word) {
+            terms.push(word);
         }
-        terms.push(word);
     }
     terms
 }
@@ -792,22 +799,17 @@ mod tests {
     }
 
     #[test]
-    fn a_query_is_the_distinct_words_quoted() {
+    fn a_search_looks_for_the_distinct_words() {
         assert_eq!(
-            fts_query("How do we run the tests? Run `cargo test` (tests!)").as_deref(),
-            Some("\"run\" OR \"tests\" OR \"cargo\" OR \"test\"")
+            search_words("How do we run the tests? Run `cargo test` (tests!)"),
+            ["run", "tests", "cargo", "test"]
         );
-        assert_eq!(fts_query("the a of ?!"), None);
-        assert_eq!(fts_query("x 7").as_deref(), Some("\"7\""));
-        // Quotes and FTS operators cannot get through.
-        assert_eq!(
-            fts_query("\"NEAR(a b)\" AND col:x*").as_deref(),
-            Some("\"near\" OR \"col\"")
-        );
-        assert_eq!(
-            fts_query("Grüße über").as_deref(),
-            Some("\"grüße\" OR \"über\"")
-        );
+        assert!(search_words("the a of ?!").is_empty());
+        assert_eq!(search_words("x 7"), ["7"]);
+        assert_eq!(search_words("\"NEAR(a b)\" AND col:x*"), ["near", "col"]);
+        // Latin accents go; other scripts keep their marks.
+        assert_eq!(search_words("Grüße über Café"), ["gruße", "uber", "cafe"]);
+        assert_eq!(search_words("नमस्ते"), ["नमस्ते"]);
     }
 
     #[test]

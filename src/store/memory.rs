@@ -1,5 +1,5 @@
-//! Memory items: writes (applied by the writer thread) and reads, with the
-//! FTS5 index the schema keeps in step by triggers.
+//! Memory items: writes (applied by the writer thread) and reads; searches
+//! by words through `store::words`, by meaning through `store::vectors`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -8,15 +8,14 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter, typ
 
 use super::StoreError;
 use super::vectors::VectorIndex;
-use crate::core::memory::{
-    MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope, fts_terms,
-};
+use super::words::WordIndex;
+use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope};
 
 const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
 
-/// A scope and its key as one index word (`u0`, `w` or `c` and 16 hex
-/// digits of the key's SHA-256), so a search narrows to the scopes asked
-/// inside the full-text index.
+/// A scope and its key as one word (`u0`, `w` or `c` and 16 hex digits of
+/// the key's SHA-256), by which the indexes in memory narrow a search to the
+/// scopes asked.
 fn scope_token(scope: Scope, key: &str) -> String {
     use sha2::Digest as _;
     let prefix = match scope {
@@ -36,36 +35,6 @@ fn tags_column(tags: &[String]) -> String {
     } else {
         format!(" {} ", tags.join(" "))
     }
-}
-
-/// The distinct words of an item's text and tags, and the empty word that
-/// counts the item itself.
-fn item_terms(text: &str, tags: &str) -> Vec<String> {
-    let mut terms = fts_terms(&format!("{text} {tags}"));
-    terms.push(String::new());
-    terms
-}
-
-/// Adds `delta` to the count of each of `terms`.
-fn count_terms(conn: &Connection, terms: &[String], delta: i64) -> Result<(), StoreError> {
-    let mut upsert = conn.prepare_cached(
-        "INSERT INTO memory_terms (term, docs) VALUES (?1, ?2)
-         ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs",
-    )?;
-    for term in terms {
-        upsert.execute(params![term, delta])?;
-    }
-    conn.prepare_cached("DELETE FROM memory_terms WHERE docs <= 0")?
-        .execute([])?;
-    Ok(())
-}
-
-/// The text and tags an item has now.
-fn stored_words(conn: &Connection, id: &str) -> Result<Option<(String, String)>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT text, tags FROM memories WHERE id = ?1")?
-        .query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?)
 }
 
 pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreError> {
@@ -97,7 +66,6 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                     item.id
                 )));
             }
-            count_terms(conn, &item_terms(&item.text, &tags_column(&item.tags)), 1)?;
         }
         MemoryWrite::Update {
             id,
@@ -106,7 +74,6 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
             pinned,
             at,
         } => {
-            let before = stored_words(conn, id)?;
             let changed = conn
                 .prepare_cached(
                     "UPDATE memories SET text = coalesce(?2, text), tags = coalesce(?3, tags),
@@ -122,23 +89,13 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
             if changed == 0 {
                 return Err(StoreError::Conflict(format!("no memory {id}")));
             }
-            if let (Some((old_text, old_tags)), true) = (before, text.is_some() || tags.is_some())
-                && let Some((new_text, new_tags)) = stored_words(conn, id)?
-            {
-                count_terms(conn, &item_terms(&old_text, &old_tags), -1)?;
-                count_terms(conn, &item_terms(&new_text, &new_tags), 1)?;
-            }
         }
         MemoryWrite::Forget { id } => {
-            let before = stored_words(conn, id)?;
             let changed = conn
                 .prepare_cached("DELETE FROM memories WHERE id = ?1")?
                 .execute(params![id])?;
             if changed == 0 {
                 return Err(StoreError::Conflict(format!("no memory {id}")));
-            }
-            if let Some((text, tags)) = before {
-                count_terms(conn, &item_terms(&text, &tags), -1)?;
             }
         }
         MemoryWrite::Used { ids, at } => {
@@ -296,85 +253,6 @@ pub(super) fn list(
     rows.into_iter().map(finish).collect()
 }
 
-/// Most words a search keeps, the rarest first.
-const MAX_SEARCH_TERMS: usize = 4;
-
-/// The words worth searching for, the rarest first (by the writer's counts):
-/// those held by at most 2 % of the items (at least 50), at most
-/// [`MAX_SEARCH_TERMS`] — a word most items hold adds almost nothing to BM25
-/// and would have every such item ranked; when every word is that common,
-/// items holding both of the two rarest. Words are added only while the
-/// items they hold together stay within that 2 %. A word no item holds as
-/// written counts as the rarest (the index stems, so `testing` may still
-/// find `tests`).
-fn selective_terms(conn: &Connection, terms: &[String]) -> Result<Chosen, StoreError> {
-    let mut lookup = conn.prepare_cached("SELECT docs FROM memory_terms WHERE term = ?1")?;
-    let mut count = |term: &str| -> Result<i64, StoreError> {
-        Ok(lookup
-            .query_row(params![term], |row| row.get::<_, i64>(0))
-            .optional()?
-            .unwrap_or(0))
-    };
-    let items = count("")?;
-    if terms.is_empty() {
-        return Ok(Chosen {
-            words: Vec::new(),
-            joined: Joined::Any,
-            items,
-        });
-    }
-    let common = (items / 50).max(50);
-    let mut counted: Vec<(i64, &String)> = Vec::with_capacity(terms.len());
-    for term in terms {
-        counted.push((count(term)?, term));
-    }
-    counted.sort_by_key(|(count, _)| *count);
-    // The rarest first, while the items they hold stay few: each item a word
-    // brings is ranked.
-    let mut rare: Vec<(String, i64)> = Vec::new();
-    let mut holding = 0;
-    for (count, term) in counted.iter().filter(|(count, _)| *count <= common) {
-        if rare.len() == MAX_SEARCH_TERMS || (!rare.is_empty() && holding + count > common) {
-            break;
-        }
-        holding += count;
-        rare.push(((*term).clone(), *count));
-    }
-    if !rare.is_empty() {
-        return Ok(Chosen {
-            words: rare,
-            joined: Joined::Any,
-            items,
-        });
-    }
-    Ok(Chosen {
-        words: counted
-            .iter()
-            .take(2)
-            .map(|(count, t)| ((*t).clone(), *count))
-            .collect(),
-        joined: Joined::All,
-        items,
-    })
-}
-
-/// The words a search looks for, with how many items hold each, and how
-/// many items there are.
-struct Chosen {
-    words: Vec<(String, i64)>,
-    joined: Joined,
-    items: i64,
-}
-
-/// How a search's words are joined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Joined {
-    /// Any of them (rare words).
-    Any,
-    /// All of them (only common words: an item must hold both).
-    All,
-}
-
 /// The constant of reciprocal rank fusion: an item's fused score is the sum
 /// of `1 / (RRF_K + rank)` over the lists it is in (Cormack et al., 2009).
 const RRF_K: f64 = 60.0;
@@ -385,8 +263,9 @@ pub(super) fn search(
     conn: &Connection,
     search: &MemorySearch,
     vectors: &Mutex<VectorIndex>,
+    words: &Mutex<WordIndex>,
 ) -> Result<Vec<MemoryHit>, StoreError> {
-    let by_words = search_words(conn, search)?;
+    let by_words = search_words(conn, search, words)?;
     let Some(query) = &search.vector else {
         return Ok(by_words);
     };
@@ -443,154 +322,26 @@ pub(super) fn search(
     Ok(hits)
 }
 
-/// Candidates a search by words ranks: the newest items that match.
-/// Ranking inside FTS5 (`bm25()`) counts every item holding each word
-/// before it ranks one, which for a common word is most of the index; the
-/// writer's word counts give the same figures for free, and the newest
-/// matches come first off the index without that count.
-const CANDIDATES: usize = 256;
-/// BM25's parameters, as FTS5 has them.
-const BM25_K1: f64 = 1.2;
-const BM25_B: f64 = 0.75;
-/// The weight of a word in the tags against one in the text (as `bm25()`'s
-/// column weights were).
-const TAG_WEIGHT: f64 = 0.5;
-
-/// Whether an item's word is a form of a search word: the same, or (as the
-/// index's Porter stemmer matches `testing` with `tests`) the same but for
-/// an ending of at most three letters.
-fn same_word(word: &str, searched: &str) -> bool {
-    if word == searched {
-        return true;
-    }
-    let common = word
-        .chars()
-        .zip(searched.chars())
-        .take_while(|(a, b)| a == b)
-        .count();
-    common >= 3 && word.chars().count() - common <= 3 && searched.chars().count() - common <= 3
-}
-
-/// How often each searched word occurs in a text, and how many words the
-/// text has.
-struct Counted {
-    counts: Vec<f64>,
-    length: f64,
-}
-
-/// A text's [`Counted`] (words as `fts_terms` splits them).
-fn frequencies(text: &str, words: &[(String, i64)]) -> Counted {
-    let mut counts = vec![0.0; words.len()];
-    let mut length = 0.0;
-    for token in text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-    {
-        length += 1.0;
-        let token = token.to_lowercase();
-        for (i, (word, _)) in words.iter().enumerate() {
-            if same_word(&token, word) {
-                counts[i] += 1.0;
-            }
-        }
-    }
-    Counted { counts, length }
-}
-
-/// Items matching the search's words: the newest [`CANDIDATES`] that match
-/// in the index, ranked by BM25 (text, and tags at half weight) with each
-/// word's rarity from the writer's counts.
-fn search_words(conn: &Connection, search: &MemorySearch) -> Result<Vec<MemoryHit>, StoreError> {
-    let chosen = selective_terms(conn, &fts_terms(&search.text))?;
-    if chosen.words.is_empty() {
-        return Ok(Vec::new());
-    }
-    let words = chosen
-        .words
-        .iter()
-        .map(|(t, _)| format!("\"{t}\""))
-        .collect::<Vec<_>>()
-        .join(match chosen.joined {
-            Joined::Any => " OR ",
-            Joined::All => " AND ",
-        });
-    // The words in the text and tags; the scopes asked as index words, so
-    // the index narrows to them.
-    let mut query = format!("{{text tags}} : ({words})");
-    if !search.within.is_empty() {
-        let scopes: Vec<String> = search
+/// Items matching the search's words, best first (`store::words`).
+fn search_words(
+    conn: &Connection,
+    search: &MemorySearch,
+    words: &Mutex<WordIndex>,
+) -> Result<Vec<MemoryHit>, StoreError> {
+    let within: Option<Vec<String>> = (!search.within.is_empty()).then(|| {
+        search
             .within
             .iter()
             .map(|(scope, key)| scope_token(*scope, key))
-            .collect();
-        query = format!("scope_token : ({}) AND {query}", scopes.join(" OR "));
-    }
-    // The candidates' words only; whole items for those ranked high enough.
-    let sql = format!(
-        "SELECT m.rowid, m.text, m.tags FROM
-           (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?1
-            ORDER BY rowid DESC LIMIT {CANDIDATES}) f
-         JOIN memories m ON m.rowid = f.rowid ORDER BY m.rowid DESC"
-    );
-    let candidates = conn
-        .prepare_cached(&sql)?
-        .query_map(params![query], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
-    if candidates.is_empty() {
-        return Ok(Vec::new());
-    }
-    // Rarity (FTS5's idf: never below a millionth), from the writer's counts.
-    let total = chosen.items.max(1) as f64;
-    let idf: Vec<f64> = chosen
-        .words
-        .iter()
-        .map(|(_, held)| {
-            let held = (*held).max(1) as f64;
-            ((total - held + 0.5) / (held + 0.5)).ln().max(1e-6)
-        })
-        .collect();
-    let counted: Vec<(Counted, Counted)> = candidates
-        .iter()
-        .map(|(_, text, tags)| {
-            (
-                frequencies(text, &chosen.words),
-                frequencies(tags, &chosen.words),
-            )
-        })
-        .collect();
-    let average = |pick: &dyn Fn(&(Counted, Counted)) -> f64| {
-        (counted.iter().map(pick).sum::<f64>() / counted.len() as f64).max(1e-9)
+            .collect()
+    });
+    let ranked = {
+        let mut index = words
+            .lock()
+            .map_err(|_| StoreError::Read("the memory word index was poisoned".into()))?;
+        index.sync(conn)?;
+        index.search(&search.text, within.as_deref(), search.limit.max(1))
     };
-    let (text_average, tags_average) = (average(&|c| c.0.length), average(&|c| c.1.length));
-    let bm25 = |Counted { counts, length }: &Counted, average: f64| -> f64 {
-        counts
-            .iter()
-            .zip(&idf)
-            .map(|(tf, idf)| {
-                idf * tf * (BM25_K1 + 1.0)
-                    / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * length / average))
-            })
-            .sum()
-    };
-    let mut ranked: Vec<(f64, i64)> = candidates
-        .iter()
-        .zip(&counted)
-        .map(|((rowid, _, _), (text, tags))| {
-            (
-                bm25(text, text_average) + TAG_WEIGHT * bm25(tags, tags_average),
-                *rowid,
-            )
-        })
-        .collect();
-    // Best first; among equals the newest (the candidates' order).
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-    ranked.truncate(search.limit.max(1));
     let mut hits = Vec::with_capacity(ranked.len());
     for (relevance, rowid) in ranked {
         if let Some(item) = item_at(conn, rowid)? {
@@ -779,5 +530,69 @@ mod tests {
             .write(MemoryWrite::Forget { id: "mem_1".into() })
             .await;
         assert!(matches!(gone, Err(MemoryError::Conflict(_))), "{gone:?}");
+    }
+
+    /// A process holding the words in memory sees what another process
+    /// saves, changes and forgets, also when a new item takes a forgotten
+    /// one's rowid.
+    #[tokio::test]
+    async fn a_search_sees_what_another_process_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let (ours, _) = Store::open(&path).unwrap();
+        let (theirs, _) = Store::open(&path).unwrap();
+        let search = |text: &str| MemorySearch {
+            text: text.into(),
+            within: Vec::new(),
+            limit: 5,
+            vector: None,
+        };
+        let found =
+            |hits: Vec<crate::core::memory::MemoryHit>| ids(hits.into_iter().map(|h| h.item));
+        theirs
+            .write(MemoryWrite::Save(item(
+                "mem_1",
+                Scope::User,
+                "",
+                "Uses vim",
+                &[],
+            )))
+            .await
+            .unwrap();
+        assert_eq!(found(ours.search(search("vim")).await.unwrap()), ["mem_1"]);
+        theirs
+            .write(MemoryWrite::Update {
+                id: "mem_1".into(),
+                text: None,
+                tags: Some(vec!["kakoune".into()]),
+                pinned: None,
+                at: 2,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            found(ours.search(search("kakoune")).await.unwrap()),
+            ["mem_1"]
+        );
+        theirs
+            .write(MemoryWrite::Forget { id: "mem_1".into() })
+            .await
+            .unwrap();
+        theirs
+            .write(MemoryWrite::Save(item(
+                "mem_2",
+                Scope::User,
+                "",
+                "Uses emacs",
+                &[],
+            )))
+            .await
+            .unwrap();
+        assert!(ours.search(search("vim")).await.unwrap().is_empty());
+        assert!(ours.search(search("kakoune")).await.unwrap().is_empty());
+        assert_eq!(
+            found(ours.search(search("emacs")).await.unwrap()),
+            ["mem_2"]
+        );
     }
 }

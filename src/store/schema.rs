@@ -247,4 +247,36 @@ WHEN new.text IS NOT old.text BEGIN
     DELETE FROM memory_vectors WHERE item = old.rowid;
 END;
 "#,
+    // 7: search by words moves into memory (`store::words`): the FTS5
+    // index and the word counts go; each item's latest change of text or
+    // tags (or its arrival or departure) is numbered, one row per item, so
+    // a process holding the words catches up by reading the items changed
+    // since it last looked.
+    r#"
+DROP TRIGGER memories_fts_insert;
+DROP TRIGGER memories_fts_delete;
+DROP TRIGGER memories_fts_update;
+DROP TABLE memories_fts;
+DROP TABLE memory_terms;
+CREATE TABLE memory_changes (
+    item INTEGER PRIMARY KEY,
+    seq  INTEGER NOT NULL UNIQUE
+) STRICT;
+CREATE TRIGGER memories_change_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memory_changes (item, seq)
+    VALUES (new.rowid, (SELECT coalesce(max(seq), 0) + 1 FROM memory_changes))
+    ON CONFLICT (item) DO UPDATE SET seq = excluded.seq;
+END;
+CREATE TRIGGER memories_change_update AFTER UPDATE OF text, tags ON memories
+WHEN new.text IS NOT old.text OR new.tags IS NOT old.tags BEGIN
+    INSERT INTO memory_changes (item, seq)
+    VALUES (new.rowid, (SELECT coalesce(max(seq), 0) + 1 FROM memory_changes))
+    ON CONFLICT (item) DO UPDATE SET seq = excluded.seq;
+END;
+CREATE TRIGGER memories_change_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memory_changes (item, seq)
+    VALUES (old.rowid, (SELECT coalesce(max(seq), 0) + 1 FROM memory_changes))
+    ON CONFLICT (item) DO UPDATE SET seq = excluded.seq;
+END;
+"#,
 ];
