@@ -99,6 +99,7 @@ fn main() {
             verdict: Verdict::Approved,
             is_error: false,
             at: 0,
+            hooks: Vec::new(),
         }
         .chain(seq, prev)
     };

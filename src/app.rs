@@ -79,7 +79,7 @@ impl App {
                 "marked runs left unfinished by an earlier process as failed"
             );
         }
-        let gate = Arc::new(wiring::gate(&config));
+        let gate = Arc::new(wiring::gate(&config).map_err(Failure::usage)?);
         crate::logging::redact_with(gate.safety.clone());
         let runtime = Runtime::new(
             Arc::new(store.clone()),

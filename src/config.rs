@@ -148,6 +148,9 @@ pub struct FileConfig {
     /// The `[budget]` table: spending limits in the price table's currency.
     #[serde(default)]
     pub budget: BudgetConfig,
+    /// The `[[hooks.EVENT]]` tables: lifecycle hooks (`docs/hooks.md`).
+    #[serde(default)]
+    pub hooks: HooksConfig,
     /// Context windows and prices by model name or `*` pattern.
     #[serde(default)]
     pub models: BTreeMap<String, ModelFileConfig>,
@@ -433,6 +436,115 @@ pub struct MemoryConfig {
     pub min_similarity: Option<f64>,
 }
 
+/// The `[hooks]` table: for each event, the hooks that run at it
+/// (`docs/hooks.md`). Event names are those of Claude Code's hooks.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksConfig {
+    #[serde(
+        default,
+        rename = "SessionStart",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub session_start: Vec<HookConfig>,
+    #[serde(default, rename = "SessionEnd", skip_serializing_if = "Vec::is_empty")]
+    pub session_end: Vec<HookConfig>,
+    #[serde(
+        default,
+        rename = "UserPromptSubmit",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub user_prompt_submit: Vec<HookConfig>,
+    #[serde(default, rename = "PreToolUse", skip_serializing_if = "Vec::is_empty")]
+    pub pre_tool_use: Vec<HookConfig>,
+    #[serde(default, rename = "PostToolUse", skip_serializing_if = "Vec::is_empty")]
+    pub post_tool_use: Vec<HookConfig>,
+    #[serde(default, rename = "PreCompact", skip_serializing_if = "Vec::is_empty")]
+    pub pre_compact: Vec<HookConfig>,
+    #[serde(default, rename = "Stop", skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<HookConfig>,
+    #[serde(
+        default,
+        rename = "SubagentStop",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub subagent_stop: Vec<HookConfig>,
+    #[serde(
+        default,
+        rename = "Notification",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub notification: Vec<HookConfig>,
+    #[serde(
+        default,
+        rename = "MessageReceived",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub message_received: Vec<HookConfig>,
+    #[serde(
+        default,
+        rename = "MessageSending",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub message_sending: Vec<HookConfig>,
+}
+
+impl HooksConfig {
+    /// Every hook with its event, in the order written.
+    pub fn all(&self) -> Vec<(crate::core::hooks::HookEvent, &HookConfig)> {
+        use crate::core::hooks::HookEvent as E;
+        [
+            (E::SessionStart, &self.session_start),
+            (E::SessionEnd, &self.session_end),
+            (E::UserPromptSubmit, &self.user_prompt_submit),
+            (E::PreToolUse, &self.pre_tool_use),
+            (E::PostToolUse, &self.post_tool_use),
+            (E::PreCompact, &self.pre_compact),
+            (E::Stop, &self.stop),
+            (E::SubagentStop, &self.subagent_stop),
+            (E::Notification, &self.notification),
+            (E::MessageReceived, &self.message_received),
+            (E::MessageSending, &self.message_sending),
+        ]
+        .into_iter()
+        .flat_map(|(event, hooks)| hooks.iter().map(move |hook| (event, hook)))
+        .collect()
+    }
+}
+
+/// One hook: a `command` run by `sh -c` in the session's workspace, or a
+/// `url` the input is POSTed to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    /// What the hook runs for: the tool's name for tool events (`source`,
+    /// `reason`, `trigger`, `notification_type` for others); `*` or unset:
+    /// all; names of letters, digits, `_` and `-` joined by `|` or `,`: those
+    /// names exactly; anything else: a regular expression.
+    pub matcher: Option<String>,
+    pub command: Option<String>,
+    pub url: Option<String>,
+    /// The secret `url` requests are signed with (HMAC-SHA256), or
+    /// `secret_env`, the environment variable holding it.
+    pub secret: Option<String>,
+    pub secret_env: Option<String>,
+    /// Seconds the hook may take (default 60).
+    pub timeout_secs: Option<u64>,
+    /// What a hook that fails (times out, exits with a code other than 0
+    /// or 2, answers something unreadable) does: `continue` (default) or
+    /// `block`.
+    pub on_failure: Option<OnFailure>,
+}
+
+/// See [`HookConfig::on_failure`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    #[default]
+    Continue,
+    Block,
+}
+
 /// The `[paths]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -607,6 +719,8 @@ pub struct Config {
     pub safety: SafetyFileConfig,
     pub memory: MemoryConfig,
     pub budget: BudgetConfig,
+    /// The `[[hooks.EVENT]]` tables, validated.
+    pub hooks: HooksConfig,
     /// The `[models]` tables as written, and the catalogue built from them.
     pub models: BTreeMap<String, ModelFileConfig>,
     pub catalog: ModelCatalog,
@@ -1019,6 +1133,7 @@ impl Config {
                 });
             }
         }
+        validate_hooks(&file_config.hooks, &file_origin())?;
         let mut http = file_config.http.clone();
         validate_http(&http, &file_origin())?;
         http.token_file = http.token_file.map(|path| base.join(path));
@@ -1048,6 +1163,7 @@ impl Config {
             shell: file_config.shell.clone(),
             memory: file_config.memory.clone(),
             budget: file_config.budget.clone(),
+            hooks: file_config.hooks.clone(),
             paths,
             safety: file_config.safety.clone(),
             file,
@@ -1331,6 +1447,66 @@ fn validate_provider(
     }
     if provider.models.iter().any(|m| m.trim().is_empty()) {
         return Err(invalid("models", "model names must not be empty"));
+    }
+    Ok(())
+}
+
+fn validate_hooks(hooks: &HooksConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (event, hook) in hooks.all() {
+        let n = index.entry(event.as_str()).or_default();
+        let key = format!("hooks.{}[{n}]", event.as_str());
+        *n += 1;
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: origin.clone(),
+            key: key.clone(),
+            message,
+        };
+        if matches!(
+            event,
+            crate::core::hooks::HookEvent::SubagentStop
+                | crate::core::hooks::HookEvent::MessageReceived
+                | crate::core::hooks::HookEvent::MessageSending
+        ) {
+            return Err(invalid(format!(
+                "Pincer does not fire {} hooks yet (docs/hooks.md lists the events it fires)",
+                event.as_str()
+            )));
+        }
+        match (&hook.command, &hook.url) {
+            (Some(command), None) if command.trim().is_empty() => {
+                return Err(invalid("`command` is empty".into()));
+            }
+            (Some(_), None) => {}
+            (None, Some(url)) => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|err| invalid(format!("`url` is not a URL: {err}")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(invalid(format!(
+                        "`url` must be http or https, got {}",
+                        parsed.scheme()
+                    )));
+                }
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid("give `command` or `url`, not both".into()));
+            }
+            (None, None) => return Err(invalid("give `command` or `url`".into())),
+        }
+        if hook.command.is_some() && (hook.secret.is_some() || hook.secret_env.is_some()) {
+            return Err(invalid(
+                "`secret` and `secret_env` sign `url` requests; a `command` hook takes neither"
+                    .into(),
+            ));
+        }
+        if hook.secret.is_some() && hook.secret_env.is_some() {
+            return Err(invalid("give `secret` or `secret_env`, not both".into()));
+        }
+        if hook.timeout_secs == Some(0) {
+            return Err(invalid("`timeout_secs` must be at least 1".into()));
+        }
+        crate::core::hooks::Matcher::parse(hook.matcher.as_deref())
+            .map_err(|err| invalid(format!("`matcher`: {err}")))?;
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod context;
 pub mod emitter;
 pub mod event;
 pub mod gate;
+pub mod hooks;
 pub mod ids;
 pub mod journal;
 pub mod memory;

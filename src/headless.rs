@@ -542,7 +542,7 @@ impl ApprovePolicy {
 
 fn exit_code(state: RunState, stop_reason: Option<StopReason>) -> u8 {
     match (state, stop_reason) {
-        (RunState::Completed, Some(StopReason::Refusal)) => exit::CANCELLED,
+        (RunState::Completed, Some(StopReason::Refusal | StopReason::Blocked)) => exit::CANCELLED,
         (RunState::Completed, Some(StopReason::Budget)) => exit::BUDGET,
         (RunState::Completed, _) => exit::OK,
         (RunState::Cancelled, _) => exit::CANCELLED,

@@ -11,6 +11,7 @@ pub mod core;
 pub mod credentials;
 pub mod environment;
 pub mod headless;
+pub mod hooks;
 pub mod http;
 pub mod inspect;
 pub mod logging;

@@ -541,6 +541,7 @@ pub fn stop_reason(reason: StopReason) -> acp::StopReason {
         // ACP has no budget stop: the limit the agent reached is the
         // nearest, and the notice before it says which.
         StopReason::Budget => acp::StopReason::MaxTurnRequests,
+        StopReason::Blocked => acp::StopReason::Refusal,
     }
 }
 

@@ -4,6 +4,7 @@ use super::budget;
 use super::compaction::{self, AutoCompact};
 use super::event::{Event, StopReason};
 use super::gate;
+use super::hooks::{HookEvent, HookInput};
 use super::provider::ModelStop;
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
@@ -12,6 +13,8 @@ use super::turn::{LoopConfig, RunContext, TurnRequest, spent, stream_turn};
 /// Runs model turns until the model stops, the cap is hit, or the run is cancelled.
 pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
     let mut index: u32 = 0;
+    // Times in a row a `Stop` hook kept the run going.
+    let mut kept_going: u32 = 0;
     loop {
         if index >= config.max_turn_requests {
             return RunOutcome::Completed(StopReason::MaxTurnRequests);
@@ -27,6 +30,18 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
             Err(outcome) => return outcome,
         };
         index += 1;
+        let ended = matches!(turn.stop, ModelStop::EndTurn)
+            || (matches!(turn.stop, ModelStop::ToolUse) && turn.tool_calls.is_empty());
+        if ended && kept_going < MAX_KEPT_GOING {
+            match stop_hooks(ctx, kept_going > 0).await {
+                Ok(Some(())) => {
+                    kept_going += 1;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(outcome) => return outcome,
+            }
+        }
         match turn.stop {
             ModelStop::EndTurn => return RunOutcome::Completed(StopReason::EndTurn),
             ModelStop::MaxTokens => return RunOutcome::Completed(StopReason::MaxTokens),
@@ -54,9 +69,73 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                 if let Some(reason) = ctx.calls.guard.gave_up() {
                     return RunOutcome::Failed(reason);
                 }
+                if let Some(reason) = ctx.calls.ended_by_hook() {
+                    ctx.emitter.emit(Event::Notice {
+                        message: format!(
+                            "A hook ended the run: {}",
+                            ctx.calls.safety.redact(&reason).0
+                        ),
+                    });
+                    return RunOutcome::Completed(StopReason::Blocked);
+                }
             }
         }
     }
+}
+
+/// Most times in a row `Stop` hooks may keep a run going (as Claude Code
+/// allows); then the run ends anyway.
+const MAX_KEPT_GOING: u32 = 8;
+
+/// Runs the `Stop` hooks when the model has finished: `Some` when one asks
+/// the run to go on (its reason joins the conversation as a note the model
+/// reads), `Err` when one ended it.
+async fn stop_hooks(ctx: &mut RunContext<'_>, active: bool) -> Result<Option<()>, RunOutcome> {
+    let hooks = ctx.calls.gate.hooks.clone();
+    if !hooks.listens(HookEvent::Stop, None) {
+        return Ok(None);
+    }
+    let last = ctx.history.iter().rev().find_map(|message| match message {
+        Message::Assistant { text, .. } => Some(text.clone()),
+        _ => None,
+    });
+    let input = HookInput::new(
+        HookEvent::Stop,
+        ctx.emitter.session_id().as_str(),
+        ctx.calls.ctx.workspace.clone(),
+        ctx.calls.mode.as_str(),
+    )
+    .with("stop_hook_active", active)
+    .with("last_assistant_message", last.unwrap_or_default());
+    let outcome = tokio::select! {
+        biased;
+        _ = ctx.cancel.cancelled() => return Err(RunOutcome::Cancelled),
+        outcome = hooks.fire(input) => outcome,
+    };
+    let safety = ctx.calls.safety.clone();
+    for message in outcome.messages() {
+        ctx.emitter.emit(Event::Notice {
+            message: safety.redact(&message).0,
+        });
+    }
+    if let Some(reason) = outcome.stopped() {
+        ctx.emitter.emit(Event::Notice {
+            message: format!("A hook ended the run: {}", safety.redact(&reason).0),
+        });
+        return Err(RunOutcome::Completed(StopReason::Blocked));
+    }
+    let Some(reason) = outcome.blocked() else {
+        return Ok(None);
+    };
+    let note = Message::Note {
+        text: format!(
+            "a Stop hook asks you to go on before finishing: {}",
+            safety.check(&reason).text
+        ),
+    };
+    ctx.emitter.append_message(note.clone());
+    ctx.history.push(note);
+    Ok(Some(()))
 }
 
 struct Turn {

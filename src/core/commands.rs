@@ -408,6 +408,7 @@ async fn undo_call(
         verdict: Verdict::Allowed,
         is_error,
         at: now_millis(),
+        hooks: Vec::new(),
     });
     emitter.emit(Event::ToolResult {
         id,

@@ -7,6 +7,7 @@
 use super::commands::SessionCommand;
 use super::emitter::Emitter;
 use super::event::{Event, StopReason};
+use super::hooks::{HookEvent, HookInput};
 use super::provider::ModelStop;
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::run::RunOutcome;
@@ -52,6 +53,16 @@ pub fn nothing_to_compact(emitter: &mut Emitter, history: &[Message]) -> RunOutc
 /// the summary, streamed as text; on success the command and the summary join
 /// the history as the new compaction point.
 pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
+    match pre_compact(ctx, "manual").await {
+        Ok(()) => {}
+        Err(None) => return RunOutcome::Cancelled,
+        Err(Some(reason)) => {
+            ctx.emitter.emit(Event::TextDelta {
+                text: format!("The conversation was not compacted: a hook blocked it: {reason}."),
+            });
+            return RunOutcome::Completed(StopReason::Blocked);
+        }
+    }
     let messages = ctx.history.clone();
     let (ended, said) = summary_turn(ctx, config, messages, COMPACT_INSTRUCTION, true).await;
     let stop = match ended {
@@ -185,6 +196,18 @@ pub async fn compact_automatically(
     config: &LoopConfig,
     why: AutoCompact,
 ) -> bool {
+    match pre_compact(ctx, "auto").await {
+        Ok(()) => {}
+        Err(None) => return false,
+        Err(Some(reason)) => {
+            ctx.emitter.emit(Event::Notice {
+                message: format!(
+                    "The conversation was not compacted: a hook blocked it ({reason}); older messages are left out to fit instead."
+                ),
+            });
+            return false;
+        }
+    }
     if config.save_before_compact && matches!(why, AutoCompact::Threshold { .. }) {
         save_before_compacting(ctx, config).await;
         if ctx.cancel.is_cancelled() {
@@ -237,6 +260,39 @@ pub async fn compact_automatically(
         ),
     });
     true
+}
+
+/// Runs the `PreCompact` hooks (`trigger`: `manual` or `auto`): `Err` with
+/// the reason (through the safety pass) when one blocked the compaction,
+/// `Err(None)` when the run was cancelled meanwhile.
+async fn pre_compact(ctx: &mut RunContext<'_>, trigger: &str) -> Result<(), Option<String>> {
+    let hooks = ctx.calls.gate.hooks.clone();
+    if !hooks.listens(HookEvent::PreCompact, Some(trigger)) {
+        return Ok(());
+    }
+    let input = HookInput::new(
+        HookEvent::PreCompact,
+        ctx.emitter.session_id().as_str(),
+        ctx.calls.ctx.workspace.clone(),
+        ctx.calls.mode.as_str(),
+    )
+    .about("trigger", trigger)
+    .with("custom_instructions", "");
+    let outcome = tokio::select! {
+        biased;
+        _ = ctx.cancel.cancelled() => return Err(None),
+        outcome = hooks.fire(input) => outcome,
+    };
+    let safety = ctx.calls.safety.clone();
+    for message in outcome.messages() {
+        ctx.emitter.emit(Event::Notice {
+            message: safety.redact(&message).0,
+        });
+    }
+    match outcome.blocked().or_else(|| outcome.stopped()) {
+        Some(reason) => Err(Some(safety.redact(&reason).0)),
+        None => Ok(()),
+    }
 }
 
 /// What the model is told in the turn before an automatic compaction.
@@ -308,6 +364,7 @@ fn refuse_tool_calls(ctx: &mut RunContext<'_>, calls: &[super::session::ToolCall
             verdict: Verdict::Invalid,
             is_error: true,
             at: now_millis(),
+            hooks: Vec::new(),
         });
         ctx.emitter.emit(Event::ToolResult {
             id: call.id.clone(),

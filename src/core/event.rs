@@ -113,6 +113,8 @@ pub enum StopReason {
     Cancelled,
     /// A spending limit was reached (`core::budget`).
     Budget,
+    /// A lifecycle hook blocked the prompt or ended the run (`core::hooks`).
+    Blocked,
 }
 
 impl StopReason {
@@ -124,6 +126,7 @@ impl StopReason {
             StopReason::Refusal => "refusal",
             StopReason::Cancelled => "cancelled",
             StopReason::Budget => "budget",
+            StopReason::Blocked => "blocked",
         }
     }
 
@@ -135,6 +138,7 @@ impl StopReason {
             StopReason::Refusal,
             StopReason::Cancelled,
             StopReason::Budget,
+            StopReason::Blocked,
         ]
         .into_iter()
         .find(|reason| reason.as_str() == value)

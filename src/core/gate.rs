@@ -14,6 +14,7 @@ use futures::future::join_all;
 use super::approval::{ApprovalDecision, Grant};
 use super::emitter::Emitter;
 use super::event::{Event, RunState};
+use super::hooks::{self, HookEvent, HookInput, HookOutcome, Hooks, NoHooks, Permission};
 use super::pending::PendingApprovals;
 use super::policy::{Check, Gate, PolicyRules, grants_for};
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
@@ -31,6 +32,9 @@ pub struct ToolGate {
     pub safety: Arc<Safety>,
     /// How long an approval may wait; `None` waits until answered or cancelled.
     pub approval_timeout: Option<Duration>,
+    /// The lifecycle hooks (`core::hooks`): `PreToolUse` and `PostToolUse`
+    /// run here, the others where their events happen.
+    pub hooks: Arc<dyn Hooks>,
 }
 
 impl ToolGate {
@@ -44,6 +48,7 @@ impl ToolGate {
                 Vec::new(),
             )),
             approval_timeout: None,
+            hooks: Arc::new(NoHooks),
         }
     }
 }
@@ -63,9 +68,23 @@ pub struct CallEnv {
     pub approvals: Arc<PendingApprovals>,
     /// Counts the run's identical calls (`LoopGuard`).
     pub guard: Arc<LoopGuard>,
+    /// Set when a hook answered `continue: false`: the run ends after the
+    /// current calls, with this reason.
+    pub ended: Arc<Mutex<Option<String>>>,
 }
 
 impl CallEnv {
+    /// Marks the run to end after the current calls (the first reason
+    /// stays).
+    pub fn end_run(&self, reason: String) {
+        lock(&self.ended).get_or_insert(reason);
+    }
+
+    /// Why a hook ended the run, if one did.
+    pub fn ended_by_hook(&self) -> Option<String> {
+        lock(&self.ended).clone()
+    }
+
     /// Whether a call of `tool` with a plan that touches no path would run
     /// without asking anyone (the mode, the rules and the session's grants
     /// allow it).
@@ -158,20 +177,65 @@ impl LoopGuard {
 
 /// How a call got through (or not) before running.
 enum Prepared {
-    /// Passed the gate: run it.
+    /// Passed the gate: run it, with these arguments (the model's, or a
+    /// `PreToolUse` hook's `updatedInput`).
     Ready {
         tool: Arc<dyn Tool>,
         plan: Plan,
+        arguments: serde_json::Value,
         verdict: Verdict,
+        hooks: HookNotes,
     },
     /// Settled without running (refused, rejected, invalid).
-    Settled { verdict: Verdict, message: String },
+    Settled {
+        verdict: Verdict,
+        message: String,
+        hooks: HookNotes,
+    },
+}
+
+impl Prepared {
+    fn settled(verdict: Verdict, message: impl Into<String>) -> Self {
+        Prepared::Settled {
+            verdict,
+            message: message.into(),
+            hooks: HookNotes::default(),
+        }
+    }
+}
+
+/// What the hooks of a call said, for its result, its receipt and the
+/// person.
+#[derive(Debug, Default)]
+struct HookNotes {
+    /// `hook: decision`, for the receipt.
+    record: Vec<String>,
+    /// Added to the result the model reads: hooks' context and feedback.
+    context: Vec<String>,
+    /// Shown to the person.
+    messages: Vec<String>,
+}
+
+impl HookNotes {
+    fn add(&mut self, event: HookEvent, outcome: &HookOutcome) {
+        self.record.extend(
+            outcome
+                .record()
+                .into_iter()
+                .map(|r| format!("{} {r}", event.as_str())),
+        );
+        self.messages.extend(outcome.messages());
+        if let Some(context) = outcome.context() {
+            self.context.push(context);
+        }
+    }
 }
 
 /// The result of one call, before the safety pass.
 struct Finished {
     verdict: Verdict,
     result: Result<ToolOutput, String>,
+    hooks: HookNotes,
 }
 
 /// Why the calls stopped early.
@@ -218,6 +282,7 @@ pub async fn run_calls(
                             Finished {
                                 verdict: Verdict::Cancelled,
                                 result: Err("the run was cancelled before this call ran".into()),
+                                hooks: HookNotes::default(),
                             },
                         );
                     }
@@ -241,22 +306,32 @@ pub async fn run_calls(
                     Prepared::Ready {
                         tool,
                         plan,
+                        arguments,
                         verdict,
+                        mut hooks,
                     } => {
                         let mut ctx = env.ctx.clone();
                         ctx.progress = progress;
                         ctx.call_id = Some(call.id.clone());
+                        let result = tool
+                            .execute(&arguments, &plan, &ctx)
+                            .await
+                            .map_err(|err| err.to_string());
+                        after_call(env, call, &arguments, &result, &mut hooks).await;
                         Finished {
                             verdict,
-                            result: tool
-                                .execute(&call.arguments, &plan, &ctx)
-                                .await
-                                .map_err(|err| err.to_string()),
+                            result,
+                            hooks,
                         }
                     }
-                    Prepared::Settled { verdict, message } => Finished {
+                    Prepared::Settled {
+                        verdict,
+                        message,
+                        hooks,
+                    } => Finished {
                         verdict,
                         result: Err(message),
+                        hooks,
                     },
                 }
             }
@@ -347,42 +422,78 @@ pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
         .map_or(ToolKind::Other, |tool| tool.kind())
 }
 
-/// Plans a call and takes it through the policy and, when asked for, an
-/// approval. `None` when the run was cancelled while waiting.
+/// Plans a call, asks the `PreToolUse` hooks, and takes it through the
+/// policy and, when asked for, an approval. `None` when the run was
+/// cancelled while waiting.
 async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
     if let Some(note) = env.guard.check(call) {
-        return Some(Prepared::Settled {
-            verdict: Verdict::Denied,
-            message: note,
-        });
+        return Some(Prepared::settled(Verdict::Denied, note));
     }
     let Some(tool) = env.tools.get(&call.name).cloned() else {
         let names: Vec<String> = env.tools.specs().into_iter().map(|s| s.name).collect();
-        return Some(Prepared::Settled {
-            verdict: Verdict::Invalid,
-            message: format!(
+        return Some(Prepared::settled(
+            Verdict::Invalid,
+            format!(
                 "unknown tool `{}`; available tools: {}",
                 call.name,
                 names.join(", ")
             ),
-        });
+        ));
     };
-    let plan = match tool.plan(&call.arguments, &env.ctx).await {
+    let mut arguments = call.arguments.clone();
+    let mut plan = match plan_call(env, &*tool, &arguments).await? {
         Ok(plan) => plan,
-        Err(ToolError::Path(err)) => {
-            return Some(Prepared::Settled {
-                verdict: Verdict::Denied,
-                message: format!("denied by policy: {err}"),
-            });
-        }
-        Err(ToolError::Cancelled) => return None,
-        Err(err) => {
-            return Some(Prepared::Settled {
-                verdict: Verdict::Invalid,
-                message: err.to_string(),
-            });
-        }
+        Err(settled) => return Some(settled),
     };
+    // The hooks see the planned call before the policy does.
+    let mut hooks = HookNotes::default();
+    let input = HookInput::new(
+        HookEvent::PreToolUse,
+        emitter.session_id().as_str(),
+        env.ctx.workspace.clone(),
+        env.mode.as_str(),
+    )
+    .about("tool_name", &call.name)
+    .with("tool_input", arguments.clone())
+    .with("tool_use_id", call.id.clone());
+    let pre = tokio::select! {
+        biased;
+        _ = env.ctx.cancel.cancelled() => return None,
+        pre = hooks::fire(&*env.gate.hooks, input) => pre,
+    };
+    hooks.add(HookEvent::PreToolUse, &pre);
+    if let Some(reason) = pre.stopped() {
+        env.end_run(reason.clone());
+        return Some(Prepared::Settled {
+            verdict: Verdict::Denied,
+            message: format!("not run: a hook ended the run: {reason}"),
+            hooks,
+        });
+    }
+    if let Some(reason) = pre.blocked() {
+        return Some(Prepared::Settled {
+            verdict: Verdict::Denied,
+            message: format!("denied by a hook: {reason}"),
+            hooks,
+        });
+    }
+    if let Some(updated) = pre.updated_input() {
+        // A new input is planned and checked as the model's was.
+        arguments = updated.clone();
+        plan = match plan_call(env, &*tool, &arguments).await? {
+            Ok(plan) => plan,
+            Err(Prepared::Settled {
+                verdict, message, ..
+            }) => {
+                return Some(Prepared::Settled {
+                    verdict,
+                    message: format!("the input a hook gave is refused: {message}"),
+                    hooks,
+                });
+            }
+            Err(ready) => return Some(ready),
+        };
+    }
     let redacted_title = env.safety.redact(&plan.title).0;
     emitter.emit(Event::ToolPlanned {
         id: call.id.clone(),
@@ -403,15 +514,32 @@ async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Optio
             cwd: plan.reads.first().unwrap_or(&env.ctx.workspace),
         })
     };
+    // A hook's `ask` asks where the policy would allow; its `allow` skips
+    // an approval the policy would ask for; neither overrides a deny.
+    let gate = match (gate, pre.permission()) {
+        (Gate::Allow { .. }, Some((Permission::Ask, reason))) => Gate::Ask {
+            reason: format!(
+                "a hook asks for approval{}",
+                reason.map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        },
+        (Gate::Ask { .. }, Some((Permission::Allow, _))) => Gate::Allow {
+            remembered: false,
+            reason: "allowed by a hook".into(),
+        },
+        (gate, _) => gate,
+    };
     match gate {
         Gate::Allow { remembered, .. } => Some(Prepared::Ready {
             tool,
             plan,
+            arguments,
             verdict: if remembered {
                 Verdict::Approved
             } else {
                 Verdict::Allowed
             },
+            hooks,
         }),
         Gate::Deny { reason, remembered } => Some(Prepared::Settled {
             verdict: if remembered {
@@ -424,50 +552,139 @@ async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Optio
             } else {
                 format!("denied by policy: {reason}")
             },
+            hooks,
         }),
         Gate::Ask { reason } => {
-            let decision = ask(env, emitter, call, &*tool, &plan, redacted_title, reason).await;
-            match decision {
-                ApprovalDecision::Cancelled => None,
+            let decision = ask(
+                env,
+                emitter,
+                call,
+                &arguments,
+                &*tool,
+                &plan,
+                redacted_title,
+                reason,
+            )
+            .await;
+            let refused = |message: String| {
+                Some(Prepared::Settled {
+                    verdict: Verdict::Rejected,
+                    message,
+                    hooks: HookNotes::default(),
+                })
+            };
+            let refusal = match decision {
+                ApprovalDecision::Cancelled => return None,
                 ApprovalDecision::AllowOnce | ApprovalDecision::AllowAlways => {
-                    Some(Prepared::Ready {
+                    return Some(Prepared::Ready {
                         tool,
                         plan,
+                        arguments,
                         verdict: Verdict::Approved,
-                    })
+                        hooks,
+                    });
                 }
-                ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => {
-                    Some(Prepared::Settled {
-                        verdict: Verdict::Rejected,
-                        message: "rejected by the user: do not retry this call; ask the user what to do instead"
-                            .to_owned(),
-                    })
-                }
-                ApprovalDecision::Unattended => Some(Prepared::Settled {
-                    verdict: Verdict::Rejected,
-                    message: "refused: this call needs a person's approval and nobody is present \
-                              to give it (a non-interactive run); do not retry it; tell the user \
-                              which call needs approval"
+                ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => refused(
+                    "rejected by the user: do not retry this call; ask the user what to do instead"
                         .to_owned(),
-                }),
-                ApprovalDecision::TimedOut => Some(Prepared::Settled {
-                    verdict: Verdict::Rejected,
-                    message: format!(
-                        "rejected: nobody approved the call within {} s",
-                        env.gate.approval_timeout.map_or(0, |t| t.as_secs())
-                    ),
-                }),
-            }
+                ),
+                ApprovalDecision::Unattended => refused(
+                    "refused: this call needs a person's approval and nobody is present \
+                     to give it (a non-interactive run); do not retry it; tell the user \
+                     which call needs approval"
+                        .to_owned(),
+                ),
+                ApprovalDecision::TimedOut => refused(format!(
+                    "rejected: nobody approved the call within {} s",
+                    env.gate.approval_timeout.map_or(0, |t| t.as_secs())
+                )),
+            };
+            refusal.map(|settled| match settled {
+                Prepared::Settled {
+                    verdict, message, ..
+                } => Prepared::Settled {
+                    verdict,
+                    message,
+                    hooks,
+                },
+                ready => ready,
+            })
         }
+    }
+}
+
+/// Plans a call: the plan, or how the call is settled without running;
+/// `None` when the run was cancelled.
+async fn plan_call(
+    env: &CallEnv,
+    tool: &dyn Tool,
+    arguments: &serde_json::Value,
+) -> Option<Result<Plan, Prepared>> {
+    match tool.plan(arguments, &env.ctx).await {
+        Ok(plan) => Some(Ok(plan)),
+        Err(ToolError::Path(err)) => Some(Err(Prepared::settled(
+            Verdict::Denied,
+            format!("denied by policy: {err}"),
+        ))),
+        Err(ToolError::Cancelled) => None,
+        Err(err) => Some(Err(Prepared::settled(Verdict::Invalid, err.to_string()))),
+    }
+}
+
+/// Runs the `PostToolUse` hooks of a call that ran: their feedback and
+/// context join what the model reads of the result.
+async fn after_call(
+    env: &CallEnv,
+    call: &ToolCall,
+    arguments: &serde_json::Value,
+    result: &Result<ToolOutput, String>,
+    notes: &mut HookNotes,
+) {
+    if !env
+        .gate
+        .hooks
+        .listens(HookEvent::PostToolUse, Some(&call.name))
+    {
+        return;
+    }
+    let response = match result {
+        Ok(output) => serde_json::json!({"output": output.text, "is_error": false}),
+        Err(message) => serde_json::json!({"output": message, "is_error": true}),
+    };
+    let input = HookInput::new(
+        HookEvent::PostToolUse,
+        env.ctx.session_id.as_str(),
+        env.ctx.workspace.clone(),
+        env.mode.as_str(),
+    )
+    .about("tool_name", &call.name)
+    .with("tool_input", arguments.clone())
+    .with("tool_response", response)
+    .with("tool_use_id", call.id.clone());
+    let post = tokio::select! {
+        biased;
+        _ = env.ctx.cancel.cancelled() => return,
+        post = env.gate.hooks.fire(input) => post,
+    };
+    notes.add(HookEvent::PostToolUse, &post);
+    if let Some(reason) = post.blocked() {
+        notes
+            .context
+            .push(format!("A hook says about this result: {reason}"));
+    }
+    if let Some(reason) = post.stopped() {
+        env.end_run(reason);
     }
 }
 
 /// Asks for an approval and waits in state `waiting` for the first answer, the
 /// timeout, or a cancel. Remembers `*_always` answers.
+#[allow(clippy::too_many_arguments)]
 async fn ask(
     env: &CallEnv,
     emitter: &mut Emitter,
     call: &ToolCall,
+    arguments: &serde_json::Value,
     tool: &dyn Tool,
     plan: &Plan,
     title: String,
@@ -476,6 +693,29 @@ async fn ask(
     let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
     let answer = env.approvals.open(emitter.session_id(), &approval_id);
     emitter.set_state(RunState::Waiting);
+    // `Notification` hooks hear that a person is needed; nothing waits for
+    // them.
+    let hooks = env.gate.hooks.clone();
+    if hooks.listens(HookEvent::Notification, Some("permission_prompt")) {
+        let input = HookInput::new(
+            HookEvent::Notification,
+            emitter.session_id().as_str(),
+            env.ctx.workspace.clone(),
+            env.mode.as_str(),
+        )
+        .about("notification_type", "permission_prompt")
+        .with(
+            "message",
+            format!(
+                "Pincer needs your approval: {}",
+                env.safety.redact(&title).0
+            ),
+        )
+        .with("title", "Approval needed");
+        tokio::spawn(async move {
+            hooks.fire(input).await;
+        });
+    }
     let request = emitter.emit(Event::ApprovalRequested {
         approval_id: approval_id.clone(),
         call_id: call.id.clone(),
@@ -483,7 +723,7 @@ async fn ask(
         kind: tool.kind(),
         title,
         reason,
-        arguments: redact_json(&env.safety, &call.arguments),
+        arguments: redact_json(&env.safety, arguments),
         locations: plan.locations(),
         command: plan.command.as_ref().map(|c| env.safety.redact(c).0),
         diffs: plan.diffs.clone(),
@@ -540,7 +780,22 @@ fn settle(
         Ok(output) => (output.text, false, output.diffs, output.plan),
         Err(message) => (message, true, Vec::<FileDiff>::new(), None),
     };
-    let checked = env.safety.check(&raw);
+    let mut checked = env.safety.check(&raw);
+    // What hooks add passes the same pass.
+    if !done.hooks.context.is_empty() {
+        let added = env.safety.check(&done.hooks.context.join("\n"));
+        checked.text = format!(
+            "{}\n\n<hook_context>\n{}\n</hook_context>",
+            checked.text, added.text
+        );
+        checked.redactions.extend(added.redactions);
+        checked.injections.extend(added.injections);
+    }
+    for message in &done.hooks.messages {
+        emitter.emit(Event::Notice {
+            message: env.safety.redact(message).0,
+        });
+    }
     let mut notes: Vec<String> = checked
         .redactions
         .iter()
@@ -568,6 +823,7 @@ fn settle(
         verdict: done.verdict,
         is_error,
         at: now_millis(),
+        hooks: done.hooks.record,
     });
     emitter.emit(Event::ToolResult {
         id: call.id.clone(),
@@ -611,6 +867,7 @@ fn settle_cancelled(
             Finished {
                 verdict: Verdict::Cancelled,
                 result: Err("the run was cancelled before this call ran".into()),
+                hooks: HookNotes::default(),
             },
         );
     }

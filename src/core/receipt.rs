@@ -70,6 +70,9 @@ pub struct ReceiptBody {
     pub verdict: Verdict,
     pub is_error: bool,
     pub at: Millis,
+    /// What each lifecycle hook that ran for the call decided
+    /// (`hook: decision`, `core::hooks`); empty when none did.
+    pub hooks: Vec<String>,
 }
 
 /// A receipt in the chain.
@@ -118,7 +121,15 @@ pub fn receipt_hash(seq: u64, body: &ReceiptBody, prev_hash: &str) -> String {
         if body.is_error { b"error" } else { b"ok" },
         at.as_bytes(),
     ];
-    for field in fields.iter().chain([&prev_hash.as_bytes()]) {
+    // The hooks' decisions, when any: a receipt without them hashes as one
+    // written before hooks existed.
+    let hooks = body.hooks.join("\n");
+    let extra: &[&[u8]] = if body.hooks.is_empty() {
+        &[]
+    } else {
+        &[b"hooks", hooks.as_bytes()]
+    };
+    for field in fields.iter().chain(extra).chain([&prev_hash.as_bytes()]) {
         hasher.update((field.len() as u64).to_le_bytes());
         hasher.update(field);
     }
@@ -233,6 +244,7 @@ mod tests {
             verdict: Verdict::Allowed,
             is_error: false,
             at: 1,
+            hooks: Vec::new(),
         }
     }
 
@@ -245,6 +257,23 @@ mod tests {
                 receipt
             })
             .collect()
+    }
+
+    #[test]
+    fn hooks_are_hashed_only_when_some_decided() {
+        // A receipt without hooks hashes as one written before they existed
+        // (the v1 layout, pinned here), so older chains still verify.
+        let plain = body("c1");
+        assert_eq!(
+            receipt_hash(1, &plain, GENESIS),
+            "9e7a34ddd490391f747699599358d18265b877e4fbba487a6e39586e263a9b32"
+        );
+        let mut hooked = body("c1");
+        hooked.hooks = vec!["PreToolUse ./check.sh: allow".into()];
+        let with = receipt_hash(1, &hooked, GENESIS);
+        assert_ne!(with, receipt_hash(1, &plain, GENESIS));
+        hooked.hooks = vec!["PreToolUse ./check.sh: deny".into()];
+        assert_ne!(receipt_hash(1, &hooked, GENESIS), with);
     }
 
     #[test]

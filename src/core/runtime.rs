@@ -21,8 +21,9 @@ pub use super::commands::SessionCommand;
 use super::compaction;
 use super::context;
 pub use super::emitter::{Emitter, InvalidTransition};
-use super::event::{Event, EventRecord, RunState, Usage};
+use super::event::{Event, EventRecord, RunState, StopReason, Usage};
 use super::gate::{CallEnv, LoopGuard, ToolGate};
+use super::hooks::{HookEvent, HookInput};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
@@ -225,6 +226,9 @@ struct QueuedRun {
     cancel: CancellationToken,
     done: oneshot::Sender<RunOutcome>,
 }
+
+/// How long `SessionEnd` hooks may hold up a process's exit.
+const SESSION_END_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Runtime {
     pub fn new(
@@ -490,6 +494,8 @@ impl Runtime {
         };
         self.inner.journal.commit(write).await?;
         self.make_live(session.clone(), Vec::new())?;
+        self.session_hooks(HookEvent::SessionStart, &session, "source", "startup")
+            .await;
         Ok(session)
     }
 
@@ -518,7 +524,46 @@ impl Runtime {
         }
         let grants = self.inner.journal.grants(id).await?;
         self.make_live(session.clone(), grants)?;
+        self.session_hooks(HookEvent::SessionStart, &session, "source", "resume")
+            .await;
         Ok(session)
+    }
+
+    /// Runs the `SessionStart` or `SessionEnd` hooks of a session (the
+    /// subject, `source` or `reason`, is what their matchers test). A
+    /// `SessionStart` hook's context joins the conversation as a note the
+    /// model reads; neither can block.
+    async fn session_hooks(&self, event: HookEvent, session: &Session, field: &str, subject: &str) {
+        let hooks = &self.inner.gate.hooks;
+        if !hooks.listens(event, Some(subject)) {
+            return;
+        }
+        let input = HookInput::new(
+            event,
+            session.id.as_str(),
+            session.workspace.clone(),
+            session.mode.as_str(),
+        )
+        .about(field, subject);
+        let outcome = hooks.fire(input).await;
+        for message in outcome.messages() {
+            tracing::info!(session = %session.id, event = event.as_str(), "{}", self.inner.gate.safety.redact(&message).0);
+        }
+        if event == HookEvent::SessionStart
+            && let Some(context) = outcome.context()
+        {
+            self.inner.journal.submit(Write::AppendMessage {
+                session_id: session.id.clone(),
+                run_id: None,
+                message: Message::Note {
+                    text: format!(
+                        "context a SessionStart hook added: {}",
+                        self.inner.gate.safety.check(&context).text
+                    ),
+                },
+                at: now_millis(),
+            });
+        }
     }
 
     /// The session's current state, live or stored.
@@ -703,24 +748,21 @@ impl Runtime {
             session_id: id.clone(),
             at: now,
         });
-        let set_title = {
-            let mut session = lock(&live.session);
-            session.updated_at = now;
-            match (session.title.as_ref(), kind) {
-                (None, RunKind::Prompt) => {
-                    session.title = title_from_prompt(&content);
-                    session.title.clone()
-                }
-                // A command is no title for a conversation.
-                (Some(_), _) | (None, RunKind::Command(_)) => None,
+        // A prompt `UserPromptSubmit` hooks may still block gets its title
+        // once they let it through (`run_loop`).
+        let hooked = self
+            .inner
+            .gate
+            .hooks
+            .listens(HookEvent::UserPromptSubmit, None);
+        let set_title = match kind {
+            RunKind::Prompt if !hooked => self.title_from(live.as_ref(), &content, now),
+            // A command is no title for a conversation.
+            RunKind::Prompt | RunKind::Command(_) => {
+                lock(&live.session).updated_at = now;
+                None
             }
         };
-        if let Some(title) = &set_title {
-            self.inner.journal.submit(Write::SetTitle {
-                id: id.clone(),
-                title: title.clone(),
-            });
-        }
         let mut emitter = Emitter::new(&self.inner.journal, &live.events, id, &run_id)
             .with_stats(&self.inner.stats);
         emitter.emit(Event::state(RunState::Queued));
@@ -923,6 +965,9 @@ impl Runtime {
         if let Some(tools) = tools {
             tools.shutdown().await;
         }
+        let session = lock(&live.session).clone();
+        self.session_hooks(HookEvent::SessionEnd, &session, "reason", "other")
+            .await;
         self.inner
             .journal
             .commit(Write::SetClosed {
@@ -951,6 +996,26 @@ impl Runtime {
             .filter_map(|live| lock(&live.session_tools).take())
             .collect();
         futures::future::join_all(extra.iter().map(|tools| tools.shutdown())).await;
+        // `SessionEnd` hooks of the sessions still open, given a few seconds
+        // at most: the process is on its way out.
+        let open: Vec<Session> = lock(&self.inner.live)
+            .values()
+            .map(|live| lock(&live.session).clone())
+            .collect();
+        let ends = open.iter().map(|session| {
+            self.session_hooks(
+                HookEvent::SessionEnd,
+                session,
+                "reason",
+                "prompt_input_exit",
+            )
+        });
+        if tokio::time::timeout(SESSION_END_WAIT, futures::future::join_all(ends))
+            .await
+            .is_err()
+        {
+            tracing::warn!("SessionEnd hooks still running at exit were left");
+        }
         // Dropping the live sessions closes their event channels, so subscribers
         // drain what is left and then end.
         lock(&self.inner.live).clear();
@@ -1077,6 +1142,22 @@ impl Runtime {
         });
         match queued.kind {
             RunKind::Prompt => {
+                // `UserPromptSubmit` hooks may block the prompt (it is then
+                // not kept) or add context after it.
+                let submitted = self.prompt_hooks(session, queued, emitter).await;
+                let context = match submitted {
+                    Ok(context) => context,
+                    Err(outcome) => return outcome,
+                };
+                if self
+                    .inner
+                    .gate
+                    .hooks
+                    .listens(HookEvent::UserPromptSubmit, None)
+                    && let Some(title) = self.title_from(live, &queued.content, now)
+                {
+                    emitter.emit(Event::SessionInfo { title });
+                }
                 store.submit(Write::AppendMessage {
                     session_id: session.id.clone(),
                     run_id: Some(queued.id.clone()),
@@ -1085,6 +1166,14 @@ impl Runtime {
                     },
                     at: now,
                 });
+                if let Some(text) = context {
+                    store.submit(Write::AppendMessage {
+                        session_id: session.id.clone(),
+                        run_id: Some(queued.id.clone()),
+                        message: Message::Note { text },
+                        at: now,
+                    });
+                }
                 let history = match self.model_history(&session.id).await {
                     Ok(history) => history,
                     Err(outcome) => return outcome,
@@ -1122,6 +1211,83 @@ impl Runtime {
                 commands::undo(&tools, emitter, store.as_ref()).await
             }
         }
+    }
+
+    /// Makes the session's first prompt its title, if it has none: the
+    /// title, stored, to announce.
+    fn title_from(
+        &self,
+        live: &LiveSession,
+        content: &[ContentPart],
+        now: super::session::Millis,
+    ) -> Option<String> {
+        let title = {
+            let mut session = lock(&live.session);
+            session.updated_at = now;
+            if session.title.is_some() {
+                return None;
+            }
+            session.title = title_from_prompt(content);
+            session.title.clone()?
+        };
+        self.inner.journal.submit(Write::SetTitle {
+            id: lock(&live.session).id.clone(),
+            title: title.clone(),
+        });
+        Some(title)
+    }
+
+    /// Runs the `UserPromptSubmit` hooks: the note to keep after the prompt
+    /// (their context, through the safety pass), or how the run ends when a
+    /// hook blocked the prompt.
+    async fn prompt_hooks(
+        &self,
+        session: &Session,
+        queued: &QueuedRun,
+        emitter: &mut Emitter,
+    ) -> Result<Option<String>, RunOutcome> {
+        let hooks = &self.inner.gate.hooks;
+        if !hooks.listens(HookEvent::UserPromptSubmit, None) {
+            return Ok(None);
+        }
+        let prompt: Vec<&str> = queued
+            .content
+            .iter()
+            .filter_map(|part| match part {
+                ContentPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let input = HookInput::new(
+            HookEvent::UserPromptSubmit,
+            session.id.as_str(),
+            session.workspace.clone(),
+            session.mode.as_str(),
+        )
+        .with("prompt", prompt.join("\n"));
+        let outcome = tokio::select! {
+            biased;
+            _ = queued.cancel.cancelled() => return Err(RunOutcome::Cancelled),
+            outcome = hooks.fire(input) => outcome,
+        };
+        let safety = &self.inner.gate.safety;
+        for message in outcome.messages() {
+            emitter.emit(Event::Notice {
+                message: safety.redact(&message).0,
+            });
+        }
+        if let Some(reason) = outcome.blocked().or_else(|| outcome.stopped()) {
+            emitter.emit(Event::Notice {
+                message: format!("A hook blocked the prompt: {}", safety.redact(&reason).0),
+            });
+            return Err(RunOutcome::Completed(StopReason::Blocked));
+        }
+        Ok(outcome.context().map(|context| {
+            format!(
+                "context a UserPromptSubmit hook added: {}",
+                safety.check(&context).text
+            )
+        }))
     }
 
     /// What the next model turn of a session would be sent, with the tokens
@@ -1328,6 +1494,7 @@ impl Runtime {
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
             guard: Arc::new(LoopGuard::new(self.inner.config.loop_config.loop_guard)),
+            ended: Arc::default(),
         };
         Ok(RunContext {
             provider,

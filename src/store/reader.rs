@@ -16,7 +16,7 @@ use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
 
 pub use crate::core::journal::SessionQuery;
 
-const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash";
+const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks";
 
 fn receipt_row(row: &Row<'_>) -> rusqlite::Result<(Receipt, String)> {
     let verdict: String = row.get(7)?;
@@ -35,6 +35,10 @@ fn receipt_row(row: &Row<'_>) -> rusqlite::Result<(Receipt, String)> {
                 verdict: Verdict::Invalid,
                 is_error: row.get(8)?,
                 at: row.get(9)?,
+                hooks: row
+                    .get::<_, Option<String>>(12)?
+                    .map(|hooks| hooks.lines().map(str::to_owned).collect())
+                    .unwrap_or_default(),
             },
             prev_hash: row.get(10)?,
             hash: row.get(11)?,

@@ -279,4 +279,9 @@ CREATE TRIGGER memories_change_delete AFTER DELETE ON memories BEGIN
     ON CONFLICT (item) DO UPDATE SET seq = excluded.seq;
 END;
 "#,
+    // 8: what lifecycle hooks decided about a tool call, in its receipt
+    // (one `hook: decision` a line; NULL when no hook decided).
+    r#"
+ALTER TABLE receipts ADD COLUMN hooks TEXT;
+"#,
 ];

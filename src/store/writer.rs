@@ -334,8 +334,8 @@ fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreErro
     };
     let receipt = body.clone().chain(seq, &prev);
     conn.prepare_cached(
-        "INSERT INTO receipts (seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        "INSERT INTO receipts (seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?
     .execute(params![
         receipt.seq as i64,
@@ -350,6 +350,7 @@ fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreErro
         body.at,
         receipt.prev_hash,
         receipt.hash,
+        (!body.hooks.is_empty()).then(|| body.hooks.join("\n")),
     ])?;
     Ok(())
 }

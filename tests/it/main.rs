@@ -23,6 +23,7 @@ mod crash;
 mod first_hour;
 mod first_run;
 mod headless;
+mod hooks;
 mod http;
 mod images;
 mod loop_guard;

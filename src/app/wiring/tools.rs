@@ -16,7 +16,7 @@ use crate::sandbox::SandboxMode;
 use crate::tools::{files, memory, search, shell, todo, toolchains};
 
 /// The gate every run's tool calls go through, built from the configuration.
-pub fn gate(config: &Config) -> ToolGate {
+pub fn gate(config: &Config) -> anyhow::Result<ToolGate> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
     tools.extend(search::tools(search::SearchSettings::default()));
@@ -25,8 +25,11 @@ pub fn gate(config: &Config) -> ToolGate {
     if config.memory.enabled.unwrap_or(true) {
         tools.extend(memory::tools());
     }
-    ToolGate {
+    let hooks =
+        crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?;
+    Ok(ToolGate {
         tools: Toolset::new(tools),
+        hooks: Arc::new(hooks),
         rules: rules(config),
         safety: Arc::new(safety(config)),
         approval_timeout: config
@@ -34,7 +37,7 @@ pub fn gate(config: &Config) -> ToolGate {
             .as_ref()
             .filter(|t| t.value > 0)
             .map(|t| std::time::Duration::from_secs(t.value)),
-    }
+    })
 }
 
 fn shell_settings(config: &Config) -> shell::ShellSettings {
@@ -189,7 +192,7 @@ mod tests {
         let env = |name: &str| (name == "HOME").then(|| "/nonexistent".to_owned());
         let config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
             .unwrap_or_else(|e| panic!("{e}"));
-        let gate = super::gate(&config);
+        let gate = super::gate(&config).unwrap();
         let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
         offered.sort();
         let mut known: Vec<String> = crate::config::BUILTIN_TOOLS

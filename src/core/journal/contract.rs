@@ -111,6 +111,15 @@ fn receipt(session: &SessionId, run: &RunId, call: &str) -> ReceiptBody {
         verdict: Verdict::Allowed,
         is_error: false,
         at: 5,
+        // Some receipts carry what hooks decided; the chain covers it.
+        hooks: if call.ends_with('2') {
+            vec![
+                "PreToolUse ./a.sh: allow".into(),
+                "PostToolUse ./b.sh: block".into(),
+            ]
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -309,6 +318,11 @@ pub async fn receipts_are_numbered_and_chained(backend: &Backend) {
     assert_eq!(all[0].prev_hash, GENESIS);
     assert_eq!(all[1].prev_hash, all[0].hash);
     assert_eq!(verify(&all).unwrap().0, 6);
+    assert_eq!(
+        all[2].body.hooks,
+        ["PreToolUse ./a.sh: allow", "PostToolUse ./b.sh: block"]
+    );
+    assert!(all[3].body.hooks.is_empty());
     let page = backend.audit.receipts(3, 2).await.unwrap();
     assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), [3, 4]);
     let of_run = backend.audit.run_receipts(&run).await.unwrap();

@@ -1,0 +1,591 @@
+//! The hooks runner: [`core::hooks::Hooks`] over the `[[hooks.EVENT]]`
+//! tables — commands run by `sh -c` with the input on standard input, and
+//! HTTP POSTs signed like the webhook channel's. Every hook of an event whose
+//! matcher takes the subject runs at once; answers are read as Claude Code's
+//! hooks answer (`docs/hooks.md`).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use futures::future::{BoxFuture, join_all};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::config::{HooksConfig, OnFailure};
+use crate::core::hooks::{
+    HookAnswer, HookEvent, HookInput, HookOutcome, Hooks, Matcher, Permission,
+};
+use crate::core::quote::Quoted;
+
+/// How long a hook may take unless its table says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most bytes of a hook's output read; the rest is dropped.
+const OUTPUT_LIMIT: usize = 256 * 1024;
+/// Most characters of context or a reason one hook passes on.
+const TEXT_LIMIT: usize = 10_000;
+
+/// The hooks of a process.
+pub struct HookSet {
+    hooks: Vec<Hook>,
+    /// For `url` hooks; `None` when there are none.
+    client: Option<reqwest::Client>,
+}
+
+struct Hook {
+    event: HookEvent,
+    /// As the person wrote it, shortened: `./check.sh`, `https://host/path`.
+    label: String,
+    matcher: Matcher,
+    handler: Handler,
+    timeout: Duration,
+    on_failure: OnFailure,
+}
+
+enum Handler {
+    Command(String),
+    Http {
+        url: reqwest::Url,
+        secret: Option<Vec<u8>>,
+    },
+}
+
+impl HookSet {
+    /// The hooks of the configuration (validated when it was loaded);
+    /// `env` gives the secrets `secret_env` names.
+    pub fn from_config(
+        config: &HooksConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        let mut hooks = Vec::new();
+        for (event, hook) in config.all() {
+            let matcher = Matcher::parse(hook.matcher.as_deref())
+                .map_err(|err| anyhow::anyhow!("hooks.{}: matcher: {err}", event.as_str()))?;
+            let (label, handler) = match (&hook.command, &hook.url) {
+                (Some(command), _) => (label(command), Handler::Command(command.clone())),
+                (None, Some(url)) => {
+                    let url = reqwest::Url::parse(url)
+                        .with_context(|| format!("hooks.{}: url", event.as_str()))?;
+                    let secret = match (&hook.secret, &hook.secret_env) {
+                        (Some(secret), _) => Some(secret.clone().into_bytes()),
+                        (None, Some(name)) => match env(name) {
+                            Some(secret) if !secret.is_empty() => Some(secret.into_bytes()),
+                            _ => bail!(
+                                "hooks.{}: secret_env names {name}, which is not set",
+                                event.as_str()
+                            ),
+                        },
+                        (None, None) => None,
+                    };
+                    let mut shown = url.clone();
+                    shown.set_query(None);
+                    (shown.to_string(), Handler::Http { url, secret })
+                }
+                (None, None) => bail!("hooks.{}: give `command` or `url`", event.as_str()),
+            };
+            hooks.push(Hook {
+                event,
+                label,
+                matcher,
+                handler,
+                timeout: hook
+                    .timeout_secs
+                    .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+                on_failure: hook.on_failure.unwrap_or_default(),
+            });
+        }
+        // Only HTTP hooks need a client (its TLS roots cost start-up time).
+        let client = if hooks
+            .iter()
+            .any(|hook| matches!(hook.handler, Handler::Http { .. }))
+        {
+            // Installing twice is harmless: the first provider stays.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Some(
+                reqwest::Client::builder()
+                    // The answer decides; a redirect elsewhere is no answer.
+                    .redirect(reqwest::redirect::Policy::none())
+                    .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .context("cannot build the HTTP client of the hooks")?,
+            )
+        } else {
+            None
+        };
+        Ok(HookSet { hooks, client })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+}
+
+/// A command as the person wrote it, short enough for a message.
+fn label(command: &str) -> String {
+    Quoted(&command.split_whitespace().collect::<Vec<_>>().join(" ")).to_string()
+}
+
+impl Hooks for HookSet {
+    fn listens(&self, event: HookEvent, subject: Option<&str>) -> bool {
+        self.hooks
+            .iter()
+            .any(|hook| hook.event == event && hook.matcher.accepts(subject))
+    }
+
+    fn fire(&self, input: HookInput) -> BoxFuture<'_, HookOutcome> {
+        Box::pin(async move {
+            let body = input.to_json();
+            let runs = self
+                .hooks
+                .iter()
+                .filter(|hook| {
+                    hook.event == input.event && hook.matcher.accepts(input.subject.as_deref())
+                })
+                .map(|hook| self.run(hook, &input, &body));
+            HookOutcome {
+                answers: join_all(runs).await,
+            }
+        })
+    }
+}
+
+/// What running a hook gave back.
+#[derive(Debug)]
+struct Ran {
+    /// The exit code (an HTTP hook: 0 for a 2xx answer).
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl HookSet {
+    async fn run(&self, hook: &Hook, input: &HookInput, body: &Value) -> HookAnswer {
+        let ran = match &hook.handler {
+            Handler::Command(command) => run_command(command, &input.cwd, body, hook.timeout).await,
+            Handler::Http { url, secret } => {
+                self.post(url, secret.as_deref(), input.event, body, hook.timeout)
+                    .await
+            }
+        };
+        let mut answer = match ran {
+            Ok(ran) => interpret(input.event, &ran),
+            Err(failed) => HookAnswer {
+                failed: Some(failed),
+                ..HookAnswer::default()
+            },
+        };
+        answer.hook = hook.label.clone();
+        if let Some(failed) = &answer.failed {
+            tracing::warn!(hook = %hook.label, event = input.event.as_str(), %failed, "hook failed");
+            if hook.on_failure == OnFailure::Block && answer.block.is_none() {
+                answer.block = Some(format!("hook `{}` failed: {failed}", hook.label));
+            }
+        }
+        answer
+    }
+
+    async fn post(
+        &self,
+        url: &reqwest::Url,
+        secret: Option<&[u8]>,
+        event: HookEvent,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Ran, String> {
+        let bytes = serde_json::to_vec(body).map_err(|err| err.to_string())?;
+        let Some(client) = &self.client else {
+            return Err("no HTTP client".into());
+        };
+        let mut request = client
+            .post(url.clone())
+            .timeout(timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("x-pincer-event", event.as_str());
+        if let Some(secret) = secret {
+            let timestamp = crate::core::session::now_millis() / 1000;
+            request = request
+                .header(
+                    crate::channels::webhook::SIGNATURE,
+                    crate::channels::webhook::sign(secret, timestamp, &bytes),
+                )
+                .header(crate::channels::webhook::TIMESTAMP, timestamp.to_string());
+        }
+        let response = request.body(bytes).send().await.map_err(|err| {
+            if err.is_timeout() {
+                format!("no answer within {} s", timeout.as_secs())
+            } else {
+                format!("cannot reach it: {err}")
+            }
+        })?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|err| format!("cannot read its answer: {err}"))?;
+        if !status.is_success() {
+            return Err(format!("it answered HTTP {}", status.as_u16()));
+        }
+        let text = text.trim();
+        if !text.is_empty() && !text.starts_with('{') {
+            return Err(format!(
+                "it answered something other than a JSON object: {}",
+                Quoted(text)
+            ));
+        }
+        Ok(Ran {
+            code: Some(0),
+            stdout: text.to_owned(),
+            stderr: String::new(),
+        })
+    }
+}
+
+/// Runs `command` with `sh -c` in `cwd`, the input on its standard input;
+/// on timeout its whole process group is killed.
+async fn run_command(
+    command: &str,
+    cwd: &std::path::Path,
+    body: &Value,
+    timeout: Duration,
+) -> Result<Ran, String> {
+    let dir: PathBuf = if cwd.is_dir() {
+        cwd.to_path_buf()
+    } else {
+        PathBuf::from("/")
+    };
+    let mut child = tokio::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&dir)
+        .env("PINCER_PROJECT_DIR", cwd)
+        .env("CLAUDE_PROJECT_DIR", cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| format!("cannot start it: {err}"))?;
+    let group = child.id().map_or(0, |id| id as libc::pid_t);
+    let input = serde_json::to_vec(body).map_err(|err| err.to_string())?;
+    let mut stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let work = async {
+        let write = async {
+            if let Some(mut stdin) = stdin.take() {
+                // A hook that does not read its input closes the pipe early.
+                let _ = stdin.write_all(&input).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        let (_, out, err, status) = tokio::join!(
+            write,
+            read_capped(stdout),
+            read_capped(stderr),
+            child.wait()
+        );
+        (out, err, status)
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok((stdout, stderr, status)) => {
+            let status = status.map_err(|err| format!("cannot wait for it: {err}"))?;
+            Ok(Ran {
+                code: status.code(),
+                stdout,
+                stderr,
+            })
+        }
+        Err(_) => {
+            kill_group(group);
+            Err(format!(
+                "no answer within {} s (stopped)",
+                timeout.as_secs()
+            ))
+        }
+    }
+}
+
+/// Kills a process group.
+fn kill_group(group: libc::pid_t) {
+    if group > 0 {
+        // SAFETY: a plain syscall; a group already gone gives ESRCH.
+        unsafe {
+            libc::killpg(group, libc::SIGKILL);
+        }
+    }
+}
+
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> String {
+    let Some(mut pipe) = pipe else {
+        return String::new();
+    };
+    let mut kept = Vec::new();
+    let mut buffer = [0_u8; 8192];
+    loop {
+        match pipe.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = OUTPUT_LIMIT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..n.min(room)]);
+            }
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// Text a hook passes on, at most [`TEXT_LIMIT`] characters.
+fn clip(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(TEXT_LIMIT) {
+        Some((at, _)) => format!("{}… (cut at {TEXT_LIMIT} characters)", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// Reads a hook's exit code and output as Claude Code does: exit 0 with a
+/// JSON object decides by its fields (plain text is context where the event
+/// takes it); exit 2 blocks with the JSON's reason or the standard error;
+/// another code is a failure unless the output is a JSON object, which then
+/// decides.
+fn interpret(event: HookEvent, ran: &Ran) -> HookAnswer {
+    let stdout = ran.stdout.trim();
+    let json = stdout
+        .starts_with('{')
+        .then(|| serde_json::from_str::<Value>(stdout).ok())
+        .flatten()
+        .filter(Value::is_object);
+    let mut answer = HookAnswer::default();
+    if let Some(json) = &json {
+        read_json(event, json, &mut answer);
+    }
+    match ran.code {
+        Some(0) if json.is_none() && !stdout.is_empty() => {
+            if stdout.starts_with('{') {
+                answer.failed = Some("its output starts with `{` but is not a JSON object".into());
+            } else if event.takes_plain_context() {
+                answer.context = Some(clip(stdout));
+            }
+        }
+        Some(0) => {}
+        Some(2) => {
+            if answer.block.is_none() {
+                let stderr = ran.stderr.trim();
+                answer.block = Some(if stderr.is_empty() {
+                    "blocked by a hook".to_owned()
+                } else {
+                    clip(stderr)
+                });
+            }
+            // An exit 2 cannot allow.
+            if answer.permission != Some(Permission::Deny) {
+                answer.permission = None;
+            }
+            answer.updated_input = None;
+        }
+        code if json.is_none() => {
+            let first = ran.stderr.trim().lines().next().unwrap_or("").to_owned();
+            let code = code.map_or("a signal".to_owned(), |c| format!("code {c}"));
+            answer.failed = Some(if first.is_empty() {
+                format!("it exited with {code}")
+            } else {
+                format!("it exited with {code}: {}", Quoted(&first))
+            });
+        }
+        _ => {}
+    }
+    answer
+}
+
+/// The fields of a hook's JSON answer Pincer reads.
+fn read_json(event: HookEvent, json: &Value, answer: &mut HookAnswer) {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(clip);
+    let specific = json.get("hookSpecificOutput");
+    let field = |name: &str| specific.and_then(|s| s.get(name));
+    if json.get("continue").and_then(Value::as_bool) == Some(false) {
+        answer.stop =
+            Some(text(json.get("stopReason")).unwrap_or_else(|| "a hook ended the run".to_owned()));
+    }
+    answer.message = text(json.get("systemMessage"));
+    answer.context = text(field("additionalContext"));
+    let reason = text(json.get("reason"));
+    match json.get("decision").and_then(Value::as_str) {
+        Some("block") => {
+            answer.block = Some(
+                reason
+                    .clone()
+                    .unwrap_or_else(|| "blocked by a hook".to_owned()),
+            );
+        }
+        // Claude Code's older spelling of a PreToolUse `allow`.
+        Some("approve") if event == HookEvent::PreToolUse => {
+            answer.permission = Some(Permission::Allow);
+            answer.reason = reason.clone();
+        }
+        _ => {}
+    }
+    if event == HookEvent::PreToolUse {
+        if let Some(decision) = field("permissionDecision")
+            .and_then(Value::as_str)
+            .and_then(Permission::parse)
+        {
+            let why = text(field("permissionDecisionReason"));
+            answer.permission = Some(decision);
+            if decision == Permission::Deny {
+                answer.block = Some(why.unwrap_or_else(|| "denied by a hook".to_owned()));
+            } else {
+                answer.reason = why;
+            }
+        }
+        if let Some(input) = field("updatedInput").filter(|v| v.is_object()) {
+            answer.updated_input = Some(input.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ran(code: i32, stdout: &str, stderr: &str) -> Ran {
+        Ran {
+            code: Some(code),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+        }
+    }
+
+    #[test]
+    fn exit_codes_and_output_are_read_as_claude_codes_hooks_are() {
+        let pre = HookEvent::PreToolUse;
+        assert_eq!(interpret(pre, &ran(0, "", "")), HookAnswer::default());
+        // Plain text is context only where the event takes it.
+        assert_eq!(interpret(pre, &ran(0, "checked", "")).context, None);
+        assert_eq!(
+            interpret(HookEvent::UserPromptSubmit, &ran(0, "branch: main\n", ""))
+                .context
+                .as_deref(),
+            Some("branch: main")
+        );
+        let blocked = interpret(pre, &ran(2, "", "no rm -rf\n"));
+        assert_eq!(blocked.block.as_deref(), Some("no rm -rf"));
+        // Exit 2 cannot allow or rewrite.
+        let two = interpret(
+            pre,
+            &ran(
+                2,
+                r#"{"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":{"a":1}}}"#,
+                "stop",
+            ),
+        );
+        assert_eq!((two.block.as_deref(), two.permission), (Some("stop"), None));
+        assert_eq!(two.updated_input, None);
+        let failed = interpret(pre, &ran(1, "", "boom\nmore"));
+        assert_eq!(
+            failed.failed.as_deref(),
+            Some("it exited with code 1: boom")
+        );
+        assert_eq!(failed.block, None);
+        // A JSON answer decides whatever the exit code.
+        let json_one = interpret(
+            pre,
+            &ran(
+                1,
+                r#"{"hookSpecificOutput":{"permissionDecision":"ask"}}"#,
+                "",
+            ),
+        );
+        assert_eq!(
+            (json_one.permission, json_one.failed),
+            (Some(Permission::Ask), None)
+        );
+        assert!(interpret(pre, &ran(0, "{not json", "")).failed.is_some());
+    }
+
+    #[test]
+    fn the_json_fields_pincer_reads() {
+        let answer = interpret(
+            HookEvent::PreToolUse,
+            &ran(
+                0,
+                &json!({
+                    "continue": false,
+                    "stopReason": "build broken",
+                    "systemMessage": "checked by policy.sh",
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "deny",
+                        "permissionDecisionReason": "writes outside src/",
+                        "updatedInput": {"path": "src/a.rs"},
+                        "additionalContext": "src/ only",
+                    }
+                })
+                .to_string(),
+                "",
+            ),
+        );
+        assert_eq!(answer.stop.as_deref(), Some("build broken"));
+        assert_eq!(answer.message.as_deref(), Some("checked by policy.sh"));
+        assert_eq!(answer.permission, Some(Permission::Deny));
+        assert_eq!(answer.block.as_deref(), Some("writes outside src/"));
+        assert_eq!(answer.updated_input, Some(json!({"path": "src/a.rs"})));
+        assert_eq!(answer.context.as_deref(), Some("src/ only"));
+        let stop = interpret(
+            HookEvent::Stop,
+            &ran(
+                0,
+                r#"{"decision":"block","reason":"run the tests first"}"#,
+                "",
+            ),
+        );
+        assert_eq!(stop.block.as_deref(), Some("run the tests first"));
+        // Only PreToolUse reads permission decisions.
+        let post = interpret(
+            HookEvent::PostToolUse,
+            &ran(
+                0,
+                r#"{"hookSpecificOutput":{"permissionDecision":"deny"}}"#,
+                "",
+            ),
+        );
+        assert_eq!((post.permission, post.block), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_command_reads_its_input_and_a_slow_one_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = json!({"hook_event_name": "PreToolUse", "tool_name": "shell"});
+        let ran = run_command(
+            "cat; echo \"$PINCER_PROJECT_DIR\" >&2; exit 3",
+            dir.path(),
+            &body,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ran.code, Some(3));
+        assert_eq!(serde_json::from_str::<Value>(&ran.stdout).unwrap(), body);
+        assert_eq!(ran.stderr.trim(), dir.path().to_string_lossy());
+        // Output is read up to its limit, and text passed on is cut.
+        let big = run_command(
+            "head -c 1000000 /dev/zero | tr '\\0' a",
+            dir.path(),
+            &body,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert_eq!(big.stdout.len(), OUTPUT_LIMIT);
+        let context = interpret(HookEvent::UserPromptSubmit, &big)
+            .context
+            .unwrap();
+        assert!(context.starts_with(&"a".repeat(TEXT_LIMIT)));
+        assert!(context.ends_with("… (cut at 10000 characters)"));
+        let started = std::time::Instant::now();
+        let slow = run_command("sleep 30 & wait", dir.path(), &body, Duration::from_secs(1)).await;
+        assert!(slow.unwrap_err().contains("within 1 s"));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
