@@ -79,7 +79,8 @@ impl App {
                 "marked runs left unfinished by an earlier process as failed"
             );
         }
-        let gate = Arc::new(wiring::gate(&config).map_err(Failure::usage)?);
+        let gate =
+            Arc::new(wiring::gate(&config, Arc::new(store.clone())).map_err(Failure::usage)?);
         crate::logging::redact_with(gate.safety.clone());
         let runtime = Runtime::new(
             Arc::new(store.clone()),
@@ -170,10 +171,15 @@ pub fn load_config(flags: &Flags) -> Result<Config, crate::config::ConfigError> 
 }
 
 /// The store alone, for commands that only read what it holds (`verify`).
-pub fn open_store(flags: &Flags) -> Result<Store, Failure> {
+/// The configuration and the store it names.
+pub fn open_config_and_store(flags: &Flags) -> Result<(Config, Store), Failure> {
     let config = Config::load(flags).map_err(Failure::usage)?;
     let (store, _) = Store::open(&config.database_path()).map_err(Failure::failed)?;
-    Ok(store)
+    Ok((config, store))
+}
+
+pub fn open_store(flags: &Flags) -> Result<Store, Failure> {
+    open_config_and_store(flags).map(|(_, store)| store)
 }
 
 /// The no-provider message with the config file a table would go in.

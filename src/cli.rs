@@ -94,6 +94,22 @@ pub enum Command {
         #[arg(long)]
         online: bool,
     },
+    /// Trust the hooks a workspace brings for other agents (`[hooks] import`):
+    /// they run in every session under its project directory from then on
+    ///
+    /// Examples: `pincer trust` (the current directory's project), `pincer
+    /// trust ~/src/app`, `pincer trust --list`, `pincer trust --revoke ~/src/app`
+    Trust {
+        /// A directory in the project (default: the current directory); its
+        /// project directory is the nearest one above it holding `.git`
+        path: Option<std::path::PathBuf>,
+        /// Take the trust back
+        #[arg(long, conflicts_with = "list")]
+        revoke: bool,
+        /// List the trusted project directories
+        #[arg(long)]
+        list: bool,
+    },
     /// Walk the receipt chain of every tool call and report the first broken link
     Verify {
         /// Print the result as JSON

@@ -441,6 +441,11 @@ pub struct MemoryConfig {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HooksConfig {
+    /// Also run the hooks a workspace brings for other agents (`claude`:
+    /// `.claude/settings.json` and `settings.local.json`; `codex`:
+    /// `.codex/hooks.json`), once the person trusts its project directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub import: Vec<HookImport>,
     #[serde(
         default,
         rename = "SessionStart",
@@ -534,6 +539,23 @@ pub struct HookConfig {
     /// or 2, answers something unreadable) does: `continue` (default) or
     /// `block`.
     pub on_failure: Option<OnFailure>,
+}
+
+/// An agent whose hook files Pincer can import (see [`HooksConfig::import`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookImport {
+    Claude,
+    Codex,
+}
+
+impl HookImport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookImport::Claude => "claude",
+            HookImport::Codex => "codex",
+        }
+    }
 }
 
 /// See [`HookConfig::on_failure`].

@@ -4,8 +4,10 @@
 //! matcher takes the subject runs at once; answers are read as Claude Code's
 //! hooks answer (`docs/hooks.md`).
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -13,11 +15,15 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::config::{HooksConfig, OnFailure};
+use crate::config::{HookImport, HooksConfig, OnFailure};
 use crate::core::hooks::{
-    HookAnswer, HookEvent, HookInput, HookOutcome, Hooks, Matcher, Permission,
+    HookAnswer, HookEvent, HookInput, HookOutcome, Hooks, Matcher, Permission, WorkspaceHooks,
+    project_dir,
 };
+use crate::core::journal::Journal;
 use crate::core::quote::Quoted;
+
+mod workspace;
 
 /// How long a hook may take unless its table says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,9 +37,25 @@ pub struct HookSet {
     hooks: Vec<Hook>,
     /// For `url` hooks; `None` when there are none.
     client: Option<reqwest::Client>,
+    /// The other agents whose workspace hook files are read.
+    import: Vec<HookImport>,
+    /// Where trust is kept (`with_trust`); without it no workspace hook runs.
+    journal: Option<Arc<dyn Journal>>,
+    /// Per project directory: its files' hooks, read again when a file
+    /// changes.
+    workspaces: Mutex<HashMap<PathBuf, Arc<Loaded>>>,
+}
+
+/// A project directory's hook files, read.
+struct Loaded {
+    imported: workspace::Imported,
+    hooks: Vec<Hook>,
 }
 
 struct Hook {
+    /// `None` for Pincer's own; for an imported hook, the agent whose
+    /// dialect it speaks.
+    dialect: Option<HookImport>,
     event: HookEvent,
     /// As the person wrote it, shortened: `./check.sh`, `https://host/path`.
     label: String,
@@ -85,6 +107,7 @@ impl HookSet {
                 (None, None) => bail!("hooks.{}: give `command` or `url`", event.as_str()),
             };
             hooks.push(Hook {
+                dialect: None,
                 event,
                 label,
                 matcher,
@@ -113,12 +136,101 @@ impl HookSet {
         } else {
             None
         };
-        Ok(HookSet { hooks, client })
+        Ok(HookSet {
+            hooks,
+            client,
+            import: config.import.clone(),
+            journal: None,
+            workspaces: Mutex::default(),
+        })
+    }
+
+    /// Workspace hooks run under the project directories trusted in
+    /// `journal`.
+    pub fn with_trust(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
-        self.hooks.is_empty()
+        self.hooks.is_empty() && self.import.is_empty()
     }
+
+    /// The hook files of the project directory `root`, read again if one
+    /// changed since.
+    fn loaded(&self, root: &Path) -> Arc<Loaded> {
+        let mut cache = self
+            .workspaces
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(loaded) = cache.get(root)
+            && !workspace::changed(&loaded.imported)
+        {
+            return loaded.clone();
+        }
+        let imported = workspace::read(root, &self.import);
+        let hooks = imported
+            .hooks
+            .iter()
+            .map(|found| Hook {
+                dialect: Some(found.source),
+                event: found.event,
+                label: format!("{}: {}", found.file, label(&found.command)),
+                matcher: found.matcher.clone(),
+                handler: Handler::Command(found.command.clone()),
+                timeout: found
+                    .timeout_secs
+                    .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+                on_failure: OnFailure::Continue,
+            })
+            .collect();
+        let loaded = Arc::new(Loaded { imported, hooks });
+        cache.insert(root.to_path_buf(), loaded.clone());
+        loaded
+    }
+
+    async fn trusted(&self, root: &Path) -> bool {
+        let Some(journal) = &self.journal else {
+            return false;
+        };
+        match journal.trusted_roots().await {
+            Ok(roots) => roots.iter().any(|r| r == root),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read which workspaces are trusted");
+                false
+            }
+        }
+    }
+}
+
+/// The subject a hook's matcher tests: a tool's name in the hook's dialect.
+fn subject_for<'a>(hook: &Hook, input: &'a HookInput) -> Option<std::borrow::Cow<'a, str>> {
+    let subject = input.subject.as_deref()?;
+    Some(match (hook.dialect, input.event) {
+        (Some(source), HookEvent::PreToolUse | HookEvent::PostToolUse) => {
+            std::borrow::Cow::Owned(workspace::tool_name(source, subject).to_owned())
+        }
+        _ => std::borrow::Cow::Borrowed(subject),
+    })
+}
+
+/// The input as `hook` reads it: in its agent's dialect for an imported
+/// hook.
+fn body_for(hook: &Hook, input: &HookInput) -> Value {
+    let mut body = input.to_json();
+    let (Some(source), Some(tool)) = (
+        hook.dialect,
+        input.fields.get("tool_name").and_then(Value::as_str),
+    ) else {
+        return body;
+    };
+    body["tool_name"] = Value::from(workspace::tool_name(source, tool));
+    if source == HookImport::Claude
+        && let Some(tool_input) = input.fields.get("tool_input")
+    {
+        body["tool_input"] = workspace::claude_input(tool, tool_input, &input.cwd);
+    }
+    body
 }
 
 /// A command as the person wrote it, short enough for a message.
@@ -128,24 +240,76 @@ fn label(command: &str) -> String {
 
 impl Hooks for HookSet {
     fn listens(&self, event: HookEvent, subject: Option<&str>) -> bool {
-        self.hooks
-            .iter()
-            .any(|hook| hook.event == event && hook.matcher.accepts(subject))
+        // A workspace's hooks depend on the workspace: with imports on,
+        // every event is worth asking about.
+        !self.import.is_empty()
+            || self
+                .hooks
+                .iter()
+                .any(|hook| hook.event == event && hook.matcher.accepts(subject))
     }
 
     fn fire(&self, input: HookInput) -> BoxFuture<'_, HookOutcome> {
         Box::pin(async move {
-            let body = input.to_json();
+            let mut imported = None;
+            if !self.import.is_empty() {
+                let root = project_dir(&input.cwd);
+                if self.trusted(&root).await {
+                    imported = Some(self.loaded(&root));
+                }
+            }
             let runs = self
                 .hooks
                 .iter()
+                .chain(imported.iter().flat_map(|loaded| loaded.hooks.iter()))
                 .filter(|hook| {
-                    hook.event == input.event && hook.matcher.accepts(input.subject.as_deref())
+                    hook.event == input.event
+                        && hook.matcher.accepts(subject_for(hook, &input).as_deref())
                 })
-                .map(|hook| self.run(hook, &input, &body));
+                .map(|hook| self.run(hook, &input));
             HookOutcome {
                 answers: join_all(runs).await,
             }
+        })
+    }
+
+    fn workspace_hooks<'a>(&'a self, cwd: &'a Path) -> BoxFuture<'a, Option<WorkspaceHooks>> {
+        Box::pin(async move {
+            if self.import.is_empty() {
+                return None;
+            }
+            let root = project_dir(cwd);
+            let loaded = self.loaded(&root);
+            let imported = &loaded.imported;
+            if imported.hooks.is_empty()
+                && imported.skipped.is_empty()
+                && imported.problems.is_empty()
+            {
+                return None;
+            }
+            Some(WorkspaceHooks {
+                trusted: self.trusted(&root).await,
+                root,
+                hooks: imported
+                    .hooks
+                    .iter()
+                    .map(|found| {
+                        format!(
+                            "{}: {} [{}] {}",
+                            found.file,
+                            found.event.as_str(),
+                            found.spec,
+                            label(&found.command)
+                        )
+                    })
+                    .collect(),
+                left_out: imported
+                    .skipped
+                    .iter()
+                    .map(|s| format!("{s} (not run by Pincer)"))
+                    .chain(imported.problems.iter().cloned())
+                    .collect(),
+            })
         })
     }
 }
@@ -160,7 +324,8 @@ struct Ran {
 }
 
 impl HookSet {
-    async fn run(&self, hook: &Hook, input: &HookInput, body: &Value) -> HookAnswer {
+    async fn run(&self, hook: &Hook, input: &HookInput) -> HookAnswer {
+        let body = &body_for(hook, input);
         let ran = match &hook.handler {
             Handler::Command(command) => run_command(command, &input.cwd, body, hook.timeout).await,
             Handler::Http { url, secret } => {
@@ -176,6 +341,15 @@ impl HookSet {
             },
         };
         answer.hook = hook.label.clone();
+        // An imported hook's new input is in its agent's dialect.
+        if hook.dialect == Some(HookImport::Claude)
+            && let (Some(updated), Some(tool)) = (
+                &answer.updated_input,
+                input.fields.get("tool_name").and_then(Value::as_str),
+            )
+        {
+            answer.updated_input = Some(workspace::from_claude_input(tool, updated));
+        }
         if let Some(failed) = &answer.failed {
             tracing::warn!(hook = %hook.label, event = input.event.as_str(), %failed, "hook failed");
             if hook.on_failure == OnFailure::Block && answer.block.is_none() {

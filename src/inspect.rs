@@ -557,6 +557,81 @@ fn tape_line(record: &EventRecord) -> String {
 }
 
 /// Walks the receipt chain page by page and cross-checks it against the tape.
+/// `pincer trust [PATH] [--revoke] [--list]`.
+pub async fn trust(
+    flags: &Flags,
+    path: Option<&std::path::Path>,
+    revoke: bool,
+    list: bool,
+) -> Result<u8, Failure> {
+    use crate::core::hooks::Hooks as _;
+    use crate::core::journal::{Journal, Write};
+    let (config, store) = crate::app::open_config_and_store(flags)?;
+    let journal: std::sync::Arc<dyn Journal> = std::sync::Arc::new(store.clone());
+    if list {
+        let roots = journal.trusted_roots().await.map_err(Failure::failed)?;
+        store.shutdown();
+        let mut out = String::new();
+        if roots.is_empty() {
+            out.push_str("No project directory is trusted.\n");
+        }
+        for root in roots {
+            out.push_str(&format!("{}\n", root.display()));
+        }
+        print(&out)?;
+        return Ok(crate::app::exit::OK);
+    }
+    let dir = match path {
+        Some(path) => path.to_path_buf(),
+        None => std::env::current_dir().map_err(|err| {
+            Failure::failed(anyhow::anyhow!("cannot read the current directory: {err}"))
+        })?,
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|err| Failure::usage(anyhow::anyhow!("{}: {err}", dir.display())))?;
+    let root = crate::core::hooks::project_dir(&dir);
+    journal
+        .commit(Write::SetTrust {
+            root: root.clone(),
+            trusted: !revoke,
+            at: crate::core::session::now_millis(),
+        })
+        .await
+        .map_err(Failure::failed)?;
+    let mut out = if revoke {
+        format!(
+            "{} is no longer trusted: its hooks do not run.\n",
+            root.display()
+        )
+    } else {
+        format!("Trusted {}: its hooks run from now on.\n", root.display())
+    };
+    if !revoke {
+        let hooks =
+            crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())
+                .map_err(Failure::usage)?
+                .with_trust(journal.clone());
+        match hooks.workspace_hooks(&root).await {
+            Some(found) => {
+                for hook in &found.hooks {
+                    out.push_str(&format!("- {hook}\n"));
+                }
+                for left in &found.left_out {
+                    out.push_str(&format!("- left out: {left}\n"));
+                }
+            }
+            None if config.hooks.import.is_empty() => out.push_str(
+                "No workspace hooks are read while `[hooks] import` is not set (docs/hooks.md).\n",
+            ),
+            None => out.push_str("It brings no hooks Pincer reads.\n"),
+        }
+    }
+    store.shutdown();
+    print(&out)?;
+    Ok(crate::app::exit::OK)
+}
+
 pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
     const PAGE: usize = 10_000;
     let store = crate::app::open_store(flags)?;

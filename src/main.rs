@@ -58,6 +58,11 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Logout(ref args) => login::logout(args),
         Command::Doctor { online } => inspect::doctor(&app::flags(&cli, None), online).await,
         Command::Verify { json } => inspect::verify(&app::flags(&cli, None), json).await,
+        Command::Trust {
+            ref path,
+            revoke,
+            list,
+        } => inspect::trust(&app::flags(&cli, None), path.as_deref(), revoke, list).await,
         Command::Config(ConfigCommand::Show) => inspect::config_show(&app::flags(&cli, None)),
         Command::SandboxExec { ref spec_file, .. } => pincer::sandbox::exec_spec_file(spec_file)
             .await

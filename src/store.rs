@@ -268,6 +268,11 @@ impl Store {
     }
 
     /// The approvals a session remembers.
+    /// The project directories whose hooks a person trusted, oldest first.
+    pub async fn trusted_roots(&self) -> Result<Vec<std::path::PathBuf>, StoreError> {
+        self.read(reader::trusted_roots).await
+    }
+
     pub async fn grants(&self, session: &SessionId) -> Result<Vec<Grant>, StoreError> {
         let id = session.clone();
         self.read(move |conn| reader::grants(conn, &id)).await

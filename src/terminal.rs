@@ -431,6 +431,7 @@ impl Chat {
                     .await?;
                 format!("{text}\n")
             }
+            FaceCommand::Trust => format!("{}\n", self.runtime.trust_hooks(&id).await?),
             FaceCommand::Runs => {
                 const SHOWN: usize = 10;
                 let runs = self.runtime.runs(&id).await?;

@@ -537,6 +537,11 @@ impl Connection {
                 )
                 .await
                 .map_err(runtime_error),
+            FaceCommand::Trust => self
+                .runtime
+                .trust_hooks(session)
+                .await
+                .map_err(runtime_error),
             FaceCommand::Runs => {
                 const SHOWN: usize = 10;
                 let runs = self.runtime.runs(session).await.map_err(runtime_error)?;

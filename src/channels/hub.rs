@@ -34,6 +34,7 @@ const HELP: &str = "Pincer commands:\n\
 /remember TEXT — remember it in this chat (start with user or workspace to remember it more widely)\n\
 /forget ID — forget a remembered item\n\
 /memory — what is remembered here (/memory search WORDS)\n\
+/trust — run the hooks the workspace brings for other agents\n\
 /pair CODE — allow yourself with the operator's pairing code\n\
 /help — this list\n\
 Anything else is a prompt. When a tool needs approval, answer with the buttons, or y (allow once), a (always), n (reject).";
@@ -535,6 +536,13 @@ impl Hub {
                     Err(err) => format!("Cannot open the session: {err}"),
                 }
             }
+            "/trust" => match self.session_of(&key, false).await {
+                Ok(id) => match self.runtime.trust_hooks(&id).await {
+                    Ok(answer) => answer,
+                    Err(err) => format!("Cannot trust the workspace: {err}"),
+                },
+                Err(err) => format!("Cannot open the session: {err}"),
+            },
             other => format!("Unknown command {other}. /help lists the commands."),
         };
         self.notice(message, &answer).await;

@@ -336,6 +336,39 @@ pub trait Hooks: Send + Sync {
     /// Runs every hook of the event whose matcher takes the input's subject,
     /// all at once, and returns their answers in configuration order.
     fn fire(&self, input: HookInput) -> BoxFuture<'_, HookOutcome>;
+
+    /// The hooks the workspace at `cwd` brings, when importing is on and it
+    /// has some.
+    fn workspace_hooks<'a>(
+        &'a self,
+        _cwd: &'a std::path::Path,
+    ) -> BoxFuture<'a, Option<WorkspaceHooks>> {
+        Box::pin(async { None })
+    }
+}
+
+/// The hooks a workspace brings (imported from other agents' files), as
+/// the person is told about them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceHooks {
+    /// The project directory trust is given to.
+    pub root: PathBuf,
+    pub trusted: bool,
+    /// `FILE: EVENT [MATCHER] COMMAND`, one per hook that would run.
+    pub hooks: Vec<String>,
+    /// Hooks found but not run by Pincer (other events, handler types),
+    /// and files it could not read.
+    pub left_out: Vec<String>,
+}
+
+/// The project directory of a workspace, which trust is given to: the
+/// nearest ancestor (itself included) holding `.git`, else the workspace.
+pub fn project_dir(workspace: &std::path::Path) -> PathBuf {
+    workspace
+        .ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(workspace)
+        .to_path_buf()
 }
 
 /// No hooks at all.

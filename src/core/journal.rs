@@ -137,6 +137,13 @@ pub enum Write {
         grant: Grant,
         at: Millis,
     },
+    /// Trusts (or stops trusting) the hooks of the workspaces under a
+    /// project directory (`core::hooks`).
+    SetTrust {
+        root: std::path::PathBuf,
+        trusted: bool,
+        at: Millis,
+    },
     /// The chat channels' records.
     Channel(ChannelWrite),
     /// Memory items (`core::memory`).
@@ -184,6 +191,10 @@ pub trait Journal: Send + Sync {
     /// What the runs of sessions served by `provider` created at or after
     /// `since` cost, one sum per currency.
     fn spent<'a>(&'a self, provider: &'a str, since: Millis) -> Reply<'a, Vec<Cost>>;
+
+    /// The project directories whose hooks a person trusted, in the order
+    /// trusted.
+    fn trusted_roots(&self) -> Reply<'_, Vec<std::path::PathBuf>>;
 }
 
 /// What `pincer verify` reads: the receipt chain and its counts.

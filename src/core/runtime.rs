@@ -214,6 +214,9 @@ struct LiveSession {
     client_terminal: Mutex<Option<Arc<dyn ClientTerminal>>>,
     /// Tools beyond the built-in ones (MCP servers); stopped when the session closes.
     session_tools: Mutex<Option<Arc<dyn SessionTools>>>,
+    /// Whether the person was told that the workspace's own hooks wait for
+    /// their trust (once per session).
+    told_trust: std::sync::atomic::AtomicBool,
 }
 
 struct QueuedRun {
@@ -1051,6 +1054,7 @@ impl Runtime {
             client_files: Mutex::new(None),
             client_terminal: Mutex::new(None),
             session_tools: Mutex::new(session_tools),
+            told_trust: std::sync::atomic::AtomicBool::new(false),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -1142,6 +1146,7 @@ impl Runtime {
         });
         match queued.kind {
             RunKind::Prompt => {
+                self.tell_untrusted(live, session, emitter).await;
                 // `UserPromptSubmit` hooks may block the prompt (it is then
                 // not kept) or add context after it.
                 let submitted = self.prompt_hooks(session, queued, emitter).await;
@@ -1211,6 +1216,94 @@ impl Runtime {
                 commands::undo(&tools, emitter, store.as_ref()).await
             }
         }
+    }
+
+    /// Tells the person, once a session, that the workspace brings hooks
+    /// which wait for their trust.
+    async fn tell_untrusted(&self, live: &LiveSession, session: &Session, emitter: &mut Emitter) {
+        use std::sync::atomic::Ordering;
+        if live.told_trust.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(found) = self
+            .inner
+            .gate
+            .hooks
+            .workspace_hooks(&session.workspace)
+            .await
+        else {
+            return;
+        };
+        live.told_trust.store(true, Ordering::Relaxed);
+        if found.trusted || found.hooks.is_empty() {
+            return;
+        }
+        emitter.emit(Event::Notice {
+            message: format!(
+                "This workspace brings {} hook{} for other agents ({}); they run only once you trust {}: type /trust, or run `pincer trust {}`.",
+                found.hooks.len(),
+                if found.hooks.len() == 1 { "" } else { "s" },
+                found
+                    .hooks
+                    .iter()
+                    .map(|h| h.split(':').next().unwrap_or_default().to_owned())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                found.root.display(),
+                found.root.display(),
+            ),
+        });
+    }
+
+    /// Trusts the hooks the session's workspace brings (`/trust`): from now
+    /// on they run in every session under its project directory. The answer
+    /// lists them.
+    pub async fn trust_hooks(&self, id: &SessionId) -> Result<String, RuntimeError> {
+        let session = self.session(id).await?;
+        let Some(found) = self
+            .inner
+            .gate
+            .hooks
+            .workspace_hooks(&session.workspace)
+            .await
+        else {
+            return Ok(
+                "This workspace brings no hooks Pincer reads (see `[hooks] import` in docs/hooks.md)."
+                    .to_owned(),
+            );
+        };
+        if !found.trusted {
+            self.inner
+                .journal
+                .commit(Write::SetTrust {
+                    root: found.root.clone(),
+                    trusted: true,
+                    at: now_millis(),
+                })
+                .await?;
+        }
+        let mut text = format!(
+            "{} {}: its hooks run from now on.",
+            if found.trusted {
+                "Already trusted:"
+            } else {
+                "Trusted"
+            },
+            found.root.display()
+        );
+        for hook in &found.hooks {
+            text.push_str(&format!("\n- {hook}"));
+        }
+        for left in &found.left_out {
+            text.push_str(&format!("\n- left out: {left}"));
+        }
+        text.push_str(&format!(
+            "\n`pincer trust --revoke {}` takes it back.",
+            found.root.display()
+        ));
+        Ok(text)
     }
 
     /// Makes the session's first prompt its title, if it has none: the

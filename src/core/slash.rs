@@ -26,10 +26,12 @@ pub enum FaceCommand {
     Runs,
     /// `/memory` with what follows it (`core::memory::command`).
     Memory(Option<String>),
+    /// `/trust`: run the hooks the workspace brings (`core::hooks`).
+    Trust,
 }
 
 /// Name, description and input hint of each command, in the order shown.
-pub const COMMANDS: [(&str, &str, Option<&str>); 7] = [
+pub const COMMANDS: [(&str, &str, Option<&str>); 8] = [
     (
         "compact",
         "Summarize the conversation so far to free the context window",
@@ -52,6 +54,11 @@ pub const COMMANDS: [(&str, &str, Option<&str>); 7] = [
         "List, search, add, forget or pin what is remembered",
         Some("search WORDS | add [user|workspace|conversation] TEXT | forget ID | pin ID"),
     ),
+    (
+        "trust",
+        "Trust the hooks this workspace brings for other agents",
+        None,
+    ),
     ("help", "List the commands", None),
 ];
 
@@ -73,6 +80,7 @@ pub fn parse_text(text: &str) -> Option<SlashCommand> {
         "model" => Some(SlashCommand::Answered(FaceCommand::Model(argument))),
         "runs" => Some(SlashCommand::Answered(FaceCommand::Runs)),
         "memory" => Some(SlashCommand::Answered(FaceCommand::Memory(argument))),
+        "trust" => Some(SlashCommand::Answered(FaceCommand::Trust)),
         "compact" => Some(SlashCommand::Queued(SessionCommand::Compact)),
         "undo" => Some(SlashCommand::Queued(SessionCommand::Undo)),
         _ => None,

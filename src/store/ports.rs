@@ -95,6 +95,10 @@ impl Journal for Store {
     ) -> Reply<'a, Vec<crate::core::usage::Cost>> {
         port(Store::spent(self, provider, since))
     }
+
+    fn trusted_roots(&self) -> Reply<'_, Vec<std::path::PathBuf>> {
+        port(Store::trusted_roots(self))
+    }
 }
 
 impl Audit for Store {

@@ -402,3 +402,13 @@ pub(super) fn tape(
     })
     .collect()
 }
+
+pub fn trusted_roots(conn: &Connection) -> Result<Vec<PathBuf>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT root FROM trusted_roots ORDER BY at, root")?
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(PathBuf::from)
+        .collect())
+}

@@ -284,4 +284,13 @@ END;
     r#"
 ALTER TABLE receipts ADD COLUMN hooks TEXT;
 "#,
+    // 9: the project directories whose hooks a person trusted
+    // (`pincer trust`, `/trust`): hooks imported from a workspace's
+    // `.claude/settings.json` or `.codex/hooks.json` run only under one.
+    r#"
+CREATE TABLE trusted_roots (
+    root TEXT PRIMARY KEY,
+    at   INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+"#,
 ];

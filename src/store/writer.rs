@@ -272,6 +272,18 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             )?
             .execute(params![session_id.as_str(), grant.tool, grant.scope, grant.allow, at])?;
         }
+        Write::SetTrust { root, trusted, at } => {
+            let root = root.to_string_lossy();
+            if *trusted {
+                conn.prepare_cached(
+                    "INSERT INTO trusted_roots (root, at) VALUES (?1, ?2) ON CONFLICT (root) DO NOTHING",
+                )?
+                .execute(params![root, at])?;
+            } else {
+                conn.prepare_cached("DELETE FROM trusted_roots WHERE root = ?1")?
+                    .execute(params![root])?;
+            }
+        }
     }
     Ok(())
 }

@@ -56,7 +56,7 @@ async fn initialize_then_a_prompt_streams_chunks_in_order() {
         vec![
             pair(
                 "available_commands_update",
-                "/compact /undo /mode /model /runs /memory /help"
+                "/compact /undo /mode /model /runs /memory /trust /help"
             ),
             pair("session_info_update", "hi"),
             pair("agent_message_chunk", "a"),

@@ -825,3 +825,164 @@ fn session_end_hooks_hold_up_the_exit_five_seconds_at_most() {
         "{took:?}"
     );
 }
+
+/// A workspace (a repository) bringing hooks for Claude Code and Codex.
+fn workspace_with_hooks(dir: &TestDir) -> std::path::PathBuf {
+    let workspace = dir.workspace();
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    std::fs::create_dir_all(workspace.join(".claude")).unwrap();
+    std::fs::create_dir_all(workspace.join(".codex")).unwrap();
+    let settings = json!({
+        "hooks": {
+            "PreToolUse": [{
+                "matcher": "Bash",
+                "hooks": [{
+                    "type": "command",
+                    "command": recorder(dir, "claude-pre", "echo 'the claude hook says no' >&2; exit 2"),
+                    "timeout": 10
+                }]
+            }],
+            "PostToolUse": [{
+                "matcher": "Edit|Write",
+                "hooks": [{"type": "command", "command": recorder(dir, "claude-post", "")}]
+            }],
+            "PermissionRequest": [{"hooks": [{"type": "command", "command": "true"}]}]
+        }
+    });
+    std::fs::write(
+        workspace.join(".claude/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    let codex = json!({
+        "hooks": {
+            "PreToolUse": [{
+                "matcher": "^Bash$",
+                "hooks": [{"type": "command", "command": recorder(dir, "codex-pre", "")}]
+            }]
+        }
+    });
+    std::fs::write(workspace.join(".codex/hooks.json"), codex.to_string()).unwrap();
+    workspace
+}
+
+fn trust(dir: &TestDir, args: &[&str]) -> String {
+    let out = dir.command().arg("trust").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_workspaces_own_hooks_run_only_once_trusted_in_their_agents_dialect() {
+    let dir = TestDir::new();
+    let workspace = workspace_with_hooks(&dir);
+    let config = "mode = \"full\"\n[hooks]\nimport = [\"claude\", \"codex\"]\n";
+    let script = [
+        call("shell", json!({"command": "echo hi"})),
+        call("write_file", json!({"path": "w.txt", "content": "x"})),
+        text("ok"),
+    ];
+    // Not trusted: nothing of the workspace's runs, and the person is told.
+    let (_, lines) = run(&dir, config, &script, &["go"]);
+    let results = of_type(&lines, "tool_result");
+    assert_eq!(results[0]["verdict"], "allowed", "{lines:#?}");
+    assert!(
+        notices(&lines).contains(&format!(
+            "This workspace brings 3 hooks for other agents (.claude/settings.json, .codex/hooks.json); they run only once you trust {}",
+            workspace.display()
+        )),
+        "{lines:#?}"
+    );
+    assert!(recorded(&dir, "claude-pre").is_empty());
+    // Trusted: they run, each in its agent's names.
+    let said = trust(&dir, &[workspace.to_str().unwrap()]);
+    assert!(
+        said.starts_with(&format!("Trusted {}", workspace.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(".claude/settings.json: PreToolUse [Bash]"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "left out: .claude/settings.json: PermissionRequest command (not run by Pincer)"
+        ),
+        "{said}"
+    );
+    let (_, lines) = run(&dir, config, &script, &["go"]);
+    let results = of_type(&lines, "tool_result");
+    assert_eq!(
+        results[0]["output"], "denied by a hook: the claude hook says no",
+        "{lines:#?}"
+    );
+    let claude = recorded(&dir, "claude-pre");
+    assert_eq!(claude[0]["tool_name"], "Bash");
+    assert_eq!(claude[0]["tool_input"]["command"], "echo hi");
+    let codex = recorded(&dir, "codex-pre");
+    assert_eq!(codex[0]["tool_name"], "Bash");
+    let post = recorded(&dir, "claude-post");
+    assert_eq!(post[0]["tool_name"], "Write", "{post:#?}");
+    assert_eq!(
+        post[0]["tool_input"]["file_path"],
+        workspace.join("w.txt").to_str().unwrap()
+    );
+    assert!(!notices(&lines).contains("This workspace brings"));
+    assert_eq!(trust(&dir, &["--list"]).trim(), workspace.to_str().unwrap());
+    // Revoked: they stop.
+    trust(&dir, &["--revoke", workspace.to_str().unwrap()]);
+    let (_, lines) = run(&dir, config, &script, &["go"]);
+    assert_eq!(of_type(&lines, "tool_result")[0]["verdict"], "allowed");
+    assert_eq!(recorded(&dir, "claude-pre").len(), 1);
+}
+
+#[test]
+fn an_editor_trusts_the_workspace_with_slash_trust() {
+    use crate::support::AcpProcess;
+    let dir = TestDir::new();
+    let workspace = workspace_with_hooks(&dir);
+    dir.write_config("[hooks]\nimport = [\"claude\"]\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            text("hello"),
+            call("shell", json!({"command": "echo hi"})),
+            text("done"),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "full"],
+    );
+    acp.initialize();
+    let session = acp.new_session(&workspace);
+    let (updates, _) = acp.prompt(&session, "hi");
+    assert!(
+        updates
+            .iter()
+            .any(|u| u.to_string().contains("they run only once you trust")),
+        "{updates:#?}"
+    );
+    let (updates, response) = acp.prompt(&session, "/trust");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let answer = crate::support::agent_text(&updates);
+    assert!(
+        answer.contains(&format!(
+            "Trusted {}: its hooks run from now on.",
+            workspace.display()
+        )),
+        "{answer}"
+    );
+    let (updates, _) = acp.prompt(&session, "list");
+    assert!(
+        updates.iter().any(|u| u
+            .to_string()
+            .contains("denied by a hook: the claude hook says no")),
+        "{updates:#?}"
+    );
+    acp.finish();
+}

@@ -1308,3 +1308,46 @@ fn overflow_recovery_and_the_loop_guard_in_the_chat() {
     );
     assert!(!texts(&fake).iter().any(|t| t.contains("never reached")));
 }
+
+#[test]
+fn slash_trust_lets_the_workspaces_hooks_run() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "\n[hooks]\nimport = [\"claude\"]\n");
+    let workspace = dir.workspace();
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    std::fs::create_dir_all(workspace.join(".claude")).unwrap();
+    let log = dir.path().join("prompts.jsonl");
+    std::fs::write(
+        workspace.join(".claude/settings.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": format!("cat >> '{}'; echo >> '{}'", log.display(), log.display())}]}]}}).to_string(),
+    )
+    .unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "first"}]), json!([{"text": "second"}])],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hello");
+    fake.wait_for("the notice", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.contains("they run only once you trust"))
+    });
+    // The notice and the reply share a message.
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.ends_with("first"))
+    });
+    assert!(!log.exists());
+    fake.user_says(USER, "/trust");
+    fake.wait_for("trusted", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.starts_with(&format!("Trusted {}", workspace.display())))
+    });
+    fake.user_says(USER, "again");
+    fake.wait_for("the second reply", WAIT, |f| {
+        texts(f).iter().any(|t| t.ends_with("second"))
+    });
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(seen.contains("\"prompt\":\"again\""), "{seen}");
+}

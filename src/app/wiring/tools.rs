@@ -16,7 +16,11 @@ use crate::sandbox::SandboxMode;
 use crate::tools::{files, memory, search, shell, todo, toolchains};
 
 /// The gate every run's tool calls go through, built from the configuration.
-pub fn gate(config: &Config) -> anyhow::Result<ToolGate> {
+/// `journal` keeps which workspaces' own hooks the person trusted.
+pub fn gate(
+    config: &Config,
+    journal: Arc<dyn crate::core::journal::Journal>,
+) -> anyhow::Result<ToolGate> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
     tools.extend(search::tools(search::SearchSettings::default()));
@@ -26,7 +30,8 @@ pub fn gate(config: &Config) -> anyhow::Result<ToolGate> {
         tools.extend(memory::tools());
     }
     let hooks =
-        crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?;
+        crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?
+            .with_trust(journal);
     Ok(ToolGate {
         tools: Toolset::new(tools),
         hooks: Arc::new(hooks),
@@ -192,7 +197,8 @@ mod tests {
         let env = |name: &str| (name == "HOME").then(|| "/nonexistent".to_owned());
         let config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
             .unwrap_or_else(|e| panic!("{e}"));
-        let gate = super::gate(&config).unwrap();
+        let journal = Arc::new(crate::core::journal::memory::MemoryJournal::new());
+        let gate = super::gate(&config, journal).unwrap();
         let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
         offered.sort();
         let mut known: Vec<String> = crate::config::BUILTIN_TOOLS

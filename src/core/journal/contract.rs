@@ -39,6 +39,7 @@ macro_rules! journal_contract {
             history_keeps_messages_in_order_and_touches_the_session,
             runs_record_their_states_and_times,
             grants_are_replaced_per_tool_and_scope,
+            trust_is_kept_per_project_directory,
             missing_receipts_are_counted,
             a_stopped_journal_refuses_commits,
         );
@@ -456,6 +457,31 @@ pub async fn runs_record_their_states_and_times(backend: &Backend) {
     assert_eq!(
         journal.session(&session).await.unwrap().unwrap().updated_at,
         30
+    );
+}
+
+/// Trusted project directories are kept once each, in the order trusted,
+/// until trust is withdrawn.
+pub async fn trust_is_kept_per_project_directory(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let root = |name: &str| std::path::PathBuf::from(format!("/work/{name}"));
+    for (name, trusted, at) in [
+        ("a", true, 1),
+        ("b", true, 2),
+        ("a", true, 3),
+        ("c", true, 4),
+        ("b", false, 5),
+    ] {
+        journal.submit(Write::SetTrust {
+            root: root(name),
+            trusted,
+            at,
+        });
+    }
+    journal.flush().await.unwrap();
+    assert_eq!(
+        journal.trusted_roots().await.unwrap(),
+        [root("a"), root("c")]
     );
 }
 

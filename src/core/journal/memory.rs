@@ -30,6 +30,7 @@ struct State {
     receipts: Vec<Receipt>,
     /// Per session: (tool, scope) → (allow, at), in the order first granted.
     grants: HashMap<SessionId, Vec<(Grant, Millis)>>,
+    trusted: Vec<std::path::PathBuf>,
 }
 
 impl MemoryJournal {
@@ -216,6 +217,12 @@ impl State {
                 grants.retain(|(old, _)| !(old.tool == grant.tool && old.scope == grant.scope));
                 grants.push((grant, at));
             }
+            Write::SetTrust { root, trusted, .. } => {
+                self.trusted.retain(|r| *r != root);
+                if trusted {
+                    self.trusted.push(root);
+                }
+            }
             Write::Channel(_) => {
                 return Err(JournalError::Backend(
                     "the in-memory journal keeps no chat channel records".into(),
@@ -354,6 +361,10 @@ impl Journal for MemoryJournal {
             });
             grants.into_iter().map(|(grant, _)| grant).collect()
         })
+    }
+
+    fn trusted_roots(&self) -> Reply<'_, Vec<std::path::PathBuf>> {
+        self.read(|state| state.trusted.clone())
     }
 }
 

@@ -391,7 +391,7 @@ pub async fn expect_commands(session: &mut ActiveSession<'_, Agent>) {
             describe(&note.update),
             pair(
                 "available_commands_update",
-                "/compact /undo /mode /model /runs /memory /help"
+                "/compact /undo /mode /model /runs /memory /trust /help"
             )
         ),
         Item::Done(result) => panic!("a prompt ended before the session's commands: {result:?}"),
