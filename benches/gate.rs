@@ -35,6 +35,8 @@ fn rules() -> PolicyRules {
         shell_allow: parse(DEFAULT_SHELL_ALLOW),
         shell_ask: Vec::new(),
         shell_deny: parse(DEFAULT_SHELL_DENY),
+        web_allow: Vec::new(),
+        web_deny: Vec::new(),
     }
 }
 

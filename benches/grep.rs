@@ -62,6 +62,7 @@ fn main() {
         terminal: None,
         memory: None,
         call_id: None,
+        run_id: None,
     };
     let tool = Grep {
         settings: SearchSettings {

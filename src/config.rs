@@ -151,6 +151,10 @@ pub struct FileConfig {
     /// The `[[hooks.EVENT]]` tables: lifecycle hooks (`docs/hooks.md`).
     #[serde(default)]
     pub hooks: HooksConfig,
+    /// The `[web]` table: the `web_fetch` tool and the hosts it may reach
+    /// (`docs/tools.md`).
+    #[serde(default)]
+    pub web: WebConfig,
     /// Context windows and prices by model name or `*` pattern.
     #[serde(default)]
     pub models: BTreeMap<String, ModelFileConfig>,
@@ -436,6 +440,32 @@ pub struct MemoryConfig {
     pub min_similarity: Option<f64>,
 }
 
+/// The `[web]` table (`docs/tools.md`, "Web").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebConfig {
+    /// Whether the `web_fetch` tool is offered (default true).
+    pub enabled: Option<bool>,
+    /// Hosts fetched without asking: `example.com` is it and every host
+    /// under it; `*` is every host.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Hosts never fetched, whatever else says.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Loopback, private, link-local and cloud metadata addresses are
+    /// refused unless listed here: an address (`127.0.0.1`), a network
+    /// (`10.0.0.0/8`) or a host name (`localhost`).
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+    /// Most bytes of a response read (default 5 MiB).
+    pub max_bytes: Option<u64>,
+    /// Seconds a fetch may take in all, redirects included (default 30).
+    pub timeout_secs: Option<u64>,
+    /// Redirects followed (default 5).
+    pub max_redirects: Option<u32>,
+}
+
 /// The `[hooks]` table: for each event, the hooks that run at it
 /// (`docs/hooks.md`). Event names are those of Claude Code's hooks.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -687,6 +717,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "memory_save",
     "memory_search",
     "memory_forget",
+    "web_fetch",
 ];
 
 /// A `[tools]` key names a built-in tool or an MCP tool (`SERVER__TOOL`; the
@@ -743,6 +774,8 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// The `[[hooks.EVENT]]` tables, validated.
     pub hooks: HooksConfig,
+    /// The `[web]` table, validated.
+    pub web: WebConfig,
     /// The `[models]` tables as written, and the catalogue built from them.
     pub models: BTreeMap<String, ModelFileConfig>,
     pub catalog: ModelCatalog,
@@ -1156,6 +1189,7 @@ impl Config {
             }
         }
         validate_hooks(&file_config.hooks, &file_origin())?;
+        validate_web(&file_config.web, &file_origin())?;
         let mut http = file_config.http.clone();
         validate_http(&http, &file_origin())?;
         http.token_file = http.token_file.map(|path| base.join(path));
@@ -1186,6 +1220,7 @@ impl Config {
             memory: file_config.memory.clone(),
             budget: file_config.budget.clone(),
             hooks: file_config.hooks.clone(),
+            web: file_config.web.clone(),
             paths,
             safety: file_config.safety.clone(),
             file,
@@ -1469,6 +1504,43 @@ fn validate_provider(
     }
     if provider.models.iter().any(|m| m.trim().is_empty()) {
         return Err(invalid("models", "model names must not be empty"));
+    }
+    Ok(())
+}
+
+fn validate_web(web: &WebConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        origin: origin.clone(),
+        key: format!("web.{key}"),
+        message,
+    };
+    for (key, rules) in [("allow", &web.allow), ("deny", &web.deny)] {
+        for rule in rules {
+            if crate::core::policy::HostRule::parse(rule).is_none() {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "{rule:?} is not a host name (write `example.com`, `*.example.com` or `*`)"
+                    ),
+                ));
+            }
+        }
+    }
+    for entry in &web.allow_private {
+        if crate::tools::web::PrivateAllow::parse(entry).is_none() {
+            return Err(invalid(
+                "allow_private",
+                format!("{entry:?} is not an address, a network or a host name"),
+            ));
+        }
+    }
+    for (key, value) in [
+        ("max_bytes", web.max_bytes),
+        ("timeout_secs", web.timeout_secs),
+    ] {
+        if value == Some(0) {
+            return Err(invalid(key, "must be at least 1".into()));
+        }
     }
     Ok(())
 }

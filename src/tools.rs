@@ -9,3 +9,4 @@ pub mod search;
 pub mod shell;
 pub mod todo;
 pub mod toolchains;
+pub mod web;

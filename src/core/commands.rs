@@ -663,6 +663,7 @@ mod tests {
             terminal: None,
             memory: None,
             call_id: None,
+            run_id: None,
         }
     }
 

@@ -181,7 +181,7 @@ enum Prepared {
     /// `PreToolUse` hook's `updatedInput`).
     Ready {
         tool: Arc<dyn Tool>,
-        plan: Plan,
+        plan: Box<Plan>,
         arguments: serde_json::Value,
         verdict: Verdict,
         hooks: HookNotes,
@@ -532,7 +532,7 @@ async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Optio
     match gate {
         Gate::Allow { remembered, .. } => Some(Prepared::Ready {
             tool,
-            plan,
+            plan: Box::new(plan),
             arguments,
             verdict: if remembered {
                 Verdict::Approved
@@ -578,7 +578,7 @@ async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Optio
                 ApprovalDecision::AllowOnce | ApprovalDecision::AllowAlways => {
                     return Some(Prepared::Ready {
                         tool,
-                        plan,
+                        plan: Box::new(plan),
                         arguments,
                         verdict: Verdict::Approved,
                         hooks,

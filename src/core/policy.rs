@@ -36,6 +36,49 @@ pub struct PolicyRules {
     pub shell_ask: Vec<CommandRule>,
     /// Shell commands that never run.
     pub shell_deny: Vec<CommandRule>,
+    /// Web hosts fetched without asking (`[web] allow`).
+    pub web_allow: Vec<HostRule>,
+    /// Web hosts never fetched (`[web] deny`).
+    pub web_deny: Vec<HostRule>,
+}
+
+/// A web host rule: `example.com` takes the host and every host under it
+/// (`docs.example.com`); `*` takes every host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRule(String);
+
+impl HostRule {
+    /// A rule as written: a host name (a leading `*.` or `.` is the same as
+    /// none), or `*`. `None` for an empty one or one with a scheme, path or
+    /// port.
+    pub fn parse(rule: &str) -> Option<Self> {
+        let rule = rule.trim().to_ascii_lowercase();
+        let rule = rule
+            .strip_prefix("*.")
+            .or_else(|| rule.strip_prefix('.'))
+            .unwrap_or(&rule)
+            .trim_end_matches('.')
+            .to_owned();
+        let valid = rule == "*"
+            || (!rule.is_empty()
+                && rule.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']')
+                }));
+        valid.then_some(HostRule(rule))
+    }
+
+    pub fn matches(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.0 == "*"
+            || host == self.0
+            || host
+                .strip_suffix(&self.0)
+                .is_some_and(|rest| rest.ends_with('.'))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// Commands allowed without asking unless configured otherwise: they read and report.
@@ -124,6 +167,9 @@ impl PolicyRules {
         if let Some(line) = &check.plan.command {
             return self.check_shell(check, line, tool_rule);
         }
+        if !check.plan.hosts.is_empty() {
+            return self.check_hosts(check, tool_rule);
+        }
         let mutates = !check.kind.is_read_only();
         if mutates && check.mode == Mode::ReadOnly {
             return deny(format!(
@@ -161,6 +207,60 @@ impl PolicyRules {
                     },
                 },
             },
+        }
+    }
+
+    /// A call reaching web hosts: a denied host refuses it; then a tool
+    /// rule, the allow list or a remembered answer per host decides; else
+    /// `full` fetches, `supervised` asks, `read_only` refuses.
+    fn check_hosts(&self, check: &Check<'_>, tool_rule: Option<Rule>) -> Gate {
+        for host in &check.plan.hosts {
+            if let Some(rule) = self.web_deny.iter().find(|rule| rule.matches(host)) {
+                return deny(format!(
+                    "{host} matches the web deny rule `{}`",
+                    rule.as_str()
+                ));
+            }
+        }
+        match tool_rule {
+            Some(Rule::Allow) => {
+                return allow(format!("`{}` is allowed by configuration", check.tool));
+            }
+            Some(Rule::Ask) => {
+                return Gate::Ask {
+                    reason: format!("`{}` needs approval by configuration", check.tool),
+                };
+            }
+            Some(Rule::Deny) | None => {}
+        }
+        // Whether a person's remembered answer let a host through.
+        let mut by_grant = false;
+        for host in &check.plan.hosts {
+            if self.web_allow.iter().any(|rule| rule.matches(host)) {
+                continue;
+            }
+            match check
+                .grants
+                .iter()
+                .find(|g| g.tool == check.tool && (g.scope.is_empty() || g.scope == *host))
+            {
+                Some(grant) if !grant.allow => return remembered(grant, check.tool),
+                Some(_) => by_grant = true,
+                None => {
+                    let reason = format!("{host} is not on the web allow list");
+                    return match check.mode {
+                        Mode::Full => allow(format!("full mode: {reason}")),
+                        Mode::Supervised => Gate::Ask {
+                            reason: format!("supervised mode: {reason}"),
+                        },
+                        Mode::ReadOnly => deny(format!("read_only mode: {reason}")),
+                    };
+                }
+            }
+        }
+        Gate::Allow {
+            reason: "every host is allowed".to_owned(),
+            remembered: by_grant,
         }
     }
 
@@ -307,6 +407,7 @@ pub fn grants_for(tool: &str, plan: &Plan, allow: bool) -> Vec<Grant> {
             // A line nobody can analyze is remembered as itself.
             Err(_) => vec![line.trim().to_owned()],
         },
+        None if !plan.hosts.is_empty() => plan.hosts.clone(),
         None => vec![String::new()],
     };
     scopes
@@ -508,7 +609,68 @@ mod tests {
             shell_allow: parse(DEFAULT_SHELL_ALLOW),
             shell_ask: parse(&["git push"]),
             shell_deny: parse(DEFAULT_SHELL_DENY),
+            web_allow: vec![HostRule::parse("docs.rs").unwrap()],
+            web_deny: vec![HostRule::parse("*.evil.test").unwrap()],
         }
+    }
+
+    #[test]
+    fn web_hosts_by_list_grant_and_mode() {
+        let ws = PathBuf::from("/home/user/project");
+        let b = PathBoundary::new(&ws, &[], &[], None);
+        let gate = |mode: Mode, host: &str, grants: &[Grant]| {
+            let plan = Plan {
+                hosts: vec![host.to_owned()],
+                ..Plan::default()
+            };
+            let gate = rules().check(&Check {
+                mode,
+                tool: "web_fetch",
+                kind: ToolKind::Fetch,
+                plan: &plan,
+                grants,
+                boundary: &b,
+                cwd: &ws,
+            });
+            (summary(&gate).0, summary(&gate).1.to_owned())
+        };
+        // The allow list covers the host and those under it, in every mode.
+        for mode in Mode::ALL {
+            assert_eq!(gate(mode, "docs.rs", &[]).0, "allow");
+            assert_eq!(gate(mode, "api.docs.rs", &[]).0, "allow");
+            assert_eq!(gate(mode, "a.evil.test", &[]).0, "deny");
+        }
+        assert_eq!(gate(Mode::Full, "example.com", &[]).0, "allow");
+        assert_eq!(
+            gate(Mode::Supervised, "example.com", &[]),
+            (
+                "ask",
+                "supervised mode: example.com is not on the web allow list".to_owned()
+            )
+        );
+        assert_eq!(gate(Mode::ReadOnly, "example.com", &[]).0, "deny");
+        assert_eq!(gate(Mode::Supervised, "notdocs.rs", &[]).0, "ask");
+        // An "always" answer is remembered per host.
+        let granted = grants_for(
+            "web_fetch",
+            &Plan {
+                hosts: vec!["example.com".into()],
+                ..Plan::default()
+            },
+            true,
+        );
+        assert_eq!(granted[0].scope, "example.com");
+        assert_eq!(gate(Mode::Supervised, "example.com", &granted).0, "allow");
+        assert_eq!(gate(Mode::Supervised, "other.com", &granted).0, "ask");
+        // A deny rule wins over a grant.
+        let evil = [Grant {
+            tool: "web_fetch".into(),
+            scope: "x.evil.test".into(),
+            allow: true,
+        }];
+        assert_eq!(gate(Mode::Full, "x.evil.test", &evil).0, "deny");
+        assert_eq!(HostRule::parse("https://x.test/"), None);
+        assert!(HostRule::parse("*").unwrap().matches("anything.test"));
     }
 
     /// (mode, line) -> the gate's kind and a fragment of its reason.

@@ -1483,6 +1483,7 @@ impl Runtime {
             terminal: lock(&live.client_terminal).clone(),
             memory: None,
             call_id: None,
+            run_id: Some(queued.id.clone()),
         }
     }
 

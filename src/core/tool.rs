@@ -88,6 +88,8 @@ pub struct Plan {
     pub command: Option<String>,
     /// For edits: the exact change `execute` will make.
     pub diffs: Vec<FileDiff>,
+    /// The web hosts the call reaches (the policy checks each).
+    pub hosts: Vec<String>,
 }
 
 impl Plan {
@@ -392,6 +394,8 @@ pub struct ToolContext {
     pub memory: Option<super::memory::MemoryAccess>,
     /// The call being executed (set per call by the gate).
     pub call_id: Option<String>,
+    /// The run the call belongs to, when it is one's.
+    pub run_id: Option<super::ids::RunId>,
 }
 
 impl ToolContext {

@@ -480,6 +480,7 @@ mod tests {
             terminal: None,
             memory: None,
             call_id: None,
+            run_id: None,
         }
     }
 

@@ -1368,6 +1368,7 @@ mod tests {
             terminal: None,
             memory: None,
             call_id: None,
+            run_id: None,
         }
     }
 

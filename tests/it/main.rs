@@ -40,4 +40,5 @@ mod tokens;
 mod tools;
 mod transcripts;
 mod usage;
+mod web;
 mod webhook;

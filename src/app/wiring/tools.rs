@@ -13,7 +13,7 @@ use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
 use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
-use crate::tools::{files, memory, search, shell, todo, toolchains};
+use crate::tools::{files, memory, search, shell, todo, toolchains, web};
 
 /// The gate every run's tool calls go through, built from the configuration.
 /// `journal` keeps which workspaces' own hooks the person trusted.
@@ -28,6 +28,11 @@ pub fn gate(
     tools.push(Arc::new(todo::TodoTool));
     if config.memory.enabled.unwrap_or(true) {
         tools.extend(memory::tools());
+    }
+    if config.web.enabled.unwrap_or(true) {
+        tools.push(Arc::new(web::WebFetchTool::new(
+            web::WebSettings::from_config(&config.web),
+        )));
     }
     let hooks =
         crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?
@@ -124,6 +129,19 @@ fn rules(config: &Config) -> PolicyRules {
         shell_allow: parse(&allow),
         shell_ask: parse(&config.shell.ask),
         shell_deny: parse(&deny),
+        // Validated with the configuration.
+        web_allow: config
+            .web
+            .allow
+            .iter()
+            .filter_map(|r| crate::core::policy::HostRule::parse(r))
+            .collect(),
+        web_deny: config
+            .web
+            .deny
+            .iter()
+            .filter_map(|r| crate::core::policy::HostRule::parse(r))
+            .collect(),
     }
 }
 
