@@ -1527,7 +1527,7 @@ fn validate_web(web: &WebConfig, origin: &Origin) -> Result<(), ConfigError> {
         }
     }
     for entry in &web.allow_private {
-        if crate::tools::web::PrivateAllow::parse(entry).is_none() {
+        if crate::core::policy::PrivateAllow::parse(entry).is_none() {
             return Err(invalid(
                 "allow_private",
                 format!("{entry:?} is not an address, a network or a host name"),
@@ -1556,12 +1556,7 @@ fn validate_hooks(hooks: &HooksConfig, origin: &Origin) -> Result<(), ConfigErro
             key: key.clone(),
             message,
         };
-        if matches!(
-            event,
-            crate::core::hooks::HookEvent::SubagentStop
-                | crate::core::hooks::HookEvent::MessageReceived
-                | crate::core::hooks::HookEvent::MessageSending
-        ) {
+        if !event.fired() {
             return Err(invalid(format!(
                 "Pincer does not fire {} hooks yet (docs/hooks.md lists the events it fires)",
                 event.as_str()

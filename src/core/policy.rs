@@ -5,7 +5,11 @@
 pub mod shell;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr as _;
+
+use ipnet::IpNet;
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +18,40 @@ pub use super::boundary::{DEFAULT_FORBIDDEN, PathBoundary, PathError};
 use super::session::Mode;
 use super::tool::{Plan, ToolKind};
 use shell::{Command, CommandRule, ShellLine};
+
+/// An entry of `[web] allow_private`: an address or network, or a host
+/// name, that may be fetched although it is loopback, private or
+/// link-local.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrivateAllow {
+    Net(IpNet),
+    Host(String),
+}
+
+impl PrivateAllow {
+    pub fn parse(entry: &str) -> Option<Self> {
+        let entry = entry.trim();
+        if let Ok(net) = IpNet::from_str(entry) {
+            return Some(PrivateAllow::Net(net));
+        }
+        if let Ok(ip) = IpAddr::from_str(entry.trim_matches(['[', ']'])) {
+            return Some(PrivateAllow::Net(IpNet::from(ip)));
+        }
+        let host = entry.trim_end_matches('.').to_ascii_lowercase();
+        (!host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+        .then_some(PrivateAllow::Host(host))
+    }
+
+    pub fn allows(&self, host: &str, ip: IpAddr) -> bool {
+        match self {
+            PrivateAllow::Net(net) => net.contains(&ip),
+            PrivateAllow::Host(name) => host.trim_end_matches('.').eq_ignore_ascii_case(name),
+        }
+    }
+}
 
 /// A configured answer for a tool or a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -92,7 +92,7 @@ fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut I
         if name == "description" {
             continue;
         }
-        let event = HookEvent::parse(name).filter(|e| fired(*e));
+        let event = HookEvent::parse(name).filter(|e| e.fired());
         for group in groups.as_array().map(Vec::as_slice).unwrap_or_default() {
             let spec = group.get("matcher").and_then(Value::as_str);
             let handlers = group.get("hooks").and_then(Value::as_array);
@@ -130,14 +130,6 @@ fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut I
             }
         }
     }
-}
-
-/// The events Pincer fires.
-fn fired(event: HookEvent) -> bool {
-    !matches!(
-        event,
-        HookEvent::SubagentStop | HookEvent::MessageReceived | HookEvent::MessageSending
-    )
 }
 
 /// A matcher as written, with the older names its agent still accepts

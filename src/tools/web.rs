@@ -20,57 +20,23 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
-use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::WebConfig;
 use crate::core::ids::RunId;
-use crate::core::policy::HostRule;
+use crate::core::policy::{HostRule, PrivateAllow};
 use crate::core::tool::{
     Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
 };
 
 /// Limits unless `[web]` says otherwise.
-const DEFAULT_MAX_BYTES: u64 = 5 * 1024 * 1024;
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_MAX_REDIRECTS: u32 = 5;
+pub const DEFAULT_MAX_BYTES: u64 = 5 * 1024 * 1024;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
 /// Runs whose fetches are kept.
 const CACHED_RUNS: usize = 8;
 
-/// An entry of `[web] allow_private`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PrivateAllow {
-    Net(IpNet),
-    Host(String),
-}
-
-impl PrivateAllow {
-    pub fn parse(entry: &str) -> Option<Self> {
-        let entry = entry.trim();
-        if let Ok(net) = IpNet::from_str(entry) {
-            return Some(PrivateAllow::Net(net));
-        }
-        if let Ok(ip) = IpAddr::from_str(entry.trim_matches(['[', ']'])) {
-            return Some(PrivateAllow::Net(IpNet::from(ip)));
-        }
-        let host = entry.trim_end_matches('.').to_ascii_lowercase();
-        (!host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
-        .then_some(PrivateAllow::Host(host))
-    }
-
-    fn allows(&self, host: &str, ip: IpAddr) -> bool {
-        match self {
-            PrivateAllow::Net(net) => net.contains(&ip),
-            PrivateAllow::Host(name) => host.trim_end_matches('.').eq_ignore_ascii_case(name),
-        }
-    }
-}
-
-/// What `[web]` sets.
+/// What `[web]` sets (`app::wiring` builds it).
 #[derive(Debug, Clone)]
 pub struct WebSettings {
     pub allow: Vec<HostRule>,
@@ -79,34 +45,6 @@ pub struct WebSettings {
     pub max_bytes: u64,
     pub timeout: Duration,
     pub max_redirects: u32,
-}
-
-impl WebSettings {
-    /// The settings of a validated `[web]` table.
-    pub fn from_config(config: &WebConfig) -> Self {
-        WebSettings {
-            allow: config
-                .allow
-                .iter()
-                .filter_map(|r| HostRule::parse(r))
-                .collect(),
-            deny: config
-                .deny
-                .iter()
-                .filter_map(|r| HostRule::parse(r))
-                .collect(),
-            allow_private: config
-                .allow_private
-                .iter()
-                .filter_map(|e| PrivateAllow::parse(e))
-                .collect(),
-            max_bytes: config.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
-            timeout: config
-                .timeout_secs
-                .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
-            max_redirects: config.max_redirects.unwrap_or(DEFAULT_MAX_REDIRECTS),
-        }
-    }
 }
 
 /// Why an address is not fetched unless allowed, if it is one of those.

@@ -101,17 +101,6 @@ fn notices(lines: &[Value]) -> String {
         .join("\n")
 }
 
-fn verify(dir: &TestDir) {
-    let out = dir.command().arg("verify").output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The `hooks` column of every receipt, in order.
 fn receipt_hooks(dir: &TestDir) -> Vec<Option<String>> {
     let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
@@ -220,7 +209,7 @@ fn every_event_fires_with_the_documented_input() {
     let end = recorded(&dir, "SessionEnd");
     common(&end[0], "SessionEnd");
     assert_eq!(end[0]["reason"], "prompt_input_exit");
-    verify(&dir);
+    dir.verify();
 }
 
 #[test]
@@ -256,7 +245,7 @@ fn exit_2_blocks_the_call_with_the_reason_the_model_reads() {
         Some("PreToolUse echo 'no shells in this repository' >&2; exit 2: block")
     );
     assert_eq!(hooks[1], None);
-    verify(&dir);
+    dir.verify();
 }
 
 /// A PreToolUse hook answering `decision` for `write_file`.
@@ -286,7 +275,7 @@ fn decide(mode: &str, extra: &str, decision: &str) -> (String, String, bool) {
     ];
     let (_, lines) = run(&dir, &config, &script, &["write"]);
     let result = of_type(&lines, "tool_result")[0].clone();
-    verify(&dir);
+    dir.verify();
     (
         result["verdict"].as_str().unwrap().to_owned(),
         result["output"].as_str().unwrap().to_owned(),
@@ -408,7 +397,7 @@ fn an_updated_input_is_planned_and_checked_again() {
         hooks[0].as_deref().unwrap().ends_with(": updated input"),
         "{hooks:?}"
     );
-    verify(&dir);
+    dir.verify();
 }
 
 #[test]
@@ -443,7 +432,7 @@ fn post_tool_use_feedback_and_context_reach_the_result() {
         notices(&lines).contains("post-read check ran"),
         "{lines:#?}"
     );
-    verify(&dir);
+    dir.verify();
 }
 
 #[test]
@@ -526,7 +515,7 @@ fn continue_false_ends_the_run_with_the_hooks_reason() {
         "{lines:#?}"
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("never said"));
-    verify(&dir);
+    dir.verify();
 }
 
 #[test]

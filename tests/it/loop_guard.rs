@@ -54,16 +54,6 @@ fn results(lines: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn verify(dir: &TestDir) {
-    let out = dir.command().arg("verify").output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 #[test]
 fn a_third_identical_call_gets_a_note_and_a_fourth_ends_the_run() {
     let dir = TestDir::new();
@@ -102,7 +92,7 @@ fn a_third_identical_call_gets_a_note_and_a_fourth_ends_the_run() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("never reached"));
-    verify(&dir);
+    dir.verify();
 }
 
 #[test]
@@ -117,7 +107,7 @@ fn a_model_that_takes_the_note_finishes_and_the_guard_can_be_turned_off() {
     let (out, lines) = run(&dir, &script, "");
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(results(&lines)[2].0, "denied");
-    verify(&dir);
+    dir.verify();
     let dir = TestDir::new();
     let script = [
         read_same(),

@@ -30,9 +30,7 @@ pub fn gate(
         tools.extend(memory::tools());
     }
     if config.web.enabled.unwrap_or(true) {
-        tools.push(Arc::new(web::WebFetchTool::new(
-            web::WebSettings::from_config(&config.web),
-        )));
+        tools.push(Arc::new(web::WebFetchTool::new(web_settings(config))));
     }
     let hooks =
         crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?
@@ -48,6 +46,30 @@ pub fn gate(
             .filter(|t| t.value > 0)
             .map(|t| std::time::Duration::from_secs(t.value)),
     })
+}
+
+/// `[web]` as the `web_fetch` tool's settings (the table was validated).
+fn web_settings(config: &Config) -> web::WebSettings {
+    use crate::core::policy::{HostRule, PrivateAllow};
+    let web = &config.web;
+    web::WebSettings {
+        allow: web
+            .allow
+            .iter()
+            .filter_map(|r| HostRule::parse(r))
+            .collect(),
+        deny: web.deny.iter().filter_map(|r| HostRule::parse(r)).collect(),
+        allow_private: web
+            .allow_private
+            .iter()
+            .filter_map(|e| PrivateAllow::parse(e))
+            .collect(),
+        max_bytes: web.max_bytes.unwrap_or(web::DEFAULT_MAX_BYTES),
+        timeout: web
+            .timeout_secs
+            .map_or(web::DEFAULT_TIMEOUT, Duration::from_secs),
+        max_redirects: web.max_redirects.unwrap_or(web::DEFAULT_MAX_REDIRECTS),
+    }
 }
 
 fn shell_settings(config: &Config) -> shell::ShellSettings {

@@ -184,6 +184,18 @@ impl TestDir {
             .unwrap()
     }
 
+    /// `pincer verify` passes: every receipt chained, none missing.
+    pub fn verify(&self) {
+        let out = self.command().arg("verify").output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// A `pincer` command isolated in this directory (no user config, own data dir).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(BIN);
