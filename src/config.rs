@@ -464,6 +464,34 @@ pub struct WebConfig {
     pub timeout_secs: Option<u64>,
     /// Redirects followed (default 5).
     pub max_redirects: Option<u32>,
+    /// `[web.search]`: the `web_search` tool, through a search backend.
+    pub search: Option<WebSearchConfig>,
+}
+
+/// The `[web.search]` table: which backend `web_search` asks.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchConfig {
+    pub backend: SearchBackend,
+    /// The backend's address: required for SearXNG (its base URL); Brave
+    /// and Tavily default to their public APIs.
+    pub url: Option<String>,
+    /// The environment variable holding the API key (Brave, Tavily).
+    pub api_key_env: Option<String>,
+    /// Results asked for (default 8, at most 20).
+    pub max_results: Option<u32>,
+}
+
+/// A search backend `web_search` speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchBackend {
+    /// A SearXNG instance's JSON API (`GET /search?format=json`).
+    Searxng,
+    /// Brave Search's web search API.
+    Brave,
+    /// Tavily's search API.
+    Tavily,
 }
 
 /// The `[hooks]` table: for each event, the hooks that run at it
@@ -718,6 +746,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "memory_search",
     "memory_forget",
     "web_fetch",
+    "web_search",
 ];
 
 /// A `[tools]` key names a built-in tool or an MCP tool (`SERVER__TOOL`; the
@@ -1540,6 +1569,37 @@ fn validate_web(web: &WebConfig, origin: &Origin) -> Result<(), ConfigError> {
     ] {
         if value == Some(0) {
             return Err(invalid(key, "must be at least 1".into()));
+        }
+    }
+    if let Some(search) = &web.search {
+        if let Some(url) = &search.url {
+            match reqwest::Url::parse(url) {
+                Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
+                _ => {
+                    return Err(invalid(
+                        "search.url",
+                        format!("{url:?} is not an http(s) URL"),
+                    ));
+                }
+            }
+        }
+        match search.backend {
+            SearchBackend::Searxng if search.url.is_none() => {
+                return Err(invalid(
+                    "search.url",
+                    "a SearXNG backend needs the instance's URL".into(),
+                ));
+            }
+            SearchBackend::Brave | SearchBackend::Tavily if search.api_key_env.is_none() => {
+                return Err(invalid(
+                    "search.api_key_env",
+                    "Brave and Tavily need the environment variable holding the API key".into(),
+                ));
+            }
+            _ => {}
+        }
+        if matches!(search.max_results, Some(0) | Some(21..)) {
+            return Err(invalid("search.max_results", "must be 1 to 20".into()));
         }
     }
     Ok(())

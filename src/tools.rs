@@ -10,3 +10,4 @@ pub mod shell;
 pub mod todo;
 pub mod toolchains;
 pub mod web;
+pub mod web_search;

@@ -13,7 +13,7 @@ use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
 use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
-use crate::tools::{files, memory, search, shell, todo, toolchains, web};
+use crate::tools::{files, memory, search, shell, todo, toolchains, web, web_search};
 
 /// The gate every run's tool calls go through, built from the configuration.
 /// `journal` keeps which workspaces' own hooks the person trusted.
@@ -31,6 +31,9 @@ pub fn gate(
     }
     if config.web.enabled.unwrap_or(true) {
         tools.push(Arc::new(web::WebFetchTool::new(web_settings(config))));
+        if let Some(search) = &config.web.search {
+            tools.push(Arc::new(web_search_tool(search, &config.web)?));
+        }
     }
     let hooks =
         crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?
@@ -70,6 +73,45 @@ fn web_settings(config: &Config) -> web::WebSettings {
             .map_or(web::DEFAULT_TIMEOUT, Duration::from_secs),
         max_redirects: web.max_redirects.unwrap_or(web::DEFAULT_MAX_REDIRECTS),
     }
+}
+
+/// `[web.search]` as the `web_search` tool (the table was validated; the
+/// API key is read from the environment here).
+fn web_search_tool(
+    search: &crate::config::WebSearchConfig,
+    web: &crate::config::WebConfig,
+) -> anyhow::Result<web_search::WebSearchTool> {
+    use crate::config::SearchBackend;
+    use web_search::Backend;
+    let url = |default: &str| -> anyhow::Result<reqwest::Url> {
+        Ok(reqwest::Url::parse(
+            search.url.as_deref().unwrap_or(default),
+        )?)
+    };
+    let key = || -> anyhow::Result<String> {
+        let name = search.api_key_env.as_deref().unwrap_or_default();
+        std::env::var(name)
+            .ok()
+            .filter(|key| !key.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("web.search.api_key_env names {name}, which is not set"))
+    };
+    let backend = match search.backend {
+        SearchBackend::Searxng => Backend::Searxng { base: url("")? },
+        SearchBackend::Brave => Backend::Brave {
+            url: url(web_search::BRAVE_URL)?,
+            key: key()?,
+        },
+        SearchBackend::Tavily => Backend::Tavily {
+            url: url(web_search::TAVILY_URL)?,
+            key: key()?,
+        },
+    };
+    Ok(web_search::WebSearchTool::new(
+        backend,
+        search.max_results.unwrap_or(web_search::DEFAULT_RESULTS),
+        web.timeout_secs
+            .map_or(web::DEFAULT_TIMEOUT, Duration::from_secs),
+    ))
 }
 
 fn shell_settings(config: &Config) -> shell::ShellSettings {
@@ -235,8 +277,15 @@ mod tests {
     #[test]
     fn the_config_knows_every_builtin_tool() {
         let env = |name: &str| (name == "HOME").then(|| "/nonexistent".to_owned());
-        let config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
+        let mut config = crate::config::Config::load_with(&crate::config::Flags::default(), &env)
             .unwrap_or_else(|e| panic!("{e}"));
+        // `web_search` is offered once a backend is configured.
+        config.web.search = Some(crate::config::WebSearchConfig {
+            backend: crate::config::SearchBackend::Searxng,
+            url: Some("http://127.0.0.1:1".into()),
+            api_key_env: None,
+            max_results: None,
+        });
         let journal = Arc::new(crate::core::journal::memory::MemoryJournal::new());
         let gate = super::gate(&config, journal).unwrap();
         let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
