@@ -348,6 +348,7 @@ fn an_updated_input_is_planned_and_checked_again() {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
                 "updatedInput": {"path": path, "content": "rewritten"},
+                "additionalContext": "files go under b.txt here",
             }
         }))
     };
@@ -367,6 +368,14 @@ fn an_updated_input_is_planned_and_checked_again() {
     let (_, lines) = run(&dir, &config, &script, &["write"]);
     let results = of_type(&lines, "tool_result");
     assert_eq!(results[0]["verdict"], "allowed", "{results:#?}");
+    // A PreToolUse hook's context reaches the result.
+    assert!(
+        results[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("<hook_context>\nfiles go under b.txt here\n</hook_context>"),
+        "{results:#?}"
+    );
     let workspace = dir.workspace();
     assert_eq!(
         std::fs::read_to_string(workspace.join("b.txt")).unwrap(),
