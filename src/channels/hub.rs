@@ -281,6 +281,12 @@ impl Hub {
             self.handled(&message).await;
             return Received::Unauthorized;
         }
+        if let Some(reason) = self.message_hooks(&message).await {
+            self.notice(&message, &format!("A hook blocked this message: {reason}"))
+                .await;
+            self.handled(&message).await;
+            return Received::Accepted;
+        }
         if let Some(command) = session_command(body) {
             let key = ConversationKey::of(&message);
             let messages = std::slice::from_ref(&message);
@@ -308,6 +314,50 @@ impl Hub {
         }
         self.coalesce(message);
         Received::Accepted
+    }
+
+    /// Runs the `MessageReceived` hooks of an authorized sender's message:
+    /// the reason, through the safety pass, when one blocked it.
+    async fn message_hooks(&self, message: &ChannelMessage) -> Option<String> {
+        use crate::core::hooks::{HookEvent, HookInput};
+        let hooks = self.runtime.gate().hooks.clone();
+        if !hooks.listens(HookEvent::MessageReceived, Some(&message.channel)) {
+            return None;
+        }
+        let key = ConversationKey::of(message);
+        let session = match self.store.conversation(&key).await {
+            Ok(Some(id)) => self.runtime.session(&id).await.ok(),
+            _ => None,
+        };
+        let input = HookInput::new(
+            HookEvent::MessageReceived,
+            session.as_ref().map_or("", |s| s.id.as_str()),
+            self.settings.workspace.clone(),
+            session
+                .as_ref()
+                .map_or(self.runtime.default_mode(), |s| s.mode)
+                .as_str(),
+        )
+        .about("channel", &message.channel)
+        .with("account", message.account.clone())
+        .with("conversation", key.target.id.clone())
+        .with(
+            "sender",
+            message
+                .sender
+                .as_ref()
+                .map_or(String::new(), |s| s.id.clone()),
+        )
+        .with("message", message.body.clone());
+        let outcome = hooks.fire(input).await;
+        let safety = &self.runtime.gate().safety;
+        for note in outcome.messages() {
+            tracing::info!(channel = %message.channel, "{}", safety.redact(&note).0);
+        }
+        outcome
+            .blocked()
+            .or_else(|| outcome.stopped())
+            .map(|reason| safety.redact(&reason).0)
     }
 
     async fn authorized(&self, message: &ChannelMessage) -> bool {

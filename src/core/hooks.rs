@@ -72,13 +72,10 @@ impl HookEvent {
         Self::ALL.into_iter().find(|event| event.as_str() == name)
     }
 
-    /// Whether Pincer fires the event yet (subagents and chat messages
-    /// do not have their hooks yet).
+    /// Whether Pincer fires the event yet (subagents and outbound chat
+    /// messages do not have their hooks yet).
     pub fn fired(self) -> bool {
-        !matches!(
-            self,
-            HookEvent::SubagentStop | HookEvent::MessageReceived | HookEvent::MessageSending
-        )
+        !matches!(self, HookEvent::SubagentStop | HookEvent::MessageSending)
     }
 
     /// Whether plain text a hook prints (exit 0, not JSON) is context for

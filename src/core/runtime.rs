@@ -804,6 +804,11 @@ impl Runtime {
     }
 
     /// Whether the model new sessions get takes images.
+    /// The mode new sessions start in.
+    pub fn default_mode(&self) -> Mode {
+        self.inner.config.default_mode
+    }
+
     pub fn default_model_accepts_images(&self) -> bool {
         self.inner
             .providers

@@ -1351,3 +1351,44 @@ fn slash_trust_lets_the_workspaces_hooks_run() {
     let seen = std::fs::read_to_string(&log).unwrap();
     assert!(seen.contains("\"prompt\":\"again\""), "{seen}");
 }
+
+#[test]
+fn a_message_received_hook_sees_each_message_and_may_block_it() {
+    let fake = FakeTelegram::start();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let hook = format!(
+        "input=$(cat); printf '%s\\n' \"$input\" >> '{}'; printf '%s' \"$input\" | grep -q 'password' && {{ echo 'no passwords in this chat' >&2; exit 2; }}; exit 0",
+        log.path().display()
+    );
+    let dir = setup(
+        &fake,
+        &format!(
+            "\n[[hooks.MessageReceived]]\nmatcher = \"telegram\"\ncommand = {}\n",
+            serde_json::to_string(&hook).unwrap()
+        ),
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "first"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "my password is hunter2");
+    fake.wait_for("the block", WAIT, |f| {
+        texts(f)
+            .iter()
+            .any(|t| t.contains("A hook blocked this message: no passwords in this chat"))
+    });
+    fake.user_says(USER, "hello");
+    fake.wait_for("the reply", WAIT, |f| texts(f).iter().any(|t| t == "first"));
+    let seen: Vec<Value> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert_eq!(seen[0]["hook_event_name"], "MessageReceived");
+    assert_eq!(seen[0]["channel"], "telegram");
+    assert_eq!(seen[0]["sender"], USER.to_string());
+    assert_eq!(seen[0]["message"], "my password is hunter2");
+    assert_eq!(seen[1]["message"], "hello");
+    // The blocked message never reached the model: one reply, to "hello".
+    assert_eq!(texts(&fake).iter().filter(|t| *t == "first").count(), 1);
+}
