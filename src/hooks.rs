@@ -123,13 +123,10 @@ impl HookSet {
             .iter()
             .any(|hook| matches!(hook.handler, Handler::Http { .. }))
         {
-            // Installing twice is harmless: the first provider stays.
-            let _ = rustls::crypto::ring::default_provider().install_default();
             Some(
-                reqwest::Client::builder()
+                crate::providers::client_builder()
                     // The answer decides; a redirect elsewhere is no answer.
                     .redirect(reqwest::redirect::Policy::none())
-                    .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
                     .build()
                     .context("cannot build the HTTP client of the hooks")?,
             )

@@ -76,13 +76,18 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 /// system OpenSSL), HTTP/2 where the server offers it, `timeout` as the limit
 /// for connecting and for each read (a stalled stream fails, a long one does not).
 pub fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, reqwest::Error> {
-    // Installing twice is harmless: the first provider stays.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
+    client_builder()
         .connect_timeout(timeout)
         .read_timeout(timeout)
-        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()
+}
+
+/// Every HTTP client of Pincer starts here: rustls with the `ring` provider
+/// installed (no system OpenSSL) and Pincer's user agent.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    // Installing twice is harmless: the first provider stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
 }
 
 /// A provider's HTTP client, built on its first turn: the client and its TLS

@@ -669,13 +669,10 @@ fn http_transport(
             .map_err(|_| format!("the value of header `{name}` is not valid"))?;
         custom.insert(header, value);
     }
-    // Installing twice is harmless: the first provider stays.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
+    let client = crate::providers::client_builder()
         .connect_timeout(Duration::from_secs(30))
         // Headers carry credentials: never follow a redirect elsewhere.
         .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|err| format!("cannot set up HTTP: {err}"))?;
     let config =

@@ -194,9 +194,7 @@ impl WebFetchTool {
     fn client(&self) -> Result<&reqwest::Client, ToolError> {
         self.client
             .get_or_init(|| {
-                // Installing twice is harmless: the first provider stays.
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::Client::builder()
+                crate::providers::client_builder()
                     .dns_resolver(Arc::new(Guard {
                         allow_private: Arc::new(self.settings.allow_private.clone()),
                     }))
@@ -204,11 +202,6 @@ impl WebFetchTool {
                     .redirect(reqwest::redirect::Policy::none())
                     // A proxy would resolve and connect for us, unchecked.
                     .no_proxy()
-                    .user_agent(concat!(
-                        "pincer/",
-                        env!("CARGO_PKG_VERSION"),
-                        " (web_fetch)"
-                    ))
                     .build()
                     .map_err(|err| err.to_string())
             })

@@ -69,14 +69,8 @@ impl WebSearchTool {
     fn client(&self) -> Result<&reqwest::Client, ToolError> {
         self.client
             .get_or_init(|| {
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::Client::builder()
+                crate::providers::client_builder()
                     .redirect(reqwest::redirect::Policy::none())
-                    .user_agent(concat!(
-                        "pincer/",
-                        env!("CARGO_PKG_VERSION"),
-                        " (web_search)"
-                    ))
                     .build()
                     .map_err(|err| err.to_string())
             })

@@ -306,6 +306,30 @@ fn search(query: &str) -> Value {
     json!([{"tool_call": {"name": "web_search", "arguments": {"query": query, "max_results": 3}}}])
 }
 
+/// `pincer run --output jsonl` of one `web_search` call under `config`
+/// with `env`: the output and its standard output.
+fn search_with(config: &str, env: &[(&str, &str)], query: &str) -> (std::process::Output, String) {
+    let dir = TestDir::new();
+    dir.write_config(config);
+    let script = dir.script("s.jsonl", &[search(query), json!([{"text": "done"}])]);
+    let out = dir
+        .command()
+        .envs(env.iter().copied())
+        .args([
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--output",
+            "jsonl",
+            "find",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, stdout)
+}
+
 #[test]
 fn web_search_speaks_each_backends_format() {
     let server = search_backends();
@@ -347,86 +371,30 @@ fn web_search_speaks_each_backends_format() {
     let searx = server.requests();
     assert!(searx[0].path.contains("q=install+pincer"), "{searx:#?}");
     // Brave: the key from the environment, the count asked.
-    let dir = TestDir::new();
-    dir.write_config(&format!(
+    let brave = format!(
         "[web.search]\nbackend = \"brave\"\nurl = \"{base}/res/v1/web/search\"\napi_key_env = \"BRAVE_KEY\"\n"
-    ));
-    let script = dir.script("s.jsonl", &[search("rust"), json!([{"text": "done"}])]);
-    let out = dir
-        .command()
-        .env("BRAVE_KEY", "brave-key")
-        .args([
-            "run",
-            "--script",
-            script.to_str().unwrap(),
-            "--output",
-            "jsonl",
-            "find",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    );
+    let (_, stdout) = search_with(&brave, &[("BRAVE_KEY", "brave-key")], "rust");
     assert!(
         stdout.contains("Brave Search: 1 result for \\\"rust\\\""),
         "{stdout}"
     );
     assert!(stdout.contains("count was 3"), "{stdout}");
     // Without its key, Brave is refused at start, naming the variable.
-    let out = dir
-        .command()
-        .args(["run", "--script", script.to_str().unwrap(), "find"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let (out, _) = search_with(&brave, &[], "rust");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("BRAVE_KEY"));
     // Tavily: a JSON POST with a bearer key.
-    let dir = TestDir::new();
-    dir.write_config(&format!(
+    let tavily = format!(
         "[web.search]\nbackend = \"tavily\"\nurl = \"{base}/search\"\napi_key_env = \"TAVILY_KEY\"\n"
-    ));
-    let script = dir.script("s.jsonl", &[search("agents"), json!([{"text": "done"}])]);
-    let out = dir
-        .command()
-        .env("TAVILY_KEY", "tvly-key")
-        .args([
-            "run",
-            "--script",
-            script.to_str().unwrap(),
-            "--output",
-            "jsonl",
-            "find",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    );
+    let (_, stdout) = search_with(&tavily, &[("TAVILY_KEY", "tvly-key")], "agents");
     assert!(
         stdout.contains("1. Tavily hit — https://tavily.example/t\\n   max 3"),
         "{stdout}"
     );
     // A backend refusing the key: its answer is the error.
-    let dir = TestDir::new();
-    dir.write_config(&format!(
-        "[web.search]\nbackend = \"tavily\"\nurl = \"{base}/search\"\napi_key_env = \"TAVILY_KEY\"\n"
-    ));
-    let script = dir.script("s.jsonl", &[search("agents"), json!([{"text": "done"}])]);
-    let out = dir
-        .command()
-        .env("TAVILY_KEY", "wrong")
-        .args([
-            "run",
-            "--script",
-            script.to_str().unwrap(),
-            "--output",
-            "jsonl",
-            "find",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (_, stdout) = search_with(&tavily, &[("TAVILY_KEY", "wrong")], "agents");
     assert!(
         stdout.contains("Tavily answered HTTP 401: {\\\"error\\\":\\\"who are you\\\"}"),
         "{stdout}"

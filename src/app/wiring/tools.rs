@@ -51,17 +51,20 @@ pub fn gate(
     })
 }
 
+/// `[web] allow` or `deny` as rules (validated with the configuration).
+fn host_rules(list: &[String]) -> Vec<crate::core::policy::HostRule> {
+    list.iter()
+        .filter_map(|r| crate::core::policy::HostRule::parse(r))
+        .collect()
+}
+
 /// `[web]` as the `web_fetch` tool's settings (the table was validated).
 fn web_settings(config: &Config) -> web::WebSettings {
-    use crate::core::policy::{HostRule, PrivateAllow};
+    use crate::core::policy::PrivateAllow;
     let web = &config.web;
     web::WebSettings {
-        allow: web
-            .allow
-            .iter()
-            .filter_map(|r| HostRule::parse(r))
-            .collect(),
-        deny: web.deny.iter().filter_map(|r| HostRule::parse(r)).collect(),
+        allow: host_rules(&web.allow),
+        deny: host_rules(&web.deny),
         allow_private: web
             .allow_private
             .iter()
@@ -194,18 +197,8 @@ fn rules(config: &Config) -> PolicyRules {
         shell_ask: parse(&config.shell.ask),
         shell_deny: parse(&deny),
         // Validated with the configuration.
-        web_allow: config
-            .web
-            .allow
-            .iter()
-            .filter_map(|r| crate::core::policy::HostRule::parse(r))
-            .collect(),
-        web_deny: config
-            .web
-            .deny
-            .iter()
-            .filter_map(|r| crate::core::policy::HostRule::parse(r))
-            .collect(),
+        web_allow: host_rules(&config.web.allow),
+        web_deny: host_rules(&config.web.deny),
     }
 }
 
