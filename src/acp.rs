@@ -10,6 +10,7 @@ mod extensions;
 mod handlers;
 mod launch;
 pub mod peer;
+mod questions;
 
 pub use launch::run;
 
@@ -108,6 +109,7 @@ where
         files: Mutex::new(None),
         terminal: Mutex::new(None),
         permissions: Mutex::new(HashMap::new()),
+        elicitation_form: Mutex::new(false),
     });
     let slots = Arc::new(tokio::sync::Semaphore::new(
         conn.options.max_inflight.max(1),
@@ -266,7 +268,11 @@ struct Connection {
     terminal: Mutex<Option<Arc<ClientTerm>>>,
     /// Our `session/request_permission` requests in flight, by approval id:
     /// cancelled when the approval is settled some other way.
+    /// Also our `elicitation/create` and question requests, by question id.
     permissions: Mutex<HashMap<String, PendingPermission>>,
+    /// The client takes form elicitation (`clientCapabilities.elicitation.form`):
+    /// questions are asked as forms.
+    elicitation_form: Mutex<bool>,
 }
 
 /// A `session/request_permission` request in flight.
@@ -490,8 +496,14 @@ impl Connection {
                 Event::ApprovalRequested { approval_id, .. } => {
                     self.ask_permission(&session, &record.run_id, approval_id, &record.event);
                 }
-                Event::ApprovalDecided { approval_id, .. } => {
-                    let pending = lock(&self.permissions).remove(approval_id);
+                Event::QuestionAsked { .. } => self.ask_question(&session, &record.event),
+                Event::ApprovalDecided {
+                    approval_id: id, ..
+                }
+                | Event::QuestionAnswered {
+                    question_id: id, ..
+                } => {
+                    let pending = lock(&self.permissions).remove(id);
                     if let Some(pending) = pending {
                         pending.cancel.cancel();
                         // The withdrawal reaches the client before what follows

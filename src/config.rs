@@ -133,6 +133,9 @@ pub struct FileConfig {
     pub sandbox: Option<SandboxSetting>,
     /// Seconds an approval may wait before it counts as a rejection; unset waits until answered.
     pub approval_timeout_secs: Option<u64>,
+    /// Seconds a question to the person (`ask_user`) may wait before the
+    /// model hears that no answer came; 0 waits until answered. Default 600.
+    pub question_timeout_secs: Option<u64>,
     /// Per-tool rules: `allow`, `ask` or `deny`.
     #[serde(default)]
     pub tools: BTreeMap<String, Rule>,
@@ -742,6 +745,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "grep",
     "shell",
     "todo",
+    "ask_user",
     "memory_save",
     "memory_search",
     "memory_forget",
@@ -794,6 +798,7 @@ pub struct Config {
     pub mode: Sourced<Mode>,
     pub sandbox: Sourced<SandboxSetting>,
     pub approval_timeout_secs: Option<Sourced<u64>>,
+    pub question_timeout_secs: Option<Sourced<u64>>,
     /// The tool and shell rules, paths and safety settings, from the file.
     pub tools: BTreeMap<String, Rule>,
     pub shell: ShellConfig,
@@ -1244,6 +1249,9 @@ impl Config {
             approval_timeout_secs: file_config
                 .approval_timeout_secs
                 .map(|secs| Sourced::new(secs, file_origin())),
+            question_timeout_secs: file_config
+                .question_timeout_secs
+                .map(|secs| Sourced::new(secs, file_origin())),
             tools: file_config.tools.clone(),
             shell: file_config.shell.clone(),
             memory: file_config.memory.clone(),
@@ -1329,13 +1337,13 @@ impl Config {
             quote(self.sandbox.value.as_str()),
             &self.sandbox.origin,
         );
-        if let Some(timeout) = &self.approval_timeout_secs {
-            line(
-                &mut out,
-                "approval_timeout_secs",
-                timeout.value.to_string(),
-                &timeout.origin,
-            );
+        for (key, timeout) in [
+            ("approval_timeout_secs", &self.approval_timeout_secs),
+            ("question_timeout_secs", &self.question_timeout_secs),
+        ] {
+            if let Some(timeout) = timeout {
+                line(&mut out, key, timeout.value.to_string(), &timeout.origin);
+            }
         }
         for (key, timeout) in [
             ("mcp_call_timeout_secs", &self.mcp_call_timeout_secs),

@@ -23,6 +23,7 @@ pub mod pending;
 pub mod policy;
 pub mod prompt;
 pub mod provider;
+pub mod question;
 pub mod quote;
 pub mod receipt;
 pub mod run;

@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::SessionId;
+use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{
     ContentPart, Origin, PromptSettings, Session, check_image, sniff_image_type,
@@ -24,7 +25,7 @@ use crate::core::tool::ToolKind;
 use crate::stdout::{LineSender, LineWriter};
 
 /// One line of an `--input` script: a prompt, or the answer to the next
-/// approval of the run started by the prompt above it.
+/// approval or question of the run started by the prompt above it.
 #[derive(Debug, Deserialize)]
 #[serde(untagged, deny_unknown_fields)]
 enum InputLine {
@@ -36,6 +37,9 @@ enum InputLine {
         /// When given, the approval must be for this tool.
         #[serde(default)]
         tool: Option<String>,
+    },
+    Answer {
+        answer: String,
     },
 }
 
@@ -53,6 +57,8 @@ struct Turn {
     /// Images sent with the prompt (`--image`).
     images: Vec<ContentPart>,
     answers: VecDeque<Answer>,
+    /// Scripted answers to the run's questions (`ask_user`), in order.
+    replies: VecDeque<String>,
 }
 
 impl Turn {
@@ -61,6 +67,7 @@ impl Turn {
             prompt,
             images: Vec::new(),
             answers: VecDeque::new(),
+            replies: VecDeque::new(),
         }
     }
 
@@ -137,7 +144,7 @@ fn prompts(args: &RunArgs) -> Result<Vec<Turn>, Failure> {
             let parsed: InputLine = serde_json::from_str(line)
                 .map_err(|_| {
                     anyhow!(
-                        "{}: expected {{\"prompt\": \"...\"}} or {{\"approve\": \"allow_once|allow_always|reject_once|reject_always\"}}",
+                        "{}: expected {{\"prompt\": \"...\"}}, {{\"approve\": \"allow_once|allow_always|reject_once|reject_always\"}} or {{\"answer\": \"...\"}}",
                         at()
                     )
                 })
@@ -159,6 +166,18 @@ fn prompts(args: &RunArgs) -> Result<Vec<Turn>, Failure> {
                         .ok_or_else(|| anyhow!("{}: an approval answer must follow the prompt whose run it answers", at()))
                         .map_err(Failure::usage)?;
                     turn.answers.push_back(Answer { decision, tool });
+                }
+                InputLine::Answer { answer } => {
+                    let turn = prompts
+                        .last_mut()
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "{}: an answer must follow the prompt whose run asks the question",
+                                at()
+                            )
+                        })
+                        .map_err(Failure::usage)?;
+                    turn.replies.push_back(answer);
                 }
             }
         }
@@ -426,6 +445,30 @@ async fn drive(
                 }
                 runtime.answer_approval(&session.id, approval_id, decision);
             }
+            if let Event::QuestionAsked {
+                question_id,
+                question,
+                options,
+                ..
+            } = &record.event
+            {
+                let asked = Question {
+                    text: question.clone(),
+                    options: options.clone(),
+                };
+                let answer = match turn.replies.pop_front() {
+                    Some(reply) => QuestionAnswer::from_reply(&asked, &reply),
+                    None => QuestionAnswer::without(QuestionOutcome::Unattended),
+                };
+                if format == OutputFormat::Text {
+                    settle(out, &mut ended_with_newline).await;
+                    eprintln!(
+                        "pincer: question: {question} -> {}",
+                        answer.answer.as_deref().unwrap_or(answer.outcome.as_str())
+                    );
+                }
+                runtime.answer_question(&session.id, question_id, answer);
+            }
             match format {
                 OutputFormat::Jsonl => {
                     out.send(json_line(&record)).await;
@@ -464,6 +507,8 @@ async fn drive(
                     | Event::ThoughtDelta { .. }
                     | Event::ToolPlanned { .. }
                     | Event::ApprovalRequested { .. }
+                    | Event::QuestionAsked { .. }
+                    | Event::QuestionAnswered { .. }
                     | Event::ToolStarted { .. }
                     | Event::ToolProgress { .. }
                     | Event::SessionInfo { .. }

@@ -490,6 +490,27 @@ fn tape_line(record: &EventRecord) -> String {
             decision,
             ..
         } => format!("approval decided {approval_id}: {}", decision.as_str()),
+        Event::QuestionAsked {
+            question_id,
+            call_id,
+            question,
+            options,
+        } => {
+            if options.is_empty() {
+                format!("question asked {question_id} for {call_id}: {question:?}")
+            } else {
+                format!("question asked {question_id} for {call_id}: {question:?} {options:?}")
+            }
+        }
+        Event::QuestionAnswered {
+            question_id,
+            outcome,
+            answer,
+            ..
+        } => match answer {
+            Some(answer) => format!("question answered {question_id}: {answer:?}"),
+            None => format!("question answered {question_id}: {}", outcome.as_str()),
+        },
         Event::ToolStarted { id } => format!("tool started {id}"),
         Event::ToolProgress {
             id,

@@ -31,6 +31,7 @@ use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
 use crate::core::memory::Scope;
+use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::quote;
 use crate::core::receipt::Verdict;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
@@ -555,6 +556,29 @@ impl Chat {
                     }
                 }
             }
+            if let Event::QuestionAsked {
+                question_id,
+                question,
+                options,
+                ..
+            } = &record.event
+            {
+                let asked = Question {
+                    text: question.clone(),
+                    options: options.clone(),
+                };
+                match self.ask_question(&asked).await? {
+                    Some(answer) => {
+                        if !self.runtime.answer_question(&session, question_id, answer) {
+                            self.write(&self.dim("The question was already answered.\n"));
+                        }
+                    }
+                    None => {
+                        self.runtime.cancel_run(&session, &run_id);
+                        self.write(&self.dim("Cancelling\n"));
+                    }
+                }
+            }
             if let Event::State { state, .. } = &record.event
                 && state.is_terminal()
             {
@@ -595,6 +619,24 @@ impl Chat {
                 _ => self.write("Answer y, a or n.\n"),
             }
         }
+    }
+
+    /// Reads the answer to a question: `None` when the person pressed
+    /// Ctrl-C (the run is cancelled); an empty line or end of input declines.
+    async fn ask_question(
+        &mut self,
+        question: &Question,
+    ) -> anyhow::Result<Option<QuestionAnswer>> {
+        let prompt = if question.options.is_empty() {
+            "Answer (empty to decline): "
+        } else {
+            "Answer (a number or your own words; empty to decline): "
+        };
+        Ok(match self.editor.read(prompt).await? {
+            Read::Line(line) => Some(QuestionAnswer::from_reply(question, &line)),
+            Read::Interrupted => None,
+            Read::Eof => Some(QuestionAnswer::without(QuestionOutcome::Declined)),
+        })
     }
 
     fn dim(&self, text: &str) -> String {
@@ -739,6 +781,24 @@ impl View {
                 }
                 for diff in diffs {
                     show_diff(color, diff, out);
+                }
+            }
+            Event::QuestionAsked {
+                question, options, ..
+            } => {
+                self.flush(out);
+                out.push_str(&styled(
+                    color,
+                    YELLOW,
+                    &format!("Question: {}\n", sanitize(question)),
+                ));
+                for (index, option) in options.iter().enumerate() {
+                    out.push_str(&format!("  {}. {}\n", index + 1, sanitize(option)));
+                }
+            }
+            Event::QuestionAnswered { outcome, .. } => {
+                if *outcome == QuestionOutcome::TimedOut {
+                    out.push_str(&styled(color, DIM, "  no answer in time\n"));
                 }
             }
             Event::ApprovalDecided { decision, .. } => match decision {

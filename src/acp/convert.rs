@@ -259,6 +259,8 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         | Event::ModelTurn { .. }
         | Event::ApprovalRequested { .. }
         | Event::ApprovalDecided { .. }
+        | Event::QuestionAsked { .. }
+        | Event::QuestionAnswered { .. }
         | Event::Usage { context: None, .. } => Vec::new(),
     }
 }

@@ -15,6 +15,11 @@ impl Connection {
                 timeout: self.options.client_timeout,
             })
         });
+        *lock(&self.elicitation_form) = request
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some());
         *lock(&self.terminal) = request.client_capabilities.terminal.then(|| {
             Arc::new(ClientTerm {
                 peer: self.peer.clone(),
@@ -381,9 +386,19 @@ impl Connection {
             // are answered here without one.
             let queued_command = match commands::parse(&content) {
                 Some(SlashCommand::Queued(command)) => Some(command),
-                Some(SlashCommand::Answered(command)) => return Ok(Err((session, command))),
+                Some(SlashCommand::Answered(command)) => {
+                    return Ok(Started::Command(session, command));
+                }
                 None => None,
             };
+            // A prompt while the agent waits for an answer is the answer: the
+            // prompt's turn ends here, and the run that asked goes on.
+            if queued_command.is_none()
+                && let Some(reply) = questions::reply_text(&content)
+                && self.runtime.answer_with_reply(&session, &reply)
+            {
+                return Ok(Started::Answered);
+            }
             // Registered before the run exists, so its forwarder always knows the
             // run is this client's own and whom to answer when it ends.
             let run_id = RunId::generate();
@@ -410,12 +425,15 @@ impl Connection {
                     lock(&self.prompts).remove(&run_id);
                 }
             }
-            started.map(Ok).map_err(runtime_error)
+            started.map(|_| Started::Run).map_err(runtime_error)
         }
         .await;
         match started {
-            Ok(Ok(_)) => Reply::Later,
-            Ok(Err((session, command))) => self.slash_command(&session, command).await,
+            Ok(Started::Run) => Reply::Later,
+            Ok(Started::Command(session, command)) => self.slash_command(&session, command).await,
+            Ok(Started::Answered) => {
+                Reply::Now(to_value(acp::PromptResponse::new(acp::StopReason::EndTurn)))
+            }
             Err(err) => Reply::Now(Err(err)),
         }
     }
@@ -756,4 +774,14 @@ fn prompt_settings(meta: Option<&acp::Meta>) -> Result<PromptSettings, RpcError>
         system_prompt: text("systemPrompt")?,
         instructions: text("instructions")?,
     })
+}
+
+/// What a prompt request started.
+enum Started {
+    /// A run; the request is answered when it ends.
+    Run,
+    /// A slash command answered without a run.
+    Command(SessionId, FaceCommand),
+    /// Nothing: the prompt answered the question a run waits on.
+    Answered,
 }

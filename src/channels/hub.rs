@@ -21,6 +21,7 @@ use crate::core::event::{Event, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{JournalError, Write};
 use crate::core::memory::Scope;
+use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Origin, now_millis};
@@ -61,6 +62,9 @@ struct Conversation {
     buffers: HashMap<String, Vec<ChannelMessage>>,
     /// Approvals asked in this chat and not yet answered: (session, approval id).
     approvals: Vec<(SessionId, String)>,
+    /// Questions (`ask_user`) asked in this chat and not yet answered: the
+    /// next message answers the newest.
+    questions: Vec<(SessionId, String, Question)>,
 }
 
 /// One channel account: receives, dispatches runs, renders and sends their output.
@@ -309,6 +313,10 @@ impl Hub {
         if let Some(decision) = text_decision(body)
             && self.answer_in_chat(&message, decision)
         {
+            self.handled(&message).await;
+            return Received::Accepted;
+        }
+        if self.reply_in_chat(&message) {
             self.handled(&message).await;
             return Received::Accepted;
         }
@@ -598,8 +606,62 @@ impl Hub {
         self.notice(message, &answer).await;
     }
 
-    /// A button press: `ap:APPROVAL:DECISION`.
+    /// A message while a question of this chat waits answers the newest.
+    fn reply_in_chat(&self, message: &ChannelMessage) -> bool {
+        let key = ConversationKey::of(message);
+        let pending = {
+            let conversations = lock(&self.conversations);
+            conversations
+                .get(&key)
+                .and_then(|c| c.questions.last().cloned())
+        };
+        match pending {
+            Some((session, question_id, question)) => self.runtime.answer_question(
+                &session,
+                &question_id,
+                QuestionAnswer::from_reply(&question, &message.body),
+            ),
+            None => false,
+        }
+    }
+
+    /// A button press on a question: `qa:QUESTION:N` picks option N (from
+    /// 1); `qa:QUESTION:0` declines.
+    async fn question_button(&self, message: &ChannelMessage, question_id: &str, choice: &str) {
+        let key = ConversationKey::of(message);
+        let pending = {
+            let conversations = lock(&self.conversations);
+            conversations.get(&key).and_then(|c| {
+                c.questions
+                    .iter()
+                    .find(|(_, id, _)| id == question_id)
+                    .cloned()
+            })
+        };
+        let Some((session, _, question)) = pending else {
+            tracing::info!(question = question_id, "question already answered or gone");
+            return;
+        };
+        let answer = match choice.parse::<usize>() {
+            Ok(0) | Err(_) => QuestionAnswer::without(QuestionOutcome::Declined),
+            Ok(n) => match question.options.get(n - 1) {
+                Some(option) => QuestionAnswer::answered(option),
+                None => return,
+            },
+        };
+        if !self.runtime.answer_question(&session, question_id, answer) {
+            tracing::info!(question = question_id, "question already answered or gone");
+        }
+    }
+
+    /// A button press: `ap:APPROVAL:DECISION`, or `qa:QUESTION:N`.
     async fn button(&self, message: &ChannelMessage) {
+        if let Some(rest) = message.body.strip_prefix("qa:")
+            && let Some((question, choice)) = rest.split_once(':')
+        {
+            self.question_button(message, question, choice).await;
+            return;
+        }
         let mut parts = message.body.splitn(3, ':');
         let (Some("ap"), Some(approval), Some(decision)) =
             (parts.next(), parts.next(), parts.next())
@@ -811,6 +873,25 @@ impl Hub {
                         }
                     }
                     self.show_decision(&key, approval_id, *decision).await;
+                }
+                Event::QuestionAsked {
+                    question_id,
+                    question,
+                    options,
+                    ..
+                } => {
+                    let question = Question {
+                        text: question.clone(),
+                        options: options.clone(),
+                    };
+                    self.ask_question(&key, &session, question_id, question)
+                        .await;
+                }
+                Event::QuestionAnswered { question_id, .. } => {
+                    let mut conversations = lock(&self.conversations);
+                    if let Some(c) = conversations.get_mut(&key) {
+                        c.questions.retain(|(_, id, _)| id != question_id);
+                    }
                 }
                 event => {
                     if let Some(outcome) = RunOutcome::from_event(event) {
@@ -1075,6 +1156,62 @@ impl Hub {
         );
         if let Err(err) = self.outbox.record(intent).await {
             tracing::error!(error = %err, "cannot record an approval prompt");
+        }
+    }
+
+    /// Sends a question to the chat: with a button per answer where the
+    /// channel has buttons; a reply answers it either way.
+    async fn ask_question(
+        &self,
+        key: &ConversationKey,
+        session: &SessionId,
+        question_id: &str,
+        question: Question,
+    ) {
+        let mut text = format!("Question: {}", question.text);
+        for (index, option) in question.options.iter().enumerate() {
+            text.push_str(&format!("\n{}. {option}", index + 1));
+        }
+        text.push_str(if question.options.is_empty() {
+            "\nReply to answer."
+        } else {
+            "\nReply with a number or your own answer."
+        });
+        let buttons =
+            (self.adapter.capabilities().buttons && !question.options.is_empty()).then(|| {
+                let mut buttons: Vec<Button> = question
+                    .options
+                    .iter()
+                    .enumerate()
+                    .map(|(index, option)| Button {
+                        label: option.clone(),
+                        data: format!("qa:{question_id}:{}", index + 1),
+                    })
+                    .collect();
+                buttons.push(Button {
+                    label: "Decline".into(),
+                    data: format!("qa:{question_id}:0"),
+                });
+                buttons
+            });
+        {
+            let mut conversations = lock(&self.conversations);
+            conversations
+                .entry(key.clone())
+                .or_default()
+                .questions
+                .push((session.clone(), question_id.to_owned(), question));
+        }
+        let intent = self.intent(
+            format!("question:{question_id}"),
+            key.target.clone(),
+            IntentKind::Approval,
+            &text,
+            None,
+            buttons,
+        );
+        if let Err(err) = self.outbox.record(intent).await {
+            tracing::error!(error = %err, "cannot record a question");
         }
     }
 

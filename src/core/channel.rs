@@ -285,7 +285,7 @@ impl FailureKind {
 pub enum IntentKind {
     /// The final answer of a run.
     Reply,
-    /// An approval prompt.
+    /// An approval prompt, or a question to the person (`ask_user`).
     Approval,
     /// Pincer's own notice (a failure, an interrupted run, a command's answer).
     Notice,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::approval::ApprovalDecision;
 use super::ids::{RunId, SessionId};
+use super::question::QuestionOutcome;
 use super::receipt::Verdict;
 use super::session::{ContentPart, Millis};
 use super::tool::{FileDiff, PlanEntry, ToolKind};
@@ -223,6 +224,23 @@ pub enum Event {
         call_id: String,
         decision: ApprovalDecision,
     },
+    /// The model asks the person (`ask_user`); the run waits for the answer.
+    QuestionAsked {
+        question_id: String,
+        call_id: String,
+        question: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        options: Vec<String>,
+    },
+    /// The question was answered (or declined, timed out, cancelled, or
+    /// nobody could answer).
+    QuestionAnswered {
+        question_id: String,
+        call_id: String,
+        outcome: QuestionOutcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
     /// The call passed the gate and is running.
     ToolStarted {
         id: String,
@@ -307,6 +325,8 @@ impl Event {
             Event::ToolPlanned { .. } => "tool_planned",
             Event::ApprovalRequested { .. } => "approval_requested",
             Event::ApprovalDecided { .. } => "approval_decided",
+            Event::QuestionAsked { .. } => "question_asked",
+            Event::QuestionAnswered { .. } => "question_answered",
             Event::ToolStarted { .. } => "tool_started",
             Event::ToolResult { .. } => "tool_result",
             Event::ToolProgress { .. } => "tool_progress",

@@ -15,8 +15,9 @@ use super::approval::{ApprovalDecision, Grant};
 use super::emitter::Emitter;
 use super::event::{Event, RunState};
 use super::hooks::{self, HookEvent, HookInput, HookOutcome, Hooks, NoHooks, Permission};
-use super::pending::PendingApprovals;
+use super::pending::{PendingApprovals, PendingQuestions};
 use super::policy::{Check, Gate, PolicyRules, grants_for};
+use super::question::{Question, QuestionAnswer, QuestionOutcome};
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::safety::Safety;
 use super::session::{Message, Mode, ToolCall, now_millis};
@@ -32,6 +33,9 @@ pub struct ToolGate {
     pub safety: Arc<Safety>,
     /// How long an approval may wait; `None` waits until answered or cancelled.
     pub approval_timeout: Option<Duration>,
+    /// How long a question to the person (`ask_user`) may wait; `None`
+    /// waits until answered or cancelled.
+    pub question_timeout: Option<Duration>,
     /// The lifecycle hooks (`core::hooks`): `PreToolUse` and `PostToolUse`
     /// run here, the others where their events happen.
     pub hooks: Arc<dyn Hooks>,
@@ -48,6 +52,7 @@ impl ToolGate {
                 Vec::new(),
             )),
             approval_timeout: None,
+            question_timeout: None,
             hooks: Arc::new(NoHooks),
         }
     }
@@ -66,6 +71,7 @@ pub struct CallEnv {
     /// The session's remembered answers; shared with the runtime, which persists them.
     pub grants: Arc<Mutex<Vec<Grant>>>,
     pub approvals: Arc<PendingApprovals>,
+    pub questions: Arc<PendingQuestions>,
     /// Counts the run's identical calls (`LoopGuard`).
     pub guard: Arc<LoopGuard>,
     /// Set when a hook answered `continue: false`: the run ends after the
@@ -422,10 +428,41 @@ pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
         .map_or(ToolKind::Other, |tool| tool.kind())
 }
 
+/// Takes a call through the gate (`prepare_call`); a call that passes and
+/// asks the person a question (`ask_user`) then asks it, and runs with the
+/// answer. `None` when the run was cancelled while waiting.
+async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
+    match prepare_call(env, emitter, call).await? {
+        Prepared::Ready {
+            tool,
+            mut plan,
+            arguments,
+            verdict,
+            hooks,
+        } => {
+            if let Some(question) = plan.question.clone() {
+                let answer = ask_question(env, emitter, call, &question).await;
+                if answer.outcome == QuestionOutcome::Cancelled {
+                    return None;
+                }
+                plan.answer = Some(answer);
+            }
+            Some(Prepared::Ready {
+                tool,
+                plan,
+                arguments,
+                verdict,
+                hooks,
+            })
+        }
+        settled => Some(settled),
+    }
+}
+
 /// Plans a call, asks the `PreToolUse` hooks, and takes it through the
 /// policy and, when asked for, an approval. `None` when the run was
 /// cancelled while waiting.
-async fn prepare(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
+async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> Option<Prepared> {
     if let Some(note) = env.guard.check(call) {
         return Some(Prepared::settled(Verdict::Denied, note));
     }
@@ -677,6 +714,89 @@ async fn after_call(
     }
 }
 
+/// Asks the person a question and waits in state `waiting` for the first
+/// answer, the timeout, or a cancel.
+async fn ask_question(
+    env: &CallEnv,
+    emitter: &mut Emitter,
+    call: &ToolCall,
+    question: &Question,
+) -> QuestionAnswer {
+    let question_id = format!("qst_{}", uuid::Uuid::now_v7().simple());
+    let answer = env.questions.open(emitter.session_id(), &question_id);
+    emitter.set_state(RunState::Waiting);
+    let text = env.safety.redact(&question.text).0;
+    let options: Vec<String> = question
+        .options
+        .iter()
+        .map(|o| env.safety.redact(o).0)
+        .collect();
+    notify(
+        env,
+        emitter.session_id(),
+        "elicitation_dialog",
+        format!("Pincer has a question: {text}"),
+        "Question",
+    );
+    let request = emitter.emit(Event::QuestionAsked {
+        question_id: question_id.clone(),
+        call_id: call.id.clone(),
+        question: text,
+        options,
+    });
+    env.questions.describe(&question_id, request);
+    let timeout = async {
+        match env.gate.question_timeout {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    let answer = tokio::select! {
+        biased;
+        _ = env.ctx.cancel.cancelled() => QuestionAnswer::without(QuestionOutcome::Cancelled),
+        answer = answer => answer.unwrap_or(QuestionAnswer::without(QuestionOutcome::Cancelled)),
+        _ = timeout => QuestionAnswer::without(QuestionOutcome::TimedOut),
+    };
+    env.questions.close(&question_id);
+    emitter.emit(Event::QuestionAnswered {
+        question_id,
+        call_id: call.id.clone(),
+        outcome: answer.outcome,
+        answer: answer.answer.clone(),
+    });
+    if answer.outcome != QuestionOutcome::Cancelled {
+        emitter.set_state(RunState::Running);
+    }
+    answer
+}
+
+/// Tells the `Notification` hooks that a person is needed; nothing waits
+/// for them.
+fn notify(
+    env: &CallEnv,
+    session: &super::ids::SessionId,
+    kind: &str,
+    message: String,
+    title: &str,
+) {
+    let hooks = env.gate.hooks.clone();
+    if !hooks.listens(HookEvent::Notification, Some(kind)) {
+        return;
+    }
+    let input = HookInput::new(
+        HookEvent::Notification,
+        session.as_str(),
+        env.ctx.workspace.clone(),
+        env.mode.as_str(),
+    )
+    .about("notification_type", kind)
+    .with("message", message)
+    .with("title", title);
+    tokio::spawn(async move {
+        hooks.fire(input).await;
+    });
+}
+
 /// Asks for an approval and waits in state `waiting` for the first answer, the
 /// timeout, or a cancel. Remembers `*_always` answers.
 #[allow(clippy::too_many_arguments)]
@@ -693,29 +813,16 @@ async fn ask(
     let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
     let answer = env.approvals.open(emitter.session_id(), &approval_id);
     emitter.set_state(RunState::Waiting);
-    // `Notification` hooks hear that a person is needed; nothing waits for
-    // them.
-    let hooks = env.gate.hooks.clone();
-    if hooks.listens(HookEvent::Notification, Some("permission_prompt")) {
-        let input = HookInput::new(
-            HookEvent::Notification,
-            emitter.session_id().as_str(),
-            env.ctx.workspace.clone(),
-            env.mode.as_str(),
-        )
-        .about("notification_type", "permission_prompt")
-        .with(
-            "message",
-            format!(
-                "Pincer needs your approval: {}",
-                env.safety.redact(&title).0
-            ),
-        )
-        .with("title", "Approval needed");
-        tokio::spawn(async move {
-            hooks.fire(input).await;
-        });
-    }
+    notify(
+        env,
+        emitter.session_id(),
+        "permission_prompt",
+        format!(
+            "Pincer needs your approval: {}",
+            env.safety.redact(&title).0
+        ),
+        "Approval needed",
+    );
     let request = emitter.emit(Event::ApprovalRequested {
         approval_id: approval_id.clone(),
         call_id: call.id.clone(),

@@ -1,5 +1,6 @@
-//! Approvals waiting for a person's answer, per session: the runtime parks a
-//! call here, every face can list and answer it, and the first answer wins.
+//! What waits for a person's answer, per session: approvals and questions.
+//! The runtime parks a call here, every face can list and answer it, and the
+//! first answer wins.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,31 +10,41 @@ use tokio::sync::oneshot;
 use super::approval::ApprovalDecision;
 use super::event::EventRecord;
 use super::ids::SessionId;
+use super::question::QuestionAnswer;
 
-/// Approvals waiting for an answer, per session. The first answer wins.
-#[derive(Default)]
-pub struct PendingApprovals {
-    waiting: Mutex<HashMap<String, Waiting>>,
+/// Approvals waiting for an answer.
+pub type PendingApprovals = Pending<ApprovalDecision>;
+/// Questions to the person (`ask_user`) waiting for an answer.
+pub type PendingQuestions = Pending<QuestionAnswer>;
+
+/// Requests waiting for an answer of type `T`, per session. The first answer wins.
+pub struct Pending<T> {
+    waiting: Mutex<HashMap<String, Waiting<T>>>,
 }
 
-struct Waiting {
+impl<T> Default for Pending<T> {
+    fn default() -> Self {
+        Self {
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+struct Waiting<T> {
     session: SessionId,
-    answer: oneshot::Sender<ApprovalDecision>,
-    /// The `approval_requested` event, once it is emitted: what faces that
-    /// list approvals (rather than watch events) show.
+    answer: oneshot::Sender<T>,
+    /// The event that asks (`approval_requested`, `question_asked`), once it
+    /// is emitted: what faces that list requests (rather than watch events)
+    /// show.
     request: Option<Arc<EventRecord>>,
 }
 
-impl PendingApprovals {
-    /// Registers an approval; the receiver gets the first answer.
-    pub fn open(
-        &self,
-        session: &SessionId,
-        approval_id: &str,
-    ) -> oneshot::Receiver<ApprovalDecision> {
+impl<T> Pending<T> {
+    /// Registers a request; the receiver gets the first answer.
+    pub fn open(&self, session: &SessionId, id: &str) -> oneshot::Receiver<T> {
         let (tx, rx) = oneshot::channel();
         lock(&self.waiting).insert(
-            approval_id.to_owned(),
+            id.to_owned(),
             Waiting {
                 session: session.clone(),
                 answer: tx,
@@ -43,15 +54,15 @@ impl PendingApprovals {
         rx
     }
 
-    /// Attaches the `approval_requested` event to a waiting approval.
-    pub fn describe(&self, approval_id: &str, request: Arc<EventRecord>) {
-        if let Some(waiting) = lock(&self.waiting).get_mut(approval_id) {
+    /// Attaches the event that asks to a waiting request.
+    pub fn describe(&self, id: &str, request: Arc<EventRecord>) {
+        if let Some(waiting) = lock(&self.waiting).get_mut(id) {
             waiting.request = Some(request);
         }
     }
 
-    /// The `approval_requested` events of the approvals still waiting (of one
-    /// session, or of all), oldest first.
+    /// The events that asked of the requests still waiting (of one session,
+    /// or of all), oldest first.
     pub fn requests(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
         let mut requests: Vec<Arc<EventRecord>> = lock(&self.waiting)
             .values()
@@ -62,30 +73,25 @@ impl PendingApprovals {
         requests
     }
 
-    /// Answers an approval; false if it is not pending (answered, timed out, cancelled, unknown).
-    pub fn answer(
-        &self,
-        session: &SessionId,
-        approval_id: &str,
-        decision: ApprovalDecision,
-    ) -> bool {
+    /// Answers a request; false if it is not pending (answered, timed out, cancelled, unknown).
+    pub fn answer(&self, session: &SessionId, id: &str, answer: T) -> bool {
         let mut waiting = lock(&self.waiting);
-        match waiting.get(approval_id) {
+        match waiting.get(id) {
             Some(w) if w.session == *session => {}
             _ => return false,
         }
-        match waiting.remove(approval_id) {
-            Some(w) => w.answer.send(decision).is_ok(),
+        match waiting.remove(id) {
+            Some(w) => w.answer.send(answer).is_ok(),
             None => false,
         }
     }
 
-    /// Forgets an approval that ended without an answer.
-    pub fn close(&self, approval_id: &str) {
-        lock(&self.waiting).remove(approval_id);
+    /// Forgets a request that ended without an answer.
+    pub fn close(&self, id: &str) {
+        lock(&self.waiting).remove(id);
     }
 
-    /// Ids of the approvals of a session still waiting.
+    /// Ids of the requests of a session still waiting.
     pub fn waiting(&self, session: &SessionId) -> Vec<String> {
         let mut ids: Vec<String> = lock(&self.waiting)
             .iter()

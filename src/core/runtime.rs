@@ -28,10 +28,11 @@ use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
 use super::models::Cost;
-use super::pending::PendingApprovals;
+use super::pending::{PendingApprovals, PendingQuestions};
 use super::policy::PathBoundary;
 use super::prompt::{Environment, EnvironmentProbe, PromptSettings, Recall, RunPrompt};
 use super::provider::{ModelChoice, Providers};
+use super::question::{QuestionAnswer, QuestionOutcome};
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, check_image, now_millis,
@@ -171,6 +172,8 @@ struct Inner {
     gate: Arc<ToolGate>,
     /// Approvals waiting for an answer from any face; the first answer wins.
     approvals: Arc<PendingApprovals>,
+    /// Questions to the person waiting for an answer from any face.
+    questions: Arc<PendingQuestions>,
     /// Counters every run updates, for faces that report on the runtime.
     stats: Arc<Stats>,
     config: RuntimeConfig,
@@ -246,6 +249,7 @@ impl Runtime {
                 providers,
                 gate,
                 approvals: Arc::new(PendingApprovals::default()),
+                questions: Arc::new(PendingQuestions::default()),
                 stats: Arc::new(Stats::default()),
                 config,
                 live: Mutex::new(HashMap::new()),
@@ -415,6 +419,56 @@ impl Runtime {
     /// one session or of every session, oldest first.
     pub fn pending_approvals(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
         self.inner.approvals.requests(session)
+    }
+
+    /// Answers a waiting question of a session (`ask_user`); false if it is
+    /// not waiting (already answered elsewhere, timed out, or its run ended).
+    pub fn answer_question(
+        &self,
+        session: &SessionId,
+        question_id: &str,
+        answer: QuestionAnswer,
+    ) -> bool {
+        match answer.outcome {
+            QuestionOutcome::Answered | QuestionOutcome::Declined | QuestionOutcome::Unattended => {
+                self.inner.questions.answer(session, question_id, answer)
+            }
+            // Only the runtime itself decides these.
+            QuestionOutcome::TimedOut | QuestionOutcome::Cancelled => false,
+        }
+    }
+
+    /// The `question_asked` events of questions waiting for an answer, of
+    /// one session or of every session, oldest first.
+    pub fn pending_questions(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        self.inner.questions.requests(session)
+    }
+
+    /// Answers the session's oldest waiting question with what the person
+    /// wrote (a number or an option's text picks that option); false when
+    /// no question waits.
+    pub fn answer_with_reply(&self, session: &SessionId, reply: &str) -> bool {
+        self.pending_questions(Some(session))
+            .into_iter()
+            .any(|record| match &record.event {
+                Event::QuestionAsked {
+                    question_id,
+                    question,
+                    options,
+                    ..
+                } => {
+                    let question = super::question::Question {
+                        text: question.clone(),
+                        options: options.clone(),
+                    };
+                    self.answer_question(
+                        session,
+                        question_id,
+                        QuestionAnswer::from_reply(&question, reply),
+                    )
+                }
+                _ => false,
+            })
     }
 
     /// How many sessions have a worker in this process.
@@ -1592,6 +1646,7 @@ impl Runtime {
             ctx,
             grants: live.grants.clone(),
             approvals: self.inner.approvals.clone(),
+            questions: self.inner.questions.clone(),
             guard: Arc::new(LoopGuard::new(self.inner.config.loop_config.loop_guard)),
             ended: Arc::default(),
         };

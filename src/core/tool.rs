@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::boundary::{PathBoundary, PathError};
 use super::ids::SessionId;
 pub use super::provider::ToolSpec;
+use super::question::{Question, QuestionAnswer};
 
 /// What a tool call does; the policy branches on it and editors show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,6 +91,11 @@ pub struct Plan {
     pub diffs: Vec<FileDiff>,
     /// The web hosts the call reaches (the policy checks each).
     pub hosts: Vec<String>,
+    /// The question the call asks the person (`ask_user`): once the call
+    /// passes the policy, the gate asks it and puts what came back in
+    /// `answer` before the call runs.
+    pub question: Option<Question>,
+    pub answer: Option<QuestionAnswer>,
 }
 
 impl Plan {

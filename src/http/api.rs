@@ -14,6 +14,7 @@ use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
 use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
+use crate::core::question::{MAX_ANSWER_CHARS, Question, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
@@ -80,6 +81,17 @@ pub struct Prompt {
 pub struct Answer {
     /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
     pub decision: String,
+}
+
+/// The answer to a question (`ask_user`): the text, or a decline.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reply {
+    /// The answer; a number picks that option, an option's text that option.
+    pub answer: Option<String>,
+    /// `true` declines to answer.
+    #[serde(default)]
+    pub decline: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -394,6 +406,81 @@ impl Api {
             )));
         }
         Ok(json!({ "approval": request, "decision": decision.as_str() }))
+    }
+}
+
+impl Api {
+    /// Questions waiting for an answer, of one session or of all.
+    pub async fn questions(&self, session: Option<&str>) -> Result<Value, ApiError> {
+        let session = match session {
+            Some(id) => {
+                let id = session_id(id)?;
+                self.runtime.session(&id).await?;
+                Some(id)
+            }
+            None => None,
+        };
+        let pending = self.runtime.pending_questions(session.as_ref());
+        Ok(json!({ "questions": pending }))
+    }
+
+    /// Answers a waiting question; the first answer from any face wins.
+    pub async fn reply(&self, question_id: &str, reply: Reply) -> Result<Value, ApiError> {
+        match (&reply.answer, reply.decline) {
+            (Some(_), true) => {
+                return Err(ApiError::bad_request(
+                    "give `answer` or `decline`, not both",
+                ));
+            }
+            (None, false) => {
+                return Err(ApiError::bad_request(
+                    "`answer`: missing (or send `\"decline\": true`)",
+                ));
+            }
+            (Some(text), false) if text.chars().count() > MAX_ANSWER_CHARS => {
+                return Err(ApiError::bad_request(format!(
+                    "`answer`: longer than {MAX_ANSWER_CHARS} characters"
+                )));
+            }
+            _ => {}
+        }
+        let request = self
+            .runtime
+            .pending_questions(None)
+            .into_iter()
+            .find(|record| matches!(&record.event, Event::QuestionAsked { question_id: id, .. } if id == question_id))
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "question {} is not waiting for an answer",
+                    quote(question_id)
+                ))
+            })?;
+        let Event::QuestionAsked {
+            question, options, ..
+        } = &request.event
+        else {
+            return Err(ApiError::not_found("not a question"));
+        };
+        let answer = match reply.answer {
+            None => QuestionAnswer::without(QuestionOutcome::Declined),
+            Some(text) => {
+                let asked = Question {
+                    text: question.clone(),
+                    options: options.clone(),
+                };
+                QuestionAnswer::from_reply(&asked, &text)
+            }
+        };
+        if !self
+            .runtime
+            .answer_question(&request.session_id, question_id, answer.clone())
+        {
+            return Err(ApiError::conflict(format!(
+                "question {} was settled meanwhile (answered elsewhere, timed out or its run ended)",
+                quote(question_id)
+            )));
+        }
+        Ok(json!({ "question": request, "outcome": answer.outcome, "answer": answer.answer }))
     }
 }
 

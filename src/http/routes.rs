@@ -92,6 +92,13 @@ pub fn table() -> Vec<Route> {
         ),
         route(Method::GET, "/v1/approvals", get(approvals)),
         route(Method::POST, "/v1/approvals/{approval_id}", post(answer)),
+        route(Method::GET, "/v1/questions", get(questions)),
+        route(
+            Method::GET,
+            "/v1/sessions/{session_id}/questions",
+            get(session_questions),
+        ),
+        route(Method::POST, "/v1/questions/{question_id}", post(reply)),
         route(
             Method::GET,
             "/v1/rpc",
@@ -356,6 +363,25 @@ async fn answer(
     JsonBody(request): JsonBody<Answer>,
 ) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(state.shared.api.answer(&id, request).await?))
+}
+
+async fn questions(State(state): State<AppState>) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.questions(None).await?))
+}
+
+async fn session_questions(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.questions(Some(&id)).await?))
+}
+
+async fn reply(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<super::api::Reply>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.reply(&id, request).await?))
 }
 
 #[derive(Deserialize)]

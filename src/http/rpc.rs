@@ -258,6 +258,15 @@ struct ApprovalsParams {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ReplyParams {
+    question_id: String,
+    answer: Option<String>,
+    #[serde(default)]
+    decline: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AnswerParams {
     approval_id: String,
     decision: String,
@@ -345,6 +354,30 @@ fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
                 &request.approval_id,
                 Answer {
                     decision: request.decision,
+                },
+            )
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_async_method("questions.list", |p, cx, _| async move {
+        let request: ApprovalsParams = if p.as_str().is_some() {
+            params(&p)?
+        } else {
+            ApprovalsParams::default()
+        };
+        cx.api
+            .questions(request.session_id.as_deref())
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_async_method("questions.answer", |p, cx, _| async move {
+        let request: ReplyParams = params(&p)?;
+        cx.api
+            .reply(
+                &request.question_id,
+                super::api::Reply {
+                    answer: request.answer,
+                    decline: request.decline,
                 },
             )
             .await

@@ -997,6 +997,7 @@ async fn the_openapi_document_describes_the_running_server() {
         "s.jsonl",
         &[
             json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}}]),
+            json!([{"tool_call": {"id": "q1", "name": "ask_user", "arguments": {"question": "Which one?", "options": ["Red", "Blue"]}}}]),
             json!([{"text": "ok"}]),
             json!([{"text": "more"}]),
             json!([{"text": "again"}, {"delay_ms": 60000}]),
@@ -1126,6 +1127,65 @@ async fn the_openapi_document_describes_the_running_server() {
             &format!("/v1/approvals/{aid}"),
             json!({"decision": "allow_once"})
         ),
+        StatusCode::NOT_FOUND
+    );
+    let question = loop {
+        let body = hit!(
+            "get",
+            "/v1/questions",
+            server.get("/v1/questions"),
+            StatusCode::OK
+        );
+        if let Some(first) = body["questions"].as_array().unwrap().first() {
+            break first.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(question["type"], "question_asked");
+    assert_eq!(question["question"], "Which one?");
+    assert_eq!(question["options"], json!(["Red", "Blue"]));
+    let listed = hit!(
+        "get",
+        "/v1/sessions/{session_id}/questions",
+        server.get(&format!("/v1/sessions/{sid}/questions")),
+        StatusCode::OK
+    );
+    assert_eq!(listed["questions"], json!([question.clone()]));
+    hit!(
+        "get",
+        "/v1/sessions/{session_id}/questions",
+        server.get("/v1/sessions/ses_none/questions"),
+        StatusCode::NOT_FOUND
+    );
+    let qid = question["question_id"].as_str().unwrap();
+    let bad = hit!(
+        "post",
+        "/v1/questions/{question_id}",
+        server.post(
+            &format!("/v1/questions/{qid}"),
+            json!({"answer": "Red", "decline": true})
+        ),
+        StatusCode::BAD_REQUEST
+    );
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not both"),
+        "{bad}"
+    );
+    let replied = hit!(
+        "post",
+        "/v1/questions/{question_id}",
+        server.post(&format!("/v1/questions/{qid}"), json!({"answer": "2"})),
+        StatusCode::OK
+    );
+    assert_eq!(replied["outcome"], "answered");
+    assert_eq!(replied["answer"], "Blue");
+    hit!(
+        "post",
+        "/v1/questions/{question_id}",
+        server.post(&format!("/v1/questions/{qid}"), json!({"decline": true})),
         StatusCode::NOT_FOUND
     );
     let mut stream = SseReader::open(server.get(&format!("/v1/runs/{rid}/events"))).await;

@@ -32,6 +32,7 @@ mod memory;
 mod memory_embeddings;
 mod prompt;
 mod providers;
+mod questions;
 mod sandbox_toolchain;
 mod session_commands;
 mod telegram;

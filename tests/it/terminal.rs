@@ -599,3 +599,39 @@ fn pincer_alone_without_a_terminal_prints_the_usage() {
     assert!(stderr.contains("chat"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn a_question_is_answered_at_the_prompt() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "ask_user", "arguments": {"question": "Which color?", "options": ["Red", "Blue"]}}}]),
+            json!([{"text": "Painting."}]),
+            json!([{"tool_call": {"name": "ask_user", "arguments": {"question": "What is the room called?"}}}]),
+            json!([{"text": "Labelled."}]),
+        ],
+    );
+    let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    tmux.wait_prompt();
+    tmux.line("paint the room");
+    let screen = tmux.wait_for("Answer (a number or your own words; empty to decline):");
+    assert!(screen.contains("Question: Which color?"), "{screen}");
+    assert!(screen.contains("  1. Red\n  2. Blue"), "{screen}");
+    tmux.line("2");
+    tmux.wait_for("Painting.");
+    tmux.wait_prompt();
+    tmux.line("and label it");
+    tmux.wait_for("Answer (empty to decline):");
+    tmux.line("Studio");
+    tmux.wait_for("Labelled.");
+    tmux.wait_prompt();
+    let outputs = crate::questions::tool_outputs(&dir);
+    assert_eq!(
+        outputs,
+        ["The user answered: Blue", "The user answered: Studio"],
+        "{}",
+        tmux.stderr()
+    );
+}

@@ -13,7 +13,11 @@ use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
 use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
-use crate::tools::{files, memory, search, shell, todo, toolchains, web, web_search};
+use crate::tools::{ask_user, files, memory, search, shell, todo, toolchains, web, web_search};
+
+/// How long a question to the person waits unless `question_timeout_secs`
+/// says otherwise.
+pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The gate every run's tool calls go through, built from the configuration.
 /// `journal` keeps which workspaces' own hooks the person trusted.
@@ -26,6 +30,7 @@ pub fn gate(
     tools.extend(search::tools(search::SearchSettings::default()));
     tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
     tools.push(Arc::new(todo::TodoTool));
+    tools.push(Arc::new(ask_user::AskUserTool));
     if config.memory.enabled.unwrap_or(true) {
         tools.extend(memory::tools());
     }
@@ -48,6 +53,11 @@ pub fn gate(
             .as_ref()
             .filter(|t| t.value > 0)
             .map(|t| std::time::Duration::from_secs(t.value)),
+        question_timeout: match config.question_timeout_secs.as_ref().map(|t| t.value) {
+            Some(0) => None,
+            Some(secs) => Some(Duration::from_secs(secs)),
+            None => Some(DEFAULT_QUESTION_TIMEOUT),
+        },
     })
 }
 
