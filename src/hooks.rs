@@ -554,6 +554,7 @@ fn interpret(event: HookEvent, ran: &Ran) -> HookAnswer {
                 answer.permission = None;
             }
             answer.updated_input = None;
+            answer.updated_message = None;
         }
         code if json.is_none() => {
             let first = ran.stderr.trim().lines().next().unwrap_or("").to_owned();
@@ -612,6 +613,10 @@ fn read_json(event: HookEvent, json: &Value, answer: &mut HookAnswer) {
         if let Some(input) = field("updatedInput").filter(|v| v.is_object()) {
             answer.updated_input = Some(input.clone());
         }
+    }
+    // Pincer's own: Claude Code has no outbound chat messages.
+    if event == HookEvent::MessageSending {
+        answer.updated_message = text(field("updatedMessage"));
     }
 }
 

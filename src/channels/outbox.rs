@@ -25,7 +25,7 @@ use super::{Adapter, DeliveryError};
 use crate::core::channel::{ChannelJournal, ChannelWrite};
 use crate::core::channel::{
     DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
-    SendIntent,
+    SendIntent, Target, Unit,
 };
 use crate::core::journal::{JournalError, Write};
 use crate::core::safety::Safety;
@@ -88,6 +88,51 @@ impl Outbox {
             .await?;
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// Lets a `held` intent go out (with `units`, when its hooks rewrote
+    /// it) and wakes the worker.
+    pub async fn release(&self, id: &str, units: Option<Vec<Unit>>) -> Result<(), JournalError> {
+        let mut update = IntentUpdate::new(
+            id,
+            &[IntentStatus::Held],
+            IntentStatus::Pending,
+            now_millis(),
+        );
+        update.units = units;
+        self.update(update).await?;
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Keeps a `held` intent from ever going out: `withheld`, with why.
+    pub async fn withhold(&self, id: &str, reason: &str) -> Result<(), JournalError> {
+        let mut update = IntentUpdate::new(
+            id,
+            &[IntentStatus::Held],
+            IntentStatus::Withheld,
+            now_millis(),
+        );
+        update.failure = Some(Failure {
+            kind: FailureKind::Permission,
+            message: format!("withheld by a MessageSending hook: {reason}"),
+        });
+        self.update(update).await?;
+        // What waited behind it in its chat may go now.
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// The intents held for their hooks (a stopped process left them).
+    pub async fn held(&self) -> Result<Vec<SendIntent>, JournalError> {
+        Ok(self
+            .store
+            .open_intents(self.adapter.channel(), self.adapter.account())
+            .await?
+            .into_iter()
+            .map(|(intent, _)| intent)
+            .filter(|intent| intent.status == IntentStatus::Held)
+            .collect())
     }
 
     async fn update(&self, update: IntentUpdate) -> Result<(), JournalError> {
@@ -231,12 +276,22 @@ impl Outbox {
             .open_intents(self.adapter.channel(), self.adapter.account())
             .await?;
         let mut next_due: Option<i64> = None;
+        // Chats with a message held for its hooks: what follows it there
+        // waits, so a chat's messages arrive in the order decided.
+        let mut held: Vec<Target> = Vec::new();
         for (intent, _) in open {
             if cancel.is_cancelled() {
                 break;
             }
+            if intent.status == IntentStatus::Held {
+                held.push(intent.target);
+                continue;
+            }
             // A draft's first send belongs to the hub that shows it.
-            if intent.status != IntentStatus::Pending || intent.kind == IntentKind::Draft {
+            if intent.status != IntentStatus::Pending
+                || intent.kind == IntentKind::Draft
+                || held.contains(&intent.target)
+            {
                 continue;
             }
             let now = now_millis();
@@ -533,6 +588,7 @@ mod tests {
             },
             kind,
             units: vec![unit.clone(), unit],
+            text: None,
             edit_of: edit_of.map(str::to_owned),
             reply_to: None,
             status: IntentStatus::Sending,
