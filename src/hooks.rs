@@ -729,6 +729,27 @@ mod tests {
         assert_eq!((post.permission, post.block), (None, None));
     }
 
+    #[test]
+    fn an_outbound_message_may_be_rewritten_unless_blocked() {
+        let rewrite = r#"{"hookSpecificOutput":{"updatedMessage":"shorter"}}"#;
+        let answer = interpret(HookEvent::MessageSending, &ran(0, rewrite, ""));
+        assert_eq!(answer.updated_message.as_deref(), Some("shorter"));
+        assert_eq!(answer.block, None);
+        // Exit 2 blocks and cannot rewrite; other events do not read it.
+        let blocked = interpret(HookEvent::MessageSending, &ran(2, rewrite, "no"));
+        assert_eq!(
+            (blocked.block.as_deref(), blocked.updated_message),
+            (Some("no"), None)
+        );
+        let other = interpret(HookEvent::MessageReceived, &ran(0, rewrite, ""));
+        assert_eq!(other.updated_message, None);
+        let not_text = interpret(
+            HookEvent::MessageSending,
+            &ran(0, r#"{"hookSpecificOutput":{"updatedMessage":7}}"#, ""),
+        );
+        assert_eq!(not_text.updated_message, None);
+    }
+
     #[tokio::test]
     async fn a_command_reads_its_input_and_a_slow_one_is_stopped() {
         let dir = tempfile::tempdir().unwrap();

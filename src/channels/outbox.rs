@@ -521,6 +521,8 @@ mod tests {
     /// An adapter whose calls all succeed; only its idempotency matters here.
     struct Stub {
         idempotent: bool,
+        /// The text of every unit sent, in order.
+        sent: std::sync::Mutex<Vec<String>>,
     }
 
     impl Adapter for Stub {
@@ -545,10 +547,11 @@ mod tests {
         fn send<'a>(
             &'a self,
             _: &'a Target,
-            _: &'a Unit,
+            unit: &'a Unit,
             _: Option<&'a str>,
             _: &'a str,
         ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+            self.sent.lock().unwrap().push(unit.text.clone());
             Box::pin(async { Ok("1".to_owned()) })
         }
         fn edit<'a>(
@@ -626,7 +629,10 @@ mod tests {
                 .unwrap();
         }
         let outbox = Outbox::new(
-            Arc::new(Stub { idempotent }),
+            Arc::new(Stub {
+                idempotent,
+                sent: Default::default(),
+            }),
             Arc::new(store.clone()),
             Duration::from_secs(900),
             8,
@@ -673,6 +679,78 @@ mod tests {
                 vec!["draft:run".to_owned()]
             )
         );
+    }
+
+    fn safety() -> Arc<Safety> {
+        Arc::new(Safety::new(
+            crate::core::safety::SafetyConfig::default(),
+            Vec::new(),
+        ))
+    }
+
+    /// A fresh one-unit intent to chat `chat`, in `status`.
+    fn fresh(id: &str, chat: &str, status: IntentStatus, text: &str) -> SendIntent {
+        let mut intent = left_sending(id, IntentKind::Reply, None, 0);
+        intent.target.id = chat.into();
+        intent.status = status;
+        intent.attempt = 0;
+        intent.inflight = None;
+        intent.units.truncate(1);
+        intent.units[0].text = text.into();
+        intent
+    }
+
+    #[tokio::test]
+    async fn a_held_message_holds_back_its_chat_only_until_released_or_withheld() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
+        let stub = Arc::new(Stub {
+            idempotent: false,
+            sent: Default::default(),
+        });
+        let outbox = Outbox::new(
+            stub.clone(),
+            Arc::new(store.clone()),
+            Duration::from_secs(900),
+            8,
+            safety(),
+        );
+        // Decided in this order (the same millisecond: then by id).
+        for intent in [
+            fresh("a", "c1", IntentStatus::Held, "held"),
+            fresh("b", "c1", IntentStatus::Pending, "after held"),
+            fresh("c", "c2", IntentStatus::Pending, "other chat"),
+            fresh("d", "c3", IntentStatus::Held, "to withhold"),
+        ] {
+            outbox.record(intent).await.unwrap();
+        }
+        let cancel = CancellationToken::new();
+        outbox.deliver_due(&cancel).await.unwrap();
+        assert_eq!(*stub.sent.lock().unwrap(), ["other chat"]);
+        assert_eq!(outbox.held().await.unwrap().len(), 2);
+        // Released with the text a hook gave: it goes out, then what waited.
+        let rewritten = vec![Unit {
+            text: "rewritten".into(),
+            markup: None,
+            buttons: Vec::new(),
+        }];
+        outbox.release("a", Some(rewritten)).await.unwrap();
+        outbox.withhold("d", "no").await.unwrap();
+        outbox.deliver_due(&cancel).await.unwrap();
+        assert_eq!(
+            *stub.sent.lock().unwrap(),
+            ["other chat", "rewritten", "after held"]
+        );
+        let withheld = store.intent("d").await.unwrap().unwrap();
+        assert_eq!(withheld.status, IntentStatus::Withheld);
+        assert_eq!(withheld.attempt, 0);
+        assert!(withheld.failure.unwrap().message.ends_with(": no"));
+        // Settled once: a second decision is refused, and nothing is sent again.
+        assert!(outbox.release("d", None).await.is_err());
+        assert!(outbox.release("a", None).await.is_err());
+        outbox.deliver_due(&cancel).await.unwrap();
+        assert_eq!(stub.sent.lock().unwrap().len(), 3);
+        store.shutdown();
     }
 
     #[test]
