@@ -136,12 +136,13 @@ impl Hub {
                 "recovered the outbox of a stopped process"
             );
         }
-        hub.recover_inbox().await?;
         // Messages a stopped process held for their hooks: asked again (none
-        // was sent, so nothing goes out twice).
+        // was sent, so nothing goes out twice). Before the inbox's recovery,
+        // whose replies ask for themselves.
         for intent in outbox.held().await? {
             hub.tasks.spawn(hub.clone().screen(intent));
         }
+        hub.recover_inbox().await?;
         hub.tasks.spawn(outbox.run(cancel.clone()));
         hub.tasks
             .spawn(adapter.clone().receive(hub.clone(), cancel.clone()));
@@ -470,6 +471,11 @@ impl Hub {
     ) -> Result<(), JournalError> {
         if !self.screens() {
             return self.outbox.record(intent).await;
+        }
+        // Decided before (a reply recovery decides again): recorded once,
+        // and its hooks asked once.
+        if self.store.intent(&intent.id).await?.is_some() {
+            return Ok(());
         }
         intent.status = IntentStatus::Held;
         intent.text = Some(text.to_owned());
