@@ -1617,3 +1617,67 @@ fn a_crash_while_a_message_sending_hook_runs_asks_it_again_and_sends_once() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(fake.calls("sendMessage").len(), 1);
 }
+
+#[test]
+fn a_message_sending_hook_reads_prompts_and_notices_and_a_rewritten_prompt_keeps_its_buttons() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    let log = hooks.path().join("seen.jsonl");
+    let hook = sending_hook(
+        hooks.path(),
+        "prompts.sh",
+        &format!(
+            "input=$(cat)\nprintf '%s\\n' \"$input\" >> '{}'\ncase \"$input\" in *'Approval needed'*) printf '%s' '{{\"hookSpecificOutput\":{{\"updatedMessage\":\"Please approve the note\"}}}}';; esac\n",
+            log.display()
+        ),
+        "",
+    );
+    let dir = setup(&fake, &hook);
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "hooked\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "write a note");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        f.calls("sendMessage")
+            .iter()
+            .any(|c| c.body["reply_markup"]["inline_keyboard"].is_array())
+    });
+    let prompt = fake
+        .calls("sendMessage")
+        .into_iter()
+        .find(|c| c.body["reply_markup"]["inline_keyboard"].is_array())
+        .unwrap();
+    assert_eq!(prompt.body["text"], "Please approve the note");
+    let allow = prompt.body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (message_id, _) = fake
+        .chat(USER)
+        .into_iter()
+        .find(|(_, t)| t == "Please approve the note")
+        .unwrap();
+    fake.press(USER, message_id, &allow);
+    fake.wait_for("the reply after the tool ran", WAIT, |f| {
+        texts(f).iter().any(|t| t == "Written.")
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "hooked\n"
+    );
+    fake.user_says(USER, "/help");
+    reply_containing(&fake, "the help", "Pincer commands");
+    let seen: Vec<String> = hook_inputs(&log)
+        .iter()
+        .map(|i| i["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:#?}");
+    assert!(seen[0].starts_with("Approval needed"), "{seen:#?}");
+    assert_eq!(seen[1], "Written.");
+    assert!(seen[2].starts_with("Pincer commands"), "{seen:#?}");
+}
