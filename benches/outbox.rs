@@ -36,6 +36,7 @@ fn intent(i: usize) -> SendIntent {
             markup: None,
             buttons: Vec::new(),
         }],
+        text: None,
         edit_of: None,
         reply_to: Some(format!("{}:{i}", 1000 + i % 1000)),
         status: IntentStatus::Pending,

@@ -254,8 +254,8 @@ pub struct ChatArgs {
 pub enum ChannelsCommand {
     /// List outbound chat messages (send intents), most recently changed first
     Outbox {
-        /// Only intents in this status: pending, sending, committing, sent,
-        /// failed, unknown_after_send, cancelled, expired
+        /// Only intents in this status: held, pending, sending, committing,
+        /// sent, failed, unknown_after_send, cancelled, expired, withheld
         #[arg(long, value_name = "STATUS")]
         status: Option<String>,
         /// At most this many

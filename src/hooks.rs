@@ -554,6 +554,7 @@ fn interpret(event: HookEvent, ran: &Ran) -> HookAnswer {
                 answer.permission = None;
             }
             answer.updated_input = None;
+            answer.updated_message = None;
         }
         code if json.is_none() => {
             let first = ran.stderr.trim().lines().next().unwrap_or("").to_owned();
@@ -612,6 +613,10 @@ fn read_json(event: HookEvent, json: &Value, answer: &mut HookAnswer) {
         if let Some(input) = field("updatedInput").filter(|v| v.is_object()) {
             answer.updated_input = Some(input.clone());
         }
+    }
+    // Pincer's own: Claude Code has no outbound chat messages.
+    if event == HookEvent::MessageSending {
+        answer.updated_message = text(field("updatedMessage"));
     }
 }
 
@@ -722,6 +727,27 @@ mod tests {
             ),
         );
         assert_eq!((post.permission, post.block), (None, None));
+    }
+
+    #[test]
+    fn an_outbound_message_may_be_rewritten_unless_blocked() {
+        let rewrite = r#"{"hookSpecificOutput":{"updatedMessage":"shorter"}}"#;
+        let answer = interpret(HookEvent::MessageSending, &ran(0, rewrite, ""));
+        assert_eq!(answer.updated_message.as_deref(), Some("shorter"));
+        assert_eq!(answer.block, None);
+        // Exit 2 blocks and cannot rewrite; other events do not read it.
+        let blocked = interpret(HookEvent::MessageSending, &ran(2, rewrite, "no"));
+        assert_eq!(
+            (blocked.block.as_deref(), blocked.updated_message),
+            (Some("no"), None)
+        );
+        let other = interpret(HookEvent::MessageReceived, &ran(0, rewrite, ""));
+        assert_eq!(other.updated_message, None);
+        let not_text = interpret(
+            HookEvent::MessageSending,
+            &ran(0, r#"{"hookSpecificOutput":{"updatedMessage":7}}"#, ""),
+        );
+        assert_eq!(not_text.updated_message, None);
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@ use crate::core::channel::{
 };
 use crate::core::channel::{ChannelJournal, ChannelWrite};
 use crate::core::event::{Event, RunState};
+use crate::core::hooks::{HookEvent, HookInput};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{JournalError, Write};
 use crate::core::memory::Scope;
@@ -138,6 +139,12 @@ impl Hub {
                 finished = recovered.finished,
                 "recovered the outbox of a stopped process"
             );
+        }
+        // Messages a stopped process held for their hooks: asked again (none
+        // was sent, so nothing goes out twice). Before the inbox's recovery,
+        // whose replies ask for themselves.
+        for intent in outbox.held().await? {
+            hub.tasks.spawn(hub.clone().screen(intent));
         }
         hub.recover_inbox().await?;
         hub.tasks.spawn(outbox.run(cancel.clone()));
@@ -327,7 +334,6 @@ impl Hub {
     /// Runs the `MessageReceived` hooks of an authorized sender's message:
     /// the reason, through the safety pass, when one blocked it.
     async fn message_hooks(&self, message: &ChannelMessage) -> Option<String> {
-        use crate::core::hooks::{HookEvent, HookInput};
         let hooks = self.runtime.gate().hooks.clone();
         if !hooks.listens(HookEvent::MessageReceived, Some(&message.channel)) {
             return None;
@@ -384,7 +390,7 @@ impl Hub {
             })
     }
 
-    async fn pair(&self, message: &ChannelMessage, code: &str) {
+    async fn pair(self: &Arc<Self>, message: &ChannelMessage, code: &str) {
         let Some(sender) = &message.sender else {
             return;
         };
@@ -438,7 +444,7 @@ impl Hub {
 
     /// Pincer's answer to one inbound message (a command, a refusal); its id
     /// follows from the message, so a redelivery cannot send it twice.
-    async fn notice(&self, message: &ChannelMessage, text: &str) {
+    async fn notice(self: &Arc<Self>, message: &ChannelMessage, text: &str) {
         let intent = self.intent(
             format!(
                 "notice:{}:{}:{}",
@@ -450,20 +456,121 @@ impl Hub {
             Some(message.id.clone()),
             None,
         );
-        if let Err(err) = self.outbox.record(intent).await {
+        if let Err(err) = self.send(intent, text).await {
             tracing::error!(error = %err, "cannot record a notice");
         }
     }
 
-    fn intent(
-        &self,
-        id: String,
-        target: Target,
-        kind: IntentKind,
+    /// Whether `MessageSending` hooks read this channel's outbound messages.
+    fn screens(&self) -> bool {
+        self.runtime
+            .gate()
+            .hooks
+            .listens(HookEvent::MessageSending, Some(self.adapter.channel()))
+    }
+
+    /// Records an outbound message (`text`, cut into the intent's units).
+    /// With `MessageSending` hooks it is recorded `held` and they are asked
+    /// in a task of its own, so a slow hook holds back only this chat.
+    async fn send(
+        self: &Arc<Self>,
+        mut intent: SendIntent,
         text: &str,
-        reply_to: Option<String>,
-        buttons: Option<Vec<Button>>,
-    ) -> SendIntent {
+    ) -> Result<(), JournalError> {
+        if !self.screens() {
+            return self.outbox.record(intent).await;
+        }
+        // Decided before (a reply recovery decides again): recorded once,
+        // and its hooks asked once.
+        if self.store.intent(&intent.id).await?.is_some() {
+            return Ok(());
+        }
+        intent.status = IntentStatus::Held;
+        intent.text = Some(text.to_owned());
+        self.outbox.record(intent.clone()).await?;
+        self.tasks.spawn(self.clone().screen(intent));
+        Ok(())
+    }
+
+    /// Runs the `MessageSending` hooks of a held intent and commits what
+    /// they decided: the message goes out (rewritten, if one rewrote it), or
+    /// it is withheld. The decision is on disk before any platform call, so a
+    /// crash after it never asks the hooks again; a crash before it leaves
+    /// the intent held, and the next start asks them again.
+    async fn screen(self: Arc<Self>, intent: SendIntent) {
+        let text = intent.text.clone().unwrap_or_else(|| {
+            intent
+                .units
+                .iter()
+                .map(|u| u.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        let key = ConversationKey {
+            channel: intent.channel.clone(),
+            account: intent.account.clone(),
+            target: intent.target.clone(),
+        };
+        let session = match self.store.conversation(&key).await {
+            Ok(Some(id)) => self.runtime.session(&id).await.ok(),
+            _ => None,
+        };
+        let input = HookInput::new(
+            HookEvent::MessageSending,
+            session.as_ref().map_or("", |s| s.id.as_str()),
+            self.settings.workspace.clone(),
+            session
+                .as_ref()
+                .map_or(self.runtime.default_mode(), |s| s.mode)
+                .as_str(),
+        )
+        .about("channel", &intent.channel)
+        .with("account", intent.account.clone())
+        .with("conversation", intent.target.id.clone())
+        .with("message", text);
+        let hooks = self.runtime.gate().hooks.clone();
+        let outcome = tokio::select! {
+            // Stopping: the intent stays held for the next start.
+            _ = self.cancel.cancelled() => return,
+            outcome = hooks.fire(input) => outcome,
+        };
+        let safety = &self.runtime.gate().safety;
+        for note in outcome.messages() {
+            tracing::info!(channel = %intent.channel, intent = %intent.id, "{}", safety.redact(&note).0);
+        }
+        let settled = if let Some(reason) = outcome.blocked().or_else(|| outcome.stopped()) {
+            let reason = safety.redact(&reason).0;
+            tracing::warn!(
+                channel = %intent.channel,
+                intent = %intent.id,
+                %reason,
+                "a MessageSending hook withheld a message; it is not sent"
+            );
+            self.outbox.withhold(&intent.id, &reason).await
+        } else {
+            let units = outcome.updated_message().map(|rewritten| {
+                // What a hook gives the person passes the safety pass.
+                let rewritten = safety.redact(rewritten).0;
+                let buttons = intent.units.last().map(|u| u.buttons.clone());
+                tracing::info!(channel = %intent.channel, intent = %intent.id, "a MessageSending hook rewrote a message");
+                self.units(&rewritten, buttons)
+            });
+            self.outbox.release(&intent.id, units).await
+        };
+        match settled {
+            Ok(()) => {}
+            // Settled elsewhere (an approval answered before its prompt went out).
+            Err(JournalError::Conflict(reason)) => {
+                tracing::debug!(intent = %intent.id, %reason, "held message settled elsewhere");
+            }
+            Err(err) => {
+                tracing::error!(intent = %intent.id, error = %err, "cannot record what the MessageSending hooks decided; the message stays held");
+            }
+        }
+    }
+
+    /// `text` cut into units the platform takes, `buttons` on the last.
+    fn units(&self, text: &str, buttons: Option<Vec<Button>>) -> Vec<Unit> {
         let caps = self.adapter.capabilities();
         let mut units: Vec<Unit> = render::chunk(text, caps.max_len)
             .into_iter()
@@ -483,6 +590,19 @@ impl Hub {
         if let (Some(buttons), Some(last)) = (buttons, units.last_mut()) {
             last.buttons = buttons;
         }
+        units
+    }
+
+    fn intent(
+        &self,
+        id: String,
+        target: Target,
+        kind: IntentKind,
+        text: &str,
+        reply_to: Option<String>,
+        buttons: Option<Vec<Button>>,
+    ) -> SendIntent {
+        let units = self.units(text, buttons);
         let now = now_millis();
         SendIntent {
             id,
@@ -491,6 +611,7 @@ impl Hub {
             target,
             kind,
             units,
+            text: None,
             edit_of: None,
             reply_to,
             status: IntentStatus::Pending,
@@ -829,6 +950,9 @@ impl Hub {
         mut events: Subscription,
     ) {
         let caps = self.adapter.capabilities();
+        // With `MessageSending` hooks nothing is shown before they read it:
+        // no live draft, the reply comes whole once they let it go.
+        let drafting = caps.edit && self.settings.live_drafts && !self.screens();
         let mut text = String::new();
         let mut draft = LiveDraft::NotYet;
         let outcome = loop {
@@ -849,7 +973,7 @@ impl Hub {
                     if let Some(part) = reply_part(&record.event) {
                         text.push_str(&part);
                     }
-                    if caps.edit && self.settings.live_drafts {
+                    if drafting {
                         self.live(&key, &run_id, &text, &mut draft).await;
                     }
                 }
@@ -939,6 +1063,7 @@ impl Hub {
                     target: key.target.clone(),
                     kind: IntentKind::Draft,
                     units: vec![unit.clone()],
+                    text: None,
                     edit_of: None,
                     reply_to: None,
                     status: IntentStatus::Sending,
@@ -1060,10 +1185,14 @@ impl Hub {
                 .receipt
                 .primary()
                 .map_or(DraftRef::MaybeShown, |id| DraftRef::Known(id.to_owned())),
-            IntentStatus::Failed | IntentStatus::Cancelled | IntentStatus::Expired => {
-                DraftRef::None
-            }
-            IntentStatus::UnknownAfterSend | IntentStatus::Sending | IntentStatus::Pending => {
+            IntentStatus::Failed
+            | IntentStatus::Cancelled
+            | IntentStatus::Expired
+            | IntentStatus::Withheld => DraftRef::None,
+            IntentStatus::UnknownAfterSend
+            | IntentStatus::Sending
+            | IntentStatus::Pending
+            | IntentStatus::Held => {
                 if !self.adapter.idempotent() {
                     return DraftRef::MaybeShown;
                 }
@@ -1104,7 +1233,7 @@ impl Hub {
     }
 
     async fn ask(
-        &self,
+        self: &Arc<Self>,
         key: &ConversationKey,
         session: &SessionId,
         approval_id: &str,
@@ -1154,7 +1283,7 @@ impl Hub {
             None,
             buttons,
         );
-        if let Err(err) = self.outbox.record(intent).await {
+        if let Err(err) = self.send(intent, &text).await {
             tracing::error!(error = %err, "cannot record an approval prompt");
         }
     }
@@ -1227,11 +1356,13 @@ impl Hub {
             Ok(Some(intent)) => intent,
             _ => return,
         };
-        if intent.status == IntentStatus::Pending && intent.receipt.parts.is_empty() {
+        if matches!(intent.status, IntentStatus::Pending | IntentStatus::Held)
+            && intent.receipt.parts.is_empty()
+        {
             // Answered before the prompt went out: it need not go out at all.
             let update = crate::core::channel::IntentUpdate::new(
                 &intent.id,
-                &[IntentStatus::Pending],
+                &[IntentStatus::Pending, IntentStatus::Held],
                 IntentStatus::Cancelled,
                 now_millis(),
             );
@@ -1274,7 +1405,7 @@ impl Hub {
     /// fits one message) and marks its inbound messages done.
     #[allow(clippy::too_many_arguments)]
     async fn finish(
-        &self,
+        self: &Arc<Self>,
         key: &ConversationKey,
         run_id: &RunId,
         outcome: &RunOutcome,
@@ -1308,7 +1439,7 @@ impl Hub {
         );
         intent.run_id = Some(run_id.clone());
         intent.edit_of = edit_of;
-        if let Err(err) = self.outbox.record(intent).await {
+        if let Err(err) = self.send(intent, &body).await {
             tracing::error!(run = %run_id, error = %err, "cannot record a reply");
             return;
         }

@@ -25,7 +25,7 @@ use super::{Adapter, DeliveryError};
 use crate::core::channel::{ChannelJournal, ChannelWrite};
 use crate::core::channel::{
     DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
-    SendIntent,
+    SendIntent, Target, Unit,
 };
 use crate::core::journal::{JournalError, Write};
 use crate::core::safety::Safety;
@@ -88,6 +88,51 @@ impl Outbox {
             .await?;
         self.wake.notify_one();
         Ok(())
+    }
+
+    /// Lets a `held` intent go out (with `units`, when its hooks rewrote
+    /// it) and wakes the worker.
+    pub async fn release(&self, id: &str, units: Option<Vec<Unit>>) -> Result<(), JournalError> {
+        let mut update = IntentUpdate::new(
+            id,
+            &[IntentStatus::Held],
+            IntentStatus::Pending,
+            now_millis(),
+        );
+        update.units = units;
+        self.update(update).await?;
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Keeps a `held` intent from ever going out: `withheld`, with why.
+    pub async fn withhold(&self, id: &str, reason: &str) -> Result<(), JournalError> {
+        let mut update = IntentUpdate::new(
+            id,
+            &[IntentStatus::Held],
+            IntentStatus::Withheld,
+            now_millis(),
+        );
+        update.failure = Some(Failure {
+            kind: FailureKind::Permission,
+            message: format!("withheld by a MessageSending hook: {reason}"),
+        });
+        self.update(update).await?;
+        // What waited behind it in its chat may go now.
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// The intents held for their hooks (a stopped process left them).
+    pub async fn held(&self) -> Result<Vec<SendIntent>, JournalError> {
+        Ok(self
+            .store
+            .open_intents(self.adapter.channel(), self.adapter.account())
+            .await?
+            .into_iter()
+            .map(|(intent, _)| intent)
+            .filter(|intent| intent.status == IntentStatus::Held)
+            .collect())
     }
 
     async fn update(&self, update: IntentUpdate) -> Result<(), JournalError> {
@@ -231,12 +276,22 @@ impl Outbox {
             .open_intents(self.adapter.channel(), self.adapter.account())
             .await?;
         let mut next_due: Option<i64> = None;
+        // Chats with a message held for its hooks: what follows it there
+        // waits, so a chat's messages arrive in the order decided.
+        let mut held: Vec<Target> = Vec::new();
         for (intent, _) in open {
             if cancel.is_cancelled() {
                 break;
             }
+            if intent.status == IntentStatus::Held {
+                held.push(intent.target);
+                continue;
+            }
             // A draft's first send belongs to the hub that shows it.
-            if intent.status != IntentStatus::Pending || intent.kind == IntentKind::Draft {
+            if intent.status != IntentStatus::Pending
+                || intent.kind == IntentKind::Draft
+                || held.contains(&intent.target)
+            {
                 continue;
             }
             let now = now_millis();
@@ -466,6 +521,8 @@ mod tests {
     /// An adapter whose calls all succeed; only its idempotency matters here.
     struct Stub {
         idempotent: bool,
+        /// The text of every unit sent, in order.
+        sent: std::sync::Mutex<Vec<String>>,
     }
 
     impl Adapter for Stub {
@@ -490,10 +547,11 @@ mod tests {
         fn send<'a>(
             &'a self,
             _: &'a Target,
-            _: &'a Unit,
+            unit: &'a Unit,
             _: Option<&'a str>,
             _: &'a str,
         ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+            self.sent.lock().unwrap().push(unit.text.clone());
             Box::pin(async { Ok("1".to_owned()) })
         }
         fn edit<'a>(
@@ -533,6 +591,7 @@ mod tests {
             },
             kind,
             units: vec![unit.clone(), unit],
+            text: None,
             edit_of: edit_of.map(str::to_owned),
             reply_to: None,
             status: IntentStatus::Sending,
@@ -570,7 +629,10 @@ mod tests {
                 .unwrap();
         }
         let outbox = Outbox::new(
-            Arc::new(Stub { idempotent }),
+            Arc::new(Stub {
+                idempotent,
+                sent: Default::default(),
+            }),
             Arc::new(store.clone()),
             Duration::from_secs(900),
             8,
@@ -617,6 +679,78 @@ mod tests {
                 vec!["draft:run".to_owned()]
             )
         );
+    }
+
+    fn safety() -> Arc<Safety> {
+        Arc::new(Safety::new(
+            crate::core::safety::SafetyConfig::default(),
+            Vec::new(),
+        ))
+    }
+
+    /// A fresh one-unit intent to chat `chat`, in `status`.
+    fn fresh(id: &str, chat: &str, status: IntentStatus, text: &str) -> SendIntent {
+        let mut intent = left_sending(id, IntentKind::Reply, None, 0);
+        intent.target.id = chat.into();
+        intent.status = status;
+        intent.attempt = 0;
+        intent.inflight = None;
+        intent.units.truncate(1);
+        intent.units[0].text = text.into();
+        intent
+    }
+
+    #[tokio::test]
+    async fn a_held_message_holds_back_its_chat_only_until_released_or_withheld() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
+        let stub = Arc::new(Stub {
+            idempotent: false,
+            sent: Default::default(),
+        });
+        let outbox = Outbox::new(
+            stub.clone(),
+            Arc::new(store.clone()),
+            Duration::from_secs(900),
+            8,
+            safety(),
+        );
+        // Decided in this order (the same millisecond: then by id).
+        for intent in [
+            fresh("a", "c1", IntentStatus::Held, "held"),
+            fresh("b", "c1", IntentStatus::Pending, "after held"),
+            fresh("c", "c2", IntentStatus::Pending, "other chat"),
+            fresh("d", "c3", IntentStatus::Held, "to withhold"),
+        ] {
+            outbox.record(intent).await.unwrap();
+        }
+        let cancel = CancellationToken::new();
+        outbox.deliver_due(&cancel).await.unwrap();
+        assert_eq!(*stub.sent.lock().unwrap(), ["other chat"]);
+        assert_eq!(outbox.held().await.unwrap().len(), 2);
+        // Released with the text a hook gave: it goes out, then what waited.
+        let rewritten = vec![Unit {
+            text: "rewritten".into(),
+            markup: None,
+            buttons: Vec::new(),
+        }];
+        outbox.release("a", Some(rewritten)).await.unwrap();
+        outbox.withhold("d", "no").await.unwrap();
+        outbox.deliver_due(&cancel).await.unwrap();
+        assert_eq!(
+            *stub.sent.lock().unwrap(),
+            ["other chat", "rewritten", "after held"]
+        );
+        let withheld = store.intent("d").await.unwrap().unwrap();
+        assert_eq!(withheld.status, IntentStatus::Withheld);
+        assert_eq!(withheld.attempt, 0);
+        assert!(withheld.failure.unwrap().message.ends_with(": no"));
+        // Settled once: a second decision is refused, and nothing is sent again.
+        assert!(outbox.release("d", None).await.is_err());
+        assert!(outbox.release("a", None).await.is_err());
+        outbox.deliver_due(&cancel).await.unwrap();
+        assert_eq!(stub.sent.lock().unwrap().len(), 3);
+        store.shutdown();
     }
 
     #[test]

@@ -173,6 +173,9 @@ impl DeliveryReceipt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IntentStatus {
+    /// Recorded; its `MessageSending` hooks have not decided yet. Not sent
+    /// until they do; a later message to the same chat waits behind it.
+    Held,
     /// Recorded; waiting for its (next) attempt.
     Pending,
     /// A platform call may be under way; the unit in flight is `inflight`.
@@ -188,10 +191,14 @@ pub enum IntentStatus {
     Cancelled,
     /// Too old to send when it finally could be; reported instead.
     Expired,
+    /// A `MessageSending` hook blocked it (or failed with `on_failure =
+    /// "block"`): never sent, kept with the reason.
+    Withheld,
 }
 
 impl IntentStatus {
-    pub const ALL: [IntentStatus; 8] = [
+    pub const ALL: [IntentStatus; 10] = [
+        IntentStatus::Held,
         IntentStatus::Pending,
         IntentStatus::Sending,
         IntentStatus::Committing,
@@ -200,10 +207,12 @@ impl IntentStatus {
         IntentStatus::UnknownAfterSend,
         IntentStatus::Cancelled,
         IntentStatus::Expired,
+        IntentStatus::Withheld,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
+            IntentStatus::Held => "held",
             IntentStatus::Pending => "pending",
             IntentStatus::Sending => "sending",
             IntentStatus::Committing => "committing",
@@ -212,6 +221,7 @@ impl IntentStatus {
             IntentStatus::UnknownAfterSend => "unknown_after_send",
             IntentStatus::Cancelled => "cancelled",
             IntentStatus::Expired => "expired",
+            IntentStatus::Withheld => "withheld",
         }
     }
 
@@ -222,7 +232,10 @@ impl IntentStatus {
     pub fn is_open(self) -> bool {
         matches!(
             self,
-            IntentStatus::Pending | IntentStatus::Sending | IntentStatus::Committing
+            IntentStatus::Held
+                | IntentStatus::Pending
+                | IntentStatus::Sending
+                | IntentStatus::Committing
         )
     }
 }
@@ -328,6 +341,10 @@ pub struct SendIntent {
     pub target: Target,
     pub kind: IntentKind,
     pub units: Vec<Unit>,
+    /// The whole text the units were cut from, as decided, when
+    /// `MessageSending` hooks are to read it (they may rewrite the units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     /// A live draft to finalize in place with unit 0, instead of a fresh send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_of: Option<String>,
@@ -376,6 +393,8 @@ pub struct IntentUpdate {
     pub receipt: Option<DeliveryReceipt>,
     pub failure: Option<Failure>,
     pub edit_of: Option<Option<String>>,
+    /// New units (a `MessageSending` hook rewrote the text).
+    pub units: Option<Vec<Unit>>,
     pub at: Millis,
 }
 
@@ -391,6 +410,7 @@ impl IntentUpdate {
             receipt: None,
             failure: None,
             edit_of: None,
+            units: None,
             at,
         }
     }

@@ -13,6 +13,8 @@
 //! - `UserPromptSubmit`: block the prompt, or add context after it;
 //! - `Stop`: keep the run going with a reason the model reads;
 //! - `PreCompact`: block a compaction;
+//! - `MessageReceived`: block an inbound chat message;
+//! - `MessageSending`: withhold an outbound chat message, or rewrite it;
 //! - any event: `continue: false` ends the run, `systemMessage` is shown to
 //!   the person.
 
@@ -72,10 +74,10 @@ impl HookEvent {
         Self::ALL.into_iter().find(|event| event.as_str() == name)
     }
 
-    /// Whether Pincer fires the event yet (subagents and outbound chat
-    /// messages do not have their hooks yet).
+    /// Whether Pincer fires the event yet (subagents do not have their
+    /// hooks yet).
     pub fn fired(self) -> bool {
-        !matches!(self, HookEvent::SubagentStop | HookEvent::MessageSending)
+        !matches!(self, HookEvent::SubagentStop)
     }
 
     /// Whether plain text a hook prints (exit 0, not JSON) is context for
@@ -145,7 +147,8 @@ pub struct HookInput {
     pub mode: &'static str,
     /// What a hook's `matcher` is tested against: the tool's name for tool
     /// events, `source` for `SessionStart`, `reason` for `SessionEnd`,
-    /// `notification_type` for `Notification`, `trigger` for `PreCompact`.
+    /// `notification_type` for `Notification`, `trigger` for `PreCompact`,
+    /// `channel` for `MessageReceived` and `MessageSending`.
     pub subject: Option<String>,
     /// The event's fields (`prompt`, `tool_name`, `tool_input`, …).
     pub fields: Map<String, Value>,
@@ -231,6 +234,9 @@ pub struct HookAnswer {
     pub reason: Option<String>,
     /// `updatedInput`: the tool call's new input.
     pub updated_input: Option<Value>,
+    /// `updatedMessage` (`MessageSending`, Pincer's own): the text to send
+    /// instead.
+    pub updated_message: Option<String>,
     /// `additionalContext`, or plain output where the event takes it.
     pub context: Option<String>,
     /// `systemMessage`: shown to the person.
@@ -275,6 +281,15 @@ impl HookOutcome {
             .find_map(|a| a.updated_input.as_ref())
     }
 
+    /// The text of the last hook (in configuration order) that rewrote an
+    /// outbound message.
+    pub fn updated_message(&self) -> Option<&str> {
+        self.answers
+            .iter()
+            .rev()
+            .find_map(|a| a.updated_message.as_deref())
+    }
+
     /// Every hook's context, in order.
     pub fn context(&self) -> Option<String> {
         let parts: Vec<&str> = self
@@ -317,6 +332,8 @@ impl HookOutcome {
                     p.as_str()
                 } else if a.updated_input.is_some() {
                     "updated input"
+                } else if a.updated_message.is_some() {
+                    "updated message"
                 } else if a.failed.is_some() {
                     "failed"
                 } else {

@@ -140,7 +140,7 @@ impl Collector for Snapshot {
         };
         let mut family = encoder.encode_descriptor(
             "outbox_depth",
-            "Chat messages decided but not yet delivered (pending, sending, committing)",
+            "Chat messages decided but not yet delivered (held, pending, sending, committing)",
             None,
             MetricType::Gauge,
         )?;

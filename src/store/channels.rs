@@ -189,6 +189,9 @@ fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreEr
     if let Some(edit_of) = &update.edit_of {
         intent.edit_of = edit_of.clone();
     }
+    if let Some(units) = &update.units {
+        intent.units = units.clone();
+    }
     intent.updated_at = update.at;
     let owner = (update.status == IntentStatus::Sending).then(owner::this_process);
     conn.prepare_cached(
@@ -206,7 +209,7 @@ fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreEr
     Ok(())
 }
 
-/// Open intents (pending, sending, committing) of one channel account, oldest first.
+/// Open intents (held, pending, sending, committing) of one channel account, oldest first.
 pub(super) fn open_intents(
     conn: &Connection,
     channel: &str,
@@ -214,7 +217,7 @@ pub(super) fn open_intents(
 ) -> Result<Vec<(SendIntent, Option<String>)>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT intent, owner FROM channel_outbox
-         WHERE channel = ?1 AND account = ?2 AND status IN ('pending', 'sending', 'committing')
+         WHERE channel = ?1 AND account = ?2 AND status IN ('held', 'pending', 'sending', 'committing')
          ORDER BY created_at, id",
     )?;
     let rows = stmt.query_map(params![channel, account], |row| {

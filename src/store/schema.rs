@@ -293,4 +293,11 @@ CREATE TABLE trusted_roots (
     at   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 "#,
+    // 10: outbound chat messages `held` for their `MessageSending` hooks are
+    // open too.
+    r#"
+DROP INDEX channel_outbox_open;
+CREATE INDEX channel_outbox_open ON channel_outbox (channel, account, created_at)
+    WHERE status IN ('held', 'pending', 'sending', 'committing');
+"#,
 ];

@@ -673,8 +673,8 @@ fn a_misconfigured_hook_is_named_at_start() {
             "unknown field `PreTooluse`",
         ),
         (
-            "[[hooks.MessageSending]]\ncommand = \"true\"\n",
-            "hooks.MessageSending[0]: Pincer does not fire MessageSending hooks yet",
+            "[[hooks.SubagentStop]]\ncommand = \"true\"\n",
+            "hooks.SubagentStop[0]: Pincer does not fire SubagentStop hooks yet",
         ),
     ] {
         dir.write_config(config);

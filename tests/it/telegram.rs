@@ -1392,3 +1392,292 @@ fn a_message_received_hook_sees_each_message_and_may_block_it() {
     // The blocked message never reached the model: one reply, to "hello".
     assert_eq!(texts(&fake).iter().filter(|t| *t == "first").count(), 1);
 }
+
+/// A `[[hooks.MessageSending]]` table running the shell script `body`
+/// (written to the test directory), with `extra` lines.
+fn sending_hook(dir_name: &std::path::Path, name: &str, body: &str, extra: &str) -> String {
+    let script = dir_name.join(name);
+    std::fs::write(&script, body).unwrap();
+    format!(
+        "\n[[hooks.MessageSending]]\ncommand = \"sh {}\"\n{extra}",
+        script.display()
+    )
+}
+
+/// The JSON lines a hook appended to `log`.
+fn hook_inputs(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_message_sending_hook_rewrites_the_reply_and_no_draft_shows_before_it() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    let log = hooks.path().join("seen.jsonl");
+    // The rewrite carries a credential: it passes the safety pass too.
+    let hook = sending_hook(
+        hooks.path(),
+        "rewrite.sh",
+        &format!(
+            "input=$(cat)\nprintf '%s\\n' \"$input\" >> '{}'\nprintf '%s' '{{\"hookSpecificOutput\":{{\"hookEventName\":\"MessageSending\",\"updatedMessage\":\"Reviewed reply (key AKIAIOSFODNN7EXAMPLE)\"}}}}'\n",
+            log.display()
+        ),
+        "matcher = \"telegram\"\n",
+    );
+    let dir = setup(&fake, &hook);
+    // Written slowly: without the hook a live draft would show "Orig" first.
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Orig"}, {"delay_ms": 1300}, {"text": "inal answer"}])],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    let sent = reply_containing(&fake, "the rewritten reply", "Reviewed reply");
+    assert!(sent.starts_with("Reviewed reply (key "), "{sent}");
+    assert!(!sent.contains("AKIAIOSFODNN7EXAMPLE"), "{sent}");
+    let reply = sent_reply(&fake, &dir);
+    assert_eq!(reply["text"], "Original answer");
+    assert!(
+        reply["units"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Reviewed reply")
+    );
+    // Nothing but the rewritten reply reached the chat: no draft, no edit.
+    let sends = fake.calls("sendMessage");
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    assert!(fake.calls("editMessageText").is_empty());
+    let seen = hook_inputs(&log);
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0]["hook_event_name"], "MessageSending");
+    assert_eq!(seen[0]["channel"], "telegram");
+    assert_eq!(seen[0]["conversation"], USER.to_string());
+    assert_eq!(seen[0]["message"], "Original answer");
+    assert!(seen[0]["account"].as_str().is_some_and(|a| !a.is_empty()));
+    // The chat's session.
+    let sessions = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let session: Value = serde_json::from_str(
+        String::from_utf8_lossy(&sessions.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(seen[0]["session_id"], session["session_id"]);
+    assert!(seen[0].get("sender").is_none(), "{:#?}", seen[0]);
+}
+
+#[test]
+fn a_message_sending_hook_that_blocks_withholds_the_reply_once() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    let hook = sending_hook(
+        hooks.path(),
+        "block.sh",
+        "case \"$(cat)\" in *classified*) echo 'not for this chat' >&2; exit 2;; esac\n",
+        "",
+    );
+    let dir = setup(&fake, &hook);
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "The classified answer"}]),
+            json!([{"text": "A public answer"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply withheld", WAIT, |_| {
+        outbox(&dir)
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "withheld")
+    });
+    // Not sent, and not tried again.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(fake.calls("sendMessage").is_empty());
+    let withheld = outbox(&dir);
+    assert_eq!(withheld.len(), 1, "{withheld:#?}");
+    assert_eq!(withheld[0]["status"], "withheld");
+    assert_eq!(withheld[0]["attempt"], 0);
+    assert!(
+        withheld[0]["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not for this chat"),
+        "{withheld:#?}"
+    );
+    assert!(stderr(&dir).contains("withheld"), "{}", stderr(&dir));
+    // The run ended normally: the chat goes on, and the next reply is sent.
+    assert!(!running(&dir));
+    fake.user_says(USER, "and now?");
+    fake.wait_for("the next reply", WAIT, |f| {
+        texts(f) == vec!["A public answer".to_owned()]
+    });
+    sent_reply_count(&fake, &dir, 1);
+    assert_eq!(fake.calls("sendMessage").len(), 1);
+}
+
+/// Waits until `n` replies are `sent`.
+fn sent_reply_count(fake: &FakeTelegram, dir: &TestDir, n: usize) {
+    fake.wait_for("the replies' receipts", WAIT, |_| {
+        outbox(dir)
+            .iter()
+            .filter(|i| i["kind"] == "reply" && i["status"] == "sent")
+            .count()
+            == n
+    });
+}
+
+#[test]
+fn a_failing_message_sending_hook_lets_the_original_go_by_default() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    // A hook for another channel does not run for Telegram's messages.
+    let other = sending_hook(
+        hooks.path(),
+        "other.sh",
+        "echo 'webhook only' >&2; exit 2\n",
+        "matcher = \"webhook\"\n",
+    );
+    let failing = sending_hook(hooks.path(), "fail.sh", "echo boom >&2; exit 1\n", "");
+    let dir = setup(&fake, &format!("{other}{failing}"));
+    let script = dir.script("s.jsonl", &[json!([{"text": "The plain answer"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the original reply", WAIT, |f| {
+        texts(f) == vec!["The plain answer".to_owned()]
+    });
+    sent_reply(&fake, &dir);
+    let log = stderr(&dir);
+    assert!(log.contains("hook failed") && log.contains("boom"), "{log}");
+}
+
+#[test]
+fn a_failing_message_sending_hook_withholds_with_on_failure_block() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    let hook = sending_hook(
+        hooks.path(),
+        "fail.sh",
+        "exit 1\n",
+        "on_failure = \"block\"\n",
+    );
+    let dir = setup(&fake, &hook);
+    let script = dir.script("s.jsonl", &[json!([{"text": "Never shown"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply withheld", WAIT, |_| {
+        outbox(&dir)
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "withheld")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(fake.calls("sendMessage").is_empty());
+}
+
+#[test]
+fn a_crash_while_a_message_sending_hook_runs_asks_it_again_and_sends_once() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    let mark = hooks.path().join("asked");
+    // The first time it hangs (the process is killed meanwhile); then it
+    // rewrites.
+    let hook = sending_hook(
+        hooks.path(),
+        "slow.sh",
+        &format!(
+            "cat >/dev/null\nif [ -e '{0}' ]; then printf '%s' '{{\"hookSpecificOutput\":{{\"updatedMessage\":\"Checked after the restart\"}}}}'; else touch '{0}'; sleep 10; fi\n",
+            mark.display()
+        ),
+        "",
+    );
+    let dir = setup(&fake, &hook);
+    let script = dir.script("s.jsonl", &[json!([{"text": "Unchecked"}])]);
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the hook asked", WAIT, |_| mark.exists());
+    let held = outbox(&dir);
+    assert_eq!(held.len(), 1, "{held:#?}");
+    assert_eq!(held[0]["status"], "held");
+    bridge.crash();
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the reply after the restart", WAIT, |f| {
+        texts(f) == vec!["Checked after the restart".to_owned()]
+    });
+    sent_reply(&fake, &dir);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fake.calls("sendMessage").len(), 1);
+}
+
+#[test]
+fn a_message_sending_hook_reads_prompts_and_notices_and_a_rewritten_prompt_keeps_its_buttons() {
+    let fake = FakeTelegram::start();
+    let hooks = tempfile::tempdir().unwrap();
+    let log = hooks.path().join("seen.jsonl");
+    let hook = sending_hook(
+        hooks.path(),
+        "prompts.sh",
+        &format!(
+            "input=$(cat)\nprintf '%s\\n' \"$input\" >> '{}'\ncase \"$input\" in *'Approval needed'*) printf '%s' '{{\"hookSpecificOutput\":{{\"updatedMessage\":\"Please approve the note\"}}}}';; esac\n",
+            log.display()
+        ),
+        "",
+    );
+    let dir = setup(&fake, &hook);
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "hooked\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "write a note");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        f.calls("sendMessage")
+            .iter()
+            .any(|c| c.body["reply_markup"]["inline_keyboard"].is_array())
+    });
+    let prompt = fake
+        .calls("sendMessage")
+        .into_iter()
+        .find(|c| c.body["reply_markup"]["inline_keyboard"].is_array())
+        .unwrap();
+    assert_eq!(prompt.body["text"], "Please approve the note");
+    let allow = prompt.body["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (message_id, _) = fake
+        .chat(USER)
+        .into_iter()
+        .find(|(_, t)| t == "Please approve the note")
+        .unwrap();
+    fake.press(USER, message_id, &allow);
+    fake.wait_for("the reply after the tool ran", WAIT, |f| {
+        texts(f).iter().any(|t| t == "Written.")
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "hooked\n"
+    );
+    fake.user_says(USER, "/help");
+    reply_containing(&fake, "the help", "Pincer commands");
+    let seen: Vec<String> = hook_inputs(&log)
+        .iter()
+        .map(|i| i["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:#?}");
+    assert!(seen[0].starts_with("Approval needed"), "{seen:#?}");
+    assert_eq!(seen[1], "Written.");
+    assert!(seen[2].starts_with("Pincer commands"), "{seen:#?}");
+}
