@@ -158,6 +158,9 @@ pub struct FileConfig {
     /// (`docs/tools.md`).
     #[serde(default)]
     pub web: WebConfig,
+    /// The `[subagents]` table: the `delegate` tool (`docs/tools.md`).
+    #[serde(default)]
+    pub subagents: SubagentsConfig,
     /// Context windows and prices by model name or `*` pattern.
     #[serde(default)]
     pub models: BTreeMap<String, ModelFileConfig>,
@@ -441,6 +444,18 @@ pub struct MemoryConfig {
     pub embeddings: Option<String>,
     /// Least cosine similarity for a match by meaning, 0 to 1 (default 0.35).
     pub min_similarity: Option<f64>,
+}
+
+/// The `[subagents]` table (`docs/tools.md`, "Subagents").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentsConfig {
+    /// Whether the `delegate` tool is offered (default true).
+    pub enabled: Option<bool>,
+    /// Subagents running at once in the process (default 4, 1 to 64).
+    pub max_parallel: Option<usize>,
+    /// Model turns a subagent may take (default 20, 1 to 1000).
+    pub max_turns: Option<u32>,
 }
 
 /// The `[web]` table (`docs/tools.md`, "Web").
@@ -746,6 +761,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "shell",
     "todo",
     "ask_user",
+    "delegate",
     "memory_save",
     "memory_search",
     "memory_forget",
@@ -810,6 +826,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// The `[web]` table, validated.
     pub web: WebConfig,
+    /// The `[subagents]` table, validated.
+    pub subagents: SubagentsConfig,
     /// The `[models]` tables as written, and the catalogue built from them.
     pub models: BTreeMap<String, ModelFileConfig>,
     pub catalog: ModelCatalog,
@@ -1224,6 +1242,7 @@ impl Config {
         }
         validate_hooks(&file_config.hooks, &file_origin())?;
         validate_web(&file_config.web, &file_origin())?;
+        validate_subagents(&file_config.subagents, &file_origin())?;
         let mut http = file_config.http.clone();
         validate_http(&http, &file_origin())?;
         http.token_file = http.token_file.map(|path| base.join(path));
@@ -1258,6 +1277,7 @@ impl Config {
             budget: file_config.budget.clone(),
             hooks: file_config.hooks.clone(),
             web: file_config.web.clone(),
+            subagents: file_config.subagents.clone(),
             paths,
             safety: file_config.safety.clone(),
             file,
@@ -1545,6 +1565,31 @@ fn validate_provider(
     Ok(())
 }
 
+fn validate_subagents(subagents: &SubagentsConfig, origin: &Origin) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: String| ConfigError::Invalid {
+        origin: origin.clone(),
+        key: format!("subagents.{key}"),
+        message,
+    };
+    if let Some(n) = subagents.max_parallel
+        && !(1..=64).contains(&n)
+    {
+        return Err(invalid(
+            "max_parallel",
+            format!("must be from 1 to 64, got {n}"),
+        ));
+    }
+    if let Some(n) = subagents.max_turns
+        && !(1..=1000).contains(&n)
+    {
+        return Err(invalid(
+            "max_turns",
+            format!("must be from 1 to 1000, got {n}"),
+        ));
+    }
+    Ok(())
+}
+
 fn validate_web(web: &WebConfig, origin: &Origin) -> Result<(), ConfigError> {
     let invalid = |key: &str, message: String| ConfigError::Invalid {
         origin: origin.clone(),
@@ -1624,12 +1669,6 @@ fn validate_hooks(hooks: &HooksConfig, origin: &Origin) -> Result<(), ConfigErro
             key: key.clone(),
             message,
         };
-        if !event.fired() {
-            return Err(invalid(format!(
-                "Pincer does not fire {} hooks yet (docs/hooks.md lists the events it fires)",
-                event.as_str()
-            )));
-        }
         match (&hook.command, &hook.url) {
             (Some(command), None) if command.trim().is_empty() => {
                 return Err(invalid("`command` is empty".into()));

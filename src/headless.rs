@@ -501,6 +501,30 @@ async fn drive(
                         settle(out, &mut ended_with_newline).await;
                         eprintln!("pincer: {message}");
                     }
+                    Event::SubagentStarted {
+                        session_id, task, ..
+                    } => {
+                        settle(out, &mut ended_with_newline).await;
+                        eprintln!(
+                            "pincer: subagent {session_id} started: {}",
+                            first_line(task)
+                        );
+                    }
+                    Event::SubagentEnded {
+                        session_id,
+                        state,
+                        stop_reason,
+                        ..
+                    } => {
+                        settle(out, &mut ended_with_newline).await;
+                        eprintln!(
+                            "pincer: subagent {session_id} {}{}",
+                            state.as_str(),
+                            stop_reason
+                                .map(|r| format!(" ({})", r.as_str()))
+                                .unwrap_or_default()
+                        );
+                    }
                     Event::State { .. }
                     | Event::UserMessage { .. }
                     | Event::ModelTurn { .. }

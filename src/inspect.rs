@@ -21,7 +21,7 @@ fn print(text: &str) -> Result<(), Failure> {
 }
 
 fn session_json(session: &Session) -> serde_json::Value {
-    json!({
+    let mut value = json!({
         "session_id": session.id.as_str(),
         "workspace": session.workspace,
         "origin": session.origin.as_str(),
@@ -33,7 +33,15 @@ fn session_json(session: &Session) -> serde_json::Value {
         "updated_at": session.updated_at,
         "closed": session.closed,
         "mcp_servers": session.mcp_servers,
-    })
+    });
+    if let Some(parent) = &session.parent {
+        value["parent"] = json!({
+            "session_id": parent.session.as_str(),
+            "run_id": parent.run.as_str(),
+            "call_id": parent.call,
+        });
+    }
+    value
 }
 
 /// A session's state in a listing: closed, its last run's state, or new.
@@ -147,6 +155,12 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
                     time(session.updated_at),
                     if session.closed { "\nclosed" } else { "" },
                 );
+                if let Some(parent) = &session.parent {
+                    out.push_str(&format!(
+                        "subagent  of session {}, run {}, call {}\n",
+                        parent.session, parent.run, parent.call
+                    ));
+                }
                 if !grants.is_empty() {
                     out.push_str(&format!("\nremembered approvals ({})\n", grants.len()));
                     for grant in &grants {
@@ -502,6 +516,25 @@ fn tape_line(record: &EventRecord) -> String {
                 format!("question asked {question_id} for {call_id}: {question:?} {options:?}")
             }
         }
+        Event::SubagentStarted {
+            call_id,
+            session_id,
+            run_id,
+            task,
+        } => format!("subagent started by {call_id}: session {session_id}, run {run_id}: {task:?}"),
+        Event::SubagentEnded {
+            session_id,
+            run_id,
+            state,
+            stop_reason,
+            ..
+        } => format!(
+            "subagent ended: session {session_id}, run {run_id} {}{}",
+            state.as_str(),
+            stop_reason
+                .map(|r| format!(" ({})", r.as_str()))
+                .unwrap_or_default()
+        ),
         Event::QuestionAnswered {
             question_id,
             outcome,

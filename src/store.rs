@@ -586,6 +586,7 @@ mod tests {
             closed: false,
             conversation: None,
             prompt: Default::default(),
+            parent: None,
         }
     }
 

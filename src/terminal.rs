@@ -796,6 +796,31 @@ impl View {
                     out.push_str(&format!("  {}. {}\n", index + 1, sanitize(option)));
                 }
             }
+            Event::SubagentStarted { task, .. } => {
+                self.flush(out);
+                let line = task.lines().next().unwrap_or("");
+                out.push_str(&styled(
+                    color,
+                    DIM,
+                    &format!("  subagent started: {}\n", sanitize(line)),
+                ));
+            }
+            Event::SubagentEnded {
+                state, stop_reason, ..
+            } => {
+                self.flush(out);
+                out.push_str(&styled(
+                    color,
+                    DIM,
+                    &format!(
+                        "  subagent {}{}\n",
+                        state.as_str(),
+                        stop_reason
+                            .map(|r| format!(" ({})", r.as_str()))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
             Event::QuestionAnswered { outcome, .. } => {
                 if *outcome == QuestionOutcome::TimedOut {
                     out.push_str(&styled(color, DIM, "  no answer in time\n"));

@@ -261,6 +261,8 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         | Event::ApprovalDecided { .. }
         | Event::QuestionAsked { .. }
         | Event::QuestionAnswered { .. }
+        | Event::SubagentStarted { .. }
+        | Event::SubagentEnded { .. }
         | Event::Usage { context: None, .. } => Vec::new(),
     }
 }

@@ -79,6 +79,16 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
         },
+        subagents: {
+            let defaults = crate::core::runtime::SubagentConfig::default();
+            crate::core::runtime::SubagentConfig {
+                max_parallel: config
+                    .subagents
+                    .max_parallel
+                    .unwrap_or(defaults.max_parallel),
+                max_turns: config.subagents.max_turns.unwrap_or(defaults.max_turns),
+            }
+        },
         ..RuntimeConfig::default()
     }
 }

@@ -16,7 +16,7 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
     // Times in a row a `Stop` hook kept the run going.
     let mut kept_going: u32 = 0;
     loop {
-        if index >= config.max_turn_requests {
+        if index >= ctx.max_turns.unwrap_or(config.max_turn_requests) {
             return RunOutcome::Completed(StopReason::MaxTurnRequests);
         }
         if let Some(message) =
@@ -83,6 +83,9 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
     }
 }
 
+/// The `agent_type` of Pincer's subagents, as `SubagentStop` hooks see it.
+pub const SUBAGENT_TYPE: &str = "delegate";
+
 /// Most times in a row `Stop` hooks may keep a run going (as Claude Code
 /// allows); then the run ends anyway.
 const MAX_KEPT_GOING: u32 = 8;
@@ -92,21 +95,37 @@ const MAX_KEPT_GOING: u32 = 8;
 /// reads), `Err` when one ended it.
 async fn stop_hooks(ctx: &mut RunContext<'_>, active: bool) -> Result<Option<()>, RunOutcome> {
     let hooks = ctx.calls.gate.hooks.clone();
-    if !hooks.listens(HookEvent::Stop, None) {
+    // A subagent's run ends with `SubagentStop` (matched on the agent
+    // type), as Claude Code's and Codex's do, in its parent's session.
+    let (event, matcher) = match &ctx.subagent {
+        Some(_) => (HookEvent::SubagentStop, Some(SUBAGENT_TYPE)),
+        None => (HookEvent::Stop, None),
+    };
+    if !hooks.listens(event, matcher) {
         return Ok(None);
     }
     let last = ctx.history.iter().rev().find_map(|message| match message {
         Message::Assistant { text, .. } => Some(text.clone()),
         _ => None,
     });
-    let input = HookInput::new(
-        HookEvent::Stop,
-        ctx.emitter.session_id().as_str(),
+    let session = match &ctx.subagent {
+        Some(of) => of.parent_session.clone(),
+        None => ctx.emitter.session_id().clone(),
+    };
+    let mut input = HookInput::new(
+        event,
+        session.as_str(),
         ctx.calls.ctx.workspace.clone(),
         ctx.calls.mode.as_str(),
     )
     .with("stop_hook_active", active)
     .with("last_assistant_message", last.unwrap_or_default());
+    if let Some(of) = &ctx.subagent {
+        input = input
+            .about("agent_type", SUBAGENT_TYPE)
+            .with("agent_id", ctx.emitter.session_id().as_str().to_owned())
+            .with("task", of.label.clone());
+    }
     let outcome = tokio::select! {
         biased;
         _ = ctx.cancel.cancelled() => return Err(RunOutcome::Cancelled),
@@ -129,7 +148,8 @@ async fn stop_hooks(ctx: &mut RunContext<'_>, active: bool) -> Result<Option<()>
     };
     let note = Message::Note {
         text: format!(
-            "a Stop hook asks you to go on before finishing: {}",
+            "a {} hook asks you to go on before finishing: {}",
+            event.as_str(),
             safety.check(&reason).text
         ),
     };
@@ -262,5 +282,5 @@ async fn update_tools(ctx: &mut RunContext<'_>, relist: bool) {
         let message = ctx.calls.safety.redact(&problem).0;
         ctx.emitter.emit(Event::Notice { message });
     }
-    ctx.calls.tools = ctx.calls.gate.tools.with(&list.tools);
+    ctx.calls.tools = ctx.calls.restrict(ctx.calls.gate.tools.with(&list.tools));
 }

@@ -241,6 +241,23 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer: Option<String>,
     },
+    /// A `delegate` call handed its task to a subagent: a child run in a
+    /// child session (the link from the parent's tape to the child's).
+    SubagentStarted {
+        call_id: String,
+        session_id: SessionId,
+        run_id: RunId,
+        task: String,
+    },
+    /// The subagent's run ended.
+    SubagentEnded {
+        call_id: String,
+        session_id: SessionId,
+        run_id: RunId,
+        state: RunState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+    },
     /// The call passed the gate and is running.
     ToolStarted {
         id: String,
@@ -327,6 +344,8 @@ impl Event {
             Event::ApprovalDecided { .. } => "approval_decided",
             Event::QuestionAsked { .. } => "question_asked",
             Event::QuestionAnswered { .. } => "question_answered",
+            Event::SubagentStarted { .. } => "subagent_started",
+            Event::SubagentEnded { .. } => "subagent_ended",
             Event::ToolStarted { .. } => "tool_started",
             Event::ToolResult { .. } => "tool_result",
             Event::ToolProgress { .. } => "tool_progress",

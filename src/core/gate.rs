@@ -21,6 +21,7 @@ use super::question::{Question, QuestionAnswer, QuestionOutcome};
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::safety::Safety;
 use super::session::{Message, Mode, ToolCall, now_millis};
+use super::subagent::{ParentCall, Relay, Subagents};
 use super::tool::{
     FileDiff, Plan, Progress, ProgressUpdate, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
     Toolset,
@@ -58,6 +59,9 @@ impl ToolGate {
     }
 }
 
+/// Says which tools (by name) a run may use.
+pub type ToolFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// One run's view of the gate.
 pub struct CallEnv {
     pub gate: Arc<ToolGate>,
@@ -72,6 +76,15 @@ pub struct CallEnv {
     pub grants: Arc<Mutex<Vec<Grant>>>,
     pub approvals: Arc<PendingApprovals>,
     pub questions: Arc<PendingQuestions>,
+    /// Sessions besides the run's own whose faces see and answer its
+    /// approvals and questions: for a subagent's run, the session it works
+    /// for.
+    pub answerers: Vec<super::ids::SessionId>,
+    /// Keeps only the tools a subagent may use (its task's list, never
+    /// `delegate`); `None`: every tool.
+    pub only: Option<ToolFilter>,
+    /// Runs `delegate` calls; `None` in a subagent's own runs (no nesting).
+    pub subagents: Option<Arc<dyn Subagents>>,
     /// Counts the run's identical calls (`LoopGuard`).
     pub guard: Arc<LoopGuard>,
     /// Set when a hook answered `continue: false`: the run ends after the
@@ -80,6 +93,14 @@ pub struct CallEnv {
 }
 
 impl CallEnv {
+    /// `tools` less what this run may not use.
+    pub fn restrict(&self, tools: Toolset) -> Toolset {
+        match &self.only {
+            Some(keep) => tools.only(|name| keep(name)),
+            None => tools,
+        }
+    }
+
     /// Marks the run to end after the current calls (the first reason
     /// stays).
     pub fn end_run(&self, reason: String) {
@@ -305,13 +326,15 @@ pub async fn run_calls(
             }
         }
         let (progress_tx, progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (relay_tx, relay_rx) = tokio::sync::mpsc::unbounded_channel();
         let runs = group.iter().zip(prepared).map(|(call, p)| {
             let progress = Progress::new(call.id.clone(), progress_tx.clone());
+            let relay = relay_tx.clone();
             async move {
                 match p {
                     Prepared::Ready {
                         tool,
-                        plan,
+                        mut plan,
                         arguments,
                         verdict,
                         mut hooks,
@@ -319,10 +342,13 @@ pub async fn run_calls(
                         let mut ctx = env.ctx.clone();
                         ctx.progress = progress;
                         ctx.call_id = Some(call.id.clone());
-                        let result = tool
-                            .execute(&arguments, &plan, &ctx)
-                            .await
-                            .map_err(|err| err.to_string());
+                        let result = match delegate(env, call, &mut plan, &ctx, relay).await {
+                            Ok(()) => tool
+                                .execute(&arguments, &plan, &ctx)
+                                .await
+                                .map_err(|err| err.to_string()),
+                            Err(err) => Err(err.to_string()),
+                        };
                         after_call(env, call, &arguments, &result, &mut hooks).await;
                         Finished {
                             verdict,
@@ -344,7 +370,8 @@ pub async fn run_calls(
         });
         let runs: Vec<_> = runs.collect();
         drop(progress_tx);
-        let finished = with_progress(env, emitter, join_all(runs), progress_rx).await;
+        drop(relay_tx);
+        let finished = with_progress(env, emitter, join_all(runs), progress_rx, relay_rx).await;
         for (call, done) in group.iter().zip(finished) {
             settle(env, emitter, history, call, done);
         }
@@ -367,6 +394,7 @@ async fn with_progress<T>(
     emitter: &mut Emitter,
     calls: impl std::future::Future<Output = T>,
     mut reports: tokio::sync::mpsc::UnboundedReceiver<(String, ProgressUpdate)>,
+    mut relayed: tokio::sync::mpsc::UnboundedReceiver<Event>,
 ) -> T {
     fn flush(env: &CallEnv, emitter: &mut Emitter, pending: &mut Vec<(String, String)>) {
         for (id, output) in pending.drain(..) {
@@ -400,6 +428,10 @@ async fn with_progress<T>(
                     });
                 }
             },
+            Some(event) = relayed.recv() => {
+                flush(env, emitter, &mut pending);
+                emitter.emit(event);
+            }
             _ = tick.tick() => flush(env, emitter, &mut pending),
         }
     };
@@ -418,7 +450,50 @@ async fn with_progress<T>(
         }
     }
     flush(env, emitter, &mut pending);
+    while let Ok(event) = relayed.try_recv() {
+        emitter.emit(event);
+    }
     done
+}
+
+/// Runs the subagent of a call whose plan delegates a task (`delegate`),
+/// and puts how it ended in the plan for the call to word.
+async fn delegate(
+    env: &CallEnv,
+    call: &ToolCall,
+    plan: &mut Plan,
+    ctx: &ToolContext,
+    relay: Relay,
+) -> Result<(), ToolError> {
+    let Some(task) = plan.delegation.clone() else {
+        return Ok(());
+    };
+    let Some(subagents) = &env.subagents else {
+        return Err(ToolError::Failed(
+            "a subagent cannot delegate further; do the task yourself".into(),
+        ));
+    };
+    let Some(run) = ctx.run_id.clone() else {
+        return Err(ToolError::Failed("only a run can delegate".into()));
+    };
+    let parent = ParentCall {
+        session: ctx.session_id.clone(),
+        run,
+        call_id: call.id.clone(),
+        mode: env.mode,
+        tools: env.gate.tools.specs().into_iter().map(|s| s.name).collect(),
+    };
+    let outcome = subagents
+        .run(
+            parent,
+            task,
+            relay,
+            ctx.progress.clone(),
+            ctx.cancel.clone(),
+        )
+        .await?;
+    plan.delegated = Some(outcome);
+    Ok(())
 }
 
 /// The kind a call will have; unknown tools count as read-only (they run nothing).
@@ -723,7 +798,9 @@ async fn ask_question(
     question: &Question,
 ) -> QuestionAnswer {
     let question_id = format!("qst_{}", uuid::Uuid::now_v7().simple());
-    let answer = env.questions.open(emitter.session_id(), &question_id);
+    let answer = env
+        .questions
+        .open_for(answerers(env, emitter), &question_id);
     emitter.set_state(RunState::Waiting);
     let text = env.safety.redact(&question.text).0;
     let options: Vec<String> = question
@@ -770,6 +847,13 @@ async fn ask_question(
     answer
 }
 
+/// The sessions whose faces may answer the run's approvals and questions.
+fn answerers(env: &CallEnv, emitter: &Emitter) -> Vec<super::ids::SessionId> {
+    std::iter::once(emitter.session_id().clone())
+        .chain(env.answerers.iter().cloned())
+        .collect()
+}
+
 /// Tells the `Notification` hooks that a person is needed; nothing waits
 /// for them.
 fn notify(
@@ -811,7 +895,9 @@ async fn ask(
     reason: String,
 ) -> ApprovalDecision {
     let approval_id = format!("apr_{}", uuid::Uuid::now_v7().simple());
-    let answer = env.approvals.open(emitter.session_id(), &approval_id);
+    let answer = env
+        .approvals
+        .open_for(answerers(env, emitter), &approval_id);
     emitter.set_state(RunState::Waiting);
     notify(
         env,

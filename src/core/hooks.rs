@@ -74,12 +74,6 @@ impl HookEvent {
         Self::ALL.into_iter().find(|event| event.as_str() == name)
     }
 
-    /// Whether Pincer fires the event yet (subagents do not have their
-    /// hooks yet).
-    pub fn fired(self) -> bool {
-        !matches!(self, HookEvent::SubagentStop)
-    }
-
     /// Whether plain text a hook prints (exit 0, not JSON) is context for
     /// the model, as for Claude Code's `UserPromptSubmit` and
     /// `SessionStart`; elsewhere it is only logged.

@@ -31,7 +31,9 @@ impl<T> Default for Pending<T> {
 }
 
 struct Waiting<T> {
-    session: SessionId,
+    /// The sessions whose faces may see and answer it: the asking session,
+    /// then (for a subagent's) the sessions it works for.
+    sessions: Vec<SessionId>,
     answer: oneshot::Sender<T>,
     /// The event that asks (`approval_requested`, `question_asked`), once it
     /// is emitted: what faces that list requests (rather than watch events)
@@ -42,11 +44,16 @@ struct Waiting<T> {
 impl<T> Pending<T> {
     /// Registers a request; the receiver gets the first answer.
     pub fn open(&self, session: &SessionId, id: &str) -> oneshot::Receiver<T> {
+        self.open_for(vec![session.clone()], id)
+    }
+
+    /// Registers a request any of `sessions` may answer.
+    pub fn open_for(&self, sessions: Vec<SessionId>, id: &str) -> oneshot::Receiver<T> {
         let (tx, rx) = oneshot::channel();
         lock(&self.waiting).insert(
             id.to_owned(),
             Waiting {
-                session: session.clone(),
+                sessions,
                 answer: tx,
                 request: None,
             },
@@ -66,7 +73,7 @@ impl<T> Pending<T> {
     pub fn requests(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
         let mut requests: Vec<Arc<EventRecord>> = lock(&self.waiting)
             .values()
-            .filter(|w| session.is_none_or(|s| *s == w.session))
+            .filter(|w| session.is_none_or(|s| w.sessions.contains(s)))
             .filter_map(|w| w.request.clone())
             .collect();
         requests.sort_by(|a, b| (a.at, &a.run_id, a.seq).cmp(&(b.at, &b.run_id, b.seq)));
@@ -77,7 +84,7 @@ impl<T> Pending<T> {
     pub fn answer(&self, session: &SessionId, id: &str, answer: T) -> bool {
         let mut waiting = lock(&self.waiting);
         match waiting.get(id) {
-            Some(w) if w.session == *session => {}
+            Some(w) if w.sessions.contains(session) => {}
             _ => return false,
         }
         match waiting.remove(id) {
@@ -95,7 +102,7 @@ impl<T> Pending<T> {
     pub fn waiting(&self, session: &SessionId) -> Vec<String> {
         let mut ids: Vec<String> = lock(&self.waiting)
             .iter()
-            .filter(|(_, w)| w.session == *session)
+            .filter(|(_, w)| w.sessions.contains(session))
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();

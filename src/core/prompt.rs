@@ -413,6 +413,11 @@ pub fn built_in(inputs: &PromptInputs<'_>) -> String {
             "In a chat (a messaging platform). Keep replies short, a few paragraphs at most; use \
              simple formatting only (bold, italics, inline code, short code blocks).\n"
         }
+        Origin::Subagent => {
+            "As a subagent: another agent handed you one task and reads your final message as \
+             the result. Do the task, then end with a complete, self-contained answer; the \
+             person does not see your messages, only your tool calls that need approval.\n"
+        }
     });
 
     out.push_str("\n# Mode\n\n");

@@ -5,6 +5,10 @@
 //! came. Every event is appended to the tape and published to subscribers; a
 //! subscriber that falls behind re-reads the tape instead of slowing the run.
 
+mod subagents;
+
+pub use subagents::SubagentConfig;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -79,6 +83,8 @@ pub struct RuntimeConfig {
     pub default_mode: Mode,
     /// Where tools may reach besides each session's workspace.
     pub paths: PathsConfig,
+    /// Limits on subagents (`delegate`).
+    pub subagents: SubagentConfig,
 }
 
 /// The path boundary every session's tools get, around its workspace.
@@ -99,6 +105,7 @@ impl Default for RuntimeConfig {
             event_buffer: 1024,
             default_mode: Mode::default(),
             paths: PathsConfig::default(),
+            subagents: SubagentConfig::default(),
         }
     }
 }
@@ -174,6 +181,8 @@ struct Inner {
     approvals: Arc<PendingApprovals>,
     /// Questions to the person waiting for an answer from any face.
     questions: Arc<PendingQuestions>,
+    /// Subagents running at once, at most `config.subagents.max_parallel`.
+    subagent_slots: Arc<tokio::sync::Semaphore>,
     /// Counters every run updates, for faces that report on the runtime.
     stats: Arc<Stats>,
     config: RuntimeConfig,
@@ -220,6 +229,8 @@ struct LiveSession {
     /// Whether the person was told that the workspace's own hooks wait for
     /// their trust (once per session).
     told_trust: std::sync::atomic::AtomicBool,
+    /// A subagent's limits (its tools, its turn cap), set when it is made.
+    child: Mutex<Option<subagents::ChildLimits>>,
 }
 
 struct QueuedRun {
@@ -250,6 +261,9 @@ impl Runtime {
                 gate,
                 approvals: Arc::new(PendingApprovals::default()),
                 questions: Arc::new(PendingQuestions::default()),
+                subagent_slots: Arc::new(tokio::sync::Semaphore::new(
+                    config.subagents.max_parallel.max(1),
+                )),
                 stats: Arc::new(Stats::default()),
                 config,
                 live: Mutex::new(HashMap::new()),
@@ -541,6 +555,7 @@ impl Runtime {
             closed: false,
             conversation: new.conversation,
             prompt: new.prompt,
+            parent: None,
         };
         let insert = Write::InsertSession(session.clone());
         let extra = with(&session.id);
@@ -592,7 +607,8 @@ impl Runtime {
     /// model reads; neither can block.
     async fn session_hooks(&self, event: HookEvent, session: &Session, field: &str, subject: &str) {
         let hooks = &self.inner.gate.hooks;
-        if !hooks.listens(event, Some(subject)) {
+        // A subagent's session is part of its parent's.
+        if session.parent.is_some() || !hooks.listens(event, Some(subject)) {
             return;
         }
         let input = HookInput::new(
@@ -1114,6 +1130,7 @@ impl Runtime {
             client_terminal: Mutex::new(None),
             session_tools: Mutex::new(session_tools),
             told_trust: std::sync::atomic::AtomicBool::new(false),
+            child: Mutex::new(None),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -1638,9 +1655,30 @@ impl Runtime {
             session: session.id.clone(),
             run: Some(queued.id.clone()),
         });
+        let child = lock(&live.child).clone();
+        let only = child.as_ref().map(|child| {
+            let list = child.tools.clone();
+            Arc::new(move |name: &str| {
+                name != crate::core::subagent::TOOL
+                    && list.as_ref().is_none_or(|l| l.iter().any(|n| n == name))
+            }) as crate::core::gate::ToolFilter
+        });
         let calls = CallEnv {
             gate: self.inner.gate.clone(),
-            tools: self.inner.gate.tools.clone(),
+            tools: match &only {
+                Some(keep) => self.inner.gate.tools.only(|name| keep(name)),
+                None => self.inner.gate.tools.clone(),
+            },
+            only,
+            answerers: child
+                .as_ref()
+                .map(|c| vec![c.parent.session.clone()])
+                .unwrap_or_default(),
+            subagents: child.is_none().then(|| {
+                Arc::new(subagents::RuntimeSubagents {
+                    runtime: self.clone(),
+                }) as Arc<dyn crate::core::subagent::Subagents>
+            }),
             mode: session.mode,
             safety,
             ctx,
@@ -1662,6 +1700,11 @@ impl Runtime {
             prompt,
             session_tools,
             tokens,
+            max_turns: child.as_ref().map(|c| c.max_turns),
+            subagent: child.map(|c| crate::core::turn::SubagentOf {
+                parent_session: c.parent.session,
+                label: c.label,
+            }),
         })
     }
 

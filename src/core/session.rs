@@ -52,6 +52,17 @@ pub struct Session {
     /// The session's own `system_prompt` and `instructions`, over the
     /// configured ones (`core::prompt`).
     pub prompt: PromptSettings,
+    /// For a subagent's session: the call that delegated its task. Such
+    /// sessions are left out of listings.
+    pub parent: Option<SessionParent>,
+}
+
+/// The run and tool call (`delegate`) a subagent's session works for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionParent {
+    pub session: SessionId,
+    pub run: RunId,
+    pub call: String,
 }
 
 /// Where a session came from.
@@ -64,6 +75,8 @@ pub enum Origin {
     Channel,
     /// `pincer chat`, a person at a terminal.
     Terminal,
+    /// A subagent: another run delegated a task to it (`delegate`).
+    Subagent,
 }
 
 impl Origin {
@@ -74,6 +87,7 @@ impl Origin {
             Origin::Http => "http",
             Origin::Channel => "channel",
             Origin::Terminal => "terminal",
+            Origin::Subagent => "subagent",
         }
     }
 
@@ -84,6 +98,7 @@ impl Origin {
             "http" => Some(Origin::Http),
             "channel" => Some(Origin::Channel),
             "terminal" => Some(Origin::Terminal),
+            "subagent" => Some(Origin::Subagent),
             _ => None,
         }
     }
@@ -115,6 +130,20 @@ impl Mode {
 
     pub fn parse(value: &str) -> Option<Self> {
         Mode::ALL.into_iter().find(|mode| mode.as_str() == value)
+    }
+
+    /// The narrower of two modes (`read_only` < `supervised` < `full`).
+    pub fn narrower(self, other: Mode) -> Mode {
+        let rank = |mode: Mode| match mode {
+            Mode::ReadOnly => 0,
+            Mode::Supervised => 1,
+            Mode::Full => 2,
+        };
+        if rank(other) < rank(self) {
+            other
+        } else {
+            self
+        }
     }
 
     pub fn title(self) -> &'static str {

@@ -20,6 +20,7 @@ use super::boundary::{PathBoundary, PathError};
 use super::ids::SessionId;
 pub use super::provider::ToolSpec;
 use super::question::{Question, QuestionAnswer};
+use super::session::Mode;
 
 /// What a tool call does; the policy branches on it and editors show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -96,6 +97,42 @@ pub struct Plan {
     /// `answer` before the call runs.
     pub question: Option<Question>,
     pub answer: Option<QuestionAnswer>,
+    /// The task the call hands to a subagent (`delegate`): once the call
+    /// passes the policy, the gate runs the child and puts how it ended in
+    /// `delegated` before the call runs.
+    pub delegation: Option<DelegateTask>,
+    pub delegated: Option<DelegateOutcome>,
+}
+
+/// A task for a subagent: a child run in a child session of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegateTask {
+    /// What the child is asked to do (its prompt).
+    pub task: String,
+    /// A short label shown to the person (with the child's approvals).
+    pub label: String,
+    /// The built-in tools the child may use; `None`: all of the parent's
+    /// (never `delegate`).
+    pub tools: Option<Vec<String>>,
+    /// The child's mode; never wider than the parent's.
+    pub mode: Option<Mode>,
+}
+
+/// How a subagent's run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegateOutcome {
+    pub session_id: SessionId,
+    pub run_id: super::ids::RunId,
+    /// `completed`, `failed` or `cancelled`.
+    pub state: String,
+    /// Why a completed run stopped (`end_turn`, `max_turn_requests`, `budget`, …).
+    pub stop_reason: Option<String>,
+    /// Why a failed run failed.
+    pub error: Option<String>,
+    /// The child's last message: its answer.
+    pub answer: String,
+    /// Model turns the child took.
+    pub turns: u32,
 }
 
 impl Plan {
@@ -514,6 +551,17 @@ impl Toolset {
 
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+
+    /// The tools of this set `keep` says yes to, in order.
+    pub fn only(&self, keep: impl Fn(&str) -> bool) -> Self {
+        Self::new(
+            self.tools
+                .iter()
+                .filter(|tool| keep(&tool.spec().name))
+                .cloned()
+                .collect(),
+        )
     }
 
     /// This set plus `extra`; a name already taken keeps its first tool.

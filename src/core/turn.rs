@@ -96,6 +96,18 @@ pub struct RunContext<'a> {
     pub session_tools: Option<Arc<dyn SessionTools>>,
     /// Counts the model's tokens, calibrated by its provider's reports.
     pub tokens: Counter,
+    /// Model turns this run may take, when not the configured cap (a
+    /// subagent's).
+    pub max_turns: Option<u32>,
+    /// For a subagent's run: whom it works for.
+    pub subagent: Option<SubagentOf>,
+}
+
+/// The session a subagent's run works for, and its task's label.
+#[derive(Debug, Clone)]
+pub struct SubagentOf {
+    pub parent_session: super::ids::SessionId,
+    pub label: String,
 }
 
 impl LoopConfig {

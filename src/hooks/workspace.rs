@@ -92,7 +92,7 @@ fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut I
         if name == "description" {
             continue;
         }
-        let event = HookEvent::parse(name).filter(|e| e.fired());
+        let event = HookEvent::parse(name);
         for group in groups.as_array().map(Vec::as_slice).unwrap_or_default() {
             let spec = group.get("matcher").and_then(Value::as_str);
             let handlers = group.get("hooks").and_then(Value::as_array);

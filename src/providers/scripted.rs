@@ -16,7 +16,7 @@ use crate::core::provider::{
     ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
     ProviderStream,
 };
-use crate::core::session::{ToolCall, model_turns};
+use crate::core::session::{ContentPart, Message, ToolCall, model_turns};
 
 #[derive(Debug, Error)]
 pub enum ScriptError {
@@ -115,7 +115,18 @@ struct Turn {
 pub struct ScriptedProvider {
     name: String,
     path: PathBuf,
+    /// The lines before the first section: every other conversation's.
     turns: Vec<Turn>,
+    /// `{"section": TEXT}` and the lines after it: the turns of a
+    /// conversation whose first prompt contains TEXT (a subagent's task).
+    sections: Vec<(String, Vec<Turn>)>,
+}
+
+/// A line that starts a section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Section {
+    section: String,
 }
 
 impl ScriptedProvider {
@@ -129,6 +140,7 @@ impl ScriptedProvider {
 
     fn parse(name: &str, path: &Path, text: &str) -> Result<Self, ScriptError> {
         let mut turns = Vec::new();
+        let mut sections: Vec<(String, Vec<Turn>)> = Vec::new();
         for (index, line) in text.lines().enumerate() {
             let trimmed = line.trim();
             if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -139,14 +151,29 @@ impl ScriptedProvider {
                 line: index + 1,
                 message,
             };
+            if trimmed.starts_with('{') {
+                let section: Section = serde_json::from_str(trimmed).map_err(|err| {
+                    parse_error(format!(
+                        "expected a section such as {{\"section\": \"text of a first prompt\"}}: {err}"
+                    ))
+                })?;
+                if section.section.is_empty() {
+                    return Err(parse_error("the section's text is empty".into()));
+                }
+                sections.push((section.section, Vec::new()));
+                continue;
+            }
             let steps: Vec<Step> = serde_json::from_str(trimmed).map_err(|err| {
                 parse_error(format!(
                     "expected a JSON array of steps such as [{{\"text\":\"Hello\"}}]: {err}"
                 ))
             })?;
-            turns.push(Turn { steps });
+            match sections.last_mut() {
+                Some((_, lines)) => lines.push(Turn { steps }),
+                None => turns.push(Turn { steps }),
+            }
         }
-        if turns.is_empty() {
+        if turns.is_empty() && sections.iter().all(|(_, lines)| lines.is_empty()) {
             return Err(ScriptError::Empty {
                 path: path.to_path_buf(),
             });
@@ -155,6 +182,7 @@ impl ScriptedProvider {
             name: name.to_owned(),
             path: path.to_path_buf(),
             turns,
+            sections,
         })
     }
 }
@@ -168,13 +196,33 @@ impl Provider for ScriptedProvider {
         // A summary counts the turns it stands for: the count goes on across
         // a compaction as if the summary turn were an assistant message.
         let index = model_turns(&request.messages);
-        let Some(turn) = self.turns.get(index).cloned() else {
+        let first_prompt = request.messages.iter().find_map(|m| match m {
+            Message::User { content } => Some(
+                content
+                    .iter()
+                    .filter_map(|part| match part {
+                        ContentPart::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<String>(),
+            ),
+            _ => None,
+        });
+        let (turns, which) = match first_prompt.as_deref().and_then(|prompt| {
+            self.sections
+                .iter()
+                .find(|(text, _)| prompt.contains(text.as_str()))
+        }) {
+            Some((text, lines)) => (lines, format!(" (section {text:?})")),
+            None => (&self.turns, String::new()),
+        };
+        let Some(turn) = turns.get(index).cloned() else {
             let error = ProviderError::new(
                 ProviderErrorKind::Config,
                 format!(
-                    "model script {} has {} turn(s) and turn {} was asked for",
+                    "model script {}{which} has {} turn(s) and turn {} was asked for",
                     self.path.display(),
-                    self.turns.len(),
+                    turns.len(),
                     index + 1
                 ),
             );
@@ -432,6 +480,37 @@ mod tests {
                 Err("boom".into()),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_section_plays_for_the_conversation_whose_first_prompt_names_it() {
+        let p = provider(
+            "[{\"text\": \"main\"}]\n{\"section\": \"HELPER\"}\n[{\"text\": \"helper 1\"}]\n[{\"text\": \"helper 2\"}]\n",
+        );
+        let play = |prompt: &str, turns: usize| {
+            let mut request = request(turns);
+            request.messages[0] = Message::User {
+                content: vec![ContentPart::Text {
+                    text: prompt.to_owned(),
+                }],
+            };
+            p.stream(request)
+                .map(|item| match item {
+                    Ok(ProviderEvent::Text(text)) => text,
+                    Ok(_) => String::new(),
+                    Err(err) => format!("error: {}", err.message),
+                })
+                .collect::<String>()
+        };
+        assert_eq!(play("hello", 0).await, "main");
+        assert_eq!(play("HELPER: go", 0).await, "helper 1");
+        assert_eq!(play("HELPER: go", 1).await, "helper 2");
+        let past = play("HELPER: go", 2).await;
+        assert!(
+            past.contains("(section \"HELPER\") has 2 turn(s)"),
+            "{past}"
+        );
+        assert!(ScriptedProvider::parse("s", Path::new("s"), "{\"section\": \"\"}\n").is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::core::models::Cost;
 use crate::core::prompt::PromptSettings;
 use crate::core::receipt::{Receipt, ReceiptBody, Verdict};
 use crate::core::run::RunInfo;
-use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session};
+use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session, SessionParent};
 
 pub use crate::core::journal::SessionQuery;
 
@@ -120,7 +120,7 @@ pub fn grants(conn: &Connection, session: &SessionId) -> Result<Vec<Grant>, Stor
     Ok(rows)
 }
 
-const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions";
+const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call";
 
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} {value:?}"))
@@ -142,6 +142,18 @@ fn session_row(row: &Row<'_>) -> rusqlite::Result<RawSession> {
         conversation: row.get(11)?,
         system_prompt: row.get(12)?,
         instructions: row.get(13)?,
+        parent: match (
+            row.get::<_, Option<String>>(14)?,
+            row.get::<_, Option<String>>(15)?,
+            row.get::<_, Option<String>>(16)?,
+        ) {
+            (Some(session), Some(run), Some(call)) => Some(SessionParent {
+                session: SessionId::from_string(session),
+                run: RunId::from_string(run),
+                call,
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -160,6 +172,7 @@ struct RawSession {
     conversation: Option<String>,
     system_prompt: Option<String>,
     instructions: Option<String>,
+    parent: Option<SessionParent>,
 }
 
 impl RawSession {
@@ -182,6 +195,7 @@ impl RawSession {
                 system_prompt: self.system_prompt,
                 instructions: self.instructions,
             },
+            parent: self.parent,
         })
     }
 }
@@ -216,6 +230,7 @@ pub(super) fn sessions(
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
          WHERE (?1 IS NULL OR workspace = ?1)
+           AND parent_session IS NULL
            AND (?2 IS NULL OR updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
          ORDER BY updated_at DESC, id DESC LIMIT ?4"
     ))?;

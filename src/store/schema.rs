@@ -300,4 +300,11 @@ DROP INDEX channel_outbox_open;
 CREATE INDEX channel_outbox_open ON channel_outbox (channel, account, created_at)
     WHERE status IN ('held', 'pending', 'sending', 'committing');
 "#,
+    // 11: a subagent's session names the run and `delegate` call it works
+    // for; listings leave such sessions out.
+    r#"
+ALTER TABLE sessions ADD COLUMN parent_session TEXT;
+ALTER TABLE sessions ADD COLUMN parent_run TEXT;
+ALTER TABLE sessions ADD COLUMN parent_call TEXT;
+"#,
 ];

@@ -158,8 +158,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
     match write {
         Write::InsertSession(s) => {
             conn.prepare_cached(
-                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             )?
             .execute(params![
                 s.id.as_str(),
@@ -176,6 +176,9 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 s.conversation,
                 s.prompt.system_prompt,
                 s.prompt.instructions,
+                s.parent.as_ref().map(|p| p.session.as_str()),
+                s.parent.as_ref().map(|p| p.run.as_str()),
+                s.parent.as_ref().map(|p| p.call.as_str()),
             ])?;
         }
         Write::UpdateSettings {

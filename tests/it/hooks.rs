@@ -672,10 +672,6 @@ fn a_misconfigured_hook_is_named_at_start() {
             "[[hooks.PreTooluse]]\ncommand = \"true\"\n",
             "unknown field `PreTooluse`",
         ),
-        (
-            "[[hooks.SubagentStop]]\ncommand = \"true\"\n",
-            "hooks.SubagentStop[0]: Pincer does not fire SubagentStop hooks yet",
-        ),
     ] {
         dir.write_config(config);
         let out = dir

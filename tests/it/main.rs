@@ -35,6 +35,7 @@ mod providers;
 mod questions;
 mod sandbox_toolchain;
 mod session_commands;
+mod subagents;
 mod telegram;
 mod terminal;
 mod tokens;

@@ -13,7 +13,9 @@ use crate::core::policy::{DEFAULT_SHELL_ALLOW, DEFAULT_SHELL_DENY, PolicyRules};
 use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
-use crate::tools::{ask_user, files, memory, search, shell, todo, toolchains, web, web_search};
+use crate::tools::{
+    ask_user, delegate, files, memory, search, shell, todo, toolchains, web, web_search,
+};
 
 /// How long a question to the person waits unless `question_timeout_secs`
 /// says otherwise.
@@ -31,6 +33,9 @@ pub fn gate(
     tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
     tools.push(Arc::new(todo::TodoTool));
     tools.push(Arc::new(ask_user::AskUserTool));
+    if config.subagents.enabled.unwrap_or(true) {
+        tools.push(Arc::new(delegate::DelegateTool));
+    }
     if config.memory.enabled.unwrap_or(true) {
         tools.extend(memory::tools());
     }

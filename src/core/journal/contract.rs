@@ -88,6 +88,7 @@ fn session(id: &str, workspace: &str, updated_at: i64) -> Session {
             system_prompt: None,
             instructions: Some(format!("instructions of {id}")),
         },
+        parent: None,
     }
 }
 
@@ -349,7 +350,21 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
     ] {
         journal.submit(Write::InsertSession(session(id, workspace, at)));
     }
+    // A subagent's session is kept, read back with its parent, and left out
+    // of listings.
+    let mut child = session("ses_child", "/a", 40);
+    child.origin = Origin::Subagent;
+    child.parent = Some(crate::core::session::SessionParent {
+        session: SessionId::from_string("ses_1".into()),
+        run: RunId::from_string("run_parent".into()),
+        call: "call_1".into(),
+    });
+    journal.submit(Write::InsertSession(child.clone()));
     journal.flush().await.unwrap();
+    assert_eq!(
+        journal.session(&child.id).await.unwrap(),
+        Some(child.clone())
+    );
     let ids = |sessions: Vec<Session>| {
         sessions
             .into_iter()

@@ -276,6 +276,7 @@ impl Journal for MemoryJournal {
                 .sessions
                 .values()
                 .filter(|s| query.workspace.as_ref().is_none_or(|w| &s.workspace == w))
+                .filter(|s| s.parent.is_none())
                 .filter(|s| match &query.after {
                     Some((at, id)) => {
                         s.updated_at < *at || (s.updated_at == *at && s.id.as_str() < id.as_str())
