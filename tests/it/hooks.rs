@@ -575,6 +575,10 @@ fn an_http_hook_is_signed_and_its_answer_decides() {
             // A failure: the call goes on (`on_failure` is `continue`).
             Some("glob") => return Reply::json(500, &json!({})),
             Some("grep") => return Reply::new(200, "text/plain", "yes"),
+            // A redirect is no answer: not followed, a failure.
+            Some("todo") => {
+                return Reply::new(302, "text/plain", "").header("location", "/elsewhere");
+            }
             _ => {}
         }
         Reply::json(
@@ -603,6 +607,10 @@ fn an_http_hook_is_signed_and_its_answer_decides() {
             call("list_dir", json!({"path": "."})),
             call("glob", json!({"pattern": "*.txt"})),
             call("grep", json!({"pattern": "alpha"})),
+            call(
+                "todo",
+                json!({"todos": [{"content": "check", "status": "pending"}]}),
+            ),
             text("ok"),
         ],
     );
@@ -633,14 +641,18 @@ fn an_http_hook_is_signed_and_its_answer_decides() {
         .iter()
         .map(|r| r["verdict"].as_str().unwrap())
         .collect();
-    assert_eq!(verdicts, ["denied", "allowed", "allowed", "allowed"]);
+    assert_eq!(
+        verdicts,
+        ["denied", "allowed", "allowed", "allowed", "allowed"]
+    );
     let said = notices(&lines);
     assert!(said.contains("failed: it answered HTTP 500"), "{said}");
     assert!(
         said.contains("failed: it answered something other than a JSON object: yes"),
         "{said}"
     );
-    assert_eq!(server.requests().len(), 4);
+    assert!(said.contains("failed: it answered HTTP 302"), "{said}");
+    assert_eq!(server.requests().len(), 5);
     // Without the secret the configuration is refused at start.
     let out = dir
         .command()
@@ -821,7 +833,7 @@ fn session_end_hooks_hold_up_the_exit_five_seconds_at_most() {
 }
 
 /// A workspace (a repository) bringing hooks for Claude Code and Codex.
-fn workspace_with_hooks(dir: &TestDir) -> std::path::PathBuf {
+pub(crate) fn workspace_with_hooks(dir: &TestDir) -> std::path::PathBuf {
     let workspace = dir.workspace();
     std::fs::create_dir_all(workspace.join(".git")).unwrap();
     std::fs::create_dir_all(workspace.join(".claude")).unwrap();

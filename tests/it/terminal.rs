@@ -635,3 +635,29 @@ fn a_question_is_answered_at_the_prompt() {
         tmux.stderr()
     );
 }
+
+#[test]
+fn slash_trust_trusts_the_workspace_from_the_terminal() {
+    let dir = TestDir::new();
+    let ws = crate::hooks::workspace_with_hooks(&dir);
+    dir.write_config("[hooks]\nimport = [\"claude\"]\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "hello"}])]);
+    let tmux = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--script", &path(&script), "--mode", "full"],
+        &[],
+    );
+    tmux.wait_prompt();
+    tmux.line("/trust");
+    tmux.wait_for(&format!(
+        "Trusted {}: its hooks run from now on.",
+        ws.display()
+    ));
+    tmux.wait_prompt();
+    let listed = dir.command().args(["trust", "--list"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout).trim(),
+        ws.to_str().unwrap()
+    );
+}
