@@ -19,9 +19,11 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
         if index >= ctx.max_turns.unwrap_or(config.max_turn_requests) {
             return RunOutcome::Completed(StopReason::MaxTurnRequests);
         }
-        if let Some(message) =
-            budget::reached(&config.budgets, ctx.provider.name(), &spent(ctx, config))
-        {
+        let budgets = ctx
+            .budgets
+            .clone()
+            .unwrap_or_else(|| config.budgets.clone());
+        if let Some(message) = budget::reached(&budgets, ctx.provider.name(), &spent(ctx, config)) {
             ctx.emitter.emit(Event::Notice { message });
             return RunOutcome::Completed(StopReason::Budget);
         }
@@ -59,6 +61,19 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                 {
                     relist_tools(ctx).await;
                 }
+                // A subagent started by these calls may spend at most what
+                // is left of the run's budgets after this turn.
+                let left = budget::left(&budgets, ctx.provider.name(), &spent(ctx, config))
+                    .and_then(|left| {
+                        [left.run, left.session, left.daily]
+                            .into_iter()
+                            .flatten()
+                            .reduce(f64::min)
+                    });
+                *ctx.calls
+                    .budget_left
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = left;
                 let calls =
                     gate::run_calls(&ctx.calls, ctx.emitter, &mut ctx.history, &turn.tool_calls)
                         .await;

@@ -80,6 +80,11 @@ pub struct CallEnv {
     /// approvals and questions: for a subagent's run, the session it works
     /// for.
     pub answerers: Vec<super::ids::SessionId>,
+    /// What the run's subagents cost so far: part of the run's spend.
+    pub delegated: Arc<Mutex<Option<super::usage::Cost>>>,
+    /// The least of the run's budgets left before this turn's calls (set
+    /// by the agent loop): the most a subagent started now may spend.
+    pub budget_left: Arc<Mutex<Option<f64>>>,
     /// Keeps only the tools a subagent may use (its task's list, never
     /// `delegate`); `None`: every tool.
     pub only: Option<ToolFilter>,
@@ -482,6 +487,7 @@ async fn delegate(
         call_id: call.id.clone(),
         mode: env.mode,
         tools: env.gate.tools.specs().into_iter().map(|s| s.name).collect(),
+        budget_left: *lock(&env.budget_left),
     };
     let outcome = subagents
         .run(
@@ -492,6 +498,10 @@ async fn delegate(
             ctx.cancel.clone(),
         )
         .await?;
+    if let Some(cost) = &outcome.cost {
+        let mut delegated = lock(&env.delegated);
+        *delegated = super::usage::Cost::sum(delegated.take(), Some(cost));
+    }
     plan.delegated = Some(outcome);
     Ok(())
 }

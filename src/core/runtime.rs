@@ -1670,6 +1670,8 @@ impl Runtime {
                 None => self.inner.gate.tools.clone(),
             },
             only,
+            delegated: Arc::default(),
+            budget_left: Arc::default(),
             answerers: child
                 .as_ref()
                 .map(|c| vec![c.parent.session.clone()])
@@ -1701,6 +1703,19 @@ impl Runtime {
             session_tools,
             tokens,
             max_turns: child.as_ref().map(|c| c.max_turns),
+            // A subagent's run may spend what its parent had left; its
+            // session is new, so only the run's and the day's limits hold.
+            budgets: child.as_ref().map(|c| {
+                let configured = &self.inner.config.loop_config.budgets;
+                crate::core::budget::Budgets {
+                    run: match (configured.run, c.budget_left) {
+                        (Some(run), Some(left)) => Some(run.min(left)),
+                        (run, left) => run.or(left),
+                    },
+                    session: None,
+                    ..configured.clone()
+                }
+            }),
             subagent: child.map(|c| crate::core::turn::SubagentOf {
                 parent_session: c.parent.session,
                 label: c.label,

@@ -26,6 +26,9 @@ pub struct ParentCall {
     pub mode: Mode,
     /// The built-in tools the parent's turn had: the child's are among them.
     pub tools: Vec<String>,
+    /// What is left of the parent's budgets (the least of them) when the
+    /// call starts: the most the child may spend.
+    pub budget_left: Option<f64>,
 }
 
 /// Events for the parent's tape, emitted by the gate in order with the

@@ -78,7 +78,7 @@ pub struct FileDiff {
 }
 
 /// What a call will do, worked out from its arguments before it runs.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
     /// A one-line human title ("Read src/main.rs", "Run `cargo test`").
     pub title: String,
@@ -119,7 +119,7 @@ pub struct DelegateTask {
 }
 
 /// How a subagent's run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DelegateOutcome {
     pub session_id: SessionId,
     pub run_id: super::ids::RunId,
@@ -133,6 +133,9 @@ pub struct DelegateOutcome {
     pub answer: String,
     /// Model turns the child took.
     pub turns: u32,
+    /// What the child's run cost, when priced: it counts in the parent's
+    /// run budget.
+    pub cost: Option<super::usage::Cost>,
 }
 
 impl Plan {

@@ -101,6 +101,9 @@ pub struct RunContext<'a> {
     pub max_turns: Option<u32>,
     /// For a subagent's run: whom it works for.
     pub subagent: Option<SubagentOf>,
+    /// The budgets this run is held to, when not the configured ones (a
+    /// subagent's: at most what its parent had left).
+    pub budgets: Option<budget::Budgets>,
 }
 
 /// The session a subagent's run works for, and its task's label.
@@ -320,8 +323,15 @@ pub async fn stream_turn(
 /// session and provider had cost before it, in the budgets' currency.
 pub fn spent(ctx: &RunContext<'_>, config: &LoopConfig) -> budget::Spent {
     let currency = &config.budgets.currency;
+    let delegated = ctx
+        .calls
+        .delegated
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     budget::Spent {
-        run: budget::amount(ctx.emitter.cost.as_ref(), currency),
+        run: budget::amount(ctx.emitter.cost.as_ref(), currency)
+            + budget::amount(delegated.as_ref(), currency),
         session_before: budget::amount(ctx.session_cost.as_ref(), currency),
         today_before: budget::amount(ctx.spent_today.as_ref(), currency),
     }

@@ -417,3 +417,55 @@ fn an_editor_sees_the_childs_work_and_answers_its_approval() {
     );
     acp.finish();
 }
+
+#[test]
+fn a_child_spends_at_most_what_its_parent_has_left_and_its_cost_counts_for_the_parent() {
+    let dir = TestDir::new();
+    // Prices per million tokens: input 2, output 10 (USD).
+    dir.write_config(
+        "currency = \"USD\"\n[models.\"script\"]\ncontext_window = 50000\ninput_price = 2.0\noutput_price = 10.0\n[budget]\nrun = 0.01\n",
+    );
+    // A turn of 2,000 input and 200 output tokens costs 0.006 USD.
+    let costly =
+        |call: Value| json!([call, {"usage": {"input_tokens": 2000, "output_tokens": 200}}]);
+    let script = [
+        // 0.002: the parent has 0.008 left when it delegates.
+        json!([delegate("d1", "SPENDER: work hard", "spender"), {"usage": {"input_tokens": 500, "output_tokens": 100}}]),
+        json!([{"text": "unreached: the parent's budget is spent"}]),
+        json!({"section": "SPENDER"}),
+        costly(json!({"tool_call": {"name": "list_dir", "arguments": {"path": "."}}})),
+        costly(json!({"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}})),
+        json!([{"text": "unreached: the child's budget is spent"}]),
+    ];
+    let (out, lines) = headless(&dir, &script, "{\"prompt\": \"go\"}\n");
+    // The child stopped after two turns (0.012 >= 0.008) ...
+    let result = &of_type(&lines, "tool_result")[0];
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("The subagent stopped at a budget limit"),
+        "{result}"
+    );
+    assert_eq!(
+        of_type(&lines, "subagent_ended")[0]["stop_reason"],
+        "budget"
+    );
+    // ... and the parent, having spent 0.002 + 0.012, stops before its next turn.
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(last["stop_reason"], "budget", "{lines:#?}");
+    assert!(
+        of_type(&lines, "notice").iter().any(|n| n["message"]
+            .as_str()
+            .unwrap()
+            .contains("This request reached its budget: it cost 0.0140 USD")),
+        "{lines:#?}"
+    );
+    assert_eq!(of_type(&lines, "model_turn").len(), 1);
+}

@@ -39,6 +39,8 @@ pub(super) struct ChildLimits {
     pub max_turns: u32,
     /// The task's label, for the person and `SubagentStop` hooks.
     pub label: String,
+    /// The most it may spend: what its parent had left.
+    pub budget_left: Option<f64>,
 }
 
 /// Runs subagents for one parent run.
@@ -95,7 +97,7 @@ impl Runtime {
             call: parent.call_id.clone(),
         };
         let child = self
-            .create_child(&owner, &task, link.clone())
+            .create_child(&owner, &task, link.clone(), parent.budget_left)
             .await
             .map_err(|err| ToolError::Failed(format!("cannot start the subagent: {err}")))?;
         let mut events = self
@@ -185,6 +187,13 @@ impl Runtime {
             stop_reason,
         });
         let answer = self.last_answer(&child.id).await;
+        let cost = match self.run(&run_id).await {
+            Ok(info) => info.cost,
+            Err(err) => {
+                tracing::warn!(run = %run_id, error = %err, "cannot read a subagent's cost");
+                None
+            }
+        };
         if let Err(err) = self.close_session(&child.id).await {
             tracing::warn!(session = %child.id, error = %err, "cannot close a subagent's session");
         }
@@ -199,6 +208,7 @@ impl Runtime {
             error,
             answer,
             turns,
+            cost,
         })
     }
 
@@ -210,6 +220,7 @@ impl Runtime {
         owner: &Session,
         task: &DelegateTask,
         link: SessionParent,
+        budget_left: Option<f64>,
     ) -> Result<Session, crate::core::runtime::RuntimeError> {
         let now = now_millis();
         let mode = task
@@ -247,6 +258,7 @@ impl Runtime {
                 tools: task.tools.clone(),
                 max_turns: self.inner.config.subagents.max_turns,
                 label: task.label.clone(),
+                budget_left,
             });
         }
         Ok(session)
