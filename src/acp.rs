@@ -3,6 +3,7 @@
 //! This module is the only one that knows ACP types. It converts requests into
 //! runtime calls and the runtime's events into `session/update` notifications.
 
+mod auth;
 mod client;
 mod commands;
 mod convert;
@@ -54,8 +55,17 @@ pub const EXTENSION_METHODS: [&str; 5] = [
     "_pincer/context",
 ];
 
+/// Logins behind `authenticate` and `logout`: the launcher reads the
+/// configuration and the stored logins again; the face never does.
+pub trait Accounts: Send + Sync {
+    /// The providers the configuration and the stored logins give now.
+    fn providers(&self) -> Result<crate::core::provider::Providers, String>;
+    /// Removes every stored login; the names removed.
+    fn logout(&self) -> Result<Vec<String>, String>;
+}
+
 /// Settings of the ACP face.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AcpOptions {
     /// Longest line accepted; longer lines are answered with an error and skipped.
     pub max_line_bytes: usize,
@@ -70,6 +80,9 @@ pub struct AcpOptions {
     /// Client requests handled at once; the next line is read when one ends,
     /// so a flood waits in the pipe, not in memory.
     pub max_inflight: usize,
+    /// `authenticate` and `logout` through the stored logins; `None`: the
+    /// providers stay as they are and `logout` is not offered.
+    pub accounts: Option<Arc<dyn Accounts>>,
 }
 
 impl Default for AcpOptions {
@@ -80,6 +93,7 @@ impl Default for AcpOptions {
             mcp: None,
             client_timeout: std::time::Duration::from_secs(60),
             max_inflight: 64,
+            accounts: None,
         }
     }
 }
@@ -110,6 +124,7 @@ where
         terminal: Mutex::new(None),
         permissions: Mutex::new(HashMap::new()),
         elicitation_form: Mutex::new(false),
+        terminal_auth: Mutex::new(false),
     });
     let slots = Arc::new(tokio::sync::Semaphore::new(
         conn.options.max_inflight.max(1),
@@ -270,6 +285,9 @@ struct Connection {
     /// cancelled when the approval is settled some other way.
     /// Also our `elicitation/create` and question requests, by question id.
     permissions: Mutex<HashMap<String, PendingPermission>>,
+    /// The client runs terminal logins (`clientCapabilities.auth.terminal`,
+    /// or the Registry's `_meta["terminal-auth"]` marker).
+    terminal_auth: Mutex<bool>,
     /// The client takes form elicitation (`clientCapabilities.elicitation.form`):
     /// questions are asked as forms.
     elicitation_form: Mutex<bool>,
@@ -466,8 +484,8 @@ impl Connection {
     ) -> Reply {
         let result = match method {
             "initialize" => self.initialize(raw),
-            "authenticate" => params::<acp::AuthenticateRequest>(raw)
-                .and_then(|_| to_value(acp::AuthenticateResponse::new())),
+            "authenticate" => self.authenticate(raw),
+            "logout" if self.options.accounts.is_some() => self.logout(raw),
             "session/new" => return self.new_session(id, raw).await,
             "session/load" => return self.load_session(id, raw, cancel).await,
             "session/resume" => return self.resume_session(id, raw).await,

@@ -182,6 +182,27 @@ pub fn open_store(flags: &Flags) -> Result<Store, Failure> {
     open_config_and_store(flags).map(|(_, store)| store)
 }
 
+/// The providers the configuration and the stored logins give now (after
+/// `pincer login` or a logout in another process): what a long-running face
+/// swaps in (`Runtime::set_providers`).
+pub fn reload_providers(flags: &Flags) -> Result<crate::core::provider::Providers, String> {
+    let config = Config::load(flags).map_err(|err| err.to_string())?;
+    let (providers, problems) = wiring::providers(&config);
+    for problem in problems {
+        tracing::warn!("{problem}");
+    }
+    Ok(providers)
+}
+
+/// Removes every stored login (`credentials.toml`); the names removed.
+pub fn forget_logins() -> Result<Vec<String>, String> {
+    let env = |name: &str| std::env::var(name).ok();
+    let Some(path) = crate::credentials::path(&env) else {
+        return Ok(Vec::new());
+    };
+    crate::credentials::forget_all(&path).map_err(|err| err.to_string())
+}
+
 /// The no-provider message with the config file a table would go in.
 pub fn no_provider(config: &Config) -> String {
     let file = config.file.clone().or_else(|| {

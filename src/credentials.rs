@@ -85,6 +85,18 @@ pub fn path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     Some(base.join("pincer").join(FILE_NAME))
 }
 
+/// Removes every stored login (the file); the names of those removed.
+pub fn forget_all(path: &Path) -> Result<Vec<String>, CredentialsError> {
+    let names: Vec<String> = Credentials::load(path)?.providers.into_keys().collect();
+    match std::fs::remove_file(path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(CredentialsError::Write {
+            path: path.to_owned(),
+            source: err,
+        }),
+        _ => Ok(names),
+    }
+}
+
 impl Credentials {
     /// The stored logins; none when the file does not exist.
     pub fn load(path: &Path) -> Result<Self, CredentialsError> {

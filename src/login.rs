@@ -306,18 +306,17 @@ pub fn logout(args: &LogoutArgs) -> Result<u8, Failure> {
                 path.display()
             );
         }
-        None if credentials.providers.is_empty() => {
-            remove(&path)?;
-            eprintln!("pincer: no stored logins");
-        }
         None => {
-            let names: Vec<String> = credentials.providers.keys().cloned().collect();
-            remove(&path)?;
-            eprintln!(
-                "pincer: removed the logins for {} ({})",
-                names.join(", "),
-                path.display()
-            );
+            let names = crate::credentials::forget_all(&path).map_err(Failure::failed)?;
+            if names.is_empty() {
+                eprintln!("pincer: no stored logins");
+            } else {
+                eprintln!(
+                    "pincer: removed the logins for {} ({})",
+                    names.join(", "),
+                    path.display()
+                );
+            }
         }
     }
     Ok(exit::OK)

@@ -31,7 +31,13 @@ impl Connection {
             target.extend(extra.clone());
         }
         meta.insert("pincer".into(), pincer);
+        let auth_methods = self.auth_methods(&request);
+        let mut auth = acp::AgentAuthCapabilities::new();
+        if self.options.accounts.is_some() {
+            auth = auth.logout(acp::LogoutCapabilities::new());
+        }
         let capabilities = acp::AgentCapabilities::new()
+            .auth(auth)
             .load_session(true)
             .prompt_capabilities(
                 // Capabilities are per connection: images are advertised when
@@ -54,6 +60,7 @@ impl Connection {
         let response =
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(capabilities)
+                .auth_methods(auth_methods)
                 .agent_info(
                     acp::Implementation::new("pincer", env!("CARGO_PKG_VERSION"))
                         .title("Pincer".to_owned()),
@@ -133,7 +140,7 @@ impl Connection {
         session: &Session,
     ) -> (Vec<acp::SessionConfigOption>, acp::SessionModeState) {
         (
-            convert::config_options(session, self.runtime.providers()),
+            convert::config_options(session, &self.runtime.providers()),
             convert::mode_state(session),
         )
     }
@@ -391,6 +398,16 @@ impl Connection {
                 }
                 None => None,
             };
+            // Nothing can answer yet: the client shows its login.
+            if self.runtime.providers().is_empty()
+                && self
+                    .runtime
+                    .session(&session)
+                    .await
+                    .is_ok_and(|s| s.provider.is_empty())
+            {
+                return Err(auth::login_required());
+            }
             // A prompt while the agent waits for an answer is the answer: the
             // prompt's turn ends here, and the run that asked goes on.
             if queued_command.is_none()
@@ -593,7 +610,7 @@ impl Connection {
         self.notify_update(
             &session.id,
             acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
-                convert::config_options(session, self.runtime.providers()),
+                convert::config_options(session, &self.runtime.providers()),
             )),
         )
         .await;
@@ -640,7 +657,7 @@ impl Connection {
             }
         };
         to_value(acp::SetSessionConfigOptionResponse::new(
-            convert::config_options(&session, self.runtime.providers()),
+            convert::config_options(&session, &self.runtime.providers()),
         ))
     }
 

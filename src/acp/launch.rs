@@ -28,6 +28,9 @@ pub async fn run(flags: &Flags, args: &AcpArgs) -> Result<u8, Failure> {
             "sandbox": opened.sandbox_meta(),
         }),
         mcp: Some(opened.mcp.clone()),
+        accounts: Some(std::sync::Arc::new(Logins {
+            flags: flags.clone(),
+        })),
         ..crate::acp::AcpOptions::default()
     };
     let store = opened.store.clone();
@@ -45,4 +48,20 @@ pub async fn run(flags: &Flags, args: &AcpArgs) -> Result<u8, Failure> {
     served.map_err(Failure::failed)?;
     written.map_err(Failure::failed)?;
     Ok(exit::OK)
+}
+
+/// `authenticate` and `logout` through the configuration and the stored
+/// logins, read again each time.
+struct Logins {
+    flags: Flags,
+}
+
+impl crate::acp::Accounts for Logins {
+    fn providers(&self) -> Result<crate::core::provider::Providers, String> {
+        crate::app::reload_providers(&self.flags)
+    }
+
+    fn logout(&self) -> Result<Vec<String>, String> {
+        crate::app::forget_logins()
+    }
 }

@@ -174,7 +174,8 @@ pub struct Runtime {
 struct Inner {
     /// Where everything durable goes.
     journal: Arc<dyn Journal>,
-    providers: Providers,
+    /// Swapped whole when the person logs in or out (`set_providers`).
+    providers: std::sync::RwLock<Arc<Providers>>,
     /// The tools and the rules around them, shared by every run.
     gate: Arc<ToolGate>,
     /// Approvals waiting for an answer from any face; the first answer wins.
@@ -257,7 +258,7 @@ impl Runtime {
         Self {
             inner: Arc::new(Inner {
                 journal,
-                providers,
+                providers: std::sync::RwLock::new(Arc::new(providers)),
                 gate,
                 approvals: Arc::new(PendingApprovals::default()),
                 questions: Arc::new(PendingQuestions::default()),
@@ -395,8 +396,23 @@ impl Runtime {
         }
     }
 
-    pub fn providers(&self) -> &Providers {
-        &self.inner.providers
+    /// The providers now: a snapshot; a login or logout swaps in new ones.
+    pub fn providers(&self) -> Arc<Providers> {
+        self.inner
+            .providers
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the providers (after a login or logout): sessions and runs
+    /// from now on use the new ones.
+    pub fn set_providers(&self, providers: Providers) {
+        *self
+            .inner
+            .providers
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(providers);
     }
 
     pub fn gate(&self) -> &ToolGate {
@@ -536,7 +552,7 @@ impl Runtime {
         if !new.workspace.is_absolute() {
             return Err(RuntimeError::RelativeWorkspace(new.workspace));
         }
-        let choice = self.inner.providers.default_choice();
+        let choice = self.providers().default_choice();
         let now = now_millis();
         let session = Session {
             id: SessionId::generate(),
@@ -782,6 +798,19 @@ impl Runtime {
         run_id: RunId,
         content: Vec<ContentPart>,
     ) -> Result<RunTicket, RuntimeError> {
+        // A session made before any provider was configured takes the
+        // default once there is one (after a login).
+        let unset = self
+            .live(id)
+            .is_some_and(|live| lock(&live.session).provider.is_empty());
+        if unset && let Some(choice) = self.providers().default_choice() {
+            self.update_settings(id, move |session| {
+                session.provider = choice.provider;
+                session.model = choice.model;
+                Ok(())
+            })
+            .await?;
+        }
         self.enqueue(id, run_id, content, RunKind::Prompt)
     }
 
@@ -868,8 +897,7 @@ impl Runtime {
     /// Whether `model` served by `provider` takes images (`[models]`, then the
     /// provider's setting, then the model's family).
     pub fn accepts_images(&self, provider: &str, model: &str) -> bool {
-        self.inner
-            .providers
+        self.providers()
             .accepts_images(&self.inner.config.loop_config.models, provider, model)
     }
 
@@ -880,8 +908,7 @@ impl Runtime {
     }
 
     pub fn default_model_accepts_images(&self) -> bool {
-        self.inner
-            .providers
+        self.providers()
             .default_choice()
             .is_some_and(|choice| self.accepts_images(&choice.provider, &choice.model))
     }
@@ -953,10 +980,9 @@ impl Runtime {
 
     /// Switches the session's model; `model` is `provider/model` or a bare model name.
     pub async fn set_model(&self, id: &SessionId, model: &str) -> Result<Session, RuntimeError> {
-        let choice = self.inner.providers.find(model).ok_or_else(|| {
+        let choice = self.providers().find(model).ok_or_else(|| {
             let available: Vec<String> = self
-                .inner
-                .providers
+                .providers()
                 .choices()
                 .iter()
                 .map(ModelChoice::id)
@@ -1633,7 +1659,7 @@ impl Runtime {
         let provider = if session.provider.is_empty() {
             None
         } else {
-            self.inner.providers.get(&session.provider)
+            self.providers().get(&session.provider)
         };
         let Some(provider) = provider else {
             return Err(RunOutcome::Failed(no_provider_message(&session.provider)));

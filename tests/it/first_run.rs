@@ -17,7 +17,7 @@ type Seen = crate::support::http::Request;
 /// An OpenAI-compatible server on loopback: `GET /v1/models` lists two
 /// models, `POST /v1/chat/completions` streams "Hello from the fake". With
 /// `key`, both answer 401 unless `Authorization: Bearer KEY` is sent.
-fn fake(key: Option<&'static str>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+pub(crate) fn fake(key: Option<&'static str>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let server = Loopback::start(move |request, _| {
         let allowed =
             key.is_none_or(|k| request.header("authorization") == Some(&format!("Bearer {k}")));

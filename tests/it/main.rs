@@ -7,6 +7,7 @@
 
 mod support;
 
+mod acp_auth;
 mod acp_client_answers;
 mod acp_fuzz;
 mod acp_malformed;
