@@ -661,6 +661,31 @@ impl Connection {
         ))
     }
 
+    /// `session/set_model`, removed from ACP v1 but still sent by
+    /// CodeCompanion.nvim and several VS Code clients: the model option by
+    /// another name. Answers `{}`; the new options follow as a
+    /// `config_option_update`.
+    pub(super) async fn set_model_alias(
+        &self,
+        raw: Option<Box<RawValue>>,
+    ) -> Result<Value, RpcError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct SetModel {
+            session_id: acp::SessionId,
+            model_id: String,
+        }
+        let request: SetModel = params(raw)?;
+        let id = self.attached_session(&request.session_id)?;
+        let session = self
+            .runtime
+            .set_model(&id, &request.model_id)
+            .await
+            .map_err(runtime_error)?;
+        self.announce_settings(&session, false).await;
+        Ok(json!({}))
+    }
+
     pub(super) async fn set_mode(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
         let request: acp::SetSessionModeRequest = params(raw)?;
         let id = self.attached_session(&request.session_id)?;

@@ -13,6 +13,7 @@ mod acp_fuzz;
 mod acp_malformed;
 mod acp_protocol;
 mod acp_sdk;
+mod acp_surface;
 mod adversarial;
 mod approvals_sdk;
 mod architecture;
