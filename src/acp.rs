@@ -491,6 +491,7 @@ impl Connection {
             "session/resume" => return self.resume_session(id, raw).await,
             "session/list" => self.list_sessions(raw).await,
             "session/close" => self.close_session(raw).await,
+            "session/delete" => self.delete_session(raw).await,
             "session/prompt" => return self.prompt(id, raw, cancel).await,
             "session/set_config_option" => self.set_config_option(raw).await,
             "session/set_mode" => self.set_mode(raw).await,

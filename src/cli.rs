@@ -289,6 +289,13 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete sessions: their conversations and tapes go, their runs'
+    /// summaries and receipts stay (`pincer verify` still holds)
+    Rm {
+        /// The sessions (ses_…)
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -123,6 +123,14 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
             }
             print(&out)?;
         }
+        SessionsCommand::Rm { ids } => {
+            for id in ids {
+                let id = SessionId::from_string(id.clone());
+                runtime.delete_session(&id).await.map_err(Failure::usage)?;
+                eprintln!("pincer: deleted session {id}");
+            }
+            runtime.shutdown().await;
+        }
         SessionsCommand::Show { id, json } => {
             let id = SessionId::from_string(id.clone());
             let session = runtime.session(&id).await.map_err(Failure::usage)?;

@@ -54,7 +54,8 @@ impl Connection {
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
-                    .close(acp::SessionCloseCapabilities::new()),
+                    .close(acp::SessionCloseCapabilities::new())
+                    .delete(acp::SessionDeleteCapabilities::new()),
             )
             .meta(meta);
         let response =
@@ -354,6 +355,22 @@ impl Connection {
         // The forwarder ends by itself once the session's events are drained.
         lock(&self.attached).remove(&id);
         to_value(acp::CloseSessionResponse::new())
+    }
+
+    /// `session/delete`: the session leaves every listing; its runs'
+    /// summaries and receipts stay (`docs/acp.md`, "Sessions").
+    pub(super) async fn delete_session(
+        &self,
+        raw: Option<Box<RawValue>>,
+    ) -> Result<Value, RpcError> {
+        let request: acp::DeleteSessionRequest = params(raw)?;
+        let id = SessionId::from_string(request.session_id.0.to_string());
+        self.runtime
+            .delete_session(&id)
+            .await
+            .map_err(runtime_error)?;
+        lock(&self.attached).remove(&id);
+        to_value(acp::DeleteSessionResponse::new())
     }
 
     pub(super) fn attached_session(

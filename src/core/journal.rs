@@ -106,6 +106,15 @@ pub enum Write {
         closed: bool,
         at: Millis,
     },
+    /// Deletes a session (and its subagents' sessions): its conversation,
+    /// remembered approvals, chat mapping and its runs' tapes go; its runs'
+    /// summaries (state, tokens, cost: budgets still count them) and their
+    /// receipts (hashes only, chained) stay. The session is then unknown to
+    /// every read.
+    DeleteSession {
+        id: SessionId,
+        at: Millis,
+    },
     AppendMessage {
         session_id: SessionId,
         run_id: Option<RunId>,

@@ -1031,6 +1031,25 @@ impl Runtime {
         Ok(session)
     }
 
+    /// Deletes a session: cancels its runs (waiting for them to record
+    /// their end), then removes its conversation, grants, chat mapping and
+    /// tapes, and its subagents' sessions; its runs' summaries and receipts
+    /// stay (`Write::DeleteSession`). Unknown to every read afterwards.
+    pub async fn delete_session(&self, id: &SessionId) -> Result<(), RuntimeError> {
+        self.session(id).await?;
+        if self.live(id).is_some() {
+            self.close_session(id).await?;
+        }
+        self.inner
+            .journal
+            .commit(Write::DeleteSession {
+                id: id.clone(),
+                at: now_millis(),
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Cancels a session's runs, waits for them to record their end, and marks it closed.
     pub async fn close_session(&self, id: &SessionId) -> Result<(), RuntimeError> {
         let live = {

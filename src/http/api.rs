@@ -235,6 +235,14 @@ impl Api {
         Ok(session_json(&session))
     }
 
+    /// Deletes a session: its conversation and tapes go; its runs'
+    /// summaries and receipts stay.
+    pub async fn delete_session(&self, id: &str) -> Result<Value, ApiError> {
+        let id = session_id(id)?;
+        self.runtime.delete_session(&id).await?;
+        Ok(json!({ "session_id": id.as_str(), "deleted": true }))
+    }
+
     /// Queues a prompt (opening the session if it is not live) and returns its
     /// run: as queued, or as it ended when `wait` is set.
     pub async fn prompt(&self, id: &str, request: Prompt, wait: bool) -> Result<Value, ApiError> {

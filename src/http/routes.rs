@@ -53,6 +53,11 @@ pub fn table() -> Vec<Route> {
         route(Method::GET, "/v1/sessions", get(list_sessions)),
         route(Method::GET, "/v1/sessions/{session_id}", get(session)),
         route(
+            Method::DELETE,
+            "/v1/sessions/{session_id}",
+            on(MethodFilter::DELETE, delete_session),
+        ),
+        route(
             Method::POST,
             "/v1/sessions/{session_id}/prompt",
             post(prompt),
@@ -306,6 +311,13 @@ async fn edit_memory(
     JsonBody(body): JsonBody<MemoryPatch>,
 ) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(state.shared.api.edit_memory(&id, body).await?))
+}
+
+async fn delete_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.delete_session(&id).await?))
 }
 
 async fn forget_memory(

@@ -203,7 +203,7 @@ impl RawSession {
 pub(super) fn session(conn: &Connection, id: &SessionId) -> Result<Option<Session>, StoreError> {
     let raw = conn
         .prepare_cached(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1 AND deleted_at IS NULL"
         ))?
         .query_row(params![id.as_str()], session_row)
         .optional()?;
@@ -231,6 +231,7 @@ pub(super) fn sessions(
         "SELECT {SESSION_COLUMNS} FROM sessions
          WHERE (?1 IS NULL OR workspace = ?1)
            AND parent_session IS NULL
+           AND deleted_at IS NULL
            AND (?2 IS NULL OR updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
          ORDER BY updated_at DESC, id DESC LIMIT ?4"
     ))?;

@@ -307,4 +307,14 @@ ALTER TABLE sessions ADD COLUMN parent_session TEXT;
 ALTER TABLE sessions ADD COLUMN parent_run TEXT;
 ALTER TABLE sessions ADD COLUMN parent_call TEXT;
 "#,
+    // 12: deleted sessions (`session/delete`, `pincer sessions rm`): a
+    // tombstone row; the tape stays append-only except that a deleted
+    // session's tape is removed whole.
+    r#"
+ALTER TABLE sessions ADD COLUMN deleted_at INTEGER;
+DROP TRIGGER tape_rejects_delete;
+CREATE TRIGGER tape_rejects_delete BEFORE DELETE ON tape
+WHEN NOT EXISTS (SELECT 1 FROM sessions WHERE id = old.session_id AND deleted_at IS NOT NULL)
+BEGIN SELECT RAISE(ABORT, 'the tape is append-only: DELETE is not allowed'); END;
+"#,
 ];

@@ -201,6 +201,23 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             conn.prepare_cached("UPDATE sessions SET closed = ?2, updated_at = ?3 WHERE id = ?1")?
                 .execute(params![id.as_str(), closed, at])?;
         }
+        Write::DeleteSession { id, at } => {
+            // The session and its subagents' sessions: tombstones first, so
+            // the tape's trigger lets their tapes go.
+            conn.prepare_cached(
+                "UPDATE sessions SET deleted_at = ?2, closed = 1, title = NULL, mcp_servers = '[]',
+                        system_prompt = NULL, instructions = NULL, updated_at = ?2
+                 WHERE (id = ?1 OR parent_session = ?1) AND deleted_at IS NULL",
+            )?
+            .execute(params![id.as_str(), at])?;
+            for table in ["messages", "grants", "tape", "channel_sessions"] {
+                conn.prepare_cached(&format!(
+                    "DELETE FROM {table} WHERE session_id IN
+                       (SELECT id FROM sessions WHERE (id = ?1 OR parent_session = ?1) AND deleted_at IS NOT NULL)"
+                ))?
+                .execute(params![id.as_str()])?;
+            }
+        }
         Write::AppendMessage {
             session_id,
             run_id,

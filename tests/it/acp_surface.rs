@@ -49,3 +49,101 @@ fn set_model_is_kept_as_an_alias_of_the_model_option() {
     );
     acp.finish();
 }
+
+#[test]
+fn a_deleted_session_leaves_every_listing_and_verify_still_holds() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "a.txt", "content": "x\n"}}}]),
+            json!([{"text": "secret answer"}]),
+            json!({"section": "hello"}),
+            json!([{"text": "kept answer"}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "full"],
+    );
+    let init = acp.initialize();
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["delete"],
+        json!({})
+    );
+    let doomed = acp.new_session(&dir.workspace());
+    let (_, response) = acp.prompt(&doomed, "write it");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let run = dir.show_session(&doomed)["runs"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let kept = acp.new_session(&dir.workspace());
+    let (_, response) = acp.prompt(&kept, "hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let deleted = acp.call("session/delete", json!({"sessionId": doomed}));
+    assert_eq!(deleted, json!({}));
+    let listed: Vec<String> = acp.call("session/list", json!({}))["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, std::slice::from_ref(&kept));
+    let (_, refused) = acp.request(
+        "session/load",
+        json!({"sessionId": doomed, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    let (_, again) = acp.request("session/delete", json!({"sessionId": doomed}));
+    assert_eq!(again["error"]["code"], -32002, "{again}");
+    acp.finish();
+    // The conversation and the tape are gone; the run's summary and its
+    // receipt stay, and the chain verifies.
+    let tape = dir
+        .command()
+        .args(["tape", &run, "--json"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&tape.stdout).contains("secret answer"));
+    let shown = dir
+        .command()
+        .args(["runs", "show", &run, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    dir.verify();
+    let verified = dir.command().args(["verify", "--json"]).output().unwrap();
+    let verified: Value = serde_json::from_slice(&verified.stdout).unwrap();
+    assert_eq!(verified["receipts"], 1, "{verified}");
+
+    // `pincer sessions rm` does the same from a shell.
+    let rm = dir
+        .command()
+        .args(["sessions", "rm", &kept])
+        .output()
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    let list = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).trim().is_empty());
+    let rm = dir
+        .command()
+        .args(["sessions", "rm", "ses_nope"])
+        .output()
+        .unwrap();
+    assert_eq!(rm.status.code(), Some(2));
+    dir.verify();
+}

@@ -1339,6 +1339,26 @@ async fn the_openapi_document_describes_the_running_server() {
         server.client.get(server.url(&format!("/v1/runs/{rid}"))),
         StatusCode::UNAUTHORIZED
     );
+    let doomed = create_session(&server, &dir).await;
+    let deleted = hit!(
+        "delete",
+        "/v1/sessions/{session_id}",
+        server
+            .client
+            .delete(server.url(&format!("/v1/sessions/{doomed}")))
+            .bearer_auth(TOKEN),
+        StatusCode::OK
+    );
+    assert_eq!(deleted, json!({"session_id": doomed, "deleted": true}));
+    hit!(
+        "delete",
+        "/v1/sessions/{session_id}",
+        server
+            .client
+            .delete(server.url(&format!("/v1/sessions/{doomed}")))
+            .bearer_auth(TOKEN),
+        StatusCode::NOT_FOUND
+    );
     exercised.sort();
     exercised.dedup();
     assert_eq!(exercised, documented, "every documented route is exercised");

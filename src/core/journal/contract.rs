@@ -41,6 +41,7 @@ macro_rules! journal_contract {
             grants_are_replaced_per_tool_and_scope,
             trust_is_kept_per_project_directory,
             missing_receipts_are_counted,
+            a_deleted_session_keeps_its_runs_summaries_and_receipts_only,
             a_stopped_journal_refuses_commits,
         );
     };
@@ -559,6 +560,54 @@ pub async fn missing_receipts_are_counted(backend: &Backend) {
     );
     journal.submit(Write::AppendReceipt(receipt(&session, &run, "c1")));
     journal.flush().await.unwrap();
+    assert!(backend.audit.missing_receipts().await.unwrap().is_empty());
+}
+
+/// A deleted session (and its subagents' sessions) is unknown to every read;
+/// its conversation, grants and tapes are gone; its runs' summaries and
+/// receipts stay, so the chain verifies and nothing is counted missing.
+pub async fn a_deleted_session_keeps_its_runs_summaries_and_receipts_only(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_gone").await;
+    let (kept, _) = session_with_run(journal, "ses_kept").await;
+    let mut child = super::contract::session("ses_gone_child", "/ws", 3);
+    child.parent = Some(crate::core::session::SessionParent {
+        session: session.clone(),
+        run: run.clone(),
+        call: "c0".into(),
+    });
+    journal.submit(Write::InsertSession(child.clone()));
+    journal.submit(Write::AppendEvent(event(&session, &run, 0, "secret words")));
+    journal.submit(Write::AppendMessage {
+        session_id: session.clone(),
+        run_id: Some(run.clone()),
+        message: Message::Note {
+            text: "secret words".into(),
+        },
+        at: 3,
+    });
+    journal.submit(Write::AppendReceipt(receipt(&session, &run, "c0")));
+    journal
+        .commit(Write::DeleteSession {
+            id: session.clone(),
+            at: 9,
+        })
+        .await
+        .unwrap();
+    assert_eq!(journal.session(&session).await.unwrap(), None);
+    assert_eq!(journal.session(&child.id).await.unwrap(), None);
+    let listed: Vec<SessionId> = journal
+        .sessions(SessionQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, [kept]);
+    assert!(journal.history(&session).await.unwrap().is_empty());
+    assert!(journal.tape(&run, 0, None).await.unwrap().is_empty());
+    assert!(journal.run(&run).await.unwrap().is_some());
+    assert_eq!(backend.audit.run_receipts(&run).await.unwrap().len(), 1);
     assert!(backend.audit.missing_receipts().await.unwrap().is_empty());
 }
 

@@ -114,6 +114,28 @@ impl State {
                     session.updated_at = at;
                 }
             }
+            Write::DeleteSession { id, at: _ } => {
+                let gone: Vec<SessionId> = self
+                    .sessions
+                    .values()
+                    .filter(|s| s.id == id || s.parent.as_ref().is_some_and(|p| p.session == id))
+                    .map(|s| s.id.clone())
+                    .collect();
+                for session in &gone {
+                    self.sessions.remove(session);
+                    self.messages.remove(session);
+                    self.grants.remove(session);
+                    let runs: Vec<RunId> = self
+                        .runs
+                        .values()
+                        .filter(|r| r.session_id == *session)
+                        .map(|r| r.id.clone())
+                        .collect();
+                    for run in runs {
+                        self.tape.remove(&run);
+                    }
+                }
+            }
             Write::AppendMessage {
                 session_id,
                 run_id,
