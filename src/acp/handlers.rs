@@ -55,7 +55,8 @@ impl Connection {
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new())
-                    .delete(acp::SessionDeleteCapabilities::new()),
+                    .delete(acp::SessionDeleteCapabilities::new())
+                    .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
             .meta(meta);
         let response =
@@ -154,6 +155,7 @@ impl Connection {
         let result = async {
             let request: acp::NewSessionRequest = params(raw)?;
             let workspace = Self::workspace(request.cwd)?;
+            let roots = additional_directories(request.additional_directories)?;
             let (servers, mcp_servers) = mcp_servers(&request.mcp_servers)?;
             let prompt = prompt_settings(request.meta.as_ref())?;
             let session = self
@@ -166,6 +168,9 @@ impl Connection {
                     prompt,
                 })
                 .await
+                .map_err(runtime_error)?;
+            self.runtime
+                .set_additional_roots(&session.id, roots)
                 .map_err(runtime_error)?;
             if !servers.is_empty() {
                 self.start_mcp(&session, servers).await;
@@ -233,8 +238,12 @@ impl Connection {
     ) -> Reply {
         let result = async {
             let request: acp::LoadSessionRequest = params(raw)?;
+            let roots = additional_directories(request.additional_directories)?;
             let (servers, _) = mcp_servers(&request.mcp_servers)?;
             let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            self.runtime
+                .set_additional_roots(&session.id, roots)
+                .map_err(runtime_error)?;
             self.start_mcp(&session, servers).await;
             let history = self
                 .runtime
@@ -289,8 +298,12 @@ impl Connection {
     ) -> Reply {
         let result = async {
             let request: acp::ResumeSessionRequest = params(raw)?;
+            let roots = additional_directories(request.additional_directories)?;
             let (servers, _) = mcp_servers(&request.mcp_servers)?;
             let (session, subscription) = self.open(&request.session_id, request.cwd).await?;
+            self.runtime
+                .set_additional_roots(&session.id, roots)
+                .map_err(runtime_error)?;
             self.start_mcp(&session, servers).await;
             let (options, modes) = self.session_response_parts(&session);
             let response = acp::ResumeSessionResponse::new()
@@ -719,6 +732,27 @@ impl Connection {
             .map_err(runtime_error)?;
         to_value(acp::SetSessionModeResponse::new())
     }
+}
+
+/// `additionalDirectories` of a `session/new`, `session/load` or
+/// `session/resume`: each an absolute path of an existing directory.
+fn additional_directories(dirs: Vec<PathBuf>) -> Result<Vec<PathBuf>, RpcError> {
+    for (index, dir) in dirs.iter().enumerate() {
+        let shown = || quote(&dir.display().to_string()).to_string();
+        if !dir.is_absolute() {
+            return Err(invalid_params(format!(
+                "`additionalDirectories[{index}]` must be an absolute path, got {}",
+                shown()
+            )));
+        }
+        if !dir.is_dir() {
+            return Err(invalid_params(format!(
+                "`additionalDirectories[{index}]` is not a directory: {}",
+                shown()
+            )));
+        }
+    }
+    Ok(dirs)
 }
 
 /// The MCP servers of a `session/new`, `session/load` or `session/resume`,

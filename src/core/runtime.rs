@@ -232,6 +232,9 @@ struct LiveSession {
     told_trust: std::sync::atomic::AtomicBool,
     /// A subagent's limits (its tools, its turn cap), set when it is made.
     child: Mutex<Option<subagents::ChildLimits>>,
+    /// Directories the client added to this session's boundary
+    /// (`additionalDirectories`), beside the configured extra roots.
+    extra_roots: Mutex<Vec<PathBuf>>,
 }
 
 struct QueuedRun {
@@ -1176,6 +1179,7 @@ impl Runtime {
             session_tools: Mutex::new(session_tools),
             told_trust: std::sync::atomic::AtomicBool::new(false),
             child: Mutex::new(None),
+            extra_roots: Mutex::new(Vec::new()),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -1589,7 +1593,7 @@ impl Runtime {
         let paths = &self.inner.config.paths;
         let boundary = PathBoundary::new(
             &session.workspace,
-            &paths.extra_roots,
+            &self.extra_roots(session),
             &paths.forbidden,
             paths.home.clone(),
         );
@@ -1608,13 +1612,43 @@ impl Runtime {
         }
     }
 
+    /// A session's extra roots: the configured ones, then those its client
+    /// added (`additionalDirectories`), each once.
+    fn extra_roots(&self, session: &Session) -> Vec<PathBuf> {
+        let mut roots = self.inner.config.paths.extra_roots.clone();
+        if let Some(live) = self.live(&session.id) {
+            for root in lock(&live.extra_roots).iter() {
+                if !roots.contains(root) {
+                    roots.push(root.clone());
+                }
+            }
+        }
+        roots
+    }
+
+    /// Sets the directories a client adds to a live session's boundary
+    /// (`additionalDirectories` on new, load or resume: the complete list,
+    /// replacing an earlier one); each must be an absolute directory.
+    pub fn set_additional_roots(
+        &self,
+        id: &SessionId,
+        roots: Vec<PathBuf>,
+    ) -> Result<(), RuntimeError> {
+        let live = self
+            .live(id)
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        *lock(&live.extra_roots) = roots;
+        Ok(())
+    }
+
     /// The system prompt of a run of `session`: the environment as the probe
     /// finds it now (off the async threads: it may run `git`).
     async fn run_prompt(&self, session: &Session) -> RunPrompt {
         let paths = &self.inner.config.paths;
+        let extra_roots = self.extra_roots(session);
         let boundary = Arc::new(PathBoundary::new(
             &session.workspace,
-            &paths.extra_roots,
+            &extra_roots,
             &paths.forbidden,
             paths.home.clone(),
         ));
@@ -1645,7 +1679,7 @@ impl Runtime {
         RunPrompt {
             settings: prompt_settings(&self.inner.config.loop_config.prompt, &session.prompt),
             workspace: session.workspace.clone(),
-            extra_roots: paths.extra_roots.clone(),
+            extra_roots,
             environment,
             origin: session.origin,
             mode: session.mode,

@@ -147,3 +147,69 @@ fn a_deleted_session_leaves_every_listing_and_verify_still_holds() {
     assert_eq!(rm.status.code(), Some(2));
     dir.verify();
 }
+
+#[test]
+fn additional_directories_widen_the_boundary_and_reach_the_prompt() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    let extra = dir.path().join("shared-lib");
+    std::fs::create_dir_all(&extra).unwrap();
+    std::fs::write(extra.join("notes.txt"), "from the extra root\n").unwrap();
+    let read = json!([{"tool_call": {"name": "read_file", "arguments": {"path": extra.join("notes.txt")}}}]);
+    let script = dir.script("s.jsonl", &[read.clone(), json!([{"text": "read"}])]);
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    let init = acp.initialize();
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"],
+        json!({})
+    );
+    // Bad directories are refused, naming which.
+    let (_, refused) = acp.request(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": [], "additionalDirectories": ["relative/dir"]}),
+    );
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("additionalDirectories[0]")
+    );
+    let (_, refused) = acp.request(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": [], "additionalDirectories": [dir.path().join("missing")]}),
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not a directory"),
+        "{refused}"
+    );
+
+    let result = acp.call(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": [], "additionalDirectories": [extra]}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    acp.expect_commands(&session);
+    let context = acp.call("_pincer/context", json!({"sessionId": session}));
+    assert!(
+        context["system"]
+            .as_str()
+            .unwrap()
+            .contains(extra.to_str().unwrap()),
+        "{}",
+        context["system"]
+    );
+    let (updates, _) = acp.prompt(&session, "read the notes");
+    let shown = serde_json::to_string(&updates).unwrap();
+    assert!(shown.contains("from the extra root"), "{shown}");
+    // Another session without them: the directory is outside.
+    let other = acp.new_session(&dir.workspace());
+    let (updates, _) = acp.prompt(&other, "read the notes");
+    let shown = serde_json::to_string(&updates).unwrap();
+    assert!(!shown.contains("from the extra root"), "{shown}");
+    assert!(shown.contains("denied by policy"), "{shown}");
+    acp.finish();
+}

@@ -253,6 +253,10 @@ impl Runtime {
             .await?;
         self.make_live(session.clone(), Vec::new())?;
         if let Some(live) = self.live(&session.id) {
+            // The parent's added directories are the child's too.
+            if let Some(parent) = self.live(&owner.id) {
+                *lock(&live.extra_roots) = lock(&parent.extra_roots).clone();
+            }
             *lock(&live.child) = Some(ChildLimits {
                 parent: link,
                 tools: task.tools.clone(),
