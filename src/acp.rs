@@ -541,7 +541,11 @@ impl Connection {
                 }
             }
             if let Some(outcome) = RunOutcome::from_event(&record.event) {
-                let result = prompt_result(&record.run_id, &outcome);
+                let usage = match &record.event {
+                    Event::State { usage, .. } => usage.as_ref(),
+                    _ => None,
+                };
+                let result = prompt_result(&record.run_id, &outcome, usage);
                 let waiting = lock(&self.prompts).remove(&record.run_id);
                 if let Some(id) = waiting {
                     self.peer.respond(&id, result).await;

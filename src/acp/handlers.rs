@@ -823,12 +823,36 @@ fn mcp_servers(
     Ok((specs, Value::Array(stored)))
 }
 
-pub(super) fn prompt_result(run: &RunId, outcome: &RunOutcome) -> Result<Value, RpcError> {
+pub(super) fn prompt_result(
+    run: &RunId,
+    outcome: &RunOutcome,
+    usage: Option<&crate::core::usage::Usage>,
+) -> Result<Value, RpcError> {
+    // The turn's tokens, in the shape of ACP's draft `PromptResponse.usage`
+    // (an extra field the stable schema allows).
+    let with_usage = |response: acp::PromptResponse| {
+        let mut value = to_value(response)?;
+        if let (Some(usage), Value::Object(fields)) = (usage, &mut value) {
+            let mut shown = json!({
+                "totalTokens": usage.input_tokens + usage.output_tokens,
+                "inputTokens": usage.input_tokens,
+                "outputTokens": usage.output_tokens,
+            });
+            if usage.reasoning_tokens > 0 {
+                shown["thoughtTokens"] = usage.reasoning_tokens.into();
+            }
+            if usage.cached_input_tokens > 0 {
+                shown["cachedReadTokens"] = usage.cached_input_tokens.into();
+            }
+            fields.insert("usage".into(), shown);
+        }
+        Ok(value)
+    };
     match outcome {
         RunOutcome::Completed(reason) => {
-            to_value(acp::PromptResponse::new(convert::stop_reason(*reason)))
+            with_usage(acp::PromptResponse::new(convert::stop_reason(*reason)))
         }
-        RunOutcome::Cancelled => to_value(acp::PromptResponse::new(acp::StopReason::Cancelled)),
+        RunOutcome::Cancelled => with_usage(acp::PromptResponse::new(acp::StopReason::Cancelled)),
         RunOutcome::Failed(message) => {
             let mut error =
                 RpcError::internal_error().data(json!({ "runId": run.as_str(), "error": message }));

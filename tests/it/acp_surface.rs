@@ -213,3 +213,22 @@ fn additional_directories_widen_the_boundary_and_reach_the_prompt() {
     assert!(shown.contains("denied by policy"), "{shown}");
     acp.finish();
 }
+
+#[test]
+fn the_prompt_response_carries_the_turns_usage() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "hi"}, {"usage": {"input_tokens": 120, "output_tokens": 30, "cached_input_tokens": 100}}])],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    let (_, response) = acp.prompt(&session, "hello");
+    assert_eq!(
+        response["result"],
+        json!({"stopReason": "end_turn", "usage": {"totalTokens": 150, "inputTokens": 120, "outputTokens": 30, "cachedReadTokens": 100}})
+    );
+    acp.finish();
+}
