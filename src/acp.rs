@@ -496,6 +496,7 @@ impl Connection {
             "session/set_config_option" => self.set_config_option(raw).await,
             "session/set_mode" => self.set_mode(raw).await,
             "session/set_model" => self.set_model_alias(raw).await,
+            "_session/steering" => self.steer(raw).await,
             "_pincer/runs/list" => self.runs_list(raw).await,
             "_pincer/runs/get" => self.runs_get(raw).await,
             "_pincer/runs/tape" => self.runs_tape(raw).await,

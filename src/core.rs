@@ -33,6 +33,7 @@ pub mod semantic;
 pub mod session;
 pub mod slash;
 pub mod stats;
+pub mod steering;
 pub mod subagent;
 pub mod subscription;
 pub mod tokens;

@@ -31,6 +31,7 @@ impl Connection {
             target.extend(extra.clone());
         }
         meta.insert("pincer".into(), pincer);
+        meta.insert("steering".into(), json!({"supported": true}));
         let auth_methods = self.auth_methods(&request);
         let mut auth = acp::AgentAuthCapabilities::new();
         if self.options.accounts.is_some() {
@@ -63,6 +64,7 @@ impl Connection {
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(capabilities)
                 .auth_methods(auth_methods)
+                .meta(steering_meta())
                 .agent_info(
                     acp::Implementation::new("pincer", env!("CARGO_PKG_VERSION"))
                         .title("Pincer".to_owned()),
@@ -691,6 +693,62 @@ impl Connection {
         ))
     }
 
+    /// `_session/steering` (the extension claude-agent-acp, codex-acp and
+    /// JetBrains AIR speak): a message for the prompt that is working, taken
+    /// in at its next turn boundary (`injected`). With nothing working it is
+    /// sent back (`promptRequired`) when `_meta.steering.idleBehavior` asks
+    /// for that, else it starts a turn of its own (`startedNewTurn`).
+    pub(super) async fn steer(&self, raw: Option<Box<RawValue>>) -> Result<Value, RpcError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Steer {
+            session_id: acp::SessionId,
+            prompt: Vec<acp::ContentBlock>,
+            #[serde(default, rename = "_meta")]
+            meta: Option<Value>,
+        }
+        let request: Steer = params(raw)?;
+        let id = self.attached_session(&request.session_id)?;
+        let content = convert::prompt_content(request.prompt)
+            .map_err(|message| invalid_params(clip_message(&message)))?;
+        if content.is_empty() {
+            return Err(invalid_params(
+                "`prompt` must contain at least one content block",
+            ));
+        }
+        let idle = request
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("steering"))
+            .and_then(|s| s.get("idleBehavior"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match idle.as_deref() {
+            None | Some("promptRequired" | "startNewTurn") => {}
+            Some(other) => {
+                return Err(invalid_params(format!(
+                    "unsupported steering idleBehavior {}",
+                    quoted(other)
+                )));
+            }
+        }
+        if self
+            .runtime
+            .steer(&id, content.clone())
+            .map_err(runtime_error)?
+        {
+            return Ok(json!({"outcome": "injected"}));
+        }
+        if idle.as_deref() == Some("promptRequired") {
+            return Ok(json!({"outcome": "promptRequired", "reason": "noRunningTurn"}));
+        }
+        self.runtime
+            .prompt(&id, content)
+            .await
+            .map_err(runtime_error)?;
+        Ok(json!({"outcome": "startedNewTurn"}))
+    }
+
     /// `session/set_model`, removed from ACP v1 but still sent by
     /// CodeCompanion.nvim and several VS Code clients: the model option by
     /// another name. Answers `{}`; the new options follow as a
@@ -901,4 +959,12 @@ enum Started {
     Command(SessionId, FaceCommand),
     /// Nothing: the prompt answered the question a run waits on.
     Answered,
+}
+
+/// `_meta.steering.supported`: clients probe it (on the response and on
+/// the agent's capabilities) before they send `_session/steering`.
+fn steering_meta() -> acp::Meta {
+    let mut meta = acp::Meta::new();
+    meta.insert("steering".into(), json!({"supported": true}));
+    meta
 }

@@ -27,6 +27,9 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
             ctx.emitter.emit(Event::Notice { message });
             return RunOutcome::Completed(StopReason::Budget);
         }
+        if let Some(steering) = ctx.steering.clone() {
+            take_steering(ctx, steering.take());
+        }
         let turn = match model_turn(ctx, config, index).await {
             Ok(turn) => turn,
             Err(outcome) => return outcome,
@@ -42,6 +45,15 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                 }
                 Ok(None) => {}
                 Err(outcome) => return outcome,
+            }
+        }
+        // A message the person sent meanwhile keeps the run going: the
+        // model answers it in another turn.
+        if ended && let Some(steering) = ctx.steering.clone() {
+            let came = steering.close_if_empty();
+            if !came.is_empty() {
+                take_steering(ctx, came);
+                continue;
             }
         }
         match turn.stop {
@@ -100,6 +112,19 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
 
 /// The `agent_type` of Pincer's subagents, as `SubagentStop` hooks see it.
 pub const SUBAGENT_TYPE: &str = "delegate";
+
+/// Messages sent while the run worked join the conversation before the next
+/// model turn, and every face shows them.
+fn take_steering(ctx: &mut RunContext<'_>, messages: Vec<Vec<super::session::ContentPart>>) {
+    for content in messages {
+        ctx.emitter.emit(Event::UserMessage {
+            content: content.clone(),
+        });
+        let message = Message::User { content };
+        ctx.emitter.append_message(message.clone());
+        ctx.history.push(message);
+    }
+}
 
 /// Most times in a row `Stop` hooks may keep a run going (as Claude Code
 /// allows); then the run ends anyway.

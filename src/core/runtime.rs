@@ -235,6 +235,8 @@ struct LiveSession {
     /// Directories the client added to this session's boundary
     /// (`additionalDirectories`), beside the configured extra roots.
     extra_roots: Mutex<Vec<PathBuf>>,
+    /// Messages sent while a prompt's run works (`Runtime::steer`).
+    steering: Arc<super::steering::SteerBox>,
 }
 
 struct QueuedRun {
@@ -420,6 +422,19 @@ impl Runtime {
 
     pub fn gate(&self) -> &ToolGate {
         &self.inner.gate
+    }
+
+    /// Puts a message into the session's working prompt run, taken in at
+    /// its next turn boundary; false when no prompt's run works now (then
+    /// the face sends it as a prompt of its own, or says so).
+    pub fn steer(&self, id: &SessionId, content: Vec<ContentPart>) -> Result<bool, RuntimeError> {
+        let live = self
+            .live(id)
+            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
+        let provider = lock(&live.session).provider.clone();
+        let model = lock(&live.session).model.clone();
+        self.check_content(&provider, &model, &content)?;
+        Ok(live.steering.put(content))
     }
 
     /// Answers a waiting approval of a session; false if it is not waiting
@@ -1180,6 +1195,7 @@ impl Runtime {
             told_trust: std::sync::atomic::AtomicBool::new(false),
             child: Mutex::new(None),
             extra_roots: Mutex::new(Vec::new()),
+            steering: Arc::default(),
         });
         {
             let mut map = lock(&self.inner.live);
@@ -1313,7 +1329,17 @@ impl Runtime {
                     .await
                 {
                     Ok(mut context) => {
-                        agent_loop::run(&mut context, &self.inner.config.loop_config).await
+                        live.steering.open();
+                        context.steering = Some(live.steering.clone());
+                        let outcome =
+                            agent_loop::run(&mut context, &self.inner.config.loop_config).await;
+                        // Messages that came as the run stopped otherwise
+                        // (cancel, cap, failure) join the conversation: the
+                        // next prompt carries them.
+                        for content in live.steering.close() {
+                            context.emitter.append_message(Message::User { content });
+                        }
+                        outcome
                     }
                     Err(outcome) => outcome,
                 }
@@ -1781,6 +1807,7 @@ impl Runtime {
             prompt,
             session_tools,
             tokens,
+            steering: None,
             max_turns: child.as_ref().map(|c| c.max_turns),
             // A subagent's run may spend what its parent had left; its
             // session is new, so only the run's and the day's limits hold.

@@ -104,6 +104,9 @@ pub struct RunContext<'a> {
     /// The budgets this run is held to, when not the configured ones (a
     /// subagent's: at most what its parent had left).
     pub budgets: Option<budget::Budgets>,
+    /// Messages a person sends while the run works (`core::steering`);
+    /// `None` for runs that take none.
+    pub steering: Option<std::sync::Arc<super::steering::SteerBox>>,
 }
 
 /// The session a subagent's run works for, and its task's label.

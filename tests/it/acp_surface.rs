@@ -232,3 +232,82 @@ fn the_prompt_response_carries_the_turns_usage() {
     );
     acp.finish();
 }
+
+#[test]
+fn a_message_sent_while_a_prompt_works_steers_it() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Counting"}, {"delay_ms": 1500}, {"text": " to ten."}]),
+            json!([{"text": "Stopping at five, as you asked."}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    let init = acp.initialize();
+    assert_eq!(init["_meta"]["steering"]["supported"], true, "{init}");
+    let session = acp.new_session(&dir.workspace());
+    // Nothing works yet: the message is handed back.
+    let idle = acp.call(
+        "_session/steering",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "early"}],
+               "_meta": {"steering": {"idleBehavior": "promptRequired"}}}),
+    );
+    assert_eq!(
+        idle,
+        json!({"outcome": "promptRequired", "reason": "noRunningTurn"})
+    );
+    let prompt = acp.prompt_async(&session, "count to ten");
+    // Once the reply streams, steer the run.
+    loop {
+        let message = acp.recv();
+        if message["params"]["update"]["sessionUpdate"] == "agent_message_chunk" {
+            break;
+        }
+    }
+    let steered = acp.call(
+        "_session/steering",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "stop at five"}]}),
+    );
+    assert_eq!(steered, json!({"outcome": "injected"}));
+    let (updates, response) = acp.until_response(&prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text = crate::support::agent_text(&updates);
+    assert!(text.contains("Stopping at five, as you asked."), "{text}");
+    // The message joined the conversation between the two answers, and
+    // every face saw it.
+    let history: Vec<String> = dir.show_session(&session)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["message"].to_string())
+        .collect();
+    let at = |needle: &str| history.iter().position(|m| m.contains(needle)).unwrap();
+    assert!(at("count to ten") < at("Counting to ten."));
+    assert!(at("Counting to ten.") < at("stop at five"));
+    assert!(at("stop at five") < at("Stopping at five"));
+    // On the tape as a user message of the same run, which other faces
+    // watching the session show (the sender already shows it).
+    let run = dir.show_session(&session)["runs"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tape = dir
+        .command()
+        .args(["tape", &run, "--json"])
+        .output()
+        .unwrap();
+    let users = String::from_utf8_lossy(&tape.stdout)
+        .lines()
+        .filter(|l| l.contains("\"type\":\"user_message\""))
+        .count();
+    assert_eq!(users, 2, "{}", String::from_utf8_lossy(&tape.stdout));
+    let (_, bad) = acp.request(
+        "_session/steering",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}],
+               "_meta": {"steering": {"idleBehavior": "whatever"}}}),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    acp.finish();
+}

@@ -1,0 +1,93 @@
+//! Steering: a message a person sends while a run works is taken into that
+//! run at its next turn boundary instead of waiting for the run to end.
+//!
+//! A [`SteerBox`] belongs to a live session. It is open while a prompt's
+//! run works: `Runtime::steer` puts messages in, the agent loop takes them
+//! before each model turn, and the loop closes it only when it ends with
+//! nothing left (so a message put in is always either taken or refused,
+//! never lost between the two).
+
+use std::sync::Mutex;
+
+use super::session::ContentPart;
+
+#[derive(Default)]
+pub struct SteerBox {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    open: bool,
+    waiting: Vec<Vec<ContentPart>>,
+}
+
+impl SteerBox {
+    /// A run that takes steering starts.
+    pub fn open(&self) {
+        let mut state = self.lock();
+        state.open = true;
+        state.waiting.clear();
+    }
+
+    /// Puts a message in; false when no run takes it now.
+    pub fn put(&self, content: Vec<ContentPart>) -> bool {
+        let mut state = self.lock();
+        if state.open {
+            state.waiting.push(content);
+        }
+        state.open
+    }
+
+    /// The messages put in since the last take.
+    pub fn take(&self) -> Vec<Vec<ContentPart>> {
+        std::mem::take(&mut self.lock().waiting)
+    }
+
+    /// Closes the box if nothing waits (the run may end); else the messages
+    /// that came meanwhile, and it stays open.
+    pub fn close_if_empty(&self) -> Vec<Vec<ContentPart>> {
+        let mut state = self.lock();
+        if state.waiting.is_empty() {
+            state.open = false;
+        }
+        std::mem::take(&mut state.waiting)
+    }
+
+    /// Closes the box whatever waits: what was left, for the conversation.
+    pub fn close(&self) -> Vec<Vec<ContentPart>> {
+        let mut state = self.lock();
+        state.open = false;
+        std::mem::take(&mut state.waiting)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> Vec<ContentPart> {
+        vec![ContentPart::Text { text: t.into() }]
+    }
+
+    #[test]
+    fn a_message_is_taken_or_refused_never_lost() {
+        let steer = SteerBox::default();
+        assert!(!steer.put(text("before any run")));
+        steer.open();
+        assert!(steer.put(text("one")));
+        assert_eq!(steer.take(), vec![text("one")]);
+        assert!(steer.put(text("two")));
+        // The run wanted to end, but a message came: it stays open.
+        assert_eq!(steer.close_if_empty(), vec![text("two")]);
+        assert!(steer.put(text("three")));
+        assert_eq!(steer.close(), vec![text("three")]);
+        assert!(!steer.put(text("after")));
+    }
+}
