@@ -736,6 +736,7 @@ impl Connection {
             .runtime
             .steer(&id, content.clone())
             .map_err(runtime_error)?
+            .is_some()
         {
             return Ok(json!({"outcome": "injected"}));
         }

@@ -909,6 +909,19 @@ impl Hub {
             }
             text.push(part);
         }
+        let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+        // A message while the chat's prompt works steers that run: its
+        // reply answers both.
+        if matches!(start, Start::Prompt) {
+            let content = vec![ContentPart::Text {
+                text: text.join("\n\n"),
+            }];
+            if let Some(working) = self.runtime.steer(&session, content)? {
+                self.set_inbox(&ids, InboxState::Dispatched, Some(working))
+                    .await;
+                return Ok(());
+            }
+        }
         let run_id = RunId::generate();
         let subscription = self.runtime.subscribe(&session)?;
         match start {
@@ -926,7 +939,6 @@ impl Hub {
                     .await?
             }
         };
-        let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
         self.set_inbox(&ids, InboxState::Dispatched, Some(run_id.clone()))
             .await;
         let hub = self.clone();

@@ -425,9 +425,13 @@ impl Runtime {
     }
 
     /// Puts a message into the session's working prompt run, taken in at
-    /// its next turn boundary; false when no prompt's run works now (then
-    /// the face sends it as a prompt of its own, or says so).
-    pub fn steer(&self, id: &SessionId, content: Vec<ContentPart>) -> Result<bool, RuntimeError> {
+    /// its next turn boundary: that run; `None` when no prompt's run works
+    /// now (then the face sends it as a prompt of its own, or says so).
+    pub fn steer(
+        &self,
+        id: &SessionId,
+        content: Vec<ContentPart>,
+    ) -> Result<Option<RunId>, RuntimeError> {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
@@ -1329,7 +1333,7 @@ impl Runtime {
                     .await
                 {
                     Ok(mut context) => {
-                        live.steering.open();
+                        live.steering.open(queued.id.clone());
                         context.steering = Some(live.steering.clone());
                         let outcome =
                             agent_loop::run(&mut context, &self.inner.config.loop_config).await;

@@ -9,6 +9,7 @@
 
 use std::sync::Mutex;
 
+use super::ids::RunId;
 use super::session::ContentPart;
 
 #[derive(Default)]
@@ -18,25 +19,27 @@ pub struct SteerBox {
 
 #[derive(Default)]
 struct State {
-    open: bool,
+    /// The run taking messages, while one does.
+    open: Option<RunId>,
     waiting: Vec<Vec<ContentPart>>,
 }
 
 impl SteerBox {
     /// A run that takes steering starts.
-    pub fn open(&self) {
+    pub fn open(&self, run: RunId) {
         let mut state = self.lock();
-        state.open = true;
+        state.open = Some(run);
         state.waiting.clear();
     }
 
-    /// Puts a message in; false when no run takes it now.
-    pub fn put(&self, content: Vec<ContentPart>) -> bool {
+    /// Puts a message in: the run that will take it, or `None` when no run
+    /// takes messages now.
+    pub fn put(&self, content: Vec<ContentPart>) -> Option<RunId> {
         let mut state = self.lock();
-        if state.open {
+        if state.open.is_some() {
             state.waiting.push(content);
         }
-        state.open
+        state.open.clone()
     }
 
     /// The messages put in since the last take.
@@ -49,7 +52,7 @@ impl SteerBox {
     pub fn close_if_empty(&self) -> Vec<Vec<ContentPart>> {
         let mut state = self.lock();
         if state.waiting.is_empty() {
-            state.open = false;
+            state.open = None;
         }
         std::mem::take(&mut state.waiting)
     }
@@ -57,7 +60,7 @@ impl SteerBox {
     /// Closes the box whatever waits: what was left, for the conversation.
     pub fn close(&self) -> Vec<Vec<ContentPart>> {
         let mut state = self.lock();
-        state.open = false;
+        state.open = None;
         std::mem::take(&mut state.waiting)
     }
 
@@ -79,15 +82,16 @@ mod tests {
     #[test]
     fn a_message_is_taken_or_refused_never_lost() {
         let steer = SteerBox::default();
-        assert!(!steer.put(text("before any run")));
-        steer.open();
-        assert!(steer.put(text("one")));
+        let run = RunId::from_string("run_1".into());
+        assert_eq!(steer.put(text("before any run")), None);
+        steer.open(run.clone());
+        assert_eq!(steer.put(text("one")), Some(run.clone()));
         assert_eq!(steer.take(), vec![text("one")]);
-        assert!(steer.put(text("two")));
+        assert!(steer.put(text("two")).is_some());
         // The run wanted to end, but a message came: it stays open.
         assert_eq!(steer.close_if_empty(), vec![text("two")]);
-        assert!(steer.put(text("three")));
+        assert!(steer.put(text("three")).is_some());
         assert_eq!(steer.close(), vec![text("three")]);
-        assert!(!steer.put(text("after")));
+        assert_eq!(steer.put(text("after")), None);
     }
 }

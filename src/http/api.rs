@@ -243,35 +243,26 @@ impl Api {
         Ok(json!({ "session_id": id.as_str(), "deleted": true }))
     }
 
+    /// Steers the session's working prompt with a message: taken in at the
+    /// run's next turn boundary (`injected`, with the run), or handed back
+    /// when no prompt works (`promptRequired`).
+    pub async fn steer(&self, id: &str, request: Prompt) -> Result<Value, ApiError> {
+        let content = prompt_content(request)?;
+        let id = session_id(id)?;
+        self.runtime.session(&id).await?;
+        Ok(match self.runtime.steer(&id, content) {
+            Ok(Some(run)) => json!({"outcome": "injected", "run_id": run.as_str()}),
+            Ok(None) | Err(crate::core::runtime::RuntimeError::SessionNotFound(_)) => {
+                json!({"outcome": "promptRequired", "reason": "noRunningTurn"})
+            }
+            Err(err) => return Err(err.into()),
+        })
+    }
+
     /// Queues a prompt (opening the session if it is not live) and returns its
     /// run: as queued, or as it ended when `wait` is set.
     pub async fn prompt(&self, id: &str, request: Prompt, wait: bool) -> Result<Value, ApiError> {
-        let content = match (request.prompt, request.content) {
-            (Some(text), None) => vec![ContentPart::Text { text }],
-            (None, Some(content)) => content,
-            (Some(_), Some(_)) => {
-                return Err(ApiError::bad_request(
-                    "`prompt` and `content`: give one or the other",
-                ));
-            }
-            (None, None) => {
-                return Err(ApiError::bad_request(
-                    "`prompt`: missing (or give `content`)",
-                ));
-            }
-        };
-        if content.is_empty() {
-            return Err(ApiError::bad_request("`content`: must not be empty"));
-        }
-        let empty = content.iter().all(|part| match part {
-            ContentPart::Text { text } => blank(text),
-            ContentPart::ResourceLink { .. }
-            | ContentPart::Resource { .. }
-            | ContentPart::Image { .. } => false,
-        });
-        if empty {
-            return Err(ApiError::bad_request("`prompt`: must not be empty"));
-        }
+        let content = prompt_content(request)?;
         let id = session_id(id)?;
         self.runtime.open_session(&id).await?;
         let ticket = self.runtime.prompt(&id, content).await?;
@@ -490,6 +481,37 @@ impl Api {
         }
         Ok(json!({ "question": request, "outcome": answer.outcome, "answer": answer.answer }))
     }
+}
+
+/// A prompt's content from `prompt` (text) or `content` (parts), checked.
+fn prompt_content(request: Prompt) -> Result<Vec<ContentPart>, ApiError> {
+    let content = match (request.prompt, request.content) {
+        (Some(text), None) => vec![ContentPart::Text { text }],
+        (None, Some(content)) => content,
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "`prompt` and `content`: give one or the other",
+            ));
+        }
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "`prompt`: missing (or give `content`)",
+            ));
+        }
+    };
+    if content.is_empty() {
+        return Err(ApiError::bad_request("`content`: must not be empty"));
+    }
+    let empty = content.iter().all(|part| match part {
+        ContentPart::Text { text } => blank(text),
+        ContentPart::ResourceLink { .. }
+        | ContentPart::Resource { .. }
+        | ContentPart::Image { .. } => false,
+    });
+    if empty {
+        return Err(ApiError::bad_request("`prompt`: must not be empty"));
+    }
+    Ok(content)
 }
 
 fn approval_of(record: &Arc<EventRecord>) -> Option<&str> {

@@ -62,6 +62,7 @@ pub fn table() -> Vec<Route> {
             "/v1/sessions/{session_id}/prompt",
             post(prompt),
         ),
+        route(Method::POST, "/v1/sessions/{session_id}/steer", post(steer)),
         route(Method::GET, "/v1/sessions/{session_id}/runs", get(runs)),
         route(
             Method::GET,
@@ -265,6 +266,14 @@ async fn prompt(
         StatusCode::ACCEPTED
     };
     Ok((status, axum::Json(run)))
+}
+
+async fn steer(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<Prompt>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.steer(&id, request).await?))
 }
 
 async fn runs(

@@ -1230,6 +1230,25 @@ async fn the_openapi_document_describes_the_running_server() {
         server.post(&format!("/v1/runs/{rid}/cancel"), json!({})),
         StatusCode::CONFLICT
     );
+    let idle = hit!(
+        "post",
+        "/v1/sessions/{session_id}/steer",
+        server.post(
+            &format!("/v1/sessions/{sid}/steer"),
+            json!({"prompt": "nothing works now"})
+        ),
+        StatusCode::OK
+    );
+    assert_eq!(
+        idle,
+        json!({"outcome": "promptRequired", "reason": "noRunningTurn"})
+    );
+    hit!(
+        "post",
+        "/v1/sessions/{session_id}/steer",
+        server.post(&format!("/v1/sessions/{sid}/steer"), json!({})),
+        StatusCode::BAD_REQUEST
+    );
     let long = hit!(
         "post",
         "/v1/sessions/{session_id}/prompt",
@@ -1239,6 +1258,23 @@ async fn the_openapi_document_describes_the_running_server() {
         ),
         StatusCode::ACCEPTED
     );
+    // Once the long run works, a message steers it.
+    let steered = loop {
+        let answer = hit!(
+            "post",
+            "/v1/sessions/{session_id}/steer",
+            server.post(
+                &format!("/v1/sessions/{sid}/steer"),
+                json!({"prompt": "and also this"})
+            ),
+            StatusCode::OK
+        );
+        if answer["outcome"] == "injected" {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(steered["run_id"], long["run_id"]);
     let mut stream =
         SseReader::open(server.get(&format!("/v1/sessions/{sid}/events?after={rid}:0"))).await;
     let (id, _) = stream.next().await.unwrap();
