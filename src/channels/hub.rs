@@ -333,18 +333,15 @@ impl Hub {
 
     /// Runs the `MessageReceived` hooks of an authorized sender's message:
     /// the reason, through the safety pass, when one blocked it.
-    async fn message_hooks(&self, message: &ChannelMessage) -> Option<String> {
-        let hooks = self.runtime.gate().hooks.clone();
-        if !hooks.listens(HookEvent::MessageReceived, Some(&message.channel)) {
-            return None;
-        }
-        let key = ConversationKey::of(message);
-        let session = match self.store.conversation(&key).await {
+    /// A chat hook's input: the chat's session (empty before its first),
+    /// then its channel, account and conversation.
+    async fn chat_hook_input(&self, event: HookEvent, key: &ConversationKey) -> HookInput {
+        let session = match self.store.conversation(key).await {
             Ok(Some(id)) => self.runtime.session(&id).await.ok(),
             _ => None,
         };
-        let input = HookInput::new(
-            HookEvent::MessageReceived,
+        HookInput::new(
+            event,
             session.as_ref().map_or("", |s| s.id.as_str()),
             self.settings.workspace.clone(),
             session
@@ -352,17 +349,28 @@ impl Hub {
                 .map_or(self.runtime.default_mode(), |s| s.mode)
                 .as_str(),
         )
-        .about("channel", &message.channel)
-        .with("account", message.account.clone())
+        .about("channel", &key.channel)
+        .with("account", key.account.clone())
         .with("conversation", key.target.id.clone())
-        .with(
-            "sender",
-            message
-                .sender
-                .as_ref()
-                .map_or(String::new(), |s| s.id.clone()),
-        )
-        .with("message", message.body.clone());
+    }
+
+    async fn message_hooks(&self, message: &ChannelMessage) -> Option<String> {
+        let hooks = self.runtime.gate().hooks.clone();
+        if !hooks.listens(HookEvent::MessageReceived, Some(&message.channel)) {
+            return None;
+        }
+        let key = ConversationKey::of(message);
+        let input = self
+            .chat_hook_input(HookEvent::MessageReceived, &key)
+            .await
+            .with(
+                "sender",
+                message
+                    .sender
+                    .as_ref()
+                    .map_or(String::new(), |s| s.id.clone()),
+            )
+            .with("message", message.body.clone());
         let outcome = hooks.fire(input).await;
         let safety = &self.runtime.gate().safety;
         for note in outcome.messages() {
@@ -511,23 +519,10 @@ impl Hub {
             account: intent.account.clone(),
             target: intent.target.clone(),
         };
-        let session = match self.store.conversation(&key).await {
-            Ok(Some(id)) => self.runtime.session(&id).await.ok(),
-            _ => None,
-        };
-        let input = HookInput::new(
-            HookEvent::MessageSending,
-            session.as_ref().map_or("", |s| s.id.as_str()),
-            self.settings.workspace.clone(),
-            session
-                .as_ref()
-                .map_or(self.runtime.default_mode(), |s| s.mode)
-                .as_str(),
-        )
-        .about("channel", &intent.channel)
-        .with("account", intent.account.clone())
-        .with("conversation", intent.target.id.clone())
-        .with("message", text);
+        let input = self
+            .chat_hook_input(HookEvent::MessageSending, &key)
+            .await
+            .with("message", text);
         let hooks = self.runtime.gate().hooks.clone();
         let outcome = tokio::select! {
             // Stopping: the intent stays held for the next start.

@@ -6,7 +6,7 @@
 
 use std::process::Stdio;
 
-use crate::support::{AcpProcess, TestDir};
+use crate::support::{AcpProcess, TestDir, of_type};
 use serde_json::{Value, json};
 
 fn ask(question: &str, options: &[&str]) -> Value {
@@ -19,35 +19,6 @@ fn ask_free(question: &str) -> Value {
 
 fn text(text: &str) -> Value {
     json!([{"text": text}])
-}
-
-fn headless(dir: &TestDir, script: &[Value], input: &str) -> (std::process::Output, Vec<Value>) {
-    let script = dir.script("s.jsonl", script);
-    let input_path = dir.path().join("input.jsonl");
-    std::fs::write(&input_path, input).unwrap();
-    let out = dir
-        .command()
-        .args([
-            "run",
-            "--script",
-            script.to_str().unwrap(),
-            "--output",
-            "jsonl",
-        ])
-        .args(["--cwd", dir.workspace().to_str().unwrap()])
-        .args(["--input", input_path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (out, lines)
-}
-
-fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    lines.iter().filter(|l| l["type"] == kind).collect()
 }
 
 #[test]
@@ -65,8 +36,7 @@ fn a_scripted_answer_reaches_the_model_and_none_means_nobody_is_there() {
         ask_free("What should the table be called?"),
         text("I will pick a name"),
     ];
-    let (out, lines) = headless(
-        &dir,
+    let (out, lines) = dir.run_jsonl(
         &script,
         "{\"prompt\": \"set up storage\"}\n{\"answer\": \"2\"}\n{\"prompt\": \"and the table\"}\n",
     );
@@ -125,19 +95,18 @@ fn a_scripted_answer_reaches_the_model_and_none_means_nobody_is_there() {
 fn bad_questions_and_answer_lines_are_refused_naming_the_problem() {
     let dir = TestDir::new();
     dir.write_config("");
-    let (out, _) = headless(&dir, &[text("x")], "{\"answer\": \"2\"}\n");
+    let (out, _) = dir.run_jsonl(&[text("x")], "{\"answer\": \"2\"}\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("line 1: an answer must follow the prompt"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (out, _) = headless(&dir, &[text("x")], "{\"prompt\": \"a\"}\n{\"answer\": 2}\n");
+    let (out, _) = dir.run_jsonl(&[text("x")], "{\"prompt\": \"a\"}\n{\"answer\": 2}\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("{\"answer\": \"...\"}"));
     // A question with one option is refused to the model, not asked.
-    let (out, lines) = headless(
-        &dir,
+    let (out, lines) = dir.run_jsonl(
         &[ask("Sure?", &["yes"]), text("fine")],
         "{\"prompt\": \"go\"}\n",
     );
@@ -345,16 +314,8 @@ pub(crate) fn tool_outputs(dir: &TestDir) -> Vec<String> {
         let session: Value = serde_json::from_str(line).unwrap();
         let shown = dir.show_session(session["session_id"].as_str().unwrap());
         for run in shown["runs"].as_array().unwrap() {
-            let tape = dir
-                .command()
-                .args(["tape", run["run_id"].as_str().unwrap(), "--json"])
-                .output()
-                .unwrap();
-            for event in String::from_utf8_lossy(&tape.stdout).lines() {
-                let event: Value = serde_json::from_str(event).unwrap();
-                if event["type"] == "tool_result" {
-                    outputs.push(event["output"].as_str().unwrap().to_owned());
-                }
+            for event in of_type(&dir.tape(run["run_id"].as_str().unwrap()), "tool_result") {
+                outputs.push(event["output"].as_str().unwrap().to_owned());
             }
         }
     }

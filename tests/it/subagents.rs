@@ -8,58 +8,17 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{AcpProcess, TestDir};
+use crate::support::{AcpProcess, TestDir, of_type};
 use serde_json::{Value, json};
 
 fn delegate(id: &str, task: &str, label: &str) -> Value {
     json!({"tool_call": {"id": id, "name": "delegate", "arguments": {"task": task, "label": label}}})
 }
 
-fn headless(dir: &TestDir, script: &[Value], input: &str) -> (std::process::Output, Vec<Value>) {
-    let script = dir.script("s.jsonl", script);
-    let input_path = dir.path().join("input.jsonl");
-    std::fs::write(&input_path, input).unwrap();
+/// `pincer run` of `script` with `input`, in a workspace holding `a.txt`.
+fn run(dir: &TestDir, script: &[Value], input: &str) -> (std::process::Output, Vec<Value>) {
     std::fs::write(dir.workspace().join("a.txt"), "alpha\n").unwrap();
-    let out = dir
-        .command()
-        .args([
-            "run",
-            "--script",
-            script.to_str().unwrap(),
-            "--output",
-            "jsonl",
-        ])
-        .args(["--cwd", dir.workspace().to_str().unwrap()])
-        .args(["--input", input_path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (out, lines)
-}
-
-fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    lines.iter().filter(|l| l["type"] == kind).collect()
-}
-
-fn tape(dir: &TestDir, run: &str) -> Vec<Value> {
-    let out = dir
-        .command()
-        .args(["tape", run, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    dir.run_jsonl(script, input)
 }
 
 #[test]
@@ -78,7 +37,7 @@ fn two_children_run_at_once_and_their_answers_come_back_linked_on_the_tape() {
         json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}]),
         json!([{"delay_ms": 400}, {"text": "a.txt says alpha."}]),
     ];
-    let (out, lines) = headless(&dir, &script, "{\"prompt\": \"split the work\"}\n");
+    let (out, lines) = run(&dir, &script, "{\"prompt\": \"split the work\"}\n");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -142,7 +101,7 @@ fn two_children_run_at_once_and_their_answers_come_back_linked_on_the_tape() {
         assert_eq!(shown["session"]["parent"]["run_id"], parent_run.as_str());
         assert_eq!(shown["session"]["parent"]["call_id"], started["call_id"]);
         assert_eq!(shown["session"]["mode"], "supervised");
-        let child_tape = tape(&dir, started["run_id"].as_str().unwrap());
+        let child_tape = dir.tape(started["run_id"].as_str().unwrap());
         assert_eq!(child_tape.last().unwrap()["state"], "completed");
         if started["task"] == "beta" {
             assert!(
@@ -178,7 +137,7 @@ fn a_childs_approval_reaches_the_person_labelled_with_its_task() {
         json!([{"tool_call": {"name": "write_file", "arguments": {"path": "note.txt", "content": "from the child\n"}}}]),
         json!([{"text": "Wrote note.txt."}]),
     ];
-    let (out, lines) = headless(
+    let (out, lines) = run(
         &dir,
         &script,
         "{\"prompt\": \"write a note\"}\n{\"approve\": \"allow_once\", \"tool\": \"write_file\"}\n",
@@ -213,7 +172,7 @@ fn a_childs_approval_reaches_the_person_labelled_with_its_task() {
     // Unanswered, it is refused as any approval nobody can give.
     let dir = TestDir::new();
     dir.write_config("");
-    let (out, lines) = headless(&dir, &script, "{\"prompt\": \"write a note\"}\n");
+    let (out, lines) = run(&dir, &script, "{\"prompt\": \"write a note\"}\n");
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -253,7 +212,7 @@ fn the_turn_cap_holds_and_subagent_stop_hooks_fire() {
         json!([{"text": "The numbers look fine."}]),
         json!([{"text": "Checked again: fine."}]),
     ];
-    let (out, lines) = headless(&dir, &script, "{\"prompt\": \"go\"}\n");
+    let (out, lines) = run(&dir, &script, "{\"prompt\": \"go\"}\n");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -361,7 +320,7 @@ fn cancelling_the_parent_cancels_its_children() {
     assert_eq!(ended.len(), 2, "{lines:#?}");
     for end in ended {
         assert_eq!(end["state"], "cancelled");
-        let child_tape = tape(&dir, end["run_id"].as_str().unwrap());
+        let child_tape = dir.tape(end["run_id"].as_str().unwrap());
         assert_eq!(child_tape.last().unwrap()["state"], "cancelled");
     }
     assert_eq!(lines.last().unwrap()["state"], "cancelled");
@@ -437,7 +396,7 @@ fn a_child_spends_at_most_what_its_parent_has_left_and_its_cost_counts_for_the_p
         costly(json!({"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}})),
         json!([{"text": "unreached: the child's budget is spent"}]),
     ];
-    let (out, lines) = headless(&dir, &script, "{\"prompt\": \"go\"}\n");
+    let (out, lines) = run(&dir, &script, "{\"prompt\": \"go\"}\n");
     // The child stopped after two turns (0.012 >= 0.008) ...
     let result = &of_type(&lines, "tool_result")[0];
     assert!(

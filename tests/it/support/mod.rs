@@ -184,6 +184,46 @@ impl TestDir {
             .unwrap()
     }
 
+    /// `pincer run --script SCRIPT --input INPUT --output jsonl` in the
+    /// workspace: the output and its JSON lines.
+    pub fn run_jsonl(&self, script: &[Value], input: &str) -> (std::process::Output, Vec<Value>) {
+        let script = self.script("s.jsonl", script);
+        let input_path = self.path().join("input.jsonl");
+        std::fs::write(&input_path, input).unwrap();
+        let out = self
+            .command()
+            .args(["run", "--script", script.to_str().unwrap()])
+            .args(["--output", "jsonl"])
+            .args(["--cwd", self.workspace().to_str().unwrap()])
+            .args(["--input", input_path.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let lines = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (out, lines)
+    }
+
+    /// A run's tape as `pincer tape RUN --json` prints it.
+    pub fn tape(&self, run: &str) -> Vec<Value> {
+        let out = self
+            .command()
+            .args(["tape", run, "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     /// `pincer verify` passes: every receipt chained, none missing.
     pub fn verify(&self) {
         let out = self.command().arg("verify").output().unwrap();
@@ -504,4 +544,9 @@ pub fn overflow_then_loop_script(dir: &TestDir) -> PathBuf {
             json!([{"text": "never reached"}]),
         ],
     )
+}
+
+/// The events of one type among `pincer run --output jsonl` lines.
+pub fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
 }
