@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::SessionId;
-use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
+use crate::core::question::{QuestionAnswer, QuestionOutcome};
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{
     ContentPart, Origin, PromptSettings, Session, check_image, sniff_image_type,
@@ -445,17 +445,7 @@ async fn drive(
                 }
                 runtime.answer_approval(&session.id, approval_id, decision);
             }
-            if let Event::QuestionAsked {
-                question_id,
-                question,
-                options,
-                ..
-            } = &record.event
-            {
-                let asked = Question {
-                    text: question.clone(),
-                    options: options.clone(),
-                };
+            if let Some((question_id, asked)) = record.event.question() {
                 let answer = match turn.replies.pop_front() {
                     Some(reply) => QuestionAnswer::from_reply(&asked, &reply),
                     None => QuestionAnswer::without(QuestionOutcome::Unattended),
@@ -463,7 +453,8 @@ async fn drive(
                 if format == OutputFormat::Text {
                     settle(out, &mut ended_with_newline).await;
                     eprintln!(
-                        "pincer: question: {question} -> {}",
+                        "pincer: question: {} -> {}",
+                        asked.text,
                         answer.answer.as_deref().unwrap_or(answer.outcome.as_str())
                     );
                 }

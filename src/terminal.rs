@@ -556,17 +556,7 @@ impl Chat {
                     }
                 }
             }
-            if let Event::QuestionAsked {
-                question_id,
-                question,
-                options,
-                ..
-            } = &record.event
-            {
-                let asked = Question {
-                    text: question.clone(),
-                    options: options.clone(),
-                };
+            if let Some((question_id, asked)) = record.event.question() {
                 match self.ask_question(&asked).await? {
                     Some(answer) => {
                         if !self.runtime.answer_question(&session, question_id, answer) {

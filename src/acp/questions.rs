@@ -15,18 +15,10 @@ impl Connection {
     /// Asks the client a waiting question and passes the answer to the
     /// runtime. Runs beside the forwarder, like approvals.
     pub(super) fn ask_question(self: &Arc<Self>, session: &SessionId, event: &Event) {
-        let Event::QuestionAsked {
-            question_id,
-            call_id,
-            question,
-            options,
-        } = event
+        let (Event::QuestionAsked { call_id, .. }, Some((question_id, question))) =
+            (event, event.question())
         else {
             return;
-        };
-        let question = Question {
-            text: question.clone(),
-            options: options.clone(),
         };
         let form = *lock(&self.elicitation_form);
         let way = if form {
@@ -39,7 +31,7 @@ impl Connection {
         let token = CancellationToken::new();
         let (over, pending_over) = tokio::sync::oneshot::channel();
         lock(&self.permissions).insert(
-            question_id.clone(),
+            question_id.to_owned(),
             PendingPermission {
                 cancel: token.clone(),
                 over: pending_over,
@@ -47,7 +39,7 @@ impl Connection {
         );
         let conn = self.clone();
         let session = session.clone();
-        let question_id = question_id.clone();
+        let question_id = question_id.to_owned();
         self.tasks.spawn(async move {
             let answer = match way {
                 Way::Form(request) => {

@@ -1005,18 +1005,11 @@ impl Hub {
                     }
                     self.show_decision(&key, approval_id, *decision).await;
                 }
-                Event::QuestionAsked {
-                    question_id,
-                    question,
-                    options,
-                    ..
-                } => {
-                    let question = Question {
-                        text: question.clone(),
-                        options: options.clone(),
-                    };
-                    self.ask_question(&key, &session, question_id, question)
-                        .await;
+                event @ Event::QuestionAsked { .. } => {
+                    if let Some((question_id, question)) = event.question() {
+                        self.ask_question(&key, &session, question_id, question)
+                            .await;
+                    }
                 }
                 Event::QuestionAnswered { question_id, .. } => {
                     let mut conversations = lock(&self.conversations);

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::approval::ApprovalDecision;
 use super::ids::{RunId, SessionId};
-use super::question::QuestionOutcome;
+use super::question::{Question, QuestionOutcome};
 use super::receipt::Verdict;
 use super::session::{ContentPart, Millis};
 use super::tool::{FileDiff, PlanEntry, ToolKind};
@@ -353,6 +353,25 @@ impl Event {
             Event::SessionInfo { .. } => "session_info",
             Event::Usage { .. } => "usage",
             Event::Notice { .. } => "notice",
+        }
+    }
+
+    /// The id and the question of a `question_asked` event.
+    pub fn question(&self) -> Option<(&str, Question)> {
+        match self {
+            Event::QuestionAsked {
+                question_id,
+                question,
+                options,
+                ..
+            } => Some((
+                question_id,
+                Question {
+                    text: question.clone(),
+                    options: options.clone(),
+                },
+            )),
+            _ => None,
         }
     }
 

@@ -435,8 +435,10 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        let provider = lock(&live.session).provider.clone();
-        let model = lock(&live.session).model.clone();
+        let (provider, model) = {
+            let session = lock(&live.session);
+            (session.provider.clone(), session.model.clone())
+        };
         self.check_content(&provider, &model, &content)?;
         Ok(live.steering.put(content))
     }
@@ -502,24 +504,13 @@ impl Runtime {
     pub fn answer_with_reply(&self, session: &SessionId, reply: &str) -> bool {
         self.pending_questions(Some(session))
             .into_iter()
-            .any(|record| match &record.event {
-                Event::QuestionAsked {
+            .any(|record| match record.event.question() {
+                Some((question_id, question)) => self.answer_question(
+                    session,
                     question_id,
-                    question,
-                    options,
-                    ..
-                } => {
-                    let question = super::question::Question {
-                        text: question.clone(),
-                        options: options.clone(),
-                    };
-                    self.answer_question(
-                        session,
-                        question_id,
-                        QuestionAnswer::from_reply(&question, reply),
-                    )
-                }
-                _ => false,
+                    QuestionAnswer::from_reply(&question, reply),
+                ),
+                None => false,
             })
     }
 

@@ -14,7 +14,7 @@ use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
 use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
-use crate::core::question::{MAX_ANSWER_CHARS, Question, QuestionAnswer, QuestionOutcome};
+use crate::core::question::{MAX_ANSWER_CHARS, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
@@ -454,21 +454,12 @@ impl Api {
                     quote(question_id)
                 ))
             })?;
-        let Event::QuestionAsked {
-            question, options, ..
-        } = &request.event
-        else {
+        let Some((_, asked)) = request.event.question() else {
             return Err(ApiError::not_found("not a question"));
         };
         let answer = match reply.answer {
             None => QuestionAnswer::without(QuestionOutcome::Declined),
-            Some(text) => {
-                let asked = Question {
-                    text: question.clone(),
-                    options: options.clone(),
-                };
-                QuestionAnswer::from_reply(&asked, &text)
-            }
+            Some(text) => QuestionAnswer::from_reply(&asked, &text),
         };
         if !self
             .runtime
