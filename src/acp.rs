@@ -124,6 +124,7 @@ where
         terminal: Mutex::new(None),
         permissions: Mutex::new(HashMap::new()),
         elicitation_form: Mutex::new(false),
+        view: Mutex::new(convert::ClientView::default()),
         terminal_auth: Mutex::new(false),
     });
     let slots = Arc::new(tokio::sync::Semaphore::new(
@@ -291,6 +292,8 @@ struct Connection {
     /// The client takes form elicitation (`clientCapabilities.elicitation.form`):
     /// questions are asked as forms.
     elicitation_form: Mutex<bool>,
+    /// The optional updates the client advertised (`notice`, compaction).
+    view: Mutex<convert::ClientView>,
 }
 
 /// A `session/request_permission` request in flight.
@@ -511,7 +514,7 @@ impl Connection {
 
     /// Sends a session's events to the client and answers prompts when their runs end.
     async fn forward(self: Arc<Self>, session: SessionId, mut subscription: Subscription) {
-        let mut live = convert::LiveUpdates::default();
+        let mut live = convert::LiveUpdates::new(*lock(&self.view));
         while let Some(record) = subscription.next().await {
             match &record.event {
                 Event::ApprovalRequested { approval_id, .. } => {

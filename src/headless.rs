@@ -526,6 +526,7 @@ async fn drive(
                     | Event::QuestionAnswered { .. }
                     | Event::ToolStarted { .. }
                     | Event::ToolProgress { .. }
+                    | Event::Compaction { .. }
                     | Event::SessionInfo { .. }
                     | Event::Usage { .. } => {}
                     Event::Plan { entries } => {

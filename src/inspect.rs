@@ -571,6 +571,24 @@ fn tape_line(record: &EventRecord) -> String {
         }
         Event::SessionInfo { title } => format!("session title {title:?}"),
         Event::Notice { message } => format!("notice {message:?}"),
+        Event::Compaction {
+            compaction_id,
+            trigger,
+            status,
+            error,
+            ..
+        } => format!(
+            "compaction {compaction_id} ({}) {}{}",
+            match trigger {
+                crate::core::event::CompactionTrigger::Manual => "manual",
+                crate::core::event::CompactionTrigger::Auto => "auto",
+            },
+            status.as_str(),
+            error
+                .as_ref()
+                .map(|e| format!(": {e:?}"))
+                .unwrap_or_default()
+        ),
         Event::ToolResult {
             id,
             output,

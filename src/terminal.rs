@@ -892,6 +892,7 @@ impl View {
             | Event::ModelTurn { .. }
             | Event::ToolStarted { .. }
             | Event::ToolProgress { .. }
+            | Event::Compaction { .. }
             | Event::SessionInfo { .. }
             | Event::Usage { .. } => {}
         }

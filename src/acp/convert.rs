@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::{Event, StopReason};
+use crate::core::event::{CompactionStatus, Event, StopReason};
 use crate::core::provider::Providers;
 use crate::core::run::RunInfo;
 use crate::core::session::{
@@ -130,9 +130,11 @@ fn content_block(part: &ContentPart) -> acp::ContentBlock {
 }
 
 fn text_chunk(text: &str) -> acp::ContentChunk {
-    acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(
-        text.to_owned(),
-    )))
+    acp::ContentChunk::new(text_block(text))
+}
+
+fn text_block(text: &str) -> acp::ContentBlock {
+    acp::ContentBlock::Text(acp::TextContent::new(text.to_owned()))
 }
 
 /// A `session/update` as JSON, with every `tool_call`'s `status` written
@@ -150,8 +152,29 @@ pub fn notification_json(notification: &acp::SessionNotification) -> serde_json:
     Ok(value)
 }
 
+/// What the client said it can show beyond the base updates
+/// (`clientCapabilities.session`): these updates may only go to clients that
+/// advertised them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientView {
+    /// `notice` updates (`session.notices`).
+    pub notices: bool,
+    /// `compaction_update` and `compaction_summary_chunk` (`session.compaction`).
+    pub compaction: bool,
+}
+
+impl ClientView {
+    pub fn of(capabilities: &acp::ClientCapabilities) -> Self {
+        let session = capabilities.session.as_ref();
+        ClientView {
+            notices: session.is_some_and(|s| s.notices.is_some()),
+            compaction: session.is_some_and(|s| s.compaction.is_some()),
+        }
+    }
+}
+
 /// The session update a live event becomes, if any.
-pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
+pub fn live_update(event: &Event, own_prompt: bool, view: ClientView) -> Vec<acp::SessionUpdate> {
     match event {
         Event::TextDelta { text } => vec![acp::SessionUpdate::AgentMessageChunk(text_chunk(text))],
         Event::ThoughtDelta { text } => {
@@ -250,10 +273,23 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         )],
         // Needs what came before; see `LiveUpdates`.
         Event::ToolProgress { .. } => Vec::new(),
+        Event::Notice { message } if view.notices => {
+            vec![acp::SessionUpdate::Notice(acp::Notice::new(
+                acp::NoticeSeverity::Info,
+                message.clone(),
+            ))]
+        }
         // Shown to the person in the reply's place; the model never sees it.
         Event::Notice { message } => vec![acp::SessionUpdate::AgentMessageChunk(text_chunk(
             &format!("[pincer] {message}\n\n"),
         ))],
+        Event::Compaction {
+            compaction_id,
+            status,
+            summary,
+            error,
+            ..
+        } if view.compaction => compaction_updates(compaction_id, *status, summary, error),
         Event::UserMessage { .. }
         | Event::State { .. }
         | Event::ModelTurn { .. }
@@ -263,8 +299,39 @@ pub fn live_update(event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         | Event::QuestionAnswered { .. }
         | Event::SubagentStarted { .. }
         | Event::SubagentEnded { .. }
+        | Event::Compaction { .. }
         | Event::Usage { context: None, .. } => Vec::new(),
     }
+}
+
+/// A compaction's updates: its summary as one chunk before the update that
+/// completes it, so a client shows the summary once it is whole.
+fn compaction_updates(
+    id: &str,
+    status: CompactionStatus,
+    summary: &Option<String>,
+    error: &Option<String>,
+) -> Vec<acp::SessionUpdate> {
+    let mut updates = Vec::new();
+    if let Some(summary) = summary.as_ref().filter(|s| !s.is_empty()) {
+        updates.push(acp::SessionUpdate::CompactionSummaryChunk(
+            acp::CompactionSummaryChunk::new(id.to_owned(), text_block(summary)),
+        ));
+    }
+    let mut update = acp::CompactionUpdate::new(
+        id.to_owned(),
+        match status {
+            CompactionStatus::InProgress => acp::CompactionStatus::InProgress,
+            CompactionStatus::Completed => acp::CompactionStatus::Completed,
+            CompactionStatus::Failed => acp::CompactionStatus::Failed,
+            CompactionStatus::Cancelled => acp::CompactionStatus::Cancelled,
+        },
+    );
+    if let Some(error) = error {
+        update = update.error(error.clone());
+    }
+    updates.push(acp::SessionUpdate::CompactionUpdate(update));
+    updates
 }
 
 fn plan_entry(entry: &PlanEntry) -> acp::PlanEntry {
@@ -293,6 +360,7 @@ const PROGRESS_TAIL_BYTES: usize = 64 * 1024;
 #[derive(Default)]
 pub struct LiveUpdates {
     calls: std::collections::HashMap<String, CallProgress>,
+    view: ClientView,
 }
 
 #[derive(Default)]
@@ -302,6 +370,13 @@ struct CallProgress {
 }
 
 impl LiveUpdates {
+    pub fn new(view: ClientView) -> Self {
+        LiveUpdates {
+            calls: Default::default(),
+            view,
+        }
+    }
+
     pub fn updates(&mut self, event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
         match event {
             Event::ToolProgress {
@@ -356,9 +431,9 @@ impl LiveUpdates {
                     }
                     vec![update]
                 }
-                _ => live_update(event, own_prompt),
+                _ => live_update(event, own_prompt, self.view),
             },
-            _ => live_update(event, own_prompt),
+            _ => live_update(event, own_prompt, self.view),
         }
     }
 }
@@ -492,9 +567,10 @@ pub fn permission_request(session: &str, event: &Event) -> Option<acp::RequestPe
 pub fn history_updates(
     history: &[HistoryEntry],
     kind_of: impl Fn(&str) -> ToolKind,
+    view: ClientView,
 ) -> Vec<acp::SessionUpdate> {
     let mut updates = Vec::new();
-    for entry in history {
+    for (index, entry) in history.iter().enumerate() {
         match &entry.message {
             Message::User { content } => updates.extend(content.iter().map(|part| {
                 acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(content_block(part)))
@@ -525,6 +601,15 @@ pub fn history_updates(
                 content,
                 is_error,
             } => updates.push(tool_result_update(call_id, content, *is_error, &[])),
+            // A client that shows compactions gets each summary as one.
+            Message::Summary { text, .. } if view.compaction => {
+                updates.extend(compaction_updates(
+                    &format!("compaction_{}_{index}", entry.at),
+                    CompactionStatus::Completed,
+                    &Some(text.clone()),
+                    &None,
+                ));
+            }
             // What the person saw when the command ran: the summary, the
             // report of an undo, as the agent's words.
             Message::Summary { text, .. } | Message::Note { text } => {
@@ -825,7 +910,7 @@ mod tests {
                 text: "Reverted 1 file from run run_1: a.txt.".into(),
             }),
         ];
-        let updates = history_updates(&history, |_| ToolKind::Other);
+        let updates = history_updates(&history, |_| ToolKind::Other, ClientView::default());
         assert_eq!(
             updates,
             vec![

@@ -20,6 +20,7 @@ impl Connection {
             .elicitation
             .as_ref()
             .is_some_and(|e| e.form.is_some());
+        *lock(&self.view) = convert::ClientView::of(&request.client_capabilities);
         *lock(&self.terminal) = request.client_capabilities.terminal.then(|| {
             Arc::new(ClientTerm {
                 peer: self.peer.clone(),
@@ -258,7 +259,8 @@ impl Connection {
                     .get(name)
                     .map_or(crate::core::tool::ToolKind::Other, |tool| tool.kind())
             };
-            for update in convert::history_updates(&history, kind_of) {
+            let view = *lock(&self.view);
+            for update in convert::history_updates(&history, kind_of, view) {
                 if cancel.is_cancelled() {
                     return Err(RpcError::request_cancelled());
                 }
@@ -279,7 +281,7 @@ impl Connection {
             for update in usage
                 .iter()
                 .chain(plan.iter())
-                .flat_map(|e| convert::live_update(e, true))
+                .flat_map(|e| convert::live_update(e, true, view))
             {
                 self.notify_update(&session.id, update).await;
             }

@@ -6,7 +6,7 @@
 
 use super::commands::SessionCommand;
 use super::emitter::Emitter;
-use super::event::{Event, StopReason};
+use super::event::{CompactionStatus, CompactionTrigger, Event, StopReason};
 use super::hooks::{HookEvent, HookInput};
 use super::provider::ModelStop;
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
@@ -64,13 +64,18 @@ pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcom
         }
     }
     let messages = ctx.history.clone();
+    let record = Record::start(ctx, CompactionTrigger::Manual);
     let (ended, said) = summary_turn(ctx, config, messages, COMPACT_INSTRUCTION, true).await;
     let stop = match ended {
         Ok(stop) => stop,
         // Nothing is recorded in the history: the conversation stays as it was.
-        Err(outcome) => return outcome,
+        Err(outcome) => {
+            record.unfinished(ctx, &outcome);
+            return outcome;
+        }
     };
     if let Some(why) = no_summary(stop, &said.text) {
+        record.end(ctx, CompactionStatus::Failed, None, Some(why.to_owned()));
         ctx.emitter.emit(Event::TextDelta {
             text: format!("\n\nThe conversation was not compacted: {why}."),
         });
@@ -90,12 +95,74 @@ pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcom
     ctx.emitter.append_message(Message::User {
         content: SessionCommand::Compact.content(),
     });
+    record.end(
+        ctx,
+        CompactionStatus::Completed,
+        Some(said.text.clone()),
+        None,
+    );
     ctx.emitter.append_message(Message::Summary {
         text: said.text,
         // The summary turn counts too, as any model turn does.
         turns: model_turns(&ctx.history) + 1,
     });
     RunOutcome::Completed(StopReason::EndTurn)
+}
+
+/// The `compaction` events of one compaction: `in_progress` when it starts,
+/// then exactly one end.
+struct Record {
+    id: String,
+    trigger: CompactionTrigger,
+}
+
+impl Record {
+    fn start(ctx: &mut RunContext<'_>, trigger: CompactionTrigger) -> Self {
+        let record = Record {
+            id: format!("compaction_{}", uuid::Uuid::now_v7().simple()),
+            trigger,
+        };
+        ctx.emitter.emit(Event::Compaction {
+            compaction_id: record.id.clone(),
+            trigger,
+            status: CompactionStatus::InProgress,
+            summary: None,
+            error: None,
+        });
+        record
+    }
+
+    fn end(
+        self,
+        ctx: &mut RunContext<'_>,
+        status: CompactionStatus,
+        summary: Option<String>,
+        error: Option<String>,
+    ) {
+        ctx.emitter.emit(Event::Compaction {
+            compaction_id: self.id,
+            trigger: self.trigger,
+            status,
+            summary,
+            error,
+        });
+    }
+
+    /// Ends it as the summary turn's early `outcome` says.
+    fn unfinished(self, ctx: &mut RunContext<'_>, outcome: &RunOutcome) {
+        match outcome {
+            RunOutcome::Cancelled => self.end(ctx, CompactionStatus::Cancelled, None, None),
+            RunOutcome::Failed(reason) => {
+                self.end(ctx, CompactionStatus::Failed, None, Some(reason.clone()))
+            }
+            RunOutcome::Completed(_) => self.end(
+                ctx,
+                CompactionStatus::Failed,
+                None,
+                Some("the summary turn ended early".to_owned()),
+            ),
+        }
+    }
 }
 
 /// One model turn that answers `instruction` after `messages`, offering
@@ -221,10 +288,14 @@ pub async fn compact_automatically(
         // latest prompt and what followed it are always kept).
         super::context::fit(&mut messages, estimated / 2, &ctx.tokens);
     }
+    let record = Record::start(ctx, CompactionTrigger::Auto);
     let (ended, said) = summary_turn(ctx, config, messages, AUTO_COMPACT_INSTRUCTION, false).await;
     let failed = match ended {
         Ok(stop) => no_summary(stop, &said.text).map(str::to_owned),
-        Err(RunOutcome::Cancelled) => return false,
+        Err(RunOutcome::Cancelled) => {
+            record.end(ctx, CompactionStatus::Cancelled, None, None);
+            return false;
+        }
         Err(RunOutcome::Failed(reason)) => Some(reason),
         Err(RunOutcome::Completed(_)) => Some("the summary turn ended early".to_owned()),
     };
@@ -235,6 +306,7 @@ pub async fn compact_automatically(
         AutoCompact::Overflow { .. } => "The provider refused the request as too long".to_owned(),
     };
     if let Some(reason) = failed {
+        record.end(ctx, CompactionStatus::Failed, None, Some(reason.clone()));
         ctx.emitter.emit(Event::Notice {
             message: format!(
                 "{cause}, and it could not be compacted ({reason}); older messages are left out to fit instead."
@@ -243,6 +315,12 @@ pub async fn compact_automatically(
         return false;
     }
     let replaced = ctx.history.len();
+    record.end(
+        ctx,
+        CompactionStatus::Completed,
+        Some(said.text.clone()),
+        None,
+    );
     let summary = Message::Summary {
         text: said.text,
         turns: model_turns(&ctx.history) + 1,

@@ -318,6 +318,51 @@ pub enum Event {
     Notice {
         message: String,
     },
+    /// A compaction of the conversation began (`in_progress`) or ended; the
+    /// same `compaction_id` ties the two. The person is told in words by a
+    /// reply (`/compact`) or a notice (automatic) as well; this is the
+    /// structured record editors show as a compaction.
+    Compaction {
+        compaction_id: String,
+        /// `manual` (`/compact`) or `auto`.
+        trigger: CompactionTrigger,
+        status: CompactionStatus,
+        /// The summary that replaced the conversation, once `completed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// Why it did not complete, once `failed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    Manual,
+    Auto,
+}
+
+/// Where a compaction is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionStatus {
+    InProgress,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl CompactionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionStatus::InProgress => "in_progress",
+            CompactionStatus::Completed => "completed",
+            CompactionStatus::Failed => "failed",
+            CompactionStatus::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// How full the model's context window is.
@@ -353,6 +398,7 @@ impl Event {
             Event::SessionInfo { .. } => "session_info",
             Event::Usage { .. } => "usage",
             Event::Notice { .. } => "notice",
+            Event::Compaction { .. } => "compaction",
         }
     }
 

@@ -289,6 +289,109 @@ fn an_editor_sees_the_compaction_notice() {
     assert!(acp.finish().success());
 }
 
+/// The `session/update`s of `kind`.
+fn updates<'a>(notes: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+#[test]
+fn an_editor_that_shows_notices_and_compactions_gets_them_as_such() {
+    let dir = TestDir::new();
+    let server = model(0);
+    dir.write_config("context_window = 20000\ncompact_at = 0.5\n");
+    let mut acp = AcpProcess::spawn_env(
+        &dir,
+        &["--provider", "openai", "--model", "m"],
+        &[
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_BASE_URL", &format!("{}/v1", server.url)),
+        ],
+    );
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}, "compaction": {}}}}),
+    );
+    let session = acp.new_session(&dir.workspace());
+    acp.prompt(&session, &log(30_000, "FIRST LOG"));
+    let (notes, response) = acp.prompt(&session, &log(20_000, "SECOND LOG"));
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    // The notice is a notice, not reply text; the reply is the model's alone.
+    let notices = updates(&notes, "notice");
+    assert_eq!(notices.len(), 1, "{notes:?}");
+    assert_eq!(notices[0]["severity"], "info");
+    assert!(
+        notices[0]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("The conversation neared the model's context window"),
+        "{}",
+        notices[0]
+    );
+    assert_eq!(crate::support::agent_text(&notes), "ok");
+    // The compaction: started, its summary, completed, under one id.
+    let compaction: Vec<&Value> = notes
+        .iter()
+        .map(|n| &n["params"]["update"])
+        .filter(|u| {
+            u["sessionUpdate"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("compaction"))
+        })
+        .collect();
+    assert_eq!(compaction.len(), 3, "{compaction:?}");
+    let id = compaction[0]["compactionId"].as_str().unwrap();
+    assert_eq!(compaction[0]["sessionUpdate"], "compaction_update");
+    assert_eq!(compaction[0]["status"], "in_progress");
+    assert_eq!(compaction[1]["sessionUpdate"], "compaction_summary_chunk");
+    assert_eq!(compaction[1]["compactionId"], id);
+    assert_eq!(compaction[1]["content"]["text"], SUMMARY);
+    assert_eq!(compaction[2]["sessionUpdate"], "compaction_update");
+    assert_eq!(compaction[2]["compactionId"], id);
+    assert_eq!(compaction[2]["status"], "completed");
+
+    // `/compact` too; its summary is also the command's reply.
+    let (notes, response) = acp.prompt(&session, "/compact");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let statuses: Vec<&Value> = updates(&notes, "compaction_update")
+        .iter()
+        .map(|u| &u["status"])
+        .collect();
+    assert_eq!(statuses, [&json!("in_progress"), &json!("completed")]);
+    assert_eq!(updates(&notes, "compaction_summary_chunk").len(), 1);
+    assert!(crate::support::agent_text(&notes).contains("ok"));
+    assert!(acp.finish().success());
+
+    // Loading the session replays both summaries as completed compactions.
+    let mut acp = AcpProcess::spawn_env(
+        &dir,
+        &["--provider", "openai", "--model", "m"],
+        &[("OPENAI_API_KEY", "sk-test")],
+    );
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"session": {"compaction": {}}}}),
+    );
+    let (notes, _) = acp.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    let chunks = updates(&notes, "compaction_summary_chunk");
+    assert_eq!(chunks.len(), 2, "{notes:?}");
+    assert_eq!(chunks[0]["content"]["text"], SUMMARY);
+    let done = updates(&notes, "compaction_update");
+    assert_eq!(done.len(), 2);
+    assert!(done.iter().all(|u| u["status"] == "completed"));
+    assert!(
+        !crate::support::agent_text(&notes).contains(SUMMARY),
+        "summaries are not replayed as reply text"
+    );
+    assert!(acp.finish().success());
+}
+
 #[test]
 fn an_editor_sees_overflow_recovery_and_the_loop_guard() {
     let dir = TestDir::new();
