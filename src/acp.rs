@@ -364,6 +364,7 @@ fn runtime_error(err: RuntimeError) -> RpcError {
         }
         RuntimeError::RelativeWorkspace(_)
         | RuntimeError::UnknownModel(..)
+        | RuntimeError::UnknownThoughtLevel(..)
         | RuntimeError::ImagesNotAccepted { .. } => invalid_params(clip_message(&err.to_string())),
         // The face names parts `prompt[N]`, as its own checks do.
         RuntimeError::InvalidContent { index, message } => {

@@ -705,6 +705,14 @@ pub struct ProviderConfig {
     /// a model; unset: by model family (`gpt-4o*`, `claude-*`, ...), and never
     /// for a scripted provider.
     pub images: Option<bool>,
+    /// The reasoning efforts the API takes (`reasoning_effort` of an
+    /// OpenAI-compatible request), offered to editors as the session's
+    /// thought level; empty: none is offered or sent.
+    #[serde(default)]
+    pub reasoning_efforts: Vec<String>,
+    /// The effort sent when the session chose none; unset: none is sent
+    /// (the API's default).
+    pub reasoning_effort: Option<String>,
     /// The key stored by `pincer login`; never read from or written to a
     /// config file.
     #[serde(skip)]
@@ -730,6 +738,8 @@ impl ProviderConfig {
             attempts: None,
             backoff_ms: None,
             images: None,
+            reasoning_efforts: Vec::new(),
+            reasoning_effort: None,
             api_key: None,
             from_login: false,
         }
@@ -1561,6 +1571,46 @@ fn validate_provider(
     }
     if provider.models.iter().any(|m| m.trim().is_empty()) {
         return Err(invalid("models", "model names must not be empty"));
+    }
+    validate_reasoning(provider, invalid)
+}
+
+fn validate_reasoning(
+    provider: &ProviderConfig,
+    invalid: impl Fn(&str, &str) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let efforts = &provider.reasoning_efforts;
+    if provider.kind != ProviderKind::Openai
+        && (!efforts.is_empty() || provider.reasoning_effort.is_some())
+    {
+        return Err(invalid(
+            "reasoning_efforts",
+            "only an OpenAI-compatible provider (kind = \"openai\") takes a reasoning effort",
+        ));
+    }
+    for (i, effort) in efforts.iter().enumerate() {
+        if effort.is_empty()
+            || effort.len() > 32
+            || !effort
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
+            return Err(invalid(
+                "reasoning_efforts",
+                "each effort is a short lower-case word such as \"low\", \"medium\" or \"high\"",
+            ));
+        }
+        if efforts[..i].contains(effort) {
+            return Err(invalid("reasoning_efforts", "an effort is listed twice"));
+        }
+    }
+    if let Some(effort) = &provider.reasoning_effort
+        && !efforts.contains(effort)
+    {
+        return Err(invalid(
+            "reasoning_effort",
+            "must be one of `reasoning_efforts` (list the efforts the API takes there)",
+        ));
     }
     Ok(())
 }

@@ -34,6 +34,9 @@ fn session_json(session: &Session) -> serde_json::Value {
         "closed": session.closed,
         "mcp_servers": session.mcp_servers,
     });
+    if let Some(level) = &session.thought_level {
+        value["thought_level"] = json!(level);
+    }
     if let Some(parent) = &session.parent {
         value["parent"] = json!({
             "session_id": parent.session.as_str(),

@@ -587,6 +587,7 @@ mod tests {
             conversation: None,
             prompt: Default::default(),
             parent: None,
+            thought_level: None,
         }
     }
 

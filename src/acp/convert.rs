@@ -10,6 +10,7 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{CompactionStatus, Event, StopReason};
 use crate::core::provider::Providers;
 use crate::core::run::RunInfo;
+use crate::core::runtime::DEFAULT_THOUGHT_LEVEL;
 use crate::core::session::{
     ContentPart, HistoryEntry, Message, Millis, Mode, Session, check_image, decoded_len,
 };
@@ -19,6 +20,8 @@ use crate::core::tool::{FileDiff, PlanEntry, PlanPriority, PlanStatus, ToolKind}
 pub const MODEL_OPTION: &str = "model";
 /// The config option id of the autonomy mode selector.
 pub const MODE_OPTION: &str = "mode";
+/// The id of the thought level option (the provider's reasoning effort).
+pub const THOUGHT_OPTION: &str = "thought_level";
 
 /// Converts prompt content; content Pincer did not advertise is refused by
 /// name, and images are checked (type, base64, size) here so the client hears
@@ -664,6 +667,32 @@ pub fn config_options(session: &Session, providers: &Providers) -> Vec<acp::Sess
                 .category(acp::SessionConfigOptionCategory::Model),
         );
     }
+    let thought = providers.thought(&session.provider);
+    if !thought.levels.is_empty() {
+        let default_name = match &thought.default {
+            Some(level) => format!("Default ({level})"),
+            None => "Default".to_owned(),
+        };
+        let mut values = vec![
+            acp::SessionConfigSelectOption::new(DEFAULT_THOUGHT_LEVEL, default_name)
+                .description("The level the configuration sets, else the model's own".to_owned()),
+        ];
+        values.extend(thought.levels.iter().map(|level| {
+            acp::SessionConfigSelectOption::new(level.clone(), title_case(level))
+                .description(format!("Reasoning effort {level:?}"))
+        }));
+        let current = session
+            .thought_level
+            .as_deref()
+            .filter(|level| thought.levels.iter().any(|l| l == level))
+            .unwrap_or(DEFAULT_THOUGHT_LEVEL)
+            .to_owned();
+        options.push(
+            acp::SessionConfigOption::select(THOUGHT_OPTION, "Thought level", current, values)
+                .description("How hard the model thinks before it answers".to_owned())
+                .category(acp::SessionConfigOptionCategory::ThoughtLevel),
+        );
+    }
     let modes: Vec<acp::SessionConfigSelectOption> = Mode::ALL
         .iter()
         .map(|mode| {
@@ -677,6 +706,15 @@ pub fn config_options(session: &Session, providers: &Providers) -> Vec<acp::Sess
             .category(acp::SessionConfigOptionCategory::Mode),
     );
     options
+}
+
+/// `low` → `Low`, `x-high` → `X-high`.
+fn title_case(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// The same modes in the older `modes` form, for clients without config options.

@@ -683,9 +683,14 @@ impl Connection {
                 .set_model(&id, &value)
                 .await
                 .map_err(runtime_error)?,
+            convert::THOUGHT_OPTION => self
+                .runtime
+                .set_thought_level(&id, &value)
+                .await
+                .map_err(runtime_error)?,
             other => {
                 return Err(invalid_params(format!(
-                    "`configId` {} is not a config option; expected \"model\" or \"mode\"",
+                    "`configId` {} is not a config option; expected \"model\", \"thought_level\" or \"mode\"",
                     quoted(other)
                 )));
             }

@@ -94,6 +94,7 @@ pub enum Write {
         id: SessionId,
         provider: String,
         model: String,
+        thought_level: Option<String>,
         mode: Mode,
         at: Millis,
     },

@@ -22,6 +22,9 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     /// Tools the model may call, as name and JSON schema.
     pub tools: Vec<ToolSpec>,
+    /// How hard the model should think (the API's reasoning effort); `None`:
+    /// the API's default.
+    pub reasoning_effort: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -148,6 +151,28 @@ pub struct ProviderEntry {
     /// Whether this provider's models take images when the catalogue does not
     /// say; `None`: judge by the model's family ([`images_by_family`]).
     pub images: Option<bool>,
+    /// The thought levels (reasoning efforts) its API takes.
+    pub thought: ThoughtLevels,
+}
+
+/// The reasoning efforts a provider's API takes, and the one sent when a
+/// session chose none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThoughtLevels {
+    pub levels: Vec<String>,
+    pub default: Option<String>,
+}
+
+impl ThoughtLevels {
+    /// The effort a turn is sent with, given the session's choice: that
+    /// choice when this provider takes it (a session keeps its choice across
+    /// a switch to a provider without it), else the default.
+    pub fn effective(&self, chosen: Option<&str>) -> Option<String> {
+        chosen
+            .filter(|level| self.levels.iter().any(|l| l == level))
+            .map(str::to_owned)
+            .or_else(|| self.default.clone())
+    }
 }
 
 /// The providers a runtime may use; the first is the default unless one is named.
@@ -213,6 +238,15 @@ impl Providers {
                     .and_then(|entry| entry.images)
             })
             .unwrap_or_else(|| images_by_family(model))
+    }
+
+    /// The thought levels of the provider named `name` (none for an unknown one).
+    pub fn thought(&self, name: &str) -> ThoughtLevels {
+        self.entries
+            .iter()
+            .find(|entry| entry.name == name)
+            .map(|entry| entry.thought.clone())
+            .unwrap_or_default()
     }
 
     pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {

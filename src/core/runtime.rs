@@ -59,6 +59,10 @@ pub enum RuntimeError {
     RelativeWorkspace(PathBuf),
     #[error("unknown model {0:?}; available: {1}")]
     UnknownModel(String, String),
+    /// A thought level the session's provider does not take: the level and
+    /// the ones it does.
+    #[error("unknown thought level {0:?}; the provider of this session takes: {1}")]
+    UnknownThoughtLevel(String, String),
     #[error("the runtime is shutting down")]
     ShuttingDown,
     /// A prompt part the runtime refuses (a bad image), by its index.
@@ -166,6 +170,9 @@ enum RunKind {
 }
 
 /// The core, shared by every face; cheap to clone.
+/// The thought level that stands for "the provider's default".
+pub const DEFAULT_THOUGHT_LEVEL: &str = "default";
+
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -585,6 +592,7 @@ impl Runtime {
             conversation: new.conversation,
             prompt: new.prompt,
             parent: None,
+            thought_level: None,
         };
         let insert = Write::InsertSession(session.clone());
         let extra = with(&session.id);
@@ -1017,6 +1025,38 @@ impl Runtime {
         .await
     }
 
+    /// Sets the session's thought level: one of its provider's reasoning
+    /// efforts, or `default` for the provider's own default.
+    pub async fn set_thought_level(
+        &self,
+        id: &SessionId,
+        level: &str,
+    ) -> Result<Session, RuntimeError> {
+        let providers = self.providers();
+        self.update_settings(id, move |session| {
+            let thought = providers.thought(&session.provider);
+            if level == DEFAULT_THOUGHT_LEVEL {
+                session.thought_level = None;
+                return Ok(());
+            }
+            if !thought.levels.iter().any(|l| l == level) {
+                let mut takes: Vec<&str> = thought.levels.iter().map(String::as_str).collect();
+                if takes.is_empty() {
+                    takes.push("none (its configuration lists no reasoning_efforts)");
+                } else {
+                    takes.push(DEFAULT_THOUGHT_LEVEL);
+                }
+                return Err(RuntimeError::UnknownThoughtLevel(
+                    level.to_owned(),
+                    takes.join(", "),
+                ));
+            }
+            session.thought_level = Some(level.to_owned());
+            Ok(())
+        })
+        .await
+    }
+
     async fn update_settings(
         &self,
         id: &SessionId,
@@ -1037,6 +1077,7 @@ impl Runtime {
                 id: id.clone(),
                 provider: session.provider.clone(),
                 model: session.model.clone(),
+                thought_level: session.thought_level.clone(),
                 mode: session.mode,
                 at: session.updated_at,
             })
@@ -1793,6 +1834,10 @@ impl Runtime {
         Ok(RunContext {
             provider,
             model: session.model.clone(),
+            thought_level: self
+                .providers()
+                .thought(&session.provider)
+                .effective(session.thought_level.as_deref()),
             history,
             cancel: queued.cancel.clone(),
             emitter,
@@ -1942,6 +1987,7 @@ mod tests {
                 models: vec!["m".into()],
                 provider: Arc::new(provider),
                 images: None,
+                thought: Default::default(),
             }],
             None,
         );
@@ -2176,6 +2222,7 @@ mod tests {
                     calls: 3,
                 }),
                 images: None,
+                thought: Default::default(),
             }],
             None,
         );
@@ -2273,6 +2320,7 @@ mod tests {
                     calls: 1,
                 }),
                 images: None,
+                thought: Default::default(),
             }],
             None,
         );

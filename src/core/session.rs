@@ -36,6 +36,9 @@ pub struct Session {
     pub provider: String,
     /// The model name passed to the provider.
     pub model: String,
+    /// How hard the model thinks (its reasoning effort), when the session
+    /// chose one of its provider's levels; `None`: the provider's default.
+    pub thought_level: Option<String>,
     pub mode: Mode,
     /// A short title taken from the first prompt.
     pub title: Option<String>,

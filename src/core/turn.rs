@@ -76,6 +76,8 @@ impl Default for LoopConfig {
 pub struct RunContext<'a> {
     pub provider: Arc<dyn Provider>,
     pub model: String,
+    /// The reasoning effort the run's turns are sent with.
+    pub thought_level: Option<String>,
     /// The conversation as the model is sent it (from its last compaction
     /// point on); for a prompt's run, ending with that prompt.
     pub history: Vec<Message>,
@@ -216,6 +218,7 @@ pub async fn stream_turn(
         system: Some(system),
         messages,
         tools,
+        reasoning_effort: ctx.thought_level.clone(),
     };
     const BURST_MERGE: usize = 32;
     const BURST_MAX: usize = 4096;

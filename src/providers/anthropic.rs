@@ -594,6 +594,7 @@ mod tests {
                 description: "read".into(),
                 parameters: json!({"type": "object"}),
             }],
+            reasoning_effort: None,
         }
     }
 

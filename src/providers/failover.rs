@@ -326,6 +326,7 @@ mod tests {
             system: None,
             messages: Vec::new(),
             tools: Vec::new(),
+            reasoning_effort: None,
         }
     }
 

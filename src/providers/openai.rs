@@ -352,6 +352,7 @@ mod tests {
                 description: "Reads a file".into(),
                 parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
             }],
+            reasoning_effort: None,
         }
     }
 

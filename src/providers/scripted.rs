@@ -374,6 +374,7 @@ mod tests {
             system: None,
             messages,
             tools: vec![],
+            reasoning_effort: None,
         }
     }
 

@@ -120,7 +120,7 @@ pub fn grants(conn: &Connection, session: &SessionId) -> Result<Vec<Grant>, Stor
     Ok(rows)
 }
 
-const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call";
+const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call, thought_level";
 
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} {value:?}"))
@@ -154,6 +154,7 @@ fn session_row(row: &Row<'_>) -> rusqlite::Result<RawSession> {
             }),
             _ => None,
         },
+        thought_level: row.get(17)?,
     })
 }
 
@@ -173,6 +174,7 @@ struct RawSession {
     system_prompt: Option<String>,
     instructions: Option<String>,
     parent: Option<SessionParent>,
+    thought_level: Option<String>,
 }
 
 impl RawSession {
@@ -196,6 +198,7 @@ impl RawSession {
                 instructions: self.instructions,
             },
             parent: self.parent,
+            thought_level: self.thought_level,
         })
     }
 }

@@ -317,4 +317,8 @@ CREATE TRIGGER tape_rejects_delete BEFORE DELETE ON tape
 WHEN NOT EXISTS (SELECT 1 FROM sessions WHERE id = old.session_id AND deleted_at IS NOT NULL)
 BEGIN SELECT RAISE(ABORT, 'the tape is append-only: DELETE is not allowed'); END;
 "#,
+    // 13: the session's thought level (its provider's reasoning effort).
+    r#"
+ALTER TABLE sessions ADD COLUMN thought_level TEXT;
+"#,
 ];

@@ -158,8 +158,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
     match write {
         Write::InsertSession(s) => {
             conn.prepare_cached(
-                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call, thought_level)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             )?
             .execute(params![
                 s.id.as_str(),
@@ -179,19 +179,21 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 s.parent.as_ref().map(|p| p.session.as_str()),
                 s.parent.as_ref().map(|p| p.run.as_str()),
                 s.parent.as_ref().map(|p| p.call.as_str()),
+                s.thought_level,
             ])?;
         }
         Write::UpdateSettings {
             id,
             provider,
             model,
+            thought_level,
             mode,
             at,
         } => {
             conn.prepare_cached(
-                "UPDATE sessions SET provider = ?2, model = ?3, mode = ?4, updated_at = ?5 WHERE id = ?1",
+                "UPDATE sessions SET provider = ?2, model = ?3, mode = ?4, updated_at = ?5, thought_level = ?6 WHERE id = ?1",
             )?
-            .execute(params![id.as_str(), provider, model, mode.as_str(), at])?;
+            .execute(params![id.as_str(), provider, model, mode.as_str(), at, thought_level])?;
         }
         Write::SetTitle { id, title } => {
             conn.prepare_cached("UPDATE sessions SET title = ?2 WHERE id = ?1")?

@@ -311,3 +311,147 @@ fn a_message_sent_while_a_prompt_works_steers_it() {
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
     acp.finish();
 }
+
+/// The thought level option, for a provider whose configuration lists the
+/// reasoning efforts its API takes; each turn carries the chosen one.
+#[test]
+fn the_thought_level_option_sets_the_reasoning_effort_of_each_turn() {
+    use crate::support::http::openai::text_reply;
+    use crate::support::http::{Loopback, Request};
+    let server = Loopback::start(|_: &Request, _| text_reply("ok"));
+    let dir = TestDir::new();
+    dir.write_config(&format!(
+        "provider = \"oa\"\n[providers.oa]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"m\"]\nreasoning_efforts = [\"low\", \"high\"]\nreasoning_effort = \"low\"\n[providers.plain]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"p\"]\n",
+        server.url, server.url
+    ));
+    let mut acp = AcpProcess::spawn_env(&dir, &[], &[("OPENAI_API_KEY", "sk-test")]);
+    acp.initialize();
+    let result = acp.call(
+        "session/new",
+        json!({"cwd": dir.workspace(), "mcpServers": []}),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    acp.expect_commands(&session);
+    let thought = |options: &Value| -> Option<Value> {
+        options
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["category"] == "thought_level")
+            .cloned()
+    };
+    let option = thought(&result["configOptions"]).expect("a thought level option");
+    assert_eq!(option["id"], "thought_level");
+    assert_eq!(option["currentValue"], "default");
+    let values: Vec<&Value> = option["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["value"])
+        .collect();
+    assert_eq!(values, [&json!("default"), &json!("low"), &json!("high")]);
+    assert_eq!(option["options"][0]["name"], "Default (low)");
+
+    let efforts = |server: &Loopback| -> Vec<Value> {
+        server
+            .requests()
+            .iter()
+            .map(|r| {
+                r.body
+                    .get("reasoning_effort")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            })
+            .collect()
+    };
+    acp.prompt(&session, "one");
+    assert_eq!(efforts(&server), [json!("low")], "the configured default");
+
+    let changed = acp.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "thought_level", "value": "high"}),
+    );
+    // The response carries every option, the changed one current.
+    let categories: Vec<&Value> = changed["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| &o["category"])
+        .collect();
+    assert_eq!(
+        categories,
+        [&json!("model"), &json!("thought_level"), &json!("mode")]
+    );
+    assert_eq!(
+        thought(&changed["configOptions"]).unwrap()["currentValue"],
+        "high"
+    );
+    acp.prompt(&session, "two");
+    assert_eq!(efforts(&server)[1], json!("high"));
+    assert_eq!(
+        dir.show_session(&session)["session"]["thought_level"],
+        "high"
+    );
+
+    let (_, refused) = acp.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "thought_level", "value": "extreme"}),
+    );
+    crate::support::assert_error(&refused, -32602, "unknown thought level \"extreme\"");
+    assert!(
+        refused["error"].to_string().contains("low, high, default"),
+        "{refused}"
+    );
+
+    // A provider without efforts: no option, and none is sent.
+    let changed = acp.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "plain/p"}),
+    );
+    assert!(thought(&changed["configOptions"]).is_none(), "{changed}");
+    acp.prompt(&session, "three");
+    assert_eq!(efforts(&server)[2], Value::Null);
+    let (_, refused) = acp.request(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "thought_level", "value": "low"}),
+    );
+    crate::support::assert_error(&refused, -32602, "no reasoning_efforts");
+    // Back on the first provider the session's choice still holds; then
+    // `default` returns to the configured level.
+    acp.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "oa/m"}),
+    );
+    acp.prompt(&session, "four");
+    assert_eq!(efforts(&server)[3], json!("high"));
+    acp.call(
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "thought_level", "value": "default"}),
+    );
+    acp.prompt(&session, "five");
+    assert_eq!(efforts(&server)[4], json!("low"));
+    assert!(acp.finish().success());
+}
+
+#[test]
+fn a_reasoning_effort_on_a_provider_without_one_is_refused_naming_the_key() {
+    let dir = TestDir::new();
+    dir.write_config(
+        "[providers.a]\nkind = \"anthropic\"\nmodels = [\"claude\"]\nreasoning_efforts = [\"low\"]\n",
+    );
+    let out = dir.command().args(["run", "hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("providers.a.reasoning_efforts"), "{stderr}");
+    assert!(stderr.contains("kind = \"openai\""), "{stderr}");
+    dir.write_config(
+        "[providers.o]\nkind = \"openai\"\nmodels = [\"m\"]\nreasoning_efforts = [\"low\"]\nreasoning_effort = \"high\"\n",
+    );
+    let out = dir.command().args(["run", "hi"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("providers.o.reasoning_effort"), "{stderr}");
+    assert!(
+        stderr.contains("must be one of `reasoning_efforts`"),
+        "{stderr}"
+    );
+}

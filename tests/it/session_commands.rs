@@ -67,6 +67,7 @@ impl Setup {
                 models: vec!["script".into()],
                 provider: Arc::new(provider),
                 images: Some(false),
+                thought: Default::default(),
             }],
             None,
         );

@@ -126,6 +126,10 @@ pub fn build_with(
             models,
             provider: provider_impl.clone(),
             images,
+            thought: crate::core::provider::ThoughtLevels {
+                levels: provider.value.reasoning_efforts.clone(),
+                default: provider.value.reasoning_effort.clone(),
+            },
         });
     }
     let default = config.provider.as_ref().map(|chosen| {

@@ -90,6 +90,7 @@ fn session(id: &str, workspace: &str, updated_at: i64) -> Session {
             instructions: Some(format!("instructions of {id}")),
         },
         parent: None,
+        thought_level: Some("high".into()),
     }
 }
 
@@ -171,6 +172,7 @@ pub async fn writes_take_effect_in_submission_order(backend: &Backend) {
             id: id.clone(),
             provider: "q".into(),
             model: "n".into(),
+            thought_level: Some("low".into()),
             mode: Mode::Full,
             at: 9,
         })
@@ -183,6 +185,7 @@ pub async fn writes_take_effect_in_submission_order(backend: &Backend) {
         ("q", "n")
     );
     assert_eq!(stored.mode, Mode::Full);
+    assert_eq!(stored.thought_level.as_deref(), Some("low"));
     assert_eq!(stored.updated_at, 9);
 }
 

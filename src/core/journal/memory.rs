@@ -93,12 +93,14 @@ impl State {
                 id,
                 provider,
                 model,
+                thought_level,
                 mode,
                 at,
             } => {
                 if let Some(session) = self.sessions.get_mut(&id) {
                     session.provider = provider;
                     session.model = model;
+                    session.thought_level = thought_level;
                     session.mode = mode;
                     session.updated_at = at;
                 }

@@ -246,6 +246,7 @@ impl Runtime {
             ),
             prompt: owner.prompt.clone(),
             parent: Some(link.clone()),
+            thought_level: owner.thought_level.clone(),
         };
         self.inner
             .journal

@@ -77,6 +77,9 @@ pub(super) fn request_body(request: &ModelRequest) -> Value {
     if !request.tools.is_empty() {
         body["tools"] = request.tools.iter().map(tool_json).collect();
     }
+    if let Some(effort) = &request.reasoning_effort {
+        body["reasoning_effort"] = effort.clone().into();
+    }
     body
 }
 
