@@ -112,6 +112,7 @@ vim.env.PATH = tmp .. "/bin:" .. vim.env.PATH
 local REPLY_1 = "Hello from Pincer, first turn"
 local REPLY_2 = "I changed notes.txt"
 local REPLY_3 = "Still the same session, third answer"
+local REPLY_4 = "Resumed: the fourth answer"
 write(tmp .. "/script.jsonl", {
   vim.json.encode({ { text = "Hello from " }, { text = "Pincer, first turn" } }),
   vim.json.encode({
@@ -123,12 +124,14 @@ write(tmp .. "/script.jsonl", {
   }),
   vim.json.encode({ { text = REPLY_2 } }),
   vim.json.encode({ { text = REPLY_3 } }),
+  vim.json.encode({ { text = REPLY_4 } }),
 })
 write(vim.env.XDG_CONFIG_HOME .. "/pincer/config.toml", {
   'provider = "demo"',
   "[providers.demo]",
   'kind = "scripted"',
   'script = "' .. tmp .. '/script.jsonl"',
+  'models = ["script", "other"]',
 })
 local workspace = tmp .. "/workspace"
 write(workspace .. "/notes.txt", { "# Notes", "status: draft" })
@@ -140,10 +143,8 @@ vim.opt.runtimepath:prepend(plugin_root)
 
 -- Every message shown to the user, to fail on errors.
 local notifications = {}
-local real_notify = vim.notify
 vim.notify = function(msg, level, opts)
   table.insert(notifications, { msg = tostring(msg), level = level or vim.log.levels.INFO })
-  return real_notify(msg, level, opts)
 end
 
 -- CodeCompanion events (User CodeCompanion*), in order.
@@ -238,6 +239,13 @@ local function notes()
   return vim.fn.readfile(workspace .. "/notes.txt")
 end
 
+test("docs/editors.md quotes the configuration this test loads, as it is", function()
+  local doc = read_file(repo_root .. "/docs/editors.md")
+  local quoted = "```lua\n" .. read_file(snippet) .. "\n```\n"
+  expect(doc ~= "", "docs/editors.md is missing")
+  expect(doc:find(quoted, 1, true), "docs/editors.md does not quote " .. snippet .. " in a ```lua block")
+end)
+
 test("the snippet registers Pincer's adapter and CodeCompanion resolves it", function()
   local adapter = require("codecompanion.adapters").resolve("pincer")
   expect(adapter and adapter.type == "acp", "resolved adapter " .. vim.inspect(adapter))
@@ -251,8 +259,9 @@ test("the snippet registers Pincer's adapter and CodeCompanion resolves it", fun
 end)
 
 test("a chat connects to Pincer and streams its reply into the chat buffer", function()
-  chat = codecompanion.chat()
-  expect(chat ~= nil, "codecompanion.chat() opened no chat")
+  vim.cmd("CodeCompanionChat")
+  chat = codecompanion.last_chat()
+  expect(chat ~= nil, ":CodeCompanionChat opened no chat")
   table.insert(opened, chat)
   wait_for("the ACP session", 20000, function()
     return chat.acp_connection ~= nil and chat.acp_connection.session_id ~= nil
@@ -274,8 +283,14 @@ test("an edit asks for permission in the chat; CodeCompanion's accept key lets P
   expect(text:find("-status: draft\n+status: final", 1, true), "the approval prompt shows no diff")
   expect(vim.deep_equal(notes(), { "# Notes", "status: draft" }), "notes.txt changed before the answer")
   -- The key the prompt offers for "Accept", pressed in the chat window.
-  local keys = require("codecompanion.interactions.chat.tools.labels").keymaps()
-  expect(text:find("`" .. keys.accept .. "` - Accept", 1, true), "the prompt does not offer " .. keys.accept)
+  -- Pincer's options as CodeCompanion offers them (reject_always has no key).
+  local labels = require("codecompanion.interactions.chat.tools.labels")
+  local keys = labels.keymaps()
+  for _, choice in ipairs({ { keys.accept, labels.accept }, { keys.always_accept, labels.always_accept },
+    { keys.reject, labels.reject }, { keys.cancel, labels.cancel } }) do
+    local line = string.format("- `%s` - %s\n", choice[1], choice[2])
+    expect(text:find(line, 1, true), "the prompt does not offer " .. line)
+  end
   vim.api.nvim_set_current_win(chat.ui.winnr)
   vim.api.nvim_feedkeys(vim.keycode(keys.accept), "mx", false)
   wait_done()
@@ -318,11 +333,63 @@ test("a follow-up in the chat continues the same Pincer session", function()
     "the session's prompts: " .. vim.inspect(prompts))
 end)
 
-test("the adapter's env reaches Pincer, resolved by CodeCompanion (a `cmd:` value)", function()
-  -- A second chat after setup() changed `env`: the adapter function reads
-  -- the options when CodeCompanion calls it.
+test("/resume in a new chat loads the session (session/load) with its history; a prompt continues it", function()
+  local first = chat
+  local session_id = first.acp_connection.session_id
+  chat = codecompanion.chat()
+  expect(chat ~= nil and chat ~= first, "codecompanion.chat() opened no new chat")
+  table.insert(opened, chat)
+  wait_for("the new chat's ACP session", 20000, function()
+    return chat.acp_connection ~= nil and chat.acp_connection.session_id ~= nil
+  end)
+  expect(chat.acp_connection.session_id ~= session_id, "the new chat reused the session")
+  -- The user picks the earlier session by what the picker shows: its title,
+  -- else its id (vim.ui.select is the UI CodeCompanion asks through).
+  local listed = vim.system({ "pincer", "sessions", "show", session_id, "--json" }, { text = true }):wait()
+  expect(listed.code == 0, "pincer sessions show failed: " .. listed.stderr)
+  local title = vim.json.decode(listed.stdout).session.title
+  local wanted = (type(title) == "string" and title ~= "") and title or session_id
+  local offered
+  local real_select = vim.ui.select
+  vim.ui.select = function(items, _, on_choice)
+    offered = items
+    for i, item in ipairs(items) do
+      if vim.endswith(item, wanted) then
+        return on_choice(item, i)
+      end
+    end
+    return on_choice(nil, nil)
+  end
+  local ok, err = pcall(function()
+    local slash_commands = require("codecompanion.interactions.chat.slash_commands")
+    local item = { label = "resume", config = require("codecompanion.config").interactions.chat.slash_commands.resume }
+    slash_commands.new():execute(item, chat)
+  end)
+  vim.ui.select = real_select
+  expect(ok, tostring(err))
+  expect(offered ~= nil, "no session picker was shown")
+  wait_for("the restored chat", 20000, function()
+    return count_events("CodeCompanionACPChatRestored") > 0
+  end)
+  expect(chat.acp_connection.session_id == session_id,
+    "the chat is on " .. chat.acp_connection.session_id .. " after picking " .. wanted .. " from " .. vim.inspect(offered))
+  local text = buffer_text()
+  for _, said in ipairs({ "Say hello", REPLY_1, "Mark the notes final", REPLY_2, "And now?", REPLY_3 }) do
+    expect(text:find(said, 1, true), "the restored chat does not show " .. vim.inspect(said))
+  end
+  submit("Go on")()
+  expect(buffer_text():find(REPLY_4, 1, true), "the reply after resuming is not the session's next turn")
+end)
+
+test("setup()'s model and env reach Pincer through CodeCompanion (env resolved from `cmd:`)", function()
+  -- A second chat after setup() changed: the adapter function reads the
+  -- options when CodeCompanion calls it.
   local data_dir = tmp .. "/data-from-cmd"
-  require("pincer").setup({ mode = "supervised", env = { PINCER_DATA_DIR = "cmd:printf %s " .. data_dir } })
+  require("pincer").setup({
+    mode = "supervised",
+    model = "other",
+    env = { PINCER_DATA_DIR = "cmd:printf %s " .. data_dir },
+  })
   local first = chat
   chat = codecompanion.chat()
   expect(chat ~= nil and chat ~= first, "codecompanion.chat() opened no new chat")
@@ -330,6 +397,8 @@ test("the adapter's env reaches Pincer, resolved by CodeCompanion (a `cmd:` valu
   wait_for("the second chat's ACP session", 20000, function()
     return chat.acp_connection ~= nil and chat.acp_connection.session_id ~= nil
   end)
+  local models = chat.acp_connection:get_models()
+  expect(models and models.currentModelId == "demo/other", "the session's model: " .. vim.inspect(models))
   submit("Say hello again")()
   expect(buffer_text():find(REPLY_1, 1, true), "a new session's first reply is not in the chat buffer")
   expect(vim.fn.filereadable(data_dir .. "/pincer.db") == 1, "Pincer did not use PINCER_DATA_DIR from `cmd:`")
