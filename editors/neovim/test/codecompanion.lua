@@ -6,7 +6,8 @@
 -- chat through CodeCompanion's own API, and talks to Pincer as a user would:
 -- a reply streams into the chat buffer; a file edit asks for permission in the
 -- chat, is accepted with CodeCompanion's keymap, and lands on disk; a
--- follow-up continues the same Pincer session; CodeCompanion logs no error.
+-- follow-up continues the same Pincer session; /resume loads it into a new
+-- chat; CodeCompanion logs no error, and no JSON-RPC message is an error.
 -- Exit code 0 when everything passed; the last line is "N passed, M failed".
 
 local here = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
@@ -108,7 +109,8 @@ vim.env.PATH = tmp .. "/bin:" .. vim.env.PATH
 
 -- The model's turns, one line each (docs/scripted-provider.md): the first
 -- prompt's reply; the second prompt's edit of notes.txt and the reply after
--- it; the third prompt's reply. A new session would start again at line 1.
+-- it; the third prompt's reply; the reply after /resume. Lines are counted
+-- per session, so a new session would start again at line 1.
 local REPLY_1 = "Hello from Pincer, first turn"
 local REPLY_2 = "I changed notes.txt"
 local REPLY_3 = "Still the same session, third answer"
@@ -420,6 +422,25 @@ test("CodeCompanion logged no error and Neovim showed none", function()
     if line:find("[ERROR]", 1, true) then
       table.insert(problems, "the log has an ERROR line: " .. line)
     end
+  end
+  -- Every JSON-RPC message either side sent (CodeCompanion keeps a log of
+  -- each connection's traffic): no error response, in either direction.
+  local rpc_logs = 0
+  for path in log:gmatch("%[acp%] RPC log: (%S+)") do
+    rpc_logs = rpc_logs + 1
+    for line in read_file(path):gmatch("[^\n]+") do
+      if line:sub(1, 1) == "{" then
+        local decoded, message = pcall(vim.json.decode, line)
+        if not decoded then
+          table.insert(problems, path .. ": not JSON: " .. line)
+        elseif type(message) == "table" and message.error ~= nil then
+          table.insert(problems, path .. ": an error response: " .. line)
+        end
+      end
+    end
+  end
+  if rpc_logs ~= #opened then
+    table.insert(problems, string.format("%d RPC logs for %d chats", rpc_logs, #opened))
   end
   for _, n in ipairs(notifications) do
     if n.level >= vim.log.levels.WARN then
