@@ -365,6 +365,7 @@ fn runtime_error(err: RuntimeError) -> RpcError {
         RuntimeError::RelativeWorkspace(_)
         | RuntimeError::UnknownModel(..)
         | RuntimeError::UnknownThoughtLevel(..)
+        | RuntimeError::ForkPastEnd { .. }
         | RuntimeError::ImagesNotAccepted { .. } => invalid_params(clip_message(&err.to_string())),
         // The face names parts `prompt[N]`, as its own checks do.
         RuntimeError::InvalidContent { index, message } => {
@@ -496,6 +497,7 @@ impl Connection {
             "session/list" => self.list_sessions(raw).await,
             "session/close" => self.close_session(raw).await,
             "session/delete" => self.delete_session(raw).await,
+            "session/fork" => return self.fork_session(id, raw).await,
             "session/prompt" => return self.prompt(id, raw, cancel).await,
             "session/set_config_option" => self.set_config_option(raw).await,
             "session/set_mode" => self.set_mode(raw).await,

@@ -58,6 +58,7 @@ impl Connection {
                     .resume(acp::SessionResumeCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new())
                     .delete(acp::SessionDeleteCapabilities::new())
+                    .fork(acp::SessionForkCapabilities::new())
                     .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
             .meta(meta);
@@ -287,6 +288,70 @@ impl Connection {
             }
             let (options, modes) = self.session_response_parts(&session);
             let response = acp::LoadSessionResponse::new()
+                .config_options(options)
+                .modes(modes);
+            Ok((to_value(response)?, session.id, subscription))
+        }
+        .await;
+        self.answer_and_attach(id, result).await
+    }
+
+    /// `session/fork` (unstable in ACP, advertised as
+    /// `sessionCapabilities.fork`): a new session with the source's
+    /// conversation, whole or up to `_meta.pincer.upToPrompt` user messages.
+    pub(super) async fn fork_session(
+        self: &Arc<Self>,
+        id: &Id,
+        raw: Option<Box<RawValue>>,
+    ) -> Reply {
+        let result = async {
+            let raw_value: Value = match &raw {
+                Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+                None => Value::Null,
+            };
+            // The newer drafts fork at a cursor the agent announced; Pincer
+            // announces none, so any is unknown (and never a whole fork).
+            if !raw_value["cursorId"].is_null() {
+                return Err(invalid_params(
+                    "`cursorId`: Pincer announces no cursors; fork up to a user message with `_meta.pincer.upToPrompt`",
+                ));
+            }
+            let request: acp::ForkSessionRequest = params(raw)?;
+            let up_to = match request.meta.as_ref().and_then(|m| m.get("pincer")).map(|p| &p["upToPrompt"]) {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(value.as_u64().ok_or_else(|| {
+                    invalid_params("`_meta.pincer.upToPrompt` must be a whole number of user messages")
+                })? as usize),
+            };
+            let workspace = Self::workspace(request.cwd)?;
+            let roots = additional_directories(request.additional_directories)?;
+            let (servers, mcp_servers) = mcp_servers(&request.mcp_servers)?;
+            let prompt = prompt_settings(request.meta.as_ref())?;
+            let source = SessionId::from_string(request.session_id.0.to_string());
+            let session = self
+                .runtime
+                .fork_session(
+                    &source,
+                    NewSession {
+                        workspace,
+                        origin: Origin::Editor,
+                        mcp_servers,
+                        conversation: None,
+                        prompt,
+                    },
+                    up_to,
+                )
+                .await
+                .map_err(runtime_error)?;
+            self.runtime
+                .set_additional_roots(&session.id, roots)
+                .map_err(runtime_error)?;
+            if !servers.is_empty() {
+                self.start_mcp(&session, servers).await;
+            }
+            let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
+            let (options, modes) = self.session_response_parts(&session);
+            let response = acp::ForkSessionResponse::new(session.id.as_str().to_owned())
                 .config_options(options)
                 .modes(modes);
             Ok((to_value(response)?, session.id, subscription))

@@ -63,6 +63,9 @@ pub enum RuntimeError {
     /// the ones it does.
     #[error("unknown thought level {0:?}; the provider of this session takes: {1}")]
     UnknownThoughtLevel(String, String),
+    /// A fork asked for more of the conversation than there is.
+    #[error("the session has {prompts} user messages; cannot fork after message {asked}")]
+    ForkPastEnd { asked: usize, prompts: usize },
     #[error("the runtime is shutting down")]
     ShuttingDown,
     /// A prompt part the runtime refuses (a bad image), by its index.
@@ -594,8 +597,18 @@ impl Runtime {
             parent: None,
             thought_level: None,
         };
-        let insert = Write::InsertSession(session.clone());
         let extra = with(&session.id);
+        self.start_session(session, extra).await
+    }
+
+    /// Stores a new session with `extra` in one transaction, makes it live
+    /// and runs the `SessionStart` hooks.
+    async fn start_session(
+        &self,
+        session: Session,
+        extra: Vec<Write>,
+    ) -> Result<Session, RuntimeError> {
+        let insert = Write::InsertSession(session.clone());
         let write = if extra.is_empty() {
             insert
         } else {
@@ -606,6 +619,84 @@ impl Runtime {
         self.session_hooks(HookEvent::SessionStart, &session, "source", "startup")
             .await;
         Ok(session)
+    }
+
+    /// Forks `source` into a new session in `new.workspace`: the source's
+    /// model, thought level, mode, prompt settings and conversation memory,
+    /// and its conversation — whole, or, with `up_to_prompt = Some(n)`, up to
+    /// the source's `n`th user message (the first `n` and all that answered
+    /// them). The source is left as it was; the fork's messages belong to no
+    /// run of its own (the runs and their tapes stay the source's).
+    pub async fn fork_session(
+        &self,
+        source: &SessionId,
+        new: NewSession,
+        up_to_prompt: Option<usize>,
+    ) -> Result<Session, RuntimeError> {
+        if !new.workspace.is_absolute() {
+            return Err(RuntimeError::RelativeWorkspace(new.workspace));
+        }
+        let from = self.session(source).await?;
+        let history = self.history(source).await?;
+        let prompts = history
+            .iter()
+            .filter(|e| matches!(e.message, Message::User { .. }))
+            .count();
+        let keep = match up_to_prompt {
+            None => history.len(),
+            Some(n) if n > prompts => {
+                return Err(RuntimeError::ForkPastEnd { asked: n, prompts });
+            }
+            Some(n) => {
+                // Just before the user message after the first `n`.
+                history
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| matches!(e.message, Message::User { .. }))
+                    .nth(n)
+                    .map_or(history.len(), |(index, _)| index)
+            }
+        };
+        let now = now_millis();
+        let mut prompt = from.prompt.clone();
+        if new.prompt.system_prompt.is_some() {
+            prompt.system_prompt = new.prompt.system_prompt;
+        }
+        if new.prompt.instructions.is_some() {
+            prompt.instructions = new.prompt.instructions;
+        }
+        let session = Session {
+            id: SessionId::generate(),
+            workspace: new.workspace,
+            origin: new.origin,
+            provider: from.provider.clone(),
+            model: from.model.clone(),
+            thought_level: from.thought_level.clone(),
+            mode: from.mode,
+            title: from.title.as_ref().map(|t| format!("{t} (fork)")),
+            mcp_servers: new.mcp_servers,
+            created_at: now,
+            updated_at: now,
+            closed: false,
+            conversation: Some(
+                from.conversation
+                    .clone()
+                    .unwrap_or_else(|| from.id.as_str().to_owned()),
+            ),
+            prompt,
+            parent: None,
+        };
+        let messages = history
+            .into_iter()
+            .take(keep)
+            .map(|entry| Write::AppendMessage {
+                session_id: session.id.clone(),
+                run_id: None,
+                message: entry.message,
+                at: entry.at,
+            })
+            .collect();
+        self.start_session(session, messages).await
     }
 
     /// Makes a stored session live (reopening it if it was closed) and returns it.

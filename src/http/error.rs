@@ -103,6 +103,9 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::UnknownModel(..) => {
                 ApiError::not_found(format!("`model`: {}", clip_message(&err.to_string())))
             }
+            RuntimeError::ForkPastEnd { .. } => {
+                ApiError::bad_request(clip_message(&err.to_string()))
+            }
             RuntimeError::UnknownThoughtLevel(..) => ApiError::bad_request(format!(
                 "`thought_level`: {}",
                 clip_message(&err.to_string())

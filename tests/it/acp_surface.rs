@@ -455,3 +455,112 @@ fn a_reasoning_effort_on_a_provider_without_one_is_refused_naming_the_key() {
         "{stderr}"
     );
 }
+
+/// `session/fork`: a new session with the source's conversation, whole or up
+/// to a user message; the source is left as it was.
+#[test]
+fn a_fork_carries_the_conversation_whole_or_up_to_a_prompt() {
+    let dir = TestDir::new();
+    // Each reply names the model turn it is: the script's Nth line answers a
+    // conversation that already holds N-1 answers.
+    let lines: Vec<Value> = (1..=6)
+        .map(|n| json!([{"text": format!("answer {n}")}]))
+        .collect();
+    let script = dir.script("s.jsonl", &lines);
+    dir.write_config(&format!(
+        "provider = \"demo\"\n[providers.demo]\nkind = \"scripted\"\nscript = {}\n",
+        serde_json::to_string(script.to_str().unwrap()).unwrap()
+    ));
+    let mut acp = AcpProcess::spawn(&dir, &[]);
+    let init = acp.initialize();
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["fork"],
+        json!({})
+    );
+    let source = acp.new_session(&dir.workspace());
+    for prompt in ["one", "two", "three"] {
+        acp.prompt(&source, prompt);
+    }
+    acp.call(
+        "session/set_config_option",
+        json!({"sessionId": source, "configId": "mode", "value": "read_only"}),
+    );
+
+    // Up to the first prompt, into another directory.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let fork = acp.call(
+        "session/fork",
+        json!({"sessionId": source, "cwd": elsewhere, "mcpServers": [],
+               "_meta": {"pincer": {"upToPrompt": 1}}}),
+    );
+    let early = fork["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(early, source);
+    acp.expect_commands(&early);
+    let mode = fork["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "mode")
+        .unwrap();
+    assert_eq!(mode["currentValue"], "read_only", "the source's mode");
+    let (_, response) = acp.prompt(&early, "again");
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let shown = dir.show_session(&early);
+    let texts: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].to_string())
+        .collect();
+    assert_eq!(
+        texts.len(),
+        4,
+        "one, its answer, again, its answer: {texts:?}"
+    );
+    assert!(texts[0].contains("one") && texts[1].contains("answer 1"));
+    assert!(texts[3].contains("answer 2"), "{texts:?}");
+    assert_eq!(shown["session"]["workspace"], json!(elsewhere));
+
+    // Whole: the next answer is the fourth.
+    let whole = acp.call(
+        "session/fork",
+        json!({"sessionId": source, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    let whole = whole["sessionId"].as_str().unwrap().to_owned();
+    acp.expect_commands(&whole);
+    let (notes, _) = acp.prompt(&whole, "four");
+    assert_eq!(crate::support::agent_text(&notes), "answer 4");
+
+    // The source is as it was: three prompts, three answers.
+    let source_history = dir.show_session(&source)["history"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(source_history, 6);
+
+    // Bad input, each named.
+    let (_, refused) = acp.request(
+        "session/fork",
+        json!({"sessionId": source, "cwd": dir.workspace(), "mcpServers": [],
+               "_meta": {"pincer": {"upToPrompt": 4}}}),
+    );
+    crate::support::assert_error(&refused, -32602, "has 3 user messages");
+    let (_, refused) = acp.request(
+        "session/fork",
+        json!({"sessionId": source, "cwd": dir.workspace(), "mcpServers": [],
+               "_meta": {"pincer": {"upToPrompt": "two"}}}),
+    );
+    crate::support::assert_error(&refused, -32602, "upToPrompt");
+    let (_, refused) = acp.request(
+        "session/fork",
+        json!({"sessionId": source, "cwd": dir.workspace(), "mcpServers": [], "cursorId": "c1"}),
+    );
+    crate::support::assert_error(&refused, -32602, "cursorId");
+    let (_, refused) = acp.request(
+        "session/fork",
+        json!({"sessionId": "ses_nope", "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    crate::support::assert_error(&refused, -32002, "");
+    assert!(acp.finish().success());
+}

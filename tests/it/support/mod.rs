@@ -21,6 +21,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(20);
 /// The vendored ACP schema, compiled once per definition asked for.
 pub struct Schema {
     root: Value,
+    /// The same schema with ACP's unstable parts, for the definitions only
+    /// it has (`session/fork`'s).
+    unstable: Value,
     agent_message: jsonschema::Validator,
     /// Validators per definition, compiled on first use (compiling is the slow part).
     compiled:
@@ -34,8 +37,12 @@ impl Schema {
         // The first branch of the root `anyOf` is "every message an agent sends".
         let agent = json!({ "$defs": root["$defs"].clone(), "allOf": [root["anyOf"][0].clone()] });
         let agent_message = jsonschema::validator_for(&agent).unwrap();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/acp/schema.unstable.json");
+        let unstable: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         Self {
             root,
+            unstable,
             agent_message,
             compiled: Default::default(),
         }
@@ -45,12 +52,18 @@ impl Schema {
         if let Some(validator) = self.compiled.borrow().get(def) {
             return validator.clone();
         }
+        // A stable definition from the stable schema; one only ACP's
+        // unstable surface has from the unstable one.
+        let root = if self.root["$defs"].get(def).is_some() {
+            &self.root
+        } else {
+            &self.unstable
+        };
         assert!(
-            self.root["$defs"].get(def).is_some(),
+            root["$defs"].get(def).is_some(),
             "no definition {def} in the schema"
         );
-        let schema =
-            json!({ "$defs": self.root["$defs"].clone(), "$ref": format!("#/$defs/{def}") });
+        let schema = json!({ "$defs": root["$defs"].clone(), "$ref": format!("#/$defs/{def}") });
         let validator = std::rc::Rc::new(jsonschema::validator_for(&schema).unwrap());
         self.compiled
             .borrow_mut()
@@ -99,6 +112,10 @@ pub fn response_def(method: &str) -> Option<&'static str> {
         "session/prompt" => "PromptResponse",
         "session/set_config_option" => "SetSessionConfigOptionResponse",
         "session/set_mode" => "SetSessionModeResponse",
+        "session/delete" => "DeleteSessionResponse",
+        "session/fork" => "ForkSessionResponse",
+        "logout" => "LogoutResponse",
+        "authenticate" => "AuthenticateResponse",
         _ => return None,
     })
 }
