@@ -176,7 +176,11 @@ fn initialize_new_session_and_a_streamed_reply() {
     let caps = &init["agentCapabilities"];
     assert_eq!(caps["loadSession"], true);
     for cap in ["list", "resume", "close", "delete"] {
-        assert_eq!(caps["sessionCapabilities"][cap], json!({}), "{cap}: {caps:#}");
+        assert_eq!(
+            caps["sessionCapabilities"][cap],
+            json!({}),
+            "{cap}: {caps:#}"
+        );
     }
     let auth: Vec<&str> = init["authMethods"]
         .as_array()
@@ -340,8 +344,10 @@ fn file_tools_read_and_write_the_python_clients_buffers() {
         .collect();
     assert_eq!(
         writes,
-        vec![&json!({"method": "fs/write_text_file", "sessionId": session, "path": key,
-                     "content": "an unsaved BUFFER\n"})]
+        vec![
+            &json!({"method": "fs/write_text_file", "sessionId": session, "path": key,
+                     "content": "an unsaved BUFFER\n"})
+        ]
     );
     assert_eq!(out["buffers"][key], "an unsaved BUFFER\n");
     // The edit landed in the editor's buffer, not on disk.
@@ -362,7 +368,7 @@ fn file_tools_read_and_write_the_python_clients_buffers() {
 }
 
 #[test]
-fn load_list_config_options_and_cancel_through_the_python_sdk() {
+fn load_list_config_options_cancel_close_and_resume_through_the_python_sdk() {
     let dir = TestDir::new();
     configure(
         &dir,
@@ -402,12 +408,7 @@ fn load_list_config_options_and_cancel_through_the_python_sdk() {
     ];
     // On the wire, the history comes before the load response.
     assert_eq!(replayed(&out["replayedOnWire"]), history);
-    let seen: Vec<&Value> = out["replayed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .take(2)
-        .collect();
+    let seen: Vec<&Value> = out["replayed"].as_array().unwrap().iter().take(2).collect();
     assert_eq!(replayed(&json!(seen)), history);
     let load_options: Vec<&str> = out["load"]["configOptions"]
         .as_array()
@@ -475,12 +476,30 @@ fn load_list_config_options_and_cancel_through_the_python_sdk() {
     assert_eq!(cancel["stopReason"], "cancelled");
     assert_eq!(cancel["reply"], "first");
     assert!(cancel["secs"].as_f64().unwrap() < 2.0, "{cancel}");
+
+    // `_pincer/runs/list` through the SDK's extension method.
+    let runs: Vec<(&str, &str)> = out["runs"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (str_of(&r["state"]), str_of(&r["stopReason"])))
+        .collect();
+    assert_eq!(runs, [("completed", "end_turn"), ("completed", "end_turn")]);
+
+    // Closed, then resumed: the settings made before, and no replay.
+    assert_eq!(
+        current(&out["resume"]),
+        pairs(&[("model", "demo/fast"), ("mode", "read_only")])
+    );
+    assert_eq!(out["resume"]["modes"]["currentModeId"], "read_only");
+    assert_eq!(out["beforeResume"], json!([]));
     assert_eq!(out["exitCode"], 0);
 
-    // Pincer's side: the settings and both runs are stored.
+    // Pincer's side: the settings (the mode set last by session/set_mode)
+    // and both runs are stored.
     let shown = dir.show_session(loaded);
     assert_eq!(shown["session"]["model"], "fast", "{shown:#}");
-    assert_eq!(shown["session"]["mode"], "read_only", "{shown:#}");
+    assert_eq!(shown["session"]["mode"], "full", "{shown:#}");
     let states: Vec<&str> = shown["runs"]
         .as_array()
         .unwrap()
@@ -548,10 +567,7 @@ fn a_failed_check_in_python_fails_the_test_with_its_message() {
         )
     });
     let panic = failed.expect_err("a flow whose check fails must fail the test");
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("python flow basic failed"), "{message}");
     assert!(
         message.contains("Failure: the reply is 'Hello', not 'something else'"),
