@@ -18,7 +18,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 /// Longest a flow may take before the test kills it and fails.
-const FLOW_LIMIT: Duration = Duration::from_secs(40);
+const FLOW_LIMIT: Duration = Duration::from_secs(90);
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python-acp")
@@ -308,6 +308,44 @@ fn permission_requests_are_answered_by_the_python_client() {
 }
 
 #[test]
+fn a_cancel_while_permission_is_asked_withdraws_the_request() {
+    let dir = TestDir::new();
+    configure(
+        &dir,
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "out.txt", "content": "x\n"}}}]),
+            json!([{"text": "never reached"}]),
+        ],
+    );
+    // The client's handler sends session/cancel, waits for `$/cancel_request`
+    // naming the permission request, then answers `cancelled`.
+    let out = flow(
+        &dir,
+        "permission",
+        json!({"prompt": "go", "answers": ["cancel"]}),
+    );
+    assert_eq!(out["stopReason"], "cancelled");
+    assert_eq!(out["permissionIds"].as_array().unwrap().len(), 1, "{out:#}");
+    assert_eq!(out["withdrawn"], out["permissionIds"]);
+    assert!(!dir.workspace().join("out.txt").exists());
+    assert_eq!(
+        tool_updates(&out["updates"]),
+        triples(&[
+            ("tool_call", "w1", "pending"),
+            ("tool_call_update", "w1", "-"),
+            ("tool_call_update", "w1", "failed"),
+        ])
+    );
+    let session = str_of(&out["sessionId"]);
+    assert_eq!(dir.show_session(session)["runs"][0]["state"], "cancelled");
+    let tape = only_run_tape(&dir, session);
+    assert_eq!(
+        of_type(&tape, "approval_decided")[0]["decision"],
+        "cancelled"
+    );
+}
+
+#[test]
 fn file_tools_read_and_write_the_python_clients_buffers() {
     let dir = TestDir::new();
     configure(
@@ -475,7 +513,8 @@ fn load_list_config_options_cancel_close_and_resume_through_the_python_sdk() {
     let cancel = &out["cancel"];
     assert_eq!(cancel["stopReason"], "cancelled");
     assert_eq!(cancel["reply"], "first");
-    assert!(cancel["secs"].as_f64().unwrap() < 2.0, "{cancel}");
+    // Promptly: the turn would otherwise wait 30 s.
+    assert!(cancel["secs"].as_f64().unwrap() < 5.0, "{cancel}");
 
     // `_pincer/runs/list` through the SDK's extension method.
     let runs: Vec<(&str, &str)> = out["runs"]["runs"]
