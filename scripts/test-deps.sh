@@ -77,6 +77,8 @@ want=$(sha256sum "$py/requirements.txt" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$py/.venv/bin/python" ]; then
     echo "test-deps: the Python ACP SDK already installed" >&2
 else
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || fail "the Python ACP SDK needs Python 3.10 or later, python3 is $(python3 --version 2>&1)"
     echo "test-deps: installing the Python ACP SDK (pip in $py/.venv)" >&2
     rm -rf "$py/.venv"
     python3 -m venv "$py/.venv" || fail "python3 -m venv $py/.venv failed"

@@ -167,7 +167,10 @@ fn initialize_new_session_and_a_streamed_reply() {
     let dir = TestDir::new();
     configure(
         &dir,
-        &[json!([{"text": "Hello"}, {"text": ", "}, {"text": "Python"}])],
+        &[
+            json!([{"text": "Hello"}, {"text": ", "}, {"text": "Python"},
+                 {"usage": {"input_tokens": 12, "output_tokens": 3}}]),
+        ],
     );
     let out = flow(&dir, "basic", json!({"prompt": "hi"}));
 
@@ -203,6 +206,12 @@ fn initialize_new_session_and_a_streamed_reply() {
     assert_eq!(out["chunks"], json!(["Hello", ", ", "Python"]));
     assert_eq!(out["reply"], "Hello, Python");
     assert_eq!(out["stopReason"], "end_turn");
+    // The run's tokens, read by the SDK's (draft) `usage` of the response.
+    assert_eq!(
+        out["response"],
+        json!({"stopReason": "end_turn",
+               "usage": {"inputTokens": 12, "outputTokens": 3, "totalTokens": 15}})
+    );
     assert_eq!(out["exitCode"], 0);
     let session = str_of(&out["sessionId"]);
     for update in out["updates"].as_array().unwrap() {
