@@ -4,7 +4,9 @@
 # official TypeScript SDK the fixture server runs on), from the npm registry
 # at the versions package-lock.json pins; and the OpenAPI fuzzer schemathesis
 # (PyPI, the version tests/fixtures/schemathesis/requirements.txt pins) in a
-# virtual environment, tests/fixtures/schemathesis/.venv; and tmux, in which
+# virtual environment, tests/fixtures/schemathesis/.venv; the official Python
+# ACP SDK (PyPI, pinned in tests/fixtures/python-acp/requirements.txt) in
+# tests/fixtures/python-acp/.venv; and tmux, in which
 # tests/it/terminal.rs drives `pincer chat`.
 #
 #   bash scripts/test-deps.sh && cargo test --locked
@@ -66,6 +68,22 @@ else
     python3 -m venv "$st/.venv" || fail "python3 -m venv $st/.venv failed"
     "$st/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$st/requirements.txt" \
         || fail "pip install -r $st/requirements.txt failed"
+    echo "$want" >"$stamp"
+fi
+# The official Python ACP SDK, a client of `pincer acp` in tests/it/acp_python.rs.
+py=tests/fixtures/python-acp
+stamp="$py/.venv/.pincer-requirements-hash"
+want=$(sha256sum "$py/requirements.txt" | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$py/.venv/bin/python" ]; then
+    echo "test-deps: the Python ACP SDK already installed" >&2
+else
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || fail "the Python ACP SDK needs Python 3.10 or later, python3 is $(python3 --version 2>&1)"
+    echo "test-deps: installing the Python ACP SDK (pip in $py/.venv)" >&2
+    rm -rf "$py/.venv"
+    python3 -m venv "$py/.venv" || fail "python3 -m venv $py/.venv failed"
+    "$py/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$py/requirements.txt" \
+        || fail "pip install -r $py/requirements.txt failed"
     echo "$want" >"$stamp"
 fi
 # curl and script: the README's HTTP quick start and a terminal for `pincer acp`

@@ -12,6 +12,7 @@ mod acp_client_answers;
 mod acp_fuzz;
 mod acp_malformed;
 mod acp_protocol;
+mod acp_python;
 mod acp_sdk;
 mod acp_surface;
 mod adversarial;
