@@ -9,7 +9,7 @@ mod commands;
 mod convert;
 mod extensions;
 mod handlers;
-mod launch;
+pub mod launch;
 pub mod peer;
 mod questions;
 
@@ -83,6 +83,10 @@ pub struct AcpOptions {
     /// `authenticate` and `logout` through the stored logins; `None`: the
     /// providers stay as they are and `logout` is not offered.
     pub accounts: Option<Arc<dyn Accounts>>,
+    /// Whether the connection is the runtime's only face, so its end shuts
+    /// the runtime down (`pincer acp` on stdio). Otherwise (a WebSocket of
+    /// `pincer serve`) its end cancels only the runs its prompts started.
+    pub owns_runtime: bool,
 }
 
 impl Default for AcpOptions {
@@ -94,6 +98,7 @@ impl Default for AcpOptions {
             client_timeout: std::time::Duration::from_secs(60),
             max_inflight: 64,
             accounts: None,
+            owns_runtime: true,
         }
     }
 }
@@ -637,11 +642,43 @@ impl Connection {
     async fn shutdown(&self) {
         // Ending the per-session queues lets their tasks finish.
         lock(&self.ordered).clear();
-        // The runtime cancels every run as soon as its shutdown starts; then
-        // our requests still waiting on the client fail, so a client that
-        // never answers cannot hold a run, and so the shutdown.
-        tokio::join!(self.runtime.shutdown(), async { self.peer.close() });
+        if self.options.owns_runtime {
+            // The runtime cancels every run as soon as its shutdown starts;
+            // then our requests still waiting on the client fail, so a
+            // client that never answers cannot hold a run, and so the
+            // shutdown.
+            tokio::join!(self.runtime.shutdown(), async { self.peer.close() });
+        } else {
+            self.peer.close();
+            self.cancel_own_runs().await;
+            // Nobody is left to forward the sessions' events to.
+            for (_, forward) in lock(&self.attached).drain() {
+                forward.abort();
+            }
+        }
         self.tasks.close();
         self.tasks.wait().await;
+    }
+
+    /// Cancels the runs this connection's prompts started and waits (at
+    /// most 10 s) until each has recorded its end; the runtime and its
+    /// other faces go on.
+    async fn cancel_own_runs(&self) {
+        let runs: Vec<RunId> = lock(&self.prompts).keys().cloned().collect();
+        if runs.is_empty() {
+            return;
+        }
+        let sessions: Vec<SessionId> = lock(&self.attached).keys().cloned().collect();
+        for run in &runs {
+            for session in &sessions {
+                if self.runtime.cancel_run(session, run) {
+                    break;
+                }
+            }
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !lock(&self.prompts).is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 }

@@ -1,10 +1,13 @@
 //! The HTTP face: REST, Server-Sent Events and JSON-RPC over WebSocket for
-//! clients that are not editors (`pincer serve --http`, `docs/http.md`).
+//! clients that are not editors (`pincer serve --http`, `docs/http.md`);
+//! and, at `/acp`, a WebSocket whose messages it hands to the ACP face
+//! through a port (`acp::Connections`), for editors elsewhere.
 //!
 //! Like every face it converts between its wire form and core calls; it knows
-//! no ACP types, and the core knows nothing of it. Events go out in the
-//! tape's own JSON form (`docs/headless.md`).
+//! no ACP types, and the core knows nothing of it. Events go out in the tape's own JSON form
+//! (`docs/headless.md`).
 
+pub mod acp;
 pub mod api;
 pub mod auth;
 pub mod error;
@@ -65,6 +68,8 @@ struct Shared {
     closing: CancellationToken,
     /// What `/metrics` counts beyond this process: runs and send intents.
     counts: Arc<dyn Counts>,
+    /// The agent behind `/acp`; `None`: not served.
+    acp: Option<Arc<dyn acp::Connections>>,
 }
 
 /// Serves HTTP on `listener` until `shutdown` fires, then stops taking
@@ -76,6 +81,7 @@ pub async fn serve(
     counts: Arc<dyn Counts>,
     listener: TcpListener,
     options: HttpOptions,
+    acp: Option<Arc<dyn acp::Connections>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let closing = shutdown.clone();
@@ -91,6 +97,7 @@ pub async fn serve(
             rpc,
             closing: closing.clone(),
             counts,
+            acp,
         }),
     };
     let app = app(state, &options);

@@ -50,6 +50,13 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
                 Arc::new(app.store.clone()),
                 listener,
                 plan.options,
+                Some(Arc::new(AcpOverWebSocket {
+                    runtime: runtime.clone(),
+                    options: crate::acp::AcpOptions {
+                        owns_runtime: false,
+                        ..crate::acp::launch::options(&app, flags)
+                    },
+                }) as Arc<dyn http::acp::Connections>),
                 http_stop.clone(),
             )))
         }
@@ -103,4 +110,32 @@ fn write_ready_file(path: &Path, addr: SocketAddr) -> anyhow::Result<()> {
     std::fs::write(&tmp, format!("{addr}\n"))
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The ACP face behind the HTTP face's `/acp` WebSocket: each socket one
+/// ACP connection, as on stdio, over this process's runtime.
+struct AcpOverWebSocket {
+    runtime: crate::core::runtime::Runtime,
+    options: crate::acp::AcpOptions,
+}
+
+impl http::acp::Connections for AcpOverWebSocket {
+    fn serve(
+        &self,
+        input: http::acp::Input,
+        output: tokio::sync::mpsc::Sender<Vec<u8>>,
+        shutdown: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, std::io::Result<()>> {
+        Box::pin(crate::acp::serve(
+            self.runtime.clone(),
+            input,
+            crate::stdout::LineSender::channel(output),
+            self.options.clone(),
+            shutdown,
+        ))
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        self.options.max_line_bytes
+    }
 }

@@ -63,9 +63,9 @@ impl LineSender {
         }
     }
 
-    /// A sender whose lines go to a test's channel instead of stdout. Also
-    /// the fuzzing entry point's (`fuzz/`), which is why it is not `cfg(test)`.
-    pub fn for_tests(tx: mpsc::Sender<Vec<u8>>) -> Self {
+    /// A sender whose lines go to a channel instead of stdout: ACP over a
+    /// WebSocket (`http::acp`), tests and the fuzzing entry points (`fuzz/`).
+    pub fn channel(tx: mpsc::Sender<Vec<u8>>) -> Self {
         Self { tx, progress: None }
     }
 }

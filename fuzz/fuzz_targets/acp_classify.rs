@@ -22,7 +22,7 @@ struct RawId<'a> {
 
 fn peer() -> (Peer, tokio::sync::mpsc::Receiver<Vec<u8>>) {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    (Peer::new(LineSender::for_tests(tx)), rx)
+    (Peer::new(LineSender::channel(tx)), rx)
 }
 
 /// The id text of the line the peer writes to answer `id`.

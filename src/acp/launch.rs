@@ -22,17 +22,7 @@ pub async fn run(flags: &Flags, args: &AcpArgs) -> Result<u8, Failure> {
     let hubs = opened
         .start_channels(&args.channels, channels_cancel.clone())
         .await?;
-    let options = crate::acp::AcpOptions {
-        meta: serde_json::json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "sandbox": opened.sandbox_meta(),
-        }),
-        mcp: Some(opened.mcp.clone()),
-        accounts: Some(std::sync::Arc::new(Logins {
-            flags: flags.clone(),
-        })),
-        ..crate::acp::AcpOptions::default()
-    };
+    let options = options(&opened, flags);
     let store = opened.store.clone();
     let (out, writer) = crate::stdout::LineWriter::spawn();
     let input = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
@@ -48,6 +38,22 @@ pub async fn run(flags: &Flags, args: &AcpArgs) -> Result<u8, Failure> {
     served.map_err(Failure::failed)?;
     written.map_err(Failure::failed)?;
     Ok(exit::OK)
+}
+
+/// The ACP face's settings for this process: on stdio (`pincer acp`) and
+/// over WebSocket (`pincer serve --http`, at `/acp`).
+pub fn options(opened: &App, flags: &Flags) -> crate::acp::AcpOptions {
+    crate::acp::AcpOptions {
+        meta: serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "sandbox": opened.sandbox_meta(),
+        }),
+        mcp: Some(opened.mcp.clone()),
+        accounts: Some(std::sync::Arc::new(Logins {
+            flags: flags.clone(),
+        })),
+        ..crate::acp::AcpOptions::default()
+    }
 }
 
 /// `authenticate` and `logout` through the configuration and the stored

@@ -627,7 +627,7 @@ mod tests {
 
     fn peer() -> Peer {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
-        Peer::new(LineSender::for_tests(tx))
+        Peer::new(LineSender::channel(tx))
     }
 
     fn error_of(incoming: Option<Incoming>) -> (String, i32) {
@@ -735,7 +735,7 @@ mod tests {
     #[tokio::test]
     async fn any_response_shape_settles_its_request_and_gets_no_answer() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-        let peer = std::sync::Arc::new(Peer::new(LineSender::for_tests(tx)));
+        let peer = std::sync::Arc::new(Peer::new(LineSender::channel(tx)));
         for (reply, expected) in [
             (r#""result":null"#, Ok(Value::Null)),
             (r#""result":{},"error":null"#, Ok(serde_json::json!({}))),
@@ -780,7 +780,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_gives_up_after_its_limit_and_is_withdrawn() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-        let peer = std::sync::Arc::new(Peer::new(LineSender::for_tests(tx)));
+        let peer = std::sync::Arc::new(Peer::new(LineSender::channel(tx)));
         let task = {
             let peer = peer.clone();
             tokio::spawn(async move {
@@ -805,7 +805,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_request_is_withdrawn_and_closing_fails_the_rest() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-        let peer = std::sync::Arc::new(Peer::new(LineSender::for_tests(tx)));
+        let peer = std::sync::Arc::new(Peer::new(LineSender::channel(tx)));
         let task = {
             let peer = peer.clone();
             tokio::spawn(async move {
@@ -853,7 +853,7 @@ mod tests {
     #[tokio::test]
     async fn our_requests_get_their_responses_and_can_be_cancelled() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-        let peer = std::sync::Arc::new(Peer::new(LineSender::for_tests(tx)));
+        let peer = std::sync::Arc::new(Peer::new(LineSender::channel(tx)));
         let never = CancellationToken::new();
         // Two requests in flight at once, answered out of order.
         let first = {

@@ -110,6 +110,7 @@ pub fn table() -> Vec<Route> {
             "/v1/rpc",
             on(MethodFilter::GET, super::rpc::handle),
         ),
+        route(Method::GET, "/acp", get(super::acp::handle)),
         route(
             Method::POST,
             "/v1/rpc",

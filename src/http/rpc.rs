@@ -79,7 +79,7 @@ impl Mount {
 /// as for every other route; a body that is not JSON is `400`.
 pub async fn handle(State(state): State<AppState>, mut request: Request) -> Response {
     if request.method() == Method::GET {
-        if let Err(err) = check_upgrade(request.headers()) {
+        if let Err(err) = check_upgrade(request.headers(), "/v1/rpc") {
             return err.into_response();
         }
         // None are offered; a malformed offer would fail the handshake.
@@ -156,15 +156,19 @@ async fn json_body(request: Request, limit: usize) -> Result<Request, ApiError> 
 
 /// The headers of a WebSocket handshake (RFC 6455), as the OpenAPI document
 /// describes them.
-fn check_upgrade(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn check_upgrade(headers: &HeaderMap, path: &str) -> Result<(), ApiError> {
     let value = |name: &str| {
         headers
             .get(name)
             .map(|v| v.to_str().unwrap_or_default())
             .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "`{name}`: missing; `GET /v1/rpc` is a WebSocket handshake (send JSON-RPC calls with POST)"
-                ))
+                ApiError::bad_request(if path == "/v1/rpc" {
+                    format!(
+                        "`{name}`: missing; `GET /v1/rpc` is a WebSocket handshake (send JSON-RPC calls with POST)"
+                    )
+                } else {
+                    format!("`{name}`: missing; `GET {path}` is a WebSocket handshake")
+                })
             })
     };
     let bad = |name: &str, expected: &str, got: &str| {
@@ -484,7 +488,7 @@ mod tests {
 
     #[test]
     fn a_websocket_handshake_passes_and_each_bad_header_is_named() {
-        assert_eq!(check_upgrade(&handshake(&GOOD)), Ok(()));
+        assert_eq!(check_upgrade(&handshake(&GOOD), "/v1/rpc"), Ok(()));
         let cases = [
             (0, "WebSockets", "`Upgrade`"),
             (1, "keep-alive", "`Connection`"),
@@ -496,7 +500,7 @@ mod tests {
         for (index, value, named) in cases {
             let mut pairs = GOOD;
             pairs[index].1 = value;
-            let message = check_upgrade(&handshake(&pairs))
+            let message = check_upgrade(&handshake(&pairs), "/v1/rpc")
                 .err()
                 .map(|e| e.message)
                 .unwrap_or_default();
@@ -509,7 +513,7 @@ mod tests {
                 .filter(|(i, _)| *i != missing)
                 .map(|(_, pair)| *pair)
                 .collect();
-            let message = check_upgrade(&handshake(&pairs))
+            let message = check_upgrade(&handshake(&pairs), "/v1/rpc")
                 .err()
                 .map(|e| e.message)
                 .unwrap_or_default();

@@ -224,6 +224,7 @@ async fn a_token_is_required_everywhere_but_the_health_probes() {
         ("GET", "/openapi.json"),
         ("GET", "/v1/rpc"),
         ("POST", "/v1/rpc"),
+        ("GET", "/acp"),
         ("GET", "/v1/runs/run_x/events"),
         ("GET", "/no/such/route"),
     ] {
@@ -1314,6 +1315,20 @@ async fn the_openapi_document_describes_the_running_server() {
     assert_eq!(response.status(), 101);
     assert!(doc["paths"]["/v1/rpc"]["get"]["responses"]["101"].is_object());
     exercised.push(("get".into(), "/v1/rpc".into()));
+    // ACP over WebSocket: its own test below; here, that it upgrades.
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "ws://{}/acp",
+            server.addr
+        ))
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (_, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(response.status(), 101);
+    assert!(doc["paths"]["/acp"]["get"]["responses"]["101"].is_object());
+    exercised.push(("get".into(), "/acp".into()));
     let ws = dir.workspace();
     let item = hit!(
         "post",
@@ -2122,4 +2137,222 @@ async fn overflow_recovery_and_the_loop_guard_over_http() {
             .contains("stopped by the loop guard: the model called `read_file` with the same arguments 4 times"),
         "{info}"
     );
+}
+
+/// An ACP client over the WebSocket at `/acp`: one JSON-RPC message per
+/// text frame, each checked against the ACP schema.
+struct AcpSocket {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    schema: crate::support::Schema,
+    next: u64,
+}
+
+impl AcpSocket {
+    async fn connect(server: &Server) -> Self {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("ws://{}/acp", server.addr)
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        let (socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+        assert_eq!(response.status(), 101);
+        Self {
+            socket,
+            schema: crate::support::Schema::load(),
+            next: 0,
+        }
+    }
+
+    async fn send_text(&mut self, text: String) {
+        use tokio_tungstenite::tungstenite::Message;
+        self.socket.send(Message::text(text)).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            let frame = tokio::time::timeout(TIMEOUT, self.socket.next())
+                .await
+                .expect("a message in time")
+                .expect("the socket open")
+                .unwrap();
+            let Message::Text(text) = frame else { continue };
+            assert!(!text.contains('\n'), "one message per frame: {text}");
+            let value: Value = serde_json::from_str(&text).unwrap();
+            self.schema.check_agent_message(&value);
+            return value;
+        }
+    }
+
+    /// Calls `method`; the notifications before the response, and it.
+    async fn request(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
+        self.next += 1;
+        let id = self.next;
+        self.send_text(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        )
+        .await;
+        let mut before = Vec::new();
+        loop {
+            let message = self.recv().await;
+            if message["id"] == id && message.get("method").is_none() {
+                if let (Some(def), Some(result)) =
+                    (crate::support::response_def(method), message.get("result"))
+                {
+                    self.schema.check(def, result);
+                }
+                return (before, message);
+            }
+            before.push(message);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acp_over_websocket_serves_the_same_sessions_as_every_face() {
+    let dir = TestDir::new();
+    let server = Server::start(&dir, &one_turn_script(&dir), None);
+    // No token: 401; no handshake: 400 naming the header.
+    match tokio_tungstenite::connect_async(format!("ws://{}/acp", server.addr)).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 401)
+        }
+        other => panic!("expected 401, got {other:?}"),
+    }
+    let (status, body) = send(server.get("/acp")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["error"].to_string().contains("`Upgrade`"), "{body}");
+
+    let mut acp = AcpSocket::connect(&server).await;
+    // A message written over several lines is still one message.
+    acp.next += 1;
+    acp.send_text(
+        serde_json::to_string_pretty(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}}}))
+        .unwrap(),
+    )
+    .await;
+    let init = acp.recv().await;
+    assert_eq!(init["id"], 1);
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    assert!(!init["result"]["authMethods"].as_array().unwrap().is_empty());
+    let (_, created) = acp
+        .request(
+            "session/new",
+            json!({"cwd": dir.workspace(), "mcpServers": []}),
+        )
+        .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let (updates, response) = acp
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+        )
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let text: String = updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| {
+            u["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(text, "Hello there");
+    // Bad input is answered, and the connection goes on.
+    acp.send_text("{not json".into()).await;
+    let error = acp.recv().await;
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+
+    // The same session over REST, with its run.
+    let (status, shown) = send(server.get(&format!("/v1/sessions/{session}"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown["origin"], "editor");
+    let (_, runs) = send(server.get(&format!("/v1/sessions/{session}/runs"))).await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+
+    // Another connection loads it and sees its history.
+    let mut other = AcpSocket::connect(&server).await;
+    other
+        .request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+    let (replayed, loaded) = other
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+        )
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let kinds: Vec<&str> = replayed
+        .iter()
+        .filter_map(|u| u["params"]["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(
+        kinds.starts_with(&["user_message_chunk", "agent_message_chunk"]),
+        "{kinds:?}"
+    );
+    // Closing one connection leaves the server serving the other.
+    acp.socket.close(None).await.unwrap();
+    let (_, listed) = other.request("session/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["sessions"][0]["sessionId"],
+        session.as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_acp_websocket_cancels_its_runs() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "slow.jsonl",
+        &[json!([{"text": "start"}, {"delay_ms": 30000}, {"text": "never"}])],
+    );
+    let server = Server::start(&dir, &script, None);
+    let mut acp = AcpSocket::connect(&server).await;
+    acp.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let (_, created) = acp
+        .request(
+            "session/new",
+            json!({"cwd": dir.workspace(), "mcpServers": []}),
+        )
+        .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    acp.send_text(
+        json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt",
+               "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}})
+        .to_string(),
+    )
+    .await;
+    loop {
+        let message = acp.recv().await;
+        if message["params"]["update"]["content"]["text"] == "start" {
+            break;
+        }
+    }
+    acp.socket.close(None).await.unwrap();
+    let started = Instant::now();
+    loop {
+        let (_, runs) = send(server.get(&format!("/v1/sessions/{session}/runs"))).await;
+        if runs["runs"][0]["state"] == "cancelled" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the run was not cancelled: {runs}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
