@@ -30,6 +30,7 @@ mod http;
 mod images;
 mod loop_guard;
 mod mcp;
+mod packaging;
 mod memory;
 mod memory_embeddings;
 mod prompt;
