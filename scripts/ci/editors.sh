@@ -4,7 +4,8 @@
 #     with stand-ins for CodeCompanion.nvim and avante.nvim, completing a prompt
 #     through the command each would launch, and :checkhealth pincer;
 #   - editors/zed: every agent in settings.json launched as Zed would, completing
-#     a prompt (Python 3 standard library).
+#     a prompt (Python 3 standard library);
+#   - editors/jetbrains: every agent in acp.json launched the same way.
 #
 #   scripts/ci/editors.sh          # PINCER_BIN defaults to target/debug/pincer
 #
@@ -80,6 +81,8 @@ run_suite "neovim plugin (editors/neovim/test/run.lua)" \
   "$NVIM" --headless -u NONE -i NONE -c "luafile editors/neovim/test/run.lua" -c "cquit 1"
 run_suite "zed settings (editors/zed/test/test_settings.py)" \
   python3 editors/zed/test/test_settings.py
+run_suite "jetbrains acp.json (editors/jetbrains/test/test_acp_json.py)" \
+  python3 editors/jetbrains/test/test_acp_json.py
 
 echo "editors: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

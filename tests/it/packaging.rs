@@ -7,6 +7,7 @@
 //! the version, repository and archives the crate and the script do.
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -354,6 +355,51 @@ fn release_archives_hold_the_binary_readme_and_license_with_a_checksum() {
         std::fs::read(dir.join("icon.svg")).unwrap(),
         std::fs::read(root().join("packaging/acp-registry/icon.svg")).unwrap()
     );
+
+    // What a registry client does with it: run `cmd` with `args` from where it
+    // extracted the archive. Pincer answers `initialize` with the
+    // authentication methods the registry requires (`docs/acp.md`).
+    let cmd = binary[platform]["cmd"].as_str().unwrap();
+    let args: Vec<&str> = binary[platform]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let home = tempfile::tempdir().unwrap();
+    let mut agent = Command::new(unpacked.path().join(cmd))
+        .args(&args)
+        .current_dir(unpacked.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = agent.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(agent.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    drop(stdin);
+    let status = agent.wait().unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    assert!(
+        answer["result"]["authMethods"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty()),
+        "{answer}"
+    );
+    assert!(status.success(), "{status}");
 }
 
 #[test]
