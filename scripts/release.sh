@@ -16,7 +16,7 @@
 #   scripts/release.sh targets                 platform, target and archive name, one a line
 #
 # Idempotent: an archive is rewritten byte for byte the same from the same
-# binary (sorted names, fixed times and owners, gzip -n). Reads no stdin.
+# binary (fixed order, times and owners, gzip -n). Reads no stdin.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -75,9 +75,9 @@ package() {
   if ! {
     install -m 0755 "$binary" "$stage/pincer" &&
       install -m 0644 README.md LICENSE "$stage/" &&
-      tar --create --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
-        --format=gnu -C "$stage" pincer README.md LICENSE |
-      gzip -n -9 >"$OUT/$name.tmp"
+      tar --create --mtime=@0 --owner=0 --group=0 --numeric-owner \
+        --format=gnu -C "$stage" LICENSE README.md pincer |
+      gzip -n >"$OUT/$name.tmp"
   }; then
     rm -rf "$stage" "$OUT/$name.tmp"
     die "writing $OUT/$name failed"

@@ -42,7 +42,13 @@ fn release(args: &[&str]) -> Output {
 fn packaged_files() -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = run(Command::new(cargo)
-        .args(["package", "--list", "--locked", "--allow-dirty", "--offline"])
+        .args([
+            "package",
+            "--list",
+            "--locked",
+            "--allow-dirty",
+            "--offline",
+        ])
         .current_dir(root()));
     assert!(output.status.success(), "{}", stderr(&output));
     stdout(&output).lines().map(str::to_owned).collect()
@@ -58,7 +64,12 @@ fn included_by_sources(dir: &Path, found: &mut BTreeSet<String>) {
         } else if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(&path).unwrap();
             for capture in include.captures_iter(&text) {
-                let file = path.parent().unwrap().join(&capture[1]).canonicalize().unwrap();
+                let file = path
+                    .parent()
+                    .unwrap()
+                    .join(&capture[1])
+                    .canonicalize()
+                    .unwrap();
                 let relative = file.strip_prefix(root().canonicalize().unwrap()).unwrap();
                 found.insert(relative.to_string_lossy().into_owned());
             }
@@ -115,8 +126,13 @@ fn the_published_crate_carries_what_it_needs_and_nothing_else() {
         .iter()
         .filter(|f| !needed.contains(*f) && !cargo_made.contains(&f.as_str()))
         .collect();
-    assert!(extra.is_empty(), "the crate carries what it does not need: {extra:?}");
-    for forbidden in ["tests/", "benches/", "editors/", "docs/", "fuzz/", "target/", "dist/"] {
+    assert!(
+        extra.is_empty(),
+        "the crate carries what it does not need: {extra:?}"
+    );
+    for forbidden in [
+        "tests/", "benches/", "editors/", "docs/", "fuzz/", "target/", "dist/",
+    ] {
         assert!(
             !files.iter().any(|f| f.starts_with(forbidden)),
             "{forbidden} in the crate"
@@ -126,12 +142,16 @@ fn the_published_crate_carries_what_it_needs_and_nothing_else() {
 }
 
 fn registry_schema() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(root().join("schema/acp-registry/agent.schema.json")).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("schema/acp-registry/agent.schema.json")).unwrap();
     jsonschema::validator_for(&serde_json::from_str::<Value>(&text).unwrap()).unwrap()
 }
 
 fn schema_errors(validator: &jsonschema::Validator, entry: &Value) -> Vec<String> {
-    validator.iter_errors(entry).map(|e| e.to_string()).collect()
+    validator
+        .iter_errors(entry)
+        .map(|e| e.to_string())
+        .collect()
 }
 
 fn read_json(path: &Path) -> Value {
@@ -144,7 +164,10 @@ fn read_json(path: &Path) -> Value {
 fn registry_rule_errors(entry: &Value, dir_name: &str) -> Vec<String> {
     let mut errors = Vec::new();
     if entry["id"] != dir_name {
-        errors.push(format!("id {} is not the directory's name {dir_name}", entry["id"]));
+        errors.push(format!(
+            "id {} is not the directory's name {dir_name}",
+            entry["id"]
+        ));
     }
     let version = entry["version"].as_str().unwrap_or_default();
     let in_url = regex::Regex::new(r"/(?:download|releases)/v?([\d.]+)/").unwrap();
@@ -161,7 +184,9 @@ fn registry_rule_errors(entry: &Value, dir_name: &str) -> Vec<String> {
             .iter()
             .any(|ext| url.ends_with(ext))
         {
-            errors.push(format!("{platform}: {url} is not an archive the registry takes"));
+            errors.push(format!(
+                "{platform}: {url} is not an archive the registry takes"
+            ));
         }
     }
     errors
@@ -215,7 +240,10 @@ fn the_acp_registry_entry_follows_the_registry_and_names_the_release() {
 
     let version = env!("CARGO_PKG_VERSION");
     let repository = env!("CARGO_PKG_REPOSITORY");
-    assert_eq!(entry["version"], version, "agent.json's version is not Cargo.toml's");
+    assert_eq!(
+        entry["version"], version,
+        "agent.json's version is not Cargo.toml's"
+    );
     assert_eq!(entry["repository"], repository);
     assert_eq!(entry["license"], env!("CARGO_PKG_LICENSE"));
     assert_eq!(entry["icon"], "./icon.svg");
@@ -241,7 +269,10 @@ fn the_acp_registry_entry_follows_the_registry_and_names_the_release() {
             made.contains(&(platform.clone(), name.to_owned())),
             "{platform}: {name} is not an archive release.sh makes for it: {made:?}"
         );
-        assert_eq!(url, format!("{repository}/releases/download/v{version}/{name}"));
+        assert_eq!(
+            url,
+            format!("{repository}/releases/download/v{version}/{name}")
+        );
         assert_eq!(target["cmd"], "./pincer");
         assert_eq!(target["args"], json!(["acp"]));
     }
@@ -252,7 +283,8 @@ fn the_acp_registry_entry_follows_the_registry_and_names_the_release() {
     // The checks can fail: a platform the registry does not know, a missing
     // command, another version in a URL, a colored icon.
     let mut bad = entry.clone();
-    bad["distribution"]["binary"]["linux-riscv64"] = bad["distribution"]["binary"]["linux-x86_64"].clone();
+    bad["distribution"]["binary"]["linux-riscv64"] =
+        bad["distribution"]["binary"]["linux-x86_64"].clone();
     assert!(!schema_errors(&validator, &bad).is_empty());
     let mut bad = entry.clone();
     bad["distribution"]["binary"]["linux-x86_64"]
@@ -288,8 +320,21 @@ fn release_archives_hold_the_binary_readme_and_license_with_a_checksum() {
     let target = host_target();
     let name = format!("pincer-{}-{target}.tar.gz", env!("CARGO_PKG_VERSION"));
     let archive = out.path().join(&name);
+    // The test build's binary without its debug information (a fifth of the
+    // size, so packing it twice takes seconds), where `strip` is installed.
+    let work = tempfile::tempdir().unwrap();
+    let built = work.path().join("pincer");
+    std::fs::copy(BIN, &built).unwrap();
+    let _ = Command::new("strip")
+        .arg("--strip-debug")
+        .arg(&built)
+        .stdin(Stdio::null())
+        .status();
+    let built = built.to_str().unwrap();
 
-    let packaged = release(&["package", "--target", target, "--binary", BIN, "--out", out_dir]);
+    let packaged = release(&[
+        "package", "--target", target, "--binary", built, "--out", out_dir,
+    ]);
     assert!(packaged.status.success(), "{}", stderr(&packaged));
     let first = std::fs::read(&archive).unwrap();
 
@@ -300,7 +345,12 @@ fn release_archives_hold_the_binary_readme_and_license_with_a_checksum() {
     let check = run(Command::new("sha256sum")
         .args(["-c", &format!("{name}.sha256")])
         .current_dir(out.path()));
-    assert!(check.status.success(), "{}{}", stdout(&check), stderr(&check));
+    assert!(
+        check.status.success(),
+        "{}{}",
+        stdout(&check),
+        stderr(&check)
+    );
 
     // The three files at the top level, owned by root, the binary executable.
     let listing = tar_list(&archive);
@@ -321,7 +371,7 @@ fn release_archives_hold_the_binary_readme_and_license_with_a_checksum() {
         .arg(unpacked.path()));
     assert!(untar.status.success(), "{}", stderr(&untar));
     let binary = unpacked.path().join("pincer");
-    assert!(std::fs::read(&binary).unwrap() == std::fs::read(BIN).unwrap());
+    assert!(std::fs::read(&binary).unwrap() == std::fs::read(built).unwrap());
     for file in ["README.md", "LICENSE"] {
         assert_eq!(
             std::fs::read(unpacked.path().join(file)).unwrap(),
@@ -329,14 +379,24 @@ fn release_archives_hold_the_binary_readme_and_license_with_a_checksum() {
             "{file}"
         );
     }
-    let version = run(Command::new("./pincer").arg("--version").current_dir(unpacked.path()));
+    let version = run(Command::new("./pincer")
+        .arg("--version")
+        .current_dir(unpacked.path()));
     assert!(version.status.success(), "{}", stderr(&version));
-    assert_eq!(stdout(&version).trim(), format!("pincer {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout(&version).trim(),
+        format!("pincer {}", env!("CARGO_PKG_VERSION"))
+    );
 
     // Again: the same bytes.
-    let again = release(&["package", "--target", target, "--binary", BIN, "--out", out_dir]);
+    let again = release(&[
+        "package", "--target", target, "--binary", built, "--out", out_dir,
+    ]);
     assert!(again.status.success(), "{}", stderr(&again));
-    assert!(std::fs::read(&archive).unwrap() == first, "the archive changed when made again");
+    assert!(
+        std::fs::read(&archive).unwrap() == first,
+        "the archive changed when made again"
+    );
 
     // The registry entry for what is in the directory: this platform only,
     // with the archive's checksum, valid against the registry's schema.
@@ -344,13 +404,25 @@ fn release_archives_hold_the_binary_readme_and_license_with_a_checksum() {
     assert!(manifest.status.success(), "{}", stderr(&manifest));
     let dir: PathBuf = out.path().join("acp-registry/pincer");
     let entry = read_json(&dir.join("agent.json"));
-    assert_eq!(schema_errors(&registry_schema(), &entry), Vec::<String>::new());
+    assert_eq!(
+        schema_errors(&registry_schema(), &entry),
+        Vec::<String>::new()
+    );
     assert_eq!(registry_rule_errors(&entry, "pincer"), Vec::<String>::new());
     let binary = entry["distribution"]["binary"].as_object().unwrap();
-    let platform = if target.starts_with("aarch64") { "linux-aarch64" } else { "linux-x86_64" };
+    let platform = if target.starts_with("aarch64") {
+        "linux-aarch64"
+    } else {
+        "linux-x86_64"
+    };
     assert_eq!(binary.keys().collect::<Vec<_>>(), [platform], "{entry:#}");
     assert_eq!(binary[platform]["sha256"], digest.as_str());
-    assert!(binary[platform]["archive"].as_str().unwrap().ends_with(&format!("/{name}")));
+    assert!(
+        binary[platform]["archive"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{name}"))
+    );
     assert_eq!(
         std::fs::read(dir.join("icon.svg")).unwrap(),
         std::fs::read(root().join("packaging/acp-registry/icon.svg")).unwrap()
@@ -407,13 +479,33 @@ fn the_release_script_refuses_clearly() {
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().to_str().unwrap();
 
-    let windows = release(&["package", "--target", "x86_64-pc-windows-msvc", "--binary", BIN, "--out", out_dir]);
+    let windows = release(&[
+        "package",
+        "--target",
+        "x86_64-pc-windows-msvc",
+        "--binary",
+        BIN,
+        "--out",
+        out_dir,
+    ]);
     assert!(!windows.status.success());
-    assert!(stderr(&windows).contains("Linux only"), "{}", stderr(&windows));
+    assert!(
+        stderr(&windows).contains("Linux only"),
+        "{}",
+        stderr(&windows)
+    );
 
     let missing = out.path().join("nothing");
     let missing = missing.to_str().unwrap();
-    let no_binary = release(&["package", "--target", host_target(), "--binary", missing, "--out", out_dir]);
+    let no_binary = release(&[
+        "package",
+        "--target",
+        host_target(),
+        "--binary",
+        missing,
+        "--out",
+        out_dir,
+    ]);
     assert!(!no_binary.status.success());
     assert!(
         stderr(&no_binary).contains(&format!("{missing} is not an executable file")),
@@ -423,13 +515,31 @@ fn the_release_script_refuses_clearly() {
 
     let empty = release(&["manifest", "--out", out_dir]);
     assert!(!empty.status.success());
-    assert!(stderr(&empty).contains("none of the archives"), "{}", stderr(&empty));
+    assert!(
+        stderr(&empty).contains("none of the archives"),
+        "{}",
+        stderr(&empty)
+    );
 
     let unknown = release(&["--bogus"]);
     assert!(!unknown.status.success());
-    assert!(stderr(&unknown).contains("unknown argument: --bogus"), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("unknown argument: --bogus"),
+        "{}",
+        stderr(&unknown)
+    );
 
-    let target = release(&["build", "--target", "riscv64gc-unknown-linux-gnu", "--out", out_dir]);
+    let target = release(&[
+        "build",
+        "--target",
+        "riscv64gc-unknown-linux-gnu",
+        "--out",
+        out_dir,
+    ]);
     assert!(!target.status.success());
-    assert!(stderr(&target).contains("Linux only"), "{}", stderr(&target));
+    assert!(
+        stderr(&target).contains("Linux only"),
+        "{}",
+        stderr(&target)
+    );
 }
