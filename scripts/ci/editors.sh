@@ -8,7 +8,8 @@
 #     venv at tests/fixtures/neovim/.venv, reinstalled when requirements.txt
 #     changes): chats with Pincer through CodeCompanion's own chat API;
 #   - editors/zed: every agent in settings.json launched as Zed would, completing
-#     a prompt (Python 3 standard library).
+#     a prompt (Python 3 standard library);
+#   - editors/jetbrains: every agent in acp.json launched the same way.
 #
 #   scripts/ci/editors.sh          # PINCER_BIN defaults to target/debug/pincer
 #
@@ -116,6 +117,8 @@ run_suite "CodeCompanion.nvim (editors/neovim/test/codecompanion.lua)" \
   "$CODECOMPANION_NVIM" --headless -u NONE -i NONE -c "luafile editors/neovim/test/codecompanion.lua" -c "cquit 1"
 run_suite "zed settings (editors/zed/test/test_settings.py)" \
   python3 editors/zed/test/test_settings.py
+run_suite "jetbrains acp.json (editors/jetbrains/test/test_acp_json.py)" \
+  python3 editors/jetbrains/test/test_acp_json.py
 
 echo "editors: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

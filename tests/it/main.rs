@@ -33,6 +33,7 @@ mod loop_guard;
 mod mcp;
 mod memory;
 mod memory_embeddings;
+mod packaging;
 mod prompt;
 mod providers;
 mod questions;
