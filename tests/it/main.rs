@@ -14,6 +14,7 @@ mod acp_malformed;
 mod acp_protocol;
 mod acp_python;
 mod acp_sdk;
+mod acp_sdk_surface;
 mod acp_surface;
 mod adversarial;
 mod approvals_sdk;
