@@ -175,7 +175,7 @@ async fn the_v1_surface_through_the_sdk() {
                         .await?;
                     let listed: Vec<_> =
                         list.sessions.iter().map(|s| s.session_id.clone()).collect();
-                    assert_eq!(listed, [forked.clone()]);
+                    assert_eq!(listed, std::slice::from_ref(&forked));
                     let err = cx
                         .send_request(text_prompt(&id, "after delete"))
                         .block_task()
