@@ -3,15 +3,17 @@
 //! (`pincer acp`), in the same run (issue 17: the WebSocket adds under 1 ms
 //! p99 per streamed chunk).
 //!
-//! `cargo bench --bench acp_ws [-- --prompts N --chunks C]` starts each
-//! transport in a scratch directory with a model script, then measures:
-//! - **round trip**: N prompts one after another, each answered by a
-//!   one-chunk reply: from writing the prompt to reading its
-//!   `agent_message_chunk` (p50, p99, max). The difference between the
-//!   transports bounds what the WebSocket adds to a streamed chunk from
-//!   above: it carries the prompt in as well as the chunk out;
-//! - **stream**: one reply of C chunks handed over one at a time: from
-//!   writing the prompt to reading the last chunk, per chunk.
+//! `cargo bench --bench acp_ws [-- --prompts N --chunks C --stream S]` starts
+//! each transport in a scratch directory and measures:
+//! - **per-chunk latency**: a loopback OpenAI-compatible model in this
+//!   process streams N replies of C chunks, 1 ms apart, each chunk naming
+//!   itself; for each chunk, the time from this process writing it to the
+//!   model's socket to this process reading it from the ACP transport
+//!   (p50, p99, max). Both transports run the same provider, loop and
+//!   conversion code; the difference is the transport (and `pincer serve`
+//!   around it);
+//! - **stream**: one scripted reply of S chunks handed over one at a time,
+//!   from writing the prompt to reading the last chunk, per chunk.
 //!
 //! Prints a Markdown table (docs/benchmarks.md) and the machine's load.
 
@@ -115,16 +117,23 @@ fn command(dir: &Path) -> tokio::process::Command {
         .env("PINCER_DATA_DIR", dir.join("data"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("RUST_LOG", "warn")
+        .env("OPENAI_API_KEY", "sk-bench")
         .stderr(Stdio::null())
         .kill_on_drop(true);
     command
 }
 
-async fn stdio(dir: &Path, script: &Path) -> Transport {
+fn script_args(script: Option<&Path>) -> Vec<std::ffi::OsString> {
+    match script {
+        Some(script) => vec!["--script".into(), script.into()],
+        None => Vec::new(),
+    }
+}
+
+async fn stdio(dir: &Path, script: Option<&Path>) -> Transport {
     let mut child = command(dir)
         .arg("acp")
-        .arg("--script")
-        .arg(script)
+        .args(script_args(script))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -137,14 +146,14 @@ async fn stdio(dir: &Path, script: &Path) -> Transport {
     }
 }
 
-async fn websocket(dir: &Path, script: &Path) -> Transport {
+async fn websocket(dir: &Path, script: Option<&Path>) -> Transport {
     let ready = dir.join("ready");
+    let _ = std::fs::remove_file(&ready);
     let child = command(dir)
         .env("PINCER_HTTP_TOKEN", TOKEN)
         .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
         .arg(&ready)
-        .arg("--script")
-        .arg(script)
+        .args(script_args(script))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -199,24 +208,98 @@ fn is_chunk(message: &Value) -> bool {
     message["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
 }
 
-/// Round trips: each prompt's one chunk, from send to receipt, in ms.
-async fn round_trips(conn: &mut Conn, session: &str, prompts: usize) -> Vec<f64> {
-    let mut times = Vec::with_capacity(prompts);
+/// When each chunk left the loopback model, by its name (`p3c17`).
+type Sent = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Instant>>>;
+
+/// A loopback OpenAI-compatible model: every request is answered with
+/// `chunks` chunks 1 ms apart, named `p{request}c{k} `, then a stop.
+async fn model(chunks: usize, sent: Sent) -> std::net::SocketAddr {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut request = 0usize;
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            socket.set_nodelay(true).unwrap();
+            let n = request;
+            request += 1;
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                // The request: headers, then the body its length gives.
+                let mut buf = Vec::new();
+                let mut part = [0u8; 65536];
+                loop {
+                    let read = socket.read(&mut part).await.unwrap();
+                    buf.extend_from_slice(&part[..read]);
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    if read == 0 {
+                        return;
+                    }
+                }
+                socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+                    .await
+                    .unwrap();
+                let chunk = |delta: Value, finish: Value| {
+                    format!(
+                        "data: {}\n\n",
+                        json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                    )
+                };
+                for k in 0..chunks {
+                    let name = format!("p{n}c{k} ");
+                    let line = chunk(json!({"content": name}), Value::Null);
+                    sent.lock().unwrap().insert(name, Instant::now());
+                    socket.write_all(line.as_bytes()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                let end = chunk(json!({}), json!("stop")) + "data: [DONE]\n\n";
+                let _ = socket.write_all(end.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// Per-chunk latencies of `prompts` replies, in ms: from the model writing
+/// each chunk to reading it here.
+async fn latencies(conn: &mut Conn, session: &str, prompts: usize, sent: &Sent) -> Vec<f64> {
+    let mut times = Vec::new();
     for n in 0..prompts {
         let id = 100 + n as u64;
-        let sent = Instant::now();
         conn.send(&prompt(id, session)).await;
-        let mut took = None;
         loop {
             let message = conn.recv().await;
-            if took.is_none() && is_chunk(&message) {
-                took = Some(sent.elapsed().as_secs_f64() * 1000.0);
+            let arrived = Instant::now();
+            if is_chunk(&message) {
+                // A chunk may carry several names when they came at once.
+                let text = message["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .unwrap();
+                let sent = sent.lock().unwrap();
+                for name in text.split_inclusive(' ') {
+                    let at = sent.get(name).expect("a chunk the model sent");
+                    times.push((arrived - *at).as_secs_f64() * 1000.0);
+                }
             }
             if message["id"] == id && message.get("method").is_none() {
+                assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
                 break;
             }
         }
-        times.push(took.expect("a chunk before the response"));
     }
     times
 }
@@ -251,43 +334,49 @@ struct Figures {
     per_chunk: f64,
 }
 
-async fn measure(ws: bool, prompts: usize, chunks: usize) -> Figures {
+async fn measure(ws: bool, prompts: usize, chunks: usize, streamed: usize) -> Figures {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("work");
     std::fs::create_dir_all(&workspace).unwrap();
-    // Round trips: a conversation whose Nth turn plays line N.
-    let lines: Vec<String> = (0..prompts)
-        .map(|_| json!([{"text": "x"}]).to_string())
-        .collect();
-    let script = dir.path().join("trips.jsonl");
-    std::fs::write(&script, lines.join("\n") + "\n").unwrap();
-    let mut transport = if ws {
-        websocket(dir.path(), &script).await
-    } else {
-        stdio(dir.path(), &script).await
-    };
-    let session = open_session(&mut transport.conn, &workspace).await;
-    // Warm up: the first turns pay for loading what is loaded once.
-    let _ = round_trips(&mut transport.conn, &session, 5.min(prompts / 10)).await;
-    let mut times = round_trips(&mut transport.conn, &session, prompts - 5.min(prompts / 10)).await;
-    transport.child.kill().await.unwrap();
-    times.sort_by(f64::total_cmp);
-
+    // Per-chunk latency through the loopback model.
+    let sent = Sent::default();
+    let addr = model(chunks, sent.clone()).await;
+    let config = dir.path().join("config/pincer/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!("provider = \"oa\"\n[providers.oa]\nkind = \"openai\"\nbase_url = \"http://{addr}/v1\"\nmodels = [\"m\"]\n"),
+    )
+    .unwrap();
+    // The script only answers the streaming measure below.
     let script = dir.path().join("stream.jsonl");
     std::fs::write(
         &script,
-        json!([{"repeat": {"count": chunks, "text": "x", "apart": true}}]).to_string() + "\n",
+        json!([{"repeat": {"count": streamed, "text": "x", "apart": true}}]).to_string() + "\n",
     )
     .unwrap();
+    let mut transport = if ws {
+        websocket(dir.path(), None).await
+    } else {
+        stdio(dir.path(), None).await
+    };
+    let session = open_session(&mut transport.conn, &workspace).await;
+    // Warm up: the first reply pays for what is loaded once.
+    let _ = latencies(&mut transport.conn, &session, 1, &sent).await;
+    let mut times = latencies(&mut transport.conn, &session, prompts, &sent).await;
+    transport.child.kill().await.unwrap();
+    times.sort_by(f64::total_cmp);
+    std::fs::remove_file(&config).unwrap();
+
     let data = dir.path().join("data");
     let _ = std::fs::remove_dir_all(&data);
     let mut transport = if ws {
-        websocket(dir.path(), &script).await
+        websocket(dir.path(), Some(&script)).await
     } else {
-        stdio(dir.path(), &script).await
+        stdio(dir.path(), Some(&script)).await
     };
     let session = open_session(&mut transport.conn, &workspace).await;
-    let per_chunk = stream(&mut transport.conn, &session, chunks).await;
+    let per_chunk = stream(&mut transport.conn, &session, streamed).await;
     transport.child.kill().await.unwrap();
     Figures {
         p50: percentile(&times, 50.0),
@@ -297,10 +386,11 @@ async fn measure(ws: bool, prompts: usize, chunks: usize) -> Figures {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let prompts = arg("--prompts", 1000);
-    let chunks = arg("--chunks", 20_000);
+    let prompts = arg("--prompts", 5);
+    let chunks = arg("--chunks", 200);
+    let streamed = arg("--stream", 20_000);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "machine load (1, 5, 15 min) at start: {}",
@@ -310,14 +400,14 @@ async fn main() {
             .join(" ")
     );
     println!(
-        "{prompts} prompts one after another (round trip: prompt out, its one chunk back); one reply of {chunks} chunks handed over one at a time\n"
+        "per-chunk latency: {prompts} replies of {chunks} chunks 1 ms apart from a loopback model, model socket to ACP client; stream: one scripted reply of {streamed} chunks handed over one at a time\n"
     );
     // Interleaved, twice, so a change in the machine's load hits both.
     let mut stdio_runs = Vec::new();
     let mut ws_runs = Vec::new();
     for _ in 0..2 {
-        stdio_runs.push(measure(false, prompts, chunks).await);
-        ws_runs.push(measure(true, prompts, chunks).await);
+        stdio_runs.push(measure(false, prompts, chunks, streamed).await);
+        ws_runs.push(measure(true, prompts, chunks, streamed).await);
     }
     let best = |runs: &[Figures]| -> Figures {
         let by_p99 = runs.iter().min_by(|a, b| a.p99.total_cmp(&b.p99)).unwrap();
@@ -332,7 +422,7 @@ async fn main() {
         }
     };
     let (s, w) = (best(&stdio_runs), best(&ws_runs));
-    println!("| transport | round trip p50 | p99 | max | stream, per chunk |");
+    println!("| transport | chunk latency p50 | p99 | max | stream, per chunk |");
     println!("| --- | --- | --- | --- | --- |");
     for (name, f) in [("stdio (`pincer acp`)", &s), ("WebSocket (`/acp`)", &w)] {
         println!(

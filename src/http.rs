@@ -105,6 +105,14 @@ pub async fn serve(
         closing.cancelled().await;
         let _ = rpc_handle.stop();
     };
+    // Small writes go out at once: an event stream's or a WebSocket's next
+    // message must not wait for the previous one's acknowledgement (Nagle
+    // with delayed ACKs held ACP chunks over `/acp` up to 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
