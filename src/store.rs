@@ -591,6 +591,53 @@ mod tests {
         }
     }
 
+    /// The plans SQLite makes for the queries whose cost must not grow with
+    /// the sessions and runs stored: each listing page seeks its index to the
+    /// cursor and reads it in order (no sort, no scan from the newest), and an
+    /// open reads unfinished runs only (`docs/benchmarks.md`, "10,000 stored
+    /// sessions").
+    #[test]
+    fn listings_and_the_recovery_check_read_only_what_they_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let (store, _) = Store::open(&path).unwrap();
+        store.shutdown();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let plan = |sql: &str| -> String {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let nulls = std::iter::repeat_n(rusqlite::types::Null, stmt.parameter_count());
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |row| {
+                    row.get::<_, String>(3)
+                })
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            rows.join("; ")
+        };
+        for in_workspace in [false, true] {
+            for after in [false, true] {
+                let found = plan(&reader::sessions_sql(in_workspace, after));
+                let index = if in_workspace {
+                    "USING INDEX sessions_listed_in_workspace (workspace=?"
+                } else {
+                    "USING INDEX sessions_listed"
+                };
+                assert!(found.contains(index), "{in_workspace} {after}: {found}");
+                assert!(!found.contains("TEMP B-TREE"), "{found}");
+                assert_eq!(
+                    found.contains("(updated_at,id)<(?,?)"),
+                    after,
+                    "{in_workspace} {after}: {found}"
+                );
+            }
+        }
+        for sql in [writer::UNFINISHED_OWNERS, writer::UNFINISHED_RUNS] {
+            let found = plan(sql);
+            assert!(found.contains("USING INDEX runs_unfinished"), "{found}");
+        }
+    }
+
     #[test]
     fn processes_opening_a_new_database_at_once_migrate_it_once() {
         let dir = tempfile::tempdir().unwrap();

@@ -230,17 +230,36 @@ pub(super) fn sessions(
     } else {
         query.limit as i64
     };
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions
-         WHERE (?1 IS NULL OR workspace = ?1)
-           AND parent_session IS NULL
-           AND deleted_at IS NULL
-           AND (?2 IS NULL OR updated_at < ?2 OR (updated_at = ?2 AND id < ?3))
-         ORDER BY updated_at DESC, id DESC LIMIT ?4"
-    ))?;
+    let sql = sessions_sql(workspace.is_some(), query.after.is_some());
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params![workspace, after_at, after_id, limit], session_row)?;
     rows.map(|raw| raw.map_err(StoreError::from)?.into_session())
         .collect()
+}
+
+/// The listing query of one shape (in one workspace or all; from a cursor
+/// or from the newest), parameters `?1` workspace, `?2, ?3` the cursor's
+/// `updated_at` and id, `?4` the limit (a shape that leaves some out still
+/// takes all four: SQLite counts parameters up to the highest number). A statement per shape, so SQLite
+/// seeks the listing index (`sessions_listed`, migration 14) to the cursor:
+/// written once with `?2 IS NULL OR …`, the same query scanned the index from
+/// the newest session on every page, and a walk of every page was quadratic.
+pub(super) fn sessions_sql(in_workspace: bool, after: bool) -> String {
+    format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions
+         WHERE parent_session IS NULL AND deleted_at IS NULL{}{}
+         ORDER BY updated_at DESC, id DESC LIMIT ?4",
+        if in_workspace {
+            " AND workspace = ?1"
+        } else {
+            ""
+        },
+        if after {
+            " AND (updated_at, id) < (?2, ?3)"
+        } else {
+            ""
+        },
+    )
 }
 
 pub(super) fn history(conn: &Connection, id: &SessionId) -> Result<Vec<HistoryEntry>, StoreError> {

@@ -321,4 +321,18 @@ BEGIN SELECT RAISE(ABORT, 'the tape is append-only: DELETE is not allowed'); END
     r#"
 ALTER TABLE sessions ADD COLUMN thought_level TEXT;
 "#,
+    // 14: listings read only the sessions they list, from a page's cursor
+    // on (`reader::sessions`), in every workspace or in one: a page costs
+    // the same on the last page of 10,000 sessions as on the first. Each
+    // open looks for runs left unfinished (`writer::recover_interrupted`)
+    // among those alone, not every run ever made.
+    r#"
+DROP INDEX sessions_by_update;
+CREATE INDEX sessions_listed ON sessions (updated_at DESC, id DESC)
+    WHERE parent_session IS NULL AND deleted_at IS NULL;
+CREATE INDEX sessions_listed_in_workspace ON sessions (workspace, updated_at DESC, id DESC)
+    WHERE parent_session IS NULL AND deleted_at IS NULL;
+CREATE INDEX runs_unfinished ON runs (state)
+    WHERE state IN ('queued', 'running', 'waiting');
+"#,
 ];

@@ -389,6 +389,13 @@ fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreErro
     Ok(())
 }
 
+/// The runs an open looks at for recovery: unfinished ones, read through the
+/// partial index `runs_unfinished` (migration 14), whose `WHERE` is this
+/// condition word for word, so an open reads none of the finished runs.
+pub(super) const UNFINISHED_OWNERS: &str =
+    "SELECT owner FROM runs WHERE state IN ('queued', 'running', 'waiting')";
+pub(super) const UNFINISHED_RUNS: &str = "SELECT id, session_id, owner FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id";
+
 /// Marks runs a dead process left unfinished as failed, keeping what they had
 /// streamed: the partial reply of an interrupted model turn joins the history.
 pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
@@ -399,9 +406,7 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let unfinished: Vec<(String, String, Option<String>)> = {
-        let mut stmt = tx.prepare(
-            "SELECT id, session_id, owner FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id",
-        )?;
+        let mut stmt = tx.prepare(UNFINISHED_RUNS)?;
         stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
             .collect::<Result<_, _>>()?
     };
@@ -513,8 +518,7 @@ fn partial_turn(events: &[EventRecord], stored_turns: usize) -> Option<Message> 
 
 /// Whether some unfinished run belongs to no live process (a read, no lock).
 fn needs_recovery(conn: &Connection) -> Result<bool, StoreError> {
-    let mut stmt =
-        conn.prepare("SELECT owner FROM runs WHERE state IN ('queued', 'running', 'waiting')")?;
+    let mut stmt = conn.prepare(UNFINISHED_OWNERS)?;
     let owners: Vec<Option<String>> = stmt
         .query_map([], |row| row.get(0))?
         .collect::<Result<_, _>>()?;

@@ -430,6 +430,54 @@ fn list_pages_with_a_cursor() {
     assert_eq!(seen, created);
     let (_, response) = acp.request("session/list", json!({"cursor": "garbage"}));
     assert_eq!(response["error"]["code"], -32602);
+
+    // Sessions in another workspace: every page of the whole listing and of
+    // one workspace holds each of its sessions once, newest first (by time,
+    // then by id: sessions made within one millisecond are split by pages too).
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let elsewhere: Vec<String> = (0..3).map(|_| acp.new_session(&other)).collect();
+    let walk = |acp: &mut AcpProcess, filter: Value| -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        let mut params = filter.clone();
+        loop {
+            let page = acp.call("session/list", params.clone());
+            seen.extend(page["sessions"].as_array().unwrap().iter().map(|s| {
+                (
+                    s["updatedAt"].as_str().unwrap().to_owned(),
+                    s["sessionId"].as_str().unwrap().to_owned(),
+                )
+            }));
+            match page["nextCursor"].as_str() {
+                Some(cursor) => {
+                    assert_eq!(page["sessions"].as_array().unwrap().len(), 50);
+                    params = filter.clone();
+                    params["cursor"] = json!(cursor);
+                }
+                None => return seen,
+            }
+        }
+    };
+    let newest_first = |seen: &[(String, String)]| seen.windows(2).all(|w| w[0] > w[1]);
+    let all = walk(&mut acp, json!({}));
+    assert!(newest_first(&all), "{all:?}");
+    let mut ids: Vec<String> = all.into_iter().map(|(_, id)| id).collect();
+    ids.sort();
+    let mut expected: Vec<String> = created.iter().chain(&elsewhere).cloned().collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    let in_ws = walk(&mut acp, json!({"cwd": ws}));
+    assert!(newest_first(&in_ws), "{in_ws:?}");
+    let mut ids: Vec<String> = in_ws.into_iter().map(|(_, id)| id).collect();
+    ids.sort();
+    assert_eq!(ids, created);
+    let in_other = walk(&mut acp, json!({"cwd": other}));
+    assert!(newest_first(&in_other), "{in_other:?}");
+    let mut ids: Vec<String> = in_other.into_iter().map(|(_, id)| id).collect();
+    ids.sort();
+    let mut elsewhere = elsewhere;
+    elsewhere.sort();
+    assert_eq!(ids, elsewhere);
 }
 
 #[test]

@@ -395,6 +395,26 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
         .await
         .unwrap();
     assert_eq!(ids(rest), ["ses_1", "ses_5"]);
+    // A page that ends between two sessions of the same time goes on with
+    // the other one, in every workspace too.
+    let across = journal
+        .sessions(SessionQuery {
+            workspace: None,
+            after: Some((30, SessionId::from_string("ses_4".into()))),
+            limit: 3,
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(across), ["ses_3", "ses_2", "ses_1"]);
+    let end = journal
+        .sessions(SessionQuery {
+            workspace: Some("/b".into()),
+            after: Some((20, SessionId::from_string("ses_2".into()))),
+            limit: 2,
+        })
+        .await
+        .unwrap();
+    assert!(end.is_empty(), "{end:?}");
 }
 
 /// A session's messages come back in the order appended, with their runs,
