@@ -173,14 +173,7 @@ impl Connection {
                 })
                 .await
                 .map_err(runtime_error)?;
-            self.runtime
-                .set_additional_roots(&session.id, roots)
-                .map_err(runtime_error)?;
-            if !servers.is_empty() {
-                self.start_mcp(&session, servers).await;
-            }
-            let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
-            let (options, modes) = self.session_response_parts(&session);
+            let (subscription, options, modes) = self.start_new(&session, roots, servers).await?;
             let response = acp::NewSessionResponse::new(session.id.as_str().to_owned())
                 .config_options(options)
                 .modes(modes);
@@ -188,6 +181,33 @@ impl Connection {
         }
         .await;
         self.answer_and_attach(id, result).await
+    }
+
+    /// What a session just made (new or forked) gets before it is answered:
+    /// its extra roots, the client's MCP servers, a subscription, and the
+    /// options and modes of its response.
+    async fn start_new(
+        &self,
+        session: &Session,
+        roots: Vec<PathBuf>,
+        servers: Vec<crate::mcp::ServerSpec>,
+    ) -> Result<
+        (
+            Subscription,
+            Vec<acp::SessionConfigOption>,
+            acp::SessionModeState,
+        ),
+        RpcError,
+    > {
+        self.runtime
+            .set_additional_roots(&session.id, roots)
+            .map_err(runtime_error)?;
+        if !servers.is_empty() {
+            self.start_mcp(session, servers).await;
+        }
+        let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
+        let (options, modes) = self.session_response_parts(session);
+        Ok((subscription, options, modes))
     }
 
     /// Gives a live session the configured MCP servers plus `servers` (the
@@ -343,14 +363,8 @@ impl Connection {
                 )
                 .await
                 .map_err(runtime_error)?;
-            self.runtime
-                .set_additional_roots(&session.id, roots)
-                .map_err(runtime_error)?;
-            if !servers.is_empty() {
-                self.start_mcp(&session, servers).await;
-            }
-            let subscription = self.runtime.subscribe(&session.id).map_err(runtime_error)?;
-            let (options, modes) = self.session_response_parts(&session);
+            let (subscription, options, modes) =
+                self.start_new(&session, roots, servers).await?;
             let response = acp::ForkSessionResponse::new(session.id.as_str().to_owned())
                 .config_options(options)
                 .modes(modes);
