@@ -444,6 +444,10 @@ pub struct MemoryConfig {
     pub embeddings: Option<String>,
     /// Least cosine similarity for a match by meaning, 0 to 1 (default 0.35).
     pub min_similarity: Option<f64>,
+    /// Whether the model may save a user-scope item (recalled in every
+    /// workspace) without a person's approval where the mode would not ask
+    /// (default false: it always asks).
+    pub user_scope_unasked: Option<bool>,
 }
 
 /// The `[subagents]` table (`docs/tools.md`, "Subagents").
@@ -653,6 +657,37 @@ pub struct PathsConfig {
     /// Paths refused everywhere, added to the built-in list (`~` allowed).
     #[serde(default)]
     pub forbidden: Vec<String>,
+    /// Paths a tool writes only with a person's approval and commands
+    /// never write, added to the built-in list (`docs/tools.md`,
+    /// "Protected paths"): relative ones match at any depth.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<String>,
+    /// Built-in protected paths taken off the list, each named exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprotected: Vec<String>,
+}
+
+impl PathsConfig {
+    /// The protected paths in force: the built-in ones less `unprotected`,
+    /// then `protected`.
+    pub fn protected_entries(&self) -> Vec<String> {
+        let mut entries: Vec<String> = crate::core::policy::DEFAULT_PROTECTED
+            .iter()
+            .filter(|entry| {
+                !self
+                    .unprotected
+                    .iter()
+                    .any(|u| u.trim_end_matches('/') == **entry)
+            })
+            .map(|entry| (*entry).to_owned())
+            .collect();
+        for entry in &self.protected {
+            if !entries.contains(entry) {
+                entries.push(entry.clone());
+            }
+        }
+        entries
+    }
 }
 
 /// The `[safety]` table.
@@ -1148,6 +1183,7 @@ impl Config {
             });
         }
         let mut paths = file_config.paths.clone();
+        validate_protected(&paths, &file_origin())?;
         paths.extra_roots = paths
             .extra_roots
             .iter()
@@ -1909,6 +1945,42 @@ fn absolute(path: &Path) -> PathBuf {
 
 fn home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+}
+
+/// `[paths] protected` entries must name a path below a root, not climb
+/// out of one; `[paths] unprotected` may only name built-in entries.
+fn validate_protected(paths: &PathsConfig, origin: &Origin) -> Result<(), ConfigError> {
+    for entry in &paths.protected {
+        let trimmed = entry.trim().trim_end_matches('/');
+        if trimmed.is_empty()
+            || Path::new(trimmed)
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(ConfigError::Invalid {
+                origin: origin.clone(),
+                key: "paths.protected".into(),
+                message: format!(
+                    "{} is not a path to protect (empty, or with `..`)",
+                    quote(entry)
+                ),
+            });
+        }
+    }
+    for entry in &paths.unprotected {
+        if !crate::core::policy::DEFAULT_PROTECTED.contains(&entry.trim_end_matches('/')) {
+            return Err(ConfigError::Invalid {
+                origin: origin.clone(),
+                key: "paths.unprotected".into(),
+                message: format!(
+                    "{} is not a built-in protected path; those are {}",
+                    quote(entry),
+                    crate::core::policy::DEFAULT_PROTECTED.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn default_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {

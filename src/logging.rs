@@ -14,6 +14,15 @@ use crate::core::safety::Safety;
 /// MCP server's stderr, a platform's answer), which may echo a key.
 static REDACT: OnceLock<Arc<Safety>> = OnceLock::new();
 
+/// The log file of this process (`--log-file`), if any: Pincer's own, so
+/// no tool reads it (`app::wiring::own_files`).
+static LOG_FILE: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+/// Where this process logs to, when it logs to a file.
+pub fn log_file() -> Option<&'static Path> {
+    LOG_FILE.get().map(std::path::PathBuf::as_path)
+}
+
 /// Redacts every later log line with `safety` (the first call wins).
 pub fn redact_with(safety: Arc<Safety>) {
     let _ = REDACT.set(safety);
@@ -58,11 +67,15 @@ pub fn init(verbose: u8, file: Option<&Path>) -> anyhow::Result<LogGuard> {
         .with_target(false);
     match file {
         Some(path) => {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            // Log lines can quote prompts and tool output: the person's only.
             let handle = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
+            let _ = LOG_FILE.set(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
             let handle = std::sync::Arc::new(handle);
             let file = handle.clone();
             builder

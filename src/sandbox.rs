@@ -91,6 +91,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::safety::is_secret_name;
 
+pub mod readonly;
+
 /// The newest Landlock ABI whose rights these rules ask for. The crate drops,
 /// on older kernels, whatever the kernel does not know (best-effort
 /// compatibility), so asking for more never fails; every right asked for is
@@ -204,6 +206,11 @@ pub struct Confinement {
     pub extra_read_only: Vec<PathBuf>,
     /// Paths denied even inside a granted tree (the boundary's forbidden list).
     pub deny: Vec<PathBuf>,
+    /// Paths inside the writable trees that stay read-only (the protected
+    /// paths, [`readonly`]): bound read-only in a mount namespace of the
+    /// command's own where they exist.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
     /// Whether TCP `bind` and `connect` are allowed.
     pub network: bool,
     pub mode: SandboxMode,
@@ -217,6 +224,7 @@ impl Confinement {
             extra_read_write: Vec::new(),
             extra_read_only: Vec::new(),
             deny: Vec::new(),
+            read_only: Vec::new(),
             network: false,
             mode: SandboxMode::BestEffort,
         }
@@ -726,15 +734,21 @@ pub async fn run_streaming(
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(stderr));
     let ruleset_fd: Option<RawFd> = prepared.ruleset.as_ref().map(AsRawFd::as_raw_fd);
+    let binds = readonly::Binds::new(&confinement.read_only);
     // SAFETY: the closure runs in the forked child before `exec`, where only
-    // async-signal-safe work is allowed: it makes raw syscalls (setsid, prctl
-    // for no_new_privs and the capability sets, landlock_restrict_self,
-    // close_range) on values copied in before the fork, reads a constant
-    // slice and allocates nothing (`io::Error::last_os_error` stores the errno
-    // inline). The ruleset descriptor it uses stays open in the server until
-    // `spawn` has returned.
+    // async-signal-safe work is allowed: it makes raw syscalls (unshare and
+    // mount for the read-only binds, setsid, prctl for no_new_privs and the
+    // capability sets, landlock_restrict_self, close_range) on values
+    // prepared before the fork, reads a constant slice and allocates nothing
+    // (`io::Error::last_os_error` stores the errno inline). The ruleset
+    // descriptor it uses stays open in the server until `spawn` has returned.
     unsafe {
-        command.pre_exec(move || confine_child(ruleset_fd));
+        command.pre_exec(move || {
+            if let Some(binds) = &binds {
+                binds.apply();
+            }
+            confine_child(ruleset_fd)
+        });
     }
     let spawned = command.spawn();
     // The command holds the server's copies of the pipe's write end: closed
@@ -923,10 +937,14 @@ pub async fn run_attached(
     let prepared = prepare(confinement, &tmp_path, status)?;
     let mut command = shell_command(&request, &tmp_path);
     let ruleset_fd: Option<RawFd> = prepared.ruleset.as_ref().map(AsRawFd::as_raw_fd);
-    // SAFETY: as in `run_with_status`: raw syscalls on values copied in
+    let binds = readonly::Binds::new(&confinement.read_only);
+    // SAFETY: as in `run_with_status`: raw syscalls on values prepared
     // before the fork, no allocation. PR_SET_PDEATHSIG is one more prctl.
     unsafe {
         command.pre_exec(move || {
+            if let Some(binds) = &binds {
+                binds.apply();
+            }
             confine_child(ruleset_fd)?;
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());

@@ -43,6 +43,11 @@ pub const DEFAULT_RATE_BURST: u32 = 100;
 pub fn runtime_config(config: &Config) -> RuntimeConfig {
     let mut forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|p| (*p).to_owned()).collect();
     forbidden.extend(config.paths.forbidden.iter().cloned());
+    forbidden.extend(
+        own_files(config, &|name| std::env::var(name).ok())
+            .into_iter()
+            .map(|path| path.to_string_lossy().into_owned()),
+    );
     RuntimeConfig {
         loop_config: LoopConfig {
             max_turn_requests: config.max_turn_requests.value,
@@ -75,6 +80,7 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
         paths: PathsConfig {
             extra_roots: config.paths.extra_roots.clone(),
             forbidden,
+            protected: config.paths.protected_entries(),
             home: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
@@ -91,6 +97,34 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
         },
         ..RuntimeConfig::default()
     }
+}
+
+/// Pincer's own files, forbidden to every tool and carved out of the
+/// sandbox like `~/.ssh`: the configuration directory (the config file,
+/// the credentials `pincer login` stores, the person's `AGENTS.md`), the
+/// config file in use when it lies elsewhere, the data directory (the
+/// database and its WAL, the HTTP token, logs), a token file configured
+/// elsewhere, and the log file. From the paths actually in use.
+pub fn own_files(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let mut own: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = crate::credentials::path(env)
+        .as_deref()
+        .and_then(std::path::Path::parent)
+    {
+        own.push(dir.to_path_buf());
+    }
+    own.extend(config.file.clone());
+    own.push(config.data_dir.value.clone());
+    own.extend(config.http.token_file.clone());
+    own.extend(crate::logging::log_file().map(std::path::Path::to_path_buf));
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for path in own {
+        let path = std::path::absolute(&path).unwrap_or(path);
+        if !unique.contains(&path) {
+            unique.push(path);
+        }
+    }
+    unique
 }
 
 /// How memory is recalled, from the `[memory]` table.

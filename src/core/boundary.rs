@@ -26,6 +26,8 @@ pub struct PathBoundary {
     forbidden: Vec<PathBuf>,
     /// `~` in arguments expands to this.
     home: Option<PathBuf>,
+    /// Paths a tool writes only with a person's approval.
+    protected: Protected,
 }
 
 /// The forbidden list every boundary starts with (`~` is the user's home).
@@ -85,7 +87,19 @@ impl PathBoundary {
             roots,
             forbidden: forbidden_paths,
             home,
+            protected: Protected::default(),
         }
+    }
+
+    /// The same boundary with `protected` as its protected paths (the
+    /// built-in ones unless given).
+    pub fn with_protected(mut self, protected: Protected) -> Self {
+        self.protected = protected;
+        self
+    }
+
+    pub fn protected(&self) -> &Protected {
+        &self.protected
     }
 
     /// The workspace root.
@@ -158,6 +172,126 @@ impl PathBoundary {
             base.join(path)
         };
         resolve_existing(&joined)
+    }
+}
+
+/// The paths protected unless configured otherwise: where other agents and
+/// Pincer read configuration or code they run (hooks, settings, skills, MCP
+/// servers, git's hooks and configuration). Matched at any depth.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    ".claude",
+    ".codex",
+    ".pincer",
+    ".agents",
+    ".mcp.json",
+    ".git/hooks",
+    ".git/config",
+];
+
+/// Paths that other agents, git or Pincer read as configuration or as code
+/// to run: a tool writes them only with a person's approval, in every mode,
+/// and the sandbox keeps them read-only for commands. A relative entry
+/// (`.git/hooks`) is a run of path components matched at any depth; an
+/// absolute one (`~` allowed) is that path and everything beneath.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protected {
+    /// Relative entries, as written and as components.
+    names: Vec<(String, Vec<std::ffi::OsString>)>,
+    /// Absolute entries, as written and resolved (lexically and canonically).
+    paths: Vec<(String, Vec<PathBuf>)>,
+}
+
+impl Default for Protected {
+    fn default() -> Self {
+        let defaults: Vec<String> = DEFAULT_PROTECTED.iter().map(|e| (*e).to_owned()).collect();
+        Self::new(&defaults, None)
+    }
+}
+
+impl Protected {
+    /// Protects `entries` (relative ones at any depth, absolute ones with
+    /// what is beneath); an empty or `..` entry is skipped (configuration
+    /// validates them).
+    pub fn new(entries: &[String], home: Option<&Path>) -> Self {
+        let mut names = Vec::new();
+        let mut paths = Vec::new();
+        for entry in entries {
+            let raw = entry.trim().trim_end_matches('/');
+            if raw.is_empty() {
+                continue;
+            }
+            let path = expand_home(Path::new(raw), home);
+            if path.is_absolute() {
+                let lexical = normalize(&path);
+                let canonical = canonical_or_lexical(&path);
+                let mut resolved = vec![lexical];
+                if !resolved.contains(&canonical) {
+                    resolved.push(canonical);
+                }
+                paths.push((raw.to_owned(), resolved));
+                continue;
+            }
+            let parts: Option<Vec<std::ffi::OsString>> = path
+                .components()
+                .map(|component| match component {
+                    Component::Normal(name) => Some(name.to_os_string()),
+                    _ => None,
+                })
+                .collect();
+            match parts {
+                Some(parts) if !parts.is_empty() => names.push((raw.to_owned(), parts)),
+                _ => {}
+            }
+        }
+        Self { names, paths }
+    }
+
+    /// The entry protecting `resolved`, as written, if any.
+    pub fn rule(&self, resolved: &Path) -> Option<&str> {
+        let components: Vec<&std::ffi::OsStr> = resolved
+            .components()
+            .filter_map(|component| match component {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        for (raw, parts) in &self.names {
+            if components
+                .windows(parts.len())
+                .any(|window| window.iter().zip(parts).all(|(a, b)| *a == b.as_os_str()))
+            {
+                return Some(raw);
+            }
+        }
+        self.paths
+            .iter()
+            .find(|(_, resolved_paths)| resolved_paths.iter().any(|p| resolved.starts_with(p)))
+            .map(|(raw, _)| raw.as_str())
+    }
+
+    /// The relative entries (`.git/hooks`), for the places they are looked
+    /// for directly beneath a root.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|(raw, _)| raw.as_str())
+    }
+
+    /// The absolute entries, resolved.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.paths
+            .iter()
+            .filter_map(|(_, resolved)| resolved.last().map(PathBuf::as_path))
+    }
+
+    /// Where the entries lie beneath `root`: each relative entry directly
+    /// under it, and each absolute entry inside it.
+    pub fn under(&self, root: &Path) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self.names().map(|name| root.join(name)).collect();
+        for path in self.paths() {
+            if path.starts_with(root) && !out.iter().any(|p| p == path) {
+                out.push(path.to_path_buf());
+            }
+        }
+        out
     }
 }
 

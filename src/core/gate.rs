@@ -637,7 +637,8 @@ async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> 
         })
     };
     // A hook's `ask` asks where the policy would allow; its `allow` skips
-    // an approval the policy would ask for; neither overrides a deny.
+    // an approval the policy would ask for, but not one only a person may
+    // give (a protected path); neither overrides a deny.
     let gate = match (gate, pre.permission()) {
         (Gate::Allow { .. }, Some((Permission::Ask, reason))) => Gate::Ask {
             reason: format!(
@@ -645,10 +646,14 @@ async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> 
                 reason.map(|r| format!(": {r}")).unwrap_or_default()
             ),
         },
-        (Gate::Ask { .. }, Some((Permission::Allow, _))) => Gate::Allow {
-            remembered: false,
-            reason: "allowed by a hook".into(),
-        },
+        (Gate::Ask { .. }, Some((Permission::Allow, _)))
+            if crate::core::policy::needs_person(&plan, &env.ctx.boundary).is_none() =>
+        {
+            Gate::Allow {
+                remembered: false,
+                reason: "allowed by a hook".into(),
+            }
+        }
         (gate, _) => gate,
     };
     match gate {

@@ -14,7 +14,9 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::approval::Grant;
-pub use super::boundary::{DEFAULT_FORBIDDEN, PathBoundary, PathError};
+pub use super::boundary::{
+    DEFAULT_FORBIDDEN, DEFAULT_PROTECTED, PathBoundary, PathError, Protected,
+};
 use super::session::Mode;
 use super::tool::{Plan, ToolKind};
 use shell::{Command, CommandRule, ShellLine};
@@ -220,6 +222,9 @@ impl PolicyRules {
                 },
                 check.kind.as_str()
             ));
+        }
+        if let Some(reason) = needs_person(check.plan, check.boundary) {
+            return Gate::Ask { reason };
         }
         if let Some(grant) = check
             .grants
@@ -427,6 +432,21 @@ impl PolicyRules {
     }
 }
 
+/// Why a planned call needs a person's approval whatever the mode, the
+/// rules, remembered answers or hooks say: it writes a protected path, or
+/// its tool said so (`Plan::needs_person`).
+pub fn needs_person(plan: &Plan, boundary: &PathBoundary) -> Option<String> {
+    for path in &plan.writes {
+        if let Some(rule) = boundary.protected().rule(path) {
+            return Some(format!(
+                "{} is a protected path (`{rule}`: agents read it as configuration or code to run); every write needs a person's approval",
+                path.display()
+            ));
+        }
+    }
+    plan.needs_person.clone()
+}
+
 /// The grants an `allow_always` / `reject_always` answer creates for a call:
 /// one per command for the shell, one for the whole tool otherwise.
 pub fn grants_for(tool: &str, plan: &Plan, allow: bool) -> Vec<Grant> {
@@ -493,6 +513,12 @@ fn path_gate(line: &ShellLine, check: &Check<'_>) -> Option<Gate> {
             return Some(deny(format!(
                 "`{raw}` reaches the forbidden path {}",
                 rule.display()
+            )));
+        }
+        if writes && let Some(rule) = check.boundary.protected().rule(&resolved) {
+            return Some(deny(format!(
+                "the line writes to {}, a protected path (`{rule}`), which commands never write; write_file or edit_file asks a person",
+                resolved.display()
             )));
         }
         if writes && !is_sink(raw) && !check.boundary.contains(&resolved) {

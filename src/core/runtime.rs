@@ -10,7 +10,7 @@ mod subagents;
 pub use subagents::SubagentConfig;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
@@ -95,14 +95,41 @@ pub struct RuntimeConfig {
 }
 
 /// The path boundary every session's tools get, around its workspace.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PathsConfig {
     /// Directories outside the workspace tools may read and write.
     pub extra_roots: Vec<PathBuf>,
     /// Paths refused everywhere (`~` allowed).
     pub forbidden: Vec<String>,
+    /// Paths written only with a person's approval (`core::boundary::Protected`).
+    pub protected: Vec<String>,
     /// What `~` means.
     pub home: Option<PathBuf>,
+}
+
+impl Default for PathsConfig {
+    fn default() -> Self {
+        Self {
+            extra_roots: Vec::new(),
+            forbidden: Vec::new(),
+            protected: crate::core::policy::DEFAULT_PROTECTED
+                .iter()
+                .map(|entry| (*entry).to_owned())
+                .collect(),
+            home: None,
+        }
+    }
+}
+
+impl PathsConfig {
+    /// The boundary around `workspace` and `extra_roots`.
+    pub fn boundary(&self, workspace: &Path, extra_roots: &[PathBuf]) -> PathBoundary {
+        PathBoundary::new(workspace, extra_roots, &self.forbidden, self.home.clone())
+            .with_protected(crate::core::policy::Protected::new(
+                &self.protected,
+                self.home.as_deref(),
+            ))
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -1743,13 +1770,11 @@ impl Runtime {
         session: &Session,
         queued: &QueuedRun,
     ) -> ToolContext {
-        let paths = &self.inner.config.paths;
-        let boundary = PathBoundary::new(
-            &session.workspace,
-            &self.extra_roots(session),
-            &paths.forbidden,
-            paths.home.clone(),
-        );
+        let boundary = self
+            .inner
+            .config
+            .paths
+            .boundary(&session.workspace, &self.extra_roots(session));
         ToolContext {
             session_id: session.id.clone(),
             workspace: boundary.workspace().to_path_buf(),
@@ -1797,14 +1822,13 @@ impl Runtime {
     /// The system prompt of a run of `session`: the environment as the probe
     /// finds it now (off the async threads: it may run `git`).
     async fn run_prompt(&self, session: &Session) -> RunPrompt {
-        let paths = &self.inner.config.paths;
         let extra_roots = self.extra_roots(session);
-        let boundary = Arc::new(PathBoundary::new(
-            &session.workspace,
-            &extra_roots,
-            &paths.forbidden,
-            paths.home.clone(),
-        ));
+        let boundary = Arc::new(
+            self.inner
+                .config
+                .paths
+                .boundary(&session.workspace, &extra_roots),
+        );
         let probe = self.inner.environment.get().cloned();
         let environment = match probe.clone() {
             Some(probe) => {

@@ -102,6 +102,10 @@ pub struct Plan {
     /// `delegated` before the call runs.
     pub delegation: Option<DelegateTask>,
     pub delegated: Option<DelegateOutcome>,
+    /// Why a person must approve this call in every mode: no rule, grant
+    /// or hook waives it (a user-scope memory that every later session
+    /// reads). Writes to protected paths are added by the policy.
+    pub needs_person: Option<String>,
 }
 
 /// A task for a subagent: a child run in a child session of its own.

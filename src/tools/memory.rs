@@ -18,10 +18,12 @@ use crate::core::tool::{
     Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
 };
 
-/// The memory tools.
-pub fn tools() -> Vec<std::sync::Arc<dyn Tool>> {
+/// The memory tools; `user_scope_unasked` lets the model save user-scope
+/// items without a person's approval in modes that would not ask
+/// (`[memory] user_scope_unasked`).
+pub fn tools(user_scope_unasked: bool) -> Vec<std::sync::Arc<dyn Tool>> {
     vec![
-        std::sync::Arc::new(MemorySave),
+        std::sync::Arc::new(MemorySave { user_scope_unasked }),
         std::sync::Arc::new(MemorySearchTool),
         std::sync::Arc::new(MemoryForget),
     ]
@@ -72,7 +74,11 @@ fn line(item: &MemoryItem) -> String {
     text
 }
 
-pub struct MemorySave;
+pub struct MemorySave {
+    /// `[memory] user_scope_unasked`: a user-scope save is judged like
+    /// any other instead of always asking.
+    pub user_scope_unasked: bool,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,6 +161,13 @@ impl Tool for MemorySave {
     ) -> BoxFuture<'a, Result<Plan, ToolError>> {
         Box::pin(async move {
             let save = parse_save(arguments, access(ctx)?)?;
+            // A user-scope item is recalled into every later session in
+            // every workspace: text that steered the model once would
+            // steer it everywhere from then on.
+            let needs_person = (save.scope == Scope::User && !self.user_scope_unasked).then(|| {
+                "a user-scope memory is recalled in every later session of every workspace"
+                    .to_owned()
+            });
             Ok(Plan {
                 title: format!(
                     "Remember ({}{}): {}",
@@ -162,6 +175,7 @@ impl Tool for MemorySave {
                     if save.pinned { ", pinned" } else { "" },
                     quote(&save.text)
                 ),
+                needs_person,
                 ..Plan::default()
             })
         })

@@ -124,8 +124,16 @@ impl ShellTool {
         let mut extra_read_write: Vec<PathBuf> =
             ctx.boundary.roots().iter().skip(1).cloned().collect();
         extra_read_write.extend(self.settings.extra_read_write.iter().cloned());
+        // The protected paths directly beneath every tree a command may
+        // write stay read-only (`sandbox::readonly`); deeper ones are the
+        // file tools' and the policy's to guard.
+        let read_only: Vec<PathBuf> = std::iter::once(&ctx.workspace)
+            .chain(&extra_read_write)
+            .flat_map(|root| ctx.boundary.protected().under(root))
+            .collect();
         let confinement = Confinement {
             workspace: ctx.workspace.clone(),
+            read_only,
             extra_read_write,
             extra_read_only: self.settings.extra_read_only.clone(),
             deny: ctx
@@ -139,16 +147,51 @@ impl ShellTool {
             mode: self.settings.mode,
         };
         let status = self.status.clone().unwrap_or_else(sandbox::status);
-        if let Some(terminal) = &ctx.terminal {
-            return self
-                .run_in_terminal(terminal.as_ref(), request, confinement, &status, ctx)
-                .await;
+        let snapshot = sandbox::readonly::Snapshot::take(&confinement.read_only);
+        let result = match &ctx.terminal {
+            Some(terminal) => {
+                self.run_in_terminal(terminal.as_ref(), request, confinement, &status, ctx)
+                    .await
+            }
+            None => self.run_here(request, confinement, &status, ctx, timeout).await,
+        };
+        // Whatever the command did to a protected path is undone, even when
+        // it failed or was cancelled.
+        let notes = snapshot.restore();
+        if notes.is_empty() {
+            return result;
         }
+        let notes = notes
+            .iter()
+            .map(|note| format!("[{note}]"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        tracing::warn!(%notes, "a shell command wrote protected paths");
+        match result {
+            Ok(mut output) => {
+                output.text = format!("{}\n{notes}", output.text.trim_end());
+                Ok(output)
+            }
+            Err(ToolError::Failed(text)) => {
+                Err(ToolError::Failed(format!("{}\n{notes}", text.trim_end())))
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn run_here(
+        &self,
+        request: ExecRequest,
+        confinement: Confinement,
+        status: &SandboxStatus,
+        ctx: &ToolContext,
+        timeout: Duration,
+    ) -> Result<ToolOutput, ToolError> {
         let live = ctx
             .progress
             .is_active()
             .then(|| LineStream::new(ctx.progress.clone()).into_live());
-        let result = sandbox::run_streaming(request, &confinement, &ctx.cancel, &status, live)
+        let result = sandbox::run_streaming(request, &confinement, &ctx.cancel, status, live)
             .await
             .map_err(|err: SandboxError| ToolError::Failed(err.to_string()))?;
         if result.cancelled {

@@ -37,7 +37,9 @@ pub fn gate(
         tools.push(Arc::new(delegate::DelegateTool));
     }
     if config.memory.enabled.unwrap_or(true) {
-        tools.extend(memory::tools());
+        tools.extend(memory::tools(
+            config.memory.user_scope_unasked.unwrap_or(false),
+        ));
     }
     if config.web.enabled.unwrap_or(true) {
         tools.push(Arc::new(web::WebFetchTool::new(web_settings(config))));
