@@ -4,7 +4,7 @@
 //! matcher takes the subject runs at once; answers are read as Claude Code's
 //! hooks answer (`docs/hooks.md`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -17,8 +17,8 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::config::{HookImport, HooksConfig, OnFailure};
 use crate::core::hooks::{
-    HookAnswer, HookEvent, HookInput, HookOutcome, Hooks, Matcher, Permission, WorkspaceHooks,
-    project_dir,
+    HookAnswer, HookEvent, HookInput, HookOutcome, Hooks, Matcher, Permission, Trust, TrustedFile,
+    WorkspaceHooks, project_dir,
 };
 use crate::core::journal::Journal;
 use crate::core::quote::Quoted;
@@ -41,10 +41,14 @@ pub struct HookSet {
     import: Vec<HookImport>,
     /// Where trust is kept (`with_trust`); without it no workspace hook runs.
     journal: Option<Arc<dyn Journal>>,
-    /// Per project directory: its files' hooks, read again when a file
-    /// changes.
-    workspaces: Mutex<HashMap<PathBuf, Arc<Loaded>>>,
+    /// Per recent run: the digests of the hook files when the run first
+    /// fired a hook; a file that differs later does not run in that run,
+    /// even when trusted again meanwhile.
+    pins: Mutex<VecDeque<(String, PathBuf, HashMap<String, Option<String>>)>>,
 }
+
+/// Runs whose hook files are pinned.
+const PINNED_RUNS: usize = 64;
 
 /// A project directory's hook files, read.
 struct Loaded {
@@ -138,7 +142,7 @@ impl HookSet {
             client,
             import: config.import.clone(),
             journal: None,
-            workspaces: Mutex::default(),
+            pins: Mutex::default(),
         })
     }
 
@@ -153,18 +157,9 @@ impl HookSet {
         self.hooks.is_empty() && self.import.is_empty()
     }
 
-    /// The hook files of the project directory `root`, read again if one
-    /// changed since.
-    fn loaded(&self, root: &Path) -> Arc<Loaded> {
-        let mut cache = self
-            .workspaces
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(loaded) = cache.get(root)
-            && !workspace::changed(&loaded.imported)
-        {
-            return loaded.clone();
-        }
+    /// The hook files of the project directory `root` as they are now
+    /// (read each time: what runs is what is there, not what was cached).
+    fn loaded(&self, root: &Path) -> Loaded {
         let imported = workspace::read(root, &self.import);
         let hooks = imported
             .hooks
@@ -181,22 +176,68 @@ impl HookSet {
                 on_failure: OnFailure::Continue,
             })
             .collect();
-        let loaded = Arc::new(Loaded { imported, hooks });
-        cache.insert(root.to_path_buf(), loaded.clone());
-        loaded
+        Loaded { imported, hooks }
     }
 
-    async fn trusted(&self, root: &Path) -> bool {
-        let Some(journal) = &self.journal else {
-            return false;
-        };
+    /// The trust given to `root`, if any.
+    async fn trust(&self, root: &Path) -> Option<Trust> {
+        let journal = self.journal.as_ref()?;
         match journal.trusted_roots().await {
-            Ok(roots) => roots.iter().any(|r| r == root),
+            Ok(roots) => roots.into_iter().find(|trust| trust.root == root),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot read which workspaces are trusted");
-                false
+                None
             }
         }
+    }
+
+    /// The files of `loaded` whose hooks may run: trusted as they are now,
+    /// and unchanged since `run` first fired a hook.
+    fn runnable(
+        &self,
+        root: &Path,
+        trust: &Trust,
+        loaded: &Loaded,
+        run: Option<&str>,
+    ) -> Vec<String> {
+        let now: HashMap<String, Option<String>> = loaded
+            .imported
+            .files
+            .iter()
+            .map(|file| (file.path.clone(), file.digest.clone()))
+            .collect();
+        let pinned = run.map(|run| {
+            let mut pins = self
+                .pins
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((_, _, digests)) = pins.iter().find(|(r, p, _)| r == run && p == root) {
+                return digests.clone();
+            }
+            if pins.len() >= PINNED_RUNS {
+                pins.pop_front();
+            }
+            pins.push_back((run.to_owned(), root.to_path_buf(), now.clone()));
+            now.clone()
+        });
+        loaded
+            .imported
+            .files
+            .iter()
+            .filter(|file| file.digest.is_some())
+            .filter(|file| {
+                trust
+                    .files
+                    .iter()
+                    .any(|t| t.path == file.path && t.digest == file.digest)
+            })
+            .filter(|file| {
+                pinned
+                    .as_ref()
+                    .is_none_or(|pinned| pinned.get(&file.path) == Some(&file.digest))
+            })
+            .map(|file| file.path.clone())
+            .collect()
     }
 }
 
@@ -251,14 +292,24 @@ impl Hooks for HookSet {
             let mut imported = None;
             if !self.import.is_empty() {
                 let root = project_dir(&input.cwd);
-                if self.trusted(&root).await {
-                    imported = Some(self.loaded(&root));
+                if let Some(trust) = self.trust(&root).await {
+                    let loaded = self.loaded(&root);
+                    let runnable = self.runnable(&root, &trust, &loaded, input.run_id.as_deref());
+                    imported = Some((loaded, runnable));
                 }
             }
+            let workspace_hooks = imported.iter().flat_map(|(loaded, runnable)| {
+                loaded
+                    .hooks
+                    .iter()
+                    .zip(&loaded.imported.hooks)
+                    .filter(|(_, found)| runnable.iter().any(|file| file == found.file))
+                    .map(|(hook, _)| hook)
+            });
             let runs = self
                 .hooks
                 .iter()
-                .chain(imported.iter().flat_map(|loaded| loaded.hooks.iter()))
+                .chain(workspace_hooks)
                 .filter(|hook| {
                     hook.event == input.event
                         && hook.matcher.accepts(subject_for(hook, &input).as_deref())
@@ -278,14 +329,22 @@ impl Hooks for HookSet {
             let root = project_dir(cwd);
             let loaded = self.loaded(&root);
             let imported = &loaded.imported;
+            let trust = self.trust(&root).await;
             if imported.hooks.is_empty()
                 && imported.skipped.is_empty()
                 && imported.problems.is_empty()
+                && trust.is_none()
             {
                 return None;
             }
+            let changed = trust
+                .as_ref()
+                .map(|trust| changes(trust, &imported.files))
+                .unwrap_or_default();
             Some(WorkspaceHooks {
-                trusted: self.trusted(&root).await,
+                trusted: trust.is_some() && changed.is_empty(),
+                changed,
+                files: imported.files.clone(),
                 root,
                 hooks: imported
                     .hooks
@@ -309,6 +368,74 @@ impl Hooks for HookSet {
             })
         })
     }
+}
+
+/// The hook files that differ from what the person trusted, each with what
+/// changed in words.
+fn changes(trust: &Trust, now: &[TrustedFile]) -> Vec<String> {
+    let mut out = Vec::new();
+    for file in now {
+        let before = trust.files.iter().find(|t| t.path == file.path);
+        let before_digest = before.and_then(|t| t.digest.as_ref());
+        if before.is_some() && before_digest == file.digest.as_ref() {
+            continue;
+        }
+        if before.is_none() && trust.files.is_empty() && file.digest.is_none() {
+            continue;
+        }
+        let what = match (before, &file.digest) {
+            (_, None) => "removed".to_owned(),
+            (None, Some(_)) if trust.files.is_empty() => {
+                "trusted before Pincer recorded what it trusted".to_owned()
+            }
+            (None, Some(_)) | (Some(TrustedFile { digest: None, .. }), Some(_)) => "new".to_owned(),
+            (Some(before), Some(_)) => {
+                let added: Vec<&String> = file
+                    .hooks
+                    .iter()
+                    .filter(|h| !before.hooks.contains(h))
+                    .collect();
+                let removed: Vec<&String> = before
+                    .hooks
+                    .iter()
+                    .filter(|h| !file.hooks.contains(h))
+                    .collect();
+                let mut parts = Vec::new();
+                if !added.is_empty() {
+                    parts.push(format!(
+                        "hooks added: {}",
+                        added
+                            .iter()
+                            .map(|h| h.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ));
+                }
+                if !removed.is_empty() {
+                    parts.push(format!(
+                        "hooks removed: {}",
+                        removed
+                            .iter()
+                            .map(|h| h.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ));
+                }
+                if parts.is_empty() {
+                    "changed (the same hooks; the file or a script they run differs)".to_owned()
+                } else {
+                    format!("changed ({})", parts.join("; "))
+                }
+            }
+        };
+        let hooks = if file.hooks.is_empty() || what.starts_with("changed") {
+            String::new()
+        } else {
+            format!(": {}", file.hooks.join("; "))
+        };
+        out.push(format!("{} {what}{hooks}", file.path));
+    }
+    out
 }
 
 /// What running a hook gave back.

@@ -658,8 +658,14 @@ pub async fn trust(
         if roots.is_empty() {
             out.push_str("No project directory is trusted.\n");
         }
-        for root in roots {
-            out.push_str(&format!("{}\n", root.display()));
+        for trust in roots {
+            out.push_str(&format!("{}\n", trust.root.display()));
+            for file in trust.files.iter().filter(|f| f.digest.is_some()) {
+                out.push_str(&format!("  {}\n", file.path));
+                for hook in &file.hooks {
+                    out.push_str(&format!("    {hook}\n"));
+                }
+            }
         }
         print(&out)?;
         return Ok(crate::app::exit::OK);
@@ -674,11 +680,22 @@ pub async fn trust(
         .canonicalize()
         .map_err(|err| Failure::usage(anyhow::anyhow!("{}: {err}", dir.display())))?;
     let root = crate::core::hooks::project_dir(&dir);
+    let hooks = crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())
+        .map_err(Failure::usage)?
+        .with_trust(journal.clone());
+    // Trust is given to the hook files as they are now, which is what the
+    // answer lists.
+    let found = hooks.workspace_hooks(&root).await;
     journal
         .commit(Write::SetTrust {
             root: root.clone(),
             trusted: !revoke,
             at: crate::core::session::now_millis(),
+            files: if revoke {
+                Vec::new()
+            } else {
+                found.as_ref().map(|f| f.files.clone()).unwrap_or_default()
+            },
         })
         .await
         .map_err(Failure::failed)?;
@@ -688,15 +705,17 @@ pub async fn trust(
             root.display()
         )
     } else {
-        format!("Trusted {}: its hooks run from now on.\n", root.display())
+        format!(
+            "Trusted {}: its hooks run from now on, as long as their files stay as they are now.\n",
+            root.display()
+        )
     };
     if !revoke {
-        let hooks =
-            crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())
-                .map_err(Failure::usage)?
-                .with_trust(journal.clone());
-        match hooks.workspace_hooks(&root).await {
+        match found {
             Some(found) => {
+                for change in &found.changed {
+                    out.push_str(&format!("- since last trusted: {change}\n"));
+                }
                 for hook in &found.hooks {
                     out.push_str(&format!("- {hook}\n"));
                 }
@@ -994,6 +1013,17 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         ok,
         "sandbox",
         format!("{}; {consequence}", sandbox.detail),
+    ));
+    let protected = config.paths.protected_entries().join(", ");
+    out.push_str(&report(
+        true,
+        "protected",
+        match crate::sandbox::readonly::available() {
+            Ok(()) => format!("{protected}: read-only for commands (a mount namespace each)"),
+            Err(why) => format!(
+                "{protected}: {why}; what a command writes there is undone after it instead"
+            ),
+        },
     ));
     print(&out)?;
     if problems > 0 {

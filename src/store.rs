@@ -41,6 +41,11 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot make database file {path} private (mode 0600): {source}")]
+    Private {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("database {path}: {source}")]
     Open {
         path: PathBuf,
@@ -124,6 +129,7 @@ impl Store {
         if let Some(dir) = path.parent() {
             create_private_dir(dir)?;
         }
+        private_files(path)?;
         // Another process creating the same database, migrating it or
         // switching it to WAL can hold a lock SQLite does not wait for
         // (changing the journal mode): such an open is tried again.
@@ -138,6 +144,10 @@ impl Store {
         }
     }
 
+    /// The database holds every conversation: it and the files SQLite keeps
+    /// beside it (`-wal`, `-shm`, `-journal`, created with the database's
+    /// mode) are the person's only, 0600, also when an older Pincer or
+    /// another program left them readable.
     fn open_once(path: &Path) -> Result<(Self, Recovery), StoreError> {
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
@@ -269,7 +279,7 @@ impl Store {
 
     /// The approvals a session remembers.
     /// The project directories whose hooks a person trusted, oldest first.
-    pub async fn trusted_roots(&self) -> Result<Vec<std::path::PathBuf>, StoreError> {
+    pub async fn trusted_roots(&self) -> Result<Vec<crate::core::hooks::Trust>, StoreError> {
         self.read(reader::trusted_roots).await
     }
 
@@ -430,6 +440,35 @@ impl Inner {
             pool.push(conn);
         }
     }
+}
+
+/// Creates the database file with mode 0600 if it is missing, and takes
+/// group and other access off it and its companions if they have any.
+fn private_files(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let failed = |file: &Path| {
+        let path = file.to_path_buf();
+        move |source| StoreError::Private { path, source }
+    };
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(failed(path))?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let file = Path::new(&file);
+        match std::fs::metadata(file) {
+            Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+                    .map_err(failed(file))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), StoreError> {

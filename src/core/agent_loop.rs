@@ -158,6 +158,7 @@ async fn stop_hooks(ctx: &mut RunContext<'_>, active: bool) -> Result<Option<()>
         ctx.calls.ctx.workspace.clone(),
         ctx.calls.mode.as_str(),
     )
+    .in_run(Some(ctx.emitter.run_id().as_str()))
     .with("stop_hook_active", active)
     .with("last_assistant_message", last.unwrap_or_default());
     if let Some(of) = &ctx.subagent {

@@ -354,6 +354,7 @@ async fn pre_compact(ctx: &mut RunContext<'_>, trigger: &str) -> Result<(), Opti
         ctx.calls.ctx.workspace.clone(),
         ctx.calls.mode.as_str(),
     )
+    .in_run(Some(ctx.emitter.run_id().as_str()))
     .about("trigger", trigger)
     .with("custom_instructions", "");
     let outcome = tokio::select! {

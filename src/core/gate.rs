@@ -575,6 +575,7 @@ async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> 
         env.ctx.workspace.clone(),
         env.mode.as_str(),
     )
+    .in_run(Some(emitter.run_id().as_str()))
     .about("tool_name", &call.name)
     .with("tool_input", arguments.clone())
     .with("tool_use_id", call.id.clone());
@@ -784,6 +785,7 @@ async fn after_call(
         env.ctx.workspace.clone(),
         env.mode.as_str(),
     )
+    .in_run(env.ctx.run_id.as_ref().map(|run| run.as_str()))
     .about("tool_name", &call.name)
     .with("tool_input", arguments.clone())
     .with("tool_response", response)

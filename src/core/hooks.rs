@@ -146,6 +146,9 @@ pub struct HookInput {
     pub subject: Option<String>,
     /// The event's fields (`prompt`, `tool_name`, `tool_input`, …).
     pub fields: Map<String, Value>,
+    /// The run it happens in, if any: a workspace hook file that changed
+    /// during a run never runs in that run. Not shown to the hook.
+    pub run_id: Option<String>,
 }
 
 impl HookInput {
@@ -157,7 +160,14 @@ impl HookInput {
             mode,
             subject: None,
             fields: Map::new(),
+            run_id: None,
         }
+    }
+
+    /// Says which run the event happens in.
+    pub fn in_run(mut self, run_id: Option<&str>) -> Self {
+        self.run_id = run_id.map(str::to_owned);
+        self
     }
 
     /// Adds a field.
@@ -376,6 +386,33 @@ pub struct WorkspaceHooks {
     /// Hooks found but not run by Pincer (other events, handler types),
     /// and files it could not read.
     pub left_out: Vec<String>,
+    /// Under a trusted directory: the hook files that changed since the
+    /// person trusted them, each with what changed; their hooks do not run
+    /// until trusted again.
+    pub changed: Vec<String>,
+    /// The files as they are now, for trusting them as they are.
+    pub files: Vec<TrustedFile>,
+}
+
+/// A project directory a person trusted, with its hook files as they were
+/// when the person saw them: a file that differs now does not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trust {
+    pub root: PathBuf,
+    pub files: Vec<TrustedFile>,
+}
+
+/// One hook file as trusted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TrustedFile {
+    /// Relative to the project directory (`.claude/settings.json`).
+    pub path: String,
+    /// SHA-256 (hex) of its content and of the scripts inside the project
+    /// its hooks name; `None` when the file did not exist.
+    pub digest: Option<String>,
+    /// Its hooks as shown to the person (`EVENT [MATCHER] COMMAND`).
+    #[serde(default)]
+    pub hooks: Vec<String>,
 }
 
 /// The project directory of a workspace, which trust is given to: the

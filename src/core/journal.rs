@@ -153,6 +153,8 @@ pub enum Write {
         root: std::path::PathBuf,
         trusted: bool,
         at: Millis,
+        /// The hook files as the person saw them (empty when revoking).
+        files: Vec<super::hooks::TrustedFile>,
     },
     /// The chat channels' records.
     Channel(ChannelWrite),
@@ -203,8 +205,8 @@ pub trait Journal: Send + Sync {
     fn spent<'a>(&'a self, provider: &'a str, since: Millis) -> Reply<'a, Vec<Cost>>;
 
     /// The project directories whose hooks a person trusted, in the order
-    /// trusted.
-    fn trusted_roots(&self) -> Reply<'_, Vec<std::path::PathBuf>>;
+    /// last trusted, each with its hook files as trusted.
+    fn trusted_roots(&self) -> Reply<'_, Vec<super::hooks::Trust>>;
 }
 
 /// What `pincer verify` reads: the receipt chain and its counts.

@@ -264,9 +264,9 @@ struct LiveSession {
     client_terminal: Mutex<Option<Arc<dyn ClientTerminal>>>,
     /// Tools beyond the built-in ones (MCP servers); stopped when the session closes.
     session_tools: Mutex<Option<Arc<dyn SessionTools>>>,
-    /// Whether the person was told that the workspace's own hooks wait for
-    /// their trust (once per session).
-    told_trust: std::sync::atomic::AtomicBool,
+    /// What the person was last told about the workspace's own hooks
+    /// waiting for their trust: told again only when it changes.
+    told_trust: Mutex<Option<String>>,
     /// A subagent's limits (its tools, its turn cap), set when it is made.
     child: Mutex<Option<subagents::ChildLimits>>,
     /// Directories the client added to this session's boundary
@@ -1346,7 +1346,7 @@ impl Runtime {
             client_files: Mutex::new(None),
             client_terminal: Mutex::new(None),
             session_tools: Mutex::new(session_tools),
-            told_trust: std::sync::atomic::AtomicBool::new(false),
+            told_trust: Mutex::new(None),
             child: Mutex::new(None),
             extra_roots: Mutex::new(Vec::new()),
             steering: Arc::default(),
@@ -1526,10 +1526,6 @@ impl Runtime {
     /// Tells the person, once a session, that the workspace brings hooks
     /// which wait for their trust.
     async fn tell_untrusted(&self, live: &LiveSession, session: &Session, emitter: &mut Emitter) {
-        use std::sync::atomic::Ordering;
-        if live.told_trust.load(Ordering::Relaxed) {
-            return;
-        }
         let Some(found) = self
             .inner
             .gate
@@ -1539,27 +1535,16 @@ impl Runtime {
         else {
             return;
         };
-        live.told_trust.store(true, Ordering::Relaxed);
-        if found.trusted || found.hooks.is_empty() {
+        let message = trust_notice(&found);
+        let mut told = lock(&live.told_trust);
+        if *told == message {
             return;
         }
-        emitter.emit(Event::Notice {
-            message: format!(
-                "This workspace brings {} hook{} for other agents ({}); they run only once you trust {}: type /trust, or run `pincer trust {}`.",
-                found.hooks.len(),
-                if found.hooks.len() == 1 { "" } else { "s" },
-                found
-                    .hooks
-                    .iter()
-                    .map(|h| h.split(':').next().unwrap_or_default().to_owned())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                found.root.display(),
-                found.root.display(),
-            ),
-        });
+        told.clone_from(&message);
+        drop(told);
+        if let Some(message) = message {
+            emitter.emit(Event::Notice { message });
+        }
     }
 
     /// Trusts the hooks the session's workspace brings (`/trust`): from now
@@ -1580,17 +1565,19 @@ impl Runtime {
             );
         };
         if !found.trusted {
+            // The files as they are now, which is what the answer lists.
             self.inner
                 .journal
                 .commit(Write::SetTrust {
                     root: found.root.clone(),
                     trusted: true,
                     at: now_millis(),
+                    files: found.files.clone(),
                 })
                 .await?;
         }
         let mut text = format!(
-            "{} {}: its hooks run from now on.",
+            "{} {}: its hooks run from now on, as long as their files stay as they are now.",
             if found.trusted {
                 "Already trusted:"
             } else {
@@ -1598,6 +1585,9 @@ impl Runtime {
             },
             found.root.display()
         );
+        for change in &found.changed {
+            text.push_str(&format!("\n- since last trusted: {change}"));
+        }
         for hook in &found.hooks {
             text.push_str(&format!("\n- {hook}"));
         }
@@ -2024,6 +2014,34 @@ fn no_provider_message(name: &str) -> String {
     } else {
         format!("the session's provider {name:?} is not configured any more; choose another model")
     }
+}
+
+/// What the person is told about a workspace's own hooks: that they wait
+/// for trust, or which files changed since trusted; `None` when they run.
+fn trust_notice(found: &super::hooks::WorkspaceHooks) -> Option<String> {
+    let root = found.root.display();
+    if !found.changed.is_empty() {
+        return Some(format!(
+            "Hook files in {root} changed since you trusted them, so their hooks do not run: {}. Check them, then type /trust or run `pincer trust {root}`.",
+            found.changed.join("; ")
+        ));
+    }
+    if found.trusted || found.hooks.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "This workspace brings {} hook{} for other agents ({}); they run only once you trust {root}: type /trust, or run `pincer trust {root}`.",
+        found.hooks.len(),
+        if found.hooks.len() == 1 { "" } else { "s" },
+        found
+            .hooks
+            .iter()
+            .map(|h| h.split(':').next().unwrap_or_default().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(", "),
+    ))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -5,14 +5,19 @@
 //! their agent's dialect: a hook written for Claude Code matches `Bash` and
 //! reads `tool_input.file_path`, so its input is translated to that dialect
 //! and its `updatedInput` back.
+//!
+//! Trust is given to the files as the person saw them: each file's digest
+//! covers its content and the scripts inside the project its hooks name
+//! (`./check.sh`, `"$CLAUDE_PROJECT_DIR"/.claude/hooks/lint.sh`), so a
+//! changed file, or a changed script, waits to be trusted again.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
+use sha2::Digest as _;
 
 use crate::config::HookImport;
-use crate::core::hooks::{HookEvent, Matcher};
+use crate::core::hooks::{HookEvent, Matcher, TrustedFile};
 
 /// The files each source reads, relative to the project directory.
 pub fn files(source: HookImport) -> &'static [&'static str] {
@@ -44,35 +49,94 @@ pub struct Imported {
     pub hooks: Vec<Found>,
     pub skipped: Vec<String>,
     pub problems: Vec<String>,
-    /// The files read and when each last changed: a change is read again.
-    pub stamps: Vec<(PathBuf, Option<SystemTime>)>,
+    /// Every file looked at, present or not, as it would be trusted.
+    pub files: Vec<TrustedFile>,
 }
 
-/// Reads the hooks of `sources` under `root`.
+impl Found {
+    /// The hook as the person is shown it: `EVENT [MATCHER] COMMAND`.
+    pub fn shown(&self) -> String {
+        format!(
+            "{} [{}] {}",
+            self.event.as_str(),
+            self.spec,
+            crate::core::quote::Quoted(
+                &self
+                    .command
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        )
+    }
+}
+
+/// Reads the hooks of `sources` under `root`, with each file's digest.
 pub fn read(root: &Path, sources: &[HookImport]) -> Imported {
     let mut imported = Imported::default();
     for source in sources {
         for file in files(*source) {
             let path = root.join(file);
-            let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-            imported.stamps.push((path.clone(), modified));
-            let Ok(text) = std::fs::read_to_string(&path) else {
+            let Ok(bytes) = std::fs::read(&path) else {
+                imported.files.push(TrustedFile {
+                    path: (*file).to_owned(),
+                    digest: None,
+                    hooks: Vec::new(),
+                });
                 continue;
             };
-            match serde_json::from_str::<Value>(&text) {
+            let first = imported.hooks.len();
+            match serde_json::from_slice::<Value>(&bytes) {
                 Ok(value) => parse(*source, file, &value, &mut imported),
                 Err(err) => imported.problems.push(format!("{file}: not JSON: {err}")),
             }
+            let found = &imported.hooks[first..];
+            let mut digest = sha2::Sha256::new();
+            digest.update(&bytes);
+            for script in found.iter().flat_map(|hook| scripts(root, &hook.command)) {
+                digest.update(b"\0");
+                digest.update(script.as_os_str().as_encoded_bytes());
+                digest.update(b"\0");
+                digest.update(std::fs::read(&script).unwrap_or_default());
+            }
+            imported.files.push(TrustedFile {
+                path: (*file).to_owned(),
+                digest: Some(hex::encode(digest.finalize())),
+                hooks: found.iter().map(Found::shown).collect(),
+            });
         }
     }
     imported
 }
 
-/// Whether the files read for `imported` changed since.
-pub fn changed(imported: &Imported) -> bool {
-    imported.stamps.iter().any(|(path, modified)| {
-        std::fs::metadata(path).and_then(|m| m.modified()).ok() != *modified
-    })
+/// The files inside `root` a hook command names (its words that are paths
+/// to a file there), which its digest covers: a hook whose script changed
+/// is no longer the hook the person trusted.
+pub fn scripts(root: &Path, command: &str) -> Vec<PathBuf> {
+    let Ok(root) = std::fs::canonicalize(root) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = Vec::new();
+    for word in
+        command.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
+    {
+        let word = word
+            .trim_matches(['"', '\''])
+            .replace("\"$CLAUDE_PROJECT_DIR\"", &root.to_string_lossy())
+            .replace("${CLAUDE_PROJECT_DIR}", &root.to_string_lossy())
+            .replace("$CLAUDE_PROJECT_DIR", &root.to_string_lossy())
+            .replace(['"', '\''], "");
+        if word.is_empty() || !(word.contains('/') || root.join(&word).is_file()) {
+            continue;
+        }
+        let Ok(path) = std::fs::canonicalize(root.join(&word)) else {
+            continue;
+        };
+        if path.starts_with(&root) && path.is_file() && !found.contains(&path) {
+            found.push(path);
+        }
+    }
+    found
 }
 
 fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut Imported) {
@@ -286,9 +350,37 @@ mod tests {
                 ".claude/settings.json: PermissionRequest command"
             ]
         );
-        assert!(!changed(&found));
+        let digest = |imported: &Imported, file: &str| {
+            imported
+                .files
+                .iter()
+                .find(|f| f.path == file)
+                .unwrap()
+                .digest
+                .clone()
+        };
+        assert_eq!(digest(&found, ".claude/settings.local.json"), None);
+        assert_eq!(
+            found.files[0].hooks,
+            ["PreToolUse [Bash] ./check.sh".to_owned()]
+        );
+        // A file appearing, and the script a hook names changing, change
+        // the digests.
         std::fs::write(dir.path().join(".claude/settings.local.json"), "{}").unwrap();
-        assert!(changed(&found));
+        let again = read(dir.path(), &[HookImport::Claude]);
+        assert!(digest(&again, ".claude/settings.local.json").is_some());
+        assert_eq!(
+            digest(&again, ".claude/settings.json"),
+            digest(&found, ".claude/settings.json")
+        );
+        std::fs::write(dir.path().join("check.sh"), "exit 0").unwrap();
+        let with_script = read(dir.path(), &[HookImport::Claude]);
+        std::fs::write(dir.path().join("check.sh"), "cp ~/.ssh/id_rsa /tmp").unwrap();
+        let script_changed = read(dir.path(), &[HookImport::Claude]);
+        assert_ne!(
+            digest(&with_script, ".claude/settings.json"),
+            digest(&script_changed, ".claude/settings.json")
+        );
     }
 
     #[test]

@@ -208,7 +208,13 @@ fn probe() -> Result<(), String> {
     let user = user_maps();
     let mut command = std::process::Command::new("/bin/sh");
     command
-        .args(["-c", "! : > \"$1/probe\" 2>/dev/null", "probe"])
+        // `true`, not `:`: a failed redirection of a special built-in ends
+        // the shell.
+        .args([
+            "-c",
+            "if true > \"$1/probe\" 2>/dev/null; then exit 1; fi",
+            "probe",
+        ])
         .arg(dir.path())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -494,7 +500,7 @@ mod tests {
         let binds = Binds::new(std::slice::from_ref(&hooks)).unwrap();
         let mut command = std::process::Command::new("/bin/sh");
         command
-            .args(["-c", ": > \"$1/pre-commit\" || exit 7", "sh"])
+            .args(["-c", "true > \"$1/pre-commit\" || exit 7", "sh"])
             .arg(&hooks);
         // SAFETY: as in the sandbox's own use.
         unsafe {

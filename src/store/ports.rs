@@ -96,7 +96,7 @@ impl Journal for Store {
         port(Store::spent(self, provider, since))
     }
 
-    fn trusted_roots(&self) -> Reply<'_, Vec<std::path::PathBuf>> {
+    fn trusted_roots(&self) -> Reply<'_, Vec<crate::core::hooks::Trust>> {
         port(Store::trusted_roots(self))
     }
 }

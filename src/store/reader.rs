@@ -441,12 +441,20 @@ pub(super) fn tape(
     .collect()
 }
 
-pub fn trusted_roots(conn: &Connection) -> Result<Vec<PathBuf>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT root FROM trusted_roots ORDER BY at, root")?
-        .query_map([], |row| row.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .map(PathBuf::from)
-        .collect())
+pub fn trusted_roots(conn: &Connection) -> Result<Vec<crate::core::hooks::Trust>, StoreError> {
+    conn.prepare_cached("SELECT root, files FROM trusted_roots ORDER BY at, root")?
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?
+        .map(|row| {
+            let (root, files) = row?;
+            let files = serde_json::from_str(&files).map_err(|err| {
+                StoreError::Corrupt(format!("the trusted files of {root}: {err}"))
+            })?;
+            Ok(crate::core::hooks::Trust {
+                root: PathBuf::from(root),
+                files,
+            })
+        })
+        .collect()
 }

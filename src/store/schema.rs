@@ -335,4 +335,10 @@ CREATE INDEX sessions_listed_in_workspace ON sessions (workspace, updated_at DES
 CREATE INDEX runs_unfinished ON runs (state)
     WHERE state IN ('queued', 'running', 'waiting');
 "#,
+    // 15: trust is given to the hook files a person saw (`core::hooks::Trust`):
+    // each file's path, digest and hooks as JSON. A directory trusted before
+    // holds none, so its hook files wait to be trusted again.
+    r#"
+ALTER TABLE trusted_roots ADD COLUMN files TEXT NOT NULL DEFAULT '[]';
+"#,
 ];

@@ -294,13 +294,21 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             )?
             .execute(params![session_id.as_str(), grant.tool, grant.scope, grant.allow, at])?;
         }
-        Write::SetTrust { root, trusted, at } => {
+        Write::SetTrust {
+            root,
+            trusted,
+            at,
+            files,
+        } => {
             let root = root.to_string_lossy();
             if *trusted {
+                let files = serde_json::to_string(files)
+                    .map_err(|err| StoreError::Write(format!("trusted files: {err}")))?;
                 conn.prepare_cached(
-                    "INSERT INTO trusted_roots (root, at) VALUES (?1, ?2) ON CONFLICT (root) DO NOTHING",
+                    "INSERT INTO trusted_roots (root, at, files) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (root) DO UPDATE SET at = excluded.at, files = excluded.files",
                 )?
-                .execute(params![root, at])?;
+                .execute(params![root, at, files])?;
             } else {
                 conn.prepare_cached("DELETE FROM trusted_roots WHERE root = ?1")?
                     .execute(params![root])?;

@@ -153,7 +153,10 @@ impl ShellTool {
                 self.run_in_terminal(terminal.as_ref(), request, confinement, &status, ctx)
                     .await
             }
-            None => self.run_here(request, confinement, &status, ctx, timeout).await,
+            None => {
+                self.run_here(request, confinement, &status, ctx, timeout)
+                    .await
+            }
         };
         // Whatever the command did to a protected path is undone, even when
         // it failed or was cancelled.

@@ -504,23 +504,38 @@ pub async fn runs_record_their_states_and_times(backend: &Backend) {
 pub async fn trust_is_kept_per_project_directory(backend: &Backend) {
     let journal = backend.journal.as_ref();
     let root = |name: &str| std::path::PathBuf::from(format!("/work/{name}"));
-    for (name, trusted, at) in [
-        ("a", true, 1),
-        ("b", true, 2),
-        ("a", true, 3),
-        ("c", true, 4),
-        ("b", false, 5),
+    let file = |digest: &str| crate::core::hooks::TrustedFile {
+        path: ".claude/settings.json".into(),
+        digest: Some(digest.into()),
+        hooks: vec!["PreToolUse [Bash] ./check.sh".into()],
+    };
+    for (name, trusted, at, digest) in [
+        ("a", true, 1, "1"),
+        ("b", true, 2, "2"),
+        ("c", true, 3, "3"),
+        ("a", true, 4, "4"),
+        ("b", false, 5, ""),
     ] {
         journal.submit(Write::SetTrust {
             root: root(name),
             trusted,
             at,
+            files: if trusted {
+                vec![file(digest)]
+            } else {
+                Vec::new()
+            },
         });
     }
     journal.flush().await.unwrap();
+    // Trusting again records the files as seen then, and moves it last.
+    let trusted = journal.trusted_roots().await.unwrap();
     assert_eq!(
-        journal.trusted_roots().await.unwrap(),
-        [root("a"), root("c")]
+        trusted
+            .iter()
+            .map(|t| (t.root.clone(), t.files.clone()))
+            .collect::<Vec<_>>(),
+        [(root("c"), vec![file("3")]), (root("a"), vec![file("4")])]
     );
 }
 

@@ -30,7 +30,7 @@ struct State {
     receipts: Vec<Receipt>,
     /// Per session: (tool, scope) → (allow, at), in the order first granted.
     grants: HashMap<SessionId, Vec<(Grant, Millis)>>,
-    trusted: Vec<std::path::PathBuf>,
+    trusted: Vec<crate::core::hooks::Trust>,
 }
 
 impl MemoryJournal {
@@ -241,10 +241,15 @@ impl State {
                 grants.retain(|(old, _)| !(old.tool == grant.tool && old.scope == grant.scope));
                 grants.push((grant, at));
             }
-            Write::SetTrust { root, trusted, .. } => {
-                self.trusted.retain(|r| *r != root);
+            Write::SetTrust {
+                root,
+                trusted,
+                files,
+                ..
+            } => {
+                self.trusted.retain(|t| t.root != root);
                 if trusted {
-                    self.trusted.push(root);
+                    self.trusted.push(crate::core::hooks::Trust { root, files });
                 }
             }
             Write::Channel(_) => {
@@ -388,7 +393,7 @@ impl Journal for MemoryJournal {
         })
     }
 
-    fn trusted_roots(&self) -> Reply<'_, Vec<std::path::PathBuf>> {
+    fn trusted_roots(&self) -> Reply<'_, Vec<crate::core::hooks::Trust>> {
         self.read(|state| state.trusted.clone())
     }
 }
