@@ -429,8 +429,8 @@ async fn drive(
                     // On stderr in both formats: the person reading the log
                     // needs to know what would have let the call run.
                     eprintln!(
-                        "pincer: refused {tool} ({title}): it needs approval and nobody can give it \
-                         in this run; pass {} or --mode full to let such calls run",
+                        "pincer: refused {tool} ({title}): it needs approval ({reason}) and nobody \
+                         can give it in this run; pass {} to approve such calls",
                         if kind.is_read_only() || approve == ApprovePolicy::Reads {
                             "--approve all"
                         } else {

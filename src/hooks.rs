@@ -44,8 +44,11 @@ pub struct HookSet {
     /// Per recent run: the digests of the hook files when the run first
     /// fired a hook; a file that differs later does not run in that run,
     /// even when trusted again meanwhile.
-    pins: Mutex<VecDeque<(String, PathBuf, HashMap<String, Option<String>>)>>,
+    pins: Mutex<VecDeque<Pin>>,
 }
+
+/// A run's hook files as it first saw them: (run, project directory, file → digest).
+type Pin = (String, PathBuf, HashMap<String, Option<String>>);
 
 /// Runs whose hook files are pinned.
 const PINNED_RUNS: usize = 64;

@@ -938,7 +938,16 @@ fn a_workspaces_own_hooks_run_only_once_trusted_in_their_agents_dialect() {
         workspace.join("w.txt").to_str().unwrap()
     );
     assert!(!notices(&lines).contains("This workspace brings"));
-    assert_eq!(trust(&dir, &["--list"]).trim(), workspace.to_str().unwrap());
+    let listed = trust(&dir, &["--list"]);
+    assert_eq!(
+        listed.lines().next(),
+        Some(workspace.to_str().unwrap()),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("  .claude/settings.json\n    PreToolUse [Bash] "),
+        "{listed}"
+    );
     // Revoked: they stop.
     trust(&dir, &["--revoke", workspace.to_str().unwrap()]);
     let (_, lines) = run(&dir, config, &script, &["go"]);
@@ -978,7 +987,7 @@ fn an_editor_trusts_the_workspace_with_slash_trust() {
     let answer = crate::support::agent_text(&updates);
     assert!(
         answer.contains(&format!(
-            "Trusted {}: its hooks run from now on.",
+            "Trusted {}: its hooks run from now on, as long as their files stay as they are now.",
             workspace.display()
         )),
         "{answer}"

@@ -36,6 +36,7 @@ mod memory;
 mod memory_embeddings;
 mod packaging;
 mod prompt;
+mod protected;
 mod providers;
 mod questions;
 mod sandbox_toolchain;

@@ -42,7 +42,8 @@ fn model() -> Loopback {
     })
 }
 
-/// `pincer run PROMPT` in `cwd` (mode full) against `server`; its stdout.
+/// `pincer run PROMPT` in `cwd` (mode full, every approval given: a
+/// user-scope save asks even in full mode) against `server`; its stdout.
 fn run(dir: &TestDir, server: &Loopback, cwd: &Path, prompt: &str) -> String {
     let out = dir
         .command()
@@ -56,6 +57,8 @@ fn run(dir: &TestDir, server: &Loopback, cwd: &Path, prompt: &str) -> String {
             "m",
             "--mode",
             "full",
+            "--approve",
+            "all",
         ])
         .arg("--cwd")
         .arg(cwd)
