@@ -229,9 +229,13 @@ fn git(workspace: &Path) -> Option<Git> {
 
 /// `git -C workspace ARGS`'s standard output when it succeeds in time.
 fn run_git(workspace: &Path, args: &[&str]) -> Option<String> {
+    // A repository's own configuration can name a program for `git status`
+    // to start (`core.fsmonitor`): it runs here, outside the sandbox, so
+    // the flag that wins over every configuration file turns it off.
     let mut child = Command::new("git")
         .arg("-C")
         .arg(workspace)
+        .args(["-c", "core.fsmonitor=false"])
         .args(args)
         .env("GIT_OPTIONAL_LOCKS", "0")
         .stdin(Stdio::null())

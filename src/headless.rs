@@ -430,7 +430,8 @@ async fn drive(
                     // needs to know what would have let the call run.
                     eprintln!(
                         "pincer: refused {tool} ({title}): it needs approval ({reason}) and nobody \
-                         can give it in this run; pass {} to approve such calls",
+                         can give it in this run; pass {} to approve such calls (or --mode full to \
+                         run them unasked, but for writes to protected paths and user-scope memories)",
                         if kind.is_read_only() || approve == ApprovePolicy::Reads {
                             "--approve all"
                         } else {

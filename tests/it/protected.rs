@@ -592,3 +592,37 @@ fn protection_is_listed_and_taken_off_only_by_name() {
         "{doctor}"
     );
 }
+
+#[test]
+fn a_repositorys_own_fsmonitor_does_not_run_when_pincer_reads_its_state() {
+    let git_works = Command::new("git").arg("--version").output().is_ok();
+    if !git_works {
+        eprintln!("git is not installed: the environment probe runs no git here");
+        return;
+    }
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let marker = dir.path().join("fsmonitor-ran");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&ws)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "x"]);
+    // What a downloaded repository's `.git/config` could carry.
+    git(&[
+        "config",
+        "core.fsmonitor",
+        &format!("touch '{}'; false", marker.display()),
+    ]);
+    let (out, _) = run(&dir, &ws, &[text("hello")], None);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!marker.exists(), "the repository's fsmonitor ran");
+}
