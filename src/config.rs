@@ -475,9 +475,11 @@ pub struct WebConfig {
     /// Hosts never fetched, whatever else says.
     #[serde(default)]
     pub deny: Vec<String>,
-    /// Loopback, private, link-local and cloud metadata addresses are
+    /// Addresses that are not globally routable (loopback, private,
+    /// link-local and cloud metadata, and IPv6 forms carrying one) are
     /// refused unless listed here: an address (`127.0.0.1`), a network
-    /// (`10.0.0.0/8`) or a host name (`localhost`).
+    /// (`10.0.0.0/8`) or a host name (`localhost`). An entry covering the
+    /// IPv4 address inside such an IPv6 form covers the form too.
     #[serde(default)]
     pub allow_private: Vec<String>,
     /// Most bytes of a response read (default 5 MiB).

@@ -22,8 +22,9 @@ use super::tool::{Plan, ToolKind};
 use shell::{Command, CommandRule, ShellLine};
 
 /// An entry of `[web] allow_private`: an address or network, or a host
-/// name, that may be fetched although it is loopback, private or
-/// link-local.
+/// name, that may be fetched although it is not globally routable
+/// (`tools::web::refusal` also asks it about the IPv4 address an IPv6
+/// form carries).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrivateAllow {
     Net(IpNet),
