@@ -156,6 +156,7 @@ unsafe fn write_file(path: &std::ffi::CStr, text: &std::ffi::CStr) -> bool {
 /// a user namespace may not clear).
 fn mount_flags(path: &Path) -> Option<libc::c_ulong> {
     let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `statvfs` is plain old data; all zeroes is a valid value.
     let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a buffer of the right type.
     if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
