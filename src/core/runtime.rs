@@ -1598,7 +1598,10 @@ impl Runtime {
             if session.title.is_some() {
                 return None;
             }
-            session.title = title_from_prompt(content);
+            // A prompt is kept as typed, but the title shown in every list
+            // is Pincer's own text: a secret in it is redacted.
+            session.title =
+                title_from_prompt(content, |line| self.inner.gate.safety.redact(line).0);
             session.title.clone()?
         };
         self.inner.journal.submit(Write::SetTitle {
