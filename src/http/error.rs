@@ -100,6 +100,11 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::RelativeWorkspace(_) => {
                 ApiError::bad_request(format!("`workspace`: {}", clip_message(&err.to_string())))
             }
+            // A well-formed name of something that does not exist, like an
+            // unknown session.
+            RuntimeError::NoWorkspace { .. } => {
+                ApiError::not_found(format!("`workspace`: {}", clip_message(&err.to_string())))
+            }
             RuntimeError::UnknownModel(..) => {
                 ApiError::not_found(format!("`model`: {}", clip_message(&err.to_string())))
             }

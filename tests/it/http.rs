@@ -2356,3 +2356,31 @@ async fn closing_the_acp_websocket_cancels_its_runs() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A session's workspace named through a symbolic link is stored as the
+/// directory it names, and listed under either name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlinked_workspace_is_stored_as_the_directory_it_names() {
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    let server = Server::start(&dir, &script, None);
+    let real = dir.workspace();
+    let link = dir.path().canonicalize().unwrap().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let (status, session) = send(server.post("/v1/sessions", json!({"workspace": link}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    assert_eq!(session["workspace"], real.to_str().unwrap());
+    for name in [&link, &real] {
+        // A temporary directory's path needs no escaping in a query.
+        let (status, listed) =
+            send(server.get(&format!("/v1/sessions?workspace={}", name.display()))).await;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        let ids: Vec<&Value> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["session_id"])
+            .collect();
+        assert_eq!(ids, [&session["session_id"]], "{name:?}");
+    }
+}
