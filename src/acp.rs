@@ -367,6 +367,10 @@ fn runtime_error(err: RuntimeError) -> RpcError {
             error.message = format!("Resource not found: run {shown}");
             error
         }
+        // Only a session made or forked names a workspace, by its `cwd`.
+        RuntimeError::NoWorkspace { .. } => {
+            invalid_params(format!("`cwd`: {}", clip_message(&err.to_string())))
+        }
         RuntimeError::RelativeWorkspace(_)
         | RuntimeError::UnknownModel(..)
         | RuntimeError::UnknownThoughtLevel(..)

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use crate::app::Flags;
 use crate::app::{Failure, exit};
 use crate::cli::{ApprovePolicy, OutputFormat, RunArgs};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
@@ -379,6 +379,8 @@ async fn drive(
         let mut interrupted = false;
         // Calls refused because nobody could approve them.
         let mut unattended = 0usize;
+        // The text of each question asked and not answered yet, by id.
+        let mut asking: HashMap<String, String> = HashMap::new();
         let end = loop {
             let signalled = tokio::select! {
                 record = subscription.next() => Ok(record),
@@ -452,12 +454,7 @@ async fn drive(
                     None => QuestionAnswer::without(QuestionOutcome::Unattended),
                 };
                 if format == OutputFormat::Text {
-                    settle(out, &mut ended_with_newline).await;
-                    eprintln!(
-                        "pincer: question: {} -> {}",
-                        asked.text,
-                        answer.answer.as_deref().unwrap_or(answer.outcome.as_str())
-                    );
+                    asking.insert(question_id.to_owned(), asked.text);
                 }
                 runtime.answer_question(&session.id, question_id, answer);
             }
@@ -493,6 +490,21 @@ async fn drive(
                         settle(out, &mut ended_with_newline).await;
                         eprintln!("pincer: {message}");
                     }
+                    // Shown as the tape has it: the answer redacted like
+                    // tool output, never as the script typed it.
+                    Event::QuestionAnswered {
+                        question_id,
+                        outcome,
+                        answer,
+                        ..
+                    } => {
+                        settle(out, &mut ended_with_newline).await;
+                        eprintln!(
+                            "pincer: question: {} -> {}",
+                            asking.remove(question_id).unwrap_or_default(),
+                            answer.as_deref().unwrap_or(outcome.as_str())
+                        );
+                    }
                     Event::SubagentStarted {
                         session_id, task, ..
                     } => {
@@ -524,7 +536,6 @@ async fn drive(
                     | Event::ToolPlanned { .. }
                     | Event::ApprovalRequested { .. }
                     | Event::QuestionAsked { .. }
-                    | Event::QuestionAnswered { .. }
                     | Event::ToolStarted { .. }
                     | Event::ToolProgress { .. }
                     | Event::Compaction { .. }

@@ -238,7 +238,7 @@ impl Connection {
         let cwd = Self::workspace(cwd)?;
         let id = SessionId::from_string(session_id.0.to_string());
         let stored = self.runtime.session(&id).await.map_err(runtime_error)?;
-        if stored.workspace != cwd {
+        if !crate::core::runtime::is_workspace(&stored.workspace, &cwd).await {
             return Err(invalid_params(format!(
                 "`cwd` {} does not match the session's workspace {}",
                 quote(&cwd.display().to_string()),

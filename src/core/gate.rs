@@ -852,11 +852,16 @@ async fn ask_question(
         _ = timeout => QuestionAnswer::without(QuestionOutcome::TimedOut),
     };
     env.questions.close(&question_id);
+    // What a person typed may hold a secret: the tape (and every face and
+    // log that reads it) gets it redacted, as the model does its result.
     emitter.emit(Event::QuestionAnswered {
         question_id,
         call_id: call.id.clone(),
         outcome: answer.outcome,
-        answer: answer.answer.clone(),
+        answer: answer
+            .answer
+            .as_deref()
+            .map(|text| env.safety.redact(text).0),
     });
     if answer.outcome != QuestionOutcome::Cancelled {
         emitter.set_state(RunState::Running);

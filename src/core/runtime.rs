@@ -37,6 +37,7 @@ use super::policy::PathBoundary;
 use super::prompt::{Environment, EnvironmentProbe, PromptSettings, Recall, RunPrompt};
 use super::provider::{ModelChoice, Providers};
 use super::question::{QuestionAnswer, QuestionOutcome};
+use super::quote::quote;
 use super::run::{RunInfo, RunOutcome};
 use super::session::{
     ContentPart, HistoryEntry, Message, Mode, Origin, Session, check_image, now_millis,
@@ -57,6 +58,10 @@ pub enum RuntimeError {
     RunNotFound(RunId),
     #[error("workspace {0} must be an absolute path")]
     RelativeWorkspace(PathBuf),
+    /// A new session's workspace that is no directory (missing, a file, or
+    /// unreadable on the way), with what is wrong.
+    #[error("workspace {} {problem}", quote(&.path.to_string_lossy()))]
+    NoWorkspace { path: PathBuf, problem: String },
     #[error("unknown model {0:?}; available: {1}")]
     UnknownModel(String, String),
     /// A thought level the session's provider does not take: the level and
@@ -78,6 +83,42 @@ pub enum RuntimeError {
     ImagesNotAccepted { model: String },
     #[error(transparent)]
     Journal(#[from] JournalError),
+}
+
+/// A new session's workspace as it is stored: the directory `path` names,
+/// every symbolic link resolved, so trust, the path boundary and the hooks'
+/// project directory are worked out from the directory itself whatever name
+/// a face was given (`pincer trust` resolves its directory the same way).
+pub async fn real_workspace(path: &Path) -> Result<PathBuf, RuntimeError> {
+    if !path.is_absolute() {
+        return Err(RuntimeError::RelativeWorkspace(path.to_path_buf()));
+    }
+    let problem = match tokio::fs::canonicalize(path).await {
+        Ok(real) if real.is_dir() => return Ok(real),
+        Ok(_) => "is not a directory".to_owned(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => "does not exist".to_owned(),
+        Err(err) => format!("cannot be resolved: {err}"),
+    };
+    Err(RuntimeError::NoWorkspace {
+        path: path.to_path_buf(),
+        problem,
+    })
+}
+
+/// Whether `given` names a stored session's workspace: the same path, or
+/// the same directory once links are resolved (a session stored before
+/// workspaces were resolved holds the name it was given, maybe a link).
+pub async fn is_workspace(stored: &Path, given: &Path) -> bool {
+    if stored == given {
+        return true;
+    }
+    match (
+        tokio::fs::canonicalize(stored).await,
+        tokio::fs::canonicalize(given).await,
+    ) {
+        (Ok(stored), Ok(given)) => stored == given,
+        _ => false,
+    }
 }
 
 /// Settings of the runtime itself.
@@ -599,14 +640,12 @@ impl Runtime {
         new: NewSession,
         with: impl FnOnce(&SessionId) -> Vec<Write>,
     ) -> Result<Session, RuntimeError> {
-        if !new.workspace.is_absolute() {
-            return Err(RuntimeError::RelativeWorkspace(new.workspace));
-        }
+        let workspace = real_workspace(&new.workspace).await?;
         let choice = self.providers().default_choice();
         let now = now_millis();
         let session = Session {
             id: SessionId::generate(),
-            workspace: new.workspace,
+            workspace,
             origin: new.origin,
             provider: choice
                 .as_ref()
@@ -660,9 +699,7 @@ impl Runtime {
         new: NewSession,
         up_to_prompt: Option<usize>,
     ) -> Result<Session, RuntimeError> {
-        if !new.workspace.is_absolute() {
-            return Err(RuntimeError::RelativeWorkspace(new.workspace));
-        }
+        let workspace = real_workspace(&new.workspace).await?;
         let from = self.session(source).await?;
         let history = self.history(source).await?;
         let prompts = history
@@ -694,7 +731,7 @@ impl Runtime {
         }
         let session = Session {
             id: SessionId::generate(),
-            workspace: new.workspace,
+            workspace,
             origin: new.origin,
             provider: from.provider.clone(),
             model: from.model.clone(),
@@ -806,8 +843,35 @@ impl Runtime {
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))
     }
 
+    /// Sessions newest first; in a workspace, those stored under the
+    /// directory it names, and (as sessions made before workspaces were
+    /// stored resolved hold the name they were given) under that name too.
     pub async fn list_sessions(&self, query: SessionQuery) -> Result<Vec<Session>, RuntimeError> {
-        Ok(self.inner.journal.sessions(query).await?)
+        let real = match &query.workspace {
+            Some(given) => tokio::fs::canonicalize(given)
+                .await
+                .ok()
+                .filter(|real| real != given),
+            None => None,
+        };
+        let Some(real) = real else {
+            return Ok(self.inner.journal.sessions(query).await?);
+        };
+        let mut sessions = self
+            .inner
+            .journal
+            .sessions(SessionQuery {
+                workspace: Some(real),
+                ..query.clone()
+            })
+            .await?;
+        sessions.extend(self.inner.journal.sessions(query.clone()).await?);
+        // The store's order: newest first, then by id, both descending.
+        sessions.sort_by(|a, b| (b.updated_at, b.id.as_str()).cmp(&(a.updated_at, a.id.as_str())));
+        if query.limit > 0 {
+            sessions.truncate(query.limit);
+        }
+        Ok(sessions)
     }
 
     pub async fn history(&self, id: &SessionId) -> Result<Vec<HistoryEntry>, RuntimeError> {
@@ -1615,7 +1679,10 @@ impl Runtime {
             if session.title.is_some() {
                 return None;
             }
-            session.title = title_from_prompt(content);
+            // A prompt is kept as typed, but the title shown in every list
+            // is Pincer's own text: a secret in it is redacted.
+            session.title =
+                title_from_prompt(content, |line| self.inner.gate.safety.redact(line).0);
             session.title.clone()?
         };
         self.inner.journal.submit(Write::SetTitle {

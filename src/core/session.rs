@@ -417,8 +417,13 @@ pub struct HistoryEntry {
     pub at: Millis,
 }
 
-/// A title for a session made from the first prompt's text.
-pub fn title_from_prompt(content: &[ContentPart]) -> Option<String> {
+/// A title for a session made from the first prompt's text, its first line
+/// passed through `redact` before it is cut (so a cut never leaves part of a
+/// secret that the whole line would have had redacted).
+pub fn title_from_prompt(
+    content: &[ContentPart],
+    redact: impl FnOnce(&str) -> String,
+) -> Option<String> {
     const MAX_CHARS: usize = 60;
     let text = content.iter().find_map(|part| match part {
         ContentPart::Text { text } => Some(text.as_str()),
@@ -426,7 +431,8 @@ pub fn title_from_prompt(content: &[ContentPart]) -> Option<String> {
         | ContentPart::Resource { .. }
         | ContentPart::Image { .. } => None,
     })?;
-    let line = text.lines().map(str::trim).find(|line| !line.is_empty())?;
+    let line = redact(text.lines().map(str::trim).find(|line| !line.is_empty())?);
+    let line = line.as_str();
     let mut title: String = line.chars().take(MAX_CHARS).collect();
     if line.chars().count() > MAX_CHARS {
         title.push('…');
@@ -452,13 +458,13 @@ mod tests {
             text: "\n  Fix the flaky test in store.rs  \nmore".into(),
         }];
         assert_eq!(
-            title_from_prompt(&content).as_deref(),
+            title_from_prompt(&content, str::to_owned).as_deref(),
             Some("Fix the flaky test in store.rs")
         );
         let long = vec![ContentPart::Text {
             text: "x".repeat(100),
         }];
-        let title = title_from_prompt(&long).unwrap_or_default();
+        let title = title_from_prompt(&long, str::to_owned).unwrap_or_default();
         assert_eq!(title.chars().count(), 61);
     }
 

@@ -62,6 +62,16 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, "conflict", message)
     }
 
+    /// Well-formed content the session's model cannot take (an image for a
+    /// model without images): the request is right, the model is not.
+    pub fn unsupported_content(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unsupported_content",
+            message,
+        )
+    }
+
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
     }
@@ -100,6 +110,11 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::RelativeWorkspace(_) => {
                 ApiError::bad_request(format!("`workspace`: {}", clip_message(&err.to_string())))
             }
+            // A well-formed name of something that does not exist, like an
+            // unknown session.
+            RuntimeError::NoWorkspace { .. } => {
+                ApiError::not_found(format!("`workspace`: {}", clip_message(&err.to_string())))
+            }
             RuntimeError::UnknownModel(..) => {
                 ApiError::not_found(format!("`model`: {}", clip_message(&err.to_string())))
             }
@@ -114,7 +129,7 @@ impl From<RuntimeError> for ApiError {
                 ApiError::bad_request(format!("`content[{index}]`: {}", clip_message(&message)))
             }
             RuntimeError::ImagesNotAccepted { .. } => {
-                ApiError::bad_request(clip_message(&err.to_string()))
+                ApiError::unsupported_content(clip_message(&err.to_string()))
             }
             RuntimeError::ShuttingDown => ApiError::unavailable(err.to_string()),
             RuntimeError::Journal(_) => {
@@ -143,13 +158,15 @@ impl IntoResponse for ApiError {
 }
 
 /// The JSON-RPC error for an API error: `-32602` for bad input (like ACP),
-/// `-32002` for an unknown session or run, `-32003` for a conflict, `-32603`
-/// otherwise; `data.code` carries the REST code.
+/// `-32002` for an unknown session or run, `-32003` for a conflict, `-32004`
+/// for content the session's model cannot take, `-32603` otherwise;
+/// `data.code` carries the REST code.
 pub fn rpc_error(err: ApiError) -> jsonrpsee::types::ErrorObjectOwned {
     let code = match err.status {
         StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => -32602,
         StatusCode::NOT_FOUND => -32002,
         StatusCode::CONFLICT => -32003,
+        StatusCode::UNPROCESSABLE_ENTITY => -32004,
         _ => -32603,
     };
     jsonrpsee::types::ErrorObject::owned(code, err.message, Some(json!({ "code": err.code })))

@@ -564,3 +564,115 @@ fn a_fork_carries_the_conversation_whole_or_up_to_a_prompt() {
     crate::support::assert_error(&refused, -32002, "");
     assert!(acp.finish().success());
 }
+
+#[test]
+fn a_symlinked_cwd_is_stored_as_the_directory_it_names() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    let real = dir.workspace();
+    let base = dir.path().canonicalize().unwrap();
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": link.join("made.txt"), "content": "x\n"}}}]),
+            json!([{"text": "written"}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "full"],
+    );
+    acp.initialize();
+    // A directory that is not there is refused, naming it.
+    let missing = base.join("missing");
+    let (_, refused) = acp.request("session/new", json!({"cwd": missing, "mcpServers": []}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`cwd`") && message.contains(missing.to_str().unwrap()),
+        "{refused}"
+    );
+    assert!(message.contains("does not exist"), "{refused}");
+
+    let session = acp.new_session(&link);
+    let cwd_of = |listed: &Value| -> Vec<(String, String)> {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["sessionId"].as_str().unwrap().to_owned(),
+                    s["cwd"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let shown = real.to_str().unwrap().to_owned();
+    let everything = acp.call("session/list", json!({}));
+    assert_eq!(cwd_of(&everything), [(session.clone(), shown.clone())]);
+    assert_eq!(
+        dir.show_session(&session)["session"]["workspace"],
+        shown.as_str()
+    );
+    // Listed under either name.
+    for cwd in [&link, &real] {
+        let listed = acp.call("session/list", json!({"cwd": cwd}));
+        assert_eq!(
+            cwd_of(&listed),
+            [(session.clone(), shown.clone())],
+            "{cwd:?}"
+        );
+    }
+    // A write through the link's name lands in the real directory.
+    let (updates, response) = acp.prompt(&session, "write it");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        std::fs::read_to_string(real.join("made.txt")).unwrap(),
+        "x\n"
+    );
+    let located = serde_json::to_string(&updates).unwrap();
+    assert!(
+        located.contains(&format!("\"{}\"", real.join("made.txt").display())),
+        "{located}"
+    );
+    // Opened again under either name.
+    let (_, loaded) = acp.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": link, "mcpServers": []}),
+    );
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    acp.expect_commands(&session);
+    let (_, resumed) = acp.request(
+        "session/resume",
+        json!({"sessionId": session, "cwd": real, "mcpServers": []}),
+    );
+    assert!(resumed.get("result").is_some(), "{resumed}");
+    acp.expect_commands(&session);
+
+    // A session stored under a name that has since become a link (as
+    // sessions made before workspaces were resolved are): still opened
+    // under that name, and under the directory it now names.
+    let old = base.join("old");
+    std::fs::create_dir(&old).unwrap();
+    let earlier = acp.new_session(&old);
+    let moved = base.join("moved");
+    std::fs::rename(&old, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &old).unwrap();
+    let listed = acp.call("session/list", json!({"cwd": old}));
+    assert_eq!(
+        cwd_of(&listed),
+        [(earlier.clone(), old.to_str().unwrap().to_owned())]
+    );
+    for cwd in [&old, &moved] {
+        let (_, opened) = acp.request(
+            "session/load",
+            json!({"sessionId": earlier, "cwd": cwd, "mcpServers": []}),
+        );
+        assert!(opened.get("result").is_some(), "{cwd:?}: {opened}");
+        acp.expect_commands(&earlier);
+    }
+    acp.finish();
+}

@@ -599,3 +599,29 @@ fn a_burst_of_waiting_chunks_is_one_delta_and_a_few_stay_apart() {
         .collect();
     assert_eq!(deltas, ["a", "b", "c"]);
 }
+
+#[test]
+fn a_symlinked_cwd_is_stored_as_the_directory_it_names() {
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "ok"}])]);
+    let real = dir.workspace();
+    let link = dir.path().canonicalize().unwrap().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = run(
+        &dir,
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            link.to_str().unwrap(),
+            "--output",
+            "jsonl",
+            "hi",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = jsonl(&out);
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[0]["workspace"], real.to_str().unwrap());
+}

@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
+/// A 1×1 PNG, base64.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
 /// A running `pincer serve --http 127.0.0.1:0`.
 struct Server {
     child: Child,
@@ -1250,6 +1253,22 @@ async fn the_openapi_document_describes_the_running_server() {
         server.post(&format!("/v1/sessions/{sid}/steer"), json!({})),
         StatusCode::BAD_REQUEST
     );
+    // A well-formed image for a model that takes none (a model script
+    // takes none unless told): content the model cannot take, not a bad
+    // request.
+    let image = json!({"content": [{"type": "image", "mime_type": "image/png", "data": PNG}]});
+    hit!(
+        "post",
+        "/v1/sessions/{session_id}/prompt",
+        server.post(&format!("/v1/sessions/{sid}/prompt"), image.clone()),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    hit!(
+        "post",
+        "/v1/sessions/{session_id}/steer",
+        server.post(&format!("/v1/sessions/{sid}/steer"), image),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
     let long = hit!(
         "post",
         "/v1/sessions/{session_id}/prompt",
@@ -1727,41 +1746,45 @@ fn schemathesis_finds_no_failure_against_the_running_server() {
         "schemathesis is not installed ({} is missing): run `bash scripts/test-deps.sh`",
         st.display()
     );
-    let dir = TestDir::new();
-    let script = dir.script("s.jsonl", &[json!([{"text": "hi"}])]);
-    // Images accepted, so a prompt with a well-formed image is valid, as the
-    // document says; no rate limit, so the fuzzer reaches every route's logic.
-    let config = format!(
-        "provider = \"demo\"\n\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\nimages = true\n\n[http]\nrate_limit_per_minute = 0\n",
-        script.to_str().unwrap()
-    );
-    let server = Server::spawn(&dir, Some(&config), &[]);
-    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/openapi.json");
-    let out = std::process::Command::new(&st)
-        .arg("--config-file")
-        .arg(fixtures.join("schemathesis.toml"))
-        .arg("run")
-        .arg(&schema)
-        .args(["--url", &format!("http://{}", server.addr)])
-        .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
-        .args(["--checks", "all"])
-        .args(["--max-examples", "20"])
-        .args(["--seed", "1"])
-        .args(["--request-timeout", "5"])
-        .args(["--generation-with-security-parameters", "false"])
-        .args(["--generation-database", "none"])
-        .args(["--no-color"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "schemathesis found failures:\n{stdout}\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.stderr()
-    );
-    assert!(stdout.contains(" passed"), "{stdout}");
+    // Twice: with a model that takes images, so a prompt with a well-formed
+    // image is run as the document says; and with one that takes none, so
+    // such a prompt or steer is refused `422 unsupported_content` as it
+    // says. No rate limit, so the fuzzer reaches every route's logic.
+    for images in [true, false] {
+        let dir = TestDir::new();
+        let script = dir.script("s.jsonl", &[json!([{"text": "hi"}])]);
+        let config = format!(
+            "provider = \"demo\"\n\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\nimages = {images}\n\n[http]\nrate_limit_per_minute = 0\n",
+            script.to_str().unwrap()
+        );
+        let server = Server::spawn(&dir, Some(&config), &[]);
+        let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/openapi.json");
+        let out = std::process::Command::new(&st)
+            .arg("--config-file")
+            .arg(fixtures.join("schemathesis.toml"))
+            .arg("run")
+            .arg(&schema)
+            .args(["--url", &format!("http://{}", server.addr)])
+            .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
+            .args(["--checks", "all"])
+            .args(["--max-examples", "20"])
+            .args(["--seed", "1"])
+            .args(["--request-timeout", "5"])
+            .args(["--generation-with-security-parameters", "false"])
+            .args(["--generation-database", "none"])
+            .args(["--no-color"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "schemathesis found failures (images = {images}):\n{stdout}\n{}\nserver log:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            server.stderr()
+        );
+        assert!(stdout.contains(" passed"), "{stdout}");
+    }
 }
 
 /// Errors quote what the client sent as a short prefix with its length,
@@ -2355,4 +2378,86 @@ async fn closing_the_acp_websocket_cancels_its_runs() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A session's workspace named through a symbolic link is stored as the
+/// directory it names, and listed under either name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlinked_workspace_is_stored_as_the_directory_it_names() {
+    let dir = TestDir::new();
+    let script = one_turn_script(&dir);
+    let server = Server::start(&dir, &script, None);
+    let real = dir.workspace();
+    let link = dir.path().canonicalize().unwrap().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let (status, session) = send(server.post("/v1/sessions", json!({"workspace": link}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    assert_eq!(session["workspace"], real.to_str().unwrap());
+    for name in [&link, &real] {
+        // A temporary directory's path needs no escaping in a query.
+        let (status, listed) =
+            send(server.get(&format!("/v1/sessions?workspace={}", name.display()))).await;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        let ids: Vec<&Value> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| &s["session_id"])
+            .collect();
+        assert_eq!(ids, [&session["session_id"]], "{name:?}");
+    }
+}
+
+/// A prompt or steer with an image, for a model that takes no images, is
+/// answered `422 unsupported_content` (its own JSON-RPC code on `/v1/rpc`):
+/// well-formed content the session's model cannot take; a malformed image
+/// stays `400`. The run is never made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_the_model_cannot_take_is_422_unsupported_content() {
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "ok"}])]);
+    let server = Server::start(&dir, &script, None);
+    let sid = create_session(&server, &dir).await;
+    let image = |data: &str| json!([{"type": "image", "mime_type": "image/png", "data": data}]);
+    let refused = "model script does not accept images; choose a model that does, or set `images = true` in [models.\"script\"] if it does";
+    for route in ["prompt", "steer"] {
+        let (status, body) = send(server.post(
+            &format!("/v1/sessions/{sid}/{route}"),
+            json!({"content": image(PNG)}),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{route}: {body}");
+        assert_eq!(
+            body,
+            json!({"error": {"code": "unsupported_content", "message": refused}}),
+            "{route}"
+        );
+        let (status, body) = send(server.post(
+            &format!("/v1/sessions/{sid}/{route}"),
+            json!({"content": image("not base64!")}),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{route}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request", "{route}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("`content[0]`: image data is not valid base64"),
+            "{route}: {body}"
+        );
+    }
+    let (status, body) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "sessions.prompt", "params": {"session_id": sid, "content": image(PNG)}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["error"],
+        json!({"code": -32004, "message": refused, "data": {"code": "unsupported_content"}})
+    );
+    // Nothing ran.
+    let (_, runs) = send(server.get(&format!("/v1/sessions/{sid}/runs"))).await;
+    assert_eq!(runs, json!({"runs": []}));
 }

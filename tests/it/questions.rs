@@ -2,7 +2,9 @@
 //! and answered there: a scripted `{"answer"}` line in `pincer run`, ACP
 //! form elicitation, a permission request whose options are the answers,
 //! the question as text answered by the next prompt, HTTP and chat; a
-//! timeout tells the model no answer came.
+//! timeout tells the model no answer came. A secret typed as an answer is
+//! redacted on the tape, on stderr and for the model; one typed in a prompt
+//! reaches the model as typed, and the session's title redacted.
 
 use std::process::Stdio;
 
@@ -431,4 +433,166 @@ fn in_a_chat_a_button_or_the_next_message_answers() {
     );
     // The answer was not taken as a prompt: two runs, two questions.
     assert_eq!(outputs.len(), 2, "{outputs:#?}");
+}
+
+/// Every event on every run's tape of every session, in order.
+fn all_tape_events(dir: &TestDir) -> Vec<Value> {
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let mut events = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let session: Value = serde_json::from_str(line).unwrap();
+        let shown = dir.show_session(session["session_id"].as_str().unwrap());
+        for run in shown["runs"].as_array().unwrap() {
+            events.extend(dir.tape(run["run_id"].as_str().unwrap()));
+        }
+    }
+    events
+}
+
+/// Whether any file under `dir` (the store, its WAL, anything else) holds `text`.
+fn stored_anywhere(dir: &std::path::Path, text: &str) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|entry| {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            return stored_anywhere(&path, text);
+        }
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        bytes
+            .windows(text.len())
+            .any(|window| window == text.as_bytes())
+    })
+}
+
+/// `pincer run --input` against a loopback OpenAI-compatible model that asks
+/// `ask_user` first and answers "Thanks." after; the output and the requests.
+fn run_asking(
+    dir: &TestDir,
+    input: &str,
+    env: &[(&str, &str)],
+) -> (std::process::Output, Vec<crate::support::http::Request>) {
+    use crate::support::http::{Loopback, openai};
+    let server = Loopback::start(|_, n| {
+        if n == 0 {
+            openai::tool_reply("ask_user", &json!({"question": "Which key should I use?"}))
+        } else {
+            openai::text_reply("Thanks.")
+        }
+    });
+    let input_path = dir.path().join("input.jsonl");
+    std::fs::write(&input_path, input).unwrap();
+    let out = dir
+        .command()
+        .envs(env.iter().copied())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url))
+        .args(["run", "--provider", "openai", "--model", "m"])
+        .args(["--cwd", dir.workspace().to_str().unwrap()])
+        .args(["--input", input_path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out, server.requests())
+}
+
+#[test]
+fn a_secret_typed_as_an_answer_is_redacted_on_the_tape_on_stderr_and_for_the_model() {
+    let dir = TestDir::new();
+    // A configured secret (`[safety] secret_env`) and a key of a known shape.
+    dir.write_config("[safety]\nsecret_env = [\"DEPLOY_PHRASE\"]\n");
+    let phrase = "correct-horse-battery-staple";
+    let key = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34";
+    let (out, requests) = run_asking(
+        &dir,
+        &format!("{{\"prompt\": \"deploy\"}}\n{{\"answer\": \"use {key} with {phrase}\"}}\n"),
+        &[("DEPLOY_PHRASE", phrase)],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let redacted = "use [REDACTED:openai] with [REDACTED:configured]";
+    // `pincer run` says what was answered, as the tape has it.
+    assert!(
+        stderr.contains(&format!(
+            "pincer: question: Which key should I use? -> {redacted}"
+        )),
+        "{stderr}"
+    );
+    for secret in [key, phrase] {
+        assert!(!stderr.contains(secret), "{stderr}");
+        assert!(
+            !stored_anywhere(&dir.data_dir(), secret),
+            "{secret} is stored in the data directory"
+        );
+    }
+    let events = all_tape_events(&dir);
+    let tape = serde_json::to_string(&events).unwrap();
+    for secret in [key, phrase] {
+        assert!(!tape.contains(secret), "{tape}");
+    }
+    let answered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "question_answered")
+        .collect();
+    assert_eq!(answered.len(), 1, "{tape}");
+    assert_eq!(answered[0]["outcome"], "answered");
+    assert_eq!(answered[0]["answer"], redacted);
+    // The model reads the answer redacted, as before.
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(
+        crate::support::http::openai::message_text(result),
+        format!("The user answered: {redacted}")
+    );
+    let sent = String::from_utf8_lossy(&requests[1].raw).into_owned();
+    for secret in [key, phrase] {
+        assert!(!sent.contains(secret), "{sent}");
+    }
+}
+
+#[test]
+fn a_secret_in_a_prompt_reaches_the_model_as_typed_and_the_title_redacted() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    // The key starts at character 45: a title cut at 60 characters before
+    // redaction would keep its first 15.
+    let key = "sk-proj-Qw12Er34Ty56Ui78Op90As12";
+    let prompt = format!("Please deploy the staging build now with key {key}");
+    let (_, requests) = run_asking(
+        &dir,
+        &format!(
+            "{}\n{{\"answer\": \"the staging one\"}}\n",
+            json!({"prompt": prompt})
+        ),
+        &[],
+    );
+    // The prompt is the person's own message: the model gets it whole, and
+    // the conversation (the tape's `user_message`) keeps it as typed.
+    let first = requests[0].body["messages"].as_array().unwrap();
+    let user = first.iter().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(crate::support::http::openai::message_text(user), prompt);
+    let events = all_tape_events(&dir);
+    let typed = events.iter().find(|e| e["type"] == "user_message").unwrap();
+    assert_eq!(typed["content"], json!([{"type": "text", "text": prompt}]));
+    // The title Pincer makes of it, shown in every session list, is its own
+    // text: redacted before it is cut.
+    let title = "Please deploy the staging build now with key [REDACTED:opena…";
+    let info = events.iter().find(|e| e["type"] == "session_info").unwrap();
+    assert_eq!(info["title"], title);
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(listed["title"], title, "{listed}");
 }

@@ -471,3 +471,47 @@ fn session_load_replays_tool_calls_with_their_kind_and_result() {
     assert_eq!(result["content"][0]["content"]["text"], "content");
     acp.finish();
 }
+
+/// An approval shows the call with secrets redacted — its title, its
+/// arguments, its shell command — but an edit's diff as it will be written,
+/// so the person approves the exact change (`docs/tools.md`).
+#[test]
+fn an_approval_shows_the_call_redacted_and_the_diff_as_written() {
+    let dir = TestDir::new();
+    let key = "sk-proj-Zx98Cv76Bn54Mm32Lk10Jh98";
+    let input = dir.path().join("input.jsonl");
+    std::fs::write(
+        &input,
+        [
+            json!({"prompt": "store the key"}),
+            json!({"approve": "reject_once", "tool": "write_file"}),
+            json!({"approve": "reject_once", "tool": "shell"}),
+        ]
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n"),
+    )
+    .unwrap();
+    let command = format!("printf %s {key} > key.txt");
+    let script = [
+        write_call("env.txt", &format!("OPENAI_KEY={key}\n")),
+        json!([{"tool_call": {"name": "shell", "arguments": {"command": command}}}]),
+        json!([{"text": "ok"}]),
+    ];
+    let out = run_script(&dir, &script, &["--input", input.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = jsonl(&out);
+    let asked = events(&lines, "approval_requested");
+    assert_eq!(asked.len(), 2, "{lines:#?}");
+    let (write, shell) = (asked[0], asked[1]);
+    assert_eq!(
+        write["arguments"],
+        json!({"path": "env.txt", "content": "OPENAI_KEY=[REDACTED:openai]\n"})
+    );
+    assert_eq!(write["diffs"][0]["new_text"], format!("OPENAI_KEY={key}\n"));
+    let redacted = "printf %s [REDACTED:openai] > key.txt";
+    assert_eq!(shell["arguments"], json!({"command": redacted}));
+    assert_eq!(shell["command"], redacted);
+    assert_eq!(shell["title"], format!("Run `{redacted}`"));
+}
