@@ -615,7 +615,15 @@ fn a_repositorys_own_fsmonitor_does_not_run_when_pincer_reads_its_state() {
     git(&["init", "-q"]);
     std::fs::write(ws.join("a.txt"), "a").unwrap();
     git(&["add", "a.txt"]);
-    git(&["-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "x"]);
+    git(&[
+        "-c",
+        "user.email=t@e",
+        "-c",
+        "user.name=t",
+        "commit",
+        "-qm",
+        "x",
+    ]);
     // What a downloaded repository's `.git/config` could carry.
     git(&[
         "config",
