@@ -27,6 +27,10 @@ use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Origin, now_millis};
 
+/// How long showing an approval's answer waits for the prompt's send to
+/// settle when the answer came (from another face) while it was in flight.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 const HELP: &str = "Pincer commands:\n\
 /new — start a new session for this chat\n\
 /stop — stop the running request\n\
@@ -1352,10 +1356,28 @@ impl Hub {
         approval_id: &str,
         decision: ApprovalDecision,
     ) {
-        let intent = match self.store.intent(&format!("approval:{approval_id}")).await {
+        let id = format!("approval:{approval_id}");
+        let mut intent = match self.store.intent(&id).await {
             Ok(Some(intent)) => intent,
             _ => return,
         };
+        // Answered elsewhere while the prompt is on its way to the chat:
+        // the platform has it (or is about to) but its id is not on disk
+        // yet. Wait for the send to settle, then edit it.
+        let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
+        while intent.status == IntentStatus::Sending
+            && intent.receipt.primary().is_none()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                _ = tokio::time::sleep(std::time::Duration::from_millis(25)) => {}
+            }
+            intent = match self.store.intent(&id).await {
+                Ok(Some(intent)) => intent,
+                _ => return,
+            };
+        }
         if matches!(intent.status, IntentStatus::Pending | IntentStatus::Held)
             && intent.receipt.parts.is_empty()
         {

@@ -881,6 +881,9 @@ fn serve_bridges_the_chat_and_http_answers_its_approval_first() {
         assert!(std::time::Instant::now() < deadline, "{}", stderr(&dir));
         std::thread::sleep(Duration::from_millis(20));
     };
+    // Telegram answers sends late: the HTTP answer comes while the prompt
+    // is still on its way, and the prompt must still show it.
+    fake.delay(Duration::ZERO, Duration::from_millis(1500));
     fake.user_says(USER, "write it");
     fake.wait_for("the approval prompt", WAIT, |f| {
         texts(f).iter().any(|t| t.contains("Approval needed"))
