@@ -380,7 +380,10 @@ fn runtime_error(err: RuntimeError) -> RpcError {
         RuntimeError::InvalidContent { index, message } => {
             invalid_params(format!("prompt[{index}]: {}", clip_message(&message)))
         }
-        RuntimeError::ShuttingDown | RuntimeError::Journal(_) => {
+        RuntimeError::ShuttingDown
+        | RuntimeError::Journal(_)
+        | RuntimeError::Busy { .. }
+        | RuntimeError::Lease(_) => {
             let text = clip_message(&err.to_string());
             tracing::error!(error = %text, "request failed");
             RpcError::internal_error().data(text)

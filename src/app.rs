@@ -23,6 +23,8 @@ pub mod exit {
     pub const CANCELLED: u8 = 3;
     /// A run stopped at a spending limit (`[budget]`).
     pub const BUDGET: u8 = 4;
+    /// `pincer run --session ID --no-wait`: another process runs the session.
+    pub const BUSY: u8 = 5;
 }
 
 /// An error with the exit code it maps to.
@@ -87,6 +89,10 @@ impl App {
             providers,
             gate,
             wiring::runtime_config(&config),
+        );
+        runtime.set_leases(
+            Arc::new(store.clone()),
+            crate::store::process_tag().to_owned(),
         );
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         runtime.set_session_tools_factory(mcp.clone());

@@ -224,6 +224,10 @@ pub struct RunArgs {
     /// Continue an existing session
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// With --session: when another Pincer process is running the session,
+    /// exit with code 5 instead of waiting for it
+    #[arg(long, requires = "session")]
+    pub no_wait: bool,
     /// Workspace of a new session [default: the current directory]
     #[arg(long, value_name = "DIR", conflicts_with = "session")]
     pub cwd: Option<PathBuf>,

@@ -17,6 +17,7 @@ pub mod gate;
 pub mod hooks;
 pub mod ids;
 pub mod journal;
+pub mod lease;
 pub mod memory;
 pub mod models;
 pub mod pending;

@@ -305,6 +305,22 @@ async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Fail
                 session.model
             )));
         }
+        if args.no_wait {
+            match runtime.claim_now(&session.id).await {
+                Ok(()) => {}
+                Err(crate::core::runtime::RuntimeError::Busy { holder }) => {
+                    return Err(Failure {
+                        code: crate::app::exit::BUSY,
+                        error: anyhow!(
+                            "session {} is being run by another Pincer process ({holder}); \
+                             without --no-wait this prompt waits for it",
+                            session.id
+                        ),
+                    });
+                }
+                Err(err) => return Err(Failure::failed(err)),
+            }
+        }
         return Ok(session);
     }
     let cwd = match &args.cwd {
@@ -460,6 +476,12 @@ async fn drive(
             }
             match format {
                 OutputFormat::Jsonl => {
+                    // A notice is for the person reading the log as well (a
+                    // prompt waiting for another process, an untrusted
+                    // workspace's hooks).
+                    if let Event::Notice { message } = &record.event {
+                        eprintln!("pincer: {message}");
+                    }
                     out.send(json_line(&record)).await;
                 }
                 OutputFormat::Text => match &record.event {

@@ -6,6 +6,7 @@
 //! the blocking pool. Only this module knows row types and SQL.
 
 pub mod channels;
+mod leases;
 mod memory;
 mod owner;
 mod ports;
@@ -73,6 +74,12 @@ pub enum StoreError {
     /// row that must be new already there).
     #[error("{0}")]
     Conflict(String),
+}
+
+/// This process's name as an owner of runs and a holder of leases
+/// (`pid:start`).
+pub fn process_tag() -> &'static str {
+    owner::this_process()
 }
 
 /// Whether the process an owner tag (`pid:start`) names is still running.

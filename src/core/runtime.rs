@@ -30,6 +30,7 @@ use super::gate::{CallEnv, LoopGuard, ToolGate};
 use super::hooks::{HookEvent, HookInput};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
+use super::lease::{Lease, LeaseError, Leases};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
 use super::models::Cost;
 use super::pending::{PendingApprovals, PendingQuestions};
@@ -73,6 +74,12 @@ pub enum RuntimeError {
     ForkPastEnd { asked: usize, prompts: usize },
     #[error("the runtime is shutting down")]
     ShuttingDown,
+    /// Another process runs the session's prompts now (its lease).
+    #[error("the session is being run by another Pincer process ({holder})")]
+    Busy { holder: String },
+    /// The leases' backend failed.
+    #[error("{0}")]
+    Lease(String),
     /// A prompt part the runtime refuses (a bad image), by its index.
     #[error("content[{index}]: {message}")]
     InvalidContent { index: usize, message: String },
@@ -281,6 +288,23 @@ struct Inner {
     memory: std::sync::OnceLock<Arc<dyn Memories>>,
     /// How far token estimates were from the providers' reports.
     calibration: Arc<super::tokens::Calibration>,
+    /// The sessions' leases and this process's name as their holder; set
+    /// once at start (none: one process, nobody else to keep out).
+    leases: std::sync::OnceLock<(Arc<dyn Leases>, String)>,
+}
+
+/// How long a session's lease lasts unless renewed: a process killed
+/// mid-run holds the session up this long at most.
+const LEASE_TTL_MS: i64 = 15_000;
+/// How often a held lease is renewed while a run works.
+const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often a run waiting for another process's lease asks again.
+const LEASE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A lease held for a run: renewed in the background until the run ends.
+struct Held {
+    lease: Arc<Mutex<Lease>>,
+    renewal: CancellationToken,
 }
 
 /// A session that can take prompts now.
@@ -357,7 +381,114 @@ impl Runtime {
                 environment: std::sync::OnceLock::new(),
                 memory: std::sync::OnceLock::new(),
                 calibration: Arc::default(),
+                leases: std::sync::OnceLock::new(),
             }),
+        }
+    }
+
+    /// Runs prompts only while holding their session's lease in `leases`,
+    /// as `holder` (this process's unique name); only the first call counts.
+    pub fn set_leases(&self, leases: Arc<dyn Leases>, holder: String) {
+        let _ = self.inner.leases.set((leases, holder));
+    }
+
+    /// Takes the session's lease now, for a prompt about to be sent, or
+    /// says who holds it (`RuntimeError::Busy`): a face that must not wait
+    /// (`pincer run --no-wait`) asks this first.
+    pub async fn claim_now(&self, id: &SessionId) -> Result<(), RuntimeError> {
+        let Some((leases, holder)) = self.inner.leases.get() else {
+            return Ok(());
+        };
+        match leases.claim(id, holder, now_millis(), LEASE_TTL_MS).await {
+            Ok(_) => Ok(()),
+            Err(LeaseError::Held { holder, .. }) => Err(RuntimeError::Busy { holder }),
+            Err(err) => Err(RuntimeError::Lease(err.to_string())),
+        }
+    }
+
+    /// Waits until this process holds the session's lease (telling the
+    /// person once that another process runs it), then keeps it renewed
+    /// until [`Runtime::let_go`]. `Err` with how the run ends when it is
+    /// cancelled meanwhile or the lease cannot be had.
+    async fn hold(
+        &self,
+        id: &SessionId,
+        cancel: &CancellationToken,
+        emitter: &mut Emitter,
+    ) -> Result<Option<Held>, RunOutcome> {
+        let Some((leases, holder)) = self.inner.leases.get() else {
+            return Ok(None);
+        };
+        let mut told = false;
+        let lease = loop {
+            match leases.claim(id, holder, now_millis(), LEASE_TTL_MS).await {
+                Ok(lease) => break lease,
+                Err(LeaseError::Held { holder: other, .. }) => {
+                    if !told {
+                        told = true;
+                        emitter.emit(Event::Notice {
+                            message: format!(
+                                "Another Pincer process ({other}) is running this session; this prompt runs once it is done."
+                            ),
+                        });
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(RunOutcome::Cancelled),
+                        _ = tokio::time::sleep(LEASE_POLL) => {}
+                    }
+                }
+                Err(err) => {
+                    return Err(RunOutcome::Failed(format!(
+                        "cannot take the session's lease: {err}"
+                    )));
+                }
+            }
+        };
+        let lease = Arc::new(Mutex::new(lease));
+        let renewal = CancellationToken::new();
+        let (leases, kept, stop, run, shutdown) = (
+            leases.clone(),
+            lease.clone(),
+            renewal.clone(),
+            cancel.clone(),
+            self.inner.shutdown.clone(),
+        );
+        self.inner.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(LEASE_RENEW) => {}
+                }
+                let current = lock(&kept).clone();
+                match leases.renew(&current, now_millis(), LEASE_TTL_MS).await {
+                    Ok(renewed) => *lock(&kept) = renewed,
+                    Err(err) => {
+                        // Another process may run the session now: this
+                        // run must stop rather than write beside it.
+                        tracing::warn!(session = %current.session, error = %err, "lost the session's lease; cancelling its run");
+                        run.cancel();
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Some(Held { lease, renewal }))
+    }
+
+    /// Stops renewing a run's lease and gives it up, unless more runs of
+    /// the session wait in this process (they take it on at once).
+    async fn let_go(&self, held: Option<Held>, more: bool) {
+        let (Some(held), Some((leases, _))) = (held, self.inner.leases.get()) else {
+            return;
+        };
+        held.renewal.cancel();
+        if more {
+            return;
+        }
+        let lease = lock(&held.lease).clone();
+        if let Err(err) = leases.release(&lease).await {
+            tracing::warn!(session = %lease.session, error = %err, "cannot release the session's lease");
         }
     }
 
@@ -1454,19 +1585,30 @@ impl Runtime {
     }
 
     async fn execute(&self, live: &LiveSession, queued: QueuedRun) {
-        let session = lock(&live.session).clone();
+        let id = lock(&live.session).id.clone();
         let mut emitter = Emitter::resume(
             &self.inner.journal,
             &live.events,
-            &session.id,
+            &id,
             &queued.id,
             queued.next_seq,
         )
         .with_stats(&self.inner.stats);
+        let mut held = None;
         let outcome = if queued.cancel.is_cancelled() {
             RunOutcome::Cancelled
         } else {
-            self.run_loop(live, &session, &queued, &mut emitter).await
+            match self.hold(&id, &queued.cancel, &mut emitter).await {
+                Err(outcome) => outcome,
+                Ok(lease) => {
+                    held = lease;
+                    if held.is_some() {
+                        self.refresh(live, &id).await;
+                    }
+                    let session = lock(&live.session).clone();
+                    self.run_loop(live, &session, &queued, &mut emitter).await
+                }
+            }
         };
         // A failure's text may come from an outside party (a provider or a proxy
         // echoing a key, an MCP server): it passes the safety pass before it is
@@ -1478,7 +1620,24 @@ impl Runtime {
             kept @ (RunOutcome::Completed(_) | RunOutcome::Cancelled) => kept,
         };
         self.finish(&mut emitter, &outcome).await;
+        let more = lock(&live.pending).iter().any(|(run, _)| run != &queued.id);
+        self.let_go(held, more).await;
         let _ = queued.done.send(outcome);
+    }
+
+    /// Reads the session's settings again from the journal once its lease
+    /// is held: another process may have changed them (a mode, a model)
+    /// while it ran the session. This process's own writes go first.
+    async fn refresh(&self, live: &LiveSession, id: &SessionId) {
+        if let Err(err) = self.inner.journal.flush().await {
+            tracing::warn!(error = %err, "cannot flush before reading the session again");
+            return;
+        }
+        match self.inner.journal.session(id).await {
+            Ok(Some(fresh)) => *lock(&live.session) = fresh,
+            Ok(None) => {}
+            Err(err) => tracing::warn!(error = %err, "cannot read the session again"),
+        }
     }
 
     async fn run_loop(

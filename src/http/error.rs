@@ -131,8 +131,10 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::ImagesNotAccepted { .. } => {
                 ApiError::unsupported_content(clip_message(&err.to_string()))
             }
-            RuntimeError::ShuttingDown => ApiError::unavailable(err.to_string()),
-            RuntimeError::Journal(_) => {
+            RuntimeError::ShuttingDown | RuntimeError::Busy { .. } => {
+                ApiError::unavailable(err.to_string())
+            }
+            RuntimeError::Journal(_) | RuntimeError::Lease(_) => {
                 tracing::error!(error = %err, "request failed");
                 ApiError::internal(err.to_string())
             }

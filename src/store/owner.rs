@@ -37,6 +37,16 @@ pub fn is_alive(tag: &str) -> bool {
     }
 }
 
+/// Whether `tag` names a process of this machine (`pid:start`) that is no
+/// longer running: a lease it held may be taken at once instead of after
+/// it lapses. A tag of another form is never taken for dead.
+pub fn is_dead_here(tag: &str) -> bool {
+    let well_formed = tag.split_once(':').is_some_and(|(pid, start)| {
+        pid.parse::<u32>().is_ok() && (start == "?" || start.parse::<u64>().is_ok())
+    });
+    well_formed && tag != this_process() && !is_alive(tag)
+}
+
 /// The process start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

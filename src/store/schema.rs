@@ -341,4 +341,14 @@ CREATE INDEX runs_unfinished ON runs (state)
     r#"
 ALTER TABLE trusted_roots ADD COLUMN files TEXT NOT NULL DEFAULT '[]';
 "#,
+    // 16: session leases (`core::lease`): who may run a session's prompts
+    // now, until when, with a fencing token that only grows.
+    r#"
+CREATE TABLE session_leases (
+    session_id TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    token      INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+"#,
 ];

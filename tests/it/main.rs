@@ -30,6 +30,7 @@ mod headless;
 mod hooks;
 mod http;
 mod images;
+mod leases;
 mod loop_guard;
 mod mcp;
 mod memory;
