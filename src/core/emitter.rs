@@ -189,12 +189,14 @@ impl Emitter {
 
     /// Ends the run: records its terminal event and final state, waits until
     /// both are durable, and only then publishes the event, so whoever sees a
-    /// run end can rely on it being on disk.
-    pub(crate) async fn finish(&mut self, outcome: &RunOutcome) {
+    /// run end can rely on it being on disk. When they could not be made
+    /// durable, what is published (and returned) is a failure saying so,
+    /// never the outcome as if it were saved.
+    pub(crate) async fn finish(&mut self, outcome: &RunOutcome) -> RunOutcome {
         if let Err(err) = self.enter(outcome.state()) {
             tracing::error!(error = %err, "run state machine violated");
         }
-        let record = self.record(Event::State {
+        let mut record = self.record(Event::State {
             state: outcome.state(),
             stop_reason: outcome.stop_reason(),
             error: outcome.error().map(str::to_owned),
@@ -214,10 +216,24 @@ impl Emitter {
                 at: record.at,
             })
             .await;
-        if let Err(err) = committed {
-            tracing::error!(run = %self.run_id, error = %err, "cannot record the end of a run");
-        }
+        let outcome = match committed {
+            Ok(()) => outcome.clone(),
+            Err(err) => {
+                tracing::error!(run = %self.run_id, error = %err, "cannot record the end of a run");
+                let failed =
+                    RunOutcome::Failed(format!("the run's end could not be recorded: {err}"));
+                record.event = Event::State {
+                    state: failed.state(),
+                    stop_reason: None,
+                    error: failed.error().map(str::to_owned),
+                    usage: (self.usage != Usage::default()).then_some(self.usage),
+                    cost: self.cost.clone(),
+                };
+                failed
+            }
+        };
         let _ = self.events.send(Arc::new(record));
+        outcome
     }
 }
 
@@ -248,6 +264,38 @@ mod tests {
             emitter.enter(RunState::Running).is_err(),
             "terminal states are final"
         );
+    }
+
+    #[tokio::test]
+    async fn an_end_that_cannot_be_recorded_is_published_as_that_failure() {
+        let memory = Arc::new(MemoryJournal::new());
+        let journal: Arc<dyn Journal> = memory.clone();
+        let (events, mut rx) = broadcast::channel(16);
+        let mut emitter = Emitter::new(
+            &journal,
+            &events,
+            &SessionId::generate(),
+            &RunId::generate(),
+        );
+        emitter.enter(RunState::Running).unwrap();
+        memory.stop();
+        let outcome = emitter
+            .finish(&RunOutcome::Completed(
+                crate::core::event::StopReason::EndTurn,
+            ))
+            .await;
+        assert!(
+            matches!(&outcome, RunOutcome::Failed(m) if m.starts_with("the run's end could not be recorded")),
+            "{outcome:?}"
+        );
+        let published = rx.recv().await.unwrap();
+        match &published.event {
+            Event::State { state, error, .. } => {
+                assert_eq!(*state, RunState::Failed);
+                assert!(error.as_deref().unwrap().contains("could not be recorded"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

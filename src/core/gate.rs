@@ -401,14 +401,32 @@ async fn with_progress<T>(
     mut reports: tokio::sync::mpsc::UnboundedReceiver<(String, ProgressUpdate)>,
     mut relayed: tokio::sync::mpsc::UnboundedReceiver<Event>,
 ) -> T {
-    fn flush(env: &CallEnv, emitter: &mut Emitter, pending: &mut Vec<(String, String)>) {
-        for (id, output) in pending.drain(..) {
+    // Only what `shown_now` lets go is redacted and shown; the rest waits
+    // for more output, or for the calls' end (`done`).
+    fn flush(
+        env: &CallEnv,
+        emitter: &mut Emitter,
+        pending: &mut Vec<(String, String)>,
+        done: bool,
+    ) {
+        for (id, output) in pending.iter_mut() {
+            let cut = if done {
+                output.len()
+            } else {
+                shown_now(output)
+            };
+            if cut == 0 {
+                continue;
+            }
+            let rest = output.split_off(cut);
+            let ready = std::mem::replace(output, rest);
             emitter.emit(Event::ToolProgress {
-                id,
-                output: Some(env.safety.redact(&output).0),
+                id: id.clone(),
+                output: Some(env.safety.redact(&ready).0),
                 terminal_id: None,
             });
         }
+        pending.retain(|(_, output)| !output.is_empty());
     }
     let mut pending: Vec<(String, String)> = Vec::new();
     let mut tick = tokio::time::interval(PROGRESS_INTERVAL);
@@ -425,7 +443,7 @@ async fn with_progress<T>(
                     }
                 }
                 ProgressUpdate::Terminal(terminal_id) => {
-                    flush(env, emitter, &mut pending);
+                    flush(env, emitter, &mut pending, false);
                     emitter.emit(Event::ToolProgress {
                         id,
                         output: None,
@@ -434,18 +452,23 @@ async fn with_progress<T>(
                 }
             },
             Some(event) = relayed.recv() => {
-                flush(env, emitter, &mut pending);
+                flush(env, emitter, &mut pending, false);
                 emitter.emit(event);
             }
-            _ = tick.tick() => flush(env, emitter, &mut pending),
+            _ = tick.tick() => flush(env, emitter, &mut pending, false),
         }
     };
     // Reports sent just before the calls ended.
     while let Ok((id, update)) = reports.try_recv() {
         match update {
-            ProgressUpdate::Output(text) => pending.push((id, text)),
+            ProgressUpdate::Output(text) => {
+                match pending.iter_mut().find(|(call, _)| *call == id) {
+                    Some((_, buffered)) => buffered.push_str(&text),
+                    None => pending.push((id, text)),
+                }
+            }
             ProgressUpdate::Terminal(terminal_id) => {
-                flush(env, emitter, &mut pending);
+                flush(env, emitter, &mut pending, true);
                 emitter.emit(Event::ToolProgress {
                     id,
                     output: None,
@@ -454,11 +477,26 @@ async fn with_progress<T>(
             }
         }
     }
-    flush(env, emitter, &mut pending);
+    flush(env, emitter, &mut pending, true);
     while let Ok(event) = relayed.try_recv() {
         emitter.emit(event);
     }
     done
+}
+
+/// How much of a call's buffered live output may be redacted and shown now:
+/// whole lines only, and nothing from a private key block's BEGIN line on
+/// until its END line came. The safety pass finds a secret only whole: a
+/// key cut between two batches would leave its second half unredacted.
+fn shown_now(buffered: &str) -> usize {
+    let mut cut = buffered.rfind('\n').map_or(0, |i| i + 1);
+    if let Some(begin) = buffered[..cut].rfind("-----BEGIN")
+        && buffered[begin..cut].contains("PRIVATE KEY")
+        && !buffered[begin..].contains("-----END")
+    {
+        cut = buffered[..begin].rfind('\n').map_or(0, |i| i + 1);
+    }
+    cut
 }
 
 /// Runs the subagent of a call whose plan delegates a task (`delegate`),
@@ -1108,4 +1146,56 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_now;
+    use crate::core::safety::{Safety, SafetyConfig};
+
+    #[test]
+    fn live_output_is_shown_by_whole_lines_and_whole_key_blocks() {
+        for (buffered, shown) in [
+            ("", ""),
+            ("partial", ""),
+            ("one\ntwo\nthr", "one\ntwo\n"),
+            ("a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n", "a\n"),
+            (
+                "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nb",
+                "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n",
+            ),
+            (
+                "-----BEGIN CERTIFICATE-----\nMIIB\n",
+                "-----BEGIN CERTIFICATE-----\nMIIB\n",
+            ),
+        ] {
+            assert_eq!(&buffered[..shown_now(buffered)], shown, "{buffered:?}");
+        }
+    }
+
+    #[test]
+    fn a_key_streamed_in_pieces_is_never_shown() {
+        let safety = Safety::new(SafetyConfig::default(), Vec::new());
+        let body = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n\
+                    VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n";
+        let key = format!("-----BEGIN RSA PRIVATE KEY-----\n{body}-----END RSA PRIVATE KEY-----\n");
+        let text = format!("before\n{key}after\n");
+        // Output arriving a few bytes at a time, flushed after each piece.
+        let mut buffered = String::new();
+        let mut shown = String::new();
+        for piece in text.as_bytes().chunks(7) {
+            buffered.push_str(std::str::from_utf8(piece).unwrap());
+            let cut = shown_now(&buffered);
+            let rest = buffered.split_off(cut);
+            shown.push_str(&safety.redact(&buffered).0);
+            buffered = rest;
+        }
+        shown.push_str(&safety.redact(&buffered).0);
+        assert!(!shown.contains("MIIEowIBAAKCAQEA"), "{shown}");
+        assert!(!shown.contains("VTLw7onLRnrq0"), "{shown}");
+        assert!(
+            shown.starts_with("before\n") && shown.ends_with("after\n"),
+            "{shown}"
+        );
+    }
 }

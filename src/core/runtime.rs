@@ -1619,7 +1619,7 @@ impl Runtime {
             }
             kept @ (RunOutcome::Completed(_) | RunOutcome::Cancelled) => kept,
         };
-        self.finish(&mut emitter, &outcome).await;
+        let outcome = self.finish(&mut emitter, &outcome).await;
         let more = lock(&live.pending).iter().any(|(run, _)| run != &queued.id);
         self.let_go(held, more).await;
         let _ = queued.done.send(outcome);
@@ -2200,8 +2200,8 @@ impl Runtime {
         })
     }
 
-    async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) {
-        emitter.finish(outcome).await;
+    async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) -> RunOutcome {
+        emitter.finish(outcome).await
     }
 }
 
