@@ -481,7 +481,16 @@ fn pincers_own_files_are_out_of_reach_with_the_workspace_at_home() {
         assert_eq!(verdict, "denied", "{output}");
         assert!(output.contains("is forbidden"), "{output}");
     }
-    let everything = format!("{results:?}");
+    // Without Landlock the shell is not confined: its two calls are left
+    // out of what must hold no secret (the tools' refusals still count).
+    let confined = landlock();
+    let checked: Vec<&(String, String)> = results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| confined || !(6..8).contains(i))
+        .map(|(_, r)| r)
+        .collect();
+    let everything = format!("{checked:?}");
     for secret in [
         KEY,
         "c2stbG9naW4t", // the key's start in base64
@@ -494,7 +503,7 @@ fn pincers_own_files_are_out_of_reach_with_the_workspace_at_home() {
             "{secret} leaked: {results:#?}"
         );
     }
-    if landlock() {
+    if confined {
         for (_, output) in &results[6..8] {
             assert!(output.contains("Permission denied"), "{output}");
         }
