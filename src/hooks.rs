@@ -352,15 +352,7 @@ impl Hooks for HookSet {
                 hooks: imported
                     .hooks
                     .iter()
-                    .map(|found| {
-                        format!(
-                            "{}: {} [{}] {}",
-                            found.file,
-                            found.event.as_str(),
-                            found.spec,
-                            label(&found.command)
-                        )
-                    })
+                    .map(|found| format!("{}: {}", found.file, found.shown()))
                     .collect(),
                 left_out: imported
                     .skipped
@@ -393,37 +385,23 @@ fn changes(trust: &Trust, now: &[TrustedFile]) -> Vec<String> {
             }
             (None, Some(_)) | (Some(TrustedFile { digest: None, .. }), Some(_)) => "new".to_owned(),
             (Some(before), Some(_)) => {
-                let added: Vec<&String> = file
+                let added: Vec<&str> = file
                     .hooks
                     .iter()
                     .filter(|h| !before.hooks.contains(h))
+                    .map(String::as_str)
                     .collect();
-                let removed: Vec<&String> = before
+                let removed: Vec<&str> = before
                     .hooks
                     .iter()
                     .filter(|h| !file.hooks.contains(h))
+                    .map(String::as_str)
                     .collect();
-                let mut parts = Vec::new();
-                if !added.is_empty() {
-                    parts.push(format!(
-                        "hooks added: {}",
-                        added
-                            .iter()
-                            .map(|h| h.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    ));
-                }
-                if !removed.is_empty() {
-                    parts.push(format!(
-                        "hooks removed: {}",
-                        removed
-                            .iter()
-                            .map(|h| h.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    ));
-                }
+                let parts: Vec<String> = [("hooks added", added), ("hooks removed", removed)]
+                    .into_iter()
+                    .filter(|(_, hooks)| !hooks.is_empty())
+                    .map(|(what, hooks)| format!("{what}: {}", hooks.join("; ")))
+                    .collect();
                 if parts.is_empty() {
                     "changed (the same hooks; the file or a script they run differs)".to_owned()
                 } else {

@@ -117,6 +117,9 @@ struct Inner {
     writer: writer::WriterHandle,
     /// Idle read-only connections, reused across reads.
     readers: Mutex<Vec<Connection>>,
+    /// The connection the sessions' leases are decided on, kept between
+    /// operations (`leases`).
+    lease_conn: Mutex<Option<Connection>>,
     /// Memory embeddings, read in when a search by meaning first needs them.
     vectors: Mutex<vectors::VectorIndex>,
     words: Mutex<words::WordIndex>,
@@ -171,6 +174,7 @@ impl Store {
                     path: path.to_path_buf(),
                     writer,
                     readers: Mutex::new(Vec::new()),
+                    lease_conn: Mutex::new(None),
                     vectors: Mutex::new(vectors::VectorIndex::default()),
                     words: Mutex::new(words::WordIndex::default()),
                 }),

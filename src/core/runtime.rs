@@ -140,6 +140,8 @@ pub struct RuntimeConfig {
     pub paths: PathsConfig,
     /// Limits on subagents (`delegate`).
     pub subagents: SubagentConfig,
+    /// How sessions' leases are held (`Runtime::set_leases`).
+    pub leases: LeaseTiming,
 }
 
 /// The path boundary every session's tools get, around its workspace.
@@ -188,6 +190,7 @@ impl Default for RuntimeConfig {
             default_mode: Mode::default(),
             paths: PathsConfig::default(),
             subagents: SubagentConfig::default(),
+            leases: LeaseTiming::default(),
         }
     }
 }
@@ -293,13 +296,27 @@ struct Inner {
     leases: std::sync::OnceLock<(Arc<dyn Leases>, String)>,
 }
 
-/// How long a session's lease lasts unless renewed: a process killed
-/// mid-run holds the session up this long at most.
-const LEASE_TTL_MS: i64 = 15_000;
-/// How often a held lease is renewed while a run works.
-const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(5);
-/// How often a run waiting for another process's lease asks again.
-const LEASE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+/// How a process holds the leases of the sessions it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTiming {
+    /// How long a lease lasts unless renewed: a process that stops without
+    /// giving it up (and cannot be seen dead) holds the session up this long.
+    pub ttl_ms: i64,
+    /// How often a held lease is renewed while a run works.
+    pub renew: std::time::Duration,
+    /// How often a run waiting for another process's lease asks again.
+    pub poll: std::time::Duration,
+}
+
+impl Default for LeaseTiming {
+    fn default() -> Self {
+        Self {
+            ttl_ms: 15_000,
+            renew: std::time::Duration::from_secs(5),
+            poll: std::time::Duration::from_millis(200),
+        }
+    }
+}
 
 /// A lease held for a run: renewed in the background until the run ends.
 struct Held {
@@ -399,7 +416,8 @@ impl Runtime {
         let Some((leases, holder)) = self.inner.leases.get() else {
             return Ok(());
         };
-        match leases.claim(id, holder, now_millis(), LEASE_TTL_MS).await {
+        let timing = self.inner.config.leases;
+        match leases.claim(id, holder, now_millis(), timing.ttl_ms).await {
             Ok(_) => Ok(()),
             Err(LeaseError::Held { holder, .. }) => Err(RuntimeError::Busy { holder }),
             Err(err) => Err(RuntimeError::Lease(err.to_string())),
@@ -419,9 +437,10 @@ impl Runtime {
         let Some((leases, holder)) = self.inner.leases.get() else {
             return Ok(None);
         };
+        let timing = self.inner.config.leases;
         let mut told = false;
         let lease = loop {
-            match leases.claim(id, holder, now_millis(), LEASE_TTL_MS).await {
+            match leases.claim(id, holder, now_millis(), timing.ttl_ms).await {
                 Ok(lease) => break lease,
                 Err(LeaseError::Held { holder: other, .. }) => {
                     if !told {
@@ -434,7 +453,7 @@ impl Runtime {
                     }
                     tokio::select! {
                         _ = cancel.cancelled() => return Err(RunOutcome::Cancelled),
-                        _ = tokio::time::sleep(LEASE_POLL) => {}
+                        _ = tokio::time::sleep(timing.poll) => {}
                     }
                 }
                 Err(err) => {
@@ -458,10 +477,10 @@ impl Runtime {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(LEASE_RENEW) => {}
+                    _ = tokio::time::sleep(timing.renew) => {}
                 }
                 let current = lock(&kept).clone();
-                match leases.renew(&current, now_millis(), LEASE_TTL_MS).await {
+                match leases.renew(&current, now_millis(), timing.ttl_ms).await {
                     Ok(renewed) => *lock(&kept) = renewed,
                     Err(err) => {
                         // Another process may run the session now: this
@@ -2375,6 +2394,73 @@ mod tests {
         vec![ContentPart::Text {
             text: content.into(),
         }]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_keeps_its_lease_renewed_and_stops_when_it_is_lost() {
+        use crate::core::lease::{LeaseError, Leases, MemoryLeases};
+        let dir = tempfile::tempdir().unwrap();
+        let provider = TestProvider {
+            chunks: 1,
+            hang: true,
+            dropped: Arc::new(Mutex::new(None)),
+        };
+        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(provider),
+                images: None,
+                thought: Default::default(),
+            }],
+            None,
+        );
+        let rt = Runtime::new(
+            store,
+            providers,
+            Arc::new(ToolGate::without_tools()),
+            RuntimeConfig {
+                leases: LeaseTiming {
+                    ttl_ms: 300,
+                    renew: Duration::from_millis(50),
+                    poll: Duration::from_millis(20),
+                },
+                ..RuntimeConfig::default()
+            },
+        );
+        let leases = Arc::new(MemoryLeases::default());
+        rt.set_leases(leases.clone(), "me".into());
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let mut events = rt.subscribe(&session.id).unwrap();
+        let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
+        loop {
+            let record = events.next().await.unwrap();
+            if matches!(record.event, Event::TextDelta { .. }) {
+                break;
+            }
+        }
+        // Past several of its times to live, the run still holds it.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert!(matches!(
+            leases
+                .claim(&session.id, "other", now_millis(), 1_000)
+                .await,
+            Err(LeaseError::Held { .. })
+        ));
+        // Lost (given up behind its back, then taken): the run stops.
+        let held = leases.current(&session.id).await.unwrap().unwrap();
+        leases.release(&held).await.unwrap();
+        leases
+            .claim(&session.id, "other", now_millis(), 60_000)
+            .await
+            .unwrap();
+        let outcome = tokio::time::timeout(Duration::from_secs(5), ticket.done)
+            .await
+            .expect("the run stopped")
+            .unwrap();
+        assert_eq!(outcome, RunOutcome::Cancelled);
+        rt.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

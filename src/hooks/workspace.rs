@@ -60,13 +60,7 @@ impl Found {
             "{} [{}] {}",
             self.event.as_str(),
             self.spec,
-            crate::core::quote::Quoted(
-                &self
-                    .command
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
+            super::label(&self.command)
         )
     }
 }

@@ -50,17 +50,33 @@ fn put(conn: &Connection, lease: &Lease) -> Result<(), LeaseError> {
 }
 
 impl Store {
-    /// Runs `f` in an immediate transaction of a connection of its own.
+    /// Runs `f` in an immediate transaction of the leases' own connection
+    /// (kept between operations). Its commits are not synced one by one
+    /// (`synchronous=NORMAL`): a lease lost in a power cut is a lapsed
+    /// lease, and any later synced commit on the same log makes it durable
+    /// first, so tokens never go back.
     fn lease_op<'a, T: Send + 'static>(
         &'a self,
         f: impl FnOnce(&Connection) -> Result<T, LeaseError> + Send + 'static,
     ) -> BoxFuture<'a, Result<T, LeaseError>> {
-        let path = self.path().to_path_buf();
+        let inner = self.inner.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let mut conn = Connection::open(&path).map_err(backend)?;
-                conn.busy_timeout(std::time::Duration::from_secs(10))
-                    .map_err(backend)?;
+                let mut slot = inner
+                    .lease_conn
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if slot.is_none() {
+                    let conn = Connection::open(&inner.path).map_err(backend)?;
+                    conn.busy_timeout(std::time::Duration::from_secs(10))
+                        .map_err(backend)?;
+                    conn.pragma_update(None, "synchronous", "NORMAL")
+                        .map_err(backend)?;
+                    *slot = Some(conn);
+                }
+                let Some(conn) = slot.as_mut() else {
+                    return Err(LeaseError::Backend("no connection".into()));
+                };
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(backend)?;

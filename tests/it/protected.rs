@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::support::TestDir;
+use crate::support::{TestDir, of_type};
 use serde_json::{Value, json};
 
 fn call(name: &str, arguments: Value) -> Value {
@@ -80,10 +80,6 @@ fn run(dir: &TestDir, ws: &Path, script: &[Value], input: Option<&str>) -> (Outp
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     (out, lines)
-}
-
-fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    lines.iter().filter(|l| l["type"] == kind).collect()
 }
 
 fn results(lines: &[Value]) -> Vec<(String, String)> {
