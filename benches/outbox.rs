@@ -38,6 +38,7 @@ fn intent(i: usize) -> SendIntent {
         }],
         text: None,
         edit_of: None,
+        retract: None,
         reply_to: Some(format!("{}:{i}", 1000 + i % 1000)),
         status: IntentStatus::Pending,
         attempt: 0,

@@ -9,7 +9,9 @@
 //!   receipt after; `pending → sending → committing → sent | failed |
 //!   unknown_after_send`, retried by failure class, recovered on start;
 //! - **live** (`hub`): a draft message edited in place as deltas arrive,
-//!   throttled, finalized in place by the reply intent.
+//!   throttled, finalized in place by the reply intent — or, when an edit of
+//!   it may still land (a stopped process's, or one whose outcome is
+//!   unknown), deleted and replaced by the reply sent afresh.
 //!
 //! Adapters (`telegram`, `webhook`) only translate: platform JSON to
 //! [`ChannelMessage`], [`Unit`]s to platform calls, platform errors to
@@ -140,6 +142,22 @@ pub trait Adapter: Send + Sync + 'static {
         platform_id: &'a str,
         unit: &'a Unit,
     ) -> BoxFuture<'a, Result<(), DeliveryError>>;
+    /// Deletes a message sent earlier. A message already gone is
+    /// `FailureKind::NotFound`. Platforms that cannot delete keep the default,
+    /// which refuses (`Permission`).
+    fn delete<'a>(
+        &'a self,
+        _target: &'a Target,
+        _platform_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        let channel = self.channel().to_owned();
+        Box::pin(async move {
+            Err(DeliveryError::new(
+                FailureKind::Permission,
+                format!("{channel} cannot delete a message"),
+            ))
+        })
+    }
     /// Receives until `cancel`: hands every inbound event to `hub` and
     /// acknowledges it to the platform per the hub's answer.
     fn receive(self: Arc<Self>, hub: Arc<Hub>, cancel: CancellationToken)

@@ -16,7 +16,7 @@ use crate::core::channel::{
     InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart, SendIntent,
     Target, Unit, is_own_echo,
 };
-use crate::core::channel::{ChannelJournal, ChannelWrite};
+use crate::core::channel::{ChannelJournal, ChannelWrite, draft_intent_id};
 use crate::core::event::{Event, RunState};
 use crate::core::hooks::{HookEvent, HookInput};
 use crate::core::ids::{RunId, SessionId};
@@ -612,6 +612,7 @@ impl Hub {
             units,
             text: None,
             edit_of: None,
+            retract: None,
             reply_to,
             status: IntentStatus::Pending,
             attempt: 0,
@@ -1058,7 +1059,7 @@ impl Hub {
         };
         match draft {
             LiveDraft::NotYet => {
-                let id = format!("draft:{run_id}");
+                let id = draft_intent_id(run_id);
                 let now = now_millis();
                 let intent = SendIntent {
                     id: id.clone(),
@@ -1069,6 +1070,7 @@ impl Hub {
                     units: vec![unit.clone()],
                     text: None,
                     edit_of: None,
+                    retract: None,
                     reply_to: None,
                     status: IntentStatus::Sending,
                     attempt: 1,
@@ -1140,6 +1142,7 @@ impl Hub {
                         platform_id,
                         last: Instant::now(),
                         text: preview,
+                        unsettled: false,
                     },
                     Err(err) => LiveDraft::Stopped {
                         maybe_shown: err.kind == FailureKind::Unknown,
@@ -1150,6 +1153,7 @@ impl Hub {
                 platform_id,
                 last,
                 text: shown,
+                unsettled,
             } => {
                 if last.elapsed() < caps.edit_interval || *shown == preview {
                     return;
@@ -1162,6 +1166,11 @@ impl Hub {
                     Err(err) => {
                         tracing::debug!(error = %err, "live draft not edited");
                         *last = Instant::now();
+                        // The platform may still apply it, later than the
+                        // reply's own edit would be.
+                        if matches!(err.kind, FailureKind::Unknown | FailureKind::Transient) {
+                            *unsettled = true;
+                        }
                     }
                 }
             }
@@ -1169,16 +1178,18 @@ impl Hub {
         }
     }
 
-    /// What a stopped process left of a run's live draft. A draft whose first
-    /// send has no known outcome may be in the chat with its id unknown: an
-    /// adapter whose platform deduplicates sends by key sends it again to
-    /// learn the id; otherwise the reply will say that a partial draft may
-    /// show above it.
+    /// What a stopped process left of a run's live draft. A draft it named is
+    /// stale: an edit of the stopped process may still land on it, so the
+    /// reply deletes it rather than finalizing it in place. A draft whose
+    /// first send has no known outcome may be in the chat with its id
+    /// unknown: an adapter whose platform deduplicates sends by key sends it
+    /// again to learn the id; otherwise the reply will say that a partial
+    /// draft may show above it.
     async fn recovered_draft(&self, run_id: &RunId, legacy: Option<&String>) -> DraftRef {
-        let intent = match self.store.intent(&format!("draft:{run_id}")).await {
+        let intent = match self.store.intent(&draft_intent_id(run_id)).await {
             Ok(Some(intent)) => intent,
             // Drafts recorded before draft intents existed.
-            Ok(None) => return legacy.map_or(DraftRef::None, |id| DraftRef::Known(id.clone())),
+            Ok(None) => return legacy.map_or(DraftRef::None, |id| DraftRef::Stale(id.clone())),
             Err(err) => {
                 tracing::error!(run = %run_id, error = %err, "cannot read a live draft");
                 return DraftRef::MaybeShown;
@@ -1188,7 +1199,7 @@ impl Hub {
             IntentStatus::Sent | IntentStatus::Committing => intent
                 .receipt
                 .primary()
-                .map_or(DraftRef::MaybeShown, |id| DraftRef::Known(id.to_owned())),
+                .map_or(DraftRef::MaybeShown, |id| DraftRef::Stale(id.to_owned())),
             IntentStatus::Failed
             | IntentStatus::Cancelled
             | IntentStatus::Expired
@@ -1225,7 +1236,7 @@ impl Hub {
                         {
                             tracing::error!(run = %run_id, error = %err, "cannot record a live draft's id");
                         }
-                        DraftRef::Known(platform_id)
+                        DraftRef::Stale(platform_id)
                     }
                     Err(err) => {
                         tracing::warn!(run = %run_id, error = %err, "a live draft's id could not be learnt again");
@@ -1446,10 +1457,11 @@ impl Hub {
             }
             RunOutcome::Failed(error) => format!("{text}\n\n(the run failed: {error})"),
         };
-        let (body, edit_of) = match draft {
-            DraftRef::None => (body, None),
-            DraftRef::Known(id) => (body, Some(id)),
-            DraftRef::MaybeShown => (format!("[pincer] {DRAFT_LOST}\n\n{body}"), None),
+        let (body, edit_of, retract) = match draft {
+            DraftRef::None => (body, None, None),
+            DraftRef::Known(id) => (body, Some(id), None),
+            DraftRef::Stale(id) => (body, None, Some(id)),
+            DraftRef::MaybeShown => (format!("[pincer] {DRAFT_LOST}\n\n{body}"), None, None),
         };
         let mut intent = self.intent(
             format!("reply:{run_id}"),
@@ -1461,6 +1473,7 @@ impl Hub {
         );
         intent.run_id = Some(run_id.clone());
         intent.edit_of = edit_of;
+        intent.retract = retract;
         if let Err(err) = self.send(intent, &body).await {
             tracing::error!(run = %run_id, error = %err, "cannot record a reply");
             return;
@@ -1552,15 +1565,23 @@ impl Hub {
 /// removed, so the person is told it is stale.
 pub const DRAFT_LOST: &str = "If a partial draft of this reply shows above, it is stale: Pincer lost track of it (a restart or a lost answer), and this message is the whole reply.";
 
+/// What a reply says first, as a part of its own, when the stale live draft
+/// it replaces could not be deleted (too old for the platform to delete, or
+/// the platform kept refusing): the draft may show partial text forever.
+pub const DRAFT_STALE: &str = "The partial draft of this reply above is stale and could not be removed; the whole reply follows.";
+
 /// A run's live draft, as the process showing it knows it.
 enum LiveDraft {
     /// Nothing sent yet.
     NotYet,
-    /// In the chat: its message id, when it was last edited, what it shows.
+    /// In the chat: its message id, when it was last edited, what it shows,
+    /// and whether an edit's outcome is unknown (the platform may apply it
+    /// late, after any edit made now).
     Shown {
         platform_id: String,
         last: Instant,
         text: String,
+        unsettled: bool,
     },
     /// No more drafting for this run: its first send failed. `maybe_shown`
     /// when the outcome is unknown (the draft may be in the chat).
@@ -1571,7 +1592,16 @@ impl LiveDraft {
     fn reference(self) -> DraftRef {
         match self {
             LiveDraft::NotYet | LiveDraft::Stopped { maybe_shown: false } => DraftRef::None,
-            LiveDraft::Shown { platform_id, .. } => DraftRef::Known(platform_id),
+            LiveDraft::Shown {
+                platform_id,
+                unsettled: false,
+                ..
+            } => DraftRef::Known(platform_id),
+            LiveDraft::Shown {
+                platform_id,
+                unsettled: true,
+                ..
+            } => DraftRef::Stale(platform_id),
             LiveDraft::Stopped { maybe_shown: true } => DraftRef::MaybeShown,
         }
     }
@@ -1582,8 +1612,12 @@ impl LiveDraft {
 enum DraftRef {
     /// There is none: the reply is a fresh message.
     None,
-    /// Finalize this message in place.
+    /// Finalize this message in place: every call on it so far has landed.
     Known(String),
+    /// Delete this message, then send the reply afresh: a call on it may
+    /// still land (an edit of a stopped process, or one whose outcome is
+    /// unknown), and would overwrite a reply finalized in place.
+    Stale(String),
     /// One may be in the chat, its id unknown: the reply is a fresh message
     /// that says so first.
     MaybeShown,
@@ -1653,13 +1687,15 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_finalizes_a_known_draft_and_reports_one_it_cannot_name() {
-        let shown = LiveDraft::Shown {
+    fn a_reply_finalizes_a_settled_draft_deletes_an_unsettled_one_and_reports_one_it_cannot_name() {
+        let shown = |unsettled| LiveDraft::Shown {
             platform_id: "7".into(),
             last: Instant::now(),
             text: "partial".into(),
+            unsettled,
         };
-        assert_eq!(shown.reference(), DraftRef::Known("7".into()));
+        assert_eq!(shown(false).reference(), DraftRef::Known("7".into()));
+        assert_eq!(shown(true).reference(), DraftRef::Stale("7".into()));
         assert_eq!(LiveDraft::NotYet.reference(), DraftRef::None);
         assert_eq!(
             LiveDraft::Stopped { maybe_shown: false }.reference(),

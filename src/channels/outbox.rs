@@ -10,6 +10,10 @@
 //! that call can be repeated (an edit, or a send whose idempotency key the
 //! platform honours) and otherwise becomes `unknown_after_send`.
 //!
+//! A reply that replaces a stale live draft names it (`retract`): delivery
+//! deletes it first and commits that before the fresh send, so a crash
+//! repeats only the deletion.
+//!
 //! A live draft's first send (`IntentKind::Draft`) is an intent too, but the
 //! hub makes its call, not this worker; recovery only marks one a dead
 //! process left `unknown_after_send`, and the hub decides what the run's reply
@@ -219,11 +223,13 @@ impl Outbox {
     /// Whether the platform call for unit `index` may be made again when its
     /// outcome is unknown. Idempotency belongs to the operation: an edit that
     /// finalizes a draft in place can be repeated (the message just shows the
-    /// same text), and so can a send carrying a key the platform deduplicates
+    /// same text), a stale draft's deletion too (a deleted message is gone),
+    /// and so can a send carrying a key the platform deduplicates
     /// by; only a fresh send without one cannot. A draft's own first send is
     /// never replayed here: only the hub can tell what its message shows.
     fn repeatable(&self, intent: &SendIntent, index: usize) -> bool {
-        (index == 0 && intent.edit_of.is_some()) || self.adapter.idempotent()
+        (index == 0 && (intent.edit_of.is_some() || intent.retract.is_some()))
+            || self.adapter.idempotent()
     }
 
     fn too_old(&self, intent: &SendIntent, now: i64) -> bool {
@@ -335,6 +341,13 @@ impl Outbox {
         self.update(claim).await?;
 
         let mut intent = intent;
+        if let Err(error) = self.retract(&mut intent, attempt).await {
+            return self.failed(&intent, attempt, receipt, 0, error).await;
+        }
+        // Retracting may have put a note before the first unit.
+        let remaining: Vec<usize> = (0..intent.units.len())
+            .filter(|i| !receipt.has(*i))
+            .collect();
         for (position, &index) in remaining.iter().enumerate() {
             let result = self.call(&mut intent, index).await;
             let platform_id = match result {
@@ -373,6 +386,82 @@ impl Outbox {
         ))
         .await?;
         Ok(None)
+    }
+
+    /// Deletes the stale live draft the reply replaces, before the reply's
+    /// first unit goes out as a fresh message; then commits that it is done
+    /// (so recovery repeats only the deletion, which is harmless, never the
+    /// fresh send) and marks the draft's own intent `cancelled`. A draft
+    /// already gone counts as deleted. A failure worth retrying is returned
+    /// while attempts remain; past them, or for a refusal (a message too old
+    /// to delete), the reply goes out with a first part saying the draft
+    /// above is stale.
+    async fn retract(&self, intent: &mut SendIntent, attempt: u32) -> Result<(), DeliveryError> {
+        let Some(draft) = intent.retract.clone() else {
+            return Ok(());
+        };
+        let mut update = IntentUpdate::new(
+            &intent.id,
+            &[IntentStatus::Sending],
+            IntentStatus::Sending,
+            now_millis(),
+        );
+        update.inflight = Some(0);
+        update.retract = Some(None);
+        let deleted = match self.adapter.delete(&intent.target, &draft).await {
+            Ok(()) => true,
+            Err(err) if err.kind == FailureKind::NotFound => {
+                tracing::debug!(intent = %intent.id, "the stale draft is gone already");
+                true
+            }
+            Err(err)
+                if matches!(
+                    err.kind,
+                    FailureKind::Transient | FailureKind::RateLimit | FailureKind::Unknown
+                ) && attempt < self.max_attempts =>
+            {
+                return Err(err);
+            }
+            Err(err) => {
+                let err = self.safety.redact(&err.to_string()).0;
+                tracing::warn!(intent = %intent.id, error = %err, "a stale draft cannot be deleted; the reply says so first");
+                let mut units = vec![Unit {
+                    text: format!("[pincer] {}", super::hub::DRAFT_STALE),
+                    markup: None,
+                    buttons: Vec::new(),
+                }];
+                units.extend(intent.units.iter().cloned());
+                update.units = Some(units.clone());
+                intent.units = units;
+                false
+            }
+        };
+        self.update(update).await.map_err(|err| {
+            DeliveryError::new(
+                FailureKind::Transient,
+                format!("cannot record that the stale draft is dealt with: {err}"),
+            )
+        })?;
+        intent.retract = None;
+        if deleted && let Some(run) = &intent.run_id {
+            let mut update = IntentUpdate::new(
+                &crate::core::channel::draft_intent_id(run),
+                &[IntentStatus::Sent],
+                IntentStatus::Cancelled,
+                now_millis(),
+            );
+            update.failure = Some(Failure {
+                kind: FailureKind::NotFound,
+                message: format!(
+                    "deleted, and {} sent as a fresh message: an edit from before a restart may still have been in flight",
+                    intent.id
+                ),
+            });
+            if let Err(err) = self.update(update).await {
+                tracing::debug!(intent = %intent.id, error = %err, "the deleted draft's intent not marked");
+            }
+        }
+        Ok(())
     }
 
     /// The platform call for one unit: a fresh send, or the in-place
@@ -518,11 +607,17 @@ mod tests {
     use crate::core::channel::{Target, TargetKind, Unit};
     use futures::future::BoxFuture;
 
-    /// An adapter whose calls all succeed; only its idempotency matters here.
+    /// An adapter whose calls all succeed (but a deletion it is told to
+    /// refuse); only its idempotency matters here.
+    #[derive(Default)]
     struct Stub {
         idempotent: bool,
         /// The text of every unit sent, in order.
         sent: std::sync::Mutex<Vec<String>>,
+        /// Every message deleted, in order.
+        deleted: std::sync::Mutex<Vec<String>>,
+        /// Deletions fail with this class.
+        refuse_delete: Option<FailureKind>,
     }
 
     impl Adapter for Stub {
@@ -562,6 +657,22 @@ mod tests {
         ) -> BoxFuture<'a, Result<(), DeliveryError>> {
             Box::pin(async { Ok(()) })
         }
+        fn delete<'a>(
+            &'a self,
+            _: &'a Target,
+            platform_id: &'a str,
+        ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+            let refused = self.refuse_delete;
+            if refused.is_none() {
+                self.deleted.lock().unwrap().push(platform_id.to_owned());
+            }
+            Box::pin(async move {
+                match refused {
+                    Some(kind) => Err(DeliveryError::new(kind, "no")),
+                    None => Ok(()),
+                }
+            })
+        }
         fn receive(self: Arc<Self>, _: Arc<Hub>, _: CancellationToken) -> BoxFuture<'static, ()> {
             Box::pin(async {})
         }
@@ -593,6 +704,7 @@ mod tests {
             units: vec![unit.clone(), unit],
             text: None,
             edit_of: edit_of.map(str::to_owned),
+            retract: None,
             reply_to: None,
             status: IntentStatus::Sending,
             attempt: 1,
@@ -620,6 +732,12 @@ mod tests {
             left_sending("reply:part", IntentKind::Reply, Some("7"), 1),
             // A live draft's first send: left to the hub.
             left_sending("draft:run", IntentKind::Draft, None, 0),
+            // The deletion of a stale draft before a fresh reply.
+            {
+                let mut intent = left_sending("reply:retract", IntentKind::Reply, None, 0);
+                intent.retract = Some("7".into());
+                intent
+            },
         ] {
             store
                 .commit(Write::Channel(crate::store::ChannelWrite::InsertIntent(
@@ -631,7 +749,7 @@ mod tests {
         let outbox = Outbox::new(
             Arc::new(Stub {
                 idempotent,
-                sent: Default::default(),
+                ..Stub::default()
             }),
             Arc::new(store.clone()),
             Duration::from_secs(900),
@@ -644,7 +762,13 @@ mod tests {
         let mut report = outbox.recover().await.unwrap();
         report.unknown.sort();
         let mut resumed = Vec::new();
-        for id in ["reply:edit", "reply:fresh", "reply:part", "draft:run"] {
+        for id in [
+            "reply:edit",
+            "reply:fresh",
+            "reply:part",
+            "draft:run",
+            "reply:retract",
+        ] {
             let status = store.intent(id).await.unwrap().unwrap().status;
             if status == IntentStatus::Pending {
                 resumed.push(id.to_owned());
@@ -660,7 +784,7 @@ mod tests {
         assert_eq!(
             recover_with(false).await,
             (
-                vec!["reply:edit".to_owned()],
+                vec!["reply:edit".to_owned(), "reply:retract".to_owned()],
                 vec![
                     "draft:run".to_owned(),
                     "reply:fresh".to_owned(),
@@ -674,7 +798,8 @@ mod tests {
                 vec![
                     "reply:edit".to_owned(),
                     "reply:fresh".to_owned(),
-                    "reply:part".to_owned()
+                    "reply:part".to_owned(),
+                    "reply:retract".to_owned()
                 ],
                 vec!["draft:run".to_owned()]
             )
@@ -704,10 +829,7 @@ mod tests {
     async fn a_held_message_holds_back_its_chat_only_until_released_or_withheld() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
-        let stub = Arc::new(Stub {
-            idempotent: false,
-            sent: Default::default(),
-        });
+        let stub = Arc::new(Stub::default());
         let outbox = Outbox::new(
             stub.clone(),
             Arc::new(store.clone()),
@@ -758,5 +880,72 @@ mod tests {
         assert!(backoff(1) <= Duration::from_millis(1200));
         assert!(backoff(3) >= Duration::from_millis(3200));
         assert_eq!(backoff(30), MAX_BACKOFF);
+    }
+
+    /// A reply replacing a stale draft: the draft deleted first and its
+    /// intent marked `cancelled`, the deletion committed, then the fresh
+    /// send; a refused deletion puts a note before the reply instead.
+    #[tokio::test]
+    async fn a_stale_draft_is_deleted_before_the_fresh_reply_or_named_when_it_cannot_be() {
+        for refuse in [None, Some(FailureKind::Permission)] {
+            let dir = tempfile::tempdir().unwrap();
+            let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
+            let stub = Arc::new(Stub {
+                refuse_delete: refuse,
+                ..Stub::default()
+            });
+            let outbox = Outbox::new(
+                stub.clone(),
+                Arc::new(store.clone()),
+                Duration::from_secs(900),
+                8,
+                safety(),
+            );
+            let run = crate::core::ids::RunId::from_string("run_1".to_owned());
+            let mut draft = fresh("draft:run_1", "c", IntentStatus::Sent, "partial");
+            draft.kind = IntentKind::Draft;
+            draft.receipt = DeliveryReceipt {
+                parts: vec![ReceiptPart {
+                    index: 0,
+                    platform_id: "7".into(),
+                }],
+            };
+            store
+                .commit(Write::Channel(ChannelWrite::InsertIntent(draft)))
+                .await
+                .unwrap();
+            let mut reply = fresh("reply:run_1", "c", IntentStatus::Pending, "whole");
+            reply.retract = Some("7".into());
+            reply.run_id = Some(run);
+            outbox.record(reply).await.unwrap();
+            outbox.deliver_due(&CancellationToken::new()).await.unwrap();
+
+            let reply = store.intent("reply:run_1").await.unwrap().unwrap();
+            let draft = store.intent("draft:run_1").await.unwrap().unwrap();
+            assert_eq!(reply.status, IntentStatus::Sent);
+            assert_eq!(reply.retract, None);
+            match refuse {
+                None => {
+                    assert_eq!(*stub.deleted.lock().unwrap(), ["7"]);
+                    assert_eq!(*stub.sent.lock().unwrap(), ["whole"]);
+                    assert_eq!(draft.status, IntentStatus::Cancelled);
+                    assert_eq!(reply.units.len(), 1);
+                }
+                Some(_) => {
+                    assert!(stub.deleted.lock().unwrap().is_empty());
+                    let sent = stub.sent.lock().unwrap().clone();
+                    assert_eq!(sent.len(), 2);
+                    assert!(
+                        sent[0].starts_with("[pincer] The partial draft"),
+                        "{sent:?}"
+                    );
+                    assert_eq!(sent[1], "whole");
+                    assert_eq!(draft.status, IntentStatus::Sent);
+                    assert_eq!(reply.units.len(), 2);
+                    assert_eq!(reply.receipt.parts.len(), 2);
+                }
+            }
+            store.shutdown();
+        }
     }
 }

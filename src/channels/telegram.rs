@@ -429,6 +429,26 @@ impl Adapter for Telegram {
         })
     }
 
+    /// `deleteMessage`. Telegram lets a bot delete its own messages for 48
+    /// hours; older ones are refused (`invalid_payload`). A message already
+    /// gone is "message to delete not found" (`not_found`).
+    fn delete<'a>(
+        &'a self,
+        target: &'a Target,
+        platform_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let Ok(message_id) = platform_id.parse::<i64>() else {
+                return Err(DeliveryError::new(
+                    FailureKind::InvalidPayload,
+                    format!("telegram deleteMessage: not a message id: {platform_id:.40}"),
+                ));
+            };
+            let body = json!({"chat_id": chat_id(&target.id), "message_id": message_id});
+            self.call("deleteMessage", &body).await.map(|_| ())
+        })
+    }
+
     fn receive(
         self: Arc<Self>,
         hub: Arc<Hub>,

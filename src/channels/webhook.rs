@@ -369,6 +369,27 @@ impl Adapter for Webhook {
         })
     }
 
+    /// The same POST with `"delete": MESSAGE_ID` and no text, keyed
+    /// `delete:MESSAGE_ID`; 404 or 410 means it is gone already.
+    fn delete<'a>(
+        &'a self,
+        target: &'a Target,
+        platform_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let key = format!("delete:{platform_id}");
+            let body = json!({
+                "id": key,
+                "chat": target.id,
+                "chat_kind": target.kind.as_str(),
+                "thread": target.thread,
+                "delete": platform_id,
+                "origin": {"source": "pincer", "kind": "message"},
+            });
+            self.post(body, &key).await.map(|_| ())
+        })
+    }
+
     fn receive(
         self: Arc<Self>,
         hub: Arc<Hub>,

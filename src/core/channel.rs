@@ -348,6 +348,14 @@ pub struct SendIntent {
     /// A live draft to finalize in place with unit 0, instead of a fresh send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_of: Option<String>,
+    /// A live draft to delete before unit 0 goes out as a fresh message: one
+    /// whose edits may still be in flight from a process that stopped (or
+    /// whose last edit's outcome is unknown), which a late edit could
+    /// overwrite if it were finalized in place. A late edit of a deleted
+    /// message fails harmlessly. Cleared, with the deletion committed, before
+    /// the fresh send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retract: Option<String>,
     /// The inbound message this answers, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
@@ -373,6 +381,12 @@ pub struct SendIntent {
     pub updated_at: Millis,
 }
 
+/// The id of a run's live draft intent (`draft:RUN`): its first send, and
+/// the message the run's reply finalizes or deletes.
+pub fn draft_intent_id(run: &RunId) -> String {
+    format!("draft:{run}")
+}
+
 /// Why the last attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
@@ -393,6 +407,7 @@ pub struct IntentUpdate {
     pub receipt: Option<DeliveryReceipt>,
     pub failure: Option<Failure>,
     pub edit_of: Option<Option<String>>,
+    pub retract: Option<Option<String>>,
     /// New units (a `MessageSending` hook rewrote the text).
     pub units: Option<Vec<Unit>>,
     pub at: Millis,
@@ -410,6 +425,7 @@ impl IntentUpdate {
             receipt: None,
             failure: None,
             edit_of: None,
+            retract: None,
             units: None,
             at,
         }

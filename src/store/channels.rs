@@ -189,6 +189,9 @@ fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreEr
     if let Some(edit_of) = &update.edit_of {
         intent.edit_of = edit_of.clone();
     }
+    if let Some(retract) = &update.retract {
+        intent.retract = retract.clone();
+    }
     if let Some(units) = &update.units {
         intent.units = units.clone();
     }

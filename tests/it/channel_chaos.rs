@@ -14,6 +14,11 @@
 //!   reply or notice showing its final text, a draft finalized in place) or
 //!   one it reports (the text of an `unknown_after_send` intent; for a draft,
 //!   the run's reply says a stale draft may show above it);
+//! - what the records call sent is what the chat shows, once every request
+//!   in flight at a kill has landed (the fake acts on a request 40 to 250 ms
+//!   after it arrives, even when the process that sent it is dead): every
+//!   part of every `sent` intent shows exactly the text that intent carried,
+//!   and a draft deleted to be replaced is gone;
 //! - every session a chat created is mapped to it;
 //! - `pincer verify` passes.
 //!
@@ -136,7 +141,11 @@ fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
     let mut rng = fastrand::Rng::with_seed(seed);
 
     let fake = FakeTelegram::start();
-    fake.delay(Duration::from_millis(40), Duration::from_millis(120));
+    fake.delay_between(
+        Duration::from_millis(40),
+        Duration::from_millis(250),
+        Duration::from_millis(120),
+    );
     let dir = TestDir::new();
     let workspace = dir.workspace();
     let config = dir.path().join("config").join("pincer");
@@ -210,6 +219,8 @@ fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
     }
     serve.stop();
     let elapsed = started.elapsed();
+    // Requests the killed processes sent may still be on their way in.
+    std::thread::sleep(Duration::from_millis(600));
 
     let db = database(&dir);
     // Every message recorded once and answered by a run whose reply intent
@@ -235,10 +246,54 @@ fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
         .collect();
     for intent in &intents {
         let status = intent["status"].as_str().unwrap();
+        // A draft deleted to be replaced by its reply is `cancelled`.
+        let retracted = intent["kind"] == "draft" && status == "cancelled";
         assert!(
-            status == "sent" || status == "unknown_after_send",
+            status == "sent" || status == "unknown_after_send" || retracted,
             "an intent neither sent nor reported: {intent:#}"
         );
+    }
+
+    // What the records call sent is what the chat shows.
+    let mut retracted_drafts = 0;
+    for intent in &intents {
+        let chat: i64 = intent["target"]["id"].as_str().unwrap().parse().unwrap();
+        let shown_now: HashMap<String, String> = fake
+            .chat(chat)
+            .into_iter()
+            .map(|(id, text)| (id.to_string(), text))
+            .collect();
+        let parts = intent["receipt"]["parts"].as_array().unwrap();
+        match (
+            intent["kind"].as_str().unwrap(),
+            intent["status"].as_str().unwrap(),
+        ) {
+            ("draft", "cancelled") => {
+                retracted_drafts += 1;
+                for part in parts {
+                    let id = part["platform_id"].as_str().unwrap();
+                    assert!(
+                        !shown_now.contains_key(id),
+                        "a draft recorded as deleted shows: {id} {:?} {intent:#}",
+                        shown_now[id]
+                    );
+                }
+            }
+            ("draft", _) => {}
+            (_, "sent") => {
+                for part in parts {
+                    let id = part["platform_id"].as_str().unwrap();
+                    let index = part["index"].as_u64().unwrap() as usize;
+                    let carried = shown(&intent["units"][index]);
+                    assert_eq!(
+                        shown_now.get(id),
+                        Some(&carried),
+                        "message {id} recorded as sent does not show what its intent carried: {intent:#}"
+                    );
+                }
+            }
+            _ => {}
+        }
     }
     let mut unknown_replies = std::collections::HashSet::new();
     for (message, state, run) in &inbox {
@@ -352,7 +407,7 @@ fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
         .filter(|i| i["status"] == "unknown_after_send")
         .count();
     eprintln!(
-        "chaos: {kills} kills, {messages} messages, {} intents ({unknown} unknown_after_send: {} replies, {drafts_reported} drafts shown unnamed and reported), {finalized} drafts finalized in place, {:.1} s",
+        "chaos: {kills} kills, {messages} messages, {} intents ({unknown} unknown_after_send: {} replies, {drafts_reported} drafts shown unnamed and reported), {finalized} drafts finalized in place, {retracted_drafts} stale drafts deleted and replaced, 0 sent intents showing other text, {:.1} s",
         intents.len(),
         unknown_replies.len(),
         elapsed.as_secs_f64()

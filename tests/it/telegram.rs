@@ -634,8 +634,117 @@ fn a_crash_after_the_platform_accepted_is_never_resent_blindly() {
     assert!(stderr(&dir).contains("unknown after send"));
 }
 
+/// The timeline of a lost reply: a process sends a live draft edit and dies
+/// with it in flight; the next process answers the run; then Telegram acts on
+/// the dead process's edit. Finalized in place, the reply would be
+/// overwritten by the stale draft while its intent says `sent`. The stale
+/// draft is deleted instead and the reply sent as a fresh message, so the late
+/// edit finds nothing to edit.
 #[test]
-fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
+fn a_dead_processs_late_draft_edit_cannot_overwrite_the_reply() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([
+            {"text": "Working on it"},
+            {"delay_ms": 1200},
+            {"text": " and more"},
+            {"delay_ms": 60000},
+            {"text": " never"}
+        ])],
+    );
+    fake.park_next("editMessageText");
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "long job");
+    fake.wait_for("the draft's edit taken and parked", WAIT, |f| {
+        f.parked() == 1
+    });
+    assert_eq!(texts(&fake), vec!["Working on it".to_owned()]);
+    bridge.crash();
+    let _bridge = Bridge::start(&dir, &script);
+    let reply = sent_reply(&fake, &dir);
+    assert!(reply["edit_of"].is_null(), "{reply:#}");
+    assert!(reply["retract"].is_null(), "{reply:#}");
+    let final_text = reply["units"][0]["markup"]
+        .as_str()
+        .or(reply["units"][0]["text"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(
+        final_text.starts_with("Working on it and more") && final_text.contains("interrupted"),
+        "{final_text}"
+    );
+    // Only now does Telegram act on the edit the dead process sent.
+    fake.apply_parked();
+    fake.wait_for("the late edit acted on", WAIT, |f| {
+        f.late_answers().len() == 1
+    });
+    let (method, answer) = fake.late_answers().remove(0);
+    assert_eq!(method, "editMessageText");
+    assert_eq!(answer["ok"], false, "the late edit landed: {answer}");
+    assert_eq!(
+        fake.chat(USER),
+        vec![(
+            reply["receipt"]["parts"][0]["platform_id"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap(),
+            final_text
+        )],
+        "the person sees the whole reply and nothing else"
+    );
+    assert_eq!(fake.calls("deleteMessage").len(), 1);
+    assert_eq!(fake.calls("sendMessage").len(), 2);
+    let draft = outbox(&dir)
+        .into_iter()
+        .find(|i| i["kind"] == "draft")
+        .unwrap();
+    assert_eq!(draft["status"], "cancelled", "{draft:#}");
+    assert!(
+        draft["failure"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("deleted, and reply:run_"),
+        "{draft:#}"
+    );
+}
+
+/// Within one process too: a draft edit whose outcome is unknown (a 502 from
+/// a proxy, a timeout) may be applied after the reply's own edit, so that
+/// draft is deleted and the reply sent afresh.
+#[test]
+fn a_draft_edit_with_an_unknown_outcome_makes_the_reply_a_fresh_message() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 1200}, {"text": " grows"}, {"delay_ms": 300}, {"text": "."}])],
+    );
+    fake.fail(
+        "editMessageText",
+        1,
+        502,
+        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    let reply = sent_reply(&fake, &dir);
+    assert!(reply["edit_of"].is_null(), "{reply:#}");
+    fake.wait_for("only the reply in the chat", WAIT, |f| {
+        texts(f) == vec!["Draft grows.".to_owned()]
+    });
+    assert_eq!(fake.calls("deleteMessage").len(), 1);
+    // The draft never edited after its 502: the reply is the only edit-free
+    // way to a whole message.
+    assert_eq!(fake.calls("editMessageText").len(), 1);
+}
+
+/// A stale draft Telegram refuses to delete (older than 48 hours) stays; the
+/// reply says so in a part of its own, then follows whole.
+#[test]
+fn a_stale_draft_that_cannot_be_deleted_is_named_before_the_reply() {
     let fake = FakeTelegram::start();
     let dir = setup(&fake, "");
     let script = dir.script(
@@ -647,23 +756,35 @@ fn a_crash_during_a_live_draft_finalizes_the_draft_on_restart() {
     fake.wait_for("the draft", WAIT, |f| {
         texts(f) == vec!["Working on it".to_owned()]
     });
-    // Telegram shows the draft a moment before Pincer has committed its id
-    // (a crash inside that moment is the next test). Crash once the id is on
-    // disk.
+    // Telegram shows the draft a moment before Pincer has committed its id.
     std::thread::sleep(Duration::from_millis(500));
     bridge.crash();
-    let _bridge = Bridge::start(&dir, &script);
-    fake.wait_for("the draft finalized", WAIT, |f| {
-        texts(f).first().is_some_and(|t| t.contains("interrupted"))
-    });
-    let shown = texts(&fake);
-    assert_eq!(
-        shown.len(),
+    fake.fail(
+        "deleteMessage",
         1,
-        "a fresh message instead of the draft: {shown:?}"
+        400,
+        json!({"ok": false, "error_code": 400, "description": "Bad Request: message can't be deleted for everyone"}),
     );
-    assert!(shown[0].starts_with("Working on it"), "{shown:?}");
-    assert_eq!(fake.calls("sendMessage").len(), 1);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.wait_for("the note and the reply", WAIT, |f| texts(f).len() == 3);
+    let shown = texts(&fake);
+    assert_eq!(shown[0], "Working on it");
+    assert!(
+        shown[1].starts_with("[pincer] The partial draft of this reply above is stale"),
+        "{shown:?}"
+    );
+    assert!(
+        shown[2].starts_with("Working on it") && shown[2].contains("interrupted"),
+        "{shown:?}"
+    );
+    let reply = sent_reply(&fake, &dir);
+    assert_eq!(reply["units"].as_array().unwrap().len(), 2, "{reply:#}");
+    assert_eq!(reply["receipt"]["parts"].as_array().unwrap().len(), 2);
+    let draft = outbox(&dir)
+        .into_iter()
+        .find(|i| i["kind"] == "draft")
+        .unwrap();
+    assert_eq!(draft["status"], "sent", "{draft:#}");
 }
 
 #[test]

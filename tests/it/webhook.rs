@@ -365,7 +365,7 @@ fn a_crash_mid_send_is_replayed_with_the_same_key_after_restart() {
 }
 
 #[test]
-fn a_draft_cut_off_by_a_crash_is_sent_again_with_its_key_and_finalized() {
+fn a_draft_cut_off_by_a_crash_is_sent_again_with_its_key_then_replaced() {
     let peer = Peer::start();
     let dir = setup(&peer);
     let config = dir.path().join("config/pincer/config.toml");
@@ -386,18 +386,30 @@ fn a_draft_cut_off_by_a_crash_is_sent_again_with_its_key_and_finalized() {
     peer.wait_for("the held draft", |posts| posts.len() == 1);
     bridge.crash();
     let _bridge = Bridge::start(&dir, &script);
-    // The peer deduplicates by key, so sending the draft again names it, and
-    // the reply finalizes it in place.
-    peer.wait_for("the draft again, then its finalizing edit", |posts| {
-        posts.len() == 3
+    // The peer deduplicates by key, so sending the draft again names it. A
+    // draft a stopped process showed may still get that process's late edits,
+    // so it is deleted, and the reply is a fresh message.
+    peer.wait_for("the draft again, its deletion, the reply", |posts| {
+        posts.len() == 4
     });
     let posts = peer.posts();
     let key = posts[0].header("idempotency-key").unwrap().to_owned();
     assert!(key.starts_with("draft:run_"), "{key}");
     assert_eq!(posts[1].header("idempotency-key"), Some(key.as_str()));
     assert_eq!(posts[1].body["text"], "Drafted");
-    assert_eq!(posts[2].body["edit_of"], format!("m-{key}"));
-    let reply = posts[2].body["text"].as_str().unwrap();
+    let draft = format!("m-{key}");
+    assert_eq!(posts[2].body["delete"], draft.as_str());
+    assert_eq!(
+        posts[2].header("idempotency-key"),
+        Some(format!("delete:{draft}").as_str())
+    );
+    assert!(posts[2].body.get("text").is_none(), "{:#}", posts[2].body);
+    assert!(
+        posts[3].body.get("edit_of").is_none(),
+        "{:#}",
+        posts[3].body
+    );
+    let reply = posts[3].body["text"].as_str().unwrap();
     assert!(
         reply.starts_with("Drafted") && reply.contains("interrupted"),
         "{reply}"

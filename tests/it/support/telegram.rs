@@ -1,11 +1,13 @@
 #![allow(dead_code)]
 //! A fake Telegram Bot API server on loopback, speaking the documented JSON
 //! shapes: `getUpdates` long polling (honouring `offset`, `limit` and
-//! `timeout`), `sendMessage`, `editMessageText`, `answerCallbackQuery`,
-//! `ok: false` errors and 429 with `retry_after`. It can also misbehave as a
-//! chaos test needs: answer polls at once whatever their `timeout`, and take
-//! its time before and after acting on a send or an edit (so a `kill -9` can
-//! land between the platform accepting a message and Pincer knowing it).
+//! `timeout`), `sendMessage`, `editMessageText`, `deleteMessage`,
+//! `answerCallbackQuery`, `ok: false` errors and 429 with `retry_after`. It
+//! can also misbehave as a chaos test needs: answer polls at once whatever
+//! their `timeout`, take its time before and after acting on a send or an
+//! edit (so a `kill -9` can land between the platform accepting a message and
+//! Pincer knowing it), and park a call to act on it later. Like a real
+//! server, it acts on a request it took even when its client has gone.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -48,9 +50,18 @@ struct State {
     polls: Vec<Instant>,
     /// Answer `getUpdates` at once, ignoring its `timeout` (a misbehaving proxy).
     ignore_timeout: bool,
-    /// Random delays around a send or edit: (most before acting, most after
-    /// acting and before answering).
-    delays: Option<(Duration, Duration)>,
+    /// Random delays around a send or edit: (least and most before acting,
+    /// most after acting and before answering).
+    delays: Option<(Duration, Duration, Duration)>,
+    /// The next call of each of these methods is parked: recorded, then not
+    /// acted on until `apply_parked`.
+    park: Vec<String>,
+    /// Calls parked now.
+    parked: usize,
+    /// Bumped by `apply_parked`: parked calls go on.
+    unparked: u64,
+    /// What each parked call was answered once it acted: (method, answer).
+    late: Vec<(String, Value)>,
 }
 
 #[derive(Clone)]
@@ -221,7 +232,36 @@ impl FakeTelegram {
     /// From now on a send or an edit waits up to `before` before it acts and
     /// up to `after` between acting and answering (uniformly at random).
     pub fn delay(&self, before: Duration, after: Duration) {
-        self.with(|s| s.delays = Some((before, after)));
+        self.delay_between(Duration::ZERO, before, after);
+    }
+
+    /// From now on a send or an edit waits between `least` and `most` before
+    /// it acts (a loaded server, acting on the request even when its client
+    /// has gone meanwhile) and up to `after` between acting and answering.
+    pub fn delay_between(&self, least: Duration, most: Duration, after: Duration) {
+        self.with(|s| s.delays = Some((least, most, after)));
+    }
+
+    /// The next call of `method` is recorded, then parked: not acted on until
+    /// `apply_parked`, whatever happens to its caller meanwhile (a request a
+    /// dead process sent, which the server applies late).
+    pub fn park_next(&self, method: &str) {
+        self.with(|s| s.park.push(method.to_owned()));
+    }
+
+    /// How many calls are parked now.
+    pub fn parked(&self) -> usize {
+        self.with(|s| s.parked)
+    }
+
+    /// Parked calls act now, in no particular order.
+    pub fn apply_parked(&self) {
+        self.with(|s| s.unparked += 1);
+    }
+
+    /// What each parked call was answered once it acted: (method, answer).
+    pub fn late_answers(&self) -> Vec<(String, Value)> {
+        self.with(|s| s.late.clone())
     }
 
     /// Every call of a method, in order.
@@ -294,8 +334,8 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         }
     }
     let delays = lock.lock().unwrap().delays;
-    if let Some((before, _)) = delays {
-        std::thread::sleep(before.mul_f64(fastrand::f64()));
+    if let Some((least, most, _)) = delays {
+        std::thread::sleep(least + most.saturating_sub(least).mul_f64(fastrand::f64()));
     }
     let mut s = lock.lock().unwrap();
     s.calls.push(Call {
@@ -304,6 +344,19 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         at: Instant::now(),
     });
     cvar.notify_all();
+    let parked = match s.park.iter().position(|m| *m == method) {
+        Some(at) => {
+            s.park.remove(at);
+            s.parked += 1;
+            let ticket = s.unparked;
+            while s.unparked == ticket {
+                s = cvar.wait(s).unwrap();
+            }
+            s.parked -= 1;
+            true
+        }
+        None => false,
+    };
     if let Some((status, error)) = s.failures.get_mut(&method).and_then(VecDeque::pop_front) {
         drop(s);
         return Reply::json(status, &error);
@@ -342,18 +395,35 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
                 }
             }
         }
+        "deleteMessage" => {
+            let id = body["message_id"].as_i64().unwrap_or(0);
+            let messages = s.chats.entry(chat).or_default();
+            match messages.iter().position(|(m, _)| *m == id) {
+                None => {
+                    json!({"ok": false, "error_code": 400, "description": "Bad Request: message to delete not found"})
+                }
+                Some(at) => {
+                    messages.remove(at);
+                    json!({"ok": true, "result": true})
+                }
+            }
+        }
         "answerCallbackQuery" => json!({"ok": true, "result": true}),
         other => {
             json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})
         }
     };
+    if parked {
+        s.late.push((method.clone(), answer.clone()));
+        cvar.notify_all();
+    }
     let held = s.hold_acted.contains(&method);
     drop(s);
     if held {
         std::thread::sleep(Duration::from_secs(3600));
         return Reply::Drop;
     }
-    if let Some((_, after)) = delays {
+    if let Some((_, _, after)) = delays {
         // Acted on, not yet answered: the window a crash makes "unknown".
         std::thread::sleep(after.mul_f64(fastrand::f64()));
     }
