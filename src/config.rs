@@ -178,6 +178,10 @@ pub struct FileConfig {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// Seconds an MCP tool call may take (default 600).
     pub mcp_call_timeout_secs: Option<u64>,
+    /// Seconds a process's hold on a session it runs (its lease) lasts unless
+    /// renewed (default 15): a process stopped without giving a session up
+    /// keeps other processes waiting this long before one takes it over.
+    pub session_lease_secs: Option<u64>,
     /// Seconds an MCP server may take to start and answer `initialize` (default 30).
     pub mcp_start_timeout_secs: Option<u64>,
 }
@@ -886,6 +890,7 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     pub mcp_call_timeout_secs: Option<Sourced<u64>>,
     pub mcp_start_timeout_secs: Option<Sourced<u64>>,
+    pub session_lease_secs: Option<Sourced<u64>>,
 }
 
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 50;
@@ -1279,6 +1284,7 @@ impl Config {
         for (key, value) in [
             ("mcp_call_timeout_secs", file_config.mcp_call_timeout_secs),
             ("mcp_start_timeout_secs", file_config.mcp_start_timeout_secs),
+            ("session_lease_secs", file_config.session_lease_secs),
         ] {
             if value == Some(0) {
                 return Err(ConfigError::Invalid {
@@ -1303,6 +1309,9 @@ impl Config {
                 .map(|secs| Sourced::new(secs, file_origin())),
             mcp_start_timeout_secs: file_config
                 .mcp_start_timeout_secs
+                .map(|secs| Sourced::new(secs, file_origin())),
+            session_lease_secs: file_config
+                .session_lease_secs
                 .map(|secs| Sourced::new(secs, file_origin())),
             models: file_config.models.clone(),
             currency_origin: if file_config.currency.is_some() {
@@ -1416,6 +1425,7 @@ impl Config {
         for (key, timeout) in [
             ("mcp_call_timeout_secs", &self.mcp_call_timeout_secs),
             ("mcp_start_timeout_secs", &self.mcp_start_timeout_secs),
+            ("session_lease_secs", &self.session_lease_secs),
         ] {
             if let Some(timeout) = timeout {
                 line(&mut out, key, timeout.value.to_string(), &timeout.origin);

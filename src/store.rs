@@ -74,6 +74,9 @@ pub enum StoreError {
     /// row that must be new already there).
     #[error("{0}")]
     Conflict(String),
+    /// A fenced write under a lease that is no longer current.
+    #[error("{0}")]
+    Fenced(String),
 }
 
 /// This process's name as an owner of runs and a holder of leases
@@ -117,9 +120,6 @@ struct Inner {
     writer: writer::WriterHandle,
     /// Idle read-only connections, reused across reads.
     readers: Mutex<Vec<Connection>>,
-    /// The connection the sessions' leases are decided on, kept between
-    /// operations (`leases`).
-    lease_conn: Mutex<Option<Connection>>,
     /// Memory embeddings, read in when a search by meaning first needs them.
     vectors: Mutex<vectors::VectorIndex>,
     words: Mutex<words::WordIndex>,
@@ -174,7 +174,6 @@ impl Store {
                     path: path.to_path_buf(),
                     writer,
                     readers: Mutex::new(Vec::new()),
-                    lease_conn: Mutex::new(None),
                     vectors: Mutex::new(vectors::VectorIndex::default()),
                     words: Mutex::new(words::WordIndex::default()),
                 }),
@@ -570,7 +569,8 @@ mod contract {
         let stop = store.clone();
         Backend {
             journal: Arc::new(store.clone()),
-            audit: Arc::new(store),
+            audit: Arc::new(store.clone()),
+            leases: Arc::new(store),
             stop: Box::new(move || stop.shutdown()),
             dir: None,
         }

@@ -95,6 +95,12 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 max_turns: config.subagents.max_turns.unwrap_or(defaults.max_turns),
             }
         },
+        leases: match &config.session_lease_secs {
+            Some(secs) => crate::core::runtime::LeaseTiming::lasting(
+                std::time::Duration::from_secs(secs.value),
+            ),
+            None => crate::core::runtime::LeaseTiming::default(),
+        },
         ..RuntimeConfig::default()
     }
 }

@@ -13,6 +13,7 @@ use super::approval::Grant;
 use super::event::{Event, EventRecord, RunState, Usage};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, Write};
+use super::lease::Fence;
 use super::models::Cost;
 use super::receipt::ReceiptBody;
 use super::run::RunOutcome;
@@ -36,6 +37,9 @@ pub struct Emitter {
     stats: Arc<Stats>,
     /// When the current model turn began, until its first output is seen.
     turn_started: Option<std::time::Instant>,
+    /// The lease the run works under: every write it makes carries it, and
+    /// the journal refuses them once the lease has moved on.
+    fence: Option<Fence>,
 }
 
 /// A state change the run state machine does not allow: a bug in the runtime.
@@ -75,6 +79,7 @@ impl Emitter {
             cost: None,
             stats: Arc::default(),
             turn_started: None,
+            fence: None,
         }
     }
 
@@ -82,6 +87,28 @@ impl Emitter {
     pub(crate) fn with_stats(mut self, stats: &Arc<Stats>) -> Self {
         self.stats = stats.clone();
         self
+    }
+
+    /// Makes every later write of the run carry `fence` (the session's
+    /// lease, once held).
+    pub(crate) fn fence_with(&mut self, fence: Option<Fence>) {
+        self.fence = fence;
+    }
+
+    /// `write` as the run makes it: fenced by its lease, when it has one.
+    pub(crate) fn fenced(&self, write: Write) -> Write {
+        match &self.fence {
+            Some(fence) => Write::Fenced {
+                fence: fence.clone(),
+                write: Box::new(write),
+            },
+            None => write,
+        }
+    }
+
+    /// Queues one of the run's writes, fenced by its lease.
+    pub(crate) fn submit(&self, write: Write) {
+        self.journal.submit(self.fenced(write));
     }
 
     /// Moves the run to `next` if the state machine allows it.
@@ -138,8 +165,7 @@ impl Emitter {
             self.stats.first_output(started.elapsed());
         }
         let record = Arc::new(self.record(event));
-        self.journal
-            .submit(Write::AppendEvent(EventRecord::clone(&record)));
+        self.submit(Write::AppendEvent(EventRecord::clone(&record)));
         // No receivers is fine: nobody is watching this session right now.
         let _ = self.events.send(record.clone());
         record
@@ -152,7 +178,7 @@ impl Emitter {
             return;
         }
         self.emit(Event::state(state));
-        self.journal.submit(Write::SetRunState {
+        self.submit(Write::SetRunState {
             id: self.run_id.clone(),
             state,
             stop_reason: None,
@@ -165,12 +191,12 @@ impl Emitter {
 
     /// Adds a receipt to the chain.
     pub fn receipt(&self, body: ReceiptBody) {
-        self.journal.submit(Write::AppendReceipt(body));
+        self.submit(Write::AppendReceipt(body));
     }
 
     /// Persists an approval the session remembers.
     pub fn remember(&self, grant: Grant) {
-        self.journal.submit(Write::PutGrant {
+        self.submit(Write::PutGrant {
             session_id: self.session_id.clone(),
             grant,
             at: now_millis(),
@@ -179,7 +205,7 @@ impl Emitter {
 
     /// Adds a message to the session's history.
     pub fn append_message(&self, message: Message) {
-        self.journal.submit(Write::AppendMessage {
+        self.submit(Write::AppendMessage {
             session_id: self.session_id.clone(),
             run_id: Some(self.run_id.clone()),
             message,
@@ -203,10 +229,10 @@ impl Emitter {
             usage: (self.usage != Usage::default()).then_some(self.usage),
             cost: self.cost.clone(),
         });
-        self.journal.submit(Write::AppendEvent(record.clone()));
+        self.submit(Write::AppendEvent(record.clone()));
         let committed = self
             .journal
-            .commit(Write::SetRunState {
+            .commit(self.fenced(Write::SetRunState {
                 id: self.run_id.clone(),
                 state: outcome.state(),
                 stop_reason: outcome.stop_reason(),
@@ -214,7 +240,7 @@ impl Emitter {
                 usage: self.usage,
                 cost: self.cost.clone(),
                 at: record.at,
-            })
+            }))
             .await;
         let outcome = match committed {
             Ok(()) => outcome.clone(),

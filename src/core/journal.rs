@@ -68,6 +68,11 @@ pub enum JournalError {
     /// row that must be new already there). Nothing was changed.
     #[error("{0}")]
     Conflict(String),
+    /// A fenced write (`Write::Fenced`) whose lease token is no longer the
+    /// session's current one: another process took the session over. Nothing
+    /// was changed.
+    #[error("{0}")]
+    Fenced(String),
     /// Anything else the backend reports, in its own words.
     #[error(transparent)]
     Backend(Box<dyn std::error::Error + Send + Sync>),
@@ -163,6 +168,23 @@ pub enum Write {
     /// Writes that must land together: all of them or none (a chat's new
     /// session and its mapping to the chat, so a crash cannot orphan one).
     Together(Vec<Write>),
+    /// A write made under a session's lease: applied only while the lease's
+    /// token is the session's current one, else refused with
+    /// [`JournalError::Fenced`] and nothing applied (`core::lease`, rule 5).
+    Fenced {
+        fence: super::lease::Fence,
+        write: Box<Write>,
+    },
+    /// Ends the runs of a session another process left working (`running`
+    /// or `waiting`) when it lost the session's lease: each is marked failed
+    /// as interrupted, with `error`, keeping the partial reply of a model
+    /// turn it cut short. Made fenced, by the process that just took the
+    /// lease, so exactly once.
+    InterruptRuns {
+        session: SessionId,
+        error: String,
+        at: Millis,
+    },
 }
 
 /// What the core writes and reads. Cheap to share (`Arc<dyn Journal>`);
@@ -243,7 +265,8 @@ mod tests {
         let stop = journal.clone();
         Backend {
             journal: journal.clone(),
-            audit: journal,
+            audit: journal.clone(),
+            leases: journal,
             stop: Box::new(move || stop.stop()),
             dir: None,
         }

@@ -22,6 +22,11 @@
 //! 4. **Release.** Only the current holder with the current token releases;
 //!    after it anyone may claim at once. Releasing a lease one no longer
 //!    holds changes nothing.
+//! 5. **Fencing.** A journal write fenced with a lease's token
+//!    ([`Fence`], `Write::Fenced`) is applied only while that token is the
+//!    session's current one, decided inside the write's transaction;
+//!    otherwise it is refused (`JournalError::Fenced`) and nothing of it is
+//!    applied.
 //!
 //! Time is the caller's (`now` in milliseconds): the backend compares, it
 //! does not read a clock. `contract` is the suite a backend passes.
@@ -116,82 +121,79 @@ pub fn decide_claim(
     }
 }
 
+/// What a run's writes carry: the session and the token of the lease they
+/// were made under. A backend applies a fenced write only while that token
+/// is the session's current one, inside the write's own transaction; a
+/// process that lost its lease (stopped past its expiry, then resumed) has
+/// its late writes refused, never applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub session: SessionId,
+    pub token: u64,
+}
+
+impl Lease {
+    /// The fence for writes made under this lease.
+    pub fn fence(&self) -> Fence {
+        Fence {
+            session: self.session.clone(),
+            token: self.token,
+        }
+    }
+}
+
+/// Whether a write fenced by `fence` may be applied, given the session's
+/// stored lease: its token must be the current one. (Not its expiry: a
+/// lapsed lease nobody took is still the newest holding, and its holder's
+/// writes conflict with nobody's.)
+pub fn admits(stored: Option<&Lease>, fence: &Fence) -> bool {
+    stored.is_some_and(|s| s.token == fence.token)
+}
+
 /// Whether `lease` is still the stored one, live at `now`.
 pub fn holds(stored: Option<&Lease>, lease: &Lease, now: Millis) -> bool {
     stored.is_some_and(|s| s.holder == lease.holder && s.token == lease.token && s.expires_at > now)
 }
 
-/// An in-memory [`Leases`], for one process (tests, and runtimes given no
-/// backend).
-#[derive(Default)]
-pub struct MemoryLeases {
-    leases: std::sync::Mutex<std::collections::HashMap<SessionId, Lease>>,
+/// The leases of an in-memory backend: the same rules on a map, for
+/// [`super::journal::memory::MemoryJournal`].
+pub fn claim_in(
+    leases: &mut std::collections::HashMap<SessionId, Lease>,
+    session: &SessionId,
+    holder: &str,
+    now: Millis,
+    ttl_ms: i64,
+) -> Result<Lease, LeaseError> {
+    let lease = decide_claim(leases.get(session), session, holder, now, ttl_ms)?;
+    leases.insert(session.clone(), lease.clone());
+    Ok(lease)
 }
 
-impl MemoryLeases {
-    fn with<T>(&self, f: impl FnOnce(&mut std::collections::HashMap<SessionId, Lease>) -> T) -> T {
-        let mut leases = self
-            .leases
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut leases)
+/// [`Leases::renew`] on a map.
+pub fn renew_in(
+    leases: &mut std::collections::HashMap<SessionId, Lease>,
+    lease: &Lease,
+    now: Millis,
+    ttl_ms: i64,
+) -> Result<Lease, LeaseError> {
+    if !holds(leases.get(&lease.session), lease, now) {
+        return Err(LeaseError::Lost);
     }
+    let renewed = Lease {
+        expires_at: now.saturating_add(ttl_ms),
+        ..lease.clone()
+    };
+    leases.insert(lease.session.clone(), renewed.clone());
+    Ok(renewed)
 }
 
-impl Leases for MemoryLeases {
-    fn claim<'a>(
-        &'a self,
-        session: &'a SessionId,
-        holder: &'a str,
-        now: Millis,
-        ttl_ms: i64,
-    ) -> BoxFuture<'a, Result<Lease, LeaseError>> {
-        let result = self.with(|leases| {
-            let lease = decide_claim(leases.get(session), session, holder, now, ttl_ms)?;
-            leases.insert(session.clone(), lease.clone());
-            Ok(lease)
-        });
-        Box::pin(async move { result })
-    }
-
-    fn renew<'a>(
-        &'a self,
-        lease: &'a Lease,
-        now: Millis,
-        ttl_ms: i64,
-    ) -> BoxFuture<'a, Result<Lease, LeaseError>> {
-        let result = self.with(|leases| {
-            if !holds(leases.get(&lease.session), lease, now) {
-                return Err(LeaseError::Lost);
-            }
-            let renewed = Lease {
-                expires_at: now.saturating_add(ttl_ms),
-                ..lease.clone()
-            };
-            leases.insert(lease.session.clone(), renewed.clone());
-            Ok(renewed)
-        });
-        Box::pin(async move { result })
-    }
-
-    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), LeaseError>> {
-        self.with(|leases| {
-            if let Some(stored) = leases.get_mut(&lease.session)
-                && stored.holder == lease.holder
-                && stored.token == lease.token
-            {
-                stored.expires_at = 0;
-            }
-        });
-        Box::pin(async { Ok(()) })
-    }
-
-    fn current<'a>(
-        &'a self,
-        session: &'a SessionId,
-    ) -> BoxFuture<'a, Result<Option<Lease>, LeaseError>> {
-        let found = self.with(|leases| leases.get(session).cloned());
-        Box::pin(async move { Ok(found) })
+/// [`Leases::release`] on a map.
+pub fn release_in(leases: &mut std::collections::HashMap<SessionId, Lease>, lease: &Lease) {
+    if let Some(stored) = leases.get_mut(&lease.session)
+        && stored.holder == lease.holder
+        && stored.token == lease.token
+    {
+        stored.expires_at = 0;
     }
 }
 
@@ -246,7 +248,7 @@ pub mod contract {
     }
 
     #[tokio::test]
-    async fn the_memory_leases_keep_the_contract() {
-        one_holder_and_growing_tokens(&MemoryLeases::default()).await;
+    async fn the_memory_journals_leases_keep_the_contract() {
+        one_holder_and_growing_tokens(&crate::core::journal::memory::MemoryJournal::new()).await;
     }
 }

@@ -76,3 +76,40 @@ impl RunOutcome {
         }
     }
 }
+
+/// The partial assistant message of the model turn an interruption cut
+/// short, if any: what its text and thought deltas say, given the events of
+/// the run and how many assistant messages it stored.
+pub fn partial_turn(
+    events: &[super::event::EventRecord],
+    stored_turns: usize,
+) -> Option<super::session::Message> {
+    let turns_started = events
+        .iter()
+        .filter(|e| matches!(e.event, Event::ModelTurn { .. }))
+        .count();
+    if turns_started <= stored_turns {
+        return None;
+    }
+    let last_turn_start = events
+        .iter()
+        .rposition(|e| matches!(e.event, Event::ModelTurn { .. }))?;
+    let mut text = String::new();
+    let mut thought = String::new();
+    for record in &events[last_turn_start..] {
+        match &record.event {
+            Event::TextDelta { text: t } => text.push_str(t),
+            Event::ThoughtDelta { text: t } => thought.push_str(t),
+            _ => {}
+        }
+    }
+    if text.is_empty() && thought.is_empty() {
+        return None;
+    }
+    Some(super::session::Message::Assistant {
+        text,
+        thought,
+        tool_calls: Vec::new(),
+        interrupted: true,
+    })
+}

@@ -310,10 +310,18 @@ pub struct LeaseTiming {
 
 impl Default for LeaseTiming {
     fn default() -> Self {
+        Self::lasting(std::time::Duration::from_secs(15))
+    }
+}
+
+impl LeaseTiming {
+    /// Leases lasting `ttl`, renewed three times as often, asked for again
+    /// every 200 ms (or a tenth of `ttl`, when shorter).
+    pub fn lasting(ttl: std::time::Duration) -> Self {
         Self {
-            ttl_ms: 15_000,
-            renew: std::time::Duration::from_secs(5),
-            poll: std::time::Duration::from_millis(200),
+            ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+            renew: ttl / 3,
+            poll: (ttl / 10).min(std::time::Duration::from_millis(200)),
         }
     }
 }
@@ -463,6 +471,25 @@ impl Runtime {
                 }
             }
         };
+        emitter.fence_with(Some(lease.fence()));
+        // Holding the lease, no other process may have a run of this session
+        // working: one left `running` or `waiting` belongs to a process that
+        // lost the lease (killed, or stopped past its expiry). Ended here,
+        // under this lease, so exactly once.
+        let interrupted = self
+            .inner
+            .journal
+            .commit(emitter.fenced(Write::InterruptRuns {
+                session: id.clone(),
+                error: "interrupted: the process running it stopped holding the session (it was killed or stopped past its lease)".to_owned(),
+                at: now_millis(),
+            }))
+            .await;
+        if let Err(err) = interrupted {
+            return Err(RunOutcome::Failed(format!(
+                "cannot take over the session: {err}"
+            )));
+        }
         let lease = Arc::new(Mutex::new(lease));
         let renewal = CancellationToken::new();
         let (leases, kept, stop, run, shutdown) = (
@@ -1646,14 +1673,19 @@ impl Runtime {
 
     /// Reads the session's settings again from the journal once its lease
     /// is held: another process may have changed them (a mode, a model)
-    /// while it ran the session. This process's own writes go first.
+    /// since this one last ran the session. Only the settings are taken:
+    /// this process commits its own setting changes before it answers them
+    /// (so the stored ones are current), while other fields (the title, the
+    /// time of the last change) may have writes of its own still queued.
     async fn refresh(&self, live: &LiveSession, id: &SessionId) {
-        if let Err(err) = self.inner.journal.flush().await {
-            tracing::warn!(error = %err, "cannot flush before reading the session again");
-            return;
-        }
         match self.inner.journal.session(id).await {
-            Ok(Some(fresh)) => *lock(&live.session) = fresh,
+            Ok(Some(fresh)) => {
+                let mut session = lock(&live.session);
+                session.provider = fresh.provider;
+                session.model = fresh.model;
+                session.thought_level = fresh.thought_level;
+                session.mode = fresh.mode;
+            }
             Ok(None) => {}
             Err(err) => tracing::warn!(error = %err, "cannot read the session again"),
         }
@@ -1672,7 +1704,7 @@ impl Runtime {
             return RunOutcome::Failed(err.to_string());
         }
         emitter.emit(Event::state(RunState::Running));
-        store.submit(Write::SetRunState {
+        emitter.submit(Write::SetRunState {
             id: queued.id.clone(),
             state: RunState::Running,
             stop_reason: None,
@@ -1700,7 +1732,7 @@ impl Runtime {
                 {
                     emitter.emit(Event::SessionInfo { title });
                 }
-                store.submit(Write::AppendMessage {
+                emitter.submit(Write::AppendMessage {
                     session_id: session.id.clone(),
                     run_id: Some(queued.id.clone()),
                     message: Message::User {
@@ -1709,7 +1741,7 @@ impl Runtime {
                     at: now,
                 });
                 if let Some(text) = context {
-                    store.submit(Write::AppendMessage {
+                    emitter.submit(Write::AppendMessage {
                         session_id: session.id.clone(),
                         run_id: Some(queued.id.clone()),
                         message: Message::Note { text },
@@ -2398,14 +2430,15 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_run_keeps_its_lease_renewed_and_stops_when_it_is_lost() {
-        use crate::core::lease::{LeaseError, Leases, MemoryLeases};
+        use crate::core::lease::{LeaseError, Leases};
         let dir = tempfile::tempdir().unwrap();
         let provider = TestProvider {
             chunks: 1,
             hang: true,
             dropped: Arc::new(Mutex::new(None)),
         };
-        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        let journal = Arc::new(MemoryJournal::new());
+        let store: Arc<dyn Journal> = journal.clone();
         let providers = Providers::new(
             vec![ProviderEntry {
                 name: "test".into(),
@@ -2429,7 +2462,7 @@ mod tests {
                 ..RuntimeConfig::default()
             },
         );
-        let leases = Arc::new(MemoryLeases::default());
+        let leases = journal.clone();
         rt.set_leases(leases.clone(), "me".into());
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let mut events = rt.subscribe(&session.id).unwrap();
@@ -2459,7 +2492,11 @@ mod tests {
             .await
             .expect("the run stopped")
             .unwrap();
-        assert_eq!(outcome, RunOutcome::Cancelled);
+        // Cancelled, and even that end is not written under a lost lease.
+        assert!(
+            matches!(&outcome, RunOutcome::Failed(m) if m.contains("no longer current")),
+            "{outcome:?}"
+        );
         rt.shutdown().await;
     }
 

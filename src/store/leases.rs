@@ -1,10 +1,12 @@
 //! Session leases on SQLite (`core::lease`): one row per session that ever
-//! had a lease, decided in an immediate transaction of a connection of
-//! their own, so a claim waits for no group commit and two processes'
-//! claims are serialized by SQLite's write lock.
+//! had a lease, decided on the writer thread inside its group transaction
+//! (an immediate one), so two processes' claims are serialized by SQLite's
+//! write lock, a thousand claims at once share one commit, and a run's
+//! fenced writes (`Write::Fenced`) are checked against the very row a claim
+//! wrote.
 
 use futures::future::BoxFuture;
-use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::Store;
 use crate::core::ids::SessionId;
@@ -13,6 +15,14 @@ use crate::core::session::Millis;
 
 fn backend(err: impl std::fmt::Display) -> LeaseError {
     LeaseError::Backend(err.to_string())
+}
+
+/// The session's stored lease, for the writer's fence check.
+pub(super) fn stored_in(
+    conn: &Connection,
+    session: &SessionId,
+) -> Result<Option<Lease>, super::StoreError> {
+    stored(conn, session).map_err(|err| super::StoreError::Write(err.to_string()))
 }
 
 fn stored(conn: &Connection, session: &SessionId) -> Result<Option<Lease>, LeaseError> {
@@ -50,42 +60,28 @@ fn put(conn: &Connection, lease: &Lease) -> Result<(), LeaseError> {
 }
 
 impl Store {
-    /// Runs `f` in an immediate transaction of the leases' own connection
-    /// (kept between operations). Its commits are not synced one by one
-    /// (`synchronous=NORMAL`): a lease lost in a power cut is a lapsed
-    /// lease, and any later synced commit on the same log makes it durable
-    /// first, so tokens never go back.
+    /// Decides `f` inside the writer's next group transaction, so a claim,
+    /// a renewal or a release costs no transaction (and no sync) of its own
+    /// and is ordered with the run writes its token fences. Its answer comes
+    /// once the group is committed: a decision rolled back is never told.
     fn lease_op<'a, T: Send + 'static>(
         &'a self,
         f: impl FnOnce(&Connection) -> Result<T, LeaseError> + Send + 'static,
     ) -> BoxFuture<'a, Result<T, LeaseError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let mut slot = inner
-                    .lease_conn
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if slot.is_none() {
-                    let conn = Connection::open(&inner.path).map_err(backend)?;
-                    conn.busy_timeout(std::time::Duration::from_secs(10))
-                        .map_err(backend)?;
-                    conn.pragma_update(None, "synchronous", "NORMAL")
-                        .map_err(backend)?;
-                    *slot = Some(conn);
-                }
-                let Some(conn) = slot.as_mut() else {
-                    return Err(LeaseError::Backend("no connection".into()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.inner.writer.decide(Box::new(move |conn: &Connection| {
+            let decided = f(conn);
+            Box::new(move |committed: Result<(), super::StoreError>| {
+                let told = match committed {
+                    Ok(()) => decided,
+                    Err(err) => Err(backend(err)),
                 };
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(backend)?;
-                let result = f(&tx)?;
-                tx.commit().map_err(backend)?;
-                Ok(result)
+                let _ = tx.send(told);
             })
-            .await
-            .map_err(backend)?
+        }));
+        Box::pin(async move {
+            rx.await
+                .map_err(|_| LeaseError::Backend("the store's writer is gone".into()))?
         })
     }
 }
@@ -206,5 +202,41 @@ mod tests {
         assert!(other.claim(&named, "mine", 20_001, 1_000).await.is_err());
         store.shutdown();
         other.shutdown();
+    }
+
+    /// A fenced write from a process whose lease another process took is
+    /// refused, though its store never saw the claim happen.
+    #[tokio::test]
+    async fn a_write_fenced_by_a_lease_another_store_took_is_refused() {
+        use crate::core::journal::{JournalError, Write};
+        use crate::core::lease::Leases;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let (one, _) = super::Store::open(&path).unwrap();
+        let (two, _) = super::Store::open(&path).unwrap();
+        let session = crate::core::ids::SessionId::from_string("ses_two".into());
+        let a = one.claim(&session, "one", 1_000, 100).await.unwrap();
+        let title = |t: &str| Write::SetTitle {
+            id: session.clone(),
+            title: t.into(),
+        };
+        one.commit(Write::Fenced {
+            fence: a.fence(),
+            write: Box::new(title("one")),
+        })
+        .await
+        .unwrap();
+        two.claim(&session, "two", 2_000, 100).await.unwrap();
+        let late = crate::core::journal::Journal::commit(
+            &one,
+            Write::Fenced {
+                fence: a.fence(),
+                write: Box::new(title("late")),
+            },
+        )
+        .await;
+        assert!(matches!(late, Err(JournalError::Fenced(_))), "{late:?}");
+        one.shutdown();
+        two.shutdown();
     }
 }

@@ -25,6 +25,7 @@ impl From<StoreError> for JournalError {
         match err {
             StoreError::WriterGone => JournalError::Stopped,
             StoreError::Conflict(reason) => JournalError::Conflict(reason),
+            StoreError::Fenced(reason) => JournalError::Fenced(reason),
             other => JournalError::Backend(Box::new(other)),
         }
     }

@@ -16,8 +16,18 @@ use crate::core::session::{Message, now_millis};
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 
+/// Work done inside a group's transaction that decides something (a lease):
+/// it runs with the group and returns what to tell its caller once the
+/// group's commit is known, so nobody hears of a decision that was rolled
+/// back.
+pub(super) type Decide = Box<dyn FnOnce(&Connection) -> Tell + Send>;
+
+/// What a decision tells its caller, given whether its group committed.
+pub(super) type Tell = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
 enum Command {
     Write(Box<Write>, Option<Ack>),
+    Decide(Decide),
     Flush(Ack),
     Shutdown,
 }
@@ -39,6 +49,13 @@ impl WriterHandle {
         {
             let _ = ack.send(Err(StoreError::WriterGone));
         }
+    }
+
+    /// Runs `decide` inside the next group's transaction.
+    pub(super) fn decide(&self, decide: Decide) {
+        // The writer gone, the decision is dropped unmade: its caller hears
+        // that nothing was decided.
+        let _ = self.tx.send(Command::Decide(decide));
     }
 
     pub(super) fn flush(&self, ack: Ack) {
@@ -97,6 +114,7 @@ fn run(mut conn: Connection, rx: Receiver<Command>) {
 
 fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
     let mut outcomes: Vec<(Ack, Result<(), StoreError>)> = Vec::new();
+    let mut decided: Vec<Tell> = Vec::new();
     // IMMEDIATE: the write lock is taken (waiting out other processes) before
     // any read, so a group that reads then writes never fails to upgrade.
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
@@ -123,6 +141,7 @@ fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
                     outcomes.push((ack, result));
                 }
             }
+            Command::Decide(decide) => decided.push(decide(&tx)),
             Command::Flush(ack) => outcomes.push((ack, Ok(()))),
             Command::Shutdown => {}
         }
@@ -132,10 +151,16 @@ fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
         for (ack, _) in outcomes {
             let _ = ack.send(Err(StoreError::Write(format!("commit failed: {err}"))));
         }
+        for tell in decided {
+            tell(Err(StoreError::Write(format!("commit failed: {err}"))));
+        }
         return;
     }
     for (ack, result) in outcomes {
         let _ = ack.send(result);
+    }
+    for tell in decided {
+        tell(Ok(()));
     }
 }
 
@@ -145,7 +170,8 @@ fn fail_all(group: &mut Vec<Command>, reason: &str) {
             Command::Write(_, Some(ack)) | Command::Flush(ack) => {
                 let _ = ack.send(Err(StoreError::Write(reason.to_owned())));
             }
-            Command::Write(_, None) | Command::Shutdown => {}
+            // Not decided: dropped, its caller hears that nothing was.
+            Command::Decide(_) | Command::Write(_, None) | Command::Shutdown => {}
         }
     }
 }
@@ -271,6 +297,33 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::AppendReceipt(body) => append_receipt(conn, body)?,
         Write::Channel(write) => super::channels::apply(conn, write)?,
         Write::Memory(write) => super::memory::apply(conn, write)?,
+        Write::Fenced { fence, write } => {
+            let stored = super::leases::stored_in(conn, &fence.session)?;
+            if !crate::core::lease::admits(stored.as_ref(), fence) {
+                return Err(StoreError::Fenced(format!(
+                    "session {}: the lease this write was made under (token {}) is no longer current{}; refused",
+                    fence.session,
+                    fence.token,
+                    stored.map_or(String::new(), |s| format!(
+                        " (now token {}, {})",
+                        s.token, s.holder
+                    ))
+                )));
+            }
+            apply(conn, write)?;
+        }
+        Write::InterruptRuns { session, error, at } => {
+            let working: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM runs WHERE session_id = ?1 AND state IN ('running', 'waiting')
+                     ORDER BY created_at, id",
+                )?
+                .query_map(params![session.as_str()], |row| row.get(0))?
+                .collect::<Result<_, _>>()?;
+            for run in working {
+                interrupt_run(conn, &run, session.as_str(), error, *at)?;
+            }
+        }
         Write::Together(writes) => {
             // A savepoint inside the group's transaction: one failing write
             // undoes the others of this batch and nothing else of the group.
@@ -425,66 +478,12 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
         if run_owner.as_deref().is_some_and(owner::is_alive) {
             continue;
         }
-        let events = super::reader::tape(&tx, &RunId::from_string(run_id.clone()), 0, None)?;
-        let next_seq = events.last().map_or(0, |e| e.seq + 1);
-        let (stored, stored_turns): (i64, i64) = tx.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(role = 'assistant'), 0) FROM messages WHERE run_id = ?1",
-            params![run_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?;
-        // A run that stored no message is a session command (a prompt's run
-        // stores its prompt first; a command stores its messages when it
-        // ends): a summary cut short is no turn of the conversation.
-        if stored > 0
-            && let Some(partial) = partial_turn(&events, stored_turns as usize)
-        {
-            append_message(
-                &tx,
-                &session_id,
-                Some(&RunId::from_string(run_id.clone())),
-                &partial,
-                now,
-            )?;
-        }
-        let error = "interrupted: the pincer process stopped before the run ended".to_owned();
-        let mut usage = crate::core::event::Usage::default();
-        let mut cost = None;
-        for event in &events {
-            if let Event::Usage {
-                usage: turn,
-                cost: turn_cost,
-                ..
-            } = &event.event
-            {
-                usage.add(*turn);
-                cost = Cost::sum(cost, turn_cost.as_ref());
-            }
-        }
-        let record = EventRecord {
-            session_id: crate::core::ids::SessionId::from_string(session_id.clone()),
-            run_id: RunId::from_string(run_id.clone()),
-            seq: next_seq,
-            at: now,
-            event: Event::State {
-                state: RunState::Failed,
-                stop_reason: None,
-                error: Some(error.clone()),
-                usage: (usage != crate::core::event::Usage::default()).then_some(usage),
-                cost: cost.clone(),
-            },
-        };
-        append_event(&tx, &record)?;
-        apply(
+        interrupt_run(
             &tx,
-            &Write::SetRunState {
-                id: RunId::from_string(run_id.clone()),
-                state: RunState::Failed,
-                stop_reason: None,
-                error: Some(error),
-                usage,
-                cost,
-                at: now,
-            },
+            &run_id,
+            &session_id,
+            "interrupted: the pincer process stopped before the run ended",
+            now,
         )?;
         recovery.interrupted_runs.push(RunId::from_string(run_id));
     }
@@ -492,36 +491,79 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
     Ok(recovery)
 }
 
-/// The partial assistant message of the model turn a crash cut short, if any.
-fn partial_turn(events: &[EventRecord], stored_turns: usize) -> Option<Message> {
-    let turns_started = events
-        .iter()
-        .filter(|e| matches!(e.event, Event::ModelTurn { .. }))
-        .count();
-    if turns_started <= stored_turns {
-        return None;
+/// Marks one unfinished run failed as interrupted with `error`, keeping what
+/// it streamed: the partial reply of a model turn it cut short joins the
+/// history, and its tape ends with the failure.
+fn interrupt_run(
+    tx: &Connection,
+    run_id: &str,
+    session_id: &str,
+    error: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let run_id = run_id.to_owned();
+    let events = super::reader::tape(tx, &RunId::from_string(run_id.clone()), 0, None)?;
+    let next_seq = events.last().map_or(0, |e| e.seq + 1);
+    let (stored, stored_turns): (i64, i64) = tx.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(role = 'assistant'), 0) FROM messages WHERE run_id = ?1",
+        params![run_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    // A run that stored no message is a session command (a prompt's run
+    // stores its prompt first; a command stores its messages when it
+    // ends): a summary cut short is no turn of the conversation.
+    if stored > 0
+        && let Some(partial) = crate::core::run::partial_turn(&events, stored_turns as usize)
+    {
+        append_message(
+            tx,
+            session_id,
+            Some(&RunId::from_string(run_id.clone())),
+            &partial,
+            now,
+        )?;
     }
-    let last_turn_start = events
-        .iter()
-        .rposition(|e| matches!(e.event, Event::ModelTurn { .. }))?;
-    let mut text = String::new();
-    let mut thought = String::new();
-    for record in &events[last_turn_start..] {
-        match &record.event {
-            Event::TextDelta { text: t } => text.push_str(t),
-            Event::ThoughtDelta { text: t } => thought.push_str(t),
-            _ => {}
+    let error = error.to_owned();
+    let mut usage = crate::core::event::Usage::default();
+    let mut cost = None;
+    for event in &events {
+        if let Event::Usage {
+            usage: turn,
+            cost: turn_cost,
+            ..
+        } = &event.event
+        {
+            usage.add(*turn);
+            cost = Cost::sum(cost, turn_cost.as_ref());
         }
     }
-    if text.is_empty() && thought.is_empty() {
-        return None;
-    }
-    Some(Message::Assistant {
-        text,
-        thought,
-        tool_calls: Vec::new(),
-        interrupted: true,
-    })
+    let record = EventRecord {
+        session_id: crate::core::ids::SessionId::from_string(session_id.to_owned()),
+        run_id: RunId::from_string(run_id.clone()),
+        seq: next_seq,
+        at: now,
+        event: Event::State {
+            state: RunState::Failed,
+            stop_reason: None,
+            error: Some(error.clone()),
+            usage: (usage != crate::core::event::Usage::default()).then_some(usage),
+            cost: cost.clone(),
+        },
+    };
+    append_event(tx, &record)?;
+    apply(
+        tx,
+        &Write::SetRunState {
+            id: RunId::from_string(run_id.clone()),
+            state: RunState::Failed,
+            stop_reason: None,
+            error: Some(error),
+            usage,
+            cost,
+            at: now,
+        },
+    )?;
+    Ok(())
 }
 
 /// Whether some unfinished run belongs to no live process (a read, no lock).

@@ -18,6 +18,8 @@ use crate::core::session::{Message, Mode, Origin, Session};
 pub struct Backend {
     pub journal: Arc<dyn Journal>,
     pub audit: Arc<dyn Audit>,
+    /// The sessions' leases kept with the journal, which fenced writes obey.
+    pub leases: Arc<dyn crate::core::lease::Leases>,
     pub stop: Box<dyn Fn() + Send + Sync>,
     /// Where the backend keeps its files, removed with it.
     pub dir: Option<tempfile::TempDir>,
@@ -43,6 +45,8 @@ macro_rules! journal_contract {
             missing_receipts_are_counted,
             a_deleted_session_keeps_its_runs_summaries_and_receipts_only,
             a_stopped_journal_refuses_commits,
+            fenced_writes_apply_only_under_the_current_lease,
+            interrupting_runs_ends_each_working_one_once,
         );
     };
     (@tests $open:expr; $($name:ident),* $(,)?) => {
@@ -709,4 +713,171 @@ pub async fn committed_writes_survive_a_reopen(
     assert_eq!(second.audit.receipts(1, 10).await.unwrap().len(), 1);
     assert!(second.journal.session(&session).await.unwrap().is_some());
     (second.stop)();
+}
+
+/// Lease rule 5 (`core::lease`): a fenced write applies only while its
+/// token is the session's current one; a refused write changes nothing,
+/// even inside `Together`.
+pub async fn fenced_writes_apply_only_under_the_current_lease(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, _run) = session_with_run(journal, "ses_fenced").await;
+    let a = backend
+        .leases
+        .claim(&session, "a", 1_000, 100)
+        .await
+        .unwrap();
+    let title = |title: &str| Write::SetTitle {
+        id: session.clone(),
+        title: title.into(),
+    };
+    let fenced = |fence: &crate::core::lease::Fence, write: Write| Write::Fenced {
+        fence: fence.clone(),
+        write: Box::new(write),
+    };
+    journal
+        .commit(fenced(&a.fence(), title("by a")))
+        .await
+        .unwrap();
+    // a's lease lapses; b takes the session.
+    let b = backend
+        .leases
+        .claim(&session, "b", 2_000, 100)
+        .await
+        .unwrap();
+    let refused = journal.commit(fenced(&a.fence(), title("late a"))).await;
+    assert!(
+        matches!(refused, Err(JournalError::Fenced(_))),
+        "{refused:?}"
+    );
+    let together = journal
+        .commit(Write::Together(vec![
+            title("together"),
+            fenced(&a.fence(), title("late a again")),
+        ]))
+        .await;
+    assert!(
+        matches!(together, Err(JournalError::Fenced(_))),
+        "{together:?}"
+    );
+    let shown = journal.session(&session).await.unwrap().unwrap();
+    assert_eq!(shown.title.as_deref(), Some("by a"));
+    journal
+        .commit(fenced(&b.fence(), title("by b")))
+        .await
+        .unwrap();
+    // A released lease keeps its token: b's writes still apply, a's not.
+    backend.leases.release(&b).await.unwrap();
+    journal
+        .commit(fenced(&b.fence(), title("b after release")))
+        .await
+        .unwrap();
+    assert!(matches!(
+        journal.commit(fenced(&a.fence(), title("a"))).await,
+        Err(JournalError::Fenced(_))
+    ));
+    // A session that never had a lease admits no fenced write.
+    let (other, _) = session_with_run(journal, "ses_unleased").await;
+    let stray = crate::core::lease::Fence {
+        session: other,
+        token: 1,
+    };
+    assert!(matches!(
+        journal.commit(fenced(&stray, title("stray"))).await,
+        Err(JournalError::Fenced(_))
+    ));
+    let shown = journal.session(&session).await.unwrap().unwrap();
+    assert_eq!(shown.title.as_deref(), Some("b after release"));
+}
+
+/// `InterruptRuns` ends the session's running and waiting runs as failed
+/// with its error, each with one last state event, keeping the partial turn
+/// a run streamed; other runs and sessions are untouched; a second time
+/// finds nothing to do.
+pub async fn interrupting_runs_ends_each_working_one_once(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, working) = session_with_run(journal, "ses_interrupt").await;
+    let queued = RunId::generate();
+    let (other_session, other_run) = session_with_run(journal, "ses_untouched").await;
+    journal.submit(Write::InsertRun {
+        id: queued.clone(),
+        session_id: session.clone(),
+        at: 3,
+    });
+    for run in [&working, &other_run] {
+        journal.submit(Write::SetRunState {
+            id: run.clone(),
+            state: RunState::Running,
+            stop_reason: None,
+            error: None,
+            usage: Usage::default(),
+            cost: None,
+            at: 4,
+        });
+    }
+    journal.submit(Write::AppendMessage {
+        session_id: session.clone(),
+        run_id: Some(working.clone()),
+        message: Message::User {
+            content: vec![crate::core::session::ContentPart::Text { text: "go".into() }],
+        },
+        at: 4,
+    });
+    journal.submit(Write::AppendEvent(EventRecord {
+        session_id: session.clone(),
+        run_id: working.clone(),
+        seq: 0,
+        at: 5,
+        event: Event::ModelTurn {
+            index: 0,
+            provider: "p".into(),
+            model: "m".into(),
+        },
+    }));
+    journal.submit(Write::AppendEvent(event(
+        &session,
+        &working,
+        1,
+        "half a rep",
+    )));
+    let interrupt = Write::InterruptRuns {
+        session: session.clone(),
+        error: "interrupted: gone".into(),
+        at: 9,
+    };
+    journal.commit(interrupt.clone()).await.unwrap();
+    journal.commit(interrupt).await.unwrap();
+    let run = journal.run(&working).await.unwrap().unwrap();
+    assert_eq!(run.state, RunState::Failed);
+    assert_eq!(run.error.as_deref(), Some("interrupted: gone"));
+    let tape = journal.tape(&working, 0, None).await.unwrap();
+    let ends = tape
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.event,
+                Event::State {
+                    state: RunState::Failed,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(ends, 1, "{tape:?}");
+    assert_eq!(tape.last().unwrap().seq, 2);
+    let history = journal.history(&session).await.unwrap();
+    match &history.last().unwrap().message {
+        Message::Assistant {
+            text, interrupted, ..
+        } => assert_eq!((text.as_str(), *interrupted), ("half a rep", true)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        journal.run(&queued).await.unwrap().unwrap().state,
+        RunState::Queued
+    );
+    assert_eq!(
+        journal.run(&other_run).await.unwrap().unwrap().state,
+        RunState::Running
+    );
+    let _ = other_session;
 }

@@ -31,6 +31,8 @@ struct State {
     /// Per session: (tool, scope) → (allow, at), in the order first granted.
     grants: HashMap<SessionId, Vec<(Grant, Millis)>>,
     trusted: Vec<crate::core::hooks::Trust>,
+    /// The sessions' leases (`core::lease`), for `Leases` and fenced writes.
+    leases: HashMap<SessionId, crate::core::lease::Lease>,
 }
 
 impl MemoryJournal {
@@ -267,8 +269,132 @@ impl State {
                     self.apply(write)?;
                 }
             }
+            Write::Fenced { fence, write } => {
+                let stored = self.leases.get(&fence.session);
+                if !crate::core::lease::admits(stored, &fence) {
+                    return Err(JournalError::Fenced(format!(
+                        "session {}: the lease this write was made under (token {}) is no longer current; refused",
+                        fence.session, fence.token
+                    )));
+                }
+                self.apply(*write)?;
+            }
+            Write::InterruptRuns { session, error, at } => {
+                let mut working: Vec<RunInfo> = self
+                    .runs
+                    .values()
+                    .filter(|r| {
+                        r.session_id == session
+                            && matches!(r.state, RunState::Running | RunState::Waiting)
+                    })
+                    .cloned()
+                    .collect();
+                working.sort_by(|a, b| {
+                    (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str()))
+                });
+                for run in working {
+                    let events = self.tape.get(&run.id).cloned().unwrap_or_default();
+                    let mine: Vec<&HistoryEntry> = self
+                        .messages
+                        .get(&session)
+                        .map(|m| {
+                            m.iter()
+                                .filter(|e| e.run_id.as_ref() == Some(&run.id))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let turns = mine
+                        .iter()
+                        .filter(|e| {
+                            matches!(e.message, crate::core::session::Message::Assistant { .. })
+                        })
+                        .count();
+                    if !mine.is_empty()
+                        && let Some(partial) = crate::core::run::partial_turn(&events, turns)
+                    {
+                        self.apply(Write::AppendMessage {
+                            session_id: session.clone(),
+                            run_id: Some(run.id.clone()),
+                            message: partial,
+                            at,
+                        })?;
+                    }
+                    let next = events.last().map_or(0, |e| e.seq + 1);
+                    self.apply(Write::AppendEvent(EventRecord {
+                        session_id: session.clone(),
+                        run_id: run.id.clone(),
+                        seq: next,
+                        at,
+                        event: crate::core::event::Event::State {
+                            state: RunState::Failed,
+                            stop_reason: None,
+                            error: Some(error.clone()),
+                            usage: None,
+                            cost: None,
+                        },
+                    }))?;
+                    self.apply(Write::SetRunState {
+                        id: run.id.clone(),
+                        state: RunState::Failed,
+                        stop_reason: None,
+                        error: Some(error.clone()),
+                        usage: run.usage,
+                        cost: run.cost.clone(),
+                        at,
+                    })?;
+                }
+            }
         }
         Ok(())
+    }
+}
+
+impl crate::core::lease::Leases for MemoryJournal {
+    fn claim<'a>(
+        &'a self,
+        session: &'a SessionId,
+        holder: &'a str,
+        now: Millis,
+        ttl_ms: i64,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<crate::core::lease::Lease, crate::core::lease::LeaseError>,
+    > {
+        let result =
+            crate::core::lease::claim_in(&mut self.lock().leases, session, holder, now, ttl_ms);
+        Box::pin(async move { result })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        lease: &'a crate::core::lease::Lease,
+        now: Millis,
+        ttl_ms: i64,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<crate::core::lease::Lease, crate::core::lease::LeaseError>,
+    > {
+        let result = crate::core::lease::renew_in(&mut self.lock().leases, lease, now, ttl_ms);
+        Box::pin(async move { result })
+    }
+
+    fn release<'a>(
+        &'a self,
+        lease: &'a crate::core::lease::Lease,
+    ) -> futures::future::BoxFuture<'a, Result<(), crate::core::lease::LeaseError>> {
+        crate::core::lease::release_in(&mut self.lock().leases, lease);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn current<'a>(
+        &'a self,
+        session: &'a SessionId,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<crate::core::lease::Lease>, crate::core::lease::LeaseError>,
+    > {
+        let found = self.lock().leases.get(session).cloned();
+        Box::pin(async move { Ok(found) })
     }
 }
 

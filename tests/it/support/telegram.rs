@@ -53,6 +53,9 @@ struct State {
     /// Random delays around a send or edit: (least and most before acting,
     /// most after acting and before answering).
     delays: Option<(Duration, Duration, Duration)>,
+    /// A share of one method's calls that straggle: (method, share, most
+    /// before acting).
+    straggle: Option<(String, f64, Duration)>,
     /// The next call of each of these methods is parked: recorded, then not
     /// acted on until `apply_parked`.
     park: Vec<String>,
@@ -242,6 +245,12 @@ impl FakeTelegram {
         self.with(|s| s.delays = Some((least, most, after)));
     }
 
+    /// From now on this share of `method`'s calls waits up to `most` before
+    /// it acts instead (a request stuck in a queue on the platform's side).
+    pub fn straggle(&self, method: &str, share: f64, most: Duration) {
+        self.with(|s| s.straggle = Some((method.to_owned(), share, most)));
+    }
+
     /// The next call of `method` is recorded, then parked: not acted on until
     /// `apply_parked`, whatever happens to its caller meanwhile (a request a
     /// dead process sent, which the server applies late).
@@ -333,8 +342,15 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
             s = cvar.wait_timeout(s, deadline - now).unwrap().0;
         }
     }
-    let delays = lock.lock().unwrap().delays;
+    let (delays, straggle) = {
+        let s = lock.lock().unwrap();
+        (s.delays, s.straggle.clone())
+    };
     if let Some((least, most, _)) = delays {
+        let most = match straggle {
+            Some((slow, share, late)) if slow == method && fastrand::f64() < share => late,
+            _ => most,
+        };
         std::thread::sleep(least + most.saturating_sub(least).mul_f64(fastrand::f64()));
     }
     let mut s = lock.lock().unwrap();
