@@ -3,6 +3,9 @@
 //! a git workspace its branch and whether the tree is dirty, and the project's
 //! instruction files. The facts are read once per run (`git` with a time
 //! limit; its failure only leaves them out), the files before each model turn.
+//! The git answers of a workspace are kept two seconds: runs starting
+//! together (a thousand prompts at once over HTTP) share one set of `git`
+//! processes instead of each spawning its own.
 //!
 //! Instruction files: the person's own (`$XDG_CONFIG_HOME/pincer/AGENTS.md`),
 //! then `AGENTS.md` in each directory from the repository root down to the
@@ -11,8 +14,10 @@
 //! path boundary lets tools read are read; each is cut at
 //! [`Probe::max_file_bytes`], and all together at [`Probe::max_total_bytes`].
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::core::boundary::PathBoundary;
@@ -20,6 +25,9 @@ use crate::core::prompt::{Environment, EnvironmentProbe, Git, InstructionFile};
 
 /// Longest a `git` query may take before its answer is left out.
 const GIT_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long a workspace's git answers are kept.
+const GIT_FRESH: Duration = Duration::from_secs(2);
 
 /// The probe of this machine.
 #[derive(Debug, Clone)]
@@ -30,6 +38,9 @@ pub struct Probe {
     pub fallbacks: Vec<String>,
     pub max_file_bytes: usize,
     pub max_total_bytes: usize,
+    /// Recent answers per workspace: its repository root, its git state.
+    roots: Recent<Option<PathBuf>>,
+    states: Recent<Option<Git>>,
 }
 
 impl Default for Probe {
@@ -39,7 +50,58 @@ impl Default for Probe {
             fallbacks: DEFAULT_FALLBACKS.iter().map(|f| (*f).to_owned()).collect(),
             max_file_bytes: 32 * 1024,
             max_total_bytes: 64 * 1024,
+            roots: Recent::default(),
+            states: Recent::default(),
         }
+    }
+}
+
+/// Answers about workspaces, each kept [`GIT_FRESH`]: whoever asks while
+/// one is being found waits for it rather than finding it again.
+#[derive(Debug)]
+struct Recent<T> {
+    slots: Arc<Mutex<HashMap<PathBuf, Slot<T>>>>,
+}
+
+type Slot<T> = Arc<Mutex<Option<(Instant, T)>>>;
+
+impl<T> Clone for Recent<T> {
+    fn clone(&self) -> Self {
+        Self {
+            slots: self.slots.clone(),
+        }
+    }
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Self {
+            slots: Arc::default(),
+        }
+    }
+}
+
+impl<T: Clone> Recent<T> {
+    /// Bounds the map: past this many workspaces it starts afresh.
+    const MOST: usize = 1024;
+
+    fn get(&self, workspace: &Path, find: impl FnOnce() -> T) -> T {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+            if slots.len() >= Self::MOST && !slots.contains_key(workspace) {
+                slots.clear();
+            }
+            slots.entry(workspace.to_path_buf()).or_default().clone()
+        };
+        let mut kept = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, value)) = kept.as_ref()
+            && at.elapsed() < GIT_FRESH
+        {
+            return value.clone();
+        }
+        let value = find();
+        *kept = Some((Instant::now(), value.clone()));
+        value
     }
 }
 
@@ -48,7 +110,7 @@ pub const DEFAULT_FALLBACKS: [&str; 2] = ["CLAUDE.md", ".github/copilot-instruct
 
 impl EnvironmentProbe for Probe {
     fn repository_root(&self, workspace: &Path) -> Option<PathBuf> {
-        repository_root(workspace)
+        self.roots.get(workspace, || repository_root(workspace))
     }
 
     fn environment(&self, workspace: &Path) -> Environment {
@@ -63,7 +125,7 @@ impl EnvironmentProbe for Probe {
             shell: std::env::var("SHELL").ok().filter(|s| !s.is_empty()),
             date: now.date().to_string(),
             time_zone,
-            git: git(workspace),
+            git: self.states.get(workspace, || git(workspace)),
             instructions: Vec::new(),
         }
     }

@@ -107,6 +107,9 @@ impl StoreError {
     }
 }
 
+/// Reads at once, and read connections kept open between reads.
+const READERS: usize = 8;
+
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -120,6 +123,10 @@ struct Inner {
     writer: writer::WriterHandle,
     /// Idle read-only connections, reused across reads.
     readers: Mutex<Vec<Connection>>,
+    /// At most [`READERS`] reads at once: a thousand runs reading together
+    /// queue for a few connections instead of each opening one (parsing the
+    /// schema) on a blocking thread of its own.
+    reading: tokio::sync::Semaphore,
     /// Memory embeddings, read in when a search by meaning first needs them.
     vectors: Mutex<vectors::VectorIndex>,
     words: Mutex<words::WordIndex>,
@@ -174,6 +181,7 @@ impl Store {
                     path: path.to_path_buf(),
                     writer,
                     readers: Mutex::new(Vec::new()),
+                    reading: tokio::sync::Semaphore::new(READERS),
                     vectors: Mutex::new(vectors::VectorIndex::default()),
                     words: Mutex::new(words::WordIndex::default()),
                 }),
@@ -412,6 +420,12 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        let _permit = self
+            .inner
+            .reading
+            .acquire()
+            .await
+            .map_err(|err| StoreError::Read(format!("readers closed: {err}")))?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let conn = inner.take_reader()?;
@@ -443,9 +457,8 @@ impl Inner {
     }
 
     fn put_reader(&self, conn: Connection) {
-        const MAX_IDLE: usize = 4;
         if let Ok(mut pool) = self.readers.lock()
-            && pool.len() < MAX_IDLE
+            && pool.len() < READERS
         {
             pool.push(conn);
         }

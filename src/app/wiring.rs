@@ -151,16 +151,13 @@ fn recall_settings(memory: &crate::config::MemoryConfig) -> RecallSettings {
 /// What the system prompt learns about the machine and the project: the
 /// person's own `AGENTS.md` beside the config file, and the fallbacks.
 pub fn environment_probe(config: &Config) -> crate::environment::Probe {
-    let defaults = crate::environment::Probe::default();
-    crate::environment::Probe {
-        user_file: crate::credentials::path(&|name| std::env::var(name).ok())
-            .map(|credentials| credentials.with_file_name("AGENTS.md")),
-        fallbacks: config
-            .instruction_fallbacks
-            .clone()
-            .unwrap_or(defaults.fallbacks),
-        ..defaults
+    let mut probe = crate::environment::Probe::default();
+    probe.user_file = crate::credentials::path(&|name| std::env::var(name).ok())
+        .map(|credentials| credentials.with_file_name("AGENTS.md"));
+    if let Some(fallbacks) = &config.instruction_fallbacks {
+        probe.fallbacks = fallbacks.clone();
     }
+    probe
 }
 
 /// The configured MCP servers and limits (validated when the config was loaded).

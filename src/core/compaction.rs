@@ -186,7 +186,7 @@ async fn instruction_turn(
         TurnRequest {
             index: 0,
             messages,
-            tools,
+            tools: tools.into(),
             system: None,
             shown,
         },

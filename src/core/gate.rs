@@ -524,7 +524,13 @@ async fn delegate(
         run,
         call_id: call.id.clone(),
         mode: env.mode,
-        tools: env.gate.tools.specs().into_iter().map(|s| s.name).collect(),
+        tools: env
+            .gate
+            .tools
+            .specs()
+            .iter()
+            .map(|s| s.name.clone())
+            .collect(),
         budget_left: *lock(&env.budget_left),
     };
     let outcome = subagents
@@ -590,7 +596,7 @@ async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> 
         return Some(Prepared::settled(Verdict::Denied, note));
     }
     let Some(tool) = env.tools.get(&call.name).cloned() else {
-        let names: Vec<String> = env.tools.specs().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = env.tools.specs().iter().map(|s| s.name.clone()).collect();
         return Some(Prepared::settled(
             Verdict::Invalid,
             format!(

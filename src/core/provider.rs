@@ -21,7 +21,7 @@ pub struct ModelRequest {
     pub system: Option<String>,
     pub messages: Vec<Message>,
     /// Tools the model may call, as name and JSON schema.
-    pub tools: Vec<ToolSpec>,
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// How hard the model should think (the API's reasoning effort); `None`:
     /// the API's default.
     pub reasoning_effort: Option<String>,

@@ -1969,7 +1969,7 @@ impl Runtime {
                 .map(|entry| entry.message)
                 .collect(),
         );
-        let mut tools = self.inner.gate.tools.specs();
+        let mut tools = self.inner.gate.tools.specs().to_vec();
         if let Some(extra) = self
             .live(id)
             .and_then(|live| lock(&live.session_tools).clone())

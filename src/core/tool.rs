@@ -532,10 +532,19 @@ pub trait SessionToolsFactory: Send + Sync {
 }
 
 /// The tools offered to the model, by name.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Toolset {
     tools: Vec<Arc<dyn Tool>>,
     by_name: HashMap<String, usize>,
+    /// What the model is told of them, made once: every turn of every run
+    /// shares it instead of building the JSON schemas again.
+    specs: Arc<[ToolSpec]>,
+}
+
+impl Default for Toolset {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
 }
 
 impl Toolset {
@@ -545,15 +554,20 @@ impl Toolset {
             .enumerate()
             .map(|(index, tool)| (tool.spec().name, index))
             .collect();
-        Self { tools, by_name }
+        let specs = tools.iter().map(|tool| tool.spec()).collect();
+        Self {
+            tools,
+            by_name,
+            specs,
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.by_name.get(name).map(|index| &self.tools[*index])
     }
 
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|tool| tool.spec()).collect()
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs.clone()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -585,7 +599,12 @@ impl Toolset {
                 tools.push(tool.clone());
             }
         }
-        Self { tools, by_name }
+        let specs = tools.iter().map(|tool| tool.spec()).collect();
+        Self {
+            tools,
+            by_name,
+            specs,
+        }
     }
 }
 
@@ -704,7 +723,7 @@ mod tests {
             Arc::new(Named("read_file", ToolKind::Delete)),
         ];
         let merged = base.with(&extra);
-        let names: Vec<String> = merged.specs().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = merged.specs().iter().map(|s| s.name.clone()).collect();
         assert_eq!(names, vec!["read_file", "srv__a"]);
         assert_eq!(
             merged.get("read_file").map(|t| t.kind()),

@@ -589,11 +589,12 @@ mod tests {
                     is_error: false,
                 },
             ],
-            tools: vec![ToolSpec {
+            tools: [ToolSpec {
                 name: "read_file".into(),
                 description: "read".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             reasoning_effort: None,
         }
     }

@@ -325,7 +325,7 @@ mod tests {
             model: "asked".into(),
             system: None,
             messages: Vec::new(),
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             reasoning_effort: None,
         }
     }

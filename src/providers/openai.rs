@@ -347,11 +347,12 @@ mod tests {
             model: "gpt-test".into(),
             system: Some("You are terse".into()),
             messages,
-            tools: vec![ToolSpec {
+            tools: [ToolSpec {
                 name: "read_file".into(),
                 description: "Reads a file".into(),
                 parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            }],
+            }]
+            .into(),
             reasoning_effort: None,
         }
     }

@@ -373,7 +373,7 @@ mod tests {
             model: "m".into(),
             system: None,
             messages,
-            tools: vec![],
+            tools: Vec::new().into(),
             reasoning_effort: None,
         }
     }

@@ -298,7 +298,7 @@ mod tests {
         });
         let journal = Arc::new(crate::core::journal::memory::MemoryJournal::new());
         let gate = super::gate(&config, journal).unwrap();
-        let mut offered: Vec<String> = gate.tools.specs().into_iter().map(|s| s.name).collect();
+        let mut offered: Vec<String> = gate.tools.specs().iter().map(|s| s.name.clone()).collect();
         offered.sort();
         let mut known: Vec<String> = crate::config::BUILTIN_TOOLS
             .iter()
