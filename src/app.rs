@@ -94,6 +94,7 @@ impl App {
             Arc::new(store.clone()),
             crate::store::process_tag().to_owned(),
         );
+        runtime.set_notifier(Arc::new(store.clone()));
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         runtime.set_session_tools_factory(mcp.clone());
         runtime.set_environment_probe(Arc::new(wiring::environment_probe(&config)));

@@ -8,6 +8,7 @@
 pub mod channels;
 mod leases;
 mod memory;
+mod notify;
 mod owner;
 mod ports;
 mod reader;
@@ -127,6 +128,12 @@ struct Inner {
     /// queue for a few connections instead of each opening one (parsing the
     /// schema) on a blocking thread of its own.
     reading: tokio::sync::Semaphore,
+    /// Moves on when the database changes (`notify`), once somebody watches.
+    changes: std::sync::OnceLock<tokio::sync::watch::Sender<u64>>,
+    /// Set by `shutdown`: the watcher thread ends.
+    closed: std::sync::atomic::AtomicBool,
+    /// The watcher thread is started once.
+    watching: std::sync::Once,
     /// Memory embeddings, read in when a search by meaning first needs them.
     vectors: Mutex<vectors::VectorIndex>,
     words: Mutex<words::WordIndex>,
@@ -182,6 +189,9 @@ impl Store {
                     writer,
                     readers: Mutex::new(Vec::new()),
                     reading: tokio::sync::Semaphore::new(READERS),
+                    changes: std::sync::OnceLock::new(),
+                    closed: std::sync::atomic::AtomicBool::new(false),
+                    watching: std::sync::Once::new(),
                     vectors: Mutex::new(vectors::VectorIndex::default()),
                     words: Mutex::new(words::WordIndex::default()),
                 }),
@@ -215,6 +225,9 @@ impl Store {
 
     /// Waits for queued writes and stops the writer thread; later writes fail.
     pub fn shutdown(&self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.inner.writer.shutdown();
     }
 
@@ -299,6 +312,32 @@ impl Store {
     /// The project directories whose hooks a person trusted, oldest first.
     pub async fn trusted_roots(&self) -> Result<Vec<crate::core::hooks::Trust>, StoreError> {
         self.read(reader::trusted_roots).await
+    }
+
+    /// Requests left for a session's runs, not yet taken, oldest first.
+    pub async fn controls(
+        &self,
+        session: &SessionId,
+    ) -> Result<Vec<(i64, crate::core::control::Control)>, StoreError> {
+        let id = session.clone();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, control FROM session_controls WHERE session_id = ?1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([id.as_str()], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, text) = row?;
+                match serde_json::from_str(&text) {
+                    Ok(control) => out.push((id, control)),
+                    Err(err) => tracing::warn!(control = id, error = %err, "an unreadable session control is skipped"),
+                }
+            }
+            Ok(out)
+        })
+        .await
     }
 
     pub async fn grants(&self, session: &SessionId) -> Result<Vec<Grant>, StoreError> {

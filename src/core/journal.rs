@@ -175,6 +175,19 @@ pub enum Write {
         fence: super::lease::Fence,
         write: Box<Write>,
     },
+    /// Leaves a request for the process running the session's runs
+    /// (`core::control`); it reads it with [`Journal::controls`].
+    Control {
+        session: SessionId,
+        control: super::control::Control,
+        at: Millis,
+    },
+    /// Takes a request left with `Control` off the journal, to carry it
+    /// out: refused with [`JournalError::Conflict`] when another took it
+    /// first, so it is carried out once.
+    TakeControl {
+        id: i64,
+    },
     /// Ends the runs of a session another process left working (`running`
     /// or `waiting`) when it lost the session's lease: each is marked failed
     /// as interrupted, with `error`, keeping the partial reply of a model
@@ -229,6 +242,13 @@ pub trait Journal: Send + Sync {
     /// The project directories whose hooks a person trusted, in the order
     /// last trusted, each with its hook files as trusted.
     fn trusted_roots(&self) -> Reply<'_, Vec<super::hooks::Trust>>;
+
+    /// The requests left for a session's runs (`Write::Control`) not yet
+    /// taken, oldest first, each with its id.
+    fn controls<'a>(
+        &'a self,
+        session: &'a SessionId,
+    ) -> Reply<'a, Vec<(i64, super::control::Control)>>;
 }
 
 /// What `pincer verify` reads: the receipt chain and its counts.

@@ -24,6 +24,7 @@ use super::commands;
 pub use super::commands::SessionCommand;
 use super::compaction;
 use super::context;
+use super::control::Control;
 pub use super::emitter::{Emitter, InvalidTransition};
 use super::event::{Event, EventRecord, RunState, StopReason, Usage};
 use super::gate::{CallEnv, LoopGuard, ToolGate};
@@ -33,6 +34,7 @@ use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::lease::{Lease, LeaseError, Leases};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
 use super::models::Cost;
+use super::notify::Notifier;
 use super::pending::{PendingApprovals, PendingQuestions};
 use super::policy::PathBoundary;
 use super::prompt::{Environment, EnvironmentProbe, PromptSettings, Recall, RunPrompt};
@@ -294,6 +296,9 @@ struct Inner {
     /// The sessions' leases and this process's name as their holder; set
     /// once at start (none: one process, nobody else to keep out).
     leases: std::sync::OnceLock<(Arc<dyn Leases>, String)>,
+    /// Wakes faces following another process's runs and this process's
+    /// owner side for requests left in the journal (`Runtime::set_notifier`).
+    notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
 }
 
 /// How a process holds the leases of the sessions it runs.
@@ -407,6 +412,7 @@ impl Runtime {
                 memory: std::sync::OnceLock::new(),
                 calibration: Arc::default(),
                 leases: std::sync::OnceLock::new(),
+                notifier: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -415,6 +421,113 @@ impl Runtime {
     /// as `holder` (this process's unique name); only the first call counts.
     pub fn set_leases(&self, leases: Arc<dyn Leases>, holder: String) {
         let _ = self.inner.leases.set((leases, holder));
+    }
+
+    /// Follows the journal's changes through `notifier`: faces see the runs
+    /// another process works on a session (read from the tape when woken),
+    /// and requests other processes left for this one's runs (a cancel, an
+    /// answer) are carried out. Only the first call counts.
+    pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
+        if self.inner.notifier.set(notifier.clone()).is_err() {
+            return;
+        }
+        let runtime = self.clone();
+        let mut wake = notifier.watch();
+        let shutdown = self.inner.shutdown.clone();
+        self.inner.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    changed = wake.changed() => if changed.is_err() { return },
+                }
+                runtime.take_controls().await;
+            }
+        });
+    }
+
+    /// Carries out the requests left in the journal that are about this
+    /// process's runs: each taken first (so once), then done as this
+    /// process's own face would.
+    async fn take_controls(&self) {
+        let working: Vec<Arc<LiveSession>> = lock(&self.inner.live)
+            .values()
+            .filter(|live| !lock(&live.pending).is_empty())
+            .cloned()
+            .collect();
+        for live in working {
+            let id = lock(&live.session).id.clone();
+            let controls = match self.inner.journal.controls(&id).await {
+                Ok(controls) => controls,
+                Err(err) => {
+                    tracing::warn!(session = %id, error = %err, "cannot read requests for the session");
+                    continue;
+                }
+            };
+            for (number, control) in controls {
+                if !self.is_mine(&live, &id, &control) {
+                    continue;
+                }
+                match self
+                    .inner
+                    .journal
+                    .commit(Write::TakeControl { id: number })
+                    .await
+                {
+                    Ok(()) => self.carry_out(&id, control),
+                    Err(JournalError::Conflict(_)) => {}
+                    Err(err) => {
+                        tracing::warn!(session = %id, error = %err, "cannot take a request for the session");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a request is about a run, an approval or a question of this process.
+    fn is_mine(&self, live: &LiveSession, session: &SessionId, control: &Control) -> bool {
+        match control {
+            Control::Cancel { runs } => lock(&live.pending)
+                .iter()
+                .any(|(run, _)| runs.contains(run)),
+            Control::Approval { approval_id, .. } => {
+                self.inner.approvals.waiting(session).contains(approval_id)
+            }
+            Control::Question { question_id, .. } => {
+                self.inner.questions.waiting(session).contains(question_id)
+            }
+        }
+    }
+
+    fn carry_out(&self, session: &SessionId, control: Control) {
+        match control {
+            Control::Cancel { runs } => {
+                for run in runs {
+                    self.cancel_run(session, &run);
+                }
+            }
+            Control::Approval {
+                approval_id,
+                decision,
+            } => {
+                self.answer_approval(session, &approval_id, decision);
+            }
+            Control::Question {
+                question_id,
+                answer,
+            } => {
+                self.answer_question(session, &question_id, answer);
+            }
+        }
+    }
+
+    /// Leaves `control` in the journal for the process running the
+    /// session's runs, when another holds its lease.
+    fn pass_on(&self, session: &SessionId, control: Control) {
+        self.inner.journal.submit(Write::Control {
+            session: session.clone(),
+            control,
+            at: now_millis(),
+        });
     }
 
     /// Takes the session's lease now, for a prompt about to be sent, or
@@ -712,7 +825,22 @@ impl Runtime {
             | ApprovalDecision::RejectOnce
             | ApprovalDecision::RejectAlways
             | ApprovalDecision::Unattended => {
-                self.inner.approvals.answer(session, approval_id, decision)
+                if self.inner.approvals.answer(session, approval_id, decision) {
+                    return true;
+                }
+                // Perhaps another process's run asks it: the answer goes
+                // through the journal, and the first answer wins there.
+                if self.inner.notifier.get().is_some() && self.live(session).is_some() {
+                    self.pass_on(
+                        session,
+                        Control::Approval {
+                            approval_id: approval_id.to_owned(),
+                            decision,
+                        },
+                    );
+                    return true;
+                }
+                false
             }
             // Only the runtime itself decides these.
             ApprovalDecision::TimedOut | ApprovalDecision::Cancelled => false,
@@ -740,7 +868,24 @@ impl Runtime {
     ) -> bool {
         match answer.outcome {
             QuestionOutcome::Answered | QuestionOutcome::Declined | QuestionOutcome::Unattended => {
-                self.inner.questions.answer(session, question_id, answer)
+                if self
+                    .inner
+                    .questions
+                    .answer(session, question_id, answer.clone())
+                {
+                    return true;
+                }
+                if self.inner.notifier.get().is_some() && self.live(session).is_some() {
+                    self.pass_on(
+                        session,
+                        Control::Question {
+                            question_id: question_id.to_owned(),
+                            answer,
+                        },
+                    );
+                    return true;
+                }
+                false
             }
             // Only the runtime itself decides these.
             QuestionOutcome::TimedOut | QuestionOutcome::Cancelled => false,
@@ -1154,11 +1299,10 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        Ok(Subscription::new(
-            id,
-            live.events.subscribe(),
-            self.inner.journal.clone(),
-        ))
+        Ok(
+            Subscription::new(id, live.events.subscribe(), self.inner.journal.clone())
+                .following(self.inner.notifier.get().map(|n| n.watch())),
+        )
     }
 
     /// Queues a prompt as a new run of a live session.
@@ -1332,7 +1476,29 @@ impl Runtime {
         for (_, token) in pending.iter() {
             token.cancel();
         }
-        Ok(pending.len())
+        let local: Vec<RunId> = pending.iter().map(|(run, _)| run.clone()).collect();
+        let count = local.len();
+        drop(pending);
+        // Runs another process works on the session are asked to stop
+        // through the journal.
+        if self.inner.notifier.get().is_some() {
+            let runtime = self.clone();
+            let id = id.clone();
+            self.inner.tasks.spawn(async move {
+                let Ok(runs) = runtime.inner.journal.runs(&id).await else {
+                    return;
+                };
+                let theirs: Vec<RunId> = runs
+                    .into_iter()
+                    .filter(|run| !run.state.is_terminal() && !local.contains(&run.id))
+                    .map(|run| run.id)
+                    .collect();
+                if !theirs.is_empty() {
+                    runtime.pass_on(&id, Control::Cancel { runs: theirs });
+                }
+            });
+        }
+        Ok(count)
     }
 
     /// Cancels one run, active or queued; false if it is not pending.

@@ -1,7 +1,9 @@
 //! A face's view of a session: its events in order with no gaps. Live events
 //! come from the session's broadcast; a subscriber that falls behind it reads
 //! what it missed back from the journal's tape, a page at a time, so a slow
-//! face never slows a run.
+//! face never slows a run. Runs another process works on the session reach
+//! no broadcast here: woken by the journal's notifier (`core::notify`), the
+//! subscription reads their committed events from the tape.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -27,6 +29,12 @@ pub struct Subscription {
     finished: HashSet<RunId>,
     /// Events read back from the tape, waiting to be delivered; at most one page.
     backlog: VecDeque<Arc<EventRecord>>,
+    /// Moves on when the journal changes: a hint to look for runs of other
+    /// processes (`following`).
+    wake: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Runs whose events this process publishes: never read from the tape
+    /// on a wake-up.
+    local: HashSet<RunId>,
 }
 
 /// Events read back from the tape at a time: bounds a lagging subscriber's memory.
@@ -47,7 +55,21 @@ impl Subscription {
             expected: HashMap::new(),
             finished: HashSet::new(),
             backlog: VecDeque::new(),
+            wake: None,
+            local: HashSet::new(),
         }
+    }
+
+    /// Also delivers the events of runs other processes work on the session,
+    /// read from the tape whenever `wake` moves on.
+    pub(crate) fn following(mut self, wake: Option<tokio::sync::watch::Receiver<u64>>) -> Self {
+        self.wake = wake.map(|mut wake| {
+            // Look once at the start: a run already waiting commits nothing
+            // more until someone answers it.
+            wake.mark_changed();
+            wake
+        });
+        self
     }
 
     /// The next event, or `None` once the session is closed.
@@ -59,8 +81,26 @@ impl Subscription {
                 }
                 continue;
             }
-            match self.rx.recv().await {
+            let received = match self.wake.as_mut() {
+                Some(wake) => tokio::select! {
+                    biased;
+                    received = self.rx.recv() => received,
+                    changed = wake.changed() => {
+                        if changed.is_err() {
+                            self.wake = None;
+                        } else {
+                            self.follow_others().await;
+                        }
+                        continue;
+                    }
+                },
+                None => self.rx.recv().await,
+            };
+            match received {
                 Ok(record) => {
+                    if !self.local.contains(&record.run_id) {
+                        self.local.insert(record.run_id.clone());
+                    }
                     if let Some(expected) = self.expected.get(&record.run_id).copied()
                         && record.seq > expected
                     {
@@ -121,6 +161,36 @@ impl Subscription {
             self.read_page(run, *from).await;
         }
         Ok(())
+    }
+
+    /// Reads what other processes' runs of the session committed since this
+    /// subscription last looked: runs it has not seen that began after it
+    /// subscribed or still work, from their start; runs it follows, from
+    /// where it is. One page each; the next wake-up reads on.
+    async fn follow_others(&mut self) {
+        let runs = match self.journal.runs(&self.session_id).await {
+            Ok(runs) => runs,
+            Err(err) => {
+                tracing::warn!(session = %self.session_id, error = %err, "cannot look for other processes' runs");
+                return;
+            }
+        };
+        for run in runs {
+            if self.finished.contains(&run.id) || self.local.contains(&run.id) {
+                continue;
+            }
+            let from = match self.expected.get(&run.id) {
+                Some(seq) => *seq,
+                None if run.created_at >= self.since || !run.state.is_terminal() => 0,
+                None => continue,
+            };
+            match self.journal.tape(&run.id, from, Some(TAPE_PAGE)).await {
+                Ok(records) => self.backlog.extend(records.into_iter().map(Arc::new)),
+                Err(err) => {
+                    tracing::warn!(session = %self.session_id, run = %run.id, error = %err, "cannot read another process's run");
+                }
+            }
+        }
     }
 
     async fn read_page(&mut self, run: &RunId, from: u64) {

@@ -100,6 +100,13 @@ impl Journal for Store {
     fn trusted_roots(&self) -> Reply<'_, Vec<crate::core::hooks::Trust>> {
         port(Store::trusted_roots(self))
     }
+
+    fn controls<'a>(
+        &'a self,
+        session: &'a SessionId,
+    ) -> Reply<'a, Vec<(i64, crate::core::control::Control)>> {
+        port(Store::controls(self, session))
+    }
 }
 
 impl Audit for Store {

@@ -351,4 +351,16 @@ CREATE TABLE session_leases (
     expires_at INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 "#,
+    // 17: requests for the process running a session's runs
+    // (`core::control`): left by another process's face, taken (deleted)
+    // by the owner that carries them out.
+    r#"
+CREATE TABLE session_controls (
+    id         INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    control    TEXT NOT NULL,
+    at         INTEGER NOT NULL
+) STRICT;
+CREATE INDEX session_controls_by_session ON session_controls (session_id, id);
+"#,
 ];

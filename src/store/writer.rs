@@ -312,6 +312,30 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             }
             apply(conn, write)?;
         }
+        Write::Control {
+            session,
+            control,
+            at,
+        } => {
+            conn.prepare_cached(
+                "INSERT INTO session_controls (session_id, control, at) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![session.as_str(), to_json(control)?, at])?;
+        }
+        Write::TakeControl { id } => {
+            let taken = conn
+                .prepare_cached("DELETE FROM session_controls WHERE id = ?1")?
+                .execute(params![id])?;
+            if taken == 0 {
+                return Err(StoreError::Conflict(format!(
+                    "control {id} was taken already"
+                )));
+            }
+            // Requests nobody took within ten minutes (their owner gone)
+            // go too.
+            conn.prepare_cached("DELETE FROM session_controls WHERE at < ?1")?
+                .execute(params![now_millis() - 600_000])?;
+        }
         Write::InterruptRuns { session, error, at } => {
             let working: Vec<String> = conn
                 .prepare_cached(

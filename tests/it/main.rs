@@ -15,6 +15,7 @@ mod acp_protocol;
 mod acp_python;
 mod acp_sdk;
 mod acp_sdk_surface;
+mod acp_shared;
 mod acp_surface;
 mod adversarial;
 mod approvals_sdk;

@@ -18,6 +18,8 @@ use crate::core::usage::Cost;
 #[derive(Default)]
 pub struct MemoryJournal {
     state: Mutex<State>,
+    /// Bumped after every applied write (`core::notify`).
+    changes: crate::core::notify::Local,
 }
 
 #[derive(Default, Clone)]
@@ -33,6 +35,9 @@ struct State {
     trusted: Vec<crate::core::hooks::Trust>,
     /// The sessions' leases (`core::lease`), for `Leases` and fenced writes.
     leases: HashMap<SessionId, crate::core::lease::Lease>,
+    /// Requests left for sessions' runs, not taken: (id, session, control).
+    controls: Vec<(i64, SessionId, crate::core::control::Control)>,
+    next_control: i64,
 }
 
 impl MemoryJournal {
@@ -52,19 +57,23 @@ impl MemoryJournal {
     }
 
     fn apply(&self, write: Write) -> Result<(), JournalError> {
-        let mut state = self.lock();
-        if state.stopped {
-            return Err(JournalError::Stopped);
+        let applied = {
+            let mut state = self.lock();
+            if state.stopped {
+                return Err(JournalError::Stopped);
+            }
+            // All or nothing: apply to a copy only for writes of several parts.
+            if let Write::Together(_) | Write::Fenced { .. } = write {
+                let mut copy = state.clone();
+                copy.apply(write).map(|()| *state = copy)
+            } else {
+                state.apply(write)
+            }
+        };
+        if applied.is_ok() {
+            self.changes.bump();
         }
-        // All or nothing: apply to a copy only for writes of several parts.
-        if let Write::Together(_) = write {
-            let mut copy = state.clone();
-            copy.apply(write)?;
-            *state = copy;
-            Ok(())
-        } else {
-            state.apply(write)
-        }
+        applied
     }
 
     fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Reply<'_, T>
@@ -278,6 +287,21 @@ impl State {
                     )));
                 }
                 self.apply(*write)?;
+            }
+            Write::Control {
+                session, control, ..
+            } => {
+                self.next_control += 1;
+                self.controls.push((self.next_control, session, control));
+            }
+            Write::TakeControl { id } => {
+                let before = self.controls.len();
+                self.controls.retain(|(stored, _, _)| *stored != id);
+                if self.controls.len() == before {
+                    return Err(JournalError::Conflict(format!(
+                        "control {id} was taken already"
+                    )));
+                }
             }
             Write::InterruptRuns { session, error, at } => {
                 let mut working: Vec<RunInfo> = self
@@ -521,6 +545,27 @@ impl Journal for MemoryJournal {
 
     fn trusted_roots(&self) -> Reply<'_, Vec<crate::core::hooks::Trust>> {
         self.read(|state| state.trusted.clone())
+    }
+
+    fn controls<'a>(
+        &'a self,
+        session: &'a SessionId,
+    ) -> Reply<'a, Vec<(i64, crate::core::control::Control)>> {
+        let session = session.clone();
+        self.read(move |state| {
+            state
+                .controls
+                .iter()
+                .filter(|(_, s, _)| *s == session)
+                .map(|(id, _, control)| (*id, control.clone()))
+                .collect()
+        })
+    }
+}
+
+impl crate::core::notify::Notifier for MemoryJournal {
+    fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.watch()
     }
 }
 
