@@ -299,6 +299,8 @@ struct Inner {
     /// Wakes faces following another process's runs and this process's
     /// owner side for requests left in the journal (`Runtime::set_notifier`).
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
+    /// The task carrying out other processes' requests is started once.
+    taking_controls: std::sync::Once,
 }
 
 /// How a process holds the leases of the sessions it runs.
@@ -413,6 +415,7 @@ impl Runtime {
                 calibration: Arc::default(),
                 leases: std::sync::OnceLock::new(),
                 notifier: std::sync::OnceLock::new(),
+                taking_controls: std::sync::Once::new(),
             }),
         }
     }
@@ -428,20 +431,29 @@ impl Runtime {
     /// and requests other processes left for this one's runs (a cancel, an
     /// answer) are carried out. Only the first call counts.
     pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
-        if self.inner.notifier.set(notifier.clone()).is_err() {
+        let _ = self.inner.notifier.set(notifier);
+    }
+
+    /// Starts carrying out requests other processes leave for this one's
+    /// runs, once a session is live here (not at start-up: a process that
+    /// only answers `initialize` watches nothing).
+    fn start_taking_controls(&self) {
+        let Some(notifier) = self.inner.notifier.get().cloned() else {
             return;
-        }
-        let runtime = self.clone();
-        let mut wake = notifier.watch();
-        let shutdown = self.inner.shutdown.clone();
-        self.inner.tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    changed = wake.changed() => if changed.is_err() { return },
+        };
+        self.inner.taking_controls.call_once(|| {
+            let runtime = self.clone();
+            let mut wake = notifier.watch();
+            let shutdown = self.inner.shutdown.clone();
+            self.inner.tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        changed = wake.changed() => if changed.is_err() { return },
+                    }
+                    runtime.take_controls().await;
                 }
-                runtime.take_controls().await;
-            }
+            });
         });
     }
 
@@ -1734,6 +1746,7 @@ impl Runtime {
         if self.inner.shutdown.is_cancelled() {
             return Err(RuntimeError::ShuttingDown);
         }
+        self.start_taking_controls();
         let id = session.id.clone();
         let session_tools = self
             .inner
