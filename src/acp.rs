@@ -535,7 +535,9 @@ impl Connection {
                 Event::ApprovalRequested { approval_id, .. } => {
                     self.ask_permission(&session, &record.run_id, approval_id, &record.event);
                 }
-                Event::QuestionAsked { .. } => self.ask_question(&session, &record.event),
+                Event::QuestionAsked { .. } => {
+                    self.ask_question(&session, &record.run_id, &record.event)
+                }
                 Event::ApprovalDecided {
                     approval_id: id, ..
                 }
@@ -639,7 +641,9 @@ impl Connection {
                 }
             };
             if let Some(decision) = decision
-                && !conn.runtime.answer_approval(&session, &approval_id, decision)
+                && !conn
+                    .runtime
+                    .answer_approval_of(&session, &run, &approval_id, decision)
             {
                 tracing::debug!(approval = %approval_id, "approval was already settled");
             }

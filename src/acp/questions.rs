@@ -14,7 +14,7 @@ const DECLINE: &str = "decline";
 impl Connection {
     /// Asks the client a waiting question and passes the answer to the
     /// runtime. Runs beside the forwarder, like approvals.
-    pub(super) fn ask_question(self: &Arc<Self>, session: &SessionId, event: &Event) {
+    pub(super) fn ask_question(self: &Arc<Self>, session: &SessionId, run: &RunId, event: &Event) {
         let (Event::QuestionAsked { call_id, .. }, Some((question_id, question))) =
             (event, event.question())
         else {
@@ -38,6 +38,7 @@ impl Connection {
             },
         );
         let conn = self.clone();
+        let run = run.clone();
         let session = session.clone();
         let question_id = question_id.to_owned();
         self.tasks.spawn(async move {
@@ -80,7 +81,9 @@ impl Connection {
             drop(over);
             lock(&conn.permissions).remove(&question_id);
             if let Some(answer) = answer
-                && !conn.runtime.answer_question(&session, &question_id, answer)
+                && !conn
+                    .runtime
+                    .answer_question_of(&session, &run, &question_id, answer)
             {
                 tracing::debug!(question = %question_id, "question was already settled");
             }

@@ -532,6 +532,58 @@ impl Runtime {
         }
     }
 
+    /// Answers an approval that `run` of the session asks, wherever the run
+    /// works: here, or in another process whose run this one follows from
+    /// the tape, through the journal (the first answer wins there). False
+    /// when it is not waiting here and no other process can be told.
+    pub fn answer_approval_of(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        approval_id: &str,
+        decision: ApprovalDecision,
+    ) -> bool {
+        if self.works_here(session, run) || self.inner.notifier.get().is_none() {
+            return self.answer_approval(session, approval_id, decision);
+        }
+        self.pass_on(
+            session,
+            Control::Approval {
+                approval_id: approval_id.to_owned(),
+                decision,
+            },
+        );
+        true
+    }
+
+    /// Answers a question that `run` of the session asks, wherever the run
+    /// works (see [`Runtime::answer_approval_of`]).
+    pub fn answer_question_of(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        question_id: &str,
+        answer: QuestionAnswer,
+    ) -> bool {
+        if self.works_here(session, run) || self.inner.notifier.get().is_none() {
+            return self.answer_question(session, question_id, answer);
+        }
+        self.pass_on(
+            session,
+            Control::Question {
+                question_id: question_id.to_owned(),
+                answer,
+            },
+        );
+        true
+    }
+
+    /// Whether this process works (or has queued) `run` of the session.
+    fn works_here(&self, session: &SessionId, run: &RunId) -> bool {
+        self.live(session)
+            .is_some_and(|live| lock(&live.pending).iter().any(|(id, _)| id == run))
+    }
+
     /// Leaves `control` in the journal for the process running the
     /// session's runs, when another holds its lease.
     fn pass_on(&self, session: &SessionId, control: Control) {
@@ -837,22 +889,7 @@ impl Runtime {
             | ApprovalDecision::RejectOnce
             | ApprovalDecision::RejectAlways
             | ApprovalDecision::Unattended => {
-                if self.inner.approvals.answer(session, approval_id, decision) {
-                    return true;
-                }
-                // Perhaps another process's run asks it: the answer goes
-                // through the journal, and the first answer wins there.
-                if self.inner.notifier.get().is_some() && self.live(session).is_some() {
-                    self.pass_on(
-                        session,
-                        Control::Approval {
-                            approval_id: approval_id.to_owned(),
-                            decision,
-                        },
-                    );
-                    return true;
-                }
-                false
+                self.inner.approvals.answer(session, approval_id, decision)
             }
             // Only the runtime itself decides these.
             ApprovalDecision::TimedOut | ApprovalDecision::Cancelled => false,
@@ -880,24 +917,7 @@ impl Runtime {
     ) -> bool {
         match answer.outcome {
             QuestionOutcome::Answered | QuestionOutcome::Declined | QuestionOutcome::Unattended => {
-                if self
-                    .inner
-                    .questions
-                    .answer(session, question_id, answer.clone())
-                {
-                    return true;
-                }
-                if self.inner.notifier.get().is_some() && self.live(session).is_some() {
-                    self.pass_on(
-                        session,
-                        Control::Question {
-                            question_id: question_id.to_owned(),
-                            answer,
-                        },
-                    );
-                    return true;
-                }
-                false
+                self.inner.questions.answer(session, question_id, answer)
             }
             // Only the runtime itself decides these.
             QuestionOutcome::TimedOut | QuestionOutcome::Cancelled => false,

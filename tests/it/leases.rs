@@ -121,6 +121,17 @@ fn history(shown: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The history after B took the session over from A mid-turn: A's partial
+/// reply kept, then B's exchange.
+const TAKEN_OVER: &[(&str, &str)] = &[
+    ("user", "hello"),
+    ("assistant", "hi"),
+    ("user", "A"),
+    ("assistant", "first half"),
+    ("user", "B"),
+    ("assistant", "B's answer"),
+];
+
 fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
     expected
         .iter()
@@ -225,17 +236,7 @@ fn an_owner_killed_mid_run_is_taken_over_and_its_run_interrupted_once() {
         .unwrap();
     assert!(b.status.success(), "{b:?}");
     let shown = dir.show_session(&session);
-    assert_eq!(
-        history(&shown),
-        pairs(&[
-            ("user", "hello"),
-            ("assistant", "hi"),
-            ("user", "A"),
-            ("assistant", "first half"),
-            ("user", "B"),
-            ("assistant", "B's answer"),
-        ])
-    );
+    assert_eq!(history(&shown), pairs(TAKEN_OVER));
     let runs = runs(&shown);
     assert_eq!(runs.len(), 3, "{shown:#}");
     assert_eq!(runs[1].1, "failed", "{runs:?}");
@@ -280,17 +281,7 @@ fn a_stopped_owner_is_taken_over_when_its_lease_lapses_and_its_late_writes_are_r
     );
     assert!(a_err.contains("no longer current"), "{a_err}");
     let shown = dir.show_session(&session);
-    assert_eq!(
-        history(&shown),
-        pairs(&[
-            ("user", "hello"),
-            ("assistant", "hi"),
-            ("user", "A"),
-            ("assistant", "first half"),
-            ("user", "B"),
-            ("assistant", "B's answer"),
-        ])
-    );
+    assert_eq!(history(&shown), pairs(TAKEN_OVER));
     let runs = runs(&shown);
     assert_eq!(runs[1].1, "failed", "{runs:?}");
     assert!(runs[1].2.starts_with("interrupted"), "{runs:?}");
