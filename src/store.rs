@@ -734,7 +734,7 @@ mod tests {
                 );
             }
         }
-        for sql in [writer::UNFINISHED_OWNERS, writer::UNFINISHED_RUNS] {
+        for sql in [writer::UNFINISHED_RUNS] {
             let found = plan(sql);
             assert!(found.contains("USING INDEX runs_unfinished"), "{found}");
         }
@@ -920,6 +920,139 @@ mod tests {
                 },
             ]
         );
+        store.shutdown();
+    }
+
+    /// An open ends the runs nobody works on any more, by leases: a working
+    /// run's session lease lapsed (taken over, so its holder's late writes
+    /// are refused), a queued run's process lease lapsed, or no lease and
+    /// no live owner; a run whose lease is live (another host's process
+    /// holds it) is left alone.
+    #[tokio::test]
+    async fn an_open_ends_the_runs_whose_leases_lapsed_and_no_other() {
+        use crate::core::lease::{Fence, LeaseKey};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let (store, _) = Store::open(&path).unwrap();
+        let far = now_millis() + 3_600_000;
+        // (session, state, run owner, lease key, holder, expires_at, token)
+        let cases: [(&str, &str, Option<&str>, Option<(String, &str, i64)>); 6] = [
+            (
+                "ses_live",
+                "running",
+                Some("host-b:1"),
+                Some(("ses_live".into(), "host-b:1", far)),
+            ),
+            (
+                "ses_lapsed",
+                "waiting",
+                Some("host-b:1"),
+                Some(("ses_lapsed".into(), "host-b:1", 5)),
+            ),
+            (
+                "ses_released",
+                "running",
+                Some("host-b:2"),
+                Some(("ses_released".into(), "host-b:2", 0)),
+            ),
+            (
+                "ses_queued_live",
+                "queued",
+                Some("host-c:7"),
+                Some(("process:host-c:7".into(), "host-c:7", far)),
+            ),
+            (
+                "ses_queued_gone",
+                "queued",
+                Some("host-d:8"),
+                Some(("process:host-d:8".into(), "host-d:8", 5)),
+            ),
+            ("ses_legacy", "running", None, None),
+        ];
+        for (name, _, _, _) in &cases {
+            store.submit(Write::InsertSession(session(name)));
+            store.submit(Write::InsertRun {
+                id: RunId::from_string(format!("run_{name}")),
+                session_id: SessionId::from_string((*name).into()),
+                at: 1,
+            });
+        }
+        store.flush().await.unwrap();
+        store.shutdown();
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        for (name, state, owner, lease) in &cases {
+            conn.execute(
+                "UPDATE runs SET state = ?2, owner = ?3 WHERE id = ?1",
+                rusqlite::params![format!("run_{name}"), state, owner],
+            )
+            .unwrap();
+            if let Some((key, holder, expires_at)) = lease {
+                conn.execute(
+                    "INSERT INTO leases (key, holder, token, expires_at) VALUES (?1, ?2, 4, ?3)",
+                    rusqlite::params![key, holder, expires_at],
+                )
+                .unwrap();
+            }
+        }
+        drop(conn);
+        let (store, recovery) = Store::open(&path).unwrap();
+        let mut ended: Vec<String> = recovery
+            .interrupted_runs
+            .iter()
+            .map(|r| r.as_str().to_owned())
+            .collect();
+        ended.sort();
+        assert_eq!(
+            ended,
+            [
+                "run_ses_lapsed",
+                "run_ses_legacy",
+                "run_ses_queued_gone",
+                "run_ses_released"
+            ]
+        );
+        for (name, state) in [
+            ("ses_live", RunState::Running),
+            ("ses_queued_live", RunState::Queued),
+        ] {
+            let run = store
+                .run(&RunId::from_string(format!("run_{name}")))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(run.state, state, "{name}");
+        }
+        // The lapsed lease was taken over: its holder's late writes are refused.
+        let lapsed = SessionId::from_string("ses_lapsed".into());
+        let taken = crate::core::lease::Leases::current(&store, &LeaseKey::session(&lapsed))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((taken.token, taken.expires_at), (5, 0));
+        assert_eq!(taken.holder, owner::this_process());
+        let late = store
+            .commit(Write::Fenced {
+                fence: Fence {
+                    key: LeaseKey::session(&lapsed),
+                    token: 4,
+                },
+                write: Box::new(Write::SetTitle {
+                    id: lapsed.clone(),
+                    title: "late".into(),
+                }),
+            })
+            .await;
+        assert!(matches!(late, Err(StoreError::Fenced(_))), "{late:?}");
+        // The live lease is untouched.
+        let live = crate::core::lease::Leases::current(
+            &store,
+            &LeaseKey::session(&SessionId::from_string("ses_live".into())),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!((live.token, live.holder.as_str()), (4, "host-b:1"));
         store.shutdown();
     }
 

@@ -37,10 +37,55 @@ use thiserror::Error;
 use super::ids::SessionId;
 use super::session::Millis;
 
-/// A session's lease as its holder has it.
+/// What a lease is on: a session (its runs) or a chat channel account (its
+/// inbox and outbox: one process polls and delivers for it at a time).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseKey(String);
+
+impl LeaseKey {
+    /// The lease of a session's runs: keyed by the session id itself.
+    pub fn session(id: &SessionId) -> Self {
+        Self(id.as_str().to_owned())
+    }
+
+    /// The lease of a chat channel account's delivery.
+    pub fn channel(channel: &str, account: &str) -> Self {
+        Self(format!("channel:{channel}:{account}"))
+    }
+
+    /// The lease a process holds while it lives and has runs waiting or
+    /// intents claimed under its tag (`pid:start`): when it lapses, what the
+    /// process left is another's to recover.
+    pub fn process(tag: &str) -> Self {
+        Self(format!("process:{tag}"))
+    }
+
+    /// A key as stored.
+    pub fn from_stored(key: String) -> Self {
+        Self(key)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&SessionId> for LeaseKey {
+    fn from(id: &SessionId) -> Self {
+        Self::session(id)
+    }
+}
+
+impl std::fmt::Display for LeaseKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A lease as its holder has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
-    pub session: SessionId,
+    pub key: LeaseKey,
     /// Who holds it: a process's tag (`pid:start` here; any unique name).
     pub holder: String,
     /// The fencing token: greater for every new holding.
@@ -53,10 +98,10 @@ pub struct Lease {
 pub enum LeaseError {
     /// Somebody else holds the lease until `expires_at` unless they release
     /// it first.
-    #[error("the session is run by {holder} (its lease lapses at {expires_at} unless renewed)")]
+    #[error("the lease is held by {holder} (it lapses at {expires_at} unless renewed)")]
     Held { holder: String, expires_at: Millis },
     /// The lease lapsed and was taken, or was released: the holder must stop.
-    #[error("the session's lease was lost")]
+    #[error("the lease was lost")]
     Lost,
     /// The backend failed.
     #[error("leases: {0}")]
@@ -65,10 +110,10 @@ pub enum LeaseError {
 
 /// The leases of sessions, kept where the journal is.
 pub trait Leases: Send + Sync {
-    /// Takes the lease of `session` for `holder` until `now + ttl_ms`.
+    /// Takes the lease on `key` for `holder` until `now + ttl_ms`.
     fn claim<'a>(
         &'a self,
-        session: &'a SessionId,
+        key: &'a LeaseKey,
         holder: &'a str,
         now: Millis,
         ttl_ms: i64,
@@ -85,19 +130,17 @@ pub trait Leases: Send + Sync {
     /// Gives `lease` up, so another holder may claim at once.
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<(), LeaseError>>;
 
-    /// The session's lease as stored (maybe lapsed or released: then
+    /// The lease on `key` as stored (maybe lapsed or released: then
     /// `expires_at` is in the past), if it ever had one.
-    fn current<'a>(
-        &'a self,
-        session: &'a SessionId,
-    ) -> BoxFuture<'a, Result<Option<Lease>, LeaseError>>;
+    fn current<'a>(&'a self, key: &'a LeaseKey)
+    -> BoxFuture<'a, Result<Option<Lease>, LeaseError>>;
 }
 
 /// What a claim decides, given the stored lease: the one pure rule every
 /// backend applies inside its transaction.
 pub fn decide_claim(
     stored: Option<&Lease>,
-    session: &SessionId,
+    key: &LeaseKey,
     holder: &str,
     now: Millis,
     ttl_ms: i64,
@@ -113,7 +156,7 @@ pub fn decide_claim(
             ..lease.clone()
         }),
         stored => Ok(Lease {
-            session: session.clone(),
+            key: key.clone(),
             holder: holder.to_owned(),
             token: stored.map_or(1, |lease| lease.token + 1),
             expires_at,
@@ -128,7 +171,7 @@ pub fn decide_claim(
 /// its late writes refused, never applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fence {
-    pub session: SessionId,
+    pub key: LeaseKey,
     pub token: u64,
 }
 
@@ -136,7 +179,7 @@ impl Lease {
     /// The fence for writes made under this lease.
     pub fn fence(&self) -> Fence {
         Fence {
-            session: self.session.clone(),
+            key: self.key.clone(),
             token: self.token,
         }
     }
@@ -158,38 +201,38 @@ pub fn holds(stored: Option<&Lease>, lease: &Lease, now: Millis) -> bool {
 /// The leases of an in-memory backend: the same rules on a map, for
 /// [`super::journal::memory::MemoryJournal`].
 pub fn claim_in(
-    leases: &mut std::collections::HashMap<SessionId, Lease>,
-    session: &SessionId,
+    leases: &mut std::collections::HashMap<LeaseKey, Lease>,
+    key: &LeaseKey,
     holder: &str,
     now: Millis,
     ttl_ms: i64,
 ) -> Result<Lease, LeaseError> {
-    let lease = decide_claim(leases.get(session), session, holder, now, ttl_ms)?;
-    leases.insert(session.clone(), lease.clone());
+    let lease = decide_claim(leases.get(key), key, holder, now, ttl_ms)?;
+    leases.insert(key.clone(), lease.clone());
     Ok(lease)
 }
 
 /// [`Leases::renew`] on a map.
 pub fn renew_in(
-    leases: &mut std::collections::HashMap<SessionId, Lease>,
+    leases: &mut std::collections::HashMap<LeaseKey, Lease>,
     lease: &Lease,
     now: Millis,
     ttl_ms: i64,
 ) -> Result<Lease, LeaseError> {
-    if !holds(leases.get(&lease.session), lease, now) {
+    if !holds(leases.get(&lease.key), lease, now) {
         return Err(LeaseError::Lost);
     }
     let renewed = Lease {
         expires_at: now.saturating_add(ttl_ms),
         ..lease.clone()
     };
-    leases.insert(lease.session.clone(), renewed.clone());
+    leases.insert(lease.key.clone(), renewed.clone());
     Ok(renewed)
 }
 
 /// [`Leases::release`] on a map.
-pub fn release_in(leases: &mut std::collections::HashMap<SessionId, Lease>, lease: &Lease) {
-    if let Some(stored) = leases.get_mut(&lease.session)
+pub fn release_in(leases: &mut std::collections::HashMap<LeaseKey, Lease>, lease: &Lease) {
+    if let Some(stored) = leases.get_mut(&lease.key)
         && stored.holder == lease.holder
         && stored.token == lease.token
     {
@@ -202,8 +245,8 @@ pub fn release_in(leases: &mut std::collections::HashMap<SessionId, Lease>, leas
 pub mod contract {
     use super::*;
 
-    fn session(name: &str) -> SessionId {
-        SessionId::from_string(format!("ses_{name}"))
+    fn session(name: &str) -> LeaseKey {
+        LeaseKey::session(&SessionId::from_string(format!("ses_{name}")))
     }
 
     /// One holder at a time; a lapse or a release lets another in with a

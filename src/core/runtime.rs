@@ -31,7 +31,7 @@ use super::gate::{CallEnv, LoopGuard, ToolGate};
 use super::hooks::{HookEvent, HookInput};
 use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
-use super::lease::{Lease, LeaseError, Leases};
+use super::lease::{Lease, LeaseError, LeaseKey, Leases};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
 use super::models::Cost;
 use super::notify::Notifier;
@@ -301,6 +301,9 @@ struct Inner {
     notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
     /// The task carrying out other processes' requests is started once.
     taking_controls: std::sync::Once,
+    /// The task keeping this process's lease is started once, with its
+    /// first run.
+    keeping_process_lease: std::sync::Once,
 }
 
 /// How a process holds the leases of the sessions it runs.
@@ -414,6 +417,7 @@ impl Runtime {
                 memory: std::sync::OnceLock::new(),
                 calibration: Arc::default(),
                 leases: std::sync::OnceLock::new(),
+                keeping_process_lease: std::sync::Once::new(),
                 notifier: std::sync::OnceLock::new(),
                 taking_controls: std::sync::Once::new(),
             }),
@@ -452,6 +456,53 @@ impl Runtime {
                         changed = wake.changed() => if changed.is_err() { return },
                     }
                     runtime.take_controls().await;
+                }
+            });
+        });
+    }
+
+    /// Holds this process's own lease (`LeaseKey::process`) from its first
+    /// run until shutdown, renewed as a session's is: while it lives, the
+    /// runs it queued behind another process's are its own; once it lapses
+    /// (the process killed or stopped past it), whoever opens the journal
+    /// next ends them (`store::writer::recover_interrupted`).
+    fn keep_process_lease(&self) {
+        let Some((leases, holder)) = self.inner.leases.get().cloned() else {
+            return;
+        };
+        self.inner.keeping_process_lease.call_once(|| {
+            let shutdown = self.inner.shutdown.clone();
+            let timing = self.inner.config.leases;
+            self.inner.tasks.spawn(async move {
+                let key = LeaseKey::process(&holder);
+                let mut held: Option<Lease> = None;
+                loop {
+                    let kept = match &held {
+                        Some(lease) => leases.renew(lease, now_millis(), timing.ttl_ms).await,
+                        None => Err(LeaseError::Lost),
+                    };
+                    held = match kept {
+                        Ok(lease) => Some(lease),
+                        Err(_) => match leases
+                            .claim(&key, &holder, now_millis(), timing.ttl_ms)
+                            .await
+                        {
+                            Ok(lease) => Some(lease),
+                            Err(err) => {
+                                tracing::warn!(error = %err, "cannot keep this process's lease");
+                                None
+                            }
+                        },
+                    };
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(timing.renew) => {}
+                    }
+                }
+                if let Some(lease) = held
+                    && let Err(err) = leases.release(&lease).await
+                {
+                    tracing::debug!(error = %err, "cannot release this process's lease");
                 }
             });
         });
@@ -602,7 +653,10 @@ impl Runtime {
             return Ok(());
         };
         let timing = self.inner.config.leases;
-        match leases.claim(id, holder, now_millis(), timing.ttl_ms).await {
+        match leases
+            .claim(&LeaseKey::session(id), holder, now_millis(), timing.ttl_ms)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(LeaseError::Held { holder, .. }) => Err(RuntimeError::Busy { holder }),
             Err(err) => Err(RuntimeError::Lease(err.to_string())),
@@ -625,7 +679,10 @@ impl Runtime {
         let timing = self.inner.config.leases;
         let mut told = false;
         let lease = loop {
-            match leases.claim(id, holder, now_millis(), timing.ttl_ms).await {
+            match leases
+                .claim(&LeaseKey::session(id), holder, now_millis(), timing.ttl_ms)
+                .await
+            {
                 Ok(lease) => break lease,
                 Err(LeaseError::Held { holder: other, .. }) => {
                     if !told {
@@ -689,7 +746,7 @@ impl Runtime {
                     Err(err) => {
                         // Another process may run the session now: this
                         // run must stop rather than write beside it.
-                        tracing::warn!(session = %current.session, error = %err, "lost the session's lease; cancelling its run");
+                        tracing::warn!(session = %current.key, error = %err, "lost the session's lease; cancelling its run");
                         run.cancel();
                         return;
                     }
@@ -711,7 +768,7 @@ impl Runtime {
         }
         let lease = lock(&held.lease).clone();
         if let Err(err) = leases.release(&lease).await {
-            tracing::warn!(session = %lease.session, error = %err, "cannot release the session's lease");
+            tracing::warn!(session = %lease.key, error = %err, "cannot release the session's lease");
         }
     }
 
@@ -1406,6 +1463,7 @@ impl Runtime {
             session_id: id.clone(),
             at: now,
         });
+        self.keep_process_lease();
         // A prompt `UserPromptSubmit` hooks may still block gets its title
         // once they let it through (`run_loop`).
         let hooked = self
@@ -2676,15 +2734,36 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(900)).await;
         assert!(matches!(
             leases
-                .claim(&session.id, "other", now_millis(), 1_000)
+                .claim(
+                    &LeaseKey::session(&session.id),
+                    "other",
+                    now_millis(),
+                    1_000
+                )
                 .await,
             Err(LeaseError::Held { .. })
         ));
+        // So does the process its own lease, kept from its first run on.
+        let process = leases
+            .current(&LeaseKey::process("me"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(process.expires_at > now_millis(), "{process:?}");
         // Lost (given up behind its back, then taken): the run stops.
-        let held = leases.current(&session.id).await.unwrap().unwrap();
+        let held = leases
+            .current(&LeaseKey::session(&session.id))
+            .await
+            .unwrap()
+            .unwrap();
         leases.release(&held).await.unwrap();
         leases
-            .claim(&session.id, "other", now_millis(), 60_000)
+            .claim(
+                &LeaseKey::session(&session.id),
+                "other",
+                now_millis(),
+                60_000,
+            )
             .await
             .unwrap();
         let outcome = tokio::time::timeout(Duration::from_secs(5), ticket.done)
@@ -2697,6 +2776,13 @@ mod tests {
             "{outcome:?}"
         );
         rt.shutdown().await;
+        // Given up at shutdown.
+        let process = leases
+            .current(&LeaseKey::process("me"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(process.expires_at <= now_millis(), "{process:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
-//! Session leases on SQLite (`core::lease`): one row per session that ever
-//! had a lease, decided on the writer thread inside its group transaction
+//! Leases on SQLite (`core::lease`): one row per key (a session, a chat
+//! channel account) that ever had a lease, decided on the writer thread inside its group transaction
 //! (an immediate one), so two processes' claims are serialized by SQLite's
 //! write lock, a thousand claims at once share one commit, and a run's
 //! fenced writes (`Write::Fenced`) are checked against the very row a claim
@@ -9,9 +9,12 @@ use futures::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::Store;
-use crate::core::ids::SessionId;
-use crate::core::lease::{Lease, LeaseError, Leases, decide_claim, holds};
+use crate::core::lease::{Lease, LeaseError, LeaseKey, Leases, decide_claim, holds};
 use crate::core::session::Millis;
+
+/// The keys of processes' leases (`LeaseKey::process`) sort between these.
+const PROCESS_PREFIX: &str = "process:";
+const PROCESS_END: &str = "process;";
 
 fn backend(err: impl std::fmt::Display) -> LeaseError {
     LeaseError::Backend(err.to_string())
@@ -20,43 +23,62 @@ fn backend(err: impl std::fmt::Display) -> LeaseError {
 /// The session's stored lease, for the writer's fence check.
 pub(super) fn stored_in(
     conn: &Connection,
-    session: &SessionId,
+    key: &LeaseKey,
 ) -> Result<Option<Lease>, super::StoreError> {
-    stored(conn, session).map_err(|err| super::StoreError::Write(err.to_string()))
+    stored(conn, key).map_err(|err| super::StoreError::Write(err.to_string()))
 }
 
-fn stored(conn: &Connection, session: &SessionId) -> Result<Option<Lease>, LeaseError> {
-    conn.prepare_cached(
-        "SELECT holder, token, expires_at FROM session_leases WHERE session_id = ?1",
-    )
-    .map_err(backend)?
-    .query_row(params![session.as_str()], |row| {
-        Ok(Lease {
-            session: session.clone(),
-            holder: row.get(0)?,
-            token: row.get::<_, i64>(1)?.max(0) as u64,
-            expires_at: row.get(2)?,
+fn stored(conn: &Connection, key: &LeaseKey) -> Result<Option<Lease>, LeaseError> {
+    conn.prepare_cached("SELECT holder, token, expires_at FROM leases WHERE key = ?1")
+        .map_err(backend)?
+        .query_row(params![key.as_str()], |row| {
+            Ok(Lease {
+                key: key.clone(),
+                holder: row.get(0)?,
+                token: row.get::<_, i64>(1)?.max(0) as u64,
+                expires_at: row.get(2)?,
+            })
         })
-    })
-    .optional()
-    .map_err(backend)
+        .optional()
+        .map_err(backend)
 }
 
 fn put(conn: &Connection, lease: &Lease) -> Result<(), LeaseError> {
     conn.prepare_cached(
-        "INSERT INTO session_leases (session_id, holder, token, expires_at) VALUES (?1, ?2, ?3, ?4) \
-         ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, token = excluded.token, \
+        "INSERT INTO leases (key, holder, token, expires_at) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, token = excluded.token, \
          expires_at = excluded.expires_at",
     )
     .map_err(backend)?
     .execute(params![
-        lease.session.as_str(),
+        lease.key.as_str(),
         lease.holder,
         i64::try_from(lease.token).map_err(backend)?,
         lease.expires_at
     ])
     .map_err(backend)?;
     Ok(())
+}
+
+/// Takes `lease` (found lapsed, or held by a process that died here) over
+/// for `holder` and releases it at once, inside the caller's transaction:
+/// its token grows, so the writes of the holder it was taken from are
+/// refused from now on, and anyone may claim it next.
+pub(super) fn take_over_in(
+    conn: &Connection,
+    lease: &Lease,
+    holder: &str,
+) -> Result<(), super::StoreError> {
+    put(
+        conn,
+        &Lease {
+            key: lease.key.clone(),
+            holder: holder.to_owned(),
+            token: lease.token + 1,
+            expires_at: 0,
+        },
+    )
+    .map_err(|err| super::StoreError::Write(err.to_string()))
 }
 
 impl Store {
@@ -89,14 +111,14 @@ impl Store {
 impl Leases for Store {
     fn claim<'a>(
         &'a self,
-        session: &'a SessionId,
+        key: &'a LeaseKey,
         holder: &'a str,
         now: Millis,
         ttl_ms: i64,
     ) -> BoxFuture<'a, Result<Lease, LeaseError>> {
-        let (session, holder) = (session.clone(), holder.to_owned());
+        let (key, holder) = (key.clone(), holder.to_owned());
         self.lease_op(move |conn| {
-            let mut current = stored(conn, &session)?;
+            let mut current = stored(conn, &key)?;
             // A holder that died on this machine (`kill -9`) need not be
             // waited out: its lease is as good as lapsed.
             if let Some(lease) = current.as_mut()
@@ -106,8 +128,23 @@ impl Leases for Store {
             {
                 lease.expires_at = now;
             }
-            let lease = decide_claim(current.as_ref(), &session, &holder, now, ttl_ms)?;
+            let lease = decide_claim(current.as_ref(), &key, &holder, now, ttl_ms)?;
             put(conn, &lease)?;
+            // A process's lease is one row per process ever started: those
+            // lapsed an hour ago go when the next process takes its own.
+            if key.as_str().starts_with(PROCESS_PREFIX) {
+                conn.prepare_cached(
+                    "DELETE FROM leases WHERE key >= ?1 AND key < ?2 AND key != ?3 AND expires_at < ?4",
+                )
+                .map_err(backend)?
+                .execute(params![
+                    PROCESS_PREFIX,
+                    PROCESS_END,
+                    key.as_str(),
+                    now.saturating_sub(3_600_000)
+                ])
+                .map_err(backend)?;
+            }
             Ok(lease)
         })
     }
@@ -120,7 +157,7 @@ impl Leases for Store {
     ) -> BoxFuture<'a, Result<Lease, LeaseError>> {
         let lease = lease.clone();
         self.lease_op(move |conn| {
-            if !holds(stored(conn, &lease.session)?.as_ref(), &lease, now) {
+            if !holds(stored(conn, &lease.key)?.as_ref(), &lease, now) {
                 return Err(LeaseError::Lost);
             }
             let renewed = Lease {
@@ -136,12 +173,12 @@ impl Leases for Store {
         let lease = lease.clone();
         self.lease_op(move |conn| {
             conn.prepare_cached(
-                "UPDATE session_leases SET expires_at = 0 \
-                 WHERE session_id = ?1 AND holder = ?2 AND token = ?3",
+                "UPDATE leases SET expires_at = 0 \
+                 WHERE key = ?1 AND holder = ?2 AND token = ?3",
             )
             .map_err(backend)?
             .execute(params![
-                lease.session.as_str(),
+                lease.key.as_str(),
                 lease.holder,
                 i64::try_from(lease.token).map_err(backend)?
             ])
@@ -152,10 +189,10 @@ impl Leases for Store {
 
     fn current<'a>(
         &'a self,
-        session: &'a SessionId,
+        key: &'a LeaseKey,
     ) -> BoxFuture<'a, Result<Option<Lease>, LeaseError>> {
-        let session = session.clone();
-        self.lease_op(move |conn| stored(conn, &session))
+        let key = key.clone();
+        self.lease_op(move |conn| stored(conn, &key))
     }
 }
 
@@ -170,7 +207,9 @@ mod tests {
         crate::core::lease::contract::one_holder_and_growing_tokens(&store).await;
         // A second process's store sees the first's lease.
         let (other, _) = super::Store::open(&path).unwrap();
-        let session = crate::core::ids::SessionId::from_string("ses_shared".into());
+        let session = crate::core::lease::LeaseKey::session(
+            &crate::core::ids::SessionId::from_string("ses_shared".into()),
+        );
         let held = store.claim(&session, "one", 10_000, 1_000).await.unwrap();
         assert!(matches!(
             other.claim(&session, "two", 10_500, 1_000).await,
@@ -181,20 +220,26 @@ mod tests {
         assert!(taken.token > held.token);
         // A holder that died on this machine is not waited out; a live one,
         // or a name that is no process tag, is.
-        let dead = crate::core::ids::SessionId::from_string("ses_dead".into());
+        let dead = crate::core::lease::LeaseKey::session(
+            &crate::core::ids::SessionId::from_string("ses_dead".into()),
+        );
         store
             .claim(&dead, "999999999:1", 20_000, 60_000)
             .await
             .unwrap();
         let after = other.claim(&dead, "mine", 20_001, 1_000).await.unwrap();
         assert_eq!(after.holder, "mine");
-        let alive = crate::core::ids::SessionId::from_string("ses_alive".into());
+        let alive = crate::core::lease::LeaseKey::session(
+            &crate::core::ids::SessionId::from_string("ses_alive".into()),
+        );
         store
             .claim(&alive, super::super::owner::this_process(), 20_000, 60_000)
             .await
             .unwrap();
         assert!(other.claim(&alive, "mine", 20_001, 1_000).await.is_err());
-        let named = crate::core::ids::SessionId::from_string("ses_named".into());
+        let named = crate::core::lease::LeaseKey::session(
+            &crate::core::ids::SessionId::from_string("ses_named".into()),
+        );
         store
             .claim(&named, "instance-a", 20_000, 60_000)
             .await
@@ -215,7 +260,8 @@ mod tests {
         let (one, _) = super::Store::open(&path).unwrap();
         let (two, _) = super::Store::open(&path).unwrap();
         let session = crate::core::ids::SessionId::from_string("ses_two".into());
-        let a = one.claim(&session, "one", 1_000, 100).await.unwrap();
+        let key = crate::core::lease::LeaseKey::session(&session);
+        let a = one.claim(&key, "one", 1_000, 100).await.unwrap();
         let title = |t: &str| Write::SetTitle {
             id: session.clone(),
             title: t.into(),
@@ -226,7 +272,7 @@ mod tests {
         })
         .await
         .unwrap();
-        two.claim(&session, "two", 2_000, 100).await.unwrap();
+        two.claim(&key, "two", 2_000, 100).await.unwrap();
         let late = crate::core::journal::Journal::commit(
             &one,
             Write::Fenced {

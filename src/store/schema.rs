@@ -363,4 +363,10 @@ CREATE TABLE session_controls (
 ) STRICT;
 CREATE INDEX session_controls_by_session ON session_controls (session_id, id);
 "#,
+    // 18: leases are on sessions and on chat channel accounts
+    // (`core::lease::LeaseKey`): one table keyed by the lease's key.
+    r#"
+ALTER TABLE session_leases RENAME TO leases;
+ALTER TABLE leases RENAME COLUMN session_id TO key;
+"#,
 ];

@@ -9,7 +9,8 @@ use tokio::sync::oneshot;
 
 use super::{Recovery, StoreError, Write, owner};
 use crate::core::event::{Event, EventRecord, RunState};
-use crate::core::ids::RunId;
+use crate::core::ids::{RunId, SessionId};
+use crate::core::lease::{Lease, LeaseKey};
 use crate::core::models::Cost;
 use crate::core::receipt::{GENESIS, ReceiptBody};
 use crate::core::session::{Message, now_millis};
@@ -298,11 +299,11 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::Channel(write) => super::channels::apply(conn, write)?,
         Write::Memory(write) => super::memory::apply(conn, write)?,
         Write::Fenced { fence, write } => {
-            let stored = super::leases::stored_in(conn, &fence.session)?;
+            let stored = super::leases::stored_in(conn, &fence.key)?;
             if !crate::core::lease::admits(stored.as_ref(), fence) {
                 return Err(StoreError::Fenced(format!(
-                    "session {}: the lease this write was made under (token {}) is no longer current{}; refused",
-                    fence.session,
+                    "{}: the lease this write was made under (token {}) is no longer current{}; refused",
+                    fence.key,
                     fence.token,
                     stored.map_or(String::new(), |s| format!(
                         " (now token {}, {})",
@@ -477,12 +478,71 @@ fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreErro
 /// The runs an open looks at for recovery: unfinished ones, read through the
 /// partial index `runs_unfinished` (migration 14), whose `WHERE` is this
 /// condition word for word, so an open reads none of the finished runs.
-pub(super) const UNFINISHED_OWNERS: &str =
-    "SELECT owner FROM runs WHERE state IN ('queued', 'running', 'waiting')";
-pub(super) const UNFINISHED_RUNS: &str = "SELECT id, session_id, owner FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id";
+pub(super) const UNFINISHED_RUNS: &str = "SELECT id, session_id, owner, state FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id";
 
-/// Marks runs a dead process left unfinished as failed, keeping what they had
-/// streamed: the partial reply of an interrupted model turn joins the history.
+/// An unfinished run as recovery sees it.
+struct Unfinished {
+    id: String,
+    session: String,
+    owner: Option<String>,
+    /// `running` or `waiting` (else `queued`): the run worked under its
+    /// session's lease.
+    working: bool,
+}
+
+fn unfinished(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
+    let mut stmt = conn.prepare_cached(UNFINISHED_RUNS)?;
+    let rows = stmt.query_map([], |row| {
+        Ok(Unfinished {
+            id: row.get(0)?,
+            session: row.get(1)?,
+            owner: row.get(2)?,
+            working: row.get::<_, String>(3)? != "queued",
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Whether nobody works on an unfinished run any more, decided by leases
+/// (`core::lease`): a working run belongs to whoever holds its session's
+/// lease, so it is abandoned once that lease lapsed (or was released); a
+/// queued run waits in the process that made it, which holds its process
+/// lease while it lives. Holders that died on this machine count as gone at
+/// once (the `/proc` shortcut); a run with no lease to go by (made before
+/// leases, or by a process without one) falls back to its owner's `/proc`
+/// entry. Returns the session lease to take over with the decision.
+fn abandoned(
+    conn: &Connection,
+    run: &Unfinished,
+    now: i64,
+) -> Result<(bool, Option<Lease>), StoreError> {
+    let live = |lease: &Lease| lease.expires_at > now && !owner::is_dead_here(&lease.holder);
+    if run.working {
+        let key = LeaseKey::session(&SessionId::from_string(run.session.clone()));
+        if let Some(lease) = super::leases::stored_in(conn, &key)? {
+            return Ok(if live(&lease) {
+                (false, None)
+            } else {
+                (true, Some(lease))
+            });
+        }
+    }
+    let Some(tag) = run.owner.as_deref() else {
+        return Ok((true, None));
+    };
+    Ok(
+        match super::leases::stored_in(conn, &LeaseKey::process(tag))? {
+            Some(lease) => (!live(&lease), None),
+            None => (!owner::is_alive(tag), None),
+        },
+    )
+}
+
+/// Marks runs nobody works on any more as failed (see [`abandoned`]),
+/// keeping what they had streamed: the partial reply of an interrupted
+/// model turn joins the history. The lease of each session whose working
+/// run it ends is taken over and released in the same transaction, so a
+/// holder that was only stopped (not dead) has its late writes refused.
 pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
     // Most opens find nothing to recover: look first without the write lock,
     // which a running bridge's writer would otherwise have to wait for.
@@ -490,26 +550,28 @@ pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, Sto
         return Ok(Recovery::default());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let unfinished: Vec<(String, String, Option<String>)> = {
-        let mut stmt = tx.prepare(UNFINISHED_RUNS)?;
-        stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-            .collect::<Result<_, _>>()?
-    };
     let mut recovery = Recovery::default();
     let now = now_millis();
-    for (run_id, session_id, run_owner) in unfinished {
-        // Another pincer process sharing the database may still be running it.
-        if run_owner.as_deref().is_some_and(owner::is_alive) {
+    let mut fenced: Vec<LeaseKey> = Vec::new();
+    for run in unfinished(&tx)? {
+        let (gone, lease) = abandoned(&tx, &run, now)?;
+        if !gone {
             continue;
+        }
+        if let Some(lease) = lease
+            && !fenced.contains(&lease.key)
+        {
+            super::leases::take_over_in(&tx, &lease, owner::this_process())?;
+            fenced.push(lease.key);
         }
         interrupt_run(
             &tx,
-            &run_id,
-            &session_id,
+            &run.id,
+            &run.session,
             "interrupted: the pincer process stopped before the run ended",
             now,
         )?;
-        recovery.interrupted_runs.push(RunId::from_string(run_id));
+        recovery.interrupted_runs.push(RunId::from_string(run.id));
     }
     tx.commit()?;
     Ok(recovery)
@@ -590,13 +652,13 @@ fn interrupt_run(
     Ok(())
 }
 
-/// Whether some unfinished run belongs to no live process (a read, no lock).
+/// Whether some unfinished run is abandoned (a read, no lock).
 fn needs_recovery(conn: &Connection) -> Result<bool, StoreError> {
-    let mut stmt = conn.prepare(UNFINISHED_OWNERS)?;
-    let owners: Vec<Option<String>> = stmt
-        .query_map([], |row| row.get(0))?
-        .collect::<Result<_, _>>()?;
-    Ok(owners
-        .iter()
-        .any(|owner| !owner.as_deref().is_some_and(owner::is_alive)))
+    let now = now_millis();
+    for run in unfinished(conn)? {
+        if abandoned(conn, &run, now)?.0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

@@ -723,7 +723,7 @@ pub async fn fenced_writes_apply_only_under_the_current_lease(backend: &Backend)
     let (session, _run) = session_with_run(journal, "ses_fenced").await;
     let a = backend
         .leases
-        .claim(&session, "a", 1_000, 100)
+        .claim(&(&session).into(), "a", 1_000, 100)
         .await
         .unwrap();
     let title = |title: &str| Write::SetTitle {
@@ -741,7 +741,7 @@ pub async fn fenced_writes_apply_only_under_the_current_lease(backend: &Backend)
     // a's lease lapses; b takes the session.
     let b = backend
         .leases
-        .claim(&session, "b", 2_000, 100)
+        .claim(&(&session).into(), "b", 2_000, 100)
         .await
         .unwrap();
     let refused = journal.commit(fenced(&a.fence(), title("late a"))).await;
@@ -778,7 +778,7 @@ pub async fn fenced_writes_apply_only_under_the_current_lease(backend: &Backend)
     // A session that never had a lease admits no fenced write.
     let (other, _) = session_with_run(journal, "ses_unleased").await;
     let stray = crate::core::lease::Fence {
-        session: other,
+        key: (&other).into(),
         token: 1,
     };
     assert!(matches!(

@@ -34,7 +34,7 @@ struct State {
     grants: HashMap<SessionId, Vec<(Grant, Millis)>>,
     trusted: Vec<crate::core::hooks::Trust>,
     /// The sessions' leases (`core::lease`), for `Leases` and fenced writes.
-    leases: HashMap<SessionId, crate::core::lease::Lease>,
+    leases: HashMap<crate::core::lease::LeaseKey, crate::core::lease::Lease>,
     /// Requests left for sessions' runs, not taken: (id, session, control).
     controls: Vec<(i64, SessionId, crate::core::control::Control)>,
     next_control: i64,
@@ -279,11 +279,11 @@ impl State {
                 }
             }
             Write::Fenced { fence, write } => {
-                let stored = self.leases.get(&fence.session);
+                let stored = self.leases.get(&fence.key);
                 if !crate::core::lease::admits(stored, &fence) {
                     return Err(JournalError::Fenced(format!(
-                        "session {}: the lease this write was made under (token {}) is no longer current; refused",
-                        fence.session, fence.token
+                        "{}: the lease this write was made under (token {}) is no longer current; refused",
+                        fence.key, fence.token
                     )));
                 }
                 self.apply(*write)?;
@@ -376,7 +376,7 @@ impl State {
 impl crate::core::lease::Leases for MemoryJournal {
     fn claim<'a>(
         &'a self,
-        session: &'a SessionId,
+        key: &'a crate::core::lease::LeaseKey,
         holder: &'a str,
         now: Millis,
         ttl_ms: i64,
@@ -385,7 +385,7 @@ impl crate::core::lease::Leases for MemoryJournal {
         Result<crate::core::lease::Lease, crate::core::lease::LeaseError>,
     > {
         let result =
-            crate::core::lease::claim_in(&mut self.lock().leases, session, holder, now, ttl_ms);
+            crate::core::lease::claim_in(&mut self.lock().leases, key, holder, now, ttl_ms);
         Box::pin(async move { result })
     }
 
@@ -412,12 +412,12 @@ impl crate::core::lease::Leases for MemoryJournal {
 
     fn current<'a>(
         &'a self,
-        session: &'a SessionId,
+        key: &'a crate::core::lease::LeaseKey,
     ) -> futures::future::BoxFuture<
         'a,
         Result<Option<crate::core::lease::Lease>, crate::core::lease::LeaseError>,
     > {
-        let found = self.lock().leases.get(session).cloned();
+        let found = self.lock().leases.get(key).cloned();
         Box::pin(async move { Ok(found) })
     }
 }
