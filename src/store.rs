@@ -734,10 +734,8 @@ mod tests {
                 );
             }
         }
-        for sql in [writer::UNFINISHED_RUNS] {
-            let found = plan(sql);
-            assert!(found.contains("USING INDEX runs_unfinished"), "{found}");
-        }
+        let found = plan(writer::UNFINISHED_RUNS);
+        assert!(found.contains("USING INDEX runs_unfinished"), "{found}");
     }
 
     #[test]
@@ -935,8 +933,14 @@ mod tests {
         let path = dir.path().join("pincer.db");
         let (store, _) = Store::open(&path).unwrap();
         let far = now_millis() + 3_600_000;
-        // (session, state, run owner, lease key, holder, expires_at, token)
-        let cases: [(&str, &str, Option<&str>, Option<(String, &str, i64)>); 6] = [
+        // (session, state, run owner, (lease key, holder, expires_at))
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Option<&'a str>,
+            Option<(String, &'a str, i64)>,
+        );
+        let cases: [Case; 6] = [
             (
                 "ses_live",
                 "running",
