@@ -86,11 +86,6 @@ pub fn process_tag() -> &'static str {
     owner::this_process()
 }
 
-/// Whether the process an owner tag (`pid:start`) names is still running.
-pub fn owner_is_alive(tag: &str) -> bool {
-    owner::is_alive(tag)
-}
-
 /// How long opening waits out other processes holding the database's lock.
 const OPEN_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 

@@ -21,10 +21,11 @@ use crate::core::event::{Event, RunState};
 use crate::core::hooks::{HookEvent, HookInput};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::{JournalError, Write};
+use crate::core::lease::{Lease, LeaseError, LeaseKey, Leases};
 use crate::core::memory::Scope;
 use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
 use crate::core::run::RunOutcome;
-use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
+use crate::core::runtime::{LeaseTiming, NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Origin, now_millis};
 
 /// How long showing an approval's answer waits for the prompt's send to
@@ -102,11 +103,18 @@ pub enum HubError {
     Journal(#[from] JournalError),
     #[error(transparent)]
     Runtime(#[from] crate::core::runtime::RuntimeError),
+    #[error("the channel account's lease: {0}")]
+    Lease(crate::core::lease::LeaseError),
 }
 
 impl Hub {
-    /// Recovers what a stopped process left, then starts the outbox worker and
-    /// the adapter's receive loop. Everything stops with `cancel`.
+    /// Starts serving one channel account: once this process holds the
+    /// account's lease (`LeaseKey::channel`), recovers what the previous
+    /// holder left, then starts the outbox worker and the adapter's
+    /// receive loop. While another process holds it, this one stands by
+    /// and takes over when that lease lapses; a lease lost while serving
+    /// (the process stopped past it) stops both until it is held again.
+    /// Everything stops with `cancel`.
     pub async fn start(
         runtime: Runtime,
         store: Arc<dyn ChannelJournal>,
@@ -121,6 +129,7 @@ impl Hub {
             settings.max_attempts,
             runtime.gate().safety.clone(),
         ));
+        let leases = runtime.leases();
         let hub = Arc::new(Hub {
             runtime,
             store,
@@ -133,6 +142,131 @@ impl Hub {
             tasks: TaskTracker::new(),
             cancel: cancel.clone(),
         });
+        let Some((leases, holder, timing)) = leases else {
+            hub.serve(cancel.clone()).await?;
+            return Ok(hub);
+        };
+        let key = LeaseKey::channel(adapter.channel(), adapter.account());
+        match leases
+            .claim(&key, &holder, now_millis(), timing.ttl_ms)
+            .await
+        {
+            Ok(lease) => {
+                let serving = cancel.child_token();
+                hub.serve_under(&lease, serving.clone()).await?;
+                hub.tasks.spawn(hub.clone().keep_account(
+                    leases,
+                    holder,
+                    timing,
+                    Some((lease, serving)),
+                ));
+            }
+            Err(LeaseError::Held { holder: other, .. }) => {
+                tracing::warn!(
+                    channel = adapter.channel(),
+                    account = adapter.account(),
+                    holder = %other,
+                    "another pincer process serves this channel account; standing by to take over if its lease lapses"
+                );
+                hub.tasks
+                    .spawn(hub.clone().keep_account(leases, holder, timing, None));
+            }
+            Err(err) => return Err(HubError::Lease(err)),
+        }
+        Ok(hub)
+    }
+
+    /// Serves the account under `lease`: its intent writes fenced with it.
+    async fn serve_under(
+        self: &Arc<Self>,
+        lease: &Lease,
+        serving: CancellationToken,
+    ) -> Result<(), HubError> {
+        self.outbox.fence_with(Some(lease.fence()));
+        self.serve(serving).await
+    }
+
+    /// Keeps the account's lease renewed while serving (`serving`), and
+    /// waits for it while another process holds it, until `cancel`.
+    async fn keep_account(
+        self: Arc<Self>,
+        leases: Arc<dyn Leases>,
+        holder: String,
+        timing: LeaseTiming,
+        mut serving: Option<(Lease, CancellationToken)>,
+    ) {
+        let key = LeaseKey::channel(self.adapter.channel(), self.adapter.account());
+        loop {
+            let wait = if serving.is_some() {
+                timing.renew
+            } else {
+                timing.poll.max(timing.renew / 4)
+            };
+            tokio::select! {
+                _ = self.cancel.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            serving = match serving.take() {
+                Some((lease, token)) => {
+                    match leases.renew(&lease, now_millis(), timing.ttl_ms).await {
+                        Ok(renewed) => Some((renewed, token)),
+                        Err(LeaseError::Backend(err)) => {
+                            tracing::warn!(channel = self.adapter.channel(), error = %err, "cannot renew the channel account's lease");
+                            Some((lease, token))
+                        }
+                        Err(err) => {
+                            tracing::error!(
+                                channel = self.adapter.channel(),
+                                account = self.adapter.account(),
+                                error = %err,
+                                "lost the channel account's lease: another process serves it now; this one stops sending and stands by"
+                            );
+                            token.cancel();
+                            self.outbox.fence_with(None);
+                            None
+                        }
+                    }
+                }
+                None => match leases
+                    .claim(&key, &holder, now_millis(), timing.ttl_ms)
+                    .await
+                {
+                    Ok(lease) => {
+                        tracing::warn!(
+                            channel = self.adapter.channel(),
+                            account = self.adapter.account(),
+                            "took over the channel account: its lease lapsed"
+                        );
+                        let token = self.cancel.child_token();
+                        match self.serve_under(&lease, token.clone()).await {
+                            Ok(()) => Some((lease, token)),
+                            Err(err) => {
+                                tracing::error!(channel = self.adapter.channel(), error = %err, "cannot serve the channel account");
+                                token.cancel();
+                                let _ = leases.release(&lease).await;
+                                None
+                            }
+                        }
+                    }
+                    Err(LeaseError::Held { .. }) => None,
+                    Err(err) => {
+                        tracing::warn!(channel = self.adapter.channel(), error = %err, "cannot take the channel account's lease");
+                        None
+                    }
+                },
+            };
+        }
+        if let Some((lease, _)) = serving
+            && let Err(err) = leases.release(&lease).await
+        {
+            tracing::debug!(error = %err, "cannot release the channel account's lease");
+        }
+    }
+
+    /// Recovers what a stopped process left, then starts the outbox worker
+    /// and the adapter's receive loop, both until `serving` is cancelled.
+    async fn serve(self: &Arc<Self>, serving: CancellationToken) -> Result<(), HubError> {
+        let (outbox, adapter, hub) = (&self.outbox, &self.adapter, self);
         let recovered = outbox.recover().await?;
         if !recovered.unknown.is_empty() || !recovered.expired.is_empty() || recovered.resumed > 0 {
             tracing::warn!(
@@ -151,10 +285,10 @@ impl Hub {
             hub.tasks.spawn(hub.clone().screen(intent));
         }
         hub.recover_inbox().await?;
-        hub.tasks.spawn(outbox.run(cancel.clone()));
+        hub.tasks.spawn(outbox.clone().run(serving.clone()));
         hub.tasks
-            .spawn(adapter.clone().receive(hub.clone(), cancel.clone()));
-        Ok(hub)
+            .spawn(adapter.clone().receive(hub.clone(), serving));
+        Ok(())
     }
 
     /// The adapter's acknowledgement watermark as last stored (`name`: e.g.

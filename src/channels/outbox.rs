@@ -64,6 +64,11 @@ pub struct Outbox {
     /// A platform's error text may echo a credential (a bot token in a URL):
     /// it is redacted before it is stored or logged.
     safety: Arc<Safety>,
+    /// The channel account's lease this process delivers under
+    /// (`Hub::start`): every intent write is fenced with it, so a process
+    /// that lost the account (stopped past its lease while another took
+    /// over) claims nothing more and sends nothing more.
+    fence: std::sync::Mutex<Option<crate::core::lease::Fence>>,
 }
 
 impl Outbox {
@@ -81,6 +86,32 @@ impl Outbox {
             max_attempts: max_attempts.max(1),
             wake: Notify::new(),
             safety,
+            fence: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Fences every intent write from now on with `fence` (`None`: none).
+    pub fn fence_with(&self, fence: Option<crate::core::lease::Fence>) {
+        *self
+            .fence
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fence;
+    }
+
+    /// `write`, fenced with the account's lease when one is held.
+    fn fenced(&self, write: ChannelWrite) -> Write {
+        let write = Write::Channel(write);
+        match self
+            .fence
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            Some(fence) => Write::Fenced {
+                fence,
+                write: Box::new(write),
+            },
+            None => write,
         }
     }
 
@@ -88,7 +119,7 @@ impl Outbox {
     /// twice (same id) records it once.
     pub async fn record(&self, intent: SendIntent) -> Result<(), JournalError> {
         self.store
-            .commit(Write::Channel(ChannelWrite::InsertIntent(intent)))
+            .commit(self.fenced(ChannelWrite::InsertIntent(intent)))
             .await?;
         self.wake.notify_one();
         Ok(())
@@ -141,11 +172,12 @@ impl Outbox {
 
     async fn update(&self, update: IntentUpdate) -> Result<(), JournalError> {
         self.store
-            .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
+            .commit(self.fenced(ChannelWrite::UpdateIntent(update)))
             .await
     }
 
-    /// Resolves what a stopped process left: run once, before the worker.
+    /// Resolves what a stopped process left: run once, before the worker,
+    /// by the holder of the channel account's lease.
     pub async fn recover(&self) -> Result<Recovered, JournalError> {
         let mut report = Recovered::default();
         let open = self
@@ -153,15 +185,13 @@ impl Outbox {
             .open_intents(self.adapter.channel(), self.adapter.account())
             .await?;
         let now = now_millis();
-        for (intent, owner) in open {
+        for (intent, _) in open {
             match intent.status {
+                // This process holds the account's lease (`Hub::start`):
+                // whoever claimed an intent before it lost the account, so
+                // the platform call it was making may or may not have
+                // happened, and it will make no more.
                 IntentStatus::Sending => {
-                    if owner
-                        .as_deref()
-                        .is_some_and(|owner| self.store.owner_is_alive(owner))
-                    {
-                        continue; // another live process is delivering it
-                    }
                     if intent.kind != IntentKind::Draft
                         && self.repeatable(&intent, intent.inflight.unwrap_or(0))
                     {

@@ -606,10 +606,6 @@ pub trait ChannelJournal: Journal {
         sender: &'a str,
     ) -> Reply<'a, bool>;
 
-    /// Whether the process an intent's owner tag names (as `open_intents`
-    /// returns it) is still running, so its claim stands.
-    fn owner_is_alive(&self, owner: &str) -> bool;
-
     /// The live drafts of a channel account.
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
 }

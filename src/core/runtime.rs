@@ -461,6 +461,17 @@ impl Runtime {
         });
     }
 
+    /// The leases this process holds sessions by, its name as their holder
+    /// and how it keeps them: a part of the process that must be the only
+    /// one of its kind (a chat channel account's delivery) holds its own
+    /// lease the same way. `None` when no leases were set.
+    pub fn leases(&self) -> Option<(Arc<dyn Leases>, String, LeaseTiming)> {
+        self.inner
+            .leases
+            .get()
+            .map(|(leases, holder)| (leases.clone(), holder.clone(), self.inner.config.leases))
+    }
+
     /// Holds this process's own lease (`LeaseKey::process`) from its first
     /// run until shutdown, renewed as a session's is: while it lives, the
     /// runs it queued behind another process's are its own; once it lapses

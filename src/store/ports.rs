@@ -176,10 +176,6 @@ impl ChannelJournal for Store {
         port(Store::is_paired(self, channel, account, sender))
     }
 
-    fn owner_is_alive(&self, owner: &str) -> bool {
-        super::owner_is_alive(owner)
-    }
-
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>> {
         port(Store::drafts(self, channel, account))
     }

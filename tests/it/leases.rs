@@ -7,7 +7,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Stdio};
 
-use crate::support::TestDir;
+use crate::support::{TestDir, stop_outside_a_write};
 use serde_json::{Value, json};
 
 /// The model script every process plays: a scripted model picks its turn by
@@ -302,33 +302,4 @@ fn a_stopped_owner_is_taken_over_when_its_lease_lapses_and_its_late_writes_are_r
             .count(),
         1
     );
-}
-
-/// Stops `pid` (`SIGSTOP`) at a moment it holds no write lock on the
-/// database: stopped, then checked with a write transaction of our own, and
-/// let go and stopped again a moment later when the lock is held.
-fn stop_outside_a_write(dir: &TestDir, pid: i32) {
-    let stopped = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap()
-            .rsplit(')')
-            .next()
-            .unwrap()
-            .trim_start()
-            .starts_with('T')
-    };
-    for _ in 0..100 {
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-        while !stopped() {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
-        if db.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").is_ok() {
-            return;
-        }
-        drop(db);
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
-        std::thread::sleep(std::time::Duration::from_millis(17));
-    }
-    panic!("the process held the database's write lock at every stop");
 }

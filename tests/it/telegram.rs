@@ -1807,3 +1807,103 @@ fn a_message_sending_hook_reads_prompts_and_notices_and_a_rewritten_prompt_keeps
     assert_eq!(seen[1], "Written.");
     assert!(seen[2].starts_with("Pincer commands"), "{seen:#?}");
 }
+
+/// Waits until the bridges' shared stderr says `needle`.
+fn logged(fake: &FakeTelegram, dir: &TestDir, what: &str, needle: &str) {
+    fake.wait_for(what, WAIT, |_| stderr(dir).contains(needle));
+}
+
+/// One process serves a channel account at a time (its lease): a second
+/// bridge on the same data directory stands by, answers nothing twice, and
+/// takes the account over once the first is gone.
+#[test]
+fn a_second_bridge_stands_by_and_takes_over_when_the_first_dies() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let first = dir.script(
+        "a.jsonl",
+        &[json!([{"text": "First."}]), json!([{"text": "Second."}])],
+    );
+    // The scripted model answers by the turn's place in the conversation.
+    let second = dir.script(
+        "b.jsonl",
+        &[
+            json!([{"text": "-"}]),
+            json!([{"text": "-"}]),
+            json!([{"text": "Third."}]),
+        ],
+    );
+    let a = Bridge::start(&dir, &first);
+    fake.user_says(USER, "one");
+    reply_containing(&fake, "the first bridge's reply", "First.");
+    sent_reply(&fake, &dir);
+    let _b = Bridge::start(&dir, &second);
+    logged(
+        &fake,
+        &dir,
+        "the second bridge standing by",
+        "standing by to take over",
+    );
+    fake.user_says(USER, "two");
+    reply_containing(&fake, "the reply while both run", "Second.");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(texts(&fake), ["First.", "Second."]);
+    a.crash();
+    logged(
+        &fake,
+        &dir,
+        "the take-over",
+        "took over the channel account",
+    );
+    fake.user_says(USER, "three");
+    reply_containing(&fake, "the second bridge's reply", "Third.");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(texts(&fake), ["First.", "Second.", "Third."]);
+}
+
+/// A bridge stopped (`SIGSTOP`) past its lease loses the account to the one
+/// standing by; resumed, it finds its lease gone and sends nothing more:
+/// every message is answered once, by whoever holds the account.
+#[test]
+fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let config = dir.path().join("config/pincer/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("session_lease_secs = 1\n{text}")).unwrap();
+    let first = dir.script("a.jsonl", &vec![json!([{"text": "From A."}]); 3]);
+    let second = dir.script("b.jsonl", &vec![json!([{"text": "From B."}]); 3]);
+    let a = Bridge::start(&dir, &first);
+    fake.user_says(USER, "one");
+    reply_containing(&fake, "the first bridge's reply", "From A.");
+    sent_reply(&fake, &dir);
+    let _b = Bridge::start(&dir, &second);
+    logged(
+        &fake,
+        &dir,
+        "the second bridge standing by",
+        "standing by to take over",
+    );
+    let pid = a.child.id() as i32;
+    // Stopped while it holds SQLite's write lock, it would stop everyone.
+    crate::support::stop_outside_a_write(&dir, pid);
+    logged(
+        &fake,
+        &dir,
+        "the take-over",
+        "took over the channel account",
+    );
+    fake.user_says(USER, "two");
+    reply_containing(&fake, "the reply after the take-over", "From B.");
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    logged(
+        &fake,
+        &dir,
+        "the stopped bridge noticing",
+        "lost the channel account's lease",
+    );
+    fake.user_says(USER, "three");
+    fake.wait_for("the next reply", WAIT, |f| texts(f).len() == 3);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(texts(&fake), ["From A.", "From B.", "From B."]);
+}

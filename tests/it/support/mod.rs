@@ -567,3 +567,32 @@ pub fn overflow_then_loop_script(dir: &TestDir) -> PathBuf {
 pub fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
     lines.iter().filter(|l| l["type"] == kind).collect()
 }
+
+/// Stops `pid` (`SIGSTOP`) at a moment it holds no write lock on the
+/// database: stopped, then checked with a write transaction of our own, and
+/// let go and stopped again a moment later when the lock is held.
+pub fn stop_outside_a_write(dir: &TestDir, pid: i32) {
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap()
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with('T')
+    };
+    for _ in 0..100 {
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        while !stopped() {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
+        if db.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").is_ok() {
+            return;
+        }
+        drop(db);
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        std::thread::sleep(std::time::Duration::from_millis(17));
+    }
+    panic!("the process held the database's write lock at every stop");
+}
