@@ -245,6 +245,10 @@ impl Store {
         self.read(move |conn| reader::runs(conn, &id)).await
     }
 
+    pub async fn waiting_runs(&self) -> Result<Vec<RunInfo>, StoreError> {
+        self.read(reader::waiting_runs).await
+    }
+
     pub async fn run(&self, id: &RunId) -> Result<Option<RunInfo>, StoreError> {
         let id = id.clone();
         self.read(move |conn| reader::run(conn, &id)).await

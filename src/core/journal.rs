@@ -224,6 +224,10 @@ pub trait Journal: Send + Sync {
 
     fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>>;
 
+    /// The runs of every session waiting for an answer (state `waiting`:
+    /// an approval or a question), oldest first.
+    fn waiting_runs(&self) -> Reply<'_, Vec<RunInfo>>;
+
     /// A run's events from `from_seq` on, in order; at most `limit` if given.
     fn tape<'a>(
         &'a self,

@@ -975,6 +975,97 @@ impl Runtime {
         self.inner.approvals.requests(session)
     }
 
+    /// The approvals waiting for an answer wherever their runs work: this
+    /// process's, and those of runs other processes sharing the journal
+    /// work (read from the tapes of runs `waiting`), of one session or of
+    /// every session, oldest first. Answer one with
+    /// [`Runtime::answer_approval_of`].
+    pub async fn approvals_everywhere(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        let mut found = self.pending_approvals(session);
+        found.extend(self.asked_elsewhere(session, true).await);
+        found.sort_by_key(|record| record.at);
+        found
+    }
+
+    /// The questions waiting for an answer wherever their runs work (see
+    /// [`Runtime::approvals_everywhere`]).
+    pub async fn questions_everywhere(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        let mut found = self.pending_questions(session);
+        found.extend(self.asked_elsewhere(session, false).await);
+        found.sort_by_key(|record| record.at);
+        found
+    }
+
+    /// The approvals (or questions) asked on the tapes of waiting runs that
+    /// work in other processes and not answered there yet.
+    async fn asked_elsewhere(
+        &self,
+        session: Option<&SessionId>,
+        approvals: bool,
+    ) -> Vec<Arc<EventRecord>> {
+        if self.inner.notifier.get().is_none() {
+            return Vec::new();
+        }
+        let runs = match self.inner.journal.waiting_runs().await {
+            Ok(runs) => runs,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the runs waiting for an answer");
+                return Vec::new();
+            }
+        };
+        let mut found = Vec::new();
+        for run in runs {
+            if session.is_some_and(|s| s != &run.session_id)
+                || self.works_here(&run.session_id, &run.id)
+            {
+                continue;
+            }
+            let tape = match self.inner.journal.tape(&run.id, 0, None).await {
+                Ok(tape) => tape,
+                Err(err) => {
+                    tracing::warn!(run = %run.id, error = %err, "cannot read a waiting run's tape");
+                    continue;
+                }
+            };
+            let mut open: Vec<(String, EventRecord)> = Vec::new();
+            for record in tape {
+                match (&record.event, approvals) {
+                    (
+                        Event::ApprovalRequested {
+                            approval_id: id, ..
+                        },
+                        true,
+                    )
+                    | (
+                        Event::QuestionAsked {
+                            question_id: id, ..
+                        },
+                        false,
+                    ) => {
+                        open.push((id.clone(), record.clone()));
+                    }
+                    (
+                        Event::ApprovalDecided {
+                            approval_id: id, ..
+                        },
+                        true,
+                    )
+                    | (
+                        Event::QuestionAnswered {
+                            question_id: id, ..
+                        },
+                        false,
+                    ) => {
+                        open.retain(|(asked, _)| asked != id);
+                    }
+                    _ => {}
+                }
+            }
+            found.extend(open.into_iter().map(|(_, record)| Arc::new(record)));
+        }
+        found
+    }
+
     /// Answers a waiting question of a session (`ask_user`); false if it is
     /// not waiting (already answered elsewhere, timed out, or its run ended).
     pub fn answer_question(
@@ -1615,6 +1706,26 @@ impl Runtime {
             }
             None => false,
         }
+    }
+
+    /// Cancels a run wherever it works: here, or, when other processes
+    /// share the journal, in the process whose run it is (through the
+    /// journal: it ends there, and its end reaches the tape). False when it
+    /// works nowhere this process can reach.
+    pub fn cancel_run_anywhere(&self, session: &SessionId, run: &RunId) -> bool {
+        if self.cancel_run(session, run) {
+            return true;
+        }
+        if self.inner.notifier.get().is_none() {
+            return false;
+        }
+        self.pass_on(
+            session,
+            Control::Cancel {
+                runs: vec![run.clone()],
+            },
+        );
+        true
     }
 
     pub async fn set_mode(&self, id: &SessionId, mode: Mode) -> Result<Session, RuntimeError> {

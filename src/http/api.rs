@@ -330,6 +330,18 @@ impl Api {
         // Subscribed before cancelling, so the run's end cannot slip by.
         let mut events = self.runtime.subscribe(&run.session_id).ok();
         if !self.runtime.cancel_run(&run.session_id, &run.id) {
+            // Maybe another process works it: asked through the journal,
+            // and its end read from there.
+            if self.runtime.cancel_run_anywhere(&run.session_id, &run.id) {
+                let deadline = tokio::time::Instant::now() + ELSEWHERE_CANCEL_WAIT;
+                while tokio::time::Instant::now() < deadline {
+                    if self.run_info(id).await?.state.is_terminal() {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+                }
+                return self.run(id).await;
+            }
             let now = self.run_info(id).await?;
             if now.state.is_terminal() {
                 return Ok(run_json(&now));
@@ -370,7 +382,7 @@ impl Api {
             }
             None => None,
         };
-        let pending = self.runtime.pending_approvals(session.as_ref());
+        let pending = self.runtime.approvals_everywhere(session.as_ref()).await;
         Ok(json!({ "approvals": pending }))
     }
 
@@ -386,7 +398,8 @@ impl Api {
             })?;
         let request = self
             .runtime
-            .pending_approvals(None)
+            .approvals_everywhere(None)
+            .await
             .into_iter()
             .find(|record| approval_of(record) == Some(approval_id))
             .ok_or_else(|| {
@@ -395,10 +408,12 @@ impl Api {
                     quote(approval_id)
                 ))
             })?;
-        if !self
-            .runtime
-            .answer_approval(&request.session_id, approval_id, decision)
-        {
+        if !self.runtime.answer_approval_of(
+            &request.session_id,
+            &request.run_id,
+            approval_id,
+            decision,
+        ) {
             return Err(ApiError::conflict(format!(
                 "approval {} was settled meanwhile (answered elsewhere, timed out or its run ended)",
                 quote(approval_id)
@@ -419,7 +434,7 @@ impl Api {
             }
             None => None,
         };
-        let pending = self.runtime.pending_questions(session.as_ref());
+        let pending = self.runtime.questions_everywhere(session.as_ref()).await;
         Ok(json!({ "questions": pending }))
     }
 
@@ -445,7 +460,8 @@ impl Api {
         }
         let request = self
             .runtime
-            .pending_questions(None)
+            .questions_everywhere(None)
+            .await
             .into_iter()
             .find(|record| matches!(&record.event, Event::QuestionAsked { question_id: id, .. } if id == question_id))
             .ok_or_else(|| {
@@ -461,10 +477,12 @@ impl Api {
             None => QuestionAnswer::without(QuestionOutcome::Declined),
             Some(text) => QuestionAnswer::from_reply(&asked, &text),
         };
-        if !self
-            .runtime
-            .answer_question(&request.session_id, question_id, answer.clone())
-        {
+        if !self.runtime.answer_question_of(
+            &request.session_id,
+            &request.run_id,
+            question_id,
+            answer.clone(),
+        ) {
             return Err(ApiError::conflict(format!(
                 "question {} was settled meanwhile (answered elsewhere, timed out or its run ended)",
                 quote(question_id)
@@ -473,6 +491,9 @@ impl Api {
         Ok(json!({ "question": request, "outcome": answer.outcome, "answer": answer.answer }))
     }
 }
+
+/// How long a cancel waits for a run another process works to end.
+const ELSEWHERE_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A prompt's content from `prompt` (text) or `content` (parts), checked.
 fn prompt_content(request: Prompt) -> Result<Vec<ContentPart>, ApiError> {

@@ -73,6 +73,10 @@ impl Journal for Store {
         port(Store::run(self, id))
     }
 
+    fn waiting_runs(&self) -> Reply<'_, Vec<RunInfo>> {
+        port(Store::waiting_runs(self))
+    }
+
     fn tape<'a>(
         &'a self,
         run: &'a RunId,

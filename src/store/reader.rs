@@ -364,6 +364,17 @@ pub(super) fn runs(conn: &Connection, session: &SessionId) -> Result<Vec<RunInfo
         .collect()
 }
 
+/// The runs waiting for an answer (`waiting`), over every session, oldest
+/// first: read through the partial index of unfinished runs.
+pub(super) fn waiting_runs(conn: &Connection) -> Result<Vec<RunInfo>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE state IN ('queued', 'running', 'waiting') AND state = 'waiting' ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([], run_row)?;
+    rows.map(|raw| raw.map_err(StoreError::from)?.into_info())
+        .collect()
+}
+
 /// How many runs are in each state, over every session.
 pub(super) fn spent(
     conn: &Connection,

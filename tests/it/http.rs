@@ -2461,3 +2461,98 @@ async fn content_the_model_cannot_take_is_422_unsupported_content() {
     let (_, runs) = send(server.get(&format!("/v1/sessions/{sid}/runs"))).await;
     assert_eq!(runs, json!({"runs": []}));
 }
+
+/// Reads the editor's messages until `check` holds for one; panics after
+/// `TIMEOUT`.
+fn editor_until(
+    acp: &mut crate::support::AcpProcess,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    while Instant::now() < deadline {
+        if let Some(message) = acp.recv_timeout(Duration::from_millis(100))
+            && check(&message)
+        {
+            return message;
+        }
+    }
+    panic!("no {what} within {TIMEOUT:?}; stderr:\n{}", acp.stderr());
+}
+
+/// `pincer serve --http` as a second process beside an editor (`pincer
+/// acp`) on one data directory: it lists the permission request the
+/// editor's run waits on, its answer reaches that run (which goes on), and
+/// its cancel ends a run the editor works.
+#[tokio::test]
+async fn http_beside_an_editor_answers_its_approval_and_cancels_its_run() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "b.txt", "content": "from the editor's run\n"}}}]),
+            json!([{"text": "done"}]),
+            json!([{"text": "Working"}, {"delay_ms": 60000}, {"text": " never"}]),
+        ],
+    );
+    let mut editor = crate::support::AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "supervised"],
+    );
+    editor.initialize();
+    let session = editor.new_session(&dir.workspace());
+    let prompt = editor.prompt_async(&session, "write it");
+    editor_until(&mut editor, "the editor's permission request", |m| {
+        m["method"] == "session/request_permission"
+    });
+
+    let server = Server::start(&dir, &script, None);
+    let (status, listed) = send(server.get("/v1/approvals")).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let approvals = listed["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1, "{listed}");
+    assert_eq!(approvals[0]["session_id"], session.as_str());
+    assert_eq!(approvals[0]["tool"], "write_file");
+    let (_, of_session) = send(server.get(&format!("/v1/sessions/{session}/approvals"))).await;
+    assert_eq!(of_session["approvals"], listed["approvals"]);
+    let id = approvals[0]["approval_id"].as_str().unwrap();
+    let (status, answered) = send(server.post(
+        &format!("/v1/approvals/{id}"),
+        json!({"decision": "allow_once"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    let done = editor_until(&mut editor, "the editor's prompt to end", |m| {
+        m.get("id") == Some(&prompt) && m.get("method").is_none()
+    });
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("b.txt")).unwrap(),
+        "from the editor's run\n"
+    );
+    let (_, after) = send(server.get("/v1/approvals")).await;
+    assert_eq!(after["approvals"], json!([]), "{after}");
+
+    // A run the editor works, cancelled through HTTP.
+    let long = editor.prompt_async(&session, "long job");
+    editor_until(&mut editor, "the long run's first chunk", |m| {
+        m["params"]["update"]["content"]["text"] == "Working"
+    });
+    let (_, runs) = send(server.get(&format!("/v1/sessions/{session}/runs"))).await;
+    let run = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["state"] == "running")
+        .unwrap_or_else(|| panic!("no running run: {runs}"))["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, cancelled) = send(server.post(&format!("/v1/runs/{run}/cancel"), json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    let ended = editor_until(&mut editor, "the long prompt to end", |m| {
+        m.get("id") == Some(&long) && m.get("method").is_none()
+    });
+    assert_eq!(ended["result"]["stopReason"], "cancelled", "{ended}");
+}

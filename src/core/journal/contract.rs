@@ -475,7 +475,15 @@ pub async fn runs_record_their_states_and_times(backend: &Backend) {
         at,
     };
     journal.submit(set(RunState::Running, 10));
-    journal.submit(set(RunState::Waiting, 11));
+    journal.commit(set(RunState::Waiting, 11)).await.unwrap();
+    let waiting: Vec<RunId> = journal
+        .waiting_runs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(waiting, [run.clone()], "a waiting run is listed");
     journal.submit(set(RunState::Running, 12));
     journal.commit(set(RunState::Completed, 20)).await.unwrap();
     let done = journal.run(&run).await.unwrap().unwrap();
@@ -497,6 +505,7 @@ pub async fn runs_record_their_states_and_times(backend: &Backend) {
         runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
         [run, later]
     );
+    assert!(journal.waiting_runs().await.unwrap().is_empty());
     assert_eq!(
         journal.session(&session).await.unwrap().unwrap().updated_at,
         30

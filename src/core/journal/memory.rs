@@ -493,6 +493,19 @@ impl Journal for MemoryJournal {
         self.read(|state| state.runs.get(id).cloned())
     }
 
+    fn waiting_runs(&self) -> Reply<'_, Vec<RunInfo>> {
+        self.read(|state| {
+            let mut runs: Vec<RunInfo> = state
+                .runs
+                .values()
+                .filter(|run| run.state == crate::core::event::RunState::Waiting)
+                .cloned()
+                .collect();
+            runs.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+            runs
+        })
+    }
+
     fn spent<'a>(&'a self, provider: &'a str, since: Millis) -> Reply<'a, Vec<Cost>> {
         self.read(move |state| {
             let mut sums: Vec<Cost> = Vec::new();
