@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::cli::{Cli, ProviderArgs};
 use crate::config::Config;
 pub use crate::config::Flags;
-use crate::core::runtime::Runtime;
+use crate::core::runtime::{Parts, Runtime};
 use crate::store::Store;
 
 /// Exit codes, documented in the README.
@@ -84,27 +84,15 @@ impl App {
         let gate =
             Arc::new(wiring::gate(&config, Arc::new(store.clone())).map_err(Failure::usage)?);
         crate::logging::redact_with(gate.safety.clone());
-        let runtime = Runtime::new(
-            Arc::new(store.clone()),
-            providers,
-            gate,
-            wiring::runtime_config(&config),
-        );
-        runtime.set_leases(
-            Arc::new(store.clone()),
-            crate::store::process_tag().to_owned(),
-        );
-        runtime.set_notifier(Arc::new(store.clone()));
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
-        runtime.set_session_tools_factory(mcp.clone());
-        runtime.set_environment_probe(Arc::new(wiring::environment_probe(&config)));
         let mut semantic = None;
+        let mut memories: Option<Arc<dyn crate::core::memory::Memories>> = None;
         if config.memory.enabled.unwrap_or(true) {
             let embedder = wiring::embedder(&config, &|name| {
                 std::env::var(name).ok().filter(|v| !v.is_empty())
             })
             .map_err(|message| Failure::usage(anyhow::anyhow!(message)))?;
-            let memories: Arc<dyn crate::core::memory::Memories> = match embedder {
+            memories = Some(match embedder {
                 Some(embedder) => {
                     let min_similarity = config
                         .memory
@@ -119,9 +107,24 @@ impl App {
                     layer
                 }
                 None => Arc::new(store.clone()),
-            };
-            runtime.set_memories(memories);
+            });
         }
+        let runtime = Runtime::from_parts(Parts {
+            leases: Some((
+                Arc::new(store.clone()),
+                crate::store::process_tag().to_owned(),
+            )),
+            notifier: Some(Arc::new(store.clone())),
+            memories,
+            session_tools: Some(mcp.clone()),
+            environment: Some(Arc::new(wiring::environment_probe(&config))),
+            ..Parts::new(
+                Arc::new(store.clone()),
+                providers,
+                gate,
+                wiring::runtime_config(&config),
+            )
+        });
         Ok(App {
             config,
             store,

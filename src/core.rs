@@ -8,6 +8,7 @@ pub mod approval;
 pub mod boundary;
 pub mod budget;
 pub mod channel;
+pub mod clock;
 pub mod commands;
 pub mod compaction;
 pub mod context;

@@ -126,6 +126,8 @@ pub struct Recall {
     pub store: std::sync::Arc<dyn Memories>,
     pub keys: ScopeKeys,
     pub settings: RecallSettings,
+    /// What time it is, for the items' recency.
+    clock: std::sync::Arc<dyn super::clock::Clock>,
     /// The latest prompt recalled for and its block: the turns of one run
     /// share them (and so the provider's cached prefix).
     last: std::sync::Mutex<Option<(String, Option<String>)>>,
@@ -141,8 +143,15 @@ impl Recall {
             store,
             keys,
             settings,
+            clock: std::sync::Arc::new(super::clock::SystemClock),
             last: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The same recall by `clock`'s time.
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn super::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The pinned items' section of the system prompt.
@@ -186,7 +195,7 @@ impl Recall {
         };
         let block = match self.store.search(search).await {
             Ok(hits) => {
-                let now = super::session::now_millis();
+                let now = self.clock.now_millis();
                 let items = rank(hits, now, &self.settings);
                 if touch && !items.is_empty() {
                     self.store.note(MemoryWrite::Used {

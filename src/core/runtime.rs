@@ -5,7 +5,11 @@
 //! came. Every event is appended to the tape and published to subscribers; a
 //! subscriber that falls behind re-reads the tape instead of slowing the run.
 
+mod ownership;
 mod subagents;
+mod trust;
+mod turn;
+mod worker;
 
 pub use subagents::SubagentConfig;
 
@@ -20,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::agent_loop;
 use super::approval::{ApprovalDecision, Grant};
+use super::clock::{Clock, SystemClock};
 use super::commands;
 pub use super::commands::SessionCommand;
 use super::compaction;
@@ -261,6 +266,54 @@ pub struct Runtime {
     inner: Arc<Inner>,
 }
 
+/// What a runtime is made of, handed in whole by the composition root
+/// (`app::App::open`): the journal, providers, tool gate and settings, and
+/// the parts a process may go without (each `None` by default: one
+/// process, no memory, no extra tools, no environment probe).
+pub struct Parts {
+    pub journal: Arc<dyn Journal>,
+    pub providers: Providers,
+    pub gate: Arc<ToolGate>,
+    pub config: RuntimeConfig,
+    /// The sessions' leases and this process's unique name as their
+    /// holder: prompts run only under a session's lease.
+    pub leases: Option<(Arc<dyn Leases>, String)>,
+    /// Wakes faces following other processes' runs, and this process for
+    /// requests left for its runs.
+    pub notifier: Option<Arc<dyn Notifier>>,
+    /// Where memory items are kept.
+    pub memories: Option<Arc<dyn Memories>>,
+    /// Builds each live session's extra tools (MCP servers).
+    pub session_tools: Option<Arc<dyn SessionToolsFactory>>,
+    /// Finds the facts about the machine the system prompt states.
+    pub environment: Option<Arc<dyn EnvironmentProbe>>,
+    /// What time it is.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Parts {
+    /// The four parts every runtime has; the others none, the system clock.
+    pub fn new(
+        journal: Arc<dyn Journal>,
+        providers: Providers,
+        gate: Arc<ToolGate>,
+        config: RuntimeConfig,
+    ) -> Self {
+        Self {
+            journal,
+            providers,
+            gate,
+            config,
+            leases: None,
+            notifier: None,
+            memories: None,
+            session_tools: None,
+            environment: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
 struct Inner {
     /// Where everything durable goes.
     journal: Arc<dyn Journal>,
@@ -283,22 +336,24 @@ struct Inner {
     tasks: TaskTracker,
     /// Cancelled on shutdown: stops workers and cancels their runs.
     shutdown: CancellationToken,
-    /// Builds each live session's extra tools (the configured MCP servers);
-    /// set once at start, before any session is live.
-    session_tools: std::sync::OnceLock<Arc<dyn SessionToolsFactory>>,
-    /// Finds the facts about the machine the system prompt states; set once
-    /// at start (none: the prompt says only what the core knows).
-    environment: std::sync::OnceLock<Arc<dyn EnvironmentProbe>>,
-    /// Where memory items are kept; set once at start (none: no memory).
-    memory: std::sync::OnceLock<Arc<dyn Memories>>,
+    /// Builds each live session's extra tools (the configured MCP servers).
+    session_tools: Option<Arc<dyn SessionToolsFactory>>,
+    /// Finds the facts about the machine the system prompt states (none: the
+    /// prompt says only what the core knows).
+    environment: Option<Arc<dyn EnvironmentProbe>>,
+    /// Where memory items are kept (none: no memory).
+    memory: Option<Arc<dyn Memories>>,
     /// How far token estimates were from the providers' reports.
     calibration: Arc<super::tokens::Calibration>,
-    /// The sessions' leases and this process's name as their holder; set
-    /// once at start (none: one process, nobody else to keep out).
-    leases: std::sync::OnceLock<(Arc<dyn Leases>, String)>,
+    /// The sessions' leases and this process's name as their holder (none:
+    /// one process, nobody else to keep out).
+    leases: Option<(Arc<dyn Leases>, String)>,
     /// Wakes faces following another process's runs and this process's
-    /// owner side for requests left in the journal (`Runtime::set_notifier`).
-    notifier: std::sync::OnceLock<Arc<dyn Notifier>>,
+    /// owner side for requests left in the journal (none: one process).
+    notifier: Option<Arc<dyn Notifier>>,
+    /// What time it is (`core::clock`): lease expiry, the daily budget's
+    /// midnight, memory recency.
+    clock: Arc<dyn Clock>,
     /// The task carrying out other processes' requests is started once.
     taking_controls: std::sync::Once,
     /// The task keeping this process's lease is started once, with its
@@ -391,12 +446,36 @@ struct QueuedRun {
 const SESSION_END_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Runtime {
+    /// A runtime of these four parts alone: one process, no memory, no
+    /// extra tools, the system clock (tests, and faces that need no more).
     pub fn new(
         journal: Arc<dyn Journal>,
         providers: Providers,
         gate: Arc<ToolGate>,
         config: RuntimeConfig,
     ) -> Self {
+        Self::from_parts(Parts::new(journal, providers, gate, config))
+    }
+
+    /// What time it is, by the runtime's clock.
+    fn now(&self) -> super::session::Millis {
+        self.inner.clock.now_millis()
+    }
+
+    /// A runtime made of `parts`, as the composition root assembled them.
+    pub fn from_parts(parts: Parts) -> Self {
+        let Parts {
+            journal,
+            providers,
+            gate,
+            config,
+            leases,
+            notifier,
+            memories,
+            session_tools,
+            environment,
+            clock,
+        } = parts;
         Self {
             inner: Arc::new(Inner {
                 journal,
@@ -412,477 +491,16 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
-                session_tools: std::sync::OnceLock::new(),
-                environment: std::sync::OnceLock::new(),
-                memory: std::sync::OnceLock::new(),
+                session_tools,
+                environment,
+                memory: memories,
                 calibration: Arc::default(),
-                leases: std::sync::OnceLock::new(),
+                leases,
                 keeping_process_lease: std::sync::Once::new(),
-                notifier: std::sync::OnceLock::new(),
+                notifier,
+                clock,
                 taking_controls: std::sync::Once::new(),
             }),
-        }
-    }
-
-    /// Runs prompts only while holding their session's lease in `leases`,
-    /// as `holder` (this process's unique name); only the first call counts.
-    pub fn set_leases(&self, leases: Arc<dyn Leases>, holder: String) {
-        let _ = self.inner.leases.set((leases, holder));
-    }
-
-    /// Follows the journal's changes through `notifier`: faces see the runs
-    /// another process works on a session (read from the tape when woken),
-    /// and requests other processes left for this one's runs (a cancel, an
-    /// answer) are carried out. Only the first call counts.
-    pub fn set_notifier(&self, notifier: Arc<dyn Notifier>) {
-        let _ = self.inner.notifier.set(notifier);
-    }
-
-    /// Starts carrying out requests other processes leave for this one's
-    /// runs, once a session is live here (not at start-up: a process that
-    /// only answers `initialize` watches nothing).
-    fn start_taking_controls(&self) {
-        let Some(notifier) = self.inner.notifier.get().cloned() else {
-            return;
-        };
-        self.inner.taking_controls.call_once(|| {
-            let runtime = self.clone();
-            let mut wake = notifier.watch();
-            let shutdown = self.inner.shutdown.clone();
-            self.inner.tasks.spawn(async move {
-                loop {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        changed = wake.changed() => if changed.is_err() { return },
-                    }
-                    runtime.take_controls().await;
-                }
-            });
-        });
-    }
-
-    /// The leases this process holds sessions by, its name as their holder
-    /// and how it keeps them: a part of the process that must be the only
-    /// one of its kind (a chat channel account's delivery) holds its own
-    /// lease the same way. `None` when no leases were set.
-    pub fn leases(&self) -> Option<(Arc<dyn Leases>, String, LeaseTiming)> {
-        self.inner
-            .leases
-            .get()
-            .map(|(leases, holder)| (leases.clone(), holder.clone(), self.inner.config.leases))
-    }
-
-    /// Holds this process's own lease (`LeaseKey::process`) from its first
-    /// run until shutdown, renewed as a session's is: while it lives, the
-    /// runs it queued behind another process's are its own; once it lapses
-    /// (the process killed or stopped past it), whoever opens the journal
-    /// next ends them (`store::writer::recover_interrupted`).
-    fn keep_process_lease(&self) {
-        let Some((leases, holder)) = self.inner.leases.get().cloned() else {
-            return;
-        };
-        self.inner.keeping_process_lease.call_once(|| {
-            let shutdown = self.inner.shutdown.clone();
-            let timing = self.inner.config.leases;
-            self.inner.tasks.spawn(async move {
-                let key = LeaseKey::process(&holder);
-                let mut held: Option<Lease> = None;
-                loop {
-                    let kept = match &held {
-                        Some(lease) => leases.renew(lease, now_millis(), timing.ttl_ms).await,
-                        None => Err(LeaseError::Lost),
-                    };
-                    held = match kept {
-                        Ok(lease) => Some(lease),
-                        Err(_) => match leases
-                            .claim(&key, &holder, now_millis(), timing.ttl_ms)
-                            .await
-                        {
-                            Ok(lease) => Some(lease),
-                            Err(err) => {
-                                tracing::warn!(error = %err, "cannot keep this process's lease");
-                                None
-                            }
-                        },
-                    };
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(timing.renew) => {}
-                    }
-                }
-                if let Some(lease) = held
-                    && let Err(err) = leases.release(&lease).await
-                {
-                    tracing::debug!(error = %err, "cannot release this process's lease");
-                }
-            });
-        });
-    }
-
-    /// Carries out the requests left in the journal that are about this
-    /// process's runs: each taken first (so once), then done as this
-    /// process's own face would.
-    async fn take_controls(&self) {
-        let working: Vec<Arc<LiveSession>> = lock(&self.inner.live)
-            .values()
-            .filter(|live| !lock(&live.pending).is_empty())
-            .cloned()
-            .collect();
-        for live in working {
-            let id = lock(&live.session).id.clone();
-            let controls = match self.inner.journal.controls(&id).await {
-                Ok(controls) => controls,
-                Err(err) => {
-                    tracing::warn!(session = %id, error = %err, "cannot read requests for the session");
-                    continue;
-                }
-            };
-            for (number, control) in controls {
-                if !self.is_mine(&live, &id, &control) {
-                    continue;
-                }
-                match self
-                    .inner
-                    .journal
-                    .commit(Write::TakeControl { id: number })
-                    .await
-                {
-                    Ok(()) => self.carry_out(&id, control),
-                    Err(JournalError::Conflict(_)) => {}
-                    Err(err) => {
-                        tracing::warn!(session = %id, error = %err, "cannot take a request for the session");
-                    }
-                }
-            }
-        }
-    }
-
-    /// Whether a request is about a run, an approval or a question of this process.
-    fn is_mine(&self, live: &LiveSession, session: &SessionId, control: &Control) -> bool {
-        match control {
-            Control::Cancel { runs } => lock(&live.pending)
-                .iter()
-                .any(|(run, _)| runs.contains(run)),
-            Control::Approval { approval_id, .. } => {
-                self.inner.approvals.waiting(session).contains(approval_id)
-            }
-            Control::Question { question_id, .. } => {
-                self.inner.questions.waiting(session).contains(question_id)
-            }
-        }
-    }
-
-    fn carry_out(&self, session: &SessionId, control: Control) {
-        match control {
-            Control::Cancel { runs } => {
-                for run in runs {
-                    self.cancel_run(session, &run);
-                }
-            }
-            Control::Approval {
-                approval_id,
-                decision,
-            } => {
-                self.answer_approval(session, &approval_id, decision);
-            }
-            Control::Question {
-                question_id,
-                answer,
-            } => {
-                self.answer_question(session, &question_id, answer);
-            }
-        }
-    }
-
-    /// Answers an approval that `run` of the session asks, wherever the run
-    /// works: here, or in another process whose run this one follows from
-    /// the tape, through the journal (the first answer wins there). False
-    /// when it is not waiting here and no other process can be told.
-    pub fn answer_approval_of(
-        &self,
-        session: &SessionId,
-        run: &RunId,
-        approval_id: &str,
-        decision: ApprovalDecision,
-    ) -> bool {
-        if self.works_here(session, run) || self.inner.notifier.get().is_none() {
-            return self.answer_approval(session, approval_id, decision);
-        }
-        self.pass_on(
-            session,
-            Control::Approval {
-                approval_id: approval_id.to_owned(),
-                decision,
-            },
-        );
-        true
-    }
-
-    /// Answers a question that `run` of the session asks, wherever the run
-    /// works (see [`Runtime::answer_approval_of`]).
-    pub fn answer_question_of(
-        &self,
-        session: &SessionId,
-        run: &RunId,
-        question_id: &str,
-        answer: QuestionAnswer,
-    ) -> bool {
-        if self.works_here(session, run) || self.inner.notifier.get().is_none() {
-            return self.answer_question(session, question_id, answer);
-        }
-        self.pass_on(
-            session,
-            Control::Question {
-                question_id: question_id.to_owned(),
-                answer,
-            },
-        );
-        true
-    }
-
-    /// Whether this process works (or has queued) `run` of the session.
-    fn works_here(&self, session: &SessionId, run: &RunId) -> bool {
-        self.live(session)
-            .is_some_and(|live| lock(&live.pending).iter().any(|(id, _)| id == run))
-    }
-
-    /// Leaves `control` in the journal for the process running the
-    /// session's runs, when another holds its lease.
-    fn pass_on(&self, session: &SessionId, control: Control) {
-        self.inner.journal.submit(Write::Control {
-            session: session.clone(),
-            control,
-            at: now_millis(),
-        });
-    }
-
-    /// Takes the session's lease now, for a prompt about to be sent, or
-    /// says who holds it (`RuntimeError::Busy`): a face that must not wait
-    /// (`pincer run --no-wait`) asks this first.
-    pub async fn claim_now(&self, id: &SessionId) -> Result<(), RuntimeError> {
-        let Some((leases, holder)) = self.inner.leases.get() else {
-            return Ok(());
-        };
-        let timing = self.inner.config.leases;
-        match leases
-            .claim(&LeaseKey::session(id), holder, now_millis(), timing.ttl_ms)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(LeaseError::Held { holder, .. }) => Err(RuntimeError::Busy { holder }),
-            Err(err) => Err(RuntimeError::Lease(err.to_string())),
-        }
-    }
-
-    /// Waits until this process holds the session's lease (telling the
-    /// person once that another process runs it), then keeps it renewed
-    /// until [`Runtime::let_go`]. `Err` with how the run ends when it is
-    /// cancelled meanwhile or the lease cannot be had.
-    async fn hold(
-        &self,
-        id: &SessionId,
-        cancel: &CancellationToken,
-        emitter: &mut Emitter,
-    ) -> Result<Option<Held>, RunOutcome> {
-        let Some((leases, holder)) = self.inner.leases.get() else {
-            return Ok(None);
-        };
-        let timing = self.inner.config.leases;
-        let mut told = false;
-        let lease = loop {
-            match leases
-                .claim(&LeaseKey::session(id), holder, now_millis(), timing.ttl_ms)
-                .await
-            {
-                Ok(lease) => break lease,
-                Err(LeaseError::Held { holder: other, .. }) => {
-                    if !told {
-                        told = true;
-                        emitter.emit(Event::Notice {
-                            message: format!(
-                                "Another Pincer process ({other}) is running this session; this prompt runs once it is done."
-                            ),
-                        });
-                    }
-                    tokio::select! {
-                        _ = cancel.cancelled() => return Err(RunOutcome::Cancelled),
-                        _ = tokio::time::sleep(timing.poll) => {}
-                    }
-                }
-                Err(err) => {
-                    return Err(RunOutcome::Failed(format!(
-                        "cannot take the session's lease: {err}"
-                    )));
-                }
-            }
-        };
-        emitter.fence_with(Some(lease.fence()));
-        // Holding the lease, no other process may have a run of this session
-        // working: one left `running` or `waiting` belongs to a process that
-        // lost the lease (killed, or stopped past its expiry). Ended here,
-        // under this lease, so exactly once.
-        let interrupted = self
-            .inner
-            .journal
-            .commit(emitter.fenced(Write::InterruptRuns {
-                session: id.clone(),
-                error: "interrupted: the process running it stopped holding the session (it was killed or stopped past its lease)".to_owned(),
-                at: now_millis(),
-            }))
-            .await;
-        if let Err(err) = interrupted {
-            return Err(RunOutcome::Failed(format!(
-                "cannot take over the session: {err}"
-            )));
-        }
-        let lease = Arc::new(Mutex::new(lease));
-        let renewal = CancellationToken::new();
-        let (leases, kept, stop, run, shutdown) = (
-            leases.clone(),
-            lease.clone(),
-            renewal.clone(),
-            cancel.clone(),
-            self.inner.shutdown.clone(),
-        );
-        self.inner.tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(timing.renew) => {}
-                }
-                let current = lock(&kept).clone();
-                match leases.renew(&current, now_millis(), timing.ttl_ms).await {
-                    Ok(renewed) => *lock(&kept) = renewed,
-                    Err(err) => {
-                        // Another process may run the session now: this
-                        // run must stop rather than write beside it.
-                        tracing::warn!(session = %current.key, error = %err, "lost the session's lease; cancelling its run");
-                        run.cancel();
-                        return;
-                    }
-                }
-            }
-        });
-        Ok(Some(Held { lease, renewal }))
-    }
-
-    /// Stops renewing a run's lease and gives it up, unless more runs of
-    /// the session wait in this process (they take it on at once).
-    async fn let_go(&self, held: Option<Held>, more: bool) {
-        let (Some(held), Some((leases, _))) = (held, self.inner.leases.get()) else {
-            return;
-        };
-        held.renewal.cancel();
-        if more {
-            return;
-        }
-        let lease = lock(&held.lease).clone();
-        if let Err(err) = leases.release(&lease).await {
-            tracing::warn!(session = %lease.key, error = %err, "cannot release the session's lease");
-        }
-    }
-
-    /// Gives every run from now on the memory kept in `store` (recall, and
-    /// what the memory tools work with); only the first call counts.
-    pub fn set_memories(&self, store: Arc<dyn Memories>) {
-        let _ = self.inner.memory.set(store);
-    }
-
-    /// Counts tokens for `provider`'s `model`, calibrated by what this
-    /// runtime's runs were told.
-    fn counter(&self, provider: &str, model: &str) -> super::tokens::Counter {
-        super::tokens::Counter::new(provider, model, self.inner.calibration.clone())
-    }
-
-    /// Memory as the faces manage it for a person (checked, through the
-    /// safety pass), when a store was set.
-    pub fn memory(&self) -> Option<Keeper> {
-        self.inner
-            .memory
-            .get()
-            .map(|store| Keeper::new(store.clone(), self.inner.gate.safety.clone()))
-    }
-
-    /// What `provider` has cost today (UTC), when a daily budget is set for
-    /// it: the sum in the budgets' currency.
-    async fn spent_today(&self, provider: &str) -> Option<Cost> {
-        let budgets = &self.inner.config.loop_config.budgets;
-        if !budgets.daily.contains_key(provider) {
-            return None;
-        }
-        let midnight = jiff::Timestamp::now()
-            .to_zoned(jiff::tz::TimeZone::UTC)
-            .start_of_day()
-            .map(|start| start.timestamp().as_millisecond())
-            .unwrap_or(0);
-        match self.inner.journal.spent(provider, midnight).await {
-            Ok(sums) => sums.into_iter().find(|c| c.currency == budgets.currency),
-            Err(err) => {
-                tracing::warn!(provider, error = %err, "cannot read today's spending");
-                None
-            }
-        }
-    }
-
-    /// The answer to `/memory ARGUMENT` in a session (`core::memory::command`).
-    pub async fn memory_command(
-        &self,
-        id: &SessionId,
-        argument: Option<&str>,
-        default_scope: super::memory::Scope,
-    ) -> Result<String, RuntimeError> {
-        let Some(keeper) = self.memory() else {
-            return Ok("Memory is turned off ([memory] enabled = false).".to_owned());
-        };
-        let keys = self.memory_keys(id).await?;
-        Ok(super::memory::command(&keeper, &keys, id, argument, default_scope).await)
-    }
-
-    /// Where a session's memory items go and which it sees.
-    pub async fn memory_keys(&self, id: &SessionId) -> Result<ScopeKeys, RuntimeError> {
-        let session = self.session(id).await?;
-        let root = self.repository_root(&session.workspace).await;
-        Ok(scope_keys(&session, Some(&root)))
-    }
-
-    /// Where items of a workspace go outside any session (the conversation
-    /// key is empty: no conversation's items are seen).
-    pub async fn workspace_keys(&self, workspace: &std::path::Path) -> ScopeKeys {
-        ScopeKeys {
-            workspace: self
-                .repository_root(workspace)
-                .await
-                .to_string_lossy()
-                .into_owned(),
-            conversation: String::new(),
-        }
-    }
-
-    /// The repository holding `workspace`, or `workspace` itself.
-    async fn repository_root(&self, workspace: &std::path::Path) -> PathBuf {
-        let Some(probe) = self.inner.environment.get().cloned() else {
-            return workspace.to_path_buf();
-        };
-        let dir = workspace.to_path_buf();
-        tokio::task::spawn_blocking(move || probe.repository_root(&dir).unwrap_or(dir))
-            .await
-            .unwrap_or_else(|_| workspace.to_path_buf())
-    }
-
-    /// Gives every session that becomes live from now on the extra tools
-    /// `factory` builds; only the first call counts.
-    pub fn set_session_tools_factory(&self, factory: Arc<dyn SessionToolsFactory>) {
-        if self.inner.session_tools.set(factory).is_err() {
-            tracing::warn!("the session tools factory was already set");
-        }
-    }
-
-    /// Gives the system prompt its facts about the machine; only the first
-    /// call counts.
-    pub fn set_environment_probe(&self, probe: Arc<dyn EnvironmentProbe>) {
-        if self.inner.environment.set(probe).is_err() {
-            tracing::warn!("the environment probe was already set");
         }
     }
 
@@ -973,97 +591,6 @@ impl Runtime {
     /// one session or of every session, oldest first.
     pub fn pending_approvals(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
         self.inner.approvals.requests(session)
-    }
-
-    /// The approvals waiting for an answer wherever their runs work: this
-    /// process's, and those of runs other processes sharing the journal
-    /// work (read from the tapes of runs `waiting`), of one session or of
-    /// every session, oldest first. Answer one with
-    /// [`Runtime::answer_approval_of`].
-    pub async fn approvals_everywhere(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
-        let mut found = self.pending_approvals(session);
-        found.extend(self.asked_elsewhere(session, true).await);
-        found.sort_by_key(|record| record.at);
-        found
-    }
-
-    /// The questions waiting for an answer wherever their runs work (see
-    /// [`Runtime::approvals_everywhere`]).
-    pub async fn questions_everywhere(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
-        let mut found = self.pending_questions(session);
-        found.extend(self.asked_elsewhere(session, false).await);
-        found.sort_by_key(|record| record.at);
-        found
-    }
-
-    /// The approvals (or questions) asked on the tapes of waiting runs that
-    /// work in other processes and not answered there yet.
-    async fn asked_elsewhere(
-        &self,
-        session: Option<&SessionId>,
-        approvals: bool,
-    ) -> Vec<Arc<EventRecord>> {
-        if self.inner.notifier.get().is_none() {
-            return Vec::new();
-        }
-        let runs = match self.inner.journal.waiting_runs().await {
-            Ok(runs) => runs,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read the runs waiting for an answer");
-                return Vec::new();
-            }
-        };
-        let mut found = Vec::new();
-        for run in runs {
-            if session.is_some_and(|s| s != &run.session_id)
-                || self.works_here(&run.session_id, &run.id)
-            {
-                continue;
-            }
-            let tape = match self.inner.journal.tape(&run.id, 0, None).await {
-                Ok(tape) => tape,
-                Err(err) => {
-                    tracing::warn!(run = %run.id, error = %err, "cannot read a waiting run's tape");
-                    continue;
-                }
-            };
-            let mut open: Vec<(String, EventRecord)> = Vec::new();
-            for record in tape {
-                match (&record.event, approvals) {
-                    (
-                        Event::ApprovalRequested {
-                            approval_id: id, ..
-                        },
-                        true,
-                    )
-                    | (
-                        Event::QuestionAsked {
-                            question_id: id, ..
-                        },
-                        false,
-                    ) => {
-                        open.push((id.clone(), record.clone()));
-                    }
-                    (
-                        Event::ApprovalDecided {
-                            approval_id: id, ..
-                        },
-                        true,
-                    )
-                    | (
-                        Event::QuestionAnswered {
-                            question_id: id, ..
-                        },
-                        false,
-                    ) => {
-                        open.retain(|(asked, _)| asked != id);
-                    }
-                    _ => {}
-                }
-            }
-            found.extend(open.into_iter().map(|(_, record)| Arc::new(record)));
-        }
-        found
     }
 
     /// Answers a waiting question of a session (`ask_user`); false if it is
@@ -1306,44 +833,6 @@ impl Runtime {
         Ok(session)
     }
 
-    /// Runs the `SessionStart` or `SessionEnd` hooks of a session (the
-    /// subject, `source` or `reason`, is what their matchers test). A
-    /// `SessionStart` hook's context joins the conversation as a note the
-    /// model reads; neither can block.
-    async fn session_hooks(&self, event: HookEvent, session: &Session, field: &str, subject: &str) {
-        let hooks = &self.inner.gate.hooks;
-        // A subagent's session is part of its parent's.
-        if session.parent.is_some() || !hooks.listens(event, Some(subject)) {
-            return;
-        }
-        let input = HookInput::new(
-            event,
-            session.id.as_str(),
-            session.workspace.clone(),
-            session.mode.as_str(),
-        )
-        .about(field, subject);
-        let outcome = hooks.fire(input).await;
-        for message in outcome.messages() {
-            tracing::info!(session = %session.id, event = event.as_str(), "{}", self.inner.gate.safety.redact(&message).0);
-        }
-        if event == HookEvent::SessionStart
-            && let Some(context) = outcome.context()
-        {
-            self.inner.journal.submit(Write::AppendMessage {
-                session_id: session.id.clone(),
-                run_id: None,
-                message: Message::Note {
-                    text: format!(
-                        "context a SessionStart hook added: {}",
-                        self.inner.gate.safety.check(&context).text
-                    ),
-                },
-                at: now_millis(),
-            });
-        }
-    }
-
     /// The session's current state, live or stored.
     pub async fn session(&self, id: &SessionId) -> Result<Session, RuntimeError> {
         if let Some(live) = self.live(id) {
@@ -1492,7 +981,7 @@ impl Runtime {
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
         Ok(
             Subscription::new(id, live.events.subscribe(), self.inner.journal.clone())
-                .following(self.inner.notifier.get().map(|n| n.watch())),
+                .following(self.inner.notifier.as_ref().map(|n| n.watch())),
         )
     }
 
@@ -1539,75 +1028,6 @@ impl Runtime {
         command: SessionCommand,
     ) -> Result<RunTicket, RuntimeError> {
         self.enqueue(id, run_id, command.content(), RunKind::Command(command))
-    }
-
-    fn enqueue(
-        &self,
-        id: &SessionId,
-        run_id: RunId,
-        content: Vec<ContentPart>,
-        kind: RunKind,
-    ) -> Result<RunTicket, RuntimeError> {
-        let live = self
-            .live(id)
-            .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        if self.inner.shutdown.is_cancelled() {
-            return Err(RuntimeError::ShuttingDown);
-        }
-        let (provider, model) = {
-            let session = lock(&live.session);
-            (session.provider.clone(), session.model.clone())
-        };
-        self.check_content(&provider, &model, &content)?;
-        let now = now_millis();
-        self.inner.journal.submit(Write::InsertRun {
-            id: run_id.clone(),
-            session_id: id.clone(),
-            at: now,
-        });
-        self.keep_process_lease();
-        // A prompt `UserPromptSubmit` hooks may still block gets its title
-        // once they let it through (`run_loop`).
-        let hooked = self
-            .inner
-            .gate
-            .hooks
-            .listens(HookEvent::UserPromptSubmit, None);
-        let set_title = match kind {
-            RunKind::Prompt if !hooked => self.title_from(live.as_ref(), &content, now),
-            // A command is no title for a conversation.
-            RunKind::Prompt | RunKind::Command(_) => {
-                lock(&live.session).updated_at = now;
-                None
-            }
-        };
-        let mut emitter = Emitter::new(&self.inner.journal, &live.events, id, &run_id)
-            .with_stats(&self.inner.stats);
-        emitter.emit(Event::state(RunState::Queued));
-        emitter.emit(Event::UserMessage {
-            content: content.clone(),
-        });
-        if let Some(title) = set_title {
-            emitter.emit(Event::SessionInfo { title });
-        }
-        let cancel = CancellationToken::new();
-        lock(&live.pending).push((run_id.clone(), cancel.clone()));
-        let (done_tx, done_rx) = oneshot::channel();
-        let queued = QueuedRun {
-            id: run_id.clone(),
-            next_seq: emitter.next_seq(),
-            kind,
-            content,
-            cancel,
-            done: done_tx,
-        };
-        if live.queue.send(queued).is_err() {
-            return Err(RuntimeError::SessionNotFound(id.clone()));
-        }
-        Ok(RunTicket {
-            run_id,
-            done: done_rx,
-        })
     }
 
     /// Whether `model` served by `provider` takes images (`[models]`, then the
@@ -1673,7 +1093,7 @@ impl Runtime {
         drop(pending);
         // Runs another process works on the session are asked to stop
         // through the journal.
-        if self.inner.notifier.get().is_some() {
+        if self.inner.notifier.is_some() {
             let runtime = self.clone();
             let id = id.clone();
             self.inner.tasks.spawn(async move {
@@ -1706,26 +1126,6 @@ impl Runtime {
             }
             None => false,
         }
-    }
-
-    /// Cancels a run wherever it works: here, or, when other processes
-    /// share the journal, in the process whose run it is (through the
-    /// journal: it ends there, and its end reaches the tape). False when it
-    /// works nowhere this process can reach.
-    pub fn cancel_run_anywhere(&self, session: &SessionId, run: &RunId) -> bool {
-        if self.cancel_run(session, run) {
-            return true;
-        }
-        if self.inner.notifier.get().is_none() {
-            return false;
-        }
-        self.pass_on(
-            session,
-            Control::Cancel {
-                runs: vec![run.clone()],
-            },
-        );
-        true
     }
 
     pub async fn set_mode(&self, id: &SessionId, mode: Mode) -> Result<Session, RuntimeError> {
@@ -1951,7 +1351,7 @@ impl Runtime {
         let session_tools = self
             .inner
             .session_tools
-            .get()
+            .as_ref()
             .and_then(|factory| factory.for_session(&id, &session.workspace));
         let (events, _) = broadcast::channel(self.inner.config.event_buffer.max(16));
         let (queue, rx) = mpsc::unbounded_channel();
@@ -1988,468 +1388,6 @@ impl Runtime {
         Ok(())
     }
 
-    async fn session_worker(
-        self,
-        live: Arc<LiveSession>,
-        mut rx: mpsc::UnboundedReceiver<QueuedRun>,
-    ) {
-        loop {
-            let queued = tokio::select! {
-                biased;
-                queued = rx.recv() => queued,
-                _ = live.closed.cancelled() => {
-                    rx.close();
-                    rx.recv().await
-                }
-            };
-            let Some(queued) = queued else { break };
-            let id = queued.id.clone();
-            self.execute(&live, queued).await;
-            lock(&live.pending).retain(|(run, _)| run != &id);
-        }
-    }
-
-    async fn execute(&self, live: &LiveSession, queued: QueuedRun) {
-        let id = lock(&live.session).id.clone();
-        let mut emitter = Emitter::resume(
-            &self.inner.journal,
-            &live.events,
-            &id,
-            &queued.id,
-            queued.next_seq,
-        )
-        .with_stats(&self.inner.stats);
-        let mut held = None;
-        let outcome = if queued.cancel.is_cancelled() {
-            RunOutcome::Cancelled
-        } else {
-            match self.hold(&id, &queued.cancel, &mut emitter).await {
-                Err(outcome) => outcome,
-                Ok(lease) => {
-                    held = lease;
-                    if held.is_some() {
-                        self.refresh(live, &id).await;
-                    }
-                    let session = lock(&live.session).clone();
-                    self.run_loop(live, &session, &queued, &mut emitter).await
-                }
-            }
-        };
-        // A failure's text may come from an outside party (a provider or a proxy
-        // echoing a key, an MCP server): it passes the safety pass before it is
-        // stored, logged or shown.
-        let outcome = match outcome {
-            RunOutcome::Failed(message) => {
-                RunOutcome::Failed(self.inner.gate.safety.redact(&message).0)
-            }
-            kept @ (RunOutcome::Completed(_) | RunOutcome::Cancelled) => kept,
-        };
-        let outcome = self.finish(&mut emitter, &outcome).await;
-        let more = lock(&live.pending).iter().any(|(run, _)| run != &queued.id);
-        self.let_go(held, more).await;
-        let _ = queued.done.send(outcome);
-    }
-
-    /// Reads the session's settings again from the journal once its lease
-    /// is held: another process may have changed them (a mode, a model)
-    /// since this one last ran the session. Only the settings are taken:
-    /// this process commits its own setting changes before it answers them
-    /// (so the stored ones are current), while other fields (the title, the
-    /// time of the last change) may have writes of its own still queued.
-    async fn refresh(&self, live: &LiveSession, id: &SessionId) {
-        match self.inner.journal.session(id).await {
-            Ok(Some(fresh)) => {
-                let mut session = lock(&live.session);
-                session.provider = fresh.provider;
-                session.model = fresh.model;
-                session.thought_level = fresh.thought_level;
-                session.mode = fresh.mode;
-            }
-            Ok(None) => {}
-            Err(err) => tracing::warn!(error = %err, "cannot read the session again"),
-        }
-    }
-
-    async fn run_loop(
-        &self,
-        live: &LiveSession,
-        session: &Session,
-        queued: &QueuedRun,
-        emitter: &mut Emitter,
-    ) -> RunOutcome {
-        let store = &self.inner.journal;
-        let now = now_millis();
-        if let Err(err) = emitter.enter(RunState::Running) {
-            return RunOutcome::Failed(err.to_string());
-        }
-        emitter.emit(Event::state(RunState::Running));
-        emitter.submit(Write::SetRunState {
-            id: queued.id.clone(),
-            state: RunState::Running,
-            stop_reason: None,
-            error: None,
-            usage: Usage::default(),
-            cost: None,
-            at: now,
-        });
-        match queued.kind {
-            RunKind::Prompt => {
-                self.tell_untrusted(live, session, emitter).await;
-                // `UserPromptSubmit` hooks may block the prompt (it is then
-                // not kept) or add context after it.
-                let submitted = self.prompt_hooks(session, queued, emitter).await;
-                let context = match submitted {
-                    Ok(context) => context,
-                    Err(outcome) => return outcome,
-                };
-                if self
-                    .inner
-                    .gate
-                    .hooks
-                    .listens(HookEvent::UserPromptSubmit, None)
-                    && let Some(title) = self.title_from(live, &queued.content, now)
-                {
-                    emitter.emit(Event::SessionInfo { title });
-                }
-                emitter.submit(Write::AppendMessage {
-                    session_id: session.id.clone(),
-                    run_id: Some(queued.id.clone()),
-                    message: Message::User {
-                        content: queued.content.clone(),
-                    },
-                    at: now,
-                });
-                if let Some(text) = context {
-                    emitter.submit(Write::AppendMessage {
-                        session_id: session.id.clone(),
-                        run_id: Some(queued.id.clone()),
-                        message: Message::Note { text },
-                        at: now,
-                    });
-                }
-                let history = match self.model_history(&session.id).await {
-                    Ok(history) => history,
-                    Err(outcome) => return outcome,
-                };
-                match self
-                    .run_context(live, session, queued, emitter, history)
-                    .await
-                {
-                    Ok(mut context) => {
-                        live.steering.open(queued.id.clone());
-                        context.steering = Some(live.steering.clone());
-                        let outcome =
-                            agent_loop::run(&mut context, &self.inner.config.loop_config).await;
-                        // Messages that came as the run stopped otherwise
-                        // (cancel, cap, failure) join the conversation: the
-                        // next prompt carries them.
-                        for content in live.steering.close() {
-                            context.emitter.append_message(Message::User { content });
-                        }
-                        outcome
-                    }
-                    Err(outcome) => outcome,
-                }
-            }
-            RunKind::Command(SessionCommand::Compact) => {
-                let history = match self.model_history(&session.id).await {
-                    Ok(history) => history,
-                    Err(outcome) => return outcome,
-                };
-                if !compaction::has_anything_to_compact(&history) {
-                    return compaction::nothing_to_compact(emitter, &history);
-                }
-                match self
-                    .run_context(live, session, queued, emitter, history)
-                    .await
-                {
-                    Ok(mut context) => {
-                        compaction::compact(&mut context, &self.inner.config.loop_config).await
-                    }
-                    Err(outcome) => outcome,
-                }
-            }
-            RunKind::Command(SessionCommand::Undo) => {
-                let tools = self.tool_context(live, session, queued);
-                commands::undo(&tools, emitter, store.as_ref()).await
-            }
-        }
-    }
-
-    /// Tells the person, once a session, that the workspace brings hooks
-    /// which wait for their trust.
-    async fn tell_untrusted(&self, live: &LiveSession, session: &Session, emitter: &mut Emitter) {
-        let Some(found) = self
-            .inner
-            .gate
-            .hooks
-            .workspace_hooks(&session.workspace)
-            .await
-        else {
-            return;
-        };
-        let message = trust_notice(&found);
-        let mut told = lock(&live.told_trust);
-        if *told == message {
-            return;
-        }
-        told.clone_from(&message);
-        drop(told);
-        if let Some(message) = message {
-            emitter.emit(Event::Notice { message });
-        }
-    }
-
-    /// Trusts the hooks the session's workspace brings (`/trust`): from now
-    /// on they run in every session under its project directory. The answer
-    /// lists them.
-    pub async fn trust_hooks(&self, id: &SessionId) -> Result<String, RuntimeError> {
-        let session = self.session(id).await?;
-        let Some(found) = self
-            .inner
-            .gate
-            .hooks
-            .workspace_hooks(&session.workspace)
-            .await
-        else {
-            return Ok(
-                "This workspace brings no hooks Pincer reads (see `[hooks] import` in docs/hooks.md)."
-                    .to_owned(),
-            );
-        };
-        if !found.trusted {
-            // The files as they are now, which is what the answer lists.
-            self.inner
-                .journal
-                .commit(Write::SetTrust {
-                    root: found.root.clone(),
-                    trusted: true,
-                    at: now_millis(),
-                    files: found.files.clone(),
-                })
-                .await?;
-        }
-        let mut text = format!(
-            "{} {}: its hooks run from now on, as long as their files stay as they are now.",
-            if found.trusted {
-                "Already trusted:"
-            } else {
-                "Trusted"
-            },
-            found.root.display()
-        );
-        for change in &found.changed {
-            text.push_str(&format!("\n- since last trusted: {change}"));
-        }
-        for hook in &found.hooks {
-            text.push_str(&format!("\n- {hook}"));
-        }
-        for left in &found.left_out {
-            text.push_str(&format!("\n- left out: {left}"));
-        }
-        text.push_str(&format!(
-            "\n`pincer trust --revoke {}` takes it back.",
-            found.root.display()
-        ));
-        Ok(text)
-    }
-
-    /// Makes the session's first prompt its title, if it has none: the
-    /// title, stored, to announce.
-    fn title_from(
-        &self,
-        live: &LiveSession,
-        content: &[ContentPart],
-        now: super::session::Millis,
-    ) -> Option<String> {
-        let title = {
-            let mut session = lock(&live.session);
-            session.updated_at = now;
-            if session.title.is_some() {
-                return None;
-            }
-            // A prompt is kept as typed, but the title shown in every list
-            // is Pincer's own text: a secret in it is redacted.
-            session.title =
-                title_from_prompt(content, |line| self.inner.gate.safety.redact(line).0);
-            session.title.clone()?
-        };
-        self.inner.journal.submit(Write::SetTitle {
-            id: lock(&live.session).id.clone(),
-            title: title.clone(),
-        });
-        Some(title)
-    }
-
-    /// Runs the `UserPromptSubmit` hooks: the note to keep after the prompt
-    /// (their context, through the safety pass), or how the run ends when a
-    /// hook blocked the prompt.
-    async fn prompt_hooks(
-        &self,
-        session: &Session,
-        queued: &QueuedRun,
-        emitter: &mut Emitter,
-    ) -> Result<Option<String>, RunOutcome> {
-        let hooks = &self.inner.gate.hooks;
-        if !hooks.listens(HookEvent::UserPromptSubmit, None) {
-            return Ok(None);
-        }
-        let prompt: Vec<&str> = queued
-            .content
-            .iter()
-            .filter_map(|part| match part {
-                ContentPart::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        let input = HookInput::new(
-            HookEvent::UserPromptSubmit,
-            session.id.as_str(),
-            session.workspace.clone(),
-            session.mode.as_str(),
-        )
-        .with("prompt", prompt.join("\n"));
-        let outcome = tokio::select! {
-            biased;
-            _ = queued.cancel.cancelled() => return Err(RunOutcome::Cancelled),
-            outcome = hooks.fire(input) => outcome,
-        };
-        let safety = &self.inner.gate.safety;
-        for message in outcome.messages() {
-            emitter.emit(Event::Notice {
-                message: safety.redact(&message).0,
-            });
-        }
-        if let Some(reason) = outcome.blocked().or_else(|| outcome.stopped()) {
-            emitter.emit(Event::Notice {
-                message: format!("A hook blocked the prompt: {}", safety.redact(&reason).0),
-            });
-            return Err(RunOutcome::Completed(StopReason::Blocked));
-        }
-        Ok(outcome.context().map(|context| {
-            format!(
-                "context a UserPromptSubmit hook added: {}",
-                safety.check(&context).text
-            )
-        }))
-    }
-
-    /// What the next model turn of a session would be sent, with the tokens
-    /// each part is estimated at: the system prompt, the tool definitions,
-    /// and the conversation from its last compaction point on, fitted into
-    /// the model's window (the messages as the history keeps them, which is
-    /// after the safety pass).
-    pub async fn context(&self, id: &SessionId) -> Result<ContextView, RuntimeError> {
-        let session = self.session(id).await?;
-        let messages = context::since_compaction(
-            self.history(id)
-                .await?
-                .into_iter()
-                .map(|entry| entry.message)
-                .collect(),
-        );
-        let mut tools = self.inner.gate.tools.specs().to_vec();
-        if let Some(extra) = self
-            .live(id)
-            .and_then(|live| lock(&live.session_tools).clone())
-        {
-            tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
-        }
-        let prompt = self.run_prompt(&session).await;
-        let system = prompt.render(&messages).await;
-        let recalled = match &prompt.memory {
-            Some(memory) => memory.block(&messages, false).await,
-            None => None,
-        };
-        let config = &self.inner.config.loop_config;
-        let window = config.context_window(&session.model);
-        let counter = self.counter(&session.provider, &session.model);
-        counter.ready().await;
-        let system_tokens = counter.text(&system);
-        let tool_tokens = counter.tools(&tools);
-        let budget = window
-            .saturating_sub(config.output_reserve)
-            .saturating_sub(system_tokens)
-            .saturating_sub(tool_tokens)
-            .saturating_sub(recalled.as_ref().map_or(0, |block| counter.text(block)));
-        let mut messages = messages;
-        let fitted = context::fit(&mut messages, budget, &counter);
-        if let Some(block) = recalled {
-            super::prompt::insert_recall(&mut messages, block);
-        }
-        let message_tokens: Vec<usize> = messages.iter().map(|m| counter.message(m)).collect();
-        Ok(ContextView {
-            provider: session.provider,
-            model: session.model,
-            window,
-            system,
-            system_tokens,
-            tools,
-            tool_tokens,
-            message_tokens,
-            messages,
-            shortened: fitted.shortened,
-            dropped: fitted.dropped,
-            counted_by: counter.encoding().map_or("bytes", |e| e.as_str()),
-            calibration: counter.ratio(),
-        })
-    }
-
-    /// The session's conversation as the model is sent it: from its last
-    /// compaction point on.
-    async fn model_history(&self, id: &SessionId) -> Result<Vec<Message>, RunOutcome> {
-        match self.history(id).await {
-            Ok(history) => Ok(context::since_compaction(
-                history.into_iter().map(|entry| entry.message).collect(),
-            )),
-            Err(err) => Err(RunOutcome::Failed(format!(
-                "cannot read the session history: {err}"
-            ))),
-        }
-    }
-
-    /// What a run's tools work with: the session's workspace and boundary, its
-    /// files (through the client when it offers), the run's cancellation.
-    fn tool_context(
-        &self,
-        live: &LiveSession,
-        session: &Session,
-        queued: &QueuedRun,
-    ) -> ToolContext {
-        let boundary = self
-            .inner
-            .config
-            .paths
-            .boundary(&session.workspace, &self.extra_roots(session));
-        ToolContext {
-            session_id: session.id.clone(),
-            workspace: boundary.workspace().to_path_buf(),
-            boundary: Arc::new(boundary),
-            files: Files::new(session.id.clone(), lock(&live.client_files).clone())
-                .cancelled_by(queued.cancel.clone()),
-            cancel: queued.cancel.clone(),
-            progress: Progress::none(),
-            terminal: lock(&live.client_terminal).clone(),
-            memory: None,
-            call_id: None,
-            run_id: Some(queued.id.clone()),
-        }
-    }
-
-    /// A session's extra roots: the configured ones, then those its client
-    /// added (`additionalDirectories`), each once.
-    fn extra_roots(&self, session: &Session) -> Vec<PathBuf> {
-        let mut roots = self.inner.config.paths.extra_roots.clone();
-        if let Some(live) = self.live(&session.id) {
-            for root in lock(&live.extra_roots).iter() {
-                if !roots.contains(root) {
-                    roots.push(root.clone());
-                }
-            }
-        }
-        roots
-    }
-
     /// Sets the directories a client adds to a live session's boundary
     /// (`additionalDirectories` on new, load or resume: the complete list,
     /// replacing an earlier one); each must be an absolute directory.
@@ -2463,175 +1401,6 @@ impl Runtime {
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
         *lock(&live.extra_roots) = roots;
         Ok(())
-    }
-
-    /// The system prompt of a run of `session`: the environment as the probe
-    /// finds it now (off the async threads: it may run `git`).
-    async fn run_prompt(&self, session: &Session) -> RunPrompt {
-        let extra_roots = self.extra_roots(session);
-        let boundary = Arc::new(
-            self.inner
-                .config
-                .paths
-                .boundary(&session.workspace, &extra_roots),
-        );
-        let probe = self.inner.environment.get().cloned();
-        let environment = match probe.clone() {
-            Some(probe) => {
-                let workspace = session.workspace.clone();
-                tokio::task::spawn_blocking(move || probe.environment(&workspace))
-                    .await
-                    .unwrap_or_else(|err| {
-                        tracing::warn!(error = %err, "cannot read the environment");
-                        Environment::default()
-                    })
-            }
-            None => Environment::default(),
-        };
-        let keys = scope_keys(
-            session,
-            environment.git.as_ref().map(|git| git.root.as_path()),
-        );
-        let memory = self.inner.memory.get().map(|store| {
-            Recall::new(
-                store.clone(),
-                keys,
-                self.inner.config.loop_config.memory.clone(),
-            )
-        });
-        RunPrompt {
-            settings: prompt_settings(&self.inner.config.loop_config.prompt, &session.prompt),
-            workspace: session.workspace.clone(),
-            extra_roots,
-            environment,
-            origin: session.origin,
-            mode: session.mode,
-            probe,
-            boundary,
-            memory,
-        }
-    }
-
-    /// Everything a run that calls the model needs; fails the run when the
-    /// session's provider is missing.
-    async fn run_context<'a>(
-        &self,
-        live: &LiveSession,
-        session: &Session,
-        queued: &QueuedRun,
-        emitter: &'a mut Emitter,
-        history: Vec<Message>,
-    ) -> Result<RunContext<'a>, RunOutcome> {
-        let session_cost = match self.runs(&session.id).await {
-            Ok(runs) => runs
-                .iter()
-                .filter(|run| run.id != queued.id)
-                .fold(None, |total, run| Cost::sum(total, run.cost.as_ref())),
-            Err(err) => {
-                tracing::warn!(session = %session.id, error = %err, "cannot read the session's earlier costs");
-                None
-            }
-        };
-        let provider = if session.provider.is_empty() {
-            None
-        } else {
-            self.providers().get(&session.provider)
-        };
-        let Some(provider) = provider else {
-            return Err(RunOutcome::Failed(no_provider_message(&session.provider)));
-        };
-        let spent_today = self.spent_today(&session.provider).await;
-        let tokens = self.counter(&session.provider, &session.model);
-        tokens.ready().await;
-        let session_tools = lock(&live.session_tools).clone();
-        let secrets = session_tools
-            .as_ref()
-            .map(|tools| tools.secrets())
-            .unwrap_or_default();
-        let prompt = self.run_prompt(session).await;
-        let safety = self.inner.gate.safety.with_secrets(&secrets, "session");
-        let mut ctx = self.tool_context(live, session, queued);
-        ctx.memory = prompt.memory.as_ref().map(|recall| MemoryAccess {
-            keeper: Keeper::new(recall.store.clone(), safety.clone()),
-            keys: recall.keys.clone(),
-            session: session.id.clone(),
-            run: Some(queued.id.clone()),
-        });
-        let child = lock(&live.child).clone();
-        let only = child.as_ref().map(|child| {
-            let list = child.tools.clone();
-            Arc::new(move |name: &str| {
-                name != crate::core::subagent::TOOL
-                    && list.as_ref().is_none_or(|l| l.iter().any(|n| n == name))
-            }) as crate::core::gate::ToolFilter
-        });
-        let calls = CallEnv {
-            gate: self.inner.gate.clone(),
-            tools: match &only {
-                Some(keep) => self.inner.gate.tools.only(|name| keep(name)),
-                None => self.inner.gate.tools.clone(),
-            },
-            only,
-            delegated: Arc::default(),
-            budget_left: Arc::default(),
-            answerers: child
-                .as_ref()
-                .map(|c| vec![c.parent.session.clone()])
-                .unwrap_or_default(),
-            subagents: child.is_none().then(|| {
-                Arc::new(subagents::RuntimeSubagents {
-                    runtime: self.clone(),
-                }) as Arc<dyn crate::core::subagent::Subagents>
-            }),
-            mode: session.mode,
-            safety,
-            ctx,
-            grants: live.grants.clone(),
-            approvals: self.inner.approvals.clone(),
-            questions: self.inner.questions.clone(),
-            guard: Arc::new(LoopGuard::new(self.inner.config.loop_config.loop_guard)),
-            ended: Arc::default(),
-        };
-        Ok(RunContext {
-            provider,
-            model: session.model.clone(),
-            thought_level: self
-                .providers()
-                .thought(&session.provider)
-                .effective(session.thought_level.as_deref()),
-            history,
-            cancel: queued.cancel.clone(),
-            emitter,
-            calls,
-            session_cost,
-            spent_today,
-            prompt,
-            session_tools,
-            tokens,
-            steering: None,
-            max_turns: child.as_ref().map(|c| c.max_turns),
-            // A subagent's run may spend what its parent had left; its
-            // session is new, so only the run's and the day's limits hold.
-            budgets: child.as_ref().map(|c| {
-                let configured = &self.inner.config.loop_config.budgets;
-                crate::core::budget::Budgets {
-                    run: match (configured.run, c.budget_left) {
-                        (Some(run), Some(left)) => Some(run.min(left)),
-                        (run, left) => run.or(left),
-                    },
-                    session: None,
-                    ..configured.clone()
-                }
-            }),
-            subagent: child.map(|c| crate::core::turn::SubagentOf {
-                parent_session: c.parent.session,
-                label: c.label,
-            }),
-        })
-    }
-
-    async fn finish(&self, emitter: &mut Emitter, outcome: &RunOutcome) -> RunOutcome {
-        emitter.finish(outcome).await
     }
 }
 
@@ -2828,21 +1597,23 @@ mod tests {
             }],
             None,
         );
-        let rt = Runtime::new(
-            store,
-            providers,
-            Arc::new(ToolGate::without_tools()),
-            RuntimeConfig {
-                leases: LeaseTiming {
-                    ttl_ms: 300,
-                    renew: Duration::from_millis(50),
-                    poll: Duration::from_millis(20),
-                },
-                ..RuntimeConfig::default()
-            },
-        );
         let leases = journal.clone();
-        rt.set_leases(leases.clone(), "me".into());
+        let rt = Runtime::from_parts(Parts {
+            leases: Some((leases.clone(), "me".into())),
+            ..Parts::new(
+                store,
+                providers,
+                Arc::new(ToolGate::without_tools()),
+                RuntimeConfig {
+                    leases: LeaseTiming {
+                        ttl_ms: 300,
+                        renew: Duration::from_millis(50),
+                        poll: Duration::from_millis(20),
+                    },
+                    ..RuntimeConfig::default()
+                },
+            )
+        });
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let mut events = rt.subscribe(&session.id).unwrap();
         let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
@@ -2905,6 +1676,83 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(process.expires_at <= now_millis(), "{process:?}");
+    }
+
+    /// The daily budget counts what the provider cost since midnight (UTC)
+    /// by the runtime's clock: spent up at 23:59, a prompt is stopped; at
+    /// 00:00:30 the next day it runs. No sleeping: the clock is set.
+    #[tokio::test]
+    async fn the_daily_budget_starts_again_at_midnight_by_the_runtimes_clock() {
+        use crate::core::clock::ManualClock;
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(MemoryJournal::new());
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(TestProvider {
+                    chunks: 1,
+                    hang: false,
+                    dropped: Arc::new(Mutex::new(None)),
+                }),
+                images: None,
+                thought: Default::default(),
+            }],
+            None,
+        );
+        // 2026-11-27T23:59:00Z.
+        let day_end: i64 = 1_795_823_940_000;
+        let clock = Arc::new(ManualClock::at(day_end));
+        let mut config = RuntimeConfig::default();
+        config.loop_config.budgets.daily.insert("test".into(), 1.0);
+        config.loop_config.budgets.currency = "USD".into();
+        let rt = Runtime::from_parts(Parts {
+            clock: clock.clone(),
+            ..Parts::new(
+                journal.clone(),
+                providers,
+                Arc::new(ToolGate::without_tools()),
+                config,
+            )
+        });
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        // Earlier that day the provider cost 2 USD.
+        let spent = RunId::generate();
+        journal
+            .commit(Write::InsertRun {
+                id: spent.clone(),
+                session_id: session.id.clone(),
+                at: day_end - 3_600_000,
+            })
+            .await
+            .unwrap();
+        journal
+            .commit(Write::SetRunState {
+                id: spent,
+                state: RunState::Completed,
+                stop_reason: Some(StopReason::EndTurn),
+                error: None,
+                usage: Usage::default(),
+                cost: Some(Cost {
+                    amount: 2.0,
+                    currency: "USD".into(),
+                }),
+                at: day_end - 3_500_000,
+            })
+            .await
+            .unwrap();
+        let stopped = rt.prompt(&session.id, text("one")).await.unwrap();
+        assert_eq!(
+            stopped.done.await.unwrap(),
+            RunOutcome::Completed(StopReason::Budget)
+        );
+        clock.advance(90_000);
+        let ran = rt.prompt(&session.id, text("two")).await.unwrap();
+        assert_eq!(
+            ran.done.await.unwrap(),
+            RunOutcome::Completed(StopReason::EndTurn)
+        );
+        rt.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3213,17 +2061,19 @@ mod tests {
             }],
             None,
         );
-        let rt = Runtime::new(
-            store,
-            providers,
-            Arc::new(ToolGate::without_tools()),
-            RuntimeConfig::default(),
-        );
         let extra = Arc::new(Extra {
             listed: Default::default(),
             stopped: AtomicBool::new(false),
         });
-        rt.set_session_tools_factory(Arc::new(ExtraFactory(extra.clone())));
+        let rt = Runtime::from_parts(Parts {
+            session_tools: Some(Arc::new(ExtraFactory(extra.clone()))),
+            ..Parts::new(
+                store,
+                providers,
+                Arc::new(ToolGate::without_tools()),
+                RuntimeConfig::default(),
+            )
+        });
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
         let run = ticket.run_id.clone();

@@ -483,7 +483,11 @@ pub async fn runs_record_their_states_and_times(backend: &Backend) {
         .into_iter()
         .map(|r| r.id)
         .collect();
-    assert_eq!(waiting, [run.clone()], "a waiting run is listed");
+    assert_eq!(
+        waiting,
+        std::slice::from_ref(&run),
+        "a waiting run is listed"
+    );
     journal.submit(set(RunState::Running, 12));
     journal.commit(set(RunState::Completed, 20)).await.unwrap();
     let done = journal.run(&run).await.unwrap().unwrap();

@@ -1,0 +1,473 @@
+//! Who runs a live session's prompts when several processes share the
+//! journal: the session's lease (claimed before a run leaves `queued`,
+//! renewed while it works, given up when nothing more is queued), this
+//! process's own lease (kept while it has runs), and the control path —
+//! cancels and answers for runs another process works, left in the journal
+//! for the lease holder and carried out there once.
+
+use super::*;
+
+impl Runtime {
+    /// Starts carrying out requests other processes leave for this one's
+    /// runs, once a session is live here (not at start-up: a process that
+    /// only answers `initialize` watches nothing).
+    pub(super) fn start_taking_controls(&self) {
+        let Some(notifier) = self.inner.notifier.clone() else {
+            return;
+        };
+        self.inner.taking_controls.call_once(|| {
+            let runtime = self.clone();
+            let mut wake = notifier.watch();
+            let shutdown = self.inner.shutdown.clone();
+            self.inner.tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        changed = wake.changed() => if changed.is_err() { return },
+                    }
+                    runtime.take_controls().await;
+                }
+            });
+        });
+    }
+
+    /// The leases this process holds sessions by, its name as their holder
+    /// and how it keeps them: a part of the process that must be the only
+    /// one of its kind (a chat channel account's delivery) holds its own
+    /// lease the same way. `None` when no leases were set.
+    pub fn leases(&self) -> Option<(Arc<dyn Leases>, String, LeaseTiming)> {
+        self.inner
+            .leases
+            .as_ref()
+            .map(|(leases, holder)| (leases.clone(), holder.clone(), self.inner.config.leases))
+    }
+
+    /// Holds this process's own lease (`LeaseKey::process`) from its first
+    /// run until shutdown, renewed as a session's is: while it lives, the
+    /// runs it queued behind another process's are its own; once it lapses
+    /// (the process killed or stopped past it), whoever opens the journal
+    /// next ends them (`store::writer::recover_interrupted`).
+    pub(super) fn keep_process_lease(&self) {
+        let Some((leases, holder)) = self.inner.leases.clone() else {
+            return;
+        };
+        self.inner.keeping_process_lease.call_once(|| {
+            let shutdown = self.inner.shutdown.clone();
+            let timing = self.inner.config.leases;
+            let clock = self.inner.clock.clone();
+            self.inner.tasks.spawn(async move {
+                let key = LeaseKey::process(&holder);
+                let mut held: Option<Lease> = None;
+                loop {
+                    let kept = match &held {
+                        Some(lease) => leases.renew(lease, clock.now_millis(), timing.ttl_ms).await,
+                        None => Err(LeaseError::Lost),
+                    };
+                    held = match kept {
+                        Ok(lease) => Some(lease),
+                        Err(_) => match leases
+                            .claim(&key, &holder, clock.now_millis(), timing.ttl_ms)
+                            .await
+                        {
+                            Ok(lease) => Some(lease),
+                            Err(err) => {
+                                tracing::warn!(error = %err, "cannot keep this process's lease");
+                                None
+                            }
+                        },
+                    };
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(timing.renew) => {}
+                    }
+                }
+                if let Some(lease) = held
+                    && let Err(err) = leases.release(&lease).await
+                {
+                    tracing::debug!(error = %err, "cannot release this process's lease");
+                }
+            });
+        });
+    }
+
+    /// Carries out the requests left in the journal that are about this
+    /// process's runs: each taken first (so once), then done as this
+    /// process's own face would.
+    pub(super) async fn take_controls(&self) {
+        let working: Vec<Arc<LiveSession>> = lock(&self.inner.live)
+            .values()
+            .filter(|live| !lock(&live.pending).is_empty())
+            .cloned()
+            .collect();
+        for live in working {
+            let id = lock(&live.session).id.clone();
+            let controls = match self.inner.journal.controls(&id).await {
+                Ok(controls) => controls,
+                Err(err) => {
+                    tracing::warn!(session = %id, error = %err, "cannot read requests for the session");
+                    continue;
+                }
+            };
+            for (number, control) in controls {
+                if !self.is_mine(&live, &id, &control) {
+                    continue;
+                }
+                match self
+                    .inner
+                    .journal
+                    .commit(Write::TakeControl { id: number })
+                    .await
+                {
+                    Ok(()) => self.carry_out(&id, control),
+                    Err(JournalError::Conflict(_)) => {}
+                    Err(err) => {
+                        tracing::warn!(session = %id, error = %err, "cannot take a request for the session");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a request is about a run, an approval or a question of this process.
+    pub(super) fn is_mine(
+        &self,
+        live: &LiveSession,
+        session: &SessionId,
+        control: &Control,
+    ) -> bool {
+        match control {
+            Control::Cancel { runs } => lock(&live.pending)
+                .iter()
+                .any(|(run, _)| runs.contains(run)),
+            Control::Approval { approval_id, .. } => {
+                self.inner.approvals.waiting(session).contains(approval_id)
+            }
+            Control::Question { question_id, .. } => {
+                self.inner.questions.waiting(session).contains(question_id)
+            }
+        }
+    }
+
+    pub(super) fn carry_out(&self, session: &SessionId, control: Control) {
+        match control {
+            Control::Cancel { runs } => {
+                for run in runs {
+                    self.cancel_run(session, &run);
+                }
+            }
+            Control::Approval {
+                approval_id,
+                decision,
+            } => {
+                self.answer_approval(session, &approval_id, decision);
+            }
+            Control::Question {
+                question_id,
+                answer,
+            } => {
+                self.answer_question(session, &question_id, answer);
+            }
+        }
+    }
+
+    /// Answers an approval that `run` of the session asks, wherever the run
+    /// works: here, or in another process whose run this one follows from
+    /// the tape, through the journal (the first answer wins there). False
+    /// when it is not waiting here and no other process can be told.
+    pub fn answer_approval_of(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        approval_id: &str,
+        decision: ApprovalDecision,
+    ) -> bool {
+        if self.works_here(session, run) || self.inner.notifier.is_none() {
+            return self.answer_approval(session, approval_id, decision);
+        }
+        self.pass_on(
+            session,
+            Control::Approval {
+                approval_id: approval_id.to_owned(),
+                decision,
+            },
+        );
+        true
+    }
+
+    /// Answers a question that `run` of the session asks, wherever the run
+    /// works (see [`Runtime::answer_approval_of`]).
+    pub fn answer_question_of(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        question_id: &str,
+        answer: QuestionAnswer,
+    ) -> bool {
+        if self.works_here(session, run) || self.inner.notifier.is_none() {
+            return self.answer_question(session, question_id, answer);
+        }
+        self.pass_on(
+            session,
+            Control::Question {
+                question_id: question_id.to_owned(),
+                answer,
+            },
+        );
+        true
+    }
+
+    /// Whether this process works (or has queued) `run` of the session.
+    pub(super) fn works_here(&self, session: &SessionId, run: &RunId) -> bool {
+        self.live(session)
+            .is_some_and(|live| lock(&live.pending).iter().any(|(id, _)| id == run))
+    }
+
+    /// Leaves `control` in the journal for the process running the
+    /// session's runs, when another holds its lease.
+    pub(super) fn pass_on(&self, session: &SessionId, control: Control) {
+        self.inner.journal.submit(Write::Control {
+            session: session.clone(),
+            control,
+            at: now_millis(),
+        });
+    }
+
+    /// Takes the session's lease now, for a prompt about to be sent, or
+    /// says who holds it (`RuntimeError::Busy`): a face that must not wait
+    /// (`pincer run --no-wait`) asks this first.
+    pub async fn claim_now(&self, id: &SessionId) -> Result<(), RuntimeError> {
+        let Some((leases, holder)) = self.inner.leases.as_ref() else {
+            return Ok(());
+        };
+        let timing = self.inner.config.leases;
+        match leases
+            .claim(&LeaseKey::session(id), holder, self.now(), timing.ttl_ms)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(LeaseError::Held { holder, .. }) => Err(RuntimeError::Busy { holder }),
+            Err(err) => Err(RuntimeError::Lease(err.to_string())),
+        }
+    }
+
+    /// Waits until this process holds the session's lease (telling the
+    /// person once that another process runs it), then keeps it renewed
+    /// until [`Runtime::let_go`]. `Err` with how the run ends when it is
+    /// cancelled meanwhile or the lease cannot be had.
+    pub(super) async fn hold(
+        &self,
+        id: &SessionId,
+        cancel: &CancellationToken,
+        emitter: &mut Emitter,
+    ) -> Result<Option<Held>, RunOutcome> {
+        let Some((leases, holder)) = self.inner.leases.as_ref() else {
+            return Ok(None);
+        };
+        let timing = self.inner.config.leases;
+        let mut told = false;
+        let lease = loop {
+            match leases
+                .claim(&LeaseKey::session(id), holder, self.now(), timing.ttl_ms)
+                .await
+            {
+                Ok(lease) => break lease,
+                Err(LeaseError::Held { holder: other, .. }) => {
+                    if !told {
+                        told = true;
+                        emitter.emit(Event::Notice {
+                            message: format!(
+                                "Another Pincer process ({other}) is running this session; this prompt runs once it is done."
+                            ),
+                        });
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(RunOutcome::Cancelled),
+                        _ = tokio::time::sleep(timing.poll) => {}
+                    }
+                }
+                Err(err) => {
+                    return Err(RunOutcome::Failed(format!(
+                        "cannot take the session's lease: {err}"
+                    )));
+                }
+            }
+        };
+        emitter.fence_with(Some(lease.fence()));
+        // Holding the lease, no other process may have a run of this session
+        // working: one left `running` or `waiting` belongs to a process that
+        // lost the lease (killed, or stopped past its expiry). Ended here,
+        // under this lease, so exactly once.
+        let interrupted = self
+            .inner
+            .journal
+            .commit(emitter.fenced(Write::InterruptRuns {
+                session: id.clone(),
+                error: "interrupted: the process running it stopped holding the session (it was killed or stopped past its lease)".to_owned(),
+                at: now_millis(),
+            }))
+            .await;
+        if let Err(err) = interrupted {
+            return Err(RunOutcome::Failed(format!(
+                "cannot take over the session: {err}"
+            )));
+        }
+        let lease = Arc::new(Mutex::new(lease));
+        let renewal = CancellationToken::new();
+        let (leases, kept, stop, run, shutdown, clock) = (
+            leases.clone(),
+            lease.clone(),
+            renewal.clone(),
+            cancel.clone(),
+            self.inner.shutdown.clone(),
+            self.inner.clock.clone(),
+        );
+        self.inner.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(timing.renew) => {}
+                }
+                let current = lock(&kept).clone();
+                match leases.renew(&current, clock.now_millis(), timing.ttl_ms).await {
+                    Ok(renewed) => *lock(&kept) = renewed,
+                    Err(err) => {
+                        // Another process may run the session now: this
+                        // run must stop rather than write beside it.
+                        tracing::warn!(session = %current.key, error = %err, "lost the session's lease; cancelling its run");
+                        run.cancel();
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Some(Held { lease, renewal }))
+    }
+
+    /// Stops renewing a run's lease and gives it up, unless more runs of
+    /// the session wait in this process (they take it on at once).
+    pub(super) async fn let_go(&self, held: Option<Held>, more: bool) {
+        let (Some(held), Some((leases, _))) = (held, self.inner.leases.as_ref()) else {
+            return;
+        };
+        held.renewal.cancel();
+        if more {
+            return;
+        }
+        let lease = lock(&held.lease).clone();
+        if let Err(err) = leases.release(&lease).await {
+            tracing::warn!(session = %lease.key, error = %err, "cannot release the session's lease");
+        }
+    }
+
+    /// The approvals waiting for an answer wherever their runs work: this
+    /// process's, and those of runs other processes sharing the journal
+    /// work (read from the tapes of runs `waiting`), of one session or of
+    /// every session, oldest first. Answer one with
+    /// [`Runtime::answer_approval_of`].
+    pub async fn approvals_everywhere(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        let mut found = self.pending_approvals(session);
+        found.extend(self.asked_elsewhere(session, true).await);
+        found.sort_by_key(|record| record.at);
+        found
+    }
+
+    /// The questions waiting for an answer wherever their runs work (see
+    /// [`Runtime::approvals_everywhere`]).
+    pub async fn questions_everywhere(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
+        let mut found = self.pending_questions(session);
+        found.extend(self.asked_elsewhere(session, false).await);
+        found.sort_by_key(|record| record.at);
+        found
+    }
+
+    /// The approvals (or questions) asked on the tapes of waiting runs that
+    /// work in other processes and not answered there yet.
+    pub(super) async fn asked_elsewhere(
+        &self,
+        session: Option<&SessionId>,
+        approvals: bool,
+    ) -> Vec<Arc<EventRecord>> {
+        if self.inner.notifier.is_none() {
+            return Vec::new();
+        }
+        let runs = match self.inner.journal.waiting_runs().await {
+            Ok(runs) => runs,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read the runs waiting for an answer");
+                return Vec::new();
+            }
+        };
+        let mut found = Vec::new();
+        for run in runs {
+            if session.is_some_and(|s| s != &run.session_id)
+                || self.works_here(&run.session_id, &run.id)
+            {
+                continue;
+            }
+            let tape = match self.inner.journal.tape(&run.id, 0, None).await {
+                Ok(tape) => tape,
+                Err(err) => {
+                    tracing::warn!(run = %run.id, error = %err, "cannot read a waiting run's tape");
+                    continue;
+                }
+            };
+            let mut open: Vec<(String, EventRecord)> = Vec::new();
+            for record in tape {
+                match (&record.event, approvals) {
+                    (
+                        Event::ApprovalRequested {
+                            approval_id: id, ..
+                        },
+                        true,
+                    )
+                    | (
+                        Event::QuestionAsked {
+                            question_id: id, ..
+                        },
+                        false,
+                    ) => {
+                        open.push((id.clone(), record.clone()));
+                    }
+                    (
+                        Event::ApprovalDecided {
+                            approval_id: id, ..
+                        },
+                        true,
+                    )
+                    | (
+                        Event::QuestionAnswered {
+                            question_id: id, ..
+                        },
+                        false,
+                    ) => {
+                        open.retain(|(asked, _)| asked != id);
+                    }
+                    _ => {}
+                }
+            }
+            found.extend(open.into_iter().map(|(_, record)| Arc::new(record)));
+        }
+        found
+    }
+
+    /// Cancels a run wherever it works: here, or, when other processes
+    /// share the journal, in the process whose run it is (through the
+    /// journal: it ends there, and its end reaches the tape). False when it
+    /// works nowhere this process can reach.
+    pub fn cancel_run_anywhere(&self, session: &SessionId, run: &RunId) -> bool {
+        if self.cancel_run(session, run) {
+            return true;
+        }
+        if self.inner.notifier.is_none() {
+            return false;
+        }
+        self.pass_on(
+            session,
+            Control::Cancel {
+                runs: vec![run.clone()],
+            },
+        );
+        true
+    }
+}
