@@ -8,6 +8,9 @@
 //! when `PINCER_TEST_CHILD_DB` names a database (and does nothing
 //! otherwise). It prints a line for each commit that returned, so the parent
 //! knows what it was promised before it kills the child with `SIGKILL`.
+//!
+//! And a writer kept waiting for the write lock by another connection for
+//! longer than its busy timeout loses none of the writes queued meanwhile.
 
 use std::collections::{BTreeSet, HashSet};
 use std::io::{BufRead, BufReader, Read, Write as _};
@@ -577,6 +580,42 @@ async fn two_stores_writing_at_once_keep_every_write_once_and_one_receipt_chain(
         store.shutdown();
     }
     the_file_is_sound(&path);
+}
+
+/// Another process holding the write lock for longer than the writer's
+/// busy timeout (a migration, a long group on a slow disk) costs nothing
+/// queued meanwhile: those writes wait for the lock and land, in order,
+/// before the writes that follow them. (The writer used to give the group
+/// up, dropping its submitted writes while later ones landed: a tape with a
+/// gap, a receipt lost before one kept.)
+#[tokio::test]
+async fn writes_kept_waiting_by_another_writer_land_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pincer.db");
+    let (store, _) = Store::open(&path).unwrap();
+    start_unit(&store, "w", 0).await.unwrap();
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    store.submit(event("w", 0, 1));
+    store.submit(event("w", 0, 2));
+    store.submit(receipt("w", 0, 1));
+    let flushed = {
+        let store = store.clone();
+        tokio::spawn(async move { store.flush().await })
+    };
+    // Until the writer's wait for the lock has run out at least once.
+    while store.inner.writer.lock_waits() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    other.execute_batch("COMMIT").unwrap();
+    flushed.await.unwrap().unwrap();
+    store.commit(event("w", 0, 3)).await.unwrap();
+    let run = RunId::from_string(run_id("w", 0));
+    let tape = store.tape(&run, 0).await.unwrap();
+    assert_eq!(tape.iter().map(|r| r.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    let chain = the_chain(&store, &path).await;
+    assert_eq!(receipts_of(&chain, "w"), [(0, 0), (0, 1)]);
+    store.shutdown();
 }
 
 const CHILD_DB: &str = "PINCER_TEST_CHILD_DB";
