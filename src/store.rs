@@ -6,6 +6,8 @@
 //! the blocking pool. Only this module knows row types and SQL.
 
 pub mod channels;
+#[cfg(test)]
+mod concurrency_tests;
 mod leases;
 mod memory;
 mod notify;

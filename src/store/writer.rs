@@ -1,7 +1,8 @@
 //! The writer thread: the only connection that writes, committing in groups.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, params};
@@ -41,6 +42,10 @@ pub(super) struct WriterHandle {
     tx: Sender<Command>,
     /// Joined on shutdown so the last group is on disk before the process exits.
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// How often another connection held the write lock for longer than the
+    /// busy timeout and the writer went on waiting.
+    #[cfg(test)]
+    lock_waits: Arc<AtomicU64>,
 }
 
 impl WriterHandle {
@@ -57,6 +62,13 @@ impl WriterHandle {
         // The writer gone, the decision is dropped unmade: its caller hears
         // that nothing was decided.
         let _ = self.tx.send(Command::Decide(decide));
+    }
+
+    /// How often the writer has waited out another connection's write lock
+    /// for longer than the busy timeout.
+    #[cfg(test)]
+    pub(super) fn lock_waits(&self) -> u64 {
+        self.lock_waits.load(Ordering::Relaxed)
     }
 
     pub(super) fn flush(&self, ack: Ack) {
@@ -84,17 +96,21 @@ impl Drop for WriterHandle {
 
 pub(super) fn spawn(conn: Connection) -> Result<WriterHandle, StoreError> {
     let (tx, rx) = mpsc::channel();
+    let lock_waits = Arc::new(AtomicU64::new(0));
+    let waits = lock_waits.clone();
     let thread = std::thread::Builder::new()
         .name("pincer-store-writer".into())
-        .spawn(move || run(conn, rx))
+        .spawn(move || run(conn, rx, &waits))
         .map_err(|err| StoreError::Write(format!("cannot start writer thread: {err}")))?;
     Ok(WriterHandle {
         tx,
         thread: Mutex::new(Some(thread)),
+        #[cfg(test)]
+        lock_waits,
     })
 }
 
-fn run(mut conn: Connection, rx: Receiver<Command>) {
+fn run(conn: Connection, rx: Receiver<Command>, lock_waits: &AtomicU64) {
     let mut group: Vec<Command> = Vec::with_capacity(256);
     loop {
         let Ok(first) = rx.recv() else { return };
@@ -106,24 +122,34 @@ fn run(mut conn: Connection, rx: Receiver<Command>) {
             }
         }
         let stop = group.iter().any(|c| matches!(c, Command::Shutdown));
-        commit_group(&mut conn, &mut group);
+        commit_group(&conn, &mut group, lock_waits);
         if stop {
             return;
         }
     }
 }
 
-fn commit_group(conn: &mut Connection, group: &mut Vec<Command>) {
+fn commit_group(conn: &Connection, group: &mut Vec<Command>, lock_waits: &AtomicU64) {
     let mut outcomes: Vec<(Ack, Result<(), StoreError>)> = Vec::new();
     let mut decided: Vec<Tell> = Vec::new();
     // IMMEDIATE: the write lock is taken (waiting out other processes) before
     // any read, so a group that reads then writes never fails to upgrade.
-    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
-        Ok(tx) => tx,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot begin a write transaction");
-            fail_all(group, &err.to_string());
-            return;
+    // Another process may hold the lock for longer than the busy timeout (a
+    // migration, a long group on a slow disk): the group waits on, since
+    // giving it up would drop its submitted writes while later ones land (a
+    // tape with a gap, a receipt lost before one kept; contract rule 2).
+    let tx = loop {
+        match rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate) {
+            Ok(tx) => break tx,
+            Err(err) if err.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                lock_waits.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %err, "another process holds the database's write lock; still waiting");
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot begin a write transaction");
+                fail_all(group, &err.to_string());
+                return;
+            }
         }
     };
     for command in group.drain(..) {
