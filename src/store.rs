@@ -663,6 +663,23 @@ mod contract {
 
         crate::channel_contract!(fresh());
     }
+
+    mod memories {
+        use std::sync::Arc;
+
+        use crate::core::memory::contract::Backend;
+
+        fn fresh() -> Backend {
+            let (store, dir) = super::store();
+            Backend {
+                memories: Arc::new(store.clone()),
+                journal: Arc::new(store),
+                dir: Some(dir),
+            }
+        }
+
+        crate::memory_contract!(fresh());
+    }
 }
 
 #[cfg(test)]

@@ -311,4 +311,22 @@ mod tests {
 
         crate::channel_contract!(fresh());
     }
+
+    mod memories {
+        use std::sync::Arc;
+
+        use crate::core::journal::memory::MemoryJournal;
+        use crate::core::memory::contract::Backend;
+
+        fn fresh() -> Backend {
+            let journal = Arc::new(MemoryJournal::new());
+            Backend {
+                memories: journal.clone(),
+                journal,
+                dir: None,
+            }
+        }
+
+        crate::memory_contract!(fresh());
+    }
 }
