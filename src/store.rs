@@ -672,8 +672,7 @@ mod contract {
         fn fresh() -> Backend {
             let (store, dir) = super::store();
             Backend {
-                memories: Arc::new(store.clone()),
-                journal: Arc::new(store),
+                memories: Arc::new(store),
                 dir: Some(dir),
             }
         }

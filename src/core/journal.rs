@@ -319,10 +319,8 @@ mod tests {
         use crate::core::memory::contract::Backend;
 
         fn fresh() -> Backend {
-            let journal = Arc::new(MemoryJournal::new());
             Backend {
-                memories: journal.clone(),
-                journal,
+                memories: Arc::new(MemoryJournal::new()),
                 dir: None,
             }
         }

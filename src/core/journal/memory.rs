@@ -11,16 +11,10 @@ mod memories;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{Audit, Counts, Journal, JournalError, Reply, SessionQuery, Write};
+use super::{Audit, Journal, JournalError, Reply, SessionQuery, Write};
 use crate::core::approval::Grant;
-use crate::core::channel::{
-    ChannelJournal, ConversationKey, Draft, InboxEntry, IntentStatus, SendIntent,
-};
 use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::memory::{
-    Memories, MemoryError, MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite,
-};
 use crate::core::receipt::{GENESIS, Receipt};
 use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Millis, Session};
@@ -52,7 +46,7 @@ struct State {
     /// The chat channels' records (`core::channel`).
     channels: channels::Channels,
     /// Memory items (`core::memory`).
-    memories: memories::Memories,
+    memories: memories::Items,
 }
 
 impl MemoryJournal {
@@ -621,137 +615,5 @@ impl Audit for MemoryJournal {
             missing.sort();
             missing
         })
-    }
-}
-
-impl Counts for MemoryJournal {
-    fn run_counts(&self) -> Reply<'_, Vec<(RunState, u64)>> {
-        self.read(|state| {
-            let mut counts: Vec<(RunState, u64)> = Vec::new();
-            for run in state.runs.values() {
-                match counts.iter_mut().find(|(s, _)| *s == run.state) {
-                    Some((_, n)) => *n += 1,
-                    None => counts.push((run.state, 1)),
-                }
-            }
-            counts.sort_by_key(|(s, _)| s.as_str());
-            counts
-        })
-    }
-
-    fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>> {
-        self.read(|state| state.channels.intent_counts())
-    }
-}
-
-impl ChannelJournal for MemoryJournal {
-    /// Nobody's claim is named here: every owner is `None`.
-    fn open_intents<'a>(
-        &'a self,
-        channel: &'a str,
-        account: &'a str,
-    ) -> Reply<'a, Vec<(SendIntent, Option<String>)>> {
-        self.read(|state| {
-            state
-                .channels
-                .open_intents(channel, account)
-                .into_iter()
-                .map(|intent| (intent, None))
-                .collect()
-        })
-    }
-
-    fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>> {
-        self.read(|state| state.channels.intent(id))
-    }
-
-    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>> {
-        self.read(move |state| state.channels.intents(status, limit))
-    }
-
-    fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>> {
-        self.read(|state| state.channels.open_inbox(channel, account))
-    }
-
-    fn cursor<'a>(
-        &'a self,
-        channel: &'a str,
-        account: &'a str,
-        name: &'a str,
-    ) -> Reply<'a, Option<String>> {
-        self.read(|state| state.channels.cursor(channel, account, name))
-    }
-
-    fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>> {
-        self.read(|state| state.channels.conversation(key))
-    }
-
-    fn is_paired<'a>(
-        &'a self,
-        channel: &'a str,
-        account: &'a str,
-        sender: &'a str,
-    ) -> Reply<'a, bool> {
-        self.read(|state| state.channels.is_paired(channel, account, sender))
-    }
-
-    /// No process owns anything here.
-    fn owner_is_alive(&self, _owner: &str) -> bool {
-        false
-    }
-
-    /// Drafts are `draft:RUN` intents; the live-draft table of earlier
-    /// versions, which this reads in the store, was never kept here.
-    fn drafts<'a>(&'a self, _channel: &'a str, _account: &'a str) -> Reply<'a, Vec<Draft>> {
-        self.read(|_| Vec::new())
-    }
-}
-
-/// A journal error as the memory port's, as the store turns its own.
-fn memory_error(err: JournalError) -> MemoryError {
-    match err {
-        JournalError::Conflict(reason) => MemoryError::Conflict(reason),
-        other => MemoryError::Backend(Box::new(other)),
-    }
-}
-
-impl MemoryJournal {
-    fn recall<T>(&self, f: impl FnOnce(&State) -> T) -> crate::core::memory::Reply<'_, T>
-    where
-        T: Send + 'static,
-    {
-        let value = f(&self.lock());
-        Box::pin(async move { Ok(value) })
-    }
-}
-
-impl Memories for MemoryJournal {
-    fn write(&self, write: MemoryWrite) -> crate::core::memory::Reply<'_, ()> {
-        let result = self.apply(Write::Memory(write)).map_err(memory_error);
-        Box::pin(async move { result })
-    }
-
-    fn note(&self, write: MemoryWrite) {
-        Journal::submit(self, Write::Memory(write));
-    }
-
-    fn get<'a>(&'a self, id: &'a str) -> crate::core::memory::Reply<'a, Option<MemoryItem>> {
-        self.recall(|state| state.memories.get(id))
-    }
-
-    fn list(&self, filter: MemoryFilter) -> crate::core::memory::Reply<'_, Vec<MemoryItem>> {
-        self.recall(move |state| state.memories.list(&filter))
-    }
-
-    fn search(&self, search: MemorySearch) -> crate::core::memory::Reply<'_, Vec<MemoryHit>> {
-        self.recall(move |state| state.memories.search(&search))
-    }
-
-    fn unembedded<'a>(
-        &'a self,
-        model: &'a str,
-        limit: usize,
-    ) -> crate::core::memory::Reply<'a, Vec<MemoryItem>> {
-        self.recall(|state| state.memories.unembedded(model, limit))
     }
 }

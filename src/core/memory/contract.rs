@@ -12,14 +12,11 @@ use super::{
     MemoryWrite, QueryVector, Scope,
 };
 use crate::core::ids::SessionId;
-use crate::core::journal::Journal;
 use crate::core::session::Millis;
 
 /// A backend under test.
 pub struct Backend {
     pub memories: Arc<dyn Memories>,
-    /// The same backend's journal, to wait for writes only queued (`note`).
-    pub journal: Arc<dyn Journal>,
     /// Where the backend keeps its files, removed with it.
     pub dir: Option<tempfile::TempDir>,
 }
@@ -456,22 +453,32 @@ pub async fn equally_relevant_items_rank_the_last_written_first(backend: &Backen
 
 /// Items a turn was given are marked used at that time (an id unknown is
 /// passed over); their text and time changed stay, and so does the list's
-/// order.
+/// order. A mark only queued (`note`) takes effect before a later write
+/// returns.
 pub async fn used_items_are_marked_without_changing_them(backend: &Backend) {
     let memories = backend.memories.as_ref();
     let first = item("mem_old", Scope::User, "", "Old fact", 1);
     let second = item("mem_new", Scope::User, "", "New fact", 2);
-    save(memories, &first).await;
-    save(memories, &second).await;
+    let third = item("mem_other", Scope::User, "", "Other fact", 3);
+    for saved in [&first, &second, &third] {
+        save(memories, saved).await;
+    }
     memories.note(MemoryWrite::Used {
         ids: vec!["mem_old".into(), "mem_unknown".into()],
         at: 9,
     });
-    backend.journal.flush().await.unwrap();
+    memories
+        .write(MemoryWrite::Used {
+            ids: vec!["mem_other".into()],
+            at: 10,
+        })
+        .await
+        .unwrap();
     let mut used = first.clone();
     used.last_used_at = Some(9);
     assert_eq!(get(memories, "mem_old").await, used);
     assert_eq!(get(memories, "mem_new").await, second);
+    assert_eq!(get(memories, "mem_other").await.last_used_at, Some(10));
     memories
         .write(MemoryWrite::Used {
             ids: vec!["mem_old".into()],
@@ -482,7 +489,7 @@ pub async fn used_items_are_marked_without_changing_them(backend: &Backend) {
     assert_eq!(get(memories, "mem_old").await.last_used_at, Some(12));
     assert_eq!(
         item_ids(&memories.list(MemoryFilter::default()).await.unwrap()),
-        ["mem_new", "mem_old"]
+        ["mem_other", "mem_new", "mem_old"]
     );
     assert_eq!(memories.get("mem_unknown").await.unwrap(), None);
 }

@@ -1,14 +1,26 @@
 //! The chat channels' records in memory: the inbox, the outbox, cursors,
 //! conversation mappings and paired senders, kept as the SQLite store keeps
-//! them (`store::channels`), so both pass `core::channel::contract`.
+//! them (`store::channels`), so both pass `core::channel::contract`; and
+//! the in-memory journal as [`ChannelJournal`] and [`Counts`].
+//!
+//! Like the whole in-memory journal, this file is built for tests only
+//! (`#[cfg(test)] pub mod memory` in `core::journal`). The attribute below
+//! says so again for the architecture checks (`tests/it/architecture.rs`),
+//! which leave out test code from a `#[cfg(test)]` line to the end of its
+//! file: the journal's own `Write::Channel` already names `core::channel`,
+//! which names `core::journal`.
 
+#[cfg(test)]
 use std::collections::{HashMap, HashSet};
 
+use super::MemoryJournal;
 use crate::core::channel::{
-    ChannelWrite, ConversationKey, InboxEntry, InboxState, IntentStatus, IntentUpdate, SendIntent,
+    ChannelJournal, ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus,
+    IntentUpdate, SendIntent,
 };
+use crate::core::event::RunState;
 use crate::core::ids::SessionId;
-use crate::core::journal::JournalError;
+use crate::core::journal::{Counts, JournalError, Reply};
 
 /// (channel, account, name): the key of a cursor, an inbox entry (the name
 /// being the platform's message id) and a paired sender.
@@ -230,5 +242,88 @@ impl Channels {
 
     pub(super) fn is_paired(&self, channel: &str, account: &str, sender: &str) -> bool {
         self.peers.contains(&key(channel, account, sender))
+    }
+}
+
+impl Counts for MemoryJournal {
+    fn run_counts(&self) -> Reply<'_, Vec<(RunState, u64)>> {
+        self.read(|state| {
+            let mut counts: Vec<(RunState, u64)> = Vec::new();
+            for run in state.runs.values() {
+                match counts.iter_mut().find(|(s, _)| *s == run.state) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((run.state, 1)),
+                }
+            }
+            counts.sort_by_key(|(s, _)| s.as_str());
+            counts
+        })
+    }
+
+    fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>> {
+        self.read(|state| state.channels.intent_counts())
+    }
+}
+
+impl ChannelJournal for MemoryJournal {
+    /// Nobody's claim is named here: every owner is `None`.
+    fn open_intents<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+    ) -> Reply<'a, Vec<(SendIntent, Option<String>)>> {
+        self.read(|state| {
+            state
+                .channels
+                .open_intents(channel, account)
+                .into_iter()
+                .map(|intent| (intent, None))
+                .collect()
+        })
+    }
+
+    fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>> {
+        self.read(|state| state.channels.intent(id))
+    }
+
+    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>> {
+        self.read(move |state| state.channels.intents(status, limit))
+    }
+
+    fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>> {
+        self.read(|state| state.channels.open_inbox(channel, account))
+    }
+
+    fn cursor<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        name: &'a str,
+    ) -> Reply<'a, Option<String>> {
+        self.read(|state| state.channels.cursor(channel, account, name))
+    }
+
+    fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>> {
+        self.read(|state| state.channels.conversation(key))
+    }
+
+    fn is_paired<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        sender: &'a str,
+    ) -> Reply<'a, bool> {
+        self.read(|state| state.channels.is_paired(channel, account, sender))
+    }
+
+    /// No process owns anything here.
+    fn owner_is_alive(&self, _owner: &str) -> bool {
+        false
+    }
+
+    /// Drafts are `draft:RUN` intents; the live-draft table of earlier
+    /// versions, which this reads in the store, was never kept here.
+    fn drafts<'a>(&'a self, _channel: &'a str, _account: &'a str) -> Reply<'a, Vec<Draft>> {
+        self.read(|_| Vec::new())
     }
 }

@@ -6,16 +6,18 @@
 //! searched words, stemmed as English; among equals the item written last),
 //! recomputed over every item on each search; search by meaning compares
 //! the exact cosine similarity of the float vectors, where the store ranks
-//! by 8-bit values (the same order to within a few thousandths).
+//! by 8-bit values (the same order to within a few thousandths). Also the
+//! in-memory journal as [`Memories`].
 
 use std::collections::HashMap;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::core::journal::JournalError;
+use super::{MemoryJournal, State};
+use crate::core::journal::{Journal, JournalError, Write};
 use crate::core::memory::{
-    MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope, search_words,
-    searchable, words,
+    Memories, MemoryError, MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope,
+    search_words, searchable, words,
 };
 
 /// One stored item: the item, the order it was saved in (the store's
@@ -30,7 +32,7 @@ struct Stored {
 }
 
 #[derive(Default, Clone)]
-pub(super) struct Memories {
+pub(super) struct Items {
     /// In the order saved.
     items: Vec<Stored>,
     /// The last number given to a save or a change of words.
@@ -97,7 +99,7 @@ fn count(stemmer: &Stemmer, item: &MemoryItem) -> Counted {
     Counted { counts, lengths }
 }
 
-impl Memories {
+impl Items {
     fn find(&self, id: &str) -> Option<&Stored> {
         self.items.iter().find(|s| s.item.id == id)
     }
@@ -419,4 +421,53 @@ impl Memories {
 fn norm(vector: &[f32]) -> Option<f32> {
     let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
     (norm.is_finite() && norm > 0.0).then_some(norm)
+}
+
+/// A journal error as the memory port's, as the store turns its own.
+fn memory_error(err: JournalError) -> MemoryError {
+    match err {
+        JournalError::Conflict(reason) => MemoryError::Conflict(reason),
+        other => MemoryError::Backend(Box::new(other)),
+    }
+}
+
+impl MemoryJournal {
+    fn recall<T>(&self, f: impl FnOnce(&State) -> T) -> crate::core::memory::Reply<'_, T>
+    where
+        T: Send + 'static,
+    {
+        let value = f(&self.lock());
+        Box::pin(async move { Ok(value) })
+    }
+}
+
+impl Memories for MemoryJournal {
+    fn write(&self, write: MemoryWrite) -> crate::core::memory::Reply<'_, ()> {
+        let result = self.apply(Write::Memory(write)).map_err(memory_error);
+        Box::pin(async move { result })
+    }
+
+    fn note(&self, write: MemoryWrite) {
+        Journal::submit(self, Write::Memory(write));
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> crate::core::memory::Reply<'a, Option<MemoryItem>> {
+        self.recall(|state| state.memories.get(id))
+    }
+
+    fn list(&self, filter: MemoryFilter) -> crate::core::memory::Reply<'_, Vec<MemoryItem>> {
+        self.recall(move |state| state.memories.list(&filter))
+    }
+
+    fn search(&self, search: MemorySearch) -> crate::core::memory::Reply<'_, Vec<MemoryHit>> {
+        self.recall(move |state| state.memories.search(&search))
+    }
+
+    fn unembedded<'a>(
+        &'a self,
+        model: &'a str,
+        limit: usize,
+    ) -> crate::core::memory::Reply<'a, Vec<MemoryItem>> {
+        self.recall(|state| state.memories.unembedded(model, limit))
+    }
 }
