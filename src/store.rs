@@ -640,6 +640,46 @@ mod contract {
 
     crate::journal_contract!(fresh());
     crate::journal_durability_contract!(open);
+
+    /// A fresh store in a directory of its own, and the directory.
+    fn store() -> (Store, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        (store, dir)
+    }
+
+    mod channels {
+        use std::sync::Arc;
+
+        use crate::core::channel::contract::Backend;
+
+        fn fresh() -> Backend {
+            let (store, dir) = super::store();
+            Backend {
+                journal: Arc::new(store.clone()),
+                counts: Arc::new(store),
+                dir: Some(dir),
+            }
+        }
+
+        crate::channel_contract!(fresh());
+    }
+
+    mod memories {
+        use std::sync::Arc;
+
+        use crate::core::memory::contract::Backend;
+
+        fn fresh() -> Backend {
+            let (store, dir) = super::store();
+            Backend {
+                memories: Arc::new(store),
+                dir: Some(dir),
+            }
+        }
+
+        crate::memory_contract!(fresh());
+    }
 }
 
 #[cfg(test)]

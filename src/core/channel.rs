@@ -5,6 +5,9 @@
 //! channel hub can route them without knowing any platform. See
 //! `docs/channels.md` for the lifecycle.
 
+#[cfg(test)]
+pub mod contract;
+
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RunId, SessionId};

@@ -297,4 +297,38 @@ mod tests {
     }
 
     crate::journal_contract!(memory());
+
+    mod channels {
+        use std::sync::Arc;
+
+        use crate::core::channel::contract::Backend;
+        use crate::core::journal::memory::MemoryJournal;
+
+        fn fresh() -> Backend {
+            let journal = Arc::new(MemoryJournal::new());
+            Backend {
+                journal: journal.clone(),
+                counts: journal,
+                dir: None,
+            }
+        }
+
+        crate::channel_contract!(fresh());
+    }
+
+    mod memories {
+        use std::sync::Arc;
+
+        use crate::core::journal::memory::MemoryJournal;
+        use crate::core::memory::contract::Backend;
+
+        fn fresh() -> Backend {
+            Backend {
+                memories: Arc::new(MemoryJournal::new()),
+                dir: None,
+            }
+        }
+
+        crate::memory_contract!(fresh());
+    }
 }

@@ -15,6 +15,9 @@
 //! decay, above a relevance floor, within a token budget) ride in a marked
 //! block before that prompt, in the request only, never in the history.
 
+#[cfg(test)]
+pub mod contract;
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,11 @@
 //! instead of SQLite files, and it passes the same contract suite
 //! ([`super::contract`]) as every real backend. Nothing survives the process,
 //! so "durable" here means "applied": writes are applied at once, in order.
+//! It keeps the chat channels' records and memory items too, as the SQLite
+//! store does (`core::channel::contract`, `core::memory::contract`).
+
+mod channels;
+mod memories;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -38,6 +43,10 @@ struct State {
     /// Requests left for sessions' runs, not taken: (id, session, control).
     controls: Vec<(i64, SessionId, crate::core::control::Control)>,
     next_control: i64,
+    /// The chat channels' records (`core::channel`).
+    channels: channels::Channels,
+    /// Memory items (`core::memory`).
+    memories: memories::Items,
 }
 
 impl MemoryJournal {
@@ -134,6 +143,7 @@ impl State {
                     .filter(|s| s.id == id || s.parent.as_ref().is_some_and(|p| p.session == id))
                     .map(|s| s.id.clone())
                     .collect();
+                self.channels.forget_sessions(&gone);
                 for session in &gone {
                     self.sessions.remove(session);
                     self.messages.remove(session);
@@ -263,16 +273,8 @@ impl State {
                     self.trusted.push(crate::core::hooks::Trust { root, files });
                 }
             }
-            Write::Channel(_) => {
-                return Err(JournalError::Backend(
-                    "the in-memory journal keeps no chat channel records".into(),
-                ));
-            }
-            Write::Memory(_) => {
-                return Err(JournalError::Backend(
-                    "the in-memory journal keeps no memory items".into(),
-                ));
-            }
+            Write::Channel(write) => self.channels.apply(write)?,
+            Write::Memory(write) => self.memories.apply(write)?,
             Write::Together(writes) => {
                 for write in writes {
                     self.apply(write)?;
