@@ -316,11 +316,6 @@ impl ChannelJournal for MemoryJournal {
         self.read(|state| state.channels.is_paired(channel, account, sender))
     }
 
-    /// No process owns anything here.
-    fn owner_is_alive(&self, _owner: &str) -> bool {
-        false
-    }
-
     /// Drafts are `draft:RUN` intents; the live-draft table of earlier
     /// versions, which this reads in the store, was never kept here.
     fn drafts<'a>(&'a self, _channel: &'a str, _account: &'a str) -> Reply<'a, Vec<Draft>> {
