@@ -687,7 +687,7 @@ pub async fn trust(
     // answer lists.
     let found = hooks.workspace_hooks(&root).await;
     journal
-        .commit(Write::SetTrust {
+        .commit(Write::Trust(crate::core::hooks::TrustWrite::Set {
             root: root.clone(),
             trusted: !revoke,
             at: crate::core::session::now_millis(),
@@ -696,7 +696,7 @@ pub async fn trust(
             } else {
                 found.as_ref().map(|f| f.files.clone()).unwrap_or_default()
             },
-        })
+        }))
         .await
         .map_err(Failure::failed)?;
     let mut out = if revoke {

@@ -402,6 +402,21 @@ pub struct Trust {
     pub files: Vec<TrustedFile>,
 }
 
+/// The trust port's writes, queued with the journal's others
+/// (`Write::Trust`).
+#[derive(Debug, Clone)]
+pub enum TrustWrite {
+    /// Trusts (or stops trusting) the hooks of the workspaces under a
+    /// project directory.
+    Set {
+        root: std::path::PathBuf,
+        trusted: bool,
+        at: super::session::Millis,
+        /// The hook files as the person saw them (empty when revoking).
+        files: Vec<TrustedFile>,
+    },
+}
+
 /// One hook file as trusted.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TrustedFile {

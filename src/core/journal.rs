@@ -91,7 +91,15 @@ pub struct SessionQuery {
     pub limit: usize,
 }
 
-/// One change to the durable state.
+/// One change to the durable state. The core's own are variants here
+/// (sessions, runs, the tape, receipts, grants, fenced writes, requests for
+/// another process); each narrower port's are an enum of its own, owned by
+/// that port ([`Write::Channel`]: `core::channel::ChannelWrite`,
+/// [`Write::Memory`]: `core::memory::MemoryWrite`, [`Write::Trust`]:
+/// `core::hooks::TrustWrite`). A backend keeps all of them in one ordered
+/// queue, so the contract's order holds across ports (a chat's session and
+/// its mapping land together; a memory write lands after the run it
+/// follows).
 #[derive(Debug, Clone)]
 pub enum Write {
     InsertSession(Session),
@@ -152,15 +160,8 @@ pub enum Write {
         grant: Grant,
         at: Millis,
     },
-    /// Trusts (or stops trusting) the hooks of the workspaces under a
-    /// project directory (`core::hooks`).
-    SetTrust {
-        root: std::path::PathBuf,
-        trusted: bool,
-        at: Millis,
-        /// The hook files as the person saw them (empty when revoking).
-        files: Vec<super::hooks::TrustedFile>,
-    },
+    /// The trusted project directories (`core::hooks`).
+    Trust(super::hooks::TrustWrite),
     /// The chat channels' records.
     Channel(ChannelWrite),
     /// Memory items (`core::memory`).

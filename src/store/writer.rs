@@ -398,12 +398,12 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             )?
             .execute(params![session_id.as_str(), grant.tool, grant.scope, grant.allow, at])?;
         }
-        Write::SetTrust {
+        Write::Trust(crate::core::hooks::TrustWrite::Set {
             root,
             trusted,
             at,
             files,
-        } => {
+        }) => {
             let root = root.to_string_lossy();
             if *trusted {
                 let files = serde_json::to_string(files)

@@ -533,7 +533,7 @@ pub async fn trust_is_kept_per_project_directory(backend: &Backend) {
         ("a", true, 4, "4"),
         ("b", false, 5, ""),
     ] {
-        journal.submit(Write::SetTrust {
+        journal.submit(Write::Trust(crate::core::hooks::TrustWrite::Set {
             root: root(name),
             trusted,
             at,
@@ -542,7 +542,7 @@ pub async fn trust_is_kept_per_project_directory(backend: &Backend) {
             } else {
                 Vec::new()
             },
-        });
+        }));
     }
     journal.flush().await.unwrap();
     // Trusting again records the files as seen then, and moves it last.

@@ -262,12 +262,12 @@ impl State {
                 grants.retain(|(old, _)| !(old.tool == grant.tool && old.scope == grant.scope));
                 grants.push((grant, at));
             }
-            Write::SetTrust {
+            Write::Trust(crate::core::hooks::TrustWrite::Set {
                 root,
                 trusted,
                 files,
                 ..
-            } => {
+            }) => {
                 self.trusted.retain(|t| t.root != root);
                 if trusted {
                     self.trusted.push(crate::core::hooks::Trust { root, files });

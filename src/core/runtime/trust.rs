@@ -98,12 +98,12 @@ impl Runtime {
             // The files as they are now, which is what the answer lists.
             self.inner
                 .journal
-                .commit(Write::SetTrust {
+                .commit(Write::Trust(crate::core::hooks::TrustWrite::Set {
                     root: found.root.clone(),
                     trusted: true,
                     at: now_millis(),
                     files: found.files.clone(),
-                })
+                }))
                 .await?;
         }
         let mut text = format!(
