@@ -15,6 +15,8 @@
 //! decay, above a relevance floor, within a token budget) ride in a marked
 //! block before that prompt, in the request only, never in the history.
 
+pub(crate) mod index;
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
