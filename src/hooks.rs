@@ -513,10 +513,10 @@ impl HookSet {
             let timestamp = crate::core::session::now_millis() / 1000;
             request = request
                 .header(
-                    crate::channels::webhook::SIGNATURE,
-                    crate::channels::webhook::sign(secret, timestamp, &bytes),
+                    crate::signing::SIGNATURE,
+                    crate::signing::sign(secret, timestamp, &bytes),
                 )
-                .header(crate::channels::webhook::TIMESTAMP, timestamp.to_string());
+                .header(crate::signing::TIMESTAMP, timestamp.to_string());
         }
         let response = request.body(bytes).send().await.map_err(|err| {
             if err.is_timeout() {
