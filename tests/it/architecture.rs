@@ -1,6 +1,8 @@
 //! Architecture invariants, checked on the source tree:
-//! the core knows no face, only the ACP face knows ACP types, only the store
-//! knows SQL, and nothing but the protocol writer touches stdout.
+//! the core knows no face, no part imports a face, only the ACP face knows
+//! ACP types, only the store knows SQL, and nothing but the protocol writer
+//! touches stdout. Every line of every file under `src/` is read but for
+//! the `#[cfg(test)]` items and the modules declared only for tests.
 
 use std::path::{Path, PathBuf};
 
@@ -1012,14 +1014,56 @@ const PARTS: &[&str] = &[
     "tools",
     "providers",
     "mcp",
+    "hooks",
     "channels",
     "http",
     "sandbox",
+    "signing",
     "credentials",
     "environment",
     "logging",
     "stdout",
 ];
+
+/// The faces (`docs/architecture.md`): those of the bird's-eye view, which
+/// turn a wire protocol into calls on the core — `acp`, `headless`
+/// (`pincer run`), `terminal` (`pincer chat`), `http`, `channels` — and the
+/// other commands `main.rs` hands to a face of their own — `serve`,
+/// `inspect`, `login`, `memory` (`pincer memory`) — with `cli`, the command
+/// line they all start from.
+const FACE_MODULES: &[&str] = &[
+    "acp", "headless", "terminal", "http", "channels", "serve", "inspect", "login", "memory", "cli",
+];
+
+/// A part imports no face: the parts of [`PARTS`] name no module of
+/// [`FACE_MODULES`] (two parts are faces too, `http` and `channels`: each
+/// names no other face). Read from the import graph of the top-level
+/// modules, so `crate::`, `super::` and `self::` paths and `{…}` groups
+/// all count.
+#[test]
+fn parts_import_no_face() {
+    let graph = import_graph(&src(), &[]);
+    let mut found = Vec::new();
+    for part in PARTS {
+        let Some(imports) = graph.get(*part) else {
+            found.push(format!("{part}: not found under src/"));
+            continue;
+        };
+        for face in FACE_MODULES {
+            if face != part && imports.contains(*face) {
+                found.push(format!("{part} imports the face {face}"));
+            }
+        }
+    }
+    for face in FACE_MODULES {
+        assert!(graph.contains_key(*face), "{face}: not found under src/");
+    }
+    assert!(
+        found.is_empty(),
+        "parts get what faces need from the core or another part, never from a face:\n{}",
+        found.join("\n")
+    );
+}
 
 #[test]
 fn only_the_composition_root_reads_the_configuration() {
