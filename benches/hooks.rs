@@ -19,9 +19,8 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use pincer::config::{HookConfig, HooksConfig};
 use pincer::core::hooks::{HookEvent, HookInput, Hooks};
-use pincer::hooks::HookSet;
+use pincer::hooks::{HookSet, HookSettings, HookSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn percentile(times: &mut [Duration], p: f64) -> Duration {
@@ -70,14 +69,17 @@ async fn main() {
         ("reads its input", "cat >/dev/null"),
         ("answers allow", allow),
     ] {
-        let hooks = HookSet::from_config(
-            &HooksConfig {
-                pre_tool_use: vec![HookConfig {
-                    matcher: Some("shell".into()),
-                    command: Some(command.into()),
-                    ..HookConfig::default()
-                }],
-                ..HooksConfig::default()
+        let hooks = HookSet::new(
+            &HookSettings {
+                hooks: vec![(
+                    HookEvent::PreToolUse,
+                    HookSpec {
+                        matcher: Some("shell".into()),
+                        command: Some(command.into()),
+                        ..HookSpec::default()
+                    },
+                )],
+                ..HookSettings::default()
             },
             &|_| None,
         )

@@ -30,7 +30,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::channel::{ChannelJournal, FailureKind, Target, Unit};
+use crate::core::channel::{FailureKind, Target, Unit};
+use crate::core::journal::ChannelJournal;
 
 pub use hub::Hub;
 

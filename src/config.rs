@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use crate::core::hooks::{HookImport, OnFailure};
 use crate::core::models::{ModelCatalog, ModelInfo, Price};
 use crate::core::policy::Rule;
 use crate::core::policy::shell::CommandRule;
@@ -625,32 +626,6 @@ pub struct HookConfig {
     /// or 2, answers something unreadable) does: `continue` (default) or
     /// `block`.
     pub on_failure: Option<OnFailure>,
-}
-
-/// An agent whose hook files Pincer can import (see [`HooksConfig::import`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HookImport {
-    Claude,
-    Codex,
-}
-
-impl HookImport {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookImport::Claude => "claude",
-            HookImport::Codex => "codex",
-        }
-    }
-}
-
-/// See [`HookConfig::on_failure`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnFailure {
-    #[default]
-    Continue,
-    Block,
 }
 
 /// The `[paths]` table.

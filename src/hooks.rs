@@ -15,10 +15,9 @@ use futures::future::{BoxFuture, join_all};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::config::{HookImport, HooksConfig, OnFailure};
 use crate::core::hooks::{
-    HookAnswer, HookEvent, HookInput, HookOutcome, Hooks, Matcher, Permission, Trust, TrustedFile,
-    WorkspaceHooks, project_dir,
+    HookAnswer, HookEvent, HookImport, HookInput, HookOutcome, Hooks, Matcher, OnFailure,
+    Permission, Trust, TrustedFile, WorkspaceHooks, project_dir,
 };
 use crate::core::journal::Journal;
 use crate::core::quote::Quoted;
@@ -31,6 +30,34 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const OUTPUT_LIMIT: usize = 256 * 1024;
 /// Most characters of context or a reason one hook passes on.
 const TEXT_LIMIT: usize = 10_000;
+
+/// What the runner is set up with: the `[hooks]` tables, as `app::wiring`
+/// hands them over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookSettings {
+    /// The other agents whose workspace hook files are read (under a
+    /// trusted project directory).
+    pub import: Vec<HookImport>,
+    /// Every hook with its event, in the order written.
+    pub hooks: Vec<(HookEvent, HookSpec)>,
+}
+
+/// One hook: a `command` run by `sh -c` in the session's workspace, or a
+/// `url` the input is POSTed to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookSpec {
+    /// What the hook runs for (see `core::hooks::Matcher`); `None`: all.
+    pub matcher: Option<String>,
+    pub command: Option<String>,
+    pub url: Option<String>,
+    /// The secret `url` requests are signed with, or `secret_env`, the
+    /// environment variable holding it.
+    pub secret: Option<String>,
+    pub secret_env: Option<String>,
+    /// Seconds the hook may take ([`DEFAULT_TIMEOUT`] when `None`).
+    pub timeout_secs: Option<u64>,
+    pub on_failure: Option<OnFailure>,
+}
 
 /// The hooks of a process.
 pub struct HookSet {
@@ -81,14 +108,15 @@ enum Handler {
 }
 
 impl HookSet {
-    /// The hooks of the configuration (validated when it was loaded);
-    /// `env` gives the secrets `secret_env` names.
-    pub fn from_config(
-        config: &HooksConfig,
+    /// The hooks of the settings (validated with the configuration they
+    /// came from); `env` gives the secrets `secret_env` names.
+    pub fn new(
+        settings: &HookSettings,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
         let mut hooks = Vec::new();
-        for (event, hook) in config.all() {
+        for (event, hook) in &settings.hooks {
+            let event = *event;
             let matcher = Matcher::parse(hook.matcher.as_deref())
                 .map_err(|err| anyhow::anyhow!("hooks.{}: matcher: {err}", event.as_str()))?;
             let (label, handler) = match (&hook.command, &hook.url) {
@@ -143,7 +171,7 @@ impl HookSet {
         Ok(HookSet {
             hooks,
             client,
-            import: config.import.clone(),
+            import: settings.import.clone(),
             journal: None,
             pins: Mutex::default(),
         })
@@ -485,10 +513,10 @@ impl HookSet {
             let timestamp = crate::core::session::now_millis() / 1000;
             request = request
                 .header(
-                    crate::channels::webhook::SIGNATURE,
-                    crate::channels::webhook::sign(secret, timestamp, &bytes),
+                    crate::signing::SIGNATURE,
+                    crate::signing::sign(secret, timestamp, &bytes),
                 )
-                .header(crate::channels::webhook::TIMESTAMP, timestamp.to_string());
+                .header(crate::signing::TIMESTAMP, timestamp.to_string());
         }
         let response = request.body(bytes).send().await.map_err(|err| {
             if err.is_timeout() {

@@ -680,7 +680,8 @@ pub async fn trust(
         .canonicalize()
         .map_err(|err| Failure::usage(anyhow::anyhow!("{}: {err}", dir.display())))?;
     let root = crate::core::hooks::project_dir(&dir);
-    let hooks = crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())
+    let settings = crate::app::wiring::hook_settings(&config.hooks);
+    let hooks = crate::hooks::HookSet::new(&settings, &|name| std::env::var(name).ok())
         .map_err(Failure::usage)?
         .with_trust(journal.clone());
     // Trust is given to the hook files as they are now, which is what the

@@ -21,6 +21,7 @@ pub mod memory;
 pub mod providers;
 pub mod sandbox;
 pub mod serve;
+pub mod signing;
 pub mod stdout;
 pub mod store;
 pub mod terminal;

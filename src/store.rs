@@ -132,8 +132,8 @@ struct Inner {
     /// The watcher thread is started once.
     watching: std::sync::Once,
     /// Memory embeddings, read in when a search by meaning first needs them.
-    vectors: Mutex<vectors::VectorIndex>,
-    words: Mutex<words::WordIndex>,
+    vectors: Mutex<vectors::Vectors>,
+    words: Mutex<words::Words>,
 }
 
 /// What opening the store found and repaired.
@@ -189,8 +189,8 @@ impl Store {
                     changes: std::sync::OnceLock::new(),
                     closed: std::sync::atomic::AtomicBool::new(false),
                     watching: std::sync::Once::new(),
-                    vectors: Mutex::new(vectors::VectorIndex::default()),
-                    words: Mutex::new(words::WordIndex::default()),
+                    vectors: Mutex::new(vectors::Vectors::default()),
+                    words: Mutex::new(words::Words::default()),
                 }),
             },
             recovery,

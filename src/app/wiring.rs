@@ -17,13 +17,14 @@ use anyhow::{Context as _, anyhow};
 use super::Failure;
 use crate::channels::{Adapter, ChannelSettings, telegram, webhook};
 use crate::cli::ServeArgs;
-use crate::config::{ChannelConfig, ChannelKind, Config};
+use crate::config::{ChannelConfig, ChannelKind, Config, HooksConfig};
 use crate::core::budget::Budgets;
 use crate::core::memory::RecallSettings;
 use crate::core::policy::DEFAULT_FORBIDDEN;
 use crate::core::prompt::PromptSettings;
 use crate::core::runtime::{PathsConfig, RuntimeConfig};
 use crate::core::turn::LoopConfig;
+use crate::hooks::{HookSettings, HookSpec};
 use crate::http::limit::RateLimit;
 use crate::http::{HttpOptions, auth};
 use crate::mcp::{McpSettings, ServerSpec, Transport, sanitize};
@@ -158,6 +159,32 @@ pub fn environment_probe(config: &Config) -> crate::environment::Probe {
         probe.fallbacks = fallbacks.clone();
     }
     probe
+}
+
+/// The `[hooks]` tables as the hooks runner's settings (validated when the
+/// config was loaded).
+pub fn hook_settings(config: &HooksConfig) -> HookSettings {
+    HookSettings {
+        import: config.import.clone(),
+        hooks: config
+            .all()
+            .into_iter()
+            .map(|(event, hook)| {
+                (
+                    event,
+                    HookSpec {
+                        matcher: hook.matcher.clone(),
+                        command: hook.command.clone(),
+                        url: hook.url.clone(),
+                        secret: hook.secret.clone(),
+                        secret_env: hook.secret_env.clone(),
+                        timeout_secs: hook.timeout_secs,
+                        on_failure: hook.on_failure,
+                    },
+                )
+            })
+            .collect(),
+    }
 }
 
 /// The configured MCP servers and limits (validated when the config was loaded).

@@ -16,11 +16,11 @@ use crate::core::channel::{
     InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart, SendIntent,
     Target, Unit, is_own_echo,
 };
-use crate::core::channel::{ChannelJournal, ChannelWrite, draft_intent_id};
+use crate::core::channel::{ChannelWrite, draft_intent_id};
 use crate::core::event::{Event, RunState};
 use crate::core::hooks::{HookEvent, HookInput};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::{JournalError, Write};
+use crate::core::journal::{ChannelJournal, JournalError, Write};
 use crate::core::lease::{Lease, LeaseError, LeaseKey, Leases};
 use crate::core::memory::Scope;
 use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};

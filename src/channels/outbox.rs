@@ -26,11 +26,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{Adapter, DeliveryError};
-use crate::core::channel::{ChannelJournal, ChannelWrite};
+use crate::core::channel::ChannelWrite;
 use crate::core::channel::{
     DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
     SendIntent, Target, Unit,
 };
+use crate::core::journal::ChannelJournal;
 use crate::core::journal::{JournalError, Write};
 use crate::core::safety::Safety;
 use crate::core::session::now_millis;

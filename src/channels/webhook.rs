@@ -30,13 +30,13 @@ use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
 use crate::core::session::now_millis;
+use crate::signing::sign_with;
+pub use crate::signing::{SIGNATURE, TIMESTAMP, sign};
 
 /// How far a request's timestamp may be from now.
 pub const WINDOW_SECS: i64 = 300;
 /// Largest inbound body accepted.
 const BODY_LIMIT: usize = 1024 * 1024;
-pub const SIGNATURE: &str = "x-pincer-signature";
-pub const TIMESTAMP: &str = "x-pincer-timestamp";
 pub const DELIVERY: &str = "x-pincer-delivery";
 
 pub struct Webhook {
@@ -46,20 +46,6 @@ pub struct Webhook {
     listen: SocketAddr,
     client: reqwest::Client,
     max_len: usize,
-}
-
-/// `sha256=HEX` of HMAC-SHA256(secret, "TIMESTAMP.BODY").
-pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-    sign_with(&key, timestamp, body)
-}
-
-fn sign_with(key: &ring::hmac::Key, timestamp: i64, body: &[u8]) -> String {
-    let mut context = ring::hmac::Context::with_key(key);
-    context.update(timestamp.to_string().as_bytes());
-    context.update(b".");
-    context.update(body);
-    format!("sha256={}", hex::encode(context.sign().as_ref()))
 }
 
 /// An inbound request, as the peer sends it.

@@ -11,7 +11,6 @@ pub mod contract;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{RunId, SessionId};
-use super::journal::{Journal, Reply};
 use super::session::Millis;
 
 /// Where a message lives on its platform.
@@ -569,48 +568,6 @@ pub struct Draft {
     pub target: Target,
     pub platform_id: String,
     pub text: String,
-}
-
-/// What the chat channels read from the journal besides the core's port:
-/// the inbox, the outbox, cursors, conversation mappings, pairings and
-/// drafts. Writes go through [`Journal::submit`] / [`Journal::commit`] as
-/// [`crate::core::journal::Write::Channel`].
-pub trait ChannelJournal: Journal {
-    /// The open send intents of a channel account (pending, sending,
-    /// committing), oldest first, each with the process that claimed it.
-    fn open_intents<'a>(
-        &'a self,
-        channel: &'a str,
-        account: &'a str,
-    ) -> Reply<'a, Vec<(SendIntent, Option<String>)>>;
-
-    fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>>;
-
-    /// The most recently changed intents, optionally of one status.
-    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>>;
-
-    /// Inbound messages of a channel account not yet answered, oldest first.
-    fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>>;
-
-    fn cursor<'a>(
-        &'a self,
-        channel: &'a str,
-        account: &'a str,
-        name: &'a str,
-    ) -> Reply<'a, Option<String>>;
-
-    /// The session a conversation is mapped to.
-    fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>>;
-
-    fn is_paired<'a>(
-        &'a self,
-        channel: &'a str,
-        account: &'a str,
-        sender: &'a str,
-    ) -> Reply<'a, bool>;
-
-    /// The live drafts of a channel account.
-    fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
 }
 
 #[cfg(test)]

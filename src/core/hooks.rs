@@ -21,7 +21,37 @@
 use std::path::PathBuf;
 
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+
+/// An agent whose hook files Pincer can import from a workspace
+/// (`[hooks] import`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookImport {
+    Claude,
+    Codex,
+}
+
+impl HookImport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookImport::Claude => "claude",
+            HookImport::Codex => "codex",
+        }
+    }
+}
+
+/// What a hook that fails (times out, exits with a code other than 0 or 2,
+/// answers something unreadable) does: go on as if it had answered nothing,
+/// or block what it was asked about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    #[default]
+    Continue,
+    Block,
+}
 
 /// The points a hook can run at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

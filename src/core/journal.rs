@@ -8,7 +8,7 @@
 //! (`crate::store`) is one backend; a server database would be another. Faces
 //! that need a backend's other queries (metrics, `pincer verify`, the chat
 //! channels' outbox) get them from the composition root through narrow traits
-//! of their own ([`Audit`], [`Counts`], `core::channel::ChannelJournal`), not
+//! of their own ([`Audit`], [`Counts`], [`ChannelJournal`]), not
 //! through the runtime.
 //!
 //! # The contract
@@ -50,7 +50,7 @@ use futures::future::BoxFuture;
 use thiserror::Error;
 
 use super::approval::Grant;
-use super::channel::ChannelWrite;
+use super::channel::{ChannelWrite, ConversationKey, Draft, InboxEntry, IntentStatus, SendIntent};
 use super::event::{EventRecord, RunState, StopReason, Usage};
 use super::ids::{RunId, SessionId};
 use super::models::Cost;
@@ -275,7 +275,49 @@ pub trait Counts: Send + Sync {
     fn run_counts(&self) -> Reply<'_, Vec<(RunState, u64)>>;
 
     /// How many send intents each channel has in each status.
-    fn intent_counts(&self) -> Reply<'_, Vec<(String, super::channel::IntentStatus, u64)>>;
+    fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>>;
+}
+
+/// What the chat channels read from the journal besides the core's port:
+/// the inbox, the outbox, cursors, conversation mappings, pairings and
+/// drafts. Writes go through [`Journal::submit`] / [`Journal::commit`] as
+/// [`Write::Channel`].
+pub trait ChannelJournal: Journal {
+    /// The open send intents of a channel account (pending, sending,
+    /// committing), oldest first, each with the process that claimed it.
+    fn open_intents<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+    ) -> Reply<'a, Vec<(SendIntent, Option<String>)>>;
+
+    fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>>;
+
+    /// The most recently changed intents, optionally of one status.
+    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>>;
+
+    /// Inbound messages of a channel account not yet answered, oldest first.
+    fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>>;
+
+    fn cursor<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        name: &'a str,
+    ) -> Reply<'a, Option<String>>;
+
+    /// The session a conversation is mapped to.
+    fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>>;
+
+    fn is_paired<'a>(
+        &'a self,
+        channel: &'a str,
+        account: &'a str,
+        sender: &'a str,
+    ) -> Reply<'a, bool>;
+
+    /// The live drafts of a channel account.
+    fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 
 #[cfg(test)]
 pub mod contract;
+pub(crate) mod index;
 
 use std::sync::Arc;
 

@@ -16,8 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 use sha2::Digest as _;
 
-use crate::config::HookImport;
-use crate::core::hooks::{HookEvent, Matcher, TrustedFile};
+use crate::core::hooks::{HookEvent, HookImport, Matcher, TrustedFile};
 
 /// The files each source reads, relative to the project directory.
 pub fn files(source: HookImport) -> &'static [&'static str] {

@@ -1,31 +1,19 @@
 //! Memory items: writes (applied by the writer thread) and reads; searches
-//! by words through `store::words`, by meaning through `store::vectors`.
+//! by words through `store::words`, by meaning through `store::vectors`,
+//! fused by `core::memory::index::fuse`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter, types::Value};
 
 use super::StoreError;
-use super::vectors::VectorIndex;
-use super::words::WordIndex;
+use super::vectors::Vectors;
+use super::words::Words;
+use crate::core::memory::index::{fuse, scope_token};
 use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope};
 
 const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
-
-/// A scope and its key as one word (`u0`, `w` or `c` and 16 hex digits of
-/// the key's SHA-256), by which the indexes in memory narrow a search to the
-/// scopes asked.
-fn scope_token(scope: Scope, key: &str) -> String {
-    use sha2::Digest as _;
-    let prefix = match scope {
-        Scope::User => return "u0".to_owned(),
-        Scope::Workspace => 'w',
-        Scope::Conversation => 'c',
-    };
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    format!("{prefix}{}", hex::encode(&digest[..8]))
-}
 
 /// Tags as stored: one string, each tag between spaces, so the index finds
 /// them and a tag filter is one `LIKE`.
@@ -253,17 +241,13 @@ pub(super) fn list(
     rows.into_iter().map(finish).collect()
 }
 
-/// The constant of reciprocal rank fusion: an item's fused score is the sum
-/// of `1 / (RRF_K + rank)` over the lists it is in (Cormack et al., 2009).
-const RRF_K: f64 = 60.0;
-
 /// Items matching the search's words, and with its embedding those near it
 /// in meaning, fused by reciprocal rank.
 pub(super) fn search(
     conn: &Connection,
     search: &MemorySearch,
-    vectors: &Mutex<VectorIndex>,
-    words: &Mutex<WordIndex>,
+    vectors: &Mutex<Vectors>,
+    words: &Mutex<Words>,
 ) -> Result<Vec<MemoryHit>, StoreError> {
     let by_words = search_words(conn, search, words)?;
     let Some(query) = &search.vector else {
@@ -277,56 +261,29 @@ pub(super) fn search(
             .collect()
     });
     let near = {
-        let mut index = vectors
+        let mut vectors = vectors
             .lock()
             .map_err(|_| StoreError::Read("the memory vector index was poisoned".into()))?;
-        index.sync(conn, &query.model)?;
-        index.nearest(
+        vectors.sync(conn, &query.model)?.nearest(
             &query.vector,
             within.as_ref(),
             query.min_similarity,
             search.limit.max(1),
         )
     };
-    let mut fused: HashMap<String, (f64, Option<MemoryItem>)> = HashMap::new();
-    for (rank, hit) in by_words.into_iter().enumerate() {
-        fused.insert(
-            hit.item.id.clone(),
-            (1.0 / (RRF_K + rank as f64 + 1.0), Some(hit.item)),
-        );
-    }
-    let mut rowids = Vec::with_capacity(near.len());
-    for (rank, (rowid, _)) in near.iter().enumerate() {
-        rowids.push((*rowid, 1.0 / (RRF_K + rank as f64 + 1.0)));
-    }
-    for (rowid, score) in rowids {
-        let Some(item) = item_at(conn, rowid)? else {
-            continue;
-        };
-        let entry = fused.entry(item.id.clone()).or_insert((0.0, None));
-        entry.0 += score;
-        if entry.1.is_none() {
-            entry.1 = Some(item);
-        }
-    }
-    let mut hits: Vec<MemoryHit> = fused
-        .into_values()
-        .filter_map(|(relevance, item)| item.map(|item| MemoryHit { item, relevance }))
-        .collect();
-    hits.sort_by(|a, b| {
-        b.relevance
-            .total_cmp(&a.relevance)
-            .then_with(|| a.item.id.cmp(&b.item.id))
-    });
-    hits.truncate(search.limit.max(1));
-    Ok(hits)
+    let by_meaning = near
+        .iter()
+        .map(|(rowid, _)| item_at(conn, *rowid))
+        .collect::<Result<Vec<_>, _>>()?;
+    let by_words = by_words.into_iter().map(|hit| Some(hit.item)).collect();
+    Ok(fuse(vec![by_words, by_meaning], search.limit))
 }
 
 /// Items matching the search's words, best first (`store::words`).
 fn search_words(
     conn: &Connection,
     search: &MemorySearch,
-    words: &Mutex<WordIndex>,
+    words: &Mutex<Words>,
 ) -> Result<Vec<MemoryHit>, StoreError> {
     let within: Option<Vec<String>> = (!search.within.is_empty()).then(|| {
         search
@@ -336,11 +293,12 @@ fn search_words(
             .collect()
     });
     let ranked = {
-        let mut index = words
+        let mut words = words
             .lock()
             .map_err(|_| StoreError::Read("the memory word index was poisoned".into()))?;
-        index.sync(conn)?;
-        index.search(&search.text, within.as_deref(), search.limit.max(1))
+        words
+            .sync(conn)?
+            .search(&search.text, within.as_deref(), search.limit.max(1))
     };
     let mut hits = Vec::with_capacity(ranked.len());
     for (relevance, rowid) in ranked {

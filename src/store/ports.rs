@@ -7,12 +7,12 @@ use futures::FutureExt;
 
 use super::{Store, StoreError};
 use crate::core::approval::Grant;
-use crate::core::channel::{
-    ChannelJournal, ConversationKey, Draft, InboxEntry, IntentStatus, SendIntent,
-};
+use crate::core::channel::{ConversationKey, Draft, InboxEntry, IntentStatus, SendIntent};
 use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::{Audit, Counts, Journal, JournalError, Reply, SessionQuery, Write};
+use crate::core::journal::{
+    Audit, ChannelJournal, Counts, Journal, JournalError, Reply, SessionQuery, Write,
+};
 use crate::core::memory::{
     Memories, MemoryError, MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite,
 };

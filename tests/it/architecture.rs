@@ -1,6 +1,8 @@
 //! Architecture invariants, checked on the source tree:
-//! the core knows no face, only the ACP face knows ACP types, only the store
-//! knows SQL, and nothing but the protocol writer touches stdout.
+//! the core knows no face, no part imports a face, only the ACP face knows
+//! ACP types, only the store knows SQL, and nothing but the protocol writer
+//! touches stdout. Every line of every file under `src/` is read but for
+//! the `#[cfg(test)]` items and the modules declared only for tests.
 
 use std::path::{Path, PathBuf};
 
@@ -22,22 +24,310 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// The code of a file without comments, line by line with numbers. Test modules
-/// (`#[cfg(test)]` to the end of the file) are skipped.
+/// The code of a file without comments, line by line with numbers. Every
+/// line is read, but for the items under `#[cfg(test)]` (see [`test_items`]);
+/// a file that is a test-only module ([`test_only`]) has no code.
 fn code_lines(path: &Path) -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut lines = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("#[cfg(test)]") {
-            break;
-        }
-        let code = match line.find("//") {
-            Some(pos) => &line[..pos],
-            None => line,
-        };
-        lines.push((index + 1, code.to_owned()));
+    if test_only(path) {
+        return Vec::new();
     }
-    lines
+    let text = std::fs::read_to_string(path).unwrap();
+    without_tests(&text)
+}
+
+/// `text` without its comments and its `#[cfg(test)]` items, line by line
+/// with numbers (what is left out stays as blanks, so lines keep theirs).
+fn without_tests(text: &str) -> Vec<(usize, String)> {
+    let (mut chars, literal) = lex(text);
+    for (start, end, _) in test_items(&chars, &literal) {
+        for c in &mut chars[start..end] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+    }
+    let code: String = chars.into_iter().collect();
+    code.lines()
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.to_owned()))
+        .collect()
+}
+
+/// A text's characters with its comments blanked (newlines kept), and for
+/// each whether it is inside a string or character literal, where braces
+/// and attributes mean nothing.
+fn lex(text: &str) -> (Vec<char>, Vec<bool>) {
+    let mut chars: Vec<char> = text.chars().collect();
+    let mut literal = vec![false; chars.len()];
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut at = 0;
+    while at < chars.len() {
+        let next = chars.get(at + 1).copied();
+        match chars[at] {
+            '/' if next == Some('/') => {
+                while at < chars.len() && chars[at] != '\n' {
+                    chars[at] = ' ';
+                    at += 1;
+                }
+            }
+            '/' if next == Some('*') => {
+                let mut depth = 0;
+                while at < chars.len() {
+                    let pair = (chars[at], chars.get(at + 1).copied());
+                    let width = match pair {
+                        ('/', Some('*')) => {
+                            depth += 1;
+                            2
+                        }
+                        ('*', Some('/')) => {
+                            depth -= 1;
+                            2
+                        }
+                        _ => 1,
+                    };
+                    for c in &mut chars[at..(at + width).min(literal.len())] {
+                        if *c != '\n' {
+                            *c = ' ';
+                        }
+                    }
+                    at += width;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+            }
+            // A raw string: `r"…"`, `r#"…"#`, also after `b` or `c`.
+            'r' if !(at > 0
+                && ident(chars[at - 1])
+                && !(matches!(chars[at - 1], 'b' | 'c') && (at < 2 || !ident(chars[at - 2])))) =>
+            {
+                let hashes = chars[at + 1..].iter().take_while(|c| **c == '#').count();
+                if chars.get(at + 1 + hashes) != Some(&'"') {
+                    at += 1;
+                    continue;
+                }
+                let close: Vec<char> = std::iter::once('"')
+                    .chain(std::iter::repeat_n('#', hashes))
+                    .collect();
+                let body = at + 2 + hashes;
+                let end = (body..chars.len())
+                    .find(|i| chars[*i..].starts_with(&close))
+                    .map_or(chars.len(), |i| i + close.len());
+                literal[at..end].fill(true);
+                at = end;
+            }
+            '"' => {
+                let start = at;
+                at += 1;
+                while at < chars.len() && chars[at] != '"' {
+                    at += if chars[at] == '\\' { 2 } else { 1 };
+                }
+                let end = (at + 1).min(chars.len());
+                literal[start..end].fill(true);
+                at = end;
+            }
+            // A character literal (`'{'`, `'\''`), not a lifetime (`'a`).
+            '\'' => {
+                let end = if next == Some('\\') {
+                    // The escaped character, then the closing quote
+                    // (`'\''`, `'\\'`, `'\u{7f}'`).
+                    (at + 3..chars.len().min(at + 12))
+                        .find(|i| chars[*i] == '\'')
+                        .map(|i| i + 1)
+                } else if chars.get(at + 2) == Some(&'\'') {
+                    Some(at + 3)
+                } else {
+                    None
+                };
+                match end {
+                    Some(end) => {
+                        literal[at..end].fill(true);
+                        at = end;
+                    }
+                    None => at += 1,
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    (chars, literal)
+}
+
+/// The items under `#[cfg(test)]` in lexed code, each as the range from
+/// the attribute to the item's end and, for a module, its name. An item
+/// ends with a `;` or its outermost `{…}` block (`mod tests { … }`, `fn`,
+/// `impl`), and one that is not an item (a field, an argument, an arm)
+/// also at a `,`; it never reaches past the block around it.
+fn test_items(chars: &[char], literal: &[bool]) -> Vec<(usize, usize, Option<String>)> {
+    let code = |at: usize| (!literal[at]).then_some(chars[at]);
+    let skip_space = |mut at: usize| {
+        while at < chars.len() && chars[at].is_whitespace() {
+            at += 1;
+        }
+        at
+    };
+    // `#[cfg(test)]` at `at`, spaces allowed between its tokens: its end.
+    let cfg_test = |at: usize| {
+        let mut at = at;
+        for token in ["#", "[", "cfg", "(", "test", ")", "]"] {
+            at = skip_space(at);
+            let token: Vec<char> = token.chars().collect();
+            if !chars[at..].starts_with(&token) || literal[at] {
+                return None;
+            }
+            at += token.len();
+        }
+        Some(at)
+    };
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < chars.len() {
+        let Some(mut end) = code(at).filter(|c| *c == '#').and_then(|_| cfg_test(at)) else {
+            at += 1;
+            continue;
+        };
+        // Other outer attributes of the item.
+        loop {
+            let next = skip_space(end);
+            if next >= chars.len() || code(next) != Some('#') {
+                break;
+            }
+            let open = skip_space(next + 1);
+            if chars.get(open) != Some(&'[') {
+                break;
+            }
+            let mut depth = 0;
+            end = open;
+            while end < chars.len() {
+                match code(end) {
+                    Some('[') => depth += 1,
+                    Some(']') => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end += 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                end += 1;
+            }
+        }
+        let start = skip_space(end);
+        let head: String = chars[start..chars.len().min(start + 200)].iter().collect();
+        let words: Vec<&str> = head
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let mut keywords = words.iter().skip_while(|w| {
+            matches!(
+                **w,
+                "pub" | "crate" | "super" | "self" | "in" | "async" | "unsafe" | "extern"
+            )
+        });
+        let first = keywords.next().copied().unwrap_or_default();
+        let item = matches!(
+            first,
+            "mod"
+                | "fn"
+                | "impl"
+                | "struct"
+                | "enum"
+                | "union"
+                | "trait"
+                | "use"
+                | "const"
+                | "static"
+                | "type"
+                | "macro_rules"
+                | "let"
+        );
+        let module = (first == "mod").then(|| keywords.next().unwrap_or(&"").to_string());
+        let mut depth = 0_i32;
+        end = start;
+        while end < chars.len() {
+            match code(end) {
+                Some('(' | '[' | '{') => depth += 1,
+                Some(')' | ']' | '}') if depth == 0 => break,
+                Some(')' | ']') => depth -= 1,
+                Some('}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end += 1;
+                        break;
+                    }
+                }
+                Some(';') if depth == 0 => {
+                    end += 1;
+                    break;
+                }
+                Some(',') if depth == 0 && !item => {
+                    end += 1;
+                    break;
+                }
+                _ => {}
+            }
+            end += 1;
+        }
+        found.push((at, end, module));
+        at = end;
+    }
+    found
+}
+
+/// Whether a source file is a module compiled for tests only: declared
+/// `#[cfg(test)] mod name;` (or inside such a module) by the module above
+/// it, whichever file that is (`a.rs` or `a/mod.rs` for `a/name.rs`; an
+/// inline module is looked for in the file above it).
+fn test_only(file: &Path) -> bool {
+    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+    let dir = file.parent().unwrap_or(Path::new(""));
+    if stem == "lib" || stem == "main" {
+        return false;
+    }
+    if stem == "mod" {
+        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        return declared_for_tests(dir.parent().unwrap_or(Path::new("")), &name);
+    }
+    declared_for_tests(dir, &stem)
+}
+
+/// Whether the module `name` whose files are in `dir` is declared under
+/// `#[cfg(test)]`, or is inside a module that is.
+fn declared_for_tests(dir: &Path, name: &str) -> bool {
+    let above = [
+        dir.with_extension("rs"),
+        dir.join("mod.rs"),
+        dir.join("lib.rs"),
+        dir.join("main.rs"),
+    ];
+    let mut found = false;
+    for file in above.iter().filter(|f| f.is_file()) {
+        found = true;
+        let text = std::fs::read_to_string(file).unwrap();
+        let (chars, literal) = lex(&text);
+        if test_items(&chars, &literal)
+            .iter()
+            .any(|(_, _, module)| module.as_deref() == Some(name))
+        {
+            return true;
+        }
+    }
+    if found {
+        // The module above is a file: it is for tests if it is declared so.
+        return above[..2]
+            .iter()
+            .find(|f| f.is_file())
+            .is_some_and(|f| test_only(f));
+    }
+    // No file above: `dir` is an inline module of the file above it (or no
+    // module at all).
+    match (dir.parent(), dir.file_name()) {
+        (Some(parent), Some(inline)) if !parent.as_os_str().is_empty() => {
+            declared_for_tests(parent, &inline.to_string_lossy())
+        }
+        _ => false,
+    }
 }
 
 /// Files under `module` (the file `src/module.rs` and the folder `src/module/`).
@@ -285,11 +575,104 @@ fn nothing_but_the_protocol_writer_touches_stdout() {
 fn the_checks_catch_what_they_look_for() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.rs");
-    std::fs::write(&file, "use crate::acp::peer;\nfn f() { println!(\"x\"); }\n// println!(\"in a comment\")\n#[cfg(test)]\nmod tests { fn g() { println!(); } }\n").unwrap();
+    std::fs::write(&file, "use crate::acp::peer;\nfn f() { println!(\"x\"); }\n// println!(\"in a comment\")\n#[cfg(test)]\nmod tests { fn g() { println!(); } }\nfn h() { println!(\"after the tests\"); }\n").unwrap();
     let found = violations(std::slice::from_ref(&file), &["crate::acp", "println!"]);
-    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[2].contains(":6: `println!`"), "{found:?}");
     assert!(!contains_word("eprintln!(\"x\")", "println!"));
     assert!(contains_word("x; println!(\"x\")", "println!"));
+}
+
+/// The skipper leaves out `#[cfg(test)]` items only: what follows a test
+/// module is code, braces in literals and comments do not end a block, and
+/// a file declared for tests only has no code.
+#[test]
+fn test_items_are_skipped_and_the_code_after_them_is_seen() {
+    let sample = r####"use crate::core::x;
+#[cfg(test)]
+mod contract;
+#[cfg(test)]
+#[allow(dead_code)]
+mod tests {
+    fn f() { let s = "}"; let c = '}'; let r = r#"} "{ "#; /* } /* } */ */ // }
+        println!("hidden {s}"); }
+    const Q: char = '\'';
+    const B: char = '\\';
+    fn lifetime<'a>(x: &'a str) -> &'a str { x }
+}
+fn real() { println!("seen"); } // crate::acp in a comment
+#[cfg(test)]
+fn helper() -> [u8; 2] { crate::acp::x(); [0; 2] }
+struct S {
+    a: u8,
+    #[cfg(test)]
+    b: crate::acp::Peer,
+    c: u8,
+}
+impl<'a> S { fn g(&'a self) { crate::headless::run(); } }
+"####;
+    let seen: Vec<(usize, String)> = without_tests(sample)
+        .into_iter()
+        .map(|(number, line)| (number, line.trim().to_owned()))
+        .filter(|(_, line)| !line.is_empty())
+        .collect();
+    let expected = [
+        (1, "use crate::core::x;"),
+        (13, "fn real() { println!(\"seen\"); }"),
+        (16, "struct S {"),
+        (17, "a: u8,"),
+        (20, "c: u8,"),
+        (21, "}"),
+        (
+            22,
+            "impl<'a> S { fn g(&'a self) { crate::headless::run(); } }",
+        ),
+    ];
+    let expected: Vec<(usize, String)> = expected
+        .into_iter()
+        .map(|(number, line)| (number, line.to_owned()))
+        .collect();
+    assert_eq!(seen, expected);
+
+    // Files: a module declared for tests, what is inside it, and the rest.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for folder in ["a/contract", "a/tests", "b"] {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+    }
+    let files = [
+        ("lib.rs", "pub mod a;\npub mod b;\n"),
+        (
+            "a.rs",
+            "#[cfg(test)]\npub mod contract;\n#[cfg(test)]\nmod tests { mod helper; }\nmod real;\n",
+        ),
+        ("a/contract.rs", "mod deep;\nuse crate::acp::Peer;\n"),
+        ("a/contract/deep.rs", "use crate::acp::Peer;\n"),
+        ("a/tests/helper.rs", "use crate::acp::Peer;\n"),
+        ("a/real.rs", "use crate::acp::Peer;\n"),
+        (
+            "b/mod.rs",
+            "#[cfg(test)]\npub(crate) mod fixture;\npub mod live;\n",
+        ),
+        ("b/fixture.rs", "use crate::acp::Peer;\n"),
+        ("b/live.rs", "use crate::acp::Peer;\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(root.join(name), text).unwrap();
+    }
+    let mut found: Vec<String> = violations(&sources(root), &["crate::acp"])
+        .into_iter()
+        .map(|v| {
+            let path = v.split(':').next().unwrap().to_owned();
+            Path::new(&path)
+                .strip_prefix(root)
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, ["a/real.rs", "b/live.rs"]);
 }
 
 #[test]
@@ -631,14 +1014,56 @@ const PARTS: &[&str] = &[
     "tools",
     "providers",
     "mcp",
+    "hooks",
     "channels",
     "http",
     "sandbox",
+    "signing",
     "credentials",
     "environment",
     "logging",
     "stdout",
 ];
+
+/// The faces (`docs/architecture.md`): those of the bird's-eye view, which
+/// turn a wire protocol into calls on the core — `acp`, `headless`
+/// (`pincer run`), `terminal` (`pincer chat`), `http`, `channels` — and the
+/// other commands `main.rs` hands to a face of their own — `serve`,
+/// `inspect`, `login`, `memory` (`pincer memory`) — with `cli`, the command
+/// line they all start from.
+const FACE_MODULES: &[&str] = &[
+    "acp", "headless", "terminal", "http", "channels", "serve", "inspect", "login", "memory", "cli",
+];
+
+/// A part imports no face: the parts of [`PARTS`] name no module of
+/// [`FACE_MODULES`] (two parts are faces too, `http` and `channels`: each
+/// names no other face). Read from the import graph of the top-level
+/// modules, so `crate::`, `super::` and `self::` paths and `{…}` groups
+/// all count.
+#[test]
+fn parts_import_no_face() {
+    let graph = import_graph(&src(), &[]);
+    let mut found = Vec::new();
+    for part in PARTS {
+        let Some(imports) = graph.get(*part) else {
+            found.push(format!("{part}: not found under src/"));
+            continue;
+        };
+        for face in FACE_MODULES {
+            if face != part && imports.contains(*face) {
+                found.push(format!("{part} imports the face {face}"));
+            }
+        }
+    }
+    for face in FACE_MODULES {
+        assert!(graph.contains_key(*face), "{face}: not found under src/");
+    }
+    assert!(
+        found.is_empty(),
+        "parts get what faces need from the core or another part, never from a face:\n{}",
+        found.join("\n")
+    );
+}
 
 #[test]
 fn only_the_composition_root_reads_the_configuration() {

@@ -562,7 +562,7 @@ fn an_http_hook_is_signed_and_its_answer_decides() {
             .header("x-pincer-timestamp")
             .and_then(|t| t.parse().ok())
             .unwrap_or_default();
-        let expected = pincer::channels::webhook::sign(b"s3cret", timestamp, &request.raw);
+        let expected = pincer::signing::sign(b"s3cret", timestamp, &request.raw);
         if signature != expected {
             return Reply::json(401, &json!({}));
         }

@@ -47,9 +47,10 @@ pub fn gate(
             tools.push(Arc::new(web_search_tool(search, &config.web)?));
         }
     }
-    let hooks =
-        crate::hooks::HookSet::from_config(&config.hooks, &|name| std::env::var(name).ok())?
-            .with_trust(journal);
+    let hooks = crate::hooks::HookSet::new(&super::hook_settings(&config.hooks), &|name| {
+        std::env::var(name).ok()
+    })?
+    .with_trust(journal);
     Ok(ToolGate {
         tools: Toolset::new(tools),
         hooks: Arc::new(hooks),

@@ -11,13 +11,14 @@
 //! chooses the moves. The rules below make the moves the outbox makes and
 //! check the exact state each one leaves.
 
+use crate::core::journal::ChannelJournal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{
-    Actor, ChannelJournal, ChannelMessage, ChannelWrite, ConversationKey, DeliveryReceipt, Failure,
-    FailureKind, InboxEntry, InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin,
-    ReceiptPart, SendIntent, Target, TargetKind, Unit, draft_intent_id,
+    Actor, ChannelMessage, ChannelWrite, ConversationKey, DeliveryReceipt, Failure, FailureKind,
+    InboxEntry, InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart,
+    SendIntent, Target, TargetKind, Unit, draft_intent_id,
 };
 use crate::core::event::{RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};

@@ -11,12 +11,13 @@
 //! which names `core::journal`.
 
 #[cfg(test)]
+use crate::core::journal::ChannelJournal;
 use std::collections::{HashMap, HashSet};
 
 use super::MemoryJournal;
 use crate::core::channel::{
-    ChannelJournal, ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus,
-    IntentUpdate, SendIntent,
+    ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus, IntentUpdate,
+    SendIntent,
 };
 use crate::core::event::RunState;
 use crate::core::ids::SessionId;
