@@ -661,3 +661,70 @@ fn slash_trust_trusts_the_workspace_from_the_terminal() {
         Some(ws.to_str().unwrap())
     );
 }
+
+/// `pincer chat --session ID` on a session another process is running:
+/// the prompt waits behind that run, the chat says so, then it is answered
+/// and the history keeps the order the runs had.
+#[test]
+fn a_prompt_in_chat_waits_behind_another_processs_run() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Started."}]),
+            json!([{"text": "Slow"}, {"delay_ms": 2500}, {"text": " done."}]),
+            json!([{"text": "Third answer."}]),
+        ],
+    );
+    let out = dir
+        .command()
+        .current_dir(&ws)
+        .args(["run", "--script", &path(&script), "start"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let session = session_ids(&dir).remove(0);
+    let mut slow = dir
+        .command()
+        .current_dir(&ws)
+        .args([
+            "run",
+            "--session",
+            &session,
+            "--script",
+            &path(&script),
+            "slow one",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !dir.show_session(&session)["runs"]
+        .as_array()
+        .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+    {
+        assert!(Instant::now() < deadline, "the slow run never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let chat = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--session", &session, "--script", &path(&script)],
+        &[],
+    );
+    chat.wait_prompt();
+    chat.line("next");
+    chat.wait_for("is running this session");
+    chat.wait_for("Third answer.");
+    assert!(slow.wait().unwrap().success());
+    assert_eq!(
+        user_prompts(&dir, &session),
+        vec!["start".to_owned(), "slow one".to_owned(), "next".to_owned()]
+    );
+}
