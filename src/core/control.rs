@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::approval::ApprovalDecision;
 use super::ids::RunId;
 use super::question::QuestionAnswer;
+use super::session::ContentPart;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -26,4 +27,8 @@ pub enum Control {
         question_id: String,
         answer: QuestionAnswer,
     },
+    /// A message for the session's working prompt run, taken in at its next
+    /// turn boundary; if that run ended meanwhile, the owner sends it as a
+    /// prompt of its own, so it is never lost once taken.
+    Steer { content: Vec<ContentPart> },
 }

@@ -1678,6 +1678,69 @@ mod tests {
         assert!(process.expires_at <= now_millis(), "{process:?}");
     }
 
+    /// A steering message for a run no process takes up (its process gone
+    /// without a trace yet) is taken back after the wait and refused, not
+    /// left in the journal to arrive in some later run.
+    #[tokio::test]
+    async fn a_steer_nobody_takes_is_taken_back_and_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(MemoryJournal::new());
+        let providers = Providers::new(
+            vec![ProviderEntry {
+                name: "test".into(),
+                models: vec!["m".into()],
+                provider: Arc::new(TestProvider {
+                    chunks: 1,
+                    hang: false,
+                    dropped: Arc::new(Mutex::new(None)),
+                }),
+                images: None,
+                thought: Default::default(),
+            }],
+            None,
+        );
+        let rt = Runtime::from_parts(Parts {
+            notifier: Some(journal.clone()),
+            ..Parts::new(
+                journal.clone(),
+                providers,
+                Arc::new(ToolGate::without_tools()),
+                RuntimeConfig::default(),
+            )
+        });
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        // A run another process marked running and then left.
+        let orphan = RunId::generate();
+        journal
+            .commit(Write::InsertRun {
+                id: orphan.clone(),
+                session_id: session.id.clone(),
+                at: 1,
+            })
+            .await
+            .unwrap();
+        journal
+            .commit(Write::SetRunState {
+                id: orphan,
+                state: RunState::Running,
+                stop_reason: None,
+                error: None,
+                usage: Usage::default(),
+                cost: None,
+                at: 2,
+            })
+            .await
+            .unwrap();
+        let started = Instant::now();
+        assert_eq!(
+            rt.steer_elsewhere(&session.id, text("anyone?")).await.unwrap(),
+            None
+        );
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        assert!(journal.controls(&session.id).await.unwrap().is_empty());
+        rt.shutdown().await;
+    }
+
     /// The daily budget counts what the provider cost since midnight (UTC)
     /// by the runtime's clock: spent up at 23:59, a prompt is stopped; at
     /// 00:00:30 the next day it runs. No sleeping: the clock is set.

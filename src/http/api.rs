@@ -250,12 +250,19 @@ impl Api {
         let content = prompt_content(request)?;
         let id = session_id(id)?;
         self.runtime.session(&id).await?;
-        Ok(match self.runtime.steer(&id, content) {
-            Ok(Some(run)) => json!({"outcome": "injected", "run_id": run.as_str()}),
-            Ok(None) | Err(crate::core::runtime::RuntimeError::SessionNotFound(_)) => {
-                json!({"outcome": "promptRequired", "reason": "noRunningTurn"})
-            }
+        let here = match self.runtime.steer(&id, content.clone()) {
+            Ok(here) => here,
+            Err(crate::core::runtime::RuntimeError::SessionNotFound(_)) => None,
             Err(err) => return Err(err.into()),
+        };
+        // Not working here: maybe another process works the session's run.
+        let run = match here {
+            Some(run) => Some(run),
+            None => self.runtime.steer_elsewhere(&id, content).await?,
+        };
+        Ok(match run {
+            Some(run) => json!({"outcome": "injected", "run_id": run.as_str()}),
+            None => json!({"outcome": "promptRequired", "reason": "noRunningTurn"}),
         })
     }
 

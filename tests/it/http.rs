@@ -2548,6 +2548,16 @@ async fn http_beside_an_editor_answers_its_approval_and_cancels_its_run() {
         .as_str()
         .unwrap()
         .to_owned();
+    // A message for the editor's working run, through the journal: taken
+    // there, and joining the conversation when the run stops.
+    let (status, steered) = send(server.post(
+        &format!("/v1/sessions/{session}/steer"),
+        json!({"prompt": "also this"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{steered}");
+    assert_eq!(steered["outcome"], "injected", "{steered}");
+    assert_eq!(steered["run_id"], run.as_str());
     let (status, cancelled) = send(server.post(&format!("/v1/runs/{run}/cancel"), json!({}))).await;
     assert_eq!(status, StatusCode::OK, "{cancelled}");
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
@@ -2555,4 +2565,21 @@ async fn http_beside_an_editor_answers_its_approval_and_cancels_its_run() {
         m.get("id") == Some(&long) && m.get("method").is_none()
     });
     assert_eq!(ended["result"]["stopReason"], "cancelled", "{ended}");
+    let history = dir.show_session(&session)["history"].clone();
+    assert!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["message"]["role"] == "user"
+                && m["message"]["content"][0]["text"] == "also this"),
+        "{history:#}"
+    );
+    // With no run working anywhere, a steer asks for a prompt.
+    let (_, idle) = send(server.post(
+        &format!("/v1/sessions/{session}/steer"),
+        json!({"prompt": "nobody listens"}),
+    ))
+    .await;
+    assert_eq!(idle["outcome"], "promptRequired", "{idle}");
 }

@@ -7,6 +7,9 @@
 
 use super::*;
 
+/// How long a steering message left for another process waits to be taken.
+const STEER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Runtime {
     /// Starts carrying out requests other processes leave for this one's
     /// runs, once a session is live here (not at start-up: a process that
@@ -145,6 +148,8 @@ impl Runtime {
             Control::Question { question_id, .. } => {
                 self.inner.questions.waiting(session).contains(question_id)
             }
+            // The session works here: its run, or its next prompt, takes it.
+            Control::Steer { .. } => true,
         }
     }
 
@@ -167,6 +172,90 @@ impl Runtime {
             } => {
                 self.answer_question(session, &question_id, answer);
             }
+            Control::Steer { content } => {
+                let taken = self
+                    .live(session)
+                    .and_then(|live| live.steering.put(content.clone()));
+                if taken.is_none() {
+                    // The run it was for ended: the message becomes a prompt.
+                    let (runtime, session) = (self.clone(), session.clone());
+                    self.inner.tasks.spawn(async move {
+                        if let Err(err) = runtime.prompt(&session, content).await {
+                            tracing::warn!(session = %session, error = %err, "cannot send a steering message as a prompt");
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// Steers the prompt run another process works on session `id` (see
+    /// [`Control::Steer`]): left in the journal for that process, which
+    /// takes it at once. Returns that run; `None` when no other process
+    /// works a run of the session, or none took the message within
+    /// [`STEER_WAIT`] (it is then taken back, so it is refused, never left
+    /// to arrive later).
+    pub async fn steer_elsewhere(
+        &self,
+        id: &SessionId,
+        content: Vec<ContentPart>,
+    ) -> Result<Option<RunId>, RuntimeError> {
+        if self.inner.notifier.is_none() {
+            return Ok(None);
+        }
+        let session = self.session(id).await?;
+        self.check_content(&session.provider, &session.model, &content)?;
+        let Some(run) = self
+            .inner
+            .journal
+            .runs(id)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|run| {
+                matches!(run.state, RunState::Running | RunState::Waiting)
+                    && !self.works_here(id, &run.id)
+            })
+        else {
+            return Ok(None);
+        };
+        let control = Control::Steer { content };
+        self.inner
+            .journal
+            .commit(Write::Control {
+                session: id.clone(),
+                control: control.clone(),
+                at: self.now(),
+            })
+            .await?;
+        let deadline = tokio::time::Instant::now() + STEER_WAIT;
+        loop {
+            let left: Vec<i64> = self
+                .inner
+                .journal
+                .controls(id)
+                .await?
+                .into_iter()
+                .filter(|(_, c)| c == &control)
+                .map(|(number, _)| number)
+                .collect();
+            let Some(&mine) = left.first() else {
+                return Ok(Some(run.id));
+            };
+            if tokio::time::Instant::now() >= deadline {
+                // Taken back (the conditional delete decides who had it).
+                return match self
+                    .inner
+                    .journal
+                    .commit(Write::TakeControl { id: mine })
+                    .await
+                {
+                    Ok(()) => Ok(None),
+                    Err(JournalError::Conflict(_)) => Ok(Some(run.id)),
+                    Err(err) => Err(err.into()),
+                };
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 
