@@ -216,11 +216,20 @@ impl Provider for ScriptedProvider {
             Some((text, lines)) => (lines, format!(" (section {text:?})")),
             None => (&self.turns, String::new()),
         };
+        // Which line plays follows from the conversation alone: what it was
+        // is what a test that got an unexpected line needs to see.
+        let conversation = roles(&request.messages);
+        tracing::debug!(
+            script = %self.path.display(),
+            turn = index + 1,
+            %conversation,
+            "playing a scripted model turn"
+        );
         let Some(turn) = turns.get(index).cloned() else {
             let error = ProviderError::new(
                 ProviderErrorKind::Config,
                 format!(
-                    "model script {}{which} has {} turn(s) and turn {} was asked for",
+                    "model script {}{which} has {} turn(s) and turn {} was asked for (the conversation sent: {conversation})",
                     self.path.display(),
                     turns.len(),
                     index + 1
@@ -230,6 +239,25 @@ impl Provider for ScriptedProvider {
         };
         play(turn, index).boxed()
     }
+}
+
+/// The roles of a conversation's messages in order (a summary with the
+/// turns it stands for), which decide the line a script plays.
+fn roles(messages: &[Message]) -> String {
+    if messages.is_empty() {
+        return "no messages".to_owned();
+    }
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::User { .. } => "user".to_owned(),
+            Message::Assistant { .. } => "assistant".to_owned(),
+            Message::Tool { .. } => "tool".to_owned(),
+            Message::Note { .. } => "note".to_owned(),
+            Message::Summary { turns, .. } => format!("summary of {turns} turn(s)"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Plays a turn as a stream: an unfold over the steps, with `Repeat` expanded
@@ -413,7 +441,7 @@ mod tests {
         assert_eq!(
             exhausted,
             vec![Err(
-                "model script test.jsonl has 2 turn(s) and turn 3 was asked for".into()
+                "model script test.jsonl has 2 turn(s) and turn 3 was asked for (the conversation sent: user, assistant, assistant)".into()
             )]
         );
     }
@@ -446,6 +474,49 @@ mod tests {
             matches!(&events[0], Ok(ProviderEvent::Text(text)) if text == "4"),
             "{events:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_exhausted_script_names_the_conversation_that_chose_the_line() {
+        let p = provider("[{\"text\":\"1\"}]\n[{\"text\":\"2\"}]\n");
+        let mut asked = request(0);
+        asked.messages = vec![
+            Message::Summary {
+                text: "so far".into(),
+                turns: 1,
+            },
+            Message::Note {
+                text: "context".into(),
+            },
+            Message::Assistant {
+                text: "x".into(),
+                thought: String::new(),
+                tool_calls: vec![],
+                interrupted: true,
+            },
+            Message::Tool {
+                call_id: "c".into(),
+                content: "out".into(),
+                is_error: false,
+            },
+            Message::User {
+                content: vec![ContentPart::Text { text: "go".into() }],
+            },
+        ];
+        let events: Vec<_> = p
+            .stream(asked)
+            .map(|item| item.map_err(|err| err.message))
+            .collect()
+            .await;
+        assert_eq!(
+            events,
+            vec![Err(
+                "model script test.jsonl has 2 turn(s) and turn 3 was asked for \
+                 (the conversation sent: summary of 1 turn(s), note, assistant, tool, user)"
+                    .into()
+            )]
+        );
+        assert_eq!(roles(&[]), "no messages");
     }
 
     #[tokio::test]

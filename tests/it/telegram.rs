@@ -1871,11 +1871,28 @@ fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
     let config = dir.path().join("config/pincer/config.toml");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, format!("session_lease_secs = 1\n{text}")).unwrap();
-    let first = dir.script("a.jsonl", &vec![json!([{"text": "From A."}]); 3]);
-    let second = dir.script("b.jsonl", &vec![json!([{"text": "From B."}]); 3]);
+    // The scripted model answers by the turn's place in the conversation
+    // (its assistant messages so far) and each line names the message it
+    // answers: a model turn sent one message too many or too few shows.
+    let first = dir.script(
+        "a.jsonl",
+        &[
+            json!([{"text": "A one."}]),
+            json!([{"text": "A two."}]),
+            json!([{"text": "A three."}]),
+        ],
+    );
+    let second = dir.script(
+        "b.jsonl",
+        &[
+            json!([{"text": "-"}]),
+            json!([{"text": "B two."}]),
+            json!([{"text": "B three."}]),
+        ],
+    );
     let a = Bridge::start(&dir, &first);
     fake.user_says(USER, "one");
-    reply_containing(&fake, "the first bridge's reply", "From A.");
+    reply_containing(&fake, "the first bridge's reply", "A one.");
     sent_reply(&fake, &dir);
     let _b = Bridge::start(&dir, &second);
     logged(
@@ -1894,7 +1911,10 @@ fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
         "took over the channel account",
     );
     fake.user_says(USER, "two");
-    reply_containing(&fake, "the reply after the take-over", "From B.");
+    fake.wait_for("the reply after the take-over", WAIT, |f| {
+        texts(f).len() == 2
+    });
+    assert_eq!(texts(&fake), ["A one.", "B two."]);
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     logged(
         &fake,
@@ -1905,5 +1925,5 @@ fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
     fake.user_says(USER, "three");
     fake.wait_for("the next reply", WAIT, |f| texts(f).len() == 3);
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(texts(&fake), ["From A.", "From B.", "From B."]);
+    assert_eq!(texts(&fake), ["A one.", "B two.", "B three."]);
 }
