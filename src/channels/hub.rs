@@ -17,6 +17,7 @@ use crate::core::channel::{
     Target, Unit, is_own_echo,
 };
 use crate::core::channel::{ChannelWrite, draft_intent_id};
+use crate::core::clock::Clock;
 use crate::core::event::{Event, RunState};
 use crate::core::hooks::{HookEvent, HookInput};
 use crate::core::ids::{RunId, SessionId};
@@ -129,7 +130,7 @@ impl Hub {
             settings.max_attempts,
             runtime.gate().safety.clone(),
         ));
-        let leases = runtime.leases();
+        let leases = runtime.leases_by_clock();
         let hub = Arc::new(Hub {
             runtime,
             store,
@@ -142,13 +143,13 @@ impl Hub {
             tasks: TaskTracker::new(),
             cancel: cancel.clone(),
         });
-        let Some((leases, holder, timing)) = leases else {
+        let Some((leases, holder, timing, clock)) = leases else {
             hub.serve(cancel.clone()).await?;
             return Ok(hub);
         };
         let key = LeaseKey::channel(adapter.channel(), adapter.account());
         match leases
-            .claim(&key, &holder, now_millis(), timing.ttl_ms)
+            .claim(&key, &holder, clock.now_millis(), timing.ttl_ms)
             .await
         {
             Ok(lease) => {
@@ -158,6 +159,7 @@ impl Hub {
                     leases,
                     holder,
                     timing,
+                    clock,
                     Some((lease, serving)),
                 ));
             }
@@ -168,8 +170,10 @@ impl Hub {
                     holder = %other,
                     "another pincer process serves this channel account; standing by to take over if its lease lapses"
                 );
-                hub.tasks
-                    .spawn(hub.clone().keep_account(leases, holder, timing, None));
+                hub.tasks.spawn(
+                    hub.clone()
+                        .keep_account(leases, holder, timing, clock, None),
+                );
             }
             Err(err) => return Err(HubError::Lease(err)),
         }
@@ -193,6 +197,7 @@ impl Hub {
         leases: Arc<dyn Leases>,
         holder: String,
         timing: LeaseTiming,
+        clock: Arc<dyn Clock>,
         mut serving: Option<(Lease, CancellationToken)>,
     ) {
         let key = LeaseKey::channel(self.adapter.channel(), self.adapter.account());
@@ -208,7 +213,10 @@ impl Hub {
             }
             serving = match serving.take() {
                 Some((lease, token)) => {
-                    match leases.renew(&lease, now_millis(), timing.ttl_ms).await {
+                    match leases
+                        .renew(&lease, clock.now_millis(), timing.ttl_ms)
+                        .await
+                    {
                         Ok(renewed) => Some((renewed, token)),
                         Err(LeaseError::Backend(err)) => {
                             tracing::warn!(channel = self.adapter.channel(), error = %err, "cannot renew the channel account's lease");
@@ -228,7 +236,7 @@ impl Hub {
                     }
                 }
                 None => match leases
-                    .claim(&key, &holder, now_millis(), timing.ttl_ms)
+                    .claim(&key, &holder, clock.now_millis(), timing.ttl_ms)
                     .await
                 {
                     Ok(lease) => {

@@ -1733,7 +1733,9 @@ mod tests {
             .unwrap();
         let started = Instant::now();
         assert_eq!(
-            rt.steer_elsewhere(&session.id, text("anyone?")).await.unwrap(),
+            rt.steer_elsewhere(&session.id, text("anyone?"))
+                .await
+                .unwrap(),
             None
         );
         assert!(started.elapsed() >= Duration::from_secs(2));

@@ -39,10 +39,22 @@ impl Runtime {
     /// one of its kind (a chat channel account's delivery) holds its own
     /// lease the same way. `None` when no leases were set.
     pub fn leases(&self) -> Option<(Arc<dyn Leases>, String, LeaseTiming)> {
-        self.inner
-            .leases
-            .as_ref()
-            .map(|(leases, holder)| (leases.clone(), holder.clone(), self.inner.config.leases))
+        self.leases_by_clock()
+            .map(|(leases, holder, timing, _)| (leases, holder, timing))
+    }
+
+    /// [`Runtime::leases`] with the clock their times are read from.
+    pub fn leases_by_clock(
+        &self,
+    ) -> Option<(Arc<dyn Leases>, String, LeaseTiming, Arc<dyn Clock>)> {
+        self.inner.leases.as_ref().map(|(leases, holder)| {
+            (
+                leases.clone(),
+                holder.clone(),
+                self.inner.config.leases,
+                self.inner.clock.clone(),
+            )
+        })
     }
 
     /// Holds this process's own lease (`LeaseKey::process`) from its first
