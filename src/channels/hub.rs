@@ -130,7 +130,7 @@ impl Hub {
             settings.max_attempts,
             runtime.gate().safety.clone(),
         ));
-        let leases = runtime.leases_by_clock();
+        let holding = runtime.lease_holding();
         let hub = Arc::new(Hub {
             runtime,
             store,
@@ -143,7 +143,13 @@ impl Hub {
             tasks: TaskTracker::new(),
             cancel: cancel.clone(),
         });
-        let Some((leases, holder, timing, clock)) = leases else {
+        let Some(crate::core::runtime::LeaseHolding {
+            leases,
+            holder,
+            timing,
+            clock,
+        }) = holding
+        else {
             hub.serve(cancel.clone()).await?;
             return Ok(hub);
         };

@@ -7,6 +7,16 @@
 
 use super::*;
 
+/// How this process holds leases ([`Runtime::lease_holding`]).
+#[derive(Clone)]
+pub struct LeaseHolding {
+    pub leases: Arc<dyn Leases>,
+    /// This process's unique name as a holder.
+    pub holder: String,
+    pub timing: LeaseTiming,
+    pub clock: Arc<dyn Clock>,
+}
+
 /// How long a steering message left for another process waits to be taken.
 const STEER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -34,27 +44,21 @@ impl Runtime {
         });
     }
 
-    /// The leases this process holds sessions by, its name as their holder
-    /// and how it keeps them: a part of the process that must be the only
-    /// one of its kind (a chat channel account's delivery) holds its own
-    /// lease the same way. `None` when no leases were set.
-    pub fn leases(&self) -> Option<(Arc<dyn Leases>, String, LeaseTiming)> {
-        self.leases_by_clock()
-            .map(|(leases, holder, timing, _)| (leases, holder, timing))
-    }
-
-    /// [`Runtime::leases`] with the clock their times are read from.
-    pub fn leases_by_clock(
-        &self,
-    ) -> Option<(Arc<dyn Leases>, String, LeaseTiming, Arc<dyn Clock>)> {
-        self.inner.leases.as_ref().map(|(leases, holder)| {
-            (
-                leases.clone(),
-                holder.clone(),
-                self.inner.config.leases,
-                self.inner.clock.clone(),
-            )
-        })
+    /// The leases this process holds sessions by, its name as their holder,
+    /// how it keeps them and the clock it reads their times from: a part of
+    /// the process that must be the only one of its kind (a chat channel
+    /// account's delivery) holds its own lease the same way. `None` when no
+    /// leases were set.
+    pub fn lease_holding(&self) -> Option<LeaseHolding> {
+        self.inner
+            .leases
+            .as_ref()
+            .map(|(leases, holder)| LeaseHolding {
+                leases: leases.clone(),
+                holder: holder.clone(),
+                timing: self.inner.config.leases,
+                clock: self.inner.clock.clone(),
+            })
     }
 
     /// Holds this process's own lease (`LeaseKey::process`) from its first
