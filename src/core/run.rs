@@ -79,10 +79,15 @@ impl RunOutcome {
 
 /// The partial assistant message of the model turn an interruption cut
 /// short, if any: what its text and thought deltas say, given the events of
-/// the run and how many assistant messages it stored.
+/// the run, how many assistant messages it stored and the text and thought
+/// of the last one. Not every model turn stores an assistant message (a compaction's
+/// summary, an attempt the provider refused as too long and retried), so
+/// the count alone cannot say the last turn is missing: it is taken as
+/// stored when the run's last assistant message says what it streamed.
 pub fn partial_turn(
     events: &[super::event::EventRecord],
     stored_turns: usize,
+    last_stored: Option<(&str, &str)>,
 ) -> Option<super::session::Message> {
     let turns_started = events
         .iter()
@@ -106,10 +111,77 @@ pub fn partial_turn(
     if text.is_empty() && thought.is_empty() {
         return None;
     }
+    if last_stored == Some((text.as_str(), thought.as_str())) {
+        return None;
+    }
     Some(super::session::Message::Assistant {
         text,
         thought,
         tool_calls: Vec::new(),
         interrupted: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::EventRecord;
+    use crate::core::ids::SessionId;
+    use crate::core::session::Message;
+
+    fn tape(events: Vec<Event>) -> Vec<EventRecord> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(seq, event)| EventRecord {
+                session_id: SessionId::from_string("ses_t".into()),
+                run_id: crate::core::ids::RunId::from_string("run_t".into()),
+                seq: seq as u64,
+                at: 0,
+                event,
+            })
+            .collect()
+    }
+
+    fn turn(index: u32) -> Event {
+        Event::ModelTurn {
+            index,
+            provider: "p".into(),
+            model: "m".into(),
+        }
+    }
+
+    fn text(t: &str) -> Event {
+        Event::TextDelta { text: t.into() }
+    }
+
+    /// A compaction's summary turn stores no assistant message: the turn
+    /// after it, stored, is not taken for one cut short (which would put
+    /// the reply in the history twice).
+    #[test]
+    fn a_stored_turn_after_a_summary_turn_is_not_added_again() {
+        let events = tape(vec![turn(0), turn(0), text("Let me look."), text(" Done")]);
+        assert_eq!(
+            partial_turn(&events, 1, Some(("Let me look. Done", ""))),
+            None
+        );
+    }
+
+    #[test]
+    fn a_turn_cut_short_is_kept_as_interrupted() {
+        let events = tape(vec![turn(0), text("First."), turn(1), text("Half")]);
+        assert_eq!(
+            partial_turn(&events, 1, Some(("First.", ""))),
+            Some(Message::Assistant {
+                text: "Half".into(),
+                thought: String::new(),
+                tool_calls: Vec::new(),
+                interrupted: true,
+            })
+        );
+        // Every turn stored: nothing to add.
+        assert_eq!(partial_turn(&events, 2, Some(("Half", ""))), None);
+        // A turn that streamed nothing adds nothing.
+        assert_eq!(partial_turn(&tape(vec![turn(0)]), 0, None), None);
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension as _, params};
 use tokio::sync::oneshot;
 
 use super::{Recovery, StoreError, Write, owner};
@@ -624,8 +624,29 @@ fn interrupt_run(
     // A run that stored no message is a session command (a prompt's run
     // stores its prompt first; a command stores its messages when it
     // ends): a summary cut short is no turn of the conversation.
+    let last_said: Option<(String, String)> = if stored_turns > 0 {
+        let body: Option<String> = tx
+            .query_row(
+                "SELECT body FROM messages WHERE session_id = ?2 AND run_id = ?1 AND role = 'assistant' \
+                 ORDER BY seq DESC LIMIT 1",
+                params![run_id, session_id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        body.and_then(|body: String| serde_json::from_str::<Message>(&body).ok())
+            .and_then(|message| match message {
+                Message::Assistant { text, thought, .. } => Some((text, thought)),
+                _ => None,
+            })
+    } else {
+        None
+    };
     if stored > 0
-        && let Some(partial) = crate::core::run::partial_turn(&events, stored_turns as usize)
+        && let Some(partial) = crate::core::run::partial_turn(
+            &events,
+            stored_turns as usize,
+            last_said.as_ref().map(|(t, th)| (t.as_str(), th.as_str())),
+        )
     {
         append_message(
             tx,

@@ -335,8 +335,15 @@ impl State {
                             matches!(e.message, crate::core::session::Message::Assistant { .. })
                         })
                         .count();
+                    let last_said = mine.iter().rev().find_map(|e| match &e.message {
+                        crate::core::session::Message::Assistant { text, thought, .. } => {
+                            Some((text.as_str(), thought.as_str()))
+                        }
+                        _ => None,
+                    });
                     if !mine.is_empty()
-                        && let Some(partial) = crate::core::run::partial_turn(&events, turns)
+                        && let Some(partial) =
+                            crate::core::run::partial_turn(&events, turns, last_said)
                     {
                         self.apply(Write::AppendMessage {
                             session_id: session.clone(),
