@@ -468,6 +468,49 @@ mod tests {
         assert!(matches!(gone, Err(MemoryError::Conflict(_))), "{gone:?}");
     }
 
+    /// A process that reads the words afresh ranks items found equally
+    /// relevant as one that followed every change did: the one whose words
+    /// were written last first, not the one saved last.
+    #[tokio::test]
+    async fn a_process_reading_afresh_ranks_the_words_written_last_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let (writer, _) = Store::open(&path).unwrap();
+        for id in ["mem_x", "mem_y"] {
+            writer
+                .write(MemoryWrite::Save(item(
+                    id,
+                    Scope::User,
+                    "",
+                    "alpha beta",
+                    &[],
+                )))
+                .await
+                .unwrap();
+        }
+        writer
+            .write(MemoryWrite::Update {
+                id: "mem_x".into(),
+                text: Some("beta alpha".into()),
+                tags: None,
+                pinned: None,
+                at: 2,
+            })
+            .await
+            .unwrap();
+        let (fresh, _) = Store::open(&path).unwrap();
+        let hits = fresh
+            .search(MemorySearch {
+                text: "beta".into(),
+                within: Vec::new(),
+                limit: 5,
+                vector: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids(hits.into_iter().map(|h| h.item)), ["mem_x", "mem_y"]);
+    }
+
     /// A process holding the words in memory sees what another process
     /// saves, changes and forgets, also when a new item takes a forgotten
     /// one's rowid.
