@@ -432,6 +432,51 @@ impl IntentUpdate {
             at,
         }
     }
+
+    /// Applies the update to `intent` (the one its `id` names), as every
+    /// backend does: refused, with the reason, unless the intent is in one
+    /// of the `from` states. The status and the time changed are set;
+    /// `next_attempt_at` and `inflight` are always replaced (an update
+    /// without them clears them); a failure, once set, is kept until
+    /// another replaces it (a later success does not clear it); the other
+    /// fields change only when given.
+    pub fn apply(&self, intent: &mut SendIntent) -> Result<(), String> {
+        if !self.from.contains(&intent.status) {
+            return Err(format!(
+                "send intent {} is {}, not {}",
+                self.id,
+                intent.status.as_str(),
+                self.from
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+        intent.status = self.status;
+        if let Some(attempt) = self.attempt {
+            intent.attempt = attempt;
+        }
+        intent.next_attempt_at = self.next_attempt_at;
+        intent.inflight = self.inflight;
+        if let Some(receipt) = &self.receipt {
+            intent.receipt = receipt.clone();
+        }
+        if self.failure.is_some() {
+            intent.failure = self.failure.clone();
+        }
+        if let Some(edit_of) = &self.edit_of {
+            intent.edit_of = edit_of.clone();
+        }
+        if let Some(retract) = &self.retract {
+            intent.retract = retract.clone();
+        }
+        if let Some(units) = &self.units {
+            intent.units = units.clone();
+        }
+        intent.updated_at = self.at;
+        Ok(())
+    }
 }
 
 /// Where an inbound message is in its lifecycle.

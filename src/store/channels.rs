@@ -161,41 +161,7 @@ fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreEr
         )));
     };
     let mut intent: SendIntent = parse("send intent", &stored)?;
-    if !update.from.contains(&intent.status) {
-        return Err(StoreError::Conflict(format!(
-            "send intent {} is {}, not {}",
-            update.id,
-            intent.status.as_str(),
-            update
-                .from
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" or ")
-        )));
-    }
-    intent.status = update.status;
-    if let Some(attempt) = update.attempt {
-        intent.attempt = attempt;
-    }
-    intent.next_attempt_at = update.next_attempt_at;
-    intent.inflight = update.inflight;
-    if let Some(receipt) = &update.receipt {
-        intent.receipt = receipt.clone();
-    }
-    if update.failure.is_some() {
-        intent.failure = update.failure.clone();
-    }
-    if let Some(edit_of) = &update.edit_of {
-        intent.edit_of = edit_of.clone();
-    }
-    if let Some(retract) = &update.retract {
-        intent.retract = retract.clone();
-    }
-    if let Some(units) = &update.units {
-        intent.units = units.clone();
-    }
-    intent.updated_at = update.at;
+    update.apply(&mut intent).map_err(StoreError::Conflict)?;
     let owner = (update.status == IntentStatus::Sending).then(owner::this_process);
     conn.prepare_cached(
         "UPDATE channel_outbox SET status = ?2, next_attempt_at = ?3, owner = ?4, intent = ?5, updated_at = ?6

@@ -10,20 +10,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter, typ
 use super::StoreError;
 use super::vectors::Vectors;
 use super::words::Words;
-use crate::core::memory::index::{fuse, scope_token};
+use crate::core::memory::index::{fuse, scope_token, scope_tokens, tags_text};
 use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope};
 
 const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
-
-/// Tags as stored: one string, each tag between spaces, so the index finds
-/// them and a tag filter is one `LIKE`.
-fn tags_column(tags: &[String]) -> String {
-    if tags.is_empty() {
-        String::new()
-    } else {
-        format!(" {} ", tags.join(" "))
-    }
-}
 
 pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreError> {
     match write {
@@ -40,7 +30,7 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                     item.scope.as_str(),
                     item.scope_key,
                     item.text,
-                    tags_column(&item.tags),
+                    tags_text(&item.tags),
                     scope_token(item.scope, &item.scope_key),
                     source,
                     item.created_at,
@@ -70,7 +60,7 @@ pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreE
                 .execute(params![
                     id,
                     text,
-                    tags.as_deref().map(tags_column),
+                    tags.as_deref().map(tags_text),
                     pinned,
                     at
                 ])?;
@@ -253,13 +243,7 @@ pub(super) fn search(
     let Some(query) = &search.vector else {
         return Ok(by_words);
     };
-    let within: Option<HashSet<String>> = (!search.within.is_empty()).then(|| {
-        search
-            .within
-            .iter()
-            .map(|(scope, key)| scope_token(*scope, key))
-            .collect()
-    });
+    let within: Option<HashSet<String>> = scope_tokens(&search.within);
     let near = {
         let mut vectors = vectors
             .lock()
@@ -285,13 +269,7 @@ fn search_words(
     search: &MemorySearch,
     words: &Mutex<Words>,
 ) -> Result<Vec<MemoryHit>, StoreError> {
-    let within: Option<Vec<String>> = (!search.within.is_empty()).then(|| {
-        search
-            .within
-            .iter()
-            .map(|(scope, key)| scope_token(*scope, key))
-            .collect()
-    });
+    let within: Option<Vec<String>> = scope_tokens(&search.within);
     let ranked = {
         let mut words = words
             .lock()
@@ -488,6 +466,49 @@ mod tests {
             .write(MemoryWrite::Forget { id: "mem_1".into() })
             .await;
         assert!(matches!(gone, Err(MemoryError::Conflict(_))), "{gone:?}");
+    }
+
+    /// A process that reads the words afresh ranks items found equally
+    /// relevant as one that followed every change did: the one whose words
+    /// were written last first, not the one saved last.
+    #[tokio::test]
+    async fn a_process_reading_afresh_ranks_the_words_written_last_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        let (writer, _) = Store::open(&path).unwrap();
+        for id in ["mem_x", "mem_y"] {
+            writer
+                .write(MemoryWrite::Save(item(
+                    id,
+                    Scope::User,
+                    "",
+                    "alpha beta",
+                    &[],
+                )))
+                .await
+                .unwrap();
+        }
+        writer
+            .write(MemoryWrite::Update {
+                id: "mem_x".into(),
+                text: Some("beta alpha".into()),
+                tags: None,
+                pinned: None,
+                at: 2,
+            })
+            .await
+            .unwrap();
+        let (fresh, _) = Store::open(&path).unwrap();
+        let hits = fresh
+            .search(MemorySearch {
+                text: "beta".into(),
+                within: Vec::new(),
+                limit: 5,
+                vector: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids(hits.into_iter().map(|h| h.item)), ["mem_x", "mem_y"]);
     }
 
     /// A process holding the words in memory sees what another process

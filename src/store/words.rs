@@ -55,15 +55,20 @@ impl Words {
         Ok(&self.index)
     }
 
-    /// Every item, and the latest change, as of one moment.
+    /// Every item, and the latest change, as of one moment: inserted in the
+    /// order their words were last written (`memory_changes`; an item no
+    /// change names, saved before the table was, first), as `sync` inserts
+    /// them, so that among equals the last written comes first.
     fn load(&mut self, conn: &Connection) -> Result<(), StoreError> {
         *self = Words::default();
         let snapshot = conn.unchecked_transaction()?;
         self.seen = snapshot
             .prepare_cached("SELECT coalesce(max(seq), 0) FROM memory_changes")?
             .query_row([], |row| row.get(0))?;
-        let mut all = snapshot
-            .prepare_cached("SELECT rowid, text, tags, scope_token FROM memories ORDER BY rowid")?;
+        let mut all = snapshot.prepare_cached(
+            "SELECT m.rowid, m.text, m.tags, m.scope_token FROM memories m
+                 LEFT JOIN memory_changes c ON c.item = m.rowid ORDER BY c.seq, m.rowid",
+        )?;
         let mut rows = all.query([])?;
         while let Some(row) = rows.next()? {
             let item: i64 = row.get(0)?;

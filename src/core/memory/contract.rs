@@ -560,6 +560,7 @@ pub async fn embeddings_are_kept_for_their_text_only(backend: &Backend) {
 /// With the query's embedding, items found by words and items near in
 /// meaning (of the same model, at least as similar as asked, within the
 /// scopes asked) are fused by reciprocal rank: found both ways ranks first.
+/// An item forgotten, or whose text changed, is near in meaning no more.
 pub async fn a_search_with_an_embedding_fuses_words_and_meaning(backend: &Backend) {
     let memories = backend.memories.as_ref();
     // (id, scope, key, text, embedding by model `m`)
@@ -621,4 +622,32 @@ pub async fn a_search_with_an_embedding_fuses_words_and_meaning(backend: &Backen
     // Another model's embeddings are not compared: words alone, fused.
     let words_only = memories.search(hybrid("other", 10)).await.unwrap();
     assert_eq!(ids(&words_only), ["mem_c", "mem_a"]);
+    // An item forgotten is near in meaning no more, and takes no place
+    // there: d is now the nearest.
+    memories
+        .write(MemoryWrite::Forget { id: "mem_a".into() })
+        .await
+        .unwrap();
+    let hits = memories.search(hybrid("m", 10)).await.unwrap();
+    assert_eq!(ids(&hits), ["mem_c", "mem_d"]);
+    assert!(
+        hits.iter()
+            .all(|hit| (hit.relevance - rank(1.0)).abs() < 1e-9),
+        "{hits:?}"
+    );
+    // Nor is one whose text changed.
+    memories
+        .write(MemoryWrite::Update {
+            id: "mem_d".into(),
+            text: Some("the harbour wall".into()),
+            tags: None,
+            pinned: None,
+            at: 9,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&memories.search(hybrid("m", 10)).await.unwrap()),
+        ["mem_c"]
+    );
 }

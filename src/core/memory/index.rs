@@ -30,6 +30,28 @@ pub(crate) fn scope_token(scope: Scope, key: &str) -> String {
     format!("{prefix}{}", hex::encode(&digest[..8]))
 }
 
+/// The scope tokens of the (scope, key) pairs a search asks for, as the
+/// indexes take them; `None` when it asks for none (every scope).
+pub(crate) fn scope_tokens<C: FromIterator<String>>(within: &[(Scope, String)]) -> Option<C> {
+    (!within.is_empty()).then(|| {
+        within
+            .iter()
+            .map(|(scope, key)| scope_token(*scope, key))
+            .collect()
+    })
+}
+
+/// An item's tags as one text, each tag between spaces (none: empty): the
+/// words of its tags as the word index reads them, and what a tag filter
+/// looks for ` tag ` in. A backend may store it so.
+pub(crate) fn tags_text(tags: &[String]) -> String {
+    if tags.is_empty() {
+        String::new()
+    } else {
+        format!(" {} ", tags.join(" "))
+    }
+}
+
 /// The constant of reciprocal rank fusion: an item's fused score is the sum
 /// of `1 / (RRF_K + rank)` over the lists it is in (Cormack et al., 2009).
 const RRF_K: f64 = 60.0;
@@ -96,6 +118,25 @@ mod tests {
             "the same key, another scope"
         );
         assert!(scope_token(Scope::Conversation, "/a").starts_with('c'));
+    }
+
+    #[test]
+    fn scope_tokens_are_none_when_no_scope_is_asked() {
+        assert_eq!(scope_tokens::<Vec<String>>(&[]), None);
+        let within = [
+            (Scope::User, "ignored".to_owned()),
+            (Scope::Workspace, "/a".to_owned()),
+        ];
+        assert_eq!(
+            scope_tokens::<Vec<String>>(&within),
+            Some(vec!["u0".to_owned(), scope_token(Scope::Workspace, "/a")])
+        );
+    }
+
+    #[test]
+    fn tags_stand_each_between_spaces() {
+        assert_eq!(tags_text(&[]), "");
+        assert_eq!(tags_text(&["a".into(), "b".into()]), " a b ");
     }
 
     #[test]

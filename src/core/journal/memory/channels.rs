@@ -126,44 +126,7 @@ impl Channels {
                 update.id
             )));
         };
-        if !update.from.contains(&intent.status) {
-            return Err(JournalError::Conflict(format!(
-                "send intent {} is {}, not {}",
-                update.id,
-                intent.status.as_str(),
-                update
-                    .from
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            )));
-        }
-        intent.status = update.status;
-        if let Some(attempt) = update.attempt {
-            intent.attempt = attempt;
-        }
-        // Always replaced, as the store does: an update without them clears them.
-        intent.next_attempt_at = update.next_attempt_at;
-        intent.inflight = update.inflight;
-        if let Some(receipt) = update.receipt {
-            intent.receipt = receipt;
-        }
-        // Kept once set: a later success does not clear the last failure.
-        if update.failure.is_some() {
-            intent.failure = update.failure;
-        }
-        if let Some(edit_of) = update.edit_of {
-            intent.edit_of = edit_of;
-        }
-        if let Some(retract) = update.retract {
-            intent.retract = retract;
-        }
-        if let Some(units) = update.units {
-            intent.units = units;
-        }
-        intent.updated_at = update.at;
-        Ok(())
+        update.apply(intent).map_err(JournalError::Conflict)
     }
 
     /// Forgets the chat mappings of deleted sessions.

@@ -16,7 +16,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 /// The vectors of a set of items (one model's: they are compared with each
 /// other), each named by a number the backend gives it (`item`, not
 /// negative: SQLite's rowid).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct VectorIndex {
     /// Length of every vector (the first one inserted sets it).
     dims: usize,

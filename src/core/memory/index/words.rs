@@ -33,7 +33,7 @@ const GONE: i64 = -1;
 
 /// The items a word is in (slots, ascending) and how often it occurs in
 /// each one's text and tags.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Postings {
     slots: Vec<u32>,
     counts: Vec<[u8; 2]>,
@@ -44,8 +44,9 @@ struct Postings {
 ///
 /// Among items ranked equal the one inserted last comes first, so a backend
 /// inserts items in the order they were written.
+#[derive(Clone)]
 pub(crate) struct WordIndex {
-    stemmer: Stemmer,
+    stemmer: English,
     /// Word as stemmed → its number.
     term_of: HashMap<String, u32>,
     /// Word as written (after [`words`]) → its stem's number: the stemmer
@@ -75,10 +76,34 @@ pub(crate) struct WordIndex {
     token_of: HashMap<String, u32>,
 }
 
+/// The English stemmer, which can be cloned (a copy is another stemmer:
+/// it holds no state).
+struct English(Stemmer);
+
+impl Default for English {
+    fn default() -> Self {
+        English(Stemmer::create(Algorithm::English))
+    }
+}
+
+impl Clone for English {
+    fn clone(&self) -> Self {
+        English::default()
+    }
+}
+
+impl std::ops::Deref for English {
+    type Target = Stemmer;
+
+    fn deref(&self) -> &Stemmer {
+        &self.0
+    }
+}
+
 impl Default for WordIndex {
     fn default() -> Self {
         WordIndex {
-            stemmer: Stemmer::create(Algorithm::English),
+            stemmer: English::default(),
             term_of: HashMap::new(),
             spelled: HashMap::new(),
             postings: Vec::new(),
