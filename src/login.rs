@@ -170,25 +170,10 @@ pub async fn login(args: &LoginArgs) -> Result<u8, Failure> {
             preset.name()
         )));
     }
-    let listed = if args.no_check {
-        Vec::new()
+    let (listed, base_url) = if args.no_check {
+        (Vec::new(), base_url)
     } else {
-        eprintln!(
-            "pincer: checking {} ...",
-            base_url.as_deref().unwrap_or(preset.name())
-        );
-        crate::providers::list_models(
-            &preset.kind(),
-            base_url.as_deref(),
-            api_key.as_deref(),
-            Duration::from_secs(15),
-        )
-        .await
-        .map_err(|err| {
-            Failure::usage(anyhow!(
-                "{err}; nothing was stored (check the key or URL, or pass --no-check to store it anyway)"
-            ))
-        })?
+        check(&mut asker, preset, base_url, api_key.as_deref()).await?
     };
     let model = match &args.model {
         Some(model) => model.clone(),
@@ -199,16 +184,7 @@ pub async fn login(args: &LoginArgs) -> Result<u8, Failure> {
                 .map(str::to_owned)
                 .or_else(|| listed.first().cloned());
             if !listed.is_empty() {
-                let shown: Vec<&str> = listed.iter().take(12).map(String::as_str).collect();
-                eprintln!(
-                    "Models: {}{}",
-                    shown.join(", "),
-                    if listed.len() > shown.len() {
-                        ", ..."
-                    } else {
-                        ""
-                    }
-                );
+                eprintln!("Models: {}", shown_models(&listed));
             }
             let question = match &suggested {
                 Some(model) => format!("Model [{model}]: "),
@@ -226,6 +202,14 @@ pub async fn login(args: &LoginArgs) -> Result<u8, Failure> {
             }
         }
     };
+    if !listed.is_empty() && !listed.contains(&model) {
+        eprintln!(
+            "pincer: warning: {} does not list the model {}; it lists: {}",
+            base_url.as_deref().unwrap_or(preset.name()),
+            crate::core::quote::quote(&model),
+            shown_models(&listed)
+        );
+    }
     let name = args
         .name
         .clone()
@@ -248,6 +232,80 @@ pub async fn login(args: &LoginArgs) -> Result<u8, Failure> {
         path.display()
     );
     Ok(exit::OK)
+}
+
+/// The first dozen of a server's models, for a line on the terminal.
+fn shown_models(listed: &[String]) -> String {
+    let shown: Vec<&str> = listed.iter().take(12).map(String::as_str).collect();
+    format!(
+        "{}{}",
+        shown.join(", "),
+        if listed.len() > shown.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )
+}
+
+/// Checks the server with one request for its models. An OpenAI-compatible
+/// URL that answers 404 is tried again with `/v1` (where such servers
+/// serve), and the person is offered that URL. Returns the models listed
+/// and the URL to store.
+async fn check(
+    asker: &mut Asker,
+    preset: Preset,
+    base_url: Option<String>,
+    api_key: Option<&str>,
+) -> Result<(Vec<String>, Option<String>), Failure> {
+    let list = |url: Option<String>| async move {
+        crate::providers::list_models(
+            &preset.kind(),
+            url.as_deref(),
+            api_key,
+            Duration::from_secs(15),
+        )
+        .await
+    };
+    let refused = |err: crate::providers::ProbeError| {
+        Failure::usage(anyhow!(
+            "{err}; nothing was stored (check the key or URL, or pass --no-check to store it anyway)"
+        ))
+    };
+    eprintln!(
+        "pincer: checking {} ...",
+        base_url.as_deref().unwrap_or(preset.name())
+    );
+    match list(base_url.clone()).await {
+        Ok(listed) => Ok((listed, base_url)),
+        Err(crate::providers::ProbeError::Status(404))
+            if preset.kind() == ProviderKind::Openai
+                && base_url.as_deref().is_some_and(|url| !url.ends_with("/v1")) =>
+        {
+            let url = base_url.unwrap_or_default();
+            let with_v1 = format!("{url}/v1");
+            let Ok(listed) = list(Some(with_v1.clone())).await else {
+                return Err(refused(crate::providers::ProbeError::Status(404)));
+            };
+            eprintln!(
+                "pincer: {url} answered HTTP 404, but {with_v1} lists {} model(s) \
+                 (OpenAI-compatible servers serve under /v1)",
+                listed.len()
+            );
+            let answer = asker.ask(&format!("Use {with_v1}? [Y/n]: "))?;
+            if answer.is_empty()
+                || answer.eq_ignore_ascii_case("y")
+                || answer.eq_ignore_ascii_case("yes")
+            {
+                Ok((listed, Some(with_v1)))
+            } else {
+                Err(Failure::usage(anyhow!(
+                    "{url} answered HTTP 404; nothing was stored"
+                )))
+            }
+        }
+        Err(err) => Err(refused(err)),
+    }
 }
 
 fn pick_preset(answer: &str) -> Result<Preset, Failure> {

@@ -442,3 +442,53 @@ fn doctor_passes_a_good_setup_and_names_each_problem_with_its_fix() {
         "{shown}"
     );
 }
+
+/// A local server's URL given without `/v1` answers 404 for its models:
+/// login finds them under `/v1`, offers that URL and stores it once taken;
+/// a model the server does not list is stored with a warning naming the
+/// list; declining the offer stores nothing.
+#[test]
+fn login_offers_the_url_with_v1_and_warns_of_a_model_the_server_does_not_list() {
+    let server = Loopback::start(|request, _| {
+        if request.path == "/v1/models" {
+            Reply::json(
+                200,
+                &json!({"object": "list", "data": [{"id": "m-small", "object": "model"}, {"id": "m-big", "object": "model"}]}),
+            )
+        } else {
+            Reply::json(404, &json!({"error": "not found"}))
+        }
+    });
+    let url = server.url.clone();
+    let dir = TestDir::new();
+    let args = [
+        "login",
+        "--provider",
+        "local",
+        "--base-url",
+        url.as_str(),
+        "--model",
+        "m-huge",
+    ];
+    let out = run(&dir, &args, &[], "\n");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("{url} answered HTTP 404")), "{err}");
+    assert!(err.contains(&format!("Use {url}/v1? [Y/n]")), "{err}");
+    assert!(
+        err.contains("does not list the model") && err.contains("it lists: m-small, m-big"),
+        "{err}"
+    );
+    let stored = std::fs::read_to_string(credentials(&dir)).unwrap();
+    assert!(
+        stored.contains(&format!("base_url = \"{url}/v1\"")),
+        "{stored}"
+    );
+    assert!(stored.contains("model = \"m-huge\""), "{stored}");
+
+    let declined = TestDir::new();
+    let out = run(&declined, &args, &[], "n\n");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("nothing was stored"));
+    assert!(!credentials(&declined).exists());
+}
