@@ -73,11 +73,10 @@ fn the_readmes_http_quick_start_shows_the_reply() {
         "pincer serve --http ",
         &format!("pincer serve --http 127.0.0.1:{port} "),
     );
-    // The event stream does not end by itself: give it two seconds.
+    // The run's event stream ends with the run: one that hangs fails here.
     let wrapped = format!(
         "set -e\ntrap 'kill $(jobs -p) 2>/dev/null' EXIT\n\
-         curl() {{ if [ \"$1\" = -N ]; then command curl --max-time 2 \"$@\" || true; \
-         else command curl \"$@\"; fi; }}\n{block}\n"
+         curl() {{ command curl --max-time 10 \"$@\"; }}\n{block}\n"
     );
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_pincer"))
         .parent()
@@ -106,8 +105,15 @@ fn the_readmes_http_quick_start_shows_the_reply() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The prompt's response, shown as it is read (on stderr, by `tee`).
     assert!(
-        stdout.contains(r#""reply":"Hello from Pincer!""#),
+        stderr.contains(r#""reply":"Hello from Pincer!""#),
+        "{stdout}\n{stderr}"
+    );
+    // Then the run's events, from its start to its end.
+    assert!(
+        stdout.contains(r#""type":"text_delta","text":" Pincer!""#)
+            && stdout.contains(r#""type":"state","state":"completed""#),
         "{stdout}\n{stderr}"
     );
 }
