@@ -71,6 +71,63 @@ fn color_wanted() -> bool {
     !no_color && !dumb
 }
 
+/// Whether output may move the cursor to redraw a line in progress: a
+/// terminal that is not `TERM=dumb`.
+fn live_wanted() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdout().is_terminal() && !std::env::var("TERM").is_ok_and(|t| t == "dumb")
+}
+
+/// What a working run shows on the line below its output until it is
+/// replaced: the working indicator while the model has said nothing, then
+/// the reply's line in progress as it arrives (rendered once complete).
+/// Erased before anything else is written, by moving back over the rows it
+/// took (a long line wraps).
+#[derive(Default)]
+struct Provisional {
+    /// Terminal rows the shown text takes (0: nothing shown).
+    rows: usize,
+}
+
+impl Provisional {
+    /// Erases what is shown.
+    fn clear(&mut self, out: &mut String) {
+        if self.rows == 0 {
+            return;
+        }
+        out.push('\r');
+        if self.rows > 1 {
+            out.push_str(&format!("\x1b[{}A", self.rows - 1));
+        }
+        out.push_str("\x1b[J");
+        self.rows = 0;
+    }
+
+    /// Shows `text` (one line, no newline), in place of what was shown.
+    fn show(&mut self, text: &str, styled_text: &str, out: &mut String) {
+        self.clear(out);
+        if text.is_empty() {
+            return;
+        }
+        let columns = terminal_size::terminal_size()
+            .map_or(80, |(width, _)| usize::from(width.0))
+            .max(1);
+        let width = unicode_width::UnicodeWidthStr::width(text).max(1);
+        out.push_str(styled_text);
+        self.rows = width.div_ceil(columns);
+    }
+}
+
+/// The working indicator's frames.
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// The longest line in progress redrawn as it comes (each burst redraws
+/// it whole): a longer one shows once complete.
+const PROVISIONAL_MAX: usize = 2048;
+
+/// How often the working indicator moves.
+const TICK: Duration = Duration::from_millis(100);
+
 /// Runs a conversation until the person leaves.
 pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
     let opened = crate::app::App::open(flags)?;
@@ -103,6 +160,7 @@ pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
     let mut chat = Chat {
         runtime: opened.runtime.clone(),
         color: color_wanted(),
+        live: live_wanted(),
         workspace,
         editor,
         interrupt,
@@ -137,6 +195,9 @@ struct Chat {
     runtime: Runtime,
     /// Whether output may carry ANSI styles.
     color: bool,
+    /// Whether a line in progress and the working indicator are shown
+    /// (redrawn in place): on a terminal that can move the cursor.
+    live: bool,
     /// The directory new sessions work in (the current directory).
     workspace: PathBuf,
     editor: LineEditor,
@@ -496,13 +557,37 @@ impl Chat {
         }
         let mut view = View::new(self.color);
         let mut interrupted: Option<Instant> = None;
+        // Until the model says something: a working indicator with the time.
+        let asked = Instant::now();
+        let mut provisional = Provisional::default();
+        let mut said = false;
+        let mut frame = 0usize;
         loop {
+            let tick = tokio::time::sleep(TICK);
             let next = tokio::select! {
-                record = subscription.next() => Some(record),
+                record = subscription.next() => Some(Some(record)),
                 _ = self.interrupt.recv() => None,
+                _ = tick, if self.live && !said => Some(None),
+            };
+            let next = match next {
+                Some(Some(record)) => Some(record),
+                Some(None) => {
+                    let mut out = String::new();
+                    let text = format!(
+                        "{} working {}s",
+                        SPINNER[frame % SPINNER.len()],
+                        asked.elapsed().as_secs()
+                    );
+                    frame += 1;
+                    provisional.show(&text, &self.dim(&text), &mut out);
+                    self.write(&out);
+                    continue;
+                }
+                None => None,
             };
             let Some(record) = next else {
                 let mut out = String::new();
+                provisional.clear(&mut out);
                 view.flush(&mut out);
                 if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW) {
                     self.runtime.cancel_run(&session, &run_id);
@@ -520,6 +605,7 @@ impl Chat {
             // Events already waiting are shown in the same write: a fast
             // stream costs one write per burst, not one per chunk.
             let mut out = String::new();
+            provisional.clear(&mut out);
             let mut taken = 0;
             loop {
                 if record.run_id == run_id {
@@ -535,6 +621,23 @@ impl Chat {
                     }
                     Some(None) | None => break,
                 }
+            }
+            if record.run_id == run_id && shows_output(&record.event) {
+                said = true;
+            }
+            // The reply's line in progress, shown as it comes; rendered
+            // (Markdown) once complete. Not before a question to the person.
+            if self.live
+                && view.reply.has_pending()
+                && view.reply.pending().len() <= PROVISIONAL_MAX
+                && !matches!(
+                    record.event,
+                    Event::ApprovalRequested { .. } | Event::QuestionAsked { .. }
+                )
+                && record.event.terminal_state().is_none()
+            {
+                let text = sanitize(view.reply.pending());
+                provisional.show(&text, &text, &mut out);
             }
             self.write(&out);
             if record.run_id != run_id {
@@ -901,6 +1004,18 @@ impl View {
 
 /// Whether an event only adds to the output (the run loop does nothing else
 /// with it), so the events after it may be shown in the same write.
+/// Whether an event shows the model at work (so the indicator goes).
+fn shows_output(event: &Event) -> bool {
+    !matches!(
+        event,
+        Event::State { .. }
+            | Event::UserMessage { .. }
+            | Event::SessionInfo { .. }
+            | Event::ModelTurn { .. }
+            | Event::Usage { .. }
+    )
+}
+
 fn is_plain_output(event: &Event) -> bool {
     matches!(
         event,

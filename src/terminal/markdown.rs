@@ -57,6 +57,11 @@ impl Markdown {
     }
 
     /// Whether part of a line is waiting for its end.
+    /// The line in progress, not yet complete (so not yet rendered).
+    pub fn pending(&self) -> &str {
+        &self.pending
+    }
+
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }

@@ -728,3 +728,44 @@ fn a_prompt_in_chat_waits_behind_another_processs_run() {
         vec!["start".to_owned(), "slow one".to_owned(), "next".to_owned()]
     );
 }
+
+/// A slow model: a working indicator with the time shows from Enter until
+/// the first token, then the reply's line shows as it comes, before it is
+/// complete, and the indicator is gone.
+#[test]
+fn a_slow_model_shows_a_working_indicator_then_its_line_as_it_comes() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([
+            {"delay_ms": 3000},
+            {"text": "Hello"},
+            {"delay_ms": 1500},
+            {"text": " slow"},
+            {"delay_ms": 1500},
+            {"text": " world.\nSecond line.\n"}
+        ])],
+    );
+    let chat = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    chat.wait_prompt();
+    let sent = Instant::now();
+    chat.line("hi");
+    let screen = chat.wait_for("working");
+    assert!(
+        sent.elapsed() < Duration::from_millis(2500),
+        "the indicator came only after {:?}",
+        sent.elapsed()
+    );
+    assert!(!screen.contains("Hello"), "{screen}");
+    let screen = chat.wait_for("Hello");
+    assert!(
+        !screen.contains("world."),
+        "the line showed only once complete: {screen}"
+    );
+    assert!(!screen.contains("working"), "{screen}");
+    let screen = chat.wait_for("Second line.");
+    assert!(screen.contains("Hello slow world."), "{screen}");
+    assert_eq!(screen.matches("Hello").count(), 1, "{screen}");
+    chat.wait_prompt();
+}
