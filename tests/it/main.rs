@@ -24,6 +24,7 @@ mod budget;
 mod channel_chaos;
 mod commands;
 mod compaction;
+mod examples;
 mod crash;
 mod first_hour;
 mod first_run;
