@@ -66,7 +66,10 @@ fn approve_example_writes_the_file_only_when_approved() {
     let requested = of_type(&lines, "approval_requested");
     assert_eq!(requested.len(), 1, "{lines:#?}");
     assert_eq!(requested[0]["tool"], "write_file");
-    assert_eq!(of_type(&lines, "approval_decided")[0]["decision"], "allow_once");
+    assert_eq!(
+        of_type(&lines, "approval_decided")[0]["decision"],
+        "allow_once"
+    );
     let note = dir.workspace().join("pincer-note.txt");
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),
@@ -82,7 +85,10 @@ fn approve_example_writes_the_file_only_when_approved() {
         "{\"prompt\": \"Write a note\"}\n{\"approve\": \"reject_once\"}\n",
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(of_type(&lines, "approval_decided")[0]["decision"], "reject_once");
+    assert_eq!(
+        of_type(&lines, "approval_decided")[0]["decision"],
+        "reject_once"
+    );
     let result = &of_type(&lines, "tool_result")[0];
     assert_eq!(result["verdict"], "rejected", "{result:#?}");
     assert_eq!(result["is_error"], true, "{result:#?}");
@@ -92,7 +98,10 @@ fn approve_example_writes_the_file_only_when_approved() {
     let dir = TestDir::new();
     let (out, lines) = run_example(&dir, "approve.jsonl", "{\"prompt\": \"Write a note\"}\n");
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert_eq!(of_type(&lines, "approval_decided")[0]["decision"], "unattended");
+    assert_eq!(
+        of_type(&lines, "approval_decided")[0]["decision"],
+        "unattended"
+    );
     assert!(stderr(&out).contains("--approve all"), "{}", stderr(&out));
     assert!(!dir.workspace().join("pincer-note.txt").exists());
 }
@@ -102,7 +111,10 @@ fn tools_example_reads_searches_and_runs_a_command_unasked() {
     let dir = TestDir::new();
     let (out, lines) = run_example(&dir, "tools.jsonl", "{\"prompt\": \"Look around\"}\n");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(of_type(&lines, "approval_requested").is_empty(), "{lines:#?}");
+    assert!(
+        of_type(&lines, "approval_requested").is_empty(),
+        "{lines:#?}"
+    );
     let calls: Vec<&str> = of_type(&lines, "tool_call")
         .iter()
         .map(|c| c["name"].as_str().unwrap())
@@ -128,7 +140,11 @@ fn tools_example_reads_searches_and_runs_a_command_unasked() {
             output(1)
         );
     }
-    assert!(!output(1).contains("examples/hello.jsonl:"), "{}", output(1));
+    assert!(
+        !output(1).contains("examples/hello.jsonl:"),
+        "{}",
+        output(1)
+    );
     assert!(
         output(2).starts_with(&format!("{} examples/hello.jsonl\n", hello.lines().count())),
         "{}",
@@ -148,7 +164,10 @@ fn question_example_asks_and_the_model_is_told_the_answer() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let asked = &of_type(&lines, "question_asked")[0];
-    assert_eq!(asked["question"], "Which language should the greeting be in?");
+    assert_eq!(
+        asked["question"],
+        "Which language should the greeting be in?"
+    );
     assert_eq!(asked["options"], serde_json::json!(["English", "French"]));
     let answered = &of_type(&lines, "question_answered")[0];
     assert_eq!(answered["outcome"], "answered");
@@ -158,4 +177,24 @@ fn question_example_asks_and_the_model_is_told_the_answer() {
         "The user answered: French"
     );
     assert!(reply(&lines).contains("your answer"), "{lines:#?}");
+}
+
+/// The CodeCompanion.nvim configuration the README and `docs/editors.md`
+/// show is the example file the editor suite loads, word for word.
+#[test]
+fn the_codecompanion_snippet_is_the_tested_example_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example =
+        std::fs::read_to_string(root.join("editors/neovim/examples/codecompanion.lua")).unwrap();
+    for doc in ["README.md", "docs/editors.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        assert!(
+            text.contains(&format!("```lua\n{example}```\n")),
+            "{doc} does not quote editors/neovim/examples/codecompanion.lua as it is"
+        );
+        assert!(
+            !text.contains("strategies = { chat"),
+            "{doc} shows another CodeCompanion configuration"
+        );
+    }
 }
