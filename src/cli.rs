@@ -201,7 +201,9 @@ Examples:
   pincer run --session ses_... \"And now the tests\"    # continue a session
 
 Exit codes: 0 completed, 1 failed, 2 usage or configuration error,
-3 cancelled, refused, or a call refused because nobody could approve it")]
+3 cancelled, refused, or a call refused because nobody could approve it,
+4 stopped at a spending limit ([budget]), 5 the session is busy in another
+process (--no-wait)")]
 pub struct RunArgs {
     /// The prompt ("-" reads it from stdin)
     #[arg(value_name = "PROMPT", conflicts_with_all = ["prompt_file", "input"])]

@@ -757,6 +757,26 @@ fn documentation_links_stay_inside_the_repository_and_resolve() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// The README's documentation index lists every document in `docs/`.
+#[test]
+fn the_readme_index_lists_every_document() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let index = readme
+        .split("\n## Documentation\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README.md has a Documentation section");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") && !index.contains(&format!("- [docs/{name}](docs/{name})")) {
+            missing.push(name);
+        }
+    }
+    assert!(missing.is_empty(), "not in README.md's index: {missing:?}");
+}
+
 /// The module a source file is, as a path: `src/core/policy/shell.rs` is
 /// `core::policy::shell`, `src/core.rs` is `core`; `lib.rs` and `main.rs`
 /// are the crate root (empty).

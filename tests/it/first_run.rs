@@ -359,6 +359,16 @@ fn doctor_passes_a_good_setup_and_names_each_problem_with_its_fix() {
     assert_eq!(out.status.code(), Some(0), "{shown}{}", text(&out.stderr));
     assert!(line(&shown, "provider demo").starts_with("ok"), "{shown}");
 
+    // A config file that cannot be read is a configuration error: exit 2,
+    // as in the exit-code table, and the checks stop there.
+    let dir = TestDir::new();
+    config(&dir, "provider = [\n");
+    let out = run(&dir, &["doctor"], &[], "");
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{shown}{}", text(&out.stderr));
+    assert!(line(&shown, "config").starts_with("FAIL"), "{shown}");
+    assert!(!shown.contains("database"), "{shown}");
+
     // openai named, no key, no URL: the fix names the variable and login.
     let dir = TestDir::new();
     config(&dir, "provider = \"openai\"\nmodel = \"gpt-4.1-mini\"\n");

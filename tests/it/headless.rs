@@ -156,6 +156,23 @@ fn exit_codes_follow_the_documented_table() {
         "{}",
         stderr(&out)
     );
+
+    // `pincer run --help` lists every code of the table.
+    let out = run(&dir, &["run", "--help"]);
+    let help = stdout(&out)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for code in [
+        "0 completed",
+        "1 failed",
+        "2 usage or configuration error",
+        "3 cancelled",
+        "4 stopped at a spending limit",
+        "5 the session is busy",
+    ] {
+        assert!(help.contains(code), "missing {code:?} in {help}");
+    }
 }
 
 #[test]

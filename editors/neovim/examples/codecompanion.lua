@@ -1,5 +1,5 @@
--- Pincer as CodeCompanion.nvim's chat agent (docs/editors.md quotes this
--- file; the CI test loads it as it is).
+-- Pincer as CodeCompanion.nvim's chat agent (README.md and docs/editors.md
+-- quote this file; the CI test loads it as it is).
 require("pincer").setup({
   mode = "supervised", -- edits and commands ask first
 })
