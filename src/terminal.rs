@@ -74,8 +74,7 @@ fn color_wanted() -> bool {
 /// Whether output may move the cursor to redraw a line in progress: a
 /// terminal that is not `TERM=dumb`.
 fn live_wanted() -> bool {
-    use std::io::IsTerminal as _;
-    std::io::stdout().is_terminal() && !std::env::var("TERM").is_ok_and(|t| t == "dumb")
+    crate::stdout::is_terminal() && !std::env::var("TERM").is_ok_and(|t| t == "dumb")
 }
 
 /// What a working run shows on the line below its output until it is
