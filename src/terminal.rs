@@ -120,6 +120,10 @@ impl Provisional {
 /// The working indicator's frames.
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
+/// Lines of a running call's output shown as they come; the rest are
+/// counted.
+const PROGRESS_LINES: usize = 20;
+
 /// The longest line in progress redrawn as it comes (each burst redraws
 /// it whole): a longer one shows once complete.
 const PROVISIONAL_MAX: usize = 2048;
@@ -802,6 +806,8 @@ struct View {
     /// Tool calls seen, by id: the tool's name and kind, and whether a line
     /// shows them yet.
     tools: HashMap<String, (String, ToolKind, bool)>,
+    /// Lines of live output seen per running call.
+    progress: HashMap<String, usize>,
 }
 
 impl View {
@@ -811,6 +817,7 @@ impl View {
             reply: Markdown::new(color),
             thoughts: Dimmed::new(color),
             tools: HashMap::new(),
+            progress: HashMap::new(),
         }
     }
 
@@ -929,6 +936,22 @@ impl View {
                 | ApprovalDecision::Cancelled
                 | ApprovalDecision::Unattended => {}
             },
+            Event::ToolProgress {
+                id,
+                output: Some(lines),
+                ..
+            } => {
+                self.flush(out);
+                let shown = self.progress.entry(id.clone()).or_insert(0);
+                for line in lines.lines() {
+                    if *shown < PROGRESS_LINES {
+                        out.push_str(&styled(color, DIM, &format!("  | {}\n", sanitize(line))));
+                    } else if *shown == PROGRESS_LINES {
+                        out.push_str(&styled(color, DIM, "  | ...\n"));
+                    }
+                    *shown += 1;
+                }
+            }
             Event::ToolResult {
                 id,
                 output,
@@ -937,13 +960,30 @@ impl View {
                 ..
             } => {
                 self.flush(out);
+                if let Some(lines) = self.progress.remove(id)
+                    && lines > PROGRESS_LINES
+                {
+                    out.push_str(&styled(
+                        color,
+                        DIM,
+                        &format!("  | ({} lines of output in all)\n", lines),
+                    ));
+                }
                 if let Some((name, kind, false)) = self.tools.get(id) {
                     out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(name))));
                     out.push_str(&styled(color, DIM, &format!(" [{}]\n", kind.as_str())));
                 }
                 let first = sanitize(output.lines().next().unwrap_or(""));
                 let line = match verdict {
-                    Verdict::Denied | Verdict::Rejected | Verdict::Invalid | Verdict::Cancelled => {
+                    // The sentence the model reads ("do not retry…") is
+                    // not for the person who said no.
+                    Verdict::Rejected
+                        if output.starts_with(crate::core::gate::REJECTED_BY_THE_USER) =>
+                    {
+                        styled(color, RED, "  rejected: you said no\n")
+                    }
+                    Verdict::Cancelled => styled(color, RED, "  cancelled\n"),
+                    Verdict::Denied | Verdict::Rejected | Verdict::Invalid => {
                         styled(color, RED, &format!("  refused: {first}\n"))
                     }
                     Verdict::Allowed | Verdict::Approved if *is_error => {
@@ -993,7 +1033,7 @@ impl View {
             | Event::UserMessage { .. }
             | Event::ModelTurn { .. }
             | Event::ToolStarted { .. }
-            | Event::ToolProgress { .. }
+            | Event::ToolProgress { output: None, .. }
             | Event::Compaction { .. }
             | Event::SessionInfo { .. }
             | Event::Usage { .. } => {}

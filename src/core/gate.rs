@@ -28,6 +28,12 @@ use super::tool::{
 };
 
 /// What every run's tool calls share: the tools and the rules around them.
+
+/// What the model reads when the person rejected a call (faces show the
+/// person something of their own instead).
+pub const REJECTED_BY_THE_USER: &str =
+    "rejected by the user: do not retry this call; ask the user what to do instead";
+
 pub struct ToolGate {
     pub tools: Toolset,
     pub rules: PolicyRules,
@@ -756,10 +762,9 @@ async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> 
                         hooks,
                     });
                 }
-                ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => refused(
-                    "rejected by the user: do not retry this call; ask the user what to do instead"
-                        .to_owned(),
-                ),
+                ApprovalDecision::RejectOnce | ApprovalDecision::RejectAlways => {
+                    refused(REJECTED_BY_THE_USER.to_owned())
+                }
                 ApprovalDecision::Unattended => refused(
                     "refused: this call needs a person's approval and nobody is present \
                      to give it (a non-interactive run); do not retry it; tell the user \

@@ -348,7 +348,9 @@ fn an_approval_is_asked_with_the_diff_or_command_and_answered_at_the_prompt() {
     tmux.wait_for("Answer y, a or n.");
     tmux.line("n");
     let screen = tmux.wait_for("Second done.");
-    assert!(screen.contains("  refused: "), "{screen}");
+    // Said in the person's words, not the sentence the model reads.
+    assert!(screen.contains("  rejected: you said no"), "{screen}");
+    assert!(!screen.contains("do not retry"), "{screen}");
     assert!(!ws.join("rejected.txt").exists());
     tmux.wait_prompt();
 
@@ -768,4 +770,32 @@ fn a_slow_model_shows_a_working_indicator_then_its_line_as_it_comes() {
     assert!(screen.contains("Hello slow world."), "{screen}");
     assert_eq!(screen.matches("Hello").count(), 1, "{screen}");
     chat.wait_prompt();
+}
+
+/// A shell call's output shows as it comes, under the call; past 20 lines
+/// the rest is counted.
+#[test]
+fn a_shell_calls_output_shows_as_it_comes() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"name": "shell", "arguments": {"command": "printf 'line %s\\n' $(seq 1 25)"}}}]),
+            json!([{"text": "Printed."}]),
+        ],
+    );
+    let chat = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--mode", "full", "--script", &path(&script)],
+        &[],
+    );
+    chat.wait_prompt();
+    chat.line("print lines");
+    let screen = chat.wait_for("Printed.");
+    assert!(screen.contains("  | line 1\n"), "{screen}");
+    assert!(screen.contains("  | line 20\n"), "{screen}");
+    assert!(!screen.contains("  | line 21\n"), "{screen}");
+    assert!(screen.contains("(25 lines of output in all)"), "{screen}");
 }
