@@ -27,13 +27,12 @@ use super::tool::{
     Toolset,
 };
 
-/// What every run's tool calls share: the tools and the rules around them.
-
 /// What the model reads when the person rejected a call (faces show the
 /// person something of their own instead).
 pub const REJECTED_BY_THE_USER: &str =
     "rejected by the user: do not retry this call; ask the user what to do instead";
 
+/// What every run's tool calls share: the tools and the rules around them.
 pub struct ToolGate {
     pub tools: Toolset,
     pub rules: PolicyRules,
