@@ -937,7 +937,30 @@ impl Config {
             file_config.provider,
             &file_origin(),
         );
+        // Whether `--script` set aside a provider from the environment or
+        // the file: their model went with it.
+        let mut displaced = false;
         if let Some(script) = &flags.script {
+            // A flag beats the environment and the file: `--script` alone
+            // chooses the scripted model whatever `PINCER_PROVIDER` or
+            // `provider` name, unless they name a scripted provider table.
+            // Only an explicit `--provider` of another kind is refused.
+            let explicit = provider
+                .as_ref()
+                .is_some_and(|p| p.origin == Origin::Flag("--provider"));
+            let scripted_table = |name: &str| {
+                providers
+                    .get(name)
+                    .is_some_and(|p| p.value.kind == ProviderKind::Scripted)
+            };
+            if !explicit
+                && provider
+                    .as_ref()
+                    .is_some_and(|p| p.value != SCRIPTED && !scripted_table(&p.value))
+            {
+                provider = None;
+                displaced = true;
+            }
             let name = provider
                 .as_ref()
                 .map_or(SCRIPTED.to_owned(), |p| p.value.clone());
@@ -1052,7 +1075,8 @@ impl Config {
             "PINCER_MODEL",
             file_config.model,
             &file_origin(),
-        );
+        )
+        .filter(|model| !displaced || model.origin == Origin::Flag("--model"));
         if provider.is_none()
             && let Some(model) = &model
         {

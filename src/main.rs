@@ -68,9 +68,14 @@ async fn dispatch(cli: Cli) -> u8 {
             .await
             .map_err(|err| Failure::failed(anyhow::anyhow!("sandbox-exec: {err}"))),
         Command::Completions { shell } => {
+            // Generated whole, then written by the one-shot writer: a reader
+            // that went away (`pincer completions zsh | head -1`) is success.
             let mut command = Cli::command();
-            clap_complete::generate(shell, &mut command, "pincer", &mut pincer::stdout::writer());
-            Ok(exit::OK)
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "pincer", &mut script);
+            pincer::stdout::write_all(&script)
+                .map(|()| exit::OK)
+                .map_err(|err| Failure::failed(anyhow::anyhow!("completions: {err}")))
         }
     };
     match result {

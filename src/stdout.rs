@@ -157,11 +157,6 @@ pub fn write_all(bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
-/// A writer for libraries that want `impl Write` (clap's completion generator).
-pub fn writer() -> impl std::io::Write {
-    std::io::stdout()
-}
-
 /// Whether stdout is a terminal (`pincer` alone opens a conversation only then).
 pub fn is_terminal() -> bool {
     use std::io::IsTerminal as _;
