@@ -1538,9 +1538,9 @@ mod tests {
         }
     }
 
-    async fn runtime(provider: TestProvider, event_buffer: usize) -> Runtime {
-        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
-        let providers = Providers::new(
+    /// One provider, `test`, serving model `m` with `provider`.
+    fn test_providers(provider: impl Provider + 'static) -> Providers {
+        Providers::new(
             vec![ProviderEntry {
                 name: "test".into(),
                 models: vec!["m".into()],
@@ -1549,7 +1549,12 @@ mod tests {
                 thought: Default::default(),
             }],
             None,
-        );
+        )
+    }
+
+    async fn runtime(provider: TestProvider, event_buffer: usize) -> Runtime {
+        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
+        let providers = test_providers(provider);
         Runtime::new(
             store,
             providers,
@@ -1588,16 +1593,7 @@ mod tests {
         };
         let journal = Arc::new(MemoryJournal::new());
         let store: Arc<dyn Journal> = journal.clone();
-        let providers = Providers::new(
-            vec![ProviderEntry {
-                name: "test".into(),
-                models: vec!["m".into()],
-                provider: Arc::new(provider),
-                images: None,
-                thought: Default::default(),
-            }],
-            None,
-        );
+        let providers = test_providers(provider);
         let leases = journal.clone();
         let rt = Runtime::from_parts(Parts {
             leases: Some((leases.clone(), "me".into())),
@@ -1686,20 +1682,11 @@ mod tests {
     async fn a_steer_nobody_takes_is_taken_back_and_refused() {
         let dir = tempfile::tempdir().unwrap();
         let journal = Arc::new(MemoryJournal::new());
-        let providers = Providers::new(
-            vec![ProviderEntry {
-                name: "test".into(),
-                models: vec!["m".into()],
-                provider: Arc::new(TestProvider {
-                    chunks: 1,
-                    hang: false,
-                    dropped: Arc::new(Mutex::new(None)),
-                }),
-                images: None,
-                thought: Default::default(),
-            }],
-            None,
-        );
+        let providers = test_providers(TestProvider {
+            chunks: 1,
+            hang: false,
+            dropped: Arc::new(Mutex::new(None)),
+        });
         let rt = Runtime::from_parts(Parts {
             notifier: Some(journal.clone()),
             ..Parts::new(
@@ -1752,20 +1739,11 @@ mod tests {
         use crate::core::clock::ManualClock;
         let dir = tempfile::tempdir().unwrap();
         let journal = Arc::new(MemoryJournal::new());
-        let providers = Providers::new(
-            vec![ProviderEntry {
-                name: "test".into(),
-                models: vec!["m".into()],
-                provider: Arc::new(TestProvider {
-                    chunks: 1,
-                    hang: false,
-                    dropped: Arc::new(Mutex::new(None)),
-                }),
-                images: None,
-                thought: Default::default(),
-            }],
-            None,
-        );
+        let providers = test_providers(TestProvider {
+            chunks: 1,
+            hang: false,
+            dropped: Arc::new(Mutex::new(None)),
+        });
         // 2026-11-27T23:59:00Z.
         let day_end: i64 = 1_795_823_940_000;
         let clock = Arc::new(ManualClock::at(day_end));
@@ -2016,19 +1994,10 @@ mod tests {
         };
         let mut gate = ToolGate::without_tools();
         gate.tools = crate::core::tool::Toolset::new(vec![Arc::new(tool)]);
-        let providers = Providers::new(
-            vec![ProviderEntry {
-                name: "test".into(),
-                models: vec!["m".into()],
-                provider: Arc::new(CallingProvider {
-                    tool: "probe",
-                    calls: 3,
-                }),
-                images: None,
-                thought: Default::default(),
-            }],
-            None,
-        );
+        let providers = test_providers(CallingProvider {
+            tool: "probe",
+            calls: 3,
+        });
         let rt = Runtime::new(
             store,
             providers,
@@ -2114,19 +2083,10 @@ mod tests {
     async fn session_tools_are_asked_each_turn_reported_and_stopped_with_the_session() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
-        let providers = Providers::new(
-            vec![ProviderEntry {
-                name: "test".into(),
-                models: vec!["m".into()],
-                provider: Arc::new(CallingProvider {
-                    tool: "extra__probe",
-                    calls: 1,
-                }),
-                images: None,
-                thought: Default::default(),
-            }],
-            None,
-        );
+        let providers = test_providers(CallingProvider {
+            tool: "extra__probe",
+            calls: 1,
+        });
         let extra = Arc::new(Extra {
             listed: Default::default(),
             stopped: AtomicBool::new(false),

@@ -5,7 +5,7 @@
 //! command, `question.jsonl` asks and is told the answer.
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use crate::support::{TestDir, of_type};
 use serde_json::Value;
@@ -25,22 +25,8 @@ fn workspace(dir: &TestDir) -> std::path::PathBuf {
 /// `pincer run --script examples/NAME --input INPUT --output jsonl` run from the
 /// workspace, the script named by its relative path as in the docs.
 fn run_example(dir: &TestDir, name: &str, input: &str) -> (Output, Vec<Value>) {
-    let ws = workspace(dir);
-    let input_path = dir.path().join("input.jsonl");
-    std::fs::write(&input_path, input).unwrap();
-    let out = dir
-        .command()
-        .current_dir(&ws)
-        .args(["run", "--script", &format!("examples/{name}")])
-        .args(["--output", "jsonl", "--input", input_path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (out, lines)
+    workspace(dir);
+    dir.run_script_jsonl(&format!("examples/{name}"), input)
 }
 
 fn stderr(out: &Output) -> String {

@@ -1813,6 +1813,30 @@ fn logged(fake: &FakeTelegram, dir: &TestDir, what: &str, needle: &str) {
     fake.wait_for(what, WAIT, |_| stderr(dir).contains(needle));
 }
 
+/// Bridge A (script `first`) answers "one" with `reply`, committed; then
+/// bridge B (script `second`) starts on the same data directory and stands
+/// by.
+fn one_answers_then_another_stands_by(
+    fake: &FakeTelegram,
+    dir: &TestDir,
+    first: &std::path::Path,
+    second: &std::path::Path,
+    reply: &str,
+) -> (Bridge, Bridge) {
+    let a = Bridge::start(dir, first);
+    fake.user_says(USER, "one");
+    reply_containing(fake, "the first bridge's reply", reply);
+    sent_reply(fake, dir);
+    let b = Bridge::start(dir, second);
+    logged(
+        fake,
+        dir,
+        "the second bridge standing by",
+        "standing by to take over",
+    );
+    (a, b)
+}
+
 /// One process serves a channel account at a time (its lease): a second
 /// bridge on the same data directory stands by, answers nothing twice, and
 /// takes the account over once the first is gone.
@@ -1833,17 +1857,7 @@ fn a_second_bridge_stands_by_and_takes_over_when_the_first_dies() {
             json!([{"text": "Third."}]),
         ],
     );
-    let a = Bridge::start(&dir, &first);
-    fake.user_says(USER, "one");
-    reply_containing(&fake, "the first bridge's reply", "First.");
-    sent_reply(&fake, &dir);
-    let _b = Bridge::start(&dir, &second);
-    logged(
-        &fake,
-        &dir,
-        "the second bridge standing by",
-        "standing by to take over",
-    );
+    let (a, _b) = one_answers_then_another_stands_by(&fake, &dir, &first, &second, "First.");
     fake.user_says(USER, "two");
     reply_containing(&fake, "the reply while both run", "Second.");
     std::thread::sleep(Duration::from_millis(500));
@@ -1890,17 +1904,7 @@ fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
             json!([{"text": "B three."}]),
         ],
     );
-    let a = Bridge::start(&dir, &first);
-    fake.user_says(USER, "one");
-    reply_containing(&fake, "the first bridge's reply", "A one.");
-    sent_reply(&fake, &dir);
-    let _b = Bridge::start(&dir, &second);
-    logged(
-        &fake,
-        &dir,
-        "the second bridge standing by",
-        "standing by to take over",
-    );
+    let (a, _b) = one_answers_then_another_stands_by(&fake, &dir, &first, &second, "A one.");
     let pid = a.child.id() as i32;
     // Stopped while it holds SQLite's write lock, it would stop everyone.
     crate::support::stop_outside_a_write(&dir, pid);

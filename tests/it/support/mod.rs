@@ -205,13 +205,25 @@ impl TestDir {
     /// workspace: the output and its JSON lines.
     pub fn run_jsonl(&self, script: &[Value], input: &str) -> (std::process::Output, Vec<Value>) {
         let script = self.script("s.jsonl", script);
+        self.run_script_jsonl(script.to_str().unwrap(), input)
+    }
+
+    /// `pincer run --script SCRIPT --input INPUT --output jsonl` in the
+    /// workspace, `SCRIPT` as given (a path relative to the workspace too).
+    pub fn run_script_jsonl(
+        &self,
+        script: &str,
+        input: &str,
+    ) -> (std::process::Output, Vec<Value>) {
         let input_path = self.path().join("input.jsonl");
         std::fs::write(&input_path, input).unwrap();
+        let workspace = self.workspace();
         let out = self
             .command()
-            .args(["run", "--script", script.to_str().unwrap()])
+            .current_dir(&workspace)
+            .args(["run", "--script", script])
             .args(["--output", "jsonl"])
-            .args(["--cwd", self.workspace().to_str().unwrap()])
+            .args(["--cwd", workspace.to_str().unwrap()])
             .args(["--input", input_path.to_str().unwrap()])
             .stdin(Stdio::null())
             .output()
