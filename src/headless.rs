@@ -512,6 +512,12 @@ async fn drive(
                         settle(out, &mut ended_with_newline).await;
                         eprintln!("pincer: {message}");
                     }
+                    Event::Retrying { .. } => {
+                        if let Some(status) = record.event.retry_status() {
+                            settle(out, &mut ended_with_newline).await;
+                            eprintln!("pincer: {status}");
+                        }
+                    }
                     // Shown as the tape has it: the answer redacted like
                     // tool output, never as the script typed it.
                     Event::QuestionAnswered {

@@ -574,6 +574,7 @@ fn tape_line(record: &EventRecord) -> String {
         }
         Event::SessionInfo { title } => format!("session title {title:?}"),
         Event::Notice { message } => format!("notice {message:?}"),
+        Event::Retrying { .. } => record.event.retry_status().unwrap_or_default(),
         Event::Compaction {
             compaction_id,
             trigger,

@@ -169,6 +169,7 @@ pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
         interrupt,
         session: None,
         subscription: None,
+        queued: Default::default(),
     };
     let result = match chat.start(args).await {
         Ok(Flow::Continue) => chat.converse().await,
@@ -211,6 +212,8 @@ struct Chat {
     session: Option<Session>,
     /// Events of `session`, subscribed when it was opened.
     subscription: Option<Subscription>,
+    /// Lines typed during a run that wait to be the next prompts.
+    queued: std::collections::VecDeque<String>,
 }
 
 impl Chat {
@@ -359,6 +362,14 @@ impl Chat {
 
     async fn converse(&mut self) -> anyhow::Result<()> {
         loop {
+            // A line typed during the last run goes first, shown as if typed now.
+            if let Some(line) = self.queued.pop_front() {
+                self.write(&format!("> {}\n", sanitize(&line)));
+                if self.handle(line).await? == Flow::Quit {
+                    return Ok(());
+                }
+                continue;
+            }
             let line = match self.editor.read("> ").await? {
                 Read::Line(line) => editor::joined(&line),
                 Read::Interrupted | Read::Eof => return Ok(()),
@@ -560,29 +571,50 @@ impl Chat {
         }
         let mut view = View::new(self.color);
         let mut interrupted: Option<Instant> = None;
-        // Until the model says something: a working indicator with the time.
+        // Until the model says something: a working indicator with the time
+        // (or the retry being waited for), drawn at once and on every tick.
         let asked = Instant::now();
         let mut provisional = Provisional::default();
         let mut said = false;
         let mut frame = 0usize;
+        let mut retry: Option<(Instant, Event)> = None;
+        let mut type_ahead = editor::TypeAhead::start();
+        if self.live {
+            let mut out = String::new();
+            self.draw_indicator(&mut provisional, frame, asked, retry.as_ref(), &mut out);
+            self.write(&out);
+        }
         loop {
             let tick = tokio::time::sleep(TICK);
+            let ticking = (self.live && !said) || type_ahead.is_active();
             let next = tokio::select! {
                 record = subscription.next() => Some(Some(record)),
                 _ = self.interrupt.recv() => None,
-                _ = tick, if self.live && !said => Some(None),
+                _ = tick, if ticking => Some(None),
             };
             let next = match next {
                 Some(Some(record)) => Some(record),
                 Some(None) => {
                     let mut out = String::new();
-                    let text = format!(
-                        "{} working {}s",
-                        SPINNER[frame % SPINNER.len()],
-                        asked.elapsed().as_secs()
-                    );
-                    frame += 1;
-                    provisional.show(&text, &self.dim(&text), &mut out);
+                    let typed = type_ahead.lines();
+                    if !typed.is_empty() {
+                        // Above the line in progress, which stays pending.
+                        provisional.clear(&mut out);
+                        self.take_typed(&session, typed, &mut out);
+                    }
+                    if self.live && !said {
+                        frame += 1;
+                        self.draw_indicator(
+                            &mut provisional,
+                            frame,
+                            asked,
+                            retry.as_ref(),
+                            &mut out,
+                        );
+                    } else if self.live && !out.is_empty() {
+                        // The reply's line in progress, back under what was said.
+                        self.draw_pending(&view, &mut provisional, &mut out);
+                    }
                     self.write(&out);
                     continue;
                 }
@@ -628,23 +660,45 @@ impl Chat {
             if record.run_id == run_id && shows_output(&record.event) {
                 said = true;
             }
+            if record.run_id == run_id && record.event.retry_status().is_some() {
+                let wait = match &record.event {
+                    Event::Retrying { wait_ms, .. } => Duration::from_millis(*wait_ms),
+                    _ => Duration::ZERO,
+                };
+                if self.live && !said {
+                    retry = Some((Instant::now() + wait, record.event.clone()));
+                    self.draw_indicator(&mut provisional, frame, asked, retry.as_ref(), &mut out);
+                } else if let Some(status) = record.event.retry_status() {
+                    out.push_str(&self.dim(&format!("{status}\n")));
+                }
+            }
             // The reply's line in progress, shown as it comes; rendered
             // (Markdown) once complete. Not before a question to the person.
             if self.live
-                && view.reply.has_pending()
-                && view.reply.pending().len() <= PROVISIONAL_MAX
+                && said
                 && !matches!(
                     record.event,
                     Event::ApprovalRequested { .. } | Event::QuestionAsked { .. }
                 )
                 && record.event.terminal_state().is_none()
             {
-                let text = sanitize(view.reply.pending());
-                provisional.show(&text, &text, &mut out);
+                self.draw_pending(&view, &mut provisional, &mut out);
             }
             self.write(&out);
             if record.run_id != run_id {
                 continue;
+            }
+            if matches!(
+                record.event,
+                Event::ApprovalRequested { .. } | Event::QuestionAsked { .. }
+            ) {
+                // Lines typed before the question are not its answer.
+                let typed = type_ahead.lines();
+                if !typed.is_empty() {
+                    let mut out = String::new();
+                    self.take_typed(&session, typed, &mut out);
+                    self.write(&out);
+                }
             }
             if let Event::ApprovalRequested { approval_id, .. } = &record.event {
                 match self.ask_approval().await? {
@@ -681,6 +735,14 @@ impl Chat {
                 break;
             }
         }
+        // Lines entered as the run ended wait for the next prompt; what is
+        // half typed shows at the prompt once echo is back.
+        for line in type_ahead.lines() {
+            if !line.trim().is_empty() {
+                self.queued.push_back(line);
+            }
+        }
+        drop(type_ahead);
         // What the subscription still holds of this run (events it already
         // delivered from the tape after a lag) is read now, not at the next run.
         while let Some(Some(_)) = subscription.next().now_or_never() {}
@@ -693,6 +755,94 @@ impl Chat {
             return Ok(Flow::Quit);
         }
         Ok(Flow::Continue)
+    }
+
+    /// The working indicator: the time since Enter, or the retry waited for
+    /// (its wait counting down).
+    fn draw_indicator(
+        &self,
+        provisional: &mut Provisional,
+        frame: usize,
+        asked: Instant,
+        retry: Option<&(Instant, Event)>,
+        out: &mut String,
+    ) {
+        let spinner = SPINNER[frame % SPINNER.len()];
+        let status = retry.and_then(|(at, event)| {
+            let left = at.saturating_duration_since(Instant::now());
+            match event {
+                Event::Retrying {
+                    attempt,
+                    attempts,
+                    reason,
+                    ..
+                } if !left.is_zero() => Event::Retrying {
+                    attempt: *attempt,
+                    attempts: *attempts,
+                    wait_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                    reason: reason.clone(),
+                }
+                .retry_status(),
+                Event::Retrying {
+                    attempt, attempts, ..
+                } => Some(format!(
+                    "working {}s, attempt {attempt} of {attempts}",
+                    asked.elapsed().as_secs()
+                )),
+                _ => None,
+            }
+        });
+        let text = format!(
+            "{spinner} {}",
+            status.unwrap_or_else(|| format!("working {}s", asked.elapsed().as_secs()))
+        );
+        provisional.show(&text, &self.dim(&text), out);
+    }
+
+    /// The line in progress (the reply's, or the model's thinking), drawn
+    /// provisionally until it completes.
+    fn draw_pending(&self, view: &View, provisional: &mut Provisional, out: &mut String) {
+        if view.reply.has_pending() && view.reply.pending().len() <= PROVISIONAL_MAX {
+            let text = sanitize(view.reply.pending());
+            provisional.show(&text, &text, out);
+        } else if !view.thoughts.pending().is_empty()
+            && view.thoughts.pending().len() <= PROVISIONAL_MAX
+        {
+            let text = format!("  ~ {}", sanitize(view.thoughts.pending()));
+            provisional.show(&text, &self.dim(&text), out);
+        }
+    }
+
+    /// Lines typed while the run works: each is steering, taken in at the
+    /// model's next turn; a slash command, or a line the run can no longer
+    /// take, waits to be the next prompt.
+    fn take_typed(&mut self, session: &SessionId, typed: Vec<String>, out: &mut String) {
+        for line in typed {
+            let line = editor::joined(&line);
+            if line.trim().is_empty() {
+                continue;
+            }
+            self.editor.remember(&line);
+            let shown = sanitize(&line);
+            if slash::split(&line).is_some() {
+                out.push_str(&self.dim(&format!("> {shown}  (queued: runs after this run)\n")));
+                self.queued.push_back(line);
+                continue;
+            }
+            match self
+                .runtime
+                .steer(session, vec![ContentPart::Text { text: line.clone() }])
+            {
+                Ok(Some(_)) => out.push_str(&self.dim(&format!(
+                    "> {shown}  (steering: the model reads it at its next turn)\n"
+                ))),
+                Ok(None) => {
+                    out.push_str(&self.dim(&format!("> {shown}  (queued as the next prompt)\n")));
+                    self.queued.push_back(line);
+                }
+                Err(err) => out.push_str(&format!("error: {err}\n")),
+            }
+        }
     }
 
     /// Asks how to answer an approval: `None` when the person pressed Ctrl-C
@@ -1036,13 +1186,13 @@ impl View {
             | Event::ToolProgress { output: None, .. }
             | Event::Compaction { .. }
             | Event::SessionInfo { .. }
+            // On the indicator's line, or a line of its own (`Chat::run`).
+            | Event::Retrying { .. }
             | Event::Usage { .. } => {}
         }
     }
 }
 
-/// Whether an event only adds to the output (the run loop does nothing else
-/// with it), so the events after it may be shown in the same write.
 /// Whether an event shows the model at work (so the indicator goes).
 fn shows_output(event: &Event) -> bool {
     !matches!(
@@ -1051,10 +1201,13 @@ fn shows_output(event: &Event) -> bool {
             | Event::UserMessage { .. }
             | Event::SessionInfo { .. }
             | Event::ModelTurn { .. }
+            | Event::Retrying { .. }
             | Event::Usage { .. }
     )
 }
 
+/// Whether an event only adds to the output (the run loop does nothing else
+/// with it), so the events after it may be shown in the same write.
 fn is_plain_output(event: &Event) -> bool {
     matches!(
         event,

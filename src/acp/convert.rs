@@ -282,6 +282,16 @@ pub fn live_update(event: &Event, own_prompt: bool, view: ClientView) -> Vec<acp
                 message.clone(),
             ))]
         }
+        // A client that shows notices is told of a retry; in the reply's
+        // place it would stay in the transcript after the wait is over.
+        Event::Retrying { .. } if view.notices => event
+            .retry_status()
+            .map(|status| {
+                acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Info, status))
+            })
+            .into_iter()
+            .collect(),
+        Event::Retrying { .. } => Vec::new(),
         // Shown to the person in the reply's place; the model never sees it.
         Event::Notice { message } => vec![acp::SessionUpdate::AgentMessageChunk(text_chunk(
             &format!("[pincer] {message}\n\n"),
@@ -799,6 +809,32 @@ pub fn run_json(run: &RunInfo) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A retry is a notice to a client that shows notices, and nothing to
+    /// one that does not (it would stay in the reply's text).
+    #[test]
+    fn a_retry_is_a_notice_only_where_notices_show() {
+        let retry = Event::Retrying {
+            attempt: 2,
+            attempts: 3,
+            wait_ms: 2000,
+            reason: "503 Service Unavailable".into(),
+        };
+        let shows = ClientView {
+            notices: true,
+            compaction: false,
+        };
+        let updates = live_update(&retry, true, shows);
+        assert_eq!(updates.len(), 1);
+        let json = serde_json::to_value(&updates[0]).unwrap();
+        assert_eq!(json["sessionUpdate"], "notice", "{json}");
+        assert!(
+            json.to_string()
+                .contains("retrying in 2 s (503 Service Unavailable), 2 of 3"),
+            "{json}"
+        );
+        assert!(live_update(&retry, true, ClientView::default()).is_empty());
+    }
 
     #[test]
     fn a_tool_call_says_pending_on_the_wire() {

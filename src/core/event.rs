@@ -318,6 +318,18 @@ pub enum Event {
     Notice {
         message: String,
     },
+    /// A model turn that failed before any output is tried again after a
+    /// wait; the faces show it as one status line, the log has the detail.
+    Retrying {
+        /// The attempt about to be made, from 2.
+        attempt: u32,
+        /// Attempts in all, the first included.
+        attempts: u32,
+        /// Milliseconds until it is made.
+        wait_ms: u64,
+        /// Why the last attempt failed, in a few words (`429 Too Many Requests`).
+        reason: String,
+    },
     /// A compaction of the conversation began (`in_progress`) or ended; the
     /// same `compaction_id` ties the two. The person is told in words by a
     /// reply (`/compact`) or a notice (automatic) as well; this is the
@@ -398,8 +410,59 @@ impl Event {
             Event::SessionInfo { .. } => "session_info",
             Event::Usage { .. } => "usage",
             Event::Notice { .. } => "notice",
+            Event::Retrying { .. } => "retrying",
             Event::Compaction { .. } => "compaction",
         }
+    }
+
+    /// Every name [`Event::kind`] gives, in the order of the variants: the
+    /// list the OpenAPI document and `docs/headless.md` are checked against.
+    pub const KINDS: [&'static str; 22] = [
+        "state",
+        "user_message",
+        "model_turn",
+        "text_delta",
+        "thought_delta",
+        "tool_call",
+        "tool_planned",
+        "approval_requested",
+        "approval_decided",
+        "question_asked",
+        "question_answered",
+        "subagent_started",
+        "subagent_ended",
+        "tool_started",
+        "tool_result",
+        "tool_progress",
+        "plan",
+        "session_info",
+        "usage",
+        "notice",
+        "retrying",
+        "compaction",
+    ];
+
+    /// The one line a person waiting is shown for a `retrying` event:
+    /// `retrying in 2 s (429 Too Many Requests), 2 of 3`.
+    pub fn retry_status(&self) -> Option<String> {
+        let Event::Retrying {
+            attempt,
+            attempts,
+            wait_ms,
+            reason,
+        } = self
+        else {
+            return None;
+        };
+        // Whole seconds, or tenths below ten seconds when not whole.
+        let wait = if *wait_ms >= 10_000 || wait_ms % 1000 == 0 {
+            format!("{}", wait_ms.div_ceil(1000))
+        } else {
+            format!("{:.1}", *wait_ms as f64 / 1000.0)
+        };
+        Some(format!(
+            "retrying in {wait} s ({reason}), {attempt} of {attempts}"
+        ))
     }
 
     /// The id and the question of a `question_asked` event.
@@ -445,6 +508,72 @@ pub struct EventRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn retrying(wait_ms: u64) -> Event {
+        Event::Retrying {
+            attempt: 2,
+            attempts: 3,
+            wait_ms,
+            reason: "429 Too Many Requests".into(),
+        }
+    }
+
+    #[test]
+    fn a_retry_reads_as_one_line_with_its_wait_reason_and_count() {
+        assert_eq!(
+            retrying(2000).retry_status().as_deref(),
+            Some("retrying in 2 s (429 Too Many Requests), 2 of 3")
+        );
+        assert_eq!(
+            retrying(1500).retry_status().as_deref(),
+            Some("retrying in 1.5 s (429 Too Many Requests), 2 of 3")
+        );
+        assert_eq!(
+            retrying(12_300).retry_status().as_deref(),
+            Some("retrying in 13 s (429 Too Many Requests), 2 of 3")
+        );
+        assert_eq!(
+            Event::Notice {
+                message: "x".into()
+            }
+            .retry_status(),
+            None
+        );
+        assert_eq!(retrying(1).kind(), "retrying");
+    }
+
+    /// Every event type is in the OpenAPI document's `EventRecord` and in
+    /// the table of `docs/headless.md`, and nothing else is.
+    #[test]
+    fn every_event_type_is_in_the_schema_and_the_docs() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let schema: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root.join("schema/openapi.json")).unwrap(),
+        )
+        .unwrap();
+        let listed: Vec<&str> =
+            schema["components"]["schemas"]["EventRecord"]["properties"]["type"]["enum"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+        let mut kinds = Event::KINDS.to_vec();
+        kinds.sort_unstable();
+        let mut sorted = listed.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, kinds, "schema/openapi.json EventRecord.type");
+        let docs = std::fs::read_to_string(root.join("docs/headless.md")).unwrap();
+        let mut documented: Vec<&str> = docs
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|rest| rest.split_once('`').map(|(name, _)| name))
+            .filter(|name| Event::KINDS.contains(name))
+            .collect();
+        documented.sort_unstable();
+        documented.dedup();
+        assert_eq!(documented, kinds, "docs/headless.md event table");
+    }
 
     #[test]
     fn state_machine_allows_only_the_documented_moves() {

@@ -57,7 +57,23 @@ pub enum ProviderEvent {
         provider: String,
         model: String,
     },
+    /// A start that failed before any output is tried again after a wait;
+    /// sent before the wait, and only before the turn's first output.
+    Retrying(Retry),
     Done(ModelStop),
+}
+
+/// A retry about to be made: what a person waiting is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// The attempt about to be made, from 2.
+    pub attempt: u32,
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// How long until it is made.
+    pub wait: Duration,
+    /// Why the last one failed, in a few words (`429 Too Many Requests`).
+    pub reason: String,
 }
 
 /// The kinds of provider failure the loop and the failover layer branch on.
@@ -88,6 +104,8 @@ pub struct ProviderError {
     pub message: String,
     /// How long the provider asked us to wait before trying again.
     pub retry_after: Option<Duration>,
+    /// The HTTP status the provider answered with, when it answered with one.
+    pub status: Option<u16>,
 }
 
 impl ProviderError {
@@ -96,7 +114,40 @@ impl ProviderError {
             kind,
             message: message.into(),
             retry_after: None,
+            status: None,
         }
+    }
+
+    /// The failure in a few words, for a status line: the HTTP status when
+    /// there was one (`429 Too Many Requests`), else its kind.
+    pub fn reason(&self) -> String {
+        if let Some(status) = self.status {
+            let phrase = match status {
+                408 => "Request Timeout",
+                409 => "Conflict",
+                425 => "Too Early",
+                429 => "Too Many Requests",
+                500 => "Internal Server Error",
+                502 => "Bad Gateway",
+                503 => "Service Unavailable",
+                504 => "Gateway Timeout",
+                529 => "Overloaded",
+                _ => return format!("HTTP {status}"),
+            };
+            return format!("{status} {phrase}");
+        }
+        match self.kind {
+            ProviderErrorKind::Auth => "refused credentials",
+            ProviderErrorKind::UnknownModel => "unknown model",
+            ProviderErrorKind::ContextLength => "context too long",
+            ProviderErrorKind::RateLimited => "rate limited",
+            ProviderErrorKind::Transport => "connection failed",
+            ProviderErrorKind::Timeout => "timed out",
+            ProviderErrorKind::Server => "server error",
+            ProviderErrorKind::Protocol => "unreadable answer",
+            ProviderErrorKind::Config => "not set up",
+        }
+        .to_owned()
     }
 
     /// Whether trying the same request again may succeed.

@@ -285,6 +285,16 @@ pub async fn stream_turn(
                 });
                 said.tool_calls.push(call);
             }
+            Some(Ok(ProviderEvent::Retrying(retry))) => {
+                if shown {
+                    ctx.emitter.emit(Event::Retrying {
+                        attempt: retry.attempt,
+                        attempts: retry.attempts,
+                        wait_ms: u64::try_from(retry.wait.as_millis()).unwrap_or(u64::MAX),
+                        reason: retry.reason,
+                    });
+                }
+            }
             Some(Ok(ProviderEvent::Served { provider, model })) => {
                 tracing::debug!(%provider, %model, "model turn served");
                 served_model = model;

@@ -520,12 +520,14 @@ fn http_error(name: &str, status: u16, body: &str) -> ProviderError {
                 body.chars().take(300).collect::<String>()
             )
         });
-    api_error(
+    let mut error = api_error(
         name,
         parsed["error"]["type"].as_str().unwrap_or_default(),
         &message,
         Some(status),
-    )
+    );
+    error.status = Some(status);
+    error
 }
 
 fn transport_error(name: &str, err: &reqwest::Error) -> ProviderError {
@@ -623,6 +625,7 @@ mod tests {
                 Ok(ProviderEvent::Served { provider, model }) => {
                     format!("served {provider} {model}")
                 }
+                Ok(ProviderEvent::Retrying(r)) => format!("retrying {}", r.attempt),
                 Ok(ProviderEvent::Done(s)) => format!("done {s:?}"),
                 Err(e) => format!("error {:?} {}", e.kind, e.message),
             })

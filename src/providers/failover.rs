@@ -10,13 +10,14 @@
 //! pass through untouched: a turn is never replayed after visible output.
 //! Authentication, unknown-model and context-length errors are not retried.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
 use crate::core::provider::{
-    ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent, ProviderStream,
+    ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderEvent, ProviderStream, Retry,
 };
 
 /// How hard to retry one member before moving on.
@@ -114,34 +115,87 @@ fn backoff(policy: &RetryPolicy, attempt: u32, error: &ProviderError) -> Duratio
     wait.min(policy.max_delay)
 }
 
-/// Starts a turn on `provider`, retrying failures before its first event as
-/// `policy` allows. On success: the first event and the rest of the turn;
-/// else the last error.
-async fn start_with_retries(
-    provider: &dyn Provider,
-    request: &ModelRequest,
-    policy: &RetryPolicy,
-) -> Result<(ProviderEvent, ProviderStream), ProviderError> {
-    let attempts = policy.attempts.max(1);
-    let mut attempt = 1;
-    loop {
-        let mut stream = provider.stream(request.clone());
+/// A turn on `provider` with the retries `policy` allows, as one stream: a
+/// `Retrying` event before each wait, then the turn from its first event on,
+/// or the error that ended the tries (a start that failed with no retry left,
+/// or with an error retrying cannot fix). Once the turn's first event has
+/// passed, everything passes through untouched.
+fn with_retries(
+    provider: Arc<dyn Provider>,
+    request: ModelRequest,
+    policy: RetryPolicy,
+) -> ProviderStream {
+    struct Tries {
+        provider: Arc<dyn Provider>,
+        request: ModelRequest,
+        policy: RetryPolicy,
+        /// The attempt to make next, from 1.
+        attempt: u32,
+        wait: Option<Duration>,
+        /// The turn, once it started.
+        turn: Option<ProviderStream>,
+        over: bool,
+    }
+    let tries = Tries {
+        provider,
+        request,
+        policy,
+        attempt: 1,
+        wait: None,
+        turn: None,
+        over: false,
+    };
+    futures::stream::unfold(tries, |mut tries| async move {
+        if let Some(turn) = tries.turn.as_mut() {
+            let item = turn.next().await?;
+            return Some((item, tries));
+        }
+        if tries.over {
+            return None;
+        }
+        if let Some(wait) = tries.wait.take() {
+            tokio::time::sleep(wait).await;
+        }
+        let attempts = tries.policy.attempts.max(1);
+        let attempt = tries.attempt;
+        let mut stream = tries.provider.stream(tries.request.clone());
         let error = match stream.next().await {
-            Some(Ok(first)) => return Ok((first, stream)),
+            Some(Ok(first)) => {
+                tries.turn = Some(stream);
+                return Some((Ok(first), tries));
+            }
             Some(Err(error)) if error.is_retryable() => error,
-            Some(Err(error)) => return Err(error),
+            Some(Err(error)) => {
+                tries.over = true;
+                return Some((Err(error), tries));
+            }
             None => ProviderError::new(
                 ProviderErrorKind::Transport,
-                format!("provider {} ended the turn without a word", provider.name()),
+                format!(
+                    "provider {} ended the turn without a word",
+                    tries.provider.name()
+                ),
             ),
         };
-        tracing::warn!(provider = provider.name(), attempt, attempts, error = %error, "model turn failed before any output");
+        // The whole story in the log; a person is told in one line, by the
+        // face that shows the `Retrying` event.
+        tracing::info!(provider = tries.provider.name(), attempt, attempts, error = %error, "model turn failed before any output");
         if attempt >= attempts {
-            return Err(error);
+            tries.over = true;
+            return Some((Err(error), tries));
         }
-        tokio::time::sleep(backoff(policy, attempt, &error)).await;
-        attempt += 1;
-    }
+        let wait = backoff(&tries.policy, attempt, &error);
+        tries.attempt += 1;
+        tries.wait = Some(wait);
+        let retry = Retry {
+            attempt: tries.attempt,
+            attempts,
+            wait,
+            reason: error.reason(),
+        };
+        Some((Ok(ProviderEvent::Retrying(retry)), tries))
+    })
+    .boxed()
 }
 
 /// One provider retried as its policy says: what every HTTP provider is
@@ -164,26 +218,24 @@ impl Provider for Retrying {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
-        let inner = self.inner.clone();
-        let policy = self.policy.clone();
-        futures::stream::once(async move {
-            match start_with_retries(inner.as_ref(), &request, &policy).await {
-                Ok((first, rest)) => futures::stream::once(async move { Ok(first) })
-                    .chain(rest)
-                    .boxed(),
-                Err(mut error) => {
-                    if error.is_retryable() && policy.attempts > 1 {
-                        error.message = format!(
-                            "{} (gave up after {} attempts)",
-                            error.message, policy.attempts
-                        );
-                    }
-                    futures::stream::once(async move { Err(error) }).boxed()
+        let attempts = self.policy.attempts;
+        let mut started = false;
+        with_retries(self.inner.clone(), request, self.policy.clone())
+            .map(move |item| match item {
+                Ok(ProviderEvent::Retrying(retry)) => Ok(ProviderEvent::Retrying(retry)),
+                Ok(event) => {
+                    started = true;
+                    Ok(event)
                 }
-            }
-        })
-        .flatten()
-        .boxed()
+                // The error that ended the tries, not one after output.
+                Err(mut error) if !started && error.is_retryable() && attempts > 1 => {
+                    error.message =
+                        format!("{} (gave up after {attempts} attempts)", error.message);
+                    Err(error)
+                }
+                Err(error) => Err(error),
+            })
+            .boxed()
     }
 }
 
@@ -193,9 +245,9 @@ impl Provider for Failover {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
-        let order = self.order();
-        // Each with its retries settled: its own, else the failover's.
-        let members: Vec<(usize, Member)> = order
+        // Each member with its retries settled: its own, else the failover's.
+        let members: VecDeque<(usize, Member)> = self
+            .order()
             .into_iter()
             .map(|i| {
                 let mut member = self.members[i].clone();
@@ -203,59 +255,116 @@ impl Provider for Failover {
                 (i, member)
             })
             .collect();
-        let health = self.health.clone();
-        let name = self.name.clone();
-        futures::stream::once(async move {
-            let mut last: Option<ProviderError> = None;
-            for (index, member) in members {
-                let Member {
-                    provider,
-                    model,
-                    policy,
-                } = member;
-                let policy = policy.unwrap_or_default();
-                let mut request = request.clone();
-                if let Some(model) = model {
-                    request.model = model;
+        /// The member being tried: its place in the list, who it is, its tries.
+        struct Trying {
+            index: usize,
+            provider: String,
+            model: String,
+            stream: ProviderStream,
+            started: bool,
+        }
+        struct Walk {
+            members: VecDeque<(usize, Member)>,
+            trying: Option<Trying>,
+            request: ModelRequest,
+            health: Arc<Mutex<Vec<Health>>>,
+            name: String,
+            last: Option<ProviderError>,
+            /// Items owed before the next one is pulled (a turn's first event
+            /// after its `Served` note).
+            owed: VecDeque<Result<ProviderEvent, ProviderError>>,
+            over: bool,
+        }
+        let walk = Walk {
+            members,
+            trying: None,
+            request,
+            health: self.health.clone(),
+            name: self.name.clone(),
+            last: None,
+            owed: VecDeque::new(),
+            over: false,
+        };
+        futures::stream::unfold(walk, |mut walk| async move {
+            loop {
+                if let Some(item) = walk.owed.pop_front() {
+                    return Some((item, walk));
                 }
-                match start_with_retries(provider.as_ref(), &request, &policy).await {
-                    Ok((first, stream)) => {
-                        lock(&health)[index] = Health::default();
-                        let served = ProviderEvent::Served {
-                            provider: provider.name().to_owned(),
-                            model: request.model.clone(),
+                if walk.over {
+                    return None;
+                }
+                let Some(trying) = walk.trying.as_mut() else {
+                    let Some((index, member)) = walk.members.pop_front() else {
+                        walk.over = true;
+                        let error = match walk.last.take() {
+                            Some(mut error) => {
+                                error.message = format!(
+                                    "{}: every provider failed; last: {}",
+                                    walk.name, error.message
+                                );
+                                error
+                            }
+                            None => ProviderError::new(
+                                ProviderErrorKind::Config,
+                                format!("{}: no providers to try", walk.name),
+                            ),
                         };
-                        return futures::stream::iter([Ok(served), Ok(first)])
-                            .chain(stream)
-                            .boxed();
+                        return Some((Err(error), walk));
+                    };
+                    let mut request = walk.request.clone();
+                    if let Some(model) = member.model {
+                        request.model = model;
                     }
-                    Err(error) if error.is_retryable() => last = Some(error),
-                    Err(error) => {
-                        return futures::stream::once(async move { Err(error) }).boxed();
+                    walk.trying = Some(Trying {
+                        index,
+                        provider: member.provider.name().to_owned(),
+                        model: request.model.clone(),
+                        stream: with_retries(
+                            member.provider,
+                            request,
+                            member.policy.unwrap_or_default(),
+                        ),
+                        started: false,
+                    });
+                    continue;
+                };
+                match trying.stream.next().await {
+                    Some(Ok(ProviderEvent::Retrying(retry))) if !trying.started => {
+                        return Some((Ok(ProviderEvent::Retrying(retry)), walk));
                     }
+                    Some(Ok(event)) if !trying.started => {
+                        trying.started = true;
+                        lock(&walk.health)[trying.index] = Health::default();
+                        let served = ProviderEvent::Served {
+                            provider: trying.provider.clone(),
+                            model: trying.model.clone(),
+                        };
+                        walk.owed.push_back(Ok(event));
+                        return Some((Ok(served), walk));
+                    }
+                    Some(item) if trying.started => return Some((item, walk)),
+                    None if trying.started => return None,
+                    Some(Err(error)) if error.is_retryable() => {
+                        let index = trying.index;
+                        walk.trying = None;
+                        walk.last = Some(error);
+                        let mut health = lock(&walk.health);
+                        let entry = &mut health[index];
+                        entry.failures += 1;
+                        let cooldown = COOLDOWN_BASE
+                            .saturating_mul(2u32.saturating_pow(entry.failures - 1))
+                            .min(COOLDOWN_MAX);
+                        entry.cooling_until = Some(Instant::now() + cooldown);
+                    }
+                    Some(Err(error)) => {
+                        walk.over = true;
+                        return Some((Err(error), walk));
+                    }
+                    // A member's tries always end in an event or an error.
+                    Some(Ok(_)) | None => walk.trying = None,
                 }
-                let mut health = lock(&health);
-                let entry = &mut health[index];
-                entry.failures += 1;
-                let cooldown = COOLDOWN_BASE
-                    .saturating_mul(2u32.saturating_pow(entry.failures - 1))
-                    .min(COOLDOWN_MAX);
-                entry.cooling_until = Some(Instant::now() + cooldown);
             }
-            let error = match last {
-                Some(mut error) => {
-                    error.message =
-                        format!("{name}: every provider failed; last: {}", error.message);
-                    error
-                }
-                None => ProviderError::new(
-                    ProviderErrorKind::Config,
-                    format!("{name}: no providers to try"),
-                ),
-            };
-            futures::stream::once(async move { Err(error) }).boxed()
         })
-        .flatten()
         .boxed()
     }
 }
@@ -351,11 +460,25 @@ mod tests {
         Result<ProviderEvent, ProviderError>,
     ) {
         let mut stream = failover.stream(request());
-        match stream.next().await.unwrap() {
+        let (_, next) = past_retries(&mut stream).await;
+        match next {
             Ok(ProviderEvent::Served { provider, model }) => {
                 (Some((provider, model)), stream.next().await.unwrap())
             }
             other => (None, other),
+        }
+    }
+
+    /// The `Retrying` events at the head of a turn, and what came after them.
+    async fn past_retries(
+        stream: &mut ProviderStream,
+    ) -> (Vec<Retry>, Result<ProviderEvent, ProviderError>) {
+        let mut retries = Vec::new();
+        loop {
+            match stream.next().await.unwrap() {
+                Ok(ProviderEvent::Retrying(retry)) => retries.push(retry),
+                other => return (retries, other),
+            }
         }
     }
 
@@ -510,21 +633,30 @@ mod tests {
         let a = Flaky::new("a", vec![Err(ProviderErrorKind::RateLimited), Ok("hi")]);
         let retrying = Retrying::new(a.clone(), quick());
         let mut stream = retrying.stream(request());
-        // No `Served` note: nothing was chosen.
+        // Told before the wait; no `Served` note: nothing was chosen.
+        let (retries, next) = past_retries(&mut stream).await;
         assert_eq!(
-            stream.next().await.unwrap().unwrap(),
-            ProviderEvent::Text("hi".into())
+            retries,
+            vec![Retry {
+                attempt: 2,
+                attempts: 3,
+                wait: Duration::from_millis(30),
+                reason: "rate limited".into(),
+            }]
         );
+        assert_eq!(next.unwrap(), ProviderEvent::Text("hi".into()));
         assert_eq!(a.calls(), 2);
 
         let b = Flaky::new("b", vec![Err(ProviderErrorKind::Server); 3]);
         let retrying = Retrying::new(b.clone(), quick());
-        let err = retrying
-            .stream(request())
-            .next()
-            .await
-            .unwrap()
-            .unwrap_err();
+        let mut stream = retrying.stream(request());
+        let (retries, next) = past_retries(&mut stream).await;
+        assert_eq!(
+            retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+        assert!(stream.next().await.is_none(), "the error ends the turn");
+        let err = next.unwrap_err();
         assert_eq!(err.kind, ProviderErrorKind::Server);
         assert_eq!(err.message, "b says Server (gave up after 3 attempts)");
         assert_eq!(b.calls(), 3);
@@ -532,13 +664,10 @@ mod tests {
         // Not retryable: reported at once, as it came.
         let c = Flaky::new("c", vec![Err(ProviderErrorKind::Auth)]);
         let retrying = Retrying::new(c.clone(), quick());
-        let err = retrying
-            .stream(request())
-            .next()
-            .await
-            .unwrap()
-            .unwrap_err();
-        assert_eq!(err.message, "c says Auth");
+        let mut stream = retrying.stream(request());
+        let (retries, next) = past_retries(&mut stream).await;
+        assert!(retries.is_empty());
+        assert_eq!(next.unwrap_err().message, "c says Auth");
         assert_eq!(c.calls(), 1);
     }
 }

@@ -211,7 +211,9 @@ impl ErrorContext {
             .map(str::to_owned)
             .unwrap_or_else(|| body.trim().chars().take(500).collect());
         let code = error["code"].as_str().or_else(|| error["type"].as_str());
-        self.classify(Some(status), code, &message)
+        let mut error = self.classify(Some(status), code, &message);
+        error.status = Some(status);
+        error
     }
 
     /// An `error` object sent inside the stream.

@@ -370,6 +370,7 @@ fn scripted_error(error: &ScriptedError) -> ProviderError {
         kind,
         message,
         retry_after: error.retry_after_ms.map(Duration::from_millis),
+        status: None,
     }
 }
 

@@ -196,6 +196,93 @@ fn save(editor: &mut Editor<Helper, FileHistory>, path: &Path) -> anyhow::Result
     Ok(())
 }
 
+/// What is typed while a run works (type-ahead). Echo is off meanwhile, so
+/// the keys do not land in the middle of the reply; each line entered is read
+/// whole as it comes (the terminal still collects lines itself), and what is
+/// half typed when the run ends stays in the terminal's buffer, so it shows
+/// at the next prompt, still being typed. A no-op when standard input is not
+/// a terminal: then nothing is read ahead of the prompt.
+pub struct TypeAhead {
+    /// The terminal's settings before, put back when the run ends.
+    saved: Option<nix::sys::termios::Termios>,
+    /// Bytes of a line read without its end yet.
+    partial: Vec<u8>,
+}
+
+impl TypeAhead {
+    pub fn start() -> Self {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        if !std::io::IsTerminal::is_terminal(&stdin) {
+            return Self {
+                saved: None,
+                partial: Vec::new(),
+            };
+        }
+        let saved = tcgetattr(&stdin).ok().filter(|saved| {
+            let mut quiet = saved.clone();
+            quiet
+                .local_flags
+                .remove(LocalFlags::ECHO | LocalFlags::ECHONL);
+            // Whole lines only: a line being typed is the terminal's until Enter.
+            quiet.local_flags.insert(LocalFlags::ICANON);
+            tcsetattr(&stdin, SetArg::TCSANOW, &quiet).is_ok()
+        });
+        Self {
+            saved,
+            partial: Vec::new(),
+        }
+    }
+
+    /// Whether lines are read ahead (standard input is a terminal).
+    pub fn is_active(&self) -> bool {
+        self.saved.is_some()
+    }
+
+    /// The lines entered since the last call, without their line ends.
+    pub fn lines(&mut self) -> Vec<String> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd as _;
+        let mut lines = Vec::new();
+        if self.saved.is_none() {
+            return lines;
+        }
+        let stdin = std::io::stdin();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::ZERO) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+            // With a whole line waiting (the terminal is in line mode), one
+            // read returns at most that line and never blocks.
+            match nix::unistd::read(stdin.as_fd(), &mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => self.partial.extend_from_slice(&buffer[..n]),
+            }
+            while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.partial.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line[..end]);
+                lines.push(line.trim_end_matches('\r').to_owned());
+            }
+        }
+        lines
+    }
+}
+
+impl Drop for TypeAhead {
+    fn drop(&mut self) {
+        if let Some(saved) = self.saved.take() {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                &saved,
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

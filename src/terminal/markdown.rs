@@ -374,6 +374,11 @@ impl Dimmed {
         self.pending.push_str(last);
     }
 
+    /// The line in progress, not shown yet.
+    pub fn pending(&self) -> &str {
+        &self.pending
+    }
+
     pub fn finish(&mut self, out: &mut String) {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);

@@ -600,6 +600,19 @@ fn retries_as_documented(kind: &Kind) {
     );
     assert_eq!(stdout(&out), "after the wait\n");
     assert_eq!(seen.lock().unwrap().len(), 2, "{}", kind.name);
+    // A person is told in one line; the log's detail is for `-v`.
+    assert!(
+        stderr(&out).contains("pincer: retrying in 1 s (429 Too Many Requests), 2 of 3\n"),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("WARN"),
+        "{}: {}",
+        kind.name,
+        stderr(&out)
+    );
     assert!(
         started.elapsed() >= std::time::Duration::from_secs(1),
         "{}: Retry-After not honoured ({:?})",

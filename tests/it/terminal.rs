@@ -7,6 +7,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::http::{Loopback, Reply, Request, openai};
 use crate::support::{BIN, TestDir};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -798,4 +799,160 @@ fn a_shell_calls_output_shows_as_it_comes() {
     assert!(screen.contains("  | line 20\n"), "{screen}");
     assert!(!screen.contains("  | line 21\n"), "{screen}");
     assert!(screen.contains("(25 lines of output in all)"), "{screen}");
+}
+
+/// An OpenAI-compatible model server on loopback, answering each request in
+/// turn with `replies` (the last one again past the end).
+fn slow_server(replies: Vec<Reply>) -> Loopback {
+    Loopback::start(move |_, n| replies[n.min(replies.len() - 1)].clone())
+}
+
+fn openai_env(server: &Loopback) -> Vec<(&'static str, String)> {
+    vec![("OPENAI_BASE_URL", format!("{}/v1", server.url))]
+}
+
+fn env_refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// The user messages of a chat completions request, in order.
+fn user_texts(request: &Request) -> Vec<String> {
+    request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| match &m["content"] {
+            Value::String(text) => text.clone(),
+            parts => parts
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect(),
+        })
+        .collect()
+}
+
+/// A slow model server (first token after 3 s, then a chunk every 500 ms):
+/// the indicator shows at once, the line in progress before it completes; a
+/// line typed meanwhile steers the run (the model's next turn reads it) and
+/// is not echoed into the reply; what is half typed as the run ends waits at
+/// the next prompt.
+#[test]
+fn a_slow_model_server_shows_work_and_keeps_what_is_typed_meanwhile() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let pause = Duration::from_millis(500);
+    let server = slow_server(vec![
+        Reply::paced(vec![
+            (
+                Duration::from_secs(3),
+                openai::chunk(json!({"content": "Hello"}), Value::Null),
+            ),
+            (
+                pause,
+                openai::chunk(json!({"content": " slow"}), Value::Null),
+            ),
+            (
+                pause,
+                openai::chunk(json!({"content": " world."}), Value::Null),
+            ),
+            (
+                pause,
+                openai::chunk(json!({"content": "\nSecond line.\n"}), Value::Null),
+            ),
+            (pause, openai::chunk(json!({}), json!("stop"))),
+            (pause, "data: [DONE]\n\n".to_owned()),
+        ]),
+        openai::text_reply("Steered answer."),
+        openai::text_reply("Third answer."),
+    ]);
+    let env = openai_env(&server);
+    let chat = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--provider", "openai", "--model", "slow-model"],
+        &env_refs(&env),
+    );
+    chat.wait_prompt();
+    let sent = Instant::now();
+    chat.line("hi");
+    chat.wait_for("working 0s");
+    let shown_after = sent.elapsed();
+    // Generous for a loaded CI machine; the figure itself is in
+    // docs/benchmarks.md ("Terminal chat").
+    assert!(
+        shown_after < Duration::from_millis(1500),
+        "the indicator came only after {shown_after:?}"
+    );
+    let screen = chat.wait_for("Hello");
+    assert!(
+        !screen.contains("world."),
+        "the line showed only once complete: {screen}"
+    );
+    // Typed while the model streams: taken as steering, not lost, not echoed
+    // into the reply.
+    chat.line("also mention the tests");
+    chat.wait_for("(steering: the model reads it at its next turn)");
+    chat.tmux(&["send-keys", "-l", "half typ"]);
+    let screen = chat.wait_for("Steered answer.");
+    assert!(screen.contains("Hello slow world."), "{screen}");
+    assert_eq!(
+        screen.matches("also mention the tests").count(),
+        1,
+        "{screen}"
+    );
+    assert!(!screen.contains("half typ\n"), "{screen}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(
+        user_texts(&requests[1]),
+        vec!["hi".to_owned(), "also mention the tests".to_owned()]
+    );
+    // The half-typed line is at the next prompt, still being typed.
+    chat.wait("the half-typed line at the prompt", |screen| {
+        screen.trim_end().lines().last() == Some("> half typ")
+    });
+    chat.line("ed");
+    chat.wait_for("Third answer.");
+    assert_eq!(
+        user_texts(&server.requests()[2]).last().map(String::as_str),
+        Some("half typed")
+    );
+}
+
+/// A model server that rate-limits the first try: one status line with the
+/// reason and the wait, on the indicator's line, then the reply; no log lines
+/// on the screen or in stderr.
+#[test]
+fn a_retry_shows_as_one_status_line() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let server = slow_server(vec![
+        Reply::json(
+            429,
+            &json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}),
+        )
+        .header("retry-after", "2"),
+        openai::text_reply("After the wait."),
+    ]);
+    let env = openai_env(&server);
+    let chat = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--provider", "openai", "--model", "limited"],
+        &env_refs(&env),
+    );
+    chat.wait_prompt();
+    chat.line("hi");
+    let screen = chat.wait_for("(429 Too Many Requests), 2 of 3");
+    assert!(screen.contains("retrying in "), "{screen}");
+    let screen = chat.wait_for("After the wait.");
+    assert!(
+        !screen.contains("retrying"),
+        "the status line stays: {screen}"
+    );
+    assert!(!screen.contains("WARN"), "{screen}");
+    assert!(!chat.stderr().contains("WARN"), "{}", chat.stderr());
 }

@@ -45,6 +45,12 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
     },
+    /// A 200 streamed as a slow server streams it: the head at once, then
+    /// each part after its pause, then the connection closes (no length).
+    Paced {
+        content_type: String,
+        parts: Vec<(std::time::Duration, Vec<u8>)>,
+    },
     /// Close the connection without a word.
     Drop,
 }
@@ -74,7 +80,40 @@ impl Reply {
         self
     }
 
+    /// An event stream sent part by part, each after its pause.
+    pub fn paced(parts: Vec<(std::time::Duration, String)>) -> Self {
+        Reply::Paced {
+            content_type: "text/event-stream".to_owned(),
+            parts: parts
+                .into_iter()
+                .map(|(p, t)| (p, t.into_bytes()))
+                .collect(),
+        }
+    }
+
     fn write_to(&self, stream: &mut TcpStream) {
+        if let Reply::Paced {
+            content_type,
+            parts,
+        } = self
+        {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\nconnection: close\r\n\r\n"
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.flush();
+            for (pause, part) in parts {
+                std::thread::sleep(*pause);
+                if stream
+                    .write_all(part)
+                    .and_then(|()| stream.flush())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            return;
+        }
         let Reply::Answer {
             status,
             content_type,
