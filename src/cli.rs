@@ -87,8 +87,11 @@ pub enum Command {
     /// Remove what `pincer login` stored
     Logout(LogoutArgs),
     /// Check the config, each provider (key or URL, model), each MCP server
-    /// (started), the database, the HTTP token and the sandbox; exit 1 on a
-    /// problem, each named with its fix
+    /// (started), the database, the HTTP token and the sandbox; each problem
+    /// is named with its fix
+    #[command(after_help = "\
+Exit codes: 0 every check passed, 1 a check failed, 2 the config file cannot
+be read (the checks stop there)")]
     Doctor {
         /// Also send each HTTP provider one cheap request (`GET /models`)
         #[arg(long)]

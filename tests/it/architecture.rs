@@ -698,65 +698,6 @@ fn no_test_is_ignored() {
     );
 }
 
-/// The documents a person reads: every relative link points at a file in the
-/// repository that exists, and none reaches outside it (a fresh clone has
-/// nothing beside it).
-#[test]
-fn documentation_links_stay_inside_the_repository_and_resolve() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![root.join("README.md"), root.join("schema/README.md")];
-    for dir in ["docs", "editors/neovim", "editors/zed", "editors/vscode"] {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "md") {
-                files.push(path);
-            }
-        }
-    }
-    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
-    let code_span = regex::Regex::new(r"`[^`]*`").unwrap();
-    let mut bad = Vec::new();
-    for file in &files {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        let shown = file.strip_prefix(root).unwrap().display().to_string();
-        if text.contains("../shared") {
-            bad.push(format!("{shown}: names ../shared, outside the repository"));
-        }
-        // Links in prose only: not in code blocks or code spans.
-        let mut in_fence = false;
-        let prose: String = text
-            .lines()
-            .filter(|line| {
-                if line.trim_start().starts_with("```") {
-                    in_fence = !in_fence;
-                    return false;
-                }
-                !in_fence
-            })
-            .map(|line| code_span.replace_all(line, "").into_owned() + "\n")
-            .collect();
-        for found in link.captures_iter(&prose) {
-            let target = &found[1];
-            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
-                continue;
-            }
-            let path = target.split('#').next().unwrap();
-            let resolved = file.parent().unwrap().join(path);
-            match resolved.canonicalize() {
-                Ok(real) if real.starts_with(root.canonicalize().unwrap()) => {}
-                Ok(_) => bad.push(format!("{shown}: {target} is outside the repository")),
-                Err(_) => bad.push(format!("{shown}: {target} does not exist")),
-            }
-        }
-    }
-    assert!(bad.is_empty(), "{bad:#?}");
-}
-
 /// The README's documentation index lists every document in `docs/`.
 #[test]
 fn the_readme_index_lists_every_document() {

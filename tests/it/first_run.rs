@@ -453,6 +453,26 @@ fn doctor_passes_a_good_setup_and_names_each_problem_with_its_fix() {
     );
 }
 
+/// `pincer doctor --help` states the exit codes the test above sees: 0 when
+/// every check passes, 1 when one fails, 2 when the config cannot be read.
+#[test]
+fn doctor_help_states_its_exit_codes() {
+    let dir = TestDir::new();
+    let out = run(&dir, &["doctor", "--help"], &[], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let help = text(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for code in [
+        "0 every check passed",
+        "1 a check failed",
+        "2 the config file cannot be read",
+    ] {
+        assert!(help.contains(code), "missing {code:?} in {help}");
+    }
+}
+
 /// A local server's URL given without `/v1` answers 404 for its models:
 /// login finds them under `/v1`, offers that URL and stores it once taken;
 /// a model the server does not list is stored with a warning naming the

@@ -25,6 +25,7 @@ mod channel_chaos;
 mod commands;
 mod compaction;
 mod crash;
+mod docs_check;
 mod examples;
 mod first_hour;
 mod first_run;
