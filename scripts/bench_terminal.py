@@ -25,6 +25,15 @@ without the terminal face.
     python3 scripts/bench_terminal.py                    # target/debug/pincer, 5 replies
     python3 scripts/bench_terminal.py --bin target/release/pincer -n 10
 
+With `--indicator`, it measures instead how soon the working indicator shows
+after Enter (target: 200 ms), against a model whose first word takes 2 s: for
+each of N prompts in one conversation, the time from the `send-keys Enter`
+to the first poll that shows `working`; beside it, the time from typing a
+character at the prompt to the first poll that shows it (the line editor's
+echo: tmux's and the poll's own share of any such figure).
+
+    python3 scripts/bench_terminal.py --bin target/release/pincer --indicator -n 20
+
 Needs tmux (scripts/test-deps.sh installs it). Standard library only.
 """
 
@@ -98,14 +107,81 @@ def last_delta_at(bin_path: str, data: Path) -> float:
     return deltas[-1]["at"] / 1000.0
 
 
+def chat_command(bin_path: str, scratch: Path, ws: Path, data: Path, script: Path) -> str:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(scratch / "home"),
+        "XDG_CONFIG_HOME": str(scratch / "config"),
+        "PINCER_DATA_DIR": str(data),
+        "RUST_LOG": os.environ.get("RUST_LOG", "warn"),
+    }
+    return (
+        f"cd {shlex.quote(str(ws))} && env -i TERM=\"$TERM\" "
+        + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        + f" {shlex.quote(bin_path)} chat --script {shlex.quote(str(script))}"
+        + f" 2>>{shlex.quote(str(scratch / 'stderr.log'))}; sleep 600"
+    )
+
+
+def indicator(bin_path: str, n: int) -> None:
+    """Enter -> the working indicator on screen, n prompts in one chat."""
+    scratch = Path(tempfile.mkdtemp(prefix="pincer-bench-indicator-"))
+    ws, data = scratch / "ws", scratch / "data"
+    ws.mkdir()
+    script = scratch / "script.jsonl"
+    script.write_text(
+        "".join(json.dumps([{"delay_ms": 2000}, {"text": f"Answer {i}.\n"}]) + "\n" for i in range(n))
+    )
+    socket = f"pincer-bench-{os.getpid()}-indicator"
+    tmux(socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40",
+         chat_command(bin_path, scratch, ws, data, script))
+    shown, echoed = [], []
+    try:
+        wait_screen(socket, lambda s: s.rstrip().endswith(">"), "the prompt", 0.05)
+        for index in range(n):
+            typed = time.time()
+            tmux(socket, "send-keys", "-l", "x")
+            seen = wait_screen(socket, lambda s: s.rstrip().endswith("> x"), "the echo", 0.002)
+            echoed.append((seen - typed) * 1000.0)
+            tmux(socket, "send-keys", "-l", f"{index}")
+            wait_screen(socket, lambda s, i=index: s.rstrip().endswith(f"> x{i}"), "the typed prompt", 0.02)
+            sent = time.time()
+            tmux(socket, "send-keys", "Enter")
+            seen = wait_screen(socket, lambda s: "working" in s, "the indicator", 0.002)
+            shown.append((seen - sent) * 1000.0)
+            wait_screen(socket, lambda s, i=index: f"Answer {i}." in s, "the answer", 0.05)
+            wait_screen(socket, lambda s: s.rstrip().endswith(">"), "the prompt", 0.05)
+            tmux(socket, "send-keys", "C-l")
+            time.sleep(0.1)
+            print(f"prompt {index + 1}: indicator {shown[-1]:.1f} ms, echo {echoed[-1]:.1f} ms", file=sys.stderr)
+    finally:
+        tmux(socket, "kill-server")
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    med = statistics.median(shown)
+    print(f"binary: {bin_path}")
+    print(
+        f"Enter -> working indicator on screen: median {med:.1f} ms, min {min(shown):.1f}, "
+        f"max {max(shown):.1f} (target < 200 ms: {'met' if med < 200 else 'NOT met'})"
+    )
+    print(
+        f"a typed character -> on screen (the line editor's echo): median "
+        f"{statistics.median(echoed):.1f} ms, min {min(echoed):.1f}, max {max(echoed):.1f}"
+    )
+    print(f"load average (1/5/15 min): {' '.join(load)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bin", default="target/debug/pincer")
     parser.add_argument("-n", type=int, default=5, help="turns measured")
+    parser.add_argument("--indicator", action="store_true", help="measure Enter -> working indicator")
     args = parser.parse_args()
     bin_path = str(Path(args.bin).resolve())
     if not Path(bin_path).exists():
         sys.exit(f"bench_terminal: no binary at {bin_path} (cargo build first)")
+    if args.indicator:
+        indicator(bin_path, args.n)
+        return
 
     scratch = Path(tempfile.mkdtemp(prefix="pincer-bench-terminal-"))
     ws, data = scratch / "ws", scratch / "data"
@@ -116,19 +192,7 @@ def main() -> None:
     marker = "END-OF-REPLY"
     script = scratch / "script.jsonl"
     script.write_text(json.dumps(turn(marker)) + "\n")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(scratch / "home"),
-        "XDG_CONFIG_HOME": str(scratch / "config"),
-        "PINCER_DATA_DIR": str(data),
-        "RUST_LOG": os.environ.get("RUST_LOG", "warn"),
-    }
-    command = (
-        f"cd {shlex.quote(str(ws))} && env -i TERM=\"$TERM\" "
-        + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        + f" {shlex.quote(bin_path)} chat --script {shlex.quote(str(script))}"
-        + f" 2>>{shlex.quote(str(scratch / 'stderr.log'))}; sleep 600"
-    )
+    command = chat_command(bin_path, scratch, ws, data, script)
     latencies, totals = [], []
     for index in range(args.n):
         socket = f"pincer-bench-{os.getpid()}-{index}"

@@ -81,7 +81,7 @@ fn the_readmes_http_quick_start_shows_the_reply() {
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_pincer"))
         .parent()
         .unwrap();
-    let mut bash = Command::new("bash");
+    let mut bash = Command::new("timeout");
     bash.env_clear();
     for (key, value) in dir.command().get_envs() {
         if let Some(value) = value {
@@ -98,7 +98,8 @@ fn the_readmes_http_quick_start_shows_the_reply() {
             ),
         )
         .current_dir(root)
-        .args(["-c", &wrapped])
+        // A server that never gets ready must not hold the test up for ever.
+        .args(["60", "bash", "-c", &wrapped])
         .stdin(Stdio::null())
         .output()
         .unwrap();
