@@ -31,7 +31,7 @@ use super::journal::Journal;
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::run::RunOutcome;
 use super::session::{ContentPart, Message, now_millis};
-use super::tool::{FileDiff, ToolContext, ToolKind};
+use super::tool::{FileDiff, Since, ToolContext, ToolKind};
 
 /// A session command that runs in the session's queue like a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +203,8 @@ pub enum Reverted {
 }
 
 /// Reverts one file's edits (newest first): each step puts back the old text
-/// if the file holds exactly the step's new text, or deletes the file when
+/// if the file holds the step's new text (but for a final newline an editor's
+/// buffer hides), or deletes the file when
 /// the step created it. Returns what happened and the reverse changes made
 /// (a file changed since is left alone; what was reverted before a step that
 /// could not be stays reverted).
@@ -222,7 +223,11 @@ pub async fn revert_file(ctx: &ToolContext, steps: &[Edit]) -> (Reverted, Vec<Fi
             Ok(current) => current,
             Err(err) => return (Reverted::Left(format!("it cannot be read: {err}")), done),
         };
-        if current.as_deref() != Some(diff.new_text.as_str()) {
+        // What an editor's buffer shows differently (a hidden final newline)
+        // is no change.
+        if current.is_none()
+            || Since::compare(Some(diff.new_text.as_str()), current.as_deref()) == Since::Changed
+        {
             let why = match current {
                 None => "it was deleted since".to_owned(),
                 Some(_) => "it changed since".to_owned(),
@@ -695,6 +700,38 @@ mod tests {
             "{}",
             done[1].unified
         );
+    }
+
+    #[tokio::test]
+    async fn an_editor_buffer_hiding_the_final_newline_is_no_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut ctx = tool_context(&root);
+        ctx.files = crate::core::tool::BufferView::files(ctx.session_id.clone());
+        let edited = root.join("a.txt");
+        std::fs::write(&edited, "one\n").unwrap();
+        let created = root.join("new.txt");
+        std::fs::write(&created, "fresh\n").unwrap();
+        let (outcome, _) = revert_file(
+            &ctx,
+            &[Edit {
+                call_id: "c1".into(),
+                diff: diff(edited.to_str().unwrap(), Some("zero\n"), "one\n"),
+            }],
+        )
+        .await;
+        assert_eq!(outcome, Reverted::Restored);
+        assert_eq!(std::fs::read_to_string(&edited).unwrap(), "zero\n");
+        let (outcome, _) = revert_file(
+            &ctx,
+            &[Edit {
+                call_id: "c1".into(),
+                diff: diff(created.to_str().unwrap(), None, "fresh\n"),
+            }],
+        )
+        .await;
+        assert_eq!(outcome, Reverted::Deleted);
+        assert!(!created.exists());
     }
 
     #[tokio::test]

@@ -419,7 +419,9 @@ pub struct HistoryEntry {
 
 /// A title for a session made from the first prompt's text, its first line
 /// passed through `redact` before it is cut (so a cut never leaves part of a
-/// secret that the whole line would have had redacted).
+/// secret that the whole line would have had redacted). A tag around the whole
+/// text is the client's wrapping, not the person's words, and is left out
+/// (avante.nvim sends each prompt as `<previous_user_message>…</previous_user_message>`).
 pub fn title_from_prompt(
     content: &[ContentPart],
     redact: impl FnOnce(&str) -> String,
@@ -431,13 +433,44 @@ pub fn title_from_prompt(
         | ContentPart::Resource { .. }
         | ContentPart::Image { .. } => None,
     })?;
-    let line = redact(text.lines().map(str::trim).find(|line| !line.is_empty())?);
+    let line = redact(
+        unwrapped(text)
+            .lines()
+            .map(str::trim)
+            .find(|line| !line.is_empty())?,
+    );
     let line = line.as_str();
     let mut title: String = line.chars().take(MAX_CHARS).collect();
     if line.chars().count() > MAX_CHARS {
         title.push('…');
     }
     Some(title)
+}
+
+/// The text inside the tags that wrap all of it (`<name>…</name>`, nested
+/// too), or the text when no tag does.
+fn unwrapped(text: &str) -> &str {
+    let mut text = text.trim();
+    loop {
+        let Some((name, rest)) = text
+            .strip_prefix('<')
+            .and_then(|tagged| tagged.split_once('>'))
+        else {
+            return text;
+        };
+        let is_name = name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+        let inner = rest
+            .strip_suffix('>')
+            .and_then(|rest| rest.strip_suffix(name))
+            .and_then(|rest| rest.strip_suffix("</"));
+        match inner {
+            Some(inner) if is_name => text = inner.trim(),
+            _ => return text,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -466,6 +499,44 @@ mod tests {
         }];
         let title = title_from_prompt(&long, str::to_owned).unwrap_or_default();
         assert_eq!(title.chars().count(), 61);
+    }
+
+    #[test]
+    fn a_tag_around_the_whole_prompt_is_not_part_of_the_title() {
+        let title = |text: &str| {
+            title_from_prompt(
+                &[
+                    ContentPart::Text { text: text.into() },
+                    ContentPart::Text {
+                        text: "<system_context>Continuing from previous session with 1 recent user messages</system_context>".into(),
+                    },
+                ],
+                str::to_owned,
+            )
+        };
+        // What avante.nvim sends as a session's first prompt.
+        assert_eq!(
+            title("<previous_user_message>Say hello</previous_user_message>").as_deref(),
+            Some("Say hello")
+        );
+        assert_eq!(
+            title("<previous_user_message>\n  Fix the test\nin store.rs\n</previous_user_message>")
+                .as_deref(),
+            Some("Fix the test")
+        );
+        assert_eq!(title("<a><b-c>nested</b-c></a>").as_deref(), Some("nested"));
+        // Tags that do not wrap the whole text, or are not tags, stay.
+        for kept in [
+            "<b>bold</b> and more",
+            "<b>not closed",
+            "<b>mismatched</i>",
+            "x <b>inside</b>",
+            "<3 is not a tag </3>",
+            "<a b>attributes</a b>",
+        ] {
+            assert_eq!(title(kept).as_deref(), Some(kept));
+        }
+        assert_eq!(title("<empty></empty>"), None);
     }
 
     fn b64(bytes: &[u8]) -> String {

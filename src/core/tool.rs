@@ -4,8 +4,9 @@
 //! Implementations live outside the core (`crate::tools`); the core only sees
 //! this trait. Between `plan` and `execute` the core runs the policy gate and,
 //! when the policy asks for it, an approval: whatever a person approved is what
-//! `execute` does (an edit writes exactly the planned text, a shell call runs
-//! exactly the planned line).
+//! `execute` does (an edit writes exactly the planned text — or, for edits
+//! made by search and replace, the same edits on a file that changed since,
+//! while they still apply — and a shell call runs exactly the planned line).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -75,6 +76,38 @@ pub struct FileDiff {
     pub new_text: String,
     /// The change as a unified diff, for the model and for logs.
     pub unified: String,
+}
+
+/// How a file read again just before a write compares with what an earlier
+/// read (a plan's) saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// The same text, or a difference that is only how an editor shows a
+    /// file: its final newline missing (a buffer's lines hide it) or `""`
+    /// for a file that does not exist (an empty buffer), either way round.
+    Same,
+    /// The same but for a final newline the file has now and the earlier
+    /// read did not show: the file's convention is to end in one.
+    NewlineShown,
+    /// Anything else changed.
+    Changed,
+}
+
+impl Since {
+    /// Compares what a plan read (`None`: no file) with what the file holds now.
+    pub fn compare(planned: Option<&str>, current: Option<&str>) -> Self {
+        match (planned, current) {
+            (None, None) | (None, Some("")) | (Some(""), None) => Self::Same,
+            (Some(planned), Some(current)) if planned == current => Self::Same,
+            (Some(planned), Some(current)) if planned.strip_suffix('\n') == Some(current) => {
+                Self::Same
+            }
+            (Some(planned), Some(current)) if current.strip_suffix('\n') == Some(planned) => {
+                Self::NewlineShown
+            }
+            _ => Self::Changed,
+        }
+    }
 }
 
 /// What a call will do, worked out from its arguments before it runs.
@@ -634,9 +667,78 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// A client that answers reads as a Neovim buffer shows a file (avante.nvim
+/// does): the text without its final newline, `""` for a file that does not
+/// exist; it writes to disk.
+#[cfg(test)]
+pub(crate) struct BufferView;
+
+#[cfg(test)]
+impl BufferView {
+    pub(crate) fn files(session: SessionId) -> Files {
+        Files::new(session, Some(Arc::new(BufferView)))
+    }
+}
+
+#[cfg(test)]
+impl ClientFiles for BufferView {
+    fn can_read(&self) -> bool {
+        true
+    }
+
+    fn can_write(&self) -> bool {
+        true
+    }
+
+    fn read_text(&self, _: &SessionId, path: &Path) -> BoxFuture<'static, Result<String, String>> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let shown = text.strip_suffix('\n').unwrap_or(&text).to_owned();
+        Box::pin(async move { Ok(shown) })
+    }
+
+    fn write_text(
+        &self,
+        _: &SessionId,
+        path: &Path,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let written = std::fs::write(path, content).map_err(|err| err.to_string());
+        Box::pin(async move { written })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_hidden_final_newline_or_an_empty_buffer_for_no_file_is_no_change() {
+        use Since::*;
+        let cases: [(Option<&str>, Option<&str>, Since); 12] = [
+            (None, None, Same),
+            (Some("a\n"), Some("a\n"), Same),
+            // A buffer's lines hide the final newline, either way round.
+            (Some("a\nb\n"), Some("a\nb"), Same),
+            (Some("a\nb"), Some("a\nb\n"), NewlineShown),
+            // An empty buffer for a file that does not exist, either way round.
+            (None, Some(""), Same),
+            (Some(""), None, Same),
+            // Not one newline: a change.
+            (Some("a\n\n"), Some("a"), Changed),
+            (None, Some("\n"), Changed),
+            (Some("a\n"), None, Changed),
+            (None, Some("a"), Changed),
+            (Some("a\n"), Some("b\n"), Changed),
+            (Some("a\r\n"), Some("a"), Changed),
+        ];
+        for (planned, current, want) in cases {
+            assert_eq!(
+                Since::compare(planned, current),
+                want,
+                "{planned:?} then {current:?}"
+            );
+        }
+    }
 
     /// A client that never answers a read or a write.
     struct Silent;

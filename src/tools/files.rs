@@ -4,7 +4,12 @@
 //! buffers when the client offers them, the local filesystem otherwise. Writes
 //! are planned in full (the new text and its diff) before anything changes; the
 //! write itself only lands if the file still holds what the plan read, so what a
-//! person approved is exactly what is written.
+//! person approved is exactly what is written. What an editor's buffer shows
+//! differently is no change: the final newline its lines hide, an empty buffer
+//! for a file not there yet ([`Since`]). An `edit_file` call whose file did
+//! change is applied again to the text as it is now when each edit still
+//! applies as it did (found once, or `replace_all`); only then does the
+//! written change differ from the planned one.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::core::tool::{
-    FileDiff, Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
+    FileDiff, Plan, Since, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
 };
 
 /// Limits of the file tools.
@@ -252,7 +257,7 @@ impl Tool for WriteFile {
         plan: &'a Plan,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(apply(plan, ctx))
+        Box::pin(apply(plan, ctx, None))
     }
 }
 
@@ -352,11 +357,19 @@ impl Tool for EditFile {
 
     fn execute<'a>(
         &'a self,
-        _arguments: &'a serde_json::Value,
+        arguments: &'a serde_json::Value,
         plan: &'a Plan,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(apply(plan, ctx))
+        Box::pin(async move {
+            let args: EditArgs = parse_args(arguments)?;
+            apply(
+                plan,
+                ctx,
+                Some((&args.edits, self.settings.max_write_bytes)),
+            )
+            .await
+        })
     }
 }
 
@@ -412,19 +425,60 @@ fn file_diff(ctx: &ToolContext, path: &Path, old: Option<String>, new: String) -
     }
 }
 
-/// Writes the planned text, if the file still holds what the plan read.
-async fn apply(plan: &Plan, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let diff = plan
+/// Writes the planned text if the file still holds what the plan read, or
+/// differs from it only as an editor shows a file (`Since::compare`: a final
+/// newline its buffer hides, an empty buffer for a file not there); the
+/// file's final newline is kept. When it changed otherwise, `edits` (an
+/// `edit_file` call's) are applied to its text as it is now if they still
+/// apply; else nothing is written.
+async fn apply(
+    plan: &Plan,
+    ctx: &ToolContext,
+    edits: Option<(&[Edit], usize)>,
+) -> Result<ToolOutput, ToolError> {
+    let planned = plan
         .diffs
         .first()
         .ok_or_else(|| ToolError::Failed("the plan has no change to make".into()))?;
-    let shown = ctx.display_path(&diff.path);
-    let current = ctx.files.read_text(&diff.path).await?;
-    if current != diff.old_text {
-        return Err(ToolError::Failed(format!(
+    let shown = ctx.display_path(&planned.path);
+    let current = ctx.files.read_text(&planned.path).await?;
+    let changed = || {
+        ToolError::Failed(format!(
             "{shown} changed after the edit was planned; nothing was written, read it again"
-        )));
-    }
+        ))
+    };
+    let mut note = "";
+    let diff = match Since::compare(planned.old_text.as_deref(), current.as_deref()) {
+        Since::Same => planned.clone(),
+        Since::NewlineShown => {
+            let new = with_final_newline(planned.new_text.clone());
+            file_diff(ctx, &planned.path, current, new)
+        }
+        Since::Changed => {
+            let (Some((edits, max_bytes)), Some(now)) = (edits, current) else {
+                return Err(changed());
+            };
+            // A buffer's text hides the final newline the file had when planned.
+            let now = if planned
+                .old_text
+                .as_deref()
+                .is_some_and(|t| t.ends_with('\n'))
+            {
+                with_final_newline(now)
+            } else {
+                now
+            };
+            let new = apply_edits(&now, edits, &shown).map_err(|_| changed())?;
+            if new.len() > max_bytes {
+                return Err(ToolError::Failed(format!(
+                    "{shown} changed after the edit was planned, and edited now it would be {} bytes; the limit is {max_bytes}",
+                    new.len()
+                )));
+            }
+            note = "; it had changed since the edit was planned, and the edits were applied to its text as it is now";
+            file_diff(ctx, &planned.path, Some(now), new)
+        }
+    };
     ctx.files
         .write_text(&diff.path, diff.new_text.clone())
         .await?;
@@ -435,10 +489,18 @@ async fn apply(plan: &Plan, ctx: &ToolContext) -> Result<ToolOutput, ToolError> 
         "Created"
     };
     Ok(ToolOutput {
-        text: format!("{verb} {shown} (+{added} -{removed} lines)"),
-        diffs: plan.diffs.clone(),
+        text: format!("{verb} {shown} (+{added} -{removed} lines{note})"),
+        diffs: vec![diff],
         ..ToolOutput::default()
     })
+}
+
+/// The text ending in a newline, unless it is empty or ends in one already.
+fn with_final_newline(mut text: String) -> String {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 fn line_counts(unified: &str) -> (usize, usize) {
@@ -616,6 +678,146 @@ mod tests {
         std::fs::remove_file(dir.path().join("new/dir/f.txt")).unwrap();
         let out = write.execute(&args, &plan, &ctx).await.unwrap();
         assert_eq!(out.text, "Created new/dir/f.txt (+1 -0 lines)");
+    }
+
+    /// `ctx` reading and writing as an editor's buffers show files.
+    fn buffer_ctx(dir: &Path) -> ToolContext {
+        let mut ctx = ctx(dir);
+        ctx.files = crate::core::tool::BufferView::files(ctx.session_id.clone());
+        ctx
+    }
+
+    #[tokio::test]
+    async fn a_buffer_without_the_final_newline_or_empty_for_no_file_is_no_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = ctx(dir.path());
+        let buffer = buffer_ctx(dir.path());
+        // Planned against the disk, written after the editor opened a
+        // buffer: the new file reads "", the edited one without its newline.
+        let write = tool("write_file");
+        let args = json!({"path": "new.txt", "content": "hello\n"});
+        let plan = write.plan(&args, &disk).await.unwrap();
+        assert_eq!(plan.diffs[0].old_text, None);
+        let out = write.execute(&args, &plan, &buffer).await.unwrap();
+        assert_eq!(out.text, "Created new.txt (+1 -0 lines)");
+        assert_eq!(out.diffs, plan.diffs);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("new.txt")).unwrap(),
+            "hello\n"
+        );
+        std::fs::write(dir.path().join("notes.txt"), "# Notes\nstatus: draft\n").unwrap();
+        let edit = tool("edit_file");
+        let args =
+            json!({"path": "notes.txt", "edits": [{"old_text": "draft", "new_text": "final"}]});
+        let plan = edit.plan(&args, &disk).await.unwrap();
+        let out = edit.execute(&args, &plan, &buffer).await.unwrap();
+        assert_eq!(out.text, "Updated notes.txt (+1 -1 lines)");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+            "# Notes\nstatus: final\n"
+        );
+        // Planned against the buffer, written to the disk: the file's final
+        // newline, which the plan did not see, is kept.
+        let args =
+            json!({"path": "notes.txt", "edits": [{"old_text": "final", "new_text": "done"}]});
+        let plan = edit.plan(&args, &buffer).await.unwrap();
+        assert_eq!(plan.diffs[0].new_text, "# Notes\nstatus: done");
+        let out = edit.execute(&args, &plan, &disk).await.unwrap();
+        assert_eq!(out.diffs[0].new_text, "# Notes\nstatus: done\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+            "# Notes\nstatus: done\n"
+        );
+        // A file that has no final newline keeps having none.
+        std::fs::write(dir.path().join("bare.txt"), "no newline").unwrap();
+        let args =
+            json!({"path": "bare.txt", "edits": [{"old_text": "no", "new_text": "still no"}]});
+        let plan = edit.plan(&args, &disk).await.unwrap();
+        edit.execute(&args, &plan, &disk).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("bare.txt")).unwrap(),
+            "still no newline"
+        );
+        // A real change is still one for write_file, whatever the client.
+        let args = json!({"path": "new.txt", "content": "mine\n"});
+        let plan = write.plan(&args, &disk).await.unwrap();
+        std::fs::write(dir.path().join("new.txt"), "theirs\n").unwrap();
+        let err = write.execute(&args, &plan, &buffer).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "new.txt changed after the edit was planned; nothing was written, read it again"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("new.txt")).unwrap(),
+            "theirs\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_edit_applies_to_a_changed_file_only_while_its_edits_still_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        let edit = tool("edit_file");
+        let args = json!({"path": "f.txt", "edits": [{"old_text": "status: draft", "new_text": "status: final"}]});
+        // Planned and written on the disk; planned on the disk and written
+        // after the editor opened a buffer, which hides the final newline.
+        for (disk, ctx) in [
+            (ctx(dir.path()), ctx(dir.path())),
+            (ctx(dir.path()), buffer_ctx(dir.path())),
+        ] {
+            std::fs::write(&path, "# Notes\nstatus: draft\n").unwrap();
+            let plan = edit.plan(&args, &disk).await.unwrap();
+            // Someone adds a line after the plan: the edit still applies once.
+            std::fs::write(&path, "# Notes\nstatus: draft\nowner: ann\n").unwrap();
+            let out = edit.execute(&args, &plan, &ctx).await.unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                "# Notes\nstatus: final\nowner: ann\n"
+            );
+            assert!(
+                out.text
+                    .starts_with("Updated f.txt (+1 -1 lines; it had changed since"),
+                "{}",
+                out.text
+            );
+            // The change recorded is the one made, from the text found.
+            assert!(
+                out.diffs[0]
+                    .unified
+                    .contains("-status: draft\n+status: final\n owner: ann"),
+                "{}",
+                out.diffs[0].unified
+            );
+            assert_eq!(
+                out.diffs[0].new_text,
+                "# Notes\nstatus: final\nowner: ann\n"
+            );
+            // The text to replace is gone, or no longer unique: nothing is written.
+            for now in [
+                "# Notes\nstatus: review\n",
+                "# Notes\nstatus: draft\nstatus: draft\n",
+            ] {
+                std::fs::write(&path, "# Notes\nstatus: draft\n").unwrap();
+                let plan = edit.plan(&args, &disk).await.unwrap();
+                std::fs::write(&path, now).unwrap();
+                let err = edit.execute(&args, &plan, &ctx).await.unwrap_err();
+                assert_eq!(
+                    err.to_string(),
+                    "f.txt changed after the edit was planned; nothing was written, read it again"
+                );
+                assert_eq!(std::fs::read_to_string(&path).unwrap(), now);
+            }
+            // Deleted since: nothing to apply the edits to.
+            std::fs::write(&path, "# Notes\nstatus: draft\n").unwrap();
+            let plan = edit.plan(&args, &disk).await.unwrap();
+            std::fs::remove_file(&path).unwrap();
+            let err = edit.execute(&args, &plan, &ctx).await.unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("changed after the edit was planned"),
+                "{err}"
+            );
+        }
     }
 
     #[tokio::test]

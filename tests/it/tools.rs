@@ -515,3 +515,117 @@ fn an_approval_shows_the_call_redacted_and_the_diff_as_written() {
     assert_eq!(shell["command"], redacted);
     assert_eq!(shell["title"], format!("Run `{redacted}`"));
 }
+
+/// A client like avante.nvim: reads come from the disk until it follows an
+/// edit's location into a buffer; from then on they come from the buffer,
+/// whose text has no final newline, and a file that does not exist reads as
+/// `""` (before, `-32002`). Edits it approves (supervised mode, "Allow once")
+/// land on disk as planned, each file keeping its final newline.
+#[test]
+fn approved_edits_land_when_the_client_reads_buffers_without_the_final_newline() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    std::fs::write(ws.join("notes.txt"), "# Notes\nstatus: draft\n").unwrap();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            write_call("hello.txt", "Hello from Pincer\n"),
+            json!([{"tool_call": {"name": "edit_file", "arguments": {"path": "notes.txt", "edits": [{"old_text": "status: draft", "new_text": "status: final"}]}}}]),
+            json!([{"text": "done"}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "supervised"],
+    );
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}),
+    );
+    let session = acp.new_session(&ws);
+    let prompt = acp.prompt_async(&session, "go");
+    let mut kinds = std::collections::HashMap::new();
+    let mut buffers = std::collections::HashSet::new();
+    let (mut disk_reads, mut buffer_reads, mut approvals) = (0, 0, 0);
+    let response = loop {
+        let message = wait_for(&mut acp, |_| true);
+        let params = &message["params"];
+        match message["method"].as_str() {
+            Some("session/update") => {
+                // avante follows the first location of an edit's tool call.
+                let update = &params["update"];
+                let id = update["toolCallId"].as_str().unwrap_or_default().to_owned();
+                if let Some(kind) = update["kind"].as_str() {
+                    kinds.insert(id.clone(), kind.to_owned());
+                }
+                if kinds.get(&id).map(String::as_str) == Some("edit")
+                    && let Some(path) = update["locations"][0]["path"].as_str()
+                {
+                    buffers.insert(path.to_owned());
+                }
+            }
+            Some("fs/read_text_file") => {
+                let path = params["path"].as_str().unwrap().to_owned();
+                let on_disk = std::fs::read_to_string(&path).ok();
+                let answer = if buffers.contains(&path) {
+                    buffer_reads += 1;
+                    let text = on_disk.unwrap_or_default();
+                    json!({"result": {"content": text.strip_suffix('\n').unwrap_or(&text)}})
+                } else {
+                    disk_reads += 1;
+                    match on_disk {
+                        Some(text) => json!({"result": {"content": text}}),
+                        None => {
+                            json!({"error": {"code": -32002, "message": "Resource not found"}})
+                        }
+                    }
+                };
+                let mut reply = json!({"jsonrpc": "2.0", "id": message["id"]});
+                reply
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(answer.as_object().unwrap().clone());
+                acp.send(&reply);
+            }
+            Some("fs/write_text_file") => {
+                std::fs::write(
+                    params["path"].as_str().unwrap(),
+                    params["content"].as_str().unwrap(),
+                )
+                .unwrap();
+                acp.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {}}));
+            }
+            Some("session/request_permission") => {
+                approvals += 1;
+                // Nothing is written before the answer.
+                assert_eq!(ws.join("hello.txt").exists(), approvals > 1);
+                assert_eq!(
+                    std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+                    "# Notes\nstatus: draft\n"
+                );
+                acp.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
+            }
+            _ if message["id"] == prompt => break message,
+            _ => {}
+        }
+    };
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    assert_eq!(approvals, 2);
+    // Each file was planned from the disk and read again from its buffer.
+    assert_eq!((disk_reads, buffer_reads), (2, 2));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
+        "Hello from Pincer\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "# Notes\nstatus: final\n"
+    );
+    let failed: Vec<&Value> = acp
+        .received
+        .iter()
+        .filter(|m| m["params"]["update"]["status"] == "failed")
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    acp.finish();
+}

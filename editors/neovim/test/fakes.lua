@@ -1,7 +1,8 @@
--- A stand-in for avante.nvim, which the tests cannot install (it lives on
--- GitHub, and no snapshot of it is at hand; CodeCompanion.nvim is tested for
--- real in codecompanion.lua). It records what it is given, rejects shapes
--- avante documents as wrong, and launches an agent the way avante does:
+-- A stand-in for avante.nvim, for run.lua: the plugin's own test, on Neovim
+-- 0.7 (avante needs 0.11) and on a plain clone (no snapshot of avante). The
+-- real avante.nvim is driven in avante.lua, CodeCompanion.nvim in
+-- codecompanion.lua. It records what it is given, rejects shapes avante
+-- documents as wrong, and launches an agent the way avante does:
 -- lua/avante/libs/acp_client.lua (uv.spawn with PATH plus the provider's env
 -- only).
 

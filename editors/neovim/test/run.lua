@@ -3,7 +3,8 @@
 -- It checks setup() and the launch command, registers Pincer with a stand-in
 -- for avante.nvim, launches exactly what avante would launch, completes a
 -- prompt over ACP, and runs :checkhealth pincer. Exit code 0 when everything
--- passed. CodeCompanion.nvim is tested for real: test/codecompanion.lua.
+-- passed. CodeCompanion.nvim and avante.nvim are tested for real, under
+-- Neovim 0.11: test/codecompanion.lua and test/avante.lua.
 
 local here = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
 local plugin_root = vim.fn.fnamemodify(here, ":h")

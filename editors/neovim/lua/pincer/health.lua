@@ -86,12 +86,10 @@ function M.check()
   report.start("pincer: Neovim")
   local version = vim.version()
   report.info(string.format("Neovim %d.%d.%d", version.major, version.minor, version.patch))
-  if vim.fn.has("nvim-0.10") == 1 then
-    report.ok("Neovim 0.10 or later: avante.nvim and CodeCompanion.nvim can run here (CodeCompanion's recent releases need 0.11)")
+  if vim.fn.has("nvim-0.11") == 1 then
+    report.ok("Neovim 0.11 or later: avante.nvim and CodeCompanion.nvim can run here")
   else
-    report.warn(
-      "this plugin works here, but avante.nvim and CodeCompanion.nvim need Neovim 0.10 or later (CodeCompanion's recent releases 0.11)"
-    )
+    report.warn("this plugin works here, but recent avante.nvim and CodeCompanion.nvim releases need Neovim 0.11 or later")
   end
   for _, client in ipairs({ { "codecompanion", "CodeCompanion.nvim" }, { "avante", "avante.nvim" } }) do
     local found = #vim.api.nvim_get_runtime_file("lua/" .. client[1] .. "/init.lua", false) > 0
