@@ -90,7 +90,9 @@ pub enum Command {
     /// (started), the database, the HTTP token and the sandbox; exit 1 on a
     /// problem, each named with its fix
     Doctor {
-        /// Also send each HTTP provider one cheap request (`GET /models`)
+        /// Also send each HTTP provider one cheap request (`GET /models`),
+        /// and show each model's context window: configured, asked from its
+        /// server (llama.cpp, Ollama, vLLM, LM Studio) or assumed
         #[arg(long)]
         online: bool,
     },
