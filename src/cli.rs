@@ -93,7 +93,9 @@ pub enum Command {
 Exit codes: 0 every check passed, 1 a check failed, 2 the config file cannot
 be read (the checks stop there)")]
     Doctor {
-        /// Also send each HTTP provider one cheap request (`GET /models`)
+        /// Also send each HTTP provider one cheap request (`GET /models`),
+        /// and show each model's context window: configured, asked from its
+        /// server (llama.cpp, Ollama, vLLM, LM Studio) or assumed
         #[arg(long)]
         online: bool,
     },

@@ -121,8 +121,9 @@ pub struct FileConfig {
     /// The share of the context window a request may take before the
     /// conversation is compacted automatically (default 0.8; 0 never).
     pub compact_at: Option<f64>,
-    /// The models' context window in tokens (default 128000); older tool
-    /// outputs are shortened, then the oldest exchanges dropped, to fit.
+    /// The context window in tokens of models without a `[models]` entry;
+    /// unset, what the model's server states when asked, else 128000. Older
+    /// tool outputs are shortened, then the oldest exchanges dropped, to fit.
     pub context_window: Option<usize>,
     /// Where the database lives.
     pub data_dir: Option<PathBuf>,

@@ -393,7 +393,7 @@ pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Fail
         format!("{value}\n")
     } else {
         let mut out = format!(
-            "session {id} · {}/{} · window {} tokens\n\
+            "session {id} · {}/{} · window {} tokens, {}\n\
              system prompt   {:>7} tokens\n\
              tools ({:>3})     {:>7} tokens\n\
              messages ({:>3})  {:>7} tokens ({} tool outputs shortened, {} messages dropped to fit)\n\
@@ -401,6 +401,7 @@ pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Fail
             view.provider,
             view.model,
             view.window,
+            view.window_from,
             view.system_tokens,
             view.tools.len(),
             view.tool_tokens,
@@ -834,7 +835,8 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
         "data dir",
         config.data_dir.value.display().to_string(),
     ));
-    let (_, provider_problems) = crate::app::wiring::providers(&config);
+    let (built, provider_problems) = crate::app::wiring::providers(&config);
+    let loop_config = crate::app::wiring::runtime_config(&config).loop_config;
     if config.providers.is_empty() {
         out.push_str(&report(
             false,
@@ -914,6 +916,16 @@ pub async fn doctor(flags: &Flags, online: bool) -> Result<u8, Failure> {
             match answered {
                 Ok(models) => {
                     detail.push_str(&format!("; answers ({} models listed)", models.len()));
+                    let window = crate::core::models::Window::resolve(
+                        loop_config.configured_window(&model),
+                        built.window_source(name).as_deref(),
+                        &model,
+                    )
+                    .await;
+                    detail.push_str(&format!(
+                        "; window {} tokens, {}",
+                        window.tokens, window.origin
+                    ));
                     out.push_str(&report(true, &what, detail));
                 }
                 Err(err) => out.push_str(&report(

@@ -56,10 +56,7 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 system_prompt: config.system_prompt.as_ref().map(|p| p.value.clone()),
                 instructions: config.instructions.as_ref().map(|i| i.value.clone()),
             },
-            context_tokens: config
-                .context_window
-                .as_ref()
-                .map_or(LoopConfig::default().context_tokens, |c| c.value),
+            context_tokens: config.context_window.as_ref().map(|c| c.value),
             models: config.catalog.clone(),
             loop_guard: config
                 .loop_guard

@@ -218,7 +218,7 @@ async fn model_turn(
     // Near the window: compact before the turn rather than drop messages.
     let estimated =
         ctx.tokens.text(&system) + ctx.tokens.tools(&tools) + ctx.tokens.messages(&ctx.history);
-    let window = config.context_window(&ctx.model);
+    let window = ctx.window;
     if config.compact_at > 0.0
         && estimated as f64 > config.compact_at * window as f64
         && compaction::worth_compacting(&ctx.history)

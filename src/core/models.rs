@@ -6,9 +6,15 @@
 //! (`claude-sonnet-4*`); the most specific entry wins: an exact name, else the
 //! pattern with the most literal characters.
 //!
+//! A model's [`Window`] is, in order: the configured one (its catalogue entry,
+//! else the top-level `context_window`), the one its server states when asked
+//! through a [`WindowSource`] (a local server knows what it was started with),
+//! else [`ASSUMED_WINDOW`].
+//!
 //! Whether a model takes images is the catalogue's `images` (the most specific
 //! entry that says), else the provider's `images`, else [`images_by_family`].
 
+use futures::future::BoxFuture;
 use globset::{Glob, GlobMatcher};
 
 use thiserror::Error;
@@ -159,6 +165,89 @@ impl ModelCatalog {
             amount: price.cost(usage),
             currency: self.currency.clone(),
         })
+    }
+}
+
+/// The context window of a model nothing configures and no server states.
+pub const ASSUMED_WINDOW: usize = 128_000;
+
+/// A context window as a model's server states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatedWindow {
+    pub tokens: usize,
+    /// Which server said it (`llama.cpp`, `Ollama`, `vLLM`, `LM Studio`).
+    pub server: String,
+    /// Where it said it, for a person (`n_ctx in GET /props`).
+    pub field: String,
+}
+
+/// Asks a model's server for the context window it serves the model with.
+/// An implementation asks the network lazily, bounds the time it takes and
+/// remembers the answer: the core may ask before every run.
+pub trait WindowSource: Send + Sync {
+    /// The window the server states for `model`; `None` when it cannot say
+    /// (or does not answer in time).
+    fn ask<'a>(&'a self, model: &'a str) -> BoxFuture<'a, Option<StatedWindow>>;
+}
+
+/// Where a model's window comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowOrigin {
+    /// A `[models]` entry or the top-level `context_window`.
+    Configured,
+    /// Asked from the model's server.
+    Asked(StatedWindow),
+    /// Neither: [`ASSUMED_WINDOW`].
+    Assumed,
+}
+
+impl std::fmt::Display for WindowOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowOrigin::Configured => f.write_str("configured"),
+            WindowOrigin::Asked(stated) => {
+                write!(f, "asked from {} ({})", stated.server, stated.field)
+            }
+            WindowOrigin::Assumed => f.write_str("assumed"),
+        }
+    }
+}
+
+/// A model's context window in tokens, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub tokens: usize,
+    pub origin: WindowOrigin,
+}
+
+impl Window {
+    /// The window of `model`: `configured` when set (the server is not
+    /// asked), else what `source` states, else [`ASSUMED_WINDOW`].
+    pub async fn resolve(
+        configured: Option<usize>,
+        source: Option<&dyn WindowSource>,
+        model: &str,
+    ) -> Window {
+        if let Some(tokens) = configured {
+            return Window {
+                tokens,
+                origin: WindowOrigin::Configured,
+            };
+        }
+        let stated = match source {
+            Some(source) => source.ask(model).await,
+            None => None,
+        };
+        match stated {
+            Some(stated) => Window {
+                tokens: stated.tokens,
+                origin: WindowOrigin::Asked(stated),
+            },
+            None => Window {
+                tokens: ASSUMED_WINDOW,
+                origin: WindowOrigin::Assumed,
+            },
+        }
     }
 }
 
@@ -358,6 +447,55 @@ mod tests {
             "o30",
         ] {
             assert!(!images_by_family(model), "{model} should be text-only");
+        }
+    }
+
+    /// States `tokens` for every model and counts the questions.
+    struct Stating {
+        tokens: Option<usize>,
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl WindowSource for Stating {
+        fn ask<'a>(&'a self, _model: &'a str) -> BoxFuture<'a, Option<StatedWindow>> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let stated = self.tokens.map(|tokens| StatedWindow {
+                tokens,
+                server: "llama.cpp".into(),
+                field: "n_ctx in GET /props".into(),
+            });
+            Box::pin(async move { stated })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configured_window_beats_the_server_which_beats_the_assumption() {
+        let server = Stating {
+            tokens: Some(4096),
+            asked: Default::default(),
+        };
+        let configured = Window::resolve(Some(32_768), Some(&server), "m").await;
+        assert_eq!(configured.tokens, 32_768);
+        assert_eq!(configured.origin.to_string(), "configured");
+        assert_eq!(
+            server.asked.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "a configured window asks no server"
+        );
+        let asked = Window::resolve(None, Some(&server), "m").await;
+        assert_eq!(asked.tokens, 4096);
+        assert_eq!(
+            asked.origin.to_string(),
+            "asked from llama.cpp (n_ctx in GET /props)"
+        );
+        let silent = Stating {
+            tokens: None,
+            asked: Default::default(),
+        };
+        for source in [Some(&silent as &dyn WindowSource), None] {
+            let assumed = Window::resolve(None, source, "m").await;
+            assert_eq!(assumed.tokens, ASSUMED_WINDOW);
+            assert_eq!(assumed.origin, WindowOrigin::Assumed);
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use thiserror::Error;
 
-use super::models::{ModelCatalog, images_by_family};
+use super::models::{ModelCatalog, WindowSource, images_by_family};
 use super::session::{Message, ToolCall};
 use super::usage::Usage;
 
@@ -204,6 +204,8 @@ pub struct ProviderEntry {
     pub images: Option<bool>,
     /// The thought levels (reasoning efforts) its API takes.
     pub thought: ThoughtLevels,
+    /// Asks its server for a model's context window, when it can say.
+    pub window: Option<std::sync::Arc<dyn WindowSource>>,
 }
 
 /// The reasoning efforts a provider's API takes, and the one sent when a
@@ -298,6 +300,14 @@ impl Providers {
             .find(|entry| entry.name == name)
             .map(|entry| entry.thought.clone())
             .unwrap_or_default()
+    }
+
+    /// Where the provider named `name` asks its server for a model's window.
+    pub fn window_source(&self, name: &str) -> Option<std::sync::Arc<dyn WindowSource>> {
+        self.entries
+            .iter()
+            .find(|entry| entry.name == name)
+            .and_then(|entry| entry.window.clone())
     }
 
     pub fn get(&self, name: &str) -> Option<std::sync::Arc<dyn Provider>> {

@@ -39,7 +39,7 @@ use super::ids::{RunId, SessionId};
 use super::journal::{Journal, JournalError, SessionQuery, Write};
 use super::lease::{Lease, LeaseError, LeaseKey, Leases};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
-use super::models::Cost;
+use super::models::{Cost, Window};
 use super::notify::Notifier;
 use super::pending::{PendingApprovals, PendingQuestions};
 use super::policy::PathBoundary;
@@ -210,6 +210,9 @@ pub struct ContextView {
     pub model: String,
     /// The model's context window, in tokens.
     pub window: usize,
+    /// Where the window comes from: `configured`, `asked from SERVER (…)`
+    /// or `assumed` (`models::WindowOrigin`).
+    pub window_from: String,
     pub system: String,
     pub system_tokens: usize,
     pub tools: Vec<super::provider::ToolSpec>,
@@ -1547,6 +1550,7 @@ mod tests {
                 provider: Arc::new(provider),
                 images: None,
                 thought: Default::default(),
+                window: None,
             }],
             None,
         )

@@ -33,9 +33,10 @@ pub struct LoopConfig {
     pub max_turn_requests: u32,
     /// The configured system prompt and instructions (`core::prompt`).
     pub prompt: PromptSettings,
-    /// The context window in tokens of models the catalogue does not cover;
-    /// the conversation sent is fitted into the window, less `output_reserve`.
-    pub context_tokens: usize,
+    /// The configured context window in tokens of models the catalogue does
+    /// not cover; unset, the server's word or `models::ASSUMED_WINDOW`. The
+    /// conversation sent is fitted into the window, less `output_reserve`.
+    pub context_tokens: Option<usize>,
     /// Context windows and prices by model.
     pub models: ModelCatalog,
     /// Tokens left free for the model's answer.
@@ -55,12 +56,21 @@ pub struct LoopConfig {
     pub budgets: Budgets,
 }
 
+impl LoopConfig {
+    /// The tokens kept free for the answer in a window of `window` tokens:
+    /// `output_reserve`, but at most a quarter of the window, so a small
+    /// local model's window (4,096) still holds the conversation.
+    pub fn reserve_in(&self, window: usize) -> usize {
+        self.output_reserve.min(window / 4)
+    }
+}
+
 impl Default for LoopConfig {
     fn default() -> Self {
         Self {
             max_turn_requests: 50,
             prompt: PromptSettings::default(),
-            context_tokens: 128_000,
+            context_tokens: None,
             output_reserve: 8_192,
             models: ModelCatalog::default(),
             loop_guard: 3,
@@ -98,6 +108,9 @@ pub struct RunContext<'a> {
     pub session_tools: Option<Arc<dyn SessionTools>>,
     /// Counts the model's tokens, calibrated by its provider's reports.
     pub tokens: Counter,
+    /// The model's context window in tokens (`models::Window`), settled
+    /// before the run's first turn.
+    pub window: usize,
     /// Model turns this run may take, when not the configured cap (a
     /// subagent's).
     pub max_turns: Option<u32>,
@@ -119,11 +132,17 @@ pub struct SubagentOf {
 }
 
 impl LoopConfig {
-    /// The context window of `model`: its catalogue entry, else the default.
+    /// The configured context window of `model`: its catalogue entry, else
+    /// the top-level one.
+    pub fn configured_window(&self, model: &str) -> Option<usize> {
+        self.models.context_window(model).or(self.context_tokens)
+    }
+
+    /// The context window of `model` without asking its server: the
+    /// configured one, else `models::ASSUMED_WINDOW`.
     pub fn context_window(&self, model: &str) -> usize {
-        self.models
-            .context_window(model)
-            .unwrap_or(self.context_tokens)
+        self.configured_window(model)
+            .unwrap_or(super::models::ASSUMED_WINDOW)
     }
 }
 
@@ -193,9 +212,9 @@ pub async fn stream_turn(
         None => None,
     };
     let tokens = &ctx.tokens;
-    let budget = config
-        .context_window(&ctx.model)
-        .saturating_sub(config.output_reserve)
+    let budget = ctx
+        .window
+        .saturating_sub(config.reserve_in(ctx.window))
         .saturating_sub(tokens.text(&system))
         .saturating_sub(tokens.tools(&tools))
         .saturating_sub(recalled.as_ref().map_or(0, |block| tokens.text(block)));
@@ -370,9 +389,28 @@ fn usage_event(ctx: &RunContext<'_>, config: &LoopConfig, model: &str, usage: Us
         cost,
         context: Some(ContextUse {
             used: usage.input_tokens + usage.output_tokens,
-            size: config.context_window(model) as u64,
+            size: if model == ctx.model {
+                ctx.window
+            } else {
+                config.context_window(model)
+            } as u64,
         }),
         session_cost,
         budget: budget::left(&config.budgets, ctx.provider.name(), &spent),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answer's reserve never eats a small window whole.
+    #[test]
+    fn the_answers_reserve_is_at_most_a_quarter_of_the_window() {
+        let config = LoopConfig::default();
+        assert_eq!(config.reserve_in(128_000), 8_192);
+        assert_eq!(config.reserve_in(32_768), 8_192);
+        assert_eq!(config.reserve_in(4_096), 1_024);
+        assert_eq!(config.reserve_in(0), 0);
     }
 }

@@ -25,8 +25,10 @@ mod embeddings;
 mod quirks;
 mod request;
 mod stream;
+mod window;
 
 pub use embeddings::OpenAiEmbedder;
+pub use window::WindowAsker;
 
 use quirks::{TextCalls, ThinkSplit};
 use request::request_body;

@@ -318,7 +318,7 @@ fn a_message_sent_while_a_prompt_works_steers_it() {
 fn the_thought_level_option_sets_the_reasoning_effort_of_each_turn() {
     use crate::support::http::openai::text_reply;
     use crate::support::http::{Loopback, Request};
-    let server = Loopback::start(|_: &Request, _| text_reply("ok"));
+    let server = Loopback::model(|_: &Request, _| text_reply("ok"));
     let dir = TestDir::new();
     dir.write_config(&format!(
         "provider = \"oa\"\n[providers.oa]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"m\"]\nreasoning_efforts = [\"low\", \"high\"]\nreasoning_effort = \"low\"\n[providers.plain]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"p\"]\n",

@@ -515,6 +515,7 @@ const FOREIGN_ROUTES: &[&str] = &[
     "/v1/messages",         // Anthropic
     "/props",               // llama.cpp's server: its context size
     "/api/show",            // Ollama: a model's context length
+    "/api/ps",              // Ollama: the context a loaded model has
     "/api/v0/models",       // LM Studio: its models' context lengths
 ];
 
@@ -749,6 +750,7 @@ const SYSTEM_DIRECTORIES: &[&str] = &[
 const OTHER_FLAGS: &[&str] = &[
     "--jinja",                   // llama.cpp's server (docs/providers.md)
     "-c",                        // llama.cpp's server: its context size
+    "--parallel",                // llama.cpp's server: slots sharing it
     "--enable-auto-tool-choice", // vLLM
     "--max-model-len",           // vLLM
     "--release",                 // cargo

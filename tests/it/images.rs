@@ -18,7 +18,7 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+
 fn serve(body: String) -> (String, Arc<Mutex<Vec<Value>>>) {
     let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
     let record = bodies.clone();
-    let server = Loopback::start(move |request, _| {
+    let server = Loopback::model(move |request, _| {
         record.lock().unwrap().push(request.body.clone());
         Reply::event_stream(body.clone())
     });

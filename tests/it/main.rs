@@ -24,6 +24,7 @@ mod budget;
 mod channel_chaos;
 mod commands;
 mod compaction;
+mod context_window;
 mod crash;
 mod docs_check;
 mod examples;

@@ -18,7 +18,7 @@ fn system_sent(dir: &TestDir, config: &str, mode: &str) -> String {
 
 /// As [`system_sent`], with the session's workspace at `cwd`.
 fn system_sent_in(dir: &TestDir, config: &str, mode: &str, cwd: &std::path::Path) -> String {
-    let server = Loopback::start(|_, _| Reply::event_stream(text_stream("ok")));
+    let server = Loopback::model(|_, _| Reply::event_stream(text_stream("ok")));
     let config_dir = dir.path().join("config").join("pincer");
     std::fs::create_dir_all(&config_dir).unwrap();
     std::fs::write(config_dir.join("config.toml"), config).unwrap();
@@ -269,7 +269,7 @@ fn an_agents_md_below_the_workspace_joins_once_the_run_reads_there() {
     // the second turn has the new text.
     std::fs::write(workspace.join("AGENTS.md"), "Before.").unwrap();
     let top = workspace.join("AGENTS.md");
-    let server = Loopback::start(move |_, n| {
+    let server = Loopback::model(move |_, n| {
         if n == 0 {
             std::fs::write(&top, "After.").unwrap();
         }
@@ -416,7 +416,7 @@ fn a_session_brings_its_own_prompt_through_every_face() {
     // `pincer run` flags: the session's prompt replaces, its instructions
     // follow the configured ones.
     let dir = TestDir::new();
-    let server = Loopback::start(|_, _| Reply::event_stream(text_stream("ok")));
+    let server = Loopback::model(|_, _| Reply::event_stream(text_stream("ok")));
     let config_dir = dir.path().join("config").join("pincer");
     std::fs::create_dir_all(&config_dir).unwrap();
     std::fs::write(

@@ -63,7 +63,7 @@ impl Answer {
 
 /// Answers the n-th request with the n-th answer (the last one repeats).
 fn serve_answers(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let server = Loopback::start(move |_, n| {
+    let server = Loopback::model(move |_, n| {
         let answer = &answers[n.min(answers.len() - 1)];
         let kind = if answer.status == 200 {
             "text/event-stream"

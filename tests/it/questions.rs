@@ -475,7 +475,7 @@ fn run_asking(
     env: &[(&str, &str)],
 ) -> (std::process::Output, Vec<crate::support::http::Request>) {
     use crate::support::http::{Loopback, openai};
-    let server = Loopback::start(|_, n| {
+    let server = Loopback::model(|_, n| {
         if n == 0 {
             openai::tool_reply("ask_user", &json!({"question": "Which key should I use?"}))
         } else {

@@ -68,6 +68,7 @@ impl Setup {
                 provider: Arc::new(provider),
                 images: Some(false),
                 thought: Default::default(),
+                window: None,
             }],
             None,
         );

@@ -130,6 +130,7 @@ pub fn build_with(
                 levels: provider.value.reasoning_efforts.clone(),
                 default: provider.value.reasoning_effort.clone(),
             },
+            window: window_asker(name, &provider.value, env),
         });
     }
     let default = config.provider.as_ref().map(|chosen| {
@@ -249,6 +250,22 @@ fn make(
             )))
         }
     }
+}
+
+/// Where an OpenAI-compatible provider with a base URL of its own asks its
+/// server for a model's context window (`openai::WindowAsker`; nothing is
+/// asked until a run needs the window). OpenAI's own API cannot say, so the
+/// vendor's URL gets none.
+fn window_asker(
+    name: &str,
+    provider: &ProviderConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Arc<dyn crate::core::models::WindowSource>> {
+    if provider.kind != ProviderKind::Openai || access(provider, env).base_url.is_none() {
+        return None;
+    }
+    let settings = openai_settings(name, provider, env).ok()?;
+    Some(Arc::new(openai::WindowAsker::new(&settings)))
 }
 
 /// How to reach an OpenAI-compatible provider: its URL (the vendor's by

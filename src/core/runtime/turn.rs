@@ -195,13 +195,14 @@ impl Runtime {
             None => None,
         };
         let config = &self.inner.config.loop_config;
-        let window = config.context_window(&session.model);
+        let window = self.window(&session.provider, &session.model).await;
         let counter = self.counter(&session.provider, &session.model);
         counter.ready().await;
         let system_tokens = counter.text(&system);
         let tool_tokens = counter.tools(&tools);
         let budget = window
-            .saturating_sub(config.output_reserve)
+            .tokens
+            .saturating_sub(config.reserve_in(window.tokens))
             .saturating_sub(system_tokens)
             .saturating_sub(tool_tokens)
             .saturating_sub(recalled.as_ref().map_or(0, |block| counter.text(block)));
@@ -214,7 +215,8 @@ impl Runtime {
         Ok(ContextView {
             provider: session.provider,
             model: session.model,
-            window,
+            window: window.tokens,
+            window_from: window.origin.to_string(),
             system,
             system_tokens,
             tools,
@@ -226,6 +228,15 @@ impl Runtime {
             counted_by: counter.encoding().map_or("bytes", |e| e.as_str()),
             calibration: counter.ratio(),
         })
+    }
+
+    /// The context window of `model` served by `provider`: the configured
+    /// one, else the one the provider's server states (asked once per process
+    /// and server, `models::WindowSource`), else the assumed one.
+    pub async fn window(&self, provider: &str, model: &str) -> Window {
+        let configured = self.inner.config.loop_config.configured_window(model);
+        let source = self.providers().window_source(provider);
+        Window::resolve(configured, source.as_deref(), model).await
     }
 
     /// The session's conversation as the model is sent it: from its last
@@ -362,6 +373,7 @@ impl Runtime {
         let spent_today = self.spent_today(&session.provider).await;
         let tokens = self.counter(&session.provider, &session.model);
         tokens.ready().await;
+        let window = self.window(&session.provider, &session.model).await;
         let session_tools = lock(&live.session_tools).clone();
         let secrets = session_tools
             .as_ref()
@@ -427,6 +439,7 @@ impl Runtime {
             prompt,
             session_tools,
             tokens,
+            window: window.tokens,
             steering: None,
             max_turns: child.as_ref().map(|c| c.max_turns),
             // A subagent's run may spend what its parent had left; its

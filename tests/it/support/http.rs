@@ -180,6 +180,24 @@ pub struct Loopback {
     pub url: String,
     pub addr: SocketAddr,
     seen: Arc<Mutex<Vec<Request>>>,
+    questions: Arc<Mutex<Vec<Request>>>,
+}
+
+/// Whether `request` is one of the questions Pincer asks an
+/// OpenAI-compatible server for a model's context window
+/// (`providers::openai::window`).
+pub fn is_window_question(request: &Request) -> bool {
+    let path = request.path.split('?').next().unwrap_or_default();
+    match request.method.as_str() {
+        "GET" => {
+            path.ends_with("/models")
+                || path == "/props"
+                || path == "/api/ps"
+                || path == "/api/v0/models"
+        }
+        "POST" => path == "/api/show",
+        _ => false,
+    }
 }
 
 impl Loopback {
@@ -188,20 +206,46 @@ impl Loopback {
     /// handler may block (a long poll, a server that hangs) without holding
     /// up the others.
     pub fn start(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(handler, false)
+    }
+
+    /// A fake model server that states no context window: `handler` answers
+    /// the model turns (every request but the questions Pincer asks a server
+    /// for a model's window before a run's first turn), which `requests()`
+    /// keeps and the index counts; the questions are answered 404, as a
+    /// server without those endpoints does, and kept in `questions()`.
+    /// `tests/it/context_window.rs` tests the questions themselves.
+    pub fn model(handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(handler, true)
+    }
+
+    fn serve(
+        handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static,
+        apart: bool,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let questions: Arc<Mutex<Vec<Request>>> = Arc::default();
         let record = seen.clone();
+        let asked = questions.clone();
         let handler = Arc::new(handler);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
                 let record = record.clone();
+                let asked = asked.clone();
                 let handler = handler.clone();
                 std::thread::spawn(move || {
                     let Some(request) = read_request(&stream) else {
                         return;
                     };
+                    if apart && is_window_question(&request) {
+                        asked.lock().unwrap().push(request);
+                        Reply::json(404, &serde_json::json!({"error": "not found"}))
+                            .write_to(&mut stream);
+                        return;
+                    }
                     let index = {
                         let mut seen = record.lock().unwrap();
                         seen.push(request.clone());
@@ -215,7 +259,13 @@ impl Loopback {
             url: format!("http://{addr}"),
             addr,
             seen,
+            questions,
         }
+    }
+
+    /// The questions for a model's window a [`Loopback::model`] answered.
+    pub fn questions(&self) -> Vec<Request> {
+        self.questions.lock().unwrap().clone()
     }
 
     /// The requests received so far, in the order they came.
