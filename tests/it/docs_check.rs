@@ -754,6 +754,8 @@ const OTHER_FLAGS: &[&str] = &[
     "--enable-auto-tool-choice", // vLLM
     "--max-model-len",           // vLLM
     "--release",                 // cargo
+    "--target-dir",              // cargo
+    "--timings",                 // cargo
     "-merge",                    // libFuzzer (docs/fuzzing.md)
     "-wal",                      // SQLite's files beside the database
     "-shm",                      // SQLite's files beside the database

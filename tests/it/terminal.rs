@@ -881,7 +881,7 @@ fn a_slow_model_server_shows_work_and_keeps_what_is_typed_meanwhile() {
     chat.wait_for("working 0s");
     let shown_after = sent.elapsed();
     // Generous for a loaded CI machine; the figure itself is in
-    // docs/benchmarks.md ("Terminal chat").
+    // docs/benchmarks.md ("Terminal chat: Enter to the working indicator").
     assert!(
         shown_after < Duration::from_millis(1500),
         "the indicator came only after {shown_after:?}"
