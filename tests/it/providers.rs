@@ -441,11 +441,14 @@ fn the_conversation_is_fitted_into_the_models_own_window() {
             usage["context"].clone(),
         )
     };
-    // 9000 tokens less the 8192 kept for the answer: the old long prompt goes.
-    let (sent, context) = second_request("[models.\"gpt-small\"]\ncontext_window = 9000\n");
+    // 4000 tokens less a quarter kept for the answer, the system prompt and
+    // the tools' definitions: the old long prompt goes (no automatic
+    // compaction, which would summarize it instead).
+    let (sent, context) =
+        second_request("compact_at = 0\n[models.\"gpt-small\"]\ncontext_window = 4000\n");
     assert!(!sent.contains(&long), "{sent}");
     assert!(sent.contains("and now?"), "{sent}");
-    assert_eq!(context["size"], 9000);
+    assert_eq!(context["size"], 4000);
     // A pattern that does not cover the model leaves the default window: all kept.
     let (sent, context) = second_request("[models.\"gpt-large*\"]\ncontext_window = 9000\n");
     assert!(sent.contains(&long));
