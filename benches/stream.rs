@@ -223,6 +223,8 @@ struct Served {
     chunks: usize,
     first_write: u64,
     last_write: u64,
+    /// Asked for with `"stream": true`, and streamed.
+    streamed: bool,
 }
 
 /// Starts a server that answers one request with `chunks` content chunks.
@@ -247,8 +249,9 @@ fn serve(
                 let (mut stream, _) = listener.accept()?;
                 stream.set_nodelay(true)?;
                 match read_request(&mut stream) {
-                    Ok(true) => break stream,
-                    Ok(false) => {}
+                    Ok(Some(true)) => break stream,
+                    Ok(Some(false)) => return whole(stream, chunks),
+                    Ok(None) => {}
                     Err(err) if err.downcast_ref::<std::io::Error>().is_some() => continue,
                     Err(err) => return Err(err),
                 }
@@ -333,21 +336,57 @@ fn serve(
                 chunks,
                 first_write,
                 last_write,
+                streamed: true,
             })
         })?;
     Ok((port, handle))
 }
 
-/// Reads one request: true for a chat completion, checked to be streamed
-/// and for the bench's model; false for any other request (or none).
-fn read_request(stream: &mut TcpStream) -> Result<bool> {
+/// A chat completion asked for without `"stream": true` (ZeroClaw 0.8.7
+/// asks an OpenAI-compatible server so when it offers tools): the same
+/// chunks' text as one completion, each chunk stamped with the time the
+/// body is written.
+fn whole(mut stream: TcpStream, chunks: usize) -> Result<Served> {
+    let at = now_ns();
+    let mut text = String::with_capacity(chunks * 18);
+    for index in 0..chunks {
+        write!(text, "{index}@{at} ")?;
+    }
+    let body = serde_json::to_vec(&json!({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1763700000,
+        "model": MODEL, "system_fingerprint": "fp_bench",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
+                     "refusal": null}, "logprobs": null, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": chunks, "total_tokens": chunks + 12},
+    }))?;
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(&body)?;
+    stream.flush()?;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut rest = [0u8; 1024];
+    while matches!(stream.read(&mut rest), Ok(n) if n > 0) {}
+    Ok(Served {
+        chunks,
+        first_write: at,
+        last_write: at,
+        streamed: false,
+    })
+}
+
+/// Reads one request: `Some(streamed)` for a chat completion for the bench's
+/// model, `None` for any other request (or none).
+fn read_request(stream: &mut TcpStream) -> Result<Option<bool>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let header_end = loop {
         let n = stream.read(&mut chunk)?;
         if n == 0 {
             // Closed before asking anything.
-            return Ok(false);
+            return Ok(None);
         }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(at) = find(&buf, b"\r\n\r\n") {
@@ -357,7 +396,7 @@ fn read_request(stream: &mut TcpStream) -> Result<bool> {
     let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
     let request_line = head.lines().next().unwrap_or_default();
     if !request_line.starts_with("POST /v1/chat/completions ") {
-        return Ok(false);
+        return Ok(None);
     }
     let length: usize = head
         .lines()
@@ -372,15 +411,11 @@ fn read_request(stream: &mut TcpStream) -> Result<bool> {
     }
     let body: Value = serde_json::from_slice(&buf[header_end..header_end + length])?;
     ensure!(
-        body["stream"] == json!(true),
-        "the request is not streamed: {body}"
-    );
-    ensure!(
         body["model"] == json!(MODEL),
         "unexpected model: {}",
         body["model"]
     );
-    Ok(true)
+    Ok(Some(body["stream"] == json!(true)))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -1151,6 +1186,7 @@ fn main() -> Result<()> {
         settle();
         let result = pincer_run(&pincer, &options.scratch, options.chunks, Pace::Flood)?;
         checked(&result.served, &result.received, "flood", false)?;
+        ensure!(result.served.streamed, "pincer did not ask for a stream");
         ensure!(
             result.stop_reason == "end_turn",
             "stop reason {}",
