@@ -35,11 +35,18 @@ pub fn ahead(stream: ProviderStream) -> ProviderStream {
 enum Ahead {
     /// Not polled yet.
     Start(Option<ProviderStream>),
-    /// Read by its task; an item taken while gathering text, handed over
-    /// next.
-    Running(mpsc::Receiver<Item>, Option<Item>),
+    /// Read by its task; an item taken but not handed over yet, and
+    /// whether the turn has already let the task run once for it.
+    Running(mpsc::Receiver<Item>, Option<Item>, bool),
     /// No runtime to run a task on.
     InPlace(ProviderStream),
+}
+
+fn is_text(item: &Item) -> bool {
+    matches!(
+        item,
+        Ok(ProviderEvent::Text(_) | ProviderEvent::Thinking(_))
+    )
 }
 
 /// `first` with the text of the same kind already waiting behind it
@@ -83,12 +90,12 @@ impl Stream for Ahead {
                         Ok(runtime) => {
                             let (tx, rx) = mpsc::channel(AHEAD);
                             runtime.spawn(read(stream, tx));
-                            Ahead::Running(rx, None)
+                            Ahead::Running(rx, None, false)
                         }
                         Err(_) => Ahead::InPlace(stream),
                     };
                 }
-                Ahead::Running(rx, held) => {
+                Ahead::Running(rx, held, yielded) => {
                     let first = match held.take() {
                         Some(item) => item,
                         None => match rx.poll_recv(cx) {
@@ -96,6 +103,16 @@ impl Stream for Ahead {
                             other => return other,
                         },
                     };
+                    // Text with nothing behind it yet: the reading task gets
+                    // one turn of the runtime first, so what has reached the
+                    // socket meanwhile joins it. One turn, not a wait.
+                    if !*yielded && rx.is_empty() && is_text(&first) {
+                        *held = Some(first);
+                        *yielded = true;
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    *yielded = false;
                     return Poll::Ready(Some(gather(first, rx, held)));
                 }
                 Ahead::InPlace(stream) => return stream.poll_next_unpin(cx),
