@@ -3,12 +3,12 @@
 //!     cargo bench --bench stream
 //!     cargo bench --bench stream -- --wait-idle 120 --write docs/benchmarks.md
 //!
-//! Options: `--chunks N` (flood chunks per run, default 50,000), `--runs N`
-//! (flood runs, default 5), `--paced N` (paced chunks, default 50,000),
-//! `--bin PATH` (the pincer to measure), `--scratch DIR` (where the scratch
-//! directories go, default the system temp dir), `--wait-idle SECS` (first wait
-//! up to SECS for a quiet machine), `--write FILE` (put the report between the
-//! `bench:stream` markers in FILE).
+//! Options: `--chunks N` (flood chunks per run, default 20,000), `--runs N`
+//! (flood runs, default 5), `--paced N` (paced chunks, default 20,000),
+//! `--bin PATH` (the pincer to measure), `--zeroclaw PATH` (a peer, below),
+//! `--scratch DIR` (where the scratch directories go, default the system temp
+//! dir), `--wait-idle SECS` (first wait up to SECS for a quiet machine),
+//! `--write FILE` (put the report between the `bench:stream` markers in FILE).
 //!
 //! A loopback HTTP server in this process answers `POST /v1/chat/completions`
 //! with an OpenAI chat completions SSE stream (a role chunk, N content chunks,
@@ -42,10 +42,20 @@
 //!   thread wake-up. "Added" figures subtract the baseline percentile from
 //!   pincer's percentile of the same rank.
 //!
-//! Every run checks that every chunk arrived once, in order, each in its own
-//! `agent_message_chunk` notification. pincer's CPU time (user + system, all
-//! threads, from /proc) over each flood prompt is reported per chunk: it is
-//! steadier than the rate on a shared machine.
+//! Every run checks that every chunk arrived once, in order; the paced run,
+//! where no two chunks reach pincer together, that each came in its own
+//! `agent_message_chunk` notification. In a flood, chunks that reached pincer
+//! together may share one; what bounds that is the latency: every chunk at the
+//! client within 20 ms of the provider writing it. pincer's CPU time (user +
+//! system, all threads, from /proc) over each flood prompt is reported per
+//! chunk and per 1,000 bytes of reply text: it is steadier than the rate on a
+//! shared machine.
+//!
+//! With `--zeroclaw PATH` (or `$BENCH_ZEROCLAW`), ZeroClaw's ACP server
+//! (`zeroclaw --config-dir DIR acp`, crates.io zeroclaw 0.8.7) streams the
+//! same floods from the same server after pincer's, its OpenAI provider
+//! pointed at it by its configuration, and the report sets the two side by
+//! side.
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -62,8 +72,15 @@ use serde_json::{Value, json};
 
 const START_MARK: &str = "<!-- bench:stream:start -->";
 const END_MARK: &str = "<!-- bench:stream:end -->";
-const TARGET_CHUNKS_PER_S: f64 = 100_000.0;
+const TARGET_CHUNKS_PER_S: f64 = 250_000.0;
 const TARGET_ADDED_P99_NS: u64 = 1_000_000;
+/// pincer's CPU time per 1,000 bytes of reply text in a flood, at most (ms).
+const TARGET_CPU_MS_PER_KB: f64 = 0.5;
+/// Every chunk of a flood reaches the client this soon after the provider
+/// wrote it, merged or not.
+const TARGET_FLOOD_MAX_NS: u64 = 20_000_000;
+/// pincer's flood rate over ZeroClaw's, at least.
+const TARGET_PEER_RATIO: f64 = 20.0;
 /// A run that takes longer than this has hung: the child is killed.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long the paced server waits for the client to read a chunk.
@@ -93,24 +110,27 @@ struct Options {
     scratch: PathBuf,
     /// Wait up to this long for the CPUs to be mostly idle before measuring.
     wait_idle: Duration,
+    /// ZeroClaw's binary, to measure its ACP server beside pincer's flood.
+    zeroclaw: Option<PathBuf>,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cargo bench --bench stream -- [--chunks N] [--runs N] [--paced N] [--bin PATH] [--scratch DIR] [--wait-idle SECS] [--write FILE]"
+        "usage: cargo bench --bench stream -- [--chunks N] [--runs N] [--paced N] [--bin PATH] [--zeroclaw PATH] [--scratch DIR] [--wait-idle SECS] [--write FILE]"
     );
     std::process::exit(2)
 }
 
 fn options() -> Options {
     let mut options = Options {
-        chunks: 50_000,
+        chunks: 20_000,
         runs: 5,
-        paced: 50_000,
+        paced: 20_000,
         bin: None,
         write: None,
         scratch: std::env::temp_dir(),
         wait_idle: Duration::ZERO,
+        zeroclaw: std::env::var_os("BENCH_ZEROCLAW").map(PathBuf::from),
     };
     // `cargo bench` passes `--bench` to every bench binary; it means nothing here.
     let mut args = std::env::args().skip(1).filter(|arg| arg != "--bench");
@@ -123,6 +143,7 @@ fn options() -> Options {
             "--bin" => options.bin = Some(PathBuf::from(value())),
             "--write" => options.write = Some(PathBuf::from(value())),
             "--scratch" => options.scratch = PathBuf::from(value()),
+            "--zeroclaw" => options.zeroclaw = Some(PathBuf::from(value())),
             "--wait-idle" => {
                 let secs: u64 = value().parse().unwrap_or_else(|_| usage());
                 options.wait_idle = Duration::from_secs(secs);
@@ -202,6 +223,8 @@ struct Served {
     chunks: usize,
     first_write: u64,
     last_write: u64,
+    /// Asked for with `"stream": true`, and streamed.
+    streamed: bool,
 }
 
 /// Starts a server that answers one request with `chunks` content chunks.
@@ -216,9 +239,27 @@ fn serve(
     let handle = std::thread::Builder::new()
         .name("provider".into())
         .spawn(move || -> Result<Served> {
-            let (mut stream, _) = listener.accept()?;
-            stream.set_nodelay(true)?;
-            read_request(&mut stream)?;
+            // Questions before the turn (pincer asks an OpenAI-compatible
+            // server for its context window: vLLM's /v1/models, llama.cpp's
+            // /props, ...) are answered 404, as OpenAI's API answers what it
+            // does not serve; the chat completion is streamed.
+            // A question pincer gave up on (it asks several at once) may be
+            // gone before it is answered: not an error.
+            let mut stream = loop {
+                let (mut stream, _) = listener.accept()?;
+                stream.set_nodelay(true)?;
+                match read_request(&mut stream) {
+                    Ok(Some(true)) => break stream,
+                    Ok(Some(false)) => return whole(stream, chunks),
+                    Ok(None) => {}
+                    Err(err) if err.downcast_ref::<std::io::Error>().is_some() => continue,
+                    Err(err) => return Err(err),
+                }
+                let _ = stream.write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\n\
+                      content-length: 2\r\nconnection: close\r\n\r\n{}",
+                );
+            };
             stream.write_all(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n\
                   cache-control: no-cache\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n",
@@ -295,21 +336,58 @@ fn serve(
                 chunks,
                 first_write,
                 last_write,
+                streamed: true,
             })
         })?;
     Ok((port, handle))
 }
 
-/// Reads one request and checks it is a streamed chat completion.
-fn read_request(stream: &mut TcpStream) -> Result<()> {
+/// A chat completion asked for without `"stream": true` (ZeroClaw 0.8.7
+/// asks an OpenAI-compatible server so when it offers tools): the same
+/// chunks' text as one completion, each chunk stamped with the time the
+/// body is written.
+fn whole(mut stream: TcpStream, chunks: usize) -> Result<Served> {
+    let at = now_ns();
+    let mut text = String::with_capacity(chunks * 18);
+    for index in 0..chunks {
+        write!(text, "{index}@{at} ")?;
+    }
+    let body = serde_json::to_vec(&json!({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1763700000,
+        "model": MODEL, "system_fingerprint": "fp_bench",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
+                     "refusal": null}, "logprobs": null, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": chunks, "total_tokens": chunks + 12},
+    }))?;
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(&body)?;
+    stream.flush()?;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut rest = [0u8; 1024];
+    while matches!(stream.read(&mut rest), Ok(n) if n > 0) {}
+    Ok(Served {
+        chunks,
+        first_write: at,
+        last_write: at,
+        streamed: false,
+    })
+}
+
+/// Reads one request: `Some(streamed)` for a chat completion for the bench's
+/// model, `None` for any other request (or none).
+fn read_request(stream: &mut TcpStream) -> Result<Option<bool>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let header_end = loop {
         let n = stream.read(&mut chunk)?;
-        ensure!(
-            n > 0,
-            "the client closed the connection before sending a request"
-        );
+        if n == 0 {
+            // Closed before asking anything.
+            return Ok(None);
+        }
         buf.extend_from_slice(&chunk[..n]);
         if let Some(at) = find(&buf, b"\r\n\r\n") {
             break at + 4;
@@ -317,10 +395,9 @@ fn read_request(stream: &mut TcpStream) -> Result<()> {
     };
     let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
     let request_line = head.lines().next().unwrap_or_default();
-    ensure!(
-        request_line.starts_with("POST /v1/chat/completions "),
-        "unexpected request: {request_line}"
-    );
+    if !request_line.starts_with("POST /v1/chat/completions ") {
+        return Ok(None);
+    }
     let length: usize = head
         .lines()
         .filter_map(|line| line.split_once(':'))
@@ -334,15 +411,11 @@ fn read_request(stream: &mut TcpStream) -> Result<()> {
     }
     let body: Value = serde_json::from_slice(&buf[header_end..header_end + length])?;
     ensure!(
-        body["stream"] == json!(true),
-        "the request is not streamed: {body}"
-    );
-    ensure!(
         body["model"] == json!(MODEL),
         "unexpected model: {}",
         body["model"]
     );
-    Ok(())
+    Ok(Some(body["stream"] == json!(true)))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -360,6 +433,8 @@ struct Received {
     last_read: u64,
     /// Lines (notifications or SSE events) that carried chunks.
     messages: usize,
+    /// Bytes of chunk text (each chunk with its trailing space).
+    bytes: usize,
     acks: Option<Sender<usize>>,
 }
 
@@ -369,11 +444,13 @@ impl Received {
             latencies: Vec::with_capacity(expected),
             last_read: 0,
             messages: 0,
+            bytes: 0,
             acks,
         }
     }
 
-    /// Takes the text of one message: `"<index>@<nanos> "`, normally once.
+    /// Takes the text of one message: `"<index>@<nanos> "`, once or, for
+    /// chunks that reached the agent together, several times.
     fn text(&mut self, text: &str, read_at: u64) -> Result<()> {
         self.messages += 1;
         for token in text.split_ascii_whitespace() {
@@ -388,6 +465,7 @@ impl Received {
                 self.latencies.len()
             );
             self.latencies.push(read_at.saturating_sub(sent));
+            self.bytes += token.len() + 1;
             self.last_read = read_at;
             if let Some(acks) = &self.acks {
                 // The server is gone only if it failed; its error is reported.
@@ -477,6 +555,49 @@ fn send(stdin: &mut ChildStdin, message: &Value) -> Result<()> {
     Ok(())
 }
 
+/// The ACP agent under measurement.
+#[derive(Clone)]
+enum Agent {
+    /// `pincer acp --provider openai --model bench-model`.
+    Pincer(PathBuf),
+    /// `zeroclaw --config-dir DIR acp`, its OpenAI provider pointed at the
+    /// same server.
+    ZeroClaw(PathBuf),
+}
+
+impl Agent {
+    fn bin(&self) -> &Path {
+        match self {
+            Agent::Pincer(bin) | Agent::ZeroClaw(bin) => bin,
+        }
+    }
+}
+
+/// ZeroClaw's configuration: one agent on an OpenAI-compatible provider at
+/// the bench's server (its schema 3, as `scripts/bench_startup.py` writes it,
+/// plus the provider's `uri`).
+fn zeroclaw_config(port: u16) -> String {
+    format!(
+        r#"schema_version = 3
+
+[providers.models.openai.default]
+model = "{MODEL}"
+uri = "http://127.0.0.1:{port}/v1"
+api_key = "bench"
+
+[risk_profiles.default]
+
+[runtime_profiles.default]
+
+[agents.bench]
+enabled = true
+model_provider = "openai.default"
+risk_profile = "default"
+runtime_profile = "default"
+"#
+    )
+}
+
 /// One prompt through `pincer acp`, timed.
 struct PincerRun {
     served: Served,
@@ -490,7 +611,8 @@ struct PincerRun {
 
 /// Starts `pincer acp` on a fresh data directory, streams `chunks` chunks
 /// through it, and returns what arrived.
-fn pincer_run(bin: &Path, scratch: &Path, chunks: usize, pace: Pace) -> Result<PincerRun> {
+fn pincer_run(agent: &Agent, scratch: &Path, chunks: usize, pace: Pace) -> Result<PincerRun> {
+    let bin = agent.bin();
     let scratch = tempfile::tempdir_in(scratch)?;
     let root = std::fs::canonicalize(scratch.path())?;
     let workspace = root.join("workspace");
@@ -512,8 +634,19 @@ fn pincer_run(bin: &Path, scratch: &Path, chunks: usize, pace: Pace) -> Result<P
     if let Some(filter) = std::env::var_os("RUST_LOG") {
         command.env("RUST_LOG", filter);
     }
+    match agent {
+        Agent::Pincer(_) => {
+            command.args(["acp", "--provider", "openai", "--model", MODEL]);
+        }
+        Agent::ZeroClaw(_) => {
+            let config = root.join("zeroclaw");
+            std::fs::create_dir_all(&config)?;
+            std::fs::write(config.join("config.toml"), zeroclaw_config(port))?;
+            command.arg("--config-dir").arg(&config).arg("acp");
+        }
+    }
+    let zeroclaw = matches!(agent, Agent::ZeroClaw(_));
     let mut child = command
-        .args(["acp", "--provider", "openai", "--model", MODEL])
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", root.join("home"))
         .env("XDG_CONFIG_HOME", root.join("config"))
@@ -534,7 +667,7 @@ fn pincer_run(bin: &Path, scratch: &Path, chunks: usize, pace: Pace) -> Result<P
     let client = std::thread::Builder::new()
         .name("acp-client".into())
         .spawn(move || {
-            let result = converse(stdin, stdout, pid, &workspace, chunks, ack_tx);
+            let result = converse(stdin, stdout, pid, &workspace, chunks, ack_tx, zeroclaw);
             let _ = done_tx.send(());
             result
         })?;
@@ -657,6 +790,7 @@ fn converse(
     workspace: &Path,
     chunks: usize,
     acks: Option<Sender<usize>>,
+    zeroclaw: bool,
 ) -> Result<Conversation> {
     let mut pipe = Pipe::new(stdout);
     send(
@@ -669,10 +803,14 @@ fn converse(
         init["protocolVersion"] == json!(1),
         "unexpected initialize result: {init}"
     );
+    let mut params = json!({"cwd": workspace, "mcpServers": []});
+    if zeroclaw {
+        // Its session/new needs an agent alias from its configuration.
+        params["agentAlias"] = json!("bench");
+    }
     send(
         &mut stdin,
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-                "params": {"cwd": workspace, "mcpServers": []}}),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": params}),
     )?;
     let session = pipe.response(2)?;
     let session_id = session["sessionId"]
@@ -902,12 +1040,20 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// The agent's CPU time per 1,000 bytes of reply text, in ms.
+fn per_kb(run: &PincerRun) -> f64 {
+    run.cpu_ns as f64 / 1e6 / (run.received.bytes.max(1) as f64 / 1000.0)
+}
+
 fn rate(served: &Served, received: &Received) -> f64 {
     let span = received.last_read.saturating_sub(served.first_write).max(1);
     received.latencies.len() as f64 / (span as f64 / 1e9)
 }
 
-fn checked(served: &Served, received: &Received, what: &str) -> Result<()> {
+/// Every chunk arrived, once and in order (`Received::text` checks the
+/// order); with `one_each`, each in a message of its own (one chunk in
+/// flight: nothing arrived together, so nothing may be merged).
+fn checked(served: &Served, received: &Received, what: &str, one_each: bool) -> Result<()> {
     ensure!(
         received.latencies.len() == served.chunks,
         "{what}: {} of {} chunks arrived",
@@ -915,7 +1061,7 @@ fn checked(served: &Served, received: &Received, what: &str) -> Result<()> {
         served.chunks
     );
     ensure!(
-        received.messages == served.chunks,
+        !one_each || received.messages == served.chunks,
         "{what}: {} chunks arrived in {} messages, not one each",
         served.chunks,
         received.messages
@@ -1031,31 +1177,37 @@ fn main() -> Result<()> {
 
     // Warm-up: page cache, first-run costs; not measured.
     eprintln!("warm-up");
-    pincer_run(&exe, &options.scratch, 2_000, Pace::Flood)?;
+    let pincer = Agent::Pincer(exe.clone());
+    pincer_run(&pincer, &options.scratch, 2_000, Pace::Flood)?;
     baseline_run(2_000, Pace::Flood)?;
 
     let mut flood = Vec::new();
     for run in 1..=options.runs {
         settle();
-        let result = pincer_run(&exe, &options.scratch, options.chunks, Pace::Flood)?;
-        checked(&result.served, &result.received, "flood")?;
+        let result = pincer_run(&pincer, &options.scratch, options.chunks, Pace::Flood)?;
+        checked(&result.served, &result.received, "flood", false)?;
+        ensure!(result.served.streamed, "pincer did not ask for a stream");
         ensure!(
             result.stop_reason == "end_turn",
             "stop reason {}",
             result.stop_reason
         );
         eprintln!(
-            "flood {run}/{}: {:.0} chunks/s, prompt answered in {:.0} ms, pincer CPU {:.1} µs per chunk",
+            "flood {run}/{}: {:.0} chunks/s, prompt answered in {:.0} ms, pincer CPU {:.1} µs per chunk, {:.3} ms per KB, {} messages, latency p99 {} max {}",
             options.runs,
             rate(&result.served, &result.received),
             result.prompt_ns as f64 / 1e6,
-            result.cpu_ns as f64 / 1e3 / options.chunks as f64
+            result.cpu_ns as f64 / 1e3 / options.chunks as f64,
+            per_kb(&result),
+            result.received.messages,
+            us(Percentiles::of(result.received.latencies.clone()).p99 as i64),
+            us(Percentiles::of(result.received.latencies.clone()).max as i64),
         );
         flood.push(result);
     }
     settle();
-    let paced = pincer_run(&exe, &options.scratch, options.paced, Pace::Paced)?;
-    checked(&paced.served, &paced.received, "paced")?;
+    let paced = pincer_run(&pincer, &options.scratch, options.paced, Pace::Paced)?;
+    checked(&paced.served, &paced.received, "paced", true)?;
     ensure!(
         paced.stop_reason == "end_turn",
         "stop reason {}",
@@ -1067,10 +1219,30 @@ fn main() -> Result<()> {
         (paced.received.last_read - paced.served.first_write) as f64 / 1e9
     );
     let (base_flood_served, base_flood) = baseline_run(options.chunks, Pace::Flood)?;
-    checked(&base_flood_served, &base_flood, "baseline flood")?;
+    checked(&base_flood_served, &base_flood, "baseline flood", false)?;
     let (base_paced_served, base_paced) = baseline_run(options.paced, Pace::Paced)?;
-    checked(&base_paced_served, &base_paced, "baseline paced")?;
+    checked(&base_paced_served, &base_paced, "baseline paced", true)?;
     eprintln!("baselines done");
+    let mut peer = Vec::new();
+    if let Some(bin) = &options.zeroclaw {
+        let zeroclaw = Agent::ZeroClaw(bin.clone());
+        settle();
+        pincer_run(&zeroclaw, &options.scratch, 2_000, Pace::Flood)
+            .context("zeroclaw's warm-up run")?;
+        for run in 1..=options.runs {
+            settle();
+            let result = pincer_run(&zeroclaw, &options.scratch, options.chunks, Pace::Flood)?;
+            checked(&result.served, &result.received, "zeroclaw flood", false)?;
+            eprintln!(
+                "zeroclaw flood {run}/{}: {:.0} chunks/s, CPU {:.3} ms per KB, {} messages",
+                options.runs,
+                rate(&result.served, &result.received),
+                per_kb(&result),
+                result.received.messages
+            );
+            peer.push(result);
+        }
+    }
 
     let busy_after = cpu_busy(Duration::from_secs(1));
     let load_after = load_average();
@@ -1082,6 +1254,11 @@ fn main() -> Result<()> {
         .iter()
         .map(|r| r.cpu_ns as f64 / 1e3 / options.chunks as f64)
         .collect();
+    let cpu_kb: Vec<f64> = flood.iter().map(per_kb).collect();
+    let messages: Vec<f64> = flood.iter().map(|r| r.received.messages as f64).collect();
+    let text_kb = flood
+        .first()
+        .map_or(0.0, |r| r.received.bytes as f64 / 1000.0);
     let flood_latency = Percentiles::of(
         flood
             .iter()
@@ -1149,6 +1326,27 @@ fn main() -> Result<()> {
     )?;
     writeln!(
         md,
+        "| flood: pincer's CPU time per KB of reply text ({text_kb:.0} KB a run), median ({}) | {:.3} ms |",
+        cpu_kb
+            .iter()
+            .map(|c| format!("{c:.3}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        median(&cpu_kb)
+    )?;
+    writeln!(
+        md,
+        "| flood: `agent_message_chunk` notifications carrying the {} chunks, median ({}) | {} |",
+        thousands(options.chunks as f64),
+        messages
+            .iter()
+            .map(|m| thousands(*m))
+            .collect::<Vec<_>>()
+            .join(", "),
+        thousands(median(&messages))
+    )?;
+    writeln!(
+        md,
         "| flood: the server's own writing time for the chunks, median | {:.0} ms |",
         median(&write_span) * 1e3
     )?;
@@ -1159,9 +1357,15 @@ fn main() -> Result<()> {
     )?;
     writeln!(
         md,
-        "| every chunk arrived once, in order, one `agent_message_chunk` each | {} of {} runs, and the paced run |",
+        "| every chunk arrived once, in order | {} of {} flood runs, and the paced run |",
         flood.len(),
         options.runs
+    )?;
+    writeln!(
+        md,
+        "| paced (one chunk in flight): one `agent_message_chunk` each | {} chunks, {} messages |",
+        thousands(paced.served.chunks as f64),
+        thousands(paced.received.messages as f64)
     )?;
     writeln!(md)?;
     writeln!(
@@ -1194,7 +1398,7 @@ fn main() -> Result<()> {
     )?;
     writeln!(
         md,
-        "| flood, through pincer (for information: queueing behind earlier chunks; all {} runs) | {} | {} |",
+        "| flood, through pincer (queueing behind earlier chunks included; all {} runs) | {} | {} |",
         options.runs,
         thousands(flood_latency.n as f64),
         flood_latency.cells()
@@ -1211,9 +1415,23 @@ fn main() -> Result<()> {
     writeln!(md, "| --- | --- | --- |")?;
     writeln!(
         md,
-        "| over 100,000 chunks/s reaching the client | {}/s | {} |",
+        "| over {} chunks/s reaching the client | {}/s | {} |",
+        thousands(TARGET_CHUNKS_PER_S),
         thousands(rate_median),
         verdict(rate_median > TARGET_CHUNKS_PER_S)
+    )?;
+    writeln!(
+        md,
+        "| under {TARGET_CPU_MS_PER_KB} ms of pincer's CPU per KB of reply text | {:.3} ms | {} |",
+        median(&cpu_kb),
+        verdict(median(&cpu_kb) < TARGET_CPU_MS_PER_KB)
+    )?;
+    writeln!(
+        md,
+        "| every chunk of every flood at the client within {} of the provider writing it | max {} | {} |",
+        us(TARGET_FLOOD_MAX_NS as i64),
+        us(flood_latency.max as i64),
+        verdict(flood_latency.max <= TARGET_FLOOD_MAX_NS)
     )?;
     writeln!(
         md,
@@ -1222,6 +1440,76 @@ fn main() -> Result<()> {
         us(paced_latency.p99 as i64),
         verdict(added[2] < TARGET_ADDED_P99_NS as i64)
     )?;
+    if !peer.is_empty() {
+        let peer_rates: Vec<f64> = peer.iter().map(|r| rate(&r.served, &r.received)).collect();
+        let peer_kb: Vec<f64> = peer.iter().map(per_kb).collect();
+        let peer_messages: Vec<f64> = peer.iter().map(|r| r.received.messages as f64).collect();
+        let peer_latency = Percentiles::of(
+            peer.iter()
+                .flat_map(|r| r.received.latencies.iter().copied())
+                .collect(),
+        );
+        let ratio = rate_median / median(&peer_rates);
+        writeln!(md)?;
+        writeln!(
+            md,
+            "Beside ZeroClaw's ACP server (`zeroclaw acp`, `{}`), the same server and flood, its runs after pincer's:",
+            options
+                .zeroclaw
+                .as_deref()
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        )?;
+        writeln!(md)?;
+        writeln!(
+            md,
+            "| flood, {} chunks, median of {} | pincer | zeroclaw | pincer ÷ zeroclaw |",
+            thousands(options.chunks as f64),
+            options.runs
+        )?;
+        writeln!(md, "| --- | ---: | ---: | ---: |")?;
+        writeln!(
+            md,
+            "| chunks/s reaching the client (zeroclaw: {}) | {}/s | {}/s | {:.1}× |",
+            peer_rates
+                .iter()
+                .map(|r| thousands(*r))
+                .collect::<Vec<_>>()
+                .join(", "),
+            thousands(rate_median),
+            thousands(median(&peer_rates)),
+            ratio
+        )?;
+        writeln!(
+            md,
+            "| CPU per KB of reply text | {:.3} ms | {:.3} ms | {:.1}× less |",
+            median(&cpu_kb),
+            median(&peer_kb),
+            median(&peer_kb) / median(&cpu_kb)
+        )?;
+        writeln!(
+            md,
+            "| `agent_message_chunk` notifications | {} | {} | — |",
+            thousands(median(&messages)),
+            thousands(median(&peer_messages))
+        )?;
+        writeln!(
+            md,
+            "| latency p50 / p99 (queueing included) | {} / {} | {} / {} | — |",
+            us(flood_latency.p50 as i64),
+            us(flood_latency.p99 as i64),
+            us(peer_latency.p50 as i64),
+            us(peer_latency.p99 as i64)
+        )?;
+        writeln!(md)?;
+        writeln!(
+            md,
+            "Target: the stream at least {TARGET_PEER_RATIO}× ZeroClaw's: {:.1}×, {}.",
+            ratio,
+            verdict(ratio >= TARGET_PEER_RATIO)
+        )?;
+    }
     print!("{md}");
     if let Some(path) = &options.write {
         write_section(path, &md)?;

@@ -1,6 +1,7 @@
 //! Model providers: implementations of [`crate::core::provider::Provider`], and
 //! building the set a runtime uses from the configuration.
 
+pub mod ahead;
 pub mod anthropic;
 pub mod failover;
 #[cfg(test)]

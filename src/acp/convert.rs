@@ -155,6 +155,12 @@ pub fn notification_json(notification: &acp::SessionNotification) -> serde_json:
     Ok(value)
 }
 
+/// Whether an update goes on the wire other than as the schema crate writes
+/// it ([`notification_json`]); every other update is serialized directly.
+pub fn needs_rewrite(update: &acp::SessionUpdate) -> bool {
+    matches!(update, acp::SessionUpdate::ToolCall(_))
+}
+
 /// What the client said it can show beyond the base updates
 /// (`clientCapabilities.session`): these updates may only go to clients that
 /// advertised them.
@@ -865,6 +871,44 @@ mod tests {
             notification_json(&text).unwrap(),
             serde_json::to_value(&text).unwrap()
         );
+    }
+
+    /// Updates the face serializes directly are the same bytes the JSON tree
+    /// (`notification_json`) gives, and only a tool call is rewritten.
+    #[test]
+    fn updates_serialized_directly_are_the_bytes_of_the_tree() {
+        let texts = [
+            "",
+            "hi",
+            "a \"quoted\" \\ back\nslash\ttab \u{1} \u{7f}",
+            "ünïcødé 😀 \u{2028}",
+            "</script>",
+        ];
+        let mut updates = Vec::new();
+        for text in texts {
+            updates.push(acp::SessionUpdate::AgentMessageChunk(text_chunk(text)));
+            updates.push(acp::SessionUpdate::AgentThoughtChunk(text_chunk(text)));
+            updates.push(acp::SessionUpdate::UserMessageChunk(text_chunk(text)));
+        }
+        updates.push(acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(
+                "c1",
+                acp::ToolCallUpdateFields::new()
+                    .status(acp::ToolCallStatus::Completed)
+                    .content(vec![text_content("out")]),
+            ),
+        ));
+        for update in updates {
+            assert!(!needs_rewrite(&update));
+            let notification = acp::SessionNotification::new("ses_1", update);
+            assert_eq!(
+                serde_json::to_vec(&notification).unwrap(),
+                serde_json::to_vec(&notification_json(&notification).unwrap()).unwrap()
+            );
+        }
+        assert!(needs_rewrite(&acp::SessionUpdate::ToolCall(
+            acp::ToolCall::new("c1", "read_file")
+        )));
     }
 
     fn image_block(mime: &str, data: &str) -> acp::ContentBlock {

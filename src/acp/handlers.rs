@@ -596,6 +596,10 @@ impl Connection {
         update: acp::SessionUpdate,
     ) -> bool {
         let notification = acp::SessionNotification::new(session.as_str().to_owned(), update);
+        if !convert::needs_rewrite(&notification.update) {
+            // Straight to bytes, no JSON tree: every streamed chunk comes this way.
+            return self.peer.notify("session/update", &notification).await;
+        }
         match convert::notification_json(&notification) {
             Ok(value) => self.peer.notify("session/update", &value).await,
             Err(err) => {

@@ -81,7 +81,7 @@ impl Provider for AnthropicProvider {
             builder = builder.header(name, value);
         }
         let name = self.settings.name.clone();
-        futures::stream::once(async move {
+        let opened = futures::stream::once(async move {
             let response = builder
                 .send()
                 .await
@@ -99,8 +99,8 @@ impl Provider for AnthropicProvider {
         .flat_map(|opened| match opened {
             Ok(stream) => stream,
             Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
-        })
-        .boxed()
+        });
+        super::ahead::ahead(opened.boxed())
     }
 }
 

@@ -153,12 +153,14 @@ impl Provider for OpenAiProvider {
                 decoder,
             })
         };
-        futures::stream::once(start)
-            .flat_map(|started| match started {
-                Ok(turn) => turn.into_stream(),
-                Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
-            })
-            .boxed()
+        super::ahead::ahead(
+            futures::stream::once(start)
+                .flat_map(|started| match started {
+                    Ok(turn) => turn.into_stream(),
+                    Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
+                })
+                .boxed(),
+        )
     }
 }
 

@@ -152,10 +152,11 @@ fn commit_group(conn: &Connection, group: &mut Vec<Command>, lock_waits: &Atomic
             }
         }
     };
+    let mut leases = GroupLeases::default();
     for command in group.drain(..) {
         match command {
             Command::Write(write, ack) => {
-                let result = apply(&tx, &write);
+                let result = apply_in(&tx, &write, &mut leases);
                 match &result {
                     // Expected: a redelivered message, an intent another worker moved.
                     Err(err @ StoreError::Conflict(_)) => {
@@ -168,7 +169,11 @@ fn commit_group(conn: &Connection, group: &mut Vec<Command>, lock_waits: &Atomic
                     outcomes.push((ack, result));
                 }
             }
-            Command::Decide(decide) => decided.push(decide(&tx)),
+            Command::Decide(decide) => {
+                // A decision may move a lease: read them afresh after it.
+                leases = GroupLeases::default();
+                decided.push(decide(&tx));
+            }
             Command::Flush(ack) => outcomes.push((ack, Ok(()))),
             Command::Shutdown => {}
         }
@@ -207,7 +212,30 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|err| StoreError::Write(err.to_string()))
 }
 
+/// The lease a group's fenced writes were last checked against. Inside the
+/// group's transaction (IMMEDIATE: no other connection writes) only a
+/// `Decide` moves a lease, so a run's thousand fenced events of one group
+/// read its lease once, not once each.
+#[derive(Default)]
+struct GroupLeases {
+    last: Option<(LeaseKey, Option<Lease>)>,
+}
+
+impl GroupLeases {
+    fn stored(&mut self, conn: &Connection, key: &LeaseKey) -> Result<Option<&Lease>, StoreError> {
+        let fresh = !matches!(&self.last, Some((known, _)) if known == key);
+        if fresh {
+            self.last = Some((key.clone(), super::leases::stored_in(conn, key)?));
+        }
+        Ok(self.last.as_ref().and_then(|(_, lease)| lease.as_ref()))
+    }
+}
+
 fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
+    apply_in(conn, write, &mut GroupLeases::default())
+}
+
+fn apply_in(conn: &Connection, write: &Write, leases: &mut GroupLeases) -> Result<(), StoreError> {
     match write {
         Write::InsertSession(s) => {
             conn.prepare_cached(
@@ -325,8 +353,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::Channel(write) => super::channels::apply(conn, write)?,
         Write::Memory(write) => super::memory::apply(conn, write)?,
         Write::Fenced { fence, write } => {
-            let stored = super::leases::stored_in(conn, &fence.key)?;
-            if !crate::core::lease::admits(stored.as_ref(), fence) {
+            let stored = leases.stored(conn, &fence.key)?;
+            if !crate::core::lease::admits(stored, fence) {
                 return Err(StoreError::Fenced(format!(
                     "{}: the lease this write was made under (token {}) is no longer current{}; refused",
                     fence.key,
@@ -337,7 +365,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                     ))
                 )));
             }
-            apply(conn, write)?;
+            apply_in(conn, write, leases)?;
         }
         Write::Control {
             session,
@@ -379,7 +407,9 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             // A savepoint inside the group's transaction: one failing write
             // undoes the others of this batch and nothing else of the group.
             conn.execute_batch("SAVEPOINT together")?;
-            let applied = writes.iter().try_for_each(|write| apply(conn, write));
+            let applied = writes
+                .iter()
+                .try_for_each(|write| apply_in(conn, write, leases));
             match applied {
                 Ok(()) => conn.execute_batch("RELEASE together")?,
                 Err(err) => {
@@ -708,4 +738,72 @@ fn needs_recovery(conn: &Connection) -> Result<bool, StoreError> {
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::lease::Fence;
+
+    /// A group's fenced writes read their lease once, and afresh after a
+    /// decision of the same group, which may have moved it.
+    #[test]
+    fn fenced_writes_after_a_decision_in_their_group_see_the_lease_it_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        let mut conn = Connection::open(&path).unwrap();
+        super::super::configure_writer(&conn).unwrap();
+        super::super::migrate(&mut conn, &path).unwrap();
+        let session = SessionId::from_string("ses_fenced".into());
+        let key = LeaseKey::session(&session);
+        conn.execute(
+            "INSERT INTO leases (key, holder, token, expires_at) VALUES (?1, 'a', 1, 0)",
+            params![key.as_str()],
+        )
+        .unwrap();
+        let mut acks = Vec::new();
+        let mut fenced = |token: u64| {
+            let (tx, rx) = oneshot::channel();
+            acks.push(rx);
+            Command::Write(
+                Box::new(Write::Fenced {
+                    fence: Fence {
+                        key: key.clone(),
+                        token,
+                    },
+                    write: Box::new(Write::SetTitle {
+                        id: session.clone(),
+                        title: format!("under {token}"),
+                    }),
+                }),
+                Some(tx),
+            )
+        };
+        let moved = key.clone();
+        let mut group = vec![
+            fenced(1),
+            fenced(1),
+            fenced(2),
+            Command::Decide(Box::new(move |conn: &Connection| {
+                conn.execute(
+                    "UPDATE leases SET token = 2, holder = 'b' WHERE key = ?1",
+                    params![moved.as_str()],
+                )
+                .unwrap();
+                Box::new(|_| {})
+            })),
+            fenced(1),
+            fenced(2),
+        ];
+        commit_group(&conn, &mut group, &AtomicU64::new(0));
+        let admitted: Vec<bool> = acks
+            .into_iter()
+            .map(|mut rx| match rx.try_recv().unwrap() {
+                Ok(()) => true,
+                Err(StoreError::Fenced(_)) => false,
+                Err(other) => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(admitted, [true, true, false, false, true]);
+    }
 }
