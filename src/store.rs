@@ -242,6 +242,37 @@ impl Store {
         self.read(move |conn| reader::history(conn, &id)).await
     }
 
+    /// The messages from the session's last compaction point on
+    /// (`Journal::since_compaction`).
+    pub async fn since_compaction(&self, id: &SessionId) -> Result<Vec<HistoryEntry>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| reader::since_compaction(conn, &id))
+            .await
+    }
+
+    /// What the session's runs but `except` cost (`Journal::session_cost`).
+    pub async fn session_cost(
+        &self,
+        session: &SessionId,
+        except: &RunId,
+    ) -> Result<Option<crate::core::usage::Cost>, StoreError> {
+        let (session, except) = (session.clone(), except.clone());
+        self.read(move |conn| reader::session_cost(conn, &session, &except))
+            .await
+    }
+
+    /// The runs of a session a follower has not looked at
+    /// (`Journal::runs_to_follow`).
+    pub async fn runs_to_follow(
+        &self,
+        session: &SessionId,
+        from: crate::core::journal::RunsFrom,
+    ) -> Result<crate::core::journal::RunsToFollow, StoreError> {
+        let session = session.clone();
+        self.read(move |conn| reader::runs_to_follow(conn, &session, from))
+            .await
+    }
+
     pub async fn runs(&self, session: &SessionId) -> Result<Vec<RunInfo>, StoreError> {
         let id = session.clone();
         self.read(move |conn| reader::runs(conn, &id)).await
@@ -777,6 +808,80 @@ mod tests {
         }
         let found = plan(writer::UNFINISHED_RUNS);
         assert!(found.contains("USING INDEX runs_unfinished"), "{found}");
+        // What a run reads of its session: the newest summary through the
+        // summaries' index, the messages from it through the primary key,
+        // the session's cost by its key (`runs_to_follow` names its indexes).
+        let found = plan(reader::SINCE_COMPACTION);
+        assert!(
+            found.contains("USING PRIMARY KEY (session_id=? AND seq>?)"),
+            "{found}"
+        );
+        assert!(
+            found.contains("USING COVERING INDEX messages_summaries (session_id=?)"),
+            "{found}"
+        );
+        let found = plan(reader::SESSION_COST);
+        assert!(
+            found.contains("USING PRIMARY KEY (session_id=?)"),
+            "{found}"
+        );
+    }
+
+    /// Migration 19 sums the costs of the runs made before it, per session
+    /// and currency, and the triggers keep the sums from then on.
+    #[tokio::test]
+    async fn the_costs_of_runs_before_migration_19_are_summed() {
+        use crate::core::event::Usage;
+        use crate::core::usage::Cost;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            for migration in &schema::MIGRATIONS[..18] {
+                conn.execute_batch(migration).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 18).unwrap();
+            conn.execute_batch(
+                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, created_at, updated_at)
+                     VALUES ('ses_old', '/ws', 'headless', 'p', 'm', 'supervised', 1, 1);
+                 INSERT INTO runs (id, session_id, state, created_at, cost, currency) VALUES
+                     ('run_a', 'ses_old', 'completed', 1, 0.5, 'USD'),
+                     ('run_b', 'ses_old', 'completed', 2, 0.25, 'USD'),
+                     ('run_c', 'ses_old', 'completed', 3, NULL, NULL),
+                     ('run_d', 'ses_old', 'completed', 4, 9.0, 'EUR');",
+            )
+            .unwrap();
+        }
+        let (store, _) = Store::open(&path).unwrap();
+        let session = SessionId::from_string("ses_old".into());
+        let none = RunId::from_string("run_none".into());
+        let usd = |amount: f64| {
+            Some(Cost {
+                amount,
+                currency: "USD".into(),
+            })
+        };
+        assert_eq!(
+            store.session_cost(&session, &none).await.unwrap(),
+            usd(0.75)
+        );
+        store
+            .commit(Write::SetRunState {
+                id: RunId::from_string("run_c".into()),
+                state: RunState::Completed,
+                stop_reason: None,
+                error: None,
+                usage: Usage::default(),
+                cost: usd(1.0),
+                at: 5,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            store.session_cost(&session, &none).await.unwrap(),
+            usd(1.75)
+        );
+        store.shutdown();
     }
 
     #[test]

@@ -91,6 +91,25 @@ pub struct SessionQuery {
     pub limit: usize,
 }
 
+/// Which of a session's runs [`Journal::runs_to_follow`] lists besides the
+/// unfinished ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsFrom {
+    /// Those created at or after this time: a follower's first look.
+    Created(Millis),
+    /// Those inserted after this position, one an earlier answer gave.
+    After(u64),
+}
+
+/// What [`Journal::runs_to_follow`] found.
+#[derive(Debug, Clone, Default)]
+pub struct RunsToFollow {
+    pub runs: Vec<RunInfo>,
+    /// Where to look from next time (`RunsFrom::After`): every run inserted
+    /// after this answer, by any process, has a greater position.
+    pub next: u64,
+}
+
 /// One change to the durable state. The core's own are variants here
 /// (sessions, runs, the tape, receipts, grants, fenced writes, requests for
 /// another process); each narrower port's are an enum of its own, owned by
@@ -220,10 +239,38 @@ pub trait Journal: Send + Sync {
     /// A session's messages in the order they were appended.
     fn history<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>>;
 
+    /// A session's messages from its last compaction point (its newest
+    /// `Message::Summary`) on, in the order they were appended; all of them
+    /// when it was never compacted. What the next model turn is made from
+    /// (`context::since_compaction`): its cost follows what came after the
+    /// last summary, not the whole history.
+    fn since_compaction<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>>;
+
     /// A session's runs, oldest first.
     fn runs<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<RunInfo>>;
 
     fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>>;
+
+    /// What a session's runs other than `except` cost: their sum in the
+    /// currency of the first of them (by creation) that has a cost; costs in
+    /// another currency are left out, as `Cost::add` leaves them. `None`
+    /// when none has a cost. Kept as the runs' costs are written, so reading
+    /// it costs the same after ten runs as after ten thousand.
+    fn session_cost<'a>(
+        &'a self,
+        session: &'a SessionId,
+        except: &'a RunId,
+    ) -> Reply<'a, Option<Cost>>;
+
+    /// The runs of a session a follower has not looked at
+    /// (`core::subscription`): those [`RunsFrom`] names and every run of the
+    /// session not ended yet, oldest first (each once), with the position
+    /// to look from next time.
+    fn runs_to_follow<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: RunsFrom,
+    ) -> Reply<'a, RunsToFollow>;
 
     /// The runs of every session waiting for an answer (state `waiting`:
     /// an approval or a question), oldest first.

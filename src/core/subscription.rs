@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 
 use super::event::EventRecord;
 use super::ids::{RunId, SessionId};
-use super::journal::{Journal, JournalError};
+use super::journal::{Journal, JournalError, RunsFrom};
 use super::session::now_millis;
 
 /// A session's events in order, with no gaps: when the subscriber falls behind
@@ -35,6 +35,10 @@ pub struct Subscription {
     /// Runs whose events this process publishes: never read from the tape
     /// on a wake-up.
     local: HashSet<RunId>,
+    /// Where the journal's listing of the session's runs was last read to
+    /// (`Journal::runs_to_follow`): each look lists only the runs inserted
+    /// since, and the unfinished ones, not every run the session ever had.
+    listed: Option<u64>,
 }
 
 /// Events read back from the tape at a time: bounds a lagging subscriber's memory.
@@ -57,6 +61,7 @@ impl Subscription {
             backlog: VecDeque::new(),
             wake: None,
             local: HashSet::new(),
+            listed: None,
         }
     }
 
@@ -146,11 +151,7 @@ impl Subscription {
     /// what was missed. Later pages are read as gaps show up.
     async fn on_lag(&mut self) -> Result<(), JournalError> {
         self.journal.flush().await?;
-        for run in self.journal.runs(&self.session_id).await? {
-            if !self.finished.contains(&run.id) && run.created_at >= self.since {
-                self.expected.entry(run.id).or_insert(0);
-            }
-        }
+        self.learn_runs(false).await?;
         let mut pending: Vec<(RunId, u64)> = self
             .expected
             .iter()
@@ -168,29 +169,50 @@ impl Subscription {
     /// subscribed or still work, from their start; runs it follows, from
     /// where it is. One page each; the next wake-up reads on.
     async fn follow_others(&mut self) {
-        let runs = match self.journal.runs(&self.session_id).await {
-            Ok(runs) => runs,
-            Err(err) => {
-                tracing::warn!(session = %self.session_id, error = %err, "cannot look for other processes' runs");
-                return;
-            }
-        };
-        for run in runs {
-            if self.finished.contains(&run.id) || self.local.contains(&run.id) {
-                continue;
-            }
-            let from = match self.expected.get(&run.id) {
-                Some(seq) => *seq,
-                None if run.created_at >= self.since || !run.state.is_terminal() => 0,
-                None => continue,
-            };
-            match self.journal.tape(&run.id, from, Some(TAPE_PAGE)).await {
+        if let Err(err) = self.learn_runs(true).await {
+            tracing::warn!(session = %self.session_id, error = %err, "cannot look for other processes' runs");
+            return;
+        }
+        let mut others: Vec<(RunId, u64)> = self
+            .expected
+            .iter()
+            .filter(|(run, _)| !self.local.contains(*run))
+            .map(|(run, seq)| (run.clone(), *seq))
+            .collect();
+        others.sort();
+        for (run, from) in others {
+            match self.journal.tape(&run, from, Some(TAPE_PAGE)).await {
                 Ok(records) => self.backlog.extend(records.into_iter().map(Arc::new)),
                 Err(err) => {
-                    tracing::warn!(session = %self.session_id, run = %run.id, error = %err, "cannot read another process's run");
+                    tracing::warn!(session = %self.session_id, run = %run, error = %err, "cannot read another process's run");
                 }
             }
         }
+    }
+
+    /// Learns of the session's runs the journal has that this subscription
+    /// has not looked at: those that began after it subscribed (and, with
+    /// `others`, those of other processes still working) are expected from
+    /// their start; with `others`, this process's own runs are left to the
+    /// broadcast. Only the runs inserted since the last look and the
+    /// unfinished ones are read, so a look costs the same in a session's
+    /// ten-thousandth run as in its first.
+    async fn learn_runs(&mut self, others: bool) -> Result<(), JournalError> {
+        let from = match self.listed {
+            Some(after) => RunsFrom::After(after),
+            None => RunsFrom::Created(self.since),
+        };
+        let found = self.journal.runs_to_follow(&self.session_id, from).await?;
+        self.listed = Some(found.next);
+        for run in found.runs {
+            if self.finished.contains(&run.id) || (others && self.local.contains(&run.id)) {
+                continue;
+            }
+            if run.created_at >= self.since || (others && !run.state.is_terminal()) {
+                self.expected.entry(run.id).or_insert(0);
+            }
+        }
+        Ok(())
     }
 
     async fn read_page(&mut self, run: &RunId, from: u64) {

@@ -65,8 +65,28 @@ impl Journal for Store {
         port(Store::history(self, id))
     }
 
+    fn since_compaction<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>> {
+        port(Store::since_compaction(self, id))
+    }
+
     fn runs<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<RunInfo>> {
         port(Store::runs(self, session))
+    }
+
+    fn session_cost<'a>(
+        &'a self,
+        session: &'a SessionId,
+        except: &'a RunId,
+    ) -> Reply<'a, Option<crate::core::usage::Cost>> {
+        port(Store::session_cost(self, session, except))
+    }
+
+    fn runs_to_follow<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: crate::core::journal::RunsFrom,
+    ) -> Reply<'a, crate::core::journal::RunsToFollow> {
+        port(Store::runs_to_follow(self, session, from))
     }
 
     fn run<'a>(&'a self, id: &'a RunId) -> Reply<'a, Option<RunInfo>> {

@@ -15,6 +15,7 @@ use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session, SessionParent};
 
 pub use crate::core::journal::SessionQuery;
+use crate::core::journal::{RunsFrom, RunsToFollow};
 
 const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks";
 
@@ -266,6 +267,31 @@ pub(super) fn history(conn: &Connection, id: &SessionId) -> Result<Vec<HistoryEn
     let mut stmt = conn.prepare_cached(
         "SELECT run_id, body, at FROM messages WHERE session_id = ?1 ORDER BY seq",
     )?;
+    history_rows(&mut stmt, id)
+}
+
+/// The messages from the session's newest summary on: the summary found
+/// through the partial index of summaries (`messages_summaries`), then the
+/// messages from it through the primary key, so the read is as long as the
+/// conversation since the last compaction, whatever came before it.
+pub(super) fn since_compaction(
+    conn: &Connection,
+    id: &SessionId,
+) -> Result<Vec<HistoryEntry>, StoreError> {
+    let mut stmt = conn.prepare_cached(SINCE_COMPACTION)?;
+    history_rows(&mut stmt, id)
+}
+
+pub(super) const SINCE_COMPACTION: &str = "SELECT run_id, body, at FROM messages
+    WHERE session_id = ?1 AND seq >= COALESCE(
+        (SELECT seq FROM messages WHERE session_id = ?1 AND role = 'summary'
+         ORDER BY seq DESC LIMIT 1), 0)
+    ORDER BY seq";
+
+fn history_rows(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    id: &SessionId,
+) -> Result<Vec<HistoryEntry>, StoreError> {
     let rows = stmt.query_map(params![id.as_str()], |row| {
         Ok((
             row.get::<_, Option<String>>(0)?,
@@ -362,6 +388,115 @@ pub(super) fn runs(conn: &Connection, session: &SessionId) -> Result<Vec<RunInfo
     let rows = stmt.query_map(params![session.as_str()], run_row)?;
     rows.map(|raw| raw.map_err(StoreError::from)?.into_info())
         .collect()
+}
+
+/// What the session's runs but `except` cost, in the currency of its first
+/// costed run: the sums the `session_costs` triggers keep (migration 19),
+/// less `except`'s own cost.
+pub(super) fn session_cost(
+    conn: &Connection,
+    session: &SessionId,
+    except: &RunId,
+) -> Result<Option<Cost>, StoreError> {
+    let kept = conn
+        .prepare_cached(SESSION_COST)?
+        .query_row(params![session.as_str()], |row| {
+            Ok(Cost {
+                currency: row.get(0)?,
+                amount: row.get(1)?,
+            })
+        })
+        .optional()?;
+    let Some(mut total) = kept else {
+        return Ok(None);
+    };
+    let own = conn
+        .prepare_cached(
+            "SELECT cost FROM runs WHERE id = ?1 AND session_id = ?2 AND currency = ?3 AND cost IS NOT NULL",
+        )?
+        .query_row(
+            params![except.as_str(), session.as_str(), total.currency],
+            |row| row.get::<_, f64>(0),
+        )
+        .optional()?;
+    if let Some(own) = own {
+        total.amount -= own;
+    }
+    Ok(Some(total))
+}
+
+pub(super) const SESSION_COST: &str = "SELECT currency, amount FROM session_costs
+    WHERE session_id = ?1 ORDER BY first_at, currency LIMIT 1";
+
+/// The runs a follower of `session` has not looked at: those `from` names
+/// (created since, through `runs_by_session`; or inserted after a rowid,
+/// through `runs_in_order`) and the unfinished ones
+/// (`runs_unfinished_by_session`), in rowid order, each once; with the rowid
+/// to look after next time. The session's newest rowid is read first, so a
+/// run inserted between the reads is listed now or next time, never missed.
+/// Rowids only grow: a run's row is never deleted (`Write::DeleteSession`
+/// keeps runs), so SQLite gives each new row a rowid past every other.
+pub(super) fn runs_to_follow(
+    conn: &Connection,
+    session: &SessionId,
+    from: RunsFrom,
+) -> Result<RunsToFollow, StoreError> {
+    let newest: i64 = conn
+        .prepare_cached(
+            "SELECT rowid FROM runs INDEXED BY runs_in_order WHERE session_id = ?1
+             ORDER BY rowid DESC LIMIT 1",
+        )?
+        .query_row(params![session.as_str()], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let mut found: Vec<(i64, RawRun)> = Vec::new();
+    let with_rowid = |row: &Row<'_>| Ok((row.get::<_, i64>(14)?, run_row(row)?));
+    match from {
+        RunsFrom::Created(at) => {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS}, rowid FROM runs INDEXED BY runs_by_session
+                 WHERE session_id = ?1 AND created_at >= ?2
+                 ORDER BY created_at, id"
+            ))?;
+            for row in stmt.query_map(params![session.as_str(), at], with_rowid)? {
+                found.push(row?);
+            }
+        }
+        RunsFrom::After(after) => {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS}, rowid FROM runs INDEXED BY runs_in_order
+                 WHERE session_id = ?1 AND rowid > ?2 ORDER BY rowid"
+            ))?;
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
+            for row in stmt.query_map(params![session.as_str(), after], with_rowid)? {
+                found.push(row?);
+            }
+        }
+    }
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS}, rowid FROM runs INDEXED BY runs_unfinished_by_session
+         WHERE session_id = ?1 AND state IN ('queued', 'running', 'waiting')"
+    ))?;
+    for row in stmt.query_map(params![session.as_str()], with_rowid)? {
+        let (rowid, raw) = row?;
+        if !found.iter().any(|(seen, _)| *seen == rowid) {
+            found.push((rowid, raw));
+        }
+    }
+    found.sort_by_key(|(rowid, _)| *rowid);
+    // Past everything listed too: a run inserted between the two reads and
+    // listed now is not listed again.
+    let mut next = found.last().map_or(newest, |(rowid, _)| newest.max(*rowid));
+    if let RunsFrom::After(after) = from {
+        next = next.max(i64::try_from(after).unwrap_or(i64::MAX));
+    }
+    Ok(RunsToFollow {
+        runs: found
+            .into_iter()
+            .map(|(_, raw)| raw.into_info())
+            .collect::<Result<_, _>>()?,
+        next: u64::try_from(next).unwrap_or(0),
+    })
 }
 
 /// The runs waiting for an answer (`waiting`), over every session, oldest

@@ -369,4 +369,43 @@ CREATE INDEX session_controls_by_session ON session_controls (session_id, id);
 ALTER TABLE session_leases RENAME TO leases;
 ALTER TABLE leases RENAME COLUMN session_id TO key;
 "#,
+    // 19: what a run reads of its session costs the same after ten
+    // thousand runs as after ten: the last compaction point is found
+    // through the summaries alone (`reader::since_compaction`); a
+    // follower of a session lists the runs inserted since it last looked
+    // (rowid order within the session) and the unfinished ones
+    // (`reader::runs_to_follow`); and each session's cost per currency is
+    // kept as its runs' costs are written, by triggers
+    // (`reader::session_cost`), the runs before this migration summed once.
+    r#"
+CREATE INDEX messages_summaries ON messages (session_id, seq) WHERE role = 'summary';
+CREATE INDEX runs_in_order ON runs (session_id);
+CREATE INDEX runs_unfinished_by_session ON runs (session_id)
+    WHERE state IN ('queued', 'running', 'waiting');
+CREATE TABLE session_costs (
+    session_id TEXT NOT NULL,
+    currency   TEXT NOT NULL,
+    amount     REAL NOT NULL,
+    first_at   INTEGER NOT NULL,
+    PRIMARY KEY (session_id, currency)
+) STRICT, WITHOUT ROWID;
+INSERT INTO session_costs (session_id, currency, amount, first_at)
+    SELECT session_id, currency, total(cost), min(created_at) FROM runs
+    WHERE cost IS NOT NULL AND currency IS NOT NULL
+    GROUP BY session_id, currency;
+CREATE TRIGGER runs_cost_out AFTER UPDATE OF cost, currency ON runs
+    WHEN OLD.cost IS NOT NULL AND OLD.currency IS NOT NULL
+BEGIN
+    UPDATE session_costs SET amount = amount - OLD.cost
+    WHERE session_id = OLD.session_id AND currency = OLD.currency;
+END;
+CREATE TRIGGER runs_cost_in AFTER UPDATE OF cost, currency ON runs
+    WHEN NEW.cost IS NOT NULL AND NEW.currency IS NOT NULL
+BEGIN
+    INSERT INTO session_costs (session_id, currency, amount, first_at)
+    VALUES (NEW.session_id, NEW.currency, NEW.cost, NEW.created_at)
+    ON CONFLICT (session_id, currency) DO UPDATE
+    SET amount = amount + excluded.amount, first_at = min(first_at, excluded.first_at);
+END;
+"#,
 ];

@@ -426,3 +426,76 @@ fn an_editor_sees_overflow_recovery_and_the_loop_guard() {
     assert!(!all.contains("never reached"), "{all}");
     acp.finish();
 }
+
+/// Compacted again and again (issue 28): each turn is sent the newest
+/// summary and what follows it, never the prompts before it, while loading
+/// the session in another process replays every prompt and reply and
+/// `pincer sessions show` lists the whole history with each summary.
+#[test]
+fn a_session_compacted_again_and_again_is_sent_from_its_last_summary_and_replayed_whole() {
+    const PROMPTS: usize = 14;
+    let dir = TestDir::new();
+    let server = model(0);
+    dir.write_config("context_window = 20000\ncompact_at = 0.5\n");
+    let env = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", &format!("{}/v1", server.url)),
+    ];
+    let mut acp = AcpProcess::spawn_env(&dir, &["--provider", "openai", "--model", "m"], &env);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    for n in 0..PROMPTS {
+        let (_, response) = acp.prompt(&session, &log(8_000, &format!("LOG {n}")));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    assert!(acp.finish().success());
+
+    let requests = server.requests();
+    let summaries = requests.iter().filter(|r| is_summary_request(r)).count();
+    assert!(summaries >= 3, "{summaries} compactions");
+    // After each summary, the turns are sent it and the prompts since, and
+    // none before it: the newest prompt a summary stands for is the last
+    // one a later request may carry.
+    let mut covered: Option<usize> = None;
+    for request in &requests {
+        let body = String::from_utf8_lossy(&request.raw).into_owned();
+        let logs: Vec<usize> = (0..PROMPTS)
+            .filter(|n| body.contains(&format!("LOG {n}:")))
+            .collect();
+        assert!(
+            logs.iter().all(|n| covered.is_none_or(|c| *n > c)),
+            "prompts {logs:?} sent after a summary of those up to {covered:?}"
+        );
+        if is_summary_request(request) {
+            covered = logs.last().copied().or(covered);
+        } else {
+            assert_eq!(body.contains(SUMMARY), covered.is_some());
+        }
+    }
+    // Another process loads it: every prompt and every reply.
+    let mut acp = AcpProcess::spawn_env(&dir, &["--provider", "openai", "--model", "m"], &env);
+    acp.initialize();
+    let (notes, response) = acp.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}),
+    );
+    assert!(response.get("error").is_none(), "{response}");
+    let prompts = crate::support::chunks(&notes, "user_message_chunk");
+    for n in 0..PROMPTS {
+        assert!(prompts.contains(&format!("LOG {n}:")), "prompt {n} replayed");
+    }
+    assert!(
+        crate::support::agent_text(&notes).matches("ok").count() >= PROMPTS,
+        "every reply replayed"
+    );
+    assert!(acp.finish().success());
+    let shown = dir.show_session(&session);
+    let roles: Vec<&str> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message"]["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(roles.iter().filter(|r| **r == "user").count(), PROMPTS);
+    assert_eq!(roles.iter().filter(|r| **r == "summary").count(), summaries);
+}

@@ -39,7 +39,10 @@ macro_rules! journal_contract {
             receipts_are_numbered_and_chained,
             sessions_list_newest_first_by_workspace_and_cursor,
             history_keeps_messages_in_order_and_touches_the_session,
+            the_conversation_since_compaction_starts_at_the_newest_summary,
             runs_record_their_states_and_times,
+            a_sessions_cost_is_summed_in_its_first_currency,
+            followers_list_new_and_unfinished_runs_once,
             grants_are_replaced_per_tool_and_scope,
             trust_is_kept_per_project_directory,
             missing_receipts_are_counted,
@@ -449,6 +452,191 @@ pub async fn history_keeps_messages_in_order_and_touches_the_session(backend: &B
     assert_eq!((history[1].run_id.as_ref(), history[1].at), (None, 60));
     let stored = journal.session(&session).await.unwrap().unwrap();
     assert_eq!(stored.updated_at, 60);
+}
+
+/// The conversation a model turn is made from starts at the newest summary
+/// (every message when there is none); the whole history keeps everything.
+pub async fn the_conversation_since_compaction_starts_at_the_newest_summary(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, run) = session_with_run(journal, "ses_compacted").await;
+    let (other, _) = session_with_run(journal, "ses_other").await;
+    let note = |text: &str| Message::Note { text: text.into() };
+    let summary = |text: &str| Message::Summary {
+        text: text.into(),
+        turns: 2,
+    };
+    let append = |session: &SessionId, message: Message, at: i64| Write::AppendMessage {
+        session_id: session.clone(),
+        run_id: Some(run.clone()),
+        message,
+        at,
+    };
+    journal.submit(append(&session, note("one"), 10));
+    journal
+        .commit(append(&other, summary("other's"), 11))
+        .await
+        .unwrap();
+    let texts = |entries: Vec<crate::core::session::HistoryEntry>| -> Vec<Message> {
+        entries.into_iter().map(|entry| entry.message).collect()
+    };
+    assert_eq!(
+        texts(journal.since_compaction(&session).await.unwrap()),
+        [note("one")],
+        "never compacted: all of it (another session's summary is not its own)"
+    );
+    journal.submit(append(&session, summary("first"), 20));
+    journal.submit(append(&session, note("two"), 30));
+    journal.submit(append(&session, summary("second"), 40));
+    journal
+        .commit(append(&session, note("three"), 50))
+        .await
+        .unwrap();
+    let since = journal.since_compaction(&session).await.unwrap();
+    assert_eq!(texts(since.clone()), [summary("second"), note("three")]);
+    assert_eq!((since[0].at, since[0].run_id.as_ref()), (40, Some(&run)));
+    assert_eq!(journal.history(&session).await.unwrap().len(), 5);
+    assert!(
+        journal
+            .since_compaction(&SessionId::from_string("ses_none".into()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A session's cost is the sum of its runs' costs but the one named, in
+/// the currency of its first costed run; it follows a run's cost as it is
+/// written again, and other sessions' runs do not count.
+pub async fn a_sessions_cost_is_summed_in_its_first_currency(backend: &Backend) {
+    use crate::core::usage::Cost;
+    let journal = backend.journal.as_ref();
+    let (session, first) = session_with_run(journal, "ses_cost").await;
+    let (other, theirs) = session_with_run(journal, "ses_cost_other").await;
+    let none = RunId::generate();
+    assert_eq!(journal.session_cost(&session, &none).await.unwrap(), None);
+    let insert = |id: &RunId, session: &SessionId, at: i64| Write::InsertRun {
+        id: id.clone(),
+        session_id: session.clone(),
+        at,
+    };
+    let costs = |id: &RunId, amount: f64, currency: &str| Write::SetRunState {
+        id: id.clone(),
+        state: RunState::Completed,
+        stop_reason: Some(StopReason::EndTurn),
+        error: None,
+        usage: Usage::default(),
+        cost: Some(Cost {
+            amount,
+            currency: currency.into(),
+        }),
+        at: 100,
+    };
+    let (second, third, fourth) = (RunId::generate(), RunId::generate(), RunId::generate());
+    journal.submit(insert(&second, &session, 3));
+    journal.submit(insert(&third, &session, 4));
+    journal.submit(insert(&fourth, &session, 5));
+    journal.submit(costs(&first, 0.25, "USD"));
+    journal.submit(costs(&second, 0.5, "USD"));
+    journal.submit(costs(&third, 7.0, "EUR"));
+    journal.commit(costs(&theirs, 100.0, "USD")).await.unwrap();
+    let usd = |amount: f64| {
+        Some(Cost {
+            amount,
+            currency: "USD".into(),
+        })
+    };
+    assert_eq!(
+        journal.session_cost(&session, &none).await.unwrap(),
+        usd(0.75)
+    );
+    assert_eq!(
+        journal.session_cost(&session, &second).await.unwrap(),
+        usd(0.25),
+        "the run named is left out"
+    );
+    assert_eq!(
+        journal.session_cost(&session, &third).await.unwrap(),
+        usd(0.75),
+        "a run in another currency changes nothing"
+    );
+    journal.commit(costs(&second, 1.5, "USD")).await.unwrap();
+    assert_eq!(
+        journal.session_cost(&session, &fourth).await.unwrap(),
+        usd(1.75)
+    );
+    assert_eq!(
+        journal.session_cost(&other, &none).await.unwrap(),
+        usd(100.0)
+    );
+}
+
+/// A follower's first look lists the runs created from its time on and the
+/// unfinished ones; later looks, from the position it was given, the runs
+/// inserted since and the unfinished ones; a finished run is listed once.
+pub async fn followers_list_new_and_unfinished_runs_once(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let (session, working) = session_with_run(journal, "ses_follow").await;
+    let (other, _) = session_with_run(journal, "ses_follow_other").await;
+    let insert = |id: &RunId, session: &SessionId, at: i64| Write::InsertRun {
+        id: id.clone(),
+        session_id: session.clone(),
+        at,
+    };
+    let done = |id: &RunId| Write::SetRunState {
+        id: id.clone(),
+        state: RunState::Completed,
+        stop_reason: Some(StopReason::EndTurn),
+        error: None,
+        usage: Usage::default(),
+        cost: None,
+        at: 100,
+    };
+    let (old, recent) = (RunId::generate(), RunId::generate());
+    journal.submit(insert(&old, &session, 1));
+    journal.submit(done(&old));
+    journal.submit(insert(&recent, &session, 50));
+    journal.commit(done(&recent)).await.unwrap();
+    let ids = |found: &super::RunsToFollow| -> Vec<RunId> {
+        found.runs.iter().map(|run| run.id.clone()).collect()
+    };
+    let first = journal
+        .runs_to_follow(&session, super::RunsFrom::Created(40))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&first),
+        [working.clone(), recent.clone()],
+        "the unfinished run and the one created since; not the old one nor another session's"
+    );
+    let again = journal
+        .runs_to_follow(&session, super::RunsFrom::After(first.next))
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&again),
+        std::slice::from_ref(&working),
+        "only the unfinished one again"
+    );
+    assert_eq!(again.next, first.next);
+    let (late, later) = (RunId::generate(), RunId::generate());
+    // Created "before" the follower's time (another process's clock), but
+    // inserted after its last look: listed all the same.
+    journal.submit(insert(&late, &session, 2));
+    journal.submit(done(&late));
+    journal.submit(insert(&RunId::generate(), &other, 60));
+    journal.submit(done(&working));
+    journal.commit(insert(&later, &session, 70)).await.unwrap();
+    let next = journal
+        .runs_to_follow(&session, super::RunsFrom::After(again.next))
+        .await
+        .unwrap();
+    assert_eq!(ids(&next), [late, later.clone()]);
+    assert!(next.next > again.next);
+    let last = journal
+        .runs_to_follow(&session, super::RunsFrom::After(next.next))
+        .await
+        .unwrap();
+    assert_eq!(ids(&last), [later], "still queued");
 }
 
 /// A run starts queued; its first `running` sets when it started, a

@@ -11,13 +11,13 @@ mod memories;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{Audit, Journal, JournalError, Reply, SessionQuery, Write};
+use super::{Audit, Journal, JournalError, Reply, RunsFrom, RunsToFollow, SessionQuery, Write};
 use crate::core::approval::Grant;
 use crate::core::event::{EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::receipt::{GENESIS, Receipt};
 use crate::core::run::RunInfo;
-use crate::core::session::{HistoryEntry, Millis, Session};
+use crate::core::session::{HistoryEntry, Message, Millis, Session};
 use crate::core::usage::Cost;
 
 #[derive(Default)]
@@ -33,6 +33,8 @@ struct State {
     sessions: HashMap<SessionId, Session>,
     messages: HashMap<SessionId, Vec<HistoryEntry>>,
     runs: HashMap<RunId, RunInfo>,
+    /// Each run's position: the order runs were inserted (from 1).
+    positions: HashMap<RunId, u64>,
     tape: HashMap<RunId, Vec<EventRecord>>,
     receipts: Vec<Receipt>,
     /// Per session: (tool, scope) → (allow, at), in the order first granted.
@@ -190,6 +192,8 @@ impl State {
                     .get_mut(&session_id)
                     .ok_or_else(|| missing("session", session_id.as_str()))?;
                 session.updated_at = at;
+                let position = self.positions.len() as u64 + 1;
+                self.positions.insert(id.clone(), position);
                 self.runs.insert(
                     id.clone(),
                     RunInfo {
@@ -483,6 +487,68 @@ impl Journal for MemoryJournal {
 
     fn history<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>> {
         self.read(|state| state.messages.get(id).cloned().unwrap_or_default())
+    }
+
+    fn since_compaction<'a>(&'a self, id: &'a SessionId) -> Reply<'a, Vec<HistoryEntry>> {
+        self.read(|state| {
+            let messages = state
+                .messages
+                .get(id)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let from = messages
+                .iter()
+                .rposition(|entry| matches!(entry.message, Message::Summary { .. }))
+                .unwrap_or(0);
+            messages[from..].to_vec()
+        })
+    }
+
+    fn session_cost<'a>(
+        &'a self,
+        session: &'a SessionId,
+        except: &'a RunId,
+    ) -> Reply<'a, Option<Cost>> {
+        self.read(|state| {
+            let mut runs: Vec<&RunInfo> = state
+                .runs
+                .values()
+                .filter(|run| &run.session_id == session && &run.id != except)
+                .collect();
+            runs.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+            runs.into_iter()
+                .fold(None, |total, run| Cost::sum(total, run.cost.as_ref()))
+        })
+    }
+
+    fn runs_to_follow<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: RunsFrom,
+    ) -> Reply<'a, RunsToFollow> {
+        self.read(|state| {
+            let mut runs: Vec<(u64, &RunInfo)> = state
+                .runs
+                .values()
+                .filter(|run| &run.session_id == session)
+                .map(|run| (state.positions.get(&run.id).copied().unwrap_or(0), run))
+                .filter(|(position, run)| {
+                    !run.state.is_terminal()
+                        || match from {
+                            RunsFrom::Created(at) => run.created_at >= at,
+                            RunsFrom::After(after) => *position > after,
+                        }
+                })
+                .collect();
+            runs.sort_by_key(|(position, _)| *position);
+            RunsToFollow {
+                runs: runs.iter().map(|(_, run)| (*run).clone()).collect(),
+                next: match from {
+                    RunsFrom::Created(_) => state.positions.len() as u64,
+                    RunsFrom::After(after) => state.positions.len().max(after as usize) as u64,
+                },
+            }
+        })
     }
 
     fn runs<'a>(&'a self, session: &'a SessionId) -> Reply<'a, Vec<RunInfo>> {

@@ -174,13 +174,7 @@ impl Runtime {
     /// after the safety pass).
     pub async fn context(&self, id: &SessionId) -> Result<ContextView, RuntimeError> {
         let session = self.session(id).await?;
-        let messages = context::since_compaction(
-            self.history(id)
-                .await?
-                .into_iter()
-                .map(|entry| entry.message)
-                .collect(),
-        );
+        let messages = self.conversation(id).await?;
         let mut tools = self.inner.gate.tools.specs().to_vec();
         if let Some(extra) = self
             .live(id)
@@ -240,16 +234,22 @@ impl Runtime {
     }
 
     /// The session's conversation as the model is sent it: from its last
-    /// compaction point on.
+    /// compaction point on, read from the journal as far back as that point
+    /// and no further (what came before stays on disk until a face asks for
+    /// the whole history).
+    pub(super) async fn conversation(&self, id: &SessionId) -> Result<Vec<Message>, RuntimeError> {
+        self.inner.journal.flush().await?;
+        let entries = self.inner.journal.since_compaction(id).await?;
+        Ok(context::since_compaction(
+            entries.into_iter().map(|entry| entry.message).collect(),
+        ))
+    }
+
+    /// [`Runtime::conversation`] for a run: a failure to read it fails the run.
     pub(super) async fn model_history(&self, id: &SessionId) -> Result<Vec<Message>, RunOutcome> {
-        match self.history(id).await {
-            Ok(history) => Ok(context::since_compaction(
-                history.into_iter().map(|entry| entry.message).collect(),
-            )),
-            Err(err) => Err(RunOutcome::Failed(format!(
-                "cannot read the session history: {err}"
-            ))),
-        }
+        self.conversation(id)
+            .await
+            .map_err(|err| RunOutcome::Failed(format!("cannot read the session history: {err}")))
     }
 
     /// What a run's tools work with: the session's workspace and boundary, its
@@ -352,11 +352,13 @@ impl Runtime {
         emitter: &'a mut Emitter,
         history: Vec<Message>,
     ) -> Result<RunContext<'a>, RunOutcome> {
-        let session_cost = match self.runs(&session.id).await {
-            Ok(runs) => runs
-                .iter()
-                .filter(|run| run.id != queued.id)
-                .fold(None, |total, run| Cost::sum(total, run.cost.as_ref())),
+        let session_cost = match self
+            .inner
+            .journal
+            .session_cost(&session.id, &queued.id)
+            .await
+        {
+            Ok(cost) => cost,
             Err(err) => {
                 tracing::warn!(session = %session.id, error = %err, "cannot read the session's earlier costs");
                 None
