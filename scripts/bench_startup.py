@@ -19,6 +19,12 @@ A peer whose binary is absent is skipped with a note.
 
     python3 scripts/bench_startup.py                     # pincer, and peers found
     python3 scripts/bench_startup.py -n 30 --markdown    # a table for docs/benchmarks.md
+    python3 scripts/bench_startup.py --no-peers -n 10 --max-mib 11   # the CI guard
+
+With --max-mib it fails (exit 1) when pincer's median VmHWM through
+`session/new`, with the key or without, is over that many MiB: `.ci/run`
+guards the release build's start-up so (memory pages are deterministic
+enough for a bound; time is not, and is not guarded).
 
 Paths: --bin (default target/release/pincer), --codex or $BENCH_CODEX (the
 native binary, the npm wrapper or the npm prefix), --zeroclaw or
@@ -277,6 +283,9 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=20, help="measured processes per server and key setting")
     parser.add_argument("--json", help="write the raw figures here")
     parser.add_argument("--markdown", action="store_true", help="print the result as a Markdown table")
+    parser.add_argument("--no-peers", action="store_true", help="measure pincer alone")
+    parser.add_argument("--max-mib", type=float,
+                        help="fail when pincer's median VmHWM (either setting) is over this many MiB")
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="pincer-startup-"))
@@ -286,14 +295,15 @@ def main() -> int:
         print(f"no pincer binary at {args.bin}; run `cargo build --release`", file=sys.stderr)
         return 2
     servers.append(Pincer(scratch / "pincer", str(Path(args.bin).resolve())))
-    try:
-        servers.append(Codex(scratch / "codex", resolve_codex(args.codex)))
-    except (BenchError, OSError) as err:
-        notes.append(f"codex skipped: {err}")
-    if args.zeroclaw and Path(args.zeroclaw).is_file():
-        servers.append(ZeroClaw(scratch / "zeroclaw", args.zeroclaw))
-    else:
-        notes.append(f"zeroclaw skipped: no binary at {args.zeroclaw!r}")
+    if not args.no_peers:
+        try:
+            servers.append(Codex(scratch / "codex", resolve_codex(args.codex)))
+        except (BenchError, OSError) as err:
+            notes.append(f"codex skipped: {err}")
+        if args.zeroclaw and Path(args.zeroclaw).is_file():
+            servers.append(ZeroClaw(scratch / "zeroclaw", args.zeroclaw))
+        else:
+            notes.append(f"zeroclaw skipped: no binary at {args.zeroclaw!r}")
     for server in servers[1:]:
         if not Path(server.binary).is_file():  # type: ignore[attr-defined]
             notes.append(f"{server.name} skipped: no binary at {server.binary}")  # type: ignore[attr-defined]
@@ -351,7 +361,7 @@ def main() -> int:
             continue
         peak = base["vm_hwm_mib"]["median"]
         targets.append((f"{setting}: pincer peak memory at most 8 MiB", f"{peak:.1f} MiB", peak <= 8.0))
-        for name, speed, size in (("codex app-server", 10, 10), ("zeroclaw acp", 3, 4)):
+        for name, speed, size in (("codex app-server", 15, 15), ("zeroclaw acp", 5, 5)):
             peer = by_server.get(name)
             if not peer:
                 continue
@@ -366,8 +376,24 @@ def main() -> int:
             out.append(f"| {what} | {result} | {'met' if ok else '**not met**'} |")
     for note in notes:
         out.append(f"\nNote: {note}")
+    failed = []
+    if args.max_mib is not None:
+        for setting in ("key set", "no key"):
+            base = results.get(setting, {}).get("pincer")
+            if base is None:
+                failed.append(f"{setting}: pincer was not measured")
+            elif base["vm_hwm_mib"]["median"] > args.max_mib:
+                failed.append(f"{setting}: VmHWM through session/new {base['vm_hwm_mib']['median']:.1f} MiB, "
+                              f"over the bound of {args.max_mib:g} MiB")
+        out.append("")
+        out.append(f"guard (median VmHWM at most {args.max_mib:g} MiB): " + ("; ".join(failed) or "held"))
     print("\n".join(out))
     shutil.rmtree(scratch, ignore_errors=True)
+    if failed:
+        print("the start-up footprint grew past its bound (docs/benchmarks.md, \"Start-up\"): "
+              "find what start-up now touches (scripts/startup_order.py --check, /proc/PID/smaps)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -99,8 +99,29 @@ build() {
     note "building $target (cargo build --locked --profile dist; several minutes)"
     cargo build --locked --profile dist --target "$target" --bin pincer </dev/null ||
       die "cargo build for $target failed"
-    package "$target" "${CARGO_TARGET_DIR:-target}/$target/dist/pincer"
+    local binary="${CARGO_TARGET_DIR:-target}/$target/dist/pincer"
+    if [ "$target" = x86_64-unknown-linux-gnu ] && [ "$target" = "$(host_target)" ]; then
+      startup_list "$target" "$binary"
+    fi
+    package "$target" "$binary"
   done
+}
+
+# The dist profile's start-up list (build.rs, docs/benchmarks.md "Start-up")
+# names what start-up runs in this binary, or is regenerated (callgrind) and
+# the binary built again with it: a stale list can double the start-up
+# footprint, quietly.
+startup_list() {
+  local target=$1 binary=$2
+  command -v valgrind >/dev/null 2>&1 ||
+    die "valgrind is needed to check the dist start-up list (apt-get install valgrind)"
+  python3 scripts/startup_order.py --profile dist --bin "$binary" --check && return
+  note "regenerating scripts/startup-symbols-dist.txt (commit it with the release)"
+  python3 scripts/startup_order.py --profile dist --bin "$binary" || die "cannot trace $binary"
+  cargo build --locked --profile dist --target "$target" --bin pincer </dev/null ||
+    die "cargo build for $target failed"
+  python3 scripts/startup_order.py --profile dist --bin "$binary" --check ||
+    die "the regenerated start-up list still misses functions start-up runs"
 }
 
 # The registry entry for the archives in OUT: the template's platforms whose

@@ -17,6 +17,16 @@ other calls at start-up). Regenerate after such changes, then rebuild:
     python3 scripts/startup_order.py --profile dist
     cargo build --release --locked && cargo build --profile dist --locked   # relink
 
+`--check` writes nothing: it traces the binary the same way and fails when
+start-up runs more than `--max-missing` (default 32) functions the list
+does not name, listing them and the command that regenerates it. Each such
+function may cost the 64 KiB of text around it (the kernel's fault-around),
+so a list a few percent stale already doubles the resident text; this is
+exact, where a measurement of memory moves with the page cache. `.ci/run`
+checks the release list so (scripts/ci/startup.sh).
+
+    python3 scripts/startup_order.py --profile release --check
+
 Standard library only.
 """
 
@@ -122,17 +132,9 @@ def functions(callgrind_out: Path, binary: Path) -> list[str]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="release", choices=["release", "dist"],
-                        help="the profile whose binary is traced and whose list is written")
-    parser.add_argument("--bin", help="the binary [default: target/PROFILE/pincer]")
-    parser.add_argument("-o", "--output", help="where to write the list "
-                        "[default: scripts/startup-symbols-PROFILE.txt]")
-    args = parser.parse_args()
-    args.bin = args.bin or f"target/{args.profile}/pincer"
-    args.output = args.output or str(SCRIPTS / f"startup-symbols-{args.profile}.txt")
-    binary = Path(args.bin).resolve()
+def traced(binary: Path) -> list[str]:
+    """The binary's functions start-up runs (`--version`, then `acp` through
+    `session/new` with a key and without), first-run order, each once."""
     seen: set[str] = set()
     order: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,6 +150,51 @@ def main() -> int:
                 if name not in seen:
                     seen.add(name)
                     order.append(name)
+    return order
+
+
+def check(binary: Path, listed: Path, profile: str, max_missing: int) -> int:
+    """Fails when start-up runs more than `max_missing` functions the list
+    does not name: each may cost the 64 KiB of text around it."""
+    names = set(listed.read_text().split())
+    run = traced(binary)
+    missing = [n for n in run if n not in names]
+    print(f"{listed.name}: start-up runs {len(run):,} of the binary's functions; {len(missing):,} of them "
+          f"not in the list (at most {max_missing} allowed)")
+    for name in missing[:20]:
+        print(f"    {name}")
+    if len(missing) > 20:
+        print(f"    … and {len(missing) - 20:,} more")
+    if len(missing) > max_missing:
+        print(f"the start-up list is stale: regenerate it (valgrind) and rebuild:\n"
+              f"    python3 scripts/startup_order.py --profile {profile} && "
+              f"cargo build --locked --profile {profile}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="release", choices=["release", "dist"],
+                        help="the profile whose binary is traced and whose list is written")
+    parser.add_argument("--bin", help="the binary [default: target/PROFILE/pincer]")
+    parser.add_argument("-o", "--output", help="where to write the list "
+                        "[default: scripts/startup-symbols-PROFILE.txt]")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that the list names what start-up runs")
+    parser.add_argument("--max-missing", type=int, default=32,
+                        help="--check: how many functions start-up runs may be missing from the list")
+    args = parser.parse_args()
+    args.bin = args.bin or f"target/{args.profile}/pincer"
+    args.output = args.output or str(SCRIPTS / f"startup-symbols-{args.profile}.txt")
+    binary = Path(args.bin).resolve()
+    if not binary.is_file():
+        print(f"no binary at {binary}: build it first (cargo build --locked --profile {args.profile})",
+              file=sys.stderr)
+        return 2
+    if args.check:
+        return check(binary, Path(args.output), args.profile, args.max_missing)
+    order = traced(binary)
     Path(args.output).write_text("".join(f"{n}\n" for n in order))
     print(f"{len(order)} functions -> {args.output}")
     return 0

@@ -6,13 +6,16 @@
 //! looks like instructions to the model is fenced off, then the output is cut to
 //! its budget, keeping head and tail.
 //!
-//! Cost: one pass of a single [`RegexSet`] (secret shapes and injection patterns
-//! together) tells which patterns occur at all; only those run again, to find
-//! where. Literal secrets take one Aho-Corasick pass.
+//! Cost: one pass of a [`RegexSet`] of the secret shapes tells which occur at
+//! all, and only those run again (compiled the first time one occurs), to find
+//! where; tool output takes a second set's pass, of the injection patterns.
+//! Literal secrets take one Aho-Corasick pass. Nothing is compiled before its
+//! first use: a log line, the most common first use, pays for the secrets' set
+//! alone.
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex::{Regex, RegexSet, RegexSetBuilder};
@@ -219,18 +222,11 @@ impl Safety {
     /// injection warning and wrapper count against that budget (only a budget
     /// smaller than the wrapper itself is exceeded, by the wrapper).
     pub fn check(&self, output: &str) -> Checked {
-        let builtins = &*BUILTINS;
-        let hits = builtins.scan(output);
-        let (redacted, redactions) = self.redact_hits(output, &hits.secrets);
-        // Found on the original text, in the same pass as the secrets. A marker
-        // (`[REDACTED:kind]`) cannot complete any injection pattern; at worst a
-        // redacted secret held part of one, and then the warning errs on the safe side.
-        let injections: Vec<String> = hits
-            .injections
-            .iter()
-            .filter_map(|&i| builtins.injections.get(i))
-            .map(|p| p.name.to_owned())
-            .collect();
+        let (redacted, redactions) = self.redact_hits(output, &SECRETS.scan(output));
+        // Found on the original text. A marker (`[REDACTED:kind]`) cannot
+        // complete any injection pattern; at worst a redacted secret held part
+        // of one, and then the warning errs on the safe side.
+        let injections = INJECTIONS.scan(output);
         if injections.is_empty() {
             let (text, truncated_bytes) =
                 truncate(&redacted, self.max_output_bytes, self.max_marker_len);
@@ -274,15 +270,14 @@ impl Safety {
 
     /// Redaction only (for tool arguments, error messages and log lines).
     pub fn redact(&self, text: &str) -> (String, Vec<Redaction>) {
-        let hits = BUILTINS.scan(text);
-        let (text, redactions) = self.redact_hits(text, &hits.secrets);
+        let (text, redactions) = self.redact_hits(text, &SECRETS.scan(text));
         (text.into_owned(), redactions)
     }
 
     /// Replaces the literal secrets and the built-in shapes `hits` names.
     fn redact_hits<'t>(&self, text: &'t str, hits: &[usize]) -> (Cow<'t, str>, Vec<Redaction>) {
         let mut spans = self.literal_spans(text);
-        BUILTINS.secret_spans(text, hits, &mut spans);
+        SECRETS.secret_spans(text, hits, &mut spans);
         if spans.is_empty() {
             return (Cow::Borrowed(text), Vec::new());
         }
@@ -563,12 +558,23 @@ const CHAT_TEMPLATE_TOKEN: &str = r"<\|[A-Za-z0-9_:.-]{1,40}\|>|<｜[^｜>\n]{1,
 /// Tags that pose as a role, a tool result or our own wrapper.
 const ROLE_TAG: &str = r"(?i-u:</?(?:system|system-reminder|assistant|user|human|tools?|tool_result|tool_use|tool_call|function_calls?|function_results?|instructions?|untrusted-tool-output))(?:\s[^<>]*)?>";
 
+/// A built-in secret shape, its regex compiled the first time a text holds
+/// it: a log line with no secret in it costs the set alone.
 struct CompiledSecret {
     kind: &'static str,
-    regex: Regex,
+    pattern: &'static str,
+    regex: OnceLock<Option<Regex>>,
     find: Find,
     /// Rank 0 is for the literal secrets; built-ins follow in table order.
     rank: usize,
+}
+
+impl CompiledSecret {
+    fn regex(&self) -> Option<&Regex> {
+        self.regex
+            .get_or_init(|| compile(self.kind, self.pattern))
+            .as_ref()
+    }
 }
 
 struct CompiledInjection {
@@ -576,116 +582,86 @@ struct CompiledInjection {
     regex: Regex,
 }
 
-/// The built-in patterns, compiled once per process.
-struct Builtins {
-    secrets: Vec<CompiledSecret>,
-    injections: Vec<CompiledInjection>,
-    /// The secret shapes, then the injection patterns: one pass tells which occur.
-    /// `None` when the set could not be built; then every pattern runs on its own.
+/// The secret shapes, compiled once per process on first use. Every log line
+/// is redacted ([`Safety::redact`]), so the first line a process logs pays
+/// for this: the set alone, and the regex of a shape only once a text holds it.
+struct Secrets {
+    each: Vec<CompiledSecret>,
+    /// One pass tells which shapes occur; `None` when the set could not be
+    /// built, and then every shape runs on its own.
     set: Option<RegexSet>,
-    key_end: Option<Regex>,
-    key_body: Option<Regex>,
+}
+
+/// The injection patterns and the tokens to defuse: only tool output
+/// ([`Safety::check`]) needs them.
+struct Injections {
+    each: Vec<CompiledInjection>,
+    /// As for [`Secrets::set`].
+    set: Option<RegexSet>,
     /// Template tokens and role tags, to defuse inside the wrapper.
     neutralise: Option<Regex>,
 }
 
-/// Which built-in patterns occur in a text (indices into `secrets` and `injections`).
-struct Hits {
-    secrets: Vec<usize>,
-    injections: Vec<usize>,
+static SECRETS: LazyLock<Secrets> = LazyLock::new(Secrets::compile);
+static INJECTIONS: LazyLock<Injections> = LazyLock::new(Injections::compile);
+/// The END line of a private key block, and the body of one cut short.
+static KEY_END_RE: LazyLock<Option<Regex>> = LazyLock::new(|| compile("private_key_end", KEY_END));
+static KEY_BODY_RE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| compile("private_key_body", KEY_BODY));
+
+fn compile_set<'p>(name: &str, patterns: impl IntoIterator<Item = &'p str>) -> Option<RegexSet> {
+    match RegexSetBuilder::new(patterns)
+        .dfa_size_limit(SET_DFA_BYTES)
+        .build()
+    {
+        Ok(set) => Some(set),
+        Err(err) => {
+            tracing::error!(set = name, error = %err, "cannot compile the safety pattern set");
+            None
+        }
+    }
 }
 
-static BUILTINS: LazyLock<Builtins> = LazyLock::new(Builtins::compile);
-
-impl Builtins {
+impl Secrets {
     fn compile() -> Self {
-        let secrets: Vec<CompiledSecret> = SECRET_PATTERNS
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| {
-                compile(p.kind, p.pattern).map(|regex| CompiledSecret {
+        Self {
+            each: SECRET_PATTERNS
+                .iter()
+                .enumerate()
+                .map(|(i, p)| CompiledSecret {
                     kind: p.kind,
-                    regex,
+                    pattern: p.pattern,
+                    regex: OnceLock::new(),
                     find: p.find,
                     rank: i + 1,
                 })
-            })
-            .collect();
-        let injections: Vec<CompiledInjection> = INJECTION_PATTERNS
-            .iter()
-            .filter_map(|p| {
-                compile(p.name, p.pattern).map(|regex| CompiledInjection {
-                    name: p.name,
-                    regex,
-                })
-            })
-            .collect();
-        let patterns = secrets
-            .iter()
-            .map(|s| s.regex.as_str())
-            .chain(injections.iter().map(|i| i.regex.as_str()));
-        let set = match RegexSetBuilder::new(patterns)
-            .dfa_size_limit(SET_DFA_BYTES)
-            .build()
-        {
-            Ok(set) => Some(set),
-            Err(err) => {
-                tracing::error!(error = %err, "cannot compile the safety pattern set");
-                None
-            }
-        };
-        Self {
-            secrets,
-            injections,
-            set,
-            key_end: compile("private_key_end", KEY_END),
-            key_body: compile("private_key_body", KEY_BODY),
-            neutralise: compile(
-                "neutralise",
-                &format!("(?:{CHAT_TEMPLATE_TOKEN})|(?:{ROLE_TAG})"),
-            ),
+                .collect(),
+            set: compile_set("secrets", SECRET_PATTERNS.iter().map(|p| p.pattern)),
         }
     }
 
-    fn scan(&self, text: &str) -> Hits {
+    /// Which shapes occur in `text` (indices into `each`).
+    fn scan(&self, text: &str) -> Vec<usize> {
         match &self.set {
-            Some(set) => {
-                let mut hits = Hits {
-                    secrets: Vec::new(),
-                    injections: Vec::new(),
-                };
-                for i in set.matches(text).iter() {
-                    match i.checked_sub(self.secrets.len()) {
-                        None => hits.secrets.push(i),
-                        Some(j) => hits.injections.push(j),
-                    }
-                }
-                hits
-            }
-            None => Hits {
-                secrets: (0..self.secrets.len()).collect(),
-                injections: (0..self.injections.len())
-                    .filter(|&j| {
-                        self.injections
-                            .get(j)
-                            .is_some_and(|p| p.regex.is_match(text))
-                    })
-                    .collect(),
-            },
+            Some(set) => set.matches(text).iter().collect(),
+            None => (0..self.each.len()).collect(),
         }
     }
 
     /// Where the built-in shapes named by `hits` find secrets in `text`.
     fn secret_spans<'k>(&'k self, text: &str, hits: &[usize], spans: &mut Vec<Span<'k>>) {
         for &index in hits {
-            let Some(secret) = self.secrets.get(index) else {
+            let Some(secret) = self.each.get(index) else {
+                continue;
+            };
+            let Some(regex) = secret.regex() else {
                 continue;
             };
             if secret.find == Find::KeyBlock {
-                self.key_spans(text, secret, spans);
+                key_spans(text, secret, regex, spans);
                 continue;
             }
-            for caps in secret.regex.captures_iter(text) {
+            for caps in regex.captures_iter(text) {
                 let Some(found) = caps.name("s").or_else(|| caps.get(0)) else {
                     continue;
                 };
@@ -701,53 +677,89 @@ impl Builtins {
             }
         }
     }
+}
 
-    /// Private key blocks: each BEGIN line through the first END line after it, or
-    /// through the key body when no END line follows close enough. Done outside
-    /// the regex so that an unterminated BEGIN costs a short look, not a scan to
-    /// the end of the text for every one of them.
-    fn key_spans<'k>(&'k self, text: &str, secret: &'k CompiledSecret, spans: &mut Vec<Span<'k>>) {
-        let ends: Vec<(usize, usize)> = self
-            .key_end
-            .as_ref()
-            .map(|re| re.find_iter(text).map(|m| (m.start(), m.end())).collect())
-            .unwrap_or_default();
-        let mut next = 0;
-        let mut covered = 0;
-        for begin in secret.regex.find_iter(text) {
-            if begin.start() < covered {
-                continue;
-            }
-            while ends
-                .get(next)
-                .is_some_and(|&(start, _)| start < begin.end())
-            {
-                next += 1;
-            }
-            let end = match ends.get(next) {
-                Some(&(start, end)) if start - begin.start() <= MAX_KEY_BLOCK => end,
-                _ => {
-                    let body = self
-                        .key_body
-                        .as_ref()
-                        .and_then(|re| re.find(&text[begin.end()..]))
-                        .map_or("", |m| m.as_str());
-                    // The line break after the body stays, as it would after an END line.
-                    let body = ["\r\n", "\n", "\\n"]
-                        .iter()
-                        .find_map(|nl| body.strip_suffix(nl))
-                        .unwrap_or(body);
-                    begin.end() + body.len()
-                }
-            };
-            covered = end;
-            spans.push(Span {
-                start: begin.start(),
-                end,
-                rank: secret.rank,
-                kind: secret.kind,
-            });
+/// Private key blocks: each BEGIN line through the first END line after it, or
+/// through the key body when no END line follows close enough. Done outside
+/// the regex so that an unterminated BEGIN costs a short look, not a scan to
+/// the end of the text for every one of them.
+fn key_spans<'k>(text: &str, secret: &'k CompiledSecret, regex: &Regex, spans: &mut Vec<Span<'k>>) {
+    let ends: Vec<(usize, usize)> = KEY_END_RE
+        .as_ref()
+        .map(|re| re.find_iter(text).map(|m| (m.start(), m.end())).collect())
+        .unwrap_or_default();
+    let mut next = 0;
+    let mut covered = 0;
+    for begin in regex.find_iter(text) {
+        if begin.start() < covered {
+            continue;
         }
+        while ends
+            .get(next)
+            .is_some_and(|&(start, _)| start < begin.end())
+        {
+            next += 1;
+        }
+        let end = match ends.get(next) {
+            Some(&(start, end)) if start - begin.start() <= MAX_KEY_BLOCK => end,
+            _ => {
+                let body = KEY_BODY_RE
+                    .as_ref()
+                    .and_then(|re| re.find(&text[begin.end()..]))
+                    .map_or("", |m| m.as_str());
+                // The line break after the body stays, as it would after an END line.
+                let body = ["\r\n", "\n", "\\n"]
+                    .iter()
+                    .find_map(|nl| body.strip_suffix(nl))
+                    .unwrap_or(body);
+                begin.end() + body.len()
+            }
+        };
+        covered = end;
+        spans.push(Span {
+            start: begin.start(),
+            end,
+            rank: secret.rank,
+            kind: secret.kind,
+        });
+    }
+}
+
+impl Injections {
+    fn compile() -> Self {
+        let each: Vec<CompiledInjection> = INJECTION_PATTERNS
+            .iter()
+            .filter_map(|p| {
+                compile(p.name, p.pattern).map(|regex| CompiledInjection {
+                    name: p.name,
+                    regex,
+                })
+            })
+            .collect();
+        let set = compile_set("injections", each.iter().map(|i| i.regex.as_str()));
+        Self {
+            each,
+            set,
+            neutralise: compile(
+                "neutralise",
+                &format!("(?:{CHAT_TEMPLATE_TOKEN})|(?:{ROLE_TAG})"),
+            ),
+        }
+    }
+
+    /// The names of the patterns that occur in `text`.
+    fn scan(&self, text: &str) -> Vec<String> {
+        let found: Vec<usize> = match &self.set {
+            Some(set) => set.matches(text).iter().collect(),
+            None => (0..self.each.len())
+                .filter(|&j| self.each.get(j).is_some_and(|p| p.regex.is_match(text)))
+                .collect(),
+        };
+        found
+            .into_iter()
+            .filter_map(|i| self.each.get(i))
+            .map(|p| p.name.to_owned())
+            .collect()
     }
 }
 
@@ -786,7 +798,7 @@ fn plausible(text: &str, start: usize, end: usize, find: Find) -> bool {
 /// Defuses template tokens and role tags so none of them can close the wrapper or
 /// pass for a real turn boundary: a backslash goes after the opening `<` or `[`.
 fn neutralise(text: &str, tokens: bool) -> String {
-    let defused = match &BUILTINS.neutralise {
+    let defused = match &INJECTIONS.neutralise {
         Some(regex) if tokens => regex.replace_all(text, |caps: &regex::Captures<'_>| {
             let token = caps.get(0).map_or("", |m| m.as_str());
             // Every match starts with the one-byte `<` or `[`.
@@ -1011,13 +1023,14 @@ mod tests {
                 p.name
             );
         }
-        let builtins = &*BUILTINS;
-        assert_eq!(builtins.secrets.len(), SECRET_PATTERNS.len());
-        assert_eq!(builtins.injections.len(), INJECTION_PATTERNS.len());
-        assert!(builtins.set.is_some());
-        assert!(builtins.key_end.is_some());
-        assert!(builtins.key_body.is_some());
-        assert!(builtins.neutralise.is_some());
+        assert_eq!(SECRETS.each.len(), SECRET_PATTERNS.len());
+        assert!(SECRETS.each.iter().all(|s| s.regex().is_some()));
+        assert_eq!(INJECTIONS.each.len(), INJECTION_PATTERNS.len());
+        assert!(SECRETS.set.is_some());
+        assert!(INJECTIONS.set.is_some());
+        assert!(KEY_END_RE.is_some());
+        assert!(KEY_BODY_RE.is_some());
+        assert!(INJECTIONS.neutralise.is_some());
     }
 
     /// The injection patterns `check` reports for `text`.

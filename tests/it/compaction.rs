@@ -482,7 +482,10 @@ fn a_session_compacted_again_and_again_is_sent_from_its_last_summary_and_replaye
     assert!(response.get("error").is_none(), "{response}");
     let prompts = crate::support::chunks(&notes, "user_message_chunk");
     for n in 0..PROMPTS {
-        assert!(prompts.contains(&format!("LOG {n}:")), "prompt {n} replayed");
+        assert!(
+            prompts.contains(&format!("LOG {n}:")),
+            "prompt {n} replayed"
+        );
     }
     assert!(
         crate::support::agent_text(&notes).matches("ok").count() >= PROMPTS,
