@@ -10,16 +10,24 @@
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
+use tokio::time::{Instant, Sleep};
 
 use crate::core::provider::{ProviderError, ProviderEvent, ProviderStream};
 
 type Item = Result<ProviderEvent, ProviderError>;
 
 /// Items decoded ahead of the turn, at most.
-const AHEAD: usize = 1024;
+const AHEAD: usize = 4096;
+
+/// While the provider floods (the last piece took more than one item: text
+/// was piling up), a piece goes on at most this often; the text that comes
+/// meanwhile joins it. A chunk waits no longer than this for the ones behind
+/// it, and a provider that trickles (each piece one item) never waits.
+const FLOOD_EVERY: Duration = Duration::from_millis(2);
 
 /// Text handed over as one piece, at most (more goes in the next).
 const PIECE_BYTES: usize = 64 * 1024;
@@ -32,12 +40,22 @@ pub fn ahead(stream: ProviderStream) -> ProviderStream {
     Ahead::Start(Some(stream)).boxed()
 }
 
+/// The turn's side of a stream read by its task.
+struct Reading {
+    rx: mpsc::Receiver<Item>,
+    /// An item taken but not handed over yet.
+    held: Option<Item>,
+    /// Whether the turn has already let the task run once for `held`.
+    yielded: bool,
+    /// While the provider floods: when the next piece may go on.
+    flood: Option<Pin<Box<Sleep>>>,
+}
+
 enum Ahead {
     /// Not polled yet.
     Start(Option<ProviderStream>),
-    /// Read by its task; an item taken but not handed over yet, and
-    /// whether the turn has already let the task run once for it.
-    Running(mpsc::Receiver<Item>, Option<Item>, bool),
+    /// Read by its task.
+    Running(Reading),
     /// No runtime to run a task on.
     InPlace(ProviderStream),
 }
@@ -51,13 +69,14 @@ fn is_text(item: &Item) -> bool {
 
 /// `first` with the text of the same kind already waiting behind it
 /// appended, up to [`PIECE_BYTES`]; the first other item taken is put in
-/// `held`, to be handed over next.
-fn gather(first: Item, rx: &mut mpsc::Receiver<Item>, held: &mut Option<Item>) -> Item {
+/// `held`, to be handed over next. Also says how many items it took.
+fn gather(first: Item, rx: &mut mpsc::Receiver<Item>, held: &mut Option<Item>) -> (Item, usize) {
     let (mut text, thinking) = match first {
         Ok(ProviderEvent::Text(text)) => (text, false),
         Ok(ProviderEvent::Thinking(text)) => (text, true),
-        other => return other,
+        other => return (other, 1),
     };
+    let mut taken = 1;
     while text.len() < PIECE_BYTES {
         match rx.try_recv() {
             Ok(Ok(ProviderEvent::Text(more))) if !thinking => text.push_str(&more),
@@ -68,12 +87,53 @@ fn gather(first: Item, rx: &mut mpsc::Receiver<Item>, held: &mut Option<Item>) -
             }
             Err(_) => break,
         }
+        taken += 1;
     }
-    Ok(if thinking {
+    let piece = if thinking {
         ProviderEvent::Thinking(text)
     } else {
         ProviderEvent::Text(text)
-    })
+    };
+    (Ok(piece), taken)
+}
+
+impl Reading {
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let first = match self.held.take() {
+            Some(item) => item,
+            None => match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(item)) => item,
+                other => return other,
+            },
+        };
+        if is_text(&first) {
+            // A flood: the piece waits for its time, gathering meanwhile.
+            if let Some(flood) = self.flood.as_mut()
+                && flood.as_mut().poll(cx).is_pending()
+            {
+                self.held = Some(first);
+                return Poll::Pending;
+            }
+            // Text with nothing behind it yet: the reading task gets one
+            // turn of the runtime first, so what has reached the socket
+            // meanwhile joins it. One turn, not a wait.
+            if self.flood.is_none() && !self.yielded && self.rx.is_empty() {
+                self.held = Some(first);
+                self.yielded = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+        self.yielded = false;
+        let (piece, taken) = gather(first, &mut self.rx, &mut self.held);
+        let next = Instant::now() + FLOOD_EVERY;
+        match (taken > 1, self.flood.as_mut()) {
+            (false, _) => self.flood = None,
+            (true, Some(flood)) => flood.as_mut().reset(next),
+            (true, None) => self.flood = Some(Box::pin(tokio::time::sleep_until(next))),
+        }
+        Poll::Ready(Some(piece))
+    }
 }
 
 impl Stream for Ahead {
@@ -90,31 +150,17 @@ impl Stream for Ahead {
                         Ok(runtime) => {
                             let (tx, rx) = mpsc::channel(AHEAD);
                             runtime.spawn(read(stream, tx));
-                            Ahead::Running(rx, None, false)
+                            Ahead::Running(Reading {
+                                rx,
+                                held: None,
+                                yielded: false,
+                                flood: None,
+                            })
                         }
                         Err(_) => Ahead::InPlace(stream),
                     };
                 }
-                Ahead::Running(rx, held, yielded) => {
-                    let first = match held.take() {
-                        Some(item) => item,
-                        None => match rx.poll_recv(cx) {
-                            Poll::Ready(Some(item)) => item,
-                            other => return other,
-                        },
-                    };
-                    // Text with nothing behind it yet: the reading task gets
-                    // one turn of the runtime first, so what has reached the
-                    // socket meanwhile joins it. One turn, not a wait.
-                    if !*yielded && rx.is_empty() && is_text(&first) {
-                        *held = Some(first);
-                        *yielded = true;
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                    *yielded = false;
-                    return Poll::Ready(Some(gather(first, rx, held)));
-                }
+                Ahead::Running(reading) => return reading.poll_piece(cx),
                 Ahead::InPlace(stream) => return stream.poll_next_unpin(cx),
             }
         }
@@ -209,6 +255,77 @@ mod tests {
             stream.next().await,
             Some(Ok(ProviderEvent::Done(ModelStop::EndTurn)))
         ));
+    }
+
+    /// The provider's side of a test: items sent at the test's own pace.
+    fn fed() -> (mpsc::UnboundedSender<Item>, ProviderStream) {
+        let (tx, rx) = mpsc::unbounded_channel::<Item>();
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|i| (i, rx)) })
+                .boxed();
+        (tx, ahead(stream))
+    }
+
+    /// The chunks (`"<index>,"`) a piece holds.
+    fn indices(text: &str) -> Vec<usize> {
+        text.split_terminator(',')
+            .map(|i| i.parse().unwrap())
+            .collect()
+    }
+
+    /// A flood goes on in pieces at most every [`FLOOD_EVERY`]: after a
+    /// piece of several chunks, the next waits for its time (a timer never
+    /// fires early), gathering what comes meanwhile.
+    #[tokio::test]
+    async fn a_flood_goes_on_in_pieces_at_most_every_interval() {
+        let (tx, mut stream) = fed();
+        let feeder = tokio::spawn(async move {
+            for burst in 0..20 {
+                for i in 0..20 {
+                    tx.send(text(&format!("{},", burst * 20 + i))).unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            tx.send(Ok(ProviderEvent::Done(ModelStop::EndTurn)))
+                .unwrap();
+        });
+        let mut pieces: Vec<(Instant, Vec<usize>)> = Vec::new();
+        loop {
+            match stream.next().await {
+                Some(Ok(ProviderEvent::Text(t))) => pieces.push((Instant::now(), indices(&t))),
+                Some(Ok(ProviderEvent::Done(_))) => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        feeder.await.unwrap();
+        let all: Vec<usize> = pieces.iter().flat_map(|(_, i)| i.clone()).collect();
+        assert_eq!(all, (0..400).collect::<Vec<_>>());
+        assert!(pieces.iter().any(|(_, chunks)| chunks.len() > 1));
+        for pair in pieces.windows(2) {
+            let ((before, chunks), (after, _)) = (&pair[0], &pair[1]);
+            if chunks.len() > 1 {
+                assert!(
+                    *after - *before >= FLOOD_EVERY,
+                    "a piece {:?} after one of {} chunks",
+                    *after - *before,
+                    chunks.len()
+                );
+            }
+        }
+    }
+
+    /// A provider that trickles goes on chunk by chunk (the paced stream
+    /// bench measures that none waits: `docs/benchmarks.md`, "Streaming").
+    #[tokio::test]
+    async fn a_trickle_goes_on_chunk_by_chunk() {
+        let (tx, mut stream) = fed();
+        for i in 0..20 {
+            tx.send(text(&format!("{i},"))).unwrap();
+            match stream.next().await {
+                Some(Ok(ProviderEvent::Text(t))) => assert_eq!(indices(&t), [i]),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// A piece stops at 64 KiB; the rest follows in the next.
