@@ -19,9 +19,11 @@
 //! process left `unknown_after_send`, and the hub decides what the run's reply
 //! does about it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +43,9 @@ const BASE_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long the worker sleeps with nothing due (a new intent wakes it sooner).
 const IDLE: Duration = Duration::from_secs(60);
+/// Chats an outbox delivers to at once (`deliver_due`): a thousand chats
+/// each owed a reply are not served one platform call after another.
+const PARALLEL_CHATS: usize = 8;
 
 /// What recovery found at start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -307,6 +312,8 @@ impl Outbox {
     }
 
     /// One pass over the open intents; returns when the next one falls due.
+    /// Chats are delivered to side by side, up to [`PARALLEL_CHATS`] at once;
+    /// a chat's own intents go one after another, in the order decided.
     async fn deliver_due(&self, cancel: &CancellationToken) -> Result<Option<i64>, JournalError> {
         let open = self
             .store
@@ -316,6 +323,8 @@ impl Outbox {
         // Chats with a message held for its hooks: what follows it there
         // waits, so a chat's messages arrive in the order decided.
         let mut held: Vec<Target> = Vec::new();
+        let mut chats: HashMap<Target, usize> = HashMap::new();
+        let mut due: Vec<Vec<SendIntent>> = Vec::new();
         for (intent, _) in open {
             if cancel.is_cancelled() {
                 break;
@@ -341,6 +350,39 @@ impl Outbox {
             if self.too_old(&intent, now) {
                 self.expire(&intent, now).await?;
                 continue;
+            }
+            let chat = *chats.entry(intent.target.clone()).or_insert_with(|| {
+                due.push(Vec::new());
+                due.len() - 1
+            });
+            if let Some(intents) = due.get_mut(chat) {
+                intents.push(intent);
+            }
+        }
+        let passes: Vec<Result<Option<i64>, JournalError>> = futures::stream::iter(due)
+            .map(|intents| self.deliver_in_order(intents, cancel))
+            .buffer_unordered(PARALLEL_CHATS)
+            .collect()
+            .await;
+        for pass in passes {
+            if let Some(at) = pass? {
+                next_due = Some(next_due.map_or(at, |n| n.min(at)));
+            }
+        }
+        Ok(next_due)
+    }
+
+    /// One chat's due intents, one after another; when the first to retry
+    /// falls due.
+    async fn deliver_in_order(
+        &self,
+        intents: Vec<SendIntent>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<i64>, JournalError> {
+        let mut next_due: Option<i64> = None;
+        for intent in intents {
+            if cancel.is_cancelled() {
+                break;
             }
             match self.deliver(intent).await {
                 Ok(Some(at)) => next_due = Some(next_due.map_or(at, |n| n.min(at))),
@@ -649,6 +691,11 @@ mod tests {
         deleted: std::sync::Mutex<Vec<String>>,
         /// Deletions fail with this class.
         refuse_delete: Option<FailureKind>,
+        /// How long a send takes.
+        pause: Duration,
+        /// Sends under way now, and the most there ever were.
+        in_flight: std::sync::atomic::AtomicUsize,
+        peak: std::sync::atomic::AtomicUsize,
     }
 
     impl Adapter for Stub {
@@ -677,8 +724,15 @@ mod tests {
             _: Option<&'a str>,
             _: &'a str,
         ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+            use std::sync::atomic::Ordering::SeqCst;
             self.sent.lock().unwrap().push(unit.text.clone());
-            Box::pin(async { Ok("1".to_owned()) })
+            Box::pin(async move {
+                let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+                self.peak.fetch_max(now, SeqCst);
+                tokio::time::sleep(self.pause).await;
+                self.in_flight.fetch_sub(1, SeqCst);
+                Ok("1".to_owned())
+            })
         }
         fn edit<'a>(
             &'a self,
@@ -903,6 +957,55 @@ mod tests {
         assert!(outbox.release("a", None).await.is_err());
         outbox.deliver_due(&cancel).await.unwrap();
         assert_eq!(stub.sent.lock().unwrap().len(), 3);
+        store.shutdown();
+    }
+
+    /// Chats are delivered to side by side, at most [`PARALLEL_CHATS`] at
+    /// once; each chat's messages go one after another, in order.
+    #[tokio::test]
+    async fn chats_are_served_side_by_side_each_in_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
+        let stub = Arc::new(Stub {
+            pause: Duration::from_millis(200),
+            ..Stub::default()
+        });
+        let outbox = Outbox::new(
+            stub.clone(),
+            Arc::new(store.clone()),
+            Duration::from_secs(900),
+            8,
+            safety(),
+        );
+        for n in 0..20 {
+            for k in 0..2 {
+                let id = format!("m{n:02}-{k}");
+                let text = format!("c{n:02}:{k}");
+                outbox
+                    .record(fresh(
+                        &id,
+                        &format!("c{n:02}"),
+                        IntentStatus::Pending,
+                        &text,
+                    ))
+                    .await
+                    .unwrap();
+            }
+        }
+        outbox.deliver_due(&CancellationToken::new()).await.unwrap();
+        let sent = stub.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 40);
+        for n in 0..20 {
+            let chat: Vec<&String> = sent
+                .iter()
+                .filter(|t| t.starts_with(&format!("c{n:02}:")))
+                .collect();
+            assert_eq!(chat, [&format!("c{n:02}:0"), &format!("c{n:02}:1")]);
+        }
+        assert_eq!(
+            stub.peak.load(std::sync::atomic::Ordering::SeqCst),
+            PARALLEL_CHATS
+        );
         store.shutdown();
     }
 
