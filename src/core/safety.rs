@@ -609,7 +609,10 @@ static KEY_END_RE: LazyLock<Option<Regex>> = LazyLock::new(|| compile("private_k
 static KEY_BODY_RE: LazyLock<Option<Regex>> =
     LazyLock::new(|| compile("private_key_body", KEY_BODY));
 
-fn compile_set<'p>(name: &str, patterns: impl IntoIterator<Item = &'p str>) -> Option<RegexSet> {
+fn compile_set<P: AsRef<str>>(
+    name: &str,
+    patterns: impl IntoIterator<Item = P>,
+) -> Option<RegexSet> {
     match RegexSetBuilder::new(patterns)
         .dfa_size_limit(SET_DFA_BYTES)
         .build()
@@ -620,6 +623,45 @@ fn compile_set<'p>(name: &str, patterns: impl IntoIterator<Item = &'p str>) -> O
             None
         }
     }
+}
+
+/// `pattern` with each counted repetition (`{n}`, `{n,}`, `{n,m}`) made an
+/// open one (`+`, or `*` when `n` is 0): a pattern that matches every text
+/// the original matches, and more. The set of secret shapes is only asked
+/// which shapes may occur (each found shape's own regex then says where, if
+/// anywhere), and counted repetitions of up to 255 make its automaton, and
+/// so the first log line's wait for it, many times larger.
+fn loosened(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some(open) = rest.find('{') {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        let escaped = before.ends_with('\\') && !before.ends_with("\\\\");
+        let counted = from.find('}').map(|close| &from[1..close]).filter(|inner| {
+            !inner.is_empty()
+                && inner.bytes().all(|b| b.is_ascii_digit() || b == b',')
+                && inner.bytes().next().is_some_and(|b| b.is_ascii_digit())
+                && inner.matches(',').count() <= 1
+        });
+        match counted {
+            Some(inner) if !escaped => {
+                let least = inner.split(',').next().unwrap_or("0");
+                out.push(if least.bytes().all(|b| b == b'0') {
+                    '*'
+                } else {
+                    '+'
+                });
+                rest = &from[inner.len() + 2..];
+            }
+            _ => {
+                out.push('{');
+                rest = &from[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Secrets {
@@ -636,7 +678,10 @@ impl Secrets {
                     rank: i + 1,
                 })
                 .collect(),
-            set: compile_set("secrets", SECRET_PATTERNS.iter().map(|p| p.pattern)),
+            set: compile_set(
+                "secrets",
+                SECRET_PATTERNS.iter().map(|p| loosened(p.pattern)),
+            ),
         }
     }
 
@@ -1031,6 +1076,34 @@ mod tests {
         assert!(KEY_END_RE.is_some());
         assert!(KEY_BODY_RE.is_some());
         assert!(INJECTIONS.neutralise.is_some());
+    }
+
+    #[test]
+    fn counted_repetitions_are_loosened_for_the_set_alone() {
+        assert_eq!(loosened("a{3,5}b{0,2}c{4}d{10,}"), "a+b*c+d+");
+        assert_eq!(loosened(r"x\{3}y{}z{a}w{2,3,4}"), r"x\{3}y{}z{a}w{2,3,4}");
+        assert_eq!(loosened("(?P<s>[0-9]{5,16}:AA)"), "(?P<s>[0-9]+:AA)");
+        // Every shape, loosened, still compiles and matches its own finds.
+        for p in SECRET_PATTERNS {
+            assert!(Regex::new(&loosened(p.pattern)).is_ok(), "{}", p.kind);
+        }
+        for text in [
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
+            "AKIAABCDEFGHIJKLMNOP",
+            "token: sk-proj-abcdefghijklmnopqrstuvwxyz0123",
+            "12345678:AAabcdefghijklmnopqrstuvwxyzABCDEFG ok",
+        ] {
+            for p in SECRET_PATTERNS {
+                if Regex::new(p.pattern).unwrap().is_match(text) {
+                    assert!(
+                        Regex::new(&loosened(p.pattern)).unwrap().is_match(text),
+                        "{} on {text}",
+                        p.kind
+                    );
+                }
+            }
+            assert!(!plain().redact(text).1.is_empty(), "{text}");
+        }
     }
 
     /// The injection patterns `check` reports for `text`.
