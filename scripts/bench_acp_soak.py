@@ -16,10 +16,21 @@ Measures
      (half `session/cancel` notifications, half `session/set_mode` requests,
      each answered -32002), after a warm-up round of the same.
 
+With --hostile, instead of both: the same mutated frames while the agent
+works. `pincer acp --script` (a model script whose turns wait --turn-ms before
+answering, so runs overlap) keeps --sessions sessions live (each 1,000 frames
+close a few and open as many), and every --burst-every frames a burst of one
+`session/prompt` per live session starts that many runs at once, --big of them
+with a prompt of 1 to 6 MB; a burst's prompts are answered before the next
+burst starts (one still unanswered after --settle-s without any answer is
+counted as never answered, and fails the report). Reports VmHWM, VmRSS at the
+end, frames/s, the runs answered and the prompts never answered.
+
 Prints a Markdown report.
 
     python3 scripts/bench_acp_soak.py --bin target/release/pincer
     python3 scripts/bench_acp_soak.py --frames 1000000 --unknown 100000
+    python3 scripts/bench_acp_soak.py --hostile --frames 200000 --sessions 1500
 """
 
 from __future__ import annotations
@@ -79,7 +90,7 @@ def status_kib(pid: int, field: str) -> int:
 class Agent:
     """`pincer acp` in a fresh directory, its answers read by a thread."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, args: list[str] | None = None, env_extra: dict | None = None) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="pincer-soak-")
         root = self.dir.name
         self.workspace = os.path.join(root, "ws")
@@ -91,9 +102,10 @@ class Agent:
             "PINCER_DATA_DIR": os.path.join(root, "data"),
             "RUST_LOG": "pincer=info",
         }
+        env.update(env_extra or {})
         self.stderr = open(os.path.join(root, "stderr.log"), "wb")
         self.proc = subprocess.Popen(
-            [os.path.abspath(binary), "acp"],
+            [os.path.abspath(binary), "acp", *(args or [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -102,6 +114,10 @@ class Agent:
             bufsize=1 << 16,
         )
         self.answers: queue.Queue[tuple[str | None, dict]] = queue.Queue()
+        # Answers to ids starting `new-` (sessions opened) and `run-`
+        # (prompts), kept for the hostile mode.
+        self.opened: queue.Queue[dict] = queue.Queue()
+        self.ran: queue.Queue[dict] = queue.Queue()
         self.answered = 0
         self.errors = 0
         self.longest_error = 0
@@ -111,7 +127,10 @@ class Agent:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # a wrapper's own words (heaptrack's, say)
             if "method" in message:
                 continue
             error = message.get("error")
@@ -124,6 +143,10 @@ class Agent:
             probe = message.get("id")
             if isinstance(probe, str) and probe.startswith("probe-"):
                 self.answers.put((probe, message))
+            elif isinstance(probe, str) and probe.startswith("new-"):
+                self.opened.put(message)
+            elif isinstance(probe, str) and probe.startswith("run-"):
+                self.ran.put(message)
 
     def write(self, data: bytes) -> None:
         self.proc.stdin.write(data)
@@ -133,7 +156,7 @@ class Agent:
         self.write(line.encode() + b"\n")
         self.proc.stdin.flush()
         while True:
-            got, message = self.answers.get(timeout=60)
+            got, message = self.answers.get(timeout=300)
             if got == probe:
                 return message
 
@@ -308,6 +331,142 @@ def soak(binary: str, frames: int, seed: int) -> dict:
     return result
 
 
+def hostile(binary: str, frames: int, seed: int, sessions: int, burst_every: int,
+            big: int, turn_ms: int, churn: int, env: dict, settle_s: int) -> dict:
+    """The soak's frames while ~`sessions` sessions live and bursts of runs work."""
+    with tempfile.TemporaryDirectory(prefix="pincer-hostile-") as scratch:
+        script = os.path.join(scratch, "slow.jsonl")
+        with open(script, "w") as f:
+            # A turn per prompt a session can get; past them a turn fails at once.
+            for _ in range(frames // max(burst_every, 1) + 64):
+                f.write(json.dumps([{"delay_ms": turn_ms}, {"text": "ok"}]) + "\n")
+        agent = Agent(binary, ["--script", script], env)
+        rng = random.Random(seed ^ 0x4057)
+        vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randrange(2, 11)))
+                      for _ in range(5000)]
+        next_id = 0
+
+        def open_sessions(count: int) -> list[str]:
+            nonlocal next_id
+            lines = []
+            for _ in range(count):
+                next_id += 1
+                lines.append(json.dumps({"jsonrpc": "2.0", "id": f"new-{next_id}", "method": "session/new",
+                                         "params": {"cwd": agent.workspace, "mcpServers": []}}).encode())
+            agent.write(b"\n".join(lines) + b"\n")
+            agent.proc.stdin.flush()
+            opened = []
+            for _ in range(count):
+                answer = agent.opened.get(timeout=120)
+                if "result" not in answer:
+                    raise SystemExit(f"session/new failed: {answer}")
+                opened.append(answer["result"]["sessionId"])
+            return opened
+
+        live: list[str] = []
+        while len(live) < sessions:
+            live.extend(open_sessions(min(500, sessions - len(live))))
+        gen = Frames(seed, live[0], agent.workspace)
+        prompts = 0
+        answered = 0
+        outstanding = 0
+        big_bytes = 0
+        started = time.monotonic()
+        pending: dict[str, tuple[str, int]] = {}
+        closed: set[str] = set()
+
+        lost: list[tuple[str, str]] = []
+
+        def settle() -> None:
+            """Waits for the burst's answers; a prompt unanswered after a
+            quiet --settle-s is counted as never answered (and reported)."""
+            nonlocal answered, outstanding
+            waited = 0
+            while outstanding:
+                try:
+                    answer = agent.ran.get(timeout=5)
+                except queue.Empty:
+                    waited += 5
+                    if waited >= settle_s:
+                        lost.extend((k, v[0]) for k, v in pending.items())
+                        print(f"  {outstanding:,} prompts not answered after {waited} s of silence: "
+                              f"{[(k, v[0], v[0] in closed) for k, v in pending.items()][:4]}",
+                              file=sys.stderr, flush=True)
+                        pending.clear()
+                        outstanding = 0
+                    continue
+                waited = 0
+                outstanding -= 1
+                pending.pop(answer.get("id"), None)
+                if "result" in answer:
+                    answered += 1
+
+        def burst() -> None:
+            nonlocal prompts, outstanding, big_bytes, next_id
+            settle()
+            print(f"  {time.monotonic() - started:7.1f} s: burst after {prompts:,} prompts, {answered:,} answered; "
+                  f"VmHWM {status_kib(agent.proc.pid, 'VmHWM:') / 1024:.1f} MiB", file=sys.stderr, flush=True)
+            heavy = set(rng.sample(range(len(live)), min(big, len(live))))
+            for index, session in enumerate(live):
+                next_id += 1
+                if index in heavy:
+                    # Words of a made-up language, as a pasted file reads.
+                    size = rng.randrange(1 << 20, 6 << 20)
+                    text = " ".join(rng.choices(vocabulary, k=size // 7))
+                    big_bytes += len(text)
+                else:
+                    text = f"prompt {next_id}: say ok"
+                line = json.dumps({"jsonrpc": "2.0", "id": f"run-{next_id}", "method": "session/prompt",
+                                   "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+                agent.write(line.encode() + b"\n")
+                pending[f"run-{next_id}"] = (session, len(text))
+                prompts += 1
+                outstanding += 1
+            agent.proc.stdin.flush()
+
+        batch = []
+        for n in range(frames):
+            if n % burst_every == 0:
+                burst()
+            gen.session = live[rng.randrange(len(live))]
+            batch.append(gen.frame())
+            if (n + 1) % 1000 == 0:
+                agent.write(b"\n".join(batch) + b"\n")
+                batch = []
+                gone = [live.pop(rng.randrange(len(live))) for _ in range(min(churn, len(live)))]
+                for session in gone:
+                    closed.add(session)
+                    next_id += 1
+                    agent.write(json.dumps({"jsonrpc": "2.0", "id": f"close-{next_id}", "method": "session/close",
+                                            "params": {"sessionId": session}}).encode() + b"\n")
+                if gone:
+                    live.extend(open_sessions(len(gone)))
+                answer = agent.call(f"probe-{n}", "session/list", {})
+                if not isinstance(answer.get("result", {}).get("sessions"), list):
+                    raise SystemExit(f"probe after {n + 1} frames failed: {answer}")
+        if batch:
+            agent.write(b"\n".join(batch) + b"\n")
+        settle()
+        agent.call("probe-last", "session/list", {})
+        elapsed = time.monotonic() - started
+        pid = agent.proc.pid
+        result = {
+            "frames": frames,
+            "sessions": sessions,
+            "prompts": prompts,
+            "runs_answered": answered,
+            "never_answered": len(lost),
+            "big_mib": big_bytes / (1 << 20),
+            "seconds": elapsed,
+            "frames_per_second": frames / elapsed,
+            "vmhwm_kib": status_kib(pid, "VmHWM:"),
+            "vmrss_kib": status_kib(pid, "VmRSS:"),
+            "answers": agent.answered,
+        }
+        result["exit"] = agent.close()
+        return result
+
+
 def unknown_sessions(binary: str, count: int) -> dict:
     agent = Agent(binary)
 
@@ -351,11 +510,36 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--unknown", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0x5EEDACB1)
+    parser.add_argument("--hostile", action="store_true", help="the frames while sessions live and runs work")
+    parser.add_argument("--sessions", type=int, default=1500, help="--hostile: sessions kept live")
+    parser.add_argument("--burst-every", type=int, default=20_000, help="--hostile: frames between bursts of runs")
+    parser.add_argument("--big", type=int, default=2, help="--hostile: prompts of 1-6 MB in each burst")
+    parser.add_argument("--turn-ms", type=int, default=300, help="--hostile: how long each model turn waits")
+    parser.add_argument("--churn", type=int, default=5, help="--hostile: sessions closed and opened per 1,000 frames")
+    parser.add_argument("--settle-s", type=int, default=60,
+                        help="--hostile: seconds without an answer before a burst's missing ones count as lost")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="--hostile: an environment variable for the agent (MALLOC_ARENA_MAX=2, say)")
     args = parser.parse_args()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    mib = lambda kib: kib / 1024  # noqa: E731
+    if args.hostile:
+        got = hostile(args.bin, args.frames, args.seed, args.sessions, args.burst_every,
+                      args.big, args.turn_ms, args.churn, dict(v.split("=", 1) for v in args.env),
+                      args.settle_s)
+        after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(f"- binary `{args.bin}`{''.join(f', `{v}`' for v in args.env)}; machine load before: `{load}`; after: `{after}`")
+        print(f"- {got['frames']:,} frames with {got['sessions']:,} sessions live, {got['prompts']:,} prompts "
+              f"({got['runs_answered']:,} runs answered, {got['never_answered']:,} prompts never answered, "
+              f"{got['big_mib']:.0f} MiB in big prompts) in "
+              f"{got['seconds']:.1f} s: **{got['frames_per_second']:,.0f} frames/s**; "
+              f"**VmHWM {mib(got['vmhwm_kib']):.1f} MiB**, VmRSS at the end {mib(got['vmrss_kib']):.1f} MiB; "
+              f"exit {got['exit']}")
+        ok = got["vmhwm_kib"] < 128 * 1024 and got["exit"] == 0 and not got["never_answered"]
+        print(f"- target (VmHWM < 128 MiB, every prompt answered): {'met' if ok else 'NOT met'}")
+        sys.exit(0 if ok else 1)
     soaked = soak(args.bin, args.frames, args.seed)
     unknown = unknown_sessions(args.bin, args.unknown)
-    mib = lambda kib: kib / 1024  # noqa: E731
     print(f"- machine load before: `{load}`")
     print(f"- {soaked['frames']:,} frames in {soaked['seconds']:.1f} s: "
           f"**{soaked['frames_per_second']:,.0f} frames/s**; {soaked['answers']:,} answers "

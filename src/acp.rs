@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::Event;
+use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
 use crate::core::quote::{clip_message, quote};
@@ -39,6 +39,7 @@ use crate::core::session::{Mode, Origin, PromptSettings, Session};
 use crate::core::tool::{
     ClientFiles, ClientTerminal, Progress, ProgressUpdate, TerminalCommand, TerminalExit,
 };
+use crate::core::usage::Usage;
 use crate::stdout::LineSender;
 use agent_client_protocol_schema::v1::RequestId;
 use client::{ClientFs, ClientTerm};
@@ -260,6 +261,15 @@ fn session_key(params: Option<&RawValue>) -> Option<String> {
     serde_json::from_str::<Key>(params.get()).ok()?.session_id
 }
 
+/// The task forwarding an attached session's events, and its stop: a
+/// forwarder replaced (`session/load` or `session/resume` of a session this
+/// client has open) stops between two events, never within one, so an
+/// answer it began is sent whole.
+struct Attached {
+    forward: tokio::task::JoinHandle<()>,
+    stop: CancellationToken,
+}
+
 enum Reply {
     Now(Result<Value, RpcError>),
     /// The answer is sent later by the session's forwarder (prompts).
@@ -272,9 +282,10 @@ struct Connection {
     peer: Arc<Peer>,
     options: AcpOptions,
     /// Sessions this client has opened, with the task forwarding their events.
-    attached: Mutex<HashMap<SessionId, tokio::task::JoinHandle<()>>>,
-    /// Prompt requests waiting for their run to end: the request id, by run.
-    prompts: Mutex<HashMap<RunId, Id>>,
+    attached: Mutex<HashMap<SessionId, Attached>>,
+    /// Prompt requests waiting for their run to end: the request id and the
+    /// run's session, by run.
+    prompts: Mutex<HashMap<RunId, (Id, SessionId)>>,
     /// Cancellation of each request being handled, by id.
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// A queue per session id with requests waiting or being handled, worked
@@ -475,7 +486,7 @@ impl Connection {
                     // cancel that run instead.
                     let run = lock(&self.prompts)
                         .iter()
-                        .find_map(|(run, id)| (*id.key() == target).then(|| run.clone()));
+                        .find_map(|(run, (id, _))| (*id.key() == target).then(|| run.clone()));
                     if let Some(run) = run {
                         let sessions: Vec<SessionId> =
                             lock(&self.attached).keys().cloned().collect();
@@ -527,10 +538,25 @@ impl Connection {
         Reply::Now(result)
     }
 
-    /// Sends a session's events to the client and answers prompts when their runs end.
-    async fn forward(self: Arc<Self>, session: SessionId, mut subscription: Subscription) {
+    /// Sends a session's events to the client and answers prompts when
+    /// their runs end, until the session closes or `stop` fires (checked
+    /// between events).
+    async fn forward(
+        self: Arc<Self>,
+        session: SessionId,
+        mut subscription: Subscription,
+        stop: CancellationToken,
+    ) {
         let mut live = convert::LiveUpdates::new(*lock(&self.view));
-        while let Some(record) = subscription.next().await {
+        loop {
+            let record = tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
+                record = subscription.next() => record,
+            };
+            let Some(record) = record else {
+                return;
+            };
             match &record.event {
                 Event::ApprovalRequested { approval_id, .. } => {
                     self.ask_permission(&session, &record.run_id, approval_id, &record.event);
@@ -568,9 +594,42 @@ impl Connection {
                 };
                 let result = prompt_result(&record.run_id, &outcome, usage);
                 let waiting = lock(&self.prompts).remove(&record.run_id);
-                if let Some(id) = waiting {
+                if let Some((id, _)) = waiting {
                     self.peer.respond(&id, result).await;
                 }
+            }
+        }
+    }
+
+    /// Answers the prompts of `session` whose runs ended, as the journal has
+    /// them: a forwarder that `attach` replaced stopped before the events it
+    /// had not reached, and the new one's subscription began after them.
+    async fn answer_ended(&self, session: &SessionId) {
+        let runs: Vec<RunId> = lock(&self.prompts)
+            .iter()
+            .filter(|(_, (_, of))| of == session)
+            .map(|(run, _)| run.clone())
+            .collect();
+        for run in runs {
+            let Ok(info) = self.runtime.run(&run).await else {
+                continue;
+            };
+            let outcome = match info.state {
+                RunState::Completed => {
+                    RunOutcome::Completed(info.stop_reason.unwrap_or(StopReason::EndTurn))
+                }
+                RunState::Cancelled => RunOutcome::Cancelled,
+                RunState::Failed => {
+                    RunOutcome::Failed(info.error.unwrap_or_else(|| "the run failed".to_owned()))
+                }
+                RunState::Queued | RunState::Running | RunState::Waiting => continue,
+            };
+            let usage = (info.usage != Usage::default()).then_some(&info.usage);
+            let waiting = lock(&self.prompts).remove(&run);
+            if let Some((id, _)) = waiting {
+                self.peer
+                    .respond(&id, prompt_result(&run, &outcome, usage))
+                    .await;
             }
         }
     }
@@ -663,8 +722,8 @@ impl Connection {
             self.peer.close();
             self.cancel_own_runs().await;
             // Nobody is left to forward the sessions' events to.
-            for (_, forward) in lock(&self.attached).drain() {
-                forward.abort();
+            for (_, attached) in lock(&self.attached).drain() {
+                attached.forward.abort();
             }
         }
         self.tasks.close();

@@ -131,14 +131,28 @@ impl Connection {
         self.runtime.set_client_terminal(&session, terminal);
         let conn = self.clone();
         let key = session.clone();
-        let handle = self.tasks.spawn(async move {
-            if start.await.is_ok() {
-                conn.forward(session, subscription).await;
+        let stop = CancellationToken::new();
+        let mut attached = lock(&self.attached);
+        // A session this client has open already (loaded or resumed again):
+        // its forwarder stops after the event it is at, and this one starts
+        // once it has, first answering the prompts whose runs ended unseen.
+        let previous = attached.remove(&key);
+        if let Some(previous) = &previous {
+            previous.stop.cancel();
+        }
+        let forward = self.tasks.spawn({
+            let stop = stop.clone();
+            async move {
+                if let Some(previous) = previous {
+                    let _ = previous.forward.await;
+                }
+                if start.await.is_ok() {
+                    conn.answer_ended(&session).await;
+                    conn.forward(session, subscription, stop).await;
+                }
             }
         });
-        if let Some(previous) = lock(&self.attached).insert(key, handle) {
-            previous.abort();
-        }
+        attached.insert(key, super::Attached { forward, stop });
     }
 
     pub(super) fn session_response_parts(
@@ -532,7 +546,7 @@ impl Connection {
             // Registered before the run exists, so its forwarder always knows the
             // run is this client's own and whom to answer when it ends.
             let run_id = RunId::generate();
-            lock(&self.prompts).insert(run_id.clone(), id.clone());
+            lock(&self.prompts).insert(run_id.clone(), (id.clone(), session.clone()));
             let started = match queued_command {
                 Some(command) => {
                     self.runtime

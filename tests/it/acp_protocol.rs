@@ -724,3 +724,123 @@ fn a_cancel_sent_right_after_a_prompt_cancels_it() {
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 }
+
+#[test]
+fn a_prompt_is_answered_when_its_session_is_resumed_while_its_events_wait() {
+    // The client reads nothing while a run streams 6,000 chunks, so the
+    // session's forwarder stalls on a full stdout long before the run's end;
+    // the run ends; then the client resumes the session, which replaces the
+    // forwarder. The prompt is answered all the same (a forwarder that was
+    // stopped dropped the end it had not reached, and the new one subscribed
+    // after it).
+    use std::io::{BufRead, BufReader, Write};
+    let dir = TestDir::new();
+    let script = dir.script(
+        "long.jsonl",
+        &[json!([{"repeat": {"count": 6000, "text": "x", "apart": true}}, {"text": "END"}])],
+    );
+    let stderr = dir.path().join("stderr-resume.log");
+    let mut child = dir.spawn_acp(&["--script", script.to_str().unwrap()], &stderr);
+    let mut stdin = child.stdin.take().unwrap();
+    let (lines, got) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    let (reading, read) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut stdout = BufReader::new(stdout);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if matches!(stdout.read_line(&mut line), Ok(0) | Err(_)) {
+                return;
+            }
+            let value: Value = serde_json::from_str(&line).unwrap();
+            let answer = value.get("method").is_none();
+            if lines.send(value).is_err() {
+                return;
+            }
+            // After an answer, wait until the test says read on.
+            if answer && read.recv().is_err() {
+                return;
+            }
+        }
+    });
+    let mut send = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let answer_to = |id: i64| loop {
+        let message = got
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no answer to {id}; stderr:\n{}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                )
+            });
+        if message["id"] == json!(id) && message.get("method").is_none() {
+            return message;
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    );
+    answer_to(1);
+    reading.send(()).unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": dir.workspace(), "mcpServers": []}}),
+    );
+    let session = answer_to(2)["result"]["sessionId"].clone();
+    // Not told to read on: stdout fills up behind the session/new answer.
+    send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}}),
+    );
+    let db = rusqlite::Connection::open_with_flags(
+        dir.data_dir().join("pincer.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ended: i64 = db
+            .query_row(
+                "SELECT count(*) FROM runs WHERE state = 'completed'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap_or(0);
+        if ended == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "session/resume", "params": {"sessionId": session, "cwd": dir.workspace(), "mcpServers": []}}),
+    );
+    // Now read on, answer after answer.
+    let mut answered = std::collections::BTreeMap::new();
+    while answered.len() < 2 {
+        reading.send(()).unwrap();
+        let message = got
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "answered so far: {answered:?}; stderr:\n{}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                )
+            });
+        if message.get("method").is_none() {
+            answered.insert(message["id"].as_i64().unwrap(), message);
+        }
+    }
+    assert_eq!(
+        answered[&3]["result"]["stopReason"], "end_turn",
+        "{:?}",
+        answered[&3]
+    );
+    assert!(answered[&4].get("result").is_some(), "{:?}", answered[&4]);
+    drop(send);
+    let _ = child.kill();
+    let _ = child.wait();
+}
