@@ -130,7 +130,11 @@ vim.env.PATH = tmp .. "/bin:" .. vim.env.PATH
 -- The model's turns, one line each (docs/scripted-provider.md), counted per
 -- session: the first prompt's reply in two chunks, then its new file and the
 -- reply after it; the second prompt's edit of notes.txt and the reply after
--- it. A new session would start again at line 1.
+-- it. A new session would start again at line 1. A pause before each tool
+-- call, as a real model takes: avante (sidebar.lua, its deferred cursor
+-- placement under the permission buttons) raises "Cursor position outside
+-- buffer" when a permission request arrives within 100 ms of the sidebar's
+-- first render, before the buttons are drawn.
 local REPLY_1 = "Hello from Pincer, first turn"
 local REPLY_2 = "I wrote hello.txt"
 local REPLY_3 = "I changed notes.txt"
@@ -139,11 +143,13 @@ write(tmp .. "/script.jsonl", {
   vim.json.encode({
     { text = "Hello from " },
     { text = "Pincer, first turn" },
+    { delay_ms = 400 },
     { tool_call = { name = "write_file", arguments = { path = "hello.txt", content = HELLO } } },
   }),
   vim.json.encode({ { text = REPLY_2 } }),
   vim.json.encode({
     { text = "Editing the notes." },
+    { delay_ms = 400 },
     { tool_call = { name = "edit_file", arguments = {
       path = "notes.txt",
       edits = { { old_text = "status: draft", new_text = "status: final" } },
@@ -389,7 +395,9 @@ test("a new file waits for avante's \"Allow once\" button, then is on disk as pl
     return #from_pincer("session/request_permission") == 1
   end)
   expect(on_disk("hello.txt") == nil, "hello.txt was written before the answer")
-  expect(result_text():find("Create hello.txt", 1, true), "the sidebar does not show the call's title")
+  wait_for("the call's title in the sidebar", 5000, function()
+    return result_text():find("Create hello.txt", 1, true) ~= nil
+  end)
   allow_once()
   wait_for("the reply after the new file", 30000, function()
     return prompt_responses() == 1
