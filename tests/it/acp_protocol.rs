@@ -840,7 +840,6 @@ fn a_prompt_is_answered_when_its_session_is_resumed_while_its_events_wait() {
         answered[&3]
     );
     assert!(answered[&4].get("result").is_some(), "{:?}", answered[&4]);
-    drop(send);
     let _ = child.kill();
     let _ = child.wait();
 }
