@@ -140,7 +140,11 @@ pub async fn is_workspace(stored: &Path, given: &Path) -> bool {
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub loop_config: LoopConfig,
-    /// Events buffered per session for subscribers before they are told they lagged.
+    /// Events buffered per session for subscribers before they are told they
+    /// lagged (and re-read the tape). Every live session's buffer is
+    /// allocated whole when it becomes live (tokio's broadcast), so this is
+    /// resident memory per session; below 512 a flooded stream lags often
+    /// enough to slow (`docs/benchmarks.md`, "Memory under hostile load").
     pub event_buffer: usize,
     /// The mode new sessions start in.
     pub default_mode: Mode,
@@ -194,7 +198,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             loop_config: LoopConfig::default(),
-            event_buffer: 1024,
+            event_buffer: 512,
             default_mode: Mode::default(),
             paths: PathsConfig::default(),
             subagents: SubagentConfig::default(),
