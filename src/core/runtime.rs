@@ -987,10 +987,13 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        Ok(
-            Subscription::new(id, live.events.subscribe(), self.inner.journal.clone())
-                .following(self.inner.notifier.as_ref().map(|n| n.watch())),
+        Ok(Subscription::new(
+            id,
+            live.events.subscribe(),
+            self.event_buffer(),
+            self.inner.journal.clone(),
         )
+        .following(self.inner.notifier.as_ref().map(|n| n.watch())))
     }
 
     /// Queues a prompt as a new run of a live session.
@@ -1346,6 +1349,11 @@ impl Runtime {
         }
     }
 
+    /// Events each live session's broadcast holds.
+    fn event_buffer(&self) -> usize {
+        self.inner.config.event_buffer.max(16)
+    }
+
     fn live(&self, id: &SessionId) -> Option<Arc<LiveSession>> {
         lock(&self.inner.live).get(id).cloned()
     }
@@ -1361,7 +1369,7 @@ impl Runtime {
             .session_tools
             .as_ref()
             .and_then(|factory| factory.for_session(&id, &session.workspace));
-        let (events, _) = broadcast::channel(self.inner.config.event_buffer.max(16));
+        let (events, _) = broadcast::channel(self.event_buffer());
         let (queue, rx) = mpsc::unbounded_channel();
         let live = Arc::new(LiveSession {
             session: Mutex::new(session),
@@ -1877,6 +1885,65 @@ mod tests {
         }
         assert_eq!(deltas, 5000);
         assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+        rt.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscription_through_thousands_of_runs_forgets_the_finished_ones() {
+        // A buffer of 16 events and a reader that stops now and then: it
+        // lags again and again, and re-reads from the tape.
+        const RUNS: usize = 2000;
+        let dir = tempfile::tempdir().unwrap();
+        let provider = TestProvider {
+            chunks: 3,
+            hang: false,
+            dropped: Arc::new(Mutex::new(None)),
+        };
+        let rt = runtime(provider, 16).await;
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let mut sub = rt.subscribe(&session.id).unwrap();
+        let mut runs = Vec::new();
+        for n in 0..RUNS {
+            runs.push(
+                rt.prompt(&session.id, text(&n.to_string()))
+                    .await
+                    .unwrap()
+                    .run_id,
+            );
+        }
+        let mut ended = Vec::new();
+        let mut next_seq: HashMap<RunId, u64> = HashMap::new();
+        let mut most_held = 0;
+        let mut read = 0;
+        while ended.len() < RUNS {
+            let Ok(record) = tokio::time::timeout(Duration::from_secs(30), sub.next()).await else {
+                panic!(
+                    "stuck after {} runs ended, {read} events, {} lags; next: {:?}",
+                    ended.len(),
+                    sub.lags(),
+                    next_seq.get(&runs[ended.len()])
+                );
+            };
+            let record = record.unwrap();
+            read += 1;
+            if read % 1000 == 0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let seq = next_seq.entry(record.run_id.clone()).or_insert(0);
+            assert_eq!(record.seq, *seq, "run {} in order, once", record.run_id);
+            *seq += 1;
+            if record.event.terminal_state().is_some() {
+                ended.push(record.run_id.clone());
+            }
+            most_held = most_held.max(sub.finished_held());
+        }
+        // Every run ended once, in the order they were queued.
+        assert_eq!(ended, runs);
+        assert!(sub.lags() > 1, "lagged {} times", sub.lags());
+        assert!(
+            most_held <= 64,
+            "held up to {most_held} finished runs of {RUNS}"
+        );
         rt.shutdown().await;
     }
 
