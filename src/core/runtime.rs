@@ -2222,4 +2222,110 @@ mod tests {
         assert!(extra.stopped.load(Ordering::SeqCst));
         rt.shutdown().await;
     }
+
+    /// A built-in tool that counts how often its spec (its JSON schema) is
+    /// made.
+    struct SpecMade(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl crate::core::tool::Tool for SpecMade {
+        fn spec(&self) -> crate::core::tool::ToolSpec {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            crate::core::tool::ToolSpec {
+                name: "built_in".into(),
+                description: "a built-in tool".into(),
+                parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            }
+        }
+
+        fn kind(&self) -> crate::core::tool::ToolKind {
+            crate::core::tool::ToolKind::Read
+        }
+
+        fn plan<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _ctx: &'a ToolContext,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<crate::core::tool::Plan, crate::core::tool::ToolError>,
+        > {
+            Box::pin(async { Ok(crate::core::tool::Plan::default()) })
+        }
+
+        fn execute<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _plan: &'a crate::core::tool::Plan,
+            _ctx: &'a ToolContext,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>,
+        > {
+            Box::pin(async { Ok(crate::core::tool::ToolOutput::text("ok")) })
+        }
+    }
+
+    /// Calls the session's extra tool once, then ends; records where each
+    /// request's spec of `built_in` lives.
+    struct SpecWatcher {
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Provider for SpecWatcher {
+        fn name(&self) -> &str {
+            "test"
+        }
+
+        fn stream(&self, request: ModelRequest) -> ProviderStream {
+            if let Some(spec) = request.tools.iter().find(|spec| spec.name == "built_in") {
+                lock(&self.seen).push(Arc::as_ptr(spec) as usize);
+            }
+            CallingProvider {
+                tool: "extra__probe",
+                calls: 1,
+            }
+            .stream(request)
+        }
+    }
+
+    #[tokio::test]
+    async fn tool_schemas_are_made_once_and_shared_by_every_turn_of_every_run() {
+        // With session tools (MCP servers) the turn's tool set is made again
+        // before each turn: the built-in tools' specs are not.
+        let dir = tempfile::tempdir().unwrap();
+        let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut gate = ToolGate::without_tools();
+        gate.tools = crate::core::tool::Toolset::new(vec![Arc::new(SpecMade(made.clone()))]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let extra = Arc::new(Extra {
+            listed: Default::default(),
+            stopped: AtomicBool::new(false),
+        });
+        let rt = Runtime::from_parts(Parts {
+            session_tools: Some(Arc::new(ExtraFactory(extra.clone()))),
+            ..Parts::new(
+                Arc::new(MemoryJournal::new()),
+                test_providers(SpecWatcher { seen: seen.clone() }),
+                Arc::new(gate),
+                RuntimeConfig {
+                    default_mode: Mode::Full,
+                    ..RuntimeConfig::default()
+                },
+            )
+        });
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        for n in 0..3 {
+            let ticket = rt.prompt(&session.id, text(&n.to_string())).await.unwrap();
+            assert_eq!(
+                ticket.done.await.unwrap(),
+                RunOutcome::Completed(StopReason::EndTurn)
+            );
+        }
+        // Two turns a run, three runs: one spec, made once.
+        let seen = lock(&seen).clone();
+        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert!(seen.iter().all(|at| *at == seen[0]), "{seen:?}");
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        rt.shutdown().await;
+    }
 }
