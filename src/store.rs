@@ -134,6 +134,9 @@ struct Inner {
     /// Memory embeddings, read in when a search by meaning first needs them.
     vectors: Mutex<vectors::Vectors>,
     words: Mutex<words::Words>,
+    /// Read connections opened, for tests of the bound.
+    #[cfg(test)]
+    opened: std::sync::atomic::AtomicUsize,
 }
 
 /// What opening the store found and repaired.
@@ -191,6 +194,8 @@ impl Store {
                     watching: std::sync::Once::new(),
                     vectors: Mutex::new(vectors::Vectors::default()),
                     words: Mutex::new(words::Words::default()),
+                    #[cfg(test)]
+                    opened: std::sync::atomic::AtomicUsize::new(0),
                 }),
             },
             recovery,
@@ -524,6 +529,9 @@ impl Inner {
             source,
         })?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        #[cfg(test)]
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(conn)
     }
 
@@ -763,6 +771,34 @@ mod tests {
             parent: None,
             thought_level: None,
         }
+    }
+
+    /// A thousand reads at once wait for the [`READERS`] read connections
+    /// instead of each opening one (every open parses the schema, and each
+    /// connection keeps its own page cache).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn reads_at_once_share_a_bounded_set_of_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
+        store
+            .commit(Write::InsertSession(session("ses_1")))
+            .await
+            .unwrap();
+        let reads = (0..1000).map(|_| {
+            let store = store.clone();
+            tokio::spawn(
+                async move { store.session(&SessionId::from_string("ses_1".into())).await },
+            )
+        });
+        for read in futures::future::join_all(reads).await {
+            assert!(read.unwrap().unwrap().is_some());
+        }
+        let opened = store.inner.opened.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            (1..=READERS).contains(&opened),
+            "{opened} connections opened"
+        );
+        store.shutdown();
     }
 
     /// The plans SQLite makes for the queries whose cost must not grow with

@@ -172,7 +172,7 @@ async fn instruction_turn(
     config: &LoopConfig,
     mut messages: Vec<Message>,
     instruction: &str,
-    tools: Vec<super::provider::ToolSpec>,
+    tools: Vec<std::sync::Arc<super::provider::ToolSpec>>,
     shown: bool,
 ) -> (Result<ModelStop, RunOutcome>, turn::Said) {
     messages.push(Message::User {
@@ -396,7 +396,7 @@ async fn save_before_compacting(ctx: &mut RunContext<'_>, config: &LoopConfig) {
         return;
     }
     let messages = ctx.history.clone();
-    let tools = vec![save.spec()];
+    let tools = vec![std::sync::Arc::new(save.spec())];
     let (ended, said) =
         instruction_turn(ctx, config, messages, SAVE_INSTRUCTION, tools, true).await;
     if ended.is_err() {

@@ -20,8 +20,9 @@ pub struct ModelRequest {
     pub model: String,
     pub system: Option<String>,
     pub messages: Vec<Message>,
-    /// Tools the model may call, as name and JSON schema.
-    pub tools: std::sync::Arc<[ToolSpec]>,
+    /// Tools the model may call, as name and JSON schema: each made once
+    /// (`tool::Toolset`) and shared by every turn that offers it.
+    pub tools: std::sync::Arc<[std::sync::Arc<ToolSpec>]>,
     /// How hard the model should think (the API's reasoning effort); `None`:
     /// the API's default.
     pub reasoning_effort: Option<String>,

@@ -140,7 +140,11 @@ pub async fn is_workspace(stored: &Path, given: &Path) -> bool {
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub loop_config: LoopConfig,
-    /// Events buffered per session for subscribers before they are told they lagged.
+    /// Events buffered per session for subscribers before they are told they
+    /// lagged (and re-read the tape). Every live session's buffer is
+    /// allocated whole when it becomes live (tokio's broadcast), so this is
+    /// resident memory per session; below 512 a flooded stream lags often
+    /// enough to slow (`docs/benchmarks.md`, "Memory under hostile load").
     pub event_buffer: usize,
     /// The mode new sessions start in.
     pub default_mode: Mode,
@@ -194,7 +198,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             loop_config: LoopConfig::default(),
-            event_buffer: 1024,
+            event_buffer: 512,
             default_mode: Mode::default(),
             paths: PathsConfig::default(),
             subagents: SubagentConfig::default(),
@@ -983,10 +987,13 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        Ok(
-            Subscription::new(id, live.events.subscribe(), self.inner.journal.clone())
-                .following(self.inner.notifier.as_ref().map(|n| n.watch())),
+        Ok(Subscription::new(
+            id,
+            live.events.subscribe(),
+            self.event_buffer(),
+            self.inner.journal.clone(),
         )
+        .following(self.inner.notifier.as_ref().map(|n| n.watch())))
     }
 
     /// Queues a prompt as a new run of a live session.
@@ -1342,6 +1349,11 @@ impl Runtime {
         }
     }
 
+    /// Events each live session's broadcast holds.
+    fn event_buffer(&self) -> usize {
+        self.inner.config.event_buffer.max(16)
+    }
+
     fn live(&self, id: &SessionId) -> Option<Arc<LiveSession>> {
         lock(&self.inner.live).get(id).cloned()
     }
@@ -1357,7 +1369,7 @@ impl Runtime {
             .session_tools
             .as_ref()
             .and_then(|factory| factory.for_session(&id, &session.workspace));
-        let (events, _) = broadcast::channel(self.inner.config.event_buffer.max(16));
+        let (events, _) = broadcast::channel(self.event_buffer());
         let (queue, rx) = mpsc::unbounded_channel();
         let live = Arc::new(LiveSession {
             session: Mutex::new(session),
@@ -1877,6 +1889,65 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscription_through_thousands_of_runs_forgets_the_finished_ones() {
+        // A buffer of 16 events and a reader that stops now and then: it
+        // lags again and again, and re-reads from the tape.
+        const RUNS: usize = 2000;
+        let dir = tempfile::tempdir().unwrap();
+        let provider = TestProvider {
+            chunks: 3,
+            hang: false,
+            dropped: Arc::new(Mutex::new(None)),
+        };
+        let rt = runtime(provider, 16).await;
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        let mut sub = rt.subscribe(&session.id).unwrap();
+        let mut runs = Vec::new();
+        for n in 0..RUNS {
+            runs.push(
+                rt.prompt(&session.id, text(&n.to_string()))
+                    .await
+                    .unwrap()
+                    .run_id,
+            );
+        }
+        let mut ended = Vec::new();
+        let mut next_seq: HashMap<RunId, u64> = HashMap::new();
+        let mut most_held = 0;
+        let mut read = 0;
+        while ended.len() < RUNS {
+            let Ok(record) = tokio::time::timeout(Duration::from_secs(30), sub.next()).await else {
+                panic!(
+                    "stuck after {} runs ended, {read} events, {} lags; next: {:?}",
+                    ended.len(),
+                    sub.lags(),
+                    next_seq.get(&runs[ended.len()])
+                );
+            };
+            let record = record.unwrap();
+            read += 1;
+            if read % 1000 == 0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let seq = next_seq.entry(record.run_id.clone()).or_insert(0);
+            assert_eq!(record.seq, *seq, "run {} in order, once", record.run_id);
+            *seq += 1;
+            if record.event.terminal_state().is_some() {
+                ended.push(record.run_id.clone());
+            }
+            most_held = most_held.max(sub.finished_held());
+        }
+        // Every run ended once, in the order they were queued.
+        assert_eq!(ended, runs);
+        assert!(sub.lags() > 1, "lagged {} times", sub.lags());
+        assert!(
+            most_held <= 64,
+            "held up to {most_held} finished runs of {RUNS}"
+        );
+        rt.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_run_at_a_time_and_cancel_reaches_queued_runs() {
         let dir = tempfile::tempdir().unwrap();
         let provider = TestProvider {
@@ -2149,6 +2220,112 @@ mod tests {
         assert!(!extra.stopped.load(Ordering::SeqCst));
         rt.close_session(&session.id).await.unwrap();
         assert!(extra.stopped.load(Ordering::SeqCst));
+        rt.shutdown().await;
+    }
+
+    /// A built-in tool that counts how often its spec (its JSON schema) is
+    /// made.
+    struct SpecMade(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl crate::core::tool::Tool for SpecMade {
+        fn spec(&self) -> crate::core::tool::ToolSpec {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            crate::core::tool::ToolSpec {
+                name: "built_in".into(),
+                description: "a built-in tool".into(),
+                parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            }
+        }
+
+        fn kind(&self) -> crate::core::tool::ToolKind {
+            crate::core::tool::ToolKind::Read
+        }
+
+        fn plan<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _ctx: &'a ToolContext,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<crate::core::tool::Plan, crate::core::tool::ToolError>,
+        > {
+            Box::pin(async { Ok(crate::core::tool::Plan::default()) })
+        }
+
+        fn execute<'a>(
+            &'a self,
+            _arguments: &'a serde_json::Value,
+            _plan: &'a crate::core::tool::Plan,
+            _ctx: &'a ToolContext,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>,
+        > {
+            Box::pin(async { Ok(crate::core::tool::ToolOutput::text("ok")) })
+        }
+    }
+
+    /// Calls the session's extra tool once, then ends; records where each
+    /// request's spec of `built_in` lives.
+    struct SpecWatcher {
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Provider for SpecWatcher {
+        fn name(&self) -> &str {
+            "test"
+        }
+
+        fn stream(&self, request: ModelRequest) -> ProviderStream {
+            if let Some(spec) = request.tools.iter().find(|spec| spec.name == "built_in") {
+                lock(&self.seen).push(Arc::as_ptr(spec) as usize);
+            }
+            CallingProvider {
+                tool: "extra__probe",
+                calls: 1,
+            }
+            .stream(request)
+        }
+    }
+
+    #[tokio::test]
+    async fn tool_schemas_are_made_once_and_shared_by_every_turn_of_every_run() {
+        // With session tools (MCP servers) the turn's tool set is made again
+        // before each turn: the built-in tools' specs are not.
+        let dir = tempfile::tempdir().unwrap();
+        let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut gate = ToolGate::without_tools();
+        gate.tools = crate::core::tool::Toolset::new(vec![Arc::new(SpecMade(made.clone()))]);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let extra = Arc::new(Extra {
+            listed: Default::default(),
+            stopped: AtomicBool::new(false),
+        });
+        let rt = Runtime::from_parts(Parts {
+            session_tools: Some(Arc::new(ExtraFactory(extra.clone()))),
+            ..Parts::new(
+                Arc::new(MemoryJournal::new()),
+                test_providers(SpecWatcher { seen: seen.clone() }),
+                Arc::new(gate),
+                RuntimeConfig {
+                    default_mode: Mode::Full,
+                    ..RuntimeConfig::default()
+                },
+            )
+        });
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        for n in 0..3 {
+            let ticket = rt.prompt(&session.id, text(&n.to_string())).await.unwrap();
+            assert_eq!(
+                ticket.done.await.unwrap(),
+                RunOutcome::Completed(StopReason::EndTurn)
+            );
+        }
+        // Two turns a run, three runs: one spec, made once.
+        let seen = lock(&seen).clone();
+        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert!(seen.iter().all(|at| *at == seen[0]), "{seen:?}");
+        assert_eq!(made.load(Ordering::SeqCst), 1);
         rt.shutdown().await;
     }
 }

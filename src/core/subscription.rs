@@ -25,15 +25,32 @@ pub struct Subscription {
     since: i64,
     /// The sequence number expected next, per run seen and not yet ended.
     expected: HashMap<RunId, u64>,
-    /// Runs whose terminal event was delivered.
-    finished: HashSet<RunId>,
+    /// Runs whose terminal event was delivered, while they matter
+    /// (`Finished`).
+    finished: Finished,
+    /// Messages of the broadcast received or lagged past: where in it this
+    /// subscription is.
+    passed: u64,
+    /// The greatest run id forgotten (`Finished`). Run ids grow with time
+    /// (`RunId::generate`) and a session's runs take turns in the order they
+    /// were queued, so a run not expected with an id up to this one is one
+    /// already ended: the copy of a forgotten run's end that the emitter
+    /// publishes after the commit the tape showed.
+    forgotten: Option<RunId>,
+    /// Times it lagged (for tests to know they reached that path).
+    #[cfg(test)]
+    lags: usize,
     /// Events read back from the tape, waiting to be delivered; at most one page.
     backlog: VecDeque<Arc<EventRecord>>,
+    /// Set by a lag: the runs it expects are read from the tape, a page at
+    /// a time, until the tape has nothing past where they are; only then
+    /// does it wait on the broadcast again.
+    catching_up: bool,
     /// Moves on when the journal changes: a hint to look for runs of other
     /// processes (`following`).
     wake: Option<tokio::sync::watch::Receiver<u64>>,
     /// Runs whose events this process publishes: never read from the tape
-    /// on a wake-up.
+    /// on a wake-up. A run leaves it when it leaves `finished`.
     local: HashSet<RunId>,
     /// Where the journal's listing of the session's runs was last read to
     /// (`Journal::runs_to_follow`): each look lists only the runs inserted
@@ -44,11 +61,91 @@ pub struct Subscription {
 /// Events read back from the tape at a time: bounds a lagging subscriber's memory.
 const TAPE_PAGE: usize = 2048;
 
+/// The runs a subscription delivered the end of, kept while they matter: a
+/// copy of a finished run's events may still wait in the broadcast (after a
+/// lag, what was read back from the tape may be in the buffer too), and the
+/// journal lists a run again (`Journal::runs_to_follow`: the runs inserted
+/// since the last look, and the unfinished ones) until it is looked at after
+/// the run ended. A run is forgotten once the subscription has received, or
+/// lagged past, everything that was in the broadcast when its end was
+/// delivered, and the journal was listed since: so a subscription that
+/// follows a session through ten thousand runs holds about as many ids as
+/// its buffer holds events, not ten thousand.
+struct Finished {
+    /// The runs, oldest first, each with the broadcast position past which
+    /// no copy of its events can be.
+    order: VecDeque<(RunId, u64)>,
+    set: HashSet<RunId>,
+    /// Runs at the front of `order` that ended before the journal's runs
+    /// were last listed.
+    listed: usize,
+    /// Runs that end between two looks at the journal made to forget them.
+    every: usize,
+}
+
+impl Finished {
+    fn new(every: usize) -> Self {
+        Self {
+            order: VecDeque::new(),
+            set: HashSet::new(),
+            listed: 0,
+            every: every.max(1),
+        }
+    }
+
+    fn contains(&self, run: &RunId) -> bool {
+        self.set.contains(run)
+    }
+
+    /// `run` ended; no copy of its events is in the broadcast past `due`.
+    fn insert(&mut self, run: RunId, due: u64) {
+        if self.set.insert(run.clone()) {
+            self.order.push_back((run, due));
+        }
+    }
+
+    /// The journal's runs were just listed: every run held ended before.
+    fn listed(&mut self) {
+        self.listed = self.order.len();
+    }
+
+    /// Whether to list the journal's runs so the ones ended since can be
+    /// forgotten: after `every` of them.
+    fn wants_listing(&self) -> bool {
+        self.order.len() - self.listed >= self.every
+    }
+
+    /// Forgets the runs that no longer matter, the broadcast received up to
+    /// `passed`; returns them.
+    fn forget(&mut self, passed: u64) -> Vec<RunId> {
+        let mut gone = Vec::new();
+        while self.listed > 0 {
+            match self.order.front() {
+                Some((_, due)) if *due <= passed => {}
+                _ => break,
+            }
+            if let Some((run, _)) = self.order.pop_front() {
+                self.set.remove(&run);
+                gone.push(run);
+            }
+            self.listed -= 1;
+        }
+        gone
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+}
+
 impl Subscription {
     /// Follows a session's events from `rx` on, reading missed ones from `journal`.
+    /// `capacity`: the broadcast's, in events.
     pub(crate) fn new(
         session_id: &SessionId,
         rx: broadcast::Receiver<Arc<EventRecord>>,
+        capacity: usize,
         journal: Arc<dyn Journal>,
     ) -> Self {
         Self {
@@ -57,8 +154,13 @@ impl Subscription {
             journal,
             since: now_millis(),
             expected: HashMap::new(),
-            finished: HashSet::new(),
+            finished: Finished::new(capacity),
+            passed: 0,
+            forgotten: None,
+            #[cfg(test)]
+            lags: 0,
             backlog: VecDeque::new(),
+            catching_up: false,
             wake: None,
             local: HashSet::new(),
             listed: None,
@@ -80,10 +182,25 @@ impl Subscription {
     /// The next event, or `None` once the session is closed.
     pub async fn next(&mut self) -> Option<Arc<EventRecord>> {
         loop {
+            if self.finished.wants_listing()
+                && let Err(err) = self.learn_runs(false).await
+            {
+                tracing::warn!(session = %self.session_id, error = %err, "cannot list the session's runs");
+            }
+            for run in self.finished.forget(self.passed) {
+                self.local.remove(&run);
+                if self.forgotten.as_ref().is_none_or(|newest| run > *newest) {
+                    self.forgotten = Some(run);
+                }
+            }
             if let Some(record) = self.backlog.pop_front() {
                 if self.accept(&record) {
                     return Some(record);
                 }
+                continue;
+            }
+            if self.catching_up {
+                self.catch_up().await;
                 continue;
             }
             let received = match self.wake.as_mut() {
@@ -103,6 +220,7 @@ impl Subscription {
             };
             match received {
                 Ok(record) => {
+                    self.passed += 1;
                     if !self.local.contains(&record.run_id) {
                         self.local.insert(record.run_id.clone());
                     }
@@ -118,6 +236,11 @@ impl Subscription {
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    self.passed += missed;
+                    #[cfg(test)]
+                    {
+                        self.lags += 1;
+                    }
                     tracing::debug!(session = %self.session_id, missed, "subscriber lagged; re-reading the tape");
                     if let Err(err) = self.on_lag().await {
                         tracing::error!(session = %self.session_id, error = %err, "cannot re-read the tape after a lag");
@@ -130,7 +253,7 @@ impl Subscription {
 
     /// Whether a record is the next one of its run; if so records it as delivered.
     fn accept(&mut self, record: &EventRecord) -> bool {
-        if self.finished.contains(&record.run_id) {
+        if self.finished.contains(&record.run_id) || self.was_forgotten(&record.run_id) {
             return false;
         }
         if let Some(expected) = self.expected.get(&record.run_id)
@@ -140,28 +263,92 @@ impl Subscription {
         }
         if record.event.terminal_state().is_some() {
             self.expected.remove(&record.run_id);
-            self.finished.insert(record.run_id.clone());
+            // Whatever the broadcast holds now is all that may still copy
+            // this run's events.
+            let due = self.passed + self.rx.len() as u64;
+            self.finished.insert(record.run_id.clone(), due);
         } else {
             self.expected.insert(record.run_id.clone(), record.seq + 1);
         }
         true
     }
 
-    /// After a lag: learn of runs that started unseen, and read the first page of
-    /// what was missed. Later pages are read as gaps show up.
+    /// Whether `run` ended and was forgotten (`forgotten`).
+    fn was_forgotten(&self, run: &RunId) -> bool {
+        !self.expected.contains_key(run)
+            && self.forgotten.as_ref().is_some_and(|newest| run <= newest)
+    }
+
+    /// After a lag: learn of runs that started unseen, and catch up with
+    /// what was missed from the tape.
     async fn on_lag(&mut self) -> Result<(), JournalError> {
         self.journal.flush().await?;
         self.learn_runs(false).await?;
+        self.catching_up = true;
+        Ok(())
+    }
+
+    /// Reads the next page of the first run (oldest first) whose tape has
+    /// events past where it is; when none has, catching up is over. Runs
+    /// ended before the broadcast's newest events show no gap there, so
+    /// waiting for one would wait for ever. The broadcast's events until
+    /// then are passed over: the tape has them.
+    async fn catch_up(&mut self) {
+        // What the broadcast holds now was submitted to the journal before
+        // the flush below, so the tape has it: passed over, not delivered
+        // (a run not known yet, one that began before this subscription, is
+        // read from the tape from there on).
+        loop {
+            match self.rx.try_recv() {
+                Ok(record) => {
+                    self.passed += 1;
+                    if !self.local.contains(&record.run_id) {
+                        self.local.insert(record.run_id.clone());
+                    }
+                    if !self.finished.contains(&record.run_id)
+                        && !self.was_forgotten(&record.run_id)
+                    {
+                        self.expected
+                            .entry(record.run_id.clone())
+                            .or_insert(record.seq);
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    self.passed += missed;
+                    #[cfg(test)]
+                    {
+                        self.lags += 1;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
         let mut pending: Vec<(RunId, u64)> = self
             .expected
             .iter()
             .map(|(run, seq)| (run.clone(), *seq))
             .collect();
         pending.sort();
-        if let Some((run, from)) = pending.first() {
-            self.read_page(run, *from).await;
+        if !pending.is_empty()
+            && let Err(err) = self.journal.flush().await
+        {
+            tracing::error!(session = %self.session_id, error = %err, "cannot re-read the tape");
+            pending.clear();
         }
-        Ok(())
+        for (run, from) in pending {
+            match self.journal.tape(&run, from, Some(TAPE_PAGE)).await {
+                Ok(records) if !records.is_empty() => {
+                    self.backlog.extend(records.into_iter().map(Arc::new));
+                    return;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::error!(session = %self.session_id, run = %run, error = %err, "cannot re-read the tape");
+                    break;
+                }
+            }
+        }
+        self.catching_up = false;
     }
 
     /// Reads what other processes' runs of the session committed since this
@@ -204,6 +391,7 @@ impl Subscription {
         };
         let found = self.journal.runs_to_follow(&self.session_id, from).await?;
         self.listed = Some(found.next);
+        self.finished.listed();
         for run in found.runs {
             if self.finished.contains(&run.id) || (others && self.local.contains(&run.id)) {
                 continue;
@@ -227,5 +415,18 @@ impl Subscription {
                 tracing::error!(session = %self.session_id, run = %run, error = %err, "cannot re-read the tape");
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl Subscription {
+    /// How many finished runs it holds.
+    pub(crate) fn finished_held(&self) -> usize {
+        self.finished.len()
+    }
+
+    /// How many times it lagged.
+    pub(crate) fn lags(&self) -> usize {
+        self.lags
     }
 }

@@ -290,23 +290,29 @@ impl Counter {
         self.scale(messages.iter().map(|m| self.raw_message(m)).sum())
     }
 
-    fn raw_tools(&self, tools: &[ToolSpec]) -> usize {
+    fn raw_tools<T: std::borrow::Borrow<ToolSpec>>(&self, tools: &[T]) -> usize {
         tools
             .iter()
             .map(|t| {
+                let t = t.borrow();
                 self.raw(&t.name) + self.raw(&t.description) + self.raw(&t.parameters.to_string())
             })
             .sum()
     }
 
     /// The tokens tool definitions take.
-    pub fn tools(&self, tools: &[ToolSpec]) -> usize {
+    pub fn tools<T: std::borrow::Borrow<ToolSpec>>(&self, tools: &[T]) -> usize {
         self.scale(self.raw_tools(tools))
     }
 
     /// A request of `system`, `tools` and `messages`, uncalibrated: what
     /// [`Counter::observe`] sets against the provider's report.
-    pub fn raw_request(&self, system: &str, tools: &[ToolSpec], messages: &[Message]) -> usize {
+    pub fn raw_request<T: std::borrow::Borrow<ToolSpec>>(
+        &self,
+        system: &str,
+        tools: &[T],
+        messages: &[Message],
+    ) -> usize {
         self.raw(system)
             + self.raw_tools(tools)
             + messages.iter().map(|m| self.raw_message(m)).sum::<usize>()

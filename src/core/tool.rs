@@ -565,13 +565,16 @@ pub trait SessionToolsFactory: Send + Sync {
 }
 
 /// The tools offered to the model, by name.
+///
+/// What the model is told of each tool (`Tool::spec`, which builds its JSON
+/// schema) is made once, when the set is: every turn of every run shares
+/// it, and so does a set made from this one (`only`, `with`); cloning a set
+/// copies no tool, name or schema.
 #[derive(Clone)]
 pub struct Toolset {
-    tools: Vec<Arc<dyn Tool>>,
-    by_name: HashMap<String, usize>,
-    /// What the model is told of them, made once: every turn of every run
-    /// shares it instead of building the JSON schemas again.
-    specs: Arc<[ToolSpec]>,
+    tools: Arc<[Arc<dyn Tool>]>,
+    by_name: Arc<HashMap<String, usize>>,
+    specs: Arc<[Arc<ToolSpec>]>,
 }
 
 impl Default for Toolset {
@@ -582,16 +585,21 @@ impl Default for Toolset {
 
 impl Toolset {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
-        let by_name = tools
+        let specs = tools.iter().map(|tool| Arc::new(tool.spec())).collect();
+        Self::from_parts(tools, specs)
+    }
+
+    /// `tools` with their specs, in the same order.
+    fn from_parts(tools: Vec<Arc<dyn Tool>>, specs: Vec<Arc<ToolSpec>>) -> Self {
+        let by_name = specs
             .iter()
             .enumerate()
-            .map(|(index, tool)| (tool.spec().name, index))
+            .map(|(index, spec)| (spec.name.clone(), index))
             .collect();
-        let specs = tools.iter().map(|tool| tool.spec()).collect();
         Self {
-            tools,
-            by_name,
-            specs,
+            tools: tools.into(),
+            by_name: Arc::new(by_name),
+            specs: specs.into(),
         }
     }
 
@@ -599,7 +607,7 @@ impl Toolset {
         self.by_name.get(name).map(|index| &self.tools[*index])
     }
 
-    pub fn specs(&self) -> Arc<[ToolSpec]> {
+    pub fn specs(&self) -> Arc<[Arc<ToolSpec>]> {
         self.specs.clone()
     }
 
@@ -609,13 +617,14 @@ impl Toolset {
 
     /// The tools of this set `keep` says yes to, in order.
     pub fn only(&self, keep: impl Fn(&str) -> bool) -> Self {
-        Self::new(
-            self.tools
-                .iter()
-                .filter(|tool| keep(&tool.spec().name))
-                .cloned()
-                .collect(),
-        )
+        let (tools, specs) = self
+            .tools
+            .iter()
+            .zip(self.specs.iter())
+            .filter(|(_, spec)| keep(&spec.name))
+            .map(|(tool, spec)| (tool.clone(), spec.clone()))
+            .unzip();
+        Self::from_parts(tools, specs)
     }
 
     /// This set plus `extra`; a name already taken keeps its first tool.
@@ -623,20 +632,23 @@ impl Toolset {
         if extra.is_empty() {
             return self.clone();
         }
-        let mut tools = self.tools.clone();
-        let mut by_name = self.by_name.clone();
+        let mut tools = self.tools.to_vec();
+        let mut specs = self.specs.to_vec();
+        let mut by_name = HashMap::clone(&self.by_name);
         for tool in extra {
-            let name = tool.spec().name;
-            if let std::collections::hash_map::Entry::Vacant(slot) = by_name.entry(name) {
+            let spec = tool.spec();
+            if let std::collections::hash_map::Entry::Vacant(slot) =
+                by_name.entry(spec.name.clone())
+            {
                 slot.insert(tools.len());
                 tools.push(tool.clone());
+                specs.push(Arc::new(spec));
             }
         }
-        let specs = tools.iter().map(|tool| tool.spec()).collect();
         Self {
-            tools,
-            by_name,
-            specs,
+            tools: tools.into(),
+            by_name: Arc::new(by_name),
+            specs: specs.into(),
         }
     }
 }

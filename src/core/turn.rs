@@ -173,7 +173,7 @@ pub struct TurnRequest {
     /// The conversation, before it is fitted into the window.
     pub messages: Vec<Message>,
     /// The tools offered.
-    pub tools: std::sync::Arc<[ToolSpec]>,
+    pub tools: std::sync::Arc<[std::sync::Arc<ToolSpec>]>,
     /// The system prompt when already made for this turn; made now if `None`.
     pub system: Option<String>,
     /// Whether what the model says goes out as text and thought deltas (a

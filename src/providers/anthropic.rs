@@ -591,11 +591,11 @@ mod tests {
                     is_error: false,
                 },
             ],
-            tools: [ToolSpec {
+            tools: [std::sync::Arc::new(ToolSpec {
                 name: "read_file".into(),
                 description: "read".into(),
                 parameters: json!({"type": "object"}),
-            }]
+            })]
             .into(),
             reasoning_effort: None,
         }

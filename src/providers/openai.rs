@@ -353,11 +353,11 @@ mod tests {
             model: "gpt-test".into(),
             system: Some("You are terse".into()),
             messages,
-            tools: [ToolSpec {
+            tools: [std::sync::Arc::new(ToolSpec {
                 name: "read_file".into(),
                 description: "Reads a file".into(),
                 parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            }]
+            })]
             .into(),
             reasoning_effort: None,
         }

@@ -175,7 +175,14 @@ impl Runtime {
     pub async fn context(&self, id: &SessionId) -> Result<ContextView, RuntimeError> {
         let session = self.session(id).await?;
         let messages = self.conversation(id).await?;
-        let mut tools = self.inner.gate.tools.specs().to_vec();
+        let mut tools: Vec<crate::core::provider::ToolSpec> = self
+            .inner
+            .gate
+            .tools
+            .specs()
+            .iter()
+            .map(|spec| crate::core::provider::ToolSpec::clone(spec))
+            .collect();
         if let Some(extra) = self
             .live(id)
             .and_then(|live| lock(&live.session_tools).clone())

@@ -75,7 +75,7 @@ pub(super) fn request_body(request: &ModelRequest) -> Value {
         "stream_options": {"include_usage": true},
     });
     if !request.tools.is_empty() {
-        body["tools"] = request.tools.iter().map(tool_json).collect();
+        body["tools"] = request.tools.iter().map(|tool| tool_json(tool)).collect();
     }
     if let Some(effort) = &request.reasoning_effort {
         body["reasoning_effort"] = effort.clone().into();
