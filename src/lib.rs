@@ -3,6 +3,7 @@
 //! See `docs/architecture.md` for the map.
 
 pub mod acp;
+pub mod allocator;
 pub mod app;
 pub mod channels;
 pub mod cli;

@@ -10,6 +10,7 @@ use pincer::cli::{ChatArgs, Cli, Command, ConfigCommand};
 use pincer::{acp, headless, inspect, login, memory, serve, terminal};
 
 fn main() -> ExitCode {
+    pincer::allocator::tune();
     let cli = Cli::parse();
     let _guard = match pincer::logging::init(cli.verbose, cli.log_file.as_deref()) {
         Ok(guard) => guard,

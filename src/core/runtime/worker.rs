@@ -89,7 +89,10 @@ impl Runtime {
             };
             let Some(queued) = queued else { break };
             let id = queued.id.clone();
-            self.execute(&live, queued).await;
+            // Boxed: a run's state lives on the heap while it works, so an
+            // idle session's worker is a few hundred bytes, not the largest
+            // state a run passes through (about 7 KiB).
+            Box::pin(self.execute(&live, queued)).await;
             lock(&live.pending).retain(|(run, _)| run != &id);
         }
     }
