@@ -424,30 +424,19 @@ impl Connection {
         };
         let after = match request.cursor.as_deref() {
             None => None,
-            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+            Some(cursor) => Some(SessionCursor::parse(cursor).ok_or_else(|| {
                 invalid_params(format!(
                     "`cursor` {} is not a cursor this agent issued",
                     quoted(cursor)
                 ))
             })?),
         };
-        let mut sessions = self
+        let (sessions, next) = self
             .runtime
-            .list_sessions(SessionQuery {
-                workspace,
-                after,
-                limit: PAGE + 1,
-            })
+            .sessions_page(workspace, after, PAGE)
             .await
             .map_err(runtime_error)?;
-        let next = if sessions.len() > PAGE {
-            sessions.truncate(PAGE);
-            sessions
-                .last()
-                .map(|s| format!("{}:{}", s.updated_at, s.id))
-        } else {
-            None
-        };
+        let next = next.map(|cursor| cursor.to_string());
         let infos: Vec<acp::SessionInfo> = sessions.iter().map(convert::session_info).collect();
         to_value(acp::ListSessionsResponse::new(infos).next_cursor(next))
     }
@@ -1023,11 +1012,6 @@ pub(super) fn prompt_result(
             Err(error)
         }
     }
-}
-
-fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
-    let (at, id) = cursor.split_once(':')?;
-    Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
 }
 
 /// A new session's own prompt settings, from `_meta.pincer.systemPrompt`

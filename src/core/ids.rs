@@ -22,6 +22,15 @@ macro_rules! id_type {
                 Self(value)
             }
 
+            /// `text` as an identifier if it has the shape [`Self::generate`]
+            /// gives: the prefix and 32 lower-case hex digits.
+            pub fn parse_generated(text: &str) -> Option<Self> {
+                let hex = text.strip_prefix($prefix)?;
+                let shaped = hex.len() == 32
+                    && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+                shaped.then(|| Self(text.to_owned()))
+            }
+
             pub fn as_str(&self) -> &str {
                 &self.0
             }
@@ -57,5 +66,23 @@ mod tests {
         assert!(a.as_str().starts_with("run_"));
         assert!(a < b, "{a} should sort before {b}");
         assert!(SessionId::generate().as_str().starts_with("ses_"));
+    }
+
+    #[test]
+    fn only_the_generated_shape_parses() {
+        let id = SessionId::generate();
+        assert_eq!(SessionId::parse_generated(id.as_str()), Some(id.clone()));
+        let hex = &id.as_str()[4..];
+        for bad in [
+            format!("run_{hex}"),
+            format!("ses_{}", &hex[1..]),
+            format!("ses_{hex}0"),
+            format!("ses_{}", hex.to_uppercase()),
+            "ses_".to_owned(),
+            String::new(),
+        ] {
+            assert_eq!(SessionId::parse_generated(&bad), None, "{bad}");
+        }
+        assert!(RunId::parse_generated(&format!("run_{hex}")).is_some());
     }
 }

@@ -86,9 +86,48 @@ pub type Reply<'a, T> = BoxFuture<'a, Result<T, JournalError>>;
 pub struct SessionQuery {
     /// Only sessions whose workspace is exactly this directory.
     pub workspace: Option<PathBuf>,
-    /// Continue after this (updated_at, id) position.
-    pub after: Option<(i64, SessionId)>,
+    /// Continue after this place.
+    pub after: Option<SessionCursor>,
     pub limit: usize,
+}
+
+/// A place in the listing of sessions (newest first, then by id): just
+/// after this session. The faces hand it out as `UPDATED_AT:SESSION_ID`
+/// (its `Display`) and read it back with [`SessionCursor::parse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    pub updated_at: i64,
+    pub id: SessionId,
+}
+
+impl SessionCursor {
+    /// The place just after `session`.
+    pub fn after(session: &Session) -> Self {
+        Self {
+            updated_at: session.updated_at,
+            id: session.id.clone(),
+        }
+    }
+
+    /// A cursor as [`SessionCursor`]'s `Display` writes it; `None` for
+    /// anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (at, id) = text.split_once(':')?;
+        let digits = !at.is_empty() && at.len() <= 18 && at.bytes().all(|b| b.is_ascii_digit());
+        if !digits {
+            return None;
+        }
+        Some(Self {
+            updated_at: at.parse().ok()?,
+            id: SessionId::parse_generated(id)?,
+        })
+    }
+}
+
+impl std::fmt::Display for SessionCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.updated_at, self.id)
+    }
 }
 
 /// Which of a session's runs [`Journal::runs_to_follow`] lists besides the

@@ -36,7 +36,7 @@ use super::event::{Event, EventRecord, RunState, StopReason, Usage};
 use super::gate::{CallEnv, LoopGuard, ToolGate};
 use super::hooks::{HookEvent, HookInput};
 use super::ids::{RunId, SessionId};
-use super::journal::{Journal, JournalError, SessionQuery, Write};
+use super::journal::{Journal, JournalError, SessionCursor, SessionQuery, Write};
 use super::lease::{Lease, LeaseError, LeaseKey, Leases};
 use super::memory::{Keeper, Memories, MemoryAccess, ScopeKeys};
 use super::models::{Cost, Window};
@@ -882,6 +882,30 @@ impl Runtime {
             sessions.truncate(query.limit);
         }
         Ok(sessions)
+    }
+
+    /// A page of [`Runtime::list_sessions`]: at most `limit` sessions after
+    /// `after`, with the cursor of the next page when there is one.
+    pub async fn sessions_page(
+        &self,
+        workspace: Option<PathBuf>,
+        after: Option<SessionCursor>,
+        limit: usize,
+    ) -> Result<(Vec<Session>, Option<SessionCursor>), RuntimeError> {
+        let mut sessions = self
+            .list_sessions(SessionQuery {
+                workspace,
+                after,
+                limit: limit + 1,
+            })
+            .await?;
+        let next = if sessions.len() > limit {
+            sessions.truncate(limit);
+            sessions.last().map(SessionCursor::after)
+        } else {
+            None
+        };
+        Ok((sessions, next))
     }
 
     pub async fn history(&self, id: &SessionId) -> Result<Vec<HistoryEntry>, RuntimeError> {

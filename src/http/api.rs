@@ -12,7 +12,7 @@ use super::error::ApiError;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, EventRecord};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::SessionQuery;
+use crate::core::journal::SessionCursor;
 use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
 use crate::core::question::{MAX_ANSWER_CHARS, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::{clip_message, quote};
@@ -201,29 +201,18 @@ impl Api {
         }
         let after = match request.cursor.as_deref() {
             None => None,
-            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
+            Some(cursor) => Some(SessionCursor::parse(cursor).ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "`cursor`: {} is not a cursor this server issued",
                     shown(cursor)
                 ))
             })?),
         };
-        let mut sessions = self
+        let (sessions, next) = self
             .runtime
-            .list_sessions(SessionQuery {
-                workspace: request.workspace,
-                after,
-                limit: limit + 1,
-            })
+            .sessions_page(request.workspace, after, limit)
             .await?;
-        let next = if sessions.len() > limit {
-            sessions.truncate(limit);
-            sessions
-                .last()
-                .map(|s| format!("{}:{}", s.updated_at, s.id))
-        } else {
-            None
-        };
+        let next = next.map(|cursor| cursor.to_string());
         Ok(json!({
             "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(),
             "next_cursor": next,
@@ -572,25 +561,6 @@ pub fn shown(value: &str) -> String {
 pub fn blank(text: &str) -> bool {
     text.chars()
         .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'))
-}
-
-/// A listing cursor, `UPDATED_AT:SESSION_ID`, as [`Api::list_sessions`]
-/// issues them (and the OpenAPI document's pattern describes).
-fn decode_cursor(cursor: &str) -> Option<(i64, SessionId)> {
-    let (at, id) = cursor.split_once(':')?;
-    let digits = !at.is_empty() && at.len() <= 18 && at.bytes().all(|b| b.is_ascii_digit());
-    if !digits || !generated_id(id, "ses_") {
-        return None;
-    }
-    Some((at.parse().ok()?, SessionId::from_string(id.to_owned())))
-}
-
-/// Whether `id` has the shape of an id Pincer generates: the prefix and 32
-/// lower-case hex digits.
-pub fn generated_id(id: &str, prefix: &str) -> bool {
-    id.strip_prefix(prefix).is_some_and(|hex| {
-        hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    })
 }
 
 /// A session as the HTTP face shows it (the shape of `pincer sessions show --json`).

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::api::{generated_id, run_id, session_id, shown};
+use super::api::{run_id, session_id, shown};
 use super::error::ApiError;
 use crate::core::event::EventRecord;
 use crate::core::ids::RunId;
@@ -53,7 +53,7 @@ impl Cursor {
         };
         let (run, seq) = text.rsplit_once(':').ok_or_else(bad)?;
         let digits = !seq.is_empty() && seq.len() <= 19 && seq.bytes().all(|b| b.is_ascii_digit());
-        if !digits || !generated_id(run, "run_") {
+        if !digits || RunId::parse_generated(run).is_none() {
             return Err(bad());
         }
         let seq = seq.parse().map_err(|_| bad())?;

@@ -223,7 +223,7 @@ pub(super) fn sessions(
         .as_ref()
         .map(|path| path.to_string_lossy().into_owned());
     let (after_at, after_id) = match &query.after {
-        Some((at, id)) => (Some(*at), Some(id.as_str().to_owned())),
+        Some(cursor) => (Some(cursor.updated_at), Some(cursor.id.as_str().to_owned())),
         None => (None, None),
     };
     let limit = if query.limit == 0 {

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{Audit, Journal, JournalError, SessionQuery, Write};
+use super::{Audit, Journal, JournalError, SessionCursor, SessionQuery, Write};
 use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
@@ -396,7 +396,10 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
     let rest = journal
         .sessions(SessionQuery {
             workspace: Some("/a".into()),
-            after: Some((30, SessionId::from_string("ses_3".into()))),
+            after: Some(SessionCursor {
+                updated_at: 30,
+                id: SessionId::from_string("ses_3".into()),
+            }),
             limit: 2,
         })
         .await
@@ -407,7 +410,10 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
     let across = journal
         .sessions(SessionQuery {
             workspace: None,
-            after: Some((30, SessionId::from_string("ses_4".into()))),
+            after: Some(SessionCursor {
+                updated_at: 30,
+                id: SessionId::from_string("ses_4".into()),
+            }),
             limit: 3,
         })
         .await
@@ -416,7 +422,10 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
     let end = journal
         .sessions(SessionQuery {
             workspace: Some("/b".into()),
-            after: Some((20, SessionId::from_string("ses_2".into()))),
+            after: Some(SessionCursor {
+                updated_at: 20,
+                id: SessionId::from_string("ses_2".into()),
+            }),
             limit: 2,
         })
         .await

@@ -470,8 +470,10 @@ impl Journal for MemoryJournal {
                 .filter(|s| query.workspace.as_ref().is_none_or(|w| &s.workspace == w))
                 .filter(|s| s.parent.is_none())
                 .filter(|s| match &query.after {
-                    Some((at, id)) => {
-                        s.updated_at < *at || (s.updated_at == *at && s.id.as_str() < id.as_str())
+                    Some(after) => {
+                        s.updated_at < after.updated_at
+                            || (s.updated_at == after.updated_at
+                                && s.id.as_str() < after.id.as_str())
                     }
                     None => true,
                 })
