@@ -19,7 +19,8 @@ use super::memory::RecallSettings;
 use super::models::{Cost, ModelCatalog};
 use super::prompt::{PromptSettings, RunPrompt};
 use super::provider::{
-    ModelRequest, ModelStop, Provider, ProviderErrorKind, ProviderEvent, ToolSpec,
+    ModelRequest, ModelStop, Provider, ProviderError, ProviderErrorKind, ProviderEvent,
+    ProviderStream, Retry, ToolSpec,
 };
 use super::run::RunOutcome;
 use super::session::{Message, ToolCall};
@@ -159,10 +160,12 @@ pub struct Said {
 impl Said {
     /// The provider refused the request as too long before saying anything.
     pub fn overflowed(&self) -> bool {
-        self.failure == Some(ProviderErrorKind::ContextLength)
-            && self.text.is_empty()
-            && self.thought.is_empty()
-            && self.tool_calls.is_empty()
+        self.failure == Some(ProviderErrorKind::ContextLength) && self.is_empty()
+    }
+
+    /// Nothing was said: no text, no thought, no tool call.
+    fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.thought.is_empty() && self.tool_calls.is_empty()
     }
 }
 
@@ -173,13 +176,24 @@ pub struct TurnRequest {
     /// The conversation, before it is fitted into the window.
     pub messages: Vec<Message>,
     /// The tools offered.
-    pub tools: std::sync::Arc<[std::sync::Arc<ToolSpec>]>,
+    pub tools: Arc<[Arc<ToolSpec>]>,
     /// The system prompt when already made for this turn; made now if `None`.
     pub system: Option<String>,
     /// Whether what the model says goes out as text and thought deltas (a
     /// summary written for an automatic compaction is not shown).
     pub shown: bool,
 }
+
+/// Text chunks a provider already has waiting: a burst of this many or
+/// more goes out as one delta.
+const BURST_MERGE: usize = 32;
+/// The most chunks one burst gathers.
+const BURST_MAX: usize = 4096;
+/// The most bytes one burst gathers.
+const BURST_BYTES: usize = 64 * 1024;
+
+/// An item of a provider's stream: an event, a failure, or (`None`) its end.
+type Item = Option<Result<ProviderEvent, ProviderError>>;
 
 /// Streams one model turn over `messages` (fitted into the context window)
 /// with `tools` offered: the turn's events (`model_turn`, deltas, tool calls,
@@ -193,7 +207,7 @@ pub async fn stream_turn(
 ) -> (Result<ModelStop, RunOutcome>, Said) {
     let TurnRequest {
         index,
-        mut messages,
+        messages,
         tools,
         system,
         shown,
@@ -203,6 +217,64 @@ pub async fn stream_turn(
         provider: ctx.provider.name().to_owned(),
         model: ctx.model.clone(),
     });
+    let (request, sent) = model_request(ctx, config, messages, tools, system).await;
+    let mut stream = ctx.provider.stream(request);
+    let mut turn = Streaming {
+        said: Said::default(),
+        served_model: ctx.model.clone(),
+        sent,
+        shown,
+    };
+    // An item taken while gathering a burst of text, handled next.
+    let mut held: Option<Item> = None;
+    let ended = loop {
+        let item = match held.take() {
+            Some(item) => item,
+            None => tokio::select! {
+                biased;
+                _ = ctx.cancel.cancelled() => break Err(RunOutcome::Cancelled),
+                item = stream.next() => item,
+            },
+        };
+        match item {
+            Some(Ok(ProviderEvent::Text(delta))) => {
+                let deltas = burst(&mut stream, delta, &mut held);
+                turn.text(ctx, deltas);
+            }
+            Some(Ok(ProviderEvent::Thinking(delta))) => turn.thought(ctx, delta),
+            Some(Ok(ProviderEvent::ToolCall(call))) => turn.tool_call(ctx, call),
+            Some(Ok(ProviderEvent::Retrying(retry))) => turn.retrying(ctx, retry),
+            Some(Ok(ProviderEvent::Served { provider, model })) => {
+                tracing::debug!(%provider, %model, "model turn served");
+                turn.served_model = model;
+            }
+            Some(Ok(ProviderEvent::Usage(usage))) => turn.usage(ctx, config, usage),
+            Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
+            Some(Err(err)) => break Err(turn.failed(ctx, &err)),
+            None => {
+                break Err(RunOutcome::Failed(format!(
+                    "provider {} ended the stream without finishing the turn",
+                    ctx.provider.name()
+                )));
+            }
+        }
+    };
+    // Dropping the stream here is what stops a provider on cancel.
+    drop(stream);
+    (ended, turn.said)
+}
+
+/// A turn's request: the system prompt (made now unless given), the
+/// conversation fitted into what the window leaves beside it, the tools
+/// and the memory recalled for it; and what is sent as counted before
+/// calibration, to set against what the provider reports.
+async fn model_request(
+    ctx: &RunContext<'_>,
+    config: &LoopConfig,
+    mut messages: Vec<Message>,
+    tools: Arc<[Arc<ToolSpec>]>,
+    system: Option<String>,
+) -> (ModelRequest, usize) {
     let system = match system {
         Some(system) => system,
         None => ctx.prompt.render(&messages).await,
@@ -230,7 +302,6 @@ pub async fn stream_turn(
             "fitted the conversation into the context window"
         );
     }
-    // What is sent, uncalibrated, to set against what the provider reports.
     let sent = tokens.raw_request(&system, &tools, &messages);
     let request = ModelRequest {
         model: ctx.model.clone(),
@@ -239,119 +310,107 @@ pub async fn stream_turn(
         tools,
         reasoning_effort: ctx.thought_level.clone(),
     };
-    const BURST_MERGE: usize = 32;
-    const BURST_MAX: usize = 4096;
-    const BURST_BYTES: usize = 64 * 1024;
-    let mut stream = ctx.provider.stream(request);
-    let mut said = Said::default();
-    let mut served_model = ctx.model.clone();
-    // An item taken while gathering a burst of text, handled next.
-    let mut held = None;
-    let ended = loop {
-        let item = match held.take() {
-            Some(item) => item,
-            None => tokio::select! {
-                biased;
-                _ = ctx.cancel.cancelled() => break Err(RunOutcome::Cancelled),
-                item = stream.next() => item,
-            },
-        };
-        match item {
-            Some(Ok(ProviderEvent::Text(delta))) => {
-                // The chunks the provider already has waiting: a burst of
-                // BURST_MERGE or more goes out as one delta (the same text in
-                // fewer events), so a subscriber keeps up with a provider that
-                // delivers faster than events can be journaled one by one.
-                let mut burst = vec![delta];
-                let mut bytes = burst[0].len();
-                while burst.len() < BURST_MAX && bytes < BURST_BYTES {
-                    match futures::FutureExt::now_or_never(stream.next()) {
-                        Some(Some(Ok(ProviderEvent::Text(more)))) => {
-                            bytes += more.len();
-                            burst.push(more);
-                        }
-                        Some(other) => {
-                            held = Some(other);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-                let deltas = if burst.len() >= BURST_MERGE {
-                    vec![burst.concat()]
-                } else {
-                    burst
-                };
-                for delta in deltas {
-                    said.text.push_str(&delta);
-                    if shown {
-                        ctx.emitter.emit(Event::TextDelta { text: delta });
-                    }
-                }
+    (request, sent)
+}
+
+/// The text chunks the provider already has waiting after `first`, as the
+/// deltas to show: a burst of [`BURST_MERGE`] or more goes out as one delta
+/// (the same text in fewer events), so a subscriber keeps up with a
+/// provider that delivers faster than events can be journaled one by one.
+/// The first other item found waits in `held`.
+fn burst(stream: &mut ProviderStream, first: String, held: &mut Option<Item>) -> Vec<String> {
+    let mut burst = vec![first];
+    let mut bytes = burst[0].len();
+    while burst.len() < BURST_MAX && bytes < BURST_BYTES {
+        match futures::FutureExt::now_or_never(stream.next()) {
+            Some(Some(Ok(ProviderEvent::Text(more)))) => {
+                bytes += more.len();
+                burst.push(more);
             }
-            Some(Ok(ProviderEvent::Thinking(delta))) => {
-                said.thought.push_str(&delta);
-                if shown {
-                    ctx.emitter.emit(Event::ThoughtDelta { text: delta });
-                }
+            Some(other) => {
+                *held = Some(other);
+                break;
             }
-            Some(Ok(ProviderEvent::ToolCall(call))) => {
-                ctx.emitter.emit(Event::ToolCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: gate::redact_json(&ctx.calls.safety, &call.arguments),
-                    kind: gate::kind_of(&ctx.calls, &call),
-                });
-                said.tool_calls.push(call);
-            }
-            Some(Ok(ProviderEvent::Retrying(retry))) => {
-                if shown {
-                    ctx.emitter.emit(Event::Retrying {
-                        attempt: retry.attempt,
-                        attempts: retry.attempts,
-                        wait_ms: u64::try_from(retry.wait.as_millis()).unwrap_or(u64::MAX),
-                        reason: retry.reason,
-                    });
-                }
-            }
-            Some(Ok(ProviderEvent::Served { provider, model })) => {
-                tracing::debug!(%provider, %model, "model turn served");
-                served_model = model;
-            }
-            Some(Ok(ProviderEvent::Usage(usage))) => {
-                ctx.tokens.observe(&served_model, sent, usage.input_tokens);
-                let event = usage_event(ctx, config, &served_model, usage);
-                ctx.emitter.emit(event);
-            }
-            Some(Ok(ProviderEvent::Done(stop))) => break Ok(stop),
-            Some(Err(err)) => {
-                said.failure = Some(err.kind);
-                let when = if said.text.is_empty()
-                    && said.thought.is_empty()
-                    && said.tool_calls.is_empty()
-                {
-                    "before any output"
-                } else {
-                    "mid-stream"
-                };
-                // With the session's own secrets too (an MCP server's token).
-                let said = ctx.calls.safety.redact(&err.to_string()).0;
-                break Err(RunOutcome::Failed(format!(
-                    "provider {} failed {when}: {said}",
-                    ctx.provider.name()
-                )));
-            }
-            None => {
-                break Err(RunOutcome::Failed(format!(
-                    "provider {} ended the stream without finishing the turn",
-                    ctx.provider.name()
-                )));
+            None => break,
+        }
+    }
+    if burst.len() >= BURST_MERGE {
+        vec![burst.concat()]
+    } else {
+        burst
+    }
+}
+
+/// A turn as it streams: what it said so far, the model serving it, what
+/// was sent (counted before calibration) and whether what it says is shown.
+struct Streaming {
+    said: Said,
+    served_model: String,
+    sent: usize,
+    shown: bool,
+}
+
+impl Streaming {
+    fn text(&mut self, ctx: &mut RunContext<'_>, deltas: Vec<String>) {
+        for delta in deltas {
+            self.said.text.push_str(&delta);
+            if self.shown {
+                ctx.emitter.emit(Event::TextDelta { text: delta });
             }
         }
-    };
-    // Dropping the stream here is what stops a provider on cancel.
-    drop(stream);
-    (ended, said)
+    }
+
+    fn thought(&mut self, ctx: &mut RunContext<'_>, delta: String) {
+        self.said.thought.push_str(&delta);
+        if self.shown {
+            ctx.emitter.emit(Event::ThoughtDelta { text: delta });
+        }
+    }
+
+    fn tool_call(&mut self, ctx: &mut RunContext<'_>, call: ToolCall) {
+        ctx.emitter.emit(Event::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: gate::redact_json(&ctx.calls.safety, &call.arguments),
+            kind: gate::kind_of(&ctx.calls, &call),
+        });
+        self.said.tool_calls.push(call);
+    }
+
+    fn retrying(&self, ctx: &mut RunContext<'_>, retry: Retry) {
+        if self.shown {
+            ctx.emitter.emit(Event::Retrying {
+                attempt: retry.attempt,
+                attempts: retry.attempts,
+                wait_ms: u64::try_from(retry.wait.as_millis()).unwrap_or(u64::MAX),
+                reason: retry.reason,
+            });
+        }
+    }
+
+    fn usage(&self, ctx: &mut RunContext<'_>, config: &LoopConfig, usage: Usage) {
+        ctx.tokens
+            .observe(&self.served_model, self.sent, usage.input_tokens);
+        let event = usage_event(ctx, config, &self.served_model, usage);
+        ctx.emitter.emit(event);
+    }
+
+    /// The run's failure when the provider failed, said before or after
+    /// the turn's first output.
+    fn failed(&mut self, ctx: &RunContext<'_>, err: &ProviderError) -> RunOutcome {
+        self.said.failure = Some(err.kind);
+        let when = if self.said.is_empty() {
+            "before any output"
+        } else {
+            "mid-stream"
+        };
+        // With the session's own secrets too (an MCP server's token).
+        let said = ctx.calls.safety.redact(&err.to_string()).0;
+        RunOutcome::Failed(format!(
+            "provider {} failed {when}: {said}",
+            ctx.provider.name()
+        ))
+    }
 }
 
 /// What the run has cost so far (its turns' usage events), and what its
@@ -412,5 +471,62 @@ mod tests {
         assert_eq!(config.reserve_in(32_768), 8_192);
         assert_eq!(config.reserve_in(4_096), 1_024);
         assert_eq!(config.reserve_in(0), 0);
+    }
+
+    fn chunks(texts: &[&str]) -> Vec<Result<ProviderEvent, ProviderError>> {
+        texts
+            .iter()
+            .map(|text| Ok(ProviderEvent::Text((*text).to_owned())))
+            .collect()
+    }
+
+    #[test]
+    fn a_burst_of_waiting_chunks_is_one_delta_and_the_next_item_waits() {
+        let texts: Vec<String> = (1..40).map(|i| format!("{i} ")).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut items = chunks(&texts);
+        items.push(Ok(ProviderEvent::Done(ModelStop::EndTurn)));
+        let mut stream: ProviderStream = futures::stream::iter(items).boxed();
+        let mut held = None;
+        let deltas = burst(&mut stream, "0 ".into(), &mut held);
+        let whole: String = (0..40).map(|i| format!("{i} ")).collect();
+        assert_eq!(deltas, [whole]);
+        assert!(
+            matches!(
+                held,
+                Some(Some(Ok(ProviderEvent::Done(ModelStop::EndTurn))))
+            ),
+            "{held:?}"
+        );
+    }
+
+    #[test]
+    fn a_few_waiting_chunks_stay_apart_and_a_chunk_not_yet_come_is_not_waited_for() {
+        let ready = futures::stream::iter(chunks(&["b", "c"]));
+        let mut stream: ProviderStream = ready.chain(futures::stream::pending()).boxed();
+        let mut held = None;
+        assert_eq!(burst(&mut stream, "a".into(), &mut held), ["a", "b", "c"]);
+        assert!(held.is_none(), "{held:?}");
+        // The stream's end is an item too: it waits for the loop.
+        let mut stream: ProviderStream = futures::stream::iter(chunks(&["b"])).boxed();
+        assert_eq!(burst(&mut stream, "a".into(), &mut held), ["a", "b"]);
+        assert!(matches!(held, Some(None)), "{held:?}");
+    }
+
+    #[test]
+    fn a_burst_stops_gathering_at_its_byte_bound() {
+        let half = "x".repeat(BURST_BYTES / 2);
+        let items = chunks(&[half.as_str(), "after"]);
+        let mut stream: ProviderStream = futures::stream::iter(items).boxed();
+        let mut held = None;
+        let deltas = burst(&mut stream, half.clone(), &mut held);
+        let sizes: Vec<usize> = deltas.iter().map(String::len).collect();
+        assert_eq!(sizes, [half.len(), half.len()]);
+        assert!(held.is_none());
+        let next = futures::FutureExt::now_or_never(stream.next());
+        assert!(
+            matches!(&next, Some(Some(Ok(ProviderEvent::Text(t)))) if t == "after"),
+            "the chunk after the bound was taken"
+        );
     }
 }
