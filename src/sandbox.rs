@@ -1318,10 +1318,16 @@ impl Capture {
 mod tests {
     use super::*;
 
-    /// Whether Landlock is usable here; tests that need it say why they skip.
+    /// Whether Landlock is usable here; tests that need it say why they skip,
+    /// or fail with `PINCER_TEST_REQUIRE_LANDLOCK=1` (`.ci/run`).
     fn landlock_or_skip(test: &str) -> bool {
         let status = status();
         if !status.enforced {
+            assert!(
+                std::env::var_os("PINCER_TEST_REQUIRE_LANDLOCK").is_none_or(|v| v != "1"),
+                "{test}: PINCER_TEST_REQUIRE_LANDLOCK=1 but Landlock is not available: {}",
+                status.detail
+            );
             eprintln!("skipping {test}: {}", status.detail);
         }
         status.enforced

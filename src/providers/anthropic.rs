@@ -306,7 +306,7 @@ where
                     Some(Err(err)) => {
                         turn.ready.push_back(Err(ProviderError::new(
                             ProviderErrorKind::Protocol,
-                            format!("provider {name}: an event is not UTF-8: {err}"),
+                            format!("provider {name}: {err}"),
                         )));
                         continue;
                     }

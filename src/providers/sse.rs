@@ -10,6 +10,9 @@
 //! end of the stream dropped. Bytes are buffered once and each event's data is
 //! gathered into a reused buffer, so a burst of events in one read costs no
 //! allocation per event. Data that is not UTF-8 is an error for that event.
+//! A line or an event's data longer than [`MAX_EVENT`] is an error that ends
+//! the stream: what a server sends without a line end is not buffered
+//! without bound.
 
 /// Incremental decoder: [`Sse::push`] what the socket gave, then take events
 /// with [`Sse::next_data`] until it returns `None`. Public for the fuzzing
@@ -31,6 +34,24 @@ pub struct Sse {
     dispatched: bool,
     /// Set once the start of the stream was checked for a byte order mark.
     started: bool,
+    /// Set once a line or an event's data passed [`MAX_EVENT`]: the stream is
+    /// over, and bytes pushed after are dropped.
+    overflowed: bool,
+}
+
+/// The longest line, and the most data one event may carry: 16 MiB, far
+/// past any event a model API sends (a finished response's whole output).
+pub const MAX_EVENT: usize = 16 * 1024 * 1024;
+
+/// Why an event could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    /// The event's data or type is not UTF-8; the stream goes on.
+    #[error("an event is not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    /// A line or an event's data passed [`MAX_EVENT`]; the stream is over.
+    #[error("an event is longer than {} MiB", MAX_EVENT / (1024 * 1024))]
+    TooLong,
 }
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -49,6 +70,9 @@ impl Sse {
 
     /// Adds bytes read from the stream.
     pub fn push(&mut self, bytes: &[u8]) {
+        if self.overflowed {
+            return;
+        }
         if self.pos > 0 {
             // Keep only the undecoded tail: one move per read, not per line.
             self.buf.drain(..self.pos);
@@ -58,13 +82,17 @@ impl Sse {
     }
 
     /// The data of the next complete event, or `None` until more bytes arrive.
-    pub fn next_data(&mut self) -> Option<Result<&str, std::str::Utf8Error>> {
+    pub fn next_data(&mut self) -> Option<Result<&str, SseError>> {
         self.next_event().map(|event| event.map(|event| event.data))
     }
 
     /// The next complete event, or `None` until more bytes arrive. Data or
-    /// a type that is not UTF-8 is an error for that event.
-    pub fn next_event(&mut self) -> Option<Result<SseEvent<'_>, std::str::Utf8Error>> {
+    /// a type that is not UTF-8 is an error for that event; a line or data
+    /// past [`MAX_EVENT`] is [`SseError::TooLong`] once, then `None` for ever.
+    pub fn next_event(&mut self) -> Option<Result<SseEvent<'_>, SseError>> {
+        if self.overflowed {
+            return None;
+        }
         if self.dispatched {
             self.event.clear();
             self.dispatched = false;
@@ -86,9 +114,15 @@ impl Sse {
                 .position(|&b| b == b'\n' || b == b'\r')
                 .map(|at| self.scanned + at)
             else {
+                if rest.len() > MAX_EVENT {
+                    return Some(Err(self.overflow()));
+                }
                 self.scanned = rest.len();
                 return None;
             };
+            if end > MAX_EVENT {
+                return Some(Err(self.overflow()));
+            }
             let eol = if rest[end] == b'\r' {
                 match rest.get(end + 1) {
                     Some(b'\n') => 2,
@@ -115,12 +149,16 @@ impl Sse {
                 self.dispatched = true;
                 // The data ends with the line feed added after its last line.
                 self.data.pop();
-                return Some(std::str::from_utf8(&self.data).and_then(|data| {
-                    Ok(SseEvent {
-                        event: std::str::from_utf8(&self.event)?,
-                        data,
-                    })
-                }));
+                return Some(
+                    std::str::from_utf8(&self.data)
+                        .and_then(|data| {
+                            Ok(SseEvent {
+                                event: std::str::from_utf8(&self.event)?,
+                                data,
+                            })
+                        })
+                        .map_err(SseError::from),
+                );
             }
             let line = &self.buf[line];
             if line[0] == b':' {
@@ -141,10 +179,23 @@ impl Sse {
                     self.data.clear();
                     self.has_data = true;
                 }
+                if self.data.len() + value.len() >= MAX_EVENT {
+                    return Some(Err(self.overflow()));
+                }
                 self.data.extend_from_slice(value);
                 self.data.push(b'\n');
             }
         }
+    }
+
+    /// Ends the stream: what is buffered is dropped.
+    fn overflow(&mut self) -> SseError {
+        self.overflowed = true;
+        self.buf = Vec::new();
+        self.data = Vec::new();
+        self.pos = 0;
+        self.scanned = 0;
+        SseError::TooLong
     }
 }
 
@@ -229,6 +280,55 @@ mod tests {
         };
         // A type with no data is dropped with its event; the last type wins.
         assert_eq!(seen, pairs(&[("ping", "{}"), ("", "plain"), ("b", "1")]));
+    }
+
+    #[test]
+    fn a_line_without_end_past_the_bound_ends_the_stream_and_frees_its_bytes() {
+        let mut sse = Sse::new();
+        sse.push(b"data: first\n\n");
+        assert_eq!(sse.next_data().unwrap().unwrap(), "first");
+        let piece = vec![b'x'; 1024 * 1024];
+        let mut fed = 0;
+        let err = loop {
+            sse.push(&piece);
+            fed += piece.len();
+            match sse.next_data() {
+                None => assert!(fed <= MAX_EVENT + piece.len(), "buffered {fed} bytes"),
+                Some(result) => break result.unwrap_err(),
+            }
+        };
+        assert_eq!(err, SseError::TooLong);
+        assert_eq!(err.to_string(), "an event is longer than 16 MiB");
+        assert!(sse.buf.capacity() == 0 && sse.data.capacity() == 0);
+        // Over: what comes after is neither kept nor decoded.
+        sse.push(b"\n\ndata: later\n\n");
+        assert!(sse.next_data().is_none());
+        assert!(sse.buf.is_empty());
+    }
+
+    #[test]
+    fn data_lines_adding_up_past_the_bound_end_the_stream() {
+        let mut sse = Sse::new();
+        let line = format!("data: {}\n", "y".repeat(1024 * 1024 - 7));
+        let mut err = None;
+        for _ in 0..=16 {
+            sse.push(line.as_bytes());
+            if let Some(result) = sse.next_data() {
+                err = Some(result.unwrap_err());
+                break;
+            }
+        }
+        assert_eq!(err, Some(SseError::TooLong));
+        // An event just under the bound still comes through whole.
+        let mut sse = Sse::new();
+        for _ in 0..15 {
+            sse.push(line.as_bytes());
+        }
+        sse.push(b"\n");
+        assert_eq!(
+            sse.next_data().unwrap().unwrap().len(),
+            15 * (1024 * 1024 - 6) - 1
+        );
     }
 
     #[test]

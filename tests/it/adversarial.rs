@@ -13,14 +13,6 @@ use std::time::Duration;
 use crate::support::TestDir;
 use serde_json::{Value, json};
 
-fn landlock_available() -> bool {
-    let available = pincer::sandbox::status().enforced;
-    if !available {
-        eprintln!("skipping: Landlock is not available on this kernel");
-    }
-    available
-}
-
 struct Run {
     output: Output,
     lines: Vec<Value>,
@@ -190,7 +182,7 @@ fn a_symlink_inside_pointing_out_is_refused() {
     assert!(!dir.path().join("planted.txt").exists());
     // Through the shell the policy sees no path, but the sandbox follows the link
     // to a file it was never granted.
-    if landlock_available() {
+    if crate::support::landlock("the sandbox's part is not checked") {
         let run = attack(&dir, shell("cat innocent.txt"), FULL, &[]);
         assert_eq!(run.result()["is_error"], true);
         assert!(
@@ -226,7 +218,7 @@ fn reading_ssh_keys_through_the_shell_is_refused() {
         assert!(!run.stdout().contains("FAKEKEYMATERIAL"));
     }
     // Hidden from the policy behind a variable, the sandbox still refuses it.
-    if landlock_available() {
+    if crate::support::landlock("the sandbox's part is not checked") {
         let run = attack(&dir, shell("D=.ssh; cat ~/$D/id_rsa"), FULL, &[]);
         assert!(
             !run.stdout().contains("FAKEKEYMATERIAL"),
@@ -251,7 +243,7 @@ fn writing_to_tmp_outside_is_refused_by_policy_and_by_the_sandbox() {
         run.output_text()
     );
     assert!(!target.exists());
-    if !landlock_available() {
+    if !crate::support::landlock("the sandbox's part is not checked") {
         return;
     }
     // The same write with the target hidden in a variable passes the policy;
@@ -285,7 +277,7 @@ fn ls_then_rm_rf_home_never_deletes_home() {
     assert_eq!(run.result()["verdict"], "rejected");
     assert!(home.join("precious.txt").exists());
     // Full autonomy: the policy lets it run, the sandbox keeps home out of reach.
-    if landlock_available() {
+    if crate::support::landlock("the sandbox's part is not checked") {
         let run = attack(&dir, shell("ls && rm -rf ~"), FULL, &[]);
         assert_eq!(run.result()["is_error"], true);
         assert!(home.join("precious.txt").exists());
@@ -343,7 +335,9 @@ fn command_substitution_with_curl_cannot_reach_the_network() {
             .unwrap()
             .contains("not in the allowed commands")
     );
-    if !landlock_available() || !pincer::sandbox::status().network_rules {
+    if !crate::support::landlock("the sandbox's part is not checked")
+        || !pincer::sandbox::status().network_rules
+    {
         eprintln!("skipping the network half: Landlock TCP rules need ABI 4");
         return;
     }

@@ -117,16 +117,6 @@ fn trust(dir: &TestDir, ws: &Path) -> String {
 }
 
 /// Whether the kernel confines commands; says why not when it does not.
-fn landlock() -> bool {
-    let status = pincer::sandbox::status();
-    if !status.enforced {
-        eprintln!(
-            "Landlock is not available ({}): the sandbox's part is not checked",
-            status.detail
-        );
-    }
-    status.enforced
-}
 
 #[test]
 fn the_model_cannot_plant_hooks_by_any_tool_in_full_mode() {
@@ -226,7 +216,7 @@ fn the_model_cannot_plant_hooks_by_any_tool_in_full_mode() {
     assert_eq!(recorded(&dir, "trusted"), 7, "{results:#?}");
     assert_eq!(results[9].0, "allowed");
     assert!(results[9].1.starts_with("still here\n"), "{:?}", results[9]);
-    if landlock() {
+    if crate::support::landlock("the sandbox's part is not checked") {
         assert!(
             results[5].1.contains("Read-only file system")
                 || results[5].1.contains("protected path"),
@@ -479,7 +469,7 @@ fn pincers_own_files_are_out_of_reach_with_the_workspace_at_home() {
     }
     // Without Landlock the shell is not confined: its two calls are left
     // out of what must hold no secret (the tools' refusals still count).
-    let confined = landlock();
+    let confined = crate::support::landlock("the sandbox's part is not checked");
     let checked: Vec<&(String, String)> = results
         .iter()
         .enumerate()

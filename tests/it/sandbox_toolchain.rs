@@ -12,17 +12,6 @@ use std::process::{Command, Stdio};
 use crate::support::TestDir;
 use serde_json::{Value, json};
 
-fn landlock_available() -> bool {
-    let status = pincer::sandbox::status();
-    if !status.enforced {
-        eprintln!(
-            "Landlock is not available ({}): checking only what holds without it",
-            status.detail
-        );
-    }
-    status.enforced
-}
-
 /// The test process's real home (cargo runs tests with the person's env).
 fn real_home() -> PathBuf {
     PathBuf::from(std::env::var("HOME").expect("HOME"))
@@ -126,7 +115,7 @@ fn output(result: &Value) -> String {
 
 #[test]
 fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
-    let confined = landlock_available();
+    let confined = crate::support::landlock("checking only what holds without it");
     let dir = TestDir::new();
     let ws = dir.workspace();
 
@@ -347,7 +336,7 @@ fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
 
 #[test]
 fn without_toolchains_the_read_only_and_env_lines_grant_them() {
-    if !landlock_available() {
+    if !crate::support::landlock("checking only what holds without it") {
         return;
     }
     let (Some(cargo_home), Some(rustup_home)) = (

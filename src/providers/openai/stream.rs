@@ -33,8 +33,7 @@ impl Turn {
                         continue;
                     }
                     Some(Err(err)) => {
-                        let failure =
-                            StreamFailure::Malformed(format!("an event is not UTF-8: {err}"));
+                        let failure = StreamFailure::Malformed(err.to_string());
                         turn.decoder.failed(failure);
                         continue;
                     }
@@ -95,9 +94,7 @@ pub fn decode_for_fuzzing(
                     decoder.chunk(trimmed);
                 }
             }
-            Some(Err(err)) => decoder.failed(StreamFailure::Malformed(format!(
-                "an event is not UTF-8: {err}"
-            ))),
+            Some(Err(err)) => decoder.failed(StreamFailure::Malformed(err.to_string())),
             None => match pieces.next() {
                 Some(piece) => sse.push(piece),
                 None => decoder.ended(),

@@ -608,3 +608,20 @@ pub fn stop_outside_a_write(dir: &TestDir, pid: i32) {
     }
     panic!("the process held the database's write lock at every stop");
 }
+
+/// Whether Landlock confines commands here. Without it a test checks only what
+/// holds without it, and says so (`without` names what goes unchecked); with
+/// `PINCER_TEST_REQUIRE_LANDLOCK=1` (as `.ci/run` sets) a kernel without it
+/// fails the test instead, so the sandbox's tests cannot pass by skipping.
+pub fn landlock(without: &str) -> bool {
+    let status = pincer::sandbox::status();
+    if !status.enforced {
+        assert!(
+            std::env::var_os("PINCER_TEST_REQUIRE_LANDLOCK").is_none_or(|v| v != "1"),
+            "PINCER_TEST_REQUIRE_LANDLOCK=1 but Landlock is not available: {}",
+            status.detail
+        );
+        eprintln!("Landlock is not available ({}): {without}", status.detail);
+    }
+    status.enforced
+}
