@@ -1,10 +1,11 @@
 //! The chat-channel face: platform adapters around one durable message lifecycle.
 //!
 //! Three contexts (see `docs/channels.md`):
-//! - **receive** (`hub`): normalize → dedupe against the inbox → drop tagged
-//!   self-echoes → authorize (allowlist or pairing code) → record (with the
-//!   polling cursor, in one transaction) → acknowledge → commands / approval
-//!   answers / coalesced dispatch of a run;
+//! - **receive** (`hub`): normalize (the adapter) → drop tagged self-echoes
+//!   → record, deduplicated against the inbox (with the polling cursor, in
+//!   one transaction) → acknowledge → authorize (allowlist or pairing code)
+//!   → `MessageReceived` hooks → commands / approval and question answers /
+//!   coalesced dispatch of a run;
 //! - **send** (`outbox`): an intent is on disk before any platform call, its
 //!   receipt after; `pending → sending → committing → sent | failed |
 //!   unknown_after_send`, retried by failure class, recovered on start;

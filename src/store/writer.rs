@@ -1,20 +1,29 @@
-//! The writer thread: the only connection that writes, committing in groups.
+//! The writer thread: the only connection that writes, committing in
+//! groups. Each kind of write is applied by the module of its concern
+//! (`sessions`, `runs`, `tape`, `consent`; the chat channels' and memory's
+//! by `store::channels` and `store::memory`); `recovery` ends the runs a
+//! stopped process left, at open.
+
+mod consent;
+mod recovery;
+mod runs;
+mod sessions;
+mod tape;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rusqlite::{Connection, OptionalExtension as _, params};
+use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::{Recovery, StoreError, Write, owner};
-use crate::core::event::{Event, EventRecord, RunState};
-use crate::core::ids::{RunId, SessionId};
-use crate::core::lease::{Lease, LeaseKey};
-use crate::core::models::Cost;
-use crate::core::receipt::{GENESIS, ReceiptBody};
-use crate::core::session::{Message, now_millis};
+use super::{StoreError, Write};
+use crate::core::lease::{Fence, Lease, LeaseKey};
+
+#[cfg(test)]
+pub(super) use recovery::UNFINISHED_RUNS;
+pub(super) use recovery::recover_interrupted;
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 
@@ -231,38 +240,11 @@ impl GroupLeases {
     }
 }
 
-fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
-    apply_in(conn, write, &mut GroupLeases::default())
-}
-
+/// Applies one write inside the group's transaction: each kind of write by
+/// the module of its concern.
 fn apply_in(conn: &Connection, write: &Write, leases: &mut GroupLeases) -> Result<(), StoreError> {
     match write {
-        Write::InsertSession(s) => {
-            conn.prepare_cached(
-                "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call, thought_level)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-            )?
-            .execute(params![
-                s.id.as_str(),
-                s.workspace.to_string_lossy(),
-                s.origin.as_str(),
-                s.provider,
-                s.model,
-                s.mode.as_str(),
-                s.title,
-                to_json(&s.mcp_servers)?,
-                s.created_at,
-                s.updated_at,
-                s.closed,
-                s.conversation,
-                s.prompt.system_prompt,
-                s.prompt.instructions,
-                s.parent.as_ref().map(|p| p.session.as_str()),
-                s.parent.as_ref().map(|p| p.run.as_str()),
-                s.parent.as_ref().map(|p| p.call.as_str()),
-                s.thought_level,
-            ])?;
-        }
+        Write::InsertSession(session) => sessions::insert(conn, session),
         Write::UpdateSettings {
             id,
             provider,
@@ -270,51 +252,25 @@ fn apply_in(conn: &Connection, write: &Write, leases: &mut GroupLeases) -> Resul
             thought_level,
             mode,
             at,
-        } => {
-            conn.prepare_cached(
-                "UPDATE sessions SET provider = ?2, model = ?3, mode = ?4, updated_at = ?5, thought_level = ?6 WHERE id = ?1",
-            )?
-            .execute(params![id.as_str(), provider, model, mode.as_str(), at, thought_level])?;
-        }
-        Write::SetTitle { id, title } => {
-            conn.prepare_cached("UPDATE sessions SET title = ?2 WHERE id = ?1")?
-                .execute(params![id.as_str(), title])?;
-        }
-        Write::SetClosed { id, closed, at } => {
-            conn.prepare_cached("UPDATE sessions SET closed = ?2, updated_at = ?3 WHERE id = ?1")?
-                .execute(params![id.as_str(), closed, at])?;
-        }
-        Write::DeleteSession { id, at } => {
-            // The session and its subagents' sessions: tombstones first, so
-            // the tape's trigger lets their tapes go.
-            conn.prepare_cached(
-                "UPDATE sessions SET deleted_at = ?2, closed = 1, title = NULL, mcp_servers = '[]',
-                        system_prompt = NULL, instructions = NULL, updated_at = ?2
-                 WHERE (id = ?1 OR parent_session = ?1) AND deleted_at IS NULL",
-            )?
-            .execute(params![id.as_str(), at])?;
-            for table in ["messages", "grants", "tape", "channel_sessions"] {
-                conn.prepare_cached(&format!(
-                    "DELETE FROM {table} WHERE session_id IN
-                       (SELECT id FROM sessions WHERE (id = ?1 OR parent_session = ?1) AND deleted_at IS NOT NULL)"
-                ))?
-                .execute(params![id.as_str()])?;
-            }
-        }
+        } => sessions::update_settings(
+            conn,
+            id,
+            provider,
+            model,
+            thought_level.as_deref(),
+            *mode,
+            *at,
+        ),
+        Write::SetTitle { id, title } => sessions::set_title(conn, id, title),
+        Write::SetClosed { id, closed, at } => sessions::set_closed(conn, id, *closed, *at),
+        Write::DeleteSession { id, at } => sessions::delete(conn, id, *at),
         Write::AppendMessage {
             session_id,
             run_id,
             message,
             at,
-        } => append_message(conn, session_id.as_str(), run_id.as_ref(), message, *at)?,
-        Write::InsertRun { id, session_id, at } => {
-            conn.prepare_cached(
-                "INSERT INTO runs (id, session_id, state, owner, created_at) VALUES (?1, ?2, 'queued', ?3, ?4)",
-            )?
-            .execute(params![id.as_str(), session_id.as_str(), owner::this_process(), at])?;
-            conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-                .execute(params![session_id.as_str(), at])?;
-        }
+        } => sessions::append_message(conn, session_id.as_str(), run_id.as_ref(), message, *at),
+        Write::InsertRun { id, session_id, at } => runs::insert(conn, id, session_id, *at),
         Write::SetRunState {
             id,
             state,
@@ -324,426 +280,87 @@ fn apply_in(conn: &Connection, write: &Write, leases: &mut GroupLeases) -> Resul
             cost,
             at,
         } => {
-            let started = matches!(state, RunState::Running).then_some(*at);
-            let ended = state.is_terminal().then_some(*at);
-            conn.prepare_cached(
-                "UPDATE runs SET state = ?2, stop_reason = ?3, error = ?4,
-                    input_tokens = ?5, output_tokens = ?6,
-                    cached_input_tokens = ?7, reasoning_tokens = ?8, cost = ?9, currency = ?10,
-                    started_at = COALESCE(started_at, ?11), ended_at = COALESCE(?12, ended_at)
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                id.as_str(),
-                state.as_str(),
-                stop_reason.map(|r| r.as_str()),
-                error,
-                usage.input_tokens as i64,
-                usage.output_tokens as i64,
-                usage.cached_input_tokens as i64,
-                usage.reasoning_tokens as i64,
-                cost.as_ref().map(|c| c.amount),
-                cost.as_ref().map(|c| c.currency.as_str()),
-                started,
-                ended,
-            ])?;
+            let report = runs::Report {
+                stop_reason: *stop_reason,
+                error: error.as_deref(),
+                usage,
+                cost: cost.as_ref(),
+            };
+            runs::set_state(conn, id, *state, &report, *at)
         }
-        Write::AppendEvent(record) => append_event(conn, record)?,
-        Write::AppendReceipt(body) => append_receipt(conn, body)?,
-        Write::Channel(write) => super::channels::apply(conn, write)?,
-        Write::Memory(write) => super::memory::apply(conn, write)?,
-        Write::Fenced { fence, write } => {
-            let stored = leases.stored(conn, &fence.key)?;
-            if !crate::core::lease::admits(stored, fence) {
-                return Err(StoreError::Fenced(format!(
-                    "{}: the lease this write was made under (token {}) is no longer current{}; refused",
-                    fence.key,
-                    fence.token,
-                    stored.map_or(String::new(), |s| format!(
-                        " (now token {}, {})",
-                        s.token, s.holder
-                    ))
-                )));
-            }
-            apply_in(conn, write, leases)?;
-        }
+        Write::InterruptRuns { session, error, at } => runs::interrupt(conn, session, error, *at),
         Write::Control {
             session,
             control,
             at,
-        } => {
-            conn.prepare_cached(
-                "INSERT INTO session_controls (session_id, control, at) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![session.as_str(), to_json(control)?, at])?;
-        }
-        Write::TakeControl { id } => {
-            let taken = conn
-                .prepare_cached("DELETE FROM session_controls WHERE id = ?1")?
-                .execute(params![id])?;
-            if taken == 0 {
-                return Err(StoreError::Conflict(format!(
-                    "control {id} was taken already"
-                )));
-            }
-            // Requests nobody took within ten minutes (their owner gone)
-            // go too.
-            conn.prepare_cached("DELETE FROM session_controls WHERE at < ?1")?
-                .execute(params![now_millis() - 600_000])?;
-        }
-        Write::InterruptRuns { session, error, at } => {
-            let working: Vec<String> = conn
-                .prepare_cached(
-                    "SELECT id FROM runs WHERE session_id = ?1 AND state IN ('running', 'waiting')
-                     ORDER BY created_at, id",
-                )?
-                .query_map(params![session.as_str()], |row| row.get(0))?
-                .collect::<Result<_, _>>()?;
-            for run in working {
-                interrupt_run(conn, &run, session.as_str(), error, *at)?;
-            }
-        }
-        Write::Together(writes) => {
-            // A savepoint inside the group's transaction: one failing write
-            // undoes the others of this batch and nothing else of the group.
-            conn.execute_batch("SAVEPOINT together")?;
-            let applied = writes
-                .iter()
-                .try_for_each(|write| apply_in(conn, write, leases));
-            match applied {
-                Ok(()) => conn.execute_batch("RELEASE together")?,
-                Err(err) => {
-                    conn.execute_batch("ROLLBACK TO together; RELEASE together")?;
-                    return Err(err);
-                }
-            }
-        }
+        } => runs::leave_control(conn, session, control, *at),
+        Write::TakeControl { id } => runs::take_control(conn, *id),
+        Write::AppendEvent(record) => tape::append_event(conn, record),
+        Write::AppendReceipt(body) => tape::append_receipt(conn, body),
         Write::PutGrant {
             session_id,
             grant,
             at,
-        } => {
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO grants (session_id, tool, scope, allow, at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![session_id.as_str(), grant.tool, grant.scope, grant.allow, at])?;
-        }
-        Write::Trust(crate::core::hooks::TrustWrite::Set {
-            root,
-            trusted,
-            at,
-            files,
-        }) => {
-            let root = root.to_string_lossy();
-            if *trusted {
-                let files = serde_json::to_string(files)
-                    .map_err(|err| StoreError::Write(format!("trusted files: {err}")))?;
-                conn.prepare_cached(
-                    "INSERT INTO trusted_roots (root, at, files) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (root) DO UPDATE SET at = excluded.at, files = excluded.files",
-                )?
-                .execute(params![root, at, files])?;
-            } else {
-                conn.prepare_cached("DELETE FROM trusted_roots WHERE root = ?1")?
-                    .execute(params![root])?;
-            }
-        }
+        } => consent::put_grant(conn, session_id, grant, *at),
+        Write::Trust(write) => consent::trust(conn, write),
+        Write::Channel(write) => super::channels::apply(conn, write),
+        Write::Memory(write) => super::memory::apply(conn, write),
+        Write::Fenced { fence, write } => fenced(conn, fence, write, leases),
+        Write::Together(writes) => together(conn, writes, leases),
     }
-    Ok(())
 }
 
-fn append_message(
+/// A write made under a lease: applied only while the lease's token is
+/// its key's current one, else refused and nothing applied.
+fn fenced(
     conn: &Connection,
-    session_id: &str,
-    run_id: Option<&RunId>,
-    message: &Message,
-    at: i64,
+    fence: &Fence,
+    write: &Write,
+    leases: &mut GroupLeases,
 ) -> Result<(), StoreError> {
-    let role = match message {
-        Message::User { .. } => "user",
-        Message::Assistant { .. } => "assistant",
-        Message::Tool { .. } => "tool",
-        Message::Summary { .. } => "summary",
-        Message::Note { .. } => "note",
-    };
-    conn.prepare_cached(
-        "INSERT INTO messages (session_id, seq, run_id, role, body, at)
-         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?1), ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![
-        session_id,
-        run_id.map(RunId::as_str),
-        role,
-        to_json(message)?,
-        at
-    ])?;
-    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![session_id, at])?;
-    Ok(())
+    let stored = leases.stored(conn, &fence.key)?;
+    if !crate::core::lease::admits(stored, fence) {
+        return Err(StoreError::Fenced(format!(
+            "{}: the lease this write was made under (token {}) is no longer current{}; refused",
+            fence.key,
+            fence.token,
+            stored.map_or(String::new(), |s| format!(
+                " (now token {}, {})",
+                s.token, s.holder
+            ))
+        )));
+    }
+    apply_in(conn, write, leases)
 }
 
-fn append_event(conn: &Connection, record: &EventRecord) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO tape (run_id, session_id, seq, at, kind, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![
-        record.run_id.as_str(),
-        record.session_id.as_str(),
-        record.seq as i64,
-        record.at,
-        record.event.kind(),
-        to_json(&record.event)?,
-    ])?;
-    Ok(())
-}
-
-fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<(), StoreError> {
-    use rusqlite::OptionalExtension;
-    // Read inside the writer's transaction: no other writer can slip in between.
-    let last: Option<(i64, String)> = conn
-        .prepare_cached("SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1")?
-        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let (seq, prev) = match last {
-        Some((seq, hash)) => (seq as u64 + 1, hash),
-        None => (1, GENESIS.to_owned()),
-    };
-    let receipt = body.clone().chain(seq, &prev);
-    conn.prepare_cached(
-        "INSERT INTO receipts (seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )?
-    .execute(params![
-        receipt.seq as i64,
-        body.session_id.as_str(),
-        body.run_id.as_str(),
-        body.call_id,
-        body.tool,
-        body.input_hash,
-        body.output_hash,
-        body.verdict.as_str(),
-        body.is_error,
-        body.at,
-        receipt.prev_hash,
-        receipt.hash,
-        (!body.hooks.is_empty()).then(|| body.hooks.join("\n")),
-    ])?;
-    Ok(())
-}
-
-/// The runs an open looks at for recovery: unfinished ones, read through the
-/// partial index `runs_unfinished` (migration 14), whose `WHERE` is this
-/// condition word for word, so an open reads none of the finished runs.
-pub(super) const UNFINISHED_RUNS: &str = "SELECT id, session_id, owner, state FROM runs WHERE state IN ('queued', 'running', 'waiting') ORDER BY created_at, id";
-
-/// An unfinished run as recovery sees it.
-struct Unfinished {
-    id: String,
-    session: String,
-    owner: Option<String>,
-    /// `running` or `waiting` (else `queued`): the run worked under its
-    /// session's lease.
-    working: bool,
-}
-
-fn unfinished(conn: &Connection) -> Result<Vec<Unfinished>, StoreError> {
-    let mut stmt = conn.prepare_cached(UNFINISHED_RUNS)?;
-    let rows = stmt.query_map([], |row| {
-        Ok(Unfinished {
-            id: row.get(0)?,
-            session: row.get(1)?,
-            owner: row.get(2)?,
-            working: row.get::<_, String>(3)? != "queued",
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Whether nobody works on an unfinished run any more, decided by leases
-/// (`core::lease`): a working run belongs to whoever holds its session's
-/// lease, so it is abandoned once that lease lapsed (or was released); a
-/// queued run waits in the process that made it, which holds its process
-/// lease while it lives. Holders that died on this machine count as gone at
-/// once (the `/proc` shortcut); a run with no lease to go by (made before
-/// leases, or by a process without one) falls back to its owner's `/proc`
-/// entry. Returns the session lease to take over with the decision.
-fn abandoned(
+/// Writes that land together: a savepoint inside the group's transaction,
+/// so one failing write undoes the others of this batch and nothing else of
+/// the group.
+fn together(
     conn: &Connection,
-    run: &Unfinished,
-    now: i64,
-) -> Result<(bool, Option<Lease>), StoreError> {
-    let live = |lease: &Lease| lease.expires_at > now && !owner::is_dead_here(&lease.holder);
-    if run.working {
-        let key = LeaseKey::session(&SessionId::from_string(run.session.clone()));
-        if let Some(lease) = super::leases::stored_in(conn, &key)? {
-            return Ok(if live(&lease) {
-                (false, None)
-            } else {
-                (true, Some(lease))
-            });
-        }
-    }
-    let Some(tag) = run.owner.as_deref() else {
-        return Ok((true, None));
-    };
-    Ok(
-        match super::leases::stored_in(conn, &LeaseKey::process(tag))? {
-            Some(lease) => (!live(&lease), None),
-            None => (!owner::is_alive(tag), None),
-        },
-    )
-}
-
-/// Marks runs nobody works on any more as failed (see [`abandoned`]),
-/// keeping what they had streamed: the partial reply of an interrupted
-/// model turn joins the history. The lease of each session whose working
-/// run it ends is taken over and released in the same transaction, so a
-/// holder that was only stopped (not dead) has its late writes refused.
-pub(super) fn recover_interrupted(conn: &mut Connection) -> Result<Recovery, StoreError> {
-    // Most opens find nothing to recover: look first without the write lock,
-    // which a running bridge's writer would otherwise have to wait for.
-    if !needs_recovery(conn)? {
-        return Ok(Recovery::default());
-    }
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let mut recovery = Recovery::default();
-    let now = now_millis();
-    let mut fenced: Vec<LeaseKey> = Vec::new();
-    for run in unfinished(&tx)? {
-        let (gone, lease) = abandoned(&tx, &run, now)?;
-        if !gone {
-            continue;
-        }
-        if let Some(lease) = lease
-            && !fenced.contains(&lease.key)
-        {
-            super::leases::take_over_in(&tx, &lease, owner::this_process())?;
-            fenced.push(lease.key);
-        }
-        interrupt_run(
-            &tx,
-            &run.id,
-            &run.session,
-            "interrupted: the pincer process stopped before the run ended",
-            now,
-        )?;
-        recovery.interrupted_runs.push(RunId::from_string(run.id));
-    }
-    tx.commit()?;
-    Ok(recovery)
-}
-
-/// Marks one unfinished run failed as interrupted with `error`, keeping what
-/// it streamed: the partial reply of a model turn it cut short joins the
-/// history, and its tape ends with the failure.
-fn interrupt_run(
-    tx: &Connection,
-    run_id: &str,
-    session_id: &str,
-    error: &str,
-    now: i64,
+    writes: &[Write],
+    leases: &mut GroupLeases,
 ) -> Result<(), StoreError> {
-    let run_id = run_id.to_owned();
-    let events = super::reader::tape(tx, &RunId::from_string(run_id.clone()), 0, None)?;
-    let next_seq = events.last().map_or(0, |e| e.seq + 1);
-    let (stored, stored_turns): (i64, i64) = tx.query_row(
-        "SELECT COUNT(*), COALESCE(SUM(role = 'assistant'), 0) FROM messages WHERE run_id = ?1",
-        params![run_id],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )?;
-    // A run that stored no message is a session command (a prompt's run
-    // stores its prompt first; a command stores its messages when it
-    // ends): a summary cut short is no turn of the conversation.
-    let last_said: Option<(String, String)> = if stored_turns > 0 {
-        let body: Option<String> = tx
-            .query_row(
-                "SELECT body FROM messages WHERE session_id = ?2 AND run_id = ?1 AND role = 'assistant' \
-                 ORDER BY seq DESC LIMIT 1",
-                params![run_id, session_id],
-                |row| row.get(0),
-            )
-            .optional()?;
-        body.and_then(|body: String| serde_json::from_str::<Message>(&body).ok())
-            .and_then(|message| match message {
-                Message::Assistant { text, thought, .. } => Some((text, thought)),
-                _ => None,
-            })
-    } else {
-        None
-    };
-    if stored > 0
-        && let Some(partial) = crate::core::run::partial_turn(
-            &events,
-            stored_turns as usize,
-            last_said.as_ref().map(|(t, th)| (t.as_str(), th.as_str())),
-        )
-    {
-        append_message(
-            tx,
-            session_id,
-            Some(&RunId::from_string(run_id.clone())),
-            &partial,
-            now,
-        )?;
-    }
-    let error = error.to_owned();
-    let mut usage = crate::core::event::Usage::default();
-    let mut cost = None;
-    for event in &events {
-        if let Event::Usage {
-            usage: turn,
-            cost: turn_cost,
-            ..
-        } = &event.event
-        {
-            usage.add(*turn);
-            cost = Cost::sum(cost, turn_cost.as_ref());
+    conn.execute_batch("SAVEPOINT together")?;
+    let applied = writes
+        .iter()
+        .try_for_each(|write| apply_in(conn, write, leases));
+    match applied {
+        Ok(()) => conn.execute_batch("RELEASE together")?,
+        Err(err) => {
+            conn.execute_batch("ROLLBACK TO together; RELEASE together")?;
+            return Err(err);
         }
     }
-    let record = EventRecord {
-        session_id: crate::core::ids::SessionId::from_string(session_id.to_owned()),
-        run_id: RunId::from_string(run_id.clone()),
-        seq: next_seq,
-        at: now,
-        event: Event::State {
-            state: RunState::Failed,
-            stop_reason: None,
-            error: Some(error.clone()),
-            usage: (usage != crate::core::event::Usage::default()).then_some(usage),
-            cost: cost.clone(),
-        },
-    };
-    append_event(tx, &record)?;
-    apply(
-        tx,
-        &Write::SetRunState {
-            id: RunId::from_string(run_id.clone()),
-            state: RunState::Failed,
-            stop_reason: None,
-            error: Some(error),
-            usage,
-            cost,
-            at: now,
-        },
-    )?;
     Ok(())
-}
-
-/// Whether some unfinished run is abandoned (a read, no lock).
-fn needs_recovery(conn: &Connection) -> Result<bool, StoreError> {
-    let now = now_millis();
-    for run in unfinished(conn)? {
-        if abandoned(conn, &run, now)?.0 {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::params;
+
     use super::*;
-    use crate::core::lease::Fence;
+    use crate::core::ids::SessionId;
 
     /// A group's fenced writes read their lease once, and afresh after a
     /// decision of the same group, which may have moved it.

@@ -630,7 +630,7 @@ fn routes_in(line: &str) -> Vec<(Option<String>, String)> {
 
 /// The slash commands each face takes: the ACP face those `core::slash`
 /// lists; the terminal those and its own (`src/terminal/editor.rs`); the chat
-/// channels theirs (`src/channels/hub.rs`) and the session commands. The
+/// channels theirs (`src/channels/hub/commands.rs`) and the session commands. The
 /// terminal's and the channels' tables are private: read from their sources.
 struct SlashCommands {
     acp: BTreeSet<String>,
@@ -653,7 +653,7 @@ impl SlashCommands {
         let entry = Regex::new(r#"\("(\w+)","#).unwrap();
         let mut terminal = acp.clone();
         terminal.extend(entry.captures_iter(table).map(|c| c[1].to_owned()));
-        let hub = std::fs::read_to_string(root().join("src/channels/hub.rs")).unwrap();
+        let hub = std::fs::read_to_string(root().join("src/channels/hub/commands.rs")).unwrap();
         let arm = Regex::new(r#""/(\w+)"\s*(?:\||=>)"#).unwrap();
         let mut channels: BTreeSet<String> =
             arm.captures_iter(&hub).map(|c| c[1].to_owned()).collect();

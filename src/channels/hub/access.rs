@@ -1,0 +1,112 @@
+//! Who may talk to the channel: the senders in its `allow` list and those
+//! who paired with the operator's code (`/pair CODE`, stored, so it
+//! survives restarts). Anyone else is told once per process how to pair.
+
+use std::sync::Arc;
+
+use super::super::Received;
+use super::{Hub, lock};
+use crate::core::channel::{ChannelMessage, ChannelWrite};
+use crate::core::journal::Write;
+use crate::core::session::now_millis;
+
+const NOT_ALLOWED: &str = "You are not allowed to use this Pincer. Ask its operator for the pairing code, then send /pair CODE.";
+
+/// Compares secrets without an early exit on the first difference.
+fn constant_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `code` is the channel's pairing code; no code set pairs nobody.
+fn pairs(expected: Option<&str>, code: &str) -> bool {
+    expected.is_some_and(|expected| !expected.is_empty() && constant_eq(expected, code))
+}
+
+impl Hub {
+    /// Whether the message's sender is allowed, or paired.
+    pub(super) async fn authorized(&self, message: &ChannelMessage) -> bool {
+        let Some(sender) = &message.sender else {
+            return false;
+        };
+        if self.settings.allow.iter().any(|a| a == &sender.id) {
+            return true;
+        }
+        self.store
+            .is_paired(&message.channel, &message.account, &sender.id)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::error!(error = %err, "cannot read paired senders");
+                false
+            })
+    }
+
+    /// A message of a sender not allowed: `/pair CODE` pairs them; anything
+    /// else is refused, and the sender told how to pair once per process.
+    pub(super) async fn unauthorized(self: &Arc<Self>, message: &ChannelMessage) -> Received {
+        if let Some(code) = message.body.trim().strip_prefix("/pair") {
+            self.pair(message, code.trim()).await;
+            self.handled(message).await;
+            return Received::Accepted;
+        }
+        let sender = message.sender.as_ref().map_or("", |s| s.id.as_str());
+        if lock(&self.told).insert(sender.to_owned()) {
+            self.notice(message, NOT_ALLOWED).await;
+        }
+        self.handled(message).await;
+        Received::Unauthorized
+    }
+
+    /// `/pair CODE`: a right code adds the sender to the paired senders.
+    async fn pair(self: &Arc<Self>, message: &ChannelMessage, code: &str) {
+        let Some(sender) = &message.sender else {
+            return;
+        };
+        if !pairs(self.settings.pairing_code.as_deref(), code) {
+            self.notice(message, "That pairing code is not right.")
+                .await;
+            return;
+        }
+        let paired = self
+            .store
+            .commit(Write::Channel(ChannelWrite::PairPeer {
+                channel: message.channel.clone(),
+                account: message.account.clone(),
+                sender: sender.id.clone(),
+                at: now_millis(),
+            }))
+            .await;
+        match paired {
+            Ok(()) => {
+                tracing::info!(channel = %message.channel, sender = %sender.id, "sender paired");
+                self.notice(message, "Paired. Send a message to start.")
+                    .await;
+            }
+            Err(err) => tracing::error!(error = %err, "cannot record a paired sender"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(constant_eq("abc123", "abc123"));
+        assert!(!constant_eq("abc123", "abc124"));
+        assert!(!constant_eq("abc", "abcd"));
+    }
+
+    #[test]
+    fn only_the_set_code_pairs() {
+        assert!(pairs(Some("s3cret"), "s3cret"));
+        assert!(!pairs(Some("s3cret"), "s3cre"));
+        assert!(!pairs(Some("s3cret"), ""));
+        assert!(!pairs(Some(""), ""), "an empty code pairs nobody");
+        assert!(!pairs(None, "anything"));
+    }
+}

@@ -1,0 +1,333 @@
+//! From messages to a run and back: a sender's messages coalesced into
+//! one prompt, the chat's session found or created, the run started (or
+//! the working one steered), and the run followed to its reply: its text
+//! drafted live, its approvals and questions asked in the chat.
+
+use std::sync::Arc;
+
+use super::drafts::LiveDraft;
+use super::reply::{Answer, reply_part};
+use super::{Hub, HubError, lock};
+use crate::core::channel::{ChannelMessage, ChannelWrite, ConversationKey, InboxState};
+use crate::core::event::Event;
+use crate::core::ids::{RunId, SessionId};
+use crate::core::journal::Write;
+use crate::core::run::RunOutcome;
+use crate::core::runtime::{NewSession, SessionCommand, Subscription};
+use crate::core::session::{ContentPart, Origin, now_millis};
+
+/// What a dispatched run starts with.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Start {
+    /// The messages, as one prompt.
+    Prompt,
+    /// A session command given in the chat.
+    Command(SessionCommand),
+}
+
+/// The prompt a sender's coalesced messages make: each one's text with its
+/// attachments named, the messages a paragraph apart.
+fn prompt_text(messages: &[ChannelMessage]) -> String {
+    let mut text: Vec<String> = Vec::new();
+    for message in messages {
+        let mut part = message.body.clone();
+        for attachment in &message.attachments {
+            part.push_str(&format!(
+                "\n[attached {}: {}]",
+                attachment.kind,
+                attachment.name.as_deref().unwrap_or(&attachment.reference)
+            ));
+        }
+        text.push(part);
+    }
+    text.join("\n\n")
+}
+
+/// A run the hub follows: its answer, and the session it runs in.
+struct Followed {
+    answer: Answer,
+    session: SessionId,
+}
+
+/// What a followed run has written so far, and its live draft.
+struct Written {
+    text: String,
+    draft: LiveDraft,
+    /// Whether the reply is shown as it is written.
+    drafting: bool,
+}
+
+impl Hub {
+    /// Buffers a prompt; a sender's first message of a window schedules the
+    /// dispatch of everything that sender writes within it.
+    pub(super) fn coalesce(self: &Arc<Self>, message: ChannelMessage) {
+        let key = ConversationKey::of(&message);
+        let sender = message
+            .sender
+            .as_ref()
+            .map(|s| s.id.clone())
+            .unwrap_or_default();
+        let first = {
+            let mut conversations = lock(&self.conversations);
+            let buffer = conversations
+                .entry(key.clone())
+                .or_default()
+                .buffers
+                .entry(sender.clone())
+                .or_default();
+            buffer.push(message);
+            buffer.len() == 1
+        };
+        if first {
+            let hub = self.clone();
+            let window = self.settings.coalesce;
+            self.tasks.spawn(async move {
+                tokio::select! {
+                    _ = hub.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(window) => {}
+                }
+                hub.flush(&key, &sender).await;
+            });
+        }
+    }
+
+    /// Dispatches what a sender wrote within their coalescing window.
+    async fn flush(self: &Arc<Self>, key: &ConversationKey, sender: &str) {
+        let messages = {
+            let mut conversations = lock(&self.conversations);
+            conversations
+                .get_mut(key)
+                .and_then(|c| c.buffers.remove(sender))
+                .unwrap_or_default()
+        };
+        if messages.is_empty() {
+            return;
+        }
+        if let Err(err) = self.dispatch(key, &messages, Start::Prompt).await {
+            tracing::error!(channel = %key.channel, error = %err, "cannot start a run for a chat message");
+            if let Some(last) = messages.last() {
+                self.notice(last, &format!("Pincer could not start on this: {err}"))
+                    .await;
+            }
+            let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+            self.set_inbox(&ids, InboxState::Handled, None).await;
+        }
+    }
+
+    /// Starts a run of the conversation's session: the messages as its prompt,
+    /// or the command one of them gave.
+    pub(super) async fn dispatch(
+        self: &Arc<Self>,
+        key: &ConversationKey,
+        messages: &[ChannelMessage],
+        start: Start,
+    ) -> Result<(), HubError> {
+        let session = self.session_of(key, false).await?;
+        let text = prompt_text(messages);
+        let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+        // A message while the chat's prompt works steers that run: its
+        // reply answers both.
+        if matches!(start, Start::Prompt) {
+            let content = vec![ContentPart::Text { text: text.clone() }];
+            if let Some(working) = self.runtime.steer(&session, content)? {
+                self.set_inbox(&ids, InboxState::Dispatched, Some(working))
+                    .await;
+                return Ok(());
+            }
+        }
+        let run_id = RunId::generate();
+        let subscription = self.runtime.subscribe(&session)?;
+        match start {
+            Start::Prompt => {
+                let content = vec![ContentPart::Text { text }];
+                self.runtime
+                    .prompt_as(&session, run_id.clone(), content)
+                    .await?
+            }
+            Start::Command(command) => {
+                self.runtime
+                    .command_as(&session, run_id.clone(), command)
+                    .await?
+            }
+        };
+        self.set_inbox(&ids, InboxState::Dispatched, Some(run_id.clone()))
+            .await;
+        let run = Followed {
+            answer: Answer {
+                key: key.clone(),
+                run_id,
+                reply_to: messages.last().map(|m| m.id.clone()),
+                ids,
+            },
+            session,
+        };
+        self.tasks.spawn(self.clone().watch(run, subscription));
+        Ok(())
+    }
+
+    /// The session of a conversation: mapped, or created and mapped now.
+    pub(super) async fn session_of(
+        &self,
+        key: &ConversationKey,
+        fresh: bool,
+    ) -> Result<SessionId, HubError> {
+        let _creating = self.sessions.lock().await;
+        if !fresh && let Some(id) = self.store.conversation(key).await? {
+            match self.runtime.open_session(&id).await {
+                Ok(session) => return Ok(session.id),
+                Err(err) => {
+                    tracing::warn!(session = %id, error = %err, "the chat's session cannot be opened; starting a new one");
+                }
+            }
+        }
+        // The session and the chat's mapping to it in one transaction: a crash
+        // cannot leave a session no chat leads to.
+        let session = self
+            .runtime
+            .create_session_with(
+                NewSession {
+                    workspace: self.settings.workspace.clone(),
+                    origin: Origin::Channel,
+                    mcp_servers: serde_json::json!([]),
+                    conversation: Some(key.as_scope_key()),
+                    prompt: Default::default(),
+                },
+                |id| {
+                    vec![Write::Channel(ChannelWrite::MapConversation {
+                        key: key.clone(),
+                        session_id: id.clone(),
+                        at: now_millis(),
+                    })]
+                },
+            )
+            .await?;
+        Ok(session.id)
+    }
+
+    /// Follows a run: live draft, approval prompts, and the final reply.
+    async fn watch(self: Arc<Self>, run: Followed, mut events: Subscription) {
+        let caps = self.adapter.capabilities();
+        // With `MessageSending` hooks nothing is shown before they read it:
+        // no live draft, the reply comes whole once they let it go.
+        let mut written = Written {
+            text: String::new(),
+            draft: LiveDraft::NotYet,
+            drafting: caps.edit && self.settings.live_drafts && !self.screens(),
+        };
+        let outcome = loop {
+            let next = tokio::select! {
+                // Stopping: the run is recorded as it ends, and the next start
+                // answers it from the inbox.
+                _ = self.cancel.cancelled() => return,
+                next = events.next() => next,
+            };
+            let Some(record) = next else {
+                break RunOutcome::Failed("the session closed".to_owned());
+            };
+            if record.run_id != run.answer.run_id {
+                continue;
+            }
+            if let Some(outcome) = self.follow(&run, &record.event, &mut written).await {
+                break outcome;
+            }
+        };
+        let draft = written.draft.reference();
+        self.finish(&run.answer, &outcome, &written.text, draft)
+            .await;
+    }
+
+    /// Takes in one event of a followed run: its outcome when it ended it.
+    async fn follow(
+        self: &Arc<Self>,
+        run: &Followed,
+        event: &Event,
+        written: &mut Written,
+    ) -> Option<RunOutcome> {
+        let key = &run.answer.key;
+        match event {
+            Event::TextDelta { .. } | Event::Notice { .. } => {
+                if let Some(part) = reply_part(event) {
+                    written.text.push_str(&part);
+                }
+                if written.drafting {
+                    let run_id = &run.answer.run_id;
+                    self.live(key, run_id, &written.text, &mut written.draft)
+                        .await;
+                }
+            }
+            Event::ApprovalRequested {
+                approval_id,
+                title,
+                reason,
+                ..
+            } => {
+                self.ask(key, &run.session, approval_id, title, reason)
+                    .await
+            }
+            Event::ApprovalDecided {
+                approval_id,
+                decision,
+                ..
+            } => self.approval_decided(key, approval_id, *decision).await,
+            Event::QuestionAsked { .. } => {
+                if let Some((question_id, question)) = event.question() {
+                    self.ask_question(key, &run.session, question_id, question)
+                        .await;
+                }
+            }
+            Event::QuestionAnswered { question_id, .. } => {
+                self.question_answered(key, question_id);
+            }
+            event => return RunOutcome::from_event(event),
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::channel::{Attachment, MessageOrigin, Target, TargetKind};
+
+    fn message(body: &str, attachments: Vec<Attachment>) -> ChannelMessage {
+        ChannelMessage {
+            id: body.into(),
+            channel: "telegram".into(),
+            account: "bot".into(),
+            target: Target {
+                kind: TargetKind::Direct,
+                id: "42".into(),
+                thread: None,
+            },
+            sender: None,
+            body: body.into(),
+            attachments,
+            relation: None,
+            origin: MessageOrigin::User,
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn coalesced_messages_are_one_prompt_with_their_attachments_named() {
+        let photo = Attachment {
+            kind: "photo".into(),
+            name: None,
+            reference: "file_1".into(),
+        };
+        let document = Attachment {
+            kind: "document".into(),
+            name: Some("notes.md".into()),
+            reference: "file_2".into(),
+        };
+        let messages = [
+            message("look at this", vec![photo, document]),
+            message("and fix it", Vec::new()),
+        ];
+        assert_eq!(
+            prompt_text(&messages),
+            "look at this\n[attached photo: file_1]\n[attached document: notes.md]\n\nand fix it"
+        );
+        assert_eq!(prompt_text(&messages[1..]), "and fix it");
+    }
+}

@@ -1,0 +1,338 @@
+//! Outbound messages: a run's reply, and the notices, prompts and questions
+//! the hub sends, each recorded as a send intent (its id derived from what
+//! it is for, so deciding it twice records it once) and delivered by the
+//! outbox. With `MessageSending` hooks for the channel the intent is held
+//! until they decide (`hooks`).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::super::{Capabilities, render};
+use super::Hub;
+use super::drafts::{DRAFT_LOST, DraftRef};
+use crate::core::channel::{
+    Button, ChannelMessage, ChannelWrite, ConversationKey, InboxState, IntentKind, IntentStatus,
+    SendIntent, Target, Unit,
+};
+use crate::core::event::Event;
+use crate::core::ids::RunId;
+use crate::core::journal::{JournalError, Write};
+use crate::core::run::RunOutcome;
+use crate::core::session::now_millis;
+
+/// What a run's reply answers: the chat, the run, the message it replies
+/// to (the last of its prompt's) and the inbox entries it settles.
+pub(super) struct Answer {
+    pub(super) key: ConversationKey,
+    pub(super) run_id: RunId,
+    pub(super) reply_to: Option<String>,
+    pub(super) ids: Vec<String>,
+}
+
+impl Answer {
+    /// The answer of `run_id` to `messages` (in order, of one chat); none
+    /// without a message.
+    pub(super) fn of(run_id: RunId, messages: &[ChannelMessage]) -> Option<Self> {
+        let first = messages.first()?;
+        Some(Self {
+            key: ConversationKey::of(first),
+            run_id,
+            reply_to: messages.last().map(|m| m.id.clone()),
+            ids: messages.iter().map(|m| m.id.clone()).collect(),
+        })
+    }
+}
+
+/// What an event adds to a run's reply in the chat: the model's text, and
+/// notices for the person (an MCP server that failed to start), marked as
+/// Pincer's own as the editor shows them.
+pub(super) fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
+    match event {
+        Event::TextDelta { text } => Some(Cow::Borrowed(text.as_str())),
+        Event::Notice { message } => Some(Cow::Owned(format!("[pincer] {message}\n\n"))),
+        _ => None,
+    }
+}
+
+/// A run's reply: what it wrote, and how it ended when it did not complete.
+fn reply_body(outcome: &RunOutcome, text: &str) -> String {
+    let empty = text.trim().is_empty();
+    match outcome {
+        RunOutcome::Completed(_) if empty => "Done.".to_owned(),
+        RunOutcome::Completed(_) => text.to_owned(),
+        RunOutcome::Cancelled if empty => "Stopped.".to_owned(),
+        RunOutcome::Cancelled => format!("{text}\n\n(stopped)"),
+        RunOutcome::Failed(error) if empty => format!("The run failed: {error}"),
+        RunOutcome::Failed(error) => format!("{text}\n\n(the run failed: {error})"),
+    }
+}
+
+/// What a reply sends, given its live draft: its text (which says first
+/// that a stale draft may show when one may be in the chat unnamed), the
+/// message it finalizes in place, and the message it deletes first.
+fn with_draft(body: String, draft: DraftRef) -> (String, Option<String>, Option<String>) {
+    match draft {
+        DraftRef::None => (body, None, None),
+        DraftRef::Known(id) => (body, Some(id), None),
+        DraftRef::Stale(id) => (body, None, Some(id)),
+        DraftRef::MaybeShown => (format!("[pincer] {DRAFT_LOST}\n\n{body}"), None, None),
+    }
+}
+
+/// `text` cut into units the platform takes (rendered in its markup), with
+/// `buttons` on the last; an empty text is one unit that says so.
+fn units_for(caps: &Capabilities, text: &str, buttons: Option<Vec<Button>>) -> Vec<Unit> {
+    let mut units: Vec<Unit> = render::chunk(text, caps.max_len)
+        .into_iter()
+        .map(|piece| Unit {
+            markup: (caps.markup == Some("html")).then(|| render::telegram_html(&piece)),
+            text: piece,
+            buttons: Vec::new(),
+        })
+        .collect();
+    if units.is_empty() {
+        units.push(Unit {
+            text: "(no reply)".to_owned(),
+            markup: None,
+            buttons: Vec::new(),
+        });
+    }
+    if let (Some(buttons), Some(last)) = (buttons, units.last_mut()) {
+        last.buttons = buttons;
+    }
+    units
+}
+
+impl Hub {
+    /// Records the run's reply (finalizing the live draft in place when it
+    /// fits one message) and marks its inbound messages done.
+    pub(super) async fn finish(
+        self: &Arc<Self>,
+        answer: &Answer,
+        outcome: &RunOutcome,
+        text: &str,
+        draft: DraftRef,
+    ) {
+        let run_id = &answer.run_id;
+        let (body, edit_of, retract) = with_draft(reply_body(outcome, text), draft);
+        let mut intent = self.intent(
+            format!("reply:{run_id}"),
+            answer.key.target.clone(),
+            IntentKind::Reply,
+            &body,
+            answer.reply_to.clone(),
+            None,
+        );
+        intent.run_id = Some(run_id.clone());
+        intent.edit_of = edit_of;
+        intent.retract = retract;
+        if let Err(err) = self.send(intent, &body).await {
+            tracing::error!(run = %run_id, error = %err, "cannot record a reply");
+            return;
+        }
+        self.set_inbox(&answer.ids, InboxState::Done, None).await;
+        self.store.submit(Write::Channel(ChannelWrite::DeleteDraft {
+            run_id: run_id.clone(),
+        }));
+    }
+
+    /// Pincer's answer to one inbound message (a command, a refusal); its id
+    /// follows from the message, so a redelivery cannot send it twice.
+    pub(super) async fn notice(self: &Arc<Self>, message: &ChannelMessage, text: &str) {
+        let intent = self.intent(
+            format!(
+                "notice:{}:{}:{}",
+                message.channel, message.account, message.id
+            ),
+            message.target.clone(),
+            IntentKind::Notice,
+            text,
+            Some(message.id.clone()),
+            None,
+        );
+        if let Err(err) = self.send(intent, text).await {
+            tracing::error!(error = %err, "cannot record a notice");
+        }
+    }
+
+    /// Records an outbound message (`text`, cut into the intent's units).
+    /// With `MessageSending` hooks it is recorded `held` and they are asked
+    /// in a task of its own, so a slow hook holds back only this chat.
+    pub(super) async fn send(
+        self: &Arc<Self>,
+        mut intent: SendIntent,
+        text: &str,
+    ) -> Result<(), JournalError> {
+        if !self.screens() {
+            return self.outbox.record(intent).await;
+        }
+        // Decided before (a reply recovery decides again): recorded once,
+        // and its hooks asked once.
+        if self.store.intent(&intent.id).await?.is_some() {
+            return Ok(());
+        }
+        intent.status = IntentStatus::Held;
+        intent.text = Some(text.to_owned());
+        self.outbox.record(intent.clone()).await?;
+        self.tasks.spawn(self.clone().screen(intent));
+        Ok(())
+    }
+
+    /// `text` cut into units the platform takes, `buttons` on the last.
+    pub(super) fn units(&self, text: &str, buttons: Option<Vec<Button>>) -> Vec<Unit> {
+        units_for(&self.adapter.capabilities(), text, buttons)
+    }
+
+    /// A new intent of this account, `pending`, with `text` as its units.
+    pub(super) fn intent(
+        &self,
+        id: String,
+        target: Target,
+        kind: IntentKind,
+        text: &str,
+        reply_to: Option<String>,
+        buttons: Option<Vec<Button>>,
+    ) -> SendIntent {
+        let units = self.units(text, buttons);
+        let now = now_millis();
+        SendIntent {
+            id,
+            channel: self.adapter.channel().to_owned(),
+            account: self.adapter.account().to_owned(),
+            target,
+            kind,
+            units,
+            text: None,
+            edit_of: None,
+            retract: None,
+            reply_to,
+            status: IntentStatus::Pending,
+            attempt: 0,
+            next_attempt_at: None,
+            inflight: None,
+            receipt: Default::default(),
+            failure: None,
+            session_id: None,
+            run_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::core::channel::{MessageOrigin, TargetKind};
+    use crate::core::event::StopReason;
+
+    fn caps(max_len: usize, markup: Option<&'static str>) -> Capabilities {
+        Capabilities {
+            max_len,
+            edit: true,
+            buttons: true,
+            edit_interval: Duration::from_secs(1),
+            markup,
+        }
+    }
+
+    fn message(id: &str) -> ChannelMessage {
+        ChannelMessage {
+            id: id.into(),
+            channel: "telegram".into(),
+            account: "bot".into(),
+            target: Target {
+                kind: TargetKind::Direct,
+                id: "42".into(),
+                thread: None,
+            },
+            sender: None,
+            body: "hi".into(),
+            attachments: Vec::new(),
+            relation: None,
+            origin: MessageOrigin::User,
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn a_reply_says_how_its_run_ended_unless_it_completed() {
+        let done = RunOutcome::Completed(StopReason::EndTurn);
+        let failed = RunOutcome::Failed("no provider".into());
+        let cases = [
+            (&done, "", "Done."),
+            (&done, "Hello.", "Hello."),
+            (&RunOutcome::Cancelled, " ", "Stopped."),
+            (&RunOutcome::Cancelled, "Half", "Half\n\n(stopped)"),
+            (&failed, "", "The run failed: no provider"),
+            (&failed, "Half", "Half\n\n(the run failed: no provider)"),
+        ];
+        for (outcome, text, body) in cases {
+            assert_eq!(reply_body(outcome, text), body, "{outcome:?} {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_reply_finalizes_a_known_draft_deletes_a_stale_one_and_warns_of_a_lost_one() {
+        let body = || "Hello.".to_owned();
+        assert_eq!(with_draft(body(), DraftRef::None), (body(), None, None));
+        assert_eq!(
+            with_draft(body(), DraftRef::Known("7".into())),
+            (body(), Some("7".into()), None)
+        );
+        assert_eq!(
+            with_draft(body(), DraftRef::Stale("7".into())),
+            (body(), None, Some("7".into()))
+        );
+        let (text, edit_of, retract) = with_draft(body(), DraftRef::MaybeShown);
+        assert_eq!(text, format!("[pincer] {DRAFT_LOST}\n\nHello."));
+        assert_eq!((edit_of, retract), (None, None));
+    }
+
+    #[test]
+    fn units_fit_the_platform_carry_its_markup_and_the_buttons_go_last() {
+        let text = format!("{}\n\n{}", "a".repeat(30), "**bold words here**");
+        let buttons = vec![Button {
+            label: "Allow once".into(),
+            data: "ap:1:allow_once".into(),
+        }];
+        let units = units_for(&caps(40, Some("html")), &text, Some(buttons.clone()));
+        assert_eq!(units.len(), 2);
+        assert_eq!(units[0].text, "a".repeat(30));
+        assert!(units[0].buttons.is_empty());
+        assert_eq!(units[1].markup.as_deref(), Some("<b>bold words here</b>"));
+        assert_eq!(units[1].buttons, buttons);
+        let plain = units_for(&caps(40, None), "x", None);
+        assert_eq!(plain[0].markup, None);
+        let empty = units_for(&caps(40, None), "", Some(buttons.clone()));
+        assert_eq!(empty.len(), 1);
+        assert_eq!(empty[0].text, "(no reply)");
+        assert_eq!(empty[0].buttons, buttons);
+    }
+
+    #[test]
+    fn a_reply_is_the_model_s_text_and_pincer_s_notices() {
+        let text = Event::TextDelta { text: "Hi".into() };
+        assert_eq!(reply_part(&text).as_deref(), Some("Hi"));
+        let notice = Event::Notice {
+            message: "MCP server x failed".into(),
+        };
+        assert_eq!(
+            reply_part(&notice).as_deref(),
+            Some("[pincer] MCP server x failed\n\n")
+        );
+    }
+
+    #[test]
+    fn an_answer_replies_to_the_last_message_and_settles_them_all() {
+        let run = RunId::from_string("run_1".into());
+        assert!(Answer::of(run.clone(), &[]).is_none());
+        let answer = Answer::of(run.clone(), &[message("1"), message("2")]).unwrap();
+        assert_eq!(answer.key, ConversationKey::of(&message("1")));
+        assert_eq!(answer.run_id, run);
+        assert_eq!(answer.reply_to.as_deref(), Some("2"));
+        assert_eq!(answer.ids, ["1", "2"]);
+    }
+}
