@@ -4,14 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::core::tool::{
-    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, Tool, ToolContext, ToolError,
-    ToolKind, ToolOutput, ToolSpec, parse_args,
+    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, ToolContext, ToolError,
+    ToolKind, ToolOutput, TypedTool,
 };
 use crate::sandbox::{
     self, AttachedSpec, Confinement, DEFAULT_ENV_ALLOW, ExecRequest, ExecResult, SandboxError,
@@ -384,18 +382,27 @@ impl Drop for LineStream {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The command line, run with `bash -c`.
     command: String,
+    // Its description and most are the settings' (`ShellTool::configured`).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     timeout_secs: Option<u64>,
+    /// Working directory, relative to the workspace (default: the workspace
+    /// root).
     #[serde(default)]
     cwd: Option<String>,
 }
 
-impl Tool for ShellTool {
-    fn spec(&self) -> ToolSpec {
+impl TypedTool for ShellTool {
+    type Args = Args;
+    const NAME: &'static str = "shell";
+    const KIND: ToolKind = ToolKind::Execute;
+
+    fn description(&self) -> String {
         let default = self.settings.timeout.as_secs();
         let max = self.settings.max_timeout.as_secs();
         let network = if self.settings.network {
@@ -403,96 +410,69 @@ impl Tool for ShellTool {
         } else {
             "There is no network access (TCP connections are refused)."
         };
-        ToolSpec {
-            name: "shell".to_owned(),
-            description: format!(
-                "Runs a command line with bash in the workspace and returns its output \
-                 (stdout and stderr interleaved) followed by its exit status. \
-                 The command runs in a sandbox: it may read and write the workspace, read \
-                 and run system files and the installed toolchains (cargo, node, python, go, \
-                 ...; their caches are read-only), and write a private temporary directory \
-                 ($TMPDIR); everything else is denied. {network} There is no stdin and no terminal, so \
-                 interactive programs fail; pass flags such as --yes or --no-pager instead. \
-                 Background processes are killed when the command ends. Long output keeps \
-                 its beginning and end. Times out after {default} s unless `timeout_secs` \
-                 says otherwise (at most {max} s)."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The command line, run with `bash -c`."
-                    },
-                    "timeout_secs": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": max,
-                        "description": format!("Seconds before the command is killed (default {default}, at most {max}).")
-                    },
-                    "cwd": {
-                        "type": "string",
-                        "description": "Working directory, relative to the workspace (default: the workspace root)."
-                    }
-                },
-                "required": ["command"],
-                "additionalProperties": false
+        format!(
+            "Runs a command line with bash in the workspace and returns its output \
+             (stdout and stderr interleaved) followed by its exit status. \
+             The command runs in a sandbox: it may read and write the workspace, read \
+             and run system files and the installed toolchains (cargo, node, python, go, \
+             ...; their caches are read-only), and write a private temporary directory \
+             ($TMPDIR); everything else is denied. {network} There is no stdin and no terminal, so \
+             interactive programs fail; pass flags such as --yes or --no-pager instead. \
+             Background processes are killed when the command ends. Long output keeps \
+             its beginning and end. Times out after {default} s unless `timeout_secs` \
+             says otherwise (at most {max} s)."
+        )
+    }
+
+    /// The default and the most of `timeout_secs`, which are the settings'.
+    fn configured(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let default = self.settings.timeout.as_secs();
+        let max = self.settings.max_timeout.as_secs();
+        vec![(
+            "timeout_secs",
+            serde_json::json!({
+                "maximum": max,
+                "description": format!("Seconds before the command is killed (default {default}, at most {max})."),
             }),
+        )]
+    }
+
+    async fn plan(&self, args: &Args, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        if args.command.trim().is_empty() {
+            return Err(ToolError::InvalidArguments("`command` is empty".to_owned()));
         }
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Execute
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        async move {
-            let args: Args = parse_args(arguments)?;
-            if args.command.trim().is_empty() {
-                return Err(ToolError::InvalidArguments("`command` is empty".to_owned()));
+        self.timeout(args)?;
+        let cwd = ctx.path(args.cwd.as_deref().unwrap_or("."))?;
+        match tokio::fs::metadata(&cwd).await {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`cwd` {} is not a directory",
+                    ctx.display_path(&cwd)
+                )));
             }
-            self.timeout(&args)?;
-            let cwd = ctx.path(args.cwd.as_deref().unwrap_or("."))?;
-            match tokio::fs::metadata(&cwd).await {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(ToolError::InvalidArguments(format!(
-                        "`cwd` {} is not a directory",
-                        ctx.display_path(&cwd)
-                    )));
-                }
-                Err(err) => {
-                    return Err(ToolError::InvalidArguments(format!(
-                        "`cwd` {}: {err}",
-                        ctx.display_path(&cwd)
-                    )));
-                }
+            Err(err) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`cwd` {}: {err}",
+                    ctx.display_path(&cwd)
+                )));
             }
-            Ok(Plan {
-                title: format!("Run `{}`", shorten(&args.command, 80)),
-                reads: vec![cwd],
-                command: Some(args.command),
-                ..Plan::default()
-            })
         }
-        .boxed()
+        Ok(Plan {
+            title: format!("Run `{}`", shorten(&args.command, 80)),
+            reads: vec![cwd],
+            command: Some(args.command.clone()),
+            ..Plan::default()
+        })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        async move {
-            let args: Args = parse_args(arguments)?;
-            self.run(plan, ctx, &args).await
-        }
-        .boxed()
+    async fn execute(
+        &self,
+        args: &Args,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.run(plan, ctx, args).await
     }
 }
 
@@ -573,7 +553,8 @@ mod tests {
     use super::*;
     use crate::core::ids::SessionId;
     use crate::core::policy::{DEFAULT_FORBIDDEN, PathBoundary};
-    use crate::core::tool::Files;
+    use crate::core::tool::{Files, Tool};
+    use serde_json::json;
 
     fn context(ws: &Path) -> ToolContext {
         let forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|s| (*s).to_owned()).collect();
@@ -599,7 +580,7 @@ mod tests {
     }
 
     async fn call(
-        tool: &ShellTool,
+        tool: &dyn Tool,
         ctx: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
@@ -635,7 +616,7 @@ mod tests {
         let (_dir, ws) = workspace();
         std::fs::create_dir(ws.join("sub")).unwrap();
         let ctx = context(&ws);
-        let tool = ShellTool::new(ShellSettings::default());
+        let tool: &dyn Tool = &ShellTool::new(ShellSettings::default());
         let plan = tool
             .plan(&json!({"command": "cargo test", "cwd": "sub"}), &ctx)
             .await
@@ -658,7 +639,7 @@ mod tests {
         let (_dir, ws) = workspace();
         std::fs::write(ws.join("file"), "").unwrap();
         let ctx = context(&ws);
-        let tool = ShellTool::new(ShellSettings::default());
+        let tool: &dyn Tool = &ShellTool::new(ShellSettings::default());
         for (arguments, expected) in [
             (json!({}), "`command`"),
             (json!({"command": "  "}), "`command` is empty"),
