@@ -8,8 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::core::tool::{
-    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, ToolContext, ToolError,
-    ToolKind, ToolOutput, TypedTool,
+    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, TerminalExit, ToolContext,
+    ToolError, ToolKind, ToolOutput, TypedTool,
 };
 use crate::sandbox::{
     self, AttachedSpec, Confinement, DEFAULT_ENV_ALLOW, ExecRequest, ExecResult, SandboxError,
@@ -96,6 +96,37 @@ impl ShellTool {
         }
     }
 
+    /// What a command may reach: the workspace and the boundary's other
+    /// roots read-write, with the protected paths beneath them read-only;
+    /// the toolchains read-only; the forbidden paths denied.
+    fn confinement(&self, ctx: &ToolContext) -> Confinement {
+        let mut extra_read_write: Vec<PathBuf> =
+            ctx.boundary.roots().iter().skip(1).cloned().collect();
+        extra_read_write.extend(self.settings.extra_read_write.iter().cloned());
+        // The protected paths directly beneath every tree a command may
+        // write stay read-only (`sandbox::readonly`); deeper ones are the
+        // file tools' and the policy's to guard.
+        let read_only: Vec<PathBuf> = std::iter::once(&ctx.workspace)
+            .chain(&extra_read_write)
+            .flat_map(|root| ctx.boundary.protected().under(root))
+            .collect();
+        Confinement {
+            workspace: ctx.workspace.clone(),
+            read_only,
+            extra_read_write,
+            extra_read_only: self.settings.extra_read_only.clone(),
+            deny: ctx
+                .boundary
+                .forbidden()
+                .iter()
+                .chain(&self.settings.extra_deny)
+                .cloned()
+                .collect(),
+            network: self.settings.network,
+            mode: self.settings.mode,
+        }
+    }
+
     async fn run(
         &self,
         plan: &Plan,
@@ -119,31 +150,7 @@ impl ShellTool {
             output_limit: self.settings.output_limit,
             env: sandbox::scrubbed_env(server_env, &self.settings.env_allow),
         };
-        let mut extra_read_write: Vec<PathBuf> =
-            ctx.boundary.roots().iter().skip(1).cloned().collect();
-        extra_read_write.extend(self.settings.extra_read_write.iter().cloned());
-        // The protected paths directly beneath every tree a command may
-        // write stay read-only (`sandbox::readonly`); deeper ones are the
-        // file tools' and the policy's to guard.
-        let read_only: Vec<PathBuf> = std::iter::once(&ctx.workspace)
-            .chain(&extra_read_write)
-            .flat_map(|root| ctx.boundary.protected().under(root))
-            .collect();
-        let confinement = Confinement {
-            workspace: ctx.workspace.clone(),
-            read_only,
-            extra_read_write,
-            extra_read_only: self.settings.extra_read_only.clone(),
-            deny: ctx
-                .boundary
-                .forbidden()
-                .iter()
-                .chain(&self.settings.extra_deny)
-                .cloned()
-                .collect(),
-            network: self.settings.network,
-            mode: self.settings.mode,
-        };
+        let confinement = self.confinement(ctx);
         let status = self.status.clone().unwrap_or_else(sandbox::status);
         let snapshot = sandbox::readonly::Snapshot::take(&confinement.read_only);
         let result = match &ctx.terminal {
@@ -272,37 +279,7 @@ impl ShellTool {
                 "the editor's terminal failed to run the command: {err}"
             ))
         })?;
-        let mut text = exit.output.clone();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        if exit.truncated {
-            text.insert_str(0, "[earlier output cut off by the terminal's limit]\n");
-        }
-        let ok = exit.exit_code == Some(0) && !exit.timed_out;
-        if exit.timed_out {
-            text.push_str(&format!(
-                "[timed out after {} s; killed]\n",
-                timeout.as_secs()
-            ));
-        } else if let Some(code) = exit.exit_code {
-            text.push_str(&format!("[exit code {code}]\n"));
-        } else if let Some(signal) = &exit.signal {
-            text.push_str(&format!("[killed by signal {signal}]\n"));
-        }
-        if !status.enforced {
-            text.push_str(&format!("[not sandboxed: {}]\n", status.detail));
-        }
-        text.truncate(text.trim_end_matches('\n').len());
-        if ok {
-            Ok(ToolOutput {
-                text,
-                terminal_id: Some(exit.terminal_id),
-                ..ToolOutput::default()
-            })
-        } else {
-            Err(ToolError::Failed(text))
-        }
+        terminal_result(exit, timeout, status)
     }
 }
 
@@ -476,6 +453,46 @@ impl TypedTool for ShellTool {
     }
 }
 
+/// How a command in the client's terminal ended, as the model reads it:
+/// its output, then how it ended and whether the sandbox held.
+fn terminal_result(
+    exit: TerminalExit,
+    timeout: Duration,
+    status: &SandboxStatus,
+) -> Result<ToolOutput, ToolError> {
+    let mut text = exit.output;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if exit.truncated {
+        text.insert_str(0, "[earlier output cut off by the terminal's limit]\n");
+    }
+    let ok = exit.exit_code == Some(0) && !exit.timed_out;
+    if exit.timed_out {
+        text.push_str(&format!(
+            "[timed out after {} s; killed]\n",
+            timeout.as_secs()
+        ));
+    } else if let Some(code) = exit.exit_code {
+        text.push_str(&format!("[exit code {code}]\n"));
+    } else if let Some(signal) = &exit.signal {
+        text.push_str(&format!("[killed by signal {signal}]\n"));
+    }
+    if !status.enforced {
+        text.push_str(&format!("[not sandboxed: {}]\n", status.detail));
+    }
+    text.truncate(text.trim_end_matches('\n').len());
+    if ok {
+        Ok(ToolOutput {
+            text,
+            terminal_id: Some(exit.terminal_id),
+            ..ToolOutput::default()
+        })
+    } else {
+        Err(ToolError::Failed(text))
+    }
+}
+
 /// The output, then one line per fact the model needs: how the command ended,
 /// and whether the sandbox held.
 fn format_result(result: &ExecResult, timeout: Duration, network_allowed: bool) -> String {
@@ -595,6 +612,41 @@ mod tests {
             network_rules: false,
             detail: "simulated: no Landlock here".to_owned(),
         }
+    }
+
+    #[test]
+    fn a_terminal_exit_is_worded_as_the_model_reads_it() {
+        let exit = |output: &str, exit_code, timed_out, truncated| TerminalExit {
+            terminal_id: "term_1".to_owned(),
+            output: output.to_owned(),
+            truncated,
+            exit_code,
+            signal: None,
+            timed_out,
+        };
+        let enforced = SandboxStatus {
+            enforced: true,
+            ..unavailable()
+        };
+        let timeout = Duration::from_secs(7);
+        let ok = terminal_result(exit("done", Some(0), false, false), timeout, &enforced).unwrap();
+        assert_eq!(ok.text, "done\n[exit code 0]");
+        assert_eq!(ok.terminal_id.as_deref(), Some("term_1"));
+        let failed = terminal_result(
+            exit("tail\n", Some(2), false, true),
+            timeout,
+            &unavailable(),
+        );
+        assert_eq!(
+            failed.unwrap_err().to_string(),
+            "[earlier output cut off by the terminal's limit]\ntail\n[exit code 2]\n\
+             [not sandboxed: simulated: no Landlock here]"
+        );
+        let slow = terminal_result(exit("", None, true, false), timeout, &enforced);
+        assert_eq!(
+            slow.unwrap_err().to_string(),
+            "[timed out after 7 s; killed]"
+        );
     }
 
     #[test]

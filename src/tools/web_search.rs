@@ -90,33 +90,8 @@ impl WebSearchTool {
     }
 
     async fn search(&self, query: &str, count: u32) -> Result<Vec<Hit>, ToolError> {
-        let client = self.client()?;
-        let request = match &self.backend {
-            Backend::Searxng { base } => {
-                let mut url = base.clone();
-                let path = format!("{}/search", url.path().trim_end_matches('/'));
-                url.set_path(&path);
-                url.query_pairs_mut()
-                    .append_pair("q", query)
-                    .append_pair("format", "json");
-                client.get(url)
-            }
-            Backend::Brave { url, key } => {
-                let mut url = url.clone();
-                url.query_pairs_mut()
-                    .append_pair("q", query)
-                    .append_pair("count", &count.to_string());
-                client
-                    .get(url)
-                    .header(reqwest::header::ACCEPT, "application/json")
-                    .header("x-subscription-token", key)
-            }
-            Backend::Tavily { url, key } => client
-                .post(url.clone())
-                .bearer_auth(key)
-                .json(&json!({"query": query, "max_results": count})),
-        };
-        let response = request
+        let response = self
+            .request(self.client()?, query, count)
             .timeout(self.timeout)
             .send()
             .await
@@ -140,6 +115,45 @@ impl WebSearchTool {
                 self.name()
             ))
         })?;
+        self.hits(&body, count)
+    }
+
+    /// The backend's request for `query`.
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        query: &str,
+        count: u32,
+    ) -> reqwest::RequestBuilder {
+        match &self.backend {
+            Backend::Searxng { base } => {
+                let mut url = base.clone();
+                let path = format!("{}/search", url.path().trim_end_matches('/'));
+                url.set_path(&path);
+                url.query_pairs_mut()
+                    .append_pair("q", query)
+                    .append_pair("format", "json");
+                client.get(url)
+            }
+            Backend::Brave { url, key } => {
+                let mut url = url.clone();
+                url.query_pairs_mut()
+                    .append_pair("q", query)
+                    .append_pair("count", &count.to_string());
+                client
+                    .get(url)
+                    .header(reqwest::header::ACCEPT, "application/json")
+                    .header("x-subscription-token", key)
+            }
+            Backend::Tavily { url, key } => client
+                .post(url.clone())
+                .bearer_auth(key)
+                .json(&json!({"query": query, "max_results": count})),
+        }
+    }
+
+    /// The first `count` results with an address in the backend's answer.
+    fn hits(&self, body: &Value, count: u32) -> Result<Vec<Hit>, ToolError> {
         let (list, snippet) = match self.backend {
             Backend::Searxng { .. } => (body.get("results"), "content"),
             Backend::Brave { .. } => (body.pointer("/web/results"), "description"),
