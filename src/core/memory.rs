@@ -27,12 +27,13 @@ use super::ids::{RunId, SessionId};
 use super::safety::Safety;
 use super::session::Millis;
 
-/// Whose memory an item is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Whose memory an item is. (The memory tools take one: the schema the
+/// model sees lists the names.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
-    User,
     Workspace,
+    User,
     Conversation,
 }
 

@@ -108,7 +108,10 @@ impl Origin {
 }
 
 /// The autonomy mode of a session: how much the agent may do without asking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// (`delegate` takes one: the schema the model sees lists the names only.)
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Reads only; every mutation is refused.

@@ -23,6 +23,11 @@ pub use super::provider::ToolSpec;
 use super::question::{Question, QuestionAnswer};
 use super::session::Mode;
 
+mod schema;
+mod typed;
+
+pub use typed::{ParsedArgs, TypedTool, parse_args};
+
 /// What a tool call does; the policy branches on it and editors show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,6 +144,9 @@ pub struct Plan {
     /// or hook waives it (a user-scope memory that every later session
     /// reads). Writes to protected paths are added by the policy.
     pub needs_person: Option<String>,
+    /// The arguments the plan was made from, as a typed tool parsed them:
+    /// what its `execute` runs with ([`TypedTool`]).
+    pub parsed: ParsedArgs,
 }
 
 /// A task for a subagent: a child run in a child session of its own.
@@ -209,16 +217,23 @@ impl ToolOutput {
     }
 }
 
-/// One task of the model's task list (an editor shows it as the plan).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One task of the model's task list (an editor shows it as the plan). The
+/// `todo` tool's arguments are a list of these: the field comments are what
+/// the model is told of each (this one is not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(description = "")]
 pub struct PlanEntry {
+    /// What the task is, in a few words.
     pub content: String,
     pub status: PlanStatus,
+    /// Default medium.
     #[serde(default)]
     pub priority: PlanPriority,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+// No doc comments on the variants below: the schema would list each as a
+// `oneOf` of its own instead of one `enum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanStatus {
     Pending,
@@ -226,7 +241,9 @@ pub enum PlanStatus {
     Completed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanPriority {
     High,
@@ -498,7 +515,9 @@ impl ToolContext {
     }
 }
 
-/// A built-in or external tool.
+/// A built-in or external tool. The built-in ones are [`TypedTool`]s (their
+/// arguments a struct, their schema derived from it); an MCP server's tools,
+/// whose schemas come from the server, implement this directly.
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
 
@@ -651,32 +670,6 @@ impl Toolset {
             specs: specs.into(),
         }
     }
-}
-
-/// Reads a required string argument.
-pub fn string_arg<'a>(arguments: &'a serde_json::Value, name: &str) -> Result<&'a str, ToolError> {
-    match arguments.get(name) {
-        Some(serde_json::Value::String(value)) => Ok(value),
-        Some(other) => Err(ToolError::InvalidArguments(format!(
-            "`{name}` must be a string, got {other}"
-        ))),
-        None => Err(ToolError::InvalidArguments(format!("`{name}` is required"))),
-    }
-}
-
-/// Parses arguments into a typed struct; errors name the field.
-pub fn parse_args<T: serde::de::DeserializeOwned>(
-    arguments: &serde_json::Value,
-) -> Result<T, ToolError> {
-    serde_path_to_error::deserialize(arguments).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner().to_string();
-        if path == "." || path.is_empty() {
-            ToolError::InvalidArguments(inner)
-        } else {
-            ToolError::InvalidArguments(format!("`{path}`: {inner}"))
-        }
-    })
 }
 
 /// A client that answers reads as a Neovim buffer shows a file (avante.nvim

@@ -4,29 +4,29 @@
 //! came back, which it words for the model. It changes nothing, so every
 //! mode allows it (a `[tools] ask_user = "deny"` rule turns it off).
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::core::question::{
     MAX_OPTION_CHARS, MAX_OPTIONS, MAX_QUESTION_CHARS, Question, QuestionOutcome,
 };
-use crate::core::tool::{
-    Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
-};
+use crate::core::tool::{Plan, ToolContext, ToolError, ToolKind, ToolOutput, TypedTool};
 
 pub struct AskUserTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The question, complete on its own.
     question: String,
+    /// The answers to choose from (two or more); leave out for a free answer.
     #[serde(default)]
+    #[schemars(length(max = MAX_OPTIONS))]
     options: Vec<String>,
 }
 
-fn parse(arguments: &serde_json::Value) -> Result<Question, ToolError> {
-    let args: Args = parse_args(arguments)?;
+/// The question `args` asks, checked and trimmed.
+fn question(args: &Args) -> Result<Question, ToolError> {
     let invalid = |message: String| Err(ToolError::InvalidArguments(message));
     let text = args.question.trim();
     if text.is_empty() {
@@ -68,84 +68,59 @@ fn parse(arguments: &serde_json::Value) -> Result<Question, ToolError> {
     })
 }
 
-impl Tool for AskUserTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "ask_user".to_owned(),
-            description: "Asks the user a question and waits for the answer. Use it when you \
-                          cannot go on well without a decision or a fact only the user has \
-                          (which of two approaches, a name, a missing requirement); do not use \
-                          it for things you can find out yourself. Offer `options` when the \
-                          answer is one of a few choices; the user may still answer in their \
-                          own words. The user may decline, or not answer in time: then go on \
-                          with your best judgement and say what you assumed."
+impl TypedTool for AskUserTool {
+    type Args = Args;
+    const NAME: &'static str = "ask_user";
+    const KIND: ToolKind = ToolKind::Think;
+
+    fn description(&self) -> String {
+        "Asks the user a question and waits for the answer. Use it when you \
+         cannot go on well without a decision or a fact only the user has \
+         (which of two approaches, a name, a missing requirement); do not use \
+         it for things you can find out yourself. Offer `options` when the \
+         answer is one of a few choices; the user may still answer in their \
+         own words. The user may decline, or not answer in time: then go on \
+         with your best judgement and say what you assumed."
+            .to_owned()
+    }
+
+    async fn plan(&self, args: &Args, _ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let question = question(args)?;
+        Ok(Plan {
+            title: format!("Ask: {}", first_line(&question.text)),
+            question: Some(question),
+            ..Plan::default()
+        })
+    }
+
+    async fn execute(
+        &self,
+        _args: &Args,
+        plan: &Plan,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(answer) = &plan.answer else {
+            return Err(ToolError::Failed(
+                "the question was not asked (no face took it)".into(),
+            ));
+        };
+        let text = match (answer.outcome, &answer.answer) {
+            (QuestionOutcome::Answered, Some(text)) => format!("The user answered: {text}"),
+            (QuestionOutcome::Answered | QuestionOutcome::Declined, _) => {
+                "The user declined to answer. Go on without it if you can, and say what \
+                 you assumed; or stop and say what you need."
+                    .to_owned()
+            }
+            (QuestionOutcome::TimedOut, _) => "No answer came in time. Go on with your best \
+                 judgement and say what you assumed."
                 .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string", "description": "The question, complete on its own."},
-                    "options": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "maxItems": MAX_OPTIONS,
-                        "description": "The answers to choose from (two or more); leave out for a free answer."
-                    }
-                },
-                "required": ["question"],
-                "additionalProperties": false
-            }),
-        }
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Think
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let question = parse(arguments)?;
-            Ok(Plan {
-                title: format!("Ask: {}", first_line(&question.text)),
-                question: Some(question),
-                ..Plan::default()
-            })
-        })
-    }
-
-    fn execute<'a>(
-        &'a self,
-        _arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let Some(answer) = &plan.answer else {
-                return Err(ToolError::Failed(
-                    "the question was not asked (no face took it)".into(),
-                ));
-            };
-            let text = match (answer.outcome, &answer.answer) {
-                (QuestionOutcome::Answered, Some(text)) => format!("The user answered: {text}"),
-                (QuestionOutcome::Answered | QuestionOutcome::Declined, _) => {
-                    "The user declined to answer. Go on without it if you can, and say what \
-                     you assumed; or stop and say what you need."
-                        .to_owned()
-                }
-                (QuestionOutcome::TimedOut, _) => "No answer came in time. Go on with your best \
-                     judgement and say what you assumed."
-                    .to_owned(),
-                (QuestionOutcome::Unattended, _) => "Nobody is present to answer questions in \
-                     this run. Go on with your best judgement and say what you assumed; do not \
-                     ask again."
-                    .to_owned(),
-                (QuestionOutcome::Cancelled, _) => return Err(ToolError::Cancelled),
-            };
-            Ok(ToolOutput::text(text))
-        })
+            (QuestionOutcome::Unattended, _) => "Nobody is present to answer questions in \
+                 this run. Go on with your best judgement and say what you assumed; do not \
+                 ask again."
+                .to_owned(),
+            (QuestionOutcome::Cancelled, _) => return Err(ToolError::Cancelled),
+        };
+        Ok(ToolOutput::text(text))
     }
 }
 
@@ -160,6 +135,12 @@ fn first_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::tool::parse_args;
+    use serde_json::json;
+
+    fn parse(arguments: &serde_json::Value) -> Result<Question, ToolError> {
+        question(&parse_args(arguments)?)
+    }
 
     #[test]
     fn questions_are_checked_naming_the_problem() {

@@ -14,12 +14,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::core::tool::{
-    FileDiff, Plan, Since, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
+    FileDiff, Plan, Since, Tool, ToolContext, ToolError, ToolKind, ToolOutput, TypedTool,
 };
 
 /// Limits of the file tools.
@@ -60,119 +59,108 @@ struct ReadFile {
     settings: Arc<FileSettings>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
+    /// File path, relative to the workspace
     path: String,
-    /// First line to return, from 1.
+    /// First line to read (1-based)
     #[serde(default)]
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
-    /// Most lines to return.
+    /// Most lines to read
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a text file in the workspace. Use offset/limit (1-based lines) for large files.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the workspace"},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to read"}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
+impl TypedTool for ReadFile {
+    type Args = ReadArgs;
+    const NAME: &'static str = "read_file";
+    const KIND: ToolKind = ToolKind::Read;
+
+    fn description(&self) -> String {
+        "Read a text file in the workspace. Use offset/limit (1-based lines) for large files."
+            .into()
+    }
+
+    async fn plan(&self, args: &ReadArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let path = ctx.path(&args.path)?;
+        Ok(Plan {
+            title: format!("Read {}", ctx.display_path(&path)),
+            reads: vec![path],
+            ..Plan::default()
+        })
+    }
+
+    async fn execute(
+        &self,
+        args: &ReadArgs,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let path = first(&plan.reads)?;
+        let shown = ctx.display_path(path);
+        if path.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{shown} is a directory; use list_dir"
+            )));
         }
+        // Binary files are refused before any text is read, from disk: an
+        // editor buffer is always text.
+        if let Some(size) = binary_size(path).await {
+            return Err(ToolError::Failed(format!(
+                "{shown} is a binary file ({size} bytes); read_file returns text only"
+            )));
+        }
+        let text = ctx
+            .files
+            .read_text(path)
+            .await?
+            .ok_or_else(|| ToolError::Failed(format!("{shown} does not exist")))?;
+        let ranged = args.offset.is_some() || args.limit.is_some();
+        if !ranged
+            && text.len() <= self.settings.max_read_bytes
+            && text.lines().count() <= self.settings.max_read_lines
+        {
+            return Ok(ToolOutput::text(text));
+        }
+        self.lines(&text, args, &shown).map(ToolOutput::text)
     }
+}
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: ReadArgs = parse_args(arguments)?;
-            let path = ctx.path(&args.path)?;
-            Ok(Plan {
-                title: format!("Read {}", ctx.display_path(&path)),
-                reads: vec![path],
-                ..Plan::default()
-            })
-        })
-    }
-
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: ReadArgs = parse_args(arguments)?;
-            let path = first(&plan.reads)?;
-            let shown = ctx.display_path(path);
-            if path.is_dir() {
-                return Err(ToolError::Failed(format!(
-                    "{shown} is a directory; use list_dir"
-                )));
+impl ReadFile {
+    /// The lines `args` asks for (from `offset`, at most `limit` and the
+    /// settings' caps), then where to read on when more remain.
+    fn lines(&self, text: &str, args: &ReadArgs, shown: &str) -> Result<String, ToolError> {
+        let total = text.lines().count();
+        let start = args.offset.unwrap_or(1).max(1);
+        if start > total.max(1) {
+            return Err(ToolError::InvalidArguments(format!(
+                "`offset` {start} is past the end of {shown} ({total} lines)"
+            )));
+        }
+        let limit = args
+            .limit
+            .unwrap_or(self.settings.max_read_lines)
+            .min(self.settings.max_read_lines);
+        let mut out = String::new();
+        let mut end = start - 1;
+        for line in text.lines().skip(start - 1).take(limit) {
+            if out.len() + line.len() > self.settings.max_read_bytes {
+                break;
             }
-            // Binary files are refused before any text is read, from disk: an
-            // editor buffer is always text.
-            if let Some(size) = binary_size(path).await {
-                return Err(ToolError::Failed(format!(
-                    "{shown} is a binary file ({size} bytes); read_file returns text only"
-                )));
-            }
-            let text = ctx
-                .files
-                .read_text(path)
-                .await?
-                .ok_or_else(|| ToolError::Failed(format!("{shown} does not exist")))?;
-            let ranged = args.offset.is_some() || args.limit.is_some();
-            if !ranged && text.len() <= self.settings.max_read_bytes {
-                let lines = text.lines().count();
-                if lines <= self.settings.max_read_lines {
-                    return Ok(ToolOutput::text(text));
-                }
-            }
-            let total = text.lines().count();
-            let start = args.offset.unwrap_or(1).max(1);
-            if start > total.max(1) {
-                return Err(ToolError::InvalidArguments(format!(
-                    "`offset` {start} is past the end of {shown} ({total} lines)"
-                )));
-            }
-            let limit = args
-                .limit
-                .unwrap_or(self.settings.max_read_lines)
-                .min(self.settings.max_read_lines);
-            let mut out = String::new();
-            let mut end = start - 1;
-            for line in text.lines().skip(start - 1).take(limit) {
-                if out.len() + line.len() > self.settings.max_read_bytes {
-                    break;
-                }
-                out.push_str(line);
-                out.push('\n');
-                end += 1;
-            }
-            if end < total || start > 1 {
-                out.push_str(&format!(
-                    "[lines {start}-{end} of {total}; read more with offset {}]\n",
-                    end + 1
-                ));
-            }
-            Ok(ToolOutput::text(out))
-        })
+            out.push_str(line);
+            out.push('\n');
+            end += 1;
+        }
+        if end < total || start > 1 {
+            out.push_str(&format!(
+                "[lines {start}-{end} of {total}; read more with offset {}]\n",
+                end + 1
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -190,74 +178,58 @@ struct WriteFile {
     settings: Arc<FileSettings>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct WriteArgs {
+    /// File path, relative to the workspace
     path: String,
+    /// The complete new content
     content: String,
 }
 
-impl Tool for WriteFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "write_file".into(),
-            description: "Create a file or replace its whole content. Prefer edit_file for changes to existing files.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the workspace"},
-                    "content": {"type": "string", "description": "The complete new content"}
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
+impl TypedTool for WriteFile {
+    type Args = WriteArgs;
+    const NAME: &'static str = "write_file";
+    const KIND: ToolKind = ToolKind::Edit;
+
+    fn description(&self) -> String {
+        "Create a file or replace its whole content. Prefer edit_file for changes to existing files."
+            .into()
+    }
+
+    async fn plan(&self, args: &WriteArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let path = ctx.path(&args.path)?;
+        if path.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{} is a directory",
+                ctx.display_path(&path)
+            )));
         }
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: WriteArgs = parse_args(arguments)?;
-            let path = ctx.path(&args.path)?;
-            if path.is_dir() {
-                return Err(ToolError::Failed(format!(
-                    "{} is a directory",
-                    ctx.display_path(&path)
-                )));
-            }
-            if args.content.len() > self.settings.max_write_bytes {
-                return Err(ToolError::InvalidArguments(format!(
-                    "`content` is {} bytes; the limit is {}",
-                    args.content.len(),
-                    self.settings.max_write_bytes
-                )));
-            }
-            let old = ctx.files.read_text(&path).await?;
-            let verb = if old.is_some() { "Write" } else { "Create" };
-            let diff = file_diff(ctx, &path, old, args.content);
-            Ok(Plan {
-                title: format!("{verb} {}", ctx.display_path(&path)),
-                writes: vec![path],
-                diffs: vec![diff],
-                ..Plan::default()
-            })
+        if args.content.len() > self.settings.max_write_bytes {
+            return Err(ToolError::InvalidArguments(format!(
+                "`content` is {} bytes; the limit is {}",
+                args.content.len(),
+                self.settings.max_write_bytes
+            )));
+        }
+        let old = ctx.files.read_text(&path).await?;
+        let verb = if old.is_some() { "Write" } else { "Create" };
+        let diff = file_diff(ctx, &path, old, args.content.clone());
+        Ok(Plan {
+            title: format!("{verb} {}", ctx.display_path(&path)),
+            writes: vec![path],
+            diffs: vec![diff],
+            ..Plan::default()
         })
     }
 
-    fn execute<'a>(
-        &'a self,
-        _arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(apply(plan, ctx, None))
+    async fn execute(
+        &self,
+        _args: &WriteArgs,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        apply(plan, ctx, None).await
     }
 }
 
@@ -265,111 +237,78 @@ struct EditFile {
     settings: Arc<FileSettings>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Edit {
+    /// Exact text to find
     old_text: String,
+    /// Text to put in its place
     new_text: String,
+    /// Replace every occurrence
     #[serde(default)]
     replace_all: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct EditArgs {
+    /// File path, relative to the workspace
     path: String,
+    #[schemars(length(min = 1))]
     edits: Vec<Edit>,
 }
 
-impl Tool for EditFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "edit_file".into(),
-            description: "Change a file by exact search and replace. Each old_text must occur exactly once (include surrounding lines to make it unique) unless replace_all is set. Edits apply in order.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the workspace"},
-                    "edits": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "old_text": {"type": "string", "description": "Exact text to find"},
-                                "new_text": {"type": "string", "description": "Text to put in its place"},
-                                "replace_all": {"type": "boolean", "description": "Replace every occurrence"}
-                            },
-                            "required": ["old_text", "new_text"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["path", "edits"],
-                "additionalProperties": false
-            }),
+impl TypedTool for EditFile {
+    type Args = EditArgs;
+    const NAME: &'static str = "edit_file";
+    const KIND: ToolKind = ToolKind::Edit;
+
+    fn description(&self) -> String {
+        "Change a file by exact search and replace. Each old_text must occur exactly once (include surrounding lines to make it unique) unless replace_all is set. Edits apply in order."
+            .into()
+    }
+
+    async fn plan(&self, args: &EditArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        if args.edits.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "`edits` must contain at least one edit".into(),
+            ));
         }
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Edit
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: EditArgs = parse_args(arguments)?;
-            if args.edits.is_empty() {
-                return Err(ToolError::InvalidArguments(
-                    "`edits` must contain at least one edit".into(),
-                ));
-            }
-            let path = ctx.path(&args.path)?;
-            let shown = ctx.display_path(&path);
-            let old = ctx.files.read_text(&path).await?.ok_or_else(|| {
-                ToolError::Failed(format!("{shown} does not exist; create it with write_file"))
-            })?;
-            let new = apply_edits(&old, &args.edits, &shown)?;
-            if new == old {
-                return Err(ToolError::InvalidArguments(format!(
-                    "the edits leave {shown} unchanged"
-                )));
-            }
-            if new.len() > self.settings.max_write_bytes {
-                return Err(ToolError::InvalidArguments(format!(
-                    "the edited file would be {} bytes; the limit is {}",
-                    new.len(),
-                    self.settings.max_write_bytes
-                )));
-            }
-            let diff = file_diff(ctx, &path, Some(old), new);
-            Ok(Plan {
-                title: format!("Edit {shown}"),
-                writes: vec![path],
-                diffs: vec![diff],
-                ..Plan::default()
-            })
+        let path = ctx.path(&args.path)?;
+        let shown = ctx.display_path(&path);
+        let old = ctx.files.read_text(&path).await?.ok_or_else(|| {
+            ToolError::Failed(format!("{shown} does not exist; create it with write_file"))
+        })?;
+        let new = apply_edits(&old, &args.edits, &shown)?;
+        if new == old {
+            return Err(ToolError::InvalidArguments(format!(
+                "the edits leave {shown} unchanged"
+            )));
+        }
+        if new.len() > self.settings.max_write_bytes {
+            return Err(ToolError::InvalidArguments(format!(
+                "the edited file would be {} bytes; the limit is {}",
+                new.len(),
+                self.settings.max_write_bytes
+            )));
+        }
+        let diff = file_diff(ctx, &path, Some(old), new);
+        Ok(Plan {
+            title: format!("Edit {shown}"),
+            writes: vec![path],
+            diffs: vec![diff],
+            ..Plan::default()
         })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: EditArgs = parse_args(arguments)?;
-            apply(
-                plan,
-                ctx,
-                Some((&args.edits, self.settings.max_write_bytes)),
-            )
-            .await
-        })
+    async fn execute(
+        &self,
+        args: &EditArgs,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let edits = (args.edits.as_slice(), self.settings.max_write_bytes);
+        apply(plan, ctx, Some(edits)).await
     }
 }
 
@@ -528,6 +467,7 @@ mod tests {
     use crate::core::ids::SessionId;
     use crate::core::policy::PathBoundary;
     use crate::core::tool::Files;
+    use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
     fn ctx(dir: &Path) -> ToolContext {

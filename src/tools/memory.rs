@@ -5,18 +5,15 @@
 //! the safety pass would redact is refused before it is planned, so it is
 //! never stored nor shown for approval.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::core::memory::{
     MemoryAccess, MemoryError, MemoryItem, MemorySearch, MemorySource, MemoryWrite, NewItem, Scope,
 };
 use crate::core::quote::quote;
 use crate::core::session::now_millis;
-use crate::core::tool::{
-    Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
-};
+use crate::core::tool::{Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, TypedTool};
 
 /// The memory tools; `user_scope_unasked` lets the model save user-scope
 /// items without a person's approval in modes that would not ask
@@ -35,25 +32,8 @@ fn access(ctx: &ToolContext) -> Result<&MemoryAccess, ToolError> {
         .ok_or_else(|| ToolError::Failed("memory is not available in this session".to_owned()))
 }
 
-fn scope_schema() -> serde_json::Value {
-    json!({
-        "type": "string",
-        "enum": ["workspace", "user", "conversation"],
-        "description": "workspace: this repository or directory (the default); user: every session of this person; conversation: this conversation only."
-    })
-}
-
-fn parse_scope(raw: Option<&str>, default: Scope) -> Result<Scope, ToolError> {
-    match raw {
-        None => Ok(default),
-        Some(raw) => Scope::parse(raw).ok_or_else(|| {
-            ToolError::InvalidArguments(format!(
-                "`scope` must be workspace, user or conversation, not {}",
-                quote(raw)
-            ))
-        }),
-    }
-}
+/// What the model is told of a `scope` argument.
+const SCOPE: &str = "workspace: this repository or directory (the default); user: every session of this person; conversation: this conversation only.";
 
 /// An item as a search result line.
 fn line(item: &MemoryItem) -> String {
@@ -80,14 +60,18 @@ pub struct MemorySave {
     pub user_scope_unasked: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SaveArgs {
+pub struct SaveArgs {
+    /// The fact, in a sentence or two.
     text: String,
     #[serde(default)]
-    scope: Option<String>,
+    #[schemars(description = SCOPE)]
+    scope: Option<Scope>,
+    /// A few words to group and find it by.
     #[serde(default)]
     tags: Vec<String>,
+    /// Keep it in view in every session of its scope (rarely needed).
     #[serde(default)]
     pinned: bool,
 }
@@ -99,9 +83,9 @@ struct Save {
     pinned: bool,
 }
 
-fn parse_save(arguments: &serde_json::Value, access: &MemoryAccess) -> Result<Save, ToolError> {
-    let args: SaveArgs = parse_args(arguments)?;
-    let scope = parse_scope(args.scope.as_deref(), Scope::Workspace)?;
+/// What `args` saves, checked by the keeper (no secret, not too long).
+fn checked_save(args: &SaveArgs, access: &MemoryAccess) -> Result<Save, ToolError> {
+    let scope = args.scope.unwrap_or(Scope::Workspace);
     let (text, tags) = access
         .keeper
         .check(&args.text, &args.tags)
@@ -126,215 +110,168 @@ fn failed(err: MemoryError) -> ToolError {
     }
 }
 
-impl Tool for MemorySave {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "memory_save".to_owned(),
-            description: "Remembers a fact for later sessions: the person's preferences, how this \
-                          project builds, tests and deploys, decisions and their reasons. One \
-                          short, self-contained statement per item. Never a secret. Items are \
-                          recalled into later conversations when relevant; pinned items are \
-                          always in view."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "description": "The fact, in a sentence or two."},
-                    "scope": scope_schema(),
-                    "tags": {"type": "array", "items": {"type": "string"}, "description": "A few words to group and find it by."},
-                    "pinned": {"type": "boolean", "description": "Keep it in view in every session of its scope (rarely needed)."}
-                },
-                "required": ["text"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for MemorySave {
+    type Args = SaveArgs;
+    const NAME: &'static str = "memory_save";
+    const KIND: ToolKind = ToolKind::Other;
+
+    fn description(&self) -> String {
+        "Remembers a fact for later sessions: the person's preferences, how this \
+         project builds, tests and deploys, decisions and their reasons. One \
+         short, self-contained statement per item. Never a secret. Items are \
+         recalled into later conversations when relevant; pinned items are \
+         always in view."
+            .to_owned()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Other
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let save = parse_save(arguments, access(ctx)?)?;
-            // A user-scope item is recalled into every later session in
-            // every workspace: text that steered the model once would
-            // steer it everywhere from then on.
-            let needs_person = (save.scope == Scope::User && !self.user_scope_unasked).then(|| {
-                "a user-scope memory is recalled in every later session of every workspace"
-                    .to_owned()
-            });
-            Ok(Plan {
-                title: format!(
-                    "Remember ({}{}): {}",
-                    save.scope.as_str(),
-                    if save.pinned { ", pinned" } else { "" },
-                    quote(&save.text)
-                ),
-                needs_person,
-                ..Plan::default()
-            })
+    async fn plan(&self, args: &SaveArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let save = checked_save(args, access(ctx)?)?;
+        // A user-scope item is recalled into every later session in
+        // every workspace: text that steered the model once would
+        // steer it everywhere from then on.
+        let needs_person = (save.scope == Scope::User && !self.user_scope_unasked).then(|| {
+            "a user-scope memory is recalled in every later session of every workspace".to_owned()
+        });
+        Ok(Plan {
+            title: format!(
+                "Remember ({}{}): {}",
+                save.scope.as_str(),
+                if save.pinned { ", pinned" } else { "" },
+                quote(&save.text)
+            ),
+            needs_person,
+            ..Plan::default()
         })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        _plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let access = access(ctx)?;
-            let save = parse_save(arguments, access)?;
-            let item = access
-                .keeper
-                .add(
-                    &access.keys,
-                    NewItem {
-                        text: save.text,
-                        scope: save.scope,
-                        tags: save.tags,
-                        pinned: save.pinned,
-                        source: MemorySource {
-                            session: Some(access.session.clone()),
-                            run: access.run.clone(),
-                            call: ctx.call_id.clone(),
-                            by: "model".to_owned(),
-                        },
+    async fn execute(
+        &self,
+        args: &SaveArgs,
+        _plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let access = access(ctx)?;
+        let save = checked_save(args, access)?;
+        let item = access
+            .keeper
+            .add(
+                &access.keys,
+                NewItem {
+                    text: save.text,
+                    scope: save.scope,
+                    tags: save.tags,
+                    pinned: save.pinned,
+                    source: MemorySource {
+                        session: Some(access.session.clone()),
+                        run: access.run.clone(),
+                        call: ctx.call_id.clone(),
+                        by: "model".to_owned(),
                     },
-                )
-                .await
-                .map_err(failed)?;
-            Ok(ToolOutput::text(format!(
-                "Saved {} ({}).",
-                item.id,
-                item.scope.as_str()
-            )))
-        })
+                },
+            )
+            .await
+            .map_err(failed)?;
+        Ok(ToolOutput::text(format!(
+            "Saved {} ({}).",
+            item.id,
+            item.scope.as_str()
+        )))
     }
 }
 
 pub struct MemorySearchTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchArgs {
+pub struct SearchArgs {
+    /// Words to look for.
     query: String,
     #[serde(default)]
-    scope: Option<String>,
+    #[schemars(description = SCOPE)]
+    scope: Option<Scope>,
+    /// At most this many (default 8).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_RESULTS))]
     limit: Option<usize>,
 }
 
 const MAX_RESULTS: usize = 20;
 
-impl Tool for MemorySearchTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "memory_search".to_owned(),
-            description: "Searches what was remembered in earlier sessions (any of the words, \
-                          best matches first), in the scopes this session sees."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "Words to look for."},
-                    "scope": scope_schema(),
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "description": "At most this many (default 8)."}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for MemorySearchTool {
+    type Args = SearchArgs;
+    const NAME: &'static str = "memory_search";
+    const KIND: ToolKind = ToolKind::Search;
+
+    fn description(&self) -> String {
+        "Searches what was remembered in earlier sessions (any of the words, \
+         best matches first), in the scopes this session sees."
+            .to_owned()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Search
+    async fn plan(&self, args: &SearchArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        access(ctx)?;
+        Ok(Plan {
+            title: format!("Search memory for {}", quote(&args.query)),
+            ..Plan::default()
+        })
     }
 
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            access(ctx)?;
-            let args: SearchArgs = parse_args(arguments)?;
-            if let Some(raw) = &args.scope {
-                parse_scope(Some(raw), Scope::Workspace)?;
-            }
-            Ok(Plan {
-                title: format!("Search memory for {}", quote(&args.query)),
-                ..Plan::default()
+    async fn execute(
+        &self,
+        args: &SearchArgs,
+        _plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let access = access(ctx)?;
+        let within = match args.scope {
+            Some(scope) => vec![(scope, access.keys.key(scope).to_owned())],
+            None => access.keys.visible(),
+        };
+        let limit = args.limit.unwrap_or(8).clamp(1, MAX_RESULTS);
+        let hits = access
+            .keeper
+            .store
+            .search(MemorySearch {
+                text: args.query.clone(),
+                within,
+                limit,
+                vector: None,
             })
-        })
-    }
-
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        _plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let access = access(ctx)?;
-            let args: SearchArgs = parse_args(arguments)?;
-            let within = match &args.scope {
-                Some(raw) => {
-                    let scope = parse_scope(Some(raw), Scope::Workspace)?;
-                    vec![(scope, access.keys.key(scope).to_owned())]
-                }
-                None => access.keys.visible(),
-            };
-            let limit = args.limit.unwrap_or(8).clamp(1, MAX_RESULTS);
-            let hits = access
-                .keeper
-                .store
-                .search(MemorySearch {
-                    text: args.query.clone(),
-                    within,
-                    limit,
-                    vector: None,
-                })
-                .await
-                .map_err(|err| ToolError::Failed(format!("cannot search the memory: {err}")))?;
-            // Searched by words alone although meaning was configured: say so,
-            // so a miss is not taken for an absence.
-            let note = access
-                .keeper
-                .store
-                .degraded()
-                .map(|why| format!("\n(Note: {why}.)"))
-                .unwrap_or_default();
-            if hits.is_empty() {
-                return Ok(ToolOutput::text(format!(
-                    "Nothing remembered matches {}.{note}",
-                    quote(&args.query)
-                )));
-            }
-            access.keeper.store.note(MemoryWrite::Used {
-                ids: hits.iter().map(|hit| hit.item.id.clone()).collect(),
-                at: now_millis(),
-            });
-            let lines: Vec<String> = hits.iter().map(|hit| line(&hit.item)).collect();
-            Ok(ToolOutput::text(format!(
-                "{} item(s), best first:\n{}{note}",
-                hits.len(),
-                lines.join("\n")
-            )))
-        })
+            .await
+            .map_err(|err| ToolError::Failed(format!("cannot search the memory: {err}")))?;
+        // Searched by words alone although meaning was configured: say so,
+        // so a miss is not taken for an absence.
+        let note = access
+            .keeper
+            .store
+            .degraded()
+            .map(|why| format!("\n(Note: {why}.)"))
+            .unwrap_or_default();
+        if hits.is_empty() {
+            return Ok(ToolOutput::text(format!(
+                "Nothing remembered matches {}.{note}",
+                quote(&args.query)
+            )));
+        }
+        access.keeper.store.note(MemoryWrite::Used {
+            ids: hits.iter().map(|hit| hit.item.id.clone()).collect(),
+            at: now_millis(),
+        });
+        let lines: Vec<String> = hits.iter().map(|hit| line(&hit.item)).collect();
+        Ok(ToolOutput::text(format!(
+            "{} item(s), best first:\n{}{note}",
+            hits.len(),
+            lines.join("\n")
+        )))
     }
 }
 
 pub struct MemoryForget;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ForgetArgs {
+pub struct ForgetArgs {
+    /// The item's id.
     id: String,
 }
 
@@ -347,58 +284,37 @@ async fn visible_item(access: &MemoryAccess, id: &str) -> Result<MemoryItem, Too
         .map_err(failed)
 }
 
-impl Tool for MemoryForget {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "memory_forget".to_owned(),
-            description: "Forgets a remembered item that is wrong or no longer true, by its id \
-                          (`mem_…`, as memory_search and recalled blocks show it)."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": "The item's id."}
-                },
-                "required": ["id"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for MemoryForget {
+    type Args = ForgetArgs;
+    const NAME: &'static str = "memory_forget";
+    const KIND: ToolKind = ToolKind::Delete;
+
+    fn description(&self) -> String {
+        "Forgets a remembered item that is wrong or no longer true, by its id \
+         (`mem_…`, as memory_search and recalled blocks show it)."
+            .to_owned()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Delete
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: ForgetArgs = parse_args(arguments)?;
-            let item = visible_item(access(ctx)?, &args.id).await?;
-            Ok(Plan {
-                title: format!("Forget {}: {}", item.id, quote(&item.text)),
-                ..Plan::default()
-            })
+    async fn plan(&self, args: &ForgetArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let item = visible_item(access(ctx)?, &args.id).await?;
+        Ok(Plan {
+            title: format!("Forget {}: {}", item.id, quote(&item.text)),
+            ..Plan::default()
         })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        _plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let access = access(ctx)?;
-            let args: ForgetArgs = parse_args(arguments)?;
-            let item = access
-                .keeper
-                .forget(&args.id, Some(&access.keys))
-                .await
-                .map_err(failed)?;
-            Ok(ToolOutput::text(format!("Forgot {}.", item.id)))
-        })
+    async fn execute(
+        &self,
+        args: &ForgetArgs,
+        _plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let access = access(ctx)?;
+        let item = access
+            .keeper
+            .forget(&args.id, Some(&access.keys))
+            .await
+            .map_err(failed)?;
+        Ok(ToolOutput::text(format!("Forgot {}.", item.id)))
     }
 }

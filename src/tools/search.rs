@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use futures::future::BoxFuture;
 use globset::{GlobBuilder, GlobMatcher};
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -25,12 +24,10 @@ use grep_searcher::{
     BinaryDetection, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch,
 };
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-use crate::core::tool::{
-    Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, ToolSpec, parse_args,
-};
+use crate::core::tool::{Plan, Tool, ToolContext, ToolError, ToolKind, ToolOutput, TypedTool};
 
 /// The deepest `list_dir` goes; deeper listings drown the model in names.
 const MAX_DEPTH: usize = 5;
@@ -346,12 +343,17 @@ fn invalid(message: impl Into<String>) -> ToolError {
 // ---------------------------------------------------------------------------
 // list_dir
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListArgs {
+    /// Directory to list, relative to the workspace (default ".")
     path: Option<String>,
+    /// How many levels to show (default 1)
+    #[schemars(range(min = 1, max = MAX_DEPTH))]
     depth: Option<usize>,
+    /// Also list entries whose name starts with a dot
     include_hidden: Option<bool>,
+    /// Also list entries ignored by .gitignore and .ignore
     include_ignored: Option<bool>,
 }
 
@@ -450,103 +452,85 @@ fn human_size(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-impl Tool for ListDir {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "list_dir".to_owned(),
-            description: "List a directory of the workspace. Entries are sorted by name, \
-                directories end with `/`, files show their size. Hidden entries and \
-                entries ignored by .gitignore/.ignore are left out unless asked for."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Directory to list, relative to the workspace (default \".\")"},
-                    "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "description": "How many levels to show (default 1)"},
-                    "include_hidden": {"type": "boolean", "description": "Also list entries whose name starts with a dot"},
-                    "include_ignored": {"type": "boolean", "description": "Also list entries ignored by .gitignore and .ignore"}
-                },
-                "additionalProperties": false
-            }),
+impl TypedTool for ListDir {
+    type Args = ListArgs;
+    const NAME: &'static str = "list_dir";
+    const KIND: ToolKind = ToolKind::Read;
+
+    fn description(&self) -> String {
+        "List a directory of the workspace. Entries are sorted by name, \
+         directories end with `/`, files show their size. Hidden entries and \
+         entries ignored by .gitignore/.ignore are left out unless asked for."
+            .to_owned()
+    }
+
+    async fn plan(&self, args: &ListArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        args.request()?;
+        let (root, is_dir) = resolve_root(ctx, args.path.as_deref()).await?;
+        if !is_dir {
+            return Err(ToolError::Failed(format!(
+                "{} is not a directory",
+                shown_path(ctx, &root)
+            )));
         }
+        Ok(Plan {
+            title: format!("List {}", place(ctx, &root, true)),
+            reads: vec![root],
+            ..Plan::default()
+        })
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Read
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: ListArgs = parse_args(arguments)?;
-            args.request()?;
-            let (root, is_dir) = resolve_root(ctx, args.path.as_deref()).await?;
-            if !is_dir {
-                return Err(ToolError::Failed(format!(
-                    "{} is not a directory",
-                    shown_path(ctx, &root)
-                )));
-            }
-            Ok(Plan {
-                title: format!("List {}", place(ctx, &root, true)),
-                reads: vec![root],
-                ..Plan::default()
+    async fn execute(
+        &self,
+        args: &ListArgs,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let request = args.request()?;
+        let root = planned_root(plan, ctx)?;
+        let fence = Fence::new(ctx, &root);
+        let cap = self.settings.max_entries;
+        let halt = Arc::new(AtomicBool::new(false));
+        let listing = {
+            let halt = Arc::clone(&halt);
+            run_walk(ctx, Arc::clone(&halt), move || {
+                list_entries(&root, &request, &fence, cap, &halt)
             })
-        })
-    }
-
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: ListArgs = parse_args(arguments)?;
-            let request = args.request()?;
-            let root = planned_root(plan, ctx)?;
-            let fence = Fence::new(ctx, &root);
-            let cap = self.settings.max_entries;
-            let halt = Arc::new(AtomicBool::new(false));
-            let listing = {
-                let halt = Arc::clone(&halt);
-                run_walk(ctx, Arc::clone(&halt), move || {
-                    list_entries(&root, &request, &fence, cap, &halt)
-                })
-                .await?
-            };
-            if listing.lines.is_empty() {
-                let mut out = "No entries".to_owned();
-                unreadable_note(&mut out, listing.unreadable);
-                return Ok(ToolOutput::text(out));
-            }
-            let mut out = listing.lines.join("\n");
-            let more = listing.total - listing.lines.len();
-            if more > 0 {
-                let _ = write!(
-                    out,
-                    "\n{} not shown; list a subdirectory or use a smaller depth",
-                    plural(more, "more entry", "more entries")
-                );
-            }
+            .await?
+        };
+        if listing.lines.is_empty() {
+            let mut out = "No entries".to_owned();
             unreadable_note(&mut out, listing.unreadable);
-            Ok(ToolOutput::text(out))
-        })
+            return Ok(ToolOutput::text(out));
+        }
+        let mut out = listing.lines.join("\n");
+        let more = listing.total - listing.lines.len();
+        if more > 0 {
+            let _ = write!(
+                out,
+                "\n{} not shown; list a subdirectory or use a smaller depth",
+                plural(more, "more entry", "more entries")
+            );
+        }
+        unreadable_note(&mut out, listing.unreadable);
+        Ok(ToolOutput::text(out))
     }
 }
 
 // ---------------------------------------------------------------------------
 // glob
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GlobArgs {
+pub struct GlobArgs {
+    /// Glob to match, e.g. "src/**/*.rs"
     pattern: String,
+    /// Directory to search, relative to the workspace (default ".")
     path: Option<String>,
+    /// Also match paths with a component starting with a dot (on by default
+    /// when the pattern names one)
     include_hidden: Option<bool>,
+    /// Also match paths ignored by .gitignore and .ignore
     include_ignored: Option<bool>,
 }
 
@@ -654,121 +638,109 @@ fn glob_walk(
     }
 }
 
-impl Tool for Glob {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "glob".to_owned(),
-            description: "Find files and directories whose path matches a glob, e.g. \
-                `src/**/*.rs` or `**/Cargo.toml`. Patterns are relative to `path`; `*` \
-                does not cross `/`, `**` does. Matches are sorted; directories end with \
-                `/`. Hidden and .gitignore'd paths are left out unless asked for."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Glob to match, e.g. \"src/**/*.rs\""},
-                    "path": {"type": "string", "description": "Directory to search, relative to the workspace (default \".\")"},
-                    "include_hidden": {"type": "boolean", "description": "Also match paths with a component starting with a dot (on by default when the pattern names one)"},
-                    "include_ignored": {"type": "boolean", "description": "Also match paths ignored by .gitignore and .ignore"}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for Glob {
+    type Args = GlobArgs;
+    const NAME: &'static str = "glob";
+    const KIND: ToolKind = ToolKind::Search;
+
+    fn description(&self) -> String {
+        "Find files and directories whose path matches a glob, e.g. \
+         `src/**/*.rs` or `**/Cargo.toml`. Patterns are relative to `path`; `*` \
+         does not cross `/`, `**` does. Matches are sorted; directories end with \
+         `/`. Hidden and .gitignore'd paths are left out unless asked for."
+            .to_owned()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Search
+    async fn plan(&self, args: &GlobArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        args.request()?;
+        let (root, is_dir) = resolve_root(ctx, args.path.as_deref()).await?;
+        Ok(Plan {
+            title: format!("Find \"{}\" in {}", args.pattern, place(ctx, &root, is_dir)),
+            reads: vec![root],
+            ..Plan::default()
+        })
     }
 
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: GlobArgs = parse_args(arguments)?;
-            args.request()?;
-            let (root, is_dir) = resolve_root(ctx, args.path.as_deref()).await?;
-            Ok(Plan {
-                title: format!("Find \"{}\" in {}", args.pattern, place(ctx, &root, is_dir)),
-                reads: vec![root],
-                ..Plan::default()
+    async fn execute(
+        &self,
+        args: &GlobArgs,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let request = args.request()?;
+        let root = planned_root(plan, ctx)?;
+        let fence = Fence::new(ctx, &root);
+        let cap = self.settings.max_entries;
+        let stop_after = cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN);
+        let halt = Arc::new(AtomicBool::new(false));
+        let found = {
+            let halt = Arc::clone(&halt);
+            run_walk(ctx, Arc::clone(&halt), move || {
+                glob_walk(&root, &request, &fence, stop_after, &halt)
             })
-        })
-    }
-
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: GlobArgs = parse_args(arguments)?;
-            let request = args.request()?;
-            let root = planned_root(plan, ctx)?;
-            let fence = Fence::new(ctx, &root);
-            let cap = self.settings.max_entries;
-            let stop_after = cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN);
-            let halt = Arc::new(AtomicBool::new(false));
-            let found = {
-                let halt = Arc::clone(&halt);
-                run_walk(ctx, Arc::clone(&halt), move || {
-                    glob_walk(&root, &request, &fence, stop_after, &halt)
-                })
-                .await?
-            };
-            if found.paths.is_empty() {
-                let mut out = "No matches".to_owned();
-                unreadable_note(&mut out, found.unreadable);
-                return Ok(ToolOutput::text(out));
-            }
-            let namer = PathNamer::new(ctx);
-            let mut named: Vec<(String, bool)> = found
-                .paths
-                .iter()
-                .map(|(path, is_dir)| (namer.name(path), *is_dir))
-                .collect();
-            sort_by_path(&mut named, |(name, _)| name);
-            let mut out = String::new();
-            for (name, is_dir) in named.iter().take(cap) {
-                out.push_str(name);
-                if *is_dir {
-                    out.push('/');
-                }
-                out.push('\n');
-            }
-            out.pop();
-            let more = found.total - found.paths.len().min(cap);
-            if more > 0 {
-                let at_least = if found.stopped_early { "at least " } else { "" };
-                let _ = write!(
-                    out,
-                    "\n{at_least}{} not shown; narrow the pattern or path",
-                    plural(more, "more match", "more matches")
-                );
-            }
+            .await?
+        };
+        if found.paths.is_empty() {
+            let mut out = "No matches".to_owned();
             unreadable_note(&mut out, found.unreadable);
-            Ok(ToolOutput::text(out))
-        })
+            return Ok(ToolOutput::text(out));
+        }
+        let namer = PathNamer::new(ctx);
+        let mut named: Vec<(String, bool)> = found
+            .paths
+            .iter()
+            .map(|(path, is_dir)| (namer.name(path), *is_dir))
+            .collect();
+        sort_by_path(&mut named, |(name, _)| name);
+        let mut out = String::new();
+        for (name, is_dir) in named.iter().take(cap) {
+            out.push_str(name);
+            if *is_dir {
+                out.push('/');
+            }
+            out.push('\n');
+        }
+        out.pop();
+        let more = found.total - found.paths.len().min(cap);
+        if more > 0 {
+            let at_least = if found.stopped_early { "at least " } else { "" };
+            let _ = write!(
+                out,
+                "\n{at_least}{} not shown; narrow the pattern or path",
+                plural(more, "more match", "more matches")
+            );
+        }
+        unreadable_note(&mut out, found.unreadable);
+        Ok(ToolOutput::text(out))
     }
 }
 
 // ---------------------------------------------------------------------------
 // grep
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GrepArgs {
+pub struct GrepArgs {
+    /// Regex to search for (a literal string with fixed_strings)
     pattern: String,
+    /// File or directory to search, relative to the workspace (default ".")
     path: Option<String>,
+    /// Only search files matching this glob, e.g. "*.rs" (file name) or
+    /// "src/**/*.ts" (path)
     glob: Option<String>,
+    /// Ignore case
     case_insensitive: Option<bool>,
+    /// Treat the pattern as a literal string, not a regex
     fixed_strings: Option<bool>,
+    /// Lines of context before and after each match (default 0)
+    #[schemars(range(min = 0, max = MAX_CONTEXT))]
     context: Option<usize>,
+    // Its description, default and most are the settings' (`Grep::configured`).
+    #[schemars(range(min = 1))]
     max_results: Option<usize>,
+    /// Also search files and directories whose name starts with a dot
     include_hidden: Option<bool>,
+    /// Also search files ignored by .gitignore and .ignore
     include_ignored: Option<bool>,
 }
 
@@ -1221,99 +1193,82 @@ fn render_grep(mut found: GrepFound, cap: usize, context: usize, max_line_chars:
     out
 }
 
-impl Tool for Grep {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "grep".to_owned(),
-            description: "Search file contents in the workspace with a regex (Rust regex \
-                syntax, one line at a time). Prints `path:line:text` for matching lines \
-                (`path-line-text` for context lines), sorted by path and line. Hidden, \
-                binary and .gitignore'd files are skipped unless asked for."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regex to search for (a literal string with fixed_strings)"},
-                    "path": {"type": "string", "description": "File or directory to search, relative to the workspace (default \".\")"},
-                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.rs\" (file name) or \"src/**/*.ts\" (path)"},
-                    "case_insensitive": {"type": "boolean", "description": "Ignore case"},
-                    "fixed_strings": {"type": "boolean", "description": "Treat the pattern as a literal string, not a regex"},
-                    "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (default 0)"},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS_CEILING.max(self.settings.max_results), "description": format!("Most matching lines to show (default {})", self.settings.max_results)},
-                    "include_hidden": {"type": "boolean", "description": "Also search files and directories whose name starts with a dot"},
-                    "include_ignored": {"type": "boolean", "description": "Also search files ignored by .gitignore and .ignore"}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
+impl TypedTool for Grep {
+    type Args = GrepArgs;
+    const NAME: &'static str = "grep";
+    const KIND: ToolKind = ToolKind::Search;
+
+    fn description(&self) -> String {
+        "Search file contents in the workspace with a regex (Rust regex \
+         syntax, one line at a time). Prints `path:line:text` for matching lines \
+         (`path-line-text` for context lines), sorted by path and line. Hidden, \
+         binary and .gitignore'd files are skipped unless asked for."
+            .to_owned()
+    }
+
+    /// The default and the most of `max_results`, which are the settings'.
+    fn configured(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let default = self.settings.max_results;
+        vec![(
+            "max_results",
+            serde_json::json!({
+                "maximum": MAX_RESULTS_CEILING.max(default),
+                "description": format!("Most matching lines to show (default {default})"),
             }),
-        }
+        )]
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Search
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let args: GrepArgs = parse_args(arguments)?;
-            args.request(&self.settings)?;
-            let (root, is_dir) = resolve_root(ctx, args.path.as_deref()).await?;
-            Ok(Plan {
-                title: format!(
-                    "Search \"{}\" in {}",
-                    args.pattern,
-                    place(ctx, &root, is_dir)
-                ),
-                reads: vec![root],
-                ..Plan::default()
-            })
+    async fn plan(&self, args: &GrepArgs, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        args.request(&self.settings)?;
+        let (root, is_dir) = resolve_root(ctx, args.path.as_deref()).await?;
+        Ok(Plan {
+            title: format!(
+                "Search \"{}\" in {}",
+                args.pattern,
+                place(ctx, &root, is_dir)
+            ),
+            reads: vec![root],
+            ..Plan::default()
         })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: GrepArgs = parse_args(arguments)?;
-            let request = args.request(&self.settings)?;
-            let root = planned_root(plan, ctx)?;
-            let fence = Fence::new(ctx, &root);
-            let (cap, context) = (request.cap, request.context);
-            let halt = Arc::new(AtomicBool::new(false));
-            let run = GrepRun {
-                root,
-                namer: PathNamer::new(ctx),
-                request,
-                max_line_chars: self.settings.max_line_chars,
-                stop_after: cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN),
-                matched: AtomicUsize::new(0),
-                stopped: AtomicBool::new(false),
-                halt: Arc::clone(&halt),
-                unreadable: AtomicUsize::new(0),
-                files: Arc::default(),
-            };
-            let max_line_chars = self.settings.max_line_chars;
-            // Sorting and rendering tens of thousands of lines is work too;
-            // it stays off the runtime's threads with the walk.
-            let text = run_walk(ctx, halt, move || {
-                let found = grep_walk(run, &fence);
-                if found.files.is_empty() {
-                    let mut out = "No matches".to_owned();
-                    unreadable_note(&mut out, found.unreadable);
-                    return out;
-                }
-                render_grep(found, cap, context, max_line_chars)
-            })
-            .await?;
-            Ok(ToolOutput::text(text))
+    async fn execute(
+        &self,
+        args: &GrepArgs,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let request = args.request(&self.settings)?;
+        let root = planned_root(plan, ctx)?;
+        let fence = Fence::new(ctx, &root);
+        let (cap, context) = (request.cap, request.context);
+        let halt = Arc::new(AtomicBool::new(false));
+        let run = GrepRun {
+            root,
+            namer: PathNamer::new(ctx),
+            request,
+            max_line_chars: self.settings.max_line_chars,
+            stop_after: cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN),
+            matched: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
+            halt: Arc::clone(&halt),
+            unreadable: AtomicUsize::new(0),
+            files: Arc::default(),
+        };
+        let max_line_chars = self.settings.max_line_chars;
+        // Sorting and rendering tens of thousands of lines is work too;
+        // it stays off the runtime's threads with the walk.
+        let text = run_walk(ctx, halt, move || {
+            let found = grep_walk(run, &fence);
+            if found.files.is_empty() {
+                let mut out = "No matches".to_owned();
+                unreadable_note(&mut out, found.unreadable);
+                return out;
+            }
+            render_grep(found, cap, context, max_line_chars)
         })
+        .await?;
+        Ok(ToolOutput::text(text))
     }
 }
 
@@ -1322,7 +1277,7 @@ mod tests {
     use std::fs;
 
     use pretty_assertions::assert_eq;
-    use serde_json::Value;
+    use serde_json::{Value, json};
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -1494,7 +1449,7 @@ mod tests {
         let f = fixture();
         project(&f.ws);
         let ctx = context(&f.ws);
-        let tool = ListDir {
+        let tool: &dyn Tool = &ListDir {
             settings: SearchSettings::default(),
         };
         let plan = tool.plan(&json!({"path": "src"}), &ctx).await.unwrap();
@@ -1656,7 +1611,7 @@ mod tests {
         let f = fixture();
         project(&f.ws);
         let ctx = context(&f.ws);
-        let tool = Grep {
+        let tool: &dyn Tool = &Grep {
             settings: SearchSettings::default(),
         };
         let plan = tool
@@ -1934,7 +1889,7 @@ mod tests {
         let f = fixture();
         project(&f.ws);
         let ctx = context(&f.ws);
-        let tool = Grep {
+        let tool: &dyn Tool = &Grep {
             settings: SearchSettings::default(),
         };
         let arguments = json!({"pattern": "needle"});

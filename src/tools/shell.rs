@@ -4,14 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::core::tool::{
-    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, Tool, ToolContext, ToolError,
-    ToolKind, ToolOutput, ToolSpec, parse_args,
+    ClientTerminal, Plan, Progress, ProgressUpdate, TerminalCommand, TerminalExit, ToolContext,
+    ToolError, ToolKind, ToolOutput, TypedTool,
 };
 use crate::sandbox::{
     self, AttachedSpec, Confinement, DEFAULT_ENV_ALLOW, ExecRequest, ExecResult, SandboxError,
@@ -98,6 +96,37 @@ impl ShellTool {
         }
     }
 
+    /// What a command may reach: the workspace and the boundary's other
+    /// roots read-write, with the protected paths beneath them read-only;
+    /// the toolchains read-only; the forbidden paths denied.
+    fn confinement(&self, ctx: &ToolContext) -> Confinement {
+        let mut extra_read_write: Vec<PathBuf> =
+            ctx.boundary.roots().iter().skip(1).cloned().collect();
+        extra_read_write.extend(self.settings.extra_read_write.iter().cloned());
+        // The protected paths directly beneath every tree a command may
+        // write stay read-only (`sandbox::readonly`); deeper ones are the
+        // file tools' and the policy's to guard.
+        let read_only: Vec<PathBuf> = std::iter::once(&ctx.workspace)
+            .chain(&extra_read_write)
+            .flat_map(|root| ctx.boundary.protected().under(root))
+            .collect();
+        Confinement {
+            workspace: ctx.workspace.clone(),
+            read_only,
+            extra_read_write,
+            extra_read_only: self.settings.extra_read_only.clone(),
+            deny: ctx
+                .boundary
+                .forbidden()
+                .iter()
+                .chain(&self.settings.extra_deny)
+                .cloned()
+                .collect(),
+            network: self.settings.network,
+            mode: self.settings.mode,
+        }
+    }
+
     async fn run(
         &self,
         plan: &Plan,
@@ -121,31 +150,7 @@ impl ShellTool {
             output_limit: self.settings.output_limit,
             env: sandbox::scrubbed_env(server_env, &self.settings.env_allow),
         };
-        let mut extra_read_write: Vec<PathBuf> =
-            ctx.boundary.roots().iter().skip(1).cloned().collect();
-        extra_read_write.extend(self.settings.extra_read_write.iter().cloned());
-        // The protected paths directly beneath every tree a command may
-        // write stay read-only (`sandbox::readonly`); deeper ones are the
-        // file tools' and the policy's to guard.
-        let read_only: Vec<PathBuf> = std::iter::once(&ctx.workspace)
-            .chain(&extra_read_write)
-            .flat_map(|root| ctx.boundary.protected().under(root))
-            .collect();
-        let confinement = Confinement {
-            workspace: ctx.workspace.clone(),
-            read_only,
-            extra_read_write,
-            extra_read_only: self.settings.extra_read_only.clone(),
-            deny: ctx
-                .boundary
-                .forbidden()
-                .iter()
-                .chain(&self.settings.extra_deny)
-                .cloned()
-                .collect(),
-            network: self.settings.network,
-            mode: self.settings.mode,
-        };
+        let confinement = self.confinement(ctx);
         let status = self.status.clone().unwrap_or_else(sandbox::status);
         let snapshot = sandbox::readonly::Snapshot::take(&confinement.read_only);
         let result = match &ctx.terminal {
@@ -274,37 +279,7 @@ impl ShellTool {
                 "the editor's terminal failed to run the command: {err}"
             ))
         })?;
-        let mut text = exit.output.clone();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        if exit.truncated {
-            text.insert_str(0, "[earlier output cut off by the terminal's limit]\n");
-        }
-        let ok = exit.exit_code == Some(0) && !exit.timed_out;
-        if exit.timed_out {
-            text.push_str(&format!(
-                "[timed out after {} s; killed]\n",
-                timeout.as_secs()
-            ));
-        } else if let Some(code) = exit.exit_code {
-            text.push_str(&format!("[exit code {code}]\n"));
-        } else if let Some(signal) = &exit.signal {
-            text.push_str(&format!("[killed by signal {signal}]\n"));
-        }
-        if !status.enforced {
-            text.push_str(&format!("[not sandboxed: {}]\n", status.detail));
-        }
-        text.truncate(text.trim_end_matches('\n').len());
-        if ok {
-            Ok(ToolOutput {
-                text,
-                terminal_id: Some(exit.terminal_id),
-                ..ToolOutput::default()
-            })
-        } else {
-            Err(ToolError::Failed(text))
-        }
+        terminal_result(exit, timeout, status)
     }
 }
 
@@ -384,18 +359,27 @@ impl Drop for LineStream {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The command line, run with `bash -c`.
     command: String,
+    // Its description and most are the settings' (`ShellTool::configured`).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     timeout_secs: Option<u64>,
+    /// Working directory, relative to the workspace (default: the workspace
+    /// root).
     #[serde(default)]
     cwd: Option<String>,
 }
 
-impl Tool for ShellTool {
-    fn spec(&self) -> ToolSpec {
+impl TypedTool for ShellTool {
+    type Args = Args;
+    const NAME: &'static str = "shell";
+    const KIND: ToolKind = ToolKind::Execute;
+
+    fn description(&self) -> String {
         let default = self.settings.timeout.as_secs();
         let max = self.settings.max_timeout.as_secs();
         let network = if self.settings.network {
@@ -403,96 +387,109 @@ impl Tool for ShellTool {
         } else {
             "There is no network access (TCP connections are refused)."
         };
-        ToolSpec {
-            name: "shell".to_owned(),
-            description: format!(
-                "Runs a command line with bash in the workspace and returns its output \
-                 (stdout and stderr interleaved) followed by its exit status. \
-                 The command runs in a sandbox: it may read and write the workspace, read \
-                 and run system files and the installed toolchains (cargo, node, python, go, \
-                 ...; their caches are read-only), and write a private temporary directory \
-                 ($TMPDIR); everything else is denied. {network} There is no stdin and no terminal, so \
-                 interactive programs fail; pass flags such as --yes or --no-pager instead. \
-                 Background processes are killed when the command ends. Long output keeps \
-                 its beginning and end. Times out after {default} s unless `timeout_secs` \
-                 says otherwise (at most {max} s)."
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The command line, run with `bash -c`."
-                    },
-                    "timeout_secs": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": max,
-                        "description": format!("Seconds before the command is killed (default {default}, at most {max}).")
-                    },
-                    "cwd": {
-                        "type": "string",
-                        "description": "Working directory, relative to the workspace (default: the workspace root)."
-                    }
-                },
-                "required": ["command"],
-                "additionalProperties": false
+        format!(
+            "Runs a command line with bash in the workspace and returns its output \
+             (stdout and stderr interleaved) followed by its exit status. \
+             The command runs in a sandbox: it may read and write the workspace, read \
+             and run system files and the installed toolchains (cargo, node, python, go, \
+             ...; their caches are read-only), and write a private temporary directory \
+             ($TMPDIR); everything else is denied. {network} There is no stdin and no terminal, so \
+             interactive programs fail; pass flags such as --yes or --no-pager instead. \
+             Background processes are killed when the command ends. Long output keeps \
+             its beginning and end. Times out after {default} s unless `timeout_secs` \
+             says otherwise (at most {max} s)."
+        )
+    }
+
+    /// The default and the most of `timeout_secs`, which are the settings'.
+    fn configured(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let default = self.settings.timeout.as_secs();
+        let max = self.settings.max_timeout.as_secs();
+        vec![(
+            "timeout_secs",
+            serde_json::json!({
+                "maximum": max,
+                "description": format!("Seconds before the command is killed (default {default}, at most {max})."),
             }),
+        )]
+    }
+
+    async fn plan(&self, args: &Args, ctx: &ToolContext) -> Result<Plan, ToolError> {
+        if args.command.trim().is_empty() {
+            return Err(ToolError::InvalidArguments("`command` is empty".to_owned()));
         }
-    }
-
-    fn kind(&self) -> ToolKind {
-        ToolKind::Execute
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        async move {
-            let args: Args = parse_args(arguments)?;
-            if args.command.trim().is_empty() {
-                return Err(ToolError::InvalidArguments("`command` is empty".to_owned()));
+        self.timeout(args)?;
+        let cwd = ctx.path(args.cwd.as_deref().unwrap_or("."))?;
+        match tokio::fs::metadata(&cwd).await {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`cwd` {} is not a directory",
+                    ctx.display_path(&cwd)
+                )));
             }
-            self.timeout(&args)?;
-            let cwd = ctx.path(args.cwd.as_deref().unwrap_or("."))?;
-            match tokio::fs::metadata(&cwd).await {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(ToolError::InvalidArguments(format!(
-                        "`cwd` {} is not a directory",
-                        ctx.display_path(&cwd)
-                    )));
-                }
-                Err(err) => {
-                    return Err(ToolError::InvalidArguments(format!(
-                        "`cwd` {}: {err}",
-                        ctx.display_path(&cwd)
-                    )));
-                }
+            Err(err) => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "`cwd` {}: {err}",
+                    ctx.display_path(&cwd)
+                )));
             }
-            Ok(Plan {
-                title: format!("Run `{}`", shorten(&args.command, 80)),
-                reads: vec![cwd],
-                command: Some(args.command),
-                ..Plan::default()
-            })
         }
-        .boxed()
+        Ok(Plan {
+            title: format!("Run `{}`", shorten(&args.command, 80)),
+            reads: vec![cwd],
+            command: Some(args.command.clone()),
+            ..Plan::default()
+        })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        plan: &'a Plan,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        async move {
-            let args: Args = parse_args(arguments)?;
-            self.run(plan, ctx, &args).await
-        }
-        .boxed()
+    async fn execute(
+        &self,
+        args: &Args,
+        plan: &Plan,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.run(plan, ctx, args).await
+    }
+}
+
+/// How a command in the client's terminal ended, as the model reads it:
+/// its output, then how it ended and whether the sandbox held.
+fn terminal_result(
+    exit: TerminalExit,
+    timeout: Duration,
+    status: &SandboxStatus,
+) -> Result<ToolOutput, ToolError> {
+    let mut text = exit.output;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if exit.truncated {
+        text.insert_str(0, "[earlier output cut off by the terminal's limit]\n");
+    }
+    let ok = exit.exit_code == Some(0) && !exit.timed_out;
+    if exit.timed_out {
+        text.push_str(&format!(
+            "[timed out after {} s; killed]\n",
+            timeout.as_secs()
+        ));
+    } else if let Some(code) = exit.exit_code {
+        text.push_str(&format!("[exit code {code}]\n"));
+    } else if let Some(signal) = &exit.signal {
+        text.push_str(&format!("[killed by signal {signal}]\n"));
+    }
+    if !status.enforced {
+        text.push_str(&format!("[not sandboxed: {}]\n", status.detail));
+    }
+    text.truncate(text.trim_end_matches('\n').len());
+    if ok {
+        Ok(ToolOutput {
+            text,
+            terminal_id: Some(exit.terminal_id),
+            ..ToolOutput::default()
+        })
+    } else {
+        Err(ToolError::Failed(text))
     }
 }
 
@@ -573,7 +570,8 @@ mod tests {
     use super::*;
     use crate::core::ids::SessionId;
     use crate::core::policy::{DEFAULT_FORBIDDEN, PathBoundary};
-    use crate::core::tool::Files;
+    use crate::core::tool::{Files, Tool};
+    use serde_json::json;
 
     fn context(ws: &Path) -> ToolContext {
         let forbidden: Vec<String> = DEFAULT_FORBIDDEN.iter().map(|s| (*s).to_owned()).collect();
@@ -599,7 +597,7 @@ mod tests {
     }
 
     async fn call(
-        tool: &ShellTool,
+        tool: &dyn Tool,
         ctx: &ToolContext,
         arguments: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
@@ -614,6 +612,41 @@ mod tests {
             network_rules: false,
             detail: "simulated: no Landlock here".to_owned(),
         }
+    }
+
+    #[test]
+    fn a_terminal_exit_is_worded_as_the_model_reads_it() {
+        let exit = |output: &str, exit_code, timed_out, truncated| TerminalExit {
+            terminal_id: "term_1".to_owned(),
+            output: output.to_owned(),
+            truncated,
+            exit_code,
+            signal: None,
+            timed_out,
+        };
+        let enforced = SandboxStatus {
+            enforced: true,
+            ..unavailable()
+        };
+        let timeout = Duration::from_secs(7);
+        let ok = terminal_result(exit("done", Some(0), false, false), timeout, &enforced).unwrap();
+        assert_eq!(ok.text, "done\n[exit code 0]");
+        assert_eq!(ok.terminal_id.as_deref(), Some("term_1"));
+        let failed = terminal_result(
+            exit("tail\n", Some(2), false, true),
+            timeout,
+            &unavailable(),
+        );
+        assert_eq!(
+            failed.unwrap_err().to_string(),
+            "[earlier output cut off by the terminal's limit]\ntail\n[exit code 2]\n\
+             [not sandboxed: simulated: no Landlock here]"
+        );
+        let slow = terminal_result(exit("", None, true, false), timeout, &enforced);
+        assert_eq!(
+            slow.unwrap_err().to_string(),
+            "[timed out after 7 s; killed]"
+        );
     }
 
     #[test]
@@ -635,7 +668,7 @@ mod tests {
         let (_dir, ws) = workspace();
         std::fs::create_dir(ws.join("sub")).unwrap();
         let ctx = context(&ws);
-        let tool = ShellTool::new(ShellSettings::default());
+        let tool: &dyn Tool = &ShellTool::new(ShellSettings::default());
         let plan = tool
             .plan(&json!({"command": "cargo test", "cwd": "sub"}), &ctx)
             .await
@@ -658,7 +691,7 @@ mod tests {
         let (_dir, ws) = workspace();
         std::fs::write(ws.join("file"), "").unwrap();
         let ctx = context(&ws);
-        let tool = ShellTool::new(ShellSettings::default());
+        let tool: &dyn Tool = &ShellTool::new(ShellSettings::default());
         for (arguments, expected) in [
             (json!({}), "`command`"),
             (json!({"command": "  "}), "`command` is empty"),

@@ -2,13 +2,12 @@
 //! turns it into a `plan` event, which editors show as the agent's plan. It
 //! touches nothing, so every mode allows it.
 
-use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::core::tool::{
-    Plan, PlanEntry, PlanPriority, PlanStatus, Tool, ToolContext, ToolError, ToolKind, ToolOutput,
-    ToolSpec, parse_args,
+    Plan, PlanEntry, PlanPriority, PlanStatus, ToolContext, ToolError, ToolKind, ToolOutput,
+    TypedTool,
 };
 
 /// More tasks than this is not a plan anyone reads.
@@ -18,14 +17,17 @@ const MAX_TASK_CHARS: usize = 500;
 
 pub struct TodoTool;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The whole task list, in order.
+    #[schemars(length(max = MAX_TASKS))]
     todos: Vec<PlanEntry>,
 }
 
-fn parse(arguments: &serde_json::Value) -> Result<Vec<PlanEntry>, ToolError> {
-    let args: Args = parse_args(arguments)?;
+/// The list, checked: not too long, no task empty or too long, at most one
+/// in progress.
+fn check(args: &Args) -> Result<&[PlanEntry], ToolError> {
     if args.todos.len() > MAX_TASKS {
         return Err(ToolError::InvalidArguments(format!(
             "`todos` has {} tasks; at most {MAX_TASKS} are allowed",
@@ -53,7 +55,7 @@ fn parse(arguments: &serde_json::Value) -> Result<Vec<PlanEntry>, ToolError> {
             "{in_progress} tasks are in_progress; keep at most one in progress at a time"
         )));
     }
-    Ok(args.todos)
+    Ok(&args.todos)
 }
 
 fn done_count(tasks: &[PlanEntry]) -> usize {
@@ -89,76 +91,43 @@ fn render(tasks: &[PlanEntry]) -> String {
     text
 }
 
-impl Tool for TodoTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "todo".to_owned(),
-            description: "Keeps your task list for the current request, shown to the user as \
-                          your plan. Use it for work with three or more steps: write the whole \
-                          list at the start, then call it again with the whole list each time a \
-                          task starts or finishes (exactly one task in_progress while working). \
-                          Each call replaces the previous list."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "todos": {
-                        "type": "array",
-                        "maxItems": MAX_TASKS,
-                        "description": "The whole task list, in order.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "content": {"type": "string", "description": "What the task is, in a few words."},
-                                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
-                                "priority": {"type": "string", "enum": ["high", "medium", "low"], "description": "Default medium."}
-                            },
-                            "required": ["content", "status"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["todos"],
-                "additionalProperties": false
-            }),
-        }
+impl TypedTool for TodoTool {
+    type Args = Args;
+    const NAME: &'static str = "todo";
+    const KIND: ToolKind = ToolKind::Think;
+
+    fn description(&self) -> String {
+        "Keeps your task list for the current request, shown to the user as \
+         your plan. Use it for work with three or more steps: write the whole \
+         list at the start, then call it again with the whole list each time a \
+         task starts or finishes (exactly one task in_progress while working). \
+         Each call replaces the previous list."
+            .to_owned()
     }
 
-    fn kind(&self) -> ToolKind {
-        ToolKind::Think
-    }
-
-    fn plan<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<Plan, ToolError>> {
-        Box::pin(async move {
-            let tasks = parse(arguments)?;
-            Ok(Plan {
-                title: format!(
-                    "Update the task list ({}/{} done)",
-                    done_count(&tasks),
-                    tasks.len()
-                ),
-                ..Plan::default()
-            })
+    async fn plan(&self, args: &Args, _ctx: &ToolContext) -> Result<Plan, ToolError> {
+        let tasks = check(args)?;
+        Ok(Plan {
+            title: format!(
+                "Update the task list ({}/{} done)",
+                done_count(tasks),
+                tasks.len()
+            ),
+            ..Plan::default()
         })
     }
 
-    fn execute<'a>(
-        &'a self,
-        arguments: &'a serde_json::Value,
-        _plan: &'a Plan,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let tasks = parse(arguments)?;
-            Ok(ToolOutput {
-                text: render(&tasks),
-                plan: Some(tasks),
-                ..ToolOutput::default()
-            })
+    async fn execute(
+        &self,
+        args: &Args,
+        _plan: &Plan,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let tasks = check(args)?;
+        Ok(ToolOutput {
+            text: render(tasks),
+            plan: Some(tasks.to_vec()),
+            ..ToolOutput::default()
         })
     }
 }
@@ -166,6 +135,12 @@ impl Tool for TodoTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::tool::parse_args;
+    use serde_json::json;
+
+    fn parse(arguments: &serde_json::Value) -> Result<Vec<PlanEntry>, ToolError> {
+        check(&parse_args(arguments)?).map(<[PlanEntry]>::to_vec)
+    }
 
     #[test]
     fn a_list_is_parsed_with_default_priority_and_rendered() {

@@ -52,6 +52,7 @@ mod subagents;
 mod telegram;
 mod terminal;
 mod tokens;
+mod tool_schemas;
 mod tools;
 mod transcripts;
 mod usage;
