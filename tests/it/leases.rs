@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 fn script() -> Vec<Value> {
     vec![
         json!([{"text": "hi"}]),
-        json!([{"text": "first half"}, {"delay_ms": 2500}, {"text": ", second half"}]),
+        // Long enough that A is still mid-turn when a loaded machine gets to
+        // stop or kill it (at 2.5 s it had sometimes finished, and exited).
+        json!([{"text": "first half"}, {"delay_ms": 8000}, {"text": ", second half"}]),
         json!([{"text": "B's answer"}]),
     ]
 }

@@ -584,18 +584,30 @@ pub fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// database: stopped, then checked with a write transaction of our own, and
 /// let go and stopped again a moment later when the lock is held.
 pub fn stop_outside_a_write(dir: &TestDir, pid: i32) {
-    let stopped = || {
+    // The process's state letter: `T` stopped, `Z` ended (not yet reaped).
+    let state = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .unwrap()
-            .rsplit(')')
-            .next()
-            .unwrap()
-            .trim_start()
-            .starts_with('T')
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|rest| rest.trim_start().chars().next())
+            })
+            .unwrap_or('X')
     };
     for _ in 0..100 {
         assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-        while !stopped() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match state() {
+                'T' => break,
+                'Z' | 'X' => panic!("process {pid} ended before it could be stopped"),
+                _ => {}
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "process {pid} did not stop within 10 s"
+            );
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
