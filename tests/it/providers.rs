@@ -6,6 +6,7 @@ use std::process::{Output, Stdio};
 use std::sync::{Arc, Mutex};
 
 use crate::support::TestDir;
+use crate::support::http::anthropic::text_stream as anthropic_stream;
 use crate::support::http::{Loopback, Reply, dead_url};
 use serde_json::{Value, json};
 
@@ -95,19 +96,6 @@ fn openai_stream(text: &[&str]) -> String {
         json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}})
     ));
     out
-}
-
-fn anthropic_stream(text: &str) -> String {
-    let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
-    [
-        event("message_start", json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 1}}})),
-        event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
-        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}})),
-        event("message_stop", json!({"type": "message_stop"})),
-    ]
-    .concat()
 }
 
 fn run(dir: &TestDir, args: &[&str], env: &[(&str, &str)]) -> Output {

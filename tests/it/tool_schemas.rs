@@ -12,6 +12,7 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use crate::support::TestDir;
+use crate::support::http::anthropic::text_stream as anthropic_stream;
 use crate::support::http::openai::text_stream;
 use crate::support::http::{Loopback, Reply};
 
@@ -60,19 +61,6 @@ fn request_to(provider: &str, reply: String) -> Value {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     requests[0].body.clone()
-}
-
-fn anthropic_stream(text: &str) -> String {
-    let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
-    [
-        event("message_start", json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 1}}})),
-        event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-        event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
-        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}})),
-        event("message_stop", json!({"type": "message_stop"})),
-    ]
-    .concat()
 }
 
 /// Each tool OpenAI is offered, by name: `{"description", "parameters"}`.

@@ -334,3 +334,22 @@ pub mod openai {
         }
     }
 }
+
+/// Anthropic's Messages stream.
+pub mod anthropic {
+    use serde_json::{Value, json};
+
+    /// A streamed answer of `text`: one text block, then `end_turn`.
+    pub fn text_stream(text: &str) -> String {
+        let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
+        [
+            event("message_start", json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 9, "output_tokens": 1}}})),
+            event("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+            event("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
+            event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+            event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}})),
+            event("message_stop", json!({"type": "message_stop"})),
+        ]
+        .concat()
+    }
+}
