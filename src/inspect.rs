@@ -799,7 +799,7 @@ pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
 
 pub fn config_show(flags: &Flags) -> Result<u8, Failure> {
     let config = crate::app::load_config(flags).map_err(Failure::usage)?;
-    print(&config.render())?;
+    print(&config.render().map_err(Failure::usage)?)?;
     Ok(exit::OK)
 }
 

@@ -297,3 +297,69 @@ fn config_flag_beats_the_environment() {
         stdout(&out)
     );
 }
+
+/// `config show` writes every section it has or fails naming the one it
+/// cannot write: `[paths] extra_roots` is joined to the config file's
+/// directory, and a directory name that is not UTF-8 cannot be TOML (the
+/// section was left out without a word).
+#[test]
+fn config_show_fails_naming_a_section_it_cannot_write() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TestDir::new();
+    let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"conf\xff"));
+    std::fs::create_dir(&odd).unwrap();
+    let file = odd.join("config.toml");
+    std::fs::write(&file, "[paths]\nextra_roots = [\"lib\"]\n").unwrap();
+    let mut command = dir.command();
+    command.arg("--config").arg(&file).args(["config", "show"]);
+    let out = output(command);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("cannot show [paths]: path contains invalid UTF-8 characters"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "", "nothing half-shown");
+    // The same file where the path is UTF-8: the section is shown.
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[paths]\nextra_roots = [\"lib\"]\n").unwrap();
+    let mut command = dir.command();
+    command.arg("--config").arg(&plain).args(["config", "show"]);
+    let out = output(command);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("\n[paths]  # config file "),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// A variable set to the empty string counts as unset (README,
+/// "Configuration"): the file's value shows, for every layered setting.
+#[test]
+fn an_empty_variable_counts_as_unset() {
+    let dir = TestDir::new();
+    dir.write_config("max_turn_requests = 7\nmode = \"read_only\"\nsandbox = \"required\"\n");
+    let mut command = dir.command();
+    for name in [
+        "PINCER_MAX_TURN_REQUESTS",
+        "PINCER_MODE",
+        "PINCER_SANDBOX",
+        "PINCER_PROVIDER",
+        "PINCER_MODEL",
+    ] {
+        command.env(name, "");
+    }
+    command.args(["config", "show"]);
+    let out = output(command);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let shown = stdout(&out);
+    for line in [
+        "max_turn_requests = 7  # config file ",
+        "mode = \"read_only\"  # config file ",
+        "sandbox = \"required\"  # config file ",
+        "# provider: none configured",
+    ] {
+        assert!(shown.contains(line), "{line}: {shown}");
+    }
+}
