@@ -4,10 +4,11 @@
 //! matcher takes the subject runs at once; answers are read as Claude Code's
 //! hooks answer (`docs/hooks.md`).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -238,10 +239,7 @@ impl HookSet {
             .map(|file| (file.path.clone(), file.digest.clone()))
             .collect();
         let pinned = run.map(|run| {
-            let mut pins = self
-                .pins
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut pins = self.pins.lock();
             if let Some((_, _, digests)) = pins.iter().find(|(r, p, _)| r == run && p == root) {
                 return digests.clone();
             }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::super::Received;
-use super::{Hub, lock};
+use super::Hub;
 use crate::core::channel::{ChannelMessage, ChannelWrite};
 use crate::core::journal::Write;
 use crate::core::session::now_millis;
@@ -53,7 +53,7 @@ impl Hub {
             return Received::Accepted;
         }
         let sender = message.sender.as_ref().map_or("", |s| s.id.as_str());
-        if lock(&self.told).insert(sender.to_owned()) {
+        if self.told.lock().insert(sender.to_owned()) {
             self.notice(message, NOT_ALLOWED).await;
         }
         self.handled(message).await;
