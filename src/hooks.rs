@@ -572,7 +572,7 @@ async fn run_command(
         .kill_on_drop(true)
         .spawn()
         .map_err(|err| format!("cannot start it: {err}"))?;
-    let group = child.id().map_or(0, |id| id as libc::pid_t);
+    let group = child.id();
     let input = serde_json::to_vec(body).map_err(|err| err.to_string())?;
     let mut stdin = child.stdin.take();
     let stdout = child.stdout.take();
@@ -603,21 +603,13 @@ async fn run_command(
             })
         }
         Err(_) => {
-            kill_group(group);
+            if let Some(group) = group {
+                crate::process::kill_group(group);
+            }
             Err(format!(
                 "no answer within {} s (stopped)",
                 timeout.as_secs()
             ))
-        }
-    }
-}
-
-/// Kills a process group.
-fn kill_group(group: libc::pid_t) {
-    if group > 0 {
-        // SAFETY: a plain syscall; a group already gone gives ESRCH.
-        unsafe {
-            libc::killpg(group, libc::SIGKILL);
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod logging;
 pub mod login;
 pub mod mcp;
 pub mod memory;
+pub mod process;
 pub mod providers;
 pub mod sandbox;
 pub mod serve;

@@ -566,7 +566,11 @@ impl Server {
                 let status = tokio::select! {
                     status = child.wait() => status,
                     _ = kill.cancelled() => {
-                        kill_group(pid);
+                        // The server's whole group: helpers it started do
+                        // not outlive it.
+                        if let Some(pid) = pid {
+                            crate::process::kill_group(pid);
+                        }
                         let _ = child.kill().await;
                         child.wait().await
                     }
@@ -684,19 +688,6 @@ fn http_transport(
     Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
         client, config,
     ))
-}
-
-/// Kills a server's whole process group (it runs in its own), so helpers it
-/// started do not outlive it.
-fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok())
-        && pid > 0
-    {
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
 }
 
 /// The wait before the next start after `failures` failures in a row: 1 s,
