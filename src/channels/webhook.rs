@@ -30,8 +30,8 @@ use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
 use crate::core::session::now_millis;
-use crate::signing::sign_with;
 pub use crate::signing::{SIGNATURE, TIMESTAMP, sign};
+use crate::signing::{sign_with, verify_with};
 
 /// How far a request's timestamp may be from now.
 pub const WINDOW_SECS: i64 = 300;
@@ -132,8 +132,7 @@ impl Webhook {
             .map_err(|_| unauthorized("X-Pincer-Timestamp is not a Unix time in seconds"))?;
         let signature =
             header(SIGNATURE).ok_or_else(|| unauthorized("missing X-Pincer-Signature"))?;
-        let expected = sign_with(&self.secret, timestamp, body);
-        if !constant_eq(signature.trim().as_bytes(), expected.as_bytes()) {
+        if !verify_with(&self.secret, timestamp, body, signature.trim()) {
             return Err(unauthorized("bad signature"));
         }
         let now = now_millis() / 1000;
@@ -252,10 +251,6 @@ impl Webhook {
             "origin": {"source": "pincer", "kind": "message"},
         })
     }
-}
-
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 struct Shared {
