@@ -5,6 +5,7 @@
 pub mod acp;
 pub mod allocator;
 pub mod app;
+pub mod causes;
 pub mod channels;
 pub mod cli;
 pub mod config;

@@ -80,7 +80,7 @@ impl Telegram {
                 };
                 return Err(DeliveryError::new(
                     kind,
-                    format!("telegram {method}: {}", super::with_causes(&err)),
+                    format!("telegram {method}: {}", crate::causes::chain(&err)),
                 ));
             }
         };

@@ -212,7 +212,7 @@ impl Webhook {
                 };
                 return Err(DeliveryError::new(
                     kind,
-                    format!("webhook POST: {}", super::with_causes(&err.without_url())),
+                    format!("webhook POST: {}", crate::causes::chain(&err.without_url())),
                 ));
             }
         };
