@@ -160,7 +160,7 @@ impl HookSet {
             .any(|hook| matches!(hook.handler, Handler::Http { .. }))
         {
             Some(
-                crate::providers::client_builder()
+                crate::net::client_builder()
                     // The answer decides; a redirect elsewhere is no answer.
                     .redirect(reqwest::redirect::Policy::none())
                     .build()

@@ -20,6 +20,7 @@ pub mod logging;
 pub mod login;
 pub mod mcp;
 pub mod memory;
+pub mod net;
 pub mod process;
 pub mod providers;
 pub mod sandbox;

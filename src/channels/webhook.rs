@@ -108,7 +108,7 @@ impl Webhook {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("callback_url {callback:?}: expected http or https"));
         }
-        let client = crate::providers::http_client(timeout)
+        let client = crate::net::http_client(timeout)
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         Ok(Self {
             name: name.to_owned(),

@@ -677,7 +677,7 @@ fn http_transport(
             .map_err(|_| format!("the value of header `{name}` is not valid"))?;
         custom.insert(header, value);
     }
-    let client = crate::providers::client_builder()
+    let client = crate::net::client_builder()
         .connect_timeout(Duration::from_secs(30))
         // Headers carry credentials: never follow a redirect elsewhere.
         .redirect(reqwest::redirect::Policy::none())

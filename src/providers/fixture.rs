@@ -202,7 +202,7 @@ mod tests {
         ])
         .await
         .unwrap();
-        let client = crate::providers::http_client(Duration::from_secs(5)).unwrap();
+        let client = crate::net::http_client(Duration::from_secs(5)).unwrap();
         let first = client
             .post(format!("{}/v1/chat/completions", server.base_url))
             .json(&serde_json::json!({"model": "m"}))

@@ -372,7 +372,7 @@ impl WebFetchTool {
     fn client(&self) -> Result<&reqwest::Client, ToolError> {
         self.client
             .get_or_init(|| {
-                crate::providers::client_builder()
+                crate::net::client_builder()
                     .dns_resolver(Arc::new(Guard {
                         allow_private: Arc::new(self.settings.allow_private.clone()),
                     }))
