@@ -15,9 +15,10 @@ mod questions;
 
 pub use launch::run;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_client_protocol_schema::v1 as acp;
 use agent_client_protocol_schema::v1::Error as RpcError;
@@ -202,7 +203,7 @@ where
                     break;
                 };
                 let token = CancellationToken::new();
-                lock(&conn.inflight).insert(id.key().clone(), token.clone());
+                conn.inflight.lock().insert(id.key().clone(), token.clone());
                 let job = Job {
                     id: Some(id),
                     method,
@@ -327,12 +328,6 @@ fn rpc_error_text(err: &RpcError) -> String {
     })
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Parses params into `T`; a failure names the offending field.
 fn params<T: DeserializeOwned>(raw: Option<Box<RawValue>>) -> Result<T, RpcError> {
     let text = raw.as_ref().map_or("{}", |raw| raw.get());
@@ -418,7 +413,7 @@ impl Connection {
             return;
         };
         let reply = self.request(&id, &method, params, &token).await;
-        lock(&self.inflight).remove(id.key());
+        self.inflight.lock().remove(id.key());
         drop(slot);
         if let Reply::Now(result) = reply {
             let result = if token.is_cancelled() && result.is_err() {
@@ -432,12 +427,12 @@ impl Connection {
 
     /// Whether requests about this session are waiting or being handled.
     fn queued(&self, key: &str) -> bool {
-        lock(&self.ordered).contains_key(key)
+        self.ordered.lock().contains_key(key)
     }
 
     /// Queues a request behind the earlier ones about the same session.
     fn enqueue(self: &Arc<Self>, key: String, job: Job) {
-        let mut ordered = lock(&self.ordered);
+        let mut ordered = self.ordered.lock();
         let tx = ordered.entry(key.clone()).or_insert_with(|| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
             let conn = self.clone();
@@ -449,7 +444,7 @@ impl Connection {
                     }
                     // Jobs are sent under this lock, so an empty queue seen
                     // under it stays empty once removed.
-                    let mut ordered = lock(&conn.ordered);
+                    let mut ordered = conn.ordered.lock();
                     if rx.is_empty() {
                         if ordered.get(&key).is_some_and(|tx| tx.same_channel(&own)) {
                             ordered.remove(&key);
@@ -479,17 +474,19 @@ impl Connection {
             "$/cancel_request" => match params::<acp::CancelRequestNotification>(raw) {
                 Ok(cancel) => {
                     let target = cancel.request_id;
-                    if let Some(token) = lock(&self.inflight).get(&target) {
+                    if let Some(token) = self.inflight.lock().get(&target) {
                         token.cancel();
                     }
                     // A prompt's request is no longer in flight once its run is queued;
                     // cancel that run instead.
-                    let run = lock(&self.prompts)
+                    let run = self
+                        .prompts
+                        .lock()
                         .iter()
                         .find_map(|(run, (id, _))| (*id.key() == target).then(|| run.clone()));
                     if let Some(run) = run {
                         let sessions: Vec<SessionId> =
-                            lock(&self.attached).keys().cloned().collect();
+                            self.attached.lock().keys().cloned().collect();
                         for session in sessions {
                             if self.runtime.cancel_run(&session, &run) {
                                 break;
@@ -547,7 +544,7 @@ impl Connection {
         mut subscription: Subscription,
         stop: CancellationToken,
     ) {
-        let mut live = convert::LiveUpdates::new(*lock(&self.view));
+        let mut live = convert::LiveUpdates::new(*self.view.lock());
         loop {
             let record = tokio::select! {
                 biased;
@@ -570,7 +567,7 @@ impl Connection {
                 | Event::QuestionAnswered {
                     question_id: id, ..
                 } => {
-                    let pending = lock(&self.permissions).remove(id);
+                    let pending = self.permissions.lock().remove(id);
                     if let Some(pending) = pending {
                         pending.cancel.cancel();
                         // The withdrawal reaches the client before what follows
@@ -581,7 +578,7 @@ impl Connection {
                 }
                 _ => {}
             }
-            let own = lock(&self.prompts).contains_key(&record.run_id);
+            let own = self.prompts.lock().contains_key(&record.run_id);
             for update in live.updates(&record.event, own) {
                 if !self.notify_update(&session, update).await {
                     return;
@@ -593,7 +590,7 @@ impl Connection {
                     _ => None,
                 };
                 let result = prompt_result(&record.run_id, &outcome, usage);
-                let waiting = lock(&self.prompts).remove(&record.run_id);
+                let waiting = self.prompts.lock().remove(&record.run_id);
                 if let Some((id, _)) = waiting {
                     self.peer.respond(&id, result).await;
                 }
@@ -605,7 +602,9 @@ impl Connection {
     /// them: a forwarder that `attach` replaced stopped before the events it
     /// had not reached, and the new one's subscription began after them.
     async fn answer_ended(&self, session: &SessionId) {
-        let runs: Vec<RunId> = lock(&self.prompts)
+        let runs: Vec<RunId> = self
+            .prompts
+            .lock()
             .iter()
             .filter(|(_, (_, of))| of == session)
             .map(|(run, _)| run.clone())
@@ -625,7 +624,7 @@ impl Connection {
                 RunState::Queued | RunState::Running | RunState::Waiting => continue,
             };
             let usage = (info.usage != Usage::default()).then_some(&info.usage);
-            let waiting = lock(&self.prompts).remove(&run);
+            let waiting = self.prompts.lock().remove(&run);
             if let Some((id, _)) = waiting {
                 self.peer
                     .respond(&id, prompt_result(&run, &outcome, usage))
@@ -648,7 +647,7 @@ impl Connection {
         };
         let token = CancellationToken::new();
         let (over, pending_over) = tokio::sync::oneshot::channel();
-        lock(&self.permissions).insert(
+        self.permissions.lock().insert(
             approval_id.to_owned(),
             PendingPermission {
                 cancel: token.clone(),
@@ -665,7 +664,7 @@ impl Connection {
                 .request("session/request_permission", &request, &token)
                 .await;
             drop(over);
-            lock(&conn.permissions).remove(&approval_id);
+            conn.permissions.lock().remove(&approval_id);
             let decision = match answer {
                 Ok(value) => match serde_json::from_value::<acp::RequestPermissionResponse>(value) {
                     Ok(response) => match response.outcome {
@@ -711,7 +710,7 @@ impl Connection {
 
     async fn shutdown(&self) {
         // Ending the per-session queues lets their tasks finish.
-        lock(&self.ordered).clear();
+        self.ordered.lock().clear();
         if self.options.owns_runtime {
             // The runtime cancels every run as soon as its shutdown starts;
             // then our requests still waiting on the client fail, so a
@@ -722,7 +721,7 @@ impl Connection {
             self.peer.close();
             self.cancel_own_runs().await;
             // Nobody is left to forward the sessions' events to.
-            for (_, attached) in lock(&self.attached).drain() {
+            for (_, attached) in self.attached.lock().drain() {
                 attached.forward.abort();
             }
         }
@@ -734,11 +733,11 @@ impl Connection {
     /// most 10 s) until each has recorded its end; the runtime and its
     /// other faces go on.
     async fn cancel_own_runs(&self) {
-        let runs: Vec<RunId> = lock(&self.prompts).keys().cloned().collect();
+        let runs: Vec<RunId> = self.prompts.lock().keys().cloned().collect();
         if runs.is_empty() {
             return;
         }
-        let sessions: Vec<SessionId> = lock(&self.attached).keys().cloned().collect();
+        let sessions: Vec<SessionId> = self.attached.lock().keys().cloned().collect();
         for run in &runs {
             for session in &sessions {
                 if self.runtime.cancel_run(session, run) {
@@ -747,7 +746,7 @@ impl Connection {
             }
         }
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !lock(&self.prompts).is_empty() && tokio::time::Instant::now() < deadline {
+        while !self.prompts.lock().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }

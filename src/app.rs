@@ -229,24 +229,6 @@ pub fn no_provider(config: &Config) -> String {
     }
 }
 
-/// An error and its causes on one line, each cause once: an error whose own
-/// text already ends with its cause's (`cannot read X: No such file…`, with
-/// the `io::Error` as its source) does not repeat it.
-pub fn chain(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if line.ends_with(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
-}
-
 /// What the command line says about opening the app.
 pub fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
     let provider = provider.cloned().unwrap_or_default();
@@ -280,28 +262,4 @@ pub fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
         }
         shutdown.cancel();
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::chain;
-    use anyhow::Context as _;
-
-    #[test]
-    fn a_cause_already_in_the_message_is_not_repeated() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
-        let err = crate::config::ConfigError::Read {
-            path: "/nope.toml".into(),
-            source: io,
-        };
-        let err = anyhow::Error::from(err);
-        assert_eq!(
-            chain(&err),
-            "cannot read config file /nope.toml: No such file"
-        );
-        let err = Err::<(), _>(anyhow::anyhow!("disk full"))
-            .context("cannot save")
-            .unwrap_err();
-        assert_eq!(chain(&err), "cannot save: disk full");
-    }
 }

@@ -61,22 +61,6 @@ pub struct DeliveryError {
     pub retry_after: Option<Duration>,
 }
 
-/// An error with its causes, `outer: inner: innermost` (reqwest hides the
-/// reason a request failed in its sources).
-pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 impl DeliveryError {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Self {
@@ -225,19 +209,4 @@ pub async fn start(
         hubs.push(hub);
     }
     Ok(hubs)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("outer")]
-    struct Outer(#[source] std::io::Error);
-
-    #[test]
-    fn errors_keep_their_causes() {
-        let error = Outer(std::io::Error::other("connection refused"));
-        assert_eq!(with_causes(&error), "outer: connection refused");
-    }
 }

@@ -14,10 +14,11 @@
 //! path boundary lets tools read are read; each is cut at
 //! [`Probe::max_file_bytes`], and all together at [`Probe::max_total_bytes`].
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::core::boundary::PathBoundary;
@@ -87,13 +88,13 @@ impl<T: Clone> Recent<T> {
 
     fn get(&self, workspace: &Path, find: impl FnOnce() -> T) -> T {
         let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slots = self.slots.lock();
             if slots.len() >= Self::MOST && !slots.contains_key(workspace) {
                 slots.clear();
             }
             slots.entry(workspace.to_path_buf()).or_default().clone()
         };
-        let mut kept = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = slot.lock();
         if let Some((at, value)) = kept.as_ref()
             && at.elapsed() < GIT_FRESH
         {

@@ -4,10 +4,11 @@
 //! matcher takes the subject runs at once; answers are read as Claude Code's
 //! hooks answer (`docs/hooks.md`).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -159,7 +160,7 @@ impl HookSet {
             .any(|hook| matches!(hook.handler, Handler::Http { .. }))
         {
             Some(
-                crate::providers::client_builder()
+                crate::net::client_builder()
                     // The answer decides; a redirect elsewhere is no answer.
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
@@ -238,10 +239,7 @@ impl HookSet {
             .map(|file| (file.path.clone(), file.digest.clone()))
             .collect();
         let pinned = run.map(|run| {
-            let mut pins = self
-                .pins
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut pins = self.pins.lock();
             if let Some((_, _, digests)) = pins.iter().find(|(r, p, _)| r == run && p == root) {
                 return digests.clone();
             }
@@ -574,7 +572,7 @@ async fn run_command(
         .kill_on_drop(true)
         .spawn()
         .map_err(|err| format!("cannot start it: {err}"))?;
-    let group = child.id().map_or(0, |id| id as libc::pid_t);
+    let group = child.id();
     let input = serde_json::to_vec(body).map_err(|err| err.to_string())?;
     let mut stdin = child.stdin.take();
     let stdout = child.stdout.take();
@@ -605,21 +603,13 @@ async fn run_command(
             })
         }
         Err(_) => {
-            kill_group(group);
+            if let Some(group) = group {
+                crate::process::kill_group(group);
+            }
             Err(format!(
                 "no answer within {} s (stopped)",
                 timeout.as_secs()
             ))
-        }
-    }
-}
-
-/// Kills a process group.
-fn kill_group(group: libc::pid_t) {
-    if group > 0 {
-        // SAFETY: a plain syscall; a group already gone gives ESRCH.
-        unsafe {
-            libc::killpg(group, libc::SIGKILL);
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod acp;
 pub mod allocator;
 pub mod app;
+pub mod causes;
 pub mod channels;
 pub mod cli;
 pub mod config;
@@ -19,6 +20,8 @@ pub mod logging;
 pub mod login;
 pub mod mcp;
 pub mod memory;
+pub mod net;
+pub mod process;
 pub mod providers;
 pub mod sandbox;
 pub mod serve;

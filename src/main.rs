@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use pincer::app::{self, Failure, chain, exit};
+use pincer::app::{self, Failure, exit};
+use pincer::causes;
 use pincer::cli::{ChatArgs, Cli, Command, ConfigCommand};
 use pincer::{acp, headless, inspect, login, memory, serve, terminal};
 
@@ -82,7 +83,7 @@ async fn dispatch(cli: Cli) -> u8 {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("pincer: {}", chain(&failure.error));
+            eprintln!("pincer: {}", causes::chain(&*failure.error));
             failure.code
         }
     }
@@ -97,7 +98,7 @@ async fn no_command(cli: &Cli) -> u8 {
         return match terminal::run(&app::flags(cli, Some(&args.provider)), &args).await {
             Ok(code) => code,
             Err(failure) => {
-                eprintln!("pincer: {}", chain(&failure.error));
+                eprintln!("pincer: {}", causes::chain(&*failure.error));
                 failure.code
             }
         };

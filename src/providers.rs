@@ -15,6 +15,7 @@ use futures::StreamExt;
 use crate::core::provider::{
     ModelRequest, Provider, ProviderError, ProviderErrorKind, ProviderStream,
 };
+use crate::net::http_client;
 
 /// The kinds of provider Pincer implements.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -72,24 +73,6 @@ impl std::fmt::Display for Problem {
 
 /// Seconds a provider may take to connect or to send the next piece of a stream.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
-
-/// An HTTP client for model providers: rustls with the `ring` provider (no
-/// system OpenSSL), HTTP/2 where the server offers it, `timeout` as the limit
-/// for connecting and for each read (a stalled stream fails, a long one does not).
-pub fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, reqwest::Error> {
-    client_builder()
-        .connect_timeout(timeout)
-        .read_timeout(timeout)
-        .build()
-}
-
-/// Every HTTP client of Pincer starts here: rustls with the `ring` provider
-/// installed (no system OpenSSL) and Pincer's user agent.
-pub fn client_builder() -> reqwest::ClientBuilder {
-    // Installing twice is harmless: the first provider stays.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
-}
 
 /// A provider's HTTP client, built on its first turn: the client and its TLS
 /// root store cost memory and time that starting `pincer acp` (answering

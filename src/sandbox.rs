@@ -756,7 +756,7 @@ pub async fn run_streaming(
     drop(command);
     drop(prepared.ruleset);
     let child = spawned.map_err(SandboxError::Spawn)?;
-    let pid = child.id() as libc::pid_t;
+    let pid = child.id();
     let guard = GroupGuard { child: Some(child) };
 
     let output = OutputReader::start(reader, stop_reader, stop_writer, request.output_limit, live)
@@ -847,7 +847,7 @@ pub async fn exec_spec_file(path: &Path) -> Result<u8, String> {
 /// timeout hit and whether it was cancelled.
 async fn end_group(
     mut guard: GroupGuard,
-    pid: libc::pid_t,
+    pid: u32,
     cancel: &CancellationToken,
     timeout: Duration,
 ) -> Result<(ExitStatus, bool, bool), SandboxError> {
@@ -861,7 +861,7 @@ async fn end_group(
     // The leader is not reaped yet, so its pid (the group id) cannot have been
     // reused: this reaches exactly the command's group, including background
     // jobs that outlived the leader and would keep a pipe open.
-    kill_group(pid);
+    crate::process::kill_group(pid);
     if timed_out || cancelled {
         // Returns once SIGKILL has ended the leader.
         let _ = exited.await;
@@ -956,7 +956,7 @@ pub async fn run_attached(
     drop(command);
     drop(prepared.ruleset);
     let child = spawned.map_err(SandboxError::Spawn)?;
-    let pid = child.id() as libc::pid_t;
+    let pid = child.id();
     let guard = GroupGuard { child: Some(child) };
     let (status, timed_out, cancelled) = end_group(guard, pid, cancel, request.timeout).await?;
     if let Err(err) = private_tmp.close() {
@@ -1070,29 +1070,14 @@ fn shell_program(env: &[(String, String)]) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
-/// Kills the command's process group with SIGKILL.
-fn kill_group(pgid: libc::pid_t) {
-    if pgid > 0 {
-        // SAFETY: a plain syscall; a group that is already gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
-}
-
 /// Blocks until the child has exited, without reaping it (so its pid, which
 /// is also the group id, stays reserved until we have killed the group).
-fn wait_for_exit(pid: libc::pid_t) {
+fn wait_for_exit(pid: u32) {
     loop {
         // SAFETY: siginfo_t is plain data; waitid only writes into it.
         let rc = unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
+            libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
         };
         if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return;
@@ -1117,12 +1102,12 @@ impl GroupGuard {
         if let Ok(Some(status)) = child.try_wait() {
             return Ok(status);
         }
-        let pid = child.id() as libc::pid_t;
+        let pid = child.id();
         let waited = tokio::task::spawn_blocking(move || child.wait()).await;
         match waited {
             Ok(result) => result.map_err(SandboxError::Wait),
             Err(err) => {
-                kill_group(pid);
+                crate::process::kill_group(pid);
                 Err(SandboxError::Wait(io::Error::other(err.to_string())))
             }
         }
@@ -1132,7 +1117,7 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_group(child.id() as libc::pid_t);
+            crate::process::kill_group(child.id());
             // Reaped off the async runtime: SIGKILL is quick but not instant.
             let reaper = std::thread::Builder::new()
                 .name("pincer-shell-reaper".to_owned())

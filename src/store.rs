@@ -22,8 +22,9 @@ mod writer;
 pub use crate::core::channel::{ChannelWrite, Draft};
 pub use crate::core::journal::{SessionQuery, Write};
 
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags};
 use thiserror::Error;
@@ -516,7 +517,7 @@ impl Store {
 
 impl Inner {
     fn take_reader(&self) -> Result<Connection, StoreError> {
-        let idle = self.readers.lock().ok().and_then(|mut pool| pool.pop());
+        let idle = self.readers.lock().pop();
         if let Some(conn) = idle {
             return Ok(conn);
         }
@@ -536,9 +537,8 @@ impl Inner {
     }
 
     fn put_reader(&self, conn: Connection) {
-        if let Ok(mut pool) = self.readers.lock()
-            && pool.len() < READERS
-        {
+        let mut pool = self.readers.lock();
+        if pool.len() < READERS {
             pool.push(conn);
         }
     }

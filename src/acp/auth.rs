@@ -41,7 +41,7 @@ impl Connection {
             .and_then(|meta| meta.get("terminal-auth"))
             .is_some_and(|v| v.as_bool() == Some(true));
         let terminal = capabilities.auth.terminal || marker;
-        *lock(&self.terminal_auth) = terminal;
+        *self.terminal_auth.lock() = terminal;
         let command = std::env::current_exe()
             .map(|path| path.display().to_string())
             .unwrap_or_else(|_| "pincer".to_owned());

@@ -7,7 +7,7 @@ impl Connection {
         let request: acp::InitializeRequest = params(raw)?;
         tracing::info!(client = ?request.client_info.as_ref().map(|i| quote(&i.name).to_string()), version = ?request.protocol_version, "initialize");
         let fs = &request.client_capabilities.fs;
-        *lock(&self.files) = (fs.read_text_file || fs.write_text_file).then(|| {
+        *self.files.lock() = (fs.read_text_file || fs.write_text_file).then(|| {
             Arc::new(ClientFs {
                 peer: self.peer.clone(),
                 read: fs.read_text_file,
@@ -15,13 +15,13 @@ impl Connection {
                 timeout: self.options.client_timeout,
             })
         });
-        *lock(&self.elicitation_form) = request
+        *self.elicitation_form.lock() = request
             .client_capabilities
             .elicitation
             .as_ref()
             .is_some_and(|e| e.form.is_some());
-        *lock(&self.view) = convert::ClientView::of(&request.client_capabilities);
-        *lock(&self.terminal) = request.client_capabilities.terminal.then(|| {
+        *self.view.lock() = convert::ClientView::of(&request.client_capabilities);
+        *self.terminal.lock() = request.client_capabilities.terminal.then(|| {
             Arc::new(ClientTerm {
                 peer: self.peer.clone(),
             })
@@ -121,18 +121,22 @@ impl Connection {
         subscription: Subscription,
         start: tokio::sync::oneshot::Receiver<()>,
     ) {
-        let files = lock(&self.files)
+        let files = self
+            .files
+            .lock()
             .clone()
             .map(|fs| fs as Arc<dyn ClientFiles>);
         self.runtime.set_client_files(&session, files);
-        let terminal = lock(&self.terminal)
+        let terminal = self
+            .terminal
+            .lock()
             .clone()
             .map(|t| t as Arc<dyn ClientTerminal>);
         self.runtime.set_client_terminal(&session, terminal);
         let conn = self.clone();
         let key = session.clone();
         let stop = CancellationToken::new();
-        let mut attached = lock(&self.attached);
+        let mut attached = self.attached.lock();
         // A session this client has open already (loaded or resumed again):
         // its forwarder stops after the event it is at, and this one starts
         // once it has, first answering the prompts whose runs ended unseen.
@@ -294,7 +298,7 @@ impl Connection {
                     .get(name)
                     .map_or(crate::core::tool::ToolKind::Other, |tool| tool.kind())
             };
-            let view = *lock(&self.view);
+            let view = *self.view.lock();
             for update in convert::history_updates(&history, kind_of, view) {
                 if cancel.is_cancelled() {
                     return Err(RpcError::request_cancelled());
@@ -452,7 +456,7 @@ impl Connection {
             .await
             .map_err(runtime_error)?;
         // The forwarder ends by itself once the session's events are drained.
-        lock(&self.attached).remove(&id);
+        self.attached.lock().remove(&id);
         to_value(acp::CloseSessionResponse::new())
     }
 
@@ -468,7 +472,7 @@ impl Connection {
             .delete_session(&id)
             .await
             .map_err(runtime_error)?;
-        lock(&self.attached).remove(&id);
+        self.attached.lock().remove(&id);
         to_value(acp::DeleteSessionResponse::new())
     }
 
@@ -477,7 +481,7 @@ impl Connection {
         session_id: &acp::SessionId,
     ) -> Result<SessionId, RpcError> {
         let id = SessionId::from_string(session_id.0.to_string());
-        if lock(&self.attached).contains_key(&id) {
+        if self.attached.lock().contains_key(&id) {
             Ok(id)
         } else {
             let shown = quote(id.as_str()).to_string();
@@ -535,7 +539,9 @@ impl Connection {
             // Registered before the run exists, so its forwarder always knows the
             // run is this client's own and whom to answer when it ends.
             let run_id = RunId::generate();
-            lock(&self.prompts).insert(run_id.clone(), (id.clone(), session.clone()));
+            self.prompts
+                .lock()
+                .insert(run_id.clone(), (id.clone(), session.clone()));
             let started = match queued_command {
                 Some(command) => {
                     self.runtime
@@ -555,7 +561,7 @@ impl Connection {
                 }
                 Ok(_) => {}
                 Err(_) => {
-                    lock(&self.prompts).remove(&run_id);
+                    self.prompts.lock().remove(&run_id);
                 }
             }
             started.map(|_| Started::Run).map_err(runtime_error)

@@ -5,8 +5,8 @@
 //! their responses are routed back through a pending-id map. Everything written
 //! goes through the protocol writer ([`crate::stdout`]).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -164,7 +164,7 @@ impl Waiting<'_> {
     /// Withdraws the request: the client learns before this returns.
     async fn withdraw(&mut self) {
         self.settled = true;
-        lock(&self.peer.pending).remove(&self.id);
+        self.peer.pending.lock().remove(&self.id);
         if !self.peer.closed.is_cancelled() {
             self.peer
                 .notify(
@@ -181,7 +181,7 @@ impl Drop for Waiting<'_> {
         if self.settled {
             return;
         }
-        lock(&self.peer.pending).remove(&self.id);
+        self.peer.pending.lock().remove(&self.id);
         if self.peer.closed.is_cancelled() {
             return;
         }
@@ -286,7 +286,7 @@ impl Peer {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
+        self.pending.lock().insert(id, tx);
         let mut waiting = Waiting {
             peer: self,
             id,
@@ -302,7 +302,7 @@ impl Peer {
             .await;
         if !sent {
             waiting.settled = true;
-            lock(&self.pending).remove(&id);
+            self.pending.lock().remove(&id);
             return Err(RpcError::internal_error().data("the client connection is closed"));
         }
         let expired = async {
@@ -341,7 +341,7 @@ impl Peer {
             tracing::warn!(id = %id, "response with an id we never sent");
             return;
         };
-        match lock(&self.pending).remove(number) {
+        match self.pending.lock().remove(number) {
             Some(tx) => {
                 let _ = tx.send(result);
             }
@@ -353,24 +353,18 @@ impl Peer {
     /// not sent.
     pub fn close(&self) {
         self.closed.cancel();
-        lock(&self.pending).clear();
+        self.pending.lock().clear();
     }
 
     /// How many of our requests wait for the client.
     #[cfg(test)]
     fn waiting(&self) -> usize {
-        lock(&self.pending).len()
+        self.pending.lock().len()
     }
 }
 
 fn closing() -> RpcError {
     RpcError::internal_error().data("the client connection closed before answering")
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One message from the client, classified.

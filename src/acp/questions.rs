@@ -20,7 +20,7 @@ impl Connection {
         else {
             return;
         };
-        let form = *lock(&self.elicitation_form);
+        let form = *self.elicitation_form.lock();
         let way = if form {
             Way::Form(elicitation_request(session, call_id, &question))
         } else if !question.options.is_empty() {
@@ -30,7 +30,7 @@ impl Connection {
         };
         let token = CancellationToken::new();
         let (over, pending_over) = tokio::sync::oneshot::channel();
-        lock(&self.permissions).insert(
+        self.permissions.lock().insert(
             question_id.to_owned(),
             PendingPermission {
                 cancel: token.clone(),
@@ -79,7 +79,7 @@ impl Connection {
                 }
             };
             drop(over);
-            lock(&conn.permissions).remove(&question_id);
+            conn.permissions.lock().remove(&question_id);
             if let Some(answer) = answer
                 && !conn
                     .runtime

@@ -44,8 +44,9 @@ mod inbound;
 mod recovery;
 mod reply;
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -87,12 +88,6 @@ pub struct Hub {
     sessions: tokio::sync::Mutex<()>,
     tasks: TaskTracker,
     cancel: CancellationToken,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A failure the hub reports; inbound handling never panics on one.

@@ -74,7 +74,7 @@ pub struct Outbox {
     /// (`Hub::start`): every intent write is fenced with it, so a process
     /// that lost the account (stopped past its lease while another took
     /// over) claims nothing more and sends nothing more.
-    fence: std::sync::Mutex<Option<crate::core::lease::Fence>>,
+    fence: parking_lot::Mutex<Option<crate::core::lease::Fence>>,
 }
 
 impl Outbox {
@@ -92,27 +92,19 @@ impl Outbox {
             max_attempts: max_attempts.max(1),
             wake: Notify::new(),
             safety,
-            fence: std::sync::Mutex::new(None),
+            fence: parking_lot::Mutex::new(None),
         }
     }
 
     /// Fences every intent write from now on with `fence` (`None`: none).
     pub fn fence_with(&self, fence: Option<crate::core::lease::Fence>) {
-        *self
-            .fence
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = fence;
+        *self.fence.lock() = fence;
     }
 
     /// `write`, fenced with the account's lease when one is held.
     fn fenced(&self, write: ChannelWrite) -> Write {
         let write = Write::Channel(write);
-        match self
-            .fence
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-        {
+        match self.fence.lock().clone() {
             Some(fence) => Write::Fenced {
                 fence,
                 write: Box::new(write),
@@ -686,9 +678,9 @@ mod tests {
     struct Stub {
         idempotent: bool,
         /// The text of every unit sent, in order.
-        sent: std::sync::Mutex<Vec<String>>,
+        sent: parking_lot::Mutex<Vec<String>>,
         /// Every message deleted, in order.
-        deleted: std::sync::Mutex<Vec<String>>,
+        deleted: parking_lot::Mutex<Vec<String>>,
         /// Deletions fail with this class.
         refuse_delete: Option<FailureKind>,
         /// How long a send takes.
@@ -725,7 +717,7 @@ mod tests {
             _: &'a str,
         ) -> BoxFuture<'a, Result<String, DeliveryError>> {
             use std::sync::atomic::Ordering::SeqCst;
-            self.sent.lock().unwrap().push(unit.text.clone());
+            self.sent.lock().push(unit.text.clone());
             Box::pin(async move {
                 let now = self.in_flight.fetch_add(1, SeqCst) + 1;
                 self.peak.fetch_max(now, SeqCst);
@@ -749,7 +741,7 @@ mod tests {
         ) -> BoxFuture<'a, Result<(), DeliveryError>> {
             let refused = self.refuse_delete;
             if refused.is_none() {
-                self.deleted.lock().unwrap().push(platform_id.to_owned());
+                self.deleted.lock().push(platform_id.to_owned());
             }
             Box::pin(async move {
                 match refused {
@@ -933,7 +925,7 @@ mod tests {
         }
         let cancel = CancellationToken::new();
         outbox.deliver_due(&cancel).await.unwrap();
-        assert_eq!(*stub.sent.lock().unwrap(), ["other chat"]);
+        assert_eq!(*stub.sent.lock(), ["other chat"]);
         assert_eq!(outbox.held().await.unwrap().len(), 2);
         // Released with the text a hook gave: it goes out, then what waited.
         let rewritten = vec![Unit {
@@ -944,10 +936,7 @@ mod tests {
         outbox.release("a", Some(rewritten)).await.unwrap();
         outbox.withhold("d", "no").await.unwrap();
         outbox.deliver_due(&cancel).await.unwrap();
-        assert_eq!(
-            *stub.sent.lock().unwrap(),
-            ["other chat", "rewritten", "after held"]
-        );
+        assert_eq!(*stub.sent.lock(), ["other chat", "rewritten", "after held"]);
         let withheld = store.intent("d").await.unwrap().unwrap();
         assert_eq!(withheld.status, IntentStatus::Withheld);
         assert_eq!(withheld.attempt, 0);
@@ -956,7 +945,7 @@ mod tests {
         assert!(outbox.release("d", None).await.is_err());
         assert!(outbox.release("a", None).await.is_err());
         outbox.deliver_due(&cancel).await.unwrap();
-        assert_eq!(stub.sent.lock().unwrap().len(), 3);
+        assert_eq!(stub.sent.lock().len(), 3);
         store.shutdown();
     }
 
@@ -993,7 +982,7 @@ mod tests {
             }
         }
         outbox.deliver_due(&CancellationToken::new()).await.unwrap();
-        let sent = stub.sent.lock().unwrap().clone();
+        let sent = stub.sent.lock().clone();
         assert_eq!(sent.len(), 40);
         for n in 0..20 {
             let chat: Vec<&String> = sent
@@ -1060,14 +1049,14 @@ mod tests {
             assert_eq!(reply.retract, None);
             match refuse {
                 None => {
-                    assert_eq!(*stub.deleted.lock().unwrap(), ["7"]);
-                    assert_eq!(*stub.sent.lock().unwrap(), ["whole"]);
+                    assert_eq!(*stub.deleted.lock(), ["7"]);
+                    assert_eq!(*stub.sent.lock(), ["whole"]);
                     assert_eq!(draft.status, IntentStatus::Cancelled);
                     assert_eq!(reply.units.len(), 1);
                 }
                 Some(_) => {
-                    assert!(stub.deleted.lock().unwrap().is_empty());
-                    let sent = stub.sent.lock().unwrap().clone();
+                    assert!(stub.deleted.lock().is_empty());
+                    let sent = stub.sent.lock().clone();
                     assert_eq!(sent.len(), 2);
                     assert!(
                         sent[0].starts_with("[pincer] The partial draft"),

@@ -53,7 +53,7 @@ impl Telegram {
                     .to_owned()
             })?
             .to_owned();
-        let client = crate::providers::http_client(poll_timeout + Duration::from_secs(15))
+        let client = crate::net::http_client(poll_timeout + Duration::from_secs(15))
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         Ok(Self {
             name: name.to_owned(),
@@ -80,7 +80,7 @@ impl Telegram {
                 };
                 return Err(DeliveryError::new(
                     kind,
-                    format!("telegram {method}: {}", super::with_causes(&err)),
+                    format!("telegram {method}: {}", crate::causes::chain(&err)),
                 ));
             }
         };

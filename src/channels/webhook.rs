@@ -30,8 +30,8 @@ use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
 use crate::core::session::now_millis;
-use crate::signing::sign_with;
 pub use crate::signing::{SIGNATURE, TIMESTAMP, sign};
+use crate::signing::{sign_with, verify_with};
 
 /// How far a request's timestamp may be from now.
 pub const WINDOW_SECS: i64 = 300;
@@ -108,7 +108,7 @@ impl Webhook {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("callback_url {callback:?}: expected http or https"));
         }
-        let client = crate::providers::http_client(timeout)
+        let client = crate::net::http_client(timeout)
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         Ok(Self {
             name: name.to_owned(),
@@ -132,8 +132,7 @@ impl Webhook {
             .map_err(|_| unauthorized("X-Pincer-Timestamp is not a Unix time in seconds"))?;
         let signature =
             header(SIGNATURE).ok_or_else(|| unauthorized("missing X-Pincer-Signature"))?;
-        let expected = sign_with(&self.secret, timestamp, body);
-        if !constant_eq(signature.trim().as_bytes(), expected.as_bytes()) {
+        if !verify_with(&self.secret, timestamp, body, signature.trim()) {
             return Err(unauthorized("bad signature"));
         }
         let now = now_millis() / 1000;
@@ -213,7 +212,7 @@ impl Webhook {
                 };
                 return Err(DeliveryError::new(
                     kind,
-                    format!("webhook POST: {}", super::with_causes(&err.without_url())),
+                    format!("webhook POST: {}", crate::causes::chain(&err.without_url())),
                 ));
             }
         };
@@ -252,10 +251,6 @@ impl Webhook {
             "origin": {"source": "pincer", "kind": "message"},
         })
     }
-}
-
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 struct Shared {

@@ -82,10 +82,7 @@ pub async fn run(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcome {
                             .flatten()
                             .reduce(f64::min)
                     });
-                *ctx.calls
-                    .budget_left
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = left;
+                *ctx.calls.budget_left.lock() = left;
                 let calls =
                     gate::run_calls(&ctx.calls, ctx.emitter, &mut ctx.history, &turn.tool_calls)
                         .await;

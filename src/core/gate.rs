@@ -35,7 +35,8 @@ mod tool_hooks;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::approval::Grant;
@@ -138,12 +139,12 @@ impl CallEnv {
     /// Marks the run to end after the current calls (the first reason
     /// stays).
     pub fn end_run(&self, reason: String) {
-        lock(&self.ended).get_or_insert(reason);
+        self.ended.lock().get_or_insert(reason);
     }
 
     /// Why a hook ended the run, if one did.
     pub fn ended_by_hook(&self) -> Option<String> {
-        lock(&self.ended).clone()
+        self.ended.lock().clone()
     }
 
     /// Whether a call of `tool` with a plan that touches no path would run
@@ -160,7 +161,7 @@ impl CallEnv {
     /// The policy's verdict on a planned call of `tool` (a shell line runs
     /// in the first directory it reads, else the workspace).
     fn check(&self, tool: &str, kind: ToolKind, plan: &Plan) -> Gate {
-        let grants = lock(&self.grants);
+        let grants = self.grants.lock();
         self.gate.rules.check(&Check {
             mode: self.mode,
             tool,
@@ -299,10 +300,4 @@ pub fn kind_of(env: &CallEnv, call: &ToolCall) -> ToolKind {
     env.tools
         .get(&call.name)
         .map_or(ToolKind::Other, |tool| tool.kind())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

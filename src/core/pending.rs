@@ -2,8 +2,9 @@
 //! The runtime parks a call here, every face can list and answer it, and the
 //! first answer wins.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
@@ -50,7 +51,7 @@ impl<T> Pending<T> {
     /// Registers a request any of `sessions` may answer.
     pub fn open_for(&self, sessions: Vec<SessionId>, id: &str) -> oneshot::Receiver<T> {
         let (tx, rx) = oneshot::channel();
-        lock(&self.waiting).insert(
+        self.waiting.lock().insert(
             id.to_owned(),
             Waiting {
                 sessions,
@@ -63,7 +64,7 @@ impl<T> Pending<T> {
 
     /// Attaches the event that asks to a waiting request.
     pub fn describe(&self, id: &str, request: Arc<EventRecord>) {
-        if let Some(waiting) = lock(&self.waiting).get_mut(id) {
+        if let Some(waiting) = self.waiting.lock().get_mut(id) {
             waiting.request = Some(request);
         }
     }
@@ -71,7 +72,9 @@ impl<T> Pending<T> {
     /// The events that asked of the requests still waiting (of one session,
     /// or of all), oldest first.
     pub fn requests(&self, session: Option<&SessionId>) -> Vec<Arc<EventRecord>> {
-        let mut requests: Vec<Arc<EventRecord>> = lock(&self.waiting)
+        let mut requests: Vec<Arc<EventRecord>> = self
+            .waiting
+            .lock()
             .values()
             .filter(|w| session.is_none_or(|s| w.sessions.contains(s)))
             .filter_map(|w| w.request.clone())
@@ -82,7 +85,7 @@ impl<T> Pending<T> {
 
     /// Answers a request; false if it is not pending (answered, timed out, cancelled, unknown).
     pub fn answer(&self, session: &SessionId, id: &str, answer: T) -> bool {
-        let mut waiting = lock(&self.waiting);
+        let mut waiting = self.waiting.lock();
         match waiting.get(id) {
             Some(w) if w.sessions.contains(session) => {}
             _ => return false,
@@ -95,12 +98,14 @@ impl<T> Pending<T> {
 
     /// Forgets a request that ended without an answer.
     pub fn close(&self, id: &str) {
-        lock(&self.waiting).remove(id);
+        self.waiting.lock().remove(id);
     }
 
     /// Ids of the requests of a session still waiting.
     pub fn waiting(&self, session: &SessionId) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.waiting)
+        let mut ids: Vec<String> = self
+            .waiting
+            .lock()
             .iter()
             .filter(|(_, w)| w.sessions.contains(session))
             .map(|(id, _)| id.clone())
@@ -108,10 +113,4 @@ impl<T> Pending<T> {
         ids.sort();
         ids
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

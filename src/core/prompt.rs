@@ -130,7 +130,7 @@ pub struct Recall {
     clock: std::sync::Arc<dyn super::clock::Clock>,
     /// The latest prompt recalled for and its block: the turns of one run
     /// share them (and so the provider's cached prefix).
-    last: std::sync::Mutex<Option<(String, Option<String>)>>,
+    last: parking_lot::Mutex<Option<(String, Option<String>)>>,
 }
 
 impl Recall {
@@ -144,7 +144,7 @@ impl Recall {
             keys,
             settings,
             clock: std::sync::Arc::new(super::clock::SystemClock),
-            last: std::sync::Mutex::new(None),
+            last: parking_lot::Mutex::new(None),
         }
     }
 
@@ -182,7 +182,7 @@ impl Recall {
             return None;
         }
         let prompt = latest_prompt(messages)?;
-        if let Some((text, block)) = self.last.lock().ok()?.as_ref()
+        if let Some((text, block)) = self.last.lock().as_ref()
             && *text == prompt
         {
             return block.clone();
@@ -210,9 +210,7 @@ impl Recall {
                 None
             }
         };
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some((prompt, block.clone()));
-        }
+        *self.last.lock() = Some((prompt, block.clone()));
         block
     }
 }

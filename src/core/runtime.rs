@@ -14,9 +14,10 @@ mod worker;
 
 pub use subagents::SubagentConfig;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use thiserror::Error;
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -326,7 +327,7 @@ struct Inner {
     /// Where everything durable goes.
     journal: Arc<dyn Journal>,
     /// Swapped whole when the person logs in or out (`set_providers`).
-    providers: std::sync::RwLock<Arc<Providers>>,
+    providers: parking_lot::RwLock<Arc<Providers>>,
     /// The tools and the rules around them, shared by every run.
     gate: Arc<ToolGate>,
     /// Approvals waiting for an answer from any face; the first answer wins.
@@ -487,7 +488,7 @@ impl Runtime {
         Self {
             inner: Arc::new(Inner {
                 journal,
-                providers: std::sync::RwLock::new(Arc::new(providers)),
+                providers: parking_lot::RwLock::new(Arc::new(providers)),
                 gate,
                 approvals: Arc::new(PendingApprovals::default()),
                 questions: Arc::new(PendingQuestions::default()),
@@ -521,7 +522,7 @@ impl Runtime {
             }
             return;
         };
-        let previous = std::mem::replace(&mut *lock(&live.session_tools), tools);
+        let previous = std::mem::replace(&mut *live.session_tools.lock(), tools);
         if let Some(previous) = previous {
             previous.shutdown().await;
         }
@@ -529,21 +530,13 @@ impl Runtime {
 
     /// The providers now: a snapshot; a login or logout swaps in new ones.
     pub fn providers(&self) -> Arc<Providers> {
-        self.inner
-            .providers
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.inner.providers.read().clone()
     }
 
     /// Replaces the providers (after a login or logout): sessions and runs
     /// from now on use the new ones.
     pub fn set_providers(&self, providers: Providers) {
-        *self
-            .inner
-            .providers
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(providers);
+        *self.inner.providers.write() = Arc::new(providers);
     }
 
     pub fn gate(&self) -> &ToolGate {
@@ -562,7 +555,7 @@ impl Runtime {
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
         let (provider, model) = {
-            let session = lock(&live.session);
+            let session = live.session.lock();
             (session.provider.clone(), session.model.clone())
         };
         self.check_content(&provider, &model, &content)?;
@@ -642,7 +635,7 @@ impl Runtime {
 
     /// How many sessions have a worker in this process.
     pub fn live_sessions(&self) -> usize {
-        lock(&self.inner.live).len()
+        self.inner.live.lock().len()
     }
 
     /// The runtime's counters (tool calls, provider latency).
@@ -653,7 +646,7 @@ impl Runtime {
     /// The answers a session remembers.
     pub async fn grants(&self, id: &SessionId) -> Result<Vec<Grant>, RuntimeError> {
         if let Some(live) = self.live(id) {
-            return Ok(lock(&live.grants).clone());
+            return Ok(live.grants.lock().clone());
         }
         self.session(id).await?;
         Ok(self.inner.journal.grants(id).await?)
@@ -663,7 +656,7 @@ impl Runtime {
     /// to the local filesystem with `None`).
     pub fn set_client_files(&self, id: &SessionId, files: Option<Arc<dyn ClientFiles>>) {
         if let Some(live) = self.live(id) {
-            *lock(&live.client_files) = files;
+            *live.client_files.lock() = files;
         }
     }
 
@@ -671,7 +664,7 @@ impl Runtime {
     /// server's own sandboxed runner).
     pub fn set_client_terminal(&self, id: &SessionId, terminal: Option<Arc<dyn ClientTerminal>>) {
         if let Some(live) = self.live(id) {
-            *lock(&live.client_terminal) = terminal;
+            *live.client_terminal.lock() = terminal;
         }
     }
 
@@ -814,7 +807,7 @@ impl Runtime {
     /// Makes a stored session live (reopening it if it was closed) and returns it.
     pub async fn open_session(&self, id: &SessionId) -> Result<Session, RuntimeError> {
         if let Some(live) = self.live(id) {
-            return Ok(lock(&live.session).clone());
+            return Ok(live.session.lock().clone());
         }
         let mut session = self
             .inner
@@ -844,7 +837,7 @@ impl Runtime {
     /// The session's current state, live or stored.
     pub async fn session(&self, id: &SessionId) -> Result<Session, RuntimeError> {
         if let Some(live) = self.live(id) {
-            return Ok(lock(&live.session).clone());
+            return Ok(live.session.lock().clone());
         }
         self.inner
             .journal
@@ -1041,7 +1034,7 @@ impl Runtime {
         // default once there is one (after a login).
         let unset = self
             .live(id)
-            .is_some_and(|live| lock(&live.session).provider.is_empty());
+            .is_some_and(|live| live.session.lock().provider.is_empty());
         if unset && let Some(choice) = self.providers().default_choice() {
             self.update_settings(id, move |session| {
                 session.provider = choice.provider;
@@ -1119,7 +1112,7 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        let pending = lock(&live.pending);
+        let pending = live.pending.lock();
         for (_, token) in pending.iter() {
             token.cancel();
         }
@@ -1153,7 +1146,7 @@ impl Runtime {
         let Some(live) = self.live(session) else {
             return false;
         };
-        let pending = lock(&live.pending);
+        let pending = live.pending.lock();
         match pending.iter().find(|(id, _)| id == run) {
             Some((_, token)) => {
                 token.cancel();
@@ -1238,7 +1231,7 @@ impl Runtime {
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
         let session = {
-            let mut session = lock(&live.session);
+            let mut session = live.session.lock();
             change(&mut session)?;
             session.updated_at = now_millis();
             session.clone()
@@ -1279,7 +1272,7 @@ impl Runtime {
     /// Cancels a session's runs, waits for them to record their end, and marks it closed.
     pub async fn close_session(&self, id: &SessionId) -> Result<(), RuntimeError> {
         let live = {
-            let mut map = lock(&self.inner.live);
+            let mut map = self.inner.live.lock();
             map.remove(id)
         };
         let Some(live) = live else {
@@ -1299,22 +1292,22 @@ impl Runtime {
                 .await?;
             return Ok(());
         };
-        for (_, token) in lock(&live.pending).iter() {
+        for (_, token) in live.pending.lock().iter() {
             token.cancel();
         }
         live.closed.cancel();
         // The worker drains its queue (recording queued runs as cancelled) and exits.
-        let worker = lock(&live.worker).take();
+        let worker = live.worker.lock().take();
         if let Some(worker) = worker
             && let Err(err) = worker.await
         {
             tracing::error!(session = %id, error = %err, "session worker failed");
         }
-        let tools = lock(&live.session_tools).take();
+        let tools = live.session_tools.lock().take();
         if let Some(tools) = tools {
             tools.shutdown().await;
         }
-        let session = lock(&live.session).clone();
+        let session = live.session.lock().clone();
         self.session_hooks(HookEvent::SessionEnd, &session, "reason", "other")
             .await;
         self.inner
@@ -1331,25 +1324,31 @@ impl Runtime {
     /// Cancels every run, waits for each to record its end, and flushes the store.
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
-        let sessions: Vec<Arc<LiveSession>> = lock(&self.inner.live).values().cloned().collect();
+        let sessions: Vec<Arc<LiveSession>> = self.inner.live.lock().values().cloned().collect();
         for live in sessions {
-            for (_, token) in lock(&live.pending).iter() {
+            for (_, token) in live.pending.lock().iter() {
                 token.cancel();
             }
             live.closed.cancel();
         }
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
-        let extra: Vec<Arc<dyn SessionTools>> = lock(&self.inner.live)
+        let extra: Vec<Arc<dyn SessionTools>> = self
+            .inner
+            .live
+            .lock()
             .values()
-            .filter_map(|live| lock(&live.session_tools).take())
+            .filter_map(|live| live.session_tools.lock().take())
             .collect();
         futures::future::join_all(extra.iter().map(|tools| tools.shutdown())).await;
         // `SessionEnd` hooks of the sessions still open, given a few seconds
         // at most: the process is on its way out.
-        let open: Vec<Session> = lock(&self.inner.live)
+        let open: Vec<Session> = self
+            .inner
+            .live
+            .lock()
             .values()
-            .map(|live| lock(&live.session).clone())
+            .map(|live| live.session.lock().clone())
             .collect();
         let ends = open.iter().map(|session| {
             self.session_hooks(
@@ -1367,7 +1366,7 @@ impl Runtime {
         }
         // Dropping the live sessions closes their event channels, so subscribers
         // drain what is left and then end.
-        lock(&self.inner.live).clear();
+        self.inner.live.lock().clear();
         if let Err(err) = self.inner.journal.flush().await {
             tracing::error!(error = %err, "final flush failed");
         }
@@ -1379,7 +1378,7 @@ impl Runtime {
     }
 
     fn live(&self, id: &SessionId) -> Option<Arc<LiveSession>> {
-        lock(&self.inner.live).get(id).cloned()
+        self.inner.live.lock().get(id).cloned()
     }
 
     fn make_live(&self, session: Session, grants: Vec<Grant>) -> Result<(), RuntimeError> {
@@ -1412,7 +1411,7 @@ impl Runtime {
             steering: Arc::default(),
         });
         {
-            let mut map = lock(&self.inner.live);
+            let mut map = self.inner.live.lock();
             if map.contains_key(&id) {
                 return Ok(());
             }
@@ -1424,7 +1423,7 @@ impl Runtime {
             .inner
             .tasks
             .spawn(async move { runtime.session_worker(worker_live, rx).await });
-        *lock(&live.worker) = Some(worker);
+        *live.worker.lock() = Some(worker);
         Ok(())
     }
 
@@ -1439,7 +1438,7 @@ impl Runtime {
         let live = self
             .live(id)
             .ok_or_else(|| RuntimeError::SessionNotFound(id.clone()))?;
-        *lock(&live.extra_roots) = roots;
+        *live.extra_roots.lock() = roots;
         Ok(())
     }
 }
@@ -1509,12 +1508,6 @@ fn trust_notice(found: &super::hooks::WorkspaceHooks) -> Option<String> {
     ))
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 #[cfg(test)]
 mod growth_tests;
 #[cfg(test)]
@@ -1543,7 +1536,7 @@ mod tests {
 
     impl Drop for DropFlag {
         fn drop(&mut self) {
-            *lock(&self.0) = Some(Instant::now());
+            *self.0.lock() = Some(Instant::now());
             self.1.store(true, Ordering::SeqCst);
         }
     }
@@ -1865,7 +1858,7 @@ mod tests {
         assert_eq!(rt.cancel(&session.id).unwrap(), 1);
         let outcome = ticket.done.await.unwrap();
         assert_eq!(outcome, RunOutcome::Cancelled);
-        let dropped_at = lock(&dropped).expect("the provider stream was dropped");
+        let dropped_at = dropped.lock().expect("the provider stream was dropped");
         let latency = dropped_at.duration_since(cancelled_at);
         assert!(
             latency < Duration::from_millis(100),
@@ -2302,7 +2295,7 @@ mod tests {
 
         fn stream(&self, request: ModelRequest) -> ProviderStream {
             if let Some(spec) = request.tools.iter().find(|spec| spec.name == "built_in") {
-                lock(&self.seen).push(Arc::as_ptr(spec) as usize);
+                self.seen.lock().push(Arc::as_ptr(spec) as usize);
             }
             CallingProvider {
                 tool: "extra__probe",
@@ -2346,7 +2339,7 @@ mod tests {
             );
         }
         // Two turns a run, three runs: one spec, made once.
-        let seen = lock(&seen).clone();
+        let seen = seen.lock().clone();
         assert_eq!(seen.len(), 6, "{seen:?}");
         assert!(seen.iter().all(|at| *at == seen[0]), "{seen:?}");
         assert_eq!(made.load(Ordering::SeqCst), 1);

@@ -9,7 +9,8 @@
 //! adds it later) and a search runs on words alone; the failure is logged
 //! once per minute at most and [`Memories::degraded`] says why.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -73,9 +74,7 @@ impl Semantic {
     async fn vectors(&self, texts: &[String]) -> Option<Vec<Vec<f32>>> {
         match self.embedder.embed(texts).await {
             Ok(vectors) => {
-                if let Ok(mut failing) = self.failing.lock()
-                    && failing.take().is_some()
-                {
+                if self.failing.lock().take().is_some() {
                     tracing::info!(
                         embeddings = self.embedder.label(),
                         "memory embeddings answer again; searching by meaning and words"
@@ -89,7 +88,8 @@ impl Semantic {
                     self.embedder.label(),
                     err.message
                 );
-                if let Ok(mut failing) = self.failing.lock() {
+                {
+                    let mut failing = self.failing.lock();
                     let due = failing
                         .as_ref()
                         .is_none_or(|(_, at)| at.elapsed() >= WARN_EVERY);
@@ -222,9 +222,6 @@ impl Memories for Semantic {
     }
 
     fn degraded(&self) -> Option<String> {
-        self.failing
-            .lock()
-            .ok()
-            .and_then(|failing| failing.as_ref().map(|(text, _)| text.clone()))
+        self.failing.lock().as_ref().map(|(text, _)| text.clone())
     }
 }

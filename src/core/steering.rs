@@ -7,7 +7,7 @@
 //! nothing left (so a message put in is always either taken or refused,
 //! never lost between the two).
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use super::ids::RunId;
 use super::session::ContentPart;
@@ -27,7 +27,7 @@ struct State {
 impl SteerBox {
     /// A run that takes steering starts.
     pub fn open(&self, run: RunId) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.open = Some(run);
         state.waiting.clear();
     }
@@ -35,7 +35,7 @@ impl SteerBox {
     /// Puts a message in: the run that will take it, or `None` when no run
     /// takes messages now.
     pub fn put(&self, content: Vec<ContentPart>) -> Option<RunId> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.open.is_some() {
             state.waiting.push(content);
         }
@@ -44,13 +44,13 @@ impl SteerBox {
 
     /// The messages put in since the last take.
     pub fn take(&self) -> Vec<Vec<ContentPart>> {
-        std::mem::take(&mut self.lock().waiting)
+        std::mem::take(&mut self.state.lock().waiting)
     }
 
     /// Closes the box if nothing waits (the run may end); else the messages
     /// that came meanwhile, and it stays open.
     pub fn close_if_empty(&self) -> Vec<Vec<ContentPart>> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.waiting.is_empty() {
             state.open = None;
         }
@@ -59,15 +59,9 @@ impl SteerBox {
 
     /// Closes the box whatever waits: what was left, for the conversation.
     pub fn close(&self) -> Vec<Vec<ContentPart>> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.open = None;
         std::mem::take(&mut state.waiting)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -12,9 +12,10 @@
 //! the framing a provider adds, and for families without a public tokenizer.
 //! Measured errors are in `docs/prompt.md`.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use tiktoken_rs::CoreBPE;
 
@@ -149,16 +150,15 @@ fn cached(encoding: Encoding, text: &str, count: impl FnOnce() -> usize) -> usiz
     text.hash(&mut hasher);
     let key = hasher.finish();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(count) = cache.lock().ok().and_then(|c| c.get(&key).copied()) {
+    if let Some(count) = cache.lock().get(&key).copied() {
         return count;
     }
     let counted = count();
-    if let Ok(mut cache) = cache.lock() {
-        if cache.len() >= MOST {
-            cache.clear();
-        }
-        cache.insert(key, counted);
+    let mut cache = cache.lock();
+    if cache.len() >= MOST {
+        cache.clear();
     }
+    cache.insert(key, counted);
     counted
 }
 
@@ -195,8 +195,8 @@ impl Calibration {
     pub fn ratio(&self, provider: &str, model: &str) -> f64 {
         self.ratios
             .lock()
-            .ok()
-            .and_then(|ratios| ratios.get(&key(provider, model)).copied())
+            .get(&key(provider, model))
+            .copied()
             .unwrap_or(1.0)
     }
 
@@ -207,10 +207,9 @@ impl Calibration {
             return;
         }
         let seen = (reported as f64 / estimated as f64).clamp(RATIO_BOUNDS.0, RATIO_BOUNDS.1);
-        if let Ok(mut ratios) = self.ratios.lock() {
-            let ratio = ratios.entry(key(provider, model)).or_insert(seen);
-            *ratio = (1.0 - SMOOTHING) * *ratio + SMOOTHING * seen;
-        }
+        let mut ratios = self.ratios.lock();
+        let ratio = ratios.entry(key(provider, model)).or_insert(seen);
+        *ratio = (1.0 - SMOOTHING) * *ratio + SMOOTHING * seen;
     }
 }
 

@@ -417,12 +417,7 @@ impl Streaming {
 /// session and provider had cost before it, in the budgets' currency.
 pub fn spent(ctx: &RunContext<'_>, config: &LoopConfig) -> budget::Spent {
     let currency = &config.budgets.currency;
-    let delegated = ctx
-        .calls
-        .delegated
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let delegated = ctx.calls.delegated.lock().clone();
     budget::Spent {
         run: budget::amount(ctx.emitter.cost.as_ref(), currency)
             + budget::amount(delegated.as_ref(), currency),

@@ -1,11 +1,12 @@
 //! One MCP server of a session: started on first use, restarted with backoff
 //! after it exits, stopped with the session.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -89,7 +90,8 @@ impl Connection {
     }
 
     fn exit_reason(&self) -> String {
-        lock(&self.exit)
+        self.exit
+            .lock()
             .clone()
             .unwrap_or_else(|| "the connection closed".to_owned())
     }
@@ -132,7 +134,7 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
-        let ctx = lock(&self.progress).get(&params.progress_token).cloned();
+        let ctx = self.progress.lock().get(&params.progress_token).cloned();
         if let Some(ctx) = ctx {
             let mut text = match params.total {
                 Some(total) => format!("{}/{total}", params.progress),
@@ -254,7 +256,9 @@ impl Server {
             }
             Err(err) => return Err(self.call_failed(&err)),
         };
-        lock(&progress).insert(handle.progress_token.clone(), ctx.clone());
+        progress
+            .lock()
+            .insert(handle.progress_token.clone(), ctx.clone());
         enum Ended {
             Answer(
                 Box<
@@ -275,7 +279,7 @@ impl Server {
             _ = dead.cancelled() => Ended::Died,
             _ = tokio::time::sleep(self.settings.call_timeout) => Ended::TimedOut,
         };
-        lock(&progress).remove(&handle.progress_token);
+        progress.lock().remove(&handle.progress_token);
         let answer = match ended {
             Ended::Answer(answer) => answer,
             Ended::Cancelled => {
@@ -546,7 +550,7 @@ impl Server {
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::info!(target: "pincer::mcp", server = %log_name, "stderr: {line}");
-                let mut tail = lock(&log_tail);
+                let mut tail = log_tail.lock();
                 if tail.len() == STDERR_TAIL {
                     tail.remove(0);
                 }
@@ -562,7 +566,11 @@ impl Server {
                 let status = tokio::select! {
                     status = child.wait() => status,
                     _ = kill.cancelled() => {
-                        kill_group(pid);
+                        // The server's whole group: helpers it started do
+                        // not outlive it.
+                        if let Some(pid) = pid {
+                            crate::process::kill_group(pid);
+                        }
                         let _ = child.kill().await;
                         child.wait().await
                     }
@@ -571,7 +579,7 @@ impl Server {
                     Ok(status) => status.to_string(),
                     Err(err) => format!("cannot wait for the process: {err}"),
                 };
-                *lock(&exit) = Some(text);
+                *exit.lock() = Some(text);
                 // Whatever the server still wrote to stderr is logged before
                 // anyone reads why it ended.
                 let _ = tokio::time::timeout(Duration::from_secs(1), logger).await;
@@ -603,13 +611,13 @@ impl Server {
                     .is_ok();
                 kill.cancel();
                 let _ = reaper.await;
-                let status = lock(&exit).clone().unwrap_or_default();
+                let status = exit.lock().clone().unwrap_or_default();
                 let mut message = if exited {
                     format!("it exited during the handshake ({status})")
                 } else {
                     reason
                 };
-                let tail = lock(&tail).clone();
+                let tail = tail.lock().clone();
                 if let Some(last) = tail.last() {
                     message.push_str(&format!("; its last output: {last}"));
                 }
@@ -669,7 +677,7 @@ fn http_transport(
             .map_err(|_| format!("the value of header `{name}` is not valid"))?;
         custom.insert(header, value);
     }
-    let client = crate::providers::client_builder()
+    let client = crate::net::client_builder()
         .connect_timeout(Duration::from_secs(30))
         // Headers carry credentials: never follow a redirect elsewhere.
         .redirect(reqwest::redirect::Policy::none())
@@ -682,19 +690,6 @@ fn http_transport(
     ))
 }
 
-/// Kills a server's whole process group (it runs in its own), so helpers it
-/// started do not outlive it.
-fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok())
-        && pid > 0
-    {
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-}
-
 /// The wait before the next start after `failures` failures in a row: 1 s,
 /// doubling, at most `MAX_BACKOFF`.
 fn backoff(failures: u32) -> Duration {
@@ -704,15 +699,9 @@ fn backoff(failures: u32) -> Duration {
 }
 
 fn exit_text(exit: &Mutex<Option<String>>) -> String {
-    lock(exit)
+    exit.lock()
         .clone()
         .unwrap_or_else(|| "the connection closed".to_owned())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

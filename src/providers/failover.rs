@@ -10,8 +10,9 @@
 //! pass through untouched: a turn is never replayed after visible output.
 //! Authentication, unknown-model and context-length errors are not retried.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -84,7 +85,7 @@ impl Failover {
     /// Members in the order to try them now: those not cooling first (in list
     /// order), then the cooling ones, soonest available first.
     fn order(&self) -> Vec<usize> {
-        let health = lock(&self.health);
+        let health = self.health.lock();
         let now = Instant::now();
         let (mut ready, mut cooling): (Vec<usize>, Vec<usize>) = (0..self.members.len())
             .partition(|&i| health[i].cooling_until.is_none_or(|until| until <= now));
@@ -92,12 +93,6 @@ impl Failover {
         ready.append(&mut cooling);
         ready
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The wait before attempt `attempt` (from 1): exponential with ±25 % jitter,
@@ -334,7 +329,7 @@ impl Provider for Failover {
                     }
                     Some(Ok(event)) if !trying.started => {
                         trying.started = true;
-                        lock(&walk.health)[trying.index] = Health::default();
+                        walk.health.lock()[trying.index] = Health::default();
                         let served = ProviderEvent::Served {
                             provider: trying.provider.clone(),
                             model: trying.model.clone(),
@@ -348,7 +343,7 @@ impl Provider for Failover {
                         let index = trying.index;
                         walk.trying = None;
                         walk.last = Some(error);
-                        let mut health = lock(&walk.health);
+                        let mut health = walk.health.lock();
                         let entry = &mut health[index];
                         entry.failures += 1;
                         let cooldown = COOLDOWN_BASE
@@ -397,7 +392,7 @@ mod tests {
         }
 
         fn calls(&self) -> usize {
-            lock(&self.models).len()
+            self.models.lock().len()
         }
     }
 
@@ -407,8 +402,10 @@ mod tests {
         }
 
         fn stream(&self, request: ModelRequest) -> ProviderStream {
-            lock(&self.models).push(request.model);
-            let outcome = lock(&self.outcomes)
+            self.models.lock().push(request.model);
+            let outcome = self
+                .outcomes
+                .lock()
                 .pop_front()
                 .unwrap_or(Err(ProviderErrorKind::Server));
             match outcome {
@@ -542,9 +539,9 @@ mod tests {
         assert_eq!(event.unwrap(), ProviderEvent::Text("from b".into()));
         assert_eq!(served, Some(("b".to_owned(), "b-model".to_owned())));
         assert_eq!(a.calls(), 3);
-        assert_eq!(lock(&b.models).as_slice(), ["b-model"]);
+        assert_eq!(b.models.lock().as_slice(), ["b-model"]);
         // `a` is cooling down now: the next turn goes to `b` first.
-        lock(&b.outcomes).push_back(Ok("again"));
+        b.outcomes.lock().push_back(Ok("again"));
         assert_eq!(
             first(&failover).await.unwrap(),
             ProviderEvent::Text("again".into())
@@ -565,19 +562,19 @@ mod tests {
             quick(),
         );
         assert!(first(&failover).await.is_err());
-        let one = lock(&failover.health)[0];
+        let one = failover.health.lock()[0];
         assert_eq!(one.failures, 1);
         assert!(first(&failover).await.is_err());
-        let two = lock(&failover.health)[0];
+        let two = failover.health.lock()[0];
         assert_eq!(two.failures, 2);
         let left = two.cooling_until.unwrap() - Instant::now();
         assert!(
             left > Duration::from_millis(1500) && left <= Duration::from_secs(2),
             "{left:?}"
         );
-        lock(&a.outcomes).push_back(Ok("back"));
+        a.outcomes.lock().push_back(Ok("back"));
         assert!(first(&failover).await.is_ok());
-        let health = lock(&failover.health)[0];
+        let health = failover.health.lock()[0];
         assert_eq!((health.failures, health.cooling_until), (0, None));
     }
 

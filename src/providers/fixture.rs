@@ -2,7 +2,8 @@
 //! answers each with the next scripted response — a status, headers, and a body
 //! sent in timed chunks (an SSE stream), optionally cut mid-stream.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -110,10 +111,7 @@ impl FixtureServer {
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.requests.lock().clone()
     }
 }
 
@@ -159,18 +157,14 @@ async fn serve(
         buf.extend_from_slice(&chunk[..n]);
     }
     let body = serde_json::from_slice(&buf[header_end..]).unwrap_or(serde_json::Value::Null);
-    recorded
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(RecordedRequest {
-            method,
-            path,
-            headers,
-            body,
-        });
+    recorded.lock().push(RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+    });
     let response = queue
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .pop_front()
         .unwrap_or_else(|| FixtureResponse::error(500, r#"{"error":"no more fixtures"}"#));
     tokio::time::sleep(response.first_byte_delay).await;
@@ -208,7 +202,7 @@ mod tests {
         ])
         .await
         .unwrap();
-        let client = crate::providers::http_client(Duration::from_secs(5)).unwrap();
+        let client = crate::net::http_client(Duration::from_secs(5)).unwrap();
         let first = client
             .post(format!("{}/v1/chat/completions", server.base_url))
             .json(&serde_json::json!({"model": "m"}))

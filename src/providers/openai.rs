@@ -176,7 +176,7 @@ struct ErrorContext {
 impl ErrorContext {
     /// A failure to send the request or to read the stream.
     fn transport(&self, err: &reqwest::Error) -> ProviderError {
-        let detail = error_chain(err);
+        let detail = crate::causes::chain(err);
         if err.is_timeout() {
             ProviderError::new(
                 ProviderErrorKind::Timeout,
@@ -310,21 +310,6 @@ impl ErrorContext {
         };
         ProviderError::new(kind, text)
     }
-}
-
-/// The error and its sources in one line: reqwest's own text is terse.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

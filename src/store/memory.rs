@@ -2,8 +2,8 @@
 //! by words through `store::words`, by meaning through `store::vectors`,
 //! fused by `core::memory::index::fuse`.
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter, types::Value};
 
@@ -245,9 +245,7 @@ pub(super) fn search(
     };
     let within: Option<HashSet<String>> = scope_tokens(&search.within);
     let near = {
-        let mut vectors = vectors
-            .lock()
-            .map_err(|_| StoreError::Read("the memory vector index was poisoned".into()))?;
+        let mut vectors = vectors.lock();
         vectors.sync(conn, &query.model)?.nearest(
             &query.vector,
             within.as_ref(),
@@ -271,9 +269,7 @@ fn search_words(
 ) -> Result<Vec<MemoryHit>, StoreError> {
     let within: Option<Vec<String>> = scope_tokens(&search.within);
     let ranked = {
-        let mut words = words
-            .lock()
-            .map_err(|_| StoreError::Read("the memory word index was poisoned".into()))?;
+        let mut words = words.lock();
         words
             .sync(conn)?
             .search(&search.text, within.as_deref(), search.limit.max(1))

@@ -10,9 +10,10 @@ mod runs;
 mod sessions;
 mod tape;
 
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
@@ -88,7 +89,7 @@ impl WriterHandle {
 
     pub(super) fn shutdown(&self) {
         let _ = self.tx.send(Command::Shutdown);
-        let handle = self.thread.lock().ok().and_then(|mut slot| slot.take());
+        let handle = self.thread.lock().take();
         if let Some(handle) = handle
             && handle.join().is_err()
         {

@@ -10,12 +10,13 @@
 //! so the same tree gives the same answer. This module knows the core's tool
 //! seam and nothing of the faces.
 
+use parking_lot::Mutex;
 use std::fmt::Write as _;
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use globset::{GlobBuilder, GlobMatcher};
 use grep_matcher::Matcher;
@@ -309,13 +310,13 @@ impl<T> Gather<T> {
 
 impl<T> Drop for Gather<T> {
     fn drop(&mut self) {
-        let mut all = self.into.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all = self.into.lock();
         all.append(&mut self.local);
     }
 }
 
 fn take_all<T>(shared: &Mutex<Vec<T>>) -> Vec<T> {
-    std::mem::take(&mut *shared.lock().unwrap_or_else(PoisonError::into_inner))
+    std::mem::take(&mut *shared.lock())
 }
 
 fn plural(count: usize, one: &str, many: &str) -> String {

@@ -18,10 +18,11 @@
 //! tool output. Each run keeps what it fetched, so the same URL twice in
 //! one run is one request.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr as _;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -371,7 +372,7 @@ impl WebFetchTool {
     fn client(&self) -> Result<&reqwest::Client, ToolError> {
         self.client
             .get_or_init(|| {
-                crate::providers::client_builder()
+                crate::net::client_builder()
                     .dns_resolver(Arc::new(Guard {
                         allow_private: Arc::new(self.settings.allow_private.clone()),
                     }))
@@ -410,17 +411,18 @@ impl WebFetchTool {
 
     fn cached(&self, run: Option<&RunId>, url: &str) -> Option<String> {
         let run = run?;
-        let cache = self.cache.lock().ok()?;
-        cache
+        self.cache
+            .lock()
             .iter()
             .find(|(r, _)| r == run)
             .and_then(|(_, urls)| urls.get(url).cloned())
     }
 
     fn remember(&self, run: Option<&RunId>, url: &str, text: &str) {
-        let (Some(run), Ok(mut cache)) = (run, self.cache.lock()) else {
+        let Some(run) = run else {
             return;
         };
+        let mut cache = self.cache.lock();
         if let Some((_, urls)) = cache.iter_mut().find(|(r, _)| r == run) {
             urls.insert(url.to_owned(), text.to_owned());
             return;

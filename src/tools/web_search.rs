@@ -72,7 +72,7 @@ impl WebSearchTool {
     fn client(&self) -> Result<&reqwest::Client, ToolError> {
         self.client
             .get_or_init(|| {
-                crate::providers::client_builder()
+                crate::net::client_builder()
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .map_err(|err| err.to_string())

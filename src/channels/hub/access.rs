@@ -5,25 +5,19 @@
 use std::sync::Arc;
 
 use super::super::Received;
-use super::{Hub, lock};
+use super::Hub;
 use crate::core::channel::{ChannelMessage, ChannelWrite};
 use crate::core::journal::Write;
 use crate::core::session::now_millis;
+use crate::signing::same_secret;
 
 const NOT_ALLOWED: &str = "You are not allowed to use this Pincer. Ask its operator for the pairing code, then send /pair CODE.";
 
-/// Compares secrets without an early exit on the first difference.
-fn constant_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Whether `code` is the channel's pairing code; no code set pairs nobody.
 fn pairs(expected: Option<&str>, code: &str) -> bool {
-    expected.is_some_and(|expected| !expected.is_empty() && constant_eq(expected, code))
+    expected.is_some_and(|expected| {
+        !expected.is_empty() && same_secret(expected.as_bytes(), code.as_bytes())
+    })
 }
 
 impl Hub {
@@ -53,7 +47,7 @@ impl Hub {
             return Received::Accepted;
         }
         let sender = message.sender.as_ref().map_or("", |s| s.id.as_str());
-        if lock(&self.told).insert(sender.to_owned()) {
+        if self.told.lock().insert(sender.to_owned()) {
             self.notice(message, NOT_ALLOWED).await;
         }
         self.handled(message).await;
@@ -93,13 +87,6 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(constant_eq("abc123", "abc123"));
-        assert!(!constant_eq("abc123", "abc124"));
-        assert!(!constant_eq("abc", "abcd"));
-    }
 
     #[test]
     fn only_the_set_code_pairs() {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::{Hub, lock};
+use super::Hub;
 use crate::core::approval::ApprovalDecision;
 use crate::core::channel::{
     Button, ChannelMessage, ChannelWrite, ConversationKey, IntentKind, IntentStatus, IntentUpdate,
@@ -152,7 +152,8 @@ impl Hub {
         title: &str,
         reason: &str,
     ) {
-        lock(&self.conversations)
+        self.conversations
+            .lock()
             .entry(key.clone())
             .or_default()
             .approvals
@@ -183,7 +184,8 @@ impl Hub {
     ) {
         let buttons = self.adapter.capabilities().buttons;
         let (text, buttons) = question_prompt(question_id, &question, buttons);
-        lock(&self.conversations)
+        self.conversations
+            .lock()
             .entry(key.clone())
             .or_default()
             .questions
@@ -209,7 +211,7 @@ impl Hub {
         approval_id: &str,
         decision: ApprovalDecision,
     ) {
-        if let Some(c) = lock(&self.conversations).get_mut(key) {
+        if let Some(c) = self.conversations.lock().get_mut(key) {
             c.approvals.retain(|(_, id)| id != approval_id);
         }
         self.show_decision(key, approval_id, decision).await;
@@ -217,7 +219,7 @@ impl Hub {
 
     /// A question of this chat was answered (here or elsewhere).
     pub(super) fn question_answered(&self, key: &ConversationKey, question_id: &str) {
-        if let Some(c) = lock(&self.conversations).get_mut(key) {
+        if let Some(c) = self.conversations.lock().get_mut(key) {
             c.questions.retain(|(_, id, _)| id != question_id);
         }
     }
@@ -310,7 +312,7 @@ impl Hub {
         decision: ApprovalDecision,
     ) {
         let key = ConversationKey::of(message);
-        let asked = lock(&self.conversations).get(&key).and_then(|c| {
+        let asked = self.conversations.lock().get(&key).and_then(|c| {
             c.approvals
                 .iter()
                 .find(|(_, id)| id == approval)
@@ -331,7 +333,7 @@ impl Hub {
     /// 1); `qa:QUESTION:0` declines.
     fn question_button(&self, message: &ChannelMessage, question_id: &str, choice: &str) {
         let key = ConversationKey::of(message);
-        let pending = lock(&self.conversations).get(&key).and_then(|c| {
+        let pending = self.conversations.lock().get(&key).and_then(|c| {
             c.questions
                 .iter()
                 .find(|(_, id, _)| id == question_id)
@@ -356,7 +358,9 @@ impl Hub {
         decision: ApprovalDecision,
     ) -> bool {
         let key = ConversationKey::of(message);
-        let pending = lock(&self.conversations)
+        let pending = self
+            .conversations
+            .lock()
             .get(&key)
             .and_then(|c| c.approvals.last().cloned());
         match pending {
@@ -370,7 +374,9 @@ impl Hub {
     /// A message while a question of this chat waits answers the newest.
     pub(super) fn reply_in_chat(&self, message: &ChannelMessage) -> bool {
         let key = ConversationKey::of(message);
-        let pending = lock(&self.conversations)
+        let pending = self
+            .conversations
+            .lock()
             .get(&key)
             .and_then(|c| c.questions.last().cloned());
         match pending {

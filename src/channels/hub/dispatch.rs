@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::drafts::LiveDraft;
 use super::reply::{Answer, reply_part};
-use super::{Hub, HubError, lock};
+use super::{Hub, HubError};
 use crate::core::channel::{ChannelMessage, ChannelWrite, ConversationKey, InboxState};
 use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
@@ -68,7 +68,7 @@ impl Hub {
             .map(|s| s.id.clone())
             .unwrap_or_default();
         let first = {
-            let mut conversations = lock(&self.conversations);
+            let mut conversations = self.conversations.lock();
             let buffer = conversations
                 .entry(key.clone())
                 .or_default()
@@ -94,7 +94,7 @@ impl Hub {
     /// Dispatches what a sender wrote within their coalescing window.
     async fn flush(self: &Arc<Self>, key: &ConversationKey, sender: &str) {
         let messages = {
-            let mut conversations = lock(&self.conversations);
+            let mut conversations = self.conversations.lock();
             conversations
                 .get_mut(key)
                 .and_then(|c| c.buffers.remove(sender))

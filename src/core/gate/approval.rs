@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::tool_hooks::notify;
-use super::{CallEnv, lock, redact_json};
+use super::{CallEnv, redact_json};
 use crate::core::approval::ApprovalDecision;
 use crate::core::emitter::Emitter;
 use crate::core::event::{Event, RunState};
@@ -137,7 +137,7 @@ fn remember(
         _ => return,
     };
     let new = grants_for(&call.name, plan, allow);
-    let mut grants = lock(&env.grants);
+    let mut grants = env.grants.lock();
     for grant in new {
         grants.retain(|g| !(g.tool == grant.tool && g.scope == grant.scope));
         emitter.remember(grant.clone());

@@ -6,7 +6,7 @@
 use futures::future::join_all;
 
 use super::tool_hooks::post_tool_use;
-use super::{CallEnv, Finished, Prepared, lock, progress};
+use super::{CallEnv, Finished, Prepared, progress};
 use crate::core::emitter::Emitter;
 use crate::core::session::ToolCall;
 use crate::core::subagent::{ParentCall, Relay};
@@ -111,7 +111,7 @@ async fn delegate(
             .iter()
             .map(|s| s.name.clone())
             .collect(),
-        budget_left: *lock(&env.budget_left),
+        budget_left: *env.budget_left.lock(),
     };
     let outcome = subagents
         .run(
@@ -123,7 +123,7 @@ async fn delegate(
         )
         .await?;
     if let Some(cost) = &outcome.cost {
-        let mut delegated = lock(&env.delegated);
+        let mut delegated = env.delegated.lock();
         *delegated = crate::core::usage::Cost::sum(delegated.take(), Some(cost));
     }
     plan.delegated = Some(outcome);

@@ -3,9 +3,9 @@
 //! call past that marks the run to end.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 
-use super::lock;
+use parking_lot::Mutex;
+
 use crate::core::session::ToolCall;
 
 /// The loop guard: the same tool with the same arguments called `limit`
@@ -33,7 +33,7 @@ impl LoopGuard {
 
     /// A new model turn's calls begin.
     pub(super) fn start_turn(&self) {
-        lock(&self.this_turn).clear();
+        self.this_turn.lock().clear();
     }
 
     /// Counts `call`; `Some(note)` when it must not run.
@@ -43,11 +43,11 @@ impl LoopGuard {
         }
         // `serde_json` objects keep their keys sorted: equal arguments, equal text.
         let key = format!("{}\u{0}{}", call.name, call.arguments);
-        if !lock(&self.this_turn).insert(key.clone()) {
+        if !self.this_turn.lock().insert(key.clone()) {
             return None;
         }
         let count = {
-            let mut seen = lock(&self.seen);
+            let mut seen = self.seen.lock();
             let count = seen.entry(key).or_insert(0);
             *count += 1;
             *count
@@ -56,7 +56,7 @@ impl LoopGuard {
             return None;
         }
         if count > self.limit {
-            *lock(&self.gave_up) = Some((call.name.clone(), count));
+            *self.gave_up.lock() = Some((call.name.clone(), count));
         }
         Some(format!(
             "not run: `{}` was called with these same arguments {count} times in this run, and \
@@ -68,7 +68,7 @@ impl LoopGuard {
 
     /// The reason to end the run, once a call went on past the note.
     pub fn gave_up(&self) -> Option<String> {
-        lock(&self.gave_up).as_ref().map(|(tool, count)| {
+        self.gave_up.lock().as_ref().map(|(tool, count)| {
             format!(
                 "stopped by the loop guard: the model called `{tool}` with the same arguments {count} times in one run, and again after it was told the answer would not change (`loop_guard = {}` in the config)",
                 self.limit

@@ -2,9 +2,10 @@
 //! and the in-memory journal: what each path emits and records (the tape,
 //! the receipts, the history, the session's grants).
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -124,7 +125,7 @@ impl Hooks for Told {
             HookEvent::PreToolUse => self.pre.clone(),
             _ => self.post.clone(),
         };
-        self.shown.lock().unwrap().push(input);
+        self.shown.lock().push(input);
         Box::pin(async move { HookOutcome { answers } })
     }
 }
@@ -570,10 +571,7 @@ async fn an_allow_always_is_remembered_and_the_next_call_runs_unasked() {
         scope: String::new(),
         allow: true,
     };
-    assert_eq!(
-        *bench.env.grants.lock().unwrap(),
-        std::slice::from_ref(&grant)
-    );
+    assert_eq!(*bench.env.grants.lock(), std::slice::from_ref(&grant));
     assert_eq!(bench.journal.grants(&bench.session).await.unwrap(), [grant]);
     let second = call("c2", "write_file", json!({"path": "b.txt"}));
     bench.run(&[second], Vec::new()).await.0.ok().unwrap();
@@ -700,7 +698,7 @@ async fn a_call_whose_arguments_do_not_plan_is_settled_before_the_policy() {
     assert!(ended.is_ok());
     // Nothing planned, nothing started, no hook asked.
     assert_eq!(bench.kinds().await, ["tool_result", "tool_result"]);
-    assert!(hooks.shown.lock().unwrap().is_empty());
+    assert!(hooks.shown.lock().is_empty());
     assert_eq!(
         bench.result("c1").await,
         (
@@ -759,7 +757,7 @@ async fn a_hook_narrows_an_allowed_call_to_an_approval() {
     let receipts = bench.receipts().await;
     assert_eq!(receipts[0].body.hooks, ["PreToolUse ./check.sh: ask"]);
     // The hook saw the planned call before the policy.
-    let shown = hooks.shown.lock().unwrap();
+    let shown = hooks.shown.lock();
     let input = shown[0].to_json();
     assert_eq!(input["tool_name"], "read_file");
     assert_eq!(input["tool_input"], json!({"path": "a.txt"}));
@@ -930,7 +928,7 @@ async fn what_hooks_say_after_a_call_joins_its_result_and_the_person_is_told() {
     assert!(bench.tape().await.contains(&Event::Notice {
         message: "checked a.txt".into()
     }));
-    let post = hooks.shown.lock().unwrap()[1].to_json();
+    let post = hooks.shown.lock()[1].to_json();
     assert_eq!(
         post["tool_response"],
         json!({"output": "done a.txt", "is_error": false})

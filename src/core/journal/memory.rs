@@ -8,8 +8,8 @@
 mod channels;
 mod memories;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use super::{Audit, Journal, JournalError, Reply, RunsFrom, RunsToFollow, SessionQuery, Write};
 use crate::core::approval::Grant;
@@ -58,18 +58,12 @@ impl MemoryJournal {
 
     /// Stops the journal: later commits and flushes fail, as a backend's do.
     pub fn stop(&self) {
-        self.lock().stopped = true;
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().stopped = true;
     }
 
     fn apply(&self, write: Write) -> Result<(), JournalError> {
         let applied = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             if state.stopped {
                 return Err(JournalError::Stopped);
             }
@@ -91,7 +85,7 @@ impl MemoryJournal {
     where
         T: Send + 'static,
     {
-        let value = f(&self.lock());
+        let value = f(&self.state.lock());
         Box::pin(async move { Ok(value) })
     }
 }
@@ -398,7 +392,7 @@ impl crate::core::lease::Leases for MemoryJournal {
         Result<crate::core::lease::Lease, crate::core::lease::LeaseError>,
     > {
         let result =
-            crate::core::lease::claim_in(&mut self.lock().leases, key, holder, now, ttl_ms);
+            crate::core::lease::claim_in(&mut self.state.lock().leases, key, holder, now, ttl_ms);
         Box::pin(async move { result })
     }
 
@@ -411,7 +405,8 @@ impl crate::core::lease::Leases for MemoryJournal {
         'a,
         Result<crate::core::lease::Lease, crate::core::lease::LeaseError>,
     > {
-        let result = crate::core::lease::renew_in(&mut self.lock().leases, lease, now, ttl_ms);
+        let result =
+            crate::core::lease::renew_in(&mut self.state.lock().leases, lease, now, ttl_ms);
         Box::pin(async move { result })
     }
 
@@ -419,7 +414,7 @@ impl crate::core::lease::Leases for MemoryJournal {
         &'a self,
         lease: &'a crate::core::lease::Lease,
     ) -> futures::future::BoxFuture<'a, Result<(), crate::core::lease::LeaseError>> {
-        crate::core::lease::release_in(&mut self.lock().leases, lease);
+        crate::core::lease::release_in(&mut self.state.lock().leases, lease);
         Box::pin(async { Ok(()) })
     }
 
@@ -430,7 +425,7 @@ impl crate::core::lease::Leases for MemoryJournal {
         'a,
         Result<Option<crate::core::lease::Lease>, crate::core::lease::LeaseError>,
     > {
-        let found = self.lock().leases.get(key).cloned();
+        let found = self.state.lock().leases.get(key).cloned();
         Box::pin(async move { Ok(found) })
     }
 }
@@ -448,7 +443,7 @@ impl Journal for MemoryJournal {
     }
 
     fn flush(&self) -> Reply<'_, ()> {
-        let stopped = self.lock().stopped;
+        let stopped = self.state.lock().stopped;
         Box::pin(async move {
             if stopped {
                 Err(JournalError::Stopped)

@@ -116,7 +116,7 @@ impl Provider for Recording {
     }
 
     fn stream(&self, request: ModelRequest) -> ProviderStream {
-        let mut sent = lock(&self.sent);
+        let mut sent = self.sent.lock();
         sent.push(request.messages);
         let reply = format!("said {}", sent.len());
         futures::stream::iter([
@@ -198,7 +198,7 @@ async fn runs_read_the_conversation_from_its_compaction_point_and_faces_get_all_
     }
 
     // The last turn was sent the newest summary and what followed it.
-    let sent = lock(&recording.sent).last().cloned().unwrap();
+    let sent = recording.sent.lock().last().cloned().unwrap();
     assert!(
         matches!(&sent[..], [Message::Summary { text, .. }, Message::User { .. }] if text == "said 9"),
         "{sent:#?}"

@@ -113,13 +113,16 @@ impl Runtime {
     /// process's runs: each taken first (so once), then done as this
     /// process's own face would.
     pub(super) async fn take_controls(&self) {
-        let working: Vec<Arc<LiveSession>> = lock(&self.inner.live)
+        let working: Vec<Arc<LiveSession>> = self
+            .inner
+            .live
+            .lock()
             .values()
-            .filter(|live| !lock(&live.pending).is_empty())
+            .filter(|live| !live.pending.lock().is_empty())
             .cloned()
             .collect();
         for live in working {
-            let id = lock(&live.session).id.clone();
+            let id = live.session.lock().id.clone();
             let controls = match self.inner.journal.controls(&id).await {
                 Ok(controls) => controls,
                 Err(err) => {
@@ -155,7 +158,9 @@ impl Runtime {
         control: &Control,
     ) -> bool {
         match control {
-            Control::Cancel { runs } => lock(&live.pending)
+            Control::Cancel { runs } => live
+                .pending
+                .lock()
                 .iter()
                 .any(|(run, _)| runs.contains(run)),
             Control::Approval { approval_id, .. } => {
@@ -324,7 +329,7 @@ impl Runtime {
     /// Whether this process works (or has queued) `run` of the session.
     pub(super) fn works_here(&self, session: &SessionId, run: &RunId) -> bool {
         self.live(session)
-            .is_some_and(|live| lock(&live.pending).iter().any(|(id, _)| id == run))
+            .is_some_and(|live| live.pending.lock().iter().any(|(id, _)| id == run))
     }
 
     /// Leaves `control` in the journal for the process running the
@@ -433,9 +438,9 @@ impl Runtime {
                     _ = shutdown.cancelled() => return,
                     _ = tokio::time::sleep(timing.renew) => {}
                 }
-                let current = lock(&kept).clone();
+                let current = kept.lock().clone();
                 match leases.renew(&current, clock.now_millis(), timing.ttl_ms).await {
-                    Ok(renewed) => *lock(&kept) = renewed,
+                    Ok(renewed) => *kept.lock() = renewed,
                     Err(err) => {
                         // Another process may run the session now: this
                         // run must stop rather than write beside it.
@@ -459,7 +464,7 @@ impl Runtime {
         if more {
             return;
         }
-        let lease = lock(&held.lease).clone();
+        let lease = held.lease.lock().clone();
         if let Err(err) = leases.release(&lease).await {
             tracing::warn!(session = %lease.key, error = %err, "cannot release the session's lease");
         }

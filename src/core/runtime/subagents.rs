@@ -4,7 +4,7 @@
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{Runtime, lock};
+use super::Runtime;
 use crate::core::event::{Event, RunState};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::Write;
@@ -256,9 +256,9 @@ impl Runtime {
         if let Some(live) = self.live(&session.id) {
             // The parent's added directories are the child's too.
             if let Some(parent) = self.live(&owner.id) {
-                *lock(&live.extra_roots) = lock(&parent.extra_roots).clone();
+                *live.extra_roots.lock() = parent.extra_roots.lock().clone();
             }
-            *lock(&live.child) = Some(ChildLimits {
+            *live.child.lock() = Some(ChildLimits {
                 parent: link,
                 tools: task.tools.clone(),
                 max_turns: self.inner.config.subagents.max_turns,

@@ -66,7 +66,7 @@ impl Runtime {
             return;
         };
         let message = trust_notice(&found);
-        let mut told = lock(&live.told_trust);
+        let mut told = live.told_trust.lock();
         if *told == message {
             return;
         }

@@ -96,7 +96,7 @@ impl Runtime {
         now: crate::core::session::Millis,
     ) -> Option<String> {
         let title = {
-            let mut session = lock(&live.session);
+            let mut session = live.session.lock();
             session.updated_at = now;
             if session.title.is_some() {
                 return None;
@@ -108,7 +108,7 @@ impl Runtime {
             session.title.clone()?
         };
         self.inner.journal.submit(Write::SetTitle {
-            id: lock(&live.session).id.clone(),
+            id: live.session.lock().id.clone(),
             title: title.clone(),
         });
         Some(title)
@@ -185,7 +185,7 @@ impl Runtime {
             .collect();
         if let Some(extra) = self
             .live(id)
-            .and_then(|live| lock(&live.session_tools).clone())
+            .and_then(|live| live.session_tools.lock().clone())
         {
             tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
         }
@@ -276,11 +276,11 @@ impl Runtime {
             session_id: session.id.clone(),
             workspace: boundary.workspace().to_path_buf(),
             boundary: Arc::new(boundary),
-            files: Files::new(session.id.clone(), lock(&live.client_files).clone())
+            files: Files::new(session.id.clone(), live.client_files.lock().clone())
                 .cancelled_by(queued.cancel.clone()),
             cancel: queued.cancel.clone(),
             progress: Progress::none(),
-            terminal: lock(&live.client_terminal).clone(),
+            terminal: live.client_terminal.lock().clone(),
             memory: None,
             call_id: None,
             run_id: Some(queued.id.clone()),
@@ -292,7 +292,7 @@ impl Runtime {
     pub(super) fn extra_roots(&self, session: &Session) -> Vec<PathBuf> {
         let mut roots = self.inner.config.paths.extra_roots.clone();
         if let Some(live) = self.live(&session.id) {
-            for root in lock(&live.extra_roots).iter() {
+            for root in live.extra_roots.lock().iter() {
                 if !roots.contains(root) {
                     roots.push(root.clone());
                 }
@@ -383,7 +383,7 @@ impl Runtime {
         let tokens = self.counter(&session.provider, &session.model);
         tokens.ready().await;
         let window = self.window(&session.provider, &session.model).await;
-        let session_tools = lock(&live.session_tools).clone();
+        let session_tools = live.session_tools.lock().clone();
         let secrets = session_tools
             .as_ref()
             .map(|tools| tools.secrets())
@@ -397,7 +397,7 @@ impl Runtime {
             session: session.id.clone(),
             run: Some(queued.id.clone()),
         });
-        let child = lock(&live.child).clone();
+        let child = live.child.lock().clone();
         let only = child.as_ref().map(|child| {
             let list = child.tools.clone();
             Arc::new(move |name: &str| {

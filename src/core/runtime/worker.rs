@@ -18,7 +18,7 @@ impl Runtime {
             return Err(RuntimeError::ShuttingDown);
         }
         let (provider, model) = {
-            let session = lock(&live.session);
+            let session = live.session.lock();
             (session.provider.clone(), session.model.clone())
         };
         self.check_content(&provider, &model, &content)?;
@@ -40,7 +40,7 @@ impl Runtime {
             RunKind::Prompt if !hooked => self.title_from(live.as_ref(), &content, now),
             // A command is no title for a conversation.
             RunKind::Prompt | RunKind::Command(_) => {
-                lock(&live.session).updated_at = now;
+                live.session.lock().updated_at = now;
                 None
             }
         };
@@ -54,7 +54,7 @@ impl Runtime {
             emitter.emit(Event::SessionInfo { title });
         }
         let cancel = CancellationToken::new();
-        lock(&live.pending).push((run_id.clone(), cancel.clone()));
+        live.pending.lock().push((run_id.clone(), cancel.clone()));
         let (done_tx, done_rx) = oneshot::channel();
         let queued = QueuedRun {
             id: run_id.clone(),
@@ -93,12 +93,12 @@ impl Runtime {
             // idle session's worker is a few hundred bytes, not the largest
             // state a run passes through (about 7 KiB).
             Box::pin(self.execute(&live, queued)).await;
-            lock(&live.pending).retain(|(run, _)| run != &id);
+            live.pending.lock().retain(|(run, _)| run != &id);
         }
     }
 
     pub(super) async fn execute(&self, live: &LiveSession, queued: QueuedRun) {
-        let id = lock(&live.session).id.clone();
+        let id = live.session.lock().id.clone();
         let mut emitter = Emitter::resume(
             &self.inner.journal,
             &live.events,
@@ -118,7 +118,7 @@ impl Runtime {
                     if held.is_some() {
                         self.refresh(live, &id).await;
                     }
-                    let session = lock(&live.session).clone();
+                    let session = live.session.lock().clone();
                     self.run_loop(live, &session, &queued, &mut emitter).await
                 }
             }
@@ -133,7 +133,7 @@ impl Runtime {
             kept @ (RunOutcome::Completed(_) | RunOutcome::Cancelled) => kept,
         };
         let outcome = self.finish(&mut emitter, &outcome).await;
-        let more = lock(&live.pending).iter().any(|(run, _)| run != &queued.id);
+        let more = live.pending.lock().iter().any(|(run, _)| run != &queued.id);
         self.let_go(held, more).await;
         let _ = queued.done.send(outcome);
     }
@@ -147,7 +147,7 @@ impl Runtime {
     pub(super) async fn refresh(&self, live: &LiveSession, id: &SessionId) {
         match self.inner.journal.session(id).await {
             Ok(Some(fresh)) => {
-                let mut session = lock(&live.session);
+                let mut session = live.session.lock();
                 session.provider = fresh.provider;
                 session.model = fresh.model;
                 session.thought_level = fresh.thought_level;

@@ -474,7 +474,7 @@ impl Decoder {
                     error.message = format!(
                         "the stream from provider {} broke before the model finished: {}",
                         self.context.provider,
-                        error_chain(&err)
+                        crate::causes::chain(&err)
                     );
                 }
                 error

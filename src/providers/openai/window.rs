@@ -28,8 +28,9 @@
 //! either, the smallest default (4,096, or the trained length if less) errs
 //! towards compacting early rather than having the prompt cut.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -105,9 +106,7 @@ type Slot = Arc<tokio::sync::Mutex<Option<Known>>>;
 static KNOWN: LazyLock<Mutex<HashMap<(String, String), Slot>>> = LazyLock::new(Default::default);
 
 fn slot(base_url: &str, model: &str) -> Slot {
-    let mut known = KNOWN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut known = KNOWN.lock();
     known
         .entry((base_url.to_owned(), model.to_owned()))
         .or_default()

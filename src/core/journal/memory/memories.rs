@@ -266,7 +266,7 @@ impl MemoryJournal {
     where
         T: Send + 'static,
     {
-        let value = f(&self.lock());
+        let value = f(&self.state.lock());
         Box::pin(async move { Ok(value) })
     }
 }
