@@ -30,13 +30,13 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionQuery;
-use crate::core::memory::Scope;
 use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::quote;
 use crate::core::receipt::Verdict;
-use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
-use crate::core::session::{ContentPart, Message, Mode, Origin, Session};
-use crate::core::slash::{self, FaceCommand, SlashCommand};
+use crate::core::run::RunInfo;
+use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
+use crate::core::session::{ContentPart, Message, Origin, Session};
+use crate::core::slash::{self, Answer, FaceCommand, SlashCommand};
 use crate::core::tool::{FileDiff, PlanStatus, ToolKind};
 use editor::{LineEditor, Read};
 use markdown::{Dimmed, Markdown, sanitize};
@@ -424,122 +424,27 @@ impl Chat {
         self.write(&out);
     }
 
-    /// The text answering a command that needs no run (as the ACP face answers it).
+    /// The text answering a command that needs no run: the runtime's
+    /// answer (`Runtime::answer`) in this face's run lines, a line end after
+    /// a sentence; `/help` with this face's own commands and keys, without
+    /// making a session.
     async fn answer(&mut self, command: FaceCommand) -> anyhow::Result<String> {
         if command == FaceCommand::Help {
-            let mut text = slash::help();
-            // `/exit` is `/quit`'s other name, told in its line.
-            for (name, description) in editor::TERMINAL_COMMANDS
-                .iter()
-                .filter(|(name, _)| *name != "exit")
-            {
-                text.push_str(&format!("- `/{name}`: {description}\n"));
-            }
-            text.push_str(
-                "\nKeys: Enter sends; Alt-Enter or a line ending in `\\` starts another line; \
-                 Tab completes a command; Ctrl-C cancels a run (twice within 2 s leaves); \
-                 Ctrl-C or Ctrl-D at an empty prompt leaves.\n",
-            );
-            return Ok(text);
+            return Ok(help());
         }
         let id = self.session().await?;
-        Ok(match command {
-            FaceCommand::Help => String::new(),
-            FaceCommand::Mode(None) => {
-                let current = self.runtime.session(&id).await?;
-                let modes: Vec<String> = Mode::ALL
-                    .iter()
-                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
-                    .collect();
-                format!(
-                    "Mode: {} (`{}`). Modes: {}.\n",
-                    current.mode.title(),
-                    current.mode.as_str(),
-                    modes.join("; ")
-                )
-            }
-            FaceCommand::Mode(Some(value)) => match Mode::parse(&value) {
-                Some(mode) => {
-                    self.session = Some(self.runtime.set_mode(&id, mode).await?);
-                    format!("Mode set to {}.\n", mode.title())
-                }
-                None => format!(
-                    "`{}` is not a mode; use read_only, supervised or full.\n",
-                    quote(&value)
-                ),
-            },
-            FaceCommand::Model(None) => {
-                let current = self.runtime.session(&id).await?;
-                let choices: Vec<String> = self
-                    .runtime
-                    .providers()
-                    .choices()
-                    .iter()
-                    .map(|c| format!("`{}`", c.id()))
-                    .collect();
-                format!(
-                    "Model: `{}/{}`. Available: {}.\n",
-                    current.provider,
-                    current.model,
-                    if choices.is_empty() {
-                        "none configured".to_owned()
-                    } else {
-                        choices.join(", ")
-                    }
-                )
-            }
-            FaceCommand::Model(Some(value)) => match self.runtime.set_model(&id, &value).await {
-                Ok(updated) => {
-                    let text = format!("Model set to `{}/{}`.\n", updated.provider, updated.model);
-                    self.session = Some(updated);
-                    text
-                }
-                Err(RuntimeError::UnknownModel(model, available)) => format!(
-                    "`{}` is not a configured model; available: {available}.\n",
-                    quote(&model)
-                ),
-                Err(err) => return Err(err.into()),
-            },
-            FaceCommand::Memory(argument) => {
-                let text = self
-                    .runtime
-                    .memory_command(&id, argument.as_deref(), Scope::Workspace)
-                    .await?;
-                format!("{text}\n")
-            }
-            FaceCommand::Trust => format!("{}\n", self.runtime.trust_hooks(&id).await?),
-            FaceCommand::Runs => {
-                const SHOWN: usize = 10;
-                let runs = self.runtime.runs(&id).await?;
-                if runs.is_empty() {
-                    return Ok("No runs in this session yet.\n".to_owned());
-                }
-                let mut text = format!(
-                    "Last {} of {} run(s), newest first:\n",
-                    runs.len().min(SHOWN),
-                    runs.len()
-                );
-                for run in runs.iter().rev().take(SHOWN) {
-                    text.push_str(&format!(
-                        "- `{}` {} {}",
-                        run.id,
-                        time(run.created_at),
-                        run.state.as_str()
-                    ));
-                    if let Some(reason) = run.stop_reason {
-                        text.push_str(&format!(" ({})", reason.as_str()));
-                    }
-                    if let Some(error) = &run.error {
-                        text.push_str(&format!(": {}", quote(error)));
-                    }
-                    text.push_str(&format!(
-                        "; {} tokens in, {} out\n",
-                        run.usage.input_tokens, run.usage.output_tokens
-                    ));
-                }
-                text
-            }
-        })
+        let answer = self.runtime.answer(&id, command).await?;
+        if let Answer::ModeSet(updated) | Answer::ModelSet(updated) = &answer {
+            self.session = Some(updated.clone());
+        }
+        let text = answer.markdown(run_line);
+        // A list of runs ends its own lines.
+        if let Answer::Runs { newest, .. } = &answer
+            && !newest.is_empty()
+        {
+            return Ok(text);
+        }
+        Ok(format!("{text}\n"))
     }
 
     /// Runs a prompt or command, showing its events until it ends.
@@ -897,6 +802,45 @@ impl Chat {
             tracing::warn!(error = %err, "cannot write to the terminal");
         }
     }
+}
+
+/// `/help`: the shared commands, this face's own, and its keys.
+fn help() -> String {
+    let mut text = slash::help();
+    // `/exit` is `/quit`'s other name, told in its line.
+    for (name, description) in editor::TERMINAL_COMMANDS
+        .iter()
+        .filter(|(name, _)| *name != "exit")
+    {
+        text.push_str(&format!("- `/{name}`: {description}\n"));
+    }
+    text.push_str(
+        "\nKeys: Enter sends; Alt-Enter or a line ending in `\\` starts another line; \
+         Tab completes a command; Ctrl-C cancels a run (twice within 2 s leaves); \
+         Ctrl-C or Ctrl-D at an empty prompt leaves.\n",
+    );
+    text
+}
+
+/// A run in `/runs`: id, local time, state, how it ended and its tokens.
+fn run_line(run: &RunInfo) -> String {
+    let mut line = format!(
+        "`{}` {} {}",
+        run.id,
+        time(run.created_at),
+        run.state.as_str()
+    );
+    if let Some(reason) = run.stop_reason {
+        line.push_str(&format!(" ({})", reason.as_str()));
+    }
+    if let Some(error) = &run.error {
+        line.push_str(&format!(": {}", quote(error)));
+    }
+    line.push_str(&format!(
+        "; {} tokens in, {} out",
+        run.usage.input_tokens, run.usage.output_tokens
+    ));
+    line
 }
 
 /// `text` in a style when colors are on; a trailing newline stays outside it.
