@@ -475,22 +475,36 @@ mod tests {
 
     #[test]
     fn approve_reads_allows_only_read_only_kinds() {
-        assert_eq!(
-            ApprovePolicy::Reads.decide(ToolKind::Read),
-            ApprovalDecision::AllowOnce
-        );
-        assert_eq!(
-            ApprovePolicy::Reads.decide(ToolKind::Search),
-            ApprovalDecision::AllowOnce
-        );
-        assert_eq!(
-            ApprovePolicy::Reads.decide(ToolKind::Edit),
-            ApprovalDecision::Unattended
-        );
-        assert_eq!(
-            ApprovePolicy::Never.decide(ToolKind::Read),
-            ApprovalDecision::Unattended
-        );
+        let cases = [
+            (
+                ApprovePolicy::Reads,
+                ToolKind::Read,
+                ApprovalDecision::AllowOnce,
+            ),
+            (
+                ApprovePolicy::Reads,
+                ToolKind::Search,
+                ApprovalDecision::AllowOnce,
+            ),
+            (
+                ApprovePolicy::Reads,
+                ToolKind::Edit,
+                ApprovalDecision::Unattended,
+            ),
+            (
+                ApprovePolicy::Never,
+                ToolKind::Read,
+                ApprovalDecision::Unattended,
+            ),
+            (
+                ApprovePolicy::All,
+                ToolKind::Execute,
+                ApprovalDecision::AllowOnce,
+            ),
+        ];
+        for (policy, kind, decided) in cases {
+            assert_eq!(policy.decide(kind), decided, "{policy:?} {kind:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, EventRecord, RunState, StopReason};
 use crate::core::ids::RunId;
 use crate::core::session::Session;
-use crate::core::tool::{PlanStatus, ToolKind};
+use crate::core::tool::ToolKind;
 use crate::stdout::LineSender;
 
 /// An approval a run asked for, as the output names it.
@@ -244,7 +244,7 @@ fn progress(event: &Event, asking: &mut HashMap<String, String>) -> Option<Vec<S
             return Some(
                 entries
                     .iter()
-                    .map(|entry| format!("plan {} {}", plan_mark(entry.status), entry.content))
+                    .map(|entry| format!("plan {} {}", entry.status.mark(), entry.content))
                     .collect(),
             );
         }
@@ -262,14 +262,6 @@ fn progress(event: &Event, asking: &mut HashMap<String, String>) -> Option<Vec<S
         | Event::Usage { .. } => return None,
     };
     Some(vec![line])
-}
-
-fn plan_mark(status: PlanStatus) -> &'static str {
-    match status {
-        PlanStatus::Pending => "[ ]",
-        PlanStatus::InProgress => "[~]",
-        PlanStatus::Completed => "[x]",
-    }
 }
 
 /// The line (after `pincer: `) that says how a run ended.

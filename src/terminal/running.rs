@@ -104,6 +104,24 @@ enum Next {
 }
 
 impl Running {
+    /// A run just started: nothing shown yet, lines typed from now on read
+    /// ahead.
+    fn new(session: SessionId, run_id: RunId, subscription: Subscription, color: bool) -> Self {
+        Self {
+            session,
+            run_id,
+            subscription,
+            view: View::new(color),
+            interrupted: None,
+            asked: Instant::now(),
+            provisional: Provisional::default(),
+            said: false,
+            frame: 0,
+            retry: None,
+            type_ahead: TypeAhead::start(),
+        }
+    }
+
     /// Shows `record` and, while it only adds output, the events already
     /// waiting after it (up to [`BURST`]); the last one taken is returned.
     fn show_burst(&mut self, mut record: Arc<EventRecord>, out: &mut String) -> Arc<EventRecord> {
@@ -154,19 +172,7 @@ impl Chat {
             self.write(&format!("error: {err}\n"));
             return Ok(Flow::Continue);
         }
-        let mut run = Running {
-            session,
-            run_id,
-            subscription,
-            view: View::new(self.color),
-            interrupted: None,
-            asked: Instant::now(),
-            provisional: Provisional::default(),
-            said: false,
-            frame: 0,
-            retry: None,
-            type_ahead: TypeAhead::start(),
-        };
+        let mut run = Running::new(session, run_id, subscription, self.color);
         // Until the model says something: a working indicator with the time
         // (or the retry being waited for), drawn at once and on every tick.
         if self.live {
@@ -307,20 +313,11 @@ impl Chat {
 
     /// Asks the approval at the prompt; Ctrl-C there cancels the run.
     async fn approval(&mut self, run: &Running, approval_id: &str) -> anyhow::Result<()> {
-        match self.ask_approval().await? {
-            Some(decision) => {
-                if !self
-                    .runtime
-                    .answer_approval(&run.session, approval_id, decision)
-                {
-                    self.write(&self.dim("The approval was already decided.\n"));
-                }
-            }
-            None => {
-                self.runtime.cancel_run(&run.session, &run.run_id);
-                self.write(&self.dim("Cancelling\n"));
-            }
-        }
+        let taken = self.ask_approval().await?.map(|decision| {
+            self.runtime
+                .answer_approval(&run.session, approval_id, decision)
+        });
+        self.settled(run, taken, "The approval was already decided.\n");
         Ok(())
     }
 
@@ -331,21 +328,26 @@ impl Chat {
         question_id: &str,
         asked: &Question,
     ) -> anyhow::Result<()> {
-        match self.ask_question(asked).await? {
-            Some(answer) => {
-                if !self
-                    .runtime
-                    .answer_question(&run.session, question_id, answer)
-                {
-                    self.write(&self.dim("The question was already answered.\n"));
-                }
-            }
+        let taken = self.ask_question(asked).await?.map(|answer| {
+            self.runtime
+                .answer_question(&run.session, question_id, answer)
+        });
+        self.settled(run, taken, "The question was already answered.\n");
+        Ok(())
+    }
+
+    /// After the person answered: `taken` is whether the answer was the
+    /// first (`already` says it was not), `None` when they pressed Ctrl-C
+    /// instead (the run is cancelled).
+    fn settled(&self, run: &Running, taken: Option<bool>, already: &str) {
+        match taken {
+            Some(true) => {}
+            Some(false) => self.write(&self.dim(already)),
             None => {
                 self.runtime.cancel_run(&run.session, &run.run_id);
                 self.write(&self.dim("Cancelling\n"));
             }
         }
-        Ok(())
     }
 
     /// After the run's end: lines typed meanwhile queued, the subscription

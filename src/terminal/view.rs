@@ -10,7 +10,7 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, RunState, StopReason};
 use crate::core::question::QuestionOutcome;
 use crate::core::receipt::Verdict;
-use crate::core::tool::{FileDiff, PlanEntry, PlanStatus, ToolKind};
+use crate::core::tool::{FileDiff, PlanEntry, ToolKind};
 
 /// Lines of a diff shown with an approval; the rest are counted.
 const DIFF_LINES: usize = 60;
@@ -305,12 +305,11 @@ fn outcome(color: bool, verdict: Verdict, is_error: bool, output: &str) -> Strin
 fn plan(entries: &[PlanEntry]) -> String {
     let mut out = String::new();
     for entry in entries {
-        let mark = match entry.status {
-            PlanStatus::Pending => "[ ]",
-            PlanStatus::InProgress => "[~]",
-            PlanStatus::Completed => "[x]",
-        };
-        out.push_str(&format!("  {mark} {}\n", sanitize(&entry.content)));
+        out.push_str(&format!(
+            "  {} {}\n",
+            entry.status.mark(),
+            sanitize(&entry.content)
+        ));
     }
     out
 }
