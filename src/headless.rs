@@ -386,19 +386,20 @@ fn decide(
 
 /// How the run ended, when `event` ends it.
 fn run_end(event: &Event) -> Option<RunEnd> {
-    match event {
-        Event::State {
-            state,
-            stop_reason,
-            error,
-            ..
-        } if state.is_terminal() => Some(RunEnd {
-            state: *state,
-            stop_reason: *stop_reason,
-            error: error.clone(),
-        }),
-        _ => None,
-    }
+    let Event::State {
+        state,
+        stop_reason,
+        error,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    state.is_terminal().then(|| RunEnd {
+        state: *state,
+        stop_reason: *stop_reason,
+        error: error.clone(),
+    })
 }
 
 impl ApprovePolicy {
