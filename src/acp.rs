@@ -44,7 +44,7 @@ use crate::core::usage::Usage;
 use crate::stdout::LineSender;
 use agent_client_protocol_schema::v1::RequestId;
 use client::{ClientFs, ClientTerm};
-use commands::{FaceCommand, SlashCommand};
+use commands::{Answer, FaceCommand, SlashCommand};
 use handlers::prompt_result;
 use peer::{Id, Incoming, Line, LineReader, Peer};
 

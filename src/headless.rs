@@ -2,218 +2,66 @@
 //! user input and reports the result on stdout (text or JSON lines) and in the
 //! exit code.
 
-use std::io::Read as _;
-use std::path::Path;
+mod output;
+mod script;
 
 use anyhow::{Context, anyhow};
-use serde::Deserialize;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::app::Flags;
 use crate::app::{Failure, exit};
 use crate::cli::{ApprovePolicy, OutputFormat, RunArgs};
-use std::collections::{HashMap, VecDeque};
-
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::{Event, RunState, StopReason};
+use crate::core::event::{Event, EventRecord, RunState, StopReason};
 use crate::core::ids::SessionId;
 use crate::core::question::{QuestionAnswer, QuestionOutcome};
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
-use crate::core::session::{
-    ContentPart, Origin, PromptSettings, Session, check_image, sniff_image_type,
-};
+use crate::core::session::{Origin, PromptSettings, Session};
 use crate::core::tool::ToolKind;
 use crate::stdout::{LineSender, LineWriter};
-
-/// One line of an `--input` script: a prompt, or the answer to the next
-/// approval or question of the run started by the prompt above it.
-#[derive(Debug, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
-enum InputLine {
-    Prompt {
-        prompt: String,
-    },
-    Approve {
-        approve: String,
-        /// When given, the approval must be for this tool.
-        #[serde(default)]
-        tool: Option<String>,
-    },
-    Answer {
-        answer: String,
-    },
-}
-
-/// A scripted answer to an approval.
-#[derive(Debug, Clone)]
-struct Answer {
-    decision: ApprovalDecision,
-    tool: Option<String>,
-}
-
-/// A prompt and the scripted answers to its run's approvals, in order.
-#[derive(Debug, Default)]
-struct Turn {
-    prompt: String,
-    /// Images sent with the prompt (`--image`).
-    images: Vec<ContentPart>,
-    answers: VecDeque<Answer>,
-    /// Scripted answers to the run's questions (`ask_user`), in order.
-    replies: VecDeque<String>,
-}
-
-impl Turn {
-    fn new(prompt: String) -> Self {
-        Self {
-            prompt,
-            images: Vec::new(),
-            answers: VecDeque::new(),
-            replies: VecDeque::new(),
-        }
-    }
-
-    fn content(&self) -> Vec<ContentPart> {
-        let mut content = vec![ContentPart::Text {
-            text: self.prompt.clone(),
-        }];
-        content.extend(self.images.iter().cloned());
-        content
-    }
-}
-
-/// Reads the `--image` files: the type from their first bytes, checked as
-/// any face checks images.
-fn images(args: &RunArgs) -> Result<Vec<ContentPart>, Failure> {
-    use base64::Engine as _;
-    args.image
-        .iter()
-        .map(|path| {
-            let bytes = std::fs::read(path)
-                .with_context(|| format!("cannot read image {}", path.display()))
-                .map_err(Failure::usage)?;
-            let mime_type = sniff_image_type(&bytes).ok_or_else(|| {
-                Failure::usage(anyhow!(
-                    "image {} is not a PNG, JPEG, GIF or WebP image",
-                    path.display()
-                ))
-            })?;
-            let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-            check_image(mime_type, &data)
-                .map_err(|err| Failure::usage(anyhow!("image {}: {err}", path.display())))?;
-            let uri = std::path::absolute(path)
-                .ok()
-                .map(|p| format!("file://{}", p.display()));
-            Ok(ContentPart::Image {
-                mime_type: mime_type.to_owned(),
-                data,
-                uri,
-            })
-        })
-        .collect()
-}
-
-/// Reads the prompts to run, in order.
-fn prompts(args: &RunArgs) -> Result<Vec<Turn>, Failure> {
-    if let Some(prompt) = &args.prompt {
-        return Ok(vec![Turn::new(if prompt == "-" {
-            read_stdin()?
-        } else {
-            prompt.clone()
-        })]);
-    }
-    if let Some(path) = &args.prompt_file {
-        let text = if path == Path::new("-") {
-            read_stdin()?
-        } else {
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read prompt file {}", path.display()))
-                .map_err(Failure::usage)?
-        };
-        return Ok(vec![Turn::new(text)]);
-    }
-    if let Some(path) = &args.input {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read input script {}", path.display()))
-            .map_err(Failure::usage)?;
-        let mut prompts: Vec<Turn> = Vec::new();
-        for (index, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let at = || format!("input script {}, line {}", path.display(), index + 1);
-            let parsed: InputLine = serde_json::from_str(line)
-                .map_err(|_| {
-                    anyhow!(
-                        "{}: expected {{\"prompt\": \"...\"}}, {{\"approve\": \"allow_once|allow_always|reject_once|reject_always\"}} or {{\"answer\": \"...\"}}",
-                        at()
-                    )
-                })
-                .map_err(Failure::usage)?;
-            match parsed {
-                InputLine::Prompt { prompt } => prompts.push(Turn::new(prompt)),
-                InputLine::Approve { approve, tool } => {
-                    let decision = ApprovalDecision::parse(&approve)
-                        .filter(|d| ApprovalDecision::OPTIONS.contains(d))
-                        .ok_or_else(|| {
-                            anyhow!(
-                                "{}: `approve` must be allow_once, allow_always, reject_once or reject_always, got {approve:?}",
-                                at()
-                            )
-                        })
-                        .map_err(Failure::usage)?;
-                    let turn = prompts
-                        .last_mut()
-                        .ok_or_else(|| anyhow!("{}: an approval answer must follow the prompt whose run it answers", at()))
-                        .map_err(Failure::usage)?;
-                    turn.answers.push_back(Answer { decision, tool });
-                }
-                InputLine::Answer { answer } => {
-                    let turn = prompts
-                        .last_mut()
-                        .ok_or_else(|| {
-                            anyhow!(
-                                "{}: an answer must follow the prompt whose run asks the question",
-                                at()
-                            )
-                        })
-                        .map_err(Failure::usage)?;
-                    turn.replies.push_back(answer);
-                }
-            }
-        }
-        if prompts.is_empty() {
-            return Err(Failure::usage(anyhow!(
-                "input script {} has no prompts",
-                path.display()
-            )));
-        }
-        return Ok(prompts);
-    }
-    Err(Failure::usage(anyhow!(
-        "nothing to run: pass a PROMPT, --prompt-file FILE or --input FILE.jsonl"
-    )))
-}
-
-fn read_stdin() -> Result<String, Failure> {
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .context("cannot read the prompt from stdin")
-        .map_err(Failure::usage)?;
-    Ok(text)
-}
+use output::{Asked, Jsonl, RunEnd, Show, Text};
+use script::Turn;
 
 /// Runs the prompts; the exit code is that of the first run that did not complete.
 pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
-    let mut prompts = prompts(args)?;
+    let mut prompts = script::prompts(args)?;
     if prompts.iter().any(|p| p.prompt.trim().is_empty()) {
         return Err(Failure::usage(anyhow!("the prompt is empty")));
     }
-    let images = images(args)?;
+    let images = script::images(args)?;
     if let Some(turn) = prompts.first_mut() {
         turn.images = images;
     }
     let opened = crate::app::App::open(flags)?;
+    ready(&opened, args).await?;
+    let runtime = opened.runtime.clone();
+    let session = open_session(&runtime, args).await?;
+    let subscription = runtime.subscribe(&session.id).map_err(Failure::failed)?;
+    let (out, writer) = LineWriter::spawn();
+    let result = drive(
+        Driver {
+            runtime: &runtime,
+            session: &session,
+            subscription,
+            approve: args.approve,
+        },
+        &out,
+        args.output,
+        prompts,
+    )
+    .await;
+    runtime.shutdown().await;
+    drop(out);
+    if let Err(err) = writer.finish().await {
+        tracing::warn!(error = %err, "cannot write to stdout");
+    }
+    opened.store.shutdown();
+    result
+}
+
+/// Refuses to start when the set-up has problems, no provider is there for
+/// a new session, or the model takes no `--image`.
+async fn ready(opened: &crate::app::App, args: &RunArgs) -> Result<(), Failure> {
     // A session that goes on keeps its own model: only set-up failures count.
     let continuing = args.session.is_some();
     let problems: Vec<String> = opened
@@ -225,35 +73,15 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     if !problems.is_empty() {
         return Err(Failure::usage(anyhow!(problems.join("; "))));
     }
-    let runtime = opened.runtime.clone();
-    if runtime.providers().is_empty() && args.session.is_none() {
+    if opened.runtime.providers().is_empty() && !continuing {
         return Err(Failure::usage(anyhow!(crate::app::no_provider(
             &opened.config
         ))));
     }
     if !args.image.is_empty() {
-        check_takes_images(&runtime, args).await?;
+        check_takes_images(&opened.runtime, args).await?;
     }
-    let session = open_session(&runtime, args).await?;
-    let subscription = runtime.subscribe(&session.id).map_err(Failure::failed)?;
-    let (out, writer) = LineWriter::spawn();
-    let result = drive(
-        &runtime,
-        &session,
-        subscription,
-        &out,
-        args.output,
-        args.approve,
-        prompts,
-    )
-    .await;
-    runtime.shutdown().await;
-    drop(out);
-    if let Err(err) = writer.finish().await {
-        tracing::warn!(error = %err, "cannot write to stdout");
-    }
-    opened.store.shutdown();
-    result
+    Ok(())
 }
 
 /// Refuses `--image` for a model that takes no images before a session is
@@ -281,48 +109,62 @@ async fn check_takes_images(runtime: &Runtime, args: &RunArgs) -> Result<(), Fai
 }
 
 async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Failure> {
-    if let Some(id) = &args.session {
-        let session = runtime
-            .open_session(&SessionId::from_string(id.clone()))
-            .await
-            .map_err(Failure::usage)?;
-        // The session keeps its provider and model; the provider itself
-        // (its key, URL or script) must still be at hand.
-        if runtime.providers().get(&session.provider).is_none() {
-            let how = if session.provider == crate::providers::ProviderKind::Scripted.as_str() {
-                "it was played from a model script: pass --script FILE to continue it".to_owned()
-            } else {
-                format!(
-                    "that provider is not configured now: set its key or URL as before, \
-                     run `pincer login`, or add a [providers.{}] table",
-                    session.provider
-                )
-            };
-            return Err(Failure::usage(anyhow!(
-                "session {} uses provider {} (model {}); {how}",
-                session.id,
-                session.provider,
-                session.model
-            )));
+    match &args.session {
+        Some(id) => {
+            continue_session(runtime, &SessionId::from_string(id.clone()), args.no_wait).await
         }
-        if args.no_wait {
-            match runtime.claim_now(&session.id).await {
-                Ok(()) => {}
-                Err(crate::core::runtime::RuntimeError::Busy { holder }) => {
-                    return Err(Failure {
-                        code: crate::app::exit::BUSY,
-                        error: anyhow!(
-                            "session {} is being run by another Pincer process ({holder}); \
-                             without --no-wait this prompt waits for it",
-                            session.id
-                        ),
-                    });
-                }
-                Err(err) => return Err(Failure::failed(err)),
-            }
-        }
-        return Ok(session);
+        None => new_session(runtime, args).await,
     }
+}
+
+/// Opens a stored session whose provider is still at hand; with `no_wait`,
+/// claims it now or fails with `exit::BUSY`.
+async fn continue_session(
+    runtime: &Runtime,
+    id: &SessionId,
+    no_wait: bool,
+) -> Result<Session, Failure> {
+    let session = runtime.open_session(id).await.map_err(Failure::usage)?;
+    // The session keeps its provider and model; the provider itself
+    // (its key, URL or script) must still be at hand.
+    if runtime.providers().get(&session.provider).is_none() {
+        let how = if session.provider == crate::providers::ProviderKind::Scripted.as_str() {
+            "it was played from a model script: pass --script FILE to continue it".to_owned()
+        } else {
+            format!(
+                "that provider is not configured now: set its key or URL as before, \
+                 run `pincer login`, or add a [providers.{}] table",
+                session.provider
+            )
+        };
+        return Err(Failure::usage(anyhow!(
+            "session {} uses provider {} (model {}); {how}",
+            session.id,
+            session.provider,
+            session.model
+        )));
+    }
+    if no_wait {
+        match runtime.claim_now(&session.id).await {
+            Ok(()) => {}
+            Err(RuntimeError::Busy { holder }) => {
+                return Err(Failure {
+                    code: exit::BUSY,
+                    error: anyhow!(
+                        "session {} is being run by another Pincer process ({holder}); \
+                         without --no-wait this prompt waits for it",
+                        session.id
+                    ),
+                });
+            }
+            Err(err) => return Err(Failure::failed(err)),
+        }
+    }
+    Ok(session)
+}
+
+/// Creates a session in `--cwd` (or the current directory).
+async fn new_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Failure> {
     let cwd = match &args.cwd {
         Some(dir) => std::path::absolute(dir),
         None => std::env::current_dir(),
@@ -350,284 +192,214 @@ async fn open_session(runtime: &Runtime, args: &RunArgs) -> Result<Session, Fail
         .map_err(Failure::failed)
 }
 
+/// What follows the session's runs, one prompt at a time.
+struct Driver<'a> {
+    runtime: &'a Runtime,
+    session: &'a Session,
+    subscription: Subscription,
+    approve: ApprovePolicy,
+}
+
+/// Ctrl-C and SIGTERM, each of which cancels the run going on.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Signals {
+    fn watch() -> Result<Self, Failure> {
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())
+                .context("cannot watch for Ctrl-C")
+                .map_err(Failure::failed)?,
+            terminate: signal(SignalKind::terminate())
+                .context("cannot watch for SIGTERM")
+                .map_err(Failure::failed)?,
+        })
+    }
+}
+
+/// Runs the prompts in order, shown as `format` asks, until one does not
+/// complete; its exit code is the answer.
 async fn drive(
-    runtime: &Runtime,
-    session: &Session,
-    mut subscription: Subscription,
+    driver: Driver<'_>,
     out: &LineSender,
     format: OutputFormat,
-    approve: ApprovePolicy,
     prompts: Vec<Turn>,
 ) -> Result<u8, Failure> {
     match format {
-        OutputFormat::Text => eprintln!(
-            "pincer: session {} ({})",
-            session.id,
-            session.workspace.display()
-        ),
-        OutputFormat::Jsonl => {
-            let line = serde_json::json!({
-                "type": "session",
-                "session_id": session.id.as_str(),
-                "workspace": session.workspace,
-                "provider": session.provider,
-                "model": session.model,
-            });
-            out.send(json_line(&line)).await;
-        }
+        OutputFormat::Text => driver.all(Text::new(out), prompts).await,
+        OutputFormat::Jsonl => driver.all(Jsonl::new(out), prompts).await,
     }
-    // Registered once, before any run starts: a signal that arrives while an
-    // event is being printed is kept until the loop looks again.
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt())
-        .context("cannot watch for Ctrl-C")
-        .map_err(Failure::failed)?;
-    let mut terminate = signal(SignalKind::terminate())
-        .context("cannot watch for SIGTERM")
-        .map_err(Failure::failed)?;
-    let mut code = exit::OK;
-    for mut turn in prompts {
-        let ticket = runtime
-            .prompt(&session.id, turn.content())
+}
+
+impl Driver<'_> {
+    async fn all(mut self, mut show: impl Show, prompts: Vec<Turn>) -> Result<u8, Failure> {
+        show.session(self.session).await;
+        // Registered once, before any run starts: a signal that arrives while an
+        // event is being printed is kept until the loop looks again.
+        let mut signals = Signals::watch()?;
+        let mut code = exit::OK;
+        for turn in prompts {
+            code = self.turn(&mut show, &mut signals, turn).await?;
+            if code != exit::OK {
+                break;
+            }
+        }
+        Ok(code)
+    }
+
+    /// Runs one prompt, answering its approvals and questions from the
+    /// script or `--approve`, and shows it to its end.
+    async fn turn(
+        &mut self,
+        show: &mut impl Show,
+        signals: &mut Signals,
+        mut turn: Turn,
+    ) -> Result<u8, Failure> {
+        let ticket = self
+            .runtime
+            .prompt(&self.session.id, turn.content())
             .await
             .map_err(Failure::failed)?;
-        let mut ended_with_newline = true;
         let mut interrupted = false;
         // Calls refused because nobody could approve them.
         let mut unattended = 0usize;
-        // The text of each question asked and not answered yet, by id.
-        let mut asking: HashMap<String, String> = HashMap::new();
         let end = loop {
-            let signalled = tokio::select! {
-                record = subscription.next() => Ok(record),
-                _ = interrupt.recv(), if !interrupted => Err(()),
-                _ = terminate.recv(), if !interrupted => Err(()),
-            };
-            let Ok(record) = signalled else {
-                interrupted = true;
-                eprintln!("\npincer: cancelling");
-                let _ = runtime.cancel(&session.id);
+            let Some(record) = self.next(signals, &mut interrupted).await? else {
                 continue;
-            };
-            let Some(record) = record else {
-                return Err(Failure::failed(anyhow!(
-                    "the session closed during the run"
-                )));
             };
             if record.run_id != ticket.run_id {
                 continue;
             }
-            if let Event::ApprovalRequested {
-                approval_id,
-                tool,
-                kind,
-                title,
-                reason,
-                ..
-            } = &record.event
+            if self.approval(show, &record.event, &mut turn).await
+                == Some(ApprovalDecision::Unattended)
             {
-                let decision = match turn.answers.pop_front() {
-                    Some(answer) if answer.tool.as_ref().is_none_or(|t| t == tool) => {
-                        answer.decision
-                    }
-                    Some(answer) => {
-                        eprintln!(
-                            "pincer: the input script answers an approval for {:?}, but {tool:?} asked; rejecting",
-                            answer.tool.unwrap_or_default()
-                        );
-                        ApprovalDecision::RejectOnce
-                    }
-                    None => approve.decide(*kind),
-                };
-                if format == OutputFormat::Text {
-                    settle(out, &mut ended_with_newline).await;
-                }
-                if decision == ApprovalDecision::Unattended {
-                    unattended += 1;
-                    // On stderr in both formats: the person reading the log
-                    // needs to know what would have let the call run.
-                    eprintln!(
-                        "pincer: refused {tool} ({title}): it needs approval ({reason}) and nobody \
-                         can give it in this run; pass {} to approve such calls (or --mode full to \
-                         run them unasked, but for writes to protected paths and user-scope memories)",
-                        if kind.is_read_only() || approve == ApprovePolicy::Reads {
-                            "--approve all"
-                        } else {
-                            "--approve all (--approve reads for reads and searches only)"
-                        }
-                    );
-                } else if format == OutputFormat::Text {
-                    eprintln!(
-                        "pincer: approval needed: {title} ({reason}) -> {}",
-                        decision.as_str()
-                    );
-                }
-                runtime.answer_approval(&session.id, approval_id, decision);
+                unattended += 1;
             }
-            if let Some((question_id, asked)) = record.event.question() {
-                let answer = match turn.replies.pop_front() {
-                    Some(reply) => QuestionAnswer::from_reply(&asked, &reply),
-                    None => QuestionAnswer::without(QuestionOutcome::Unattended),
-                };
-                if format == OutputFormat::Text {
-                    asking.insert(question_id.to_owned(), asked.text);
-                }
-                runtime.answer_question(&session.id, question_id, answer);
-            }
-            match format {
-                OutputFormat::Jsonl => {
-                    // A notice is for the person reading the log as well (a
-                    // prompt waiting for another process, an untrusted
-                    // workspace's hooks).
-                    if let Event::Notice { message } = &record.event {
-                        eprintln!("pincer: {message}");
-                    }
-                    out.send(json_line(&record)).await;
-                }
-                OutputFormat::Text => match &record.event {
-                    Event::TextDelta { text } => {
-                        if !text.is_empty() {
-                            ended_with_newline = text.ends_with('\n');
-                        }
-                        out.send(text.as_bytes().to_vec()).await;
-                    }
-                    Event::ToolCall {
-                        name, arguments, ..
-                    } => {
-                        settle(out, &mut ended_with_newline).await;
-                        eprintln!("pincer: tool call {name} {arguments}");
-                    }
-                    Event::ToolResult {
-                        output, is_error, ..
-                    } => {
-                        settle(out, &mut ended_with_newline).await;
-                        let status = if *is_error { "failed" } else { "done" };
-                        eprintln!("pincer: tool {status}: {}", first_line(output));
-                    }
-                    Event::ApprovalDecided { decision, .. } => {
-                        settle(out, &mut ended_with_newline).await;
-                        eprintln!("pincer: approval {}", decision.as_str());
-                    }
-                    Event::Notice { message } => {
-                        settle(out, &mut ended_with_newline).await;
-                        eprintln!("pincer: {message}");
-                    }
-                    Event::Retrying { .. } => {
-                        if let Some(status) = record.event.retry_status() {
-                            settle(out, &mut ended_with_newline).await;
-                            eprintln!("pincer: {status}");
-                        }
-                    }
-                    // Shown as the tape has it: the answer redacted like
-                    // tool output, never as the script typed it.
-                    Event::QuestionAnswered {
-                        question_id,
-                        outcome,
-                        answer,
-                        ..
-                    } => {
-                        settle(out, &mut ended_with_newline).await;
-                        eprintln!(
-                            "pincer: question: {} -> {}",
-                            asking.remove(question_id).unwrap_or_default(),
-                            answer.as_deref().unwrap_or(outcome.as_str())
-                        );
-                    }
-                    Event::SubagentStarted {
-                        session_id, task, ..
-                    } => {
-                        settle(out, &mut ended_with_newline).await;
-                        eprintln!(
-                            "pincer: subagent {session_id} started: {}",
-                            first_line(task)
-                        );
-                    }
-                    Event::SubagentEnded {
-                        session_id,
-                        state,
-                        stop_reason,
-                        ..
-                    } => {
-                        settle(out, &mut ended_with_newline).await;
-                        eprintln!(
-                            "pincer: subagent {session_id} {}{}",
-                            state.as_str(),
-                            stop_reason
-                                .map(|r| format!(" ({})", r.as_str()))
-                                .unwrap_or_default()
-                        );
-                    }
-                    Event::State { .. }
-                    | Event::UserMessage { .. }
-                    | Event::ModelTurn { .. }
-                    | Event::ThoughtDelta { .. }
-                    | Event::ToolPlanned { .. }
-                    | Event::ApprovalRequested { .. }
-                    | Event::QuestionAsked { .. }
-                    | Event::ToolStarted { .. }
-                    | Event::ToolProgress { .. }
-                    | Event::Compaction { .. }
-                    | Event::SessionInfo { .. }
-                    | Event::Usage { .. } => {}
-                    Event::Plan { entries } => {
-                        settle(out, &mut ended_with_newline).await;
-                        for entry in entries {
-                            let mark = match entry.status {
-                                crate::core::tool::PlanStatus::Pending => "[ ]",
-                                crate::core::tool::PlanStatus::InProgress => "[~]",
-                                crate::core::tool::PlanStatus::Completed => "[x]",
-                            };
-                            eprintln!("pincer: plan {mark} {}", entry.content);
-                        }
-                    }
-                },
-            }
-            if let Event::State {
-                state,
-                stop_reason,
-                error,
-                ..
-            } = &record.event
-                && state.is_terminal()
-            {
-                break (*state, *stop_reason, error.clone());
+            self.question(&record.event, &mut turn);
+            show.event(&record).await;
+            if let Some(end) = run_end(&record.event) {
+                break end;
             }
         };
-        if format == OutputFormat::Text {
-            settle(out, &mut ended_with_newline).await;
-        }
-        let (state, stop_reason, error) = end;
-        code = exit_code(state, stop_reason);
-        if code == exit::OK && unattended > 0 {
-            code = exit::CANCELLED;
-        }
-        if format == OutputFormat::Text {
-            match (&error, stop_reason) {
-                (Some(error), _) => eprintln!("pincer: run {} failed: {error}", ticket.run_id),
-                (None, Some(reason)) => eprintln!(
-                    "pincer: run {} {} ({})",
-                    ticket.run_id,
-                    state.as_str(),
-                    reason.as_str()
-                ),
-                (None, None) => eprintln!("pincer: run {} {}", ticket.run_id, state.as_str()),
-            }
-        }
-        if code != exit::OK {
-            break;
+        show.end(&ticket.run_id, &end).await;
+        Ok(match exit_code(end.state, end.stop_reason) {
+            exit::OK if unattended > 0 => exit::CANCELLED,
+            code => code,
+        })
+    }
+
+    /// The session's next event; `None` when the first signal of the run
+    /// came instead (the run is cancelled and its end still comes).
+    async fn next(
+        &mut self,
+        signals: &mut Signals,
+        interrupted: &mut bool,
+    ) -> Result<Option<std::sync::Arc<EventRecord>>, Failure> {
+        let signalled = tokio::select! {
+            record = self.subscription.next() => Ok(record),
+            _ = signals.interrupt.recv(), if !*interrupted => Err(()),
+            _ = signals.terminate.recv(), if !*interrupted => Err(()),
+        };
+        let Ok(record) = signalled else {
+            *interrupted = true;
+            eprintln!("\npincer: cancelling");
+            let _ = self.runtime.cancel(&self.session.id);
+            return Ok(None);
+        };
+        match record {
+            Some(record) => Ok(Some(record)),
+            None => Err(Failure::failed(anyhow!(
+                "the session closed during the run"
+            ))),
         }
     }
-    Ok(code)
+
+    /// Answers the approval `event` asks for, if it asks for one.
+    async fn approval(
+        &self,
+        show: &mut impl Show,
+        event: &Event,
+        turn: &mut Turn,
+    ) -> Option<ApprovalDecision> {
+        let Event::ApprovalRequested {
+            approval_id,
+            tool,
+            kind,
+            title,
+            reason,
+            ..
+        } = event
+        else {
+            return None;
+        };
+        let decision = decide(turn.answers.pop_front(), tool, *kind, self.approve);
+        let asked = Asked {
+            tool,
+            kind: *kind,
+            title,
+            reason,
+        };
+        show.approval(&asked, decision, self.approve).await;
+        self.runtime
+            .answer_approval(&self.session.id, approval_id, decision);
+        Some(decision)
+    }
+
+    /// Answers the question `event` asks, if it asks one: the script's next
+    /// reply, or unattended.
+    fn question(&self, event: &Event, turn: &mut Turn) {
+        let Some((question_id, asked)) = event.question() else {
+            return;
+        };
+        let answer = match turn.replies.pop_front() {
+            Some(reply) => QuestionAnswer::from_reply(&asked, &reply),
+            None => QuestionAnswer::without(QuestionOutcome::Unattended),
+        };
+        self.runtime
+            .answer_question(&self.session.id, question_id, answer);
+    }
 }
 
-/// Ends the reply's line and waits until stdout has it, so that a progress
-/// line on stderr never runs into the reply on a terminal.
-async fn settle(out: &LineSender, ended_with_newline: &mut bool) {
-    if !*ended_with_newline {
-        out.send(b"\n".to_vec()).await;
-        *ended_with_newline = true;
+/// The answer to an approval of `tool`: the script's next one when it is
+/// for this tool (another tool's is a rejection, said on stderr), else
+/// `--approve`'s.
+fn decide(
+    scripted: Option<script::Answer>,
+    tool: &str,
+    kind: ToolKind,
+    approve: ApprovePolicy,
+) -> ApprovalDecision {
+    match scripted {
+        Some(answer) if answer.tool.as_deref().is_none_or(|t| t == tool) => answer.decision,
+        Some(answer) => {
+            eprintln!(
+                "pincer: the input script answers an approval for {:?}, but {tool:?} asked; rejecting",
+                answer.tool.unwrap_or_default()
+            );
+            ApprovalDecision::RejectOnce
+        }
+        None => approve.decide(kind),
     }
-    out.written().await;
+}
+
+/// How the run ended, when `event` ends it.
+fn run_end(event: &Event) -> Option<RunEnd> {
+    let Event::State {
+        state,
+        stop_reason,
+        error,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    state.is_terminal().then(|| RunEnd {
+        state: *state,
+        stop_reason: *stop_reason,
+        error: error.clone(),
+    })
 }
 
 impl ApprovePolicy {
@@ -652,12 +424,132 @@ fn exit_code(state: RunState, stop_reason: Option<StopReason>) -> u8 {
     }
 }
 
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("")
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use script::Answer;
 
-fn json_line<T: serde::Serialize>(value: &T) -> Vec<u8> {
-    let mut line = serde_json::to_vec(value).unwrap_or_default();
-    line.push(b'\n');
-    line
+    fn scripted(decision: ApprovalDecision, tool: Option<&str>) -> Option<Answer> {
+        Some(Answer {
+            decision,
+            tool: tool.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn the_script_answers_first_and_only_for_its_tool() {
+        let allow = ApprovalDecision::AllowAlways;
+        for (answer, tool, approve, decided) in [
+            (scripted(allow, None), "shell", ApprovePolicy::Never, allow),
+            (
+                scripted(allow, Some("shell")),
+                "shell",
+                ApprovePolicy::Never,
+                allow,
+            ),
+            (
+                scripted(allow, Some("write_file")),
+                "shell",
+                ApprovePolicy::All,
+                ApprovalDecision::RejectOnce,
+            ),
+            (
+                None,
+                "shell",
+                ApprovePolicy::All,
+                ApprovalDecision::AllowOnce,
+            ),
+            (
+                None,
+                "shell",
+                ApprovePolicy::Never,
+                ApprovalDecision::Unattended,
+            ),
+        ] {
+            assert_eq!(
+                decide(answer, tool, ToolKind::Execute, approve),
+                decided,
+                "{tool} {approve:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn approve_reads_allows_only_read_only_kinds() {
+        let cases = [
+            (
+                ApprovePolicy::Reads,
+                ToolKind::Read,
+                ApprovalDecision::AllowOnce,
+            ),
+            (
+                ApprovePolicy::Reads,
+                ToolKind::Search,
+                ApprovalDecision::AllowOnce,
+            ),
+            (
+                ApprovePolicy::Reads,
+                ToolKind::Edit,
+                ApprovalDecision::Unattended,
+            ),
+            (
+                ApprovePolicy::Never,
+                ToolKind::Read,
+                ApprovalDecision::Unattended,
+            ),
+            (
+                ApprovePolicy::All,
+                ToolKind::Execute,
+                ApprovalDecision::AllowOnce,
+            ),
+        ];
+        for (policy, kind, decided) in cases {
+            assert_eq!(policy.decide(kind), decided, "{policy:?} {kind:?}");
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_the_runs_end() {
+        let cases = [
+            (RunState::Completed, None, exit::OK),
+            (RunState::Completed, Some(StopReason::EndTurn), exit::OK),
+            (
+                RunState::Completed,
+                Some(StopReason::Refusal),
+                exit::CANCELLED,
+            ),
+            (
+                RunState::Completed,
+                Some(StopReason::Blocked),
+                exit::CANCELLED,
+            ),
+            (RunState::Completed, Some(StopReason::Budget), exit::BUDGET),
+            (RunState::Cancelled, None, exit::CANCELLED),
+            (RunState::Failed, None, exit::RUN_FAILED),
+            (RunState::Running, None, exit::RUN_FAILED),
+        ];
+        for (state, reason, code) in cases {
+            assert_eq!(exit_code(state, reason), code, "{state:?} {reason:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_terminal_state_ends_the_run() {
+        let state = |state| Event::State {
+            state,
+            stop_reason: None,
+            error: None,
+            usage: None,
+            cost: None,
+        };
+        assert!(run_end(&state(RunState::Running)).is_none());
+        assert!(
+            run_end(&Event::Notice {
+                message: "x".into()
+            })
+            .is_none()
+        );
+        let end = run_end(&state(RunState::Failed)).unwrap();
+        assert_eq!(end.state, RunState::Failed);
+    }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 
-use crate::app::{App, Failure, Flags};
+use crate::app::{App, Failure, Flags, exit};
 use crate::cli::{MemoryCommand, MemoryReach};
 use crate::core::memory::{
     Keeper, MemoryError, MemoryFilter, MemoryItem, MemorySource, NewItem, Patch, Scope, ScopeKeys,
@@ -27,7 +27,7 @@ pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> 
             "memory is turned off ([memory] enabled = false in the config file)"
         ))
     })?;
-    let outcome = match command {
+    match command {
         MemoryCommand::List {
             reach,
             scope,
@@ -37,39 +37,21 @@ pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> 
             json,
         } => {
             let scope = scope.as_deref().map(parse_scope).transpose()?;
-            let within = match keys(&app, reach).await? {
-                Some(keys) => keys.visible(),
-                None => Vec::new(),
+            let filter = MemoryFilter {
+                within: visible(&app, reach).await?,
+                scope,
+                tag: tag.clone(),
+                pinned_only: *pinned,
+                limit: *limit,
             };
-            let items = keeper
-                .store
-                .list(MemoryFilter {
-                    within,
-                    scope,
-                    tag: tag.clone(),
-                    pinned_only: *pinned,
-                    limit: *limit,
-                })
-                .await
-                .map_err(Failure::failed)?;
-            show(&items, *json)
+            list(&keeper, filter, *json).await
         }
         MemoryCommand::Search {
             query,
             reach,
             limit,
             json,
-        } => {
-            let keys = keys(&app, reach).await?;
-            let items = keeper
-                .find(keys.as_ref(), Some(query), *limit)
-                .await
-                .map_err(failure)?;
-            if let Some(why) = keeper.store.degraded() {
-                eprintln!("pincer: {why}");
-            }
-            show(&items, *json)
-        }
+        } => search(&keeper, keys(&app, reach).await?, query, *limit, *json).await,
         MemoryCommand::Add {
             text,
             scope,
@@ -77,33 +59,17 @@ pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> 
             tags,
             pin,
         } => {
-            let scope = parse_scope(scope)?;
-            if scope == Scope::Conversation {
-                return Err(Failure::usage(anyhow!(
-                    "conversation items are saved from their conversation (/remember in a chat, /memory add in an editor); use --scope user or workspace here"
-                )));
-            }
-            let keys = app
-                .runtime
-                .workspace_keys(&workspace(cwd.as_deref())?)
-                .await;
-            let item = keeper
-                .add(
-                    &keys,
-                    NewItem {
-                        text: text.clone(),
-                        scope,
-                        tags: tags.clone(),
-                        pinned: *pin,
-                        source: MemorySource {
-                            by: "person".into(),
-                            ..MemorySource::default()
-                        },
-                    },
-                )
-                .await
-                .map_err(failure)?;
-            print(&format!("{}\n", item.id))
+            let item = NewItem {
+                text: text.clone(),
+                scope: parse_scope(scope)?,
+                tags: tags.clone(),
+                pinned: *pin,
+                source: MemorySource {
+                    by: "person".into(),
+                    ..MemorySource::default()
+                },
+            };
+            add(&app, &keeper, cwd.as_deref(), item).await
         }
         MemoryCommand::Edit {
             id,
@@ -112,81 +78,140 @@ pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> 
             no_tags,
             pin,
             unpin,
-        } => {
-            let patch = Patch {
-                text: text.clone(),
-                tags: if *no_tags {
-                    Some(Vec::new())
-                } else if tags.is_empty() {
-                    None
-                } else {
-                    Some(tags.clone())
-                },
-                pinned: if *pin {
-                    Some(true)
-                } else if *unpin {
-                    Some(false)
-                } else {
-                    None
-                },
-            };
-            if patch.text.is_none() && patch.tags.is_none() && patch.pinned.is_none() {
-                return Err(Failure::usage(anyhow!(
-                    "nothing to change: pass --text, --tag, --no-tags, --pin or --unpin"
-                )));
-            }
-            let item = keeper.edit(id, None, patch).await.map_err(failure)?;
-            show(std::slice::from_ref(&item), false)
-        }
-        MemoryCommand::Rm { ids } => {
-            for id in ids {
-                let item = keeper.forget(id, None).await.map_err(failure)?;
-                print(&format!("forgot {}\n", item.id))?;
-            }
-            Ok(())
-        }
-        MemoryCommand::Export { reach } => {
-            let within = match keys(&app, reach).await? {
-                Some(keys) => keys.visible(),
-                None => Vec::new(),
-            };
-            let items = keeper
-                .store
-                .list(MemoryFilter {
-                    within,
-                    ..MemoryFilter::default()
-                })
-                .await
-                .map_err(Failure::failed)?;
-            let mut out = String::new();
-            for item in items.iter().rev() {
-                out.push_str(&serde_json::to_string(item).map_err(Failure::failed)?);
-                out.push('\n');
-            }
-            print(&out)
-        }
+        } => edit(&keeper, id, patch(text, tags, *no_tags, *pin, *unpin)?).await,
+        MemoryCommand::Rm { ids } => rm(&keeper, ids).await,
+        MemoryCommand::Export { reach } => export(&keeper, visible(&app, reach).await?).await,
         MemoryCommand::Import { file } => {
             let code = import(&keeper, file).await?;
             if let Some(semantic) = &app.semantic {
                 embed(semantic).await?;
             }
-            return Ok(code);
+            Ok(code)
         }
-        MemoryCommand::Embed => {
-            let Some(semantic) = &app.semantic else {
-                return Err(Failure::usage(anyhow!(
-                    "memory search by meaning is not configured: set `embeddings = \"PROVIDER/MODEL\"` in [memory] (docs/memory.md)"
-                )));
-            };
-            let done = embed(semantic).await?;
-            return Ok(if done.left > 0 {
-                crate::app::exit::RUN_FAILED
-            } else {
-                crate::app::exit::OK
-            });
-        }
+        MemoryCommand::Embed => embed_all(app.semantic.as_deref()).await,
+    }
+}
+
+/// `memory list`: the items the filter lets through.
+async fn list(keeper: &Keeper, filter: MemoryFilter, json: bool) -> Result<u8, Failure> {
+    let items = keeper.store.list(filter).await.map_err(Failure::failed)?;
+    show(&items, json)?;
+    Ok(exit::OK)
+}
+
+/// `memory search`: the items that match the query best, as recall ranks them.
+async fn search(
+    keeper: &Keeper,
+    keys: Option<ScopeKeys>,
+    query: &str,
+    limit: usize,
+    json: bool,
+) -> Result<u8, Failure> {
+    let items = keeper
+        .find(keys.as_ref(), Some(query), limit)
+        .await
+        .map_err(failure)?;
+    if let Some(why) = keeper.store.degraded() {
+        eprintln!("pincer: {why}");
+    }
+    show(&items, json)?;
+    Ok(exit::OK)
+}
+
+/// `memory add`: a user or workspace item; its id is the answer.
+async fn add(app: &App, keeper: &Keeper, cwd: Option<&Path>, item: NewItem) -> Result<u8, Failure> {
+    if item.scope == Scope::Conversation {
+        return Err(Failure::usage(anyhow!(
+            "conversation items are saved from their conversation (/remember in a chat, /memory add in an editor); use --scope user or workspace here"
+        )));
+    }
+    let keys = app.runtime.workspace_keys(&workspace(cwd)?).await;
+    let item = keeper.add(&keys, item).await.map_err(failure)?;
+    print(&format!("{}\n", item.id))?;
+    Ok(exit::OK)
+}
+
+/// The change `memory edit` asks for; refused when it asks for none.
+fn patch(
+    text: &Option<String>,
+    tags: &[String],
+    no_tags: bool,
+    pin: bool,
+    unpin: bool,
+) -> Result<Patch, Failure> {
+    let patch = Patch {
+        text: text.clone(),
+        tags: if no_tags {
+            Some(Vec::new())
+        } else if tags.is_empty() {
+            None
+        } else {
+            Some(tags.to_vec())
+        },
+        pinned: if pin {
+            Some(true)
+        } else if unpin {
+            Some(false)
+        } else {
+            None
+        },
     };
-    outcome.map(|()| crate::app::exit::OK)
+    if patch.text.is_none() && patch.tags.is_none() && patch.pinned.is_none() {
+        return Err(Failure::usage(anyhow!(
+            "nothing to change: pass --text, --tag, --no-tags, --pin or --unpin"
+        )));
+    }
+    Ok(patch)
+}
+
+/// `memory edit`: the item changed, shown as `list` shows it.
+async fn edit(keeper: &Keeper, id: &str, patch: Patch) -> Result<u8, Failure> {
+    let item = keeper.edit(id, None, patch).await.map_err(failure)?;
+    show(std::slice::from_ref(&item), false)?;
+    Ok(exit::OK)
+}
+
+/// `memory rm`: each item forgotten, or the first that cannot be.
+async fn rm(keeper: &Keeper, ids: &[String]) -> Result<u8, Failure> {
+    for id in ids {
+        let item = keeper.forget(id, None).await.map_err(failure)?;
+        print(&format!("forgot {}\n", item.id))?;
+    }
+    Ok(exit::OK)
+}
+
+/// `memory export`: the items as JSON lines, oldest first.
+async fn export(keeper: &Keeper, within: Vec<(Scope, String)>) -> Result<u8, Failure> {
+    let items = keeper
+        .store
+        .list(MemoryFilter {
+            within,
+            ..MemoryFilter::default()
+        })
+        .await
+        .map_err(Failure::failed)?;
+    let mut out = String::new();
+    for item in items.iter().rev() {
+        out.push_str(&serde_json::to_string(item).map_err(Failure::failed)?);
+        out.push('\n');
+    }
+    print(&out)?;
+    Ok(exit::OK)
+}
+
+/// `memory embed`: fails (exit 2) while items are left without a vector.
+async fn embed_all(semantic: Option<&crate::core::semantic::Semantic>) -> Result<u8, Failure> {
+    let Some(semantic) = semantic else {
+        return Err(Failure::usage(anyhow!(
+            "memory search by meaning is not configured: set `embeddings = \"PROVIDER/MODEL\"` in [memory] (docs/memory.md)"
+        )));
+    };
+    let done = embed(semantic).await?;
+    Ok(if done.left > 0 {
+        exit::RUN_FAILED
+    } else {
+        exit::OK
+    })
 }
 
 fn failure(err: MemoryError) -> Failure {
@@ -214,6 +239,14 @@ fn workspace(cwd: Option<&Path>) -> Result<PathBuf, Failure> {
     };
     dir.canonicalize()
         .map_err(|err| Failure::usage(anyhow!("{}: {err}", dir.display())))
+}
+
+/// The scope keys a listing sees: every key with `--all` (none given).
+async fn visible(app: &App, reach: &MemoryReach) -> Result<Vec<(Scope, String)>, Failure> {
+    Ok(match keys(app, reach).await? {
+        Some(keys) => keys.visible(),
+        None => Vec::new(),
+    })
 }
 
 /// The keys a command sees: `None` with `--all`.
@@ -329,9 +362,49 @@ async fn import(keeper: &Keeper, file: &Path) -> Result<u8, Failure> {
     print(&format!(
         "imported {added}, already there {present}, refused {refused}\n"
     ))?;
-    Ok(if refused > 0 {
-        crate::app::exit::USAGE
-    } else {
-        crate::app::exit::OK
-    })
+    Ok(if refused > 0 { exit::USAGE } else { exit::OK })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_changes_only_what_is_asked() {
+        let tags = vec!["a".to_owned()];
+        let p = patch(&Some("new".into()), &[], false, false, false).unwrap();
+        assert_eq!(
+            (p.text.as_deref(), p.tags, p.pinned),
+            (Some("new"), None, None)
+        );
+        let p = patch(&None, &tags, false, true, false).unwrap();
+        assert_eq!(
+            (p.text, p.tags, p.pinned),
+            (None, Some(tags.clone()), Some(true))
+        );
+        let p = patch(&None, &[], true, false, true).unwrap();
+        assert_eq!(
+            (p.text, p.tags, p.pinned),
+            (None, Some(Vec::new()), Some(false))
+        );
+    }
+
+    #[test]
+    fn an_edit_of_nothing_is_refused() {
+        let err = patch(&None, &[], false, false, false).unwrap_err();
+        assert_eq!(err.code, exit::USAGE);
+        assert!(err.error.to_string().starts_with("nothing to change"));
+    }
+
+    #[test]
+    fn a_scope_is_one_of_three() {
+        assert_eq!(parse_scope("user").unwrap(), Scope::User);
+        assert_eq!(parse_scope("workspace").unwrap(), Scope::Workspace);
+        let err = parse_scope("team").unwrap_err();
+        assert!(
+            err.error.to_string().starts_with("unknown scope"),
+            "{}",
+            err.error
+        );
+    }
 }

@@ -14,55 +14,35 @@
 
 mod editor;
 mod markdown;
+mod running;
+mod view;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow};
-use futures::FutureExt as _;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::app::Flags;
 use crate::app::{Failure, exit};
 use crate::cli::ChatArgs;
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::{Event, RunState, StopReason};
-use crate::core::ids::{RunId, SessionId};
+use crate::core::ids::SessionId;
 use crate::core::journal::SessionQuery;
-use crate::core::memory::Scope;
 use crate::core::question::{Question, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::quote;
-use crate::core::receipt::Verdict;
-use crate::core::runtime::{NewSession, Runtime, RuntimeError, SessionCommand, Subscription};
-use crate::core::session::{ContentPart, Message, Mode, Origin, Session};
-use crate::core::slash::{self, FaceCommand, SlashCommand};
-use crate::core::tool::{FileDiff, PlanStatus, ToolKind};
+use crate::core::run::RunInfo;
+use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
+use crate::core::session::{ContentPart, Message, Origin, Session};
+use crate::core::slash::{self, Answer, FaceCommand, SlashCommand};
 use editor::{LineEditor, Read};
-use markdown::{Dimmed, Markdown, sanitize};
-
-/// How soon a second Ctrl-C during a run quits instead of cancelling again.
-const QUIT_WINDOW: Duration = Duration::from_secs(2);
-
-/// Lines of a diff shown with an approval; the rest are counted.
-const DIFF_LINES: usize = 60;
-
-/// Most events shown in one write.
-const BURST: usize = 4096;
+use markdown::{Markdown, sanitize};
+use view::{DIM, styled};
 
 /// Earlier sessions offered by `--resume`.
 const RESUME_CHOICES: usize = 20;
 
 /// Messages of a resumed session shown before the prompt.
 const HISTORY_SHOWN: usize = 6;
-
-const RESET: &str = "\x1b[0m";
-const BOLD: &str = "\x1b[1m";
-const DIM: &str = "\x1b[2m";
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const YELLOW: &str = "\x1b[33m";
-const CYAN: &str = "\x1b[36m";
 
 /// Whether to color: not when `NO_COLOR` is set (and not empty) or `TERM=dumb`.
 fn color_wanted() -> bool {
@@ -76,60 +56,6 @@ fn color_wanted() -> bool {
 fn live_wanted() -> bool {
     crate::stdout::is_terminal() && !std::env::var("TERM").is_ok_and(|t| t == "dumb")
 }
-
-/// What a working run shows on the line below its output until it is
-/// replaced: the working indicator while the model has said nothing, then
-/// the reply's line in progress as it arrives (rendered once complete).
-/// Erased before anything else is written, by moving back over the rows it
-/// took (a long line wraps).
-#[derive(Default)]
-struct Provisional {
-    /// Terminal rows the shown text takes (0: nothing shown).
-    rows: usize,
-}
-
-impl Provisional {
-    /// Erases what is shown.
-    fn clear(&mut self, out: &mut String) {
-        if self.rows == 0 {
-            return;
-        }
-        out.push('\r');
-        if self.rows > 1 {
-            out.push_str(&format!("\x1b[{}A", self.rows - 1));
-        }
-        out.push_str("\x1b[J");
-        self.rows = 0;
-    }
-
-    /// Shows `text` (one line, no newline), in place of what was shown.
-    fn show(&mut self, text: &str, styled_text: &str, out: &mut String) {
-        self.clear(out);
-        if text.is_empty() {
-            return;
-        }
-        let columns = terminal_size::terminal_size()
-            .map_or(80, |(width, _)| usize::from(width.0))
-            .max(1);
-        let width = unicode_width::UnicodeWidthStr::width(text).max(1);
-        out.push_str(styled_text);
-        self.rows = width.div_ceil(columns);
-    }
-}
-
-/// The working indicator's frames.
-const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-
-/// Lines of a running call's output shown as they come; the rest are
-/// counted.
-const PROGRESS_LINES: usize = 20;
-
-/// The longest line in progress redrawn as it comes (each burst redraws
-/// it whole): a longer one shows once complete.
-const PROVISIONAL_MAX: usize = 2048;
-
-/// How often the working indicator moves.
-const TICK: Duration = Duration::from_millis(100);
 
 /// Runs a conversation until the person leaves.
 pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
@@ -424,425 +350,27 @@ impl Chat {
         self.write(&out);
     }
 
-    /// The text answering a command that needs no run (as the ACP face answers it).
+    /// The text answering a command that needs no run: the runtime's
+    /// answer (`Runtime::answer`) in this face's run lines, a line end after
+    /// a sentence; `/help` with this face's own commands and keys, without
+    /// making a session.
     async fn answer(&mut self, command: FaceCommand) -> anyhow::Result<String> {
         if command == FaceCommand::Help {
-            let mut text = slash::help();
-            // `/exit` is `/quit`'s other name, told in its line.
-            for (name, description) in editor::TERMINAL_COMMANDS
-                .iter()
-                .filter(|(name, _)| *name != "exit")
-            {
-                text.push_str(&format!("- `/{name}`: {description}\n"));
-            }
-            text.push_str(
-                "\nKeys: Enter sends; Alt-Enter or a line ending in `\\` starts another line; \
-                 Tab completes a command; Ctrl-C cancels a run (twice within 2 s leaves); \
-                 Ctrl-C or Ctrl-D at an empty prompt leaves.\n",
-            );
-            return Ok(text);
+            return Ok(help());
         }
         let id = self.session().await?;
-        Ok(match command {
-            FaceCommand::Help => String::new(),
-            FaceCommand::Mode(None) => {
-                let current = self.runtime.session(&id).await?;
-                let modes: Vec<String> = Mode::ALL
-                    .iter()
-                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
-                    .collect();
-                format!(
-                    "Mode: {} (`{}`). Modes: {}.\n",
-                    current.mode.title(),
-                    current.mode.as_str(),
-                    modes.join("; ")
-                )
-            }
-            FaceCommand::Mode(Some(value)) => match Mode::parse(&value) {
-                Some(mode) => {
-                    self.session = Some(self.runtime.set_mode(&id, mode).await?);
-                    format!("Mode set to {}.\n", mode.title())
-                }
-                None => format!(
-                    "`{}` is not a mode; use read_only, supervised or full.\n",
-                    quote(&value)
-                ),
-            },
-            FaceCommand::Model(None) => {
-                let current = self.runtime.session(&id).await?;
-                let choices: Vec<String> = self
-                    .runtime
-                    .providers()
-                    .choices()
-                    .iter()
-                    .map(|c| format!("`{}`", c.id()))
-                    .collect();
-                format!(
-                    "Model: `{}/{}`. Available: {}.\n",
-                    current.provider,
-                    current.model,
-                    if choices.is_empty() {
-                        "none configured".to_owned()
-                    } else {
-                        choices.join(", ")
-                    }
-                )
-            }
-            FaceCommand::Model(Some(value)) => match self.runtime.set_model(&id, &value).await {
-                Ok(updated) => {
-                    let text = format!("Model set to `{}/{}`.\n", updated.provider, updated.model);
-                    self.session = Some(updated);
-                    text
-                }
-                Err(RuntimeError::UnknownModel(model, available)) => format!(
-                    "`{}` is not a configured model; available: {available}.\n",
-                    quote(&model)
-                ),
-                Err(err) => return Err(err.into()),
-            },
-            FaceCommand::Memory(argument) => {
-                let text = self
-                    .runtime
-                    .memory_command(&id, argument.as_deref(), Scope::Workspace)
-                    .await?;
-                format!("{text}\n")
-            }
-            FaceCommand::Trust => format!("{}\n", self.runtime.trust_hooks(&id).await?),
-            FaceCommand::Runs => {
-                const SHOWN: usize = 10;
-                let runs = self.runtime.runs(&id).await?;
-                if runs.is_empty() {
-                    return Ok("No runs in this session yet.\n".to_owned());
-                }
-                let mut text = format!(
-                    "Last {} of {} run(s), newest first:\n",
-                    runs.len().min(SHOWN),
-                    runs.len()
-                );
-                for run in runs.iter().rev().take(SHOWN) {
-                    text.push_str(&format!(
-                        "- `{}` {} {}",
-                        run.id,
-                        time(run.created_at),
-                        run.state.as_str()
-                    ));
-                    if let Some(reason) = run.stop_reason {
-                        text.push_str(&format!(" ({})", reason.as_str()));
-                    }
-                    if let Some(error) = &run.error {
-                        text.push_str(&format!(": {}", quote(error)));
-                    }
-                    text.push_str(&format!(
-                        "; {} tokens in, {} out\n",
-                        run.usage.input_tokens, run.usage.output_tokens
-                    ));
-                }
-                text
-            }
-        })
-    }
-
-    /// Runs a prompt or command, showing its events until it ends.
-    async fn run(&mut self, start: Start) -> anyhow::Result<Flow> {
-        let session = self.session().await?;
-        let mut subscription = self
-            .subscription
-            .take()
-            .context("the session has no event subscription")?;
-        // A Ctrl-C from before this run is no request to cancel it.
-        while let Some(Some(())) = self.interrupt.recv().now_or_never() {}
-        let run_id = RunId::generate();
-        let started = match start {
-            Start::Prompt(text) => {
-                self.runtime
-                    .prompt_as(&session, run_id.clone(), vec![ContentPart::Text { text }])
-                    .await
-            }
-            Start::Command(command) => {
-                self.runtime
-                    .command_as(&session, run_id.clone(), command)
-                    .await
-            }
-        };
-        if let Err(err) = started {
-            self.subscription = Some(subscription);
-            self.write(&format!("error: {err}\n"));
-            return Ok(Flow::Continue);
+        let answer = self.runtime.answer(&id, command).await?;
+        if let Answer::ModeSet(updated) | Answer::ModelSet(updated) = &answer {
+            self.session = Some(updated.clone());
         }
-        let mut view = View::new(self.color);
-        let mut interrupted: Option<Instant> = None;
-        // Until the model says something: a working indicator with the time
-        // (or the retry being waited for), drawn at once and on every tick.
-        let asked = Instant::now();
-        let mut provisional = Provisional::default();
-        let mut said = false;
-        let mut frame = 0usize;
-        let mut retry: Option<(Instant, Event)> = None;
-        let mut type_ahead = editor::TypeAhead::start();
-        if self.live {
-            let mut out = String::new();
-            self.draw_indicator(&mut provisional, frame, asked, retry.as_ref(), &mut out);
-            self.write(&out);
-        }
-        loop {
-            let tick = tokio::time::sleep(TICK);
-            let ticking = (self.live && !said) || type_ahead.is_active();
-            let next = tokio::select! {
-                record = subscription.next() => Some(Some(record)),
-                _ = self.interrupt.recv() => None,
-                _ = tick, if ticking => Some(None),
-            };
-            let next = match next {
-                Some(Some(record)) => Some(record),
-                Some(None) => {
-                    let mut out = String::new();
-                    let typed = type_ahead.lines();
-                    if !typed.is_empty() {
-                        // Above the line in progress, which stays pending.
-                        provisional.clear(&mut out);
-                        self.take_typed(&session, typed, &mut out);
-                    }
-                    if self.live && !said {
-                        frame += 1;
-                        self.draw_indicator(
-                            &mut provisional,
-                            frame,
-                            asked,
-                            retry.as_ref(),
-                            &mut out,
-                        );
-                    } else if self.live && !out.is_empty() {
-                        // The reply's line in progress, back under what was said.
-                        self.draw_pending(&view, &mut provisional, &mut out);
-                    }
-                    self.write(&out);
-                    continue;
-                }
-                None => None,
-            };
-            let Some(record) = next else {
-                let mut out = String::new();
-                provisional.clear(&mut out);
-                view.flush(&mut out);
-                if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW) {
-                    self.runtime.cancel_run(&session, &run_id);
-                    self.write(&out);
-                    self.write(&self.dim("\nLeaving.\n"));
-                    return Ok(Flow::Quit);
-                }
-                interrupted = Some(Instant::now());
-                self.runtime.cancel_run(&session, &run_id);
-                out.push_str(&self.dim("\nCancelling (Ctrl-C again to leave)\n"));
-                self.write(&out);
-                continue;
-            };
-            let mut record = record.ok_or_else(|| anyhow!("the session closed during the run"))?;
-            // Events already waiting are shown in the same write: a fast
-            // stream costs one write per burst, not one per chunk.
-            let mut out = String::new();
-            provisional.clear(&mut out);
-            let mut taken = 0;
-            loop {
-                if record.run_id == run_id {
-                    view.show(&record.event, &mut out);
-                }
-                if record.run_id != run_id || !is_plain_output(&record.event) || taken >= BURST {
-                    break;
-                }
-                match subscription.next().now_or_never() {
-                    Some(Some(next)) => {
-                        record = next;
-                        taken += 1;
-                    }
-                    Some(None) | None => break,
-                }
-            }
-            if record.run_id == run_id && shows_output(&record.event) {
-                said = true;
-            }
-            if record.run_id == run_id && record.event.retry_status().is_some() {
-                let wait = match &record.event {
-                    Event::Retrying { wait_ms, .. } => Duration::from_millis(*wait_ms),
-                    _ => Duration::ZERO,
-                };
-                if self.live && !said {
-                    retry = Some((Instant::now() + wait, record.event.clone()));
-                    self.draw_indicator(&mut provisional, frame, asked, retry.as_ref(), &mut out);
-                } else if let Some(status) = record.event.retry_status() {
-                    out.push_str(&self.dim(&format!("{status}\n")));
-                }
-            }
-            // The reply's line in progress, shown as it comes; rendered
-            // (Markdown) once complete. Not before a question to the person.
-            if self.live
-                && said
-                && !matches!(
-                    record.event,
-                    Event::ApprovalRequested { .. } | Event::QuestionAsked { .. }
-                )
-                && record.event.terminal_state().is_none()
-            {
-                self.draw_pending(&view, &mut provisional, &mut out);
-            }
-            self.write(&out);
-            if record.run_id != run_id {
-                continue;
-            }
-            if matches!(
-                record.event,
-                Event::ApprovalRequested { .. } | Event::QuestionAsked { .. }
-            ) {
-                // Lines typed before the question are not its answer.
-                let typed = type_ahead.lines();
-                if !typed.is_empty() {
-                    let mut out = String::new();
-                    self.take_typed(&session, typed, &mut out);
-                    self.write(&out);
-                }
-            }
-            if let Event::ApprovalRequested { approval_id, .. } = &record.event {
-                match self.ask_approval().await? {
-                    Some(decision) => {
-                        if !self
-                            .runtime
-                            .answer_approval(&session, approval_id, decision)
-                        {
-                            self.write(&self.dim("The approval was already decided.\n"));
-                        }
-                    }
-                    None => {
-                        self.runtime.cancel_run(&session, &run_id);
-                        self.write(&self.dim("Cancelling\n"));
-                    }
-                }
-            }
-            if let Some((question_id, asked)) = record.event.question() {
-                match self.ask_question(&asked).await? {
-                    Some(answer) => {
-                        if !self.runtime.answer_question(&session, question_id, answer) {
-                            self.write(&self.dim("The question was already answered.\n"));
-                        }
-                    }
-                    None => {
-                        self.runtime.cancel_run(&session, &run_id);
-                        self.write(&self.dim("Cancelling\n"));
-                    }
-                }
-            }
-            if let Event::State { state, .. } = &record.event
-                && state.is_terminal()
-            {
-                break;
-            }
-        }
-        // Lines entered as the run ended wait for the next prompt; what is
-        // half typed shows at the prompt once echo is back.
-        for line in type_ahead.lines() {
-            if !line.trim().is_empty() {
-                self.queued.push_back(line);
-            }
-        }
-        drop(type_ahead);
-        // What the subscription still holds of this run (events it already
-        // delivered from the tape after a lag) is read now, not at the next run.
-        while let Some(Some(_)) = subscription.next().now_or_never() {}
-        self.subscription = Some(subscription);
-        // A second Ctrl-C that came as the cancelled run ended still leaves.
-        if interrupted.is_some_and(|at| at.elapsed() < QUIT_WINDOW)
-            && let Some(Some(())) = self.interrupt.recv().now_or_never()
+        let text = answer.markdown(run_line);
+        // A list of runs ends its own lines.
+        if let Answer::Runs { newest, .. } = &answer
+            && !newest.is_empty()
         {
-            self.write(&self.dim("Leaving.\n"));
-            return Ok(Flow::Quit);
+            return Ok(text);
         }
-        Ok(Flow::Continue)
-    }
-
-    /// The working indicator: the time since Enter, or the retry waited for
-    /// (its wait counting down).
-    fn draw_indicator(
-        &self,
-        provisional: &mut Provisional,
-        frame: usize,
-        asked: Instant,
-        retry: Option<&(Instant, Event)>,
-        out: &mut String,
-    ) {
-        let spinner = SPINNER[frame % SPINNER.len()];
-        let status = retry.and_then(|(at, event)| {
-            let left = at.saturating_duration_since(Instant::now());
-            match event {
-                Event::Retrying {
-                    attempt,
-                    attempts,
-                    reason,
-                    ..
-                } if !left.is_zero() => Event::Retrying {
-                    attempt: *attempt,
-                    attempts: *attempts,
-                    wait_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
-                    reason: reason.clone(),
-                }
-                .retry_status(),
-                Event::Retrying {
-                    attempt, attempts, ..
-                } => Some(format!(
-                    "working {}s, attempt {attempt} of {attempts}",
-                    asked.elapsed().as_secs()
-                )),
-                _ => None,
-            }
-        });
-        let text = format!(
-            "{spinner} {}",
-            status.unwrap_or_else(|| format!("working {}s", asked.elapsed().as_secs()))
-        );
-        provisional.show(&text, &self.dim(&text), out);
-    }
-
-    /// The line in progress (the reply's, or the model's thinking), drawn
-    /// provisionally until it completes.
-    fn draw_pending(&self, view: &View, provisional: &mut Provisional, out: &mut String) {
-        if view.reply.has_pending() && view.reply.pending().len() <= PROVISIONAL_MAX {
-            let text = sanitize(view.reply.pending());
-            provisional.show(&text, &text, out);
-        } else if !view.thoughts.pending().is_empty()
-            && view.thoughts.pending().len() <= PROVISIONAL_MAX
-        {
-            let text = format!("  ~ {}", sanitize(view.thoughts.pending()));
-            provisional.show(&text, &self.dim(&text), out);
-        }
-    }
-
-    /// Lines typed while the run works: each is steering, taken in at the
-    /// model's next turn; a slash command, or a line the run can no longer
-    /// take, waits to be the next prompt.
-    fn take_typed(&mut self, session: &SessionId, typed: Vec<String>, out: &mut String) {
-        for line in typed {
-            let line = editor::joined(&line);
-            if line.trim().is_empty() {
-                continue;
-            }
-            self.editor.remember(&line);
-            let shown = sanitize(&line);
-            if slash::split(&line).is_some() {
-                out.push_str(&self.dim(&format!("> {shown}  (queued: runs after this run)\n")));
-                self.queued.push_back(line);
-                continue;
-            }
-            match self
-                .runtime
-                .steer(session, vec![ContentPart::Text { text: line.clone() }])
-            {
-                Ok(Some(_)) => out.push_str(&self.dim(&format!(
-                    "> {shown}  (steering: the model reads it at its next turn)\n"
-                ))),
-                Ok(None) => {
-                    out.push_str(&self.dim(&format!("> {shown}  (queued as the next prompt)\n")));
-                    self.queued.push_back(line);
-                }
-                Err(err) => out.push_str(&format!("error: {err}\n")),
-            }
-        }
+        Ok(format!("{text}\n"))
     }
 
     /// Asks how to answer an approval: `None` when the person pressed Ctrl-C
@@ -899,15 +427,43 @@ impl Chat {
     }
 }
 
-/// `text` in a style when colors are on; a trailing newline stays outside it.
-fn styled(color: bool, style: &str, text: &str) -> String {
-    if !color {
-        return text.to_owned();
+/// `/help`: the shared commands, this face's own, and its keys.
+fn help() -> String {
+    let mut text = slash::help();
+    // `/exit` is `/quit`'s other name, told in its line.
+    for (name, description) in editor::TERMINAL_COMMANDS
+        .iter()
+        .filter(|(name, _)| *name != "exit")
+    {
+        text.push_str(&format!("- `/{name}`: {description}\n"));
     }
-    match text.strip_suffix('\n') {
-        Some(body) => format!("{style}{body}{RESET}\n"),
-        None => format!("{style}{text}{RESET}"),
+    text.push_str(
+        "\nKeys: Enter sends; Alt-Enter or a line ending in `\\` starts another line; \
+         Tab completes a command; Ctrl-C cancels a run (twice within 2 s leaves); \
+         Ctrl-C or Ctrl-D at an empty prompt leaves.\n",
+    );
+    text
+}
+
+/// A run in `/runs`: id, local time, state, how it ended and its tokens.
+fn run_line(run: &RunInfo) -> String {
+    let mut line = format!(
+        "`{}` {} {}",
+        run.id,
+        time(run.created_at),
+        run.state.as_str()
+    );
+    if let Some(reason) = run.stop_reason {
+        line.push_str(&format!(" ({})", reason.as_str()));
     }
+    if let Some(error) = &run.error {
+        line.push_str(&format!(": {}", quote(error)));
+    }
+    line.push_str(&format!(
+        "; {} tokens in, {} out",
+        run.usage.input_tokens, run.usage.output_tokens
+    ));
+    line
 }
 
 /// A message of a resumed session, in a line.
@@ -946,306 +502,4 @@ fn time(millis: i64) -> String {
                 .to_string()
         })
         .unwrap_or_default()
-}
-
-/// How one run's events are shown.
-struct View {
-    color: bool,
-    reply: Markdown,
-    thoughts: Dimmed,
-    /// Tool calls seen, by id: the tool's name and kind, and whether a line
-    /// shows them yet.
-    tools: HashMap<String, (String, ToolKind, bool)>,
-    /// Lines of live output seen per running call.
-    progress: HashMap<String, usize>,
-}
-
-impl View {
-    fn new(color: bool) -> Self {
-        Self {
-            color,
-            reply: Markdown::new(color),
-            thoughts: Dimmed::new(color),
-            tools: HashMap::new(),
-            progress: HashMap::new(),
-        }
-    }
-
-    /// Ends the lines in progress, before something else is shown.
-    fn flush(&mut self, out: &mut String) {
-        self.thoughts.finish(out);
-        self.reply.finish(out);
-    }
-
-    fn show(&mut self, event: &Event, out: &mut String) {
-        let color = self.color;
-        match event {
-            Event::TextDelta { text } => {
-                self.thoughts.finish(out);
-                self.reply.push(text, out);
-            }
-            Event::ThoughtDelta { text } => {
-                if self.reply.has_pending() {
-                    self.reply.finish(out);
-                }
-                self.thoughts.push(text, out);
-            }
-            Event::ToolCall { id, name, kind, .. } => {
-                self.flush(out);
-                self.tools.insert(id.clone(), (name.clone(), *kind, false));
-            }
-            Event::ToolPlanned { id, title, .. } => {
-                self.flush(out);
-                let kind = match self.tools.get_mut(id) {
-                    Some((_, kind, shown)) => {
-                        *shown = true;
-                        kind.as_str()
-                    }
-                    None => ToolKind::Other.as_str(),
-                };
-                out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(title))));
-                out.push_str(&styled(color, DIM, &format!(" [{kind}]\n")));
-            }
-            Event::ApprovalRequested {
-                tool,
-                title,
-                reason,
-                command,
-                diffs,
-                ..
-            } => {
-                self.flush(out);
-                out.push_str(&styled(
-                    color,
-                    YELLOW,
-                    &format!(
-                        "Approval needed: {} ({}, {})\n",
-                        sanitize(title),
-                        sanitize(tool),
-                        sanitize(reason)
-                    ),
-                ));
-                if let Some(command) = command {
-                    out.push_str(&format!("    $ {}\n", sanitize(command)));
-                }
-                for diff in diffs {
-                    show_diff(color, diff, out);
-                }
-            }
-            Event::QuestionAsked {
-                question, options, ..
-            } => {
-                self.flush(out);
-                out.push_str(&styled(
-                    color,
-                    YELLOW,
-                    &format!("Question: {}\n", sanitize(question)),
-                ));
-                for (index, option) in options.iter().enumerate() {
-                    out.push_str(&format!("  {}. {}\n", index + 1, sanitize(option)));
-                }
-            }
-            Event::SubagentStarted { task, .. } => {
-                self.flush(out);
-                let line = task.lines().next().unwrap_or("");
-                out.push_str(&styled(
-                    color,
-                    DIM,
-                    &format!("  subagent started: {}\n", sanitize(line)),
-                ));
-            }
-            Event::SubagentEnded {
-                state, stop_reason, ..
-            } => {
-                self.flush(out);
-                out.push_str(&styled(
-                    color,
-                    DIM,
-                    &format!(
-                        "  subagent {}{}\n",
-                        state.as_str(),
-                        stop_reason
-                            .map(|r| format!(" ({})", r.as_str()))
-                            .unwrap_or_default()
-                    ),
-                ));
-            }
-            Event::QuestionAnswered { outcome, .. } => {
-                if *outcome == QuestionOutcome::TimedOut {
-                    out.push_str(&styled(color, DIM, "  no answer in time\n"));
-                }
-            }
-            Event::ApprovalDecided { decision, .. } => match decision {
-                ApprovalDecision::TimedOut => {
-                    out.push_str(&styled(color, DIM, "  approval timed out\n"));
-                }
-                ApprovalDecision::AllowOnce
-                | ApprovalDecision::AllowAlways
-                | ApprovalDecision::RejectOnce
-                | ApprovalDecision::RejectAlways
-                | ApprovalDecision::Cancelled
-                | ApprovalDecision::Unattended => {}
-            },
-            Event::ToolProgress {
-                id,
-                output: Some(lines),
-                ..
-            } => {
-                self.flush(out);
-                let shown = self.progress.entry(id.clone()).or_insert(0);
-                for line in lines.lines() {
-                    if *shown < PROGRESS_LINES {
-                        out.push_str(&styled(color, DIM, &format!("  | {}\n", sanitize(line))));
-                    } else if *shown == PROGRESS_LINES {
-                        out.push_str(&styled(color, DIM, "  | ...\n"));
-                    }
-                    *shown += 1;
-                }
-            }
-            Event::ToolResult {
-                id,
-                output,
-                is_error,
-                verdict,
-                ..
-            } => {
-                self.flush(out);
-                if let Some(lines) = self.progress.remove(id)
-                    && lines > PROGRESS_LINES
-                {
-                    out.push_str(&styled(
-                        color,
-                        DIM,
-                        &format!("  | ({} lines of output in all)\n", lines),
-                    ));
-                }
-                if let Some((name, kind, false)) = self.tools.get(id) {
-                    out.push_str(&styled(color, BOLD, &format!("* {}", sanitize(name))));
-                    out.push_str(&styled(color, DIM, &format!(" [{}]\n", kind.as_str())));
-                }
-                let first = sanitize(output.lines().next().unwrap_or(""));
-                let line = match verdict {
-                    // The sentence the model reads ("do not retry…") is
-                    // not for the person who said no.
-                    Verdict::Rejected
-                        if output.starts_with(crate::core::gate::REJECTED_BY_THE_USER) =>
-                    {
-                        styled(color, RED, "  rejected: you said no\n")
-                    }
-                    Verdict::Cancelled => styled(color, RED, "  cancelled\n"),
-                    Verdict::Denied | Verdict::Rejected | Verdict::Invalid => {
-                        styled(color, RED, &format!("  refused: {first}\n"))
-                    }
-                    Verdict::Allowed | Verdict::Approved if *is_error => {
-                        styled(color, RED, &format!("  failed: {first}\n"))
-                    }
-                    Verdict::Allowed | Verdict::Approved => styled(color, GREEN, "  done\n"),
-                };
-                out.push_str(&line);
-            }
-            Event::Plan { entries } => {
-                self.flush(out);
-                for entry in entries {
-                    let mark = match entry.status {
-                        PlanStatus::Pending => "[ ]",
-                        PlanStatus::InProgress => "[~]",
-                        PlanStatus::Completed => "[x]",
-                    };
-                    out.push_str(&format!("  {mark} {}\n", sanitize(&entry.content)));
-                }
-            }
-            Event::Notice { message } => {
-                self.flush(out);
-                out.push_str(&styled(color, YELLOW, &format!("{}\n", sanitize(message))));
-            }
-            Event::State {
-                state,
-                stop_reason,
-                error,
-                ..
-            } if state.is_terminal() => {
-                self.flush(out);
-                let end = match (state, stop_reason, error) {
-                    (RunState::Failed, _, Some(error)) => {
-                        styled(color, RED, &format!("error: {}\n", sanitize(error)))
-                    }
-                    (RunState::Failed, _, None) => styled(color, RED, "error: the run failed\n"),
-                    (RunState::Cancelled, _, _) => styled(color, DIM, "(cancelled)\n"),
-                    (_, Some(StopReason::EndTurn) | None, _) => String::new(),
-                    (_, Some(reason), _) => {
-                        styled(color, DIM, &format!("(stopped: {})\n", reason.as_str()))
-                    }
-                };
-                out.push_str(&end);
-                out.push('\n');
-            }
-            Event::State { .. }
-            | Event::UserMessage { .. }
-            | Event::ModelTurn { .. }
-            | Event::ToolStarted { .. }
-            | Event::ToolProgress { output: None, .. }
-            | Event::Compaction { .. }
-            | Event::SessionInfo { .. }
-            // On the indicator's line, or a line of its own (`Chat::run`).
-            | Event::Retrying { .. }
-            | Event::Usage { .. } => {}
-        }
-    }
-}
-
-/// Whether an event shows the model at work (so the indicator goes).
-fn shows_output(event: &Event) -> bool {
-    !matches!(
-        event,
-        Event::State { .. }
-            | Event::UserMessage { .. }
-            | Event::SessionInfo { .. }
-            | Event::ModelTurn { .. }
-            | Event::Retrying { .. }
-            | Event::Usage { .. }
-    )
-}
-
-/// Whether an event only adds to the output (the run loop does nothing else
-/// with it), so the events after it may be shown in the same write.
-fn is_plain_output(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::TextDelta { .. } | Event::ThoughtDelta { .. } | Event::Usage { .. }
-    )
-}
-
-/// A change an approval is about, as a colored unified diff.
-fn show_diff(color: bool, diff: &FileDiff, out: &mut String) {
-    out.push_str(&styled(
-        color,
-        BOLD,
-        &format!("    {}\n", sanitize(&diff.path.display().to_string())),
-    ));
-    let lines: Vec<&str> = diff.unified.lines().collect();
-    for line in lines.iter().take(DIFF_LINES) {
-        let style = if line.starts_with("+++") || line.starts_with("---") {
-            BOLD
-        } else if line.starts_with('+') {
-            GREEN
-        } else if line.starts_with('-') {
-            RED
-        } else if line.starts_with("@@") {
-            CYAN
-        } else {
-            ""
-        };
-        let text = format!("    {}\n", sanitize(line));
-        if style.is_empty() {
-            out.push_str(&text);
-        } else {
-            out.push_str(&styled(color, style, &text));
-        }
-    }
-    if lines.len() > DIFF_LINES {
-        out.push_str(&format!(
-            "    … {} more line(s)\n",
-            lines.len() - DIFF_LINES
-        ));
-    }
 }

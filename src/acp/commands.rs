@@ -5,7 +5,7 @@
 
 use agent_client_protocol_schema::v1 as acp;
 
-pub use crate::core::slash::{COMMANDS, FaceCommand, SlashCommand, help, parse};
+pub use crate::core::slash::{Answer, COMMANDS, FaceCommand, SlashCommand, parse};
 
 /// The `available_commands_update` every session gets after it opens.
 pub fn available() -> acp::SessionUpdate {

@@ -618,108 +618,23 @@ impl Connection {
         }
     }
 
+    /// The answer to a command worked out by the runtime, in Markdown; a
+    /// switched mode or model is announced to the client first.
     pub(super) async fn command_text(
         self: &Arc<Self>,
         session: &SessionId,
         command: FaceCommand,
     ) -> Result<String, RpcError> {
-        match command {
-            FaceCommand::Help => Ok(commands::help()),
-            FaceCommand::Mode(None) => {
-                let current = self.runtime.session(session).await.map_err(runtime_error)?;
-                let others: Vec<String> = Mode::ALL
-                    .iter()
-                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
-                    .collect();
-                Ok(format!(
-                    "Mode: {} (`{}`). Modes: {}.",
-                    current.mode.title(),
-                    current.mode.as_str(),
-                    others.join("; ")
-                ))
-            }
-            FaceCommand::Mode(Some(value)) => {
-                let Some(mode) = Mode::parse(&value) else {
-                    return Ok(format!(
-                        "`{}` is not a mode; use read_only, supervised or full.",
-                        quote(&value)
-                    ));
-                };
-                let updated = self
-                    .runtime
-                    .set_mode(session, mode)
-                    .await
-                    .map_err(runtime_error)?;
-                self.announce_settings(&updated, true).await;
-                Ok(format!("Mode set to {}.", mode.title()))
-            }
-            FaceCommand::Model(None) => {
-                let current = self.runtime.session(session).await.map_err(runtime_error)?;
-                let choices: Vec<String> = self
-                    .runtime
-                    .providers()
-                    .choices()
-                    .iter()
-                    .map(|c| format!("`{}`", c.id()))
-                    .collect();
-                Ok(format!(
-                    "Model: `{}/{}`. Available: {}.",
-                    current.provider,
-                    current.model,
-                    if choices.is_empty() {
-                        "none configured".to_owned()
-                    } else {
-                        choices.join(", ")
-                    }
-                ))
-            }
-            FaceCommand::Model(Some(value)) => {
-                match self.runtime.set_model(session, &value).await {
-                    Ok(updated) => {
-                        self.announce_settings(&updated, false).await;
-                        Ok(format!(
-                            "Model set to `{}/{}`.",
-                            updated.provider, updated.model
-                        ))
-                    }
-                    Err(RuntimeError::UnknownModel(model, available)) => Ok(format!(
-                        "`{}` is not a configured model; available: {available}.",
-                        quote(&model)
-                    )),
-                    Err(err) => Err(runtime_error(err)),
-                }
-            }
-            FaceCommand::Memory(argument) => self
-                .runtime
-                .memory_command(
-                    session,
-                    argument.as_deref(),
-                    crate::core::memory::Scope::Workspace,
-                )
-                .await
-                .map_err(runtime_error),
-            FaceCommand::Trust => self
-                .runtime
-                .trust_hooks(session)
-                .await
-                .map_err(runtime_error),
-            FaceCommand::Runs => {
-                const SHOWN: usize = 10;
-                let runs = self.runtime.runs(session).await.map_err(runtime_error)?;
-                if runs.is_empty() {
-                    return Ok("No runs in this session yet.".to_owned());
-                }
-                let mut text = format!(
-                    "Last {} of {} run(s), newest first:\n",
-                    runs.len().min(SHOWN),
-                    runs.len()
-                );
-                for run in runs.iter().rev().take(SHOWN) {
-                    text.push_str(&format!("- {}\n", convert::run_line(run)));
-                }
-                Ok(text)
-            }
+        let answer = self
+            .runtime
+            .answer(session, command)
+            .await
+            .map_err(runtime_error)?;
+        if let Answer::ModeSet(updated) | Answer::ModelSet(updated) = &answer {
+            self.announce_settings(updated, matches!(answer, Answer::ModeSet(_)))
+                .await;
         }
+        Ok(answer.markdown(convert::run_line))
     }
 
     /// Tells the client the session's mode or model changed on the agent's side.

@@ -5,6 +5,7 @@
 //! came. Every event is appended to the tape and published to subscribers; a
 //! subscriber that falls behind re-reads the tape instead of slowing the run.
 
+mod answers;
 mod ownership;
 pub use ownership::LeaseHolding;
 mod subagents;

@@ -1,10 +1,15 @@
 //! Slash commands a person types at a prompt (`/help`, `/mode full`): which
-//! ones exist and how a prompt's text names one. Shared by the faces that take
-//! typed prompts (ACP, the terminal); each face answers them in its own way.
-//! Anything else starting with `/` (a path, say) is not a command.
+//! ones exist, how a prompt's text names one, and what a command the face
+//! answers comes to ([`Answer`], computed by `Runtime::answer`) and its words
+//! in Markdown. Shared by the faces that take typed prompts (ACP, the
+//! terminal); each shows the answer its own way (its run lines, its line
+//! ends, its own commands in `/help`). Anything else starting with `/` (a
+//! path, say) is not a command.
 
 use super::commands::SessionCommand;
-use super::session::ContentPart;
+use super::quote::quote;
+use super::run::RunInfo;
+use super::session::{ContentPart, Mode, Session};
 
 /// A slash command a prompt asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +115,90 @@ pub fn help() -> String {
     text
 }
 
+/// Most runs `/runs` lists.
+pub const RUNS_SHOWN: usize = 10;
+
+/// What a command the face answers comes to, as data.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// `/help`: the commands of [`COMMANDS`].
+    Help,
+    /// `/mode`: the session's mode.
+    Mode(Mode),
+    /// `/mode NAME`: the session, switched to it.
+    ModeSet(Session),
+    /// `/mode NAME` for a name that is no mode.
+    NotAMode(String),
+    /// `/model`: the session's `provider/model` and the configured choices.
+    Model {
+        current: String,
+        choices: Vec<String>,
+    },
+    /// `/model NAME`: the session, switched to it.
+    ModelSet(Session),
+    /// `/model NAME` for no configured model, and what is available.
+    NotAModel { model: String, available: String },
+    /// `/runs`: the newest runs (at most [`RUNS_SHOWN`]), newest first,
+    /// and how many the session has.
+    Runs { newest: Vec<RunInfo>, total: usize },
+    /// `/memory` and `/trust`: worded where they were done.
+    Text(String),
+}
+
+impl Answer {
+    /// The answer in Markdown, each run in the line `run_line` words it. A
+    /// sentence has no line end; a list ends each item with one.
+    pub fn markdown(&self, run_line: impl Fn(&RunInfo) -> String) -> String {
+        match self {
+            Answer::Help => help(),
+            Answer::Mode(mode) => {
+                let modes: Vec<String> = Mode::ALL
+                    .iter()
+                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
+                    .collect();
+                format!(
+                    "Mode: {} (`{}`). Modes: {}.",
+                    mode.title(),
+                    mode.as_str(),
+                    modes.join("; ")
+                )
+            }
+            Answer::ModeSet(session) => format!("Mode set to {}.", session.mode.title()),
+            Answer::NotAMode(value) => format!(
+                "`{}` is not a mode; use read_only, supervised or full.",
+                quote(value)
+            ),
+            Answer::Model { current, choices } => format!(
+                "Model: `{current}`. Available: {}.",
+                if choices.is_empty() {
+                    "none configured".to_owned()
+                } else {
+                    let quoted: Vec<String> = choices.iter().map(|c| format!("`{c}`")).collect();
+                    quoted.join(", ")
+                }
+            ),
+            Answer::ModelSet(session) => {
+                format!("Model set to `{}/{}`.", session.provider, session.model)
+            }
+            Answer::NotAModel { model, available } => format!(
+                "`{}` is not a configured model; available: {available}.",
+                quote(model)
+            ),
+            Answer::Runs { newest, .. } if newest.is_empty() => {
+                "No runs in this session yet.".to_owned()
+            }
+            Answer::Runs { newest, total } => {
+                let mut text = format!("Last {} of {total} run(s), newest first:\n", newest.len());
+                for run in newest {
+                    text.push_str(&format!("- {}\n", run_line(run)));
+                }
+                text
+            }
+            Answer::Text(text) => text.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +253,92 @@ mod tests {
         assert_eq!(split(" /mode  full \n"), Some(("mode", Some("full"))));
         assert_eq!(split("/x   "), Some(("x", None)));
         assert_eq!(split("hello"), None);
+    }
+
+    fn runs(count: usize) -> Vec<RunInfo> {
+        (0..count)
+            .map(|n| RunInfo {
+                id: crate::core::ids::RunId::from_string(format!("run_{n}")),
+                session_id: crate::core::ids::SessionId::from_string("ses_1".into()),
+                state: crate::core::event::RunState::Completed,
+                stop_reason: None,
+                error: None,
+                usage: Default::default(),
+                cost: None,
+                created_at: 0,
+                started_at: None,
+                ended_at: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn answers_are_worded_once_for_every_face() {
+        let line = |run: &RunInfo| format!("`{}`", run.id);
+        assert_eq!(
+            Answer::Mode(Mode::Full).markdown(line),
+            format!(
+                "Mode: Full autonomy (`full`). Modes: {}.",
+                Mode::ALL
+                    .iter()
+                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        );
+        assert_eq!(
+            Answer::NotAMode("reckless".into()).markdown(line),
+            "`reckless` is not a mode; use read_only, supervised or full."
+        );
+        assert_eq!(
+            Answer::Model {
+                current: "local/small".into(),
+                choices: vec!["local/small".into(), "local/large".into()],
+            }
+            .markdown(line),
+            "Model: `local/small`. Available: `local/small`, `local/large`."
+        );
+        assert_eq!(
+            Answer::Model {
+                current: "x/y".into(),
+                choices: Vec::new(),
+            }
+            .markdown(line),
+            "Model: `x/y`. Available: none configured."
+        );
+        assert_eq!(
+            Answer::NotAModel {
+                model: "huge".into(),
+                available: "local/small".into(),
+            }
+            .markdown(line),
+            "`huge` is not a configured model; available: local/small."
+        );
+        assert_eq!(
+            Answer::Text("Forgot `m1`.".into()).markdown(line),
+            "Forgot `m1`."
+        );
+        assert_eq!(Answer::Help.markdown(line), help());
+    }
+
+    #[test]
+    fn runs_are_listed_in_the_faces_own_lines() {
+        let line = |run: &RunInfo| format!("`{}` done", run.id);
+        assert_eq!(
+            Answer::Runs {
+                newest: Vec::new(),
+                total: 0
+            }
+            .markdown(line),
+            "No runs in this session yet."
+        );
+        assert_eq!(
+            Answer::Runs {
+                newest: runs(2),
+                total: 12
+            }
+            .markdown(line),
+            "Last 2 of 12 run(s), newest first:\n- `run_0` done\n- `run_1` done\n"
+        );
     }
 }

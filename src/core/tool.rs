@@ -241,6 +241,17 @@ pub enum PlanStatus {
     Completed,
 }
 
+impl PlanStatus {
+    /// The check box a text face shows before an entry: `[ ]`, `[~]`, `[x]`.
+    pub fn mark(self) -> &'static str {
+        match self {
+            PlanStatus::Pending => "[ ]",
+            PlanStatus::InProgress => "[~]",
+            PlanStatus::Completed => "[x]",
+        }
+    }
+}
+
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
 )]

@@ -76,11 +76,7 @@ fn render(tasks: &[PlanEntry]) -> String {
         tasks.len()
     );
     for task in tasks {
-        let mark = match task.status {
-            PlanStatus::Pending => "[ ]",
-            PlanStatus::InProgress => "[~]",
-            PlanStatus::Completed => "[x]",
-        };
+        let mark = task.status.mark();
         let priority = match task.priority {
             PlanPriority::High => " (high)",
             PlanPriority::Medium => "",

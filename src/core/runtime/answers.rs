@@ -1,0 +1,59 @@
+//! What a slash command the face answers comes to (`core::slash`): worked
+//! out here once, for every face to word.
+
+use super::{Runtime, RuntimeError};
+use crate::core::ids::SessionId;
+use crate::core::memory::Scope;
+use crate::core::provider::ModelChoice;
+use crate::core::session::Mode;
+use crate::core::slash::{Answer, FaceCommand, RUNS_SHOWN};
+
+impl Runtime {
+    /// Answers `command` in a session: `/mode NAME` and `/model NAME`
+    /// switch it, `/memory` and `/trust` do what they say.
+    pub async fn answer(
+        &self,
+        id: &SessionId,
+        command: FaceCommand,
+    ) -> Result<Answer, RuntimeError> {
+        Ok(match command {
+            FaceCommand::Help => Answer::Help,
+            FaceCommand::Mode(None) => Answer::Mode(self.session(id).await?.mode),
+            FaceCommand::Mode(Some(value)) => match Mode::parse(&value) {
+                Some(mode) => Answer::ModeSet(self.set_mode(id, mode).await?),
+                None => Answer::NotAMode(value),
+            },
+            FaceCommand::Model(None) => {
+                let current = self.session(id).await?;
+                Answer::Model {
+                    current: format!("{}/{}", current.provider, current.model),
+                    choices: self
+                        .providers()
+                        .choices()
+                        .iter()
+                        .map(ModelChoice::id)
+                        .collect(),
+                }
+            }
+            FaceCommand::Model(Some(value)) => match self.set_model(id, &value).await {
+                Ok(updated) => Answer::ModelSet(updated),
+                Err(RuntimeError::UnknownModel(model, available)) => {
+                    Answer::NotAModel { model, available }
+                }
+                Err(err) => return Err(err),
+            },
+            FaceCommand::Memory(argument) => Answer::Text(
+                self.memory_command(id, argument.as_deref(), Scope::Workspace)
+                    .await?,
+            ),
+            FaceCommand::Trust => Answer::Text(self.trust_hooks(id).await?),
+            FaceCommand::Runs => {
+                let runs = self.runs(id).await?;
+                Answer::Runs {
+                    total: runs.len(),
+                    newest: runs.into_iter().rev().take(RUNS_SHOWN).collect(),
+                }
+            }
+        })
+    }
+}
