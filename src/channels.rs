@@ -15,7 +15,7 @@
 //!   unknown), deleted and replaced by the reply sent afresh.
 //!
 //! Adapters (`telegram`, `webhook`) only translate: platform JSON to
-//! [`ChannelMessage`], [`Unit`]s to platform calls, platform errors to
+//! [`ChannelMessage`](crate::core::channel::ChannelMessage), [`Unit`]s to platform calls, platform errors to
 //! [`FailureKind`]s. They know nothing of sessions, runs or the store.
 
 pub mod hub;

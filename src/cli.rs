@@ -463,6 +463,10 @@ pub enum ConfigCommand {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve HTTP (REST, SSE, JSON-RPC over WebSocket) on ADDR [default: [http] bind, else 127.0.0.1:8787]
+    #[allow(
+        rustdoc::broken_intra_doc_links,
+        reason = "clap help text: `[http]` names a config table"
+    )]
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
     pub http: Option<String>,
     /// Allow binding an address other than loopback (the token is then all that guards the agent)

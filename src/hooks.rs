@@ -1,4 +1,4 @@
-//! The hooks runner: [`core::hooks::Hooks`] over the `[[hooks.EVENT]]`
+//! The hooks runner: [`crate::core::hooks::Hooks`] over the `[[hooks.EVENT]]`
 //! tables — commands run by `sh -c` with the input on standard input, and
 //! HTTP POSTs signed like the webhook channel's. Every hook of an event whose
 //! matcher takes the subject runs at once; answers are read as Claude Code's

@@ -199,7 +199,7 @@ pub fn holds(stored: Option<&Lease>, lease: &Lease, now: Millis) -> bool {
 }
 
 /// The leases of an in-memory backend: the same rules on a map, for
-/// [`super::journal::memory::MemoryJournal`].
+/// the in-memory journal (`core::journal::memory`, built for tests).
 pub fn claim_in(
     leases: &mut std::collections::HashMap<LeaseKey, Lease>,
     key: &LeaseKey,

@@ -639,7 +639,7 @@ pub fn searchable(word: &str) -> bool {
 }
 
 /// The distinct words of a text a search looks for, at most
-/// [`MAX_TERMS`], in order.
+/// `MAX_TERMS`, in order.
 pub fn search_words(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in words(text) {

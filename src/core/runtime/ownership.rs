@@ -214,7 +214,7 @@ impl Runtime {
     /// [`Control::Steer`]): left in the journal for that process, which
     /// takes it at once. Returns that run; `None` when no other process
     /// works a run of the session, or none took the message within
-    /// [`STEER_WAIT`] (it is then taken back, so it is refused, never left
+    /// `STEER_WAIT` (it is then taken back, so it is refused, never left
     /// to arrive later).
     pub async fn steer_elsewhere(
         &self,

@@ -56,7 +56,7 @@ impl Turn {
 
 /// The fuzzing entry point (`fuzz/`): the events a turn offering `tools`
 /// yields for a response body arriving in `pieces`, decoded as
-/// [`Turn::into_stream`] decodes it (`whole`: the body is one JSON completion,
+/// `Turn::into_stream` decodes it (`whole`: the body is one JSON completion,
 /// as for a server that ignored `stream: true`). With `fast_path` off every
 /// chunk goes to the full decoder. Calls sent without an id get random ids.
 pub fn decode_for_fuzzing(
