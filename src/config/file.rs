@@ -541,6 +541,35 @@ pub struct HookConfig {
     pub on_failure: Option<OnFailure>,
 }
 
+impl HooksConfig {
+    /// The tables with every hook's `secret` hidden (`config show`).
+    pub fn redacted(&self) -> Self {
+        let hide = |hooks: &[HookConfig]| {
+            hooks
+                .iter()
+                .map(|hook| HookConfig {
+                    secret: hook.secret.as_ref().map(|_| "[redacted]".to_owned()),
+                    ..hook.clone()
+                })
+                .collect()
+        };
+        Self {
+            import: self.import.clone(),
+            session_start: hide(&self.session_start),
+            session_end: hide(&self.session_end),
+            user_prompt_submit: hide(&self.user_prompt_submit),
+            pre_tool_use: hide(&self.pre_tool_use),
+            post_tool_use: hide(&self.post_tool_use),
+            pre_compact: hide(&self.pre_compact),
+            stop: hide(&self.stop),
+            subagent_stop: hide(&self.subagent_stop),
+            notification: hide(&self.notification),
+            message_received: hide(&self.message_received),
+            message_sending: hide(&self.message_sending),
+        }
+    }
+}
+
 /// The `[paths]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

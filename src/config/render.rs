@@ -23,6 +23,9 @@ impl Config {
             table("safety", &self.safety, &note)?,
             table("budget", &self.budget, &note)?,
             table("memory", &self.memory, &note)?,
+            table("web", &self.web, &note)?,
+            table("subagents", &self.subagents, &note)?,
+            table("hooks", &self.hooks.redacted(), &note)?,
             self.render_channels(&note)?,
             self.render_mcp_servers(&note)?,
             table("http", &self.http, &note)?,
@@ -100,6 +103,25 @@ impl Config {
             if let Some(secs) = secs {
                 out.push_str(&format!("{key} = {}  # {}\n", secs.value, secs.origin));
             }
+        }
+        if let Some(window) = &self.context_window {
+            out.push_str(&format!(
+                "context_window = {}  # {}\n",
+                window.value, window.origin
+            ));
+        }
+        let note = self.file_note();
+        if let Some(turns) = self.loop_guard {
+            out.push_str(&format!("loop_guard = {turns}  # {note}\n"));
+        }
+        if let Some(fraction) = self.compact_at {
+            out.push_str(&format!("compact_at = {fraction}  # {note}\n"));
+        }
+        if let Some(names) = &self.instruction_fallbacks {
+            out.push_str(&format!(
+                "instruction_fallbacks = {}  # {note}\n",
+                toml_list(names)
+            ));
         }
         if !self.models.is_empty() {
             line(
@@ -356,6 +378,34 @@ mod tests {
         assert_eq!(back.memory, config.memory);
         assert_eq!(back.http, config.http);
         assert!(config.budget.daily.contains_key("openai"));
+    }
+
+    #[test]
+    fn web_subagents_hooks_and_the_loop_settings_read_back_as_shown_with_secrets_hidden() {
+        let file = "loop_guard = 4\ncompact_at = 0.75\ninstruction_fallbacks = [\"CLAUDE.md\"]\n\
+                    context_window = 64000\n\
+                    [web]\nallow = [\"docs.rs\"]\ndeny = [\"x.example\"]\nmax_redirects = 2\n\
+                    [web.search]\nbackend = \"searxng\"\nurl = \"http://127.0.0.1:8888\"\n\
+                    [subagents]\nmax_parallel = 2\nmax_turns = 7\n\
+                    [hooks]\nimport = [\"claude\"]\n\
+                    [[hooks.PreToolUse]]\nmatcher = \"shell\"\ncommand = \"./check.sh\"\n\
+                    [[hooks.Stop]]\nurl = \"http://127.0.0.1:9/h\"\nsecret = \"s3cret\"\n";
+        let config = load_file(file).unwrap_or_else(|e| panic!("{e}"));
+        let shown = config.render().unwrap_or_else(|e| panic!("{e}"));
+        assert!(!shown.contains("s3cret"), "{shown}");
+        let back: FileConfig = toml::from_str(&shown).unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        assert_eq!(back.loop_guard, Some(4));
+        assert_eq!(back.compact_at, Some(0.75));
+        assert_eq!(
+            back.instruction_fallbacks,
+            Some(vec!["CLAUDE.md".to_owned()])
+        );
+        assert_eq!(back.context_window, Some(64000));
+        assert_eq!(back.web, config.web);
+        assert_eq!(back.subagents, config.subagents);
+        assert_eq!(back.hooks, config.hooks.redacted());
+        assert_eq!(back.hooks.pre_tool_use, config.hooks.pre_tool_use);
+        assert_eq!(back.hooks.stop[0].secret.as_deref(), Some("[redacted]"));
     }
 
     #[test]
