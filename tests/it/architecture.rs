@@ -402,6 +402,41 @@ fn core_imports_no_face_and_no_provider_implementation() {
     );
 }
 
+/// Tools plan and execute; what a call is judged by and leaves behind
+/// (approvals, pending answers, receipts, events) is the gate's.
+#[test]
+fn tools_know_nothing_of_approvals_receipts_or_events() {
+    let root = src();
+    let gate_only = ["approval", "pending", "receipt", "event", "emitter", "gate"];
+    let mut found = Vec::new();
+    for file in module_files("tools") {
+        let module = module_path(&root, &file);
+        let code: String = code_lines(&file)
+            .into_iter()
+            .map(|(_, line)| line + "\n")
+            .collect();
+        for path in named_paths(&module, &code) {
+            if path.len() > 1 && path[0] == "core" && gate_only.contains(&path[1].as_str()) {
+                found.push(format!("{}: crate::{}", file.display(), path.join("::")));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "tools must not know approvals, receipts or events:\n{}",
+        found.join("\n")
+    );
+    // The check sees a grouped import.
+    let grouped = named_paths(
+        &["tools".to_owned(), "x".to_owned()],
+        "use crate::core::{event::Event, tool::Tool};",
+    );
+    assert!(
+        grouped.iter().any(|p| p[..2] == ["core", "event"]),
+        "{grouped:?}"
+    );
+}
+
 #[test]
 fn store_and_providers_import_no_face() {
     let mut files = module_files("store");
