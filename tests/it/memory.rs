@@ -158,6 +158,25 @@ fn what_one_session_saves_a_later_session_of_the_workspace_is_told() {
         user.ends_with("How do I run the integration tests?"),
         "{user}"
     );
+    // The recalled block went to the model only: the stored conversation
+    // holds the prompt as the person wrote it.
+    let listed = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let newest: Value = serde_json::from_slice(
+        listed.stdout.split(|b| *b == b'\n').next().unwrap(),
+    )
+    .unwrap();
+    let shown = dir.show_session(newest["session_id"].as_str().unwrap());
+    let stored = shown["history"][0]["message"].to_string();
+    assert!(
+        stored.contains("How do I run the integration tests?"),
+        "{stored}"
+    );
+    assert!(!stored.contains("<memory>"), "{stored}");
+    assert!(!stored.contains("staging fixture"), "{stored}");
     // Nothing relevant: no block.
     run(&dir, &server, &ws, "What colour is the logo?");
     assert!(!last_sent(&server).1.contains("<memory>"));

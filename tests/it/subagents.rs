@@ -27,8 +27,13 @@ fn two_children_run_at_once_and_their_answers_come_back_linked_on_the_tape() {
     dir.write_config("");
     let script = [
         json!([
-            delegate("d1", "ALPHA: say what you are", "alpha"),
-            delegate("d2", "BETA: read a.txt", "beta")
+            // A child never runs in a wider mode than its parent's
+            // (supervised): asking for `full` gets supervised, asking for
+            // `read_only` gets it.
+            {"tool_call": {"id": "d1", "name": "delegate",
+                "arguments": {"task": "ALPHA: say what you are", "label": "alpha", "mode": "full"}}},
+            {"tool_call": {"id": "d2", "name": "delegate",
+                "arguments": {"task": "BETA: read a.txt", "label": "beta", "mode": "read_only"}}}
         ]),
         json!([{"text": "Both done."}]),
         json!({"section": "ALPHA"}),
@@ -100,7 +105,12 @@ fn two_children_run_at_once_and_their_answers_come_back_linked_on_the_tape() {
         );
         assert_eq!(shown["session"]["parent"]["run_id"], parent_run.as_str());
         assert_eq!(shown["session"]["parent"]["call_id"], started["call_id"]);
-        assert_eq!(shown["session"]["mode"], "supervised");
+        let mode = if started["task"] == "beta" {
+            "read_only"
+        } else {
+            "supervised"
+        };
+        assert_eq!(shown["session"]["mode"], mode, "{started}");
         let child_tape = dir.tape(started["run_id"].as_str().unwrap());
         assert_eq!(child_tape.last().unwrap()["state"], "completed");
         if started["task"] == "beta" {
