@@ -936,6 +936,27 @@ mod tests {
         assert_eq!(probe(&path).unwrap(), schema_version());
     }
 
+    #[test]
+    fn an_open_and_a_shutdown_with_nothing_to_write_take_no_write_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pincer.db");
+        Store::open(&path).unwrap().0.shutdown();
+        // Another process holds the write lock (a bridge in the middle of
+        // a write group) for as long as this test runs.
+        let holder = rusqlite::Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let (done, opened) = std::sync::mpsc::channel();
+        let opener = path.clone();
+        std::thread::spawn(move || {
+            let _ = done.send(Store::open(&opener).map(|(store, _)| store.shutdown()));
+        });
+        let result = opened
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("an open of a current database waited for the write lock");
+        result.unwrap();
+        holder.execute_batch("ROLLBACK").unwrap();
+    }
+
     #[tokio::test]
     async fn writes_together_land_all_or_none() {
         let dir = tempfile::tempdir().unwrap();

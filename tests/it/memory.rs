@@ -165,10 +165,8 @@ fn what_one_session_saves_a_later_session_of_the_workspace_is_told() {
         .args(["sessions", "list", "--json"])
         .output()
         .unwrap();
-    let newest: Value = serde_json::from_slice(
-        listed.stdout.split(|b| *b == b'\n').next().unwrap(),
-    )
-    .unwrap();
+    let newest: Value =
+        serde_json::from_slice(listed.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
     let shown = dir.show_session(newest["session_id"].as_str().unwrap());
     let stored = shown["history"][0]["message"].to_string();
     assert!(
