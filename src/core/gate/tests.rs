@@ -1145,3 +1145,30 @@ async fn the_same_call_again_and_again_is_answered_with_a_note_then_ends_the_run
     );
     assert_eq!(bench.ran(), 3);
 }
+
+#[tokio::test]
+async fn a_secret_in_what_a_hook_says_is_redacted_before_the_model_or_the_tape_sees_it() {
+    let key = "sk-proj-Abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH";
+    let hooks = Arc::new(Told {
+        pre: vec![HookAnswer {
+            context: Some(format!("use the key {key}")),
+            ..said()
+        }],
+        post: vec![HookAnswer {
+            message: Some(format!("checked with {key}")),
+            ..said()
+        }],
+        shown: Mutex::default(),
+    });
+    let mut bench = Bench::new(Mode::Full, hooks);
+    let read = call("c1", "read_file", json!({"path": "a.txt"}));
+    bench.run(&[read], Vec::new()).await.0.ok().unwrap();
+    let (output, _, _) = bench.result("c1").await;
+    assert!(output.contains("<hook_context>\nuse the key "), "{output}");
+    assert!(!output.contains(key), "{output}");
+    let tape = format!("{:?}", bench.tape().await);
+    assert!(tape.contains("checked with "), "{tape}");
+    assert!(!tape.contains(key), "{tape}");
+    let history = format!("{:?}", bench.history().await);
+    assert!(!history.contains(key), "{history}");
+}
