@@ -194,6 +194,43 @@ fn prompts_queue_in_order_within_a_session() {
 }
 
 #[test]
+fn a_prompt_sent_right_after_a_mode_change_runs_in_the_new_mode() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "mode.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file",
+                "arguments": {"path": "made.txt", "content": "made\n"}}}]),
+            json!([{"text": "written"}]),
+        ],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    // Both sent before either is answered: the prompt queues behind the
+    // mode change, so `full` writes without asking (supervised would ask).
+    let mode = acp.request_async(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "full"}),
+    );
+    let prompt = acp.prompt_async(&session, "write it");
+    let (_, response) = acp.until_response(&mode);
+    assert!(response.get("error").is_none(), "{response}");
+    let (notes, response) = acp.until_response(&prompt);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{notes:#?}");
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == "session/request_permission"),
+        "{notes:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("made.txt")).unwrap(),
+        "made\n"
+    );
+}
+
+#[test]
 fn iteration_cap_ends_the_run_with_max_turn_requests() {
     let dir = TestDir::new();
     let call = json!([{"tool_call": {"name": "read_file", "arguments": {"path": "a"}}}]);
