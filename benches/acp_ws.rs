@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is a failed run
 //! ACP over WebSocket (`pincer serve --http`, `/acp`) against ACP on stdio
 //! (`pincer acp`), in the same run (issue 17: the WebSocket adds under 1 ms

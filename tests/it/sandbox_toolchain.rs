@@ -114,6 +114,7 @@ fn output(result: &Value) -> String {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn the_shell_runs_the_persons_toolchain_but_not_their_secrets() {
     let confined = crate::support::landlock("checking only what holds without it");
     let dir = TestDir::new();

@@ -742,6 +742,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines, reason = "a table of cases, one per line")]
     fn finds_every_command_and_redirect() {
         let cases: &[(&str, &[&str], &[&str])] = &[
             ("ls && rm -rf ~", &["ls", "rm|-rf|~"], &[]),
