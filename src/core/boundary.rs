@@ -233,9 +233,12 @@ impl Protected {
             }
             let parts: Option<Vec<std::ffi::OsString>> = path
                 .components()
-                .map(|component| match component {
-                    Component::Normal(name) => Some(name.to_os_string()),
-                    _ => None,
+                .map(|component| {
+                    if let Component::Normal(name) = component {
+                        Some(name.to_os_string())
+                    } else {
+                        None
+                    }
                 })
                 .collect();
             match parts {
@@ -250,9 +253,12 @@ impl Protected {
     pub fn rule(&self, resolved: &Path) -> Option<&str> {
         let components: Vec<&std::ffi::OsStr> = resolved
             .components()
-            .filter_map(|component| match component {
-                Component::Normal(name) => Some(name),
-                _ => None,
+            .filter_map(|component| {
+                if let Component::Normal(name) = component {
+                    Some(name)
+                } else {
+                    None
+                }
             })
             .collect();
         for (raw, parts) in &self.names {
@@ -318,7 +324,9 @@ fn normalize(path: &Path) -> PathBuf {
                 out.pop();
             }
             Component::CurDir => {}
-            other => out.push(other.as_os_str()),
+            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => {
+                out.push(component.as_os_str());
+            }
         }
     }
     out

@@ -137,6 +137,8 @@ pub fn redact_json(safety: &Safety, value: &serde_json::Value) -> serde_json::Va
                 .map(|(k, v)| (k.clone(), redact_json(safety, v)))
                 .collect(),
         ),
-        other => other.clone(),
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+            value.clone()
+        }
     }
 }
