@@ -84,9 +84,10 @@ impl Conn {
                 serde_json::from_str(&line).unwrap()
             }
             Conn::Ws(socket) => loop {
-                match socket.next().await.expect("the socket open").unwrap() {
-                    Message::Text(text) => return serde_json::from_str(&text).unwrap(),
-                    _ => continue,
+                // Pings, pongs and the like carry no JSON-RPC message.
+                if let Message::Text(text) = socket.next().await.expect("the socket open").unwrap()
+                {
+                    return serde_json::from_str(&text).unwrap();
                 }
             },
         }

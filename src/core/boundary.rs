@@ -316,6 +316,10 @@ fn canonical_or_lexical(path: &Path) -> PathBuf {
 }
 
 /// Removes `.` and applies `..` lexically.
+#[allow(
+    clippy::wildcard_enum_match_arm,
+    reason = "std's path Component: every other component is kept as it is"
+)]
 fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
@@ -324,9 +328,7 @@ fn normalize(path: &Path) -> PathBuf {
                 out.pop();
             }
             Component::CurDir => {}
-            Component::Prefix(_) | Component::RootDir | Component::Normal(_) => {
-                out.push(component.as_os_str());
-            }
+            other => out.push(other.as_os_str()),
         }
     }
     out

@@ -107,10 +107,10 @@ fn run_calls(
 }
 
 fn output(result: &Value) -> String {
-    match &result["output"] {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
+    let output = &result["output"];
+    output
+        .as_str()
+        .map_or_else(|| output.to_string(), str::to_owned)
 }
 
 #[test]
