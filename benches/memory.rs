@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed measurement
 //! Memory at 100,000 items (issue 15): how long a full-text search takes
 //! through the store's port, and what memory recall adds to the context
@@ -223,6 +227,10 @@ fn prompt_with(memory: Option<Recall>, workspace: &std::path::Path) -> RunPrompt
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one benchmark run, measured then reported, read top to bottom"
+)]
 async fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)

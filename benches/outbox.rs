@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is a failed run
 //! Durable send intents committed per second, with `synchronous=FULL`.
 //!

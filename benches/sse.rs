@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed measurement
 //! The two SSE decoders side by side (issue 14: keep one, measured): the
 //! crate `eventsource-stream` (what the anthropic provider used) and our

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 //! Streaming: provider socket to ACP client (issue 4).
 //!
 //!     cargo bench --bench stream
@@ -1018,7 +1022,7 @@ fn us(ns: i64) -> String {
 }
 
 fn thousands(n: f64) -> String {
-    let digits = format!("{:.0}", n);
+    let digits = format!("{n:.0}");
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
@@ -1142,6 +1146,10 @@ fn git_head() -> String {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one benchmark run, measured then reported, read top to bottom"
+)]
 fn main() -> Result<()> {
     let options = options();
     let copy = tempfile::tempdir()?;

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // bench code: a panic is a failed measurement
 //! How far token estimates are from the tokenizers' counts, on real text
 //! and code (issue 15):

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::print_stdout,
+    reason = "a benchmark's report is its standard output"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is a failed run
 //! How long `web_fetch` takes to turn a 1 MB HTML page into Markdown (issue
 //! target: under 50 ms).

@@ -576,7 +576,25 @@ impl Connection {
                         let _ = pending.over.await;
                     }
                 }
-                _ => {}
+                // The rest ask nothing of the client: their updates follow.
+                Event::State { .. }
+                | Event::UserMessage { .. }
+                | Event::ModelTurn { .. }
+                | Event::TextDelta { .. }
+                | Event::ThoughtDelta { .. }
+                | Event::ToolCall { .. }
+                | Event::ToolPlanned { .. }
+                | Event::SubagentStarted { .. }
+                | Event::SubagentEnded { .. }
+                | Event::ToolStarted { .. }
+                | Event::ToolResult { .. }
+                | Event::ToolProgress { .. }
+                | Event::Plan { .. }
+                | Event::SessionInfo { .. }
+                | Event::Usage { .. }
+                | Event::Notice { .. }
+                | Event::Retrying { .. }
+                | Event::Compaction { .. } => {}
             }
             let own = self.prompts.lock().contains_key(&record.run_id);
             for update in live.updates(&record.event, own) {
@@ -585,9 +603,10 @@ impl Connection {
                 }
             }
             if let Some(outcome) = RunOutcome::from_event(&record.event) {
-                let usage = match &record.event {
-                    Event::State { usage, .. } => usage.as_ref(),
-                    _ => None,
+                let usage = if let Event::State { usage, .. } = &record.event {
+                    usage.as_ref()
+                } else {
+                    None
                 };
                 let result = prompt_result(&record.run_id, &outcome, usage);
                 let waiting = self.prompts.lock().remove(&record.run_id);
@@ -667,23 +686,23 @@ impl Connection {
             conn.permissions.lock().remove(&approval_id);
             let decision = match answer {
                 Ok(value) => match serde_json::from_value::<acp::RequestPermissionResponse>(value) {
-                    Ok(response) => match response.outcome {
-                        acp::RequestPermissionOutcome::Selected(selected) => {
+                    Ok(response) => {
+                        if let acp::RequestPermissionOutcome::Selected(selected) = response.outcome
+                        {
                             let chosen = ApprovalDecision::parse(&selected.option_id.0)
                                 .filter(|d| ApprovalDecision::OPTIONS.contains(d));
                             if chosen.is_none() {
                                 tracing::warn!(approval = %approval_id, option = %quote(&selected.option_id.0), "the client chose an option that was not offered; treating it as a rejection");
                             }
                             Some(chosen.unwrap_or(ApprovalDecision::RejectOnce))
-                        }
-                        // The client cancelled the prompt turn. It should also send
-                        // session/cancel; cancelling the run here means a client
-                        // that does not cannot leave it waiting forever.
-                        _ => {
+                        } else {
+                            // The client cancelled the prompt turn. It should also send
+                            // session/cancel; cancelling the run here means a client
+                            // that does not cannot leave it waiting forever.
                             conn.runtime.cancel_run(&session, &run);
                             None
                         }
-                    },
+                    }
                     Err(err) => {
                         tracing::warn!(error = %clip_message(&err.to_string()), "invalid session/request_permission answer; treating it as a rejection");
                         Some(ApprovalDecision::RejectOnce)

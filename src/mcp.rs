@@ -300,12 +300,14 @@ impl Tool for McpTool {
 fn arguments_object(
     arguments: &serde_json::Value,
 ) -> Result<serde_json::Map<String, serde_json::Value>, ToolError> {
-    match arguments {
-        serde_json::Value::Object(map) => Ok(map.clone()),
-        serde_json::Value::Null => Ok(serde_json::Map::new()),
-        other => Err(ToolError::InvalidArguments(format!(
-            "the arguments must be a JSON object, got {other}"
-        ))),
+    if let Some(map) = arguments.as_object() {
+        Ok(map.clone())
+    } else if arguments.is_null() {
+        Ok(serde_json::Map::new())
+    } else {
+        Err(ToolError::InvalidArguments(format!(
+            "the arguments must be a JSON object, got {arguments}"
+        )))
     }
 }
 

@@ -217,7 +217,9 @@ async fn embed_all(semantic: Option<&crate::core::semantic::Semantic>) -> Result
 fn failure(err: MemoryError) -> Failure {
     match err {
         MemoryError::Backend(err) => Failure::failed(anyhow!(err)),
-        other => Failure::usage(other),
+        other @ (MemoryError::Invalid(_) | MemoryError::NotFound(_) | MemoryError::Conflict(_)) => {
+            Failure::usage(other)
+        }
     }
 }
 

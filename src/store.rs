@@ -97,7 +97,15 @@ impl StoreError {
     fn is_busy(&self) -> bool {
         let source = match self {
             StoreError::Open { source, .. } | StoreError::Sql(source) => source,
-            _ => return false,
+            StoreError::CreateDir { .. }
+            | StoreError::Private { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::Corrupt(_)
+            | StoreError::WriterGone
+            | StoreError::Write(_)
+            | StoreError::Read(_)
+            | StoreError::Conflict(_)
+            | StoreError::Fenced(_) => return false,
         };
         matches!(
             source.sqlite_error_code(),

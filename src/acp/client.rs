@@ -95,10 +95,7 @@ async fn ask_client<P: serde::Serialize, R: DeserializeOwned>(
 /// The client's answer to one of our requests, read as `R`. `null` (which
 /// JSON-RPC allows) reads as `{}`, so an answer with nothing to say is one.
 fn answer<R: DeserializeOwned>(method: &str, value: Value) -> Result<R, String> {
-    let value = match value {
-        Value::Null => json!({}),
-        other => other,
-    };
+    let value = if value.is_null() { json!({}) } else { value };
     serde_json::from_value(value)
         .map_err(|err| clip_message(&format!("the client's {method} answer is not valid: {err}")))
 }

@@ -452,7 +452,26 @@ impl LiveUpdates {
                 }
                 _ => live_update(event, own_prompt, self.view),
             },
-            _ => live_update(event, own_prompt, self.view),
+            Event::State { .. }
+            | Event::UserMessage { .. }
+            | Event::ModelTurn { .. }
+            | Event::TextDelta { .. }
+            | Event::ThoughtDelta { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolPlanned { .. }
+            | Event::ApprovalRequested { .. }
+            | Event::ApprovalDecided { .. }
+            | Event::QuestionAsked { .. }
+            | Event::QuestionAnswered { .. }
+            | Event::SubagentStarted { .. }
+            | Event::SubagentEnded { .. }
+            | Event::ToolStarted { .. }
+            | Event::Plan { .. }
+            | Event::SessionInfo { .. }
+            | Event::Usage { .. }
+            | Event::Notice { .. }
+            | Event::Retrying { .. }
+            | Event::Compaction { .. } => live_update(event, own_prompt, self.view),
         }
     }
 }

@@ -663,15 +663,13 @@ impl Connection {
     ) -> Result<Value, RpcError> {
         let request: acp::SetSessionConfigOptionRequest = params(raw)?;
         let id = self.attached_session(&request.session_id)?;
-        let value = match &request.value {
-            acp::SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
-            _ => {
-                return Err(invalid_params(format!(
-                    "`value` of config option {} must be a value id",
-                    quoted(&request.config_id.0)
-                )));
-            }
+        let acp::SessionConfigOptionValue::ValueId { value } = &request.value else {
+            return Err(invalid_params(format!(
+                "`value` of config option {} must be a value id",
+                quoted(&request.config_id.0)
+            )));
         };
+        let value = value.0.to_string();
         let session = match request.config_id.0.as_ref() {
             convert::MODE_OPTION => {
                 let mode = Mode::parse(&value).ok_or_else(|| {

@@ -134,6 +134,10 @@ struct OutMessage<'a, P: Serialize> {
 /// outside values through `quote` already, and clipping those again would
 /// lose their length.
 pub fn clipped(mut error: RpcError) -> RpcError {
+    #[allow(
+        clippy::wildcard_enum_match_arm,
+        reason = "serde_json's Value: only strings, arrays and objects hold text"
+    )]
     fn clip(value: &mut Value) {
         match value {
             Value::String(text) if text.len() > MESSAGE_BYTES => *text = clip_message(text),

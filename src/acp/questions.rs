@@ -201,9 +201,11 @@ fn permission_request(
 fn choice_answer(question: &Question, response: &Value) -> QuestionAnswer {
     let chosen = serde_json::from_value::<acp::RequestPermissionResponse>(response.clone())
         .ok()
-        .and_then(|r| match r.outcome {
-            acp::RequestPermissionOutcome::Selected(selected) => Some(selected.option_id.0),
-            _ => None,
+        .and_then(|r| {
+            let acp::RequestPermissionOutcome::Selected(selected) = r.outcome else {
+                return None;
+            };
+            Some(selected.option_id.0)
         });
     let option = chosen
         .as_deref()
@@ -221,10 +223,10 @@ fn choice_answer(question: &Question, response: &Value) -> QuestionAnswer {
 pub(super) fn reply_text(content: &[crate::core::session::ContentPart]) -> Option<String> {
     let mut text = String::new();
     for part in content {
-        match part {
-            crate::core::session::ContentPart::Text { text: t } => text.push_str(t),
-            _ => return None,
-        }
+        let crate::core::session::ContentPart::Text { text: t } = part else {
+            return None;
+        };
+        text.push_str(t);
     }
     (!text.trim().is_empty()).then_some(text)
 }

@@ -242,7 +242,15 @@ impl Outbox {
                     self.expire(&intent, now).await?;
                     report.expired.push(intent.id);
                 }
-                _ => {}
+                // Nothing was under way for these: they stay as they are.
+                IntentStatus::Held
+                | IntentStatus::Pending
+                | IntentStatus::Sent
+                | IntentStatus::Failed
+                | IntentStatus::UnknownAfterSend
+                | IntentStatus::Cancelled
+                | IntentStatus::Expired
+                | IntentStatus::Withheld => {}
             }
         }
         Ok(report)
@@ -641,13 +649,14 @@ impl Outbox {
         } else {
             (IntentStatus::Failed, None)
         };
-        match status {
-            IntentStatus::Pending => tracing::info!(
+        if status == IntentStatus::Pending {
+            tracing::info!(
                 intent = %intent.id, attempt, error = %error, "delivery failed; will retry"
-            ),
-            _ => tracing::warn!(
+            );
+        } else {
+            tracing::warn!(
                 intent = %intent.id, attempt, error = %error, status = status.as_str(), "delivery failed"
-            ),
+            );
         }
         let mut update = IntentUpdate::new(&intent.id, &[IntentStatus::Sending], status, now);
         update.next_attempt_at = retry_at;

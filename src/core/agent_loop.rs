@@ -141,9 +141,12 @@ async fn stop_hooks(ctx: &mut RunContext<'_>, active: bool) -> Result<Option<()>
     if !hooks.listens(event, matcher) {
         return Ok(None);
     }
-    let last = ctx.history.iter().rev().find_map(|message| match message {
-        Message::Assistant { text, .. } => Some(text.clone()),
-        _ => None,
+    let last = ctx.history.iter().rev().find_map(|message| {
+        if let Message::Assistant { text, .. } = message {
+            Some(text.clone())
+        } else {
+            None
+        }
     });
     let session = match &ctx.subagent {
         Some(of) => of.parent_session.clone(),

@@ -233,9 +233,12 @@ impl Protected {
             }
             let parts: Option<Vec<std::ffi::OsString>> = path
                 .components()
-                .map(|component| match component {
-                    Component::Normal(name) => Some(name.to_os_string()),
-                    _ => None,
+                .map(|component| {
+                    if let Component::Normal(name) = component {
+                        Some(name.to_os_string())
+                    } else {
+                        None
+                    }
                 })
                 .collect();
             match parts {
@@ -250,9 +253,12 @@ impl Protected {
     pub fn rule(&self, resolved: &Path) -> Option<&str> {
         let components: Vec<&std::ffi::OsStr> = resolved
             .components()
-            .filter_map(|component| match component {
-                Component::Normal(name) => Some(name),
-                _ => None,
+            .filter_map(|component| {
+                if let Component::Normal(name) = component {
+                    Some(name)
+                } else {
+                    None
+                }
             })
             .collect();
         for (raw, parts) in &self.names {
@@ -310,6 +316,10 @@ fn canonical_or_lexical(path: &Path) -> PathBuf {
 }
 
 /// Removes `.` and applies `..` lexically.
+#[allow(
+    clippy::wildcard_enum_match_arm,
+    reason = "std's path Component: every other component is kept as it is"
+)]
 fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {

@@ -153,10 +153,10 @@ impl UndoSearch {
 fn is_undo_run(tape: &[EventRecord]) -> bool {
     let mut prompt = None;
     for record in tape {
-        match &record.event {
-            Event::UserMessage { content } => prompt = Some(content),
-            Event::ModelTurn { .. } => return false,
-            _ => {}
+        if let Event::UserMessage { content } = &record.event {
+            prompt = Some(content);
+        } else if matches!(record.event, Event::ModelTurn { .. }) {
+            return false;
         }
     }
     prompt.is_some_and(|content| *content == SessionCommand::Undo.content())

@@ -151,13 +151,11 @@ impl Emitter {
 
     /// Appends an event to the tape and publishes it; returns it as published.
     pub fn emit(&mut self, event: Event) -> Arc<EventRecord> {
-        match &event {
-            Event::Usage { usage, cost, .. } => {
-                self.usage.add(*usage);
-                self.cost = Cost::sum(self.cost.take(), cost.as_ref());
-            }
-            Event::ToolResult { verdict, .. } => self.stats.tool_call(*verdict),
-            _ => {}
+        if let Event::Usage { usage, cost, .. } = &event {
+            self.usage.add(*usage);
+            self.cost = Cost::sum(self.cost.take(), cost.as_ref());
+        } else if let Event::ToolResult { verdict, .. } = &event {
+            self.stats.tool_call(*verdict);
         }
         if let Event::ModelTurn { .. } = &event {
             self.turn_started = Some(std::time::Instant::now());
@@ -315,13 +313,11 @@ mod tests {
             "{outcome:?}"
         );
         let published = rx.recv().await.unwrap();
-        match &published.event {
-            Event::State { state, error, .. } => {
-                assert_eq!(*state, RunState::Failed);
-                assert!(error.as_deref().unwrap().contains("could not be recorded"));
-            }
-            other => panic!("{other:?}"),
-        }
+        let Event::State { state, error, .. } = &published.event else {
+            panic!("{:?}", published.event);
+        };
+        assert_eq!(*state, RunState::Failed);
+        assert!(error.as_deref().unwrap().contains("could not be recorded"));
     }
 
     #[tokio::test]

@@ -467,29 +467,30 @@ impl Event {
 
     /// The id and the question of a `question_asked` event.
     pub fn question(&self) -> Option<(&str, Question)> {
-        match self {
-            Event::QuestionAsked {
-                question_id,
-                question,
-                options,
-                ..
-            } => Some((
-                question_id,
-                Question {
-                    text: question.clone(),
-                    options: options.clone(),
-                },
-            )),
-            _ => None,
-        }
+        let Event::QuestionAsked {
+            question_id,
+            question,
+            options,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some((
+            question_id,
+            Question {
+                text: question.clone(),
+                options: options.clone(),
+            },
+        ))
     }
 
     /// The terminal state this event announces, if it ends the run.
     pub fn terminal_state(&self) -> Option<RunState> {
-        match self {
-            Event::State { state, .. } if state.is_terminal() => Some(*state),
-            _ => None,
-        }
+        let Event::State { state, .. } = self else {
+            return None;
+        };
+        state.is_terminal().then_some(*state)
     }
 }
 

@@ -219,7 +219,14 @@ impl PolicyRules {
                 match check.kind {
                     // A tool Pincer knows only by its annotations (MCP).
                     ToolKind::Other => "may change things",
-                    _ => "would change files",
+                    ToolKind::Read
+                    | ToolKind::Edit
+                    | ToolKind::Delete
+                    | ToolKind::Move
+                    | ToolKind::Search
+                    | ToolKind::Execute
+                    | ToolKind::Fetch
+                    | ToolKind::Think => "would change files",
                 },
                 check.kind.as_str()
             ));
@@ -247,7 +254,16 @@ impl PolicyRules {
                         ToolKind::Other => {
                             format!("supervised mode: `{}` may change things", check.tool)
                         }
-                        _ => format!("supervised mode: `{}` changes files", check.tool),
+                        ToolKind::Read
+                        | ToolKind::Edit
+                        | ToolKind::Delete
+                        | ToolKind::Move
+                        | ToolKind::Search
+                        | ToolKind::Execute
+                        | ToolKind::Fetch
+                        | ToolKind::Think => {
+                            format!("supervised mode: `{}` changes files", check.tool)
+                        }
                     },
                 },
             },

@@ -217,19 +217,20 @@ impl Recall {
 
 /// The text of the latest prompt (the last user message) in `messages`.
 fn latest_prompt(messages: &[Message]) -> Option<String> {
-    messages.iter().rev().find_map(|message| match message {
-        Message::User { content } => {
-            let text: Vec<&str> = content
-                .iter()
-                .filter_map(|part| match part {
-                    ContentPart::Text { text } => Some(text.as_str()),
-                    ContentPart::Resource { text, .. } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            Some(text.join("\n"))
-        }
-        _ => None,
+    messages.iter().rev().find_map(|message| {
+        let Message::User { content } = message else {
+            return None;
+        };
+        let text: Vec<&str> = content
+            .iter()
+            .filter_map(|part| match part {
+                ContentPart::Text { text } | ContentPart::Resource { text, .. } => {
+                    Some(text.as_str())
+                }
+                ContentPart::ResourceLink { .. } | ContentPart::Image { .. } => None,
+            })
+            .collect();
+        Some(text.join("\n"))
     })
 }
 

@@ -102,10 +102,10 @@ pub fn partial_turn(
     let mut text = String::new();
     let mut thought = String::new();
     for record in &events[last_turn_start..] {
-        match &record.event {
-            Event::TextDelta { text: t } => text.push_str(t),
-            Event::ThoughtDelta { text: t } => thought.push_str(t),
-            _ => {}
+        if let Event::TextDelta { text: t } = &record.event {
+            text.push_str(t);
+        } else if let Event::ThoughtDelta { text: t } = &record.event {
+            thought.push_str(t);
         }
     }
     if text.is_empty() && thought.is_empty() {

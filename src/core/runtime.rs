@@ -942,27 +942,27 @@ impl Runtime {
             return Ok(None);
         };
         let tape = self.tape(&run.id, 0).await?;
-        let last = tape
-            .into_iter()
-            .rev()
-            .find_map(|record| match record.event {
-                Event::Usage {
-                    usage,
-                    model,
-                    cost,
-                    context,
-                    budget,
-                    ..
-                } => Some(Event::Usage {
-                    usage,
-                    model,
-                    cost,
-                    context,
-                    session_cost: total.clone(),
-                    budget,
-                }),
-                _ => None,
-            });
+        let last = tape.into_iter().rev().find_map(|record| {
+            let Event::Usage {
+                usage,
+                model,
+                cost,
+                context,
+                budget,
+                ..
+            } = record.event
+            else {
+                return None;
+            };
+            Some(Event::Usage {
+                usage,
+                model,
+                cost,
+                context,
+                session_cost: total.clone(),
+                budget,
+            })
+        });
         Ok(last)
     }
 
@@ -2120,9 +2120,11 @@ mod tests {
         // Results still follow their calls in the order the model asked.
         let results: Vec<String> = history
             .iter()
-            .filter_map(|e| match &e.message {
-                Message::Tool { call_id, .. } => Some(call_id.clone()),
-                _ => None,
+            .filter_map(|e| {
+                let Message::Tool { call_id, .. } = &e.message else {
+                    return None;
+                };
+                Some(call_id.clone())
             })
             .collect();
         assert_eq!(results, vec!["c0", "c1", "c2"]);
@@ -2219,19 +2221,24 @@ mod tests {
         // The extra tool was found by name, and has its kind.
         let call = tape
             .iter()
-            .find_map(|r| match &r.event {
-                Event::ToolCall { kind, .. } => Some(*kind),
-                _ => None,
+            .find_map(|r| {
+                let Event::ToolCall { kind, .. } = &r.event else {
+                    return None;
+                };
+                Some(*kind)
             })
             .unwrap();
         assert_eq!(call, crate::core::tool::ToolKind::Read);
         let result = tape
             .iter()
-            .find_map(|r| match &r.event {
-                Event::ToolResult {
+            .find_map(|r| {
+                let Event::ToolResult {
                     output, is_error, ..
-                } => Some((output.clone(), *is_error)),
-                _ => None,
+                } = &r.event
+                else {
+                    return None;
+                };
+                Some((output.clone(), *is_error))
             })
             .unwrap();
         assert_eq!(result, ("ok".to_owned(), false));

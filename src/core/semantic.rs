@@ -183,7 +183,11 @@ impl Memories for Semantic {
                     }
                     Ok(())
                 }
-                other => self.store.write(other).await,
+                other @ (MemoryWrite::Import(_)
+                | MemoryWrite::Update { .. }
+                | MemoryWrite::Forget { .. }
+                | MemoryWrite::Used { .. }
+                | MemoryWrite::Vector { .. }) => self.store.write(other).await,
             }
         }
         .boxed()

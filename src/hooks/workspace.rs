@@ -135,15 +135,13 @@ pub fn scripts(root: &Path, command: &str) -> Vec<PathBuf> {
 fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut Imported) {
     // `{"hooks": {EVENT: […]}}` (Claude Code's settings, Codex's
     // hooks.json), or the events at the top (older hooks.json).
-    let events = match value.get("hooks") {
-        Some(Value::Object(events)) => events,
-        _ => match value {
-            Value::Object(events) => events,
-            _ => {
-                imported.problems.push(format!("{file}: not a JSON object"));
-                return;
-            }
-        },
+    let Some(events) = value
+        .get("hooks")
+        .and_then(Value::as_object)
+        .or_else(|| value.as_object())
+    else {
+        imported.problems.push(format!("{file}: not a JSON object"));
+        return;
     };
     for (name, groups) in events {
         if name == "description" {

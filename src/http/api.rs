@@ -276,9 +276,11 @@ impl Api {
             .tape(&ticket.run_id, 0)
             .await?
             .iter()
-            .filter_map(|record| match &record.event {
-                Event::TextDelta { text } => Some(text.as_str()),
-                _ => None,
+            .filter_map(|record| {
+                let Event::TextDelta { text } = &record.event else {
+                    return None;
+                };
+                Some(text.as_str())
             })
             .collect();
         if let Some(object) = body.as_object_mut() {
@@ -523,10 +525,10 @@ fn prompt_content(request: Prompt) -> Result<Vec<ContentPart>, ApiError> {
 }
 
 fn approval_of(record: &Arc<EventRecord>) -> Option<&str> {
-    match &record.event {
-        Event::ApprovalRequested { approval_id, .. } => Some(approval_id),
-        _ => None,
-    }
+    let Event::ApprovalRequested { approval_id, .. } = &record.event else {
+        return None;
+    };
+    Some(approval_id)
 }
 
 /// A session id from the outside; only its shape is checked here.

@@ -359,12 +359,13 @@ impl Server {
 
     fn call_failed(&self, err: &ServiceError) -> ToolError {
         let name = &self.spec.name;
-        match err {
-            ServiceError::McpError(error) => ToolError::Failed(format!(
+        if let ServiceError::McpError(error) = err {
+            ToolError::Failed(format!(
                 "MCP server `{name}` refused the call: {}",
                 error.message
-            )),
-            other => ToolError::Failed(format!("MCP server `{name}`: {other}")),
+            ))
+        } else {
+            ToolError::Failed(format!("MCP server `{name}`: {err}"))
         }
     }
 

@@ -101,9 +101,9 @@ impl Reading {
     fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let first = match self.held.take() {
             Some(item) => item,
-            None => match self.rx.poll_recv(cx) {
-                Poll::Ready(Some(item)) => item,
-                other => return other,
+            None => match std::task::ready!(self.rx.poll_recv(cx)) {
+                Some(item) => item,
+                None => return Poll::Ready(None),
             },
         };
         if is_text(&first) {

@@ -892,9 +892,11 @@ mod tests {
         let events: Vec<ProviderEvent> = events.into_iter().map(Result::unwrap).collect();
         let calls: Vec<&ToolCall> = events
             .iter()
-            .filter_map(|e| match e {
-                ProviderEvent::ToolCall(call) => Some(call),
-                _ => None,
+            .filter_map(|e| {
+                let ProviderEvent::ToolCall(call) = e else {
+                    return None;
+                };
+                Some(call)
             })
             .collect();
         assert_eq!(calls.len(), 1);

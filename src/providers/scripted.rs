@@ -196,17 +196,18 @@ impl Provider for ScriptedProvider {
         // A summary counts the turns it stands for: the count goes on across
         // a compaction as if the summary turn were an assistant message.
         let index = model_turns(&request.messages);
-        let first_prompt = request.messages.iter().find_map(|m| match m {
-            Message::User { content } => Some(
-                content
-                    .iter()
-                    .filter_map(|part| match part {
-                        ContentPart::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<String>(),
-            ),
-            _ => None,
+        let first_prompt = request.messages.iter().find_map(|m| {
+            let Message::User { content } = m else {
+                return None;
+            };
+            let text = content.iter().filter_map(|part| {
+                if let ContentPart::Text { text } = part {
+                    Some(text.as_str())
+                } else {
+                    None
+                }
+            });
+            Some(text.collect::<String>())
         });
         let (turns, which) = match first_prompt.as_deref().and_then(|prompt| {
             self.sections

@@ -26,7 +26,14 @@ impl From<StoreError> for JournalError {
             StoreError::WriterGone => JournalError::Stopped,
             StoreError::Conflict(reason) => JournalError::Conflict(reason),
             StoreError::Fenced(reason) => JournalError::Fenced(reason),
-            other => JournalError::Backend(Box::new(other)),
+            other @ (StoreError::CreateDir { .. }
+            | StoreError::Private { .. }
+            | StoreError::Open { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::Sql(_)
+            | StoreError::Corrupt(_)
+            | StoreError::Write(_)
+            | StoreError::Read(_)) => JournalError::Backend(Box::new(other)),
         }
     }
 }
@@ -209,7 +216,16 @@ impl From<StoreError> for MemoryError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Conflict(reason) => MemoryError::Conflict(reason),
-            other => MemoryError::Backend(Box::new(other)),
+            other @ (StoreError::CreateDir { .. }
+            | StoreError::Private { .. }
+            | StoreError::Open { .. }
+            | StoreError::TooNew { .. }
+            | StoreError::Sql(_)
+            | StoreError::Corrupt(_)
+            | StoreError::WriterGone
+            | StoreError::Write(_)
+            | StoreError::Read(_)
+            | StoreError::Fenced(_)) => MemoryError::Backend(Box::new(other)),
         }
     }
 }

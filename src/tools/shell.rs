@@ -756,22 +756,20 @@ mod tests {
         let err = call(&tool, &ctx, json!({"command": "echo oops; exit 3"}))
             .await
             .unwrap_err();
-        match err {
-            ToolError::Failed(text) => assert!(text.starts_with("oops\n[exit code 3]"), "{text}"),
-            other => panic!("{other:?}"),
-        }
+        let ToolError::Failed(text) = err else {
+            panic!("{err:?}");
+        };
+        assert!(text.starts_with("oops\n[exit code 3]"), "{text}");
         let err = call(&tool, &ctx, json!({"command": "kill -SEGV $$"}))
             .await
             .unwrap_err();
-        match err {
-            ToolError::Failed(text) => {
-                assert!(
-                    text.starts_with("[killed by signal 11 (SIGSEGV)]"),
-                    "{text}"
-                )
-            }
-            other => panic!("{other:?}"),
-        }
+        let ToolError::Failed(text) = err else {
+            panic!("{err:?}");
+        };
+        assert!(
+            text.starts_with("[killed by signal 11 (SIGSEGV)]"),
+            "{text}"
+        );
     }
 
     #[tokio::test]
@@ -788,13 +786,13 @@ mod tests {
         .await
         .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(15));
-        match err {
-            ToolError::Failed(text) => assert!(
-                text.starts_with("started\n[timed out after 2 s; process group killed]"),
-                "{text}"
-            ),
-            other => panic!("{other:?}"),
-        }
+        let ToolError::Failed(text) = err else {
+            panic!("{err:?}");
+        };
+        assert!(
+            text.starts_with("started\n[timed out after 2 s; process group killed]"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -846,13 +844,11 @@ mod tests {
         let err = call(&tool, &ctx, json!({"command": "touch ran"}))
             .await
             .unwrap_err();
-        match err {
-            ToolError::Failed(message) => {
-                assert!(message.contains("sandbox = \"required\""), "{message}");
-                assert!(message.contains("simulated: no Landlock here"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
+        let ToolError::Failed(message) = err else {
+            panic!("{err:?}");
+        };
+        assert!(message.contains("sandbox = \"required\""), "{message}");
+        assert!(message.contains("simulated: no Landlock here"), "{message}");
         assert!(!ws.join("ran").exists());
 
         let tool = ShellTool::new(ShellSettings::default()).with_sandbox_status(unavailable());

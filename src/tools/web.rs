@@ -755,6 +755,7 @@ mod tests {
     /// `check_hop` before any request, and passes it once its entry is
     /// listed.
     #[test]
+    #[allow(clippy::too_many_lines, reason = "a table of cases, one per line")]
     fn every_hop_is_checked_by_the_address_it_names() {
         for (host, entry, why) in [
             (
@@ -987,6 +988,7 @@ mod tests {
     /// Every range the classification knows, at its edges, with the
     /// globally routable addresses around them that must pass.
     #[test]
+    #[allow(clippy::too_many_lines, reason = "a table of cases, one per line")]
     fn addresses_are_judged_by_range_and_embedded_ipv4() {
         let table: &[(&str, Option<&str>)] = &[
             // IPv4.

@@ -262,9 +262,11 @@ async fn notices_and_compactions_reach_a_client_that_shows_them() {
     let seen = lock(&seen).clone();
     let notices: Vec<String> = seen
         .iter()
-        .filter_map(|note| match &note.update {
-            SessionUpdate::Notice(notice) => Some(notice.title.clone()),
-            _ => None,
+        .filter_map(|note| {
+            let SessionUpdate::Notice(notice) = &note.update else {
+                return None;
+            };
+            Some(notice.title.clone())
         })
         .collect();
     assert!(
@@ -273,12 +275,13 @@ async fn notices_and_compactions_reach_a_client_that_shows_them() {
     );
     let texts: String = seen
         .iter()
-        .filter_map(|note| match &note.update {
-            SessionUpdate::AgentMessageChunk(chunk) => serde_json::to_value(&chunk.content)
-                .unwrap()["text"]
+        .filter_map(|note| {
+            let SessionUpdate::AgentMessageChunk(chunk) = &note.update else {
+                return None;
+            };
+            serde_json::to_value(&chunk.content).unwrap()["text"]
                 .as_str()
-                .map(str::to_owned),
-            _ => None,
+                .map(str::to_owned)
         })
         .collect();
     assert!(
@@ -287,19 +290,17 @@ async fn notices_and_compactions_reach_a_client_that_shows_them() {
     );
     let mut compaction = Vec::new();
     for note in &seen {
-        match &note.update {
-            SessionUpdate::CompactionUpdate(update) => compaction.push((
+        if let SessionUpdate::CompactionUpdate(update) = &note.update {
+            compaction.push((
                 update.compaction_id.to_string(),
                 format!("{:?}", update.status),
-            )),
-            SessionUpdate::CompactionSummaryChunk(chunk) => {
-                let text = serde_json::to_value(&chunk.content).unwrap()["text"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned();
-                compaction.push((chunk.compaction_id.to_string(), text));
-            }
-            _ => {}
+            ));
+        } else if let SessionUpdate::CompactionSummaryChunk(chunk) = &note.update {
+            let text = serde_json::to_value(&chunk.content).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            compaction.push((chunk.compaction_id.to_string(), text));
         }
     }
     assert_eq!(compaction.len(), 3, "{compaction:?}");

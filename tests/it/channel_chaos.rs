@@ -135,6 +135,7 @@ fn shown(unit: &Value) -> String {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
     let kills = env_number("PINCER_CHAOS_KILLS").unwrap_or(50) as usize;
     let seed = env_number("PINCER_CHAOS_SEED").unwrap_or_else(|| fastrand::u64(..));

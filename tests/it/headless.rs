@@ -419,7 +419,7 @@ fn config_show_doctor_version_and_completions() {
     let script = dir.script("s.jsonl", &[json!([{"text": "x"}])]);
     std::fs::write(
         config_dir.join("config.toml"),
-        format!("provider = \"demo\"\nmax_turn_requests = 9\n[providers.demo]\nkind = \"scripted\"\nscript = {:?}\n", script),
+        format!("provider = \"demo\"\nmax_turn_requests = 9\n[providers.demo]\nkind = \"scripted\"\nscript = {script:?}\n"),
     )
     .unwrap();
     let out = run(&dir, &["config", "show"]);

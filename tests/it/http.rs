@@ -374,6 +374,7 @@ async fn over_the_rate_limit_requests_get_429_with_retry_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 async fn bad_input_is_400_naming_the_field_and_unknown_things_are_404() {
     let dir = TestDir::new();
     let server = Server::start(&dir, &one_turn_script(&dir), None);
@@ -630,6 +631,7 @@ async fn sse_resumes_with_last_event_id_without_gaps_or_duplicates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 async fn websocket_json_rpc_calls_and_a_subscription_to_session_events() {
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -975,6 +977,7 @@ fn a_non_loopback_address_is_refused_unless_allowed() {
 /// serves is documented and every documented route exists, and each answers
 /// with a body valid against the schema documented for its status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
 async fn the_openapi_document_describes_the_running_server() {
     let doc: Value = serde_json::from_str(pincer::http::routes::OPENAPI).unwrap();
     let mut documented: Vec<(String, String)> = doc["paths"]

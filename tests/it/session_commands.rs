@@ -168,9 +168,11 @@ impl Setup {
 
 fn said(tape: &[EventRecord]) -> String {
     tape.iter()
-        .filter_map(|r| match &r.event {
-            Event::TextDelta { text } => Some(text.as_str()),
-            _ => None,
+        .filter_map(|r| {
+            let Event::TextDelta { text } = &r.event else {
+                return None;
+            };
+            Some(text.as_str())
         })
         .collect()
 }
@@ -381,11 +383,11 @@ async fn undo_reverts_run_by_run_and_leaves_files_changed_since() {
     }
     let planned = tape
         .iter()
-        .find_map(|r| match &r.event {
-            Event::ToolPlanned { diffs, .. } if diffs[0].path.ends_with("a.txt") => {
-                Some(diffs[0].clone())
-            }
-            _ => None,
+        .find_map(|r| {
+            let Event::ToolPlanned { diffs, .. } = &r.event else {
+                return None;
+            };
+            diffs[0].path.ends_with("a.txt").then(|| diffs[0].clone())
         })
         .unwrap();
     assert_eq!(planned.old_text.as_deref(), Some("a from run 2\n"));
@@ -414,9 +416,11 @@ async fn undo_reverts_run_by_run_and_leaves_files_changed_since() {
     let notes: Vec<String> = last
         .messages
         .iter()
-        .filter_map(|m| match m {
-            Message::Note { text } => Some(text.clone()),
-            _ => None,
+        .filter_map(|m| {
+            let Message::Note { text } = m else {
+                return None;
+            };
+            Some(text.clone())
         })
         .collect();
     assert_eq!(notes.len(), 2);

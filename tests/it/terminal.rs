@@ -822,14 +822,19 @@ fn user_texts(request: &Request) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "user")
-        .map(|m| match &m["content"] {
-            Value::String(text) => text.clone(),
-            parts => parts
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|p| p["text"].as_str())
-                .collect(),
+        .map(|m| {
+            let content = &m["content"];
+            content.as_str().map_or_else(
+                || {
+                    content
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect()
+                },
+                str::to_owned,
+            )
         })
         .collect()
 }

@@ -293,6 +293,7 @@ const METADATA: &str = "a link-local address (cloud metadata lives there)";
 /// Every address spelling `web_fetch` must refuse under the default
 /// policy: IPv4 in the forms the URL parser normalizes, and IPv6 forms
 /// carrying an IPv4 address or in a range that is not globally routable.
+#[allow(clippy::too_many_lines, reason = "a table of cases, one per line")]
 fn spellings() -> Vec<Spelling> {
     use Reach::{NoListener, Off, Server};
     let s = |host, normal, kind, entry, reach| Spelling {

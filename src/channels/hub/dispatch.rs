@@ -278,7 +278,22 @@ impl Hub {
             Event::QuestionAnswered { question_id, .. } => {
                 self.question_answered(key, question_id);
             }
-            event => return RunOutcome::from_event(event),
+            Event::State { .. }
+            | Event::UserMessage { .. }
+            | Event::ModelTurn { .. }
+            | Event::ThoughtDelta { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolPlanned { .. }
+            | Event::SubagentStarted { .. }
+            | Event::SubagentEnded { .. }
+            | Event::ToolStarted { .. }
+            | Event::ToolResult { .. }
+            | Event::ToolProgress { .. }
+            | Event::Plan { .. }
+            | Event::SessionInfo { .. }
+            | Event::Usage { .. }
+            | Event::Retrying { .. }
+            | Event::Compaction { .. } => return RunOutcome::from_event(event),
         }
         None
     }

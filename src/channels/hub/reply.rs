@@ -50,7 +50,26 @@ pub(super) fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
     match event {
         Event::TextDelta { text } => Some(Cow::Borrowed(text.as_str())),
         Event::Notice { message } => Some(Cow::Owned(format!("[pincer] {message}\n\n"))),
-        _ => None,
+        Event::State { .. }
+        | Event::UserMessage { .. }
+        | Event::ModelTurn { .. }
+        | Event::ThoughtDelta { .. }
+        | Event::ToolCall { .. }
+        | Event::ToolPlanned { .. }
+        | Event::ApprovalRequested { .. }
+        | Event::ApprovalDecided { .. }
+        | Event::QuestionAsked { .. }
+        | Event::QuestionAnswered { .. }
+        | Event::SubagentStarted { .. }
+        | Event::SubagentEnded { .. }
+        | Event::ToolStarted { .. }
+        | Event::ToolResult { .. }
+        | Event::ToolProgress { .. }
+        | Event::Plan { .. }
+        | Event::SessionInfo { .. }
+        | Event::Usage { .. }
+        | Event::Retrying { .. }
+        | Event::Compaction { .. } => None,
     }
 }
 

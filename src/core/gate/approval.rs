@@ -134,7 +134,11 @@ fn remember(
     let allow = match decision {
         ApprovalDecision::AllowAlways => true,
         ApprovalDecision::RejectAlways => false,
-        _ => return,
+        ApprovalDecision::AllowOnce
+        | ApprovalDecision::RejectOnce
+        | ApprovalDecision::TimedOut
+        | ApprovalDecision::Cancelled
+        | ApprovalDecision::Unattended => return,
     };
     let new = grants_for(&call.name, plan, allow);
     let mut grants = env.grants.lock();

@@ -121,9 +121,10 @@ impl Hooks for Told {
     }
 
     fn fire(&self, input: HookInput) -> BoxFuture<'_, HookOutcome> {
-        let answers = match input.event {
-            HookEvent::PreToolUse => self.pre.clone(),
-            _ => self.post.clone(),
+        let answers = if input.event == HookEvent::PreToolUse {
+            self.pre.clone()
+        } else {
+            self.post.clone()
         };
         self.shown.lock().push(input);
         Box::pin(async move { HookOutcome { answers } })
@@ -297,9 +298,12 @@ impl Bench {
         self.tape()
             .await
             .iter()
-            .map(|event| match event {
-                Event::State { state, .. } => format!("state {}", state.as_str()),
-                other => other.kind().to_owned(),
+            .map(|event| {
+                if let Event::State { state, .. } = event {
+                    format!("state {}", state.as_str())
+                } else {
+                    event.kind().to_owned()
+                }
             })
             .collect()
     }
@@ -309,15 +313,18 @@ impl Bench {
         self.tape()
             .await
             .into_iter()
-            .find_map(|event| match event {
-                Event::ToolResult {
+            .find_map(|event| {
+                let Event::ToolResult {
                     id,
                     output,
                     is_error,
                     verdict,
                     ..
-                } if id == call => Some((output, is_error, verdict)),
-                _ => None,
+                } = event
+                else {
+                    return None;
+                };
+                (id == call).then_some((output, is_error, verdict))
             })
             .unwrap_or_else(|| panic!("no result for {call}"))
     }
@@ -368,10 +375,14 @@ async fn answer(
 ) {
     let mut person = person.into_iter();
     while let Ok(record) = events.recv().await {
-        let asked = match &record.event {
-            Event::ApprovalRequested { approval_id, .. } => approval_id,
-            Event::QuestionAsked { question_id, .. } => question_id,
-            _ => continue,
+        let (Event::ApprovalRequested {
+            approval_id: asked, ..
+        }
+        | Event::QuestionAsked {
+            question_id: asked, ..
+        }) = &record.event
+        else {
+            continue;
         };
         let answered = match person.next().expect("the person was asked once too often") {
             Person::Decides(decision) => approvals.answer(&session, asked, decision),
@@ -417,11 +428,14 @@ async fn approval_request(bench: &Bench) -> (String, Value) {
         .tape()
         .await
         .into_iter()
-        .find_map(|event| match event {
-            Event::ApprovalRequested {
+        .find_map(|event| {
+            let Event::ApprovalRequested {
                 reason, arguments, ..
-            } => Some((reason, arguments)),
-            _ => None,
+            } = event
+            else {
+                return None;
+            };
+            Some((reason, arguments))
         })
         .expect("an approval was requested")
 }
@@ -646,14 +660,12 @@ async fn an_approval_nobody_gives_in_time_rejects_the_call() {
     gate.approval_timeout = Some(std::time::Duration::from_millis(20));
     let write = call("c1", "write_file", json!({"path": "a.txt"}));
     bench.run(&[write], Vec::new()).await.0.ok().unwrap();
-    let decided = bench
-        .tape()
-        .await
-        .into_iter()
-        .find_map(|event| match event {
-            Event::ApprovalDecided { decision, .. } => Some(decision),
-            _ => None,
-        });
+    let decided = bench.tape().await.into_iter().find_map(|event| {
+        let Event::ApprovalDecided { decision, .. } = event else {
+            return None;
+        };
+        Some(decision)
+    });
     assert_eq!(decided, Some(ApprovalDecision::TimedOut));
     assert_eq!(
         bench.result("c1").await,
@@ -845,9 +857,11 @@ async fn a_hooks_new_input_is_planned_and_checked_as_the_models() {
         .tape()
         .await
         .into_iter()
-        .filter_map(|event| match event {
-            Event::ToolPlanned { title, .. } => Some(title),
-            _ => None,
+        .filter_map(|event| {
+            let Event::ToolPlanned { title, .. } = event else {
+                return None;
+            };
+            Some(title)
         })
         .collect();
     assert_eq!(titles, ["read_file b.txt"]);
@@ -995,14 +1009,12 @@ async fn a_cancel_while_an_approval_waits_settles_every_call_left_as_cancelled()
             "tool_result",
         ]
     );
-    let decided = bench
-        .tape()
-        .await
-        .into_iter()
-        .find_map(|event| match event {
-            Event::ApprovalDecided { decision, .. } => Some(decision),
-            _ => None,
-        });
+    let decided = bench.tape().await.into_iter().find_map(|event| {
+        let Event::ApprovalDecided { decision, .. } = event else {
+            return None;
+        };
+        Some(decision)
+    });
     assert_eq!(decided, Some(ApprovalDecision::Cancelled));
     let cancelled = "the run was cancelled before this call ran";
     for id in ["c1", "c2"] {
@@ -1062,6 +1074,10 @@ async fn a_cancel_while_a_question_waits_runs_none_of_its_group() {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::wildcard_enum_match_arm,
+    reason = "any event but the call's own on this tape fails the test"
+)]
 async fn a_calls_live_output_is_shown_whole_and_redacted_before_its_result() {
     let key = "AKIAQ3EGRVY7ZBZ2XJ5K";
     let progress = vec![

@@ -137,9 +137,12 @@ fn receipt(session: &SessionId, run: &RunId, call: &str) -> ReceiptBody {
 fn texts(records: &[EventRecord]) -> Vec<(u64, String)> {
     records
         .iter()
-        .map(|record| match &record.event {
-            Event::TextDelta { text } => (record.seq, text.clone()),
-            other => (record.seq, other.kind().to_owned()),
+        .map(|record| {
+            if let Event::TextDelta { text } = &record.event {
+                (record.seq, text.clone())
+            } else {
+                (record.seq, record.event.kind().to_owned())
+            }
         })
         .collect()
 }
@@ -1075,12 +1078,14 @@ pub async fn interrupting_runs_ends_each_working_one_once(backend: &Backend) {
     assert_eq!(ends, 1, "{tape:?}");
     assert_eq!(tape.last().unwrap().seq, 2);
     let history = journal.history(&session).await.unwrap();
-    match &history.last().unwrap().message {
-        Message::Assistant {
-            text, interrupted, ..
-        } => assert_eq!((text.as_str(), *interrupted), ("half a rep", true)),
-        other => panic!("{other:?}"),
-    }
+    let last = &history.last().unwrap().message;
+    let Message::Assistant {
+        text, interrupted, ..
+    } = last
+    else {
+        panic!("{last:?}");
+    };
+    assert_eq!((text.as_str(), *interrupted), ("half a rep", true));
     assert_eq!(
         journal.run(&queued).await.unwrap().unwrap().state,
         RunState::Queued

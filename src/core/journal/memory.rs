@@ -95,16 +95,11 @@ fn missing(what: &str, id: &str) -> JournalError {
 }
 
 impl State {
+    /// Applies one write; each arm delegates to the function for its kind,
+    /// as the SQLite writer does (`store::writer`).
     fn apply(&mut self, write: Write) -> Result<(), JournalError> {
         match write {
-            Write::InsertSession(session) => {
-                if self.sessions.contains_key(&session.id) {
-                    return Err(JournalError::Backend(
-                        format!("session {} already exists", session.id).into(),
-                    ));
-                }
-                self.sessions.insert(session.id.clone(), session);
-            }
+            Write::InsertSession(session) => self.insert_session(session),
             Write::UpdateSettings {
                 id,
                 provider,
@@ -120,90 +115,32 @@ impl State {
                     session.mode = mode;
                     session.updated_at = at;
                 }
+                Ok(())
             }
             Write::SetTitle { id, title } => {
                 if let Some(session) = self.sessions.get_mut(&id) {
                     session.title = Some(title);
                 }
+                Ok(())
             }
             Write::SetClosed { id, closed, at } => {
                 if let Some(session) = self.sessions.get_mut(&id) {
                     session.closed = closed;
                     session.updated_at = at;
                 }
+                Ok(())
             }
             Write::DeleteSession { id, at: _ } => {
-                let gone: Vec<SessionId> = self
-                    .sessions
-                    .values()
-                    .filter(|s| s.id == id || s.parent.as_ref().is_some_and(|p| p.session == id))
-                    .map(|s| s.id.clone())
-                    .collect();
-                self.channels.forget_sessions(&gone);
-                for session in &gone {
-                    self.sessions.remove(session);
-                    self.messages.remove(session);
-                    self.grants.remove(session);
-                    let runs: Vec<RunId> = self
-                        .runs
-                        .values()
-                        .filter(|r| r.session_id == *session)
-                        .map(|r| r.id.clone())
-                        .collect();
-                    for run in runs {
-                        self.tape.remove(&run);
-                    }
-                }
+                self.delete_session(&id);
+                Ok(())
             }
             Write::AppendMessage {
                 session_id,
                 run_id,
                 message,
                 at,
-            } => {
-                let session = self
-                    .sessions
-                    .get_mut(&session_id)
-                    .ok_or_else(|| missing("session", session_id.as_str()))?;
-                session.updated_at = at;
-                self.messages
-                    .entry(session_id)
-                    .or_default()
-                    .push(HistoryEntry {
-                        run_id,
-                        message,
-                        at,
-                    });
-            }
-            Write::InsertRun { id, session_id, at } => {
-                if self.runs.contains_key(&id) {
-                    return Err(JournalError::Backend(
-                        format!("run {id} already exists").into(),
-                    ));
-                }
-                let session = self
-                    .sessions
-                    .get_mut(&session_id)
-                    .ok_or_else(|| missing("session", session_id.as_str()))?;
-                session.updated_at = at;
-                let position = self.positions.len() as u64 + 1;
-                self.positions.insert(id.clone(), position);
-                self.runs.insert(
-                    id.clone(),
-                    RunInfo {
-                        id,
-                        session_id,
-                        state: RunState::Queued,
-                        stop_reason: None,
-                        error: None,
-                        usage: Default::default(),
-                        cost: None,
-                        created_at: at,
-                        started_at: None,
-                        ended_at: None,
-                    },
-                );
-            }
+            } => self.append_message(session_id, run_id, message, at),
+            Write::InsertRun { id, session_id, at } => self.insert_run(id, session_id, at),
             Write::SetRunState {
                 id,
                 state,
@@ -226,40 +163,22 @@ impl State {
                         run.ended_at = Some(at);
                     }
                 }
+                Ok(())
             }
-            Write::AppendEvent(record) => {
-                let tape = self.tape.entry(record.run_id.clone()).or_default();
-                if tape.iter().any(|stored| stored.seq == record.seq) {
-                    return Err(JournalError::Backend(
-                        format!(
-                            "event {} of run {} is already on the tape",
-                            record.seq, record.run_id
-                        )
-                        .into(),
-                    ));
-                }
-                let at = tape.partition_point(|stored| stored.seq < record.seq);
-                tape.insert(at, record);
-            }
+            Write::AppendEvent(record) => self.append_event(record),
             Write::AppendReceipt(body) => {
                 let (seq, prev) = match self.receipts.last() {
                     Some(last) => (last.seq + 1, last.hash.clone()),
                     None => (1, GENESIS.to_owned()),
                 };
                 self.receipts.push(body.chain(seq, &prev));
+                Ok(())
             }
             Write::PutGrant {
                 session_id,
                 grant,
                 at,
-            } => {
-                if !self.sessions.contains_key(&session_id) {
-                    return Err(missing("session", session_id.as_str()));
-                }
-                let grants = self.grants.entry(session_id).or_default();
-                grants.retain(|(old, _)| !(old.tool == grant.tool && old.scope == grant.scope));
-                grants.push((grant, at));
-            }
+            } => self.put_grant(session_id, grant, at),
             Write::Trust(crate::core::hooks::TrustWrite::Set {
                 root,
                 trusted,
@@ -270,113 +189,278 @@ impl State {
                 if trusted {
                     self.trusted.push(crate::core::hooks::Trust { root, files });
                 }
+                Ok(())
             }
-            Write::Channel(write) => self.channels.apply(write)?,
-            Write::Memory(write) => self.memories.apply(write)?,
-            Write::Together(writes) => {
-                for write in writes {
-                    self.apply(write)?;
-                }
-            }
-            Write::Fenced { fence, write } => {
-                let stored = self.leases.get(&fence.key);
-                if !crate::core::lease::admits(stored, &fence) {
-                    return Err(JournalError::Fenced(format!(
-                        "{}: the lease this write was made under (token {}) is no longer current; refused",
-                        fence.key, fence.token
-                    )));
-                }
-                self.apply(*write)?;
-            }
+            Write::Channel(write) => self.channels.apply(write),
+            Write::Memory(write) => self.memories.apply(write),
+            Write::Together(writes) => writes.into_iter().try_for_each(|write| self.apply(write)),
+            Write::Fenced { fence, write } => self.apply_fenced(&fence, *write),
             Write::Control {
                 session, control, ..
             } => {
                 self.next_control += 1;
                 self.controls.push((self.next_control, session, control));
+                Ok(())
             }
-            Write::TakeControl { id } => {
-                let before = self.controls.len();
-                self.controls.retain(|(stored, _, _)| *stored != id);
-                if self.controls.len() == before {
-                    return Err(JournalError::Conflict(format!(
-                        "control {id} was taken already"
-                    )));
-                }
-            }
+            Write::TakeControl { id } => self.take_control(id),
             Write::InterruptRuns { session, error, at } => {
-                let mut working: Vec<RunInfo> = self
-                    .runs
-                    .values()
-                    .filter(|r| {
-                        r.session_id == session
-                            && matches!(r.state, RunState::Running | RunState::Waiting)
-                    })
-                    .cloned()
-                    .collect();
-                working.sort_by(|a, b| {
-                    (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str()))
-                });
-                for run in working {
-                    let events = self.tape.get(&run.id).cloned().unwrap_or_default();
-                    let mine: Vec<&HistoryEntry> = self
-                        .messages
-                        .get(&session)
-                        .map(|m| {
-                            m.iter()
-                                .filter(|e| e.run_id.as_ref() == Some(&run.id))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let turns = mine
-                        .iter()
-                        .filter(|e| {
-                            matches!(e.message, crate::core::session::Message::Assistant { .. })
-                        })
-                        .count();
-                    let last_said = mine.iter().rev().find_map(|e| match &e.message {
-                        crate::core::session::Message::Assistant { text, thought, .. } => {
-                            Some((text.as_str(), thought.as_str()))
-                        }
-                        _ => None,
-                    });
-                    if !mine.is_empty()
-                        && let Some(partial) =
-                            crate::core::run::partial_turn(&events, turns, last_said)
-                    {
-                        self.apply(Write::AppendMessage {
-                            session_id: session.clone(),
-                            run_id: Some(run.id.clone()),
-                            message: partial,
-                            at,
-                        })?;
-                    }
-                    let next = events.last().map_or(0, |e| e.seq + 1);
-                    self.apply(Write::AppendEvent(EventRecord {
-                        session_id: session.clone(),
-                        run_id: run.id.clone(),
-                        seq: next,
-                        at,
-                        event: crate::core::event::Event::State {
-                            state: RunState::Failed,
-                            stop_reason: None,
-                            error: Some(error.clone()),
-                            usage: None,
-                            cost: None,
-                        },
-                    }))?;
-                    self.apply(Write::SetRunState {
-                        id: run.id.clone(),
-                        state: RunState::Failed,
-                        stop_reason: None,
-                        error: Some(error.clone()),
-                        usage: run.usage,
-                        cost: run.cost.clone(),
-                        at,
-                    })?;
-                }
+                self.interrupt_runs(&session, &error, at)
             }
         }
+    }
+
+    fn insert_session(&mut self, session: Session) -> Result<(), JournalError> {
+        if self.sessions.contains_key(&session.id) {
+            return Err(JournalError::Backend(
+                format!("session {} already exists", session.id).into(),
+            ));
+        }
+        self.sessions.insert(session.id.clone(), session);
         Ok(())
+    }
+
+    /// Deletes a session and its subagents' sessions, with their messages,
+    /// grants, tapes and channel records.
+    fn delete_session(&mut self, id: &SessionId) {
+        let gone: Vec<SessionId> = self
+            .sessions
+            .values()
+            .filter(|s| s.id == *id || s.parent.as_ref().is_some_and(|p| p.session == *id))
+            .map(|s| s.id.clone())
+            .collect();
+        self.channels.forget_sessions(&gone);
+        for session in &gone {
+            self.sessions.remove(session);
+            self.messages.remove(session);
+            self.grants.remove(session);
+            let runs: Vec<RunId> = self
+                .runs
+                .values()
+                .filter(|r| r.session_id == *session)
+                .map(|r| r.id.clone())
+                .collect();
+            for run in runs {
+                self.tape.remove(&run);
+            }
+        }
+    }
+
+    fn append_message(
+        &mut self,
+        session_id: SessionId,
+        run_id: Option<RunId>,
+        message: Message,
+        at: Millis,
+    ) -> Result<(), JournalError> {
+        let session = self
+            .sessions
+            .get_mut(&session_id)
+            .ok_or_else(|| missing("session", session_id.as_str()))?;
+        session.updated_at = at;
+        self.messages
+            .entry(session_id)
+            .or_default()
+            .push(HistoryEntry {
+                run_id,
+                message,
+                at,
+            });
+        Ok(())
+    }
+
+    fn insert_run(
+        &mut self,
+        id: RunId,
+        session_id: SessionId,
+        at: Millis,
+    ) -> Result<(), JournalError> {
+        if self.runs.contains_key(&id) {
+            return Err(JournalError::Backend(
+                format!("run {id} already exists").into(),
+            ));
+        }
+        let session = self
+            .sessions
+            .get_mut(&session_id)
+            .ok_or_else(|| missing("session", session_id.as_str()))?;
+        session.updated_at = at;
+        let position = self.positions.len() as u64 + 1;
+        self.positions.insert(id.clone(), position);
+        self.runs.insert(
+            id.clone(),
+            RunInfo {
+                id,
+                session_id,
+                state: RunState::Queued,
+                stop_reason: None,
+                error: None,
+                usage: Default::default(),
+                cost: None,
+                created_at: at,
+                started_at: None,
+                ended_at: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Puts an event on its run's tape in `seq` order; a `seq` already there
+    /// is refused.
+    fn append_event(&mut self, record: EventRecord) -> Result<(), JournalError> {
+        let tape = self.tape.entry(record.run_id.clone()).or_default();
+        if tape.iter().any(|stored| stored.seq == record.seq) {
+            return Err(JournalError::Backend(
+                format!(
+                    "event {} of run {} is already on the tape",
+                    record.seq, record.run_id
+                )
+                .into(),
+            ));
+        }
+        let at = tape.partition_point(|stored| stored.seq < record.seq);
+        tape.insert(at, record);
+        Ok(())
+    }
+
+    fn put_grant(
+        &mut self,
+        session_id: SessionId,
+        grant: Grant,
+        at: Millis,
+    ) -> Result<(), JournalError> {
+        if !self.sessions.contains_key(&session_id) {
+            return Err(missing("session", session_id.as_str()));
+        }
+        let grants = self.grants.entry(session_id).or_default();
+        grants.retain(|(old, _)| !(old.tool == grant.tool && old.scope == grant.scope));
+        grants.push((grant, at));
+        Ok(())
+    }
+
+    /// Applies a write only while the lease it was made under is current.
+    fn apply_fenced(
+        &mut self,
+        fence: &crate::core::lease::Fence,
+        write: Write,
+    ) -> Result<(), JournalError> {
+        let stored = self.leases.get(&fence.key);
+        if !crate::core::lease::admits(stored, fence) {
+            return Err(JournalError::Fenced(format!(
+                "{}: the lease this write was made under (token {}) is no longer current; refused",
+                fence.key, fence.token
+            )));
+        }
+        self.apply(write)
+    }
+
+    fn take_control(&mut self, id: i64) -> Result<(), JournalError> {
+        let before = self.controls.len();
+        self.controls.retain(|(stored, _, _)| *stored != id);
+        if self.controls.len() == before {
+            return Err(JournalError::Conflict(format!(
+                "control {id} was taken already"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Ends a session's working runs as failed, oldest first: each keeps
+    /// what it had said (`core::run::partial_turn`), gets a final `State`
+    /// event and its failed state.
+    fn interrupt_runs(
+        &mut self,
+        session: &SessionId,
+        error: &str,
+        at: Millis,
+    ) -> Result<(), JournalError> {
+        let mut working: Vec<RunInfo> = self
+            .runs
+            .values()
+            .filter(|r| {
+                r.session_id == *session && matches!(r.state, RunState::Running | RunState::Waiting)
+            })
+            .cloned()
+            .collect();
+        working.sort_by(|a, b| (a.created_at, a.id.as_str()).cmp(&(b.created_at, b.id.as_str())));
+        for run in working {
+            self.interrupt_run(session, &run, error, at)?;
+        }
+        Ok(())
+    }
+
+    fn interrupt_run(
+        &mut self,
+        session: &SessionId,
+        run: &RunInfo,
+        error: &str,
+        at: Millis,
+    ) -> Result<(), JournalError> {
+        let events = self.tape.get(&run.id).cloned().unwrap_or_default();
+        if let Some(partial) = self.partial_turn(session, &run.id, &events) {
+            self.apply(Write::AppendMessage {
+                session_id: session.clone(),
+                run_id: Some(run.id.clone()),
+                message: partial,
+                at,
+            })?;
+        }
+        let next = events.last().map_or(0, |e| e.seq + 1);
+        self.apply(Write::AppendEvent(EventRecord {
+            session_id: session.clone(),
+            run_id: run.id.clone(),
+            seq: next,
+            at,
+            event: crate::core::event::Event::State {
+                state: RunState::Failed,
+                stop_reason: None,
+                error: Some(error.to_owned()),
+                usage: None,
+                cost: None,
+            },
+        }))?;
+        self.apply(Write::SetRunState {
+            id: run.id.clone(),
+            state: RunState::Failed,
+            stop_reason: None,
+            error: Some(error.to_owned()),
+            usage: run.usage,
+            cost: run.cost.clone(),
+            at,
+        })
+    }
+
+    /// What an interrupted run had said and not yet recorded, if it recorded
+    /// any message at all (`core::run::partial_turn`).
+    fn partial_turn(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        events: &[EventRecord],
+    ) -> Option<Message> {
+        let mine: Vec<&HistoryEntry> = self
+            .messages
+            .get(session)
+            .map(|m| {
+                m.iter()
+                    .filter(|e| e.run_id.as_ref() == Some(run))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if mine.is_empty() {
+            return None;
+        }
+        let turns = mine
+            .iter()
+            .filter(|e| matches!(e.message, Message::Assistant { .. }))
+            .count();
+        let last_said = mine.iter().rev().find_map(|e| {
+            if let Message::Assistant { text, thought, .. } = &e.message {
+                Some((text.as_str(), thought.as_str()))
+            } else {
+                None
+            }
+        });
+        crate::core::run::partial_turn(events, turns, last_said)
     }
 }
 

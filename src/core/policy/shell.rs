@@ -270,24 +270,24 @@ impl Analyzer {
         let suffix = simple.suffix.iter().flat_map(|s| &s.0);
         let mut words = Vec::new();
         for item in prefix.clone() {
-            match item {
-                // Leading assignments are not words, but `X=$(cmd)` runs cmd.
-                Item::AssignmentWord(assignment, w) => {
-                    let (ast::AssignmentName::VariableName(name)
-                    | ast::AssignmentName::ArrayElementName(name, _)) = &assignment.name;
-                    self.hijacked |= hijacks(name);
-                    self.word(&w.value)?;
-                }
-                other => self.item(other, &mut words)?,
+            // Leading assignments are not words, but `X=$(cmd)` runs cmd.
+            if let Item::AssignmentWord(assignment, w) = item {
+                let (ast::AssignmentName::VariableName(name)
+                | ast::AssignmentName::ArrayElementName(name, _)) = &assignment.name;
+                self.hijacked |= hijacks(name);
+                self.word(&w.value)?;
+            } else {
+                self.item(item, &mut words)?;
             }
         }
         if let Some(name) = &simple.word_or_name {
             words.push(self.word(&name.value)?);
         }
         for item in suffix {
-            match item {
-                Item::AssignmentWord(_, w) => words.push(self.word(&w.value)?),
-                other => self.item(other, &mut words)?,
+            if let Item::AssignmentWord(_, w) = item {
+                words.push(self.word(&w.value)?);
+            } else {
+                self.item(item, &mut words)?;
             }
         }
         self.run(words)
@@ -742,6 +742,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines, reason = "a table of cases, one per line")]
     fn finds_every_command_and_redirect() {
         let cases: &[(&str, &[&str], &[&str])] = &[
             ("ls && rm -rf ~", &["ls", "rm|-rf|~"], &[]),

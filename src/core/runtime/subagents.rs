@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
-use crate::core::event::{Event, RunState};
+use crate::core::event::{Event, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::Write;
 use crate::core::session::{ContentPart, Message, Origin, Session, SessionParent, now_millis};
@@ -120,8 +120,7 @@ impl Runtime {
             run_id: run_id.clone(),
             task: task.label.clone(),
         });
-        let mut line = String::new();
-        let mut turns: u32 = 0;
+        let mut watched = Watched::new(&parent.call_id, &task.label);
         let mut cancelled = false;
         let (state, stop_reason, error) = loop {
             let next = tokio::select! {
@@ -143,42 +142,11 @@ impl Runtime {
             if record.run_id != ticket.run_id {
                 continue;
             }
-            match &record.event {
-                Event::ModelTurn { .. } => turns += 1,
-                Event::TextDelta { text } => {
-                    line.push_str(text);
-                    if let Some(end) = line.rfind('\n') {
-                        let whole: String = line.drain(..=end).collect();
-                        progress.report(ProgressUpdate::Output(whole));
-                    }
-                }
-                Event::ToolPlanned { title, .. } => {
-                    if !line.is_empty() {
-                        progress.report(ProgressUpdate::Output(format!(
-                            "{}\n",
-                            std::mem::take(&mut line)
-                        )));
-                    }
-                    progress.report(ProgressUpdate::Output(format!("▸ {title}\n")));
-                }
-                Event::ApprovalRequested { .. }
-                | Event::ApprovalDecided { .. }
-                | Event::QuestionAsked { .. }
-                | Event::QuestionAnswered { .. } => {
-                    let _ = relay.send(labelled(&record.event, &parent.call_id, &task.label));
-                }
-                Event::State {
-                    state,
-                    stop_reason,
-                    error,
-                    ..
-                } if state.is_terminal() => break (*state, *stop_reason, error.clone()),
-                _ => {}
+            if let Some(end) = watched.take(&record.event, &progress, &relay) {
+                break end;
             }
         };
-        if !line.trim().is_empty() {
-            progress.report(ProgressUpdate::Output(format!("{line}\n")));
-        }
+        watched.finish(&progress);
         let _ = relay.send(Event::SubagentEnded {
             call_id: parent.call_id.clone(),
             session_id: child.id.clone(),
@@ -207,7 +175,7 @@ impl Runtime {
             stop_reason: stop_reason.map(|r| r.as_str().to_owned()),
             error,
             answer,
-            turns,
+            turns: watched.turns,
             cost,
         })
     }
@@ -275,17 +243,101 @@ impl Runtime {
             Ok(history) => history
                 .iter()
                 .rev()
-                .find_map(|entry| match &entry.message {
-                    Message::Assistant { text, .. } if !text.trim().is_empty() => {
-                        Some(text.clone())
-                    }
-                    _ => None,
+                .find_map(|entry| {
+                    let Message::Assistant { text, .. } = &entry.message else {
+                        return None;
+                    };
+                    (!text.trim().is_empty()).then(|| text.clone())
                 })
                 .unwrap_or_default(),
             Err(err) => {
                 tracing::warn!(session = %id, error = %err, "cannot read a subagent's answer");
                 String::new()
             }
+        }
+    }
+}
+
+/// How a child's run ended: its state, stop reason and error.
+type ChildEnd = (RunState, Option<StopReason>, Option<String>);
+
+/// What the parent's call shows of a child's run while it runs: the
+/// child's text as progress, a line at a time, the tools it plans; its
+/// approvals and questions relayed, labelled with its task.
+struct Watched<'a> {
+    call_id: &'a str,
+    label: &'a str,
+    /// Text of the line not yet shown.
+    line: String,
+    turns: u32,
+}
+
+impl<'a> Watched<'a> {
+    fn new(call_id: &'a str, label: &'a str) -> Self {
+        Self {
+            call_id,
+            label,
+            line: String::new(),
+            turns: 0,
+        }
+    }
+
+    /// Takes in one event of the child's run: how it ended, when it did.
+    fn take(&mut self, event: &Event, progress: &Progress, relay: &Relay) -> Option<ChildEnd> {
+        match event {
+            Event::ModelTurn { .. } => self.turns += 1,
+            Event::TextDelta { text } => {
+                self.line.push_str(text);
+                if let Some(end) = self.line.rfind('\n') {
+                    let whole: String = self.line.drain(..=end).collect();
+                    progress.report(ProgressUpdate::Output(whole));
+                }
+            }
+            Event::ToolPlanned { title, .. } => {
+                if !self.line.is_empty() {
+                    progress.report(ProgressUpdate::Output(format!(
+                        "{}\n",
+                        std::mem::take(&mut self.line)
+                    )));
+                }
+                progress.report(ProgressUpdate::Output(format!("▸ {title}\n")));
+            }
+            Event::ApprovalRequested { .. }
+            | Event::ApprovalDecided { .. }
+            | Event::QuestionAsked { .. }
+            | Event::QuestionAnswered { .. } => {
+                let _ = relay.send(labelled(event, self.call_id, self.label));
+            }
+            Event::State {
+                state,
+                stop_reason,
+                error,
+                ..
+            } if state.is_terminal() => return Some((*state, *stop_reason, error.clone())),
+            // The rest stay in the child's own session.
+            Event::State { .. }
+            | Event::UserMessage { .. }
+            | Event::ThoughtDelta { .. }
+            | Event::ToolCall { .. }
+            | Event::SubagentStarted { .. }
+            | Event::SubagentEnded { .. }
+            | Event::ToolStarted { .. }
+            | Event::ToolResult { .. }
+            | Event::ToolProgress { .. }
+            | Event::Plan { .. }
+            | Event::SessionInfo { .. }
+            | Event::Usage { .. }
+            | Event::Notice { .. }
+            | Event::Retrying { .. }
+            | Event::Compaction { .. } => {}
+        }
+        None
+    }
+
+    /// Shows the last line, when it has text.
+    fn finish(&self, progress: &Progress) {
+        if !self.line.trim().is_empty() {
+            progress.report(ProgressUpdate::Output(format!("{}\n", self.line)));
         }
     }
 }
@@ -313,7 +365,25 @@ fn labelled(event: &Event, call_id: &str, label: &str) -> Event {
         }
         Event::ApprovalDecided { call_id: call, .. }
         | Event::QuestionAnswered { call_id: call, .. } => *call = call_id.to_owned(),
-        _ => {}
+        // Not relayed to the parent: nothing to label.
+        Event::State { .. }
+        | Event::UserMessage { .. }
+        | Event::ModelTurn { .. }
+        | Event::TextDelta { .. }
+        | Event::ThoughtDelta { .. }
+        | Event::ToolCall { .. }
+        | Event::ToolPlanned { .. }
+        | Event::SubagentStarted { .. }
+        | Event::SubagentEnded { .. }
+        | Event::ToolStarted { .. }
+        | Event::ToolResult { .. }
+        | Event::ToolProgress { .. }
+        | Event::Plan { .. }
+        | Event::SessionInfo { .. }
+        | Event::Usage { .. }
+        | Event::Notice { .. }
+        | Event::Retrying { .. }
+        | Event::Compaction { .. } => {}
     }
     event
 }

@@ -130,9 +130,12 @@ impl Runtime {
         let prompt: Vec<&str> = queued
             .content
             .iter()
-            .filter_map(|part| match part {
-                ContentPart::Text { text } => Some(text.as_str()),
-                _ => None,
+            .filter_map(|part| {
+                if let ContentPart::Text { text } = part {
+                    Some(text.as_str())
+                } else {
+                    None
+                }
             })
             .collect();
         let input = HookInput::new(

@@ -388,11 +388,12 @@ impl Decoder {
                 {
                     call.name.push_str(name);
                 }
-                match &function["arguments"] {
-                    Value::String(piece) => call.arguments.push_str(piece),
-                    Value::Null => {}
+                let arguments = &function["arguments"];
+                if let Some(piece) = arguments.as_str() {
+                    call.arguments.push_str(piece);
+                } else if !arguments.is_null() {
                     // Some servers send the arguments as an object, not a string.
-                    whole => call.arguments = whole.to_string(),
+                    call.arguments = arguments.to_string();
                 }
             }
         }

@@ -364,17 +364,17 @@ mod tests {
     use super::*;
 
     fn final_tokens(answer: &Answer) -> Option<usize> {
-        match answer {
-            Answer::Final(window) => Some(window.tokens),
-            _ => None,
-        }
+        let Answer::Final(window) = answer else {
+            return None;
+        };
+        Some(window.tokens)
     }
 
     fn provisional_tokens(answer: &Answer) -> Option<usize> {
-        match answer {
-            Answer::Provisional(window) => Some(window.tokens),
-            _ => None,
-        }
+        let Answer::Provisional(window) = answer else {
+            return None;
+        };
+        Some(window.tokens)
     }
 
     #[test]

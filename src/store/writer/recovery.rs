@@ -212,9 +212,11 @@ fn last_said(
         .optional()?;
     Ok(body
         .and_then(|body| serde_json::from_str::<Message>(&body).ok())
-        .and_then(|message| match message {
-            Message::Assistant { text, thought, .. } => Some((text, thought)),
-            _ => None,
+        .and_then(|message| {
+            let Message::Assistant { text, thought, .. } = message else {
+                return None;
+            };
+            Some((text, thought))
         }))
 }
 

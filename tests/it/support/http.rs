@@ -323,14 +323,17 @@ pub mod openai {
 
     /// A message's text, whether its content is a string or parts.
     pub fn message_text(message: &Value) -> String {
-        match &message["content"] {
-            Value::String(text) => text.clone(),
-            Value::Array(parts) => parts
+        let content = &message["content"];
+        if let Some(text) = content.as_str() {
+            text.to_owned()
+        } else if let Some(parts) = content.as_array() {
+            parts
                 .iter()
                 .filter_map(|p| p["text"].as_str())
                 .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
+                .join("\n")
+        } else {
+            String::new()
         }
     }
 }

@@ -278,11 +278,16 @@ fn check_line(schema: &Schema, methods: &Methods, line: &[u8]) -> Result<Value, 
 }
 
 /// A session update as (kind, text) for the chunk kinds, for comparisons.
+#[allow(
+    clippy::wildcard_enum_match_arm,
+    reason = "the SDK's SessionUpdate is non_exhaustive: other kinds are shown by their Debug form"
+)]
 pub fn describe(update: &SessionUpdate) -> (String, String) {
     let chunk = |kind: &str, chunk: &ContentChunk| {
-        let text = match &chunk.content {
-            ContentBlock::Text(text) => text.text.clone(),
-            other => format!("<non-text content {other:?}>"),
+        let text = if let ContentBlock::Text(text) = &chunk.content {
+            text.text.clone()
+        } else {
+            format!("<non-text content {:?}>", chunk.content)
         };
         (kind.to_owned(), text)
     };

@@ -257,7 +257,9 @@ impl Items {
 fn memory_error(err: JournalError) -> MemoryError {
     match err {
         JournalError::Conflict(reason) => MemoryError::Conflict(reason),
-        other => MemoryError::Backend(Box::new(other)),
+        other @ (JournalError::Stopped | JournalError::Fenced(_) | JournalError::Backend(_)) => {
+            MemoryError::Backend(Box::new(other))
+        }
     }
 }
 
