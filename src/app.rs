@@ -149,6 +149,16 @@ impl App {
             .map_err(Failure::usage)
     }
 
+    /// Refuses to start a face when providers could not be set up; one
+    /// that goes on with an existing session (`continuing`) keeps its own
+    /// model, so only the problems that matter to it count.
+    pub fn refuse_problems(&self, continuing: bool) -> Result<(), Failure> {
+        match blocking_problems(&self.problems, continuing) {
+            Some(message) => Err(Failure::usage(anyhow::anyhow!(message))),
+            None => Ok(()),
+        }
+    }
+
     /// Logs the providers that could not be set up, for a face that serves
     /// on without them (each of their turns fails with the reason).
     pub fn log_problems(&self) {
@@ -172,6 +182,17 @@ impl App {
             },
         })
     }
+}
+
+/// What keeps a face from starting, as one message: every problem, but
+/// those that only concern new sessions when the face goes on with one.
+fn blocking_problems(problems: &[crate::providers::Problem], continuing: bool) -> Option<String> {
+    let blocking: Vec<&str> = problems
+        .iter()
+        .filter(|p| !(continuing && p.new_sessions_only))
+        .map(|p| p.message.as_str())
+        .collect();
+    (!blocking.is_empty()).then(|| blocking.join("; "))
 }
 
 /// The configuration alone, for commands that report on it (`config show`,
@@ -262,4 +283,29 @@ pub fn spawn_signal_watch(shutdown: tokio_util::sync::CancellationToken) {
         }
         shutdown.cancel();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::Problem;
+
+    #[test]
+    fn a_face_going_on_with_a_session_ignores_problems_of_new_sessions_only() {
+        let problem = |message: &str, new_sessions_only| Problem {
+            message: message.into(),
+            new_sessions_only,
+        };
+        let problems = [problem("no model", true), problem("bad key", false)];
+        assert_eq!(
+            blocking_problems(&problems, false).as_deref(),
+            Some("no model; bad key")
+        );
+        assert_eq!(
+            blocking_problems(&problems, true).as_deref(),
+            Some("bad key")
+        );
+        assert_eq!(blocking_problems(&problems[..1], true), None);
+        assert_eq!(blocking_problems(&[], false), None);
+    }
 }

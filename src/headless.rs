@@ -15,11 +15,12 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, EventRecord, RunState, StopReason};
 use crate::core::ids::SessionId;
 use crate::core::question::{QuestionAnswer, QuestionOutcome};
+use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{Origin, PromptSettings, Session};
 use crate::core::tool::ToolKind;
 use crate::stdout::{LineSender, LineWriter};
-use output::{Asked, Jsonl, RunEnd, Show, Text};
+use output::{Asked, Jsonl, Show, Text};
 use script::Turn;
 
 /// Runs the prompts; the exit code is that of the first run that did not complete.
@@ -62,17 +63,8 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
 /// Refuses to start when the set-up has problems, no provider is there for
 /// a new session, or the model takes no `--image`.
 async fn ready(opened: &crate::app::App, args: &RunArgs) -> Result<(), Failure> {
-    // A session that goes on keeps its own model: only set-up failures count.
     let continuing = args.session.is_some();
-    let problems: Vec<String> = opened
-        .problems
-        .iter()
-        .filter(|p| !(continuing && p.new_sessions_only))
-        .map(|p| p.message.clone())
-        .collect();
-    if !problems.is_empty() {
-        return Err(Failure::usage(anyhow!(problems.join("; "))));
-    }
+    opened.refuse_problems(continuing)?;
     if opened.runtime.providers().is_empty() && !continuing {
         return Err(Failure::usage(anyhow!(crate::app::no_provider(
             &opened.config
@@ -279,12 +271,12 @@ impl Driver<'_> {
             }
             self.question(&record.event, &mut turn);
             show.event(&record).await;
-            if let Some(end) = run_end(&record.event) {
+            if let Some(end) = RunOutcome::from_event(&record.event) {
                 break end;
             }
         };
         show.end(&ticket.run_id, &end).await;
-        Ok(match exit_code(end.state, end.stop_reason) {
+        Ok(match exit_code(end.state(), end.stop_reason()) {
             exit::OK if unattended > 0 => exit::CANCELLED,
             code => code,
         })
@@ -382,24 +374,6 @@ fn decide(
         }
         None => approve.decide(kind),
     }
-}
-
-/// How the run ended, when `event` ends it.
-fn run_end(event: &Event) -> Option<RunEnd> {
-    let Event::State {
-        state,
-        stop_reason,
-        error,
-        ..
-    } = event
-    else {
-        return None;
-    };
-    state.is_terminal().then(|| RunEnd {
-        state: *state,
-        stop_reason: *stop_reason,
-        error: error.clone(),
-    })
 }
 
 impl ApprovePolicy {
@@ -531,25 +505,5 @@ mod tests {
         for (state, reason, code) in cases {
             assert_eq!(exit_code(state, reason), code, "{state:?} {reason:?}");
         }
-    }
-
-    #[test]
-    fn only_a_terminal_state_ends_the_run() {
-        let state = |state| Event::State {
-            state,
-            stop_reason: None,
-            error: None,
-            usage: None,
-            cost: None,
-        };
-        assert!(run_end(&state(RunState::Running)).is_none());
-        assert!(
-            run_end(&Event::Notice {
-                message: "x".into()
-            })
-            .is_none()
-        );
-        let end = run_end(&state(RunState::Failed)).unwrap();
-        assert_eq!(end.state, RunState::Failed);
     }
 }

@@ -30,3 +30,4 @@ pub mod stdout;
 pub mod store;
 pub mod terminal;
 pub mod tools;
+pub mod views;

@@ -60,17 +60,7 @@ fn live_wanted() -> bool {
 /// Runs a conversation until the person leaves.
 pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
     let opened = crate::app::App::open(flags)?;
-    // A session that goes on keeps its own model: only set-up failures count.
-    let continuing = args.session.is_some() || args.resume.is_some();
-    let problems: Vec<String> = opened
-        .problems
-        .iter()
-        .filter(|p| !(continuing && p.new_sessions_only))
-        .map(|p| p.message.clone())
-        .collect();
-    if !problems.is_empty() {
-        return Err(Failure::usage(anyhow!(problems.join("; "))));
-    }
+    opened.refuse_problems(args.session.is_some() || args.resume.is_some())?;
     if opened.runtime.providers().is_empty() {
         return Err(Failure::usage(anyhow!(crate::app::no_provider(
             &opened.config

@@ -184,4 +184,36 @@ mod tests {
         // A turn that streamed nothing adds nothing.
         assert_eq!(partial_turn(&tape(vec![turn(0)]), 0, None), None);
     }
+
+    fn state(state: RunState, stop_reason: Option<StopReason>, error: Option<&str>) -> Event {
+        Event::State {
+            state,
+            stop_reason,
+            error: error.map(str::to_owned),
+            usage: None,
+            cost: None,
+        }
+    }
+
+    /// Only a terminal state ends a run, and the event a run's end is
+    /// recorded with (made from its outcome) gives that outcome back.
+    #[test]
+    fn a_terminal_state_gives_back_the_outcome_it_was_made_from() {
+        for running in [RunState::Queued, RunState::Running, RunState::Waiting] {
+            assert_eq!(RunOutcome::from_event(&state(running, None, None)), None);
+        }
+        assert_eq!(RunOutcome::from_event(&text("x")), None);
+        for outcome in [
+            RunOutcome::Completed(StopReason::MaxTokens),
+            RunOutcome::Cancelled,
+            RunOutcome::Failed("boom".into()),
+        ] {
+            let event = state(outcome.state(), outcome.stop_reason(), outcome.error());
+            assert_eq!(RunOutcome::from_event(&event), Some(outcome));
+        }
+        assert_eq!(
+            RunOutcome::from_event(&state(RunState::Failed, None, None)),
+            Some(RunOutcome::Failed("the run failed".into()))
+        );
+    }
 }

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 
 use crate::cli::ApprovePolicy;
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::{Event, EventRecord, RunState, StopReason};
+use crate::core::event::{Event, EventRecord};
 use crate::core::ids::RunId;
+use crate::core::run::RunOutcome;
 use crate::core::session::Session;
 use crate::core::tool::ToolKind;
 use crate::stdout::LineSender;
@@ -18,13 +19,6 @@ pub(super) struct Asked<'a> {
     pub kind: ToolKind,
     pub title: &'a str,
     pub reason: &'a str,
-}
-
-/// How a run ended.
-pub(super) struct RunEnd {
-    pub state: RunState,
-    pub stop_reason: Option<StopReason>,
-    pub error: Option<String>,
 }
 
 /// What `pincer run` shows, one method a moment of the run.
@@ -41,7 +35,7 @@ pub(super) trait Show {
     /// An event of the run, after any approval or question in it was answered.
     async fn event(&mut self, record: &EventRecord);
     /// The run ended.
-    async fn end(&mut self, run: &RunId, end: &RunEnd);
+    async fn end(&mut self, run: &RunId, end: &RunOutcome);
 }
 
 /// `--output text`: the reply on stdout, progress on stderr.
@@ -117,7 +111,7 @@ impl Show for Text<'_> {
         }
     }
 
-    async fn end(&mut self, run: &RunId, end: &RunEnd) {
+    async fn end(&mut self, run: &RunId, end: &RunOutcome) {
         self.settle().await;
         eprintln!("pincer: {}", end_line(run, end));
     }
@@ -168,7 +162,7 @@ impl Show for Jsonl<'_> {
         self.out.send(json_line(record)).await;
     }
 
-    async fn end(&mut self, _run: &RunId, _end: &RunEnd) {}
+    async fn end(&mut self, _run: &RunId, _end: &RunOutcome) {}
 }
 
 /// What stderr says of a call refused because nobody could approve it.
@@ -265,11 +259,11 @@ fn progress(event: &Event, asking: &mut HashMap<String, String>) -> Option<Vec<S
 }
 
 /// The line (after `pincer: `) that says how a run ended.
-fn end_line(run: &RunId, end: &RunEnd) -> String {
-    match (&end.error, end.stop_reason) {
+fn end_line(run: &RunId, end: &RunOutcome) -> String {
+    match (end.error(), end.stop_reason()) {
         (Some(error), _) => format!("run {run} failed: {error}"),
-        (None, Some(reason)) => format!("run {run} {} ({})", end.state.as_str(), reason.as_str()),
-        (None, None) => format!("run {run} {}", end.state.as_str()),
+        (None, Some(reason)) => format!("run {run} {} ({})", end.state().as_str(), reason.as_str()),
+        (None, None) => format!("run {run} {}", end.state().as_str()),
     }
 }
 
@@ -386,25 +380,20 @@ mod tests {
     #[test]
     fn the_end_line_names_the_error_or_the_reason() {
         let run = RunId::from_string("run_1".into());
-        let end = |state, stop_reason, error: Option<&str>| RunEnd {
-            state,
-            stop_reason,
-            error: error.map(str::to_owned),
-        };
         assert_eq!(
-            end_line(&run, &end(RunState::Failed, None, Some("boom"))),
+            end_line(&run, &RunOutcome::Failed("boom".into())),
             "run run_1 failed: boom"
         );
         assert_eq!(
             end_line(
                 &run,
-                &end(RunState::Completed, Some(StopReason::MaxTurnRequests), None)
+                &RunOutcome::Completed(crate::core::event::StopReason::MaxTurnRequests)
             ),
             "run run_1 completed (max_turn_requests)"
         );
         assert_eq!(
-            end_line(&run, &end(RunState::Cancelled, None, None)),
-            "run run_1 cancelled"
+            end_line(&run, &RunOutcome::Cancelled),
+            "run run_1 cancelled (cancelled)"
         );
     }
 

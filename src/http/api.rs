@@ -18,7 +18,8 @@ use crate::core::question::{MAX_ANSWER_CHARS, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
-use crate::core::session::{ContentPart, Mode, Origin, PromptSettings, Session};
+use crate::core::session::{ContentPart, Mode, Origin, PromptSettings};
+use crate::views;
 
 /// The longest memory search query, in characters.
 const MAX_QUERY_CHARS: usize = 2000;
@@ -189,7 +190,7 @@ impl Api {
         if let Some(model) = &request.model {
             session = self.runtime.set_model(&session.id, model).await?;
         }
-        Ok(session_json(&session))
+        Ok(views::session(&session))
     }
 
     pub async fn list_sessions(&self, request: ListSessions) -> Result<Value, ApiError> {
@@ -214,14 +215,14 @@ impl Api {
             .await?;
         let next = next.map(|cursor| cursor.to_string());
         Ok(json!({
-            "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(),
+            "sessions": sessions.iter().map(views::session).collect::<Vec<_>>(),
             "next_cursor": next,
         }))
     }
 
     pub async fn session(&self, id: &str) -> Result<Value, ApiError> {
         let session = self.runtime.session(&session_id(id)?).await?;
-        Ok(session_json(&session))
+        Ok(views::session(&session))
     }
 
     /// Deletes a session: its conversation and tapes go; its runs'
@@ -264,12 +265,12 @@ impl Api {
         let ticket = self.runtime.prompt(&id, content).await?;
         if !wait {
             let run = self.runtime.run(&ticket.run_id).await?;
-            return Ok(run_json(&run));
+            return Ok(views::run(&run));
         }
         // A dropped sender means the runtime shut down; the run is recorded either way.
         let _ = ticket.done.await;
         let run = self.runtime.run(&ticket.run_id).await?;
-        let mut body = run_json(&run);
+        let mut body = views::run(&run);
         // What the model answered, as a person reading the response expects.
         let reply: String = self
             .runtime
@@ -291,7 +292,7 @@ impl Api {
 
     pub async fn runs(&self, session: &str) -> Result<Value, ApiError> {
         let runs = self.runtime.runs(&session_id(session)?).await?;
-        Ok(json!({ "runs": runs.iter().map(run_json).collect::<Vec<_>>() }))
+        Ok(json!({ "runs": runs.iter().map(views::run).collect::<Vec<_>>() }))
     }
 
     /// What the session's next model turn would be sent (`Runtime::context`).
@@ -308,7 +309,7 @@ impl Api {
     }
 
     pub async fn run(&self, id: &str) -> Result<Value, ApiError> {
-        Ok(run_json(&self.run_info(id).await?))
+        Ok(views::run(&self.run_info(id).await?))
     }
 
     pub async fn run_info(&self, id: &str) -> Result<RunInfo, ApiError> {
@@ -342,7 +343,7 @@ impl Api {
             }
             let now = self.run_info(id).await?;
             if now.state.is_terminal() {
-                return Ok(run_json(&now));
+                return Ok(views::run(&now));
             }
             return Err(ApiError::conflict(format!(
                 "run {} is not running in this process",
@@ -563,38 +564,6 @@ pub fn shown(value: &str) -> String {
 pub fn blank(text: &str) -> bool {
     text.chars()
         .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0B' | '\x0C'))
-}
-
-/// A session as the HTTP face shows it (the shape of `pincer sessions show --json`).
-pub fn session_json(session: &Session) -> Value {
-    json!({
-        "session_id": session.id.as_str(),
-        "workspace": session.workspace,
-        "origin": session.origin.as_str(),
-        "provider": session.provider,
-        "model": session.model,
-        "mode": session.mode.as_str(),
-        "title": session.title,
-        "created_at": session.created_at,
-        "updated_at": session.updated_at,
-        "closed": session.closed,
-    })
-}
-
-/// A run as the HTTP face shows it (the shape of `pincer runs show --json`).
-pub fn run_json(run: &RunInfo) -> Value {
-    json!({
-        "run_id": run.id.as_str(),
-        "session_id": run.session_id.as_str(),
-        "state": run.state.as_str(),
-        "stop_reason": run.stop_reason.map(|r| r.as_str()),
-        "error": run.error,
-        "usage": run.usage,
-        "cost": run.cost,
-        "created_at": run.created_at,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
-    })
 }
 
 /// A memory item's id as a path names it; anything else is no item.

@@ -1,8 +1,6 @@
 //! `pincer runs show`: one run, as a line or as JSON; the same line and
 //! JSON stand for each run in `pincer sessions show`.
 
-use serde_json::json;
-
 use super::print;
 use crate::app::{Failure, Flags, exit};
 use crate::cli::RunsCommand;
@@ -19,27 +17,12 @@ pub async fn runs(flags: &Flags, command: &RunsCommand) -> Result<u8, Failure> {
         .await
         .map_err(Failure::usage)?;
     if *json {
-        print(&format!("{}\n", run_json(&run)))?;
+        print(&format!("{}\n", crate::views::run(&run)))?;
     } else {
         print(&format!("{}\n", run_line(&run)))?;
     }
     opened.store.shutdown();
     Ok(exit::OK)
-}
-
-pub(super) fn run_json(run: &RunInfo) -> serde_json::Value {
-    json!({
-        "run_id": run.id.as_str(),
-        "session_id": run.session_id.as_str(),
-        "state": run.state.as_str(),
-        "stop_reason": run.stop_reason.map(|r| r.as_str()),
-        "error": run.error,
-        "usage": run.usage,
-        "cost": run.cost,
-        "created_at": run.created_at,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
-    })
 }
 
 pub(super) fn run_line(run: &RunInfo) -> String {
@@ -116,15 +99,5 @@ mod tests {
             "{}",
             run_line(&failed)
         );
-    }
-
-    #[test]
-    fn run_json_has_the_documented_keys() {
-        let value = run_json(&run(RunState::Queued));
-        assert_eq!(value["run_id"], "run_1");
-        assert_eq!(value["session_id"], "ses_1");
-        assert_eq!(value["state"], "queued");
-        assert!(value["stop_reason"].is_null());
-        assert_eq!(value["usage"]["input_tokens"], 4);
     }
 }

@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::print;
-use super::runs::{run_json, run_line};
+use super::runs::run_line;
 use crate::app::{Failure, Flags, exit};
 use crate::cli::SessionsCommand;
 use crate::core::approval::Grant;
@@ -15,6 +15,7 @@ use crate::core::run::RunInfo;
 use crate::core::runtime::Runtime;
 use crate::core::session::{Message, Session};
 use crate::stdout::{table, timestamp as time};
+use crate::views;
 
 pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Failure> {
     let opened = crate::app::App::open(flags)?;
@@ -54,7 +55,7 @@ async fn list(
     if json {
         let mut out = String::new();
         for session in &sessions {
-            out.push_str(&session_json(session).to_string());
+            out.push_str(&views::session(session).to_string());
             out.push('\n');
         }
         return print(&out);
@@ -116,14 +117,14 @@ async fn show(runtime: &Runtime, id: &SessionId, json: bool) -> Result<(), Failu
     let grants = runtime.grants(id).await.map_err(Failure::failed)?;
     if json {
         let value = json!({
-            "session": session_json(&session),
+            "session": views::session(&session),
             "grants": grants,
             "history": history.iter().map(|entry| json!({
                 "run_id": entry.run_id.as_ref().map(RunId::as_str),
                 "at": entry.at,
                 "message": entry.message,
             })).collect::<Vec<_>>(),
-            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+            "runs": runs.iter().map(views::run).collect::<Vec<_>>(),
         });
         return print(&format!("{value}\n"));
     }
@@ -184,33 +185,6 @@ fn grants_text(grants: &[Grant]) -> String {
         out.push_str(&format!("  {answer}  {} {scope}\n", grant.tool));
     }
     out
-}
-
-fn session_json(session: &Session) -> serde_json::Value {
-    let mut value = json!({
-        "session_id": session.id.as_str(),
-        "workspace": session.workspace,
-        "origin": session.origin.as_str(),
-        "provider": session.provider,
-        "model": session.model,
-        "mode": session.mode.as_str(),
-        "title": session.title,
-        "created_at": session.created_at,
-        "updated_at": session.updated_at,
-        "closed": session.closed,
-        "mcp_servers": session.mcp_servers,
-    });
-    if let Some(level) = &session.thought_level {
-        value["thought_level"] = json!(level);
-    }
-    if let Some(parent) = &session.parent {
-        value["parent"] = json!({
-            "session_id": parent.session.as_str(),
-            "run_id": parent.run.as_str(),
-            "call_id": parent.call,
-        });
-    }
-    value
 }
 
 /// A session's state in a listing: closed, its last run's state, or new.

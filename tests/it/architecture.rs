@@ -1019,6 +1019,7 @@ const PARTS: &[&str] = &[
     "environment",
     "logging",
     "stdout",
+    "views",
 ];
 
 /// The faces (`docs/architecture.md`): those of the bird's-eye view, which

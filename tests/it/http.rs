@@ -2586,3 +2586,92 @@ async fn http_beside_an_editor_answers_its_approval_and_cancels_its_run() {
     .await;
     assert_eq!(idle["outcome"], "promptRequired", "{idle}");
 }
+
+/// `pincer sessions show --json`, `pincer runs show --json` and the REST
+/// routes show a session and a run in one shape (`views`): the same fields
+/// with the same values, a subagent's `parent` and `mcp_servers` included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_http_face_show_a_session_and_a_run_alike() {
+    let dir = TestDir::new();
+    dir.write_config("");
+    // A subagent's session, made by `pincer run` before the server starts.
+    let delegate = json!({"tool_call": {"id": "d1", "name": "delegate", "arguments": {"task": "say hi", "label": "hi"}}});
+    let (out, lines) = dir.run_jsonl(
+        &[
+            json!([delegate]),
+            json!([{"text": "done"}]),
+            json!([{"text": "hi"}]),
+        ],
+        "{\"prompt\": \"go\"}\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = lines
+        .iter()
+        .find(|l| l["type"] == "subagent_started")
+        .unwrap_or_else(|| panic!("no subagent started: {lines:#?}"));
+    let child = started["session_id"].as_str().unwrap().to_owned();
+    let script = dir.script(
+        "serve.jsonl",
+        &[json!([{"text": "Hello"}, {"usage": {"input_tokens": 3, "output_tokens": 2}}])],
+    );
+    let server = Server::start(&dir, &script, None);
+    let id = create_session(&server, &dir).await;
+    let (status, ran) = send(server.post(
+        &format!("/v1/sessions/{id}/prompt?wait=true"),
+        json!({"prompt": "hi"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    let run = ran["run_id"].as_str().unwrap().to_owned();
+
+    for session in [&id, &child] {
+        let shown = dir.show_session(session);
+        let (status, got) = send(server.get(&format!("/v1/sessions/{session}"))).await;
+        assert_eq!(status, StatusCode::OK, "{got}");
+        let (mut shown_session, mut got) = (shown["session"].clone(), got);
+        if *session == id {
+            // The serving process's live copy of a session it runs moves
+            // `updated_at` when a prompt comes in; the store moves it again
+            // with each message recorded, which the CLI reads. Only the
+            // time differs, and only while the session is live.
+            let (stored, live) = (&shown_session["updated_at"], &got["updated_at"]);
+            assert!(live.as_i64() <= stored.as_i64(), "{live} {stored}");
+            shown_session["updated_at"] = Value::Null;
+            got["updated_at"] = Value::Null;
+        }
+        assert_eq!(shown_session, got, "session {session}");
+        let (status, runs) = send(server.get(&format!("/v1/sessions/{session}/runs"))).await;
+        assert_eq!(status, StatusCode::OK, "{runs}");
+        assert_eq!(shown["runs"], runs["runs"], "runs of {session}");
+    }
+    let shown = dir.show_session(&child);
+    assert_eq!(shown["session"]["parent"]["call_id"], "d1", "{shown}");
+    assert_eq!(shown["session"]["mcp_servers"], json!([]), "{shown}");
+    assert!(dir.show_session(&id)["session"].get("parent").is_none());
+
+    let out = dir
+        .command()
+        .args(["runs", "show", &run, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (status, got) = send(server.get(&format!("/v1/runs/{run}"))).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(shown, got);
+    assert_eq!(got["state"], "completed");
+    assert_eq!(got["usage"]["input_tokens"], 3);
+    // The prompt's own answer is the same run, with the reply beside it.
+    let mut reply = ran.clone();
+    reply.as_object_mut().unwrap().remove("reply");
+    assert_eq!(reply, got);
+    server.stop();
+}

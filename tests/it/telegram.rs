@@ -84,9 +84,14 @@ fn stderr(dir: &TestDir) -> String {
     std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
 }
 
+/// Waits until `check` holds, looking every 150 ms: for what only a
+/// `pincer` command shows (the outbox, the sessions), each look a process
+/// opening the database.
+fn until(fake: &FakeTelegram, what: &str, check: impl Fn() -> bool) {
+    fake.wait_for_every(what, WAIT, Duration::from_millis(150), |_| check());
+}
+
 fn outbox(dir: &TestDir) -> Vec<Value> {
-    // Each call is a process opening the database: keep polls apart.
-    std::thread::sleep(Duration::from_millis(150));
     let out = dir
         .command()
         .args(["channels", "outbox", "--json"])
@@ -106,7 +111,7 @@ fn outbox(dir: &TestDir) -> Vec<Value> {
 /// The reply's intent once its receipt is committed (the platform shows the
 /// message a moment before that).
 fn sent_reply(fake: &FakeTelegram, dir: &TestDir) -> Value {
-    fake.wait_for("the reply's receipt", WAIT, |_| {
+    until(fake, "the reply's receipt", || {
         outbox(dir)
             .iter()
             .any(|i| i["kind"] == "reply" && i["status"] == "sent")
@@ -119,7 +124,7 @@ fn sent_reply(fake: &FakeTelegram, dir: &TestDir) -> Value {
 
 /// Waits until a failed attempt is recorded and the reply waits to retry.
 fn retrying(fake: &FakeTelegram, dir: &TestDir) {
-    fake.wait_for("a recorded failed attempt", WAIT, |_| {
+    until(fake, "a recorded failed attempt", || {
         outbox(dir)
             .iter()
             .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
@@ -128,6 +133,11 @@ fn retrying(fake: &FakeTelegram, dir: &TestDir) {
 
 /// Whether some session has a run in state `running`.
 fn running(dir: &TestDir) -> bool {
+    runs_in(dir, &["running"])
+}
+
+/// Whether some session has a run in one of `states`.
+fn runs_in(dir: &TestDir, states: &[&str]) -> bool {
     let out = dir
         .command()
         .args(["sessions", "list", "--json"])
@@ -138,10 +148,30 @@ fn running(dir: &TestDir) -> bool {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .any(|session| {
             let shown = dir.show_session(session["session_id"].as_str().unwrap());
-            shown["runs"]
-                .as_array()
-                .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+            shown["runs"].as_array().is_some_and(|runs| {
+                runs.iter()
+                    .any(|r| states.iter().any(|state| r["state"] == *state))
+            })
         })
+}
+
+/// Waits until the bridge has nothing left to do: no run queued, running
+/// or waiting, and no outbound message held, pending or on its way. What a
+/// test then says did not happen would have happened by now.
+fn settled(fake: &FakeTelegram, dir: &TestDir) {
+    until(
+        fake,
+        "the bridge to settle (no run working, no message on its way)",
+        || {
+            !runs_in(dir, &["queued", "running", "waiting"])
+                && outbox(dir).iter().all(|i| {
+                    !matches!(
+                        i["status"].as_str(),
+                        Some("held" | "pending" | "sending" | "committing")
+                    )
+                })
+        },
+    );
 }
 
 fn texts(fake: &FakeTelegram) -> Vec<String> {
@@ -189,7 +219,7 @@ fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
         texts(f).len() == 2 && texts(f)[1] == "Second answer"
     });
     // The draft shows the text before the reply's intent finalizes it.
-    fake.wait_for("both replies sent", WAIT, |_| {
+    until(&fake, "both replies sent", || {
         let replies: Vec<Value> = outbox(&dir)
             .into_iter()
             .filter(|i| i["kind"] == "reply")
@@ -337,7 +367,7 @@ fn commands_answer_in_the_chat() {
     let first = session(&texts(&fake));
     // A long run, stopped from the chat.
     fake.user_says(USER, "take your time");
-    fake.wait_for("the run to start", WAIT, |_| {
+    until(&fake, "the run to start", || {
         let out = dir
             .command()
             .args(["sessions", "show", &first, "--json"])
@@ -460,10 +490,10 @@ fn quick_messages_coalesce_and_a_later_one_steers_the_run() {
     fake.user_says(USER, "part two");
     // While the first run works, a third message arrives: the run takes it
     // in at its next turn boundary, and its one reply answers it too.
-    fake.wait_for("the first run working", WAIT, |_| running(&dir));
+    until(&fake, "the first run working", || running(&dir));
     fake.user_says(USER, "part three");
     fake.wait_for("the reply", WAIT, |f| !texts(f).is_empty());
-    std::thread::sleep(Duration::from_millis(500));
+    settled(&fake, &dir);
     assert_eq!(
         texts(&fake),
         vec!["one reply for both. And the steered one.".to_owned()]
@@ -510,11 +540,15 @@ fn intents_too_old_at_start_expire_instead_of_arriving_late() {
     fake.user_says(USER, "hi");
     retrying(&fake, &dir);
     bridge.crash();
+    // Deliberately: the intent grows older than `expire_after_secs` while
+    // no process runs.
     std::thread::sleep(Duration::from_millis(1500));
     fake.release("sendMessage");
     let _bridge = Bridge::start(&dir, &script);
     fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
-    std::thread::sleep(Duration::from_millis(300));
+    until(&fake, "the intent expired", || {
+        outbox(&dir).iter().all(|i| i["status"] == "expired")
+    });
     assert!(texts(&fake).is_empty(), "{:?}", texts(&fake));
     let intent = &outbox(&dir)[0];
     assert_eq!(intent["status"], "expired");
@@ -529,7 +563,8 @@ fn a_redelivered_update_is_answered_once() {
         "s.jsonl",
         &[
             json!([{"text": "Only once."}]),
-            json!([{"text": "A second run!"}]),
+            json!([{"text": "Pong one."}]),
+            json!([{"text": "Pong two."}]),
         ],
     );
     let bridge = Bridge::start(&dir, &script);
@@ -540,8 +575,10 @@ fn a_redelivered_update_is_answered_once() {
     fake.redeliver(update);
     let polls = fake.offsets().len();
     fake.wait_for("two more polls", WAIT, |f| f.offsets().len() >= polls + 2);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(texts(&fake), vec!["Only once.".to_owned()]);
+    // A message after the redelivery, answered in order after whatever the
+    // redelivery started: once its reply is in and the bridge settled, a
+    // second answer to "hello" would show.
+    let last = answered_after(&fake, &dir, "ping one", 2);
     drop(bridge);
 
     // After a restart the persisted offset is where polling resumes, and the
@@ -552,9 +589,40 @@ fn a_redelivered_update_is_answered_once() {
     fake.wait_for("polling after the restart", WAIT, |f| {
         f.offsets().len() >= polls + 2
     });
-    assert_eq!(fake.offsets()[polls], update + 1);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(texts(&fake), vec!["Only once.".to_owned()]);
+    assert_eq!(fake.offsets()[polls], last + 1);
+    answered_after(&fake, &dir, "ping two", 3);
+    assert_eq!(texts(&fake), ["Only once.", "Pong one.", "Pong two."]);
+    let sessions = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let session: Value = serde_json::from_slice(&sessions.stdout).unwrap();
+    let shown = dir.show_session(session["session_id"].as_str().unwrap());
+    let prompts: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["message"]["role"] == "user")
+        .map(|m| {
+            m["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(prompts, ["hello", "ping one", "ping two"]);
+}
+
+/// Says `text` and waits until the chat holds `replies` messages and the
+/// bridge settled; the update's id.
+fn answered_after(fake: &FakeTelegram, dir: &TestDir, text: &str, replies: usize) -> i64 {
+    let update = fake.user_says(USER, text);
+    fake.wait_for("the reply to a later message", WAIT, |f| {
+        texts(f).len() >= replies
+    });
+    settled(fake, dir);
+    update
 }
 
 #[test]
@@ -605,7 +673,7 @@ fn a_crash_with_the_intent_recorded_loses_nothing() {
         texts(f) == vec!["Survived.".to_owned()]
     });
     sent_reply(&fake, &dir);
-    std::thread::sleep(Duration::from_millis(300));
+    settled(&fake, &dir);
     assert_eq!(texts(&fake).len(), 1);
 }
 
@@ -625,7 +693,12 @@ fn a_crash_after_the_platform_accepted_is_never_resent_blindly() {
     fake.release("sendMessage");
     let _bridge = Bridge::start(&dir, &script);
     fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
-    std::thread::sleep(Duration::from_millis(500));
+    until(&fake, "the intent found unknown after send", || {
+        outbox(&dir)
+            .iter()
+            .any(|i| i["status"] == "unknown_after_send")
+    });
+    settled(&fake, &dir);
     assert_eq!(fake.calls("sendMessage").len(), 1, "resent blindly");
     let intents = outbox(&dir);
     assert_eq!(intents.len(), 1);
@@ -757,7 +830,14 @@ fn a_stale_draft_that_cannot_be_deleted_is_named_before_the_reply() {
         texts(f) == vec!["Working on it".to_owned()]
     });
     // Telegram shows the draft a moment before Pincer has committed its id.
-    std::thread::sleep(Duration::from_millis(500));
+    until(&fake, "the draft's id committed", || {
+        outbox(&dir).iter().any(|i| {
+            i["kind"] == "draft"
+                && i["receipt"]["parts"]
+                    .as_array()
+                    .is_some_and(|parts| !parts.is_empty())
+        })
+    });
     bridge.crash();
     fake.fail(
         "deleteMessage",
@@ -826,7 +906,7 @@ fn a_crash_before_the_drafts_id_is_known_is_reported_in_the_reply() {
     assert_eq!(draft["status"], "unknown_after_send");
     assert_eq!(draft["units"][0]["text"], "Working on it");
     // Nothing was sent twice.
-    std::thread::sleep(Duration::from_millis(300));
+    settled(&fake, &dir);
     assert_eq!(fake.calls("sendMessage").len(), 2);
 }
 
@@ -1210,6 +1290,7 @@ fn polling_keeps_a_floor_when_the_server_ignores_the_long_poll_timeout() {
     let _bridge = Bridge::start(&dir, &script);
     fake.wait_for("polling", WAIT, |f| !f.polls().is_empty());
     let from = std::time::Instant::now();
+    // Deliberately: the polls of two seconds are counted.
     std::thread::sleep(Duration::from_secs(2));
     let to = std::time::Instant::now();
     let polls = fake
@@ -1622,13 +1703,13 @@ fn a_message_sending_hook_that_blocks_withholds_the_reply_once() {
     );
     let _bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
-    fake.wait_for("the reply withheld", WAIT, |_| {
+    until(&fake, "the reply withheld", || {
         outbox(&dir)
             .iter()
             .any(|i| i["kind"] == "reply" && i["status"] == "withheld")
     });
     // Not sent, and not tried again.
-    std::thread::sleep(Duration::from_millis(1500));
+    settled(&fake, &dir);
     assert!(fake.calls("sendMessage").is_empty());
     let withheld = outbox(&dir);
     assert_eq!(withheld.len(), 1, "{withheld:#?}");
@@ -1654,7 +1735,7 @@ fn a_message_sending_hook_that_blocks_withholds_the_reply_once() {
 
 /// Waits until `n` replies are `sent`.
 fn sent_reply_count(fake: &FakeTelegram, dir: &TestDir, n: usize) {
-    fake.wait_for("the replies' receipts", WAIT, |_| {
+    until(fake, "the replies' receipts", || {
         outbox(dir)
             .iter()
             .filter(|i| i["kind"] == "reply" && i["status"] == "sent")
@@ -1701,12 +1782,12 @@ fn a_failing_message_sending_hook_withholds_with_on_failure_block() {
     let script = dir.script("s.jsonl", &[json!([{"text": "Never shown"}])]);
     let _bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
-    fake.wait_for("the reply withheld", WAIT, |_| {
+    until(&fake, "the reply withheld", || {
         outbox(&dir)
             .iter()
             .any(|i| i["kind"] == "reply" && i["status"] == "withheld")
     });
-    std::thread::sleep(Duration::from_millis(500));
+    settled(&fake, &dir);
     assert!(fake.calls("sendMessage").is_empty());
 }
 
@@ -1740,7 +1821,7 @@ fn a_crash_while_a_message_sending_hook_runs_asks_it_again_and_sends_once() {
         texts(f) == vec!["Checked after the restart".to_owned()]
     });
     sent_reply(&fake, &dir);
-    std::thread::sleep(Duration::from_millis(500));
+    settled(&fake, &dir);
     assert_eq!(fake.calls("sendMessage").len(), 1);
 }
 
@@ -1860,7 +1941,7 @@ fn a_second_bridge_stands_by_and_takes_over_when_the_first_dies() {
     let (a, _b) = one_answers_then_another_stands_by(&fake, &dir, &first, &second, "First.");
     fake.user_says(USER, "two");
     reply_containing(&fake, "the reply while both run", "Second.");
-    std::thread::sleep(Duration::from_millis(500));
+    settled(&fake, &dir);
     assert_eq!(texts(&fake), ["First.", "Second."]);
     a.crash();
     logged(
@@ -1871,7 +1952,7 @@ fn a_second_bridge_stands_by_and_takes_over_when_the_first_dies() {
     );
     fake.user_says(USER, "three");
     reply_containing(&fake, "the second bridge's reply", "Third.");
-    std::thread::sleep(Duration::from_millis(500));
+    settled(&fake, &dir);
     assert_eq!(texts(&fake), ["First.", "Second.", "Third."]);
 }
 
@@ -1928,6 +2009,6 @@ fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
     );
     fake.user_says(USER, "three");
     fake.wait_for("the next reply", WAIT, |f| texts(f).len() == 3);
-    std::thread::sleep(Duration::from_millis(1500));
+    settled(&fake, &dir);
     assert_eq!(texts(&fake), ["A one.", "B two.", "B three."]);
 }

@@ -285,12 +285,24 @@ impl FakeTelegram {
 
     /// Waits until `check` holds, or panics after `timeout` with `what`.
     pub fn wait_for(&self, what: &str, timeout: Duration, check: impl Fn(&Self) -> bool) {
+        self.wait_for_every(what, timeout, Duration::from_millis(20), check);
+    }
+
+    /// [`FakeTelegram::wait_for`], looking every `every` (a look that costs
+    /// more than reading the fake, such as running a `pincer` command).
+    pub fn wait_for_every(
+        &self,
+        what: &str,
+        timeout: Duration,
+        every: Duration,
+        check: impl Fn(&Self) -> bool,
+    ) {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if check(self) {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(every);
         }
         let calls = self.with(|s| s.calls.clone());
         panic!("timed out waiting for {what}; calls: {calls:#?}");
