@@ -2242,44 +2242,37 @@ mod tests {
     }
 
     /// A built-in tool that counts how often its spec (its JSON schema) is
-    /// made.
+    /// made: the blanket `Tool` impl asks for the description each time.
     struct SpecMade(Arc<std::sync::atomic::AtomicUsize>);
 
-    impl crate::core::tool::Tool for SpecMade {
-        fn spec(&self) -> crate::core::tool::ToolSpec {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NoArgs {}
+
+    impl crate::core::tool::TypedTool for SpecMade {
+        type Args = NoArgs;
+        const NAME: &'static str = "built_in";
+        const KIND: crate::core::tool::ToolKind = crate::core::tool::ToolKind::Read;
+
+        fn description(&self) -> String {
             self.0.fetch_add(1, Ordering::SeqCst);
-            crate::core::tool::ToolSpec {
-                name: "built_in".into(),
-                description: "a built-in tool".into(),
-                parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            }
+            "a built-in tool".to_owned()
         }
 
-        fn kind(&self) -> crate::core::tool::ToolKind {
-            crate::core::tool::ToolKind::Read
+        async fn plan(
+            &self,
+            _args: &NoArgs,
+            _ctx: &ToolContext,
+        ) -> Result<crate::core::tool::Plan, crate::core::tool::ToolError> {
+            Ok(crate::core::tool::Plan::default())
         }
 
-        fn plan<'a>(
-            &'a self,
-            _arguments: &'a serde_json::Value,
-            _ctx: &'a ToolContext,
-        ) -> futures::future::BoxFuture<
-            'a,
-            Result<crate::core::tool::Plan, crate::core::tool::ToolError>,
-        > {
-            Box::pin(async { Ok(crate::core::tool::Plan::default()) })
-        }
-
-        fn execute<'a>(
-            &'a self,
-            _arguments: &'a serde_json::Value,
-            _plan: &'a crate::core::tool::Plan,
-            _ctx: &'a ToolContext,
-        ) -> futures::future::BoxFuture<
-            'a,
-            Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>,
-        > {
-            Box::pin(async { Ok(crate::core::tool::ToolOutput::text("ok")) })
+        async fn execute(
+            &self,
+            _args: &NoArgs,
+            _plan: &crate::core::tool::Plan,
+            _ctx: &ToolContext,
+        ) -> Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError> {
+            Ok(crate::core::tool::ToolOutput::text("ok"))
         }
     }
 
