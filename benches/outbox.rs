@@ -24,36 +24,27 @@ use pincer::core::session::now_millis;
 use pincer::store::{ChannelWrite, Store, Write};
 
 fn intent(i: usize) -> SendIntent {
-    let now = now_millis();
+    let chat = 1000 + i % 1000;
+    let target = Target {
+        kind: TargetKind::Direct,
+        id: chat.to_string(),
+        thread: None,
+    };
+    let unit = Unit {
+        text: "A reply of ordinary length, a sentence or two, as a chat answer is.".into(),
+        markup: None,
+        buttons: Vec::new(),
+    };
     SendIntent {
-        id: format!("reply:bench-{i}"),
-        channel: "telegram".into(),
-        account: "123456".into(),
-        target: Target {
-            kind: TargetKind::Direct,
-            id: format!("{}", 1000 + i % 1000),
-            thread: None,
-        },
-        kind: IntentKind::Reply,
-        units: vec![Unit {
-            text: "A reply of ordinary length, a sentence or two, as a chat answer is.".into(),
-            markup: None,
-            buttons: Vec::new(),
-        }],
-        text: None,
-        edit_of: None,
-        retract: None,
-        reply_to: Some(format!("{}:{i}", 1000 + i % 1000)),
-        status: IntentStatus::Pending,
-        attempt: 0,
-        next_attempt_at: None,
-        inflight: None,
-        receipt: DeliveryReceipt::default(),
-        failure: None,
-        session_id: None,
-        run_id: None,
-        created_at: now,
-        updated_at: now,
+        reply_to: Some(format!("{chat}:{i}")),
+        ..SendIntent::new(
+            format!("reply:bench-{i}"),
+            ("telegram", "123456"),
+            target,
+            IntentKind::Reply,
+            vec![unit],
+            now_millis(),
+        )
     }
 }
 

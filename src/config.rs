@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub use self::file::{
-    BudgetConfig, ChannelConfig, ChannelKind, FileConfig, HookConfig, HooksConfig, HttpConfig,
-    McpServerConfig, MemoryConfig, ModelFileConfig, PathsConfig, ProviderConfig, SafetyFileConfig,
-    SandboxSetting, SearchBackend, ShellConfig, SubagentsConfig, WebConfig, WebSearchConfig,
+    BudgetConfig, ChannelConfig, ChannelKind, FileConfig, HooksConfig, HttpConfig, McpServerConfig,
+    MemoryConfig, ModelFileConfig, PathsConfig, ProviderConfig, SafetyFileConfig, SandboxSetting,
+    SearchBackend, ShellConfig, SubagentsConfig, WebConfig, WebSearchConfig,
 };
 pub use crate::core::hooks::{HookImport, OnFailure};
 use crate::core::models::ModelCatalog;

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use futures::future::{BoxFuture, join_all};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -44,19 +45,28 @@ pub struct HookSettings {
 }
 
 /// One hook: a `command` run by `sh -c` in the session's workspace, or a
-/// `url` the input is POSTed to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `url` the input is POSTed to. Also the shape of a `[[hooks.EVENT]]`
+/// table of the config file, which reads it as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct HookSpec {
-    /// What the hook runs for (see `core::hooks::Matcher`); `None`: all.
+    /// What the hook runs for: the tool's name for tool events (`source`,
+    /// `reason`, `trigger`, `notification_type` for others); `*` or unset:
+    /// all; names of letters, digits, `_` and `-` joined by `|` or `,`: those
+    /// names exactly; anything else: a regular expression
+    /// (`core::hooks::Matcher`).
     pub matcher: Option<String>,
     pub command: Option<String>,
     pub url: Option<String>,
-    /// The secret `url` requests are signed with, or `secret_env`, the
-    /// environment variable holding it.
+    /// The secret `url` requests are signed with (HMAC-SHA256), or
+    /// `secret_env`, the environment variable holding it.
     pub secret: Option<String>,
     pub secret_env: Option<String>,
     /// Seconds the hook may take ([`DEFAULT_TIMEOUT`] when `None`).
     pub timeout_secs: Option<u64>,
+    /// What a hook that fails (times out, exits with a code other than 0
+    /// or 2, answers something unreadable) does: `continue` (default) or
+    /// `block`.
     pub on_failure: Option<OnFailure>,
 }
 

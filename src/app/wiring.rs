@@ -24,7 +24,7 @@ use crate::core::policy::DEFAULT_FORBIDDEN;
 use crate::core::prompt::PromptSettings;
 use crate::core::runtime::{PathsConfig, RuntimeConfig};
 use crate::core::turn::LoopConfig;
-use crate::hooks::{HookSettings, HookSpec};
+use crate::hooks::HookSettings;
 use crate::http::limit::RateLimit;
 use crate::http::{HttpOptions, auth};
 use crate::mcp::{McpSettings, ServerSpec, Transport, sanitize};
@@ -166,20 +166,7 @@ pub fn hook_settings(config: &HooksConfig) -> HookSettings {
         hooks: config
             .all()
             .into_iter()
-            .map(|(event, hook)| {
-                (
-                    event,
-                    HookSpec {
-                        matcher: hook.matcher.clone(),
-                        command: hook.command.clone(),
-                        url: hook.url.clone(),
-                        secret: hook.secret.clone(),
-                        secret_env: hook.secret_env.clone(),
-                        timeout_secs: hook.timeout_secs,
-                        on_failure: hook.on_failure,
-                    },
-                )
-            })
+            .map(|(event, hook)| (event, hook.clone()))
             .collect(),
     }
 }

@@ -43,6 +43,8 @@ mod hooks;
 mod inbound;
 mod recovery;
 mod reply;
+#[cfg(test)]
+mod testing;
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, HookImport, OnFailure, ProviderKind};
+use super::{ConfigError, HookImport, ProviderKind};
 use crate::core::policy::Rule;
+use crate::hooks::HookSpec;
 
 /// The config file's shape. Unknown keys are errors.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -451,52 +452,52 @@ pub struct HooksConfig {
         rename = "SessionStart",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub session_start: Vec<HookConfig>,
+    pub session_start: Vec<HookSpec>,
     #[serde(default, rename = "SessionEnd", skip_serializing_if = "Vec::is_empty")]
-    pub session_end: Vec<HookConfig>,
+    pub session_end: Vec<HookSpec>,
     #[serde(
         default,
         rename = "UserPromptSubmit",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub user_prompt_submit: Vec<HookConfig>,
+    pub user_prompt_submit: Vec<HookSpec>,
     #[serde(default, rename = "PreToolUse", skip_serializing_if = "Vec::is_empty")]
-    pub pre_tool_use: Vec<HookConfig>,
+    pub pre_tool_use: Vec<HookSpec>,
     #[serde(default, rename = "PostToolUse", skip_serializing_if = "Vec::is_empty")]
-    pub post_tool_use: Vec<HookConfig>,
+    pub post_tool_use: Vec<HookSpec>,
     #[serde(default, rename = "PreCompact", skip_serializing_if = "Vec::is_empty")]
-    pub pre_compact: Vec<HookConfig>,
+    pub pre_compact: Vec<HookSpec>,
     #[serde(default, rename = "Stop", skip_serializing_if = "Vec::is_empty")]
-    pub stop: Vec<HookConfig>,
+    pub stop: Vec<HookSpec>,
     #[serde(
         default,
         rename = "SubagentStop",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub subagent_stop: Vec<HookConfig>,
+    pub subagent_stop: Vec<HookSpec>,
     #[serde(
         default,
         rename = "Notification",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub notification: Vec<HookConfig>,
+    pub notification: Vec<HookSpec>,
     #[serde(
         default,
         rename = "MessageReceived",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub message_received: Vec<HookConfig>,
+    pub message_received: Vec<HookSpec>,
     #[serde(
         default,
         rename = "MessageSending",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub message_sending: Vec<HookConfig>,
+    pub message_sending: Vec<HookSpec>,
 }
 
 impl HooksConfig {
     /// Every hook with its event, in the order written.
-    pub fn all(&self) -> Vec<(crate::core::hooks::HookEvent, &HookConfig)> {
+    pub fn all(&self) -> Vec<(crate::core::hooks::HookEvent, &HookSpec)> {
         use crate::core::hooks::HookEvent as E;
         [
             (E::SessionStart, &self.session_start),
@@ -517,37 +518,13 @@ impl HooksConfig {
     }
 }
 
-/// One hook: a `command` run by `sh -c` in the session's workspace, or a
-/// `url` the input is POSTed to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct HookConfig {
-    /// What the hook runs for: the tool's name for tool events (`source`,
-    /// `reason`, `trigger`, `notification_type` for others); `*` or unset:
-    /// all; names of letters, digits, `_` and `-` joined by `|` or `,`: those
-    /// names exactly; anything else: a regular expression.
-    pub matcher: Option<String>,
-    pub command: Option<String>,
-    pub url: Option<String>,
-    /// The secret `url` requests are signed with (HMAC-SHA256), or
-    /// `secret_env`, the environment variable holding it.
-    pub secret: Option<String>,
-    pub secret_env: Option<String>,
-    /// Seconds the hook may take (default 60).
-    pub timeout_secs: Option<u64>,
-    /// What a hook that fails (times out, exits with a code other than 0
-    /// or 2, answers something unreadable) does: `continue` (default) or
-    /// `block`.
-    pub on_failure: Option<OnFailure>,
-}
-
 impl HooksConfig {
     /// The tables with every hook's `secret` hidden (`config show`).
     pub fn redacted(&self) -> Self {
-        let hide = |hooks: &[HookConfig]| {
+        let hide = |hooks: &[HookSpec]| {
             hooks
                 .iter()
-                .map(|hook| HookConfig {
+                .map(|hook| HookSpec {
                     secret: hook.secret.as_ref().map(|_| "[redacted]".to_owned()),
                     ..hook.clone()
                 })

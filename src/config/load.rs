@@ -223,7 +223,7 @@ fn catalog(
 mod tests {
     use std::path::PathBuf;
 
-    use super::super::testing::{load, load_file};
+    use super::super::testing::{file_error, load, load_error, load_file, reparse};
     use super::super::{Flags, Origin, SCRIPTED};
     use super::*;
     use crate::core::policy::Rule;
@@ -232,7 +232,6 @@ mod tests {
     #[test]
     fn errors_quote_long_values_briefly() {
         let long = "local-".repeat(500);
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
         let cases = [
             format!("provider = \"{long}\"\n"),
             format!("model = \"{long}\n"),
@@ -241,7 +240,7 @@ mod tests {
             ),
         ];
         for file in cases {
-            let err = load(&[("c.toml", &file)], &vars, Flags::default()).unwrap_err();
+            let err = load_file(&file).unwrap_err();
             assert!(err.len() < 2048, "{} bytes: {err}", err.len());
             assert!(err.contains("bytes)"), "{err}");
         }
@@ -260,9 +259,7 @@ env = { FOO = "bar" }
 url = "http://127.0.0.1:3001/mcp"
 headers = { Authorization = "Bearer abc" }
 "#;
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
-        let config =
-            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        let config = load_file(file).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.mcp_servers.len(), 2);
         assert_eq!(config.mcp_servers["fs"].command.as_deref(), Some("npx"));
         assert_eq!(config.mcp_servers["fs"].env["FOO"], "bar");
@@ -278,14 +275,7 @@ headers = { Authorization = "Bearer abc" }
         assert!(shown.contains("[mcpServers.remote]"), "{shown}");
         assert!(shown.contains("[mcpServers.fs.env]"), "{shown}");
         // What is shown is valid TOML with the same servers, values hidden.
-        let reparsed: toml::Table = toml::from_str(
-            &shown
-                .lines()
-                .map(|l| l.split("  #").next().unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-        .unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        let reparsed = reparse(&shown);
         assert_eq!(
             reparsed["mcpServers"]["fs"]["env"]["FOO"].as_str(),
             Some("[redacted]")
@@ -298,7 +288,6 @@ headers = { Authorization = "Bearer abc" }
 
     #[test]
     fn bad_mcp_servers_are_refused_naming_the_key() {
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
         let cases = [
             (
                 "[mcpServers.x]\nargs = [\"a\"]\n",
@@ -338,9 +327,7 @@ headers = { Authorization = "Bearer abc" }
             ),
         ];
         for (file, expected) in cases {
-            let err = load(&[("c.toml", file)], &vars, Flags::default())
-                .err()
-                .unwrap_or_default();
+            let err = file_error(file);
             assert!(
                 err.contains(expected),
                 "{file:?}: expected {expected:?} in {err:?}"
@@ -383,40 +370,19 @@ headers = { Authorization = "Bearer abc" }
 
     #[test]
     fn unknown_keys_and_bad_values_name_the_key_and_file() {
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
-        let err = load(&[("c.toml", "max_turns = 3\n")], &vars, Flags::default())
-            .err()
-            .unwrap_or_default();
+        let err = file_error("max_turns = 3\n");
         assert!(
             err.contains("c.toml") && err.contains("unknown field `max_turns`"),
             "{err}"
         );
-        let err = load(
-            &[("c.toml", "max_turn_requests = \"lots\"\n")],
-            &vars,
-            Flags::default(),
-        )
-        .err()
-        .unwrap_or_default();
+        let err = file_error("max_turn_requests = \"lots\"\n");
         assert!(
             err.contains("c.toml") && err.contains("max_turn_requests"),
             "{err}"
         );
-        let err = load(
-            &[("c.toml", "[providers.x]\nkind = \"scripted\"\n")],
-            &vars,
-            Flags::default(),
-        )
-        .err()
-        .unwrap_or_default();
+        let err = file_error("[providers.x]\nkind = \"scripted\"\n");
         assert!(err.contains("providers.x.script"), "{err}");
-        let err = load(
-            &[],
-            &[("PINCER_MAX_TURN_REQUESTS", "many")],
-            Flags::default(),
-        )
-        .err()
-        .unwrap_or_default();
+        let err = load_error(&[("PINCER_MAX_TURN_REQUESTS", "many")], Flags::default());
         assert_eq!(
             err,
             "environment variable PINCER_MAX_TURN_REQUESTS: max_turn_requests: expected a whole number, got \"many\""
@@ -449,16 +415,13 @@ headers = { Authorization = "Bearer abc" }
             "{}",
             script.display()
         );
-        let err = load(
-            &[],
+        let err = load_error(
             &[],
             Flags {
                 provider: Some("nope".into()),
                 ..Flags::default()
             },
-        )
-        .err()
-        .unwrap_or_default();
+        );
         assert!(err.contains("no provider named \"nope\""), "{err}");
     }
 
@@ -467,8 +430,7 @@ headers = { Authorization = "Bearer abc" }
         let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
         let file = "mode = \"read_only\"\nsandbox = \"required\"\napproval_timeout_secs = 30\n\
                     [tools]\nwrite_file = \"deny\"\n[shell]\nallow = [\"cargo test\"]\n";
-        let config =
-            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        let config = load_file(file).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.mode.value, Mode::ReadOnly);
         assert_eq!(config.sandbox.value, SandboxSetting::Required);
         assert_eq!(config.approval_timeout_secs.map(|t| t.value), Some(30));
@@ -523,9 +485,7 @@ headers = { Authorization = "Bearer abc" }
                 "budget.daily.openai: must be a positive amount, got 0",
             ),
         ] {
-            let err = load(&[("c.toml", text)], &vars, Flags::default())
-                .err()
-                .unwrap_or_default();
+            let err = file_error(text);
             assert!(
                 err.contains(fragment) && err.contains("c.toml"),
                 "{text}: {err}"
@@ -535,10 +495,8 @@ headers = { Authorization = "Bearer abc" }
 
     #[test]
     fn the_http_table_is_read_shown_and_checked() {
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
         let file = "[http]\nbind = \"127.0.0.1:9000\"\ntoken_file = \"tok\"\nrate_limit_per_minute = 0\ncors_origins = [\"https://app.example\"]\n";
-        let config =
-            load(&[("c.toml", file)], &vars, Flags::default()).unwrap_or_else(|e| panic!("{e}"));
+        let config = load_file(file).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(config.http.bind.as_deref(), Some("127.0.0.1:9000"));
         assert!(
             config
@@ -569,9 +527,7 @@ headers = { Authorization = "Bearer abc" }
             ),
             ("[http]\ntoken = \"x\"\n", "unknown field `token`"),
         ] {
-            let err = load(&[("c.toml", text)], &vars, Flags::default())
-                .err()
-                .unwrap_or_default();
+            let err = file_error(text);
             assert!(
                 err.contains(fragment) && err.contains("c.toml"),
                 "{text}: {err}"
@@ -629,7 +585,7 @@ headers = { Authorization = "Bearer abc" }
     #[test]
     fn bad_layered_values_name_their_layer() {
         let vars = [("PINCER_SANDBOX", "sometimes")];
-        let err = load(&[], &vars, Flags::default()).err().unwrap_or_default();
+        let err = load_error(&vars, Flags::default());
         assert_eq!(
             err,
             "environment variable PINCER_SANDBOX: sandbox: expected required or best_effort, got \"sometimes\""
@@ -638,7 +594,7 @@ headers = { Authorization = "Bearer abc" }
             mode: Some("yolo".into()),
             ..Flags::default()
         };
-        let err = load(&[], &[], flags).err().unwrap_or_default();
+        let err = load_error(&[], flags);
         assert_eq!(
             err,
             "flag --mode: mode: expected read_only, supervised or full, got \"yolo\""
@@ -647,7 +603,7 @@ headers = { Authorization = "Bearer abc" }
             max_turn_requests: Some(0),
             ..Flags::default()
         };
-        let err = load(&[], &[], flags).err().unwrap_or_default();
+        let err = load_error(&[], flags);
         assert_eq!(
             err,
             "flag --max-turn-requests: max_turn_requests: must be at least 1"
@@ -658,7 +614,7 @@ headers = { Authorization = "Bearer abc" }
     #[test]
     fn a_named_config_file_must_exist() {
         let vars = [("PINCER_CONFIG", "$DIR/missing.toml")];
-        let err = load(&[], &vars, Flags::default()).err().unwrap_or_default();
+        let err = load_error(&vars, Flags::default());
         assert!(
             err.starts_with("cannot read config file ") && err.contains("missing.toml"),
             "{err}"
@@ -700,9 +656,7 @@ headers = { Authorization = "Bearer abc" }
             config.catalog.lookup("m").and_then(|i| i.images),
             Some(true)
         );
-        let err = load_file("[models.\"[x*\"]\ncontext_window = 5\n")
-            .err()
-            .unwrap_or_default();
+        let err = file_error("[models.\"[x*\"]\ncontext_window = 5\n");
         assert!(err.contains("models.\"[x*\""), "{err}");
     }
 }

@@ -282,7 +282,7 @@ fn toml_list(items: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{load, load_file};
+    use super::super::testing::{load, load_file, reparse};
     use super::super::{FileConfig, Flags};
     use super::*;
 
@@ -290,28 +290,19 @@ mod tests {
     /// top-level key (after a table header it would belong to that table).
     #[test]
     fn config_show_names_the_currency_source_at_the_top_level() {
-        let vars = [("PINCER_CONFIG", "$DIR/c.toml")];
         let prices = "[safety]\nmax_output_bytes = 100\n[models.\"m\"]\ninput_price = 1.0\noutput_price = 2.0\n";
         for (file, origin) in [
             (prices.to_owned(), "# default"),
             (format!("currency = \"EUR\"\n{prices}"), "# config file"),
         ] {
-            let config = load(&[("c.toml", &file)], &vars, Flags::default())
-                .unwrap_or_else(|e| panic!("{e}"));
+            let config = load_file(&file).unwrap_or_else(|e| panic!("{e}"));
             let shown = config.render().unwrap_or_else(|e| panic!("{e}"));
             let line = shown
                 .lines()
                 .find(|l| l.starts_with("currency = "))
                 .unwrap_or_else(|| panic!("{shown}"));
             assert!(line.contains(origin), "{shown}");
-            let reparsed: toml::Table = toml::from_str(
-                &shown
-                    .lines()
-                    .map(|l| l.split("  #").next().unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            )
-            .unwrap_or_else(|e| panic!("{e}\n{shown}"));
+            let reparsed = reparse(&shown);
             assert!(reparsed.get("currency").is_some(), "{shown}");
         }
     }

@@ -37,3 +37,24 @@ pub(super) fn load_file(file: &str) -> Result<Config, String> {
         Flags::default(),
     )
 }
+
+/// The message `load_file(file)` fails with; empty when it loads.
+pub(super) fn file_error(file: &str) -> String {
+    load_file(file).err().unwrap_or_default()
+}
+
+/// The message loading with no files and `vars` fails with; empty when it
+/// loads.
+pub(super) fn load_error(vars: &[(&str, &str)], flags: Flags) -> String {
+    load(&[], vars, flags).err().unwrap_or_default()
+}
+
+/// What `config show` printed, each line's `  # origin` comment cut, read
+/// back as TOML.
+pub(super) fn reparse(shown: &str) -> toml::Table {
+    let bare: Vec<&str> = shown
+        .lines()
+        .map(|l| l.split("  #").next().unwrap_or_default())
+        .collect();
+    toml::from_str(&bare.join("\n")).unwrap_or_else(|e| panic!("{e}\n{shown}"))
+}

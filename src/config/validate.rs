@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
 use super::{
-    BUILTIN_TOOLS, BudgetConfig, ChannelConfig, ConfigError, FileConfig, HookConfig, HooksConfig,
-    HttpConfig, McpServerConfig, MemoryConfig, ModelFileConfig, Origin, PathsConfig,
-    ProviderConfig, ProviderKind, SafetyFileConfig, SearchBackend, ShellConfig, SubagentsConfig,
-    WebConfig, WebSearchConfig, toml_quote,
+    BUILTIN_TOOLS, BudgetConfig, ChannelConfig, ConfigError, FileConfig, HooksConfig, HttpConfig,
+    McpServerConfig, MemoryConfig, ModelFileConfig, Origin, PathsConfig, ProviderConfig,
+    ProviderKind, SafetyFileConfig, SearchBackend, ShellConfig, SubagentsConfig, WebConfig,
+    WebSearchConfig, toml_quote,
 };
 use crate::core::policy::shell::CommandRule;
 use crate::core::policy::{DEFAULT_PROTECTED, HostRule, PrivateAllow, Rule};
+use crate::hooks::HookSpec;
 
 fn invalid(origin: &Origin, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -549,7 +550,8 @@ impl HooksConfig {
     }
 }
 
-impl HookConfig {
+/// A `[[hooks.EVENT]]` table (the hooks runner's type, read as written).
+impl HookSpec {
     /// A command or an http(s) URL, not both; secrets only for a URL, one way.
     fn validate(&self, key: &str, origin: &Origin) -> Result<(), ConfigError> {
         let invalid = |message: String| invalid(origin, key, message);

@@ -278,19 +278,20 @@ impl FailureKind {
         }
     }
 
+    /// Every kind, in the order declared.
+    pub const ALL: [FailureKind; 8] = [
+        FailureKind::Transient,
+        FailureKind::RateLimit,
+        FailureKind::Auth,
+        FailureKind::Permission,
+        FailureKind::NotFound,
+        FailureKind::InvalidPayload,
+        FailureKind::Conflict,
+        FailureKind::Unknown,
+    ];
+
     pub fn parse(value: &str) -> Option<Self> {
-        [
-            FailureKind::Transient,
-            FailureKind::RateLimit,
-            FailureKind::Auth,
-            FailureKind::Permission,
-            FailureKind::NotFound,
-            FailureKind::InvalidPayload,
-            FailureKind::Conflict,
-            FailureKind::Unknown,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == value)
+        Self::ALL.into_iter().find(|k| k.as_str() == value)
     }
 }
 
@@ -381,6 +382,43 @@ pub struct SendIntent {
     pub run_id: Option<RunId>,
     pub created_at: Millis,
     pub updated_at: Millis,
+}
+
+impl SendIntent {
+    /// An intent of `channel`'s `account` decided at `now`: pending, nothing
+    /// attempted or delivered yet, answering no message, of no run; the
+    /// caller sets what differs.
+    pub fn new(
+        id: String,
+        (channel, account): (&str, &str),
+        target: Target,
+        kind: IntentKind,
+        units: Vec<Unit>,
+        now: Millis,
+    ) -> Self {
+        Self {
+            id,
+            channel: channel.to_owned(),
+            account: account.to_owned(),
+            target,
+            kind,
+            units,
+            text: None,
+            edit_of: None,
+            retract: None,
+            reply_to: None,
+            status: IntentStatus::Pending,
+            attempt: 0,
+            next_attempt_at: None,
+            inflight: None,
+            receipt: DeliveryReceipt::default(),
+            failure: None,
+            session_id: None,
+            run_id: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
 }
 
 /// The id of a run's live draft intent (`draft:RUN`): its first send, and

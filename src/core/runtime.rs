@@ -1533,6 +1533,25 @@ mod tests {
         dropped: Arc<Mutex<Option<Instant>>>,
     }
 
+    impl TestProvider {
+        /// Streams `chunks` text deltas, then ends the turn.
+        fn streaming(chunks: usize) -> Self {
+            Self {
+                chunks,
+                hang: false,
+                dropped: Arc::default(),
+            }
+        }
+
+        /// Streams one delta, then waits until the stream is dropped.
+        fn hanging() -> Self {
+            Self {
+                hang: true,
+                ..Self::streaming(1)
+            }
+        }
+    }
+
     struct DropFlag(Arc<Mutex<Option<Instant>>>, Arc<AtomicBool>);
 
     impl Drop for DropFlag {
@@ -1622,11 +1641,7 @@ mod tests {
     async fn a_run_keeps_its_lease_renewed_and_stops_when_it_is_lost() {
         use crate::core::lease::{LeaseError, Leases};
         let dir = tempfile::tempdir().unwrap();
-        let provider = TestProvider {
-            chunks: 1,
-            hang: true,
-            dropped: Arc::new(Mutex::new(None)),
-        };
+        let provider = TestProvider::hanging();
         let journal = Arc::new(MemoryJournal::new());
         let store: Arc<dyn Journal> = journal.clone();
         let providers = test_providers(provider);
@@ -1718,11 +1733,7 @@ mod tests {
     async fn a_steer_nobody_takes_is_taken_back_and_refused() {
         let dir = tempfile::tempdir().unwrap();
         let journal = Arc::new(MemoryJournal::new());
-        let providers = test_providers(TestProvider {
-            chunks: 1,
-            hang: false,
-            dropped: Arc::new(Mutex::new(None)),
-        });
+        let providers = test_providers(TestProvider::streaming(1));
         let rt = Runtime::from_parts(Parts {
             notifier: Some(journal.clone()),
             ..Parts::new(
@@ -1775,11 +1786,7 @@ mod tests {
         use crate::core::clock::ManualClock;
         let dir = tempfile::tempdir().unwrap();
         let journal = Arc::new(MemoryJournal::new());
-        let providers = test_providers(TestProvider {
-            chunks: 1,
-            hang: false,
-            dropped: Arc::new(Mutex::new(None)),
-        });
+        let providers = test_providers(TestProvider::streaming(1));
         // 2026-11-27T23:59:00Z.
         let day_end: i64 = 1_795_823_940_000;
         let clock = Arc::new(ManualClock::at(day_end));
@@ -1840,9 +1847,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dropped = Arc::new(Mutex::new(None));
         let provider = TestProvider {
-            chunks: 1,
-            hang: true,
             dropped: dropped.clone(),
+            ..TestProvider::hanging()
         };
         let rt = runtime(provider, 64).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
@@ -1873,11 +1879,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lagging_subscriber_never_blocks_the_run_and_misses_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let provider = TestProvider {
-            chunks: 5000,
-            hang: false,
-            dropped: Arc::new(Mutex::new(None)),
-        };
+        let provider = TestProvider::streaming(5000);
         let rt = runtime(provider, 16).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let mut slow = rt.subscribe(&session.id).unwrap();
@@ -1912,11 +1914,7 @@ mod tests {
         // lags again and again, and re-reads from the tape.
         const RUNS: usize = 2000;
         let dir = tempfile::tempdir().unwrap();
-        let provider = TestProvider {
-            chunks: 3,
-            hang: false,
-            dropped: Arc::new(Mutex::new(None)),
-        };
+        let provider = TestProvider::streaming(3);
         let rt = runtime(provider, 16).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let mut sub = rt.subscribe(&session.id).unwrap();
@@ -1968,11 +1966,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_run_at_a_time_and_cancel_reaches_queued_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let provider = TestProvider {
-            chunks: 1,
-            hang: true,
-            dropped: Arc::new(Mutex::new(None)),
-        };
+        let provider = TestProvider::hanging();
         let rt = runtime(provider, 64).await;
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let first = rt.prompt(&session.id, text("1")).await.unwrap();
@@ -2176,14 +2170,13 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn session_tools_are_asked_each_turn_reported_and_stopped_with_the_session() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
-        let providers = test_providers(CallingProvider {
-            tool: "extra__probe",
-            calls: 1,
-        });
+    /// A runtime on a memory journal whose sessions get [`Extra`]'s tools,
+    /// and the `Extra`.
+    fn with_extra(
+        providers: Providers,
+        gate: ToolGate,
+        config: RuntimeConfig,
+    ) -> (Runtime, Arc<Extra>) {
         let extra = Arc::new(Extra {
             listed: Default::default(),
             stopped: AtomicBool::new(false),
@@ -2191,12 +2184,27 @@ mod tests {
         let rt = Runtime::from_parts(Parts {
             session_tools: Some(Arc::new(ExtraFactory(extra.clone()))),
             ..Parts::new(
-                store,
+                Arc::new(MemoryJournal::new()),
                 providers,
-                Arc::new(ToolGate::without_tools()),
-                RuntimeConfig::default(),
+                Arc::new(gate),
+                config,
             )
         });
+        (rt, extra)
+    }
+
+    #[tokio::test]
+    async fn session_tools_are_asked_each_turn_reported_and_stopped_with_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let providers = test_providers(CallingProvider {
+            tool: "extra__probe",
+            calls: 1,
+        });
+        let (rt, extra) = with_extra(
+            providers,
+            ToolGate::without_tools(),
+            RuntimeConfig::default(),
+        );
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         let ticket = rt.prompt(&session.id, text("go")).await.unwrap();
         let run = ticket.run_id.clone();
@@ -2249,44 +2257,37 @@ mod tests {
     }
 
     /// A built-in tool that counts how often its spec (its JSON schema) is
-    /// made.
+    /// made: the blanket `Tool` impl asks for the description each time.
     struct SpecMade(Arc<std::sync::atomic::AtomicUsize>);
 
-    impl crate::core::tool::Tool for SpecMade {
-        fn spec(&self) -> crate::core::tool::ToolSpec {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct NoArgs {}
+
+    impl crate::core::tool::TypedTool for SpecMade {
+        type Args = NoArgs;
+        const NAME: &'static str = "built_in";
+        const KIND: crate::core::tool::ToolKind = crate::core::tool::ToolKind::Read;
+
+        fn description(&self) -> String {
             self.0.fetch_add(1, Ordering::SeqCst);
-            crate::core::tool::ToolSpec {
-                name: "built_in".into(),
-                description: "a built-in tool".into(),
-                parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-            }
+            "a built-in tool".to_owned()
         }
 
-        fn kind(&self) -> crate::core::tool::ToolKind {
-            crate::core::tool::ToolKind::Read
+        async fn plan(
+            &self,
+            _args: &NoArgs,
+            _ctx: &ToolContext,
+        ) -> Result<crate::core::tool::Plan, crate::core::tool::ToolError> {
+            Ok(crate::core::tool::Plan::default())
         }
 
-        fn plan<'a>(
-            &'a self,
-            _arguments: &'a serde_json::Value,
-            _ctx: &'a ToolContext,
-        ) -> futures::future::BoxFuture<
-            'a,
-            Result<crate::core::tool::Plan, crate::core::tool::ToolError>,
-        > {
-            Box::pin(async { Ok(crate::core::tool::Plan::default()) })
-        }
-
-        fn execute<'a>(
-            &'a self,
-            _arguments: &'a serde_json::Value,
-            _plan: &'a crate::core::tool::Plan,
-            _ctx: &'a ToolContext,
-        ) -> futures::future::BoxFuture<
-            'a,
-            Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError>,
-        > {
-            Box::pin(async { Ok(crate::core::tool::ToolOutput::text("ok")) })
+        async fn execute(
+            &self,
+            _args: &NoArgs,
+            _plan: &crate::core::tool::Plan,
+            _ctx: &ToolContext,
+        ) -> Result<crate::core::tool::ToolOutput, crate::core::tool::ToolError> {
+            Ok(crate::core::tool::ToolOutput::text("ok"))
         }
     }
 
@@ -2322,22 +2323,14 @@ mod tests {
         let mut gate = ToolGate::without_tools();
         gate.tools = crate::core::tool::Toolset::new(vec![Arc::new(SpecMade(made.clone()))]);
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let extra = Arc::new(Extra {
-            listed: Default::default(),
-            stopped: AtomicBool::new(false),
-        });
-        let rt = Runtime::from_parts(Parts {
-            session_tools: Some(Arc::new(ExtraFactory(extra.clone()))),
-            ..Parts::new(
-                Arc::new(MemoryJournal::new()),
-                test_providers(SpecWatcher { seen: seen.clone() }),
-                Arc::new(gate),
-                RuntimeConfig {
-                    default_mode: Mode::Full,
-                    ..RuntimeConfig::default()
-                },
-            )
-        });
+        let (rt, _) = with_extra(
+            test_providers(SpecWatcher { seen: seen.clone() }),
+            gate,
+            RuntimeConfig {
+                default_mode: Mode::Full,
+                ..RuntimeConfig::default()
+            },
+        );
         let session = rt.create_session(new_session(dir.path())).await.unwrap();
         for n in 0..3 {
             let ticket = rt.prompt(&session.id, text(&n.to_string())).await.unwrap();

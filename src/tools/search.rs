@@ -268,18 +268,25 @@ fn planned_root(plan: &Plan, ctx: &ToolContext) -> Result<PathBuf, ToolError> {
     }
 }
 
-/// Runs a walk on the blocking pool. When the call is cancelled, `halt` is
-/// raised (walks check it per entry) and the call ends with `Cancelled` once
-/// the walk has let go.
+/// Walks the root the plan resolved ([`planned_root`]) on the blocking
+/// pool: `walk` gets the root, the [`Fence`] around it and the flag that
+/// halts it. When the call is cancelled, the flag is raised (walks check it
+/// per entry) and the call ends with `Cancelled` once the walk has let go.
 async fn run_walk<T: Send + 'static>(
+    plan: &Plan,
     ctx: &ToolContext,
-    halt: Arc<AtomicBool>,
-    work: impl FnOnce() -> T + Send + 'static,
+    walk: impl FnOnce(PathBuf, Fence, Arc<AtomicBool>) -> T + Send + 'static,
 ) -> Result<T, ToolError> {
+    let root = planned_root(plan, ctx)?;
+    let fence = Fence::new(ctx, &root);
     if ctx.cancel.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
-    let mut task = tokio::task::spawn_blocking(work);
+    let halt = Arc::new(AtomicBool::new(false));
+    let mut task = tokio::task::spawn_blocking({
+        let halt = Arc::clone(&halt);
+        move || walk(root, fence, halt)
+    });
     let joined = tokio::select! {
         joined = &mut task => joined,
         () = ctx.cancel.cancelled() => {
@@ -488,17 +495,11 @@ impl TypedTool for ListDir {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let request = args.request()?;
-        let root = planned_root(plan, ctx)?;
-        let fence = Fence::new(ctx, &root);
         let cap = self.settings.max_entries;
-        let halt = Arc::new(AtomicBool::new(false));
-        let listing = {
-            let halt = Arc::clone(&halt);
-            run_walk(ctx, Arc::clone(&halt), move || {
-                list_entries(&root, &request, &fence, cap, &halt)
-            })
-            .await?
-        };
+        let listing = run_walk(plan, ctx, move |root, fence, halt| {
+            list_entries(&root, &request, &fence, cap, &halt)
+        })
+        .await?;
         if listing.lines.is_empty() {
             let mut out = "No entries".to_owned();
             unreadable_note(&mut out, listing.unreadable);
@@ -669,18 +670,12 @@ impl TypedTool for Glob {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let request = args.request()?;
-        let root = planned_root(plan, ctx)?;
-        let fence = Fence::new(ctx, &root);
         let cap = self.settings.max_entries;
         let stop_after = cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN);
-        let halt = Arc::new(AtomicBool::new(false));
-        let found = {
-            let halt = Arc::clone(&halt);
-            run_walk(ctx, Arc::clone(&halt), move || {
-                glob_walk(&root, &request, &fence, stop_after, &halt)
-            })
-            .await?
-        };
+        let found = run_walk(plan, ctx, move |root, fence, halt| {
+            glob_walk(&root, &request, &fence, stop_after, &halt)
+        })
+        .await?;
         if found.paths.is_empty() {
             let mut out = "No matches".to_owned();
             unreadable_note(&mut out, found.unreadable);
@@ -1240,26 +1235,24 @@ impl TypedTool for Grep {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let request = args.request(&self.settings)?;
-        let root = planned_root(plan, ctx)?;
-        let fence = Fence::new(ctx, &root);
         let (cap, context) = (request.cap, request.context);
-        let halt = Arc::new(AtomicBool::new(false));
-        let run = GrepRun {
-            root,
-            namer: PathNamer::new(ctx),
-            request,
-            max_line_chars: self.settings.max_line_chars,
-            stop_after: cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN),
-            matched: AtomicUsize::new(0),
-            stopped: AtomicBool::new(false),
-            halt: Arc::clone(&halt),
-            unreadable: AtomicUsize::new(0),
-            files: Arc::default(),
-        };
+        let namer = PathNamer::new(ctx);
         let max_line_chars = self.settings.max_line_chars;
         // Sorting and rendering tens of thousands of lines is work too;
         // it stays off the runtime's threads with the walk.
-        let text = run_walk(ctx, halt, move || {
+        let text = run_walk(plan, ctx, move |root, fence, halt| {
+            let run = GrepRun {
+                root,
+                namer,
+                request,
+                max_line_chars,
+                stop_after: cap.saturating_mul(EARLY_STOP_FACTOR).max(EARLY_STOP_MIN),
+                matched: AtomicUsize::new(0),
+                stopped: AtomicBool::new(false),
+                halt,
+                unreadable: AtomicUsize::new(0),
+                files: Arc::default(),
+            };
             let found = grep_walk(run, &fence);
             if found.files.is_empty() {
                 let mut out = "No matches".to_owned();

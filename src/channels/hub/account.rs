@@ -16,8 +16,18 @@ use crate::core::runtime::LeaseHolding;
 type Serving = Option<(Lease, CancellationToken)>;
 
 impl Hub {
-    fn account_key(&self) -> LeaseKey {
-        LeaseKey::channel(self.adapter.channel(), self.adapter.account())
+    /// Claims the account's lease for this process, now.
+    async fn claim_lease(&self, holding: &LeaseHolding) -> Result<Lease, LeaseError> {
+        let key = LeaseKey::channel(self.adapter.channel(), self.adapter.account());
+        holding
+            .leases
+            .claim(
+                &key,
+                &holding.holder,
+                holding.clock.now_millis(),
+                holding.timing.ttl_ms,
+            )
+            .await
     }
 
     /// Serves the account now if its lease is free (or leases are not kept),
@@ -26,15 +36,7 @@ impl Hub {
         let Some(holding) = self.runtime.lease_holding() else {
             return self.serve(self.cancel.clone()).await;
         };
-        let claimed = holding
-            .leases
-            .claim(
-                &self.account_key(),
-                &holding.holder,
-                holding.clock.now_millis(),
-                holding.timing.ttl_ms,
-            )
-            .await;
+        let claimed = self.claim_lease(&holding).await;
         match claimed {
             Ok(lease) => {
                 let serving = self.cancel.child_token();
@@ -135,15 +137,7 @@ impl Hub {
 
     /// Standing by: takes the lease over if it lapsed, and serves under it.
     async fn claim_account(self: &Arc<Self>, holding: &LeaseHolding) -> Serving {
-        let claimed = holding
-            .leases
-            .claim(
-                &self.account_key(),
-                &holding.holder,
-                holding.clock.now_millis(),
-                holding.timing.ttl_ms,
-            )
-            .await;
+        let claimed = self.claim_lease(holding).await;
         let lease = match claimed {
             Ok(lease) => lease,
             Err(LeaseError::Held { .. }) => return None,

@@ -301,25 +301,14 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing;
     use super::*;
-    use crate::core::channel::{Attachment, MessageOrigin, Target, TargetKind};
+    use crate::core::channel::Attachment;
 
     fn message(body: &str, attachments: Vec<Attachment>) -> ChannelMessage {
         ChannelMessage {
-            id: body.into(),
-            channel: "telegram".into(),
-            account: "bot".into(),
-            target: Target {
-                kind: TargetKind::Direct,
-                id: "42".into(),
-                thread: None,
-            },
-            sender: None,
-            body: body.into(),
             attachments,
-            relation: None,
-            origin: MessageOrigin::User,
-            at: 0,
+            ..testing::message(body, body)
         }
     }
 

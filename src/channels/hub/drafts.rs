@@ -127,28 +127,19 @@ fn draft_intent(
     run_id: &RunId,
     unit: Unit,
 ) -> SendIntent {
-    let now = now_millis();
     SendIntent {
-        id: draft_intent_id(run_id),
-        channel: channel.to_owned(),
-        account: account.to_owned(),
-        target: target.clone(),
-        kind: IntentKind::Draft,
-        units: vec![unit],
-        text: None,
-        edit_of: None,
-        retract: None,
-        reply_to: None,
         status: IntentStatus::Sending,
         attempt: 1,
-        next_attempt_at: None,
         inflight: Some(0),
-        receipt: DeliveryReceipt::default(),
-        failure: None,
-        session_id: None,
         run_id: Some(run_id.clone()),
-        created_at: now,
-        updated_at: now,
+        ..SendIntent::new(
+            draft_intent_id(run_id),
+            (channel, account),
+            target.clone(),
+            IntentKind::Draft,
+            vec![unit],
+            now_millis(),
+        )
     }
 }
 
@@ -278,16 +269,8 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::direct_chat;
     use super::*;
-    use crate::core::channel::TargetKind;
-
-    fn target() -> Target {
-        Target {
-            kind: TargetKind::Direct,
-            id: "42".into(),
-            thread: None,
-        }
-    }
 
     fn unit(text: &str) -> Unit {
         Unit {
@@ -327,17 +310,9 @@ mod tests {
 
     #[test]
     fn only_an_edit_with_an_unknown_outcome_unsettles_a_draft() {
-        assert!(unsettles(FailureKind::Unknown));
-        assert!(unsettles(FailureKind::Transient));
-        for kind in [
-            FailureKind::RateLimit,
-            FailureKind::Auth,
-            FailureKind::Permission,
-            FailureKind::NotFound,
-            FailureKind::InvalidPayload,
-            FailureKind::Conflict,
-        ] {
-            assert!(!unsettles(kind), "{kind:?}");
+        for kind in FailureKind::ALL {
+            let unknown = matches!(kind, FailureKind::Unknown | FailureKind::Transient);
+            assert_eq!(unsettles(kind), unknown, "{kind:?}");
         }
     }
 
@@ -384,7 +359,7 @@ mod tests {
     #[test]
     fn a_draft_s_first_send_is_recorded_sending_then_sent_failed_or_unknown() {
         let run = RunId::from_string("run_1".into());
-        let intent = draft_intent(("telegram", "bot"), &target(), &run, unit("hel"));
+        let intent = draft_intent(("telegram", "bot"), &direct_chat(), &run, unit("hel"));
         assert_eq!(intent.id, "draft:run_1");
         assert_eq!(
             (intent.kind, intent.status),

@@ -148,8 +148,9 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::direct_chat;
     use super::*;
-    use crate::core::channel::{IntentKind, IntentStatus, Target, TargetKind};
+    use crate::core::channel::{IntentKind, IntentStatus};
 
     #[test]
     fn hooks_read_the_text_as_written_else_the_units_joined() {
@@ -159,30 +160,15 @@ mod tests {
             buttons: Vec::new(),
         };
         let mut intent = SendIntent {
-            id: "reply:run_1".into(),
-            channel: "telegram".into(),
-            account: "bot".into(),
-            target: Target {
-                kind: TargetKind::Direct,
-                id: "42".into(),
-                thread: None,
-            },
-            kind: IntentKind::Reply,
-            units: vec![unit("one"), unit("two")],
-            text: None,
-            edit_of: None,
-            retract: None,
-            reply_to: None,
             status: IntentStatus::Held,
-            attempt: 0,
-            next_attempt_at: None,
-            inflight: None,
-            receipt: Default::default(),
-            failure: None,
-            session_id: None,
-            run_id: None,
-            created_at: 0,
-            updated_at: 0,
+            ..SendIntent::new(
+                "reply:run_1".into(),
+                ("telegram", "bot"),
+                direct_chat(),
+                IntentKind::Reply,
+                vec![unit("one"), unit("two")],
+                0,
+            )
         };
         assert_eq!(intent_text(&intent), "one\ntwo");
         intent.text = Some("one\n\ntwo".into());

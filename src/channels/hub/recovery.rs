@@ -222,27 +222,18 @@ fn outcome_of(info: &RunInfo) -> RunOutcome {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{self, direct_chat};
     use super::*;
-    use crate::core::channel::{
-        DeliveryReceipt, IntentKind, MessageOrigin, ReceiptPart, Target, TargetKind, Unit,
-    };
+    use crate::core::channel::{DeliveryReceipt, IntentKind, ReceiptPart, Unit};
     use crate::core::ids::SessionId;
     use crate::core::usage::Usage;
-
-    fn target() -> Target {
-        Target {
-            kind: TargetKind::Direct,
-            id: "42".into(),
-            thread: None,
-        }
-    }
 
     fn draft(status: IntentStatus, sent_as: Option<&str>, units: usize) -> SendIntent {
         SendIntent {
             id: "draft:run_1".into(),
             channel: "webhook".into(),
             account: "peer".into(),
-            target: target(),
+            target: direct_chat(),
             kind: IntentKind::Draft,
             units: (0..units)
                 .map(|_| Unit {
@@ -319,18 +310,7 @@ mod tests {
 
     fn entry(id: &str, state: InboxState, run: Option<&str>) -> InboxEntry {
         InboxEntry {
-            message: ChannelMessage {
-                id: id.into(),
-                channel: "telegram".into(),
-                account: "bot".into(),
-                target: target(),
-                sender: None,
-                body: id.into(),
-                attachments: Vec::new(),
-                relation: None,
-                origin: MessageOrigin::User,
-                at: 0,
-            },
+            message: testing::message(id, id),
             state,
             run_id: run.map(|r| RunId::from_string(r.into())),
             received_at: 0,

@@ -213,28 +213,10 @@ impl Hub {
         buttons: Option<Vec<Button>>,
     ) -> SendIntent {
         let units = self.units(text, buttons);
-        let now = now_millis();
+        let account = (self.adapter.channel(), self.adapter.account());
         SendIntent {
-            id,
-            channel: self.adapter.channel().to_owned(),
-            account: self.adapter.account().to_owned(),
-            target,
-            kind,
-            units,
-            text: None,
-            edit_of: None,
-            retract: None,
             reply_to,
-            status: IntentStatus::Pending,
-            attempt: 0,
-            next_attempt_at: None,
-            inflight: None,
-            receipt: Default::default(),
-            failure: None,
-            session_id: None,
-            run_id: None,
-            created_at: now,
-            updated_at: now,
+            ..SendIntent::new(id, account, target, kind, units, now_millis())
         }
     }
 }
@@ -243,8 +225,8 @@ impl Hub {
 mod tests {
     use std::time::Duration;
 
+    use super::super::testing;
     use super::*;
-    use crate::core::channel::{MessageOrigin, TargetKind};
     use crate::core::event::StopReason;
 
     fn caps(max_len: usize, markup: Option<&'static str>) -> Capabilities {
@@ -258,22 +240,7 @@ mod tests {
     }
 
     fn message(id: &str) -> ChannelMessage {
-        ChannelMessage {
-            id: id.into(),
-            channel: "telegram".into(),
-            account: "bot".into(),
-            target: Target {
-                kind: TargetKind::Direct,
-                id: "42".into(),
-                thread: None,
-            },
-            sender: None,
-            body: "hi".into(),
-            attachments: Vec::new(),
-            relation: None,
-            origin: MessageOrigin::User,
-            at: 0,
-        }
+        testing::message(id, "hi")
     }
 
     #[test]

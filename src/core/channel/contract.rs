@@ -116,26 +116,16 @@ fn unit(text: &str) -> Unit {
 
 fn intent(id: &str, channel: &str, status: IntentStatus, created_at: Millis) -> SendIntent {
     SendIntent {
-        id: id.into(),
-        channel: channel.into(),
-        account: "bot".into(),
-        target: target("-100"),
-        kind: IntentKind::Reply,
-        units: vec![unit("part one"), unit("part two")],
-        text: None,
-        edit_of: None,
-        retract: None,
         reply_to: Some("41".into()),
         status,
-        attempt: 0,
-        next_attempt_at: None,
-        inflight: None,
-        receipt: DeliveryReceipt::default(),
-        failure: None,
-        session_id: None,
-        run_id: None,
-        created_at,
-        updated_at: created_at,
+        ..SendIntent::new(
+            id.into(),
+            (channel, "bot"),
+            target("-100"),
+            IntentKind::Reply,
+            vec![unit("part one"), unit("part two")],
+            created_at,
+        )
     }
 }
 
