@@ -35,6 +35,7 @@ pub mod runtime;
 pub mod safety;
 pub mod semantic;
 pub mod session;
+pub mod skills;
 pub mod slash;
 pub mod stats;
 pub mod steering;
