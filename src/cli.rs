@@ -81,6 +81,10 @@ pub enum Command {
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
+    /// Install and manage plugins: Claude Code plugin bundles of skills,
+    /// commands, hooks and MCP servers, from a folder or a marketplace file
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Set up a model provider: an API key or a local server, checked and
     /// stored (mode 0600) for every session
     Login(LoginArgs),
@@ -259,6 +263,40 @@ pub struct ChatArgs {
     pub session: Option<String>,
     #[command(flatten)]
     pub provider: ProviderArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Add a plugin folder (with .claude-plugin/plugin.json), or the named
+    /// plugins of a marketplace file or a folder holding
+    /// .claude-plugin/marketplace.json; each is copied and enabled
+    Add {
+        /// The plugin folder or marketplace
+        path: std::path::PathBuf,
+        /// The marketplace's plugins to add (needed when it offers several)
+        names: Vec<String>,
+    },
+    /// List installed plugins and what each brings
+    List {
+        /// Print JSON lines instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Turn an installed plugin on
+    Enable {
+        /// The plugin's name
+        name: String,
+    },
+    /// Turn an installed plugin off without removing it
+    Disable {
+        /// The plugin's name
+        name: String,
+    },
+    /// Remove an installed plugin and its copy
+    Rm {
+        /// The plugin's name
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

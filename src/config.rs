@@ -165,6 +165,10 @@ pub struct Config {
     pub currency_origin: Origin,
     /// The config file read, if one exists.
     pub file: Option<PathBuf>,
+    /// The directory of the config file in use, else where the default one
+    /// would be (`$XDG_CONFIG_HOME/pincer`): installed plugins live in its
+    /// `plugins/`.
+    pub config_dir: Option<PathBuf>,
     pub data_dir: Sourced<PathBuf>,
     pub provider: Option<Sourced<String>>,
     pub model: Option<Sourced<String>>,

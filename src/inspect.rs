@@ -1,10 +1,11 @@
 //! Commands that inspect state, a module each: `sessions`, `runs`, `tape`,
 //! `context`, `channels` (the outbox), `verify` (through `Audit`), `doctor`,
-//! `trust`, and `config show` here.
+//! `trust`, `plugins` (`pincer plugin`), and `config show` here.
 
 mod channels;
 mod context;
 mod doctor;
+mod plugins;
 mod runs;
 mod sessions;
 mod tape;
@@ -14,6 +15,7 @@ mod verify;
 pub use channels::channels;
 pub use context::context;
 pub use doctor::doctor;
+pub use plugins::plugin;
 pub use runs::runs;
 pub use sessions::sessions;
 pub use tape::tape;

@@ -21,6 +21,7 @@ pub mod login;
 pub mod mcp;
 pub mod memory;
 pub mod net;
+pub mod plugins;
 pub mod process;
 pub mod providers;
 pub mod sandbox;

@@ -42,8 +42,14 @@ impl Config {
         paths.extra_roots = paths.extra_roots.iter().map(|r| base.join(r)).collect();
         let mut http = file.http;
         http.token_file = http.token_file.map(|path| base.join(path));
+        let config_dir = path
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .or_else(|| default_config_path(env).and_then(|p| p.parent().map(Path::to_path_buf)));
         Ok(Config {
             currency_origin: currency.origin,
+            config_dir,
             file: path,
             data_dir,
             provider: choice.provider,

@@ -1020,6 +1020,7 @@ const PARTS: &[&str] = &[
     "logging",
     "stdout",
     "views",
+    "plugins",
 ];
 
 /// The faces (`docs/architecture.md`): those of the bird's-eye view, which

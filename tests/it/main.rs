@@ -42,6 +42,7 @@ mod memory;
 mod memory_embeddings;
 mod packaging;
 mod pipes;
+mod plugins;
 mod prompt;
 mod protected;
 mod providers;

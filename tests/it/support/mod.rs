@@ -637,3 +637,21 @@ pub fn landlock(without: &str) -> bool {
     }
     status.enforced
 }
+
+/// `../shared/third_party/agent-skills` beside the repository (the Agent
+/// Skills specification, six real skills and a marketplace file), or `None`
+/// on a plain clone without it, where the tests that read it say so and
+/// skip; under `CI=true` a missing snapshot fails them instead.
+pub fn agent_skills() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/third_party/agent-skills");
+    if dir.join("anthropic-skills").is_dir() {
+        return Some(dir.canonicalize().unwrap());
+    }
+    assert!(
+        std::env::var_os("CI").is_none_or(|v| v != "true"),
+        "CI=true but {} is missing",
+        dir.display()
+    );
+    eprintln!("{} is missing: skipped", dir.display());
+    None
+}
