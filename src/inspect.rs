@@ -1,12 +1,13 @@
 //! Commands that inspect state, a module each: `sessions`, `runs`, `tape`,
 //! `context`, `channels` (the outbox), `verify` (through `Audit`), `doctor`,
-//! `trust`, and `config show` here.
+//! `trust`, `skills`, and `config show` here.
 
 mod channels;
 mod context;
 mod doctor;
 mod runs;
 mod sessions;
+mod skills;
 mod tape;
 mod trust;
 mod verify;
@@ -16,6 +17,7 @@ pub use context::context;
 pub use doctor::doctor;
 pub use runs::runs;
 pub use sessions::sessions;
+pub use skills::skills;
 pub use tape::tape;
 pub use trust::trust;
 pub use verify::verify;

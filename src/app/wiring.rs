@@ -160,6 +160,49 @@ pub fn environment_probe(config: &Config) -> crate::environment::Probe {
 
 /// The `[hooks]` tables as the hooks runner's settings (validated when the
 /// config was loaded).
+/// The skills port from `[skills]`: discovery over the project and user
+/// folders (`docs/skills.md`), or none when `enabled = false`.
+pub fn skills(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Arc<dyn crate::core::skills::Skills> {
+    if config.skills.enabled == Some(false) {
+        return Arc::new(crate::core::skills::NoSkills);
+    }
+    Arc::new(crate::skills::Discovery::new(skill_settings(config, env)))
+}
+
+/// Where skills are looked for besides the workspace: `~/` expanded,
+/// relative paths taken against the config file's directory.
+pub fn skill_settings(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> crate::skills::Settings {
+    let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let base = config
+        .file
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let paths = config
+        .skills
+        .paths
+        .iter()
+        .map(|raw| match (raw.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if raw == "~" => home.clone().unwrap_or_else(|| PathBuf::from(raw)),
+            _ => base.join(raw),
+        })
+        .collect();
+    crate::skills::Settings {
+        home,
+        config_dir: config.config_dir.clone(),
+        paths,
+        disabled: config.skills.disabled.clone(),
+    }
+}
+
 pub fn hook_settings(config: &HooksConfig) -> HookSettings {
     HookSettings {
         import: config.import.clone(),

@@ -24,6 +24,7 @@ impl Config {
             table("budget", &self.budget, &note)?,
             table("memory", &self.memory, &note)?,
             table("web", &self.web, &note)?,
+            table("skills", &self.skills, &note)?,
             table("subagents", &self.subagents, &note)?,
             table("hooks", &self.hooks.redacted(), &note)?,
             self.render_channels(&note)?,
