@@ -102,8 +102,9 @@ be read (the checks stop there)")]
         #[arg(long)]
         online: bool,
     },
-    /// Trust the hooks a workspace brings for other agents (`[hooks] import`):
-    /// they run in every session under its project directory from then on
+    /// Trust the hooks (`[hooks] import`) and skills (`.agents/skills/`, ...)
+    /// a workspace brings: they run, and are offered to the model, in every
+    /// session under its project directory from then on
     ///
     /// Examples: `pincer trust` (the current directory's project), `pincer
     /// trust ~/src/app`, `pincer trust --list`, `pincer trust --revoke ~/src/app`

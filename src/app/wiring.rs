@@ -438,3 +438,42 @@ pub fn http_plan(config: &Config, args: &ServeArgs) -> Result<Option<HttpPlan>, 
         token_source,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skill_paths_expand_the_home_and_follow_the_config_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("conf/config.toml");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            "[skills]\npaths = [\"~/team\", \"local\", \"/abs\"]\ndisabled = [\"x\"]\n",
+        )
+        .unwrap();
+        let home = tmp.path().join("home");
+        let env = |name: &str| match name {
+            "HOME" => Some(home.to_string_lossy().into_owned()),
+            _ => None,
+        };
+        let flags = crate::config::Flags {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let config = Config::load_with(&flags, &env).unwrap();
+        let settings = skill_settings(&config, &env);
+        assert_eq!(
+            settings.paths,
+            [
+                home.join("team"),
+                tmp.path().join("conf/local"),
+                PathBuf::from("/abs")
+            ]
+        );
+        assert_eq!(settings.config_dir, Some(tmp.path().join("conf")));
+        assert_eq!(settings.home, Some(home));
+        assert_eq!(settings.disabled, ["x"]);
+    }
+}

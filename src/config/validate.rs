@@ -1068,6 +1068,16 @@ mod tests {
                 "[memory]\nhalf_life_days = 0",
                 "memory.half_life_days: must be more than 0, got 0",
             ),
+            (
+                "[skills]\npaths = [\"~/s\"]",
+                "[skills]\npaths = [\" \"]",
+                "skills.paths: a path is empty",
+            ),
+            (
+                "[skills]\ndisabled = [\"a\"]",
+                "[skills]\ndisabled = [\"\"]",
+                "skills.disabled: a name is empty",
+            ),
         ]);
     }
 
