@@ -6,7 +6,9 @@
 # (PyPI, the version tests/fixtures/schemathesis/requirements.txt pins) in a
 # virtual environment, tests/fixtures/schemathesis/.venv; the official Python
 # ACP SDK (PyPI, pinned in tests/fixtures/python-acp/requirements.txt) in
-# tests/fixtures/python-acp/.venv; and tmux, in which
+# tests/fixtures/python-acp/.venv; the Agent Skills reference validator
+# (PyPI `skills-ref`, pinned in tests/fixtures/skills-ref/requirements.txt)
+# in tests/fixtures/skills-ref/.venv; and tmux, in which
 # tests/it/terminal.rs drives `pincer chat`.
 #
 #   bash scripts/test-deps.sh && cargo test --locked
@@ -84,6 +86,21 @@ else
     python3 -m venv "$py/.venv" || fail "python3 -m venv $py/.venv failed"
     "$py/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$py/requirements.txt" \
         || fail "pip install -r $py/requirements.txt failed"
+    echo "$want" >"$stamp"
+fi
+# The reference validator of Agent Skills, against which tests/it/skills.rs
+# checks `pincer skills validate`.
+sr=tests/fixtures/skills-ref
+stamp="$sr/.venv/.pincer-requirements-hash"
+want=$(sha256sum "$sr/requirements.txt" | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$sr/.venv/bin/agentskills" ]; then
+    echo "test-deps: skills-ref already installed" >&2
+else
+    echo "test-deps: installing skills-ref (pip in $sr/.venv)" >&2
+    rm -rf "$sr/.venv"
+    python3 -m venv "$sr/.venv" || fail "python3 -m venv $sr/.venv failed"
+    "$sr/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$sr/requirements.txt" \
+        || fail "pip install -r $sr/requirements.txt failed"
     echo "$want" >"$stamp"
 fi
 # curl and script: the README's HTTP quick start and a terminal for `pincer acp`

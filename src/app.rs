@@ -65,6 +65,8 @@ pub struct App {
     pub mcp: Arc<crate::mcp::Factory>,
     /// Memory search by meaning, when `[memory] embeddings` is set.
     pub semantic: Option<Arc<crate::core::semantic::Semantic>>,
+    /// The skills of each workspace (`[skills]`, `docs/skills.md`).
+    pub skills: Arc<dyn crate::core::skills::Skills>,
 }
 
 impl App {
@@ -125,6 +127,7 @@ impl App {
                 wiring::runtime_config(&config),
             )
         });
+        let skills = wiring::skills(&config, &|name| std::env::var(name).ok());
         Ok(App {
             config,
             store,
@@ -132,6 +135,7 @@ impl App {
             problems,
             mcp,
             semantic,
+            skills,
         })
     }
 

@@ -78,6 +78,9 @@ pub enum Command {
     /// remembers
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// List, show and validate Agent Skills (`SKILL.md` folders)
+    #[command(subcommand)]
+    Skills(SkillsCommand),
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
@@ -103,8 +106,9 @@ be read (the checks stop there)")]
         #[arg(long)]
         online: bool,
     },
-    /// Trust the hooks a workspace brings for other agents (`[hooks] import`):
-    /// they run in every session under its project directory from then on
+    /// Trust the hooks (`[hooks] import`) and skills (`.agents/skills/`, ...)
+    /// a workspace brings: they run, and are offered to the model, in every
+    /// session under its project directory from then on
     ///
     /// Examples: `pincer trust` (the current directory's project), `pincer
     /// trust ~/src/app`, `pincer trust --list`, `pincer trust --revoke ~/src/app`
@@ -370,6 +374,40 @@ pub enum ContextCommand {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// The skills a session in this workspace finds, with their scope and
+    /// location; a project's are marked until the project is trusted
+    /// (`pincer trust`); what was skipped or warned about follows
+    List {
+        /// The workspace [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// A skill's frontmatter and instructions
+    Show {
+        /// The skill's name
+        name: String,
+        /// The workspace [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a skill folder against the Agent Skills specification, as the
+    /// reference validator (`agentskills validate`) does
+    #[command(after_help = "\
+Exit codes: 0 the skill is valid, 1 it is not (each problem on stderr)")]
+    Validate {
+        /// The skill's folder or its SKILL.md [default: the current directory]
+        dir: Option<PathBuf>,
     },
 }
 

@@ -27,7 +27,7 @@ use thiserror::Error;
 pub use self::file::{
     BudgetConfig, ChannelConfig, ChannelKind, FileConfig, HooksConfig, HttpConfig, McpServerConfig,
     MemoryConfig, ModelFileConfig, PathsConfig, ProviderConfig, SafetyFileConfig, SandboxSetting,
-    SearchBackend, ShellConfig, SubagentsConfig, WebConfig, WebSearchConfig,
+    SearchBackend, ShellConfig, SkillsConfig, SubagentsConfig, WebConfig, WebSearchConfig,
 };
 pub use crate::core::hooks::{HookImport, OnFailure};
 use crate::core::models::ModelCatalog;
@@ -165,10 +165,6 @@ pub struct Config {
     pub currency_origin: Origin,
     /// The config file read, if one exists.
     pub file: Option<PathBuf>,
-    /// The directory of the config file in use, else where the default one
-    /// would be (`$XDG_CONFIG_HOME/pincer`): installed plugins live in its
-    /// `plugins/`.
-    pub config_dir: Option<PathBuf>,
     pub data_dir: Sourced<PathBuf>,
     pub provider: Option<Sourced<String>>,
     pub model: Option<Sourced<String>>,
@@ -195,6 +191,12 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// The `[web]` table, validated.
     pub web: WebConfig,
+    /// The `[skills]` table, validated.
+    pub skills: SkillsConfig,
+    /// The directory of the config file in use, else where it would be
+    /// (`$XDG_CONFIG_HOME/pincer`): user-scope skills live in its `skills/`,
+    /// installed plugins in its `plugins/`.
+    pub config_dir: Option<PathBuf>,
     /// The `[subagents]` table, validated.
     pub subagents: SubagentsConfig,
     /// The `[models]` tables as written, and the catalogue built from them.

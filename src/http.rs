@@ -79,13 +79,14 @@ struct Shared {
 pub async fn serve(
     runtime: Runtime,
     counts: Arc<dyn Counts>,
+    skills: api::SkillsAccess,
     listener: TcpListener,
     options: HttpOptions,
     acp: Option<Arc<dyn acp::Connections>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let closing = shutdown.clone();
-    let api = Api { runtime };
+    let api = Api { runtime, skills };
     let rpc = rpc::Mount::new(api.clone(), closing.clone(), options.body_limit)
         .map_err(std::io::Error::other)?;
     let rpc_handle = rpc.handle.clone();

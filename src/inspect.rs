@@ -1,6 +1,6 @@
 //! Commands that inspect state, a module each: `sessions`, `runs`, `tape`,
 //! `context`, `channels` (the outbox), `verify` (through `Audit`), `doctor`,
-//! `trust`, `plugins` (`pincer plugin`), and `config show` here.
+//! `trust`, `skills`, `plugins` (`pincer plugin`), and `config show` here.
 
 mod channels;
 mod context;
@@ -8,6 +8,7 @@ mod doctor;
 mod plugins;
 mod runs;
 mod sessions;
+mod skills;
 mod tape;
 mod trust;
 mod verify;
@@ -18,6 +19,7 @@ pub use doctor::doctor;
 pub use plugins::plugin;
 pub use runs::runs;
 pub use sessions::sessions;
+pub use skills::skills;
 pub use tape::tape;
 pub use trust::trust;
 pub use verify::verify;

@@ -57,6 +57,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Tape(ref args) => inspect::tape(&app::flags(&cli, None), args).await,
         Command::Context(ref command) => inspect::context(&app::flags(&cli, None), command).await,
         Command::Memory(ref command) => memory::run(&app::flags(&cli, None), command).await,
+        Command::Skills(ref command) => inspect::skills(&app::flags(&cli, None), command).await,
         Command::Login(ref args) => login::login(args).await,
         Command::Logout(ref args) => login::logout(args),
         Command::Doctor { online } => inspect::doctor(&app::flags(&cli, None), online).await,

@@ -48,6 +48,10 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
             Some(tokio::spawn(http::serve(
                 runtime.clone(),
                 Arc::new(app.store.clone()),
+                http::api::SkillsAccess {
+                    skills: app.skills.clone(),
+                    journal: Arc::new(app.store.clone()),
+                },
                 listener,
                 plan.options,
                 Some(Arc::new(AcpOverWebSocket {

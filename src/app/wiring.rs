@@ -160,6 +160,49 @@ pub fn environment_probe(config: &Config) -> crate::environment::Probe {
 
 /// The `[hooks]` tables as the hooks runner's settings (validated when the
 /// config was loaded).
+/// The skills port from `[skills]`: discovery over the project and user
+/// folders (`docs/skills.md`), or none when `enabled = false`.
+pub fn skills(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Arc<dyn crate::core::skills::Skills> {
+    if config.skills.enabled == Some(false) {
+        return Arc::new(crate::core::skills::NoSkills);
+    }
+    Arc::new(crate::skills::Discovery::new(skill_settings(config, env)))
+}
+
+/// Where skills are looked for besides the workspace: `~/` expanded,
+/// relative paths taken against the config file's directory.
+pub fn skill_settings(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> crate::skills::Settings {
+    let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let base = config
+        .file
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let paths = config
+        .skills
+        .paths
+        .iter()
+        .map(|raw| match (raw.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if raw == "~" => home.clone().unwrap_or_else(|| PathBuf::from(raw)),
+            _ => base.join(raw),
+        })
+        .collect();
+    crate::skills::Settings {
+        home,
+        config_dir: config.config_dir.clone(),
+        paths,
+        disabled: config.skills.disabled.clone(),
+    }
+}
+
 pub fn hook_settings(config: &HooksConfig) -> HookSettings {
     HookSettings {
         import: config.import.clone(),
@@ -394,4 +437,43 @@ pub fn http_plan(config: &Config, args: &ServeArgs) -> Result<Option<HttpPlan>, 
         },
         token_source,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skill_paths_expand_the_home_and_follow_the_config_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("conf/config.toml");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            "[skills]\npaths = [\"~/team\", \"local\", \"/abs\"]\ndisabled = [\"x\"]\n",
+        )
+        .unwrap();
+        let home = tmp.path().join("home");
+        let env = |name: &str| match name {
+            "HOME" => Some(home.to_string_lossy().into_owned()),
+            _ => None,
+        };
+        let flags = crate::config::Flags {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let config = Config::load_with(&flags, &env).unwrap();
+        let settings = skill_settings(&config, &env);
+        assert_eq!(
+            settings.paths,
+            [
+                home.join("team"),
+                tmp.path().join("conf/local"),
+                PathBuf::from("/abs")
+            ]
+        );
+        assert_eq!(settings.config_dir, Some(tmp.path().join("conf")));
+        assert_eq!(settings.home, Some(home));
+        assert_eq!(settings.disabled, ["x"]);
+    }
 }

@@ -73,6 +73,9 @@ pub struct FileConfig {
     /// (`docs/tools.md`).
     #[serde(default)]
     pub web: WebConfig,
+    /// The `[skills]` table: Agent Skills (`docs/skills.md`).
+    #[serde(default)]
+    pub skills: SkillsConfig,
     /// The `[subagents]` table: the `delegate` tool (`docs/tools.md`).
     #[serde(default)]
     pub subagents: SubagentsConfig,
@@ -367,6 +370,23 @@ pub struct MemoryConfig {
     /// workspace) without a person's approval where the mode would not ask
     /// (default false: it always asks).
     pub user_scope_unasked: Option<bool>,
+}
+
+/// The `[skills]` table (`docs/skills.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsConfig {
+    /// Whether skills are looked for and offered (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// More folders of user-scope skills, each holding skill folders (or
+    /// being one): `~/` is the home, a relative path is taken against the
+    /// config file's directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Skill names left out wherever they are found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
 }
 
 /// The `[subagents]` table (`docs/tools.md`, "Subagents").

@@ -40,16 +40,14 @@ impl Config {
         let catalog = catalog(currency.value.trim(), &file.models, &origin)?;
         let mut paths = file.paths;
         paths.extra_roots = paths.extra_roots.iter().map(|r| base.join(r)).collect();
+        let config_dir = match &path {
+            Some(path) => path.parent().map(Path::to_path_buf),
+            None => default_config_path(env).and_then(|p| p.parent().map(Path::to_path_buf)),
+        };
         let mut http = file.http;
         http.token_file = http.token_file.map(|path| base.join(path));
-        let config_dir = path
-            .as_deref()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .or_else(|| default_config_path(env).and_then(|p| p.parent().map(Path::to_path_buf)));
         Ok(Config {
             currency_origin: currency.origin,
-            config_dir,
             file: path,
             data_dir,
             provider: choice.provider,
@@ -74,6 +72,8 @@ impl Config {
             budget: file.budget,
             hooks: file.hooks,
             web: file.web,
+            skills: file.skills,
+            config_dir,
             subagents: file.subagents,
             models: file.models,
             catalog,

@@ -24,6 +24,7 @@ impl Config {
             table("budget", &self.budget, &note)?,
             table("memory", &self.memory, &note)?,
             table("web", &self.web, &note)?,
+            table("skills", &self.skills, &note)?,
             table("subagents", &self.subagents, &note)?,
             table("hooks", &self.hooks.redacted(), &note)?,
             self.render_channels(&note)?,
@@ -360,6 +361,7 @@ mod tests {
                     [safety]\nmax_output_bytes = 100\nsecret_env = [\"S\"]\n\
                     [budget]\nrun = 1.5\n[budget.daily]\nopenai = 3.0\n\
                     [memory]\nrecall = false\nrecall_floor = 0.5\nembeddings = \"p/m\"\n\
+                    [skills]\nenabled = false\npaths = [\"~/team\"]\ndisabled = [\"a\"]\n\
                     [http]\nbind = \"127.0.0.1:9000\"\ncors_origins = [\"*\"]\nrate_limit_burst = 5\n";
         let (config, back) = round_trip(file);
         assert_eq!(back.shell, config.shell);
@@ -367,6 +369,8 @@ mod tests {
         assert_eq!(back.safety, config.safety);
         assert_eq!(back.budget, config.budget);
         assert_eq!(back.memory, config.memory);
+        assert_eq!(back.skills, config.skills);
+        assert_eq!(back.skills.paths, ["~/team"]);
         assert_eq!(back.http, config.http);
         assert!(config.budget.daily.contains_key("openai"));
     }

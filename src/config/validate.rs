@@ -9,8 +9,8 @@ use std::path::{Component, Path};
 use super::{
     BUILTIN_TOOLS, BudgetConfig, ChannelConfig, ConfigError, FileConfig, HooksConfig, HttpConfig,
     McpServerConfig, MemoryConfig, ModelFileConfig, Origin, PathsConfig, ProviderConfig,
-    ProviderKind, SafetyFileConfig, SearchBackend, ShellConfig, SubagentsConfig, WebConfig,
-    WebSearchConfig, toml_quote,
+    ProviderKind, SafetyFileConfig, SearchBackend, ShellConfig, SkillsConfig, SubagentsConfig,
+    WebConfig, WebSearchConfig, toml_quote,
 };
 use crate::core::policy::shell::CommandRule;
 use crate::core::policy::{DEFAULT_PROTECTED, HostRule, PrivateAllow, Rule};
@@ -56,6 +56,7 @@ impl FileConfig {
         self.memory.validate(origin)?;
         self.hooks.validate(origin)?;
         self.web.validate(origin)?;
+        self.skills.validate(origin)?;
         self.subagents.validate(origin)?;
         self.http.validate(origin)
     }
@@ -495,6 +496,19 @@ impl BudgetConfig {
                     format!("must be a positive amount, got {limit}"),
                 ));
             }
+        }
+        Ok(())
+    }
+}
+
+impl SkillsConfig {
+    /// No empty path or name.
+    pub(super) fn validate(&self, origin: &Origin) -> Result<(), ConfigError> {
+        if self.paths.iter().any(|p| p.trim().is_empty()) {
+            return Err(invalid(origin, "skills.paths", "a path is empty"));
+        }
+        if self.disabled.iter().any(|n| n.trim().is_empty()) {
+            return Err(invalid(origin, "skills.disabled", "a name is empty"));
         }
         Ok(())
     }
@@ -1053,6 +1067,16 @@ mod tests {
                 "[memory]\nhalf_life_days = 0.5",
                 "[memory]\nhalf_life_days = 0",
                 "memory.half_life_days: must be more than 0, got 0",
+            ),
+            (
+                "[skills]\npaths = [\"~/s\"]",
+                "[skills]\npaths = [\" \"]",
+                "skills.paths: a path is empty",
+            ),
+            (
+                "[skills]\ndisabled = [\"a\"]",
+                "[skills]\ndisabled = [\"\"]",
+                "skills.disabled: a name is empty",
             ),
         ]);
     }

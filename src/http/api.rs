@@ -135,6 +135,67 @@ pub struct MemoryPatch {
 #[derive(Clone)]
 pub struct Api {
     pub runtime: Runtime,
+    /// What `/v1/skills` lists.
+    pub skills: SkillsAccess,
+}
+
+/// The skills port and the trust table, for `/v1/skills`.
+#[derive(Clone)]
+pub struct SkillsAccess {
+    pub skills: Arc<dyn crate::core::skills::Skills>,
+    pub journal: Arc<dyn crate::core::journal::Journal>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListSkills {
+    /// The workspace whose skills are listed: absolute and existing
+    /// (default: the server's current directory).
+    pub workspace: Option<PathBuf>,
+}
+
+impl Api {
+    /// `GET /v1/skills`: the shape of `pincer skills list --json`.
+    pub async fn list_skills(&self, query: ListSkills) -> Result<Value, ApiError> {
+        Ok(self.skill_listing(query).await?.to_json())
+    }
+
+    /// `GET /v1/skills/{name}`: the shape of `pincer skills show --json`.
+    pub async fn skill(&self, name: &str, query: ListSkills) -> Result<Value, ApiError> {
+        let listing = self.skill_listing(query).await?;
+        let entry = listing
+            .get(name)
+            .ok_or_else(|| ApiError::not_found(format!("no skill `{}`", quote(name))))?;
+        entry.details_json().map_err(ApiError::internal)
+    }
+
+    async fn skill_listing(&self, query: ListSkills) -> Result<crate::skills::Listing, ApiError> {
+        let workspace = match query.workspace {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => {
+                return Err(ApiError::bad_request(format!(
+                    "`workspace` must be absolute, got `{}`",
+                    quote(&dir.to_string_lossy())
+                )));
+            }
+            None => std::env::current_dir().map_err(|err| {
+                ApiError::internal(format!("cannot read the current directory: {err}"))
+            })?,
+        };
+        let workspace = workspace.canonicalize().map_err(|err| {
+            ApiError::bad_request(format!(
+                "`workspace` `{}`: {err}",
+                quote(&workspace.to_string_lossy())
+            ))
+        })?;
+        let access = self.skills.clone();
+        let trusted = crate::skills::project_trusted(access.journal.as_ref(), &workspace).await;
+        tokio::task::spawn_blocking(move || {
+            crate::skills::Listing::of(access.skills.as_ref(), &workspace, trusted)
+        })
+        .await
+        .map_err(|err| ApiError::internal(format!("listing skills failed: {err}")))
+    }
 }
 
 impl Api {

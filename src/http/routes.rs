@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::api::{
-    self, Answer, CreateSession, ListMemory, ListSessions, MemoryPatch, NewMemory, Prompt,
+    self, Answer, CreateSession, ListMemory, ListSessions, ListSkills, MemoryPatch, NewMemory,
+    Prompt,
 };
 use super::error::ApiError;
 use super::events::{self, Cursor, Scope};
@@ -96,6 +97,8 @@ pub fn table() -> Vec<Route> {
             "/v1/memory/{memory_id}",
             on(MethodFilter::DELETE, forget_memory),
         ),
+        route(Method::GET, "/v1/skills", get(list_skills)),
+        route(Method::GET, "/v1/skills/{name}", get(skill)),
         route(Method::GET, "/v1/approvals", get(approvals)),
         route(Method::POST, "/v1/approvals/{approval_id}", post(answer)),
         route(Method::GET, "/v1/questions", get(questions)),
@@ -296,6 +299,21 @@ async fn list_memory(
     QueryParams(query): QueryParams<ListMemory>,
 ) -> Result<axum::Json<Value>, ApiError> {
     Ok(axum::Json(state.shared.api.list_memory(query).await?))
+}
+
+async fn list_skills(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<ListSkills>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.list_skills(query).await?))
+}
+
+async fn skill(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    QueryParams(query): QueryParams<ListSkills>,
+) -> Result<axum::Json<Value>, ApiError> {
+    Ok(axum::Json(state.shared.api.skill(&name, query).await?))
 }
 
 async fn add_memory(

@@ -1405,6 +1405,45 @@ async fn the_openapi_document_describes_the_running_server() {
         server.get(&format!("/v1/memory/{mid}")),
         StatusCode::NOT_FOUND
     );
+    // Skills: a workspace's, one of them, and one that is not there.
+    let skill_dir = dir.workspace().join(".agents/skills/demo");
+    std::fs::create_dir_all(&skill_dir).unwrap();
+    std::fs::write(
+        skill_dir.join("SKILL.md"),
+        "---\nname: demo\ndescription: Demonstrates.\nlicense: MIT\n---\nDo it.\n",
+    )
+    .unwrap();
+    let workspace = dir.workspace().canonicalize().unwrap();
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("workspace", workspace.to_str().unwrap())
+        .finish();
+    let listed = hit!(
+        "get",
+        "/v1/skills",
+        server.get(&format!("/v1/skills?{query}")),
+        StatusCode::OK
+    );
+    assert_eq!(listed["skills"][0]["name"], "demo");
+    assert_eq!(listed["skills"][0]["offered"], false, "{listed}");
+    let shown = hit!(
+        "get",
+        "/v1/skills/{name}",
+        server.get(&format!("/v1/skills/demo?{query}")),
+        StatusCode::OK
+    );
+    assert_eq!(shown["body"], "Do it.");
+    hit!(
+        "get",
+        "/v1/skills/{name}",
+        server.get(&format!("/v1/skills/absent?{query}")),
+        StatusCode::NOT_FOUND
+    );
+    hit!(
+        "get",
+        "/v1/skills",
+        server.get("/v1/skills?workspace=relative"),
+        StatusCode::BAD_REQUEST
+    );
     // Every error a guard gives is documented where it can happen.
     hit!(
         "get",
