@@ -26,6 +26,7 @@ pub mod providers;
 pub mod sandbox;
 pub mod serve;
 pub mod signing;
+pub mod skills;
 pub mod stdout;
 pub mod store;
 pub mod terminal;

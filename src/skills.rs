@@ -1,0 +1,344 @@
+//! Agent Skills on disk (`docs/skills.md`): `parse` reads a `SKILL.md`
+//! leniently, `validate` checks one strictly as the reference validator
+//! does, `discover` finds them and implements the core's `Skills` port with
+//! its cache. Here: what `pincer skills list|show` and `GET /v1/skills`
+//! answer, the same for the command line and HTTP.
+
+pub mod discover;
+pub mod parse;
+pub mod validate;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+pub use discover::{Discovery, Settings};
+
+use crate::core::journal::Journal;
+use crate::core::skills::{Diagnostic, Scope, Skill, Skills};
+
+/// Whether the project directory of `workspace` is trusted (`pincer
+/// trust`); an unreadable trust table is no trust.
+pub async fn project_trusted(journal: &dyn Journal, workspace: &Path) -> bool {
+    let root = crate::core::hooks::project_dir(workspace);
+    match journal.trusted_roots().await {
+        Ok(roots) => roots.iter().any(|trust| trust.root == root),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read which workspaces are trusted");
+            false
+        }
+    }
+}
+
+/// The skills of a workspace as the person is shown them: those a session
+/// is offered, and the project's held back until it is trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub workspace: PathBuf,
+    /// The project directory trust is given to.
+    pub project: PathBuf,
+    pub trusted: bool,
+    pub entries: Vec<Entry>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One skill listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub skill: Skill,
+    /// False for a project skill of an untrusted project: listed, never
+    /// offered to the model.
+    pub offered: bool,
+}
+
+impl Listing {
+    /// What `skills` holds for `workspace`.
+    pub fn of(skills: &dyn Skills, workspace: &Path, trusted: bool) -> Listing {
+        let offered = skills.for_workspace(workspace, trusted);
+        let mut entries: Vec<Entry> = offered
+            .skills
+            .values()
+            .map(|skill| Entry {
+                skill: skill.clone(),
+                offered: true,
+            })
+            .collect();
+        let mut diagnostics = offered.diagnostics.clone();
+        if !trusted {
+            let all = skills.for_workspace(workspace, true);
+            entries.extend(
+                all.skills
+                    .values()
+                    .filter(|skill| skill.scope == Scope::Project)
+                    .map(|skill| Entry {
+                        skill: skill.clone(),
+                        offered: false,
+                    }),
+            );
+            // What only the project's skills bring, but not a shadowing of
+            // a skill that is offered (it is not shadowed while untrusted).
+            let shown: Vec<&Path> = offered
+                .skills
+                .values()
+                .map(|s| s.location.as_path())
+                .collect();
+            diagnostics.extend(
+                all.diagnostics
+                    .iter()
+                    .filter(|d| !offered.diagnostics.contains(d))
+                    .filter(|d| !shown.contains(&d.location.as_path()))
+                    .cloned(),
+            );
+        }
+        entries.sort_by(|a, b| (&a.skill.name, !a.offered).cmp(&(&b.skill.name, !b.offered)));
+        Listing {
+            workspace: workspace.to_path_buf(),
+            project: crate::core::hooks::project_dir(workspace),
+            trusted,
+            entries,
+            diagnostics,
+        }
+    }
+
+    /// The skill named `name`: the offered one first.
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.skill.name == name)
+    }
+
+    /// `pincer skills list --json` and `GET /v1/skills`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "workspace": self.workspace,
+            "project": self.project,
+            "trusted": self.trusted,
+            "skills": self.entries.iter().map(Entry::to_json).collect::<Vec<_>>(),
+            "diagnostics": self.diagnostics.iter().map(diagnostic_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// `pincer skills list`: a line per skill with its scope and
+    /// description shortened, its location under it; diagnostics after.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        if self.entries.is_empty() {
+            out.push_str(&format!(
+                "No skills found for {} (docs/skills.md says where they are looked for).\n",
+                self.workspace.display()
+            ));
+        }
+        for entry in &self.entries {
+            let skill = &entry.skill;
+            out.push_str(&format!(
+                "{}  ({})  {}\n    {}\n",
+                skill.name,
+                entry.scope_text(),
+                shorten(&skill.description, 80),
+                skill.location.display()
+            ));
+        }
+        for d in &self.diagnostics {
+            let kind = if d.skipped { "skipped" } else { "warning" };
+            out.push_str(&format!(
+                "{kind}: {}: {}\n",
+                d.location.display(),
+                d.message
+            ));
+        }
+        out
+    }
+}
+
+impl Entry {
+    /// `project`, `user` or `plugin NAME`, with the trust note.
+    pub fn scope_text(&self) -> String {
+        let scope = match &self.skill.scope {
+            Scope::Project => "project".to_owned(),
+            Scope::User => "user".to_owned(),
+            Scope::Plugin { plugin } => format!("plugin {plugin}"),
+        };
+        if self.offered {
+            scope
+        } else {
+            format!("{scope}, not trusted: run `pincer trust`")
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let skill = &self.skill;
+        let mut value = json!({
+            "name": skill.name,
+            "description": skill.description,
+            "scope": scope_name(&skill.scope),
+            "location": skill.location,
+            "offered": self.offered,
+            "allowed_tools": skill.allowed_tools,
+            "person_only": skill.person_only,
+        });
+        if let Scope::Plugin { plugin } = &skill.scope {
+            value["plugin"] = json!(plugin);
+        }
+        value
+    }
+
+    /// `pincer skills show --json` and `GET /v1/skills/{name}`: the entry,
+    /// the other frontmatter fields and the body, read now.
+    pub fn details_json(&self) -> Result<Value, String> {
+        let parsed = read(&self.skill.location)?;
+        let mut value = self.to_json();
+        value["license"] = json!(parsed.license);
+        value["compatibility"] = json!(parsed.compatibility);
+        value["metadata"] = json!(parsed.metadata);
+        value["body"] = json!(parsed.body);
+        Ok(value)
+    }
+
+    /// `pincer skills show`: the metadata, a blank line, the body.
+    pub fn details_text(&self) -> Result<String, String> {
+        let parsed = read(&self.skill.location)?;
+        let skill = &self.skill;
+        let mut out = format!(
+            "name: {}\ndescription: {}\nscope: {}\nlocation: {}\n",
+            skill.name,
+            skill.description,
+            self.scope_text(),
+            skill.location.display()
+        );
+        for (key, value) in [
+            ("license", parsed.license.as_deref()),
+            ("compatibility", parsed.compatibility.as_deref()),
+        ] {
+            if let Some(value) = value {
+                out.push_str(&format!("{key}: {value}\n"));
+            }
+        }
+        if !skill.allowed_tools.is_empty() {
+            out.push_str(&format!(
+                "allowed-tools: {}\n",
+                skill.allowed_tools.join(" ")
+            ));
+        }
+        if skill.person_only {
+            out.push_str("disable-model-invocation: true (only a person's /NAME activates it)\n");
+        }
+        for (key, value) in &parsed.metadata {
+            out.push_str(&format!("metadata.{key}: {value}\n"));
+        }
+        out.push('\n');
+        out.push_str(&parsed.body);
+        out.push('\n');
+        Ok(out)
+    }
+}
+
+fn read(location: &Path) -> Result<parse::Parsed, String> {
+    let text = std::fs::read_to_string(location)
+        .map_err(|err| format!("cannot read {}: {err}", location.display()))?;
+    parse::parse(&text).map_err(|err| format!("{}: {err}", location.display()))
+}
+
+fn scope_name(scope: &Scope) -> &'static str {
+    match scope {
+        Scope::Project => "project",
+        Scope::User => "user",
+        Scope::Plugin { .. } => "plugin",
+    }
+}
+
+fn diagnostic_json(d: &Diagnostic) -> Value {
+    json!({"location": d.location, "skipped": d.skipped, "message": d.message})
+}
+
+/// `text` cut to `max` characters with an ellipsis.
+fn shorten(text: &str, max: usize) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= max {
+        return text;
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", cut.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::skills::SkillSet;
+    use std::sync::Arc;
+
+    struct Fixed(SkillSet, SkillSet);
+
+    impl Skills for Fixed {
+        fn for_workspace(&self, _: &Path, trusted: bool) -> Arc<SkillSet> {
+            Arc::new(if trusted {
+                self.1.clone()
+            } else {
+                self.0.clone()
+            })
+        }
+    }
+
+    fn skill(name: &str, at: &str, scope: Scope) -> Skill {
+        Skill {
+            name: name.into(),
+            description: "Does things. ".repeat(10),
+            location: PathBuf::from(at),
+            scope,
+            allowed_tools: Vec::new(),
+            person_only: false,
+        }
+    }
+
+    #[test]
+    fn an_untrusted_projects_skills_are_listed_marked_and_never_shadow() {
+        let user = skill(
+            "review",
+            "/home/.agents/skills/review/SKILL.md",
+            Scope::User,
+        );
+        let project = skill(
+            "review",
+            "/ws/.agents/skills/review/SKILL.md",
+            Scope::Project,
+        );
+        let mut untrusted = SkillSet::default();
+        untrusted.add(user.clone());
+        let mut trusted = SkillSet::default();
+        trusted.add(user);
+        trusted.add(project);
+        trusted.add(skill(
+            "lint",
+            "/ws/.agents/skills/lint/SKILL.md",
+            Scope::Project,
+        ));
+        let skills = Fixed(untrusted, trusted);
+        let listing = Listing::of(&skills, Path::new("/ws"), false);
+        let rows: Vec<(String, bool)> = listing
+            .entries
+            .iter()
+            .map(|e| (e.scope_text(), e.offered))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("project, not trusted: run `pincer trust`".to_owned(), false),
+                ("user".to_owned(), true),
+                ("project, not trusted: run `pincer trust`".to_owned(), false),
+            ]
+        );
+        assert!(listing.diagnostics.is_empty(), "{:?}", listing.diagnostics);
+        assert_eq!(listing.get("review").unwrap().skill.scope, Scope::User);
+        let text = listing.to_text();
+        assert!(
+            text.contains("review  (user)  Does things. Does things."),
+            "{text}"
+        );
+        assert!(
+            text.contains("…\n    /home/.agents/skills/review/SKILL.md"),
+            "{text}"
+        );
+        // Trusted: the project's wins, the user's is a diagnostic.
+        let listing = Listing::of(&skills, Path::new("/ws"), true);
+        assert_eq!(listing.entries.len(), 2);
+        assert_eq!(listing.diagnostics.len(), 1);
+        assert_eq!(listing.to_json()["skills"][1]["scope"], json!("project"));
+    }
+}
