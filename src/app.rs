@@ -118,6 +118,19 @@ impl App {
             memories,
             session_tools: Some(mcp.clone()),
             environment: Some(Arc::new(wiring::environment_probe(&config))),
+            // The home's and the config directory's skills, and the
+            // workspace's (`docs/skills.md`); `[skills]` settings join here.
+            skills: Arc::new(crate::skills::Discovery::new(crate::skills::Settings {
+                home: std::env::var_os("HOME")
+                    .filter(|home| !home.is_empty())
+                    .map(std::path::PathBuf::from),
+                config_dir: config
+                    .file
+                    .as_deref()
+                    .and_then(std::path::Path::parent)
+                    .map(std::path::Path::to_path_buf),
+                ..crate::skills::Settings::default()
+            })),
             ..Parts::new(
                 Arc::new(store.clone()),
                 providers,
