@@ -136,7 +136,12 @@ impl CallEnv {
             Some(keep) => tools.only(|name| keep(name)),
             None => tools,
         };
-        match self.ctx.skills.as_ref().filter(|skills| skills.any_offered()) {
+        match self
+            .ctx
+            .skills
+            .as_ref()
+            .filter(|skills| skills.any_offered())
+        {
             Some(skills) => tools.respec(SKILL_TOOL, |spec| skill_spec(spec, skills)),
             None => tools.only(|name| name != SKILL_TOOL),
         }

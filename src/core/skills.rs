@@ -258,7 +258,9 @@ impl RunSkills {
     /// file tools and the shell, so the model can read a skill's resources
     /// and run its scripts.
     pub fn folders(&self) -> Vec<PathBuf> {
-        self.offered().map(|skill| skill.dir().to_path_buf()).collect()
+        self.offered()
+            .map(|skill| skill.dir().to_path_buf())
+            .collect()
     }
 }
 
@@ -539,6 +541,7 @@ fn wrapped_names(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn skill(name: &str, at: &str, scope: Scope) -> Skill {
         Skill {
@@ -585,5 +588,247 @@ mod tests {
             Path::new("/ws/.claude/skills/review/SKILL.md")
         );
         assert_eq!(held.dir(), Path::new("/ws/.agents/skills/review"));
+    }
+
+    #[test]
+    fn allowed_tools_entries_name_a_tool_or_a_shell_command_prefix() {
+        // (entry, tool, command, covered)
+        let table: &[(&str, &str, Option<&str>, bool)] = &[
+            ("Read", "read_file", None, true),
+            ("read_file", "read_file", None, true),
+            ("Read", "write_file", None, false),
+            ("Write", "write_file", None, true),
+            ("Edit", "edit_file", None, true),
+            ("Grep", "grep", None, true),
+            ("Glob", "glob", None, true),
+            ("WebFetch", "web_fetch", None, true),
+            ("Bash", "shell", Some("rm -rf build"), true),
+            ("Bash(*)", "shell", Some("make"), true),
+            ("Bash(git:*)", "shell", Some("git status"), true),
+            ("Bash(git:*)", "shell", Some("git"), true),
+            ("Bash(git:*)", "shell", Some("gitk"), false),
+            ("shell(git *)", "shell", Some("git log -3"), true),
+            ("Bash(git status)", "shell", Some("git status"), true),
+            (
+                "Bash(git status)",
+                "shell",
+                Some("git status --short"),
+                false,
+            ),
+            ("Bash(git diff:*)", "shell", Some("git diff HEAD"), true),
+            ("Bash(git diff:*)", "shell", Some("git log"), false),
+            // A prefix never approves a second command.
+            (
+                "Bash(git:*)",
+                "shell",
+                Some("git status && rm -rf ~"),
+                false,
+            ),
+            ("Bash(git:*)", "shell", Some("git status; curl x"), false),
+            ("Bash(git:*)", "shell", Some("git log | sh"), false),
+            ("Bash(git:*)", "shell", Some("git $(rm x)"), false),
+            ("Bash(git:*)", "shell", Some("git show > /etc/x"), false),
+            ("Bash(git:*)", "shell", None, false),
+            ("Bash(git:*)", "read_file", None, false),
+            // A path pattern covers nothing (it only could pre-approve).
+            ("Read(./docs/**)", "read_file", None, false),
+            ("Bash(git:*", "shell", Some("git status"), false),
+            ("", "shell", Some("git"), false),
+        ];
+        for (entry, tool, command, want) in table {
+            assert_eq!(
+                allows(entry, tool, *command),
+                *want,
+                "{entry} for {tool} {command:?}"
+            );
+        }
+    }
+
+    fn described(name: &str, description: &str) -> Skill {
+        Skill {
+            description: description.into(),
+            ..skill(name, &format!("/s/{name}/SKILL.md"), Scope::User)
+        }
+    }
+
+    /// Counts a token per four bytes, as the byte estimate does.
+    fn bytes(text: &str) -> usize {
+        text.len().div_ceil(4)
+    }
+
+    #[test]
+    fn no_skill_to_offer_is_no_catalogue() {
+        let none = catalogue(&SkillSet::default(), &HashMap::new(), 2_000, bytes);
+        assert_eq!(none, Catalogue::default());
+        let mut set = SkillSet::default();
+        set.add(Skill {
+            person_only: true,
+            ..described("deploy", "Deploys.")
+        });
+        assert_eq!(
+            catalogue(&set, &HashMap::new(), 2_000, bytes),
+            Catalogue::default()
+        );
+    }
+
+    #[test]
+    fn the_catalogue_lists_each_offered_skill_in_full_within_its_budget() {
+        let mut set = SkillSet::default();
+        set.add(described("pdf", "Fills <forms> & merges PDFs."));
+        set.add(described("review", "Reviews code."));
+        set.add(Skill {
+            person_only: true,
+            ..described("deploy", "Deploys.")
+        });
+        let made = catalogue(&set, &HashMap::new(), 2_000, bytes);
+        assert!(made.shortened.is_empty());
+        let text = made.text.unwrap();
+        assert!(
+            text.starts_with("# Skills\n\nThe following skills"),
+            "{text}"
+        );
+        assert!(text.contains("call the `skill` tool"));
+        assert!(text.contains("resolve it against the skill's folder"));
+        assert!(text.ends_with(
+            "<available_skills>\n  <skill>\n    <name>pdf</name>\n    \
+             <description>Fills &lt;forms&gt; &amp; merges PDFs.</description>\n    \
+             <location>/s/pdf/SKILL.md</location>\n  </skill>\n  <skill>\n    \
+             <name>review</name>\n    <description>Reviews code.</description>\n    \
+             <location>/s/review/SKILL.md</location>\n  </skill>\n</available_skills>"
+        ));
+        assert!(!text.contains("deploy"));
+        assert!(bytes(&text) <= 2_000);
+    }
+
+    #[test]
+    fn past_the_budget_the_least_recently_used_are_listed_by_name_only() {
+        let long = "Does a great many careful things with documents. ".repeat(4);
+        let mut set = SkillSet::default();
+        for name in ["alpha", "bravo", "charlie", "delta", "echo"] {
+            set.add(described(name, &long));
+        }
+        let full = catalogue(&set, &HashMap::new(), usize::MAX, bytes);
+        let whole = bytes(full.text.as_deref().unwrap());
+        // Used: delta long ago, bravo lately; the others never (oldest,
+        // then by name).
+        let used: HashMap<String, i64> = [("delta".to_owned(), 10), ("bravo".to_owned(), 20)]
+            .into_iter()
+            .collect();
+        let one_entry = bytes(&entry(&set.skills["alpha"], true));
+        let made = catalogue(&set, &used, whole - one_entry, bytes);
+        let text = made.text.unwrap();
+        assert!(bytes(&text) <= whole - one_entry, "{text}");
+        assert!(!made.shortened.is_empty());
+        let order = ["alpha", "charlie", "echo", "delta", "bravo"];
+        assert_eq!(made.shortened, {
+            let mut first: Vec<String> = order[..made.shortened.len()]
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect();
+            first.sort();
+            first
+        });
+        assert!(text.contains("  <skill><name>alpha</name></skill>\n"));
+        assert!(text.contains("listed by name only"));
+        assert!(text.contains("<name>bravo</name>\n    <description>"));
+        // A budget nothing fits in lists every skill by name.
+        let tiny = catalogue(&set, &used, 10, bytes);
+        assert_eq!(tiny.shortened.len(), 5);
+        assert!(!tiny.text.unwrap().contains("<description>"));
+    }
+
+    #[test]
+    fn active_skills_are_found_in_the_conversation_since_its_summary() {
+        use crate::core::session::{Message, ToolCall};
+        let mut set = SkillSet::default();
+        for name in ["pdf", "review", "docs", "gone"] {
+            set.add(described(name, "d"));
+        }
+        let call = |id: &str, name: &str, arguments: serde_json::Value| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        };
+        let tool = |id: &str, content: &str, is_error: bool| Message::Tool {
+            call_id: id.into(),
+            content: content.into(),
+            is_error,
+        };
+        let messages = vec![
+            Message::Note {
+                text: format!("before: {}\nbody", content_tag("docs")),
+            },
+            Message::Assistant {
+                text: String::new(),
+                thought: String::new(),
+                tool_calls: vec![
+                    call("1", SKILL_TOOL, serde_json::json!({"name": "pdf"})),
+                    call(
+                        "2",
+                        "read_file",
+                        serde_json::json!({"path": "../s/review/SKILL.md"}),
+                    ),
+                    call("3", "read_file", serde_json::json!({"path": "notes.md"})),
+                    call(
+                        "4",
+                        "read_file",
+                        serde_json::json!({"path": "/s/gone/SKILL.md"}),
+                    ),
+                ],
+                interrupted: false,
+            },
+            tool(
+                "1",
+                &format!("{}\n# PDF\n</skill_content>", content_tag("pdf")),
+                false,
+            ),
+            tool("2", "---\nname: review\n---\nbody", false),
+            // Quoting the tag is not loading the skill.
+            tool("3", &content_tag("gone"), false),
+            // A read that failed activates nothing.
+            tool("4", "cannot read", true),
+        ];
+        let active = active_in(&messages, &set, |raw| {
+            let path = Path::new("/ws").join(raw);
+            // `..` applied, as the boundary's resolution does.
+            let mut out = PathBuf::new();
+            for part in path.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    other => out.push(other),
+                }
+            }
+            out
+        });
+        assert_eq!(active, ["docs", "pdf", "review"]);
+    }
+
+    #[test]
+    fn a_run_activates_each_skill_once_and_names_who_pre_approves_a_call() {
+        let mut set = SkillSet::default();
+        set.add(Skill {
+            allowed_tools: vec!["Bash(git:*)".into(), "Read".into()],
+            ..described("git", "d")
+        });
+        set.add(described("pdf", "d"));
+        let run = RunSkills::new(Arc::new(set), vec!["pdf".into(), "unknown".into()]);
+        assert_eq!(run.active(), ["pdf"]);
+        assert_eq!(run.pre_approving("shell", Some("git status")), None);
+        assert!(run.activate("git"));
+        assert!(!run.activate("git"));
+        assert_eq!(run.active(), ["pdf", "git"]);
+        assert_eq!(
+            run.pre_approving("shell", Some("git status")).as_deref(),
+            Some("git")
+        );
+        assert_eq!(run.pre_approving("write_file", None), None);
+        assert_eq!(run.take_active(), ["pdf", "git"]);
+        assert!(run.active().is_empty());
+        assert_eq!(
+            run.folders(),
+            [PathBuf::from("/s/git"), PathBuf::from("/s/pdf")]
+        );
     }
 }

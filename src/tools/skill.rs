@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::core::skills::{MAX_RESOURCES, RunSkills, Skill, SKILL_TOOL, wrap};
+use crate::core::skills::{MAX_RESOURCES, RunSkills, SKILL_TOOL, Skill, wrap};
 use crate::core::tool::{Plan, ToolContext, ToolError, ToolKind, ToolOutput, TypedTool};
 
 /// How deep below a skill's folder resource files are listed.
@@ -95,10 +95,7 @@ async fn load(skill: &Skill) -> Result<String, ToolError> {
     let text = tokio::fs::read_to_string(&skill.location)
         .await
         .map_err(|err| {
-            ToolError::Failed(format!(
-                "cannot read {}: {err}",
-                skill.location.display()
-            ))
+            ToolError::Failed(format!("cannot read {}: {err}", skill.location.display()))
         })?;
     let parsed = crate::skills::parse::parse(&text).map_err(|err| {
         ToolError::Failed(format!("cannot read {}: {err}", skill.location.display()))
@@ -206,8 +203,8 @@ mod tests {
 
     async fn call(ctx: &ToolContext, name: &str) -> Result<ToolOutput, ToolError> {
         let args = serde_json::json!({ "name": name });
-        let plan = SkillTool.plan(&args, ctx).await?;
-        SkillTool.execute(&args, &plan, ctx).await
+        let plan = Tool::plan(&SkillTool, &args, ctx).await?;
+        Tool::execute(&SkillTool, &args, &plan, ctx).await
     }
 
     #[tokio::test]

@@ -485,7 +485,12 @@ impl Runtime {
         let mut ctx = self.tool_context(live, session, queued);
         if let Some(skills) = &skills {
             // The skills' folders are readable: their resources and scripts.
-            ctx.boundary = Arc::new(ctx.boundary.as_ref().clone().with_readable(&skills.folders()));
+            ctx.boundary = Arc::new(
+                ctx.boundary
+                    .as_ref()
+                    .clone()
+                    .with_readable(&skills.folders()),
+            );
         }
         ctx.skills = skills;
         ctx.memory = prompt.memory.as_ref().map(|recall| MemoryAccess {
