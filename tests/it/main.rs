@@ -48,6 +48,7 @@ mod providers;
 mod questions;
 mod sandbox_toolchain;
 mod session_commands;
+mod skills_activation;
 mod subagents;
 mod telegram;
 mod terminal;
