@@ -793,11 +793,10 @@ mod tests {
             // `..` applied, as the boundary's resolution does.
             let mut out = PathBuf::new();
             for part in path.components() {
-                match part {
-                    std::path::Component::ParentDir => {
-                        out.pop();
-                    }
-                    other => out.push(other),
+                if part == std::path::Component::ParentDir {
+                    out.pop();
+                } else {
+                    out.push(part);
                 }
             }
             out

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use crate::support::http::openai::{message_text, text_reply, tool_reply};
-use crate::support::http::{Loopback, Reply, Request};
+use crate::support::http::{Loopback, Request};
 use crate::support::{AcpProcess, TestDir};
 use serde_json::{Value, json};
 
