@@ -106,6 +106,7 @@ fn main() {
             is_error: false,
             at: 0,
             hooks: Vec::new(),
+            skills: Vec::new(),
         }
         .chain(seq, prev)
     };

@@ -63,6 +63,7 @@ fn main() {
         memory: None,
         call_id: None,
         run_id: None,
+        skills: None,
     };
     let tool = Grep {
         settings: SearchSettings {

@@ -223,6 +223,7 @@ fn prompt_with(memory: Option<Recall>, workspace: &std::path::Path) -> RunPrompt
         probe: None,
         boundary: Arc::new(PathBoundary::new(workspace, &[], &[], None)),
         memory,
+        skills: pincer::core::skills::Catalogue::default(),
     }
 }
 

@@ -594,7 +594,8 @@ impl Connection {
                 | Event::Usage { .. }
                 | Event::Notice { .. }
                 | Event::Retrying { .. }
-                | Event::Compaction { .. } => {}
+                | Event::Compaction { .. }
+                | Event::SkillActivated { .. } => {}
             }
             let own = self.prompts.lock().contains_key(&record.run_id);
             for update in live.updates(&record.event, own) {

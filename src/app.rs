@@ -111,6 +111,7 @@ impl App {
                 None => Arc::new(store.clone()),
             });
         }
+        let skills = wiring::skills(&config, &|name| std::env::var(name).ok());
         let runtime = Runtime::from_parts(Parts {
             leases: Some((
                 Arc::new(store.clone()),
@@ -120,6 +121,9 @@ impl App {
             memories,
             session_tools: Some(mcp.clone()),
             environment: Some(Arc::new(wiring::environment_probe(&config))),
+            // `[skills]`: the workspace's, the home's, the config
+            // directory's and the configured paths (`docs/skills.md`).
+            skills: skills.clone(),
             ..Parts::new(
                 Arc::new(store.clone()),
                 providers,
@@ -127,7 +131,6 @@ impl App {
                 wiring::runtime_config(&config),
             )
         });
-        let skills = wiring::skills(&config, &|name| std::env::var(name).ok());
         Ok(App {
             config,
             store,

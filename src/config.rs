@@ -149,6 +149,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "grep",
     "shell",
     "todo",
+    "skill",
     "ask_user",
     "delegate",
     "memory_save",

@@ -360,6 +360,13 @@ impl Store {
         self.read(reader::trusted_roots).await
     }
 
+    /// Each skill's latest activation on any tape, by name.
+    pub async fn skills_last_used(
+        &self,
+    ) -> Result<Vec<(String, crate::core::session::Millis)>, StoreError> {
+        self.read(reader::skills_last_used).await
+    }
+
     /// Requests left for a session's runs, not yet taken, oldest first.
     pub async fn controls(
         &self,

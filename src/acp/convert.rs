@@ -298,6 +298,16 @@ pub fn live_update(event: &Event, own_prompt: bool, view: ClientView) -> Vec<acp
             .into_iter()
             .collect(),
         Event::Retrying { .. } => Vec::new(),
+        // A client that shows notices is told; the tool call's own update
+        // (its result) shows it to one that does not.
+        Event::SkillActivated { .. } if view.notices => event
+            .skill_status()
+            .map(|status| {
+                acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Info, status))
+            })
+            .into_iter()
+            .collect(),
+        Event::SkillActivated { .. } => Vec::new(),
         // Shown to the person in the reply's place; the model never sees it.
         Event::Notice { message } => vec![acp::SessionUpdate::AgentMessageChunk(text_chunk(
             &format!("[pincer] {message}\n\n"),
@@ -471,7 +481,8 @@ impl LiveUpdates {
             | Event::Usage { .. }
             | Event::Notice { .. }
             | Event::Retrying { .. }
-            | Event::Compaction { .. } => live_update(event, own_prompt, self.view),
+            | Event::Compaction { .. }
+            | Event::SkillActivated { .. } => live_update(event, own_prompt, self.view),
         }
     }
 }

@@ -72,6 +72,10 @@ pub fn runtime_config(config: &Config) -> RuntimeConfig {
                 daily: config.budget.daily.clone(),
                 currency: config.catalog.currency.clone(),
             },
+            catalogue_tokens: config
+                .skills
+                .catalogue_tokens
+                .unwrap_or(crate::core::skills::CATALOGUE_TOKENS),
             ..LoopConfig::default()
         },
         default_mode: config.mode.value,

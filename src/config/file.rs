@@ -387,6 +387,11 @@ pub struct SkillsConfig {
     /// Skill names left out wherever they are found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled: Vec<String>,
+    /// Tokens the system prompt's skill catalogue may take (default 2000,
+    /// 100 to 100000): past them the least recently used skills are listed
+    /// by name only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalogue_tokens: Option<usize>,
 }
 
 /// The `[subagents]` table (`docs/tools.md`, "Subagents").

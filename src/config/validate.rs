@@ -510,6 +510,16 @@ impl SkillsConfig {
         if self.disabled.iter().any(|n| n.trim().is_empty()) {
             return Err(invalid(origin, "skills.disabled", "a name is empty"));
         }
+        if self
+            .catalogue_tokens
+            .is_some_and(|t| !(100..=100_000).contains(&t))
+        {
+            return Err(invalid(
+                origin,
+                "skills.catalogue_tokens",
+                "must be between 100 and 100000",
+            ));
+        }
         Ok(())
     }
 }
@@ -1077,6 +1087,11 @@ mod tests {
                 "[skills]\ndisabled = [\"a\"]",
                 "[skills]\ndisabled = [\"\"]",
                 "skills.disabled: a name is empty",
+            ),
+            (
+                "[skills]\ncatalogue_tokens = 500",
+                "[skills]\ncatalogue_tokens = 50",
+                "skills.catalogue_tokens: must be between 100 and 100000",
             ),
         ]);
     }

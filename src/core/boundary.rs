@@ -28,6 +28,9 @@ pub struct PathBoundary {
     home: Option<PathBuf>,
     /// Paths a tool writes only with a person's approval.
     protected: Protected,
+    /// Canonical trees tools may read but never write (the session's
+    /// skills' folders, `core::skills`).
+    readable: Vec<PathBuf>,
 }
 
 /// The forbidden list every boundary starts with (`~` is the user's home).
@@ -88,7 +91,27 @@ impl PathBoundary {
             forbidden: forbidden_paths,
             home,
             protected: Protected::default(),
+            readable: Vec::new(),
         }
+    }
+
+    /// The same boundary where `trees` may also be read (never written):
+    /// a path under one resolves, and the policy refuses a write to it.
+    pub fn with_readable(mut self, trees: &[PathBuf]) -> Self {
+        for tree in trees {
+            let tree = canonical_or_lexical(&expand_home(tree, self.home.as_deref()));
+            if !self.roots.iter().any(|root| tree.starts_with(root))
+                && !self.readable.contains(&tree)
+            {
+                self.readable.push(tree);
+            }
+        }
+        self
+    }
+
+    /// The trees tools may read but not write.
+    pub fn readable(&self) -> &[PathBuf] {
+        &self.readable
     }
 
     /// The same boundary with `protected` as its protected paths (the
@@ -141,7 +164,12 @@ impl PathBoundary {
                 rule: rule.to_path_buf(),
             });
         }
-        if !self.roots.iter().any(|root| resolved.starts_with(root)) {
+        if !self
+            .roots
+            .iter()
+            .chain(&self.readable)
+            .any(|root| resolved.starts_with(root))
+        {
             return Err(PathError::Outside {
                 path: resolved.to_path_buf(),
                 workspace: self.roots[0].clone(),
@@ -158,7 +186,8 @@ impl PathBoundary {
             .map(PathBuf::as_path)
     }
 
-    /// Whether a path (resolved) falls inside a root.
+    /// Whether a path (resolved) falls inside a root (where tools may
+    /// write; a readable-only tree is not one).
     pub fn contains(&self, resolved: &Path) -> bool {
         self.roots.iter().any(|root| resolved.starts_with(root))
     }

@@ -414,6 +414,7 @@ async fn undo_call(
         is_error,
         at: now_millis(),
         hooks: Vec::new(),
+        skills: Vec::new(),
     });
     emitter.emit(Event::ToolResult {
         id,
@@ -669,6 +670,7 @@ mod tests {
             memory: None,
             call_id: None,
             run_id: None,
+            skills: None,
         }
     }
 

@@ -12,6 +12,7 @@ use super::provider::ModelStop;
 use super::receipt::{ReceiptBody, Verdict, json_hash, sha256_hex};
 use super::run::RunOutcome;
 use super::session::{ContentPart, Message, model_turns, now_millis};
+use super::skills::SKILL_TOOL;
 use super::turn::{self, LoopConfig, RunContext, TurnRequest};
 
 /// What the model is asked to write when a conversation is compacted.
@@ -106,7 +107,55 @@ pub async fn compact(ctx: &mut RunContext<'_>, config: &LoopConfig) -> RunOutcom
         // The summary turn counts too, as any model turn does.
         turns: model_turns(&ctx.history) + 1,
     });
+    for note in keep_skills(ctx).await {
+        ctx.emitter.append_message(note);
+    }
     RunOutcome::Completed(StopReason::EndTurn)
+}
+
+/// The active skills' instructions, read again through the `skill` tool
+/// as notes to follow a summary: a summary replaces the conversation that
+/// held them, and a skill's instructions must outlast it (`core::skills`).
+/// Each stays active; one that cannot be read any more is dropped with a
+/// notice.
+async fn keep_skills(ctx: &mut RunContext<'_>) -> Vec<Message> {
+    let Some(skills) = ctx.calls.ctx.skills.clone() else {
+        return Vec::new();
+    };
+    let active = skills.take_active();
+    let Some(tool) = ctx.calls.gate.tools.get(SKILL_TOOL).cloned() else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for name in active {
+        let arguments = serde_json::json!({ "name": name });
+        let loaded = match tool.plan(&arguments, &ctx.calls.ctx).await {
+            Ok(plan) => tool.execute(&arguments, &plan, &ctx.calls.ctx).await,
+            Err(err) => Err(err),
+        };
+        match loaded {
+            Ok(output) if output.skill.is_some() => {
+                skills.activate(&name);
+                notes.push(Message::Note {
+                    text: format!(
+                        "The skill `{name}` was active before the summary above; its \
+                         instructions, read again:\n\n{}",
+                        ctx.calls.safety.check(&output.text).text
+                    ),
+                });
+            }
+            Ok(_) => {}
+            Err(err) => {
+                ctx.emitter.emit(Event::Notice {
+                    message: format!(
+                        "The skill `{name}` is no longer active after the summary: {}",
+                        ctx.calls.safety.redact(&err.to_string()).0
+                    ),
+                });
+            }
+        }
+    }
+    notes
 }
 
 /// The `compaction` events of one compaction: `in_progress` when it starts,
@@ -327,6 +376,10 @@ pub async fn compact_automatically(
     };
     ctx.emitter.append_message(summary.clone());
     ctx.history = vec![summary];
+    for note in keep_skills(ctx).await {
+        ctx.emitter.append_message(note.clone());
+        ctx.history.push(note);
+    }
     ctx.emitter.emit(Event::Notice {
         message: format!(
             "{cause}: {replaced} earlier {} compacted into a summary, and the work goes on from it{}.",
@@ -444,6 +497,7 @@ fn refuse_tool_calls(ctx: &mut RunContext<'_>, calls: &[super::session::ToolCall
             is_error: true,
             at: now_millis(),
             hooks: Vec::new(),
+            skills: Vec::new(),
         });
         ctx.emitter.emit(Event::ToolResult {
             id: call.id.clone(),

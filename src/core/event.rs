@@ -346,6 +346,15 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A skill's instructions joined the conversation (`core::skills`): the
+    /// model loaded it with the `skill` tool or read its `SKILL.md`. The
+    /// receipts of the calls made while it is active name it.
+    SkillActivated {
+        name: String,
+        /// Its `SKILL.md`.
+        location: PathBuf,
+        by: super::skills::ActivatedBy,
+    },
 }
 
 /// What started a compaction.
@@ -412,12 +421,13 @@ impl Event {
             Event::Notice { .. } => "notice",
             Event::Retrying { .. } => "retrying",
             Event::Compaction { .. } => "compaction",
+            Event::SkillActivated { .. } => "skill_activated",
         }
     }
 
     /// Every name [`Event::kind`] gives, in the order of the variants: the
     /// list the OpenAPI document and `docs/headless.md` are checked against.
-    pub const KINDS: [&'static str; 22] = [
+    pub const KINDS: [&'static str; 23] = [
         "state",
         "user_message",
         "model_turn",
@@ -440,6 +450,7 @@ impl Event {
         "notice",
         "retrying",
         "compaction",
+        "skill_activated",
     ];
 
     /// The one line a person waiting is shown for a `retrying` event:
@@ -463,6 +474,20 @@ impl Event {
         Some(format!(
             "retrying in {wait} s ({reason}), {attempt} of {attempts}"
         ))
+    }
+
+    /// The one line a person is shown for a `skill_activated` event:
+    /// `skill pdf activated (read its SKILL.md)`.
+    pub fn skill_status(&self) -> Option<String> {
+        let Event::SkillActivated { name, by, .. } = self else {
+            return None;
+        };
+        Some(match by {
+            super::skills::ActivatedBy::Tool => format!("skill {name} activated"),
+            super::skills::ActivatedBy::ReadFile => {
+                format!("skill {name} activated (read its SKILL.md)")
+            }
+        })
     }
 
     /// The id and the question of a `question_asked` event.

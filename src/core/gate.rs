@@ -48,6 +48,7 @@ use super::policy::{Check, Gate, PolicyRules};
 use super::receipt::Verdict;
 use super::safety::Safety;
 use super::session::{Message, Mode, ToolCall};
+use super::skills::{RunSkills, SKILL_TOOL};
 use super::subagent::Subagents;
 use super::tool::{Plan, Tool, ToolContext, ToolKind, ToolOutput, Toolset};
 
@@ -128,11 +129,21 @@ pub struct CallEnv {
 }
 
 impl CallEnv {
-    /// `tools` less what this run may not use.
+    /// `tools` less what this run may not use; the `skill` tool only when
+    /// the session has skills to offer, its `name` one of theirs.
     pub fn restrict(&self, tools: Toolset) -> Toolset {
-        match &self.only {
+        let tools = match &self.only {
             Some(keep) => tools.only(|name| keep(name)),
             None => tools,
+        };
+        match self
+            .ctx
+            .skills
+            .as_ref()
+            .filter(|skills| skills.any_offered())
+        {
+            Some(skills) => tools.respec(SKILL_TOOL, |spec| skill_spec(spec, skills)),
+            None => tools.only(|name| name != SKILL_TOOL),
         }
     }
 
@@ -172,6 +183,25 @@ impl CallEnv {
             cwd: plan.reads.first().unwrap_or(&self.ctx.workspace),
         })
     }
+}
+
+/// The `skill` tool's spec for a session: its `name` argument one of the
+/// skills the model may activate (an enum, so no other name is offered).
+pub fn skill_spec(spec: &super::tool::ToolSpec, skills: &RunSkills) -> super::tool::ToolSpec {
+    let names: Vec<serde_json::Value> = skills
+        .offered()
+        .map(|skill| serde_json::Value::String(skill.name.clone()))
+        .collect();
+    let mut spec = spec.clone();
+    if let Some(name) = spec
+        .parameters
+        .get_mut("properties")
+        .and_then(|properties| properties.get_mut("name"))
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        name.insert("enum".to_owned(), serde_json::Value::Array(names));
+    }
+    spec
 }
 
 /// How a call got through (or not) before running.

@@ -334,6 +334,11 @@ pub trait Journal: Send + Sync {
     /// last trusted, each with its hook files as trusted.
     fn trusted_roots(&self) -> Reply<'_, Vec<super::hooks::Trust>>;
 
+    /// Each skill's latest activation (`Event::SkillActivated`) on any
+    /// session's tape, by name: how the catalogue picks the least recently
+    /// used to shorten (`core::skills::catalogue`).
+    fn skills_last_used(&self) -> Reply<'_, Vec<(String, Millis)>>;
+
     /// The requests left for a session's runs (`Write::Control`) not yet
     /// taken, oldest first, each with its id.
     fn controls<'a>(

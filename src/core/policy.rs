@@ -205,6 +205,16 @@ impl PolicyRules {
                 check.tool
             ));
         }
+        // A tree the boundary lets tools read only (a skill's folder) is
+        // never written, whatever the mode.
+        if let Some(path) = check
+            .plan
+            .writes
+            .iter()
+            .find(|path| !check.boundary.contains(path))
+        {
+            return deny(format!("{} may be read, not written", path.display()));
+        }
         if let Some(line) = &check.plan.command {
             return self.check_shell(check, line, tool_rule);
         }

@@ -102,6 +102,9 @@ pub struct PromptInputs<'a> {
     pub mode: Mode,
     /// The memory tools are there (`core::memory`).
     pub memory: bool,
+    /// The skills' catalogue (`core::skills::catalogue`), when the session
+    /// has skills to offer.
+    pub skills: Option<&'a str>,
 }
 
 /// The system prompt of one run, made again before each model turn: the
@@ -118,6 +121,9 @@ pub struct RunPrompt {
     pub boundary: std::sync::Arc<PathBoundary>,
     /// The session's memory, recalled into each turn.
     pub memory: Option<Recall>,
+    /// The skills' catalogue, made once for the run (so every turn's prompt
+    /// starts the same, for the provider's cache).
+    pub skills: super::skills::Catalogue,
 }
 
 /// A run's recall (`core::memory`): pinned items in the system prompt, the
@@ -277,6 +283,7 @@ impl RunPrompt {
                 origin: self.origin,
                 mode: self.mode,
                 memory: self.memory.is_some(),
+                skills: self.skills.text.as_deref(),
             },
         );
         if let Some(memory) = &self.memory
@@ -324,6 +331,13 @@ pub fn system_prompt(settings: &PromptSettings, inputs: &PromptInputs<'_>) -> St
         Some(replaced) => replaced.trim_end().to_owned(),
         None => built_in(inputs),
     };
+    // The catalogue is the same for every turn of a run: it goes before
+    // what a turn may change (the instruction files of directories the
+    // run's tools reached, the pinned memory), in the cached prefix.
+    if let Some(catalogue) = inputs.skills {
+        prompt.push_str("\n\n");
+        prompt.push_str(catalogue.trim_end());
+    }
     let files = &inputs.environment.instructions;
     if !files.is_empty() {
         prompt.push_str(
@@ -501,6 +515,7 @@ mod tests {
             origin: Origin::Editor,
             mode: Mode::Supervised,
             memory: true,
+            skills: None,
         }
     }
 
@@ -570,6 +585,42 @@ mod tests {
              [truncated: the first 9 of 90000 bytes; read the file for the rest]\n\n\
              # Instructions\n\nConfigured."
         );
+    }
+
+    /// The skills' catalogue follows the prompt (built-in or configured)
+    /// and comes before the instruction files, which a turn may add to:
+    /// what changes within a run is after it.
+    #[test]
+    fn the_skills_catalogue_comes_before_what_a_turn_may_change() {
+        let env = Environment {
+            instructions: vec![InstructionFile {
+                shown: "AGENTS.md".into(),
+                text: "Use tabs.".into(),
+                truncated_from: None,
+            }],
+            ..environment()
+        };
+        let catalogue = "# Skills\n\n<available_skills>\n</available_skills>\n";
+        let settings = PromptSettings {
+            system_prompt: Some("Base.".into()),
+            instructions: Some("Configured.".into()),
+        };
+        let prompt = system_prompt(
+            &settings,
+            &PromptInputs {
+                skills: Some(catalogue),
+                ..inputs(&env, &[])
+            },
+        );
+        assert!(
+            prompt.starts_with(
+                "Base.\n\n# Skills\n\n<available_skills>\n</available_skills>\n\n# Project instructions"
+            ),
+            "{prompt}"
+        );
+        let without = system_prompt(&settings, &inputs(&env, &[]));
+        assert!(!without.contains("# Skills"));
+        assert!(without.starts_with("Base.\n\n# Project instructions"));
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct ReceiptBody {
     /// What each lifecycle hook that ran for the call decided
     /// (`hook: decision`, `core::hooks`); empty when none did.
     pub hooks: Vec<String>,
+    /// The skills active when the call was made (`core::skills`), in the
+    /// order they became active; empty when none was.
+    pub skills: Vec<String>,
 }
 
 /// A receipt in the chain.
@@ -129,7 +132,19 @@ pub fn receipt_hash(seq: u64, body: &ReceiptBody, prev_hash: &str) -> String {
     } else {
         &[b"hooks", hooks.as_bytes()]
     };
-    for field in fields.iter().chain(extra).chain([&prev_hash.as_bytes()]) {
+    // The active skills, likewise only when there are some.
+    let skills = body.skills.join("\n");
+    let active: &[&[u8]] = if body.skills.is_empty() {
+        &[]
+    } else {
+        &[b"skills", skills.as_bytes()]
+    };
+    for field in fields
+        .iter()
+        .chain(extra)
+        .chain(active)
+        .chain([&prev_hash.as_bytes()])
+    {
         hasher.update((field.len() as u64).to_le_bytes());
         hasher.update(field);
     }
@@ -245,6 +260,7 @@ mod tests {
             is_error: false,
             at: 1,
             hooks: Vec::new(),
+            skills: Vec::new(),
         }
     }
 
@@ -273,6 +289,21 @@ mod tests {
         let with = receipt_hash(1, &hooked, GENESIS);
         assert_ne!(with, receipt_hash(1, &plain, GENESIS));
         hooked.hooks = vec!["PreToolUse ./check.sh: deny".into()];
+        assert_ne!(receipt_hash(1, &hooked, GENESIS), with);
+    }
+
+    #[test]
+    fn active_skills_are_hashed_only_when_some_were() {
+        let plain = body("c1");
+        let mut skilled = body("c1");
+        skilled.skills = vec!["pdf".into()];
+        let with = receipt_hash(1, &skilled, GENESIS);
+        assert_ne!(with, receipt_hash(1, &plain, GENESIS));
+        skilled.skills = vec!["pdf".into(), "review".into()];
+        assert_ne!(receipt_hash(1, &skilled, GENESIS), with);
+        // Not the same bytes as a hook's decision with the same text.
+        let mut hooked = body("c1");
+        hooked.hooks = vec!["pdf".into()];
         assert_ne!(receipt_hash(1, &hooked, GENESIS), with);
     }
 

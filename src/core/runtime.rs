@@ -236,6 +236,11 @@ pub struct ContextView {
     /// Reported ÷ estimated for this provider and model so far (1 before
     /// a turn was reported; `core::tokens`).
     pub calibration: f64,
+    /// Skills the catalogue offers the model (`core::skills`).
+    pub skills: usize,
+    /// Those of them listed by name only, to keep the catalogue within its
+    /// budget (the least recently used first), by name.
+    pub skills_shortened: Vec<String>,
 }
 
 /// What a face needs to create a session.
@@ -299,6 +304,8 @@ pub struct Parts {
     pub environment: Option<Arc<dyn EnvironmentProbe>>,
     /// What time it is.
     pub clock: Arc<dyn Clock>,
+    /// Finds each workspace's Agent Skills (`core::skills`).
+    pub skills: Arc<dyn crate::core::skills::Skills>,
 }
 
 impl Parts {
@@ -320,6 +327,7 @@ impl Parts {
             session_tools: None,
             environment: None,
             clock: Arc::new(SystemClock),
+            skills: Arc::new(crate::core::skills::NoSkills),
         }
     }
 }
@@ -351,6 +359,8 @@ struct Inner {
     /// Finds the facts about the machine the system prompt states (none: the
     /// prompt says only what the core knows).
     environment: Option<Arc<dyn EnvironmentProbe>>,
+    /// Finds each workspace's skills (cached by the port: cheap per run).
+    skills: Arc<dyn crate::core::skills::Skills>,
     /// Where memory items are kept (none: no memory).
     memory: Option<Arc<dyn Memories>>,
     /// How far token estimates were from the providers' reports.
@@ -485,6 +495,7 @@ impl Runtime {
             session_tools,
             environment,
             clock,
+            skills,
         } = parts;
         Self {
             inner: Arc::new(Inner {
@@ -510,6 +521,7 @@ impl Runtime {
                 notifier,
                 clock,
                 taking_controls: std::sync::Once::new(),
+                skills,
             }),
         }
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a skill was found; on a name collision the project's wins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -146,9 +146,402 @@ impl Skills for NoSkills {
     }
 }
 
+/// The tool that loads a skill's instructions (`tools::skill`): offered
+/// only to a session that has skills the model may activate.
+pub const SKILL_TOOL: &str = "skill";
+
+/// The most resource files an activation lists (never reads).
+pub const MAX_RESOURCES: usize = 50;
+
+/// The catalogue's token budget unless `[skills] catalogue_tokens` says
+/// otherwise.
+pub const CATALOGUE_TOKENS: usize = 2_000;
+
+/// How a skill became active in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivatedBy {
+    /// The model called the `skill` tool.
+    Tool,
+    /// The model read the skill's `SKILL.md` with `read_file`.
+    ReadFile,
+}
+
+impl ActivatedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivatedBy::Tool => "tool",
+            ActivatedBy::ReadFile => "read_file",
+        }
+    }
+}
+
+/// The skills of one run: the session's set, and which of them are active
+/// (their instructions in the conversation the model is sent), shared by
+/// the run's tool calls.
+#[derive(Debug, Default)]
+pub struct RunSkills {
+    pub set: Arc<SkillSet>,
+    active: parking_lot::Mutex<Vec<String>>,
+}
+
+impl RunSkills {
+    /// `set`, with `active` (names; others are ignored) active already.
+    pub fn new(set: Arc<SkillSet>, active: Vec<String>) -> Self {
+        let active = active
+            .into_iter()
+            .filter(|name| set.get(name).is_some())
+            .collect();
+        Self {
+            set,
+            active: parking_lot::Mutex::new(active),
+        }
+    }
+
+    /// The skills the model may activate (not `person_only`), by name.
+    pub fn offered(&self) -> impl Iterator<Item = &Skill> {
+        self.set.skills.values().filter(|skill| !skill.person_only)
+    }
+
+    /// Whether the model has any skill to activate.
+    pub fn any_offered(&self) -> bool {
+        self.offered().next().is_some()
+    }
+
+    /// The offered skill whose `SKILL.md` is `path`.
+    pub fn at(&self, path: &Path) -> Option<&Skill> {
+        self.offered().find(|skill| skill.location == path)
+    }
+
+    pub fn is_active(&self, name: &str) -> bool {
+        self.active.lock().iter().any(|n| n == name)
+    }
+
+    /// Marks `name` active: `true` when it was not yet.
+    pub fn activate(&self, name: &str) -> bool {
+        let mut active = self.active.lock();
+        if active.iter().any(|n| n == name) {
+            return false;
+        }
+        active.push(name.to_owned());
+        true
+    }
+
+    /// The active skills' names, in the order they became active.
+    pub fn active(&self) -> Vec<String> {
+        self.active.lock().clone()
+    }
+
+    /// Forgets every activation (a summary replaced the instructions);
+    /// what was active, in order.
+    pub fn take_active(&self) -> Vec<String> {
+        std::mem::take(&mut *self.active.lock())
+    }
+
+    /// The first active skill whose `allowed-tools` pre-approve a call of
+    /// `tool` (running `command`, for the shell).
+    pub fn pre_approving(&self, tool: &str, command: Option<&str>) -> Option<String> {
+        let active = self.active.lock();
+        active
+            .iter()
+            .filter_map(|name| self.set.get(name))
+            .find(|skill| {
+                skill
+                    .allowed_tools
+                    .iter()
+                    .any(|entry| allows(entry, tool, command))
+            })
+            .map(|skill| skill.name.clone())
+    }
+
+    /// The folders of the offered skills: readable (never writable) by the
+    /// file tools and the shell, so the model can read a skill's resources
+    /// and run its scripts.
+    pub fn folders(&self) -> Vec<PathBuf> {
+        self.offered()
+            .map(|skill| skill.dir().to_path_buf())
+            .collect()
+    }
+}
+
+/// Claude Code's tool names in `allowed-tools`, as Pincer's.
+fn tool_name(name: &str) -> &str {
+    match name {
+        "Read" => "read_file",
+        "Write" => "write_file",
+        "Edit" | "MultiEdit" => "edit_file",
+        "Bash" => "shell",
+        "Grep" => "grep",
+        "Glob" => "glob",
+        "LS" => "list_dir",
+        "WebFetch" => "web_fetch",
+        "WebSearch" => "web_search",
+        "TodoWrite" => "todo",
+        other => other,
+    }
+}
+
+/// Whether one `allowed-tools` entry covers a call of `tool` running
+/// `command`: `Read` or `read_file` every call of the tool; `Bash(git:*)`,
+/// `shell(git *)` or `Bash(git status)` a shell line that is one plain
+/// command starting with those words (no `;`, `&&`, pipe, redirection or
+/// substitution: a prefix never approves a second command). Any other
+/// pattern (a path pattern) covers nothing: an entry only pre-approves.
+pub fn allows(entry: &str, tool: &str, command: Option<&str>) -> bool {
+    let entry = entry.trim();
+    let (name, pattern) = match entry.split_once('(') {
+        Some((name, rest)) => match rest.strip_suffix(')') {
+            Some(pattern) => (name.trim(), Some(pattern.trim())),
+            None => return false,
+        },
+        None => (entry, None),
+    };
+    if tool_name(name) != tool {
+        return false;
+    }
+    let pattern = match pattern {
+        None | Some("*") => return true,
+        Some(pattern) => pattern,
+    };
+    let Some(command) = command else {
+        return false;
+    };
+    let prefix = pattern
+        .strip_suffix(":*")
+        .or_else(|| pattern.strip_suffix(" *"))
+        .or_else(|| pattern.strip_suffix('*'))
+        .unwrap_or(pattern)
+        .trim();
+    let exact = prefix.len() == pattern.trim().len();
+    let command = command.trim();
+    if prefix.is_empty() || command.contains(|c: char| ";&|<>$`\n(){}".contains(c)) {
+        return false;
+    }
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let wanted: Vec<&str> = prefix.split_whitespace().collect();
+    if exact {
+        words == wanted
+    } else {
+        words.len() >= wanted.len() && words[..wanted.len()] == wanted[..]
+    }
+}
+
+/// What the catalogue in the system prompt came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Catalogue {
+    /// The section; `None` when there is no skill to offer.
+    pub text: Option<String>,
+    /// The skills listed by name only to keep within the budget, by name.
+    pub shortened: Vec<String>,
+}
+
+const CATALOGUE_HEAD: &str = "# Skills\n\n\
+The following skills provide specialized instructions for specific tasks. When a task \
+matches a skill's description, call the `skill` tool with the skill's name to load its \
+full instructions before proceeding (reading its SKILL.md at the listed location loads \
+it too). When a skill refers to a relative path, resolve it against the skill's folder \
+(the parent of its SKILL.md) and use the absolute path in tool calls.\n";
+
+const CATALOGUE_SHORTENED: &str = "\nSkills listed by name only were shortened to keep \
+this list small; the `skill` tool loads them as well.\n";
+
+/// Text for an XML element's content.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn entry(skill: &Skill, full: bool) -> String {
+    if full {
+        format!(
+            "  <skill>\n    <name>{}</name>\n    <description>{}</description>\n    <location>{}</location>\n  </skill>\n",
+            escape(&skill.name),
+            escape(skill.description.trim()),
+            escape(&skill.location.display().to_string())
+        )
+    } else {
+        format!("  <skill><name>{}</name></skill>\n", escape(&skill.name))
+    }
+}
+
+/// The catalogue section of the system prompt: each skill the model may
+/// activate with its name, description and location, within `budget`
+/// tokens as `count` counts them; past it, the least recently used
+/// (`last_used`: a name's latest activation; never used counts oldest;
+/// ties by name) are listed by name only until it fits.
+pub fn catalogue(
+    set: &SkillSet,
+    last_used: &std::collections::HashMap<String, i64>,
+    budget: usize,
+    count: impl Fn(&str) -> usize,
+) -> Catalogue {
+    let offered: Vec<&Skill> = set.skills.values().filter(|s| !s.person_only).collect();
+    if offered.is_empty() {
+        return Catalogue::default();
+    }
+    let full: Vec<usize> = offered.iter().map(|s| count(&entry(s, true))).collect();
+    let short: Vec<usize> = offered.iter().map(|s| count(&entry(s, false))).collect();
+    let frame = count(CATALOGUE_HEAD) + count("\n<available_skills>\n</available_skills>");
+    let mut total = frame + full.iter().sum::<usize>();
+    let mut shortened = vec![false; offered.len()];
+    if total > budget {
+        total += count(CATALOGUE_SHORTENED);
+        let mut order: Vec<usize> = (0..offered.len()).collect();
+        order.sort_by(|a, b| {
+            let used = |i: usize| last_used.get(&offered[i].name).copied().unwrap_or(i64::MIN);
+            used(*a)
+                .cmp(&used(*b))
+                .then_with(|| offered[*a].name.cmp(&offered[*b].name))
+        });
+        for index in order {
+            if total <= budget {
+                break;
+            }
+            shortened[index] = true;
+            total = total - full[index] + short[index];
+        }
+    }
+    let mut text = String::from(CATALOGUE_HEAD);
+    if shortened.iter().any(|s| *s) {
+        text.push_str(CATALOGUE_SHORTENED);
+    }
+    text.push_str("\n<available_skills>\n");
+    for (skill, short) in offered.iter().zip(&shortened) {
+        text.push_str(&entry(skill, !short));
+    }
+    text.push_str("</available_skills>");
+    Catalogue {
+        text: Some(text),
+        shortened: offered
+            .iter()
+            .zip(&shortened)
+            .filter(|(_, short)| **short)
+            .map(|(skill, _)| skill.name.clone())
+            .collect(),
+    }
+}
+
+/// The opening tag an activated skill's instructions are wrapped in.
+pub fn content_tag(name: &str) -> String {
+    format!("<skill_content name=\"{}\">", escape(name))
+}
+
+/// A skill's instructions as an activation hands them to the model: the
+/// body (frontmatter stripped) in a `<skill_content>` element with the
+/// skill's folder and its resource files (relative paths, at most
+/// [`MAX_RESOURCES`]; `more`: the listing was cut), none of them read.
+pub fn wrap(skill: &Skill, body: &str, resources: &[String], more: bool) -> String {
+    let mut text = content_tag(&skill.name);
+    text.push('\n');
+    text.push_str(body.trim());
+    text.push_str(&format!(
+        "\n\nSkill directory: {}\nRelative paths in this skill are relative to the skill directory.\n",
+        skill.dir().display()
+    ));
+    if !resources.is_empty() {
+        text.push_str("\n<skill_resources>\n");
+        for file in resources {
+            text.push_str(&format!("  <file>{}</file>\n", escape(file)));
+        }
+        if more {
+            text.push_str(&format!(
+                "  <!-- the first {MAX_RESOURCES} files; the folder holds more -->\n"
+            ));
+        }
+        text.push_str("</skill_resources>\n");
+    }
+    text.push_str("</skill_content>");
+    text
+}
+
+/// The skills active in `messages` (a conversation from its last summary
+/// on): those whose wrapped instructions a tool result or a note holds,
+/// and those whose `SKILL.md` a `read_file` call read (`resolve` turns its
+/// `path` argument into an absolute path), in the order they came.
+pub fn active_in(
+    messages: &[super::session::Message],
+    set: &SkillSet,
+    resolve: impl Fn(&str) -> PathBuf,
+) -> Vec<String> {
+    use super::session::Message;
+    let mut active: Vec<String> = Vec::new();
+    let add = |name: &str, active: &mut Vec<String>| {
+        if set.get(name).is_some() && !active.iter().any(|n| n == name) {
+            active.push(name.to_owned());
+        }
+    };
+    // `read_file` calls of a `SKILL.md`, by call id, until their results.
+    let mut reads: Vec<(String, String)> = Vec::new();
+    // `skill` calls, by id: only their results count as wrapped
+    // instructions (another tool's output may quote the tag).
+    let mut loads: Vec<String> = Vec::new();
+    for message in messages {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                for call in tool_calls {
+                    if call.name == SKILL_TOOL {
+                        loads.push(call.id.clone());
+                    }
+                    if call.name != "read_file" {
+                        continue;
+                    }
+                    let Some(raw) = call.arguments.get("path").and_then(|p| p.as_str()) else {
+                        continue;
+                    };
+                    let path = resolve(raw);
+                    if let Some(skill) = set.skills.values().find(|s| s.location == path) {
+                        reads.push((call.id.clone(), skill.name.clone()));
+                    }
+                }
+            }
+            Message::Tool {
+                call_id,
+                content,
+                is_error,
+            } => {
+                if *is_error {
+                    continue;
+                }
+                if let Some((_, name)) = reads.iter().find(|(id, _)| id == call_id) {
+                    add(&name.clone(), &mut active);
+                }
+                if loads.contains(call_id) {
+                    for name in wrapped_names(content) {
+                        add(&name, &mut active);
+                    }
+                }
+            }
+            Message::Note { text } => {
+                for name in wrapped_names(text) {
+                    add(&name, &mut active);
+                }
+            }
+            Message::User { .. } | Message::Summary { .. } => {}
+        }
+    }
+    active
+}
+
+/// The names of the `<skill_content name="…">` elements `text` opens.
+fn wrapped_names(text: &str) -> Vec<String> {
+    const OPEN: &str = "<skill_content name=\"";
+    text.match_indices(OPEN)
+        .filter_map(|(at, _)| {
+            let rest = &text[at + OPEN.len()..];
+            rest.split_once("\">").map(|(name, _)| {
+                name.replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&")
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn skill(name: &str, at: &str, scope: Scope) -> Skill {
         Skill {
@@ -195,5 +588,246 @@ mod tests {
             Path::new("/ws/.claude/skills/review/SKILL.md")
         );
         assert_eq!(held.dir(), Path::new("/ws/.agents/skills/review"));
+    }
+
+    #[test]
+    fn allowed_tools_entries_name_a_tool_or_a_shell_command_prefix() {
+        // (entry, tool, command, covered)
+        let table: &[(&str, &str, Option<&str>, bool)] = &[
+            ("Read", "read_file", None, true),
+            ("read_file", "read_file", None, true),
+            ("Read", "write_file", None, false),
+            ("Write", "write_file", None, true),
+            ("Edit", "edit_file", None, true),
+            ("Grep", "grep", None, true),
+            ("Glob", "glob", None, true),
+            ("WebFetch", "web_fetch", None, true),
+            ("Bash", "shell", Some("rm -rf build"), true),
+            ("Bash(*)", "shell", Some("make"), true),
+            ("Bash(git:*)", "shell", Some("git status"), true),
+            ("Bash(git:*)", "shell", Some("git"), true),
+            ("Bash(git:*)", "shell", Some("gitk"), false),
+            ("shell(git *)", "shell", Some("git log -3"), true),
+            ("Bash(git status)", "shell", Some("git status"), true),
+            (
+                "Bash(git status)",
+                "shell",
+                Some("git status --short"),
+                false,
+            ),
+            ("Bash(git diff:*)", "shell", Some("git diff HEAD"), true),
+            ("Bash(git diff:*)", "shell", Some("git log"), false),
+            // A prefix never approves a second command.
+            (
+                "Bash(git:*)",
+                "shell",
+                Some("git status && rm -rf ~"),
+                false,
+            ),
+            ("Bash(git:*)", "shell", Some("git status; curl x"), false),
+            ("Bash(git:*)", "shell", Some("git log | sh"), false),
+            ("Bash(git:*)", "shell", Some("git $(rm x)"), false),
+            ("Bash(git:*)", "shell", Some("git show > /etc/x"), false),
+            ("Bash(git:*)", "shell", None, false),
+            ("Bash(git:*)", "read_file", None, false),
+            // A path pattern covers nothing (it only could pre-approve).
+            ("Read(./docs/**)", "read_file", None, false),
+            ("Bash(git:*", "shell", Some("git status"), false),
+            ("", "shell", Some("git"), false),
+        ];
+        for (entry, tool, command, want) in table {
+            assert_eq!(
+                allows(entry, tool, *command),
+                *want,
+                "{entry} for {tool} {command:?}"
+            );
+        }
+    }
+
+    fn described(name: &str, description: &str) -> Skill {
+        Skill {
+            description: description.into(),
+            ..skill(name, &format!("/s/{name}/SKILL.md"), Scope::User)
+        }
+    }
+
+    /// Counts a token per four bytes, as the byte estimate does.
+    fn bytes(text: &str) -> usize {
+        text.len().div_ceil(4)
+    }
+
+    #[test]
+    fn no_skill_to_offer_is_no_catalogue() {
+        let none = catalogue(&SkillSet::default(), &HashMap::new(), 2_000, bytes);
+        assert_eq!(none, Catalogue::default());
+        let mut set = SkillSet::default();
+        set.add(Skill {
+            person_only: true,
+            ..described("deploy", "Deploys.")
+        });
+        assert_eq!(
+            catalogue(&set, &HashMap::new(), 2_000, bytes),
+            Catalogue::default()
+        );
+    }
+
+    #[test]
+    fn the_catalogue_lists_each_offered_skill_in_full_within_its_budget() {
+        let mut set = SkillSet::default();
+        set.add(described("pdf", "Fills <forms> & merges PDFs."));
+        set.add(described("review", "Reviews code."));
+        set.add(Skill {
+            person_only: true,
+            ..described("deploy", "Deploys.")
+        });
+        let made = catalogue(&set, &HashMap::new(), 2_000, bytes);
+        assert!(made.shortened.is_empty());
+        let text = made.text.unwrap();
+        assert!(
+            text.starts_with("# Skills\n\nThe following skills"),
+            "{text}"
+        );
+        assert!(text.contains("call the `skill` tool"));
+        assert!(text.contains("resolve it against the skill's folder"));
+        assert!(text.ends_with(
+            "<available_skills>\n  <skill>\n    <name>pdf</name>\n    \
+             <description>Fills &lt;forms&gt; &amp; merges PDFs.</description>\n    \
+             <location>/s/pdf/SKILL.md</location>\n  </skill>\n  <skill>\n    \
+             <name>review</name>\n    <description>Reviews code.</description>\n    \
+             <location>/s/review/SKILL.md</location>\n  </skill>\n</available_skills>"
+        ));
+        assert!(!text.contains("deploy"));
+        assert!(bytes(&text) <= 2_000);
+    }
+
+    #[test]
+    fn past_the_budget_the_least_recently_used_are_listed_by_name_only() {
+        let long = "Does a great many careful things with documents. ".repeat(4);
+        let mut set = SkillSet::default();
+        for name in ["alpha", "bravo", "charlie", "delta", "echo"] {
+            set.add(described(name, &long));
+        }
+        let full = catalogue(&set, &HashMap::new(), usize::MAX, bytes);
+        let whole = bytes(full.text.as_deref().unwrap());
+        // Used: delta long ago, bravo lately; the others never (oldest,
+        // then by name).
+        let used: HashMap<String, i64> = [("delta".to_owned(), 10), ("bravo".to_owned(), 20)]
+            .into_iter()
+            .collect();
+        let one_entry = bytes(&entry(&set.skills["alpha"], true));
+        let made = catalogue(&set, &used, whole - one_entry, bytes);
+        let text = made.text.unwrap();
+        assert!(bytes(&text) <= whole - one_entry, "{text}");
+        assert!(!made.shortened.is_empty());
+        let order = ["alpha", "charlie", "echo", "delta", "bravo"];
+        assert_eq!(made.shortened, {
+            let mut first: Vec<String> = order[..made.shortened.len()]
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect();
+            first.sort();
+            first
+        });
+        assert!(text.contains("  <skill><name>alpha</name></skill>\n"));
+        assert!(text.contains("listed by name only"));
+        assert!(text.contains("<name>bravo</name>\n    <description>"));
+        // A budget nothing fits in lists every skill by name.
+        let tiny = catalogue(&set, &used, 10, bytes);
+        assert_eq!(tiny.shortened.len(), 5);
+        assert!(!tiny.text.unwrap().contains("<description>"));
+    }
+
+    #[test]
+    fn active_skills_are_found_in_the_conversation_since_its_summary() {
+        use crate::core::session::{Message, ToolCall};
+        let mut set = SkillSet::default();
+        for name in ["pdf", "review", "docs", "gone"] {
+            set.add(described(name, "d"));
+        }
+        let call = |id: &str, name: &str, arguments: serde_json::Value| ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        };
+        let tool = |id: &str, content: &str, is_error: bool| Message::Tool {
+            call_id: id.into(),
+            content: content.into(),
+            is_error,
+        };
+        let messages = vec![
+            Message::Note {
+                text: format!("before: {}\nbody", content_tag("docs")),
+            },
+            Message::Assistant {
+                text: String::new(),
+                thought: String::new(),
+                tool_calls: vec![
+                    call("1", SKILL_TOOL, serde_json::json!({"name": "pdf"})),
+                    call(
+                        "2",
+                        "read_file",
+                        serde_json::json!({"path": "../s/review/SKILL.md"}),
+                    ),
+                    call("3", "read_file", serde_json::json!({"path": "notes.md"})),
+                    call(
+                        "4",
+                        "read_file",
+                        serde_json::json!({"path": "/s/gone/SKILL.md"}),
+                    ),
+                ],
+                interrupted: false,
+            },
+            tool(
+                "1",
+                &format!("{}\n# PDF\n</skill_content>", content_tag("pdf")),
+                false,
+            ),
+            tool("2", "---\nname: review\n---\nbody", false),
+            // Quoting the tag is not loading the skill.
+            tool("3", &content_tag("gone"), false),
+            // A read that failed activates nothing.
+            tool("4", "cannot read", true),
+        ];
+        let active = active_in(&messages, &set, |raw| {
+            let path = Path::new("/ws").join(raw);
+            // `..` applied, as the boundary's resolution does.
+            let mut out = PathBuf::new();
+            for part in path.components() {
+                if part == std::path::Component::ParentDir {
+                    out.pop();
+                } else {
+                    out.push(part);
+                }
+            }
+            out
+        });
+        assert_eq!(active, ["docs", "pdf", "review"]);
+    }
+
+    #[test]
+    fn a_run_activates_each_skill_once_and_names_who_pre_approves_a_call() {
+        let mut set = SkillSet::default();
+        set.add(Skill {
+            allowed_tools: vec!["Bash(git:*)".into(), "Read".into()],
+            ..described("git", "d")
+        });
+        set.add(described("pdf", "d"));
+        let run = RunSkills::new(Arc::new(set), vec!["pdf".into(), "unknown".into()]);
+        assert_eq!(run.active(), ["pdf"]);
+        assert_eq!(run.pre_approving("shell", Some("git status")), None);
+        assert!(run.activate("git"));
+        assert!(!run.activate("git"));
+        assert_eq!(run.active(), ["pdf", "git"]);
+        assert_eq!(
+            run.pre_approving("shell", Some("git status")).as_deref(),
+            Some("git")
+        );
+        assert_eq!(run.pre_approving("write_file", None), None);
+        assert_eq!(run.take_active(), ["pdf", "git"]);
+        assert!(run.active().is_empty());
+        assert_eq!(
+            run.folders(),
+            [PathBuf::from("/s/git"), PathBuf::from("/s/pdf")]
+        );
     }
 }

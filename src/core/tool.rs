@@ -206,6 +206,9 @@ pub struct ToolOutput {
     pub plan: Option<Vec<PlanEntry>>,
     /// The client terminal the call ran in, when it ran in one.
     pub terminal_id: Option<String>,
+    /// The skill whose instructions the call loaded (the `skill` tool):
+    /// the gate records the activation (`core::skills`).
+    pub skill: Option<String>,
 }
 
 impl ToolOutput {
@@ -507,6 +510,9 @@ pub struct ToolContext {
     pub call_id: Option<String>,
     /// The run the call belongs to, when it is one's.
     pub run_id: Option<super::ids::RunId>,
+    /// The session's skills and which are active (`core::skills`), when it
+    /// has any.
+    pub skills: Option<Arc<super::skills::RunSkills>>,
 }
 
 impl ToolContext {
@@ -655,6 +661,21 @@ impl Toolset {
             .map(|(tool, spec)| (tool.clone(), spec.clone()))
             .unzip();
         Self::from_parts(tools, specs)
+    }
+
+    /// This set with the spec of the tool `name` (if there is one) replaced
+    /// by what `respec` makes of it; the tool is the same.
+    pub fn respec(&self, name: &str, respec: impl FnOnce(&ToolSpec) -> ToolSpec) -> Self {
+        let Some(index) = self.by_name.get(name).copied() else {
+            return self.clone();
+        };
+        let mut specs = self.specs.to_vec();
+        specs[index] = Arc::new(respec(&specs[index]));
+        Self {
+            tools: self.tools.clone(),
+            by_name: self.by_name.clone(),
+            specs: specs.into(),
+        }
     }
 
     /// This set plus `extra`; a name already taken keeps its first tool.

@@ -55,6 +55,9 @@ pub struct LoopConfig {
     pub save_before_compact: bool,
     /// Spending limits, checked before each model turn (`core::budget`).
     pub budgets: Budgets,
+    /// The most tokens the skills' catalogue in the system prompt takes
+    /// (`[skills] catalogue_tokens`, `core::skills::catalogue`).
+    pub catalogue_tokens: usize,
 }
 
 impl LoopConfig {
@@ -79,6 +82,7 @@ impl Default for LoopConfig {
             compact_at: 0.8,
             save_before_compact: true,
             budgets: Budgets::default(),
+            catalogue_tokens: crate::core::skills::CATALOGUE_TOKENS,
         }
     }
 }

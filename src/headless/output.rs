@@ -199,6 +199,7 @@ fn progress(event: &Event, asking: &mut HashMap<String, String>) -> Option<Vec<S
         Event::ApprovalDecided { decision, .. } => format!("approval {}", decision.as_str()),
         Event::Notice { message } => message.clone(),
         Event::Retrying { .. } => event.retry_status()?,
+        Event::SkillActivated { .. } => event.skill_status()?,
         Event::QuestionAsked {
             question_id,
             question,

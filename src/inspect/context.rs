@@ -60,6 +60,20 @@ fn total(view: &ContextView) -> usize {
     view.system_tokens + view.tool_tokens + view.message_tokens.iter().sum::<usize>()
 }
 
+/// How many skills the catalogue offers, and which it lists by name only
+/// to stay within its budget.
+fn skills_line(view: &ContextView) -> String {
+    let count = view.skills;
+    let plural = if count == 1 { "" } else { "s" };
+    match view.skills_shortened.len() {
+        0 => format!("skills ({count:>3})     in full in the system prompt\n"),
+        n => format!(
+            "skills ({count:>3})     {n} of {count} skill{plural} listed by name only to fit the catalogue's budget (least recently used): {}\n",
+            view.skills_shortened.join(", ")
+        ),
+    }
+}
+
 /// The counts, then the system prompt, the tools and the messages.
 fn text(id: &SessionId, view: &ContextView) -> String {
     let message_tokens: usize = view.message_tokens.iter().sum();
@@ -84,6 +98,9 @@ fn text(id: &SessionId, view: &ContextView) -> String {
         view.counted_by,
         view.calibration
     );
+    if view.skills > 0 {
+        out.push_str(&skills_line(view));
+    }
     out.push_str("\n--- system prompt ---\n");
     out.push_str(&view.system);
     out.push_str("\n\n--- tools ---\n");

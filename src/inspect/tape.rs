@@ -161,6 +161,11 @@ fn what(event: &Event) -> String {
         Event::SessionInfo { title } => format!("session title {title:?}"),
         Event::Notice { message } => format!("notice {message:?}"),
         Event::Retrying { .. } => event.retry_status().unwrap_or_default(),
+        Event::SkillActivated { location, .. } => format!(
+            "{} at {}",
+            event.skill_status().unwrap_or_default(),
+            location.display()
+        ),
         Event::Compaction {
             compaction_id,
             trigger,

@@ -101,6 +101,7 @@ fn receipt_body(session: &str, run: &str, call: &str) -> ReceiptBody {
         is_error: false,
         at: 1,
         hooks: Vec::new(),
+        skills: Vec::new(),
     }
 }
 

@@ -132,6 +132,10 @@ impl Journal for Store {
         port(Store::trusted_roots(self))
     }
 
+    fn skills_last_used(&self) -> Reply<'_, Vec<(String, crate::core::session::Millis)>> {
+        port(Store::skills_last_used(self))
+    }
+
     fn controls<'a>(
         &'a self,
         session: &'a SessionId,

@@ -17,7 +17,7 @@ use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session, Session
 pub use crate::core::journal::SessionQuery;
 use crate::core::journal::{RunsFrom, RunsToFollow};
 
-const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks";
+const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks, skills";
 
 fn receipt_row(row: &Row<'_>) -> rusqlite::Result<(Receipt, String)> {
     let verdict: String = row.get(7)?;
@@ -39,6 +39,10 @@ fn receipt_row(row: &Row<'_>) -> rusqlite::Result<(Receipt, String)> {
                 hooks: row
                     .get::<_, Option<String>>(12)?
                     .map(|hooks| hooks.lines().map(str::to_owned).collect())
+                    .unwrap_or_default(),
+                skills: row
+                    .get::<_, Option<String>>(13)?
+                    .map(|skills| skills.lines().map(str::to_owned).collect())
                     .unwrap_or_default(),
             },
             prev_hash: row.get(10)?,
@@ -584,6 +588,25 @@ pub(super) fn tape(
             event,
         })
     })
+    .collect()
+}
+
+/// Each skill's latest `skill_activated` event, by name (through the
+/// partial index of migration 20: only those events are read).
+pub fn skills_last_used(
+    conn: &Connection,
+) -> Result<Vec<(String, crate::core::session::Millis)>, StoreError> {
+    conn.prepare_cached(
+        "SELECT json_extract(payload, '$.name') AS name, max(at) FROM tape
+         WHERE kind = 'skill_activated' GROUP BY name ORDER BY name",
+    )?
+    .query_map([], |row| {
+        Ok((
+            row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+            row.get::<_, i64>(1)?,
+        ))
+    })?
+    .map(|row| row.map_err(StoreError::from))
     .collect()
 }
 

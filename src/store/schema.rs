@@ -408,4 +408,11 @@ BEGIN
     SET amount = amount + excluded.amount, first_at = min(first_at, excluded.first_at);
 END;
 "#,
+    // 20: Agent Skills (`core::skills`): the skills active when a tool call
+    // was made, in its receipt; and each skill's latest activation found
+    // without reading the whole tape (`reader::skills_last_used`).
+    r#"
+ALTER TABLE receipts ADD COLUMN skills TEXT;
+CREATE INDEX tape_skill_activations ON tape (at) WHERE kind = 'skill_activated';
+"#,
 ];

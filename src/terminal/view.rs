@@ -170,6 +170,11 @@ impl View {
                 self.flush(out);
                 out.push_str(&styled(color, YELLOW, &format!("{}\n", sanitize(message))));
             }
+            Event::SkillActivated { .. } => {
+                self.flush(out);
+                let status = event.skill_status().unwrap_or_default();
+                out.push_str(&styled(color, DIM, &format!("{}\n", sanitize(&status))));
+            }
             Event::State {
                 state,
                 stop_reason,

@@ -114,7 +114,15 @@ impl ShellTool {
             workspace: ctx.workspace.clone(),
             read_only,
             extra_read_write,
-            extra_read_only: self.settings.extra_read_only.clone(),
+            // The session's skills' folders: their scripts run, nothing
+            // there is written.
+            extra_read_only: self
+                .settings
+                .extra_read_only
+                .iter()
+                .chain(ctx.boundary.readable())
+                .cloned()
+                .collect(),
             deny: ctx
                 .boundary
                 .forbidden()
@@ -587,6 +595,7 @@ mod tests {
             memory: None,
             call_id: None,
             run_id: None,
+            skills: None,
         }
     }
 

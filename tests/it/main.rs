@@ -50,6 +50,7 @@ mod questions;
 mod sandbox_toolchain;
 mod session_commands;
 mod skills;
+mod skills_activation;
 mod subagents;
 mod telegram;
 mod terminal;

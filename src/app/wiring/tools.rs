@@ -14,7 +14,7 @@ use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
 use crate::tools::{
-    ask_user, delegate, files, memory, search, shell, todo, toolchains, web, web_search,
+    ask_user, delegate, files, memory, search, shell, skill, todo, toolchains, web, web_search,
 };
 
 /// How long a question to the person waits unless `question_timeout_secs`
@@ -32,6 +32,8 @@ pub fn gate(
     tools.extend(search::tools(search::SearchSettings::default()));
     tools.push(Arc::new(shell::ShellTool::new(shell_settings(config))));
     tools.push(Arc::new(todo::TodoTool));
+    // Offered only to a session with skills (`CallEnv::restrict`).
+    tools.push(Arc::new(skill::SkillTool));
     tools.push(Arc::new(ask_user::AskUserTool));
     if config.subagents.enabled.unwrap_or(true) {
         tools.push(Arc::new(delegate::DelegateTool));

@@ -293,7 +293,8 @@ impl Hub {
             | Event::SessionInfo { .. }
             | Event::Usage { .. }
             | Event::Retrying { .. }
-            | Event::Compaction { .. } => return RunOutcome::from_event(event),
+            | Event::Compaction { .. }
+            | Event::SkillActivated { .. } => return RunOutcome::from_event(event),
         }
         None
     }

@@ -69,7 +69,8 @@ pub(super) fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
         | Event::SessionInfo { .. }
         | Event::Usage { .. }
         | Event::Retrying { .. }
-        | Event::Compaction { .. } => None,
+        | Event::Compaction { .. }
+        | Event::SkillActivated { .. } => None,
     }
 }
 

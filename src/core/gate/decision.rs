@@ -9,6 +9,10 @@
 //! - A hook's `ask` asks where the policy would allow.
 //! - A hook's `allow` skips an approval the policy would ask for, but not
 //!   one only a person may give (a protected path, `Plan::needs_person`).
+//! - An active skill's `allowed-tools` (`core::skills`) pre-approve the
+//!   same way, when no hook decided otherwise: an approval the policy
+//!   would ask for is skipped, never a deny (a rule, `read_only` mode) nor
+//!   an approval only a person may give.
 
 use crate::core::hooks::{HookOutcome, Permission};
 use crate::core::policy::Gate;
@@ -102,9 +106,11 @@ pub enum Decision {
     EndRun(String),
 }
 
-/// The call's fate from the policy's verdict and the hooks' answer: a hook
-/// narrows, never widens past a deny.
-pub fn combine(policy: PolicyVerdict, hook: HookVerdict) -> Decision {
+/// The call's fate from the policy's verdict, the hooks' answer and the
+/// active skill whose `allowed-tools` cover the call (`skill`, its name):
+/// a hook narrows, never widens past a deny; a skill only pre-approves
+/// what the policy would ask a person for.
+pub fn combine(policy: PolicyVerdict, hook: HookVerdict, skill: Option<&str>) -> Decision {
     match (policy, hook) {
         (_, HookVerdict::Stop(reason)) => Decision::EndRun(reason),
         (_, HookVerdict::Deny(reason)) => {
@@ -141,6 +147,12 @@ pub fn combine(policy: PolicyVerdict, hook: HookVerdict) -> Decision {
             },
             HookVerdict::Allow,
         ) => Decision::Run(Verdict::Allowed),
+        (
+            PolicyVerdict::Ask {
+                person_only: false, ..
+            },
+            HookVerdict::None,
+        ) if skill.is_some() => Decision::Run(Verdict::Allowed),
         (PolicyVerdict::Ask { reason, .. }, _) => Decision::Ask(reason),
     }
 }
@@ -302,10 +314,36 @@ mod tests {
             }
         }
         assert_eq!(table.len(), policies.len() * hooks.len());
-        for (policy, hook, want) in table {
+        for (policy, hook, want) in &table {
             let row = format!("{policy:?} with {hook:?}");
-            assert_eq!(combine(policy, hook), want, "{row}");
+            assert_eq!(combine(policy.clone(), hook.clone(), None), *want, "{row}");
         }
+        // With an active skill whose `allowed-tools` cover the call, one
+        // row changes: the policy asks (and a hook may waive it), no hook
+        // decided, and the call runs unasked. Every other row stands: a
+        // deny, the mode, a hook's ask or block, an approval only a person
+        // may give.
+        let mut changed = 0;
+        for (policy, hook, want) in table {
+            let row = format!("{policy:?} with {hook:?} and the skill `git`");
+            let pre_approved = policy == ask(false) && hook == HookVerdict::None;
+            let want = if pre_approved {
+                changed += 1;
+                run(Allowed)
+            } else {
+                want
+            };
+            assert_eq!(combine(policy, hook, Some("git")), want, "{row}");
+        }
+        assert_eq!(changed, 1);
+        assert_eq!(
+            combine(deny(false), HookVerdict::None, Some("git")),
+            refused(Denied, by_policy)
+        );
+        assert_eq!(
+            combine(ask(true), HookVerdict::None, Some("git")),
+            asks(policy_asks)
+        );
     }
 
     fn answer(hook: &str) -> HookAnswer {

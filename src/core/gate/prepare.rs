@@ -78,13 +78,21 @@ async fn prepare_call(env: &CallEnv, emitter: &mut Emitter, call: &ToolCall) -> 
     let policy = PolicyVerdict::of(env.check(&call.name, tool.kind(), &plan), || {
         needs_person(&plan, &env.ctx.boundary).is_some()
     });
+    // An active skill whose `allowed-tools` cover the call pre-approves it
+    // within what the policy allows.
+    let skill = env
+        .ctx
+        .skills
+        .as_ref()
+        .and_then(|skills| skills.pre_approving(&call.name, plan.command.as_deref()));
     let ready = Ready {
         tool,
         plan,
         arguments,
         hooks,
     };
-    decide(env, emitter, call, combine(policy, hook), ready).await
+    let decision = combine(policy, hook, skill.as_deref());
+    decide(env, emitter, call, decision, ready).await
 }
 
 /// A call that passed the hooks, before the policy and the person decide.

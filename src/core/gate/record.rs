@@ -10,6 +10,7 @@ use crate::core::event::Event;
 use crate::core::receipt::{ReceiptBody, json_hash, sha256_hex};
 use crate::core::safety::{Checked, Safety};
 use crate::core::session::{Message, ToolCall, now_millis};
+use crate::core::skills::ActivatedBy;
 use crate::core::tool::{FileDiff, PlanEntry};
 
 /// Passes a finished call's output through the safety pass, records its
@@ -21,10 +22,21 @@ pub(super) fn settle(
     call: &ToolCall,
     done: Finished,
 ) {
-    let (raw, is_error, diffs, plan) = match done.result {
-        Ok(output) => (output.text, false, output.diffs, output.plan),
-        Err(message) => (message, true, Vec::<FileDiff>::new(), None),
+    let (raw, is_error, diffs, plan, loaded) = match done.result {
+        Ok(output) => (output.text, false, output.diffs, output.plan, output.skill),
+        Err(message) => (message, true, Vec::<FileDiff>::new(), None, None),
     };
+    let activated = if is_error {
+        None
+    } else {
+        activation(env, call, loaded)
+    };
+    let skills = env
+        .ctx
+        .skills
+        .as_ref()
+        .map(|skills| skills.active())
+        .unwrap_or_default();
     let checked = checked(&env.safety, &raw, &done.hooks.context);
     for message in &done.hooks.messages {
         emitter.emit(Event::Notice {
@@ -43,6 +55,7 @@ pub(super) fn settle(
         is_error,
         at: now_millis(),
         hooks: done.hooks.record,
+        skills,
     });
     emitter.emit(Event::ToolResult {
         id: call.id.clone(),
@@ -55,6 +68,9 @@ pub(super) fn settle(
     if let Some(entries) = plan {
         emit_plan(env, emitter, entries);
     }
+    if let Some(event) = activated {
+        emitter.emit(event);
+    }
     let message = Message::Tool {
         call_id: call.id.clone(),
         content: checked.text,
@@ -63,6 +79,31 @@ pub(super) fn settle(
     emitter.append_message(message.clone());
     history.push(message);
 }
+
+/// The activation a call that ran well made, marked in the run's skills:
+/// the skill the `skill` tool loaded (`loaded`), or the one whose
+/// `SKILL.md` a `read_file` call read; `None` when it activated none, or
+/// one already active.
+fn activation(env: &CallEnv, call: &ToolCall, loaded: Option<String>) -> Option<Event> {
+    let skills = env.ctx.skills.as_ref()?;
+    let (skill, by) = match loaded {
+        Some(name) => (skills.set.get(&name)?, ActivatedBy::Tool),
+        None if call.name == READ_FILE => {
+            let raw = call.arguments.get("path")?.as_str()?;
+            let path = env.ctx.boundary.resolve_unchecked(&env.ctx.workspace, raw);
+            (skills.at(&path)?, ActivatedBy::ReadFile)
+        }
+        None => return None,
+    };
+    skills.activate(&skill.name).then(|| Event::SkillActivated {
+        name: skill.name.clone(),
+        location: skill.location.clone(),
+        by,
+    })
+}
+
+/// The file tool whose read of a catalogued `SKILL.md` activates it.
+const READ_FILE: &str = "read_file";
 
 /// Records each of `calls` as not run because the run was cancelled.
 pub(super) fn settle_cancelled(

@@ -239,6 +239,7 @@ impl Bench {
                 memory: None,
                 call_id: None,
                 run_id: Some(run.clone()),
+                skills: None,
             },
             grants: Arc::default(),
             approvals: Arc::default(),

@@ -131,6 +131,12 @@ fn receipt(session: &SessionId, run: &RunId, call: &str) -> ReceiptBody {
         } else {
             Vec::new()
         },
+        // And some the skills active when the call was made.
+        skills: if call.ends_with('3') {
+            vec!["pdf".into(), "review".into()]
+        } else {
+            Vec::new()
+        },
     }
 }
 

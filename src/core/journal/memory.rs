@@ -716,6 +716,20 @@ impl Journal for MemoryJournal {
         self.read(|state| state.trusted.clone())
     }
 
+    fn skills_last_used(&self) -> Reply<'_, Vec<(String, crate::core::session::Millis)>> {
+        self.read(|state| {
+            let mut last: std::collections::BTreeMap<String, crate::core::session::Millis> =
+                std::collections::BTreeMap::new();
+            for record in state.tape.values().flatten() {
+                if let crate::core::event::Event::SkillActivated { name, .. } = &record.event {
+                    let at = last.entry(name.clone()).or_insert(record.at);
+                    *at = (*at).max(record.at);
+                }
+            }
+            last.into_iter().collect()
+        })
+    }
+
     fn controls<'a>(
         &'a self,
         session: &'a SessionId,

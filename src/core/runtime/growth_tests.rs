@@ -90,6 +90,9 @@ impl Journal for Counting {
     fn trusted_roots(&self) -> Reply<'_, Vec<crate::core::hooks::Trust>> {
         self.inner.trusted_roots()
     }
+    fn skills_last_used(&self) -> Reply<'_, Vec<(String, crate::core::session::Millis)>> {
+        self.inner.skills_last_used()
+    }
     fn controls<'a>(
         &'a self,
         session: &'a SessionId,

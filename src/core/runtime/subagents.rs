@@ -329,7 +329,8 @@ impl<'a> Watched<'a> {
             | Event::Usage { .. }
             | Event::Notice { .. }
             | Event::Retrying { .. }
-            | Event::Compaction { .. } => {}
+            | Event::Compaction { .. }
+            | Event::SkillActivated { .. } => {}
         }
         None
     }
@@ -383,7 +384,8 @@ fn labelled(event: &Event, call_id: &str, label: &str) -> Event {
         | Event::Usage { .. }
         | Event::Notice { .. }
         | Event::Retrying { .. }
-        | Event::Compaction { .. } => {}
+        | Event::Compaction { .. }
+        | Event::SkillActivated { .. } => {}
     }
     event
 }

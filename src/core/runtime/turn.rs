@@ -192,7 +192,18 @@ impl Runtime {
         {
             tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
         }
-        let prompt = self.run_prompt(&session).await;
+        let skills = self.run_skills(&session, &messages).await;
+        let offered = skills.as_deref().filter(|skills| skills.any_offered());
+        let tools: Vec<crate::core::provider::ToolSpec> = tools
+            .into_iter()
+            .filter_map(|spec| {
+                if spec.name != crate::core::skills::SKILL_TOOL {
+                    return Some(spec);
+                }
+                offered.map(|skills| crate::core::gate::skill_spec(&spec, skills))
+            })
+            .collect();
+        let prompt = self.run_prompt(&session, skills.as_deref()).await;
         let system = prompt.render(&messages).await;
         let recalled = match &prompt.memory {
             Some(memory) => memory.block(&messages, false).await,
@@ -231,6 +242,8 @@ impl Runtime {
             dropped: fitted.dropped,
             counted_by: counter.encoding().map_or("bytes", |e| e.as_str()),
             calibration: counter.ratio(),
+            skills: offered.map_or(0, |skills| skills.offered().count()),
+            skills_shortened: prompt.skills.shortened.clone(),
         })
     }
 
@@ -287,6 +300,7 @@ impl Runtime {
             memory: None,
             call_id: None,
             run_id: Some(queued.id.clone()),
+            skills: None,
         }
     }
 
@@ -306,7 +320,11 @@ impl Runtime {
 
     /// The system prompt of a run of `session`: the environment as the probe
     /// finds it now (off the async threads: it may run `git`).
-    pub(super) async fn run_prompt(&self, session: &Session) -> RunPrompt {
+    pub(super) async fn run_prompt(
+        &self,
+        session: &Session,
+        skills: Option<&crate::core::skills::RunSkills>,
+    ) -> RunPrompt {
         let extra_roots = self.extra_roots(session);
         let boundary = Arc::new(
             self.inner
@@ -349,7 +367,77 @@ impl Runtime {
             probe,
             boundary,
             memory,
+            skills: match skills {
+                Some(skills) => self.catalogue(session, skills).await,
+                None => crate::core::skills::Catalogue::default(),
+            },
         }
+    }
+
+    /// The skills a session sees now (the project's once it is trusted),
+    /// with those its conversation (`messages`) holds active; `None` when it
+    /// has none.
+    pub(super) async fn run_skills(
+        &self,
+        session: &Session,
+        messages: &[Message],
+    ) -> Option<Arc<crate::core::skills::RunSkills>> {
+        let root = crate::core::hooks::project_dir(&session.workspace);
+        let trusted = match self.inner.journal.trusted_roots().await {
+            Ok(roots) => roots.iter().any(|trust| trust.root == root),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read which workspaces are trusted");
+                false
+            }
+        };
+        let port = self.inner.skills.clone();
+        let workspace = session.workspace.clone();
+        let set = tokio::task::spawn_blocking(move || port.for_workspace(&workspace, trusted))
+            .await
+            .unwrap_or_else(|err| {
+                tracing::warn!(error = %err, "cannot look for skills");
+                Arc::default()
+            });
+        if set.is_empty() {
+            return None;
+        }
+        let boundary = self
+            .inner
+            .config
+            .paths
+            .boundary(&session.workspace, &self.extra_roots(session));
+        let active = crate::core::skills::active_in(messages, &set, |raw| {
+            boundary.resolve_unchecked(&session.workspace, raw)
+        });
+        Some(Arc::new(crate::core::skills::RunSkills::new(set, active)))
+    }
+
+    /// The skills' catalogue of a run of `session`, within the configured
+    /// budget as its model's tokens are counted, the least recently used
+    /// shortened first.
+    async fn catalogue(
+        &self,
+        session: &Session,
+        skills: &crate::core::skills::RunSkills,
+    ) -> crate::core::skills::Catalogue {
+        if !skills.any_offered() {
+            return crate::core::skills::Catalogue::default();
+        }
+        let last_used = match self.inner.journal.skills_last_used().await {
+            Ok(list) => list.into_iter().collect(),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read when skills were last used");
+                std::collections::HashMap::new()
+            }
+        };
+        let counter = self.counter(&session.provider, &session.model);
+        counter.ready().await;
+        crate::core::skills::catalogue(
+            &skills.set,
+            &last_used,
+            self.inner.config.loop_config.catalogue_tokens,
+            |text| counter.text(text),
+        )
     }
 
     /// Everything a run that calls the model needs; fails the run when the
@@ -391,9 +479,20 @@ impl Runtime {
             .as_ref()
             .map(|tools| tools.secrets())
             .unwrap_or_default();
-        let prompt = self.run_prompt(session).await;
+        let skills = self.run_skills(session, &history).await;
+        let prompt = self.run_prompt(session, skills.as_deref()).await;
         let safety = self.inner.gate.safety.with_secrets(&secrets, "session");
         let mut ctx = self.tool_context(live, session, queued);
+        if let Some(skills) = &skills {
+            // The skills' folders are readable: their resources and scripts.
+            ctx.boundary = Arc::new(
+                ctx.boundary
+                    .as_ref()
+                    .clone()
+                    .with_readable(&skills.folders()),
+            );
+        }
+        ctx.skills = skills;
         ctx.memory = prompt.memory.as_ref().map(|recall| MemoryAccess {
             keeper: Keeper::new(recall.store.clone(), safety.clone()),
             keys: recall.keys.clone(),
@@ -408,12 +507,9 @@ impl Runtime {
                     && list.as_ref().is_none_or(|l| l.iter().any(|n| n == name))
             }) as crate::core::gate::ToolFilter
         });
-        let calls = CallEnv {
+        let mut calls = CallEnv {
             gate: self.inner.gate.clone(),
-            tools: match &only {
-                Some(keep) => self.inner.gate.tools.only(|name| keep(name)),
-                None => self.inner.gate.tools.clone(),
-            },
+            tools: crate::core::tool::Toolset::default(),
             only,
             delegated: Arc::default(),
             budget_left: Arc::default(),
@@ -435,6 +531,7 @@ impl Runtime {
             guard: Arc::new(LoopGuard::new(self.inner.config.loop_config.loop_guard)),
             ended: Arc::default(),
         };
+        calls.tools = calls.restrict(self.inner.gate.tools.clone());
         Ok(RunContext {
             provider,
             model: session.model.clone(),

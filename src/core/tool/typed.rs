@@ -212,6 +212,7 @@ mod tests {
             memory: None,
             call_id: None,
             run_id: None,
+            skills: None,
         }
     }
 

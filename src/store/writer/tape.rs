@@ -37,8 +37,8 @@ pub(super) fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<()
     };
     let receipt = body.clone().chain(seq, &prev);
     conn.prepare_cached(
-        "INSERT INTO receipts (seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        "INSERT INTO receipts (seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks, skills)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
         receipt.seq as i64,
@@ -54,6 +54,7 @@ pub(super) fn append_receipt(conn: &Connection, body: &ReceiptBody) -> Result<()
         receipt.prev_hash,
         receipt.hash,
         (!body.hooks.is_empty()).then(|| body.hooks.join("\n")),
+        (!body.skills.is_empty()).then(|| body.skills.join("\n")),
     ])?;
     Ok(())
 }
