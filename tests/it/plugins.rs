@@ -30,19 +30,6 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn a_plugin_folder_is_added_listed_disabled_enabled_and_removed() {
     let dir = TestDir::new();
@@ -138,7 +125,7 @@ fn the_anthropic_marketplace_adds_the_named_plugin_with_the_skills_it_has() {
     for entry in std::fs::read_dir(&anthropic).unwrap() {
         let entry = entry.unwrap();
         if entry.file_type().unwrap().is_dir() {
-            copy_dir(
+            crate::support::copy_tree(
                 &entry.path(),
                 &market.join("skills").join(entry.file_name()),
             );

@@ -30,22 +30,8 @@ fn anthropic_skills() -> PathBuf {
         .join("anthropic-skills")
 }
 
-/// Copies a folder tree (files made writable, so the copy can be edited).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::write(&target, std::fs::read(entry.path()).unwrap()).unwrap();
-        }
-    }
-}
-
 fn copy_skill(name: &str, into: &Path) {
-    copy_tree(&anthropic_skills().join(name), &into.join(name));
+    crate::support::copy_tree(&anthropic_skills().join(name), &into.join(name));
 }
 
 /// A `pincer` command run in the workspace.
@@ -355,7 +341,7 @@ fn variants(root: &Path) -> Vec<(PathBuf, bool)> {
     let mut out = Vec::new();
     let mut add = |folder: &str, text: String, valid: bool| {
         let dir = root.join(folder);
-        copy_tree(&anthropic_skills().join("brand-guidelines"), &dir);
+        crate::support::copy_tree(&anthropic_skills().join("brand-guidelines"), &dir);
         std::fs::write(dir.join("SKILL.md"), text).unwrap();
         out.push((dir, valid));
     };

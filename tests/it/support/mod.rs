@@ -655,3 +655,18 @@ pub fn agent_skills() -> Option<PathBuf> {
     eprintln!("{} is missing: skipped", dir.display());
     None
 }
+
+/// Copies a folder tree (files written afresh, so the copy is writable even
+/// when the source is read-only), for tests that edit copies of fixtures.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::write(&target, std::fs::read(entry.path()).unwrap()).unwrap();
+        }
+    }
+}
