@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::{Event, RunState, StopReason};
+use crate::core::event::{Event, Exchange, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionCursor;
 use crate::core::quote::{clip_message, quote};
@@ -554,20 +554,22 @@ impl Connection {
             let Some(record) = record else {
                 return;
             };
-            match &record.event {
-                Event::ApprovalRequested { approval_id, .. } => {
+            // Approvals and questions are asked of the client and withdrawn
+            // once settled; the rest ask nothing of it: their updates follow.
+            match record.event.exchange() {
+                Some(Exchange::ApprovalAsked { approval_id, .. }) => {
                     self.ask_permission(&session, &record.run_id, approval_id, &record.event);
                 }
-                Event::QuestionAsked { .. } => {
+                Some(Exchange::QuestionAsked { .. }) => {
                     self.ask_question(&session, &record.run_id, &record.event)
                 }
-                Event::ApprovalDecided {
-                    approval_id: id, ..
-                }
-                | Event::QuestionAnswered {
-                    question_id: id, ..
-                } => {
-                    let pending = self.permissions.lock().remove(id);
+                Some(
+                    settled
+                    @ (Exchange::ApprovalDecided { .. } | Exchange::QuestionAnswered { .. }),
+                ) => {
+                    let pending = settled
+                        .settled()
+                        .and_then(|id| self.permissions.lock().remove(id));
                     if let Some(pending) = pending {
                         pending.cancel.cancel();
                         // The withdrawal reaches the client before what follows
@@ -576,26 +578,7 @@ impl Connection {
                         let _ = pending.over.await;
                     }
                 }
-                // The rest ask nothing of the client: their updates follow.
-                Event::State { .. }
-                | Event::UserMessage { .. }
-                | Event::ModelTurn { .. }
-                | Event::TextDelta { .. }
-                | Event::ThoughtDelta { .. }
-                | Event::ToolCall { .. }
-                | Event::ToolPlanned { .. }
-                | Event::SubagentStarted { .. }
-                | Event::SubagentEnded { .. }
-                | Event::ToolStarted { .. }
-                | Event::ToolResult { .. }
-                | Event::ToolProgress { .. }
-                | Event::Plan { .. }
-                | Event::SessionInfo { .. }
-                | Event::Usage { .. }
-                | Event::Notice { .. }
-                | Event::Retrying { .. }
-                | Event::Compaction { .. }
-                | Event::SkillActivated { .. } => {}
+                None => {}
             }
             let own = self.prompts.lock().contains_key(&record.run_id);
             for update in live.updates(&record.event, own) {

@@ -407,83 +407,62 @@ impl LiveUpdates {
     }
 
     pub fn updates(&mut self, event: &Event, own_prompt: bool) -> Vec<acp::SessionUpdate> {
-        match event {
-            Event::ToolProgress {
-                id,
-                output,
-                terminal_id,
-            } => {
-                let call = self.calls.entry(id.clone()).or_default();
-                if let Some(terminal) = terminal_id {
-                    call.terminal = Some(terminal.clone());
-                }
-                if let Some(more) = output {
-                    call.output.push_str(more);
-                    if call.output.len() > PROGRESS_TAIL_BYTES {
-                        let mut cut = call.output.len() - PROGRESS_TAIL_BYTES;
-                        while !call.output.is_char_boundary(cut) {
-                            cut += 1;
-                        }
-                        call.output.drain(..cut);
-                    }
-                }
-                let content = match &call.terminal {
-                    Some(terminal) => vec![acp::ToolCallContent::Terminal(acp::Terminal::new(
-                        terminal.clone(),
-                    ))],
-                    None => vec![text_content(&fenced(&call.output))],
-                };
-                vec![acp::SessionUpdate::ToolCallUpdate(
-                    acp::ToolCallUpdate::new(
-                        id.clone(),
-                        acp::ToolCallUpdateFields::new().content(content),
-                    ),
-                )]
+        if let Event::ToolProgress {
+            id,
+            output,
+            terminal_id,
+        } = event
+        {
+            let call = self.calls.entry(id.clone()).or_default();
+            if let Some(terminal) = terminal_id {
+                call.terminal = Some(terminal.clone());
             }
-            Event::ToolResult {
-                id,
-                output,
-                is_error,
-                diffs,
-                ..
-            } => match self.calls.remove(id) {
-                Some(CallProgress {
-                    terminal: Some(terminal),
-                    ..
-                }) => {
-                    let mut update = tool_result_update(id, output, *is_error, diffs);
-                    if let acp::SessionUpdate::ToolCallUpdate(call) = &mut update {
-                        let mut content =
-                            vec![acp::ToolCallContent::Terminal(acp::Terminal::new(terminal))];
-                        content.extend(call.fields.content.take().unwrap_or_default());
-                        call.fields.content = Some(content);
+            if let Some(more) = output {
+                call.output.push_str(more);
+                if call.output.len() > PROGRESS_TAIL_BYTES {
+                    let mut cut = call.output.len() - PROGRESS_TAIL_BYTES;
+                    while !call.output.is_char_boundary(cut) {
+                        cut += 1;
                     }
-                    vec![update]
+                    call.output.drain(..cut);
                 }
-                _ => live_update(event, own_prompt, self.view),
-            },
-            Event::State { .. }
-            | Event::UserMessage { .. }
-            | Event::ModelTurn { .. }
-            | Event::TextDelta { .. }
-            | Event::ThoughtDelta { .. }
-            | Event::ToolCall { .. }
-            | Event::ToolPlanned { .. }
-            | Event::ApprovalRequested { .. }
-            | Event::ApprovalDecided { .. }
-            | Event::QuestionAsked { .. }
-            | Event::QuestionAnswered { .. }
-            | Event::SubagentStarted { .. }
-            | Event::SubagentEnded { .. }
-            | Event::ToolStarted { .. }
-            | Event::Plan { .. }
-            | Event::SessionInfo { .. }
-            | Event::Usage { .. }
-            | Event::Notice { .. }
-            | Event::Retrying { .. }
-            | Event::Compaction { .. }
-            | Event::SkillActivated { .. } => live_update(event, own_prompt, self.view),
+            }
+            let content = match &call.terminal {
+                Some(terminal) => vec![acp::ToolCallContent::Terminal(acp::Terminal::new(
+                    terminal.clone(),
+                ))],
+                None => vec![text_content(&fenced(&call.output))],
+            };
+            return vec![acp::SessionUpdate::ToolCallUpdate(
+                acp::ToolCallUpdate::new(
+                    id.clone(),
+                    acp::ToolCallUpdateFields::new().content(content),
+                ),
+            )];
         }
+        // A call that ran in the client's terminal keeps it embedded.
+        if let Event::ToolResult {
+            id,
+            output,
+            is_error,
+            diffs,
+            ..
+        } = event
+            && let Some(CallProgress {
+                terminal: Some(terminal),
+                ..
+            }) = self.calls.remove(id)
+        {
+            let mut update = tool_result_update(id, output, *is_error, diffs);
+            if let acp::SessionUpdate::ToolCallUpdate(call) = &mut update {
+                let mut content =
+                    vec![acp::ToolCallContent::Terminal(acp::Terminal::new(terminal))];
+                content.extend(call.fields.content.take().unwrap_or_default());
+                call.fields.content = Some(content);
+            }
+            return vec![update];
+        }
+        live_update(event, own_prompt, self.view)
     }
 }
 

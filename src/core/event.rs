@@ -510,12 +510,117 @@ impl Event {
         ))
     }
 
+    /// What the event asks of whoever answers for the session, or settles:
+    /// the one place that sorts every variant for the faces and relays that
+    /// answer approvals and questions (a new variant is decided here, not at
+    /// each of them).
+    pub fn exchange(&self) -> Option<Exchange<'_>> {
+        match self {
+            Event::ApprovalRequested {
+                approval_id,
+                call_id,
+                title,
+                reason,
+                ..
+            } => Some(Exchange::ApprovalAsked {
+                approval_id,
+                call_id,
+                title,
+                reason,
+            }),
+            Event::ApprovalDecided {
+                approval_id,
+                call_id,
+                decision,
+            } => Some(Exchange::ApprovalDecided {
+                approval_id,
+                call_id,
+                decision: *decision,
+            }),
+            Event::QuestionAsked {
+                question_id,
+                call_id,
+                ..
+            } => Some(Exchange::QuestionAsked {
+                question_id,
+                call_id,
+            }),
+            Event::QuestionAnswered {
+                question_id,
+                call_id,
+                ..
+            } => Some(Exchange::QuestionAnswered {
+                question_id,
+                call_id,
+            }),
+            Event::State { .. }
+            | Event::UserMessage { .. }
+            | Event::ModelTurn { .. }
+            | Event::TextDelta { .. }
+            | Event::ThoughtDelta { .. }
+            | Event::ToolCall { .. }
+            | Event::ToolPlanned { .. }
+            | Event::SubagentStarted { .. }
+            | Event::SubagentEnded { .. }
+            | Event::ToolStarted { .. }
+            | Event::ToolResult { .. }
+            | Event::ToolProgress { .. }
+            | Event::Plan { .. }
+            | Event::SessionInfo { .. }
+            | Event::Usage { .. }
+            | Event::Notice { .. }
+            | Event::Retrying { .. }
+            | Event::Compaction { .. }
+            | Event::SkillActivated { .. } => None,
+        }
+    }
+
     /// The terminal state this event announces, if it ends the run.
     pub fn terminal_state(&self) -> Option<RunState> {
         let Event::State { state, .. } = self else {
             return None;
         };
         state.is_terminal().then_some(*state)
+    }
+}
+
+/// An approval or a question asked or settled, as [`Event::exchange`] picks
+/// it out of a run's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange<'a> {
+    /// A tool call waits for the person's decision.
+    ApprovalAsked {
+        approval_id: &'a str,
+        call_id: &'a str,
+        title: &'a str,
+        /// Why the policy asks.
+        reason: &'a str,
+    },
+    ApprovalDecided {
+        approval_id: &'a str,
+        call_id: &'a str,
+        decision: ApprovalDecision,
+    },
+    /// The model asks the person (its text: [`Event::question`]).
+    QuestionAsked {
+        question_id: &'a str,
+        call_id: &'a str,
+    },
+    QuestionAnswered {
+        question_id: &'a str,
+        call_id: &'a str,
+    },
+}
+
+impl Exchange<'_> {
+    /// The approval's or question's id, once it is settled: what a face
+    /// asking the person withdraws.
+    pub fn settled(&self) -> Option<&str> {
+        match self {
+            Exchange::ApprovalDecided { approval_id, .. } => Some(approval_id),
+            Exchange::QuestionAnswered { question_id, .. } => Some(question_id),
+            Exchange::ApprovalAsked { .. } | Exchange::QuestionAsked { .. } => None,
+        }
     }
 }
 

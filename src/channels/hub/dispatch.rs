@@ -9,7 +9,7 @@ use super::drafts::LiveDraft;
 use super::reply::{Answer, reply_part};
 use super::{Hub, HubError};
 use crate::core::channel::{ChannelMessage, ChannelWrite, ConversationKey, InboxState};
-use crate::core::event::Event;
+use crate::core::event::{Event, Exchange};
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::Write;
 use crate::core::run::RunOutcome;
@@ -244,59 +244,44 @@ impl Hub {
         written: &mut Written,
     ) -> Option<RunOutcome> {
         let key = &run.answer.key;
-        match event {
-            Event::TextDelta { .. } | Event::Notice { .. } => {
-                if let Some(part) = reply_part(event) {
-                    written.text.push_str(&part);
+        if let Some(exchange) = event.exchange() {
+            match exchange {
+                Exchange::ApprovalAsked {
+                    approval_id,
+                    title,
+                    reason,
+                    ..
+                } => {
+                    self.ask(key, &run.session, approval_id, title, reason)
+                        .await
                 }
-                if written.drafting {
-                    let run_id = &run.answer.run_id;
-                    self.live(key, run_id, &written.text, &mut written.draft)
-                        .await;
+                Exchange::ApprovalDecided {
+                    approval_id,
+                    decision,
+                    ..
+                } => self.approval_decided(key, approval_id, decision).await,
+                Exchange::QuestionAsked { .. } => {
+                    if let Some((question_id, question)) = event.question() {
+                        self.ask_question(key, &run.session, question_id, question)
+                            .await;
+                    }
                 }
-            }
-            Event::ApprovalRequested {
-                approval_id,
-                title,
-                reason,
-                ..
-            } => {
-                self.ask(key, &run.session, approval_id, title, reason)
-                    .await
-            }
-            Event::ApprovalDecided {
-                approval_id,
-                decision,
-                ..
-            } => self.approval_decided(key, approval_id, *decision).await,
-            Event::QuestionAsked { .. } => {
-                if let Some((question_id, question)) = event.question() {
-                    self.ask_question(key, &run.session, question_id, question)
-                        .await;
+                Exchange::QuestionAnswered { question_id, .. } => {
+                    self.question_answered(key, question_id);
                 }
             }
-            Event::QuestionAnswered { question_id, .. } => {
-                self.question_answered(key, question_id);
-            }
-            Event::State { .. }
-            | Event::UserMessage { .. }
-            | Event::ModelTurn { .. }
-            | Event::ThoughtDelta { .. }
-            | Event::ToolCall { .. }
-            | Event::ToolPlanned { .. }
-            | Event::SubagentStarted { .. }
-            | Event::SubagentEnded { .. }
-            | Event::ToolStarted { .. }
-            | Event::ToolResult { .. }
-            | Event::ToolProgress { .. }
-            | Event::Plan { .. }
-            | Event::SessionInfo { .. }
-            | Event::Usage { .. }
-            | Event::Retrying { .. }
-            | Event::Compaction { .. }
-            | Event::SkillActivated { .. } => return RunOutcome::from_event(event),
+            return None;
         }
-        None
+        if let Some(part) = reply_part(event) {
+            written.text.push_str(&part);
+            if written.drafting {
+                let run_id = &run.answer.run_id;
+                self.live(key, run_id, &written.text, &mut written.draft)
+                    .await;
+            }
+            return None;
+        }
+        RunOutcome::from_event(event)
     }
 }
 

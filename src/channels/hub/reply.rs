@@ -47,30 +47,12 @@ impl Answer {
 /// notices for the person (an MCP server that failed to start), marked as
 /// Pincer's own as the editor shows them.
 pub(super) fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
-    match event {
-        Event::TextDelta { text } => Some(Cow::Borrowed(text.as_str())),
-        Event::Notice { message } => Some(Cow::Owned(format!("[pincer] {message}\n\n"))),
-        Event::State { .. }
-        | Event::UserMessage { .. }
-        | Event::ModelTurn { .. }
-        | Event::ThoughtDelta { .. }
-        | Event::ToolCall { .. }
-        | Event::ToolPlanned { .. }
-        | Event::ApprovalRequested { .. }
-        | Event::ApprovalDecided { .. }
-        | Event::QuestionAsked { .. }
-        | Event::QuestionAnswered { .. }
-        | Event::SubagentStarted { .. }
-        | Event::SubagentEnded { .. }
-        | Event::ToolStarted { .. }
-        | Event::ToolResult { .. }
-        | Event::ToolProgress { .. }
-        | Event::Plan { .. }
-        | Event::SessionInfo { .. }
-        | Event::Usage { .. }
-        | Event::Retrying { .. }
-        | Event::Compaction { .. }
-        | Event::SkillActivated { .. } => None,
+    if let Event::TextDelta { text } = event {
+        Some(Cow::Borrowed(text.as_str()))
+    } else if let Event::Notice { message } = event {
+        Some(Cow::Owned(format!("[pincer] {message}\n\n")))
+    } else {
+        None
     }
 }
 

@@ -284,53 +284,36 @@ impl<'a> Watched<'a> {
 
     /// Takes in one event of the child's run: how it ended, when it did.
     fn take(&mut self, event: &Event, progress: &Progress, relay: &Relay) -> Option<ChildEnd> {
-        match event {
-            Event::ModelTurn { .. } => self.turns += 1,
-            Event::TextDelta { text } => {
-                self.line.push_str(text);
-                if let Some(end) = self.line.rfind('\n') {
-                    let whole: String = self.line.drain(..=end).collect();
-                    progress.report(ProgressUpdate::Output(whole));
-                }
+        // Approvals and questions go up to whoever answers for the parent;
+        // the rest stay in the child's own session but for its progress
+        // (turns, text lines, planned tools) and its end.
+        if event.exchange().is_some() {
+            let _ = relay.send(labelled(event, self.call_id, self.label));
+        } else if let Event::ModelTurn { .. } = event {
+            self.turns += 1;
+        } else if let Event::TextDelta { text } = event {
+            self.line.push_str(text);
+            if let Some(end) = self.line.rfind('\n') {
+                let whole: String = self.line.drain(..=end).collect();
+                progress.report(ProgressUpdate::Output(whole));
             }
-            Event::ToolPlanned { title, .. } => {
-                if !self.line.is_empty() {
-                    progress.report(ProgressUpdate::Output(format!(
-                        "{}\n",
-                        std::mem::take(&mut self.line)
-                    )));
-                }
-                progress.report(ProgressUpdate::Output(format!("▸ {title}\n")));
+        } else if let Event::ToolPlanned { title, .. } = event {
+            if !self.line.is_empty() {
+                progress.report(ProgressUpdate::Output(format!(
+                    "{}\n",
+                    std::mem::take(&mut self.line)
+                )));
             }
-            Event::ApprovalRequested { .. }
-            | Event::ApprovalDecided { .. }
-            | Event::QuestionAsked { .. }
-            | Event::QuestionAnswered { .. } => {
-                let _ = relay.send(labelled(event, self.call_id, self.label));
-            }
-            Event::State {
-                state,
-                stop_reason,
-                error,
-                ..
-            } if state.is_terminal() => return Some((*state, *stop_reason, error.clone())),
-            // The rest stay in the child's own session.
-            Event::State { .. }
-            | Event::UserMessage { .. }
-            | Event::ThoughtDelta { .. }
-            | Event::ToolCall { .. }
-            | Event::SubagentStarted { .. }
-            | Event::SubagentEnded { .. }
-            | Event::ToolStarted { .. }
-            | Event::ToolResult { .. }
-            | Event::ToolProgress { .. }
-            | Event::Plan { .. }
-            | Event::SessionInfo { .. }
-            | Event::Usage { .. }
-            | Event::Notice { .. }
-            | Event::Retrying { .. }
-            | Event::Compaction { .. }
-            | Event::SkillActivated { .. } => {}
+            progress.report(ProgressUpdate::Output(format!("▸ {title}\n")));
+        } else if let Event::State {
+            state,
+            stop_reason,
+            error,
+            ..
+        } = event
+            && state.is_terminal()
+        {
+            return Some((*state, *stop_reason, error.clone()));
         }
         None
     }
@@ -347,45 +330,26 @@ impl<'a> Watched<'a> {
 /// `delegate` call, labelled with the child's task.
 fn labelled(event: &Event, call_id: &str, label: &str) -> Event {
     let mut event = event.clone();
-    match &mut event {
-        Event::ApprovalRequested {
-            call_id: call,
-            title,
-            ..
-        } => {
-            *call = call_id.to_owned();
-            *title = format!("Subagent «{label}»: {title}");
-        }
-        Event::QuestionAsked {
-            call_id: call,
-            question,
-            ..
-        } => {
-            *call = call_id.to_owned();
-            *question = format!("(subagent «{label}») {question}");
-        }
-        Event::ApprovalDecided { call_id: call, .. }
-        | Event::QuestionAnswered { call_id: call, .. } => *call = call_id.to_owned(),
-        // Not relayed to the parent: nothing to label.
-        Event::State { .. }
-        | Event::UserMessage { .. }
-        | Event::ModelTurn { .. }
-        | Event::TextDelta { .. }
-        | Event::ThoughtDelta { .. }
-        | Event::ToolCall { .. }
-        | Event::ToolPlanned { .. }
-        | Event::SubagentStarted { .. }
-        | Event::SubagentEnded { .. }
-        | Event::ToolStarted { .. }
-        | Event::ToolResult { .. }
-        | Event::ToolProgress { .. }
-        | Event::Plan { .. }
-        | Event::SessionInfo { .. }
-        | Event::Usage { .. }
-        | Event::Notice { .. }
-        | Event::Retrying { .. }
-        | Event::Compaction { .. }
-        | Event::SkillActivated { .. } => {}
+    if let Event::ApprovalRequested {
+        call_id: call,
+        title,
+        ..
+    } = &mut event
+    {
+        *call = call_id.to_owned();
+        *title = format!("Subagent «{label}»: {title}");
+    } else if let Event::QuestionAsked {
+        call_id: call,
+        question,
+        ..
+    } = &mut event
+    {
+        *call = call_id.to_owned();
+        *question = format!("(subagent «{label}») {question}");
+    } else if let Event::ApprovalDecided { call_id: call, .. }
+    | Event::QuestionAnswered { call_id: call, .. } = &mut event
+    {
+        *call = call_id.to_owned();
     }
     event
 }
