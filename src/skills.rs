@@ -230,6 +230,64 @@ impl Entry {
     }
 }
 
+/// How deep below a skill's folder resource files are listed.
+const RESOURCE_DEPTH: usize = 4;
+
+/// A skill's instructions as an activation hands them to the model: its
+/// `SKILL.md` read now, the body wrapped with its folder and resource files
+/// (`core::skills::wrap`). The `skill` tool and a person's `/NAME` (through
+/// the `Skills` port) both read a skill here.
+pub fn instructions(skill: &Skill) -> Result<String, String> {
+    let parsed = read(&skill.location)?;
+    let (files, more) = resources(skill.dir());
+    Ok(crate::core::skills::wrap(skill, &parsed.body, &files, more))
+}
+
+/// The files of a skill's folder besides its `SKILL.md`, relative and
+/// sorted, at most `MAX_RESOURCES` (`true` when there were more); hidden
+/// files and folders left out.
+fn resources(dir: &Path) -> (Vec<String>, bool) {
+    use crate::core::skills::MAX_RESOURCES;
+    let mut found: Vec<String> = Vec::new();
+    let mut more = false;
+    let mut pending: Vec<(PathBuf, usize)> = vec![(dir.to_path_buf(), 0)];
+    while let Some((at, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in entries {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if depth + 1 < RESOURCE_DEPTH {
+                    pending.push((path, depth + 1));
+                }
+                continue;
+            }
+            if depth == 0 && name == "SKILL.md" {
+                continue;
+            }
+            if found.len() == MAX_RESOURCES {
+                more = true;
+                continue;
+            }
+            if let Ok(relative) = path.strip_prefix(dir) {
+                found.push(relative.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    (found, more)
+}
+
 fn read(location: &Path) -> Result<parse::Parsed, String> {
     let text = std::fs::read_to_string(location)
         .map_err(|err| format!("cannot read {}: {err}", location.display()))?;
@@ -274,6 +332,25 @@ mod tests {
                 self.0.clone()
             })
         }
+
+        fn instructions(&self, skill: &Skill) -> Result<String, String> {
+            instructions(skill)
+        }
+    }
+
+    #[test]
+    fn at_most_fifty_resources_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("SKILL.md"), "x").unwrap();
+        for n in 0..60 {
+            std::fs::write(dir.path().join(format!("f{n:02}.txt")), "x").unwrap();
+        }
+        let (files, more) = resources(dir.path());
+        assert_eq!(files.len(), crate::core::skills::MAX_RESOURCES);
+        assert!(more);
+        assert!(!files.iter().any(|f| f == "SKILL.md"));
+        let (few, more) = resources(&dir.path().join("missing"));
+        assert!(few.is_empty() && !more);
     }
 
     fn skill(name: &str, at: &str, scope: Scope) -> Skill {

@@ -487,6 +487,7 @@ impl Event {
             super::skills::ActivatedBy::ReadFile => {
                 format!("skill {name} activated (read its SKILL.md)")
             }
+            super::skills::ActivatedBy::Person => format!("skill {name} activated by /{name}"),
         })
     }
 

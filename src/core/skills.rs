@@ -78,10 +78,38 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// A custom command (Claude Code's `.claude/commands/NAME.md`): a prompt a
+/// person runs by typing `/NAME args`, its body read when it was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Command {
+    /// The file's name without `.md` (a subfolder only groups).
+    pub name: String,
+    /// `description`, else the body's first non-empty line, shortened.
+    pub description: String,
+    /// `argument-hint`: what to type after the name (`<pr-number>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub argument_hint: Option<String>,
+    /// `allowed-tools`: what the command's run pre-approves within the
+    /// policy, as a skill's do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
+    /// `model`: the configured model its run uses (the session's stays).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The prompt, frontmatter stripped, `$ARGUMENTS` and `$1`… unreplaced.
+    pub body: String,
+    /// The absolute path of its file.
+    pub location: PathBuf,
+    pub scope: Scope,
+}
+
 /// The skills a session sees, by name, with what discovery noticed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SkillSet {
     pub skills: BTreeMap<String, Skill>,
+    /// The custom commands, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub commands: BTreeMap<String, Command>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -90,8 +118,81 @@ impl SkillSet {
         self.skills.get(name)
     }
 
+    pub fn command(&self, name: &str) -> Option<&Command> {
+        self.commands.get(name)
+    }
+
+    /// No skill and no command.
     pub fn is_empty(&self) -> bool {
-        self.skills.is_empty()
+        self.skills.is_empty() && self.commands.is_empty()
+    }
+
+    /// Adds `command` with the skills' collision rule: the higher scope
+    /// wins (the first found within one scope), the shadowed one is a
+    /// diagnostic.
+    pub fn add_command(&mut self, command: Command) {
+        let shadowed = |name: &str, by: &Path| Diagnostic {
+            location: PathBuf::new(),
+            skipped: true,
+            message: format!("command `{name}` is shadowed by {}", by.display()),
+        };
+        match self.commands.get(&command.name) {
+            Some(held) if held.scope.rank() >= command.scope.rank() => {
+                self.diagnostics.push(Diagnostic {
+                    location: command.location.clone(),
+                    ..shadowed(&command.name, &held.location)
+                });
+            }
+            Some(held) => {
+                self.diagnostics.push(Diagnostic {
+                    location: held.location.clone(),
+                    ..shadowed(&held.name, &command.location)
+                });
+                self.commands.insert(command.name.clone(), command);
+            }
+            None => {
+                self.commands.insert(command.name.clone(), command);
+            }
+        }
+    }
+
+    /// Notes what a person cannot type as `/NAME` once everything is
+    /// added: a skill or command named like a built-in command, a command
+    /// named like a skill (the skill wins, as in Claude Code).
+    pub fn note_shadowed(&mut self) {
+        for skill in self.skills.values() {
+            if is_built_in(&skill.name) {
+                self.diagnostics.push(Diagnostic {
+                    location: skill.location.clone(),
+                    skipped: false,
+                    message: format!(
+                        "skill `{}` cannot be used as /{}: a built-in command has that name",
+                        skill.name, skill.name
+                    ),
+                });
+            }
+        }
+        for command in self.commands.values() {
+            let message = if is_built_in(&command.name) {
+                format!(
+                    "command `{}` is shadowed by the built-in command /{}",
+                    command.name, command.name
+                )
+            } else if let Some(skill) = self.skills.get(&command.name) {
+                format!(
+                    "command `{}` is shadowed by the skill at {}",
+                    command.name,
+                    skill.location.display()
+                )
+            } else {
+                continue;
+            };
+            self.diagnostics.push(Diagnostic {
+                location: command.location.clone(),
+                skipped: true,
+                message,
+            });
+        }
     }
 
     /// Adds `skill`; on a name collision the higher scope wins (the first
@@ -128,6 +229,68 @@ impl SkillSet {
     }
 }
 
+/// The names of the chat faces' own commands (`pincer chat`, the chat
+/// channels), besides [`super::slash::COMMANDS`]: no skill or command
+/// takes them.
+pub const CHAT_COMMANDS: [&str; 8] = [
+    "new", "stop", "status", "remember", "forget", "pair", "start", "skill",
+];
+
+/// Whether `/name` is a built-in command of some face.
+pub fn is_built_in(name: &str) -> bool {
+    super::slash::COMMANDS.iter().any(|(n, _, _)| *n == name) || CHAT_COMMANDS.contains(&name)
+}
+
+/// What a `/NAME` a person may type runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InvocableKind {
+    /// A prompt with the skill active.
+    Skill,
+    /// A custom command's prompt.
+    Command,
+}
+
+/// A skill or custom command a person can type as `/NAME`, for the faces
+/// to advertise and complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Invocable {
+    pub name: String,
+    pub description: String,
+    /// What to type after the name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    pub kind: InvocableKind,
+}
+
+/// Everything in `set` a person can type as `/NAME`, by name: the skills
+/// (those only a person may activate too) and the commands, less the names
+/// of built-in commands; a command named like a skill is the skill's.
+pub fn invocable(set: &SkillSet) -> Vec<Invocable> {
+    let skills = set.skills.values().map(|skill| Invocable {
+        name: skill.name.clone(),
+        description: skill.description.clone(),
+        hint: None,
+        kind: InvocableKind::Skill,
+    });
+    let commands = set
+        .commands
+        .values()
+        .filter(|command| !set.skills.contains_key(&command.name))
+        .map(|command| Invocable {
+            name: command.name.clone(),
+            description: command.description.clone(),
+            hint: command.argument_hint.clone(),
+            kind: InvocableKind::Command,
+        });
+    let mut all: Vec<Invocable> = skills
+        .chain(commands)
+        .filter(|item| !is_built_in(&item.name))
+        .collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
+}
+
 /// The port that finds skills: what a session in `workspace` sees now.
 /// Implementations cache, so asking before every model turn is cheap; a
 /// skill added, changed or removed on disk is seen at the next ask.
@@ -135,6 +298,12 @@ pub trait Skills: Send + Sync {
     /// The skills of `workspace`: the user's and the plugins' always, the
     /// project's only when `project_trusted`.
     fn for_workspace(&self, workspace: &Path, project_trusted: bool) -> Arc<SkillSet>;
+
+    /// `skill`'s instructions as an activation hands them to the model
+    /// ([`wrap`]), read now (an edit since the last activation counts); the
+    /// error says why they cannot be read. Blocking: call it off the async
+    /// threads.
+    fn instructions(&self, skill: &Skill) -> Result<String, String>;
 }
 
 /// No skills at all (tests, and a configuration that turns them off).
@@ -143,6 +312,13 @@ pub struct NoSkills;
 impl Skills for NoSkills {
     fn for_workspace(&self, _: &Path, _: bool) -> Arc<SkillSet> {
         Arc::new(SkillSet::default())
+    }
+
+    fn instructions(&self, skill: &Skill) -> Result<String, String> {
+        Err(format!(
+            "skills are turned off: cannot load `{}`",
+            skill.name
+        ))
     }
 }
 
@@ -165,6 +341,8 @@ pub enum ActivatedBy {
     Tool,
     /// The model read the skill's `SKILL.md` with `read_file`.
     ReadFile,
+    /// A person typed `/NAME` (or `/skill NAME`).
+    Person,
 }
 
 impl ActivatedBy {
@@ -172,6 +350,7 @@ impl ActivatedBy {
         match self {
             ActivatedBy::Tool => "tool",
             ActivatedBy::ReadFile => "read_file",
+            ActivatedBy::Person => "person",
         }
     }
 }
@@ -183,6 +362,11 @@ impl ActivatedBy {
 pub struct RunSkills {
     pub set: Arc<SkillSet>,
     active: parking_lot::Mutex<Vec<String>>,
+    /// What [`RunSkills::take_active`] took: a person's skill among them
+    /// may be loaded again after a summary.
+    taken: parking_lot::Mutex<Vec<String>>,
+    /// The run's custom command (`/NAME`) and its `allowed-tools`.
+    command: Option<(String, Vec<String>)>,
 }
 
 impl RunSkills {
@@ -195,6 +379,29 @@ impl RunSkills {
         Self {
             set,
             active: parking_lot::Mutex::new(active),
+            taken: parking_lot::Mutex::default(),
+            command: None,
+        }
+    }
+
+    /// The run is the custom command `name`, whose `allowed-tools` are
+    /// `tools`: they pre-approve as an active skill's do.
+    #[must_use]
+    pub fn with_command(mut self, name: &str, tools: Vec<String>) -> Self {
+        self.command = Some((name.to_owned(), tools));
+        self
+    }
+
+    /// The skill the `skill` tool may load by `name`: one offered, or one
+    /// only a person may activate that is active (a person typed `/NAME`)
+    /// or was before a summary.
+    pub fn loadable(&self, name: &str) -> Option<&Skill> {
+        let skill = self.set.get(name)?;
+        if !skill.person_only || self.is_active(name) || self.taken.lock().iter().any(|n| n == name)
+        {
+            Some(skill)
+        } else {
+            None
         }
     }
 
@@ -235,14 +442,17 @@ impl RunSkills {
     /// Forgets every activation (a summary replaced the instructions);
     /// what was active, in order.
     pub fn take_active(&self) -> Vec<String> {
-        std::mem::take(&mut *self.active.lock())
+        let taken = std::mem::take(&mut *self.active.lock());
+        self.taken.lock().clone_from(&taken);
+        taken
     }
 
     /// The first active skill whose `allowed-tools` pre-approve a call of
-    /// `tool` (running `command`, for the shell).
+    /// `tool` (running `command`, for the shell), else the run's custom
+    /// command (`/NAME`) when its `allowed-tools` do.
     pub fn pre_approving(&self, tool: &str, command: Option<&str>) -> Option<String> {
         let active = self.active.lock();
-        active
+        let skill = active
             .iter()
             .filter_map(|name| self.set.get(name))
             .find(|skill| {
@@ -251,14 +461,24 @@ impl RunSkills {
                     .iter()
                     .any(|entry| allows(entry, tool, command))
             })
-            .map(|skill| skill.name.clone())
+            .map(|skill| skill.name.clone());
+        skill.or_else(|| {
+            let (name, tools) = self.command.as_ref()?;
+            tools
+                .iter()
+                .any(|entry| allows(entry, tool, command))
+                .then(|| format!("/{name}"))
+        })
     }
 
-    /// The folders of the offered skills: readable (never writable) by the
-    /// file tools and the shell, so the model can read a skill's resources
-    /// and run its scripts.
+    /// The folders of the offered skills and the active ones: readable
+    /// (never writable) by the file tools and the shell, so the model can
+    /// read a skill's resources and run its scripts.
     pub fn folders(&self) -> Vec<PathBuf> {
-        self.offered()
+        self.set
+            .skills
+            .values()
+            .filter(|skill| !skill.person_only || self.is_active(&skill.name))
             .map(|skill| skill.dir().to_path_buf())
             .collect()
     }

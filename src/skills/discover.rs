@@ -221,6 +221,10 @@ impl Skills for Discovery {
         *slot = Some(set.clone());
         set
     }
+
+    fn instructions(&self, skill: &Skill) -> Result<String, String> {
+        super::instructions(skill)
+    }
 }
 
 /// The set a session sees: the project's skills only when trusted, project

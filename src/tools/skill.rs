@@ -7,16 +7,11 @@
 //! text through the safety pass like any file's. A skill already active
 //! gets a short note instead of its instructions again.
 
-use std::path::{Path, PathBuf};
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::core::skills::{MAX_RESOURCES, RunSkills, SKILL_TOOL, Skill, wrap};
+use crate::core::skills::{RunSkills, SKILL_TOOL, Skill};
 use crate::core::tool::{Plan, ToolContext, ToolError, ToolKind, ToolOutput, TypedTool};
-
-/// How deep below a skill's folder resource files are listed.
-const RESOURCE_DEPTH: usize = 4;
 
 pub struct SkillTool;
 
@@ -34,7 +29,7 @@ fn find<'a>(skills: Option<&'a RunSkills>, name: &str) -> Result<&'a Skill, Tool
             "this session has no skills".to_owned(),
         ));
     };
-    if let Some(skill) = skills.offered().find(|skill| skill.name == name) {
+    if let Some(skill) = skills.loadable(name) {
         return Ok(skill);
     }
     let names: Vec<&str> = skills.offered().map(|skill| skill.name.as_str()).collect();
@@ -45,66 +40,15 @@ fn find<'a>(skills: Option<&'a RunSkills>, name: &str) -> Result<&'a Skill, Tool
     )))
 }
 
-/// The files of a skill's folder besides its `SKILL.md`, relative and
-/// sorted, at most [`MAX_RESOURCES`] (`true` when there were more); hidden
-/// files and folders left out.
-fn resources(dir: &Path) -> (Vec<String>, bool) {
-    let mut found: Vec<String> = Vec::new();
-    let mut more = false;
-    let mut pending: Vec<(PathBuf, usize)> = vec![(dir.to_path_buf(), 0)];
-    while let Some((at, depth)) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&at) else {
-            continue;
-        };
-        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-        entries.sort_by_key(std::fs::DirEntry::file_name);
-        for entry in entries {
-            let name = entry.file_name();
-            if name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let path = entry.path();
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() {
-                if depth + 1 < RESOURCE_DEPTH {
-                    pending.push((path, depth + 1));
-                }
-                continue;
-            }
-            if depth == 0 && name == "SKILL.md" {
-                continue;
-            }
-            if found.len() == MAX_RESOURCES {
-                more = true;
-                continue;
-            }
-            if let Ok(relative) = path.strip_prefix(dir) {
-                found.push(relative.to_string_lossy().into_owned());
-            }
-        }
-    }
-    found.sort();
-    (found, more)
-}
-
 /// The skill's instructions, wrapped, read now (so an edit since the last
-/// activation counts).
+/// activation counts): `crate::skills::instructions`, the one reading the
+/// runtime's `/NAME` uses too.
 async fn load(skill: &Skill) -> Result<String, ToolError> {
-    let text = tokio::fs::read_to_string(&skill.location)
+    let skill = skill.clone();
+    tokio::task::spawn_blocking(move || crate::skills::instructions(&skill))
         .await
-        .map_err(|err| {
-            ToolError::Failed(format!("cannot read {}: {err}", skill.location.display()))
-        })?;
-    let parsed = crate::skills::parse::parse(&text).map_err(|err| {
-        ToolError::Failed(format!("cannot read {}: {err}", skill.location.display()))
-    })?;
-    let dir = skill.dir().to_path_buf();
-    let (files, more) = tokio::task::spawn_blocking(move || resources(&dir))
-        .await
-        .unwrap_or_default();
-    Ok(wrap(skill, &parsed.body, &files, more))
+        .map_err(|err| ToolError::Failed(format!("cannot read the skill: {err}")))?
+        .map_err(ToolError::Failed)
 }
 
 impl TypedTool for SkillTool {
@@ -156,6 +100,8 @@ impl TypedTool for SkillTool {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use std::path::Path;
 
     use super::*;
     use crate::core::boundary::PathBoundary;
@@ -261,20 +207,5 @@ mod tests {
         }
         let none = self::ctx(dir.path(), None);
         assert!(call(&none, "pdf").await.is_err());
-    }
-
-    #[test]
-    fn at_most_fifty_resources_are_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("SKILL.md"), "x").unwrap();
-        for n in 0..60 {
-            std::fs::write(dir.path().join(format!("f{n:02}.txt")), "x").unwrap();
-        }
-        let (files, more) = resources(dir.path());
-        assert_eq!(files.len(), MAX_RESOURCES);
-        assert!(more);
-        assert!(!files.iter().any(|f| f == "SKILL.md"));
-        let (few, more) = resources(&dir.path().join("missing"));
-        assert!(few.is_empty() && !more);
     }
 }

@@ -382,22 +382,8 @@ impl Runtime {
         session: &Session,
         messages: &[Message],
     ) -> Option<Arc<crate::core::skills::RunSkills>> {
-        let root = crate::core::hooks::project_dir(&session.workspace);
-        let trusted = match self.inner.journal.trusted_roots().await {
-            Ok(roots) => roots.iter().any(|trust| trust.root == root),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read which workspaces are trusted");
-                false
-            }
-        };
-        let port = self.inner.skills.clone();
-        let workspace = session.workspace.clone();
-        let set = tokio::task::spawn_blocking(move || port.for_workspace(&workspace, trusted))
-            .await
-            .unwrap_or_else(|err| {
-                tracing::warn!(error = %err, "cannot look for skills");
-                Arc::default()
-            });
+        let trusted = self.workspace_trusted(&session.workspace).await;
+        let set = self.skill_set(&session.workspace, trusted).await;
         if set.is_empty() {
             return None;
         }
@@ -410,6 +396,49 @@ impl Runtime {
             boundary.resolve_unchecked(&session.workspace, raw)
         });
         Some(Arc::new(crate::core::skills::RunSkills::new(set, active)))
+    }
+
+    /// Whether the project directory of `workspace` is trusted (`pincer
+    /// trust`); an unreadable trust table is no trust.
+    pub(super) async fn workspace_trusted(&self, workspace: &std::path::Path) -> bool {
+        let root = crate::core::hooks::project_dir(workspace);
+        match self.inner.journal.trusted_roots().await {
+            Ok(roots) => roots.iter().any(|trust| trust.root == root),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot read which workspaces are trusted");
+                false
+            }
+        }
+    }
+
+    /// The skills and commands of `workspace` (the project's when
+    /// `trusted`), off the async threads.
+    pub(super) async fn skill_set(
+        &self,
+        workspace: &std::path::Path,
+        trusted: bool,
+    ) -> Arc<crate::core::skills::SkillSet> {
+        let port = self.inner.skills.clone();
+        let workspace = workspace.to_path_buf();
+        tokio::task::spawn_blocking(move || port.for_workspace(&workspace, trusted))
+            .await
+            .unwrap_or_else(|err| {
+                tracing::warn!(error = %err, "cannot look for skills");
+                Arc::default()
+            })
+    }
+
+    /// The skills and custom commands a person can type as `/NAME` in a
+    /// session (`core::skills::invocable`): its workspace's, the project's
+    /// once it is trusted.
+    pub async fn invocable(
+        &self,
+        id: &SessionId,
+    ) -> Result<Vec<crate::core::skills::Invocable>, RuntimeError> {
+        let session = self.session(id).await?;
+        let trusted = self.workspace_trusted(&session.workspace).await;
+        let set = self.skill_set(&session.workspace, trusted).await;
+        Ok(crate::core::skills::invocable(&set))
     }
 
     /// The skills' catalogue of a run of `session`, within the configured
