@@ -33,6 +33,7 @@ use crate::core::quote::quote;
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime, SessionCommand, Subscription};
 use crate::core::session::{ContentPart, Message, Origin, Session};
+use crate::core::skills::Invocable;
 use crate::core::slash::{self, Answer, FaceCommand, SlashCommand};
 use editor::{LineEditor, Read};
 use markdown::{Markdown, sanitize};
@@ -286,6 +287,12 @@ impl Chat {
                 }
                 continue;
             }
+            let workspace = self
+                .session
+                .as_ref()
+                .map_or(&self.workspace, |s| &s.workspace);
+            self.editor
+                .offer(self.runtime.invocable_in(workspace).await);
             let line = match self.editor.read("> ").await? {
                 Read::Line(line) => editor::joined(&line),
                 Read::Interrupted | Read::Eof => return Ok(()),
@@ -321,6 +328,10 @@ impl Chat {
                 self.markdown(&text);
                 Ok(Flow::Continue)
             }
+            // A skill or custom command: a prompt the runtime expands.
+            None if name == "skill" || self.invocable(name).await => {
+                self.run(Start::Prompt(line)).await
+            }
             None => {
                 self.write(&format!(
                     "Unknown command /{}; /help lists the commands.\n",
@@ -329,6 +340,19 @@ impl Chat {
                 Ok(Flow::Continue)
             }
         }
+    }
+
+    /// Whether `name` is a skill or custom command of the workspace.
+    async fn invocable(&self, name: &str) -> bool {
+        let workspace = self
+            .session
+            .as_ref()
+            .map_or(&self.workspace, |s| &s.workspace);
+        self.runtime
+            .invocable_in(workspace)
+            .await
+            .iter()
+            .any(|item| item.name == name)
     }
 
     /// Writes Markdown text, rendered.
@@ -346,7 +370,11 @@ impl Chat {
     /// making a session.
     async fn answer(&mut self, command: FaceCommand) -> anyhow::Result<String> {
         if command == FaceCommand::Help {
-            return Ok(help());
+            let workspace = self
+                .session
+                .as_ref()
+                .map_or(&self.workspace, |s| &s.workspace);
+            return Ok(help(&self.runtime.invocable_in(workspace).await));
         }
         let id = self.session().await?;
         let answer = self.runtime.answer(&id, command).await?;
@@ -418,8 +446,8 @@ impl Chat {
 }
 
 /// `/help`: the shared commands, this face's own, and its keys.
-fn help() -> String {
-    let mut text = slash::help();
+fn help(invocable: &[Invocable]) -> String {
+    let mut text = slash::help(&[]);
     // `/exit` is `/quit`'s other name, told in its line.
     for (name, description) in editor::TERMINAL_COMMANDS
         .iter()
@@ -427,6 +455,7 @@ fn help() -> String {
     {
         text.push_str(&format!("- `/{name}`: {description}\n"));
     }
+    text.push_str(&slash::invocable_help(invocable));
     text.push_str(
         "\nKeys: Enter sends; Alt-Enter or a line ending in `\\` starts another line; \
          Tab completes a command; Ctrl-C cancels a run (twice within 2 s leaves); \

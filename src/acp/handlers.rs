@@ -97,14 +97,10 @@ impl Connection {
                 // client reads it finds the session; forwarding starts after the
                 // response is queued, so no update overtakes it.
                 let (start, started) = tokio::sync::oneshot::channel();
-                let session_id = session.as_str().to_owned();
-                self.attach(session, subscription, started);
+                let invocable = self.invocable(&session).await;
+                self.attach(session.clone(), subscription, started);
                 self.peer.respond(id, Ok(response)).await;
-                self.peer
-                    .notify(
-                        "session/update",
-                        &acp::SessionNotification::new(session_id, commands::available()),
-                    )
+                self.notify_update(&session, commands::available(&invocable))
                     .await;
                 let _ = start.send(());
             }
@@ -584,10 +580,17 @@ impl Connection {
         session: &SessionId,
         command: FaceCommand,
     ) -> Reply {
+        let trusting = command == FaceCommand::Trust;
         let text = match self.command_text(session, command).await {
             Ok(text) => text,
             Err(err) => return Reply::Now(Err(err)),
         };
+        // Trusted now: the project's skills and commands join the list.
+        if trusting {
+            let invocable = self.invocable(session).await;
+            self.notify_update(session, commands::available(&invocable))
+                .await;
+        }
         self.notify_update(
             session,
             acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(acp::ContentBlock::Text(
@@ -596,6 +599,15 @@ impl Connection {
         )
         .await;
         Reply::Now(to_value(acp::PromptResponse::new(acp::StopReason::EndTurn)))
+    }
+
+    /// The skills and custom commands a session can run by name; none
+    /// (logged) when they cannot be looked up.
+    async fn invocable(&self, session: &SessionId) -> Vec<crate::core::skills::Invocable> {
+        self.runtime.invocable(session).await.unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "cannot list the session's skills and commands");
+            Vec::new()
+        })
     }
 
     /// Sends one `session/update`; false once the client is gone.

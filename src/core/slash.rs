@@ -10,6 +10,7 @@ use super::commands::SessionCommand;
 use super::quote::quote;
 use super::run::RunInfo;
 use super::session::{ContentPart, Mode, Session};
+use super::skills::{Invocable, InvocableKind};
 
 /// A slash command a prompt asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,16 +104,53 @@ pub fn split(text: &str) -> Option<(&str, Option<&str>)> {
     Some((name, argument.filter(|a| !a.is_empty())))
 }
 
-/// The `/help` text, in Markdown.
-pub fn help() -> String {
+/// The `/help` text, in Markdown: the built-in commands, then the skills
+/// and custom commands the session can run by name (`invocable`).
+pub fn help(invocable: &[Invocable]) -> String {
     let mut text = "Commands:\n".to_owned();
     for (name, description, hint) in COMMANDS {
-        match hint {
-            Some(hint) => text.push_str(&format!("- `/{name} [{hint}]`: {description}\n")),
-            None => text.push_str(&format!("- `/{name}`: {description}\n")),
-        }
+        text.push_str(&help_line(name, description, hint));
+    }
+    text.push_str(&invocable_help(invocable));
+    text
+}
+
+/// The lines of `/help` naming the skills and custom commands, with `/skill`
+/// when there is a skill; empty without any.
+pub fn invocable_help(invocable: &[Invocable]) -> String {
+    if invocable.is_empty() {
+        return String::new();
+    }
+    let mut text = "\nSkills and custom commands:\n".to_owned();
+    for item in invocable {
+        let description = item.description.lines().next().unwrap_or_default();
+        text.push_str(&help_line(&item.name, description, item.hint.as_deref()));
+    }
+    if let Some((name, description, hint)) = skill_command(invocable) {
+        text.push_str(&help_line(name, description, Some(hint)));
     }
     text
+}
+
+/// `/skill NAME`, offered while the session has a skill.
+pub fn skill_command(
+    invocable: &[Invocable],
+) -> Option<(&'static str, &'static str, &'static str)> {
+    invocable
+        .iter()
+        .any(|item| item.kind == InvocableKind::Skill)
+        .then_some((
+            "skill",
+            "Run a prompt with a skill active",
+            "NAME [request]",
+        ))
+}
+
+fn help_line(name: &str, description: &str, hint: Option<&str>) -> String {
+    match hint {
+        Some(hint) => format!("- `/{name} [{hint}]`: {description}\n"),
+        None => format!("- `/{name}`: {description}\n"),
+    }
 }
 
 /// Most runs `/runs` lists.
@@ -121,8 +159,9 @@ pub const RUNS_SHOWN: usize = 10;
 /// What a command the face answers comes to, as data.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
-    /// `/help`: the commands of [`COMMANDS`].
-    Help,
+    /// `/help`: the commands of [`COMMANDS`] and the session's skills and
+    /// custom commands.
+    Help(Vec<Invocable>),
     /// `/mode`: the session's mode.
     Mode(Mode),
     /// `/mode NAME`: the session, switched to it.
@@ -150,7 +189,7 @@ impl Answer {
     /// sentence has no line end; a list ends each item with one.
     pub fn markdown(&self, run_line: impl Fn(&RunInfo) -> String) -> String {
         match self {
-            Answer::Help => help(),
+            Answer::Help(invocable) => help(invocable),
             Answer::Mode(mode) => {
                 let modes: Vec<String> = Mode::ALL
                     .iter()
@@ -318,7 +357,7 @@ mod tests {
             Answer::Text("Forgot `m1`.".into()).markdown(line),
             "Forgot `m1`."
         );
-        assert_eq!(Answer::Help.markdown(line), help());
+        assert_eq!(Answer::Help(Vec::new()).markdown(line), help(&[]));
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! crossterm). Its blocking read runs on the blocking pool.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
+use parking_lot::Mutex;
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
 use rustyline::highlight::Highlighter;
@@ -20,6 +22,7 @@ use rustyline::{
     Modifiers, Movement, RepeatCount,
 };
 
+use crate::core::skills::{Invocable, InvocableKind};
 use crate::core::slash::COMMANDS;
 
 /// Commands only the terminal has, completed like the shared ones.
@@ -39,8 +42,48 @@ pub enum Read {
     Eof,
 }
 
-/// Multi-line input (a line ending in `\` continues) and slash command completion.
-struct Helper;
+/// Multi-line input (a line ending in `\` continues) and slash command
+/// completion: the built-in commands, this face's, and the skills and
+/// custom commands the workspace has (kept fresh by [`LineEditor::offer`]).
+#[derive(Default)]
+struct Helper {
+    invocable: Arc<Mutex<Vec<Invocable>>>,
+}
+
+impl Helper {
+    /// The completions of `typed` (the line up to the cursor): a command's
+    /// name after `/`, or a skill's name after `/skill `.
+    fn completions(&self, typed: &str) -> Vec<String> {
+        let Some(name) = typed.strip_prefix('/') else {
+            return Vec::new();
+        };
+        let invocable = self.invocable.lock();
+        if let Some(skill) = name.strip_prefix("skill ") {
+            let skill = skill.trim_start();
+            if skill.contains(char::is_whitespace) {
+                return Vec::new();
+            }
+            return invocable
+                .iter()
+                .filter(|item| item.kind == InvocableKind::Skill && item.name.starts_with(skill))
+                .map(|item| format!("/skill {}", item.name))
+                .collect();
+        }
+        if name.contains(char::is_whitespace) {
+            return Vec::new();
+        }
+        let skill = crate::core::slash::skill_command(&invocable).map(|(name, _, _)| name);
+        COMMANDS
+            .iter()
+            .map(|(name, _, _)| *name)
+            .chain(TERMINAL_COMMANDS.iter().map(|(name, _)| *name))
+            .chain(invocable.iter().map(|item| item.name.as_str()))
+            .chain(skill)
+            .filter(|n| n.starts_with(name))
+            .map(|n| format!("/{n}"))
+            .collect()
+    }
+}
 
 impl Completer for Helper {
     type Candidate = String;
@@ -51,24 +94,7 @@ impl Completer for Helper {
         pos: usize,
         _ctx: &rustyline::Context<'_>,
     ) -> rustyline::Result<(usize, Vec<String>)> {
-        let typed = &line[..pos];
-        let Some(name) = typed.strip_prefix('/') else {
-            return Ok((0, Vec::new()));
-        };
-        if name.contains(char::is_whitespace) {
-            return Ok((0, Vec::new()));
-        }
-        let names = COMMANDS
-            .iter()
-            .map(|(name, _, _)| *name)
-            .chain(TERMINAL_COMMANDS.iter().map(|(name, _)| *name));
-        Ok((
-            0,
-            names
-                .filter(|n| n.starts_with(name))
-                .map(|n| format!("/{n}"))
-                .collect(),
-        ))
+        Ok((0, self.completions(&line[..pos])))
     }
 }
 
@@ -120,6 +146,8 @@ pub struct LineEditor {
     editor: Option<Editor<Helper, FileHistory>>,
     /// Where the history is kept (`DATA_DIR/chat-history`).
     history: PathBuf,
+    /// The skills and custom commands completed, shared with the helper.
+    invocable: Arc<Mutex<Vec<Invocable>>>,
 }
 
 impl LineEditor {
@@ -134,7 +162,9 @@ impl LineEditor {
             .build();
         let mut editor: Editor<Helper, FileHistory> =
             Editor::with_config(config).context("cannot open the terminal for line editing")?;
-        editor.set_helper(Some(Helper));
+        let helper = Helper::default();
+        let invocable = helper.invocable.clone();
+        editor.set_helper(Some(helper));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         editor.bind_sequence(
             KeyEvent::ctrl('C'),
@@ -148,7 +178,13 @@ impl LineEditor {
         Ok(Self {
             editor: Some(editor),
             history,
+            invocable,
         })
+    }
+
+    /// The skills and custom commands Tab completes from now on.
+    pub fn offer(&self, invocable: Vec<Invocable>) {
+        *self.invocable.lock() = invocable;
     }
 
     /// Reads a line at `prompt`; the terminal is the editor's until it returns.
@@ -286,6 +322,38 @@ impl Drop for TypeAhead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn item(name: &str, kind: InvocableKind) -> Invocable {
+        Invocable {
+            name: name.into(),
+            description: format!("does {name}"),
+            hint: None,
+            kind,
+        }
+    }
+
+    #[test]
+    fn skills_and_custom_commands_complete_beside_the_built_in_commands() {
+        let helper = Helper::default();
+        assert_eq!(helper.completions("/he"), ["/help"]);
+        assert!(helper.completions("/sk").is_empty(), "no skill, no /skill");
+        *helper.invocable.lock() = vec![
+            item("pdf", InvocableKind::Skill),
+            item("pr-review", InvocableKind::Command),
+            item("skill-creator", InvocableKind::Skill),
+        ];
+        assert_eq!(helper.completions("/p"), ["/pdf", "/pr-review"]);
+        assert_eq!(helper.completions("/sk"), ["/skill-creator", "/skill"]);
+        // After `/skill `, the skills' names only.
+        assert_eq!(
+            helper.completions("/skill "),
+            ["/skill pdf", "/skill skill-creator"]
+        );
+        assert_eq!(helper.completions("/skill p"), ["/skill pdf"]);
+        assert!(helper.completions("/skill pdf now").is_empty());
+        assert!(helper.completions("/pdf x").is_empty());
+        assert!(helper.completions("pdf").is_empty());
+    }
 
     #[test]
     fn a_trailing_backslash_joins_lines() {

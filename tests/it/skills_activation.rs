@@ -497,3 +497,89 @@ fn a_summary_keeps_an_active_skills_instructions() {
     assert_eq!(results.len(), 1, "{notes:#?}");
     assert!(acp.finish().success());
 }
+
+/// The names of the commands an `available_commands_update` offers, with
+/// each one's description and input hint.
+fn offered(note: &Value) -> Vec<(String, String, Option<String>)> {
+    note["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["description"].as_str().unwrap().to_owned(),
+                c["input"]["hint"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// An editor is offered the person's skills by name after the built-in
+/// commands (`/skill NAME` with them), `/help` lists them, and a project's
+/// skill joins the list once `/trust` trusts the project.
+#[test]
+fn the_editor_is_offered_the_skills_by_name_and_the_projects_once_trusted() {
+    let dir = TestDir::new();
+    user_skill(
+        &dir,
+        "pdf",
+        "Extract tables from PDF files.",
+        "",
+        "Use pdftotext.",
+    );
+    let workspace = dir.workspace();
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    let house = workspace.join(".agents/skills/house");
+    std::fs::create_dir_all(&house).unwrap();
+    std::fs::write(
+        house.join("SKILL.md"),
+        "---\nname: house\ndescription: The house style of this project.\n---\n\nTabs.\n",
+    )
+    .unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let result = acp.call("session/new", json!({ "cwd": workspace, "mcpServers": [] }));
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    let first = offered(&acp.expect_commands(&session));
+    let names: Vec<&str> = first.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"compact"), "{names:?}");
+    assert!(names.contains(&"pdf"), "{names:?}");
+    assert!(!names.contains(&"house"), "untrusted: {names:?}");
+    assert!(
+        first.contains(&("pdf".into(), "Extract tables from PDF files.".into(), None)),
+        "{first:?}"
+    );
+    assert!(
+        first.contains(&(
+            "skill".into(),
+            "Run a prompt with a skill active".into(),
+            Some("NAME [request]".into())
+        )),
+        "{first:?}"
+    );
+
+    let (notes, response) = acp.prompt(&session, "/help");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let help = notes
+        .iter()
+        .find_map(|n| n["params"]["update"]["content"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        help.contains("- `/pdf`: Extract tables from PDF files."),
+        "{help}"
+    );
+
+    let (notes, response) = acp.prompt(&session, "/trust");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let update = notes
+        .iter()
+        .rev()
+        .find(|n| n["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .unwrap_or_else(|| panic!("no new list after /trust: {notes:#?}"));
+    let names: Vec<String> = offered(update).into_iter().map(|(n, _, _)| n).collect();
+    assert!(names.iter().any(|n| n == "house"), "{names:?}");
+    assert!(acp.finish().success());
+}

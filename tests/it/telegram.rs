@@ -407,6 +407,63 @@ fn commands_answer_in_the_chat() {
     });
 }
 
+/// A skill of the person's is listed by `/help` and run by its name, in a
+/// group with the bot's name too: a prompt of the chat's session, not an
+/// unknown command.
+#[test]
+fn a_skill_is_listed_by_help_and_run_by_its_name_in_the_chat() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let folder = dir.path().join("home/.agents/skills/pdf");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("SKILL.md"),
+        "---\nname: pdf\ndescription: Extract tables from PDF files.\n---\n\nUse pdftotext.\n",
+    )
+    .unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "PDF-DONE"}])]);
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "/help");
+    let help = reply_containing(&fake, "help", "Skills and custom commands:");
+    assert!(
+        help.contains("/pdf: Extract tables from PDF files."),
+        "{help}"
+    );
+    fake.user_says(USER, "/pdf@pincer_bot the tables of report.pdf");
+    fake.wait_for("the reply", WAIT, |f| {
+        texts(f).iter().any(|t| t == "PDF-DONE")
+    });
+    assert!(
+        !texts(&fake).iter().any(|t| t.contains("Unknown command")),
+        "{:?}",
+        texts(&fake)
+    );
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .as_bytes(),
+    )
+    .unwrap();
+    let shown = dir.show_session(listed["session_id"].as_str().unwrap());
+    let first = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["message"]["role"] == "user")
+        .unwrap();
+    assert_eq!(
+        first["message"]["content"][0]["text"],
+        "/pdf the tables of report.pdf"
+    );
+}
+
 #[test]
 fn strangers_pair_with_the_code_before_they_are_served() {
     let fake = FakeTelegram::start();

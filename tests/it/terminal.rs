@@ -571,6 +571,45 @@ fn slash_commands_are_answered_and_an_unknown_one_is_named() {
     assert_eq!(session_ids(&dir).len(), 1);
 }
 
+/// A skill the person has (`HOME/.agents/skills/pdf`) is completed with
+/// Tab, listed by `/help` and run by its name: a prompt, not an unknown
+/// command.
+#[test]
+fn a_skill_is_completed_listed_and_run_by_its_name() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let folder = dir.path().join("home/.agents/skills/pdf");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("SKILL.md"),
+        "---\nname: pdf\ndescription: Extract tables and text from PDF files.\n---\n\nUse pdftotext.\n",
+    )
+    .unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "PDF-DONE"}])]);
+    let tmux = Tmux::start(&dir, &ws, &["chat", "--script", &path(&script)], &[]);
+    tmux.wait_prompt();
+    tmux.tmux(&["send-keys", "-l", "/pd"]);
+    tmux.keys(&["Tab"]);
+    tmux.wait_for("> /pdf");
+    tmux.keys(&["C-u"]);
+    tmux.line("/help");
+    let screen = tmux.wait_for("Extract tables and text from PDF files.");
+    assert!(screen.contains("Skills and custom commands:"), "{screen}");
+    assert!(screen.contains("/skill [NAME [request]]"), "{screen}");
+    tmux.line("/pdf the tables of report.pdf");
+    tmux.wait_for("PDF-DONE");
+    let screen = tmux.screen();
+    assert!(!screen.contains("Unknown command"), "{screen}");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("EXITED=0");
+    let sessions = session_ids(&dir);
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(
+        user_prompts(&dir, &sessions[0]).first().map(String::as_str),
+        Some("/pdf the tables of report.pdf")
+    );
+}
+
 #[test]
 fn pincer_alone_on_a_terminal_opens_a_conversation() {
     let dir = TestDir::new();

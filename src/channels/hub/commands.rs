@@ -67,6 +67,24 @@ fn parse(body: &str) -> ChatCommand<'_> {
 }
 
 impl Hub {
+    /// Whether a `/` message names a skill or custom command of the chat's
+    /// workspace (or is `/skill NAME`): a prompt, not a command.
+    pub(super) async fn invokes(&self, body: &str) -> bool {
+        let name = body
+            .trim()
+            .trim_start_matches('/')
+            .split(|c: char| c.is_whitespace() || c == '@')
+            .next()
+            .unwrap_or_default();
+        name == "skill"
+            || self
+                .runtime
+                .invocable_in(&self.settings.workspace)
+                .await
+                .iter()
+                .any(|item| item.name == name)
+    }
+
     /// A session command given in the chat: a run of the chat's session.
     pub(super) async fn session_command(
         self: &Arc<Self>,
@@ -90,7 +108,16 @@ impl Hub {
     pub(super) async fn command(self: &Arc<Self>, message: &ChannelMessage) {
         let key = ConversationKey::of(message);
         let answer = match parse(&message.body) {
-            ChatCommand::Help => HELP.to_owned(),
+            ChatCommand::Help => {
+                let invocable = self.runtime.invocable_in(&self.settings.workspace).await;
+                let mut help = HELP.to_owned();
+                // Plain lines: a chat shows no Markdown list.
+                for line in crate::core::slash::invocable_help(&invocable).lines() {
+                    help.push('\n');
+                    help.push_str(&line.replace('`', "").replace("- /", "/"));
+                }
+                help
+            }
             ChatCommand::Pair => "You are already allowed here.".to_owned(),
             ChatCommand::New => match self.session_of(&key, true).await {
                 Ok(id) => format!("New session {id}. The previous one is kept."),

@@ -30,7 +30,7 @@ pub(super) enum Start {
 fn prompt_text(messages: &[ChannelMessage]) -> String {
     let mut text: Vec<String> = Vec::new();
     for message in messages {
-        let mut part = message.body.clone();
+        let mut part = without_bot_name(&message.body);
         for attachment in &message.attachments {
             part.push_str(&format!(
                 "\n[attached {}: {}]",
@@ -41,6 +41,23 @@ fn prompt_text(messages: &[ChannelMessage]) -> String {
         text.push(part);
     }
     text.join("\n\n")
+}
+
+/// A message invoking a skill or custom command in a group
+/// (`/review@pincer_bot the diff`) without the bot's name, so the runtime
+/// finds the name it expands; any other text as it is.
+fn without_bot_name(body: &str) -> String {
+    let trimmed = body.trim_start();
+    let Some(rest) = trimmed.strip_prefix('/') else {
+        return body.to_owned();
+    };
+    let word_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    match rest[..word_end].split_once('@') {
+        Some((name, _)) if !name.is_empty() && !name.contains('/') => {
+            format!("/{name}{}", &rest[word_end..])
+        }
+        _ => body.to_owned(),
+    }
 }
 
 /// A run the hub follows: its answer, and the session it runs in.
@@ -296,6 +313,19 @@ mod tests {
             attachments,
             ..testing::message(body, body)
         }
+    }
+
+    #[test]
+    fn a_skill_named_in_a_group_loses_the_bot_name_and_other_text_stays() {
+        assert_eq!(
+            without_bot_name("/review@pincer_bot the diff"),
+            "/review the diff"
+        );
+        assert_eq!(without_bot_name("/review@bot"), "/review");
+        assert_eq!(without_bot_name("/review now"), "/review now");
+        assert_eq!(without_bot_name("/etc/x@y z"), "/etc/x@y z");
+        assert_eq!(without_bot_name("mail me@x"), "mail me@x");
+        assert_eq!(without_bot_name("/@x"), "/@x");
     }
 
     #[test]

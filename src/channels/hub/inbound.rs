@@ -181,6 +181,8 @@ impl Hub {
     async fn route(self: &Arc<Self>, message: ChannelMessage) {
         match kind(&message.body) {
             Kind::Session(command) => self.session_command(&message, command).await,
+            // A skill or custom command is a prompt the runtime expands.
+            Kind::Command if self.invokes(&message.body).await => self.coalesce(message),
             Kind::Command => {
                 self.command(&message).await;
                 self.handled(&message).await;

@@ -1,14 +1,25 @@
 //! What a slash command the face answers comes to (`core::slash`): worked
 //! out here once, for every face to word.
 
+use std::path::Path;
+
 use super::{Runtime, RuntimeError};
 use crate::core::ids::SessionId;
 use crate::core::memory::Scope;
 use crate::core::provider::ModelChoice;
 use crate::core::session::Mode;
+use crate::core::skills::Invocable;
 use crate::core::slash::{Answer, FaceCommand, RUNS_SHOWN};
 
 impl Runtime {
+    /// The skills and custom commands a person can type as `/NAME` in
+    /// `workspace` (the project's once it is trusted): for a face that has
+    /// no session yet.
+    pub async fn invocable_in(&self, workspace: &Path) -> Vec<Invocable> {
+        let trusted = self.workspace_trusted(workspace).await;
+        crate::core::skills::invocable(&*self.skill_set(workspace, trusted).await)
+    }
+
     /// Answers `command` in a session: `/mode NAME` and `/model NAME`
     /// switch it, `/memory` and `/trust` do what they say.
     pub async fn answer(
@@ -17,7 +28,7 @@ impl Runtime {
         command: FaceCommand,
     ) -> Result<Answer, RuntimeError> {
         Ok(match command {
-            FaceCommand::Help => Answer::Help,
+            FaceCommand::Help => Answer::Help(self.invocable(id).await?),
             FaceCommand::Mode(None) => Answer::Mode(self.session(id).await?.mode),
             FaceCommand::Mode(Some(value)) => match Mode::parse(&value) {
                 Some(mode) => Answer::ModeSet(self.set_mode(id, mode).await?),
