@@ -583,3 +583,99 @@ fn the_editor_is_offered_the_skills_by_name_and_the_projects_once_trusted() {
     assert!(names.iter().any(|n| n == "house"), "{names:?}");
     assert!(acp.finish().success());
 }
+
+/// The six real skills of `../shared/third_party/agent-skills` in a
+/// trusted project and a home: all in the catalogue the model is sent; the
+/// model loads one, reads one of its examples and runs its helper script
+/// with `--help` in the sandbox, as its instructions say to.
+#[test]
+fn the_six_real_skills_are_offered_and_one_is_loaded_read_and_run() {
+    let Some(shared) = crate::support::agent_skills() else {
+        return;
+    };
+    assert!(
+        std::path::Path::new("/usr/bin/python3").exists(),
+        "/usr/bin/python3 is missing: scripts/test-deps.sh installs it"
+    );
+    let real = shared.join("anthropic-skills");
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    std::fs::create_dir_all(workspace.join(".git")).unwrap();
+    let project = workspace.join(".agents/skills");
+    let home = dir.path().join("home/.claude/skills");
+    for name in ["algorithmic-art", "brand-guidelines", "internal-comms"] {
+        crate::support::copy_tree(&real.join(name), &project.join(name));
+    }
+    for name in ["mcp-builder", "skill-creator", "webapp-testing"] {
+        crate::support::copy_tree(&real.join(name), &home.join(name));
+    }
+    let trusted = dir
+        .command()
+        .current_dir(&workspace)
+        .arg("trust")
+        .output()
+        .unwrap();
+    succeeded(&trusted);
+    let folder = home.join("webapp-testing").canonicalize().unwrap();
+    let example = folder.join("examples/element_discovery.py");
+    let helper = folder.join("scripts/with_server.py");
+    let (read, ran) = (
+        example.display().to_string(),
+        // The system's interpreter: a toolchain under the home (pyenv's
+        // shims) is outside what the sandbox lets a command read.
+        format!("/usr/bin/python3 {} --help", helper.display()),
+    );
+    let server = Loopback::model(move |_, index| match index {
+        0 => tool_reply("skill", &json!({"name": "webapp-testing"})),
+        1 => tool_reply("read_file", &json!({"path": read})),
+        2 => tool_reply("shell", &json!({"command": ran})),
+        _ => text_reply("done"),
+    });
+    let (out, events) = run(&dir, &server, "full", None, "test the web app");
+    succeeded(&out);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{events:#?}");
+    let system = system_of(&requests[0]);
+    for name in [
+        "algorithmic-art",
+        "brand-guidelines",
+        "internal-comms",
+        "mcp-builder",
+        "skill-creator",
+        "webapp-testing",
+    ] {
+        assert!(
+            system.contains(&format!("<name>{name}</name>")),
+            "{name} in {system}"
+        );
+    }
+    assert!(
+        system.contains("Toolkit for interacting with and testing local web applications"),
+        "{system}"
+    );
+    let loaded = last_message(&requests[1]);
+    assert!(
+        loaded.starts_with("<skill_content name=\"webapp-testing\">"),
+        "{loaded}"
+    );
+    assert!(loaded.contains("# Web Application Testing"), "{loaded}");
+    assert!(
+        loaded.contains("<file>scripts/with_server.py</file>"),
+        "{loaded}"
+    );
+    let example_text = std::fs::read_to_string(&example).unwrap();
+    let first_line = example_text.lines().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        last_message(&requests[2]).contains(first_line),
+        "{}",
+        last_message(&requests[2])
+    );
+    let help = last_message(&requests[3]);
+    assert!(
+        help.contains("usage:") && help.contains("--server"),
+        "{help}"
+    );
+    let activated = of_type(&events, "skill_activated");
+    assert_eq!(activated.len(), 1, "{events:#?}");
+    assert_eq!(activated[0]["name"], "webapp-testing");
+}
