@@ -1,9 +1,11 @@
 //! Agent Skills on disk (`docs/skills.md`): `parse` reads a `SKILL.md`
 //! leniently, `validate` checks one strictly as the reference validator
 //! does, `discover` finds them and implements the core's `Skills` port with
-//! its cache. Here: what `pincer skills list|show` and `GET /v1/skills`
-//! answer, the same for the command line and HTTP.
+//! its cache, `commands` finds custom commands beside them. Here: what
+//! `pincer skills list|show` and `GET /v1/skills` answer, the same for the
+//! command line and HTTP.
 
+pub mod commands;
 pub mod discover;
 pub mod parse;
 pub mod validate;

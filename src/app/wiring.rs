@@ -204,6 +204,7 @@ pub fn skill_settings(
         config_dir: config.config_dir.clone(),
         paths,
         disabled: config.skills.disabled.clone(),
+        plugins: Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@
 //! subscriber that falls behind re-reads the tape instead of slowing the run.
 
 mod answers;
+mod invoke;
 mod ownership;
 pub use ownership::LeaseHolding;
 mod subagents;

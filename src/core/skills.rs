@@ -291,6 +291,164 @@ pub fn invocable(set: &SkillSet) -> Vec<Invocable> {
     all
 }
 
+/// What a prompt that starts with `/NAME` comes to in a session
+/// ([`resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expansion<'a> {
+    /// Not a skill or command: the prompt goes to the model as written.
+    Typed,
+    /// `/NAME rest` or `/skill NAME rest`: a prompt with the skill active,
+    /// the prompt as typed.
+    Skill(&'a Skill),
+    /// `/NAME rest` of a custom command: its body with the arguments put
+    /// in, as the user message.
+    Command { command: &'a Command, text: String },
+    /// Neither sent nor run: why (`/skill` without a known skill's name, a
+    /// name only an untrusted project has).
+    Refused(String),
+}
+
+/// What `text`, a prompt's first text, asks for in a session that sees
+/// `set`; `held_back`: the set it would see were its project trusted, when
+/// it is not (a name only that one has is refused with the way to trust
+/// it). A skill wins over a command of the same name; a built-in command's
+/// name (`/compact`, `/new`) and anything unknown (`/etc/hosts`) go as
+/// typed.
+pub fn resolve<'a>(set: &'a SkillSet, held_back: Option<&SkillSet>, text: &str) -> Expansion<'a> {
+    let Some((name, rest)) = super::slash::split(text) else {
+        return Expansion::Typed;
+    };
+    let rest = rest.unwrap_or_default();
+    let untrusted = |name: &str| {
+        held_back
+            .is_some_and(|all| all.get(name).is_some() || all.command(name).is_some())
+            .then(|| {
+                Expansion::Refused(format!(
+                    "/{} is the project's, which is not trusted yet: run `pincer trust` in                      the project to use its skills and commands",
+                    super::quote::quote(name)
+                ))
+            })
+    };
+    if name == "skill" {
+        let (wanted, _) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if let Some(skill) = set.get(wanted) {
+            return Expansion::Skill(skill);
+        }
+        if let Some(refused) = untrusted(wanted) {
+            return refused;
+        }
+        let names: Vec<&str> = set.skills.keys().map(String::as_str).collect();
+        let known = if names.is_empty() {
+            "this session has no skills".to_owned()
+        } else {
+            format!("the skills are: {}", names.join(", "))
+        };
+        return Expansion::Refused(if wanted.is_empty() {
+            format!("/skill needs a skill's name: {known}")
+        } else {
+            format!(
+                "no skill is named `{}`; {known}",
+                super::quote::quote(wanted)
+            )
+        });
+    }
+    if is_built_in(name) {
+        return Expansion::Typed;
+    }
+    if let Some(skill) = set.get(name) {
+        return Expansion::Skill(skill);
+    }
+    if let Some(command) = set.command(name) {
+        return Expansion::Command {
+            command,
+            text: expand(&command.body, rest),
+        };
+    }
+    untrusted(name).unwrap_or(Expansion::Typed)
+}
+
+/// A command's arguments split as a shell would: whitespace separates,
+/// single and double quotes group (and are dropped), a backslash outside
+/// single quotes takes the next character as it is.
+pub fn arguments(rest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut started = false;
+    let mut quote: Option<char> = None;
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"') | None, '\\') => {
+                if let Some(next) = chars.next() {
+                    current.push(next);
+                }
+                started = true;
+            }
+            (Some(_), c) => current.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if started {
+                    out.push(std::mem::take(&mut current));
+                    started = false;
+                }
+            }
+            (None, c) => {
+                current.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        out.push(current);
+    }
+    out
+}
+
+/// A command's body with its arguments put in: `$ARGUMENTS` is `rest` as
+/// typed, `$1`, `$2`… the [`arguments`] (empty past the last). A body that
+/// names neither gets `rest`, when there is one, after a blank line as
+/// `ARGUMENTS: rest`, as Claude Code does.
+pub fn expand(body: &str, rest: &str) -> String {
+    let rest = rest.trim();
+    let positional = arguments(rest);
+    let mut out = String::with_capacity(body.len() + rest.len());
+    let mut used = false;
+    let mut at = 0;
+    while let Some(offset) = body[at..].find('$') {
+        let dollar = at + offset;
+        out.push_str(&body[at..dollar]);
+        let after = &body[dollar + 1..];
+        if after.starts_with("ARGUMENTS") {
+            out.push_str(rest);
+            used = true;
+            at = dollar + 1 + "ARGUMENTS".len();
+            continue;
+        }
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let index: usize = after[..digits].parse().unwrap_or(0);
+        if digits > 0 && index > 0 {
+            if let Some(value) = positional.get(index - 1) {
+                out.push_str(value);
+            }
+            used = true;
+            at = dollar + 1 + digits;
+            continue;
+        }
+        out.push('$');
+        at = dollar + 1;
+    }
+    out.push_str(&body[at..]);
+    if !used && !rest.is_empty() {
+        out.push_str("\n\nARGUMENTS: ");
+        out.push_str(rest);
+    }
+    out
+}
+
 /// The port that finds skills: what a session in `workspace` sees now.
 /// Implementations cache, so asking before every model turn is cheap; a
 /// skill added, changed or removed on disk is seen at the next ask.
@@ -808,6 +966,131 @@ mod tests {
             Path::new("/ws/.claude/skills/review/SKILL.md")
         );
         assert_eq!(held.dir(), Path::new("/ws/.agents/skills/review"));
+    }
+
+    fn command(name: &str, body: &str, scope: Scope) -> Command {
+        Command {
+            name: name.into(),
+            description: "d".into(),
+            argument_hint: None,
+            allowed_tools: Vec::new(),
+            model: None,
+            body: body.into(),
+            location: PathBuf::from(format!("/c/{name}.md")),
+            scope,
+        }
+    }
+
+    #[test]
+    fn arguments_split_as_a_shell_would_and_fill_the_body() {
+        assert_eq!(
+            arguments(r#"  one "two words" 'it''s' a\ b "q\"d" '' "#),
+            ["one", "two words", "its", "a b", "q\"d", ""]
+        );
+        assert_eq!(arguments("  "), Vec::<String>::new());
+        assert_eq!(arguments("\"unclosed quote"), ["unclosed quote"]);
+        assert_eq!(
+            expand(
+                "Fix $1 in $2 ($3) for $ARGUMENTS; costs $5 and $0 $x $",
+                "42 \"the parser\""
+            ),
+            "Fix 42 in the parser () for 42 \"the parser\"; costs  and $0 $x $"
+        );
+        assert_eq!(expand("$10 $1", "a b c d e f g h i j"), "j a");
+        // A body naming no argument gets them after it.
+        assert_eq!(
+            expand("Review.", "  src/lib.rs "),
+            "Review.\n\nARGUMENTS: src/lib.rs"
+        );
+        assert_eq!(expand("Review.", ""), "Review.");
+        assert_eq!(expand("Review $ARGUMENTS.", ""), "Review .");
+    }
+
+    #[test]
+    fn a_slash_name_resolves_to_a_skill_a_command_a_refusal_or_the_text() {
+        let mut set = SkillSet::default();
+        set.add(skill("pdf", "/s/pdf/SKILL.md", Scope::User));
+        set.add(Skill {
+            person_only: true,
+            ..skill("deploy", "/s/deploy/SKILL.md", Scope::User)
+        });
+        set.add(skill("compact", "/s/compact/SKILL.md", Scope::User));
+        set.add_command(command("fix", "Fix issue $1.", Scope::User));
+        set.add_command(command("pdf", "Shadowed.", Scope::User));
+        let mut all = set.clone();
+        all.add_command(command("lint", "Lint.", Scope::Project));
+        let held = Some(&all);
+        assert_eq!(
+            resolve(&set, None, "/pdf fill it"),
+            Expansion::Skill(&set.skills["pdf"])
+        );
+        assert_eq!(
+            resolve(&set, None, "/deploy"),
+            Expansion::Skill(&set.skills["deploy"])
+        );
+        assert_eq!(
+            resolve(&set, None, "  /skill pdf and more"),
+            Expansion::Skill(&set.skills["pdf"])
+        );
+        assert_eq!(
+            resolve(&set, None, "/fix 42 now"),
+            Expansion::Command {
+                command: &set.commands["fix"],
+                text: "Fix issue 42.".into()
+            }
+        );
+        for typed in [
+            "/etc/hosts is odd",
+            "/compact",
+            "/new",
+            "plain /pdf",
+            "/unknown x",
+        ] {
+            assert_eq!(resolve(&set, held, typed), Expansion::Typed, "{typed}");
+        }
+        let refused = |text: &str| {
+            let Expansion::Refused(message) = resolve(&set, held, text) else {
+                panic!("{text}: not refused");
+            };
+            message
+        };
+        assert_eq!(
+            refused("/skill"),
+            "/skill needs a skill's name: the skills are: compact, deploy, pdf"
+        );
+        assert_eq!(
+            refused("/skill nope x"),
+            "no skill is named `nope`; the skills are: compact, deploy, pdf"
+        );
+        assert!(refused("/lint").starts_with("/lint is the project's, which is not trusted"));
+        assert!(refused("/skill lint").contains("run `pincer trust`"));
+        assert_eq!(
+            resolve(&SkillSet::default(), None, "/skill"),
+            Expansion::Refused("/skill needs a skill's name: this session has no skills".into())
+        );
+    }
+
+    #[test]
+    fn commands_collide_as_skills_do_and_built_in_names_are_noted() {
+        let mut set = SkillSet::default();
+        set.add_command(command("fix", "user", Scope::User));
+        set.add_command(command("fix", "project", Scope::Project));
+        set.add_command(command("fix", "second project", Scope::Project));
+        set.add_command(command("undo", "no", Scope::User));
+        set.add(skill("status", "/s/status/SKILL.md", Scope::User));
+        set.note_shadowed();
+        assert_eq!(set.commands["fix"].body, "project");
+        let messages: Vec<&str> = set.diagnostics.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "command `fix` is shadowed by /c/fix.md",
+                "command `fix` is shadowed by /c/fix.md",
+                "skill `status` cannot be used as /status: a built-in command has that name",
+                "command `undo` is shadowed by the built-in command /undo",
+            ]
+        );
+        assert!(invocable(&set).iter().all(|i| i.name == "fix"));
     }
 
     #[test]

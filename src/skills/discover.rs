@@ -8,6 +8,10 @@
 //! grouping folders (at most [`MAX_DEPTH`] deep, [`MAX_DIRS`] folders per
 //! root; `.git`, `node_modules` and hidden folders skipped).
 //!
+//! Custom commands (`super::commands`) are found beside them, in the same
+//! scopes, and cached with them. An installed plugin's folder (`Settings::
+//! plugins`) brings its `skills/` and `commands/`, named `PLUGIN:NAME`.
+//!
 //! What a workspace has is kept, with the modification times of the
 //! folders read and of each `SKILL.md` seen; each ask stats those (no
 //! directory walk) and scans again only when one changed, so asking before
@@ -22,7 +26,7 @@ use parking_lot::Mutex;
 
 use super::parse::{self, Parsed};
 use super::validate::{MAX_DESCRIPTION_CHARS, name_is_valid};
-use crate::core::skills::{Diagnostic, Scope, Skill, SkillSet, Skills};
+use crate::core::skills::{Command, Diagnostic, Scope, Skill, SkillSet, Skills};
 
 /// How deep under a root a skill's folder may be (1: directly in it).
 pub const MAX_DEPTH: usize = 4;
@@ -44,6 +48,9 @@ pub struct Settings {
     pub paths: Vec<PathBuf>,
     /// `[skills] disabled`: names left out wherever they are found.
     pub disabled: Vec<String>,
+    /// Installed plugins: each one's name and folder, whose `skills/` and
+    /// `commands/` are plugin scope, named `PLUGIN:NAME`.
+    pub plugins: Vec<(String, PathBuf)>,
 }
 
 impl Settings {
@@ -107,25 +114,25 @@ struct Entry {
     used: u64,
 }
 
-/// What a scan found, before trust and collisions.
+/// What a scan found, before trust and collisions, in the order found.
 #[derive(Debug, Default)]
-struct Found {
-    project: Vec<Skill>,
-    user: Vec<Skill>,
+pub(super) struct Found {
+    pub(super) skills: Vec<Skill>,
+    pub(super) commands: Vec<Command>,
     /// Each with whether it is about a project root.
-    diagnostics: Vec<(bool, Diagnostic)>,
+    pub(super) diagnostics: Vec<(bool, Diagnostic)>,
 }
 
 /// A path as it was: a folder's modification time, a file's time and size.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     path: PathBuf,
     file: bool,
     seen: Option<(SystemTime, u64)>,
 }
 
 impl Stamp {
-    fn of(path: &Path, file: bool) -> Stamp {
+    pub(super) fn of(path: &Path, file: bool) -> Stamp {
         let seen = std::fs::metadata(path).ok().map(|meta| {
             let time = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
             (time, if file { meta.len() } else { 0 })
@@ -165,12 +172,33 @@ impl Discovery {
             let lone = self.settings.paths.contains(root);
             scan.root(root, &Scope::User, lone);
         }
+        for (plugin, dir) in &self.settings.plugins {
+            let scope = Scope::Plugin {
+                plugin: plugin.clone(),
+            };
+            scan.root(&dir.join("skills"), &scope, false);
+        }
+        let user_commands = super::commands::user_roots(&self.settings);
+        for root in super::commands::project_roots(workspace) {
+            if !user_commands.contains(&root) {
+                scan.commands(&root, &Scope::Project);
+            }
+        }
+        for root in &user_commands {
+            scan.commands(root, &Scope::User);
+        }
+        for (plugin, dir) in &self.settings.plugins {
+            let scope = Scope::Plugin {
+                plugin: plugin.clone(),
+            };
+            scan.commands(&dir.join("commands"), &scope);
+        }
         let Scan {
             mut found, stamps, ..
         } = scan;
         let disabled = &self.settings.disabled;
-        found.project.retain(|s| !disabled.contains(&s.name));
-        found.user.retain(|s| !disabled.contains(&s.name));
+        found.skills.retain(|s| !disabled.contains(&s.name));
+        found.commands.retain(|c| !disabled.contains(&c.name));
         (found, stamps)
     }
 }
@@ -227,8 +255,8 @@ impl Skills for Discovery {
     }
 }
 
-/// The set a session sees: the project's skills only when trusted, project
-/// over user on a name collision.
+/// The set a session sees: the project's skills and commands only when
+/// trusted, project over plugin over user on a name collision.
 fn build(found: &Found, project_trusted: bool) -> SkillSet {
     let mut set = SkillSet::default();
     set.diagnostics.extend(
@@ -238,24 +266,24 @@ fn build(found: &Found, project_trusted: bool) -> SkillSet {
             .filter(|(project, _)| project_trusted || !project)
             .map(|(_, d)| d.clone()),
     );
-    if project_trusted {
-        for skill in &found.project {
-            set.add(skill.clone());
-        }
-    }
-    for skill in &found.user {
+    let offered = |scope: &Scope| project_trusted || *scope != Scope::Project;
+    for skill in found.skills.iter().filter(|s| offered(&s.scope)) {
         set.add(skill.clone());
     }
+    for command in found.commands.iter().filter(|c| offered(&c.scope)) {
+        set.add_command(command.clone());
+    }
+    set.note_shadowed();
     set
 }
 
 /// One scan's state.
 #[derive(Default)]
-struct Scan {
-    found: Found,
-    stamps: Vec<Stamp>,
-    dirs: usize,
-    over: bool,
+pub(super) struct Scan {
+    pub(super) found: Found,
+    pub(super) stamps: Vec<Stamp>,
+    pub(super) dirs: usize,
+    pub(super) over: bool,
 }
 
 impl Scan {
@@ -317,7 +345,7 @@ impl Scan {
         }
     }
 
-    fn note(&mut self, location: &Path, scope: &Scope, skipped: bool, message: String) {
+    pub(super) fn note(&mut self, location: &Path, scope: &Scope, skipped: bool, message: String) {
         self.found.diagnostics.push((
             *scope == Scope::Project,
             Diagnostic {
@@ -348,10 +376,7 @@ impl Scan {
             self.note(file, scope, skipped, message);
         }
         if let Some(skill) = skill {
-            match scope {
-                Scope::Project => self.found.project.push(skill),
-                Scope::User | Scope::Plugin { .. } => self.found.user.push(skill),
-            }
+            self.found.skills.push(skill);
         }
     }
 }
@@ -399,6 +424,10 @@ fn lenient(
             "description is longer than {MAX_DESCRIPTION_CHARS} characters"
         ));
     }
+    let name = match &scope {
+        Scope::Plugin { plugin } => format!("{plugin}:{name}"),
+        Scope::Project | Scope::User => name,
+    };
     let skill = Skill {
         name,
         description,
@@ -429,6 +458,7 @@ mod tests {
             config_dir: Some(home.join(".config/pincer")),
             paths: Vec::new(),
             disabled: Vec::new(),
+            plugins: Vec::new(),
         }
     }
 

@@ -232,15 +232,7 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
             .collect(),
         Some(Node::Text(_) | Node::List(_)) | None => BTreeMap::new(),
     };
-    let allowed_tools = match node.get("allowed-tools") {
-        Some(Node::Text(text)) => tool_list(text),
-        Some(Node::List(items)) => items
-            .iter()
-            .filter_map(Node::as_text)
-            .flat_map(tool_list)
-            .collect(),
-        Some(Node::Map(_)) | None => Vec::new(),
-    };
+    let allowed_tools = allowed_tools(&node);
     Ok(Parsed {
         name: text_of("name").map(|n| n.trim().to_owned()),
         description: text_of("description").map(|d| d.trim().to_owned()),
@@ -253,6 +245,107 @@ pub fn parse(text: &str) -> Result<Parsed, ParseError> {
         body: body.trim().to_owned(),
         repaired,
     })
+}
+
+/// A custom command's file (`.claude/commands/NAME.md`) as discovery
+/// reads it: frontmatter is optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParsedCommand {
+    pub description: Option<String>,
+    pub argument_hint: Option<String>,
+    pub allowed_tools: Vec<String>,
+    pub model: Option<String>,
+    /// Everything after the frontmatter (the whole file without one),
+    /// trimmed.
+    pub body: String,
+    /// As for a skill: read with values holding `: ` taken as text.
+    pub repaired: bool,
+}
+
+/// Reads a custom command leniently: the file is the prompt, after
+/// frontmatter between `---` lines when it starts with one; an
+/// `argument-hint` is taken as written (`[pr-number] [priority]` is text,
+/// not a YAML list).
+pub fn parse_command(text: &str) -> Result<ParsedCommand, ParseError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = text.replace("\r\n", "\n");
+    let starts = text
+        .lines()
+        .next()
+        .is_some_and(|line| line.trim_end() == "---");
+    if !starts {
+        return Ok(ParsedCommand {
+            body: text.trim().to_owned(),
+            ..ParsedCommand::default()
+        });
+    }
+    let (front, body) = split(&text)?;
+    let front = quote_hint(front);
+    let (node, repaired) = match load(&front, Reading::Lenient) {
+        Ok(node) => (node, false),
+        Err(err) => {
+            let fixed = repair(&front);
+            match load(&fixed, Reading::Lenient) {
+                Ok(node) if fixed != front => (node, true),
+                Ok(_) | Err(_) => return Err(ParseError::Yaml(err)),
+            }
+        }
+    };
+    let node = match node {
+        Node::Map(_) => node,
+        // `---` alone, then `---`: no fields.
+        Node::Text(text) if text.is_empty() => Node::Map(Vec::new()),
+        Node::Text(_) | Node::List(_) => return Err(ParseError::NotMapping),
+    };
+    let text_of = |key: &str| {
+        node.get(key)
+            .and_then(Node::as_text)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    Ok(ParsedCommand {
+        description: text_of("description"),
+        argument_hint: text_of("argument-hint"),
+        allowed_tools: allowed_tools(&node),
+        model: text_of("model"),
+        body: body.trim().to_owned(),
+        repaired,
+    })
+}
+
+/// The frontmatter with an unquoted `argument-hint` value single-quoted,
+/// so `[a] [b]` and `<x>: y` stay text.
+fn quote_hint(front: &str) -> String {
+    let mut out = String::with_capacity(front.len() + 8);
+    for line in front.lines() {
+        match line.strip_prefix("argument-hint:") {
+            Some(value)
+                if !value.trim().is_empty()
+                    && !value.trim_start().starts_with(['"', '\'', '|', '>']) =>
+            {
+                out.push_str(&format!(
+                    "argument-hint: '{}'",
+                    value.trim().replace('\'', "''")
+                ));
+            }
+            Some(_) | None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `allowed-tools`: a space- or comma-separated string, or a YAML list.
+fn allowed_tools(node: &Node) -> Vec<String> {
+    match node.get("allowed-tools") {
+        Some(Node::Text(text)) => tool_list(text),
+        Some(Node::List(items)) => items
+            .iter()
+            .filter_map(Node::as_text)
+            .flat_map(tool_list)
+            .collect(),
+        Some(Node::Map(_)) | None => Vec::new(),
+    }
 }
 
 /// The frontmatter and the body: the first line is `---`, the frontmatter
@@ -437,6 +530,41 @@ mod tests {
         );
         assert_eq!(parsed.license.as_deref(), Some("MIT"));
         assert_eq!(parsed.body, "body");
+    }
+
+    #[test]
+    fn a_command_file_is_read_with_or_without_frontmatter() {
+        let plain = parse_command("\u{feff}Review the code.\r\n\r\nBe brief.\r\n").unwrap();
+        assert_eq!(plain.body, "Review the code.\n\nBe brief.");
+        assert_eq!(plain.description, None);
+        let full = parse_command(
+            "---\ndescription: Fix an issue: the TDD way\nargument-hint: [issue-number] [priority]\n\
+             allowed-tools: Bash(gh:*), Read\nmodel: fast\n---\n\nFix issue $1 ($ARGUMENTS).\n",
+        )
+        .unwrap();
+        assert!(full.repaired);
+        assert_eq!(
+            full.description.as_deref(),
+            Some("Fix an issue: the TDD way")
+        );
+        assert_eq!(
+            full.argument_hint.as_deref(),
+            Some("[issue-number] [priority]")
+        );
+        assert_eq!(full.allowed_tools, ["Bash(gh:*)", "Read"]);
+        assert_eq!(full.model.as_deref(), Some("fast"));
+        assert_eq!(full.body, "Fix issue $1 ($ARGUMENTS).");
+        let quoted = parse_command("---\nargument-hint: \"<pr> [it's]\"\n---\nx").unwrap();
+        assert_eq!(quoted.argument_hint.as_deref(), Some("<pr> [it's]"));
+        let hint = parse_command("---\nargument-hint: it's <a>\n---\nx").unwrap();
+        assert_eq!(hint.argument_hint.as_deref(), Some("it's <a>"));
+        let empty = parse_command("---\n---\nbody").unwrap();
+        assert_eq!(empty.body, "body");
+        assert_eq!(parse_command("---\nx: 1\n"), Err(ParseError::Unclosed));
+        assert_eq!(
+            parse_command("---\n- a\n---\nbody"),
+            Err(ParseError::NotMapping)
+        );
     }
 
     #[test]

@@ -192,7 +192,7 @@ impl Runtime {
         {
             tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
         }
-        let skills = self.run_skills(&session, &messages).await;
+        let skills = self.run_skills(&session, &messages, None).await;
         let offered = skills.as_deref().filter(|skills| skills.any_offered());
         let tools: Vec<crate::core::provider::ToolSpec> = tools
             .into_iter()
@@ -377,14 +377,17 @@ impl Runtime {
     /// The skills a session sees now (the project's once it is trusted),
     /// with those its conversation (`messages`) holds active; `None` when it
     /// has none.
+    /// `command`: the custom command the run is, whose `allowed-tools`
+    /// pre-approve.
     pub(super) async fn run_skills(
         &self,
         session: &Session,
         messages: &[Message],
+        command: Option<&crate::core::skills::Command>,
     ) -> Option<Arc<crate::core::skills::RunSkills>> {
         let trusted = self.workspace_trusted(&session.workspace).await;
         let set = self.skill_set(&session.workspace, trusted).await;
-        if set.is_empty() {
+        if set.skills.is_empty() && command.is_none_or(|c| c.allowed_tools.is_empty()) {
             return None;
         }
         let boundary = self
@@ -395,7 +398,11 @@ impl Runtime {
         let active = crate::core::skills::active_in(messages, &set, |raw| {
             boundary.resolve_unchecked(&session.workspace, raw)
         });
-        Some(Arc::new(crate::core::skills::RunSkills::new(set, active)))
+        let mut skills = crate::core::skills::RunSkills::new(set, active);
+        if let Some(command) = command.filter(|c| !c.allowed_tools.is_empty()) {
+            skills = skills.with_command(&command.name, command.allowed_tools.clone());
+        }
+        Some(Arc::new(skills))
     }
 
     /// Whether the project directory of `workspace` is trusted (`pincer
@@ -478,6 +485,7 @@ impl Runtime {
         queued: &QueuedRun,
         emitter: &'a mut Emitter,
         history: Vec<Message>,
+        command: Option<&crate::core::skills::Command>,
     ) -> Result<RunContext<'a>, RunOutcome> {
         let session_cost = match self
             .inner
@@ -508,7 +516,7 @@ impl Runtime {
             .as_ref()
             .map(|tools| tools.secrets())
             .unwrap_or_default();
-        let skills = self.run_skills(session, &history).await;
+        let skills = self.run_skills(session, &history, command).await;
         let prompt = self.run_prompt(session, skills.as_deref()).await;
         let safety = self.inner.gate.safety.with_secrets(&secrets, "session");
         let mut ctx = self.tool_context(live, session, queued);

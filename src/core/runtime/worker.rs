@@ -183,6 +183,12 @@ impl Runtime {
         match queued.kind {
             RunKind::Prompt => {
                 self.tell_untrusted(live, session, emitter).await;
+                // A `/NAME` of a skill or command (`invoke`), before the
+                // hooks: a refused one is not kept.
+                let invocation = match self.invocation(session, &queued.content).await {
+                    Ok(invocation) => invocation,
+                    Err(outcome) => return outcome,
+                };
                 // `UserPromptSubmit` hooks may block the prompt (it is then
                 // not kept) or add context after it.
                 let submitted = self.prompt_hooks(session, queued, emitter).await;
@@ -203,10 +209,15 @@ impl Runtime {
                     session_id: session.id.clone(),
                     run_id: Some(queued.id.clone()),
                     message: Message::User {
-                        content: queued.content.clone(),
+                        content: invocation
+                            .as_ref()
+                            .map_or_else(|| queued.content.clone(), |i| i.content.clone()),
                     },
                     at: now,
                 });
+                if let Some(invocation) = &invocation {
+                    invocation.record(&session.id, &queued.id, emitter, now);
+                }
                 if let Some(text) = context {
                     emitter.submit(Write::AppendMessage {
                         session_id: session.id.clone(),
@@ -219,8 +230,13 @@ impl Runtime {
                     Ok(history) => history,
                     Err(outcome) => return outcome,
                 };
+                let run_session = invocation
+                    .as_ref()
+                    .and_then(|i| i.session.as_ref())
+                    .unwrap_or(session);
+                let command = invocation.as_ref().and_then(|i| i.command.as_ref());
                 match self
-                    .run_context(live, session, queued, emitter, history)
+                    .run_context(live, run_session, queued, emitter, history, command)
                     .await
                 {
                     Ok(mut context) => {
@@ -248,7 +264,7 @@ impl Runtime {
                     return compaction::nothing_to_compact(emitter, &history);
                 }
                 match self
-                    .run_context(live, session, queued, emitter, history)
+                    .run_context(live, session, queued, emitter, history, None)
                     .await
                 {
                     Ok(mut context) => {
