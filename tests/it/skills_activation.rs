@@ -679,3 +679,49 @@ fn the_six_real_skills_are_offered_and_one_is_loaded_read_and_run() {
     assert_eq!(activated.len(), 1, "{events:#?}");
     assert_eq!(activated[0]["name"], "webapp-testing");
 }
+
+/// A custom command of the person's (`~/.claude/commands/fix.md`) over
+/// ACP: offered with its description and hint, and `/fix 42 "src/a b.rs"`
+/// sends the model its prompt with the arguments put in.
+#[test]
+fn a_custom_command_with_arguments_runs_over_acp() {
+    let dir = TestDir::new();
+    let commands = dir.path().join("home/.claude/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("fix.md"),
+        "---\ndescription: Fix an issue in a file\nargument-hint: ISSUE FILE\n---\nFix issue #$1 in `$2`. Everything: $ARGUMENTS\n",
+    )
+    .unwrap();
+    let server = Loopback::model(|_, _| text_reply("fixed"));
+    let url = format!("{}/v1", server.url);
+    let mut acp = AcpProcess::spawn_env(
+        &dir,
+        &["--provider", "openai", "--model", "m"],
+        &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &url)],
+    );
+    acp.initialize();
+    let result = acp.call(
+        "session/new",
+        json!({ "cwd": dir.workspace(), "mcpServers": [] }),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    let commands = offered(&acp.expect_commands(&session));
+    assert!(
+        commands.contains(&(
+            "fix".into(),
+            "Fix an issue in a file".into(),
+            Some("ISSUE FILE".into())
+        )),
+        "{commands:?}"
+    );
+    let (_, response) = acp.prompt(&session, r#"/fix 42 "src/a b.rs""#);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        last_message(&requests[0]),
+        "Fix issue #42 in `src/a b.rs`. Everything: 42 \"src/a b.rs\""
+    );
+    assert!(acp.finish().success());
+}

@@ -610,6 +610,42 @@ fn a_skill_is_completed_listed_and_run_by_its_name() {
     );
 }
 
+/// A custom command with arguments typed in the terminal: the model is
+/// sent its prompt with them put in.
+#[test]
+fn a_custom_command_with_arguments_runs_in_the_terminal() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let commands = dir.path().join("home/.claude/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("fix.md"),
+        "---\ndescription: Fix an issue in a file\nargument-hint: ISSUE FILE\n---\nFix issue #$1 in `$2`.\n",
+    )
+    .unwrap();
+    let server = Loopback::model(|_, _| openai::text_reply("FIXED-IT"));
+    let env = openai_env(&server);
+    let tmux = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--provider", "openai", "--model", "m"],
+        &env_refs(&env),
+    );
+    tmux.wait_prompt();
+    tmux.line("/help");
+    tmux.wait_for("/fix [ISSUE FILE]");
+    tmux.line("/fix 7 src/lib.rs");
+    tmux.wait_for("FIXED-IT");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        user_texts(&requests[0]).last().map(String::as_str),
+        Some("Fix issue #7 in `src/lib.rs`.")
+    );
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("EXITED=0");
+}
+
 #[test]
 fn pincer_alone_on_a_terminal_opens_a_conversation() {
     let dir = TestDir::new();
