@@ -588,6 +588,8 @@ pub fn expand_root(text: &str, root: &Path) -> String {
 /// The parts of the enabled plugins, by kind, as absolute paths.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Parts {
+    /// Plugin name → its folder (`${CLAUDE_PLUGIN_ROOT}`).
+    pub folders: BTreeMap<String, PathBuf>,
     /// Plugin name → folders holding skills (or skill folders).
     pub skills: BTreeMap<String, Vec<PathBuf>>,
     pub commands: BTreeMap<String, Vec<PathBuf>>,
@@ -601,6 +603,7 @@ impl Store {
         let mut parts = Parts::default();
         for (plugin, folder) in self.enabled()? {
             let at = |p: &String| folder.join(p);
+            parts.folders.insert(plugin.name.clone(), folder.clone());
             parts
                 .skills
                 .insert(plugin.name.clone(), plugin.skills.iter().map(at).collect());

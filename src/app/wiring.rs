@@ -162,8 +162,6 @@ pub fn environment_probe(config: &Config) -> crate::environment::Probe {
     probe
 }
 
-/// The `[hooks]` tables as the hooks runner's settings (validated when the
-/// config was loaded).
 /// The skills port from `[skills]`: discovery over the project and user
 /// folders (`docs/skills.md`), or none when `enabled = false`.
 pub fn skills(
@@ -199,21 +197,56 @@ pub fn skill_settings(
             _ => base.join(raw),
         })
         .collect();
+    let plugins = plugin_parts(config)
+        .skills
+        .into_iter()
+        .flat_map(|(plugin, folders)| folders.into_iter().map(move |f| (plugin.clone(), f)))
+        .collect();
     crate::skills::Settings {
         home,
         config_dir: config.config_dir.clone(),
         paths,
         disabled: config.skills.disabled.clone(),
+        plugins,
     }
 }
 
-pub fn hook_settings(config: &HooksConfig) -> HookSettings {
+/// What the enabled plugins of the configuration directory's `plugins/`
+/// bring (`docs/plugins.md`). A store that cannot be read is a warning and
+/// no plugins: it never stops a start.
+pub fn plugin_parts(config: &Config) -> crate::plugins::Parts {
+    let Some(dir) = &config.config_dir else {
+        return crate::plugins::Parts::default();
+    };
+    match crate::plugins::Store::new(dir.join("plugins")).parts() {
+        Ok(parts) => parts,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the installed plugins; going on without them");
+            crate::plugins::Parts::default()
+        }
+    }
+}
+
+/// The `[hooks]` tables as the hooks runner's settings (validated when the
+/// config was loaded), with the enabled plugins' hooks files.
+pub fn hook_settings(config: &Config) -> HookSettings {
+    let hooks: &HooksConfig = &config.hooks;
+    let parts = plugin_parts(config);
+    let hooks_files = parts.hooks.clone();
     HookSettings {
-        import: config.import.clone(),
-        hooks: config
+        import: hooks.import.clone(),
+        hooks: hooks
             .all()
             .into_iter()
             .map(|(event, hook)| (event, hook.clone()))
+            .collect(),
+        plugins: hooks_files
+            .into_iter()
+            .map(|(plugin, file)| crate::hooks::PluginHooks {
+                root: parts.folders.get(&plugin).cloned().unwrap_or_default(),
+                plugin,
+                file,
+            })
             .collect(),
     }
 }
