@@ -585,6 +585,99 @@ pub fn expand_root(text: &str, root: &Path) -> String {
         .replace("${PINCER_PLUGIN_ROOT}", &root)
 }
 
+/// One server of a plugin's `.mcp.json` (Claude Code's `mcpServers`
+/// shape): a command Pincer starts, or a URL. Other keys (`cwd`,
+/// `timeout`, …) are accepted and not used.
+#[derive(Debug, Deserialize)]
+struct McpEntry {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+/// The MCP servers of `plugin`'s servers file `file` (`{"mcpServers":
+/// {NAME: …}}`, or the map itself as a manifest writes it inline), each
+/// named `PLUGIN_NAME` (sanitized as configured servers are) with
+/// `${CLAUDE_PLUGIN_ROOT}` in its command, arguments, environment, URL and
+/// headers made `root`. What cannot be used is a problem naming the file:
+/// the whole file when it is not JSON, else the server.
+pub fn mcp_servers(
+    plugin: &str,
+    root: &Path,
+    file: &Path,
+) -> (Vec<crate::mcp::ServerSpec>, Vec<String>) {
+    use crate::mcp::{ServerSpec, Transport, sanitize};
+    let shown = file.display();
+    let value: serde_json::Value = match std::fs::read(file) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(value) => value,
+            Err(err) => return (Vec::new(), vec![format!("{shown}: not JSON: {err}")]),
+        },
+        Err(err) => return (Vec::new(), vec![format!("{shown}: cannot read it: {err}")]),
+    };
+    let map = match value.get("mcpServers").unwrap_or(&value) {
+        serde_json::Value::Object(map) => map.clone(),
+        _ => {
+            return (
+                Vec::new(),
+                vec![format!("{shown}: `mcpServers` is not a JSON object")],
+            );
+        }
+    };
+    let expand = |text: &str| expand_root(text, root);
+    let mut servers = Vec::new();
+    let mut problems = Vec::new();
+    for (name, entry) in map {
+        let entry: McpEntry = match serde_json::from_value(entry) {
+            Ok(entry) => entry,
+            Err(err) => {
+                problems.push(format!("{shown}: server `{name}`: {err}"));
+                continue;
+            }
+        };
+        let pairs = |map: &BTreeMap<String, String>| -> Vec<(String, String)> {
+            map.iter().map(|(k, v)| (k.clone(), expand(v))).collect()
+        };
+        let transport = match (entry.kind.as_deref(), &entry.command, &entry.url) {
+            (Some("sse"), _, _) => {
+                problems.push(format!(
+                    "{shown}: server `{name}` uses the SSE transport, which Pincer does not support"
+                ));
+                continue;
+            }
+            (None | Some("stdio"), Some(command), None) => Transport::Stdio {
+                command: expand(command),
+                args: entry.args.iter().map(|a| expand(a)).collect(),
+                env: pairs(&entry.env),
+            },
+            (None | Some("http"), None, Some(url)) => Transport::Http {
+                url: expand(url),
+                headers: pairs(&entry.headers),
+            },
+            _ => {
+                problems.push(format!(
+                    "{shown}: server `{name}`: give `command` (a stdio server) or `url` (`type`: `http`)"
+                ));
+                continue;
+            }
+        };
+        servers.push(ServerSpec {
+            name: sanitize(&format!("{plugin}_{name}")),
+            transport,
+        });
+    }
+    (servers, problems)
+}
+
 /// The parts of the enabled plugins, by kind, as absolute paths.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Parts {

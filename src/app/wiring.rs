@@ -251,9 +251,58 @@ pub fn hook_settings(config: &Config) -> HookSettings {
     }
 }
 
-/// The configured MCP servers and limits (validated when the config was loaded).
+/// The MCP servers of the enabled plugins, each with its plugin, and what
+/// their files hold that cannot be used (logged here; `pincer doctor`
+/// names it).
+pub fn plugin_servers(config: &Config) -> (Vec<(String, ServerSpec)>, Vec<String>) {
+    let parts = plugin_parts(config);
+    let mut servers = Vec::new();
+    let mut problems = Vec::new();
+    for (plugin, file) in &parts.mcp_servers {
+        let root = parts.folders.get(plugin).cloned().unwrap_or_default();
+        let (found, wrong) = crate::plugins::mcp_servers(plugin, &root, file);
+        for problem in &wrong {
+            tracing::warn!(plugin = %plugin, "a plugin's MCP server is left out: {problem}");
+        }
+        problems.extend(wrong);
+        servers.extend(found.into_iter().map(|spec| (plugin.clone(), spec)));
+    }
+    (servers, problems)
+}
+
+/// The configured MCP servers and limits (validated when the config was
+/// loaded), then the enabled plugins' servers: on a name clash the
+/// configured one (or the plugin's first) wins, with a warning.
 pub fn mcp_settings(config: &Config) -> McpSettings {
-    let servers = config
+    let mut servers = configured_servers(config);
+    for (plugin, spec) in plugin_servers(config).0 {
+        if servers.iter().any(|s| s.name == spec.name) {
+            tracing::warn!(
+                "plugin `{plugin}`: its MCP server `{}` has the name of the configured [mcpServers.{}]; the configured one is used",
+                spec.name,
+                spec.name
+            );
+            continue;
+        }
+        servers.push(spec);
+    }
+    let defaults = McpSettings::default();
+    McpSettings {
+        servers,
+        call_timeout: config
+            .mcp_call_timeout_secs
+            .as_ref()
+            .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
+        start_timeout: config
+            .mcp_start_timeout_secs
+            .as_ref()
+            .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
+    }
+}
+
+/// The `[mcpServers.NAME]` tables as servers.
+fn configured_servers(config: &Config) -> Vec<ServerSpec> {
+    config
         .mcp_servers
         .iter()
         .map(|(name, server)| ServerSpec {
@@ -278,19 +327,7 @@ pub fn mcp_settings(config: &Config) -> McpSettings {
                 },
             },
         })
-        .collect();
-    let defaults = McpSettings::default();
-    McpSettings {
-        servers,
-        call_timeout: config
-            .mcp_call_timeout_secs
-            .as_ref()
-            .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
-        start_timeout: config
-            .mcp_start_timeout_secs
-            .as_ref()
-            .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
-    }
+        .collect()
 }
 
 /// The named channels (`--channel NAME`), each an adapter and its settings:

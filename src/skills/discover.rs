@@ -235,6 +235,19 @@ impl Skills for Discovery {
     }
 }
 
+/// The skills of one plugin's folders as discovery finds them, with what
+/// it noticed (`pincer plugin list`, `pincer doctor`).
+pub fn plugin_skills(plugin: &str, folders: &[PathBuf]) -> SkillSet {
+    let scope = Scope::Plugin {
+        plugin: plugin.to_owned(),
+    };
+    let mut scan = Scan::default();
+    for root in folders {
+        scan.root(root, &scope, true);
+    }
+    build(&scan.found, false)
+}
+
 /// The set a session sees: the project's skills only when trusted, project
 /// over user on a name collision; the user's and the plugins' always.
 fn build(found: &Found, project_trusted: bool) -> SkillSet {
