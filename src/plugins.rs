@@ -900,4 +900,73 @@ mod tests {
             "/p/run.sh"
         );
     }
+
+    #[test]
+    fn a_plugins_servers_are_prefixed_expanded_and_the_unusable_named() {
+        use crate::mcp::Transport;
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new("/store/kit");
+        let file = dir.path().join(".mcp.json");
+        write(
+            &file,
+            r#"{"mcpServers": {
+                "db tools": {"command": "${CLAUDE_PLUGIN_ROOT}/bin/db", "args": ["--root", "${CLAUDE_PLUGIN_ROOT}"],
+                             "env": {"DB": "${CLAUDE_PLUGIN_ROOT}/db.sqlite"}, "cwd": "."},
+                "api": {"type": "http", "url": "http://127.0.0.1:9/${CLAUDE_PLUGIN_ROOT}", "headers": {"X-Root": "${PINCER_PLUGIN_ROOT}"}},
+                "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+                "neither": {"args": []},
+                "wrong": {"command": 7}
+            }}"#,
+        );
+        let (servers, problems) = mcp_servers("kit", root, &file);
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        // In the order written.
+        assert_eq!(names, ["kit_db_tools", "kit_api"]);
+        assert_eq!(
+            servers[0].transport,
+            Transport::Stdio {
+                command: "/store/kit/bin/db".into(),
+                args: vec!["--root".into(), "/store/kit".into()],
+                env: vec![("DB".into(), "/store/kit/db.sqlite".into())],
+            }
+        );
+        assert_eq!(
+            servers[1].transport,
+            Transport::Http {
+                url: "http://127.0.0.1:9//store/kit".into(),
+                headers: vec![("X-Root".into(), "/store/kit".into())],
+            }
+        );
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        let shown = file.display().to_string();
+        assert!(
+            problems.iter().all(|p| p.starts_with(&shown)),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("`old` uses the SSE transport"))
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("`neither`: give `command`"))
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("server `wrong`: invalid type"))
+        );
+        // The map as a manifest writes it inline; a file that is not JSON.
+        write(&file, r#"{"s": {"command": "x"}}"#);
+        assert_eq!(mcp_servers("kit", root, &file).0[0].name, "kit_s");
+        write(&file, "{");
+        let (servers, problems) = mcp_servers("kit", root, &file);
+        assert!(servers.is_empty());
+        assert!(
+            problems[0].starts_with(&format!("{shown}: not JSON")),
+            "{problems:?}"
+        );
+    }
 }

@@ -550,4 +550,70 @@ mod tests {
         assert_eq!(settings.home, Some(home));
         assert_eq!(settings.disabled, ["x"]);
     }
+
+    #[test]
+    fn the_enabled_plugins_parts_join_the_settings_and_a_broken_store_is_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let conf = tmp.path().join("conf");
+        let file = conf.join("config.toml");
+        std::fs::create_dir_all(&conf).unwrap();
+        std::fs::write(&file, "[mcpServers.kit_clash]\ncommand = \"mine\"\n").unwrap();
+        let source = tmp.path().join("kit");
+        for (path, text) in [
+            (".claude-plugin/plugin.json", r#"{"name": "kit"}"#),
+            ("skills/a/SKILL.md", "---\nname: a\ndescription: A.\n---\n"),
+            ("hooks/hooks.json", r#"{"hooks": {}}"#),
+            (
+                ".mcp.json",
+                r#"{"mcpServers": {"clash": {"command": "theirs"}, "own": {"command": "x"}}}"#,
+            ),
+        ] {
+            let path = source.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let store = crate::plugins::Store::new(conf.join("plugins"));
+        store.add(&source, &[]).unwrap();
+        let home = tmp.path().join("home");
+        let env = |name: &str| (name == "HOME").then(|| home.to_string_lossy().into_owned());
+        let flags = crate::config::Flags {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let config = Config::load_with(&flags, &env).unwrap();
+        let folder = store.folder("kit");
+        assert_eq!(
+            skill_settings(&config, &env).plugins,
+            [("kit".to_owned(), folder.join("skills"))]
+        );
+        let hooks = hook_settings(&config);
+        assert_eq!(hooks.plugins.len(), 1);
+        assert_eq!(hooks.plugins[0].root, folder);
+        assert_eq!(hooks.plugins[0].file, folder.join("hooks/hooks.json"));
+        let servers: Vec<(String, String)> = mcp_settings(&config)
+            .servers
+            .iter()
+            .map(|s| {
+                let Transport::Stdio { command, .. } = &s.transport else {
+                    panic!("{s:?}")
+                };
+                (s.name.clone(), command.clone())
+            })
+            .collect();
+        assert_eq!(
+            servers,
+            [
+                ("kit_clash".to_owned(), "mine".to_owned()),
+                ("kit_own".to_owned(), "x".to_owned())
+            ]
+        );
+        // Disabled: nothing; a store that cannot be read: nothing either.
+        store.set_enabled("kit", false).unwrap();
+        assert!(skill_settings(&config, &env).plugins.is_empty());
+        assert!(hook_settings(&config).plugins.is_empty());
+        assert_eq!(mcp_settings(&config).servers.len(), 1);
+        std::fs::write(conf.join("plugins/plugins.toml"), "not [toml").unwrap();
+        assert!(skill_settings(&config, &env).plugins.is_empty());
+        assert_eq!(mcp_settings(&config).servers.len(), 1);
+    }
 }
