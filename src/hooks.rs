@@ -415,7 +415,7 @@ impl Hooks for HookSet {
                     .hooks
                     .iter()
                     .zip(&loaded.imported.hooks)
-                    .filter(|(_, found)| runnable.iter().any(|file| *file == found.file))
+                    .filter(|(_, found)| runnable.contains(&found.file))
                     .map(|(hook, _)| hook)
             });
             let runs = self
@@ -1040,8 +1040,7 @@ mod tests {
         let broken = plugin_file(&file);
         assert!(
             broken.problems[0].contains("hooks.json: not JSON"),
-            "{:?}",
-            broken
+            "{broken:?}"
         );
         let without = HookSet::new(&settings, &|_| None).unwrap();
         assert!(without.is_empty());

@@ -624,14 +624,16 @@ pub fn mcp_servers(
         },
         Err(err) => return (Vec::new(), vec![format!("{shown}: cannot read it: {err}")]),
     };
-    let map = match value.get("mcpServers").unwrap_or(&value) {
-        serde_json::Value::Object(map) => map.clone(),
-        _ => {
-            return (
-                Vec::new(),
-                vec![format!("{shown}: `mcpServers` is not a JSON object")],
-            );
-        }
+    let Some(map) = value
+        .get("mcpServers")
+        .unwrap_or(&value)
+        .as_object()
+        .cloned()
+    else {
+        return (
+            Vec::new(),
+            vec![format!("{shown}: `mcpServers` is not a JSON object")],
+        );
     };
     let expand = |text: &str| expand_root(text, root);
     let mut servers = Vec::new();
