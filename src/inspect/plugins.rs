@@ -126,13 +126,7 @@ pub(crate) fn contents(store: &Store, plugin: &Installed) -> Contents {
             .map(|d| format!("{}: {}", d.location.display(), d.message)),
     );
     for path in &plugin.commands {
-        command_files(
-            &folder.join(path),
-            &plugin.name,
-            "",
-            0,
-            &mut contents.commands,
-        );
+        command_files(&folder.join(path), &plugin.name, 0, &mut contents.commands);
     }
     contents.commands.sort();
     if let Some(hooks) = &plugin.hooks {
@@ -155,19 +149,13 @@ pub(crate) fn contents(store: &Store, plugin: &Installed) -> Contents {
 }
 
 /// The Markdown files of a commands folder (or a command file), named
-/// `PLUGIN:NAME` (`PLUGIN:SUB:NAME` in a subfolder, at most 3 deep).
-fn command_files(
-    path: &std::path::Path,
-    plugin: &str,
-    prefix: &str,
-    depth: usize,
-    out: &mut Vec<String>,
-) {
+/// `PLUGIN:NAME`; subfolders (at most 3 deep) group them.
+fn command_files(path: &std::path::Path, plugin: &str, depth: usize, out: &mut Vec<String>) {
     if path.is_file() {
         if path.extension().is_some_and(|e| e == "md")
             && let Some(stem) = path.file_stem()
         {
-            out.push(format!("{plugin}:{prefix}{}", stem.to_string_lossy()));
+            out.push(format!("{plugin}:{}", stem.to_string_lossy()));
         }
         return;
     }
@@ -175,17 +163,14 @@ fn command_files(
         return;
     };
     for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
         let child = entry.path();
-        if name.starts_with('.') {
+        if entry.file_name().to_string_lossy().starts_with('.') {
             continue;
         }
-        if child.is_dir() {
-            if depth < 3 {
-                command_files(&child, plugin, &format!("{prefix}{name}:"), depth + 1, out);
-            }
-        } else {
-            command_files(&child, plugin, prefix, depth, out);
+        if !child.is_dir() {
+            command_files(&child, plugin, depth, out);
+        } else if depth < 3 {
+            command_files(&child, plugin, depth + 1, out);
         }
     }
 }

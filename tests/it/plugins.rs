@@ -323,6 +323,17 @@ fn a_plugins_skill_is_offered_and_activated_in_a_run_and_gone_once_disabled() {
     assert_eq!(skills[0]["plugin"], "review-kit");
     assert_eq!(skills[0]["offered"], true);
     assert_eq!(skills[0]["location"], skill_md.to_str().unwrap());
+    let out = dir
+        .command()
+        .current_dir(dir.workspace())
+        .args(["skills", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("review-kit:review  (plugin review-kit)  Reviews a change."),
+        "{text}"
+    );
 
     let server = Loopback::model(|_, index| match index {
         0 => tool_reply("skill", &json!({"name": "review-kit:review"})),
@@ -451,9 +462,20 @@ fn a_plugins_hook_blocks_a_shell_call_until_the_plugin_is_disabled() {
     let (_, out, _) = pincer(&dir, &["plugin", "list", "--json"]);
     let listed: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(listed["parts"]["problems"].as_array().unwrap().len(), 1);
+    let (_, out, _) = pincer(&dir, &["plugin", "list"]);
+    assert!(
+        out.starts_with("guard: nothing Pincer uses\n  problem: ") && out.contains("not JSON"),
+        "{out}"
+    );
+    std::fs::remove_file(folder.join("seen.json")).unwrap();
+    let (out, lines) = scripted_run(&dir, &script);
+    assert_eq!(out.status.code(), Some(0), "{lines:#?}");
+    assert_eq!(tool_results(&lines)[0]["verdict"], "allowed", "{lines:#?}");
+    assert!(dir.workspace().join("made.txt").exists());
+    assert!(!folder.join("seen.json").exists());
+    std::fs::remove_file(dir.workspace().join("made.txt")).unwrap();
 
     // Disabled: the hook never runs.
-    std::fs::remove_file(folder.join("seen.json")).unwrap();
     write(
         &folder.join("hooks/hooks.json"),
         r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sh \"${CLAUDE_PLUGIN_ROOT}/hooks/deny.sh\""}]}]}}"#,
@@ -545,4 +567,34 @@ fn a_plugins_mcp_server_serves_a_run_under_the_policy_and_a_configured_one_wins_
     let (_, lines) = scripted_run(&dir, &script);
     assert_eq!(tool_results(&lines)[0]["is_error"], true, "{lines:#?}");
     assert!(!folder.join("root.txt").exists());
+}
+
+#[test]
+fn a_plugins_record_that_cannot_be_read_is_a_warning_and_the_run_goes_on() {
+    let dir = TestDir::new();
+    added(
+        &dir,
+        "guard",
+        &[(
+            "hooks/hooks.json",
+            r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "exit 2"}]}]}}"#,
+        )],
+    );
+    write(
+        &dir.path().join("config/pincer/plugins/plugins.toml"),
+        "[[plugin]\nname = ",
+    );
+    let script = [
+        call("shell", json!({"command": "touch made.txt"})),
+        json!([{"text": "ok"}]),
+    ];
+    let (out, lines) = scripted_run(&dir, &script);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the installed plugins; going on without them"),
+        "{stderr}"
+    );
+    assert_eq!(tool_results(&lines)[0]["verdict"], "allowed", "{lines:#?}");
+    assert!(dir.workspace().join("made.txt").exists());
 }
