@@ -183,16 +183,7 @@ fn plugin_checks(config: &Config) -> Vec<Check> {
             }
             let contents = super::plugins::contents(&store, plugin);
             if contents.problems.is_empty() {
-                Check::ok(
-                    name,
-                    format!(
-                        "{} skills, {} commands, {} hooks, {} MCP servers",
-                        contents.skills.len(),
-                        contents.commands.len(),
-                        contents.hooks.len(),
-                        contents.mcp_servers.len()
-                    ),
-                )
+                Check::ok(name, super::plugins::summary(&contents))
             } else {
                 Check::fail(name, contents.problems.join("; "))
             }

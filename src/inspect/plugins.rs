@@ -175,14 +175,9 @@ fn command_files(path: &std::path::Path, plugin: &str, depth: usize, out: &mut V
     }
 }
 
-/// `name version (disabled): 2 skills, 1 command, 1 hook, 1 MCP server`,
-/// with what cannot be used after it.
-fn line(store: &Store, plugin: &Installed) -> String {
-    let contents = contents(store, plugin);
-    let count = |n: usize, one: &str, many: &str| match n {
-        1 => format!("1 {one}"),
-        n => format!("{n} {many}"),
-    };
+/// `2 skills, 1 command, 1 hook, 1 MCP server` (the kinds it has), or
+/// `nothing Pincer uses`.
+pub(crate) fn summary(contents: &Contents) -> String {
     let parts: Vec<String> = [
         (contents.skills.len(), "skill", "skills"),
         (contents.commands.len(), "command", "commands"),
@@ -191,23 +186,36 @@ fn line(store: &Store, plugin: &Installed) -> String {
     ]
     .into_iter()
     .filter(|(n, _, _)| *n > 0)
-    .map(|(n, one, many)| count(n, one, many))
+    .map(|(n, one, many)| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    })
     .collect();
+    if parts.is_empty() {
+        "nothing Pincer uses".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `name version (disabled): 2 skills, 1 command, 1 hook, 1 MCP server`,
+/// with what cannot be used under it.
+fn line(store: &Store, plugin: &Installed) -> String {
+    let contents = contents(store, plugin);
     let version = plugin
         .version
         .as_deref()
         .map(|v| format!(" {v}"))
         .unwrap_or_default();
     let state = if plugin.enabled { "" } else { " (disabled)" };
-    let brings = if parts.is_empty() {
-        "nothing Pincer uses".to_owned()
-    } else {
-        parts.join(", ")
-    };
     let problems: String = contents
         .problems
         .iter()
         .map(|p| format!("\n  problem: {p}"))
         .collect();
-    format!("{}{version}{state}: {brings}{problems}", plugin.name)
+    format!(
+        "{}{version}{state}: {}{problems}",
+        plugin.name,
+        summary(&contents)
+    )
 }

@@ -437,6 +437,19 @@ fn a_plugins_hook_blocks_a_shell_call_until_the_plugin_is_disabled() {
         "denied by a hook: guard says no from guard"
     );
     assert!(!dir.workspace().join("made.txt").exists());
+    // The receipt names the plugin's hook.
+    let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
+    let hooks: String = db
+        .query_row(
+            "SELECT hooks FROM receipts ORDER BY seq LIMIT 1",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(
+        hooks.starts_with("PreToolUse plugin guard: sh ") && hooks.ends_with(": block"),
+        "{hooks}"
+    );
     // It read the call in Claude Code's dialect.
     let seen: Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("seen.json")).unwrap()).unwrap();
@@ -527,12 +540,32 @@ fn a_plugins_mcp_server_serves_a_run_under_the_policy_and_a_configured_one_wins_
     // its arguments and environment (whose values, secrets of the session,
     // are redacted from what the model reads).
     let output = results[0]["output"].as_str().unwrap();
-    assert!(output.contains("\"KIT_ROOT\""), "{output}");
+    assert!(
+        output.contains("\"KIT_ROOT\": \"[REDACTED:session]\""),
+        "{output}"
+    );
     assert_eq!(
         std::fs::read_to_string(folder.join("root.txt"))
             .unwrap()
             .trim(),
         format!("{}/data", folder.display())
+    );
+
+    // `pincer doctor` starts it like a configured server.
+    let (_, report, _) = pincer(&dir, &["doctor"]);
+    let line = report
+        .lines()
+        .find(|l| l.contains("mcp kit_everything"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.starts_with("ok") && line.contains("started, "),
+        "{line}"
+    );
+    assert!(
+        report.lines().any(|l| l.starts_with("ok")
+            && l.contains("plugin kit")
+            && l.ends_with(" 1 MCP server")),
+        "{report}"
     );
 
     // The same policy as configured servers: a rule denies its tool.
