@@ -9,8 +9,10 @@
 //! `plugins.toml` with the parts it brings, resolved once: `skills/`,
 //! `commands/`, `hooks/hooks.json` and `.mcp.json` by default, plus the
 //! paths the manifest names (which add to the defaults, never replace
-//! them). Each part then goes through the rules of its kind; this module
-//! only installs and describes.
+//! them). Each part then goes through the rules of its kind: `parts` hands
+//! the enabled plugins' skill folders to discovery and their hooks files to
+//! the hooks runner (`app::wiring`), and `mcp_servers` reads a servers file
+//! into the MCP client's specs.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
