@@ -42,6 +42,40 @@ pub struct HookSettings {
     pub import: Vec<HookImport>,
     /// Every hook with its event, in the order written.
     pub hooks: Vec<(HookEvent, HookSpec)>,
+    /// The hooks files of the enabled plugins (`docs/plugins.md`).
+    pub plugins: Vec<PluginHooks>,
+}
+
+/// An enabled plugin's hooks file: Claude Code's plugin `hooks/hooks.json`,
+/// its hooks run in Claude Code's dialect with `${CLAUDE_PLUGIN_ROOT}` the
+/// plugin's folder. No trust is asked: adding the plugin was the consent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginHooks {
+    pub plugin: String,
+    /// The plugin's folder.
+    pub root: PathBuf,
+    pub file: PathBuf,
+}
+
+/// What a plugin's hooks file holds, as `pincer doctor` and `pincer
+/// plugin list` report it: the hooks that run (`EVENT [MATCHER] COMMAND`),
+/// those left out (handler types or events Pincer does not run), and what
+/// is wrong with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginFile {
+    pub hooks: Vec<String>,
+    pub left_out: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+/// Reads a plugin's hooks file now.
+pub fn plugin_file(path: &Path) -> PluginFile {
+    let imported = workspace::read_plugin(path);
+    PluginFile {
+        hooks: imported.hooks.iter().map(workspace::Found::shown).collect(),
+        left_out: imported.skipped,
+        problems: imported.problems,
+    }
 }
 
 /// One hook: a `command` run by `sh -c` in the session's workspace, or a
@@ -108,6 +142,8 @@ struct Hook {
     handler: Handler,
     timeout: Duration,
     on_failure: OnFailure,
+    /// A plugin's hook: the plugin's folder (`CLAUDE_PLUGIN_ROOT`).
+    plugin_root: Option<PathBuf>,
 }
 
 enum Handler {
@@ -162,7 +198,11 @@ impl HookSet {
                     .timeout_secs
                     .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
                 on_failure: hook.on_failure.unwrap_or_default(),
+                plugin_root: None,
             });
+        }
+        for plugin in &settings.plugins {
+            hooks.extend(plugin_hooks(plugin));
         }
         // Only HTTP hooks need a client (its TLS roots cost start-up time).
         let client = if hooks
@@ -216,6 +256,7 @@ impl HookSet {
                     .timeout_secs
                     .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
                 on_failure: OnFailure::Continue,
+                plugin_root: None,
             })
             .collect();
         Loaded { imported, hooks }
@@ -280,10 +321,40 @@ impl HookSet {
     }
 }
 
+/// The hooks of a plugin's file, read once (a plugin changes by `pincer
+/// plugin`, which a process started before it does not see); what cannot
+/// run is logged, and `pincer doctor` names it.
+fn plugin_hooks(plugin: &PluginHooks) -> Vec<Hook> {
+    let imported = workspace::read_plugin(&plugin.file);
+    for problem in imported.problems.iter().chain(&imported.skipped) {
+        tracing::warn!(plugin = %plugin.plugin, "a plugin hook is left out: {problem}");
+    }
+    imported
+        .hooks
+        .iter()
+        .map(|found| Hook {
+            dialect: Some(HookImport::Claude),
+            event: found.event,
+            label: format!("plugin {}: {}", plugin.plugin, label(&found.command)),
+            matcher: found.matcher.clone(),
+            handler: Handler::Command(crate::plugins::expand_root(&found.command, &plugin.root)),
+            timeout: found
+                .timeout_secs
+                .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+            on_failure: OnFailure::Continue,
+            plugin_root: Some(plugin.root.clone()),
+        })
+        .collect()
+}
+
 /// The subject a hook's matcher tests: a tool's name in the hook's dialect.
-fn subject_for<'a>(hook: &Hook, input: &'a HookInput) -> Option<std::borrow::Cow<'a, str>> {
-    let subject = input.subject.as_deref()?;
-    Some(match (hook.dialect, input.event) {
+fn subject_for<'a>(
+    hook: &Hook,
+    event: HookEvent,
+    subject: Option<&'a str>,
+) -> Option<std::borrow::Cow<'a, str>> {
+    let subject = subject?;
+    Some(match (hook.dialect, event) {
         (Some(source), HookEvent::PreToolUse | HookEvent::PostToolUse) => {
             std::borrow::Cow::Owned(workspace::tool_name(source, subject).to_owned())
         }
@@ -320,10 +391,12 @@ impl Hooks for HookSet {
         // A workspace's hooks depend on the workspace: with imports on,
         // every event is worth asking about.
         !self.import.is_empty()
-            || self
-                .hooks
-                .iter()
-                .any(|hook| hook.event == event && hook.matcher.accepts(subject))
+            || self.hooks.iter().any(|hook| {
+                hook.event == event
+                    && hook
+                        .matcher
+                        .accepts(subject_for(hook, event, subject).as_deref())
+            })
     }
 
     fn fire(&self, input: HookInput) -> BoxFuture<'_, HookOutcome> {
@@ -342,7 +415,7 @@ impl Hooks for HookSet {
                     .hooks
                     .iter()
                     .zip(&loaded.imported.hooks)
-                    .filter(|(_, found)| runnable.iter().any(|file| file == found.file))
+                    .filter(|(_, found)| runnable.contains(&found.file))
                     .map(|(hook, _)| hook)
             });
             let runs = self
@@ -351,7 +424,9 @@ impl Hooks for HookSet {
                 .chain(workspace_hooks)
                 .filter(|hook| {
                     hook.event == input.event
-                        && hook.matcher.accepts(subject_for(hook, &input).as_deref())
+                        && hook.matcher.accepts(
+                            subject_for(hook, input.event, input.subject.as_deref()).as_deref(),
+                        )
                 })
                 .map(|hook| self.run(hook, &input));
             HookOutcome {
@@ -468,7 +543,10 @@ impl HookSet {
     async fn run(&self, hook: &Hook, input: &HookInput) -> HookAnswer {
         let body = &body_for(hook, input);
         let ran = match &hook.handler {
-            Handler::Command(command) => run_command(command, &input.cwd, body, hook.timeout).await,
+            Handler::Command(command) => {
+                let root = hook.plugin_root.as_deref();
+                run_command(command, &input.cwd, root, body, hook.timeout).await
+            }
             Handler::Http { url, secret } => {
                 self.post(url, secret.as_deref(), input.event, body, hook.timeout)
                     .await
@@ -556,11 +634,13 @@ impl HookSet {
     }
 }
 
-/// Runs `command` with `sh -c` in `cwd`, the input on its standard input;
-/// on timeout its whole process group is killed.
+/// Runs `command` with `sh -c` in `cwd`, the input on its standard input
+/// (a plugin's hook with `CLAUDE_PLUGIN_ROOT` set to `plugin_root`); on
+/// timeout its whole process group is killed.
 async fn run_command(
     command: &str,
     cwd: &std::path::Path,
+    plugin_root: Option<&Path>,
     body: &Value,
     timeout: Duration,
 ) -> Result<Ran, String> {
@@ -569,7 +649,13 @@ async fn run_command(
     } else {
         PathBuf::from("/")
     };
-    let mut child = tokio::process::Command::new("/bin/sh")
+    let mut command_line = tokio::process::Command::new("/bin/sh");
+    if let Some(root) = plugin_root {
+        command_line
+            .env("CLAUDE_PLUGIN_ROOT", root)
+            .env("PINCER_PLUGIN_ROOT", root);
+    }
+    let mut child = command_line
         .arg("-c")
         .arg(command)
         .current_dir(&dir)
@@ -887,12 +973,87 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_plugins_hooks_run_in_claudes_dialect_from_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("kit");
+        std::fs::create_dir_all(root.join("hooks")).unwrap();
+        std::fs::write(
+            root.join("hooks/check.sh"),
+            "cat > \"$CLAUDE_PLUGIN_ROOT/input.json\"; echo \"no shell from $PINCER_PLUGIN_ROOT\" >&2; exit 2\n",
+        )
+        .unwrap();
+        let file = root.join("hooks/hooks.json");
+        std::fs::write(
+            &file,
+            json!({"description": "kit hooks", "hooks": {
+                "PreToolUse": [{"matcher": "Bash", "hooks": [
+                    {"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/check.sh", "timeout": 5},
+                    {"type": "prompt", "prompt": "judge it"}
+                ]}],
+                "PermissionRequest": [{"hooks": [{"type": "command", "command": "true"}]}]
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        let settings = HookSettings {
+            plugins: vec![PluginHooks {
+                plugin: "kit".into(),
+                root: root.clone(),
+                file: file.clone(),
+            }],
+            ..HookSettings::default()
+        };
+        let hooks = HookSet::new(&settings, &|_| None).unwrap();
+        assert!(!hooks.is_empty());
+        assert!(hooks.listens(HookEvent::PreToolUse, Some("shell")));
+        assert!(!hooks.listens(HookEvent::PreToolUse, Some("read_file")));
+        let input = HookInput::new(
+            HookEvent::PreToolUse,
+            "ses_1",
+            dir.path().to_path_buf(),
+            "supervised",
+        )
+        .about("tool_name", "shell")
+        .with("tool_input", json!({"command": "ls"}));
+        let outcome = hooks.fire(input).await;
+        assert_eq!(outcome.answers.len(), 1);
+        let answer = &outcome.answers[0];
+        assert_eq!(
+            answer.block.as_deref(),
+            Some(format!("no shell from {}", root.display()).as_str())
+        );
+        assert!(
+            answer.hook.starts_with("plugin kit: sh "),
+            "{}",
+            answer.hook
+        );
+        let seen: Value =
+            serde_json::from_str(&std::fs::read_to_string(root.join("input.json")).unwrap())
+                .unwrap();
+        assert_eq!(seen["tool_name"], "Bash");
+        // The listing names what is left out; a broken file is a problem.
+        let listed = plugin_file(&file);
+        assert_eq!(listed.hooks.len(), 1);
+        assert!(listed.hooks[0].starts_with("PreToolUse [Bash] "));
+        assert_eq!(listed.left_out.len(), 2, "{:?}", listed.left_out);
+        std::fs::write(&file, "{\"hooks\": ").unwrap();
+        let broken = plugin_file(&file);
+        assert!(
+            broken.problems[0].contains("hooks.json: not JSON"),
+            "{broken:?}"
+        );
+        let without = HookSet::new(&settings, &|_| None).unwrap();
+        assert!(without.is_empty());
+    }
+
+    #[tokio::test]
     async fn a_command_reads_its_input_and_a_slow_one_is_stopped() {
         let dir = tempfile::tempdir().unwrap();
         let body = json!({"hook_event_name": "PreToolUse", "tool_name": "shell"});
         let ran = run_command(
             "cat; echo \"$PINCER_PROJECT_DIR\" >&2; exit 3",
             dir.path(),
+            None,
             &body,
             Duration::from_secs(10),
         )
@@ -905,6 +1066,7 @@ mod tests {
         let big = run_command(
             "head -c 1000000 /dev/zero | tr '\\0' a",
             dir.path(),
+            None,
             &body,
             Duration::from_secs(10),
         )
@@ -917,7 +1079,14 @@ mod tests {
         assert!(context.starts_with(&"a".repeat(TEXT_LIMIT)));
         assert!(context.ends_with("… (cut at 10000 characters)"));
         let started = std::time::Instant::now();
-        let slow = run_command("sleep 30 & wait", dir.path(), &body, Duration::from_secs(1)).await;
+        let slow = run_command(
+            "sleep 30 & wait",
+            dir.path(),
+            None,
+            &body,
+            Duration::from_secs(1),
+        )
+        .await;
         assert!(slow.unwrap_err().contains("within 1 s"));
         assert!(started.elapsed() < Duration::from_secs(10));
     }

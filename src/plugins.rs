@@ -9,8 +9,10 @@
 //! `plugins.toml` with the parts it brings, resolved once: `skills/`,
 //! `commands/`, `hooks/hooks.json` and `.mcp.json` by default, plus the
 //! paths the manifest names (which add to the defaults, never replace
-//! them). Each part then goes through the rules of its kind; this module
-//! only installs and describes.
+//! them). Each part then goes through the rules of its kind: `parts` hands
+//! the enabled plugins' skill folders to discovery and their hooks files to
+//! the hooks runner (`app::wiring`), and `mcp_servers` reads a servers file
+//! into the MCP client's specs.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -585,9 +587,106 @@ pub fn expand_root(text: &str, root: &Path) -> String {
         .replace("${PINCER_PLUGIN_ROOT}", &root)
 }
 
+/// One server of a plugin's `.mcp.json` (Claude Code's `mcpServers`
+/// shape): a command Pincer starts, or a URL. Other keys (`cwd`,
+/// `timeout`, …) are accepted and not used.
+#[derive(Debug, Deserialize)]
+struct McpEntry {
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+/// The MCP servers of `plugin`'s servers file `file` (`{"mcpServers":
+/// {NAME: …}}`, or the map itself as a manifest writes it inline), each
+/// named `PLUGIN_NAME` (sanitized as configured servers are) with
+/// `${CLAUDE_PLUGIN_ROOT}` in its command, arguments, environment, URL and
+/// headers made `root`. What cannot be used is a problem naming the file:
+/// the whole file when it is not JSON, else the server.
+pub fn mcp_servers(
+    plugin: &str,
+    root: &Path,
+    file: &Path,
+) -> (Vec<crate::mcp::ServerSpec>, Vec<String>) {
+    use crate::mcp::{ServerSpec, Transport, sanitize};
+    let shown = file.display();
+    let value: serde_json::Value = match std::fs::read(file) {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(value) => value,
+            Err(err) => return (Vec::new(), vec![format!("{shown}: not JSON: {err}")]),
+        },
+        Err(err) => return (Vec::new(), vec![format!("{shown}: cannot read it: {err}")]),
+    };
+    let Some(map) = value
+        .get("mcpServers")
+        .unwrap_or(&value)
+        .as_object()
+        .cloned()
+    else {
+        return (
+            Vec::new(),
+            vec![format!("{shown}: `mcpServers` is not a JSON object")],
+        );
+    };
+    let expand = |text: &str| expand_root(text, root);
+    let mut servers = Vec::new();
+    let mut problems = Vec::new();
+    for (name, entry) in map {
+        let entry: McpEntry = match serde_json::from_value(entry) {
+            Ok(entry) => entry,
+            Err(err) => {
+                problems.push(format!("{shown}: server `{name}`: {err}"));
+                continue;
+            }
+        };
+        let pairs = |map: &BTreeMap<String, String>| -> Vec<(String, String)> {
+            map.iter().map(|(k, v)| (k.clone(), expand(v))).collect()
+        };
+        let transport = match (entry.kind.as_deref(), &entry.command, &entry.url) {
+            (Some("sse"), _, _) => {
+                problems.push(format!(
+                    "{shown}: server `{name}` uses the SSE transport, which Pincer does not support"
+                ));
+                continue;
+            }
+            (None | Some("stdio"), Some(command), None) => Transport::Stdio {
+                command: expand(command),
+                args: entry.args.iter().map(|a| expand(a)).collect(),
+                env: pairs(&entry.env),
+            },
+            (None | Some("http"), None, Some(url)) => Transport::Http {
+                url: expand(url),
+                headers: pairs(&entry.headers),
+            },
+            _ => {
+                problems.push(format!(
+                    "{shown}: server `{name}`: give `command` (a stdio server) or `url` (`type`: `http`)"
+                ));
+                continue;
+            }
+        };
+        servers.push(ServerSpec {
+            name: sanitize(&format!("{plugin}_{name}")),
+            transport,
+        });
+    }
+    (servers, problems)
+}
+
 /// The parts of the enabled plugins, by kind, as absolute paths.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Parts {
+    /// Plugin name → its folder (`${CLAUDE_PLUGIN_ROOT}`).
+    pub folders: BTreeMap<String, PathBuf>,
     /// Plugin name → folders holding skills (or skill folders).
     pub skills: BTreeMap<String, Vec<PathBuf>>,
     pub commands: BTreeMap<String, Vec<PathBuf>>,
@@ -601,6 +700,7 @@ impl Store {
         let mut parts = Parts::default();
         for (plugin, folder) in self.enabled()? {
             let at = |p: &String| folder.join(p);
+            parts.folders.insert(plugin.name.clone(), folder.clone());
             parts
                 .skills
                 .insert(plugin.name.clone(), plugin.skills.iter().map(at).collect());
@@ -802,6 +902,75 @@ mod tests {
         assert_eq!(
             expand_root("${CLAUDE_PLUGIN_ROOT}/run.sh", Path::new("/p")),
             "/p/run.sh"
+        );
+    }
+
+    #[test]
+    fn a_plugins_servers_are_prefixed_expanded_and_the_unusable_named() {
+        use crate::mcp::Transport;
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new("/store/kit");
+        let file = dir.path().join(".mcp.json");
+        write(
+            &file,
+            r#"{"mcpServers": {
+                "db tools": {"command": "${CLAUDE_PLUGIN_ROOT}/bin/db", "args": ["--root", "${CLAUDE_PLUGIN_ROOT}"],
+                             "env": {"DB": "${CLAUDE_PLUGIN_ROOT}/db.sqlite"}, "cwd": "."},
+                "api": {"type": "http", "url": "http://127.0.0.1:9/${CLAUDE_PLUGIN_ROOT}", "headers": {"X-Root": "${PINCER_PLUGIN_ROOT}"}},
+                "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+                "neither": {"args": []},
+                "wrong": {"command": 7}
+            }}"#,
+        );
+        let (servers, problems) = mcp_servers("kit", root, &file);
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        // In the order written.
+        assert_eq!(names, ["kit_db_tools", "kit_api"]);
+        assert_eq!(
+            servers[0].transport,
+            Transport::Stdio {
+                command: "/store/kit/bin/db".into(),
+                args: vec!["--root".into(), "/store/kit".into()],
+                env: vec![("DB".into(), "/store/kit/db.sqlite".into())],
+            }
+        );
+        assert_eq!(
+            servers[1].transport,
+            Transport::Http {
+                url: "http://127.0.0.1:9//store/kit".into(),
+                headers: vec![("X-Root".into(), "/store/kit".into())],
+            }
+        );
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        let shown = file.display().to_string();
+        assert!(
+            problems.iter().all(|p| p.starts_with(&shown)),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("`old` uses the SSE transport"))
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("`neither`: give `command`"))
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("server `wrong`: invalid type"))
+        );
+        // The map as a manifest writes it inline; a file that is not JSON.
+        write(&file, r#"{"s": {"command": "x"}}"#);
+        assert_eq!(mcp_servers("kit", root, &file).0[0].name, "kit_s");
+        write(&file, "{");
+        let (servers, problems) = mcp_servers("kit", root, &file);
+        assert!(servers.is_empty());
+        assert!(
+            problems[0].starts_with(&format!("{shown}: not JSON")),
+            "{problems:?}"
         );
     }
 }

@@ -162,8 +162,6 @@ pub fn environment_probe(config: &Config) -> crate::environment::Probe {
     probe
 }
 
-/// The `[hooks]` tables as the hooks runner's settings (validated when the
-/// config was loaded).
 /// The skills port from `[skills]`: discovery over the project and user
 /// folders (`docs/skills.md`), or none when `enabled = false`.
 pub fn skills(
@@ -199,29 +197,117 @@ pub fn skill_settings(
             _ => base.join(raw),
         })
         .collect();
+    let parts = plugin_parts(config);
+    let each = |by_plugin: std::collections::BTreeMap<String, Vec<PathBuf>>| {
+        by_plugin
+            .into_iter()
+            .flat_map(|(plugin, folders)| folders.into_iter().map(move |f| (plugin.clone(), f)))
+            .collect()
+    };
+    let plugin_commands = each(parts.commands);
+    let plugins = each(parts.skills);
     crate::skills::Settings {
         home,
         config_dir: config.config_dir.clone(),
         paths,
         disabled: config.skills.disabled.clone(),
-        plugins: Vec::new(),
+        plugins,
+        plugin_commands,
     }
 }
 
-pub fn hook_settings(config: &HooksConfig) -> HookSettings {
+/// What the enabled plugins of the configuration directory's `plugins/`
+/// bring (`docs/plugins.md`). A store that cannot be read is a warning and
+/// no plugins: it never stops a start.
+pub fn plugin_parts(config: &Config) -> crate::plugins::Parts {
+    let Some(dir) = &config.config_dir else {
+        return crate::plugins::Parts::default();
+    };
+    match crate::plugins::Store::new(dir.join("plugins")).parts() {
+        Ok(parts) => parts,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the installed plugins; going on without them");
+            crate::plugins::Parts::default()
+        }
+    }
+}
+
+/// The `[hooks]` tables as the hooks runner's settings (validated when the
+/// config was loaded), with the enabled plugins' hooks files.
+pub fn hook_settings(config: &Config) -> HookSettings {
+    let hooks: &HooksConfig = &config.hooks;
+    let parts = plugin_parts(config);
+    let hooks_files = parts.hooks.clone();
     HookSettings {
-        import: config.import.clone(),
-        hooks: config
+        import: hooks.import.clone(),
+        hooks: hooks
             .all()
             .into_iter()
             .map(|(event, hook)| (event, hook.clone()))
             .collect(),
+        plugins: hooks_files
+            .into_iter()
+            .map(|(plugin, file)| crate::hooks::PluginHooks {
+                root: parts.folders.get(&plugin).cloned().unwrap_or_default(),
+                plugin,
+                file,
+            })
+            .collect(),
     }
 }
 
-/// The configured MCP servers and limits (validated when the config was loaded).
+/// The MCP servers of the enabled plugins, each with its plugin, and what
+/// their files hold that cannot be used (logged here; `pincer doctor`
+/// names it).
+pub fn plugin_servers(config: &Config) -> (Vec<(String, ServerSpec)>, Vec<String>) {
+    let parts = plugin_parts(config);
+    let mut servers = Vec::new();
+    let mut problems = Vec::new();
+    for (plugin, file) in &parts.mcp_servers {
+        let root = parts.folders.get(plugin).cloned().unwrap_or_default();
+        let (found, wrong) = crate::plugins::mcp_servers(plugin, &root, file);
+        for problem in &wrong {
+            tracing::warn!(plugin = %plugin, "a plugin's MCP server is left out: {problem}");
+        }
+        problems.extend(wrong);
+        servers.extend(found.into_iter().map(|spec| (plugin.clone(), spec)));
+    }
+    (servers, problems)
+}
+
+/// The configured MCP servers and limits (validated when the config was
+/// loaded), then the enabled plugins' servers: on a name clash the
+/// configured one (or the plugin's first) wins, with a warning.
 pub fn mcp_settings(config: &Config) -> McpSettings {
-    let servers = config
+    let mut servers = configured_servers(config);
+    for (plugin, spec) in plugin_servers(config).0 {
+        if servers.iter().any(|s| s.name == spec.name) {
+            tracing::warn!(
+                "plugin `{plugin}`: its MCP server `{}` has the name of the configured [mcpServers.{}]; the configured one is used",
+                spec.name,
+                spec.name
+            );
+            continue;
+        }
+        servers.push(spec);
+    }
+    let defaults = McpSettings::default();
+    McpSettings {
+        servers,
+        call_timeout: config
+            .mcp_call_timeout_secs
+            .as_ref()
+            .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
+        start_timeout: config
+            .mcp_start_timeout_secs
+            .as_ref()
+            .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
+    }
+}
+
+/// The `[mcpServers.NAME]` tables as servers.
+fn configured_servers(config: &Config) -> Vec<ServerSpec> {
+    config
         .mcp_servers
         .iter()
         .map(|(name, server)| ServerSpec {
@@ -246,19 +332,7 @@ pub fn mcp_settings(config: &Config) -> McpSettings {
                 },
             },
         })
-        .collect();
-    let defaults = McpSettings::default();
-    McpSettings {
-        servers,
-        call_timeout: config
-            .mcp_call_timeout_secs
-            .as_ref()
-            .map_or(defaults.call_timeout, |t| Duration::from_secs(t.value)),
-        start_timeout: config
-            .mcp_start_timeout_secs
-            .as_ref()
-            .map_or(defaults.start_timeout, |t| Duration::from_secs(t.value)),
-    }
+        .collect()
 }
 
 /// The named channels (`--channel NAME`), each an adapter and its settings:
@@ -480,5 +554,71 @@ mod tests {
         assert_eq!(settings.config_dir, Some(tmp.path().join("conf")));
         assert_eq!(settings.home, Some(home));
         assert_eq!(settings.disabled, ["x"]);
+    }
+
+    #[test]
+    fn the_enabled_plugins_parts_join_the_settings_and_a_broken_store_is_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let conf = tmp.path().join("conf");
+        let file = conf.join("config.toml");
+        std::fs::create_dir_all(&conf).unwrap();
+        std::fs::write(&file, "[mcpServers.kit_clash]\ncommand = \"mine\"\n").unwrap();
+        let source = tmp.path().join("kit");
+        for (path, text) in [
+            (".claude-plugin/plugin.json", r#"{"name": "kit"}"#),
+            ("skills/a/SKILL.md", "---\nname: a\ndescription: A.\n---\n"),
+            ("hooks/hooks.json", r#"{"hooks": {}}"#),
+            (
+                ".mcp.json",
+                r#"{"mcpServers": {"clash": {"command": "theirs"}, "own": {"command": "x"}}}"#,
+            ),
+        ] {
+            let path = source.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let store = crate::plugins::Store::new(conf.join("plugins"));
+        store.add(&source, &[]).unwrap();
+        let home = tmp.path().join("home");
+        let env = |name: &str| (name == "HOME").then(|| home.to_string_lossy().into_owned());
+        let flags = crate::config::Flags {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let config = Config::load_with(&flags, &env).unwrap();
+        let folder = store.folder("kit");
+        assert_eq!(
+            skill_settings(&config, &env).plugins,
+            [("kit".to_owned(), folder.join("skills"))]
+        );
+        let hooks = hook_settings(&config);
+        assert_eq!(hooks.plugins.len(), 1);
+        assert_eq!(hooks.plugins[0].root, folder);
+        assert_eq!(hooks.plugins[0].file, folder.join("hooks/hooks.json"));
+        let servers: Vec<(String, String)> = mcp_settings(&config)
+            .servers
+            .iter()
+            .map(|s| {
+                let Transport::Stdio { command, .. } = &s.transport else {
+                    panic!("{s:?}")
+                };
+                (s.name.clone(), command.clone())
+            })
+            .collect();
+        assert_eq!(
+            servers,
+            [
+                ("kit_clash".to_owned(), "mine".to_owned()),
+                ("kit_own".to_owned(), "x".to_owned())
+            ]
+        );
+        // Disabled: nothing; a store that cannot be read: nothing either.
+        store.set_enabled("kit", false).unwrap();
+        assert!(skill_settings(&config, &env).plugins.is_empty());
+        assert!(hook_settings(&config).plugins.is_empty());
+        assert_eq!(mcp_settings(&config).servers.len(), 1);
+        std::fs::write(conf.join("plugins/plugins.toml"), "not [toml").unwrap();
+        assert!(skill_settings(&config, &env).plugins.is_empty());
+        assert_eq!(mcp_settings(&config).servers.len(), 1);
     }
 }

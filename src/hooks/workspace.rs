@@ -30,8 +30,8 @@ pub fn files(source: HookImport) -> &'static [&'static str] {
 #[derive(Debug, Clone)]
 pub struct Found {
     pub source: HookImport,
-    /// The file, relative to the project directory.
-    pub file: &'static str,
+    /// The file, relative to the project directory (a plugin's: its path).
+    pub file: String,
     pub event: HookEvent,
     /// The matcher as written (`*` for none).
     pub spec: String,
@@ -80,7 +80,7 @@ pub fn read(root: &Path, sources: &[HookImport]) -> Imported {
             };
             let first = imported.hooks.len();
             match serde_json::from_slice::<Value>(&bytes) {
-                Ok(value) => parse(*source, file, &value, &mut imported),
+                Ok(value) => parse(*source, (*file).to_owned(), &value, &mut imported),
                 Err(err) => imported.problems.push(format!("{file}: not JSON: {err}")),
             }
             let found = &imported.hooks[first..];
@@ -132,7 +132,26 @@ pub fn scripts(root: &Path, command: &str) -> Vec<PathBuf> {
     found
 }
 
-fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut Imported) {
+/// A plugin's hooks file (Claude Code's plugin `hooks/hooks.json`): its
+/// hooks in Claude Code's dialect, read as the workspace files are, with
+/// `file` the path shown. A file that cannot be read or is not JSON is a
+/// problem. No digest: the person added the plugin (`pincer plugin add`).
+pub fn read_plugin(path: &Path) -> Imported {
+    let mut imported = Imported::default();
+    let file = path.to_string_lossy().into_owned();
+    match std::fs::read(path) {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(value) => parse(HookImport::Claude, file, &value, &mut imported),
+            Err(err) => imported.problems.push(format!("{file}: not JSON: {err}")),
+        },
+        Err(err) => imported
+            .problems
+            .push(format!("{file}: cannot read it: {err}")),
+    }
+    imported
+}
+
+fn parse(source: HookImport, file: String, value: &Value, imported: &mut Imported) {
     // `{"hooks": {EVENT: […]}}` (Claude Code's settings, Codex's
     // hooks.json), or the events at the top (older hooks.json).
     let Some(events) = value
@@ -172,7 +191,7 @@ fn parse(source: HookImport, file: &'static str, value: &Value, imported: &mut I
                 };
                 imported.hooks.push(Found {
                     source,
-                    file,
+                    file: file.clone(),
                     event,
                     spec: spec.unwrap_or("*").to_owned(),
                     matcher,

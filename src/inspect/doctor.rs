@@ -77,6 +77,7 @@ async fn checks(config: &Config, online: bool) -> Result<Vec<Check>, Failure> {
     if config.memory.enabled.unwrap_or(true) {
         checks.push(memory::check(config, &env, online).await);
     }
+    checks.extend(plugin_checks(config));
     checks.extend(mcp_checks(config).await);
     checks.push(database_check(config)?);
     let (ok, token) = crate::http::auth::describe(
@@ -128,21 +129,64 @@ fn config_file(config: &Config) -> String {
 /// Each MCP server started once from the current directory, with its tools
 /// counted.
 async fn mcp_checks(config: &Config) -> Vec<Check> {
-    if config.mcp_servers.is_empty() {
+    let settings = crate::app::wiring::mcp_settings(config);
+    if settings.servers.is_empty() {
         return Vec::new();
     }
-    let mcp = crate::mcp::Factory::new(crate::app::wiring::mcp_settings(config));
+    let (from_plugins, _) = crate::app::wiring::plugin_servers(config);
+    let mcp = crate::mcp::Factory::new(settings);
     let here = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
     let config_file = config_file(config);
     mcp.check(&here)
         .await
         .into_iter()
-        .map(|(name, outcome)| match outcome {
-            Ok(tools) => Check::ok(format!("mcp {name}"), format!("started, {tools} tools")),
-            Err(problem) => Check::fail(
-                format!("mcp {name}"),
-                format!("{problem} (fix [mcpServers.{name}] in {config_file})"),
-            ),
+        .map(|(name, outcome)| {
+            let plugin = from_plugins
+                .iter()
+                .find(|(_, spec)| spec.name == name)
+                .filter(|_| !config.mcp_servers.keys().any(|k| crate::mcp::sanitize(k) == name))
+                .map(|(plugin, _)| plugin);
+            match (outcome, plugin) {
+                (Ok(tools), _) => {
+                    Check::ok(format!("mcp {name}"), format!("started, {tools} tools"))
+                }
+                (Err(problem), None) => Check::fail(
+                    format!("mcp {name}"),
+                    format!("{problem} (fix [mcpServers.{name}] in {config_file})"),
+                ),
+                (Err(problem), Some(plugin)) => Check::fail(
+                    format!("mcp {name}"),
+                    format!("{problem} (a server of plugin `{plugin}`: `pincer plugin disable {plugin}` turns it off)"),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Each installed plugin: what it brings, or the files of it that cannot
+/// be used (a hooks or MCP servers file that is not JSON, …).
+fn plugin_checks(config: &Config) -> Vec<Check> {
+    let Some(dir) = &config.config_dir else {
+        return Vec::new();
+    };
+    let store = crate::plugins::Store::new(dir.join("plugins"));
+    let plugins = match store.list() {
+        Ok(plugins) => plugins,
+        Err(err) => return vec![Check::fail("plugins", err.to_string())],
+    };
+    plugins
+        .iter()
+        .map(|plugin| {
+            let name = format!("plugin {}", plugin.name);
+            if !plugin.enabled {
+                return Check::ok(name, "disabled: none of its parts is loaded");
+            }
+            let contents = super::plugins::contents(&store, plugin);
+            if contents.problems.is_empty() {
+                Check::ok(name, super::plugins::summary(&contents))
+            } else {
+                Check::fail(name, contents.problems.join("; "))
+            }
         })
         .collect()
 }

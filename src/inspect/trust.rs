@@ -26,7 +26,7 @@ pub async fn trust(
         return Ok(exit::OK);
     }
     let root = crate::core::hooks::project_dir(&directory(path)?);
-    let settings = crate::app::wiring::hook_settings(&config.hooks);
+    let settings = crate::app::wiring::hook_settings(&config);
     let hooks = crate::hooks::HookSet::new(&settings, &|name| std::env::var(name).ok())
         .map_err(Failure::usage)?
         .with_trust(journal.clone());

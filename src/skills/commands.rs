@@ -248,7 +248,8 @@ mod tests {
             "---\nname: lint\ndescription: Lints.\n---\nbody",
         );
         let discovery = Discovery::new(Settings {
-            plugins: vec![("tools".into(), plugin.clone())],
+            plugins: vec![("tools".into(), plugin.join("skills"))],
+            plugin_commands: vec![("tools".into(), plugin.join("commands"))],
             ..settings(&home)
         });
         let trusted = discovery.for_workspace(&ws, true);

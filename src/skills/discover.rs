@@ -3,7 +3,9 @@
 //! `.claude/skills/` in the workspace and each directory above it up to the
 //! repository root (the nearest `.git`; without one, the workspace only),
 //! nearest first; user scope is `~/.agents/skills/`, the config directory's
-//! `skills/`, `~/.claude/skills/` and `[skills] paths`. A skill is a folder
+//! `skills/`, `~/.claude/skills/` and `[skills] paths`; plugin scope is the
+//! skill folders of the enabled plugins (`crate::plugins`), their skills
+//! named `PLUGIN:SKILL` as Claude Code names them. A skill is a folder
 //! holding a file named exactly `SKILL.md`, directly in a root or under
 //! grouping folders (at most [`MAX_DEPTH`] deep, [`MAX_DIRS`] folders per
 //! root; `.git`, `node_modules` and hidden folders skipped).
@@ -48,9 +50,13 @@ pub struct Settings {
     pub paths: Vec<PathBuf>,
     /// `[skills] disabled`: names left out wherever they are found.
     pub disabled: Vec<String>,
-    /// Installed plugins: each one's name and folder, whose `skills/` and
-    /// `commands/` are plugin scope, named `PLUGIN:NAME`.
+    /// The enabled plugins' skills: (plugin name, a folder holding skills
+    /// or a skill folder itself), from `plugins::Store::parts`. Their
+    /// skills are named `PLUGIN:SKILL`, as Claude Code names them.
     pub plugins: Vec<(String, PathBuf)>,
+    /// The enabled plugins' command folders, (plugin name, folder): their
+    /// commands are named `PLUGIN:NAME`.
+    pub plugin_commands: Vec<(String, PathBuf)>,
 }
 
 impl Settings {
@@ -172,11 +178,11 @@ impl Discovery {
             let lone = self.settings.paths.contains(root);
             scan.root(root, &Scope::User, lone);
         }
-        for (plugin, dir) in &self.settings.plugins {
+        for (plugin, root) in &self.settings.plugins {
             let scope = Scope::Plugin {
                 plugin: plugin.clone(),
             };
-            scan.root(&dir.join("skills"), &scope, false);
+            scan.root(root, &scope, true);
         }
         let user_commands = super::commands::user_roots(&self.settings);
         for root in super::commands::project_roots(workspace) {
@@ -187,11 +193,11 @@ impl Discovery {
         for root in &user_commands {
             scan.commands(root, &Scope::User);
         }
-        for (plugin, dir) in &self.settings.plugins {
+        for (plugin, dir) in &self.settings.plugin_commands {
             let scope = Scope::Plugin {
                 plugin: plugin.clone(),
             };
-            scan.commands(&dir.join("commands"), &scope);
+            scan.commands(dir, &scope);
         }
         let Scan {
             mut found, stamps, ..
@@ -255,8 +261,22 @@ impl Skills for Discovery {
     }
 }
 
+/// The skills of one plugin's folders as discovery finds them, with what
+/// it noticed (`pincer plugin list`, `pincer doctor`).
+pub fn plugin_skills(plugin: &str, folders: &[PathBuf]) -> SkillSet {
+    let scope = Scope::Plugin {
+        plugin: plugin.to_owned(),
+    };
+    let mut scan = Scan::default();
+    for root in folders {
+        scan.root(root, &scope, true);
+    }
+    build(&scan.found, false)
+}
+
 /// The set a session sees: the project's skills and commands only when
-/// trusted, project over plugin over user on a name collision.
+/// trusted, project over plugin over user on a name collision; the user's
+/// and the plugins' always.
 fn build(found: &Found, project_trusted: bool) -> SkillSet {
     let mut set = SkillSet::default();
     set.diagnostics.extend(
@@ -424,6 +444,8 @@ fn lenient(
             "description is longer than {MAX_DESCRIPTION_CHARS} characters"
         ));
     }
+    // A plugin's skills are its own: `PLUGIN:SKILL`, so they never collide
+    // with the person's or the project's, nor with another plugin's.
     let name = match &scope {
         Scope::Plugin { plugin } => format!("{plugin}:{name}"),
         Scope::Project | Scope::User => name,
@@ -459,6 +481,7 @@ mod tests {
             paths: Vec::new(),
             disabled: Vec::new(),
             plugins: Vec::new(),
+            plugin_commands: Vec::new(),
         }
     }
 
@@ -609,6 +632,73 @@ mod tests {
         let now = discovery.for_workspace(&ws, true);
         assert!(now.get("one").is_none());
         assert_eq!(now.skills.len(), 2);
+    }
+
+    #[test]
+    fn plugin_skills_are_named_after_their_plugin_and_offered_untrusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let kit = tmp.path().join("store/kit");
+        write(
+            &kit.join("skills/review/SKILL.md"),
+            &skill_md("review", "Plugin review."),
+        );
+        write(
+            &kit.join("skills/lint/SKILL.md"),
+            &skill_md("lint", "Plugin lint."),
+        );
+        // A marketplace entry names skill folders themselves.
+        let art = tmp.path().join("store/examples/skills/art");
+        write(&art.join("SKILL.md"), &skill_md("art", "Art."));
+        write(
+            &home.join(".agents/skills/review/SKILL.md"),
+            &skill_md("review", "User review."),
+        );
+        let discovery = Discovery::new(Settings {
+            plugins: vec![
+                ("kit".into(), kit.join("skills")),
+                ("examples".into(), art.clone()),
+            ],
+            ..settings(&home)
+        });
+        let set = discovery.for_workspace(&ws, false);
+        let names: Vec<&str> = set.skills.keys().map(String::as_str).collect();
+        assert_eq!(names, ["examples:art", "kit:lint", "kit:review", "review"]);
+        let review = set.get("kit:review").unwrap();
+        assert_eq!(
+            review.scope,
+            Scope::Plugin {
+                plugin: "kit".into()
+            }
+        );
+        assert_eq!(review.description, "Plugin review.");
+        assert!(set.diagnostics.is_empty(), "{:?}", set.diagnostics);
+        // Two folders of one plugin with a skill of the same name: the
+        // first wins, the other is a diagnostic.
+        write(
+            &kit.join("more/review/SKILL.md"),
+            &skill_md("review", "Again."),
+        );
+        let discovery = Discovery::new(Settings {
+            plugins: vec![
+                ("kit".into(), kit.join("skills")),
+                ("kit".into(), kit.join("more")),
+            ],
+            disabled: vec!["kit:lint".into()],
+            ..settings(&home)
+        });
+        let set = discovery.for_workspace(&ws, true);
+        assert_eq!(set.get("kit:review").unwrap().description, "Plugin review.");
+        assert!(set.get("kit:lint").is_none());
+        assert!(
+            set.diagnostics
+                .iter()
+                .any(|d| d.message.starts_with("skill `kit:review` is shadowed")),
+            "{:?}",
+            set.diagnostics
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 /// The fixture directory, with its npm packages installed; fails (never
 /// skips) when they are missing.
-fn fixtures() -> PathBuf {
+pub fn fixtures() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp");
     for package in [
         "@modelcontextprotocol/sdk",
@@ -29,7 +29,7 @@ fn fixtures() -> PathBuf {
     dir
 }
 
-fn node() -> String {
+pub fn node() -> String {
     let out = Command::new("sh")
         .args(["-c", "command -v node"])
         .output()

@@ -49,7 +49,7 @@ pub fn gate(
             tools.push(Arc::new(web_search_tool(search, &config.web)?));
         }
     }
-    let hooks = crate::hooks::HookSet::new(&super::hook_settings(&config.hooks), &|name| {
+    let hooks = crate::hooks::HookSet::new(&super::hook_settings(config), &|name| {
         std::env::var(name).ok()
     })?
     .with_trust(journal);
