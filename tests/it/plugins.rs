@@ -631,3 +631,52 @@ fn a_plugins_record_that_cannot_be_read_is_a_warning_and_the_run_goes_on() {
     assert_eq!(tool_results(&lines)[0]["verdict"], "allowed", "{lines:#?}");
     assert!(dir.workspace().join("made.txt").exists());
 }
+
+/// A plugin's custom command runs by its `PLUGIN:NAME` with its arguments
+/// put in, and is gone once the plugin is disabled.
+#[test]
+fn a_plugins_command_runs_by_its_plugin_name_until_disabled() {
+    let dir = TestDir::new();
+    added(
+        &dir,
+        "ship-kit",
+        &[(
+            "commands/ship.md",
+            "---\ndescription: Ships a release\n---\nShip release $1 now.\n",
+        )],
+    );
+    let server = Loopback::model(|_, _| text_reply("shipped"));
+    let run = |dir: &TestDir| {
+        dir.command()
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", format!("{}/v1", server.url))
+            .args(["run", "--output", "jsonl", "--mode", "full"])
+            .args(["--provider", "openai", "--model", "m", "--cwd"])
+            .arg(dir.workspace())
+            .arg("/ship-kit:ship 1.4")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = |index: usize| {
+        server.requests()[index].body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(message_text)
+            .unwrap_or_default()
+    };
+    assert_eq!(last(0), "Ship release 1.4 now.");
+    let (code, _, _) = pincer(&dir, &["plugin", "disable", "ship-kit"]);
+    assert_eq!(code, 0);
+    let out = run(&dir);
+    assert_eq!(out.status.code(), Some(0));
+    // Disabled: the text goes to the model as typed.
+    assert_eq!(last(1), "/ship-kit:ship 1.4");
+}
