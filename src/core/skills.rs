@@ -324,7 +324,8 @@ pub fn resolve<'a>(set: &'a SkillSet, held_back: Option<&SkillSet>, text: &str) 
             .is_some_and(|all| all.get(name).is_some() || all.command(name).is_some())
             .then(|| {
                 Expansion::Refused(format!(
-                    "/{} is the project's, which is not trusted yet: run `pincer trust` in                      the project to use its skills and commands",
+                    "/{} is the project's, which is not trusted yet: run `pincer trust` in \
+                     the project to use its skills and commands",
                     super::quote::quote(name)
                 ))
             })
@@ -1062,7 +1063,11 @@ mod tests {
             refused("/skill nope x"),
             "no skill is named `nope`; the skills are: compact, deploy, pdf"
         );
-        assert!(refused("/lint").starts_with("/lint is the project's, which is not trusted"));
+        assert_eq!(
+            refused("/lint"),
+            "/lint is the project's, which is not trusted yet: run `pincer trust` in the \
+             project to use its skills and commands"
+        );
         assert!(refused("/skill lint").contains("run `pincer trust`"));
         assert_eq!(
             resolve(&SkillSet::default(), None, "/skill"),
