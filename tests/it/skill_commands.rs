@@ -231,6 +231,46 @@ fn what_names_no_skill_is_refused_or_sent_as_typed() {
         exit(&out, 0);
         assert_eq!(sent(server.requests().last().unwrap()), [prompt]);
     }
+    // A command named like a skill is the skill's; one named like a
+    // built-in cannot be typed; `pincer skills list` says both.
+    write(
+        &dir.path().join("home/.claude/commands/lint.md"),
+        "COMMAND-LINT
+",
+    );
+    write(
+        &dir.path().join("home/.claude/commands/help.md"),
+        "COMMAND-HELP
+",
+    );
+    let (out, _) = run(&dir, "full", None, "/lint src");
+    exit(&out, 0);
+    let messages = sent(server.requests().last().unwrap());
+    assert_eq!(messages[0], "/lint src");
+    assert!(messages[1].contains("<skill_content name=\"lint\">\nLINT"));
+    assert!(!messages.concat().contains("COMMAND-LINT"));
+    let out = dir
+        .command()
+        .current_dir(dir.workspace())
+        .args(["skills", "list"])
+        .output()
+        .unwrap();
+    exit(&out, 0);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let home = dir.path().join("home").canonicalize().unwrap();
+    for line in [
+        format!(
+            "skipped: {}: command `help` is shadowed by the built-in command /help",
+            home.join(".claude/commands/help.md").display()
+        ),
+        format!(
+            "skipped: {}: command `lint` is shadowed by the skill at {}",
+            home.join(".claude/commands/lint.md").display(),
+            home.join(".agents/skills/lint/SKILL.md").display()
+        ),
+    ] {
+        assert!(listed.contains(&line), "{line}\n{listed}");
+    }
 }
 
 #[test]
