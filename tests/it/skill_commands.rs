@@ -524,3 +524,41 @@ fn an_http_prompt_expands_the_same_way() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn a_subagents_task_is_the_models_words_and_never_expanded() {
+    let dir = TestDir::new();
+    write(
+        &dir.path().join("home/.claude/commands/stamp.md"),
+        "---\nallowed-tools: Bash(touch:*)\n---\nSTAMP-BODY\n",
+    );
+    let server = Loopback::model(|request, index| {
+        let child = request.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "user" && message_text(m) == "/stamp now");
+        if child {
+            text_reply("child answered")
+        } else if index == 0 {
+            tool_reply("delegate", &json!({"task": "/stamp now", "label": "s"}))
+        } else {
+            text_reply("done")
+        }
+    });
+    config(&dir, &server);
+    let (out, _) = run(&dir, "full", None, "split it");
+    exit(&out, 0);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        requests
+            .iter()
+            .any(|r| sent(r).first().map(String::as_str) == Some("/stamp now"))
+    );
+    assert!(
+        !requests
+            .iter()
+            .any(|r| sent(r).concat().contains("STAMP-BODY"))
+    );
+}
