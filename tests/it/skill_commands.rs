@@ -562,3 +562,52 @@ fn a_subagents_task_is_the_models_words_and_never_expanded() {
             .any(|r| sent(r).concat().contains("STAMP-BODY"))
     );
 }
+
+#[test]
+fn a_persons_skill_survives_compaction() {
+    let dir = TestDir::new();
+    write(
+        &dir.path().join("home/.agents/skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: Deploys.\ndisable-model-invocation: true\n---\nDEPLOY-RULE-9\n",
+    );
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Deploying."}]),
+            json!([{"text": "SUMMARY: deployed once."}]),
+        ],
+    );
+    let mut acp = crate::support::AcpProcess::spawn(
+        &dir,
+        &["--script", script.to_str().unwrap(), "--mode", "full"],
+    );
+    acp.initialize();
+    let session = acp.new_session(&dir.workspace());
+    let (_, response) = acp.prompt(&session, "/deploy to staging");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let (_, response) = acp.prompt(&session, "/compact");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(acp.finish().success());
+    let out = dir
+        .command()
+        .args(["context", "show", "--session", &session, "--json"])
+        .output()
+        .unwrap();
+    exit(&out, 0);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sent: Vec<String> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    let summary = sent
+        .iter()
+        .position(|m| m.contains("SUMMARY: deployed once."))
+        .unwrap_or_else(|| panic!("{sent:#?}"));
+    assert!(
+        sent.get(summary + 1)
+            .is_some_and(|m| m.contains("DEPLOY-RULE-9")),
+        "{sent:#?}"
+    );
+}
