@@ -229,16 +229,32 @@ impl SkillSet {
     }
 }
 
-/// The names of the chat faces' own commands (`pincer chat`, the chat
-/// channels), besides [`super::slash::COMMANDS`]: no skill or command
-/// takes them.
-pub const CHAT_COMMANDS: [&str; 8] = [
-    "new", "stop", "status", "remember", "forget", "pair", "start", "skill",
+/// The names of the built-in commands of every face: those of
+/// `core::slash::COMMANDS` (the editors and the terminal; a test there
+/// keeps the two lists together), then the chat faces' own (`pincer chat`,
+/// the chat channels). No skill or command takes them. (Listed here, not
+/// read from `core::slash`, which needs the session commands and so, by
+/// way of the events, this module.)
+pub const BUILT_IN_COMMANDS: [&str; 16] = [
+    "compact", "undo", "mode", "model", "runs", "memory", "trust", "help", "new", "stop", "status",
+    "remember", "forget", "pair", "start", "skill",
 ];
 
 /// Whether `/name` is a built-in command of some face.
 pub fn is_built_in(name: &str) -> bool {
-    super::slash::COMMANDS.iter().any(|(n, _, _)| *n == name) || CHAT_COMMANDS.contains(&name)
+    BUILT_IN_COMMANDS.contains(&name)
+}
+
+/// A prompt's text as a slash command: the name (without the slash) and
+/// the rest, trimmed and `None` when empty; `None` unless the text starts
+/// with `/` (`core::slash::split` is this).
+pub fn split_slash(text: &str) -> Option<(&str, Option<&str>)> {
+    let rest = text.trim().strip_prefix('/')?;
+    let (name, argument) = match rest.split_once(char::is_whitespace) {
+        Some((name, argument)) => (name, Some(argument.trim())),
+        None => (rest, None),
+    };
+    Some((name, argument.filter(|a| !a.is_empty())))
 }
 
 /// What a `/NAME` a person may type runs.
@@ -315,7 +331,7 @@ pub enum Expansion<'a> {
 /// name (`/compact`, `/new`) and anything unknown (`/etc/hosts`) go as
 /// typed.
 pub fn resolve<'a>(set: &'a SkillSet, held_back: Option<&SkillSet>, text: &str) -> Expansion<'a> {
-    let Some((name, rest)) = super::slash::split(text) else {
+    let Some((name, rest)) = split_slash(text) else {
         return Expansion::Typed;
     };
     let rest = rest.unwrap_or_default();
@@ -324,7 +340,8 @@ pub fn resolve<'a>(set: &'a SkillSet, held_back: Option<&SkillSet>, text: &str) 
             .is_some_and(|all| all.get(name).is_some() || all.command(name).is_some())
             .then(|| {
                 Expansion::Refused(format!(
-                    "/{} is the project's, which is not trusted yet: run `pincer trust` in                      the project to use its skills and commands",
+                    "/{} is the project's, which is not trusted yet: run `pincer trust` in \
+                     the project to use its skills and commands",
                     super::quote::quote(name)
                 ))
             })
@@ -1062,7 +1079,11 @@ mod tests {
             refused("/skill nope x"),
             "no skill is named `nope`; the skills are: compact, deploy, pdf"
         );
-        assert!(refused("/lint").starts_with("/lint is the project's, which is not trusted"));
+        assert_eq!(
+            refused("/lint"),
+            "/lint is the project's, which is not trusted yet: run `pincer trust` in the \
+             project to use its skills and commands"
+        );
         assert!(refused("/skill lint").contains("run `pincer trust`"));
         assert_eq!(
             resolve(&SkillSet::default(), None, "/skill"),

@@ -96,12 +96,7 @@ pub fn parse_text(text: &str) -> Option<SlashCommand> {
 /// A text's command name (without the slash) and its argument, trimmed and
 /// `None` when empty; `None` unless the text starts with `/`.
 pub fn split(text: &str) -> Option<(&str, Option<&str>)> {
-    let rest = text.trim().strip_prefix('/')?;
-    let (name, argument) = match rest.split_once(char::is_whitespace) {
-        Some((name, argument)) => (name, Some(argument.trim())),
-        None => (rest, None),
-    };
-    Some((name, argument.filter(|a| !a.is_empty())))
+    super::skills::split_slash(text)
 }
 
 /// The `/help` text, in Markdown: the built-in commands, then the skills
@@ -244,6 +239,15 @@ mod tests {
 
     fn text(t: &str) -> Vec<ContentPart> {
         vec![ContentPart::Text { text: t.into() }]
+    }
+
+    #[test]
+    fn every_command_is_a_built_in_name_no_skill_takes() {
+        let names: Vec<&str> = COMMANDS.iter().map(|(name, _, _)| *name).collect();
+        assert_eq!(
+            names,
+            super::super::skills::BUILT_IN_COMMANDS[..COMMANDS.len()]
+        );
     }
 
     #[test]

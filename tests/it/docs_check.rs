@@ -710,6 +710,7 @@ fn table_commands(text: &str, heading: &str) -> BTreeSet<String> {
 const OTHER_SLASHES: &[&str] = &[
     "resume", // CodeCompanion.nvim's own command (docs/editors.md)
     "name",   // a placeholder: "an unknown `/name`"
+    "skill",  // the runtime's `/skill NAME` in every face (docs/skills.md)
 ];
 
 /// Top-level directories of a Linux file system (`/tmp`), and the

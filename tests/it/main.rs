@@ -49,6 +49,7 @@ mod providers;
 mod questions;
 mod sandbox_toolchain;
 mod session_commands;
+mod skill_commands;
 mod skills;
 mod skills_activation;
 mod subagents;

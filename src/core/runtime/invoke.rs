@@ -48,11 +48,18 @@ impl Runtime {
     /// for a prompt that goes as typed; the run's end, with the reason,
     /// for one that cannot run (an unknown `/skill NAME`, a name only an
     /// untrusted project has, a command's model that is not configured).
+    /// A subagent's task is the model's words, not a person's: it is sent
+    /// as written (so the model cannot reach a person's skill or a
+    /// command's pre-approvals through a subagent).
     pub(super) async fn invocation(
         &self,
+        live: &LiveSession,
         session: &Session,
         content: &[ContentPart],
     ) -> Result<Option<Invocation>, RunOutcome> {
+        if live.child.lock().is_some() {
+            return Ok(None);
+        }
         let Some(ContentPart::Text { text }) = content.first() else {
             return Ok(None);
         };

@@ -185,7 +185,7 @@ impl Runtime {
                 self.tell_untrusted(live, session, emitter).await;
                 // A `/NAME` of a skill or command (`invoke`), before the
                 // hooks: a refused one is not kept.
-                let invocation = match self.invocation(session, &queued.content).await {
+                let invocation = match self.invocation(live, session, &queued.content).await {
                     Ok(invocation) => invocation,
                     Err(outcome) => return outcome,
                 };
