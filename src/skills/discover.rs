@@ -11,8 +11,8 @@
 //! root; `.git`, `node_modules` and hidden folders skipped).
 //!
 //! Custom commands (`super::commands`) are found beside them, in the same
-//! scopes, and cached with them. An installed plugin's folder (`Settings::
-//! plugins`) brings its `skills/` and `commands/`, named `PLUGIN:NAME`.
+//! scopes, and cached with them; an enabled plugin's command folders
+//! (`Settings::plugin_commands`) bring commands named `PLUGIN:NAME`.
 //!
 //! What a workspace has is kept, with the modification times of the
 //! folders read and of each `SKILL.md` seen; each ask stats those (no
