@@ -329,9 +329,7 @@ impl Chat {
                 Ok(Flow::Continue)
             }
             // A skill or custom command: a prompt the runtime expands.
-            None if name == "skill" || self.invocable(name).await => {
-                self.run(Start::Prompt(line)).await
-            }
+            None if self.invokes(&line).await => self.run(Start::Prompt(line)).await,
             None => {
                 self.write(&format!(
                     "Unknown command /{}; /help lists the commands.\n",
@@ -342,17 +340,14 @@ impl Chat {
         }
     }
 
-    /// Whether `name` is a skill or custom command of the workspace.
-    async fn invocable(&self, name: &str) -> bool {
+    /// Whether `line` names a skill or custom command of the workspace (or
+    /// is `/skill`): a prompt the runtime expands, or refuses saying why.
+    async fn invokes(&self, line: &str) -> bool {
         let workspace = self
             .session
             .as_ref()
             .map_or(&self.workspace, |s| &s.workspace);
-        self.runtime
-            .invocable_in(workspace)
-            .await
-            .iter()
-            .any(|item| item.name == name)
+        self.runtime.invokes(workspace, line).await
     }
 
     /// Writes Markdown text, rendered.

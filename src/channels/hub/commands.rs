@@ -68,21 +68,11 @@ fn parse(body: &str) -> ChatCommand<'_> {
 
 impl Hub {
     /// Whether a `/` message names a skill or custom command of the chat's
-    /// workspace (or is `/skill NAME`): a prompt, not a command.
+    /// workspace (or is `/skill`): a prompt the runtime expands, or refuses
+    /// saying why, not a command the hub answers.
     pub(super) async fn invokes(&self, body: &str) -> bool {
-        let name = body
-            .trim()
-            .trim_start_matches('/')
-            .split(|c: char| c.is_whitespace() || c == '@')
-            .next()
-            .unwrap_or_default();
-        name == "skill"
-            || self
-                .runtime
-                .invocable_in(&self.settings.workspace)
-                .await
-                .iter()
-                .any(|item| item.name == name)
+        let text = super::dispatch::without_bot_name(body);
+        self.runtime.invokes(&self.settings.workspace, &text).await
     }
 
     /// A session command given in the chat: a run of the chat's session.

@@ -46,7 +46,7 @@ fn prompt_text(messages: &[ChannelMessage]) -> String {
 /// A message invoking a skill or custom command in a group
 /// (`/review@pincer_bot the diff`) without the bot's name, so the runtime
 /// finds the name it expands; any other text as it is.
-fn without_bot_name(body: &str) -> String {
+pub(super) fn without_bot_name(body: &str) -> String {
     let trimmed = body.trim_start();
     let Some(rest) = trimmed.strip_prefix('/') else {
         return body.to_owned();

@@ -20,6 +20,25 @@ impl Runtime {
         crate::core::skills::invocable(&*self.skill_set(workspace, trusted).await)
     }
 
+    /// Whether `text`, a prompt in `workspace`, is one the runtime expands
+    /// or refuses rather than sends as typed: `/NAME` of a skill or custom
+    /// command (an untrusted project's included: its run says to trust the
+    /// project), or `/skill`. For the faces that answer other `/` words
+    /// themselves.
+    pub async fn invokes(&self, workspace: &Path, text: &str) -> bool {
+        let trusted = self.workspace_trusted(workspace).await;
+        let set = self.skill_set(workspace, trusted).await;
+        let held_back = if trusted {
+            None
+        } else {
+            Some(self.skill_set(workspace, true).await)
+        };
+        !matches!(
+            crate::core::skills::resolve(&set, held_back.as_deref(), text),
+            crate::core::skills::Expansion::Typed
+        )
+    }
+
     /// Answers `command` in a session: `/mode NAME` and `/model NAME`
     /// switch it, `/memory` and `/trust` do what they say.
     pub async fn answer(
