@@ -128,6 +128,65 @@ impl SkillSet {
     }
 }
 
+/// What a project brings that waits for the person's trust (`pincer
+/// trust`, `/trust`) before the model is offered it: its skills, by name.
+/// The one place that says so, for the notice at a session's first prompt
+/// and the answers to trusting: a project's custom commands, once the set
+/// holds them, join here as `commands`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldBack {
+    pub skills: Vec<String>,
+}
+
+/// How many names a notice shows before "and N more".
+const NAMED: usize = 5;
+
+impl HeldBack {
+    /// The project's part of `all`: the set as a trusted project's session
+    /// sees it.
+    pub fn of(all: &SkillSet) -> Self {
+        HeldBack {
+            skills: all
+                .skills
+                .values()
+                .filter(|skill| skill.scope == Scope::Project)
+                .map(|skill| skill.name.clone())
+                .collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+
+    /// `3 skills (a, b, c)`, the first few named: `None` when there are
+    /// none.
+    pub fn describe(&self) -> Option<String> {
+        let count = self.skills.len();
+        if count == 0 {
+            return None;
+        }
+        let mut names = self.skills[..count.min(NAMED)].join(", ");
+        if count > NAMED {
+            names.push_str(&format!(" and {} more", count - NAMED));
+        }
+        Some(format!(
+            "{count} skill{} ({names})",
+            if count == 1 { "" } else { "s" }
+        ))
+    }
+
+    /// The notice at a session's first prompt while `root` is not trusted.
+    pub fn notice(&self, root: &Path) -> Option<String> {
+        let root = root.display();
+        self.describe().map(|what| {
+            format!(
+                "This project brings {what} that the model is not offered until you trust {root}; trust the project to use them: type /trust, or run `pincer trust {root}`."
+            )
+        })
+    }
+}
+
 /// The port that finds skills: what a session in `workspace` sees now.
 /// Implementations cache, so asking before every model turn is cheap; a
 /// skill added, changed or removed on disk is seen at the next ask.
@@ -665,6 +724,43 @@ mod tests {
             Path::new("/ws/.claude/skills/review/SKILL.md")
         );
         assert_eq!(held.dir(), Path::new("/ws/.agents/skills/review"));
+    }
+
+    #[test]
+    fn what_a_project_holds_back_is_its_skills_named_in_a_notice() {
+        let mut all = SkillSet::default();
+        all.add(skill(
+            "mine",
+            "/h/.agents/skills/mine/SKILL.md",
+            Scope::User,
+        ));
+        for name in ["a", "b", "c", "d", "e", "f", "g"] {
+            all.add(skill(
+                name,
+                &format!("/p/.claude/skills/{name}/SKILL.md"),
+                Scope::Project,
+            ));
+        }
+        let held = HeldBack::of(&all);
+        assert_eq!(held.skills, ["a", "b", "c", "d", "e", "f", "g"]);
+        assert_eq!(
+            held.notice(Path::new("/p")).unwrap(),
+            "This project brings 7 skills (a, b, c, d, e and 2 more) that the model is not \
+             offered until you trust /p; trust the project to use them: type /trust, or run \
+             `pincer trust /p`."
+        );
+        let one = HeldBack {
+            skills: vec!["a".into()],
+        };
+        assert_eq!(one.describe().unwrap(), "1 skill (a)");
+        let mut user_only = SkillSet::default();
+        user_only.add(skill(
+            "mine",
+            "/h/.agents/skills/mine/SKILL.md",
+            Scope::User,
+        ));
+        assert!(HeldBack::of(&user_only).is_empty());
+        assert_eq!(HeldBack::of(&user_only).notice(Path::new("/p")), None);
     }
 
     #[test]

@@ -51,6 +51,7 @@ mod sandbox_toolchain;
 mod session_commands;
 mod skills;
 mod skills_activation;
+mod skills_catalogue;
 mod subagents;
 mod telegram;
 mod terminal;

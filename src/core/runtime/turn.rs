@@ -382,14 +382,7 @@ impl Runtime {
         session: &Session,
         messages: &[Message],
     ) -> Option<Arc<crate::core::skills::RunSkills>> {
-        let root = crate::core::hooks::project_dir(&session.workspace);
-        let trusted = match self.inner.journal.trusted_roots().await {
-            Ok(roots) => roots.iter().any(|trust| trust.root == root),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read which workspaces are trusted");
-                false
-            }
-        };
+        let trusted = self.project_trusted(&session.workspace).await;
         let port = self.inner.skills.clone();
         let workspace = session.workspace.clone();
         let set = tokio::task::spawn_blocking(move || port.for_workspace(&workspace, trusted))
