@@ -137,7 +137,7 @@ fn an_untrusted_projects_skills_are_named_once_at_the_first_prompt_and_not_after
          trust the project to use them: type /trust, or run `pincer trust {0}`.",
         workspace.display()
     );
-    assert_eq!(notices(&lines), [wanted.clone()], "{lines:#?}");
+    assert_eq!(notices(&lines), std::slice::from_ref(&wanted), "{lines:#?}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     for request in &requests {
