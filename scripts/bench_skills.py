@@ -22,7 +22,8 @@ loaded. Then, once per count, (c) the catalogue: one more session with
 the system prompt's tokens less those with no skills, how many skills are
 listed in full and by name only at the default budget (2,000 tokens), the
 tokens per skill listed in full; and the same with a budget of 100,000
-tokens (every skill in full), the cost of one skill's entry.
+tokens (every skill in full), the cost of one skill's entry; and what the
+`skill` tool's schema (its `name` enum lists every skill) adds to the tools.
 
     cargo build --release --locked
     python3 scripts/bench_skills.py                 # 0, 100, 1000 skills, n = 7
@@ -271,7 +272,7 @@ class Setup:
             view = self.context(self.once(COUNTED_MODEL)["session"])
         finally:
             self.budget(None)
-        return {"system_tokens": view["system_tokens"], "skills": view["skills"],
+        return {"system_tokens": view["system_tokens"], "tool_tokens": view["tool_tokens"], "skills": view["skills"],
                 "shortened": len(view["skills_shortened"]), "counted_by": view["counted_by"]}
 
 
@@ -330,12 +331,13 @@ def main() -> int:
         return f"{statistics.median(values):.1f} ({min(values):.1f}–{max(values):.1f})"
 
     base = results[0]["default"]["system_tokens"]
+    base_tools = results[0]["default"]["tool_tokens"]
     out = [f"load average {load_before} before, {load_after} after; n = {args.n} per count; "
            f"catalogue counted by `{results[0]['default']['counted_by']}` ({COUNTED_MODEL})", "",
            "| skills | spawn → `initialize`, ms | spawn → first model request, ms | VmHWM, MiB "
            "| catalogue tokens (default budget) | in full / by name only "
-           "| every skill in full: catalogue tokens | tokens per skill |",
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| every skill in full: catalogue tokens | tokens per skill | `skill` tool's schema, tokens |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for count, r in results.items():
         d, w = r["default"], r["whole"]
         added = d["system_tokens"] - base
@@ -345,7 +347,8 @@ def main() -> int:
         if w["shortened"]:
             whole_per += f" ({w['shortened']} by name only)"
         out.append(f"| {count:,} | {med(r['initialize_ms'])} | {med(r['first_request_ms'])} "
-                   f"| {med(r['vm_hwm_mib'])} | {added:,} | {full:,} / {d['shortened']:,} | {whole_added:,} | {whole_per} |")
+                   f"| {med(r['vm_hwm_mib'])} | {added:,} | {full:,} / {d['shortened']:,} | {whole_added:,} | {whole_per} "
+                   f"| {d['tool_tokens'] - base_tools:,} |")
     print("\n".join(out))
     return 0
 
