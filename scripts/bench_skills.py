@@ -14,7 +14,9 @@ after one unmeasured warm-up run):
      loopback OpenAI-compatible fake (`session/new`, then `session/prompt`
      sent right after `initialize`; the fake answers with a streamed "ok");
   d. the process's peak resident memory (VmHWM from /proc/PID/status) once
-     the prompt is answered.
+     the prompt is answered;
+  e. the wall time of `pincer skills list --json` (a process that discovers
+     the skills, reading and parsing each `SKILL.md`, and prints them).
 
 The timed runs use a model name Pincer counts by bytes, so no tokenizer is
 loaded. Then, once per count, (c) the catalogue: one more session with
@@ -261,6 +263,18 @@ class Setup:
         finally:
             acp.close()
 
+    def listing_ms(self) -> float:
+        """`pincer skills list --json`: a process that discovers and prints
+        the skills (each `SKILL.md` read and parsed), nothing more."""
+        started = time.perf_counter()
+        out = subprocess.run([self.binary, "skills", "list", "--json"], env=self.env(), cwd=self.work,
+                             check=True, capture_output=True)
+        elapsed = (time.perf_counter() - started) * 1000
+        listed = len(json.loads(out.stdout)["skills"])
+        if listed != self.count:
+            raise RuntimeError(f"`pincer skills list` lists {listed} skills, not {self.count}")
+        return elapsed
+
     def context(self, session: str) -> dict:
         out = subprocess.run([self.binary, "context", "show", "--session", session, "--json"],
                              env=self.env(), cwd=self.work, check=True, capture_output=True)
@@ -308,16 +322,18 @@ def main() -> int:
             say(f"{count} skills: writing them")
             setup = Setup(scratch / f"s{count}", binary, count, fake)
             setup.once(TIMED_MODEL)  # warm-up: the data directory, the page cache
-            runs = []
+            runs, listings = [], []
             for i in range(args.n):
                 runs.append(setup.once(TIMED_MODEL))
-                say(f"  run {i + 1}: {runs[-1]}")
+                listings.append(setup.listing_ms())
+                say(f"  run {i + 1}: {runs[-1]}, skills list {listings[-1]:.1f} ms")
             default = setup.catalogue(None)
             whole = setup.catalogue(100_000) if count else default
             results[count] = {
                 "initialize_ms": [r["initialize_ms"] for r in runs],
                 "first_request_ms": [r["first_request_ms"] for r in runs],
                 "vm_hwm_mib": [r["vm_hwm_mib"] for r in runs],
+                "skills_list_ms": listings,
                 "default": default, "whole": whole,
             }
             say(f"  catalogue: {default}, every skill in full: {whole}")
@@ -335,9 +351,10 @@ def main() -> int:
     out = [f"load average {load_before} before, {load_after} after; n = {args.n} per count; "
            f"catalogue counted by `{results[0]['default']['counted_by']}` ({COUNTED_MODEL})", "",
            "| skills | spawn → `initialize`, ms | spawn → first model request, ms | VmHWM, MiB "
+           "| `pincer skills list`, ms "
            "| catalogue tokens (default budget) | in full / by name only "
            "| every skill in full: catalogue tokens | tokens per skill | `skill` tool's schema, tokens |",
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for count, r in results.items():
         d, w = r["default"], r["whole"]
         added = d["system_tokens"] - base
@@ -347,7 +364,7 @@ def main() -> int:
         if w["shortened"]:
             whole_per += f" ({w['shortened']} by name only)"
         out.append(f"| {count:,} | {med(r['initialize_ms'])} | {med(r['first_request_ms'])} "
-                   f"| {med(r['vm_hwm_mib'])} | {added:,} | {full:,} / {d['shortened']:,} | {whole_added:,} | {whole_per} "
+                   f"| {med(r['vm_hwm_mib'])} | {med(r['skills_list_ms'])} | {added:,} | {full:,} / {d['shortened']:,} | {whole_added:,} | {whole_per} "
                    f"| {d['tool_tokens'] - base_tools:,} |")
     print("\n".join(out))
     return 0
