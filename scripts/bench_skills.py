@@ -6,8 +6,8 @@ For each count, a fresh home and data directory get that many generated
 skills (`SKILL.md` folders with descriptions of 150-300 characters and a
 short body), half in the project (`WORK/.agents/skills/`, the project then
 trusted with `pincer trust` so they are offered) and half in the user's
-folder (`HOME/.agents/skills/`). Then, N times (a new process each time,
-after one unmeasured warm-up run):
+folder (`HOME/.agents/skills/`). Then, N rounds, each count once in each
+round (a new process each time, after one unmeasured warm-up run per count):
 
   a. the time from spawning `pincer acp` to its `initialize` response line;
   b. the time from the spawn to the first model request's arrival at a
@@ -28,7 +28,7 @@ tokens (every skill in full), the cost of one skill's entry; and what the
 `skill` tool's schema (its `name` enum lists every skill) adds to the tools.
 
     cargo build --release --locked
-    python3 scripts/bench_skills.py                 # 0, 100, 1000 skills, n = 7
+    python3 scripts/bench_skills.py                 # 0, 100, 1000 skills, n = 15
     python3 scripts/bench_skills.py -n 15 --counts 0,100,1000,3000
 
 Prints a Markdown table; progress on stderr. Standard library only.
@@ -301,7 +301,7 @@ def say(text: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", default="target/release/pincer", help="the pincer binary")
-    parser.add_argument("-n", type=int, default=7, help="measured processes per count")
+    parser.add_argument("-n", type=int, default=15, help="rounds: measured processes per count")
     parser.add_argument("--counts", default="0,100,1000", help="skill counts, comma separated")
     parser.add_argument("--json", help="write the raw figures here")
     args = parser.parse_args()
@@ -318,25 +318,31 @@ def main() -> int:
     results: dict[int, dict] = {}
     load_before = load()
     try:
+        setups = {}
         for count in counts:
             say(f"{count} skills: writing them")
-            setup = Setup(scratch / f"s{count}", binary, count, fake)
-            setup.once(TIMED_MODEL)  # warm-up: the data directory, the page cache
-            runs, listings = [], []
-            for i in range(args.n):
-                runs.append(setup.once(TIMED_MODEL))
-                listings.append(setup.listing_ms())
-                say(f"  run {i + 1}: {runs[-1]}, skills list {listings[-1]:.1f} ms")
+            setups[count] = Setup(scratch / f"s{count}", binary, count, fake)
+            setups[count].once(TIMED_MODEL)  # warm-up: the data directory, the page cache
+        runs: dict[int, list[dict]] = {count: [] for count in counts}
+        listings: dict[int, list[float]] = {count: [] for count in counts}
+        # Round by round, every count in each, so a busy spell of the
+        # machine falls on all of them alike.
+        for i in range(args.n):
+            for count, setup in setups.items():
+                runs[count].append(setup.once(TIMED_MODEL))
+                listings[count].append(setup.listing_ms())
+                say(f"  round {i + 1}, {count} skills: {runs[count][-1]}, skills list {listings[count][-1]:.1f} ms")
+        for count, setup in setups.items():
             default = setup.catalogue(None)
             whole = setup.catalogue(100_000) if count else default
             results[count] = {
-                "initialize_ms": [r["initialize_ms"] for r in runs],
-                "first_request_ms": [r["first_request_ms"] for r in runs],
-                "vm_hwm_mib": [r["vm_hwm_mib"] for r in runs],
-                "skills_list_ms": listings,
+                "initialize_ms": [r["initialize_ms"] for r in runs[count]],
+                "first_request_ms": [r["first_request_ms"] for r in runs[count]],
+                "vm_hwm_mib": [r["vm_hwm_mib"] for r in runs[count]],
+                "skills_list_ms": listings[count],
                 "default": default, "whole": whole,
             }
-            say(f"  catalogue: {default}, every skill in full: {whole}")
+            say(f"  {count} skills, catalogue: {default}, every skill in full: {whole}")
     finally:
         load_after = load()
         shutil.rmtree(scratch, ignore_errors=True)
