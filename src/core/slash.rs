@@ -32,7 +32,7 @@ pub enum FaceCommand {
     Runs,
     /// `/memory` with what follows it (`core::memory::command`).
     Memory(Option<String>),
-    /// `/trust`: run the hooks the workspace brings (`core::hooks`).
+    /// `/trust`: trust the workspace (its hooks, skills and custom commands).
     Trust,
 }
 
@@ -62,7 +62,7 @@ pub const COMMANDS: [(&str, &str, Option<&str>); 8] = [
     ),
     (
         "trust",
-        "Trust the hooks this workspace brings for other agents",
+        "Trust this workspace: its hooks, skills and custom commands",
         None,
     ),
     ("help", "List the commands", None),

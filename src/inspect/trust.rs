@@ -1,5 +1,6 @@
 //! `pincer trust [PATH] [--revoke] [--list]`: the project directories whose
-//! own hooks run, given or taken back as their hook files are now.
+//! own hooks run and whose skills and custom commands are offered, given or taken
+//! back as their hook files are now.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use super::print;
 use crate::app::{Failure, Flags, exit};
 use crate::core::hooks::{Hooks as _, Trust, TrustWrite, WorkspaceHooks};
 use crate::core::journal::{Journal, Write};
+use crate::core::skills::HeldBack;
 
 pub async fn trust(
     flags: &Flags,
@@ -25,7 +27,8 @@ pub async fn trust(
         print(&list_text(&roots))?;
         return Ok(exit::OK);
     }
-    let root = crate::core::hooks::project_dir(&directory(path)?);
+    let dir = directory(path)?;
+    let root = crate::core::hooks::project_dir(&dir);
     let settings = crate::app::wiring::hook_settings(&config);
     let hooks = crate::hooks::HookSet::new(&settings, &|name| std::env::var(name).ok())
         .map_err(Failure::usage)?
@@ -33,6 +36,8 @@ pub async fn trust(
     // Trust is given to the hook files as they are now, which is what the
     // answer lists.
     let found = hooks.workspace_hooks(&root).await;
+    let skills = crate::app::wiring::skills(&config, &|name| std::env::var(name).ok());
+    let brings = HeldBack::of(&skills.for_workspace(&dir, true));
     journal
         .commit(Write::Trust(TrustWrite::Set {
             root: root.clone(),
@@ -48,11 +53,11 @@ pub async fn trust(
         .map_err(Failure::failed)?;
     let out = if revoke {
         format!(
-            "{} is no longer trusted: its hooks do not run.\n",
+            "{} is no longer trusted: its hooks do not run and its skills are not offered to the model.\n",
             root.display()
         )
     } else {
-        trusted_text(&root, found.as_ref(), config.hooks.import.is_empty())
+        trusted_text(&root, found.as_ref(), config.hooks.import.is_empty()) + &skills_text(&brings)
     };
     store.shutdown();
     print(&out)?;
@@ -114,9 +119,31 @@ fn trusted_text(root: &Path, found: Option<&WorkspaceHooks>, no_import: bool) ->
     out
 }
 
+/// What trusting adds for the model: the project's skills.
+fn skills_text(brings: &HeldBack) -> String {
+    match brings.describe() {
+        Some(skills) => {
+            format!("Its skills and custom commands are offered from now on: {skills}.\n")
+        }
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trusting_names_the_skills_the_model_is_offered() {
+        assert_eq!(skills_text(&HeldBack::default()), "");
+        assert_eq!(
+            skills_text(&HeldBack {
+                skills: vec!["pdf".into(), "review".into()],
+                commands: Vec::new(),
+            }),
+            "Its skills and custom commands are offered from now on: 2 skills (pdf, review).\n"
+        );
+    }
 
     #[test]
     fn trusting_lists_what_the_hook_files_bring() {

@@ -52,6 +52,7 @@ mod session_commands;
 mod skill_commands;
 mod skills;
 mod skills_activation;
+mod skills_catalogue;
 mod subagents;
 mod telegram;
 mod terminal;

@@ -19,7 +19,7 @@ const HELP: &str = "Pincer commands:\n\
 /remember TEXT — remember it in this chat (start with user or workspace to remember it more widely)\n\
 /forget ID — forget a remembered item\n\
 /memory — what is remembered here (/memory search WORDS)\n\
-/trust — run the hooks the workspace brings for other agents\n\
+/trust — trust the workspace: its hooks, skills and custom commands\n\
 /pair CODE — allow yourself with the operator's pairing code\n\
 /help — this list\n\
 Anything else is a prompt. When a tool needs approval, answer with the buttons, or y (allow once), a (always), n (reject).";

@@ -2,6 +2,7 @@
 //! session lifecycle hooks.
 
 use super::*;
+use crate::core::skills::HeldBack;
 
 impl Runtime {
     /// Runs the `SessionStart` or `SessionEnd` hooks of a session (the
@@ -48,24 +49,37 @@ impl Runtime {
         }
     }
 
+    /// What the project of `workspace` brings once trusted (its skills
+    /// and custom commands), whether it is trusted yet or not.
+    async fn project_brings(&self, workspace: &Path) -> HeldBack {
+        HeldBack::of(&*self.skill_set(workspace, true).await)
+    }
+
     /// Tells the person, once a session, that the workspace brings hooks
-    /// which wait for their trust.
+    /// or skills which wait for their trust.
     pub(super) async fn tell_untrusted(
         &self,
         live: &LiveSession,
         session: &Session,
         emitter: &mut Emitter,
     ) {
-        let Some(found) = self
+        let hooks = self
             .inner
             .gate
             .hooks
             .workspace_hooks(&session.workspace)
             .await
-        else {
-            return;
+            .and_then(|found| trust_notice(&found));
+        let skills = if self.workspace_trusted(&session.workspace).await {
+            None
+        } else {
+            let root = crate::core::hooks::project_dir(&session.workspace);
+            self.project_brings(&session.workspace).await.notice(&root)
         };
-        let message = trust_notice(&found);
+        let message = match (hooks, skills) {
+            (Some(hooks), Some(skills)) => Some(format!("{hooks}\n{skills}")),
+            (hooks, skills) => hooks.or(skills),
+        };
         let mut told = live.told_trust.lock();
         if *told == message {
             return;
@@ -77,44 +91,70 @@ impl Runtime {
         }
     }
 
-    /// Trusts the hooks the session's workspace brings (`/trust`): from now
-    /// on they run in every session under its project directory. The answer
-    /// lists them.
+    /// Trusts the project directory of the session's workspace (`/trust`):
+    /// from now on its hooks run and its skills are offered in every
+    /// session under it. The answer lists them.
     pub async fn trust_hooks(&self, id: &SessionId) -> Result<String, RuntimeError> {
         let session = self.session(id).await?;
-        let Some(found) = self
+        let found = self
             .inner
             .gate
             .hooks
             .workspace_hooks(&session.workspace)
-            .await
-        else {
+            .await;
+        let skills = self.project_brings(&session.workspace).await;
+        let root = crate::core::hooks::project_dir(&session.workspace);
+        let trusted = match &found {
+            Some(found) => found.trusted,
+            None => self.workspace_trusted(&session.workspace).await,
+        };
+        if found.is_none() && skills.is_empty() {
             return Ok(
-                "This workspace brings no hooks Pincer reads (see `[hooks] import` in docs/hooks.md)."
+                "This workspace brings no hooks Pincer reads (see `[hooks] import` in docs/hooks.md), no skills and no custom commands."
                     .to_owned(),
             );
-        };
-        if !found.trusted {
-            // The files as they are now, which is what the answer lists.
+        }
+        if !trusted {
+            // The hook files as they are now, which is what the answer lists.
             self.inner
                 .journal
                 .commit(Write::Trust(crate::core::hooks::TrustWrite::Set {
-                    root: found.root.clone(),
+                    root: root.clone(),
                     trusted: true,
                     at: now_millis(),
-                    files: found.files.clone(),
+                    files: found.as_ref().map(|f| f.files.clone()).unwrap_or_default(),
                 }))
                 .await?;
         }
-        let mut text = format!(
-            "{} {}: its hooks run from now on, as long as their files stay as they are now.",
-            if found.trusted {
-                "Already trusted:"
-            } else {
-                "Trusted"
-            },
-            found.root.display()
-        );
+        Ok(trusted_answer(&root, trusted, found.as_ref(), &skills))
+    }
+}
+
+/// The answer to `/trust`: what the project's hook files and skill folders
+/// bring, now that it is trusted (`already`: it was before).
+fn trusted_answer(
+    root: &Path,
+    already: bool,
+    found: Option<&crate::core::hooks::WorkspaceHooks>,
+    skills: &HeldBack,
+) -> String {
+    let what = match (found.is_some(), skills.is_empty()) {
+        (true, true) => "its hooks run from now on, as long as their files stay as they are now",
+        (true, false) => {
+            "its hooks run from now on, as long as their files stay as they are now, and its skills and custom commands are offered"
+        }
+        (false, _) => "its skills and custom commands are offered from now on",
+    };
+    let mut text = format!(
+        "{} {}: {what}.",
+        if already {
+            "Already trusted:"
+        } else {
+            "Trusted"
+        },
+        root.display()
+    );
+    if let Some(found) = found {
         for change in &found.changed {
             text.push_str(&format!("\n- since last trusted: {change}"));
         }
@@ -124,10 +164,52 @@ impl Runtime {
         for left in &found.left_out {
             text.push_str(&format!("\n- left out: {left}"));
         }
-        text.push_str(&format!(
-            "\n`pincer trust --revoke {}` takes it back.",
-            found.root.display()
-        ));
-        Ok(text)
+    }
+    if let Some(skills) = skills.describe() {
+        text.push_str(&format!("\n- {skills}"));
+    }
+    text.push_str(&format!(
+        "\n`pincer trust --revoke {}` takes it back.",
+        root.display()
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_to_trust_names_the_hooks_and_the_skills() {
+        let skills = HeldBack {
+            skills: vec!["pdf".into(), "review".into()],
+            commands: Vec::new(),
+        };
+        assert_eq!(
+            trusted_answer(Path::new("/p"), false, None, &skills),
+            "Trusted /p: its skills and custom commands are offered from now on.\n\
+             - 2 skills (pdf, review)\n\
+             `pincer trust --revoke /p` takes it back."
+        );
+        let found = crate::core::hooks::WorkspaceHooks {
+            root: PathBuf::from("/p"),
+            trusted: true,
+            hooks: vec!["a.json: PreToolUse echo".into()],
+            left_out: Vec::new(),
+            changed: Vec::new(),
+            files: Vec::new(),
+        };
+        assert_eq!(
+            trusted_answer(Path::new("/p"), true, Some(&found), &HeldBack::default()),
+            "Already trusted: /p: its hooks run from now on, as long as their files stay as \
+             they are now.\n- a.json: PreToolUse echo\n`pincer trust --revoke /p` takes it back."
+        );
+        assert!(
+            trusted_answer(Path::new("/p"), false, Some(&found), &skills).starts_with(
+                "Trusted /p: its hooks run from now on, as long as their files stay as they are \
+                 now, and its skills and custom commands are offered.\n- a.json: PreToolUse echo\n\
+                 - 2 skills (pdf, review)\n"
+            )
+        );
     }
 }

@@ -468,12 +468,16 @@ impl Runtime {
         };
         let counter = self.counter(&session.provider, &session.model);
         counter.ready().await;
-        crate::core::skills::catalogue(
+        let catalogue = crate::core::skills::catalogue(
             &skills.set,
             &last_used,
             self.inner.config.loop_config.catalogue_tokens,
             |text| counter.text(text),
-        )
+        );
+        if !catalogue.flagged.is_empty() {
+            tracing::warn!(session = %session.id, skills = ?catalogue.flagged, "skill descriptions look like a prompt injection; the catalogue marks them as data");
+        }
+        catalogue
     }
 
     /// Everything a run that calls the model needs; fails the run when the
