@@ -6,7 +6,7 @@
 //! scope). A command is a Markdown file; its name is the file's name
 //! without `.md`, a subfolder only groups (`frontend/component.md` is
 //! `/component`). Found with the skills' bounds (at most
-//! [`MAX_DEPTH`](super::discover::MAX_DEPTH) deep, [`MAX_DIRS`](super::discover::MAX_DIRS)
+//! [`MAX_DEPTH`] deep, [`MAX_DIRS`]
 //! folders per root, hidden folders and `node_modules` skipped) and cached
 //! with them.
 
