@@ -1178,24 +1178,28 @@ impl Runtime {
         .await
     }
 
+    /// The configured models as a person reads them: `a/x, b/y`, or that
+    /// none is.
+    pub(super) fn model_choices(&self) -> String {
+        let available: Vec<String> = self
+            .providers()
+            .choices()
+            .iter()
+            .map(ModelChoice::id)
+            .collect();
+        if available.is_empty() {
+            "none (no provider is configured)".into()
+        } else {
+            available.join(", ")
+        }
+    }
+
     /// Switches the session's model; `model` is `provider/model` or a bare model name.
     pub async fn set_model(&self, id: &SessionId, model: &str) -> Result<Session, RuntimeError> {
-        let choice = self.providers().find(model).ok_or_else(|| {
-            let available: Vec<String> = self
-                .providers()
-                .choices()
-                .iter()
-                .map(ModelChoice::id)
-                .collect();
-            RuntimeError::UnknownModel(
-                model.to_owned(),
-                if available.is_empty() {
-                    "none (no provider is configured)".into()
-                } else {
-                    available.join(", ")
-                },
-            )
-        })?;
+        let choice = self
+            .providers()
+            .find(model)
+            .ok_or_else(|| RuntimeError::UnknownModel(model.to_owned(), self.model_choices()))?;
         self.update_settings(id, move |session| {
             session.provider = choice.provider;
             session.model = choice.model;

@@ -124,21 +124,11 @@ impl Runtime {
         model: &str,
     ) -> Result<Session, RunOutcome> {
         let Some(choice) = self.providers().find(model) else {
-            let available: Vec<String> = self
-                .providers()
-                .choices()
-                .iter()
-                .map(ModelChoice::id)
-                .collect();
             return Err(RunOutcome::Failed(format!(
                 "the command /{} asks for the model `{}`, which is not configured; the models are: {}",
                 command.name,
                 quote(model),
-                if available.is_empty() {
-                    "none".to_owned()
-                } else {
-                    available.join(", ")
-                }
+                self.model_choices()
             )));
         };
         let mut session = session.clone();
