@@ -16,21 +16,7 @@ use serde_json::{Value, json};
 
 pub use discover::{Discovery, Settings};
 
-use crate::core::journal::Journal;
-use crate::core::skills::{Diagnostic, Scope, Skill, Skills};
-
-/// Whether the project directory of `workspace` is trusted (`pincer
-/// trust`); an unreadable trust table is no trust.
-pub async fn project_trusted(journal: &dyn Journal, workspace: &Path) -> bool {
-    let root = crate::core::hooks::project_dir(workspace);
-    match journal.trusted_roots().await {
-        Ok(roots) => roots.iter().any(|trust| trust.root == root),
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot read which workspaces are trusted");
-            false
-        }
-    }
-}
+use crate::core::skills::{Command, Diagnostic, Scope, Skill, Skills};
 
 /// The skills of a workspace as the person is shown them: those a session
 /// is offered, and the project's held back until it is trusted.
@@ -41,7 +27,17 @@ pub struct Listing {
     pub project: PathBuf,
     pub trusted: bool,
     pub entries: Vec<Entry>,
+    /// The custom commands, offered or held back like the skills.
+    pub commands: Vec<CommandEntry>,
     pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One custom command listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandEntry {
+    pub command: Command,
+    /// False for a project's command while the project is not trusted.
+    pub offered: bool,
 }
 
 /// One skill listed.
@@ -65,9 +61,26 @@ impl Listing {
                 offered: true,
             })
             .collect();
+        let mut commands: Vec<CommandEntry> = offered
+            .commands
+            .values()
+            .map(|command| CommandEntry {
+                command: command.clone(),
+                offered: true,
+            })
+            .collect();
         let mut diagnostics = offered.diagnostics.clone();
         if !trusted {
             let all = skills.for_workspace(workspace, true);
+            commands.extend(
+                all.commands
+                    .values()
+                    .filter(|command| command.scope == Scope::Project)
+                    .map(|command| CommandEntry {
+                        command: command.clone(),
+                        offered: false,
+                    }),
+            );
             entries.extend(
                 all.skills
                     .values()
@@ -93,11 +106,13 @@ impl Listing {
             );
         }
         entries.sort_by(|a, b| (&a.skill.name, !a.offered).cmp(&(&b.skill.name, !b.offered)));
+        commands.sort_by(|a, b| (&a.command.name, !a.offered).cmp(&(&b.command.name, !b.offered)));
         Listing {
             workspace: workspace.to_path_buf(),
             project: crate::core::hooks::project_dir(workspace),
             trusted,
             entries,
+            commands,
             diagnostics,
         }
     }
@@ -114,6 +129,7 @@ impl Listing {
             "project": self.project,
             "trusted": self.trusted,
             "skills": self.entries.iter().map(Entry::to_json).collect::<Vec<_>>(),
+            "commands": self.commands.iter().map(CommandEntry::to_json).collect::<Vec<_>>(),
             "diagnostics": self.diagnostics.iter().map(diagnostic_json).collect::<Vec<_>>(),
         })
     }
@@ -122,7 +138,7 @@ impl Listing {
     /// description shortened, its location under it; diagnostics after.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        if self.entries.is_empty() {
+        if self.entries.is_empty() && self.commands.is_empty() {
             out.push_str(&format!(
                 "No skills found for {} (docs/skills.md says where they are looked for).\n",
                 self.workspace.display()
@@ -136,6 +152,24 @@ impl Listing {
                 entry.scope_text(),
                 shorten(&skill.description, 80),
                 skill.location.display()
+            ));
+        }
+        if !self.commands.is_empty() {
+            out.push_str("Custom commands:\n");
+        }
+        for entry in &self.commands {
+            let command = &entry.command;
+            let hint = command
+                .argument_hint
+                .as_deref()
+                .map(|hint| format!(" {hint}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "/{}{hint}  ({})  {}\n    {}\n",
+                command.name,
+                scope_text(&command.scope, entry.offered),
+                shorten(&command.description, 80),
+                command.location.display()
             ));
         }
         for d in &self.diagnostics {
@@ -153,16 +187,7 @@ impl Listing {
 impl Entry {
     /// `project`, `user` or `plugin NAME`, with the trust note.
     pub fn scope_text(&self) -> String {
-        let scope = match &self.skill.scope {
-            Scope::Project => "project".to_owned(),
-            Scope::User => "user".to_owned(),
-            Scope::Plugin { plugin } => format!("plugin {plugin}"),
-        };
-        if self.offered {
-            scope
-        } else {
-            format!("{scope}, not trusted: run `pincer trust`")
-        }
+        scope_text(&self.skill.scope, self.offered)
     }
 
     pub fn to_json(&self) -> Value {
@@ -229,6 +254,45 @@ impl Entry {
         out.push_str(&parsed.body);
         out.push('\n');
         Ok(out)
+    }
+}
+
+impl CommandEntry {
+    pub fn to_json(&self) -> Value {
+        let command = &self.command;
+        let mut value = json!({
+            "name": command.name,
+            "description": command.description,
+            "scope": scope_name(&command.scope),
+            "location": command.location,
+            "offered": self.offered,
+            "allowed_tools": command.allowed_tools,
+        });
+        if let Some(hint) = &command.argument_hint {
+            value["argument_hint"] = json!(hint);
+        }
+        if let Some(model) = &command.model {
+            value["model"] = json!(model);
+        }
+        if let Scope::Plugin { plugin } = &command.scope {
+            value["plugin"] = json!(plugin);
+        }
+        value
+    }
+}
+
+/// `project`, `user` or `plugin NAME`, with the trust note when it is held
+/// back.
+fn scope_text(scope: &Scope, offered: bool) -> String {
+    let scope = match scope {
+        Scope::Project => "project".to_owned(),
+        Scope::User => "user".to_owned(),
+        Scope::Plugin { plugin } => format!("plugin {plugin}"),
+    };
+    if offered {
+        scope
+    } else {
+        format!("{scope}, not trusted: run `pincer trust`")
     }
 }
 

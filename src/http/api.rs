@@ -189,7 +189,8 @@ impl Api {
             ))
         })?;
         let access = self.skills.clone();
-        let trusted = crate::skills::project_trusted(access.journal.as_ref(), &workspace).await;
+        let trusted =
+            crate::core::hooks::project_trusted(access.journal.as_ref(), &workspace).await;
         tokio::task::spawn_blocking(move || {
             crate::skills::Listing::of(access.skills.as_ref(), &workspace, trusted)
         })

@@ -336,6 +336,33 @@ fn an_untrusted_projects_commands_wait_for_pincer_trust() {
         );
     }
     assert!(server.requests().is_empty());
+    // `pincer skills list` shows the command held back, then offered.
+    let listed = |dir: &TestDir| -> Value {
+        let out = dir
+            .command()
+            .current_dir(dir.workspace())
+            .args(["skills", "list", "--json"])
+            .output()
+            .unwrap();
+        exit(&out, 0);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let commands = listed(&dir)["commands"].clone();
+    assert_eq!(commands.as_array().unwrap().len(), 1, "{commands}");
+    assert_eq!(commands[0]["name"], "component");
+    assert_eq!(commands[0]["scope"], "project");
+    assert_eq!(commands[0]["offered"], false);
+    let text = dir
+        .command()
+        .current_dir(&ws)
+        .args(["skills", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("Custom commands:\n/component  (project, not trusted: run `pincer trust`)  Make the component $1."),
+        "{text}"
+    );
     let out = dir
         .command()
         .current_dir(&ws)
@@ -343,6 +370,7 @@ fn an_untrusted_projects_commands_wait_for_pincer_trust() {
         .output()
         .unwrap();
     exit(&out, 0);
+    assert_eq!(listed(&dir)["commands"][0]["offered"], true);
     let (out, _) = run(&dir, "full", None, "/component Button");
     exit(&out, 0);
     assert_eq!(sent(&server.requests()[0]), ["Make the component Button."]);

@@ -408,14 +408,7 @@ impl Runtime {
     /// Whether the project directory of `workspace` is trusted (`pincer
     /// trust`); an unreadable trust table is no trust.
     pub(super) async fn workspace_trusted(&self, workspace: &std::path::Path) -> bool {
-        let root = crate::core::hooks::project_dir(workspace);
-        match self.inner.journal.trusted_roots().await {
-            Ok(roots) => roots.iter().any(|trust| trust.root == root),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot read which workspaces are trusted");
-                false
-            }
-        }
+        crate::core::hooks::project_trusted(self.inner.journal.as_ref(), workspace).await
     }
 
     /// The skills and commands of `workspace` (the project's when
