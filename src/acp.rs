@@ -545,6 +545,9 @@ impl Connection {
         stop: CancellationToken,
     ) {
         let mut live = convert::LiveUpdates::new(*self.view.lock());
+        // The skills and commands the client was offered: offered again
+        // when a run ends and they changed (one added on disk, say).
+        let mut advertised = self.invocable(&session).await;
         loop {
             let record = tokio::select! {
                 biased;
@@ -596,6 +599,14 @@ impl Connection {
                 let waiting = self.prompts.lock().remove(&record.run_id);
                 if let Some((id, _)) = waiting {
                     self.peer.respond(&id, result).await;
+                }
+                let now = self.invocable(&session).await;
+                if now != advertised {
+                    advertised = now;
+                    let update = commands::available(&advertised);
+                    if !self.notify_update(&session, update).await {
+                        return;
+                    }
                 }
             }
         }

@@ -603,7 +603,10 @@ impl Connection {
 
     /// The skills and custom commands a session can run by name; none
     /// (logged) when they cannot be looked up.
-    async fn invocable(&self, session: &SessionId) -> Vec<crate::core::skills::Invocable> {
+    pub(super) async fn invocable(
+        &self,
+        session: &SessionId,
+    ) -> Vec<crate::core::skills::Invocable> {
         self.runtime.invocable(session).await.unwrap_or_else(|err| {
             tracing::warn!(error = %err, "cannot list the session's skills and commands");
             Vec::new()

@@ -725,3 +725,52 @@ fn a_custom_command_with_arguments_runs_over_acp() {
     );
     assert!(acp.finish().success());
 }
+
+/// A skill added on disk while an editor's session is open is offered to
+/// the client once the next prompt's run ends, with no new session.
+#[test]
+fn a_skill_added_during_a_session_is_offered_after_the_next_run() {
+    let dir = TestDir::new();
+    user_skill(
+        &dir,
+        "pdf",
+        "Extract tables from PDF files.",
+        "",
+        "Use pdftotext.",
+    );
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "one"}]), json!([{"text": "two"}])],
+    );
+    let mut acp = AcpProcess::spawn(&dir, &["--script", script.to_str().unwrap()]);
+    acp.initialize();
+    let result = acp.call(
+        "session/new",
+        json!({ "cwd": dir.workspace(), "mcpServers": [] }),
+    );
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    acp.expect_commands(&session);
+    // Nothing changed: no new list after the run.
+    let (_, response) = acp.prompt(&session, "hello");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    user_skill(
+        &dir,
+        "charts",
+        "Draw charts from CSV files.",
+        "",
+        "Use gnuplot.",
+    );
+    let (notes, response) = acp.prompt(&session, "again");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["params"]["update"]["sessionUpdate"] == "available_commands_update"),
+        "a list came before the run ended: {notes:#?}"
+    );
+    let note = acp.expect_commands(&session);
+    let names: Vec<String> = offered(&note).into_iter().map(|(n, _, _)| n).collect();
+    assert!(names.iter().any(|n| n == "charts"), "{names:?}");
+    assert!(names.iter().any(|n| n == "pdf"), "{names:?}");
+    assert!(acp.finish().success());
+}
