@@ -242,6 +242,9 @@ pub struct ContextView {
     /// Those of them listed by name only, to keep the catalogue within its
     /// budget (the least recently used first), by name.
     pub skills_shortened: Vec<String>,
+    /// Skills left out of the catalogue (and of the `skill` tool) because
+    /// even their names would not fit its budget, by name.
+    pub skills_omitted: Vec<String>,
 }
 
 /// What a face needs to create a session.

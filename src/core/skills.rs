@@ -613,6 +613,9 @@ pub struct RunSkills {
     taken: parking_lot::Mutex<Vec<String>>,
     /// The run's custom command (`/NAME`) and its `allowed-tools`.
     command: Option<(String, Vec<String>)>,
+    /// The skills the run's catalogue left out ([`Catalogue::omitted`]):
+    /// not offered to the model, set once the catalogue is made.
+    left_out: std::sync::OnceLock<Vec<String>>,
 }
 
 impl RunSkills {
@@ -627,7 +630,20 @@ impl RunSkills {
             active: parking_lot::Mutex::new(active),
             taken: parking_lot::Mutex::default(),
             command: None,
+            left_out: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The skills the run's catalogue left out to keep within its budget:
+    /// from now on not offered to the model (the first call counts).
+    pub fn leave_out(&self, names: Vec<String>) {
+        let _ = self.left_out.set(names);
+    }
+
+    fn is_left_out(&self, name: &str) -> bool {
+        self.left_out
+            .get()
+            .is_some_and(|names| names.iter().any(|n| n == name))
     }
 
     /// The run is the custom command `name`, whose `allowed-tools` are
@@ -643,17 +659,21 @@ impl RunSkills {
     /// or was before a summary.
     pub fn loadable(&self, name: &str) -> Option<&Skill> {
         let skill = self.set.get(name)?;
-        if !skill.person_only || self.is_active(name) || self.taken.lock().iter().any(|n| n == name)
-        {
+        let offered = !skill.person_only && !self.is_left_out(name);
+        if offered || self.is_active(name) || self.taken.lock().iter().any(|n| n == name) {
             Some(skill)
         } else {
             None
         }
     }
 
-    /// The skills the model may activate (not `person_only`), by name.
+    /// The skills the model may activate (not `person_only`, not left
+    /// out of the catalogue), by name.
     pub fn offered(&self) -> impl Iterator<Item = &Skill> {
-        self.set.skills.values().filter(|skill| !skill.person_only)
+        self.set
+            .skills
+            .values()
+            .filter(|skill| !skill.person_only && !self.is_left_out(&skill.name))
     }
 
     /// Whether the model has any skill to activate.
@@ -799,6 +819,10 @@ pub struct Catalogue {
     pub text: Option<String>,
     /// The skills listed by name only to keep within the budget, by name.
     pub shortened: Vec<String>,
+    /// The skills left out of the list, least recently used first, when
+    /// even their names would not fit: not offered to the model this run
+    /// (a person's `/NAME` still activates them).
+    pub omitted: Vec<String>,
     /// The skills whose name or description looks like instructions to the
     /// model (the safety pass's injection patterns), listed with a note
     /// that they are data, by name.
@@ -814,6 +838,14 @@ it too). When a skill refers to a relative path, resolve it against the skill's 
 
 const CATALOGUE_SHORTENED: &str = "\nSkills listed by name only were shortened to keep \
 this list small; the `skill` tool loads them as well.\n";
+
+/// The sentence saying how many skills the list leaves out.
+fn omitted_sentence(count: usize) -> String {
+    format!(
+        "\n{count} more installed skill{} left out of this list to keep it small.\n",
+        if count == 1 { " is" } else { "s are" }
+    )
+}
 
 /// Text for an XML element's content.
 fn escape(text: &str) -> String {
@@ -918,6 +950,7 @@ pub fn catalogue(
     let frame = count(CATALOGUE_HEAD) + count("\n<available_skills>\n</available_skills>");
     let mut total = frame + full.iter().sum::<usize>();
     let mut shortened = vec![false; offered.len()];
+    let mut omitted = vec![false; offered.len()];
     if total > budget {
         total += count(CATALOGUE_SHORTENED);
         let mut order: Vec<usize> = (0..offered.len()).collect();
@@ -932,31 +965,50 @@ pub fn catalogue(
                 .cmp(&used(*b))
                 .then_with(|| offered[*a].skill.name.cmp(&offered[*b].skill.name))
         });
-        for index in order {
+        for &index in &order {
             if total <= budget {
                 break;
             }
             shortened[index] = true;
             total = total - full[index] + short[index];
         }
+        // Names alone still too many: the least recently used go.
+        if total > budget {
+            total += count(&omitted_sentence(offered.len()));
+            for &index in &order {
+                if total <= budget {
+                    break;
+                }
+                omitted[index] = true;
+                total -= short[index];
+            }
+        }
     }
+    let left_out = omitted.iter().filter(|o| **o).count();
     let mut text = String::from(CATALOGUE_HEAD);
-    if shortened.iter().any(|s| *s) {
+    if shortened.iter().zip(&omitted).any(|(s, o)| *s && !*o) {
         text.push_str(CATALOGUE_SHORTENED);
     }
+    if left_out > 0 {
+        text.push_str(&omitted_sentence(left_out));
+    }
     text.push_str("\n<available_skills>\n");
-    for (shown, short) in offered.iter().zip(&shortened) {
-        text.push_str(&shown.entry(!short));
+    for ((shown, short), out) in offered.iter().zip(&shortened).zip(&omitted) {
+        if !out {
+            text.push_str(&shown.entry(!short));
+        }
     }
     text.push_str("</available_skills>");
+    let names = |which: &dyn Fn(usize) -> bool| -> Vec<String> {
+        (0..offered.len())
+            .filter(|&i| which(i))
+            .map(|i| offered[i].skill.name.clone())
+            .collect()
+    };
     Catalogue {
         text: Some(text),
-        shortened: offered
-            .iter()
-            .zip(&shortened)
-            .filter(|(_, short)| **short)
-            .map(|(shown, _)| shown.skill.name.clone())
-            .collect(),
+        shortened: names(&|i| shortened[i] && !omitted[i]),
+        omitted: names(&|i| omitted[i]),
         flagged: offered
             .iter()
             .filter(|shown| shown.note.is_some())
@@ -1456,13 +1508,33 @@ mod tests {
         // Text no pattern finds is left as it is, without a note.
         assert!(text.contains("<name>plain</name>\n    <description>Reviews code.</description>"));
         // Listed by name only, a flagged skill keeps its note.
-        let tiny = catalogue(&set, &HashMap::new(), 10, bytes).text.unwrap();
+        let tiny = catalogue(&set, &HashMap::new(), names_budget(&set), bytes)
+            .text
+            .unwrap();
         assert!(
             tiny.contains("  <skill><name>evil</name><description>[pincer: this skill's name"),
             "{tiny}"
         );
         assert!(tiny.contains("  <skill><name>plain</name></skill>\n"));
         assert!(!tiny.contains("ignore previous"));
+    }
+
+    /// The smallest budget at which every skill of `set` is listed, at
+    /// least by name.
+    fn names_budget(set: &SkillSet) -> usize {
+        let whole = bytes(
+            catalogue(set, &HashMap::new(), usize::MAX, bytes)
+                .text
+                .as_deref()
+                .unwrap(),
+        );
+        (0..=whole)
+            .find(|&budget| {
+                catalogue(set, &HashMap::new(), budget, bytes)
+                    .omitted
+                    .is_empty()
+            })
+            .unwrap()
     }
 
     #[test]
@@ -1496,10 +1568,45 @@ mod tests {
         assert!(text.contains("  <skill><name>alpha</name></skill>\n"));
         assert!(text.contains("listed by name only"));
         assert!(text.contains("<name>bravo</name>\n    <description>"));
-        // A budget nothing fits in lists every skill by name.
+        // Past what their names take, the least recently used are left
+        // out, and the list says how many.
+        let by_name = names_budget(&set);
+        let all_named = catalogue(&set, &used, by_name, bytes);
+        assert_eq!(all_named.shortened.len(), 5);
+        assert!(all_named.omitted.is_empty());
+        let fewer = by_name - 1;
+        let made = catalogue(&set, &used, fewer, bytes);
+        let text = made.text.unwrap();
+        assert!(bytes(&text) <= fewer, "{text}");
+        assert!(!made.omitted.is_empty());
+        assert_eq!(made.omitted, order[..made.omitted.len()]);
+        assert_eq!(made.shortened.len() + made.omitted.len(), 5);
+        for name in &made.omitted {
+            assert!(!text.contains(&format!("<name>{name}</name>")), "{text}");
+        }
+        assert!(
+            text.contains(&format!("\n{} more installed skill", made.omitted.len())),
+            "{text}"
+        );
+        // The run's skills offer the model only those listed.
+        let run = RunSkills::new(Arc::new(set.clone()), Vec::new());
+        run.leave_out(made.omitted.clone());
+        let offered: Vec<&str> = run.offered().map(|s| s.name.as_str()).collect();
+        assert_eq!(offered.len(), 5 - made.omitted.len());
+        assert!(run.loadable(&made.omitted[0]).is_none());
+        // A person's `/NAME` activated it: loadable again.
+        run.activate(&made.omitted[0]);
+        assert!(run.loadable(&made.omitted[0]).is_some());
+        // A budget nothing fits in leaves every skill out.
         let tiny = catalogue(&set, &used, 10, bytes);
-        assert_eq!(tiny.shortened.len(), 5);
-        assert!(!tiny.text.unwrap().contains("<description>"));
+        assert_eq!(tiny.omitted.len(), 5);
+        assert!(tiny.shortened.is_empty());
+        let text = tiny.text.unwrap();
+        assert!(!text.contains("<skill>"), "{text}");
+        assert!(
+            text.contains("\n5 more installed skills are left out"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -60,18 +60,26 @@ fn total(view: &ContextView) -> usize {
     view.system_tokens + view.tool_tokens + view.message_tokens.iter().sum::<usize>()
 }
 
-/// How many skills the catalogue offers, and which it lists by name only
-/// to stay within its budget.
+/// How many skills the catalogue offers, which it lists by name only and
+/// which it leaves out to stay within its budget.
 fn skills_line(view: &ContextView) -> String {
     let count = view.skills;
     let plural = if count == 1 { "" } else { "s" };
-    match view.skills_shortened.len() {
+    let mut line = match view.skills_shortened.len() {
         0 => format!("skills ({count:>3})     in full in the system prompt\n"),
         n => format!(
             "skills ({count:>3})     {n} of {count} skill{plural} listed by name only to fit the catalogue's budget (least recently used): {}\n",
             view.skills_shortened.join(", ")
         ),
+    };
+    if !view.skills_omitted.is_empty() {
+        line.push_str(&format!(
+            "                {} more left out of the catalogue and the skill tool to fit its budget (least recently used): {}\n",
+            view.skills_omitted.len(),
+            view.skills_omitted.join(", ")
+        ));
     }
+    line
 }
 
 /// The counts, then the system prompt, the tools and the messages.

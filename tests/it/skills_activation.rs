@@ -774,3 +774,59 @@ fn a_skill_added_during_a_session_is_offered_after_the_next_run() {
     assert!(names.iter().any(|n| n == "pdf"), "{names:?}");
     assert!(acp.finish().success());
 }
+
+/// Past what even their names take, the least recently used skills are
+/// left out of the catalogue and of the `skill` tool alike; `context show`
+/// names them; a person's `/NAME` still activates one.
+#[test]
+fn past_what_their_names_take_the_least_recently_used_are_left_out() {
+    let dir = TestDir::new();
+    let names = many_skills(&dir);
+    dir.write_config("[skills]\ncatalogue_tokens = 300\n");
+    let server = Loopback::model(|_, _| text_reply("done"));
+    let (out, events) = run(&dir, &server, "full", None, "go");
+    succeeded(&out);
+    let session = session_of(&events);
+    let request = &server.requests()[0];
+    let system = system_of(request);
+    let listed: Vec<String> = names
+        .iter()
+        .filter(|n| system.contains(&format!("<name>{n}</name>")))
+        .cloned()
+        .collect();
+    let left_out = names.len() - listed.len();
+    assert!(
+        !listed.is_empty() && left_out > 0,
+        "listed {listed:?}: {system}"
+    );
+    assert!(
+        system.contains(&format!("\n{left_out} more installed skills are left out")),
+        "{system}"
+    );
+    // The never used go first, by name: the last names stay.
+    assert_eq!(listed, names[left_out..]);
+    let offered: Vec<String> = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "skill")
+        .map(|t| {
+            serde_json::from_value(
+                t["function"]["parameters"]["properties"]["name"]["enum"].clone(),
+            )
+            .unwrap()
+        })
+        .unwrap();
+    assert_eq!(offered, listed);
+    let shown = context(&dir, &session);
+    let omitted: Vec<String> = serde_json::from_value(shown["skills_omitted"].clone()).unwrap();
+    assert_eq!(omitted, names[..left_out]);
+    assert_eq!(shown["skills"], json!(listed.len()));
+    // A person names a left-out skill: it is active for the run.
+    let (out, events) = run(&dir, &server, "full", Some(&session), "/skill-00 go on");
+    succeeded(&out);
+    let activated = of_type(&events, "skill_activated");
+    assert_eq!(activated.len(), 1, "{events:#?}");
+    assert_eq!(activated[0]["name"], "skill-00");
+    assert_eq!(activated[0]["by"], "person");
+}

@@ -193,6 +193,8 @@ impl Runtime {
             tools.extend(extra.tools().await.tools.iter().map(|tool| tool.spec()));
         }
         let skills = self.run_skills(&session, &messages, None).await;
+        // The catalogue first: what it leaves out, the tool does not offer.
+        let prompt = self.run_prompt(&session, skills.as_deref()).await;
         let offered = skills.as_deref().filter(|skills| skills.any_offered());
         let tools: Vec<crate::core::provider::ToolSpec> = tools
             .into_iter()
@@ -203,7 +205,6 @@ impl Runtime {
                 offered.map(|skills| crate::core::gate::skill_spec(&spec, skills))
             })
             .collect();
-        let prompt = self.run_prompt(&session, skills.as_deref()).await;
         let system = prompt.render(&messages).await;
         let recalled = match &prompt.memory {
             Some(memory) => memory.block(&messages, false).await,
@@ -244,6 +245,7 @@ impl Runtime {
             calibration: counter.ratio(),
             skills: offered.map_or(0, |skills| skills.offered().count()),
             skills_shortened: prompt.skills.shortened.clone(),
+            skills_omitted: prompt.skills.omitted.clone(),
         })
     }
 
@@ -470,6 +472,8 @@ impl Runtime {
         if !catalogue.flagged.is_empty() {
             tracing::warn!(session = %session.id, skills = ?catalogue.flagged, "skill descriptions look like a prompt injection; the catalogue marks them as data");
         }
+        // What the list leaves out, the `skill` tool does not offer either.
+        skills.leave_out(catalogue.omitted.clone());
         catalogue
     }
 
