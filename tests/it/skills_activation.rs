@@ -621,8 +621,9 @@ fn the_six_real_skills_are_offered_and_one_is_loaded_read_and_run() {
     let helper = folder.join("scripts/with_server.py");
     let (read, ran) = (
         example.display().to_string(),
-        // The system's interpreter: a toolchain under the home (pyenv's
-        // shims) is outside what the sandbox lets a command read.
+        // The system's interpreter: the test's home is a temporary one, so
+        // a toolchain under the real home (pyenv's shims) is not among
+        // those the sandbox lets a command read.
         format!("/usr/bin/python3 {} --help", helper.display()),
     );
     let server = Loopback::model(move |_, index| match index {
