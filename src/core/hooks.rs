@@ -470,23 +470,6 @@ pub fn project_dir(workspace: &std::path::Path) -> PathBuf {
         .to_path_buf()
 }
 
-/// Whether the project directory of `workspace` is trusted (`pincer
-/// trust`, `/trust`): its hooks run, its skills and custom commands are
-/// offered. An unreadable trust table is no trust.
-pub async fn project_trusted(
-    journal: &dyn super::journal::Journal,
-    workspace: &std::path::Path,
-) -> bool {
-    let root = project_dir(workspace);
-    match journal.trusted_roots().await {
-        Ok(roots) => roots.iter().any(|trust| trust.root == root),
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot read which workspaces are trusted");
-            false
-        }
-    }
-}
-
 /// No hooks at all.
 pub struct NoHooks;
 

@@ -411,6 +411,20 @@ pub trait ChannelJournal: Journal {
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
 }
 
+/// Whether the project directory of `workspace` is trusted (`pincer
+/// trust`, `/trust`): its hooks run, its skills and custom commands are
+/// offered. An unreadable trust table is no trust.
+pub async fn project_trusted(journal: &dyn Journal, workspace: &std::path::Path) -> bool {
+    let root = super::hooks::project_dir(workspace);
+    match journal.trusted_roots().await {
+        Ok(roots) => roots.iter().any(|trust| trust.root == root),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read which workspaces are trusted");
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -190,7 +190,7 @@ impl Api {
         })?;
         let access = self.skills.clone();
         let trusted =
-            crate::core::hooks::project_trusted(access.journal.as_ref(), &workspace).await;
+            crate::core::journal::project_trusted(access.journal.as_ref(), &workspace).await;
         tokio::task::spawn_blocking(move || {
             crate::skills::Listing::of(access.skills.as_ref(), &workspace, trusted)
         })

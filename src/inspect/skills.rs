@@ -57,7 +57,7 @@ async fn listing(flags: &Flags, cwd: Option<&Path>) -> Result<Listing, Failure> 
     let workspace = directory(cwd)?;
     let (config, store) = crate::app::open_config_and_store(flags)?;
     let journal: Arc<dyn Journal> = Arc::new(store.clone());
-    let trusted = crate::core::hooks::project_trusted(journal.as_ref(), &workspace).await;
+    let trusted = crate::core::journal::project_trusted(journal.as_ref(), &workspace).await;
     store.shutdown();
     let skills = crate::app::wiring::skills(&config, &|name| std::env::var(name).ok());
     Ok(Listing::of(skills.as_ref(), &workspace, trusted))

@@ -410,7 +410,7 @@ impl Runtime {
     /// Whether the project directory of `workspace` is trusted (`pincer
     /// trust`); an unreadable trust table is no trust.
     pub(super) async fn workspace_trusted(&self, workspace: &std::path::Path) -> bool {
-        crate::core::hooks::project_trusted(self.inner.journal.as_ref(), workspace).await
+        crate::core::journal::project_trusted(self.inner.journal.as_ref(), workspace).await
     }
 
     /// The skills and commands of `workspace` (the project's when
