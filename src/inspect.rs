@@ -26,6 +26,19 @@ pub use verify::verify;
 
 use crate::app::{Failure, Flags, exit};
 
+/// The directory named, or the current one, canonical (`pincer trust`,
+/// `pincer skills --cwd`).
+fn directory(path: Option<&std::path::Path>) -> Result<std::path::PathBuf, Failure> {
+    let dir = match path {
+        Some(path) => path.to_path_buf(),
+        None => std::env::current_dir().map_err(|err| {
+            Failure::failed(anyhow::anyhow!("cannot read the current directory: {err}"))
+        })?,
+    };
+    dir.canonicalize()
+        .map_err(|err| Failure::usage(anyhow::anyhow!("{}: {err}", dir.display())))
+}
+
 /// Writes a command's answer to stdout.
 fn print(text: &str) -> Result<(), Failure> {
     crate::stdout::write_all(text.as_bytes()).map_err(Failure::failed)

@@ -117,14 +117,34 @@ pub fn invocable_help(invocable: &[Invocable]) -> String {
         return String::new();
     }
     let mut text = "\nSkills and custom commands:\n".to_owned();
-    for item in invocable {
-        let description = item.description.lines().next().unwrap_or_default();
-        text.push_str(&help_line(&item.name, description, item.hint.as_deref()));
-    }
-    if let Some((name, description, hint)) = skill_command(invocable) {
-        text.push_str(&help_line(name, description, Some(hint)));
+    for (usage, description) in invocable_usage(invocable) {
+        text.push_str(&format!("- `{usage}`: {description}\n"));
     }
     text
+}
+
+/// Each skill and custom command as `/help` names it, `(usage,
+/// description)`: `/NAME [hint]` and the description's first line, then
+/// `/skill` while there is a skill. For a face that words `/help` in plain
+/// text (the chat).
+pub fn invocable_usage(invocable: &[Invocable]) -> Vec<(String, String)> {
+    let mut lines: Vec<(String, String)> = invocable
+        .iter()
+        .map(|item| {
+            (
+                usage(&item.name, item.hint.as_deref()),
+                item.description
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    if let Some((name, description, hint)) = skill_command(invocable) {
+        lines.push((usage(name, Some(hint)), description.to_owned()));
+    }
+    lines
 }
 
 /// `/skill NAME`, offered while the session has a skill.
@@ -142,9 +162,14 @@ pub fn skill_command(
 }
 
 fn help_line(name: &str, description: &str, hint: Option<&str>) -> String {
+    format!("- `{}`: {description}\n", usage(name, hint))
+}
+
+/// `/NAME [hint]`, or `/NAME` without a hint.
+fn usage(name: &str, hint: Option<&str>) -> String {
     match hint {
-        Some(hint) => format!("- `/{name} [{hint}]`: {description}\n"),
-        None => format!("- `/{name}`: {description}\n"),
+        Some(hint) => format!("/{name} [{hint}]"),
+        None => format!("/{name}"),
     }
 }
 

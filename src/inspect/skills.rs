@@ -3,12 +3,12 @@
 //! frontmatter and body, and a folder checked as the reference validator
 //! checks it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::anyhow;
 
-use super::print;
+use super::{directory, print};
 use crate::app::{Failure, Flags, exit};
 use crate::cli::SkillsCommand;
 use crate::core::journal::Journal;
@@ -61,17 +61,6 @@ async fn listing(flags: &Flags, cwd: Option<&Path>) -> Result<Listing, Failure> 
     store.shutdown();
     let skills = crate::app::wiring::skills(&config, &|name| std::env::var(name).ok());
     Ok(Listing::of(skills.as_ref(), &workspace, trusted))
-}
-
-/// The directory named, or the current one, canonical.
-fn directory(path: Option<&Path>) -> Result<PathBuf, Failure> {
-    let dir = match path {
-        Some(path) => path.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|err| Failure::failed(anyhow!("cannot read the current directory: {err}")))?,
-    };
-    dir.canonicalize()
-        .map_err(|err| Failure::usage(anyhow!("{}: {err}", dir.display())))
 }
 
 /// `validate`: 0 and `Valid skill: DIR` on stdout, or 1 with each problem

@@ -2,12 +2,10 @@
 //! own hooks run and whose skills and custom commands are offered, given or taken
 //! back as their hook files are now.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::anyhow;
-
-use super::print;
+use super::{directory, print};
 use crate::app::{Failure, Flags, exit};
 use crate::core::hooks::{Hooks as _, Trust, TrustWrite, WorkspaceHooks};
 use crate::core::journal::{Journal, Write};
@@ -62,17 +60,6 @@ pub async fn trust(
     store.shutdown();
     print(&out)?;
     Ok(exit::OK)
-}
-
-/// The directory named, or the current one, canonical.
-fn directory(path: Option<&Path>) -> Result<PathBuf, Failure> {
-    let dir = match path {
-        Some(path) => path.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|err| Failure::failed(anyhow!("cannot read the current directory: {err}")))?,
-    };
-    dir.canonicalize()
-        .map_err(|err| Failure::usage(anyhow!("{}: {err}", dir.display())))
 }
 
 /// `--list`: each trusted directory with its hook files and their hooks.
@@ -132,6 +119,7 @@ fn skills_text(brings: &HeldBack) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn trusting_names_the_skills_the_model_is_offered() {

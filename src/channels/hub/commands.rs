@@ -102,9 +102,12 @@ impl Hub {
                 let invocable = self.runtime.invocable_in(&self.settings.workspace).await;
                 let mut help = HELP.to_owned();
                 // Plain lines: a chat shows no Markdown list.
-                for line in crate::core::slash::invocable_help(&invocable).lines() {
-                    help.push('\n');
-                    help.push_str(&line.replace('`', "").replace("- /", "/"));
+                let usage = crate::core::slash::invocable_usage(&invocable);
+                if !usage.is_empty() {
+                    help.push_str("\n\nSkills and custom commands:");
+                }
+                for (usage, description) in usage {
+                    help.push_str(&format!("\n{usage}: {description}"));
                 }
                 help
             }

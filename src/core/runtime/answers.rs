@@ -26,13 +26,7 @@ impl Runtime {
     /// project), or `/skill`. For the faces that answer other `/` words
     /// themselves.
     pub async fn invokes(&self, workspace: &Path, text: &str) -> bool {
-        let trusted = self.workspace_trusted(workspace).await;
-        let set = self.skill_set(workspace, trusted).await;
-        let held_back = if trusted {
-            None
-        } else {
-            Some(self.skill_set(workspace, true).await)
-        };
+        let (set, held_back) = self.skill_sets(workspace).await;
         !matches!(
             crate::core::skills::resolve(&set, held_back.as_deref(), text),
             crate::core::skills::Expansion::Typed

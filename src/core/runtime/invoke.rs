@@ -66,13 +66,7 @@ impl Runtime {
         if !text.trim_start().starts_with('/') {
             return Ok(None);
         }
-        let trusted = self.workspace_trusted(&session.workspace).await;
-        let set = self.skill_set(&session.workspace, trusted).await;
-        let held_back = if trusted {
-            None
-        } else {
-            Some(self.skill_set(&session.workspace, true).await)
-        };
+        let (set, held_back) = self.skill_sets(&session.workspace).await;
         match crate::core::skills::resolve(&set, held_back.as_deref(), text) {
             Expansion::Typed => Ok(None),
             Expansion::Refused(message) => Err(RunOutcome::Failed(message)),

@@ -438,9 +438,25 @@ impl Runtime {
         id: &SessionId,
     ) -> Result<Vec<crate::core::skills::Invocable>, RuntimeError> {
         let session = self.session(id).await?;
-        let trusted = self.workspace_trusted(&session.workspace).await;
-        let set = self.skill_set(&session.workspace, trusted).await;
-        Ok(crate::core::skills::invocable(&set))
+        Ok(self.invocable_in(&session.workspace).await)
+    }
+
+    /// The skills and commands a session in `workspace` sees, and, while
+    /// its project is not trusted, the set it would see once it is (so a
+    /// name only the project has is refused with the way to trust it).
+    pub(super) async fn skill_sets(
+        &self,
+        workspace: &std::path::Path,
+    ) -> (
+        Arc<crate::core::skills::SkillSet>,
+        Option<Arc<crate::core::skills::SkillSet>>,
+    ) {
+        if self.workspace_trusted(workspace).await {
+            (self.skill_set(workspace, true).await, None)
+        } else {
+            let held_back = self.skill_set(workspace, true).await;
+            (self.skill_set(workspace, false).await, Some(held_back))
+        }
     }
 
     /// The skills' catalogue of a run of `session`, within the configured
