@@ -98,6 +98,10 @@ def trace(binary: Path, with_key: bool, out: Path) -> None:
              "params": {"protocolVersion": 1, "clientCapabilities": {}}})
     request({"jsonrpc": "2.0", "id": 2, "method": "session/new",
              "params": {"cwd": str(root / "work"), "mcpServers": []}})
+    # Work a session starts in the background (none today: the forwarder
+    # starts from the commands offered with the response) would run or not
+    # by timing; a pause before the end makes it part of every trace alike.
+    time.sleep(1.0)
     proc.stdin.close()
     proc.wait(timeout=120)
 

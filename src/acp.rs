@@ -37,6 +37,7 @@ use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};
 use crate::core::session::{Mode, Origin, PromptSettings, Session};
+use crate::core::skills::Invocable;
 use crate::core::tool::{
     ClientFiles, ClientTerminal, Progress, ProgressUpdate, TerminalCommand, TerminalExit,
 };
@@ -543,11 +544,11 @@ impl Connection {
         session: SessionId,
         mut subscription: Subscription,
         stop: CancellationToken,
-    ) {
-        let mut live = convert::LiveUpdates::new(*self.view.lock());
         // The skills and commands the client was offered: offered again
         // when a run ends and they changed (one added on disk, say).
-        let mut advertised = self.invocable(&session).await;
+        mut advertised: Vec<Invocable>,
+    ) {
+        let mut live = convert::LiveUpdates::new(*self.view.lock());
         loop {
             let record = tokio::select! {
                 biased;

@@ -102,7 +102,8 @@ impl Connection {
                 self.peer.respond(id, Ok(response)).await;
                 self.notify_update(&session, commands::available(&invocable))
                     .await;
-                let _ = start.send(());
+                // The forwarder starts from what the client was just offered.
+                let _ = start.send(invocable);
             }
             Err(err) => {
                 self.peer.respond(id, Err(err)).await;
@@ -115,7 +116,7 @@ impl Connection {
         self: &Arc<Self>,
         session: SessionId,
         subscription: Subscription,
-        start: tokio::sync::oneshot::Receiver<()>,
+        start: tokio::sync::oneshot::Receiver<Vec<Invocable>>,
     ) {
         let files = self
             .files
@@ -146,9 +147,9 @@ impl Connection {
                 if let Some(previous) = previous {
                     let _ = previous.forward.await;
                 }
-                if start.await.is_ok() {
+                if let Ok(advertised) = start.await {
                     conn.answer_ended(&session).await;
-                    conn.forward(session, subscription, stop).await;
+                    conn.forward(session, subscription, stop, advertised).await;
                 }
             }
         });
@@ -603,10 +604,7 @@ impl Connection {
 
     /// The skills and custom commands a session can run by name; none
     /// (logged) when they cannot be looked up.
-    pub(super) async fn invocable(
-        &self,
-        session: &SessionId,
-    ) -> Vec<crate::core::skills::Invocable> {
+    pub(super) async fn invocable(&self, session: &SessionId) -> Vec<Invocable> {
         self.runtime.invocable(session).await.unwrap_or_else(|err| {
             tracing::warn!(error = %err, "cannot list the session's skills and commands");
             Vec::new()
