@@ -13,7 +13,7 @@ use crate::cli::{Cli, ProviderArgs};
 use crate::config::Config;
 pub use crate::config::Flags;
 use crate::core::runtime::{Parts, Runtime};
-use crate::store::Store;
+use crate::store::Backend;
 
 /// Exit codes, documented in the README.
 pub mod exit {
@@ -55,7 +55,7 @@ pub struct App {
     pub config: Config,
     /// The journal's backend, for what only the backend answers (verify,
     /// metrics, the chat channels' outbox) and to stop it last.
-    pub store: Store,
+    pub store: Arc<dyn Backend>,
     pub runtime: Runtime,
     /// Providers that could not be set up, with the reason: a face that
     /// stops on them reports them, one that goes on logs them
@@ -72,19 +72,19 @@ pub struct App {
 impl App {
     /// Loads the configuration, opens the store, and assembles the runtime
     /// with its providers, tools and MCP servers.
-    pub fn open(flags: &Flags) -> Result<App, Failure> {
+    pub async fn open(flags: &Flags) -> Result<App, Failure> {
         let config = Config::load(flags).map_err(Failure::usage)?;
         let (providers, problems) = wiring::providers(&config);
-        let path = config.database_path();
-        let (store, recovery) = Store::open(&path).map_err(Failure::failed)?;
+        let (store, recovery) = crate::store::open(&config.store_target())
+            .await
+            .map_err(Failure::failed)?;
         if !recovery.interrupted_runs.is_empty() {
             tracing::warn!(
                 runs = recovery.interrupted_runs.len(),
                 "marked runs left unfinished by an earlier process as failed"
             );
         }
-        let gate =
-            Arc::new(wiring::gate(&config, Arc::new(store.clone())).map_err(Failure::usage)?);
+        let gate = Arc::new(wiring::gate(&config, store.clone()).map_err(Failure::usage)?);
         crate::logging::redact_with(gate.safety.clone());
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         let mut semantic = None;
@@ -101,23 +101,20 @@ impl App {
                         .min_similarity
                         .map_or(crate::core::semantic::DEFAULT_MIN_SIMILARITY, |f| f as f32);
                     let layer = Arc::new(crate::core::semantic::Semantic::new(
-                        Arc::new(store.clone()),
+                        store.clone(),
                         embedder,
                         min_similarity,
                     ));
                     semantic = Some(layer.clone());
                     layer
                 }
-                None => Arc::new(store.clone()),
+                None => store.clone(),
             });
         }
         let skills = wiring::skills(&config, &|name| std::env::var(name).ok());
         let runtime = Runtime::from_parts(Parts {
-            leases: Some((
-                Arc::new(store.clone()),
-                crate::store::process_tag().to_owned(),
-            )),
-            notifier: Some(Arc::new(store.clone())),
+            leases: Some((store.clone(), crate::store::process_tag().to_owned())),
+            notifier: Some(store.clone()),
             memories,
             session_tools: Some(mcp.clone()),
             environment: Some(Arc::new(wiring::environment_probe(&config))),
@@ -125,7 +122,7 @@ impl App {
             // directory's and the configured paths (`docs/skills.md`).
             skills: skills.clone(),
             ..Parts::new(
-                Arc::new(store.clone()),
+                store.clone(),
                 providers,
                 gate,
                 wiring::runtime_config(&config),
@@ -151,7 +148,7 @@ impl App {
     ) -> Result<Vec<Arc<crate::channels::hub::Hub>>, Failure> {
         let planned = wiring::channels(&self.config, names, &|name| std::env::var(name).ok())
             .map_err(Failure::usage)?;
-        crate::channels::start(&self.runtime, Arc::new(self.store.clone()), planned, cancel)
+        crate::channels::start(&self.runtime, self.store.clone(), planned, cancel)
             .await
             .map_err(Failure::usage)
     }
@@ -210,14 +207,16 @@ pub fn load_config(flags: &Flags) -> Result<Config, crate::config::ConfigError> 
 
 /// The store alone, for commands that only read what it holds (`verify`).
 /// The configuration and the store it names.
-pub fn open_config_and_store(flags: &Flags) -> Result<(Config, Store), Failure> {
+pub async fn open_config_and_store(flags: &Flags) -> Result<(Config, Arc<dyn Backend>), Failure> {
     let config = Config::load(flags).map_err(Failure::usage)?;
-    let (store, _) = Store::open(&config.database_path()).map_err(Failure::failed)?;
+    let (store, _) = crate::store::open(&config.store_target())
+        .await
+        .map_err(Failure::failed)?;
     Ok((config, store))
 }
 
-pub fn open_store(flags: &Flags) -> Result<Store, Failure> {
-    open_config_and_store(flags).map(|(_, store)| store)
+pub async fn open_store(flags: &Flags) -> Result<Arc<dyn Backend>, Failure> {
+    open_config_and_store(flags).await.map(|(_, store)| store)
 }
 
 /// The providers the configuration and the stored logins give now (after
@@ -263,6 +262,7 @@ pub fn flags(cli: &Cli, provider: Option<&ProviderArgs>) -> Flags {
     Flags {
         config: cli.config.clone(),
         data_dir: cli.data_dir.clone(),
+        store: cli.store.clone(),
         provider: provider.provider,
         model: provider.model,
         script: provider.script,

@@ -130,6 +130,8 @@ impl<T> Sourced<T> {
 pub struct Flags {
     pub config: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
+    /// `--store URL`: the store on a PostgreSQL server.
+    pub store: Option<String>,
     pub provider: Option<String>,
     pub model: Option<String>,
     pub script: Option<PathBuf>,
@@ -167,6 +169,9 @@ pub struct Config {
     /// The config file read, if one exists.
     pub file: Option<PathBuf>,
     pub data_dir: Sourced<PathBuf>,
+    /// The PostgreSQL server the store is on (`--store`, `PINCER_STORE_URL`,
+    /// `[store] url`); unset, SQLite in the data directory.
+    pub store_url: Option<Sourced<String>>,
     pub provider: Option<Sourced<String>>,
     pub model: Option<Sourced<String>>,
     pub max_turn_requests: Sourced<u32>,
@@ -235,6 +240,15 @@ impl Config {
 
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.value.join("pincer.db")
+    }
+
+    /// Where the store is: the PostgreSQL server the configuration names,
+    /// else the SQLite database in the data directory.
+    pub fn store_target(&self) -> crate::store::Target {
+        match &self.store_url {
+            Some(url) => crate::store::Target::Postgres(url.value.clone()),
+            None => crate::store::Target::Sqlite(self.database_path()),
+        }
     }
 }
 

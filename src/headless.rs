@@ -33,7 +33,7 @@ pub async fn run(flags: &Flags, args: &RunArgs) -> Result<u8, Failure> {
     if let Some(turn) = prompts.first_mut() {
         turn.images = images;
     }
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     ready(&opened, args).await?;
     let runtime = opened.runtime.clone();
     let session = open_session(&runtime, args).await?;

@@ -21,7 +21,7 @@ fn print(text: &str) -> Result<(), Failure> {
 }
 
 pub async fn run(flags: &Flags, command: &MemoryCommand) -> Result<u8, Failure> {
-    let app = App::open(flags)?;
+    let app = App::open(flags).await?;
     let keeper = app.runtime.memory().ok_or_else(|| {
         Failure::usage(anyhow!(
             "memory is turned off ([memory] enabled = false in the config file)"

@@ -17,7 +17,7 @@ use crate::http;
 /// Runs `pincer serve` until a termination signal, then cancels the runs,
 /// waits for each to record its end, stops the faces and flushes the store.
 pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     opened.log_problems();
     let plan = wiring::http_plan(&opened.config, args)?;
     if plan.is_none() && args.channels.is_empty() {
@@ -47,10 +47,10 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
             }
             Some(tokio::spawn(http::serve(
                 runtime.clone(),
-                Arc::new(app.store.clone()),
+                app.store.clone(),
                 http::api::SkillsAccess {
                     skills: app.skills.clone(),
-                    journal: Arc::new(app.store.clone()),
+                    journal: app.store.clone(),
                 },
                 listener,
                 plan.options,

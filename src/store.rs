@@ -13,11 +13,13 @@ mod memory;
 mod notify;
 mod owner;
 mod ports;
+pub mod postgres;
 mod reader;
 mod schema;
 mod vectors;
 mod words;
 mod writer;
+use writer::used;
 
 pub use crate::core::channel::{ChannelWrite, Draft};
 pub use crate::core::journal::{SessionQuery, Write};
@@ -81,10 +83,114 @@ pub enum StoreError {
     /// A fenced write under a lease that is no longer current.
     #[error("{0}")]
     Fenced(String),
+    /// What the PostgreSQL server or its driver reported.
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
+    /// The PostgreSQL server cannot be reached.
+    #[error("cannot reach the PostgreSQL server at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error(
+        "the PostgreSQL database has schema version {found}, newer than this pincer knows ({known}); upgrade pincer"
+    )]
+    TooNewServer { found: i64, known: i64 },
+}
+
+/// Where the store is: SQLite in the data directory (the default) or a
+/// PostgreSQL server (`--store`, `PINCER_STORE_URL`, `[store] url`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Target {
+    /// Whether `url` names a PostgreSQL server Pincer can use; the
+    /// problem, in words, when not.
+    pub fn check_url(url: &str) -> Result<(), String> {
+        postgres::connect::Server::parse(url).map(|_| ())
+    }
+
+    /// `url` with its password replaced by `***`.
+    pub fn redacted(url: &str) -> String {
+        postgres::connect::redacted(url)
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Sqlite(path) => write!(f, "SQLite {}", path.display()),
+            Target::Postgres(url) => write!(f, "PostgreSQL {}", Target::redacted(url)),
+        }
+    }
+}
+
+/// Every port the store serves, on either backend: what the composition
+/// root opens once and hands to the runtime (journal, leases, notifier,
+/// memory) and to the faces (`verify` through [`Audit`](crate::core::journal::Audit), metrics through
+/// [`Counts`](crate::core::journal::Counts), the chat channels).
+pub trait Backend:
+    crate::core::journal::ChannelJournal
+    + crate::core::journal::Audit
+    + crate::core::journal::Counts
+    + crate::core::lease::Leases
+    + crate::core::notify::Notifier
+    + crate::core::memory::Memories
+{
+    /// Waits for queued writes and stops; later writes fail.
+    fn shutdown(&self);
+
+    /// Which backend, and where (the URL without its password).
+    fn target(&self) -> Target;
+
+    /// The store on PostgreSQL, for what only it answers (`pincer store
+    /// status`, the database's clock).
+    fn postgres(&self) -> Option<&postgres::Postgres> {
+        None
+    }
+}
+
+impl Backend for Store {
+    fn shutdown(&self) {
+        Store::shutdown(self);
+    }
+
+    fn target(&self) -> Target {
+        Target::Sqlite(self.path().to_path_buf())
+    }
+}
+
+impl Backend for postgres::Postgres {
+    fn shutdown(&self) {
+        postgres::Postgres::shutdown(self);
+    }
+
+    fn target(&self) -> Target {
+        Target::Postgres(self.url().to_owned())
+    }
+
+    fn postgres(&self) -> Option<&postgres::Postgres> {
+        Some(self)
+    }
+}
+
+/// Opens the store where `target` says: migrated, the runs of processes
+/// that are gone ended, ready for writes.
+pub async fn open(target: &Target) -> Result<(Arc<dyn Backend>, Recovery), StoreError> {
+    match target {
+        Target::Sqlite(path) => {
+            let (store, recovery) = Store::open(path)?;
+            Ok((Arc::new(store), recovery))
+        }
+        Target::Postgres(url) => {
+            let (store, recovery) = postgres::Postgres::open(url).await?;
+            Ok((Arc::new(store), recovery))
+        }
+    }
 }
 
 /// This process's name as an owner of runs and a holder of leases
-/// (`pid:start`).
+/// (`pid:start@host`).
 pub fn process_tag() -> &'static str {
     owner::this_process()
 }
@@ -105,7 +211,10 @@ impl StoreError {
             | StoreError::Write(_)
             | StoreError::Read(_)
             | StoreError::Conflict(_)
-            | StoreError::Fenced(_) => return false,
+            | StoreError::Fenced(_)
+            | StoreError::Postgres(_)
+            | StoreError::Unreachable { .. }
+            | StoreError::TooNewServer { .. } => return false,
         };
         matches!(
             source.sqlite_error_code(),

@@ -60,7 +60,7 @@ fn live_wanted() -> bool {
 
 /// Runs a conversation until the person leaves.
 pub async fn run(flags: &Flags, args: &ChatArgs) -> Result<u8, Failure> {
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     opened.refuse_problems(args.session.is_some() || args.resume.is_some())?;
     if opened.runtime.providers().is_empty() {
         return Err(Failure::usage(anyhow!(crate::app::no_provider(

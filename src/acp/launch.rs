@@ -16,7 +16,7 @@ pub async fn run(flags: &Flags, args: &AcpArgs) -> Result<u8, Failure> {
              Waiting for JSON-RPC messages; Ctrl-D ends"
         );
     }
-    let opened = App::open(flags)?;
+    let opened = App::open(flags).await?;
     opened.log_problems();
     let channels_cancel = tokio_util::sync::CancellationToken::new();
     let hubs = opened

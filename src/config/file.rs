@@ -40,6 +40,9 @@ pub struct FileConfig {
     pub context_window: Option<usize>,
     /// Where the database lives.
     pub data_dir: Option<PathBuf>,
+    /// The `[store]` table: the store on a PostgreSQL server.
+    #[serde(default)]
+    pub store: StoreConfig,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The autonomy mode new sessions start in.
@@ -370,6 +373,17 @@ pub struct MemoryConfig {
     /// workspace) without a person's approval where the mode would not ask
     /// (default false: it always asks).
     pub user_scope_unasked: Option<bool>,
+}
+
+/// The `[store]` table (`docs/scale-out.md`): unset, the store is SQLite in
+/// the data directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://USER@HOST:PORT/DB` (with `?sslmode=require` or
+    /// `verify-full`): the PostgreSQL server the store is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// The `[skills]` table (`docs/skills.md`).

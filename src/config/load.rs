@@ -29,6 +29,7 @@ impl Config {
             .unwrap_or_default();
         let Layered {
             data_dir,
+            store_url,
             max_turn_requests,
             mode,
             sandbox,
@@ -50,6 +51,7 @@ impl Config {
             currency_origin: currency.origin,
             file: path,
             data_dir,
+            store_url,
             provider: choice.provider,
             model: choice.model,
             max_turn_requests,
@@ -91,6 +93,7 @@ impl Config {
 /// and the model are chosen in `providers`).
 struct Layered {
     data_dir: Sourced<PathBuf>,
+    store_url: Option<Sourced<String>>,
     max_turn_requests: Sourced<u32>,
     mode: Sourced<Mode>,
     sandbox: Sourced<SandboxSetting>,
@@ -113,6 +116,20 @@ impl Layered {
             Some(dir) => dir,
             None => Sourced::new(default_data_dir(env)?, Origin::Default),
         };
+        let store_url = Layers::new("store.url")
+            .flag("--store", flags.store.clone())
+            .env("PINCER_STORE_URL")
+            .file(origin, file.store.url.clone())
+            .resolve(env)?;
+        if let Some(url) = &store_url {
+            crate::store::Target::check_url(&url.value).map_err(|message| {
+                ConfigError::Invalid {
+                    origin: url.origin.clone(),
+                    key: "store.url".into(),
+                    message,
+                }
+            })?;
+        }
         let max_turn_requests = Layers::new("max_turn_requests")
             .flag("--max-turn-requests", flags.max_turn_requests)
             .env("PINCER_MAX_TURN_REQUESTS")
@@ -137,6 +154,7 @@ impl Layered {
             .or(env, SandboxSetting::default())?;
         Ok(Self {
             data_dir,
+            store_url,
             max_turn_requests,
             mode: parse_mode(mode)?,
             sandbox,

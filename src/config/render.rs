@@ -30,6 +30,7 @@ impl Config {
             self.render_channels(&note)?,
             self.render_mcp_servers(&note)?,
             table("http", &self.http, &note)?,
+            self.render_store(),
             self.render_models(&note)?,
             self.render_providers(),
         ];
@@ -224,6 +225,23 @@ impl Config {
 }
 
 /// `key = "value"  # origin`.
+impl Config {
+    /// `[store] url`, its password left out, from whichever layer set it.
+    fn render_store(&self) -> String {
+        let Some(url) = &self.store_url else {
+            return String::new();
+        };
+        let mut out = "\n[store]\n".to_owned();
+        line(
+            &mut out,
+            "url",
+            &crate::store::Target::redacted(&url.value),
+            &url.origin,
+        );
+        out
+    }
+}
+
 fn line(out: &mut String, key: &str, value: &str, origin: &Origin) {
     out.push_str(&format!("{key} = {}  # {origin}\n", toml_quote(value)));
 }

@@ -16,7 +16,7 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
         json,
     } = command;
     let status = status.as_deref().map(parse_status).transpose()?;
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     let store = opened.store.clone();
     let intents = store
         .intents(status, *limit)

@@ -14,7 +14,7 @@ use crate::core::runtime::{ContextView, Runtime};
 
 pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Failure> {
     let ContextCommand::Show { session, json } = command;
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     let runtime = opened.runtime.clone();
     let id = match session {
         Some(id) => SessionId::from_string(id.clone()),

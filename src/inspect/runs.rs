@@ -9,7 +9,7 @@ use crate::core::run::RunInfo;
 use crate::stdout::timestamp as time;
 
 pub async fn runs(flags: &Flags, command: &RunsCommand) -> Result<u8, Failure> {
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     let runtime = opened.runtime;
     let RunsCommand::Show { id, json } = command;
     let run = runtime

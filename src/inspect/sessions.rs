@@ -18,7 +18,7 @@ use crate::stdout::{table, timestamp as time};
 use crate::views;
 
 pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Failure> {
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     let runtime = &opened.runtime;
     match command {
         SessionsCommand::List { cwd, limit, json } => {

@@ -55,8 +55,8 @@ pub async fn skills(flags: &Flags, command: &SkillsCommand) -> Result<u8, Failur
 /// The skills of the workspace `cwd` (default: the current directory).
 async fn listing(flags: &Flags, cwd: Option<&Path>) -> Result<Listing, Failure> {
     let workspace = directory(cwd)?;
-    let (config, store) = crate::app::open_config_and_store(flags)?;
-    let journal: Arc<dyn Journal> = Arc::new(store.clone());
+    let (config, store) = crate::app::open_config_and_store(flags).await?;
+    let journal: Arc<dyn Journal> = store.clone();
     let trusted = crate::core::journal::project_trusted(journal.as_ref(), &workspace).await;
     store.shutdown();
     let skills = crate::app::wiring::skills(&config, &|name| std::env::var(name).ok());

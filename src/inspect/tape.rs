@@ -10,7 +10,7 @@ use crate::core::usage::{Cost, Usage};
 use crate::stdout::timestamp as time;
 
 pub async fn tape(flags: &Flags, args: &TapeArgs) -> Result<u8, Failure> {
-    let opened = crate::app::App::open(flags)?;
+    let opened = crate::app::App::open(flags).await?;
     let runtime = opened.runtime;
     let events = runtime
         .tape(&RunId::from_string(args.run.clone()), 0)

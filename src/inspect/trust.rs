@@ -17,8 +17,8 @@ pub async fn trust(
     revoke: bool,
     list: bool,
 ) -> Result<u8, Failure> {
-    let (config, store) = crate::app::open_config_and_store(flags)?;
-    let journal: Arc<dyn Journal> = Arc::new(store.clone());
+    let (config, store) = crate::app::open_config_and_store(flags).await?;
+    let journal: Arc<dyn Journal> = store.clone();
     if list {
         let roots = journal.trusted_roots().await.map_err(Failure::failed)?;
         store.shutdown();

@@ -25,8 +25,8 @@ impl Verdict {
 }
 
 pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
-    let store = crate::app::open_store(flags)?;
-    let verdict = check(&store).await;
+    let store = crate::app::open_store(flags).await?;
+    let verdict = check(&*store).await;
     store.shutdown();
     let verdict = verdict?;
     if json_output {

@@ -1,8 +1,12 @@
 //! Which process owns a run, so that recovery only touches runs of dead processes.
 //!
 //! Several pincer processes may share one database (an editor launches one per
-//! window, `pincer run` runs beside it). A run records its owner as
-//! `pid:start-time`; the start time (from `/proc`) guards against a reused pid.
+//! window, `pincer run` runs beside it), and several machines may share one
+//! PostgreSQL database. A run records its owner as `pid:start-time@host`;
+//! the start time (from `/proc`) guards against a reused pid, the host
+//! against another machine's (or container's) process of the same pid.
+//! Only a tag of this host is ever looked up in `/proc`; a tag without a
+//! host (written before hosts were) counts as this host's.
 
 use std::sync::OnceLock;
 
@@ -11,9 +15,10 @@ pub fn this_process() -> &'static str {
     static TAG: OnceLock<String> = OnceLock::new();
     TAG.get_or_init(|| {
         let pid = std::process::id();
+        let host = crate::store::postgres::host();
         match start_time(pid) {
-            Some(start) => format!("{pid}:{start}"),
-            None => format!("{pid}:?"),
+            Some(start) => format!("{pid}:{start}@{host}"),
+            None => format!("{pid}:?@{host}"),
         }
     })
 }
@@ -21,7 +26,10 @@ pub fn this_process() -> &'static str {
 /// Whether the process a tag names is still running (never true for this process's
 /// own earlier incarnations, whose start time differs).
 pub fn is_alive(tag: &str) -> bool {
-    let Some((pid, start)) = tag.split_once(':') else {
+    let Some(local) = here(tag) else {
+        return false;
+    };
+    let Some((pid, start)) = local.split_once(':') else {
         return false;
     };
     let Ok(pid) = pid.parse::<u32>() else {
@@ -41,10 +49,21 @@ pub fn is_alive(tag: &str) -> bool {
 /// longer running: a lease it held may be taken at once instead of after
 /// it lapses. A tag of another form is never taken for dead.
 pub fn is_dead_here(tag: &str) -> bool {
-    let well_formed = tag.split_once(':').is_some_and(|(pid, start)| {
+    let Some(local) = here(tag) else {
+        return false;
+    };
+    let well_formed = local.split_once(':').is_some_and(|(pid, start)| {
         pid.parse::<u32>().is_ok() && (start == "?" || start.parse::<u64>().is_ok())
     });
     well_formed && tag != this_process() && !is_alive(tag)
+}
+
+/// The `pid:start` of a tag of this host; `None` for another host's.
+fn here(tag: &str) -> Option<&str> {
+    match tag.rsplit_once('@') {
+        Some((local, host)) => (host == crate::store::postgres::host()).then_some(local),
+        None => Some(tag),
+    }
 }
 
 /// The process start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
@@ -64,7 +83,7 @@ mod tests {
         let tag = this_process();
         assert!(tag.starts_with(&format!("{}:", std::process::id())));
         assert!(
-            !tag.ends_with(":?"),
+            !tag.contains(":?@"),
             "start time should be readable on Linux: {tag}"
         );
         assert!(!is_alive("999999999:1"));
@@ -73,5 +92,23 @@ mod tests {
         let init = format!("1:{}", start_time(1).unwrap_or(0));
         assert!(is_alive(&init));
         assert!(!is_alive("1:123456789123"));
+        // Another machine's process is never looked up here: not alive by
+        // `/proc`, and not dead here either (its lease decides).
+        let elsewhere = format!(
+            "1:{}@another-host-{}",
+            start_time(1).unwrap_or(0),
+            std::process::id()
+        );
+        assert!(!is_alive(&elsewhere));
+        assert!(!is_dead_here(&elsewhere));
+        assert!(!is_dead_here("999999999:1@another-host"));
+        assert!(is_dead_here(&format!(
+            "999999999:1@{}",
+            crate::store::postgres::host()
+        )));
+        assert!(
+            tag.ends_with(&format!("@{}", crate::store::postgres::host())),
+            "{tag}"
+        );
     }
 }

@@ -33,7 +33,10 @@ impl From<StoreError> for JournalError {
             | StoreError::Sql(_)
             | StoreError::Corrupt(_)
             | StoreError::Write(_)
-            | StoreError::Read(_)) => JournalError::Backend(Box::new(other)),
+            | StoreError::Read(_)
+            | StoreError::Postgres(_)
+            | StoreError::Unreachable { .. }
+            | StoreError::TooNewServer { .. }) => JournalError::Backend(Box::new(other)),
         }
     }
 }
@@ -229,7 +232,10 @@ impl From<StoreError> for MemoryError {
             | StoreError::WriterGone
             | StoreError::Write(_)
             | StoreError::Read(_)
-            | StoreError::Fenced(_)) => MemoryError::Backend(Box::new(other)),
+            | StoreError::Fenced(_)
+            | StoreError::Postgres(_)
+            | StoreError::Unreachable { .. }
+            | StoreError::TooNewServer { .. }) => MemoryError::Backend(Box::new(other)),
         }
     }
 }

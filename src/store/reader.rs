@@ -52,7 +52,9 @@ fn receipt_row(row: &Row<'_>) -> rusqlite::Result<(Receipt, String)> {
     ))
 }
 
-fn receipts_from(rows: Vec<(Receipt, String)>) -> Result<Vec<Receipt>, StoreError> {
+pub(in crate::store) fn receipts_from(
+    rows: Vec<(Receipt, String)>,
+) -> Result<Vec<Receipt>, StoreError> {
     rows.into_iter()
         .map(|(mut receipt, verdict)| {
             receipt.body.verdict =
@@ -127,7 +129,7 @@ pub fn grants(conn: &Connection, session: &SessionId) -> Result<Vec<Grant>, Stor
 
 const SESSION_COLUMNS: &str = "id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call, thought_level";
 
-fn corrupt(what: &str, value: &str) -> StoreError {
+pub(in crate::store) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} {value:?}"))
 }
 
@@ -163,27 +165,27 @@ fn session_row(row: &Row<'_>) -> rusqlite::Result<RawSession> {
     })
 }
 
-struct RawSession {
-    id: String,
-    workspace: String,
-    origin: String,
-    provider: String,
-    model: String,
-    mode: String,
-    title: Option<String>,
-    mcp_servers: String,
-    created_at: i64,
-    updated_at: i64,
-    closed: bool,
-    conversation: Option<String>,
-    system_prompt: Option<String>,
-    instructions: Option<String>,
-    parent: Option<SessionParent>,
-    thought_level: Option<String>,
+pub(in crate::store) struct RawSession {
+    pub(in crate::store) id: String,
+    pub(in crate::store) workspace: String,
+    pub(in crate::store) origin: String,
+    pub(in crate::store) provider: String,
+    pub(in crate::store) model: String,
+    pub(in crate::store) mode: String,
+    pub(in crate::store) title: Option<String>,
+    pub(in crate::store) mcp_servers: String,
+    pub(in crate::store) created_at: i64,
+    pub(in crate::store) updated_at: i64,
+    pub(in crate::store) closed: bool,
+    pub(in crate::store) conversation: Option<String>,
+    pub(in crate::store) system_prompt: Option<String>,
+    pub(in crate::store) instructions: Option<String>,
+    pub(in crate::store) parent: Option<SessionParent>,
+    pub(in crate::store) thought_level: Option<String>,
 }
 
 impl RawSession {
-    fn into_session(self) -> Result<Session, StoreError> {
+    pub(in crate::store) fn into_session(self) -> Result<Session, StoreError> {
         Ok(Session {
             origin: Origin::parse(&self.origin).ok_or_else(|| corrupt("origin", &self.origin))?,
             mode: Mode::parse(&self.mode).ok_or_else(|| corrupt("mode", &self.mode))?,
@@ -318,21 +320,21 @@ fn history_rows(
 
 const RUN_COLUMNS: &str = "id, session_id, state, stop_reason, error, input_tokens, output_tokens, created_at, started_at, ended_at, cached_input_tokens, reasoning_tokens, cost, currency";
 
-struct RawRun {
-    id: String,
-    session_id: String,
-    state: String,
-    stop_reason: Option<String>,
-    error: Option<String>,
-    input_tokens: i64,
-    output_tokens: i64,
-    created_at: i64,
-    started_at: Option<i64>,
-    ended_at: Option<i64>,
-    cached_input_tokens: i64,
-    reasoning_tokens: i64,
-    cost: Option<f64>,
-    currency: Option<String>,
+pub(in crate::store) struct RawRun {
+    pub(in crate::store) id: String,
+    pub(in crate::store) session_id: String,
+    pub(in crate::store) state: String,
+    pub(in crate::store) stop_reason: Option<String>,
+    pub(in crate::store) error: Option<String>,
+    pub(in crate::store) input_tokens: i64,
+    pub(in crate::store) output_tokens: i64,
+    pub(in crate::store) created_at: i64,
+    pub(in crate::store) started_at: Option<i64>,
+    pub(in crate::store) ended_at: Option<i64>,
+    pub(in crate::store) cached_input_tokens: i64,
+    pub(in crate::store) reasoning_tokens: i64,
+    pub(in crate::store) cost: Option<f64>,
+    pub(in crate::store) currency: Option<String>,
 }
 
 fn run_row(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -355,7 +357,7 @@ fn run_row(row: &Row<'_>) -> rusqlite::Result<RawRun> {
 }
 
 impl RawRun {
-    fn into_info(self) -> Result<RunInfo, StoreError> {
+    pub(in crate::store) fn into_info(self) -> Result<RunInfo, StoreError> {
         let stop_reason = match self.stop_reason {
             Some(value) => {
                 Some(StopReason::parse(&value).ok_or_else(|| corrupt("stop reason", &value))?)

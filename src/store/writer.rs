@@ -25,6 +25,7 @@ use crate::core::lease::{Fence, Lease, LeaseKey};
 #[cfg(test)]
 pub(super) use recovery::UNFINISHED_RUNS;
 pub(super) use recovery::recover_interrupted;
+pub(in crate::store) use recovery::used;
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 

@@ -221,7 +221,7 @@ fn last_said(
 }
 
 /// What a run's model turns used and cost, from its tape's usage events.
-fn used(events: &[EventRecord]) -> (Usage, Option<Cost>) {
+pub(in crate::store) fn used(events: &[EventRecord]) -> (Usage, Option<Cost>) {
     let mut usage = Usage::default();
     let mut cost = None;
     for event in events {
