@@ -88,6 +88,9 @@ pub enum Command {
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
+    /// The store: SQLite in the data directory, or PostgreSQL (`--store`)
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Install and manage plugins: Claude Code plugin bundles of skills,
     /// commands, hooks and MCP servers, from a folder or a marketplace file
     #[command(subcommand)]
@@ -271,6 +274,20 @@ pub struct ChatArgs {
     pub session: Option<String>,
     #[command(flatten)]
     pub provider: ProviderArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Brings the store's schema to this pincer's version (every process
+    /// also does at start); running it again changes nothing
+    Migrate,
+    /// The backend, its schema version, and (on PostgreSQL) the instances
+    /// holding leases now, with their open runs
+    Status {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! Commands that inspect state, a module each: `sessions`, `runs`, `tape`,
 //! `context`, `channels` (the outbox), `verify` (through `Audit`), `doctor`,
-//! `trust`, `skills`, `plugins` (`pincer plugin`), and `config show` here.
+//! `trust`, `skills`, `plugins` (`pincer plugin`), `store` (`pincer store`),
+//! and `config show` here.
 
 mod channels;
 mod context;
@@ -9,6 +10,7 @@ mod plugins;
 mod runs;
 mod sessions;
 mod skills;
+mod store;
 mod tape;
 mod trust;
 mod verify;
@@ -20,6 +22,7 @@ pub use plugins::plugin;
 pub use runs::runs;
 pub use sessions::sessions;
 pub use skills::skills;
+pub use store::store;
 pub use tape::tape;
 pub use trust::trust;
 pub use verify::verify;

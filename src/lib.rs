@@ -31,5 +31,7 @@ pub mod skills;
 pub mod stdout;
 pub mod store;
 pub mod terminal;
+#[cfg(test)]
+pub mod testing;
 pub mod tools;
 pub mod views;

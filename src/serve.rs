@@ -27,6 +27,7 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     }
     let app = opened;
     let runtime = app.runtime.clone();
+    runtime.keep_process_lease();
     let shutdown = CancellationToken::new();
     crate::app::spawn_signal_watch(shutdown.clone());
     let http_stop = CancellationToken::new();
@@ -71,6 +72,8 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
         .start_channels(&args.channels, channels_stop.clone())
         .await?;
 
+    let recovering = spawn_recovery(&app, channels_stop.clone());
+
     let early = tokio::select! {
         _ = shutdown.cancelled() => None,
         served = async {
@@ -88,6 +91,9 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     channels_stop.cancel();
     for hub in &hubs {
         hub.stopped().await;
+    }
+    if let Some(recovering) = recovering {
+        let _ = recovering.await;
     }
     runtime.shutdown().await;
     http_stop.cancel();
@@ -142,4 +148,44 @@ impl http::acp::Connections for AcpOverWebSocket {
     fn max_message_bytes(&self) -> usize {
         self.options.max_line_bytes
     }
+}
+
+/// On PostgreSQL, instances come and go while this one serves: every lease
+/// period it ends the runs of instances whose leases lapsed (`kill -9`, a
+/// lost machine), each run once across the survivors. (On SQLite every
+/// process recovers at open, and a server's peers are the editors and
+/// scripts of one machine.)
+fn spawn_recovery(
+    app: &crate::app::App,
+    stop: CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    app.store.postgres()?;
+    let store = app.store.clone();
+    let period = match &app.config.session_lease_secs {
+        Some(secs) => std::time::Duration::from_secs(secs.value),
+        None => std::time::Duration::from_millis(
+            u64::try_from(crate::core::runtime::LeaseTiming::default().ttl_ms).unwrap_or(15_000),
+        ),
+    };
+    Some(tokio::spawn(async move {
+        let mut every = tokio::time::interval(period.max(std::time::Duration::from_secs(1)));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            let Some(pg) = store.postgres() else { return };
+            match pg.recover_gone().await {
+                Ok(recovery) if !recovery.interrupted_runs.is_empty() => tracing::warn!(
+                    runs = recovery.interrupted_runs.len(),
+                    "marked runs of instances that are gone as interrupted"
+                ),
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot look for runs of instances that are gone")
+                }
+            }
+        }
+    }))
 }

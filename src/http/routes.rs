@@ -189,17 +189,24 @@ async fn healthz() -> Response {
     axum::Json(json!({ "status": "ok" })).into_response()
 }
 
+/// How long `/readyz` waits for the store.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 async fn readyz(State(state): State<AppState>) -> Result<Response, ApiError> {
     if state.shared.closing.is_cancelled() {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
-    state
-        .shared
-        .api
-        .runtime
-        .flush()
+    // A store that does not answer (a database server down) fails the
+    // check rather than hanging it; the store reconnects by itself.
+    let flushed = tokio::time::timeout(READY_WAIT, state.shared.api.runtime.flush())
         .await
-        .map_err(|err| ApiError::unavailable(format!("the store is not writable: {err}")))?;
+        .map_err(|_| {
+            ApiError::unavailable(format!(
+                "the store did not answer within {} s",
+                READY_WAIT.as_secs()
+            ))
+        })?;
+    flushed.map_err(|err| ApiError::unavailable(format!("the store is not writable: {err}")))?;
     Ok(axum::Json(json!({ "status": "ready" })).into_response())
 }
 

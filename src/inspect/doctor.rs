@@ -4,6 +4,7 @@
 
 mod memory;
 mod providers;
+mod store;
 
 use anyhow::anyhow;
 
@@ -79,7 +80,7 @@ async fn checks(config: &Config, online: bool) -> Result<Vec<Check>, Failure> {
     }
     checks.extend(plugin_checks(config));
     checks.extend(mcp_checks(config).await);
-    checks.push(database_check(config)?);
+    checks.extend(store::checks(config).await?);
     let (ok, token) = crate::http::auth::describe(
         &crate::app::wiring::token_place(config),
         &config.data_dir.value,
@@ -189,22 +190,6 @@ fn plugin_checks(config: &Config) -> Vec<Check> {
             }
         })
         .collect()
-}
-
-/// The database opens, at the schema version it reports.
-fn database_check(config: &Config) -> Result<Check, Failure> {
-    let path = config.database_path();
-    Ok(match crate::store::Store::open(&path) {
-        Ok((store, _)) => {
-            let version = crate::store::probe(&path).map_err(Failure::failed)?;
-            store.shutdown();
-            Check::ok(
-                "database",
-                format!("{} (schema version {version})", path.display()),
-            )
-        }
-        Err(err) => Check::fail("database", err.to_string()),
-    })
 }
 
 /// Whether shell commands can run as `sandbox` asks: confined, or

@@ -142,9 +142,9 @@ impl Postgres {
         let pool = server.pool(POOL_SIZE)?;
         let changes = Arc::new(watch::Sender::new(0_u64));
         let bump = changes.clone();
+        drop(client);
         let writer = writer::spawn(
             server.clone(),
-            client,
             Box::new(move || bump.send_modify(|n| *n = n.wrapping_add(1))),
         )?;
         let stop = tokio_util::sync::CancellationToken::new();
@@ -256,6 +256,23 @@ impl Postgres {
             .collect::<Result<_, tokio_postgres::Error>>()
             .map_err(|err| pg_error(&err))?;
         Ok(Status { version, instances })
+    }
+
+    /// Open runs whose owner holds no live process lease (and whose
+    /// session's lease lapsed): what the next recovery will end.
+    pub async fn orphaned_runs(&self, now: Millis) -> Result<i64, StoreError> {
+        let client = self.client().await?;
+        client
+            .query_one(
+                "SELECT COUNT(*) FROM runs r
+                 WHERE r.state IN ('queued', 'running', 'waiting')
+                   AND NOT EXISTS (SELECT 1 FROM leases p WHERE p.key = 'process:' || r.owner AND p.expires_at > $1)
+                   AND NOT EXISTS (SELECT 1 FROM leases s WHERE s.key = r.session_id AND s.expires_at > $1)",
+                &[&now],
+            )
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(|err| pg_error(&err))
     }
 
     /// Marks the runs of instances that are gone as interrupted, as an
@@ -819,5 +836,226 @@ impl Leases for Postgres {
 impl Notifier for Postgres {
     fn watch(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::Postgres;
+    use crate::core::journal::contract::Backend;
+
+    /// A fresh database on the test server, as a URL.
+    pub(crate) fn fresh_url() -> String {
+        crate::testing::postgres::shared().fresh_database()
+    }
+
+    async fn fresh() -> Backend {
+        let (store, _) = Postgres::open(&fresh_url()).await.unwrap();
+        let stop = store.clone();
+        Backend {
+            journal: Arc::new(store.clone()),
+            audit: Arc::new(store.clone()),
+            leases: Arc::new(store),
+            stop: Box::new(move || stop.shutdown()),
+            dir: None,
+        }
+    }
+
+    crate::journal_contract!(fresh().await);
+
+    #[tokio::test]
+    async fn postgres_leases_keep_the_contract() {
+        let (store, _) = Postgres::open(&fresh_url()).await.unwrap();
+        crate::core::lease::contract::one_holder_and_growing_tokens(&store).await;
+        store.shutdown();
+    }
+
+    fn receipt(n: usize) -> crate::core::receipt::ReceiptBody {
+        crate::core::receipt::ReceiptBody {
+            session_id: crate::core::ids::SessionId::from_string("ses_chain".into()),
+            run_id: crate::core::ids::RunId::from_string(format!("run_{}", n % 7)),
+            call_id: format!("call_{n}"),
+            tool: "read_file".into(),
+            input_hash: format!("{n:064}"),
+            output_hash: format!("{n:064}"),
+            verdict: crate::core::receipt::Verdict::Allowed,
+            is_error: false,
+            at: 1_000 + n as i64,
+            hooks: Vec::new(),
+            skills: Vec::new(),
+        }
+    }
+
+    async fn sql(url: &str, statement: &str) -> Result<u64, String> {
+        let server = super::connect::Server::parse(url).unwrap();
+        let client = server.connect().await.unwrap();
+        client
+            .execute(statement, &[])
+            .await
+            .map_err(|err| crate::causes::chain(&err))
+    }
+
+    /// The tape and the receipts are append-only in the database itself:
+    /// a person with `psql` cannot change or remove a line either.
+    #[tokio::test]
+    async fn the_database_refuses_to_change_the_tape_or_the_receipts() {
+        use crate::core::journal::{Journal as _, Write};
+        let url = fresh_url();
+        let (store, _) = Postgres::open(&url).await.unwrap();
+        let session = crate::core::ids::SessionId::from_string("ses_kept".into());
+        let run = crate::core::ids::RunId::from_string("run_kept".into());
+        store
+            .commit(Write::AppendEvent(crate::core::event::EventRecord {
+                session_id: session,
+                run_id: run,
+                seq: 0,
+                at: 1,
+                event: crate::core::event::Event::TextDelta {
+                    text: "kept".into(),
+                },
+            }))
+            .await
+            .unwrap();
+        store
+            .commit(Write::AppendReceipt(receipt(1)))
+            .await
+            .unwrap();
+        for statement in [
+            "UPDATE tape SET payload = '{}'",
+            "DELETE FROM tape",
+            "TRUNCATE tape",
+            "UPDATE receipts SET hash = 'x'",
+            "DELETE FROM receipts",
+            "TRUNCATE receipts",
+        ] {
+            let err = sql(&url, statement).await.unwrap_err();
+            assert!(err.contains("append-only"), "{statement}: {err}");
+        }
+        store.shutdown();
+    }
+
+    /// Two instances appending receipts at once make one chain: each
+    /// append takes the head under a row lock inside its transaction.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_instances_never_fork_the_receipt_chain() {
+        use crate::core::journal::{Audit as _, Journal as _, Write};
+        let url = fresh_url();
+        let (one, _) = Postgres::open(&url).await.unwrap();
+        let (two, _) = Postgres::open(&url).await.unwrap();
+        let mut tasks = Vec::new();
+        for (k, store) in [one.clone(), two.clone()].into_iter().enumerate() {
+            tasks.push(tokio::spawn(async move {
+                for n in 0..150 {
+                    let write = Write::AppendReceipt(receipt(k * 1_000 + n));
+                    if n % 10 == 9 {
+                        store.commit(write).await.unwrap();
+                    } else {
+                        store.submit(write);
+                    }
+                }
+                store.flush().await.unwrap();
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let receipts = one.receipts(1, 10_000).await.unwrap();
+        assert_eq!(receipts.len(), 300);
+        let (count, _) = crate::core::receipt::verify(&receipts).unwrap();
+        assert_eq!(count, 300);
+        one.shutdown();
+        two.shutdown();
+    }
+
+    /// Opening migrates once however many instances open together; a
+    /// schema newer than this Pincer knows is refused, naming both.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn instances_migrate_once_and_refuse_a_newer_schema() {
+        let url = fresh_url();
+        let opens: Vec<_> = (0..4)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { Postgres::open(&url).await.map(|(s, _)| s) })
+            })
+            .collect();
+        for open in opens {
+            let store = open.await.unwrap().unwrap();
+            assert_eq!(
+                store.status().await.unwrap().version,
+                super::schema_version()
+            );
+            store.shutdown();
+        }
+        let server = super::connect::Server::parse(&url).unwrap();
+        let client = server.connect().await.unwrap();
+        assert_eq!(
+            super::migrate(&client).await.unwrap(),
+            super::schema_version()
+        );
+        let rows = client
+            .query_one("SELECT COUNT(*) FROM pincer_schema", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+        assert_eq!(rows, super::schema_version());
+        let newer = super::schema_version() + 1;
+        client
+            .execute(
+                "INSERT INTO pincer_schema (version, at) VALUES ($1, 0)",
+                &[&i32::try_from(newer).unwrap()],
+            )
+            .await
+            .unwrap();
+        let err = Postgres::open(&url).await.err().unwrap().to_string();
+        assert!(
+            err.contains(&format!("schema version {newer}"))
+                && err.contains(&format!("({})", super::schema_version())),
+            "{err}"
+        );
+    }
+
+    /// What was committed is there for the next instance that opens, and
+    /// another instance's commit wakes this one's followers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commits_outlive_the_instance_and_wake_the_others() {
+        use crate::core::journal::{Journal as _, Write};
+        use crate::core::notify::Notifier as _;
+        let url = fresh_url();
+        let (one, _) = Postgres::open(&url).await.unwrap();
+        let (two, _) = Postgres::open(&url).await.unwrap();
+        let mut woken = two.watch();
+        woken.borrow_and_update();
+        let session = crate::core::ids::SessionId::from_string("ses_wake".into());
+        one.commit(Write::InsertSession(crate::core::session::Session {
+            id: session.clone(),
+            workspace: "/ws".into(),
+            origin: crate::core::session::Origin::Headless,
+            provider: "p".into(),
+            model: "m".into(),
+            mode: crate::core::session::Mode::Supervised,
+            title: Some("kept".into()),
+            mcp_servers: serde_json::json!([]),
+            created_at: 1,
+            updated_at: 1,
+            closed: false,
+            conversation: None,
+            prompt: crate::core::session::PromptSettings::default(),
+            parent: None,
+            thought_level: None,
+        }))
+        .await
+        .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(2), woken.changed())
+            .await
+            .expect("the other instance was not woken within 2 s")
+            .unwrap();
+        one.shutdown();
+        let (three, _) = Postgres::open(&url).await.unwrap();
+        let kept = three.session(&session).await.unwrap().unwrap();
+        assert_eq!(kept.title.as_deref(), Some("kept"));
+        two.shutdown();
+        three.shutdown();
     }
 }

@@ -62,11 +62,13 @@ impl Runtime {
     }
 
     /// Holds this process's own lease (`LeaseKey::process`) from its first
-    /// run until shutdown, renewed as a session's is: while it lives, the
-    /// runs it queued behind another process's are its own; once it lapses
-    /// (the process killed or stopped past it), whoever opens the journal
-    /// next ends them (`store::writer::recover_interrupted`).
-    pub(super) fn keep_process_lease(&self) {
+    /// run (or from the start, for `pincer serve`, which shows as a live
+    /// instance in `pincer store status` so) until shutdown, renewed as a
+    /// session's is: while it lives, the runs it queued behind another
+    /// process's are its own; once it lapses (the process killed or stopped
+    /// past it), whoever opens the journal next (or a serving instance's
+    /// periodic recovery) ends them.
+    pub fn keep_process_lease(&self) {
         let Some((leases, holder)) = self.inner.leases.clone() else {
             return;
         };

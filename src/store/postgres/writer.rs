@@ -116,11 +116,11 @@ impl Drop for WriterHandle {
     }
 }
 
-/// Starts the writer thread with its first connection; `committed` is
-/// called after each commit (the local notifier).
+/// Starts the writer thread, which makes its own connection (driven by its
+/// own runtime, so stopping it from any thread can wait for its last
+/// commit); `committed` is called after each commit (the local notifier).
 pub(super) fn spawn(
     server: Server,
-    client: Client,
     committed: Box<dyn Fn() + Send>,
 ) -> Result<WriterHandle, StoreError> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -137,7 +137,7 @@ pub(super) fn spawn(
                     return;
                 }
             };
-            runtime.block_on(run(server, client, rx, committed));
+            runtime.block_on(run(server, rx, committed));
         })
         .map_err(|err| StoreError::Write(format!("cannot start writer thread: {err}")))?;
     Ok(WriterHandle {
@@ -148,13 +148,12 @@ pub(super) fn spawn(
 
 async fn run(
     server: Server,
-    client: Client,
     mut rx: mpsc::UnboundedReceiver<Command>,
     committed: Box<dyn Fn() + Send>,
 ) {
     let mut writer = Writer {
         server,
-        client: Some(client),
+        client: None,
     };
     let mut group: Vec<Command> = Vec::with_capacity(256);
     loop {
@@ -208,6 +207,12 @@ impl Writer {
             .iter()
             .any(|c| matches!(c, Command::Write(..) | Command::Lease(..)));
         if !writes {
+            // Nothing to write: a flush still learns that the server
+            // answers (`/readyz`), waiting while it does not.
+            let flushing = group.iter().any(|c| matches!(c, Command::Flush(_)));
+            if flushing && !stopping {
+                self.reachable().await;
+            }
             for command in group.drain(..) {
                 if let Command::Flush(ack) = command {
                     let _ = ack.send(Ok(()));
@@ -315,6 +320,27 @@ impl Writer {
             Some(_) | None => self.server.connect().await?,
         };
         Ok(self.client.insert(client))
+    }
+
+    /// Waits until the server answers.
+    async fn reachable(&mut self) {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.connected().await {
+                Ok(client) => match client.simple_query("SELECT 1").await {
+                    Ok(_) => return,
+                    Err(err) => {
+                        tracing::warn!(error = %crate::causes::chain(&err), "the database is unreachable");
+                        self.client = None;
+                    }
+                },
+                Err(err) => {
+                    tracing::warn!(error = %crate::causes::chain(&err), "the database is unreachable");
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
     }
 
     /// Whether the transaction with `marker` committed; `None` while that

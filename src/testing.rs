@@ -1,0 +1,2 @@
+//! Test support (temporary: replaced by the harness branch).
+pub mod postgres;
