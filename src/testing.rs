@@ -1,2 +1,4 @@
-//! Test support (temporary: replaced by the harness branch).
+//! Test support shared by the library's unit tests (and, by path, the
+//! integration tests): a real PostgreSQL server.
+
 pub mod postgres;

@@ -145,7 +145,7 @@ fn item_row(row: &Row<'_>) -> rusqlite::Result<(MemoryItem, String, String)> {
     ))
 }
 
-fn finish(
+pub(super) fn finish(
     (mut item, scope, source): (MemoryItem, String, String),
 ) -> Result<MemoryItem, StoreError> {
     if Scope::parse(&scope).is_none() {

@@ -66,6 +66,10 @@ const POOL_SIZE: usize = 8;
 pub(super) enum PgFailure {
     Db(tokio_postgres::Error),
     Store(StoreError),
+    /// Refused, but what the write did before it found out stands (an
+    /// inbound message seen before still moves its polling cursor on, as
+    /// on SQLite): reported to the caller, not undone.
+    Kept(StoreError),
 }
 
 impl From<tokio_postgres::Error> for PgFailure {
@@ -203,7 +207,10 @@ impl Postgres {
                 url: self.inner.server.shown.clone(),
                 reason: crate::causes::chain(&err),
             },
-            other => StoreError::Unreachable {
+            other @ (deadpool_postgres::PoolError::Timeout(_)
+            | deadpool_postgres::PoolError::Closed
+            | deadpool_postgres::PoolError::NoRuntimeSpecified
+            | deadpool_postgres::PoolError::PostCreateHook(_)) => StoreError::Unreachable {
                 url: self.inner.server.shown.clone(),
                 reason: other.to_string(),
             },
@@ -499,10 +506,7 @@ async fn recover(client: &tokio_postgres::Client) -> Result<Recovery, StoreError
                 now,
             )
             .await
-            .map_err(|failure| match failure {
-                PgFailure::Db(err) => pg_error(&err),
-                PgFailure::Store(err) => err,
-            })?;
+            .map_err(StoreError::from)?;
             recovery.interrupted_runs.push(RunId::from_string(id));
         }
         if !recovery.interrupted_runs.is_empty() {
@@ -530,7 +534,7 @@ impl From<PgFailure> for StoreError {
     fn from(failure: PgFailure) -> Self {
         match failure {
             PgFailure::Db(err) => pg_error(&err),
-            PgFailure::Store(err) => err,
+            PgFailure::Store(err) | PgFailure::Kept(err) => err,
         }
     }
 }
@@ -901,7 +905,7 @@ mod tests {
     /// a person with `psql` cannot change or remove a line either.
     #[tokio::test]
     async fn the_database_refuses_to_change_the_tape_or_the_receipts() {
-        use crate::core::journal::{Journal as _, Write};
+        use crate::core::journal::Write;
         let url = fresh_url();
         let (store, _) = Postgres::open(&url).await.unwrap();
         let session = crate::core::ids::SessionId::from_string("ses_kept".into());
@@ -940,7 +944,7 @@ mod tests {
     /// append takes the head under a row lock inside its transaction.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_instances_never_fork_the_receipt_chain() {
-        use crate::core::journal::{Audit as _, Journal as _, Write};
+        use crate::core::journal::{Audit as _, Write};
         let url = fresh_url();
         let (one, _) = Postgres::open(&url).await.unwrap();
         let (two, _) = Postgres::open(&url).await.unwrap();

@@ -43,6 +43,7 @@ mod memory_embeddings;
 mod packaging;
 mod pipes;
 mod plugins;
+mod postgres_faces;
 mod prompt;
 mod protected;
 mod providers;

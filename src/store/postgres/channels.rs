@@ -1,76 +1,438 @@
-//! The chat channels' rows on PostgreSQL: being written (the helper's part).
+//! The chat channels' rows on PostgreSQL: the inbox (deduplicated by its
+//! primary key), the outbox (durable send intents), polling cursors,
+//! conversation → session mappings, paired senders and live drafts. The
+//! same effects as the SQLite store's (`store::channels`). An intent is
+//! changed with its row locked; claiming it for a send (`sending`) skips a
+//! row another instance holds (`FOR UPDATE SKIP LOCKED`) and is refused
+//! as a conflict rather than waited for.
 
 use tokio_postgres::Client;
 
 use super::PgFailure;
 use crate::core::channel::{
-    ChannelWrite, ConversationKey, Draft, InboxEntry, IntentStatus, SendIntent,
+    ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus, IntentUpdate,
+    SendIntent,
 };
-use crate::core::ids::SessionId;
+use crate::core::ids::{RunId, SessionId};
 use crate::store::StoreError;
 
-fn pending() -> StoreError {
-    StoreError::Postgres("chat channels on PostgreSQL are not built yet".into())
+fn db(err: tokio_postgres::Error) -> StoreError {
+    super::pg_error(&err)
 }
 
-pub(super) async fn apply(_client: &Client, _write: &ChannelWrite) -> Result<(), PgFailure> {
-    Err(PgFailure::Store(pending()))
+fn json<T: serde::Serialize>(value: &T) -> Result<String, PgFailure> {
+    serde_json::to_string(value).map_err(|err| PgFailure::Store(StoreError::Write(err.to_string())))
 }
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("{what}: {err}")))
+}
+
+fn conflict(message: String) -> PgFailure {
+    PgFailure::Store(StoreError::Conflict(message))
+}
+
+pub(super) async fn apply(client: &Client, write: &ChannelWrite) -> Result<(), PgFailure> {
+    match write {
+        ChannelWrite::RecordInbound {
+            message,
+            cursor,
+            at,
+        } => {
+            // The cursor moves on even past a message seen before.
+            if let Some((name, value)) = cursor {
+                put_cursor(client, &message.channel, &message.account, name, value).await?;
+            }
+            let inserted = client
+                .execute(
+                    "INSERT INTO channel_inbox
+                        (channel, account, message_id, target, state, message, received_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 'recorded', $5, $6, $6)
+                     ON CONFLICT (channel, account, message_id) DO NOTHING",
+                    &[
+                        &message.channel,
+                        &message.account,
+                        &message.id,
+                        &json(&message.target)?,
+                        &json(message)?,
+                        at,
+                    ],
+                )
+                .await?;
+            if inserted == 0 {
+                return Err(PgFailure::Kept(StoreError::Conflict(format!(
+                    "message {} of {}/{} was already received",
+                    message.id, message.channel, message.account
+                ))));
+            }
+        }
+        ChannelWrite::SetInboxState {
+            channel,
+            account,
+            ids,
+            state,
+            run_id,
+            at,
+        } => {
+            client
+                .execute(
+                    "UPDATE channel_inbox SET state = $4, run_id = COALESCE($5, run_id), updated_at = $6
+                     WHERE channel = $1 AND account = $2 AND message_id = ANY($3)",
+                    &[
+                        channel,
+                        account,
+                        ids,
+                        &state.as_str(),
+                        &run_id.as_ref().map(RunId::as_str),
+                        at,
+                    ],
+                )
+                .await?;
+        }
+        ChannelWrite::PutCursor {
+            channel,
+            account,
+            name,
+            value,
+        } => put_cursor(client, channel, account, name, value).await?,
+        ChannelWrite::InsertIntent(intent) => {
+            // Recorded already claimed (a live draft's first send): by us.
+            let owner = (intent.status == IntentStatus::Sending).then(crate::store::process_tag);
+            client
+                .execute(
+                    "INSERT INTO channel_outbox
+                        (id, channel, account, status, next_attempt_at, owner, intent, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[
+                        &intent.id,
+                        &intent.channel,
+                        &intent.account,
+                        &intent.status.as_str(),
+                        &intent.next_attempt_at,
+                        &owner,
+                        &json(intent)?,
+                        &intent.created_at,
+                        &intent.updated_at,
+                    ],
+                )
+                .await?;
+        }
+        ChannelWrite::UpdateIntent(update) => update_intent(client, update).await?,
+        ChannelWrite::MapConversation {
+            key,
+            session_id,
+            at,
+        } => {
+            client
+                .execute(
+                    "INSERT INTO channel_sessions (channel, account, target, session_id, created_at)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (channel, account, target) DO UPDATE
+                     SET session_id = excluded.session_id, created_at = excluded.created_at",
+                    &[
+                        &key.channel,
+                        &key.account,
+                        &json(&key.target)?,
+                        &session_id.as_str(),
+                        at,
+                    ],
+                )
+                .await?;
+        }
+        ChannelWrite::PairPeer {
+            channel,
+            account,
+            sender,
+            at,
+        } => {
+            client
+                .execute(
+                    "INSERT INTO channel_peers (channel, account, sender, paired_at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT DO NOTHING",
+                    &[channel, account, sender, at],
+                )
+                .await?;
+        }
+        ChannelWrite::DeleteDraft { run_id } => {
+            client
+                .execute(
+                    "DELETE FROM channel_drafts WHERE run_id = $1",
+                    &[&run_id.as_str()],
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn put_cursor(
+    client: &Client,
+    channel: &str,
+    account: &str,
+    name: &str,
+    value: &str,
+) -> Result<(), PgFailure> {
+    client
+        .execute(
+            "INSERT INTO channel_cursors (channel, account, name, value) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value",
+            &[&channel, &account, &name, &value],
+        )
+        .await?;
+    Ok(())
+}
+
+async fn update_intent(client: &Client, update: &IntentUpdate) -> Result<(), PgFailure> {
+    let claiming = update.status == IntentStatus::Sending;
+    let lock = if claiming {
+        "FOR UPDATE SKIP LOCKED"
+    } else {
+        "FOR UPDATE"
+    };
+    let stored = client
+        .query_opt(
+            &format!("SELECT intent FROM channel_outbox WHERE id = $1 {lock}"),
+            &[&update.id],
+        )
+        .await?;
+    let Some(stored) = stored else {
+        let exists = client
+            .query_opt("SELECT 1 FROM channel_outbox WHERE id = $1", &[&update.id])
+            .await?
+            .is_some();
+        return Err(conflict(if exists {
+            format!(
+                "send intent {} is being claimed by another instance",
+                update.id
+            )
+        } else {
+            format!("no send intent {}", update.id)
+        }));
+    };
+    let stored: String = stored.try_get(0)?;
+    let mut intent: SendIntent = parse("send intent", &stored).map_err(PgFailure::Store)?;
+    update.apply(&mut intent).map_err(conflict)?;
+    let owner = claiming.then(crate::store::process_tag);
+    client
+        .execute(
+            "UPDATE channel_outbox SET status = $2, next_attempt_at = $3, owner = $4, intent = $5, updated_at = $6
+             WHERE id = $1",
+            &[
+                &update.id,
+                &intent.status.as_str(),
+                &intent.next_attempt_at,
+                &owner,
+                &json(&intent)?,
+                &update.at,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Open intents (held, pending, sending, committing) of one channel
+/// account, oldest first, each with the process that claimed it.
 pub(super) async fn open_intents(
-    _c: &Client,
-    _channel: &str,
-    _account: &str,
+    client: &Client,
+    channel: &str,
+    account: &str,
 ) -> Result<Vec<(SendIntent, Option<String>)>, StoreError> {
-    Err(pending())
+    let rows = client
+        .query(
+            "SELECT intent, owner FROM channel_outbox
+             WHERE channel = $1 AND account = $2 AND status IN ('held', 'pending', 'sending', 'committing')
+             ORDER BY created_at, id",
+            &[&channel, &account],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let intent: String = row.try_get(0).map_err(db)?;
+            let owner: Option<String> = row.try_get(1).map_err(db)?;
+            Ok((parse("send intent", &intent)?, owner))
+        })
+        .collect()
 }
-pub(super) async fn intent(_c: &Client, _id: &str) -> Result<Option<SendIntent>, StoreError> {
-    Err(pending())
+
+pub(super) async fn intent(client: &Client, id: &str) -> Result<Option<SendIntent>, StoreError> {
+    let row = client
+        .query_opt("SELECT intent FROM channel_outbox WHERE id = $1", &[&id])
+        .await
+        .map_err(db)?;
+    row.map(|row| parse("send intent", &row.try_get::<_, String>(0).map_err(db)?))
+        .transpose()
 }
+
+/// Intents, optionally of one status, most recently changed first.
 pub(super) async fn intents(
-    _c: &Client,
-    _status: Option<IntentStatus>,
-    _limit: usize,
+    client: &Client,
+    status: Option<IntentStatus>,
+    limit: usize,
 ) -> Result<Vec<SendIntent>, StoreError> {
-    Err(pending())
+    let rows = client
+        .query(
+            "SELECT intent FROM channel_outbox WHERE ($1::TEXT IS NULL OR status = $1)
+             ORDER BY updated_at DESC, id LIMIT $2",
+            &[
+                &status.map(|s| s.as_str()),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| parse("send intent", &row.try_get::<_, String>(0).map_err(db)?))
+        .collect()
 }
+
+/// How many intents are in each status, per channel.
 pub(super) async fn intent_counts(
-    _c: &Client,
+    client: &Client,
 ) -> Result<Vec<(String, IntentStatus, u64)>, StoreError> {
-    Err(pending())
+    let rows = client
+        .query(
+            "SELECT channel, status, COUNT(*) FROM channel_outbox GROUP BY channel, status ORDER BY channel, status",
+            &[],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let channel: String = row.try_get(0).map_err(db)?;
+            let status: String = row.try_get(1).map_err(db)?;
+            let count: i64 = row.try_get(2).map_err(db)?;
+            let status = IntentStatus::parse(&status)
+                .ok_or_else(|| StoreError::Corrupt(format!("intent status {status:?}")))?;
+            Ok((channel, status, u64::try_from(count).unwrap_or(0)))
+        })
+        .collect()
 }
+
+/// Inbound messages not yet done (recorded or dispatched), oldest first.
 pub(super) async fn open_inbox(
-    _c: &Client,
-    _channel: &str,
-    _account: &str,
+    client: &Client,
+    channel: &str,
+    account: &str,
 ) -> Result<Vec<InboxEntry>, StoreError> {
-    Err(pending())
+    let rows = client
+        .query(
+            "SELECT message, state, run_id, received_at FROM channel_inbox
+             WHERE channel = $1 AND account = $2 AND state IN ('recorded', 'dispatched')
+             ORDER BY received_at, message_id",
+            &[&channel, &account],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let message: String = row.try_get(0).map_err(db)?;
+            let state: String = row.try_get(1).map_err(db)?;
+            let run_id: Option<String> = row.try_get(2).map_err(db)?;
+            Ok(InboxEntry {
+                message: parse("inbound message", &message)?,
+                state: InboxState::parse(&state)
+                    .ok_or_else(|| StoreError::Corrupt(format!("inbox state {state:?}")))?,
+                run_id: run_id.map(RunId::from_string),
+                received_at: row.try_get(3).map_err(db)?,
+            })
+        })
+        .collect()
 }
+
 pub(super) async fn cursor(
-    _c: &Client,
-    _channel: &str,
-    _account: &str,
-    _name: &str,
+    client: &Client,
+    channel: &str,
+    account: &str,
+    name: &str,
 ) -> Result<Option<String>, StoreError> {
-    Err(pending())
+    client
+        .query_opt(
+            "SELECT value FROM channel_cursors WHERE channel = $1 AND account = $2 AND name = $3",
+            &[&channel, &account, &name],
+        )
+        .await
+        .map_err(db)?
+        .map(|row| row.try_get(0).map_err(db))
+        .transpose()
 }
+
 pub(super) async fn conversation(
-    _c: &Client,
-    _key: &ConversationKey,
+    client: &Client,
+    key: &ConversationKey,
 ) -> Result<Option<SessionId>, StoreError> {
-    Err(pending())
+    let target = serde_json::to_string(&key.target)
+        .map_err(|err| StoreError::Read(format!("conversation target: {err}")))?;
+    client
+        .query_opt(
+            "SELECT session_id FROM channel_sessions WHERE channel = $1 AND account = $2 AND target = $3",
+            &[&key.channel, &key.account, &target],
+        )
+        .await
+        .map_err(db)?
+        .map(|row| row.try_get::<_, String>(0).map(SessionId::from_string).map_err(db))
+        .transpose()
 }
+
 pub(super) async fn is_paired(
-    _c: &Client,
-    _channel: &str,
-    _account: &str,
-    _sender: &str,
+    client: &Client,
+    channel: &str,
+    account: &str,
+    sender: &str,
 ) -> Result<bool, StoreError> {
-    Err(pending())
+    Ok(client
+        .query_opt(
+            "SELECT 1 FROM channel_peers WHERE channel = $1 AND account = $2 AND sender = $3",
+            &[&channel, &account, &sender],
+        )
+        .await
+        .map_err(db)?
+        .is_some())
 }
+
 pub(super) async fn drafts(
-    _c: &Client,
-    _channel: &str,
-    _account: &str,
+    client: &Client,
+    channel: &str,
+    account: &str,
 ) -> Result<Vec<Draft>, StoreError> {
-    Err(pending())
+    let rows = client
+        .query(
+            "SELECT run_id, target, platform_id, text FROM channel_drafts WHERE channel = $1 AND account = $2",
+            &[&channel, &account],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            let run_id: String = row.try_get(0).map_err(db)?;
+            let target: String = row.try_get(1).map_err(db)?;
+            Ok(Draft {
+                run_id: RunId::from_string(run_id),
+                target: parse("draft target", &target)?,
+                platform_id: row.try_get(2).map_err(db)?,
+                text: row.try_get(3).map_err(db)?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::core::channel::contract::Backend;
+    use crate::store::postgres::Postgres;
+
+    async fn fresh() -> Backend {
+        let url = crate::testing::postgres::shared().fresh_database();
+        let (store, _) = Postgres::open(&url).await.unwrap();
+        Backend {
+            journal: Arc::new(store.clone()),
+            counts: Arc::new(store),
+            dir: None,
+        }
+    }
+
+    crate::channel_contract!(fresh().await);
 }

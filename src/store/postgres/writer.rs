@@ -436,6 +436,7 @@ async fn attempt(
                 };
                 match result {
                     Ok(()) => Outcome::Write(Ok(())),
+                    Err(PgFailure::Kept(err)) => Outcome::Write(Err(err)),
                     Err(PgFailure::Db(err)) if broken(&err) || transient(&err) || !isolate => {
                         let _ = client.batch_execute("ROLLBACK").await;
                         return Err(classify(&err, false));
@@ -510,12 +511,12 @@ where
     // leases it read are read again.
     let result = apply(client, leases).await;
     match result {
-        Ok(()) => {
+        Ok(()) | Err(PgFailure::Kept(_)) => {
             client
                 .batch_execute("RELEASE SAVEPOINT write")
                 .await
                 .map_err(PgFailure::Db)?;
-            Ok(())
+            result
         }
         Err(err) => {
             client

@@ -670,3 +670,8 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A real PostgreSQL server (`src/testing/postgres.rs`, shared with the
+/// library's unit tests).
+#[path = "../../../src/testing/postgres.rs"]
+pub mod postgres;
