@@ -8,8 +8,9 @@
 # ACP SDK (PyPI, pinned in tests/fixtures/python-acp/requirements.txt) in
 # tests/fixtures/python-acp/.venv; the Agent Skills reference validator
 # (PyPI `skills-ref`, pinned in tests/fixtures/skills-ref/requirements.txt)
-# in tests/fixtures/skills-ref/.venv; and tmux, in which
-# tests/it/terminal.rs drives `pincer chat`.
+# in tests/fixtures/skills-ref/.venv; tmux, in which tests/it/terminal.rs
+# drives `pincer chat`; and PostgreSQL with openssl (Debian's `postgresql`),
+# whose servers the store's PostgreSQL tests start and stop themselves.
 #
 #   bash scripts/test-deps.sh && cargo test --locked
 #
@@ -121,5 +122,20 @@ if ! command -v tmux >/dev/null 2>&1; then
     echo "test-deps: installing tmux with apt-get" >&2
     DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null || fail "apt-get install tmux failed"
+fi
+# PostgreSQL (server and psql), for the store's PostgreSQL backend: the
+# tests start real servers of their own (src/testing/postgres.rs), as the
+# `postgres` user when run as root; openssl makes their TLS certificates.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1 \
+    || ! command -v psql >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
+    command -v apt-get >/dev/null 2>&1 || fail "PostgreSQL is missing and apt-get is not available: install PostgreSQL 15 or later (initdb, pg_ctl, psql) and openssl"
+    [ "$(id -u)" = 0 ] || fail "PostgreSQL is missing: install PostgreSQL 15 or later and openssl (or run this script as root to apt-get them)"
+    echo "test-deps: installing postgresql and openssl with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq || fail "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql openssl >/dev/null \
+        || fail "apt-get install postgresql openssl failed"
+fi
+if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+    fail "the postgres user is missing: the PostgreSQL tests run the server as it (PostgreSQL refuses root)"
 fi
 echo "test-deps: done" >&2

@@ -1062,4 +1062,45 @@ mod tests {
         two.shutdown();
         three.shutdown();
     }
+
+    /// TLS with rustls: `verify-full` checks the certificate against the
+    /// CA named and the host name; `require` encrypts without checking;
+    /// a server that only takes TLS refuses `disable`; a certificate from
+    /// another CA is refused, naming the failure.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_is_verified_as_sslmode_asks() {
+        let server = crate::testing::postgres::PgServer::start_tls();
+        let url = server.fresh_database();
+        assert!(url.contains("sslmode=verify-full"), "{url}");
+        let (store, _) = Postgres::open(&url).await.unwrap();
+        assert_eq!(store.tls(), "verify-full");
+        assert!(store.ping().await.is_ok());
+        store.shutdown();
+        let database = url
+            .split('/')
+            .nth(3)
+            .and_then(|rest| rest.split('?').next())
+            .unwrap()
+            .to_owned();
+        let port = server.port();
+        let required = format!("postgres://pincer@127.0.0.1:{port}/{database}?sslmode=require");
+        let (store, _) = Postgres::open(&required).await.unwrap();
+        assert_eq!(store.tls(), "require");
+        store.shutdown();
+        let plain = format!("postgres://pincer@127.0.0.1:{port}/{database}?sslmode=disable");
+        let err = Postgres::open(&plain).await.err().unwrap().to_string();
+        assert!(err.contains("cannot reach the PostgreSQL server"), "{err}");
+        // Another CA: the certificate does not verify.
+        let other = crate::testing::postgres::PgServer::start_tls();
+        let wrong = format!(
+            "postgres://pincer@localhost:{port}/{database}?sslmode=verify-full&sslrootcert={}",
+            other.ca_path().display()
+        );
+        let err = Postgres::open(&wrong).await.err().unwrap().to_string();
+        assert!(
+            err.contains("cannot reach the PostgreSQL server")
+                && err.to_lowercase().contains("certificate"),
+            "{err}"
+        );
+    }
 }
