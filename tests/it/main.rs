@@ -49,6 +49,7 @@ mod protected;
 mod providers;
 mod questions;
 mod sandbox_toolchain;
+mod scale_out;
 mod session_commands;
 mod skill_commands;
 mod skills;
