@@ -2069,3 +2069,122 @@ fn a_stopped_bridge_resumed_after_its_lease_lapsed_sends_nothing_more() {
     settled(&fake, &dir);
     assert_eq!(texts(&fake), ["A one.", "B two.", "B three."]);
 }
+
+/// The same chat account served by instances sharing a PostgreSQL store
+/// (`docs/scale-out.md`): the store named in the config file, so every
+/// `pincer` command of the test (the outbox, the runs) reads it too.
+fn on_postgres(dir: &TestDir) {
+    let config = dir.path().join("config/pincer/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let url = crate::support::postgres::shared().fresh_database();
+    std::fs::write(&config, format!("{text}\n[store]\nurl = \"{url}\"\n")).unwrap();
+}
+
+/// On PostgreSQL, a second instance configured for the same Telegram
+/// account does not poll until the first dies, then takes it over from the
+/// stored offset, answering nothing twice.
+#[test]
+fn on_postgres_a_second_instance_stands_by_until_the_first_dies() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    on_postgres(&dir);
+    let first = dir.script(
+        "a.jsonl",
+        &[json!([{"text": "First."}]), json!([{"text": "Second."}])],
+    );
+    let second = dir.script(
+        "b.jsonl",
+        &[
+            json!([{"text": "-"}]),
+            json!([{"text": "-"}]),
+            json!([{"text": "Third."}]),
+        ],
+    );
+    let (a, _b) = one_answers_then_another_stands_by(&fake, &dir, &first, &second, "First.");
+    let polls = fake.offsets().len();
+    fake.user_says(USER, "two");
+    reply_containing(&fake, "the reply while both run", "Second.");
+    settled(&fake, &dir);
+    assert!(fake.offsets().len() > polls, "the leader went on polling");
+    a.crash();
+    logged(
+        &fake,
+        &dir,
+        "the take-over",
+        "took over the channel account",
+    );
+    fake.user_says(USER, "three");
+    reply_containing(&fake, "the second instance's reply", "Third.");
+    settled(&fake, &dir);
+    assert_eq!(texts(&fake), ["First.", "Second.", "Third."]);
+    assert!(
+        !dir.data_dir().join("pincer.db").exists(),
+        "SQLite was used"
+    );
+}
+
+/// On PostgreSQL, an instance killed with a reply waiting to be sent
+/// (Telegram down): the instance standing by takes the account over and
+/// delivers it, once.
+#[test]
+fn on_postgres_a_survivor_delivers_what_a_killed_instance_left_to_send() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    on_postgres(&dir);
+    let first = dir.script(
+        "a.jsonl",
+        &[
+            json!([{"text": "Warm-up."}]),
+            json!([{"text": "Survived."}]),
+        ],
+    );
+    let second = dir.script("b.jsonl", &[json!([{"text": "-"}]), json!([{"text": "-"}])]);
+    let (a, _b) = one_answers_then_another_stands_by(&fake, &dir, &first, &second, "Warm-up.");
+    fake.fail(
+        "sendMessage",
+        1000,
+        502,
+        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+    );
+    fake.user_says(USER, "hi");
+    retrying(&fake, &dir);
+    a.crash();
+    fake.release("sendMessage");
+    fake.wait_for("the reply delivered by the survivor", WAIT, |f| {
+        texts(f) == ["Warm-up.", "Survived."]
+    });
+    settled(&fake, &dir);
+    assert_eq!(texts(&fake), ["Warm-up.", "Survived."]);
+}
+
+/// On PostgreSQL, an instance killed with a send in flight: the survivor
+/// marks the intent `unknown_after_send` and never resends it blindly.
+#[test]
+fn on_postgres_a_send_in_flight_at_a_kill_is_never_resent_blindly() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    on_postgres(&dir);
+    let first = dir.script(
+        "a.jsonl",
+        &[
+            json!([{"text": "Warm-up."}]),
+            json!([{"text": "Maybe delivered."}]),
+        ],
+    );
+    let second = dir.script("b.jsonl", &[json!([{"text": "-"}]), json!([{"text": "-"}])]);
+    let (a, _b) = one_answers_then_another_stands_by(&fake, &dir, &first, &second, "Warm-up.");
+    fake.hold("sendMessage");
+    fake.user_says(USER, "hi");
+    fake.wait_for("the send in flight", WAIT, |f| {
+        f.calls("sendMessage").len() == 2
+    });
+    a.crash();
+    fake.release("sendMessage");
+    until(&fake, "the intent found unknown after send", || {
+        outbox(&dir)
+            .iter()
+            .any(|i| i["status"] == "unknown_after_send")
+    });
+    settled(&fake, &dir);
+    assert_eq!(fake.calls("sendMessage").len(), 2, "resent blindly");
+}
