@@ -288,6 +288,28 @@ pub enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Copies every session, run, tape, receipt, grant, trusted project,
+    /// memory item and channel record from one store into an empty other:
+    /// a data directory (SQLite) to a postgres:// URL, or back; then counts
+    /// the rows on both sides
+    #[command(after_help = "\
+Examples:
+  pincer store copy --from ~/.local/share/pincer --to postgres://pincer@db/pincer
+  pincer store copy --from postgres://pincer@db/pincer --to /srv/pincer-data
+
+Stop every Pincer using the source first: a source with runs not ended is
+refused. The target must be empty; it is written in one transaction.")]
+    Copy {
+        /// The store copied: a data directory or a postgres:// URL
+        #[arg(long, value_name = "DIR|URL")]
+        from: String,
+        /// The empty store written: a data directory or a postgres:// URL
+        #[arg(long, value_name = "DIR|URL")]
+        to: String,
+        /// Print the counts as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,7 @@
 pub mod channels;
 #[cfg(test)]
 mod concurrency_tests;
+pub mod copy;
 mod leases;
 mod memory;
 mod notify;

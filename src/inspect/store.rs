@@ -1,6 +1,7 @@
 //! `pincer store migrate` and `pincer store status`: the backend the
 //! configuration names (SQLite in the data directory, or PostgreSQL),
-//! its schema version and, on PostgreSQL, the instances sharing it.
+//! its schema version and, on PostgreSQL, the instances sharing it; and
+//! `pincer store copy` between the two (`store::copy`).
 
 use serde_json::json;
 
@@ -11,6 +12,9 @@ use crate::core::event::RunState;
 use crate::store::Target;
 
 pub async fn store(flags: &Flags, command: &StoreCommand) -> Result<u8, Failure> {
+    if let StoreCommand::Copy { from, to, json } = command {
+        return copy(from, to, *json).await;
+    }
     let config = crate::app::load_config(flags).map_err(Failure::usage)?;
     let target = config.store_target();
     // Opening migrates (under an advisory lock on PostgreSQL), refusing a
@@ -27,6 +31,7 @@ pub async fn store(flags: &Flags, command: &StoreCommand) -> Result<u8, Failure>
                 .and_then(|version| print(&format!("{target}: schema version {version}\n")))
         }
         StoreCommand::Status { json } => status(&*store, &target, *json).await,
+        StoreCommand::Copy { .. } => Ok(()),
     };
     store.shutdown();
     result.map(|()| exit::OK)
@@ -108,6 +113,42 @@ async fn status(
         }
     }
     print(&out)
+}
+
+/// `pincer store copy`: every table into the empty target, then the
+/// counts on both sides.
+async fn copy(from: &str, to: &str, json_output: bool) -> Result<u8, Failure> {
+    use crate::store::copy::Place;
+    let from =
+        Place::parse(from).map_err(|err| Failure::usage(anyhow::anyhow!("--from: {err}")))?;
+    let to = Place::parse(to).map_err(|err| Failure::usage(anyhow::anyhow!("--to: {err}")))?;
+    let copied = crate::store::copy::copy(&from, &to)
+        .await
+        .map_err(|err| Failure::failed(anyhow::anyhow!("cannot copy {from} to {to}: {err}")))?;
+    if json_output {
+        let tables: serde_json::Map<String, serde_json::Value> = copied
+            .tables
+            .iter()
+            .map(|(table, source, target)| {
+                (
+                    (*table).to_owned(),
+                    json!({"source": source, "target": target}),
+                )
+            })
+            .collect();
+        print(&format!(
+            "{}\n",
+            json!({"from": from.to_string(), "to": to.to_string(), "tables": tables})
+        ))?;
+    } else {
+        let mut out = format!("copied {from} to {to}\n");
+        for (table, source, target) in &copied.tables {
+            out.push_str(&format!("  {table:<17} {source:>9} -> {target}\n"));
+        }
+        out.push_str("every table's rows counted on both sides: equal\n");
+        print(&out)?;
+    }
+    Ok(exit::OK)
 }
 
 /// A time in milliseconds since the epoch, as UTC.

@@ -55,6 +55,7 @@ mod skill_commands;
 mod skills;
 mod skills_activation;
 mod skills_catalogue;
+mod store_copy;
 mod subagents;
 mod telegram;
 mod terminal;

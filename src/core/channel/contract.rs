@@ -67,7 +67,7 @@ macro_rules! channel_contract {
     };
 }
 
-fn target(chat: &str) -> Target {
+pub(crate) fn target(chat: &str) -> Target {
     Target {
         kind: TargetKind::Group,
         id: chat.into(),
@@ -75,7 +75,7 @@ fn target(chat: &str) -> Target {
     }
 }
 
-fn message(account: &str, id: &str, body: &str, at: Millis) -> ChannelMessage {
+pub(crate) fn message(account: &str, id: &str, body: &str, at: Millis) -> ChannelMessage {
     ChannelMessage {
         id: id.into(),
         channel: "telegram".into(),
@@ -98,7 +98,7 @@ fn message(account: &str, id: &str, body: &str, at: Millis) -> ChannelMessage {
     }
 }
 
-fn record(message: ChannelMessage, offset: &str, at: Millis) -> Write {
+pub(crate) fn record(message: ChannelMessage, offset: &str, at: Millis) -> Write {
     Write::Channel(ChannelWrite::RecordInbound {
         message,
         cursor: Some(("offset".into(), offset.into())),
@@ -114,7 +114,12 @@ fn unit(text: &str) -> Unit {
     }
 }
 
-fn intent(id: &str, channel: &str, status: IntentStatus, created_at: Millis) -> SendIntent {
+pub(crate) fn intent(
+    id: &str,
+    channel: &str,
+    status: IntentStatus,
+    created_at: Millis,
+) -> SendIntent {
     SendIntent {
         reply_to: Some("41".into()),
         status,
@@ -129,7 +134,7 @@ fn intent(id: &str, channel: &str, status: IntentStatus, created_at: Millis) -> 
     }
 }
 
-fn insert(intent: &SendIntent) -> Write {
+pub(crate) fn insert(intent: &SendIntent) -> Write {
     Write::Channel(ChannelWrite::InsertIntent(intent.clone()))
 }
 
