@@ -5,13 +5,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is a failed run
 //! Durable send intents committed per second, with `synchronous=FULL`.
 //!
-//! `cargo bench --bench outbox [-- N [CONCURRENCY]]` commits N intents
+//! `cargo bench --bench outbox [-- N [CONCURRENCY]] [-- --store URL]`
+//! commits N intents
 //! (default 20,000) from CONCURRENCY tasks (default 256) at once, each task
 //! waiting for its intent to be on disk before recording the next — what many
 //! chats answering at the same moment do. It then drives every intent through
 //! the rest of its lifecycle (claim → committing with its receipt → sent, each
 //! committed) and reports both rates. The store's writer thread commits
 //! concurrent writes together (group commit), so one fsync covers many intents.
+//! With `--store postgres://…` (an empty database) the same runs against
+//! PostgreSQL, whose writer commits in groups the same way.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +24,7 @@ use pincer::core::channel::{
     TargetKind, Unit,
 };
 use pincer::core::session::now_millis;
-use pincer::store::{ChannelWrite, Store, Write};
+use pincer::store::{Backend, ChannelWrite, Target as Place, Write};
 
 fn intent(i: usize) -> SendIntent {
     let chat = 1000 + i % 1000;
@@ -48,7 +51,7 @@ fn intent(i: usize) -> SendIntent {
     }
 }
 
-async fn lifecycle(store: &Store, i: usize) {
+async fn lifecycle(store: &dyn Backend, i: usize) {
     let id = format!("reply:bench-{i}");
     let mut claim = IntentUpdate::new(
         &id,
@@ -92,9 +95,12 @@ async fn lifecycle(store: &Store, i: usize) {
 }
 
 fn main() {
-    let mut args = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse::<usize>().ok());
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let url = all
+        .iter()
+        .position(|a| a == "--store")
+        .and_then(|at| all.get(at + 1).cloned());
+    let mut args = all.iter().filter_map(|a| a.parse::<usize>().ok());
     let n = args.next().unwrap_or(20_000);
     let concurrency = args.next().unwrap_or(256).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -103,8 +109,12 @@ fn main() {
         .unwrap();
     runtime.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&dir.path().join("pincer.db")).unwrap();
-        let store = Arc::new(store);
+        let target = match &url {
+            Some(url) => Place::Postgres(url.clone()),
+            None => Place::Sqlite(dir.path().join("pincer.db")),
+        };
+        let (store, _) = pincer::store::open(&target).await.unwrap();
+        let store: Arc<dyn Backend> = store;
 
         let started = Instant::now();
         let mut tasks = Vec::new();
@@ -133,7 +143,7 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 let mut i = worker;
                 while i < n {
-                    lifecycle(&store, i).await;
+                    lifecycle(store.as_ref(), i).await;
                     i += concurrency;
                 }
             }));
@@ -150,7 +160,13 @@ fn main() {
             .map(|(_, _, c)| c)
             .sum();
         assert_eq!(sent as usize, n, "every intent sent");
-        println!("outbox: {n} intents, {concurrency} concurrent writers, synchronous=FULL");
+        println!(
+            "outbox: {n} intents, {concurrency} concurrent writers, {}",
+            match &target {
+                Place::Sqlite(_) => "SQLite, synchronous=FULL".to_owned(),
+                Place::Postgres(url) => format!("PostgreSQL {}", Place::redacted(url)),
+            }
+        );
         println!(
             "  intents recorded (committed before returning): {:>10.0}/s  ({:.2} s)",
             n as f64 / recorded.as_secs_f64(),

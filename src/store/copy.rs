@@ -1028,10 +1028,7 @@ mod tests {
         .await
         .unwrap();
         assert!(
-            there
-                .tables
-                .iter()
-                .all(|(_, from, to)| from == to),
+            there.tables.iter().all(|(_, from, to)| from == to),
             "{there:?}"
         );
         let (pg, _) = super::super::postgres::Postgres::open(&url).await.unwrap();

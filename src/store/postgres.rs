@@ -14,6 +14,7 @@
 
 mod apply;
 mod channels;
+mod conn;
 pub(crate) mod connect;
 mod leases;
 mod listen;
@@ -142,7 +143,8 @@ impl Postgres {
             })?;
         migrate(&client).await?;
         register(&client).await?;
-        let recovery = recover(&client).await?;
+        let statements = conn::Statements::default();
+        let recovery = recover(&conn::Conn::new(&client, &statements)).await?;
         let pool = server.pool(POOL_SIZE)?;
         let changes = Arc::new(watch::Sender::new(0_u64));
         let bump = changes.clone();
@@ -286,8 +288,8 @@ impl Postgres {
     /// open does: a long-running instance calls it on an interval, so a
     /// peer that died mid-run has its runs ended by one survivor.
     pub async fn recover_gone(&self) -> Result<Recovery, StoreError> {
-        let client = self.client().await?;
-        recover(&client).await
+        let object = self.client().await?;
+        recover(&conn::Conn::pooled(&object)).await
     }
 
     fn lease_op(&self, op: LeaseOp) -> BoxFuture<'_, Result<Option<Lease>, LeaseError>> {
@@ -413,7 +415,7 @@ async fn register(client: &tokio_postgres::Client) -> Result<(), StoreError> {
 /// decides on SQLite: a working run's session lease lapsed, a queued run's
 /// process lease lapsed), each exactly once: the runs are locked `FOR
 /// UPDATE SKIP LOCKED`, so two instances recovering together split them.
-async fn recover(client: &tokio_postgres::Client) -> Result<Recovery, StoreError> {
+async fn recover(client: &conn::Conn<'_>) -> Result<Recovery, StoreError> {
     let db = |err: tokio_postgres::Error| pg_error(&err);
     client.batch_execute("BEGIN").await.map_err(db)?;
     let recovered = async {
@@ -550,8 +552,8 @@ fn port<'a, T: Send + 'a>(
 macro_rules! read {
     ($self:ident, |$client:ident| $body:expr) => {
         port(async move {
-            let $client = $self.client().await?;
-            let $client: &tokio_postgres::Client = &$client;
+            let object = $self.client().await?;
+            let $client = &conn::Conn::pooled(&object);
             $body.await
         })
     };
@@ -738,22 +740,22 @@ impl Memories for Postgres {
 
     fn get<'a>(&'a self, id: &'a str) -> crate::core::memory::Reply<'a, Option<MemoryItem>> {
         memory_port(async move {
-            let client = self.client().await?;
-            memory::get(&client, id).await
+            let object = self.client().await?;
+            memory::get(&conn::Conn::pooled(&object), id).await
         })
     }
 
     fn list(&self, filter: MemoryFilter) -> crate::core::memory::Reply<'_, Vec<MemoryItem>> {
         memory_port(async move {
-            let client = self.client().await?;
-            memory::list(&client, &filter).await
+            let object = self.client().await?;
+            memory::list(&conn::Conn::pooled(&object), &filter).await
         })
     }
 
     fn search(&self, search: MemorySearch) -> crate::core::memory::Reply<'_, Vec<MemoryHit>> {
         memory_port(async move {
-            let client = self.client().await?;
-            memory::search(&client, &search, &self.inner.memory).await
+            let object = self.client().await?;
+            memory::search(&conn::Conn::pooled(&object), &search, &self.inner.memory).await
         })
     }
 
@@ -763,8 +765,8 @@ impl Memories for Postgres {
         limit: usize,
     ) -> crate::core::memory::Reply<'a, Vec<MemoryItem>> {
         memory_port(async move {
-            let client = self.client().await?;
-            memory::unembedded(&client, model, limit).await
+            let object = self.client().await?;
+            memory::unembedded(&conn::Conn::pooled(&object), model, limit).await
         })
     }
 }
@@ -829,7 +831,7 @@ impl Leases for Postgres {
                 .client()
                 .await
                 .map_err(|err| LeaseError::Backend(err.to_string()))?;
-            let lease = leases::stored(&client, key, "")
+            let lease = leases::stored(&conn::Conn::pooled(&client), key, "")
                 .await
                 .map_err(|err| LeaseError::Backend(crate::causes::chain(&err)))?;
             Ok(lease.filter(|lease| lease.token > 0))

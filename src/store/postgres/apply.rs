@@ -3,8 +3,8 @@
 //! The same effects as the SQLite writer's (`store::writer`), in
 //! PostgreSQL's SQL.
 
+use super::conn::Conn;
 use futures::future::BoxFuture;
-use tokio_postgres::Client;
 
 use super::PgFailure;
 use super::writer::{GroupLeases, boxed};
@@ -33,7 +33,7 @@ fn int(n: u64) -> i64 {
 
 /// Applies one write inside the group's transaction.
 pub(super) fn apply<'a>(
-    client: &'a Client,
+    client: &'a Conn<'a>,
     write: &'a Write,
     leases: &'a mut GroupLeases,
 ) -> BoxFuture<'a, Applied> {
@@ -130,7 +130,7 @@ pub(super) fn apply<'a>(
 }
 
 async fn fenced(
-    client: &Client,
+    client: &Conn<'_>,
     fence: &Fence,
     write: &Write,
     leases: &mut GroupLeases,
@@ -152,7 +152,7 @@ async fn fenced(
 
 /// Writes that land together: a savepoint, so one failing write undoes the
 /// others of this batch and nothing else of the group.
-async fn together(client: &Client, writes: &[Write], leases: &mut GroupLeases) -> Applied {
+async fn together(client: &Conn<'_>, writes: &[Write], leases: &mut GroupLeases) -> Applied {
     client.batch_execute("SAVEPOINT together").await?;
     let mut failed = None;
     for write in writes {
@@ -175,7 +175,7 @@ async fn together(client: &Client, writes: &[Write], leases: &mut GroupLeases) -
     }
 }
 
-async fn insert_session(client: &Client, s: &Session) -> Applied {
+async fn insert_session(client: &Conn<'_>, s: &Session) -> Applied {
     let inserted = client
         .execute(
             "INSERT INTO sessions (id, workspace, origin, provider, model, mode, title, mcp_servers, created_at, updated_at, closed, conversation, system_prompt, instructions, parent_session, parent_run, parent_call, thought_level)
@@ -213,7 +213,7 @@ async fn insert_session(client: &Client, s: &Session) -> Applied {
 }
 
 async fn update_settings(
-    client: &Client,
+    client: &Conn<'_>,
     id: &SessionId,
     provider: &str,
     model: &str,
@@ -232,7 +232,7 @@ async fn update_settings(
 
 /// The session and its subagents' sessions: tombstones first, so the
 /// tape's trigger lets their tapes go.
-async fn delete_session(client: &Client, id: &SessionId, at: Millis) -> Applied {
+async fn delete_session(client: &Conn<'_>, id: &SessionId, at: Millis) -> Applied {
     client
         .execute(
             "UPDATE sessions SET deleted_at = $2, closed = TRUE, title = NULL, mcp_servers = '[]',
@@ -257,7 +257,7 @@ async fn delete_session(client: &Client, id: &SessionId, at: Millis) -> Applied 
 
 /// Appends a message to the session's conversation, numbered after its last.
 pub(super) async fn append_message(
-    client: &Client,
+    client: &Conn<'_>,
     session_id: &str,
     run_id: Option<&RunId>,
     message: &Message,
@@ -291,7 +291,7 @@ pub(super) async fn append_message(
 /// A run queued, owned by this process, at the next place among its
 /// session's runs (the session's row locked: places are handed out in
 /// commit order).
-async fn insert_run(client: &Client, id: &RunId, session_id: &SessionId, at: Millis) -> Applied {
+async fn insert_run(client: &Conn<'_>, id: &RunId, session_id: &SessionId, at: Millis) -> Applied {
     let row = client
         .query_opt(
             "UPDATE sessions SET runs_made = runs_made + 1, updated_at = $2 WHERE id = $1 RETURNING runs_made",
@@ -328,7 +328,7 @@ pub(super) struct Report<'a> {
 }
 
 pub(super) async fn set_run_state(
-    client: &Client,
+    client: &Conn<'_>,
     id: &RunId,
     state: RunState,
     report: &Report<'_>,
@@ -363,7 +363,12 @@ pub(super) async fn set_run_state(
 }
 
 /// Ends the runs of `session` left `running` or `waiting`, as interrupted.
-async fn interrupt_runs(client: &Client, session: &SessionId, error: &str, at: Millis) -> Applied {
+async fn interrupt_runs(
+    client: &Conn<'_>,
+    session: &SessionId,
+    error: &str,
+    at: Millis,
+) -> Applied {
     let working = client
         .query(
             "SELECT id FROM runs WHERE session_id = $1 AND state IN ('running', 'waiting')
@@ -381,7 +386,7 @@ async fn interrupt_runs(client: &Client, session: &SessionId, error: &str, at: M
 /// Marks one unfinished run failed as interrupted with `error`, keeping
 /// what it streamed (as `store::writer::recovery` does on SQLite).
 pub(super) async fn interrupt_run(
-    client: &Client,
+    client: &Conn<'_>,
     run_id: &str,
     session_id: &str,
     error: &str,
@@ -418,7 +423,7 @@ pub(super) async fn interrupt_run(
 
 /// The partial reply of a model turn the run cut short joins the history.
 async fn keep_partial_turn(
-    client: &Client,
+    client: &Conn<'_>,
     run: &RunId,
     session_id: &str,
     events: &[EventRecord],
@@ -467,7 +472,7 @@ async fn keep_partial_turn(
 }
 
 async fn leave_control(
-    client: &Client,
+    client: &Conn<'_>,
     session: &SessionId,
     control: &Control,
     at: Millis,
@@ -482,7 +487,7 @@ async fn leave_control(
 }
 
 /// Takes a request off the journal, once: a conflict when another took it.
-async fn take_control(client: &Client, id: i64) -> Applied {
+async fn take_control(client: &Conn<'_>, id: i64) -> Applied {
     let taken = client
         .execute("DELETE FROM session_controls WHERE id = $1", &[&id])
         .await?;
@@ -501,7 +506,7 @@ async fn take_control(client: &Client, id: i64) -> Applied {
     Ok(())
 }
 
-pub(super) async fn append_event(client: &Client, record: &EventRecord) -> Applied {
+pub(super) async fn append_event(client: &Conn<'_>, record: &EventRecord) -> Applied {
     client
         .execute(
             "INSERT INTO tape (run_id, session_id, seq, at, kind, payload) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -520,7 +525,7 @@ pub(super) async fn append_event(client: &Client, record: &EventRecord) -> Appli
 
 /// Joins the receipt chain: the head row locked, so two instances never
 /// link to the same receipt.
-async fn append_receipt(client: &Client, body: &ReceiptBody) -> Applied {
+async fn append_receipt(client: &Conn<'_>, body: &ReceiptBody) -> Applied {
     let head = client
         .query_one(
             "SELECT seq, hash FROM receipt_head WHERE one FOR UPDATE",
@@ -561,7 +566,12 @@ async fn append_receipt(client: &Client, body: &ReceiptBody) -> Applied {
     Ok(())
 }
 
-async fn put_grant(client: &Client, session_id: &SessionId, grant: &Grant, at: Millis) -> Applied {
+async fn put_grant(
+    client: &Conn<'_>,
+    session_id: &SessionId,
+    grant: &Grant,
+    at: Millis,
+) -> Applied {
     client
         .execute(
             "INSERT INTO grants (session_id, tool, scope, allow, at) VALUES ($1, $2, $3, $4, $5)
@@ -572,7 +582,7 @@ async fn put_grant(client: &Client, session_id: &SessionId, grant: &Grant, at: M
     Ok(())
 }
 
-async fn trust(client: &Client, write: &TrustWrite) -> Applied {
+async fn trust(client: &Conn<'_>, write: &TrustWrite) -> Applied {
     let TrustWrite::Set {
         root,
         trusted,

@@ -6,7 +6,7 @@
 //! row another instance holds (`FOR UPDATE SKIP LOCKED`) and is refused
 //! as a conflict rather than waited for.
 
-use tokio_postgres::Client;
+use super::conn::Conn;
 
 use super::PgFailure;
 use crate::core::channel::{
@@ -32,7 +32,7 @@ fn conflict(message: String) -> PgFailure {
     PgFailure::Store(StoreError::Conflict(message))
 }
 
-pub(super) async fn apply(client: &Client, write: &ChannelWrite) -> Result<(), PgFailure> {
+pub(super) async fn apply(client: &Conn<'_>, write: &ChannelWrite) -> Result<(), PgFailure> {
     match write {
         ChannelWrite::RecordInbound {
             message,
@@ -167,7 +167,7 @@ pub(super) async fn apply(client: &Client, write: &ChannelWrite) -> Result<(), P
 }
 
 async fn put_cursor(
-    client: &Client,
+    client: &Conn<'_>,
     channel: &str,
     account: &str,
     name: &str,
@@ -183,7 +183,7 @@ async fn put_cursor(
     Ok(())
 }
 
-async fn update_intent(client: &Client, update: &IntentUpdate) -> Result<(), PgFailure> {
+async fn update_intent(client: &Conn<'_>, update: &IntentUpdate) -> Result<(), PgFailure> {
     let claiming = update.status == IntentStatus::Sending;
     let lock = if claiming {
         "FOR UPDATE SKIP LOCKED"
@@ -234,7 +234,7 @@ async fn update_intent(client: &Client, update: &IntentUpdate) -> Result<(), PgF
 /// Open intents (held, pending, sending, committing) of one channel
 /// account, oldest first, each with the process that claimed it.
 pub(super) async fn open_intents(
-    client: &Client,
+    client: &Conn<'_>,
     channel: &str,
     account: &str,
 ) -> Result<Vec<(SendIntent, Option<String>)>, StoreError> {
@@ -256,7 +256,7 @@ pub(super) async fn open_intents(
         .collect()
 }
 
-pub(super) async fn intent(client: &Client, id: &str) -> Result<Option<SendIntent>, StoreError> {
+pub(super) async fn intent(client: &Conn<'_>, id: &str) -> Result<Option<SendIntent>, StoreError> {
     let row = client
         .query_opt("SELECT intent FROM channel_outbox WHERE id = $1", &[&id])
         .await
@@ -267,7 +267,7 @@ pub(super) async fn intent(client: &Client, id: &str) -> Result<Option<SendInten
 
 /// Intents, optionally of one status, most recently changed first.
 pub(super) async fn intents(
-    client: &Client,
+    client: &Conn<'_>,
     status: Option<IntentStatus>,
     limit: usize,
 ) -> Result<Vec<SendIntent>, StoreError> {
@@ -289,7 +289,7 @@ pub(super) async fn intents(
 
 /// How many intents are in each status, per channel.
 pub(super) async fn intent_counts(
-    client: &Client,
+    client: &Conn<'_>,
 ) -> Result<Vec<(String, IntentStatus, u64)>, StoreError> {
     let rows = client
         .query(
@@ -312,7 +312,7 @@ pub(super) async fn intent_counts(
 
 /// Inbound messages not yet done (recorded or dispatched), oldest first.
 pub(super) async fn open_inbox(
-    client: &Client,
+    client: &Conn<'_>,
     channel: &str,
     account: &str,
 ) -> Result<Vec<InboxEntry>, StoreError> {
@@ -342,7 +342,7 @@ pub(super) async fn open_inbox(
 }
 
 pub(super) async fn cursor(
-    client: &Client,
+    client: &Conn<'_>,
     channel: &str,
     account: &str,
     name: &str,
@@ -359,7 +359,7 @@ pub(super) async fn cursor(
 }
 
 pub(super) async fn conversation(
-    client: &Client,
+    client: &Conn<'_>,
     key: &ConversationKey,
 ) -> Result<Option<SessionId>, StoreError> {
     let target = serde_json::to_string(&key.target)
@@ -376,7 +376,7 @@ pub(super) async fn conversation(
 }
 
 pub(super) async fn is_paired(
-    client: &Client,
+    client: &Conn<'_>,
     channel: &str,
     account: &str,
     sender: &str,
@@ -392,7 +392,7 @@ pub(super) async fn is_paired(
 }
 
 pub(super) async fn drafts(
-    client: &Client,
+    client: &Conn<'_>,
     channel: &str,
     account: &str,
 ) -> Result<Vec<Draft>, StoreError> {

@@ -4,7 +4,7 @@
 //! decisions are ordered with its writes (a release never lands before the
 //! fenced writes submitted ahead of it).
 
-use tokio_postgres::Client;
+use super::conn::Conn;
 
 use super::writer::LeaseOp;
 use crate::core::lease::{Lease, LeaseError, LeaseKey, decide_claim, holds};
@@ -16,7 +16,7 @@ const PROCESS_END: &str = "process;";
 /// The lease on `key` as stored, read with `lock` (`FOR UPDATE`, `FOR
 /// SHARE` or nothing).
 pub(super) async fn stored(
-    client: &Client,
+    client: &Conn<'_>,
     key: &LeaseKey,
     lock: &str,
 ) -> Result<Option<Lease>, tokio_postgres::Error> {
@@ -41,7 +41,7 @@ fn token(lease: &Lease) -> i64 {
     i64::try_from(lease.token).unwrap_or(i64::MAX)
 }
 
-async fn put(client: &Client, lease: &Lease) -> Result<(), tokio_postgres::Error> {
+async fn put(client: &Conn<'_>, lease: &Lease) -> Result<(), tokio_postgres::Error> {
     client
         .execute(
             "INSERT INTO leases (key, holder, token, expires_at) VALUES ($1, $2, $3, $4)
@@ -62,7 +62,7 @@ async fn put(client: &Client, lease: &Lease) -> Result<(), tokio_postgres::Error
 /// its token grows, so the writes of the holder it was taken from are
 /// refused from now on, and anyone may claim it next.
 pub(super) async fn take_over(
-    client: &Client,
+    client: &Conn<'_>,
     lease: &Lease,
     holder: &str,
 ) -> Result<(), tokio_postgres::Error> {
@@ -82,7 +82,7 @@ pub(super) async fn take_over(
 /// error is the database's (the transaction is lost); the inner one is
 /// the decision (held, lost).
 pub(super) async fn decide(
-    client: &Client,
+    client: &Conn<'_>,
     op: &LeaseOp,
 ) -> Result<Result<Option<Lease>, LeaseError>, tokio_postgres::Error> {
     match op {

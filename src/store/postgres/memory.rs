@@ -7,9 +7,10 @@
 
 use std::collections::HashSet;
 
+use super::conn::Conn;
 use parking_lot::Mutex;
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Row};
 
 use super::PgFailure;
 use crate::core::memory::index::{
@@ -49,7 +50,7 @@ struct Vectors {
     index: VectorIndex,
 }
 
-pub(super) async fn apply(client: &Client, write: &MemoryWrite) -> Result<(), PgFailure> {
+pub(super) async fn apply(client: &Conn<'_>, write: &MemoryWrite) -> Result<(), PgFailure> {
     match write {
         MemoryWrite::Save(item) | MemoryWrite::Import(item) => {
             let source = serde_json::to_string(&item.source)
@@ -174,7 +175,7 @@ fn items(rows: &[Row]) -> Result<Vec<MemoryItem>, StoreError> {
         .collect()
 }
 
-pub(super) async fn get(client: &Client, id: &str) -> Result<Option<MemoryItem>, StoreError> {
+pub(super) async fn get(client: &Conn<'_>, id: &str) -> Result<Option<MemoryItem>, StoreError> {
     let row = client
         .query_opt(
             &format!("SELECT {COLUMNS} FROM memories m WHERE m.id = $1"),
@@ -186,7 +187,7 @@ pub(super) async fn get(client: &Client, id: &str) -> Result<Option<MemoryItem>,
         .transpose()
 }
 
-async fn item_at(client: &Client, rowid: i64) -> Result<Option<MemoryItem>, StoreError> {
+async fn item_at(client: &Conn<'_>, rowid: i64) -> Result<Option<MemoryItem>, StoreError> {
     let row = client
         .query_opt(
             &format!("SELECT {COLUMNS} FROM memories m WHERE m.rowid = $1"),
@@ -199,7 +200,7 @@ async fn item_at(client: &Client, rowid: i64) -> Result<Option<MemoryItem>, Stor
 }
 
 pub(super) async fn list(
-    client: &Client,
+    client: &Conn<'_>,
     filter: &MemoryFilter,
 ) -> Result<Vec<MemoryItem>, StoreError> {
     let mut values: Vec<String> = Vec::new();
@@ -248,7 +249,7 @@ pub(super) async fn list(
 
 /// Items with no vector by `model`, oldest first.
 pub(super) async fn unembedded(
-    client: &Client,
+    client: &Conn<'_>,
     model: &str,
     limit: usize,
 ) -> Result<Vec<MemoryItem>, StoreError> {
@@ -269,7 +270,7 @@ pub(super) async fn unembedded(
 /// Items matching the search's words, and with its embedding those near it
 /// in meaning, fused by reciprocal rank.
 pub(super) async fn search(
-    client: &Client,
+    client: &Conn<'_>,
     search: &MemorySearch,
     state: &State,
 ) -> Result<Vec<MemoryHit>, StoreError> {
@@ -328,7 +329,7 @@ enum VectorChange {
 /// another model), and the positions read up to. Read before the index is
 /// locked: the database is asked without holding it.
 async fn vector_changes(
-    client: &Client,
+    client: &Conn<'_>,
     state: &State,
     model: &str,
 ) -> Result<((i64, i64), (i64, i64), Vec<VectorChange>), StoreError> {
@@ -391,7 +392,7 @@ async fn vector_changes(
 
 /// Items matching the search's words, best first.
 async fn search_words(
-    client: &Client,
+    client: &Conn<'_>,
     search: &MemorySearch,
     state: &State,
 ) -> Result<Vec<MemoryHit>, StoreError> {
@@ -415,7 +416,7 @@ async fn search_words(
 /// Brings the word index up to date: everything on the first search, then
 /// the items changed since. The newest change is read before the items,
 /// so an item changed meanwhile is read again next time, never missed.
-async fn sync_words(client: &Client, state: &State) -> Result<(), StoreError> {
+async fn sync_words(client: &Conn<'_>, state: &State) -> Result<(), StoreError> {
     let (loaded, seen) = {
         let words = state.words.lock();
         (words.loaded, words.seen)

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use tokio_postgres::{Client, Row};
+use super::conn::Conn;
+use tokio_postgres::Row;
 
 use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState};
@@ -71,7 +72,7 @@ fn sessions_from(rows: Vec<Row>) -> Read<Vec<Session>> {
         .collect()
 }
 
-pub(super) async fn session(client: &Client, id: &SessionId) -> Read<Option<Session>> {
+pub(super) async fn session(client: &Conn<'_>, id: &SessionId) -> Read<Option<Session>> {
     let row = client
         .query_opt(
             &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND deleted_at IS NULL"),
@@ -83,7 +84,7 @@ pub(super) async fn session(client: &Client, id: &SessionId) -> Read<Option<Sess
         .transpose()
 }
 
-pub(super) async fn sessions(client: &Client, query: &SessionQuery) -> Read<Vec<Session>> {
+pub(super) async fn sessions(client: &Conn<'_>, query: &SessionQuery) -> Read<Vec<Session>> {
     let workspace = query
         .workspace
         .as_ref()
@@ -124,7 +125,7 @@ fn history_from(rows: Vec<Row>, id: &SessionId) -> Read<Vec<HistoryEntry>> {
         .collect()
 }
 
-pub(super) async fn history(client: &Client, id: &SessionId) -> Read<Vec<HistoryEntry>> {
+pub(super) async fn history(client: &Conn<'_>, id: &SessionId) -> Read<Vec<HistoryEntry>> {
     let rows = client
         .query(
             "SELECT run_id, body, at FROM messages WHERE session_id = $1 ORDER BY seq",
@@ -135,7 +136,7 @@ pub(super) async fn history(client: &Client, id: &SessionId) -> Read<Vec<History
     history_from(rows, id)
 }
 
-pub(super) async fn since_compaction(client: &Client, id: &SessionId) -> Read<Vec<HistoryEntry>> {
+pub(super) async fn since_compaction(client: &Conn<'_>, id: &SessionId) -> Read<Vec<HistoryEntry>> {
     let rows = client
         .query(
             "SELECT run_id, body, at FROM messages
@@ -177,7 +178,7 @@ fn runs_from(rows: &[Row]) -> Read<Vec<RunInfo>> {
         .collect()
 }
 
-pub(super) async fn runs(client: &Client, session: &SessionId) -> Read<Vec<RunInfo>> {
+pub(super) async fn runs(client: &Conn<'_>, session: &SessionId) -> Read<Vec<RunInfo>> {
     let rows = client
         .query(
             &format!(
@@ -190,7 +191,7 @@ pub(super) async fn runs(client: &Client, session: &SessionId) -> Read<Vec<RunIn
     runs_from(&rows)
 }
 
-pub(super) async fn run(client: &Client, id: &RunId) -> Read<Option<RunInfo>> {
+pub(super) async fn run(client: &Conn<'_>, id: &RunId) -> Read<Option<RunInfo>> {
     let row = client
         .query_opt(
             &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
@@ -203,7 +204,7 @@ pub(super) async fn run(client: &Client, id: &RunId) -> Read<Option<RunInfo>> {
 }
 
 pub(super) async fn session_cost(
-    client: &Client,
+    client: &Conn<'_>,
     session: &SessionId,
     except: &RunId,
 ) -> Read<Option<Cost>> {
@@ -238,7 +239,7 @@ pub(super) async fn session_cost(
 /// The runs a follower has not looked at: positions are the runs' places
 /// in their session (`runs.pos`), handed out in commit order.
 pub(super) async fn runs_to_follow(
-    client: &Client,
+    client: &Conn<'_>,
     session: &SessionId,
     from: RunsFrom,
 ) -> Read<RunsToFollow> {
@@ -288,7 +289,7 @@ pub(super) async fn runs_to_follow(
     })
 }
 
-pub(super) async fn waiting_runs(client: &Client) -> Read<Vec<RunInfo>> {
+pub(super) async fn waiting_runs(client: &Conn<'_>) -> Read<Vec<RunInfo>> {
     let rows = client
         .query(
             &format!(
@@ -301,7 +302,7 @@ pub(super) async fn waiting_runs(client: &Client) -> Read<Vec<RunInfo>> {
     runs_from(&rows)
 }
 
-pub(super) async fn spent(client: &Client, provider: &str, since: Millis) -> Read<Vec<Cost>> {
+pub(super) async fn spent(client: &Conn<'_>, provider: &str, since: Millis) -> Read<Vec<Cost>> {
     let rows = client
         .query(
             "SELECT r.currency, sum(r.cost) FROM runs r JOIN sessions s ON s.id = r.session_id
@@ -321,7 +322,7 @@ pub(super) async fn spent(client: &Client, provider: &str, since: Millis) -> Rea
         .collect()
 }
 
-pub(super) async fn run_counts(client: &Client) -> Read<Vec<(RunState, u64)>> {
+pub(super) async fn run_counts(client: &Conn<'_>) -> Read<Vec<(RunState, u64)>> {
     let rows = client
         .query(
             "SELECT state, COUNT(*) FROM runs GROUP BY state ORDER BY state",
@@ -341,7 +342,7 @@ pub(super) async fn run_counts(client: &Client) -> Read<Vec<(RunState, u64)>> {
 
 /// A run's events from `from_seq` on (at most `limit`), in order.
 pub(super) async fn tape_in(
-    client: &Client,
+    client: &Conn<'_>,
     run: &RunId,
     from_seq: u64,
     limit: Option<usize>,
@@ -374,7 +375,7 @@ pub(super) async fn tape_in(
         .collect()
 }
 
-pub(super) async fn grants(client: &Client, session: &SessionId) -> Read<Vec<Grant>> {
+pub(super) async fn grants(client: &Conn<'_>, session: &SessionId) -> Read<Vec<Grant>> {
     let rows = client
         .query(
             "SELECT tool, scope, allow FROM grants WHERE session_id = $1 ORDER BY at, tool, scope",
@@ -393,7 +394,7 @@ pub(super) async fn grants(client: &Client, session: &SessionId) -> Read<Vec<Gra
         .collect()
 }
 
-pub(super) async fn trusted_roots(client: &Client) -> Read<Vec<crate::core::hooks::Trust>> {
+pub(super) async fn trusted_roots(client: &Conn<'_>) -> Read<Vec<crate::core::hooks::Trust>> {
     let rows = client
         .query(
             "SELECT root, files FROM trusted_roots ORDER BY at, root",
@@ -416,7 +417,7 @@ pub(super) async fn trusted_roots(client: &Client) -> Read<Vec<crate::core::hook
         .collect()
 }
 
-pub(super) async fn skills_last_used(client: &Client) -> Read<Vec<(String, Millis)>> {
+pub(super) async fn skills_last_used(client: &Conn<'_>) -> Read<Vec<(String, Millis)>> {
     let rows = client
         .query(
             "SELECT COALESCE(payload::jsonb ->> 'name', '') AS name, max(at) FROM tape
@@ -431,7 +432,7 @@ pub(super) async fn skills_last_used(client: &Client) -> Read<Vec<(String, Milli
 }
 
 pub(super) async fn controls(
-    client: &Client,
+    client: &Conn<'_>,
     session: &SessionId,
 ) -> Read<Vec<(i64, crate::core::control::Control)>> {
     let rows = client
@@ -490,7 +491,7 @@ fn receipt_rows(rows: &[Row]) -> Read<Vec<Receipt>> {
     receipts_from(raw)
 }
 
-pub(super) async fn receipts(client: &Client, from_seq: u64, limit: usize) -> Read<Vec<Receipt>> {
+pub(super) async fn receipts(client: &Conn<'_>, from_seq: u64, limit: usize) -> Read<Vec<Receipt>> {
     let rows = client
         .query(
             &format!(
@@ -503,7 +504,7 @@ pub(super) async fn receipts(client: &Client, from_seq: u64, limit: usize) -> Re
     receipt_rows(&rows)
 }
 
-pub(super) async fn run_receipts(client: &Client, run: &RunId) -> Read<Vec<Receipt>> {
+pub(super) async fn run_receipts(client: &Conn<'_>, run: &RunId) -> Read<Vec<Receipt>> {
     let rows = client
         .query(
             &format!("SELECT {RECEIPT_COLUMNS} FROM receipts WHERE run_id = $1 ORDER BY seq"),
@@ -514,7 +515,7 @@ pub(super) async fn run_receipts(client: &Client, run: &RunId) -> Read<Vec<Recei
     receipt_rows(&rows)
 }
 
-pub(super) async fn missing_receipts(client: &Client) -> Read<Vec<(RunId, u64, u64)>> {
+pub(super) async fn missing_receipts(client: &Conn<'_>) -> Read<Vec<(RunId, u64, u64)>> {
     let rows = client
         .query(
             "SELECT t.run_id, t.results, COALESCE(r.receipts, 0) FROM

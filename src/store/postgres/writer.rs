@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::conn::{Conn, Statements};
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -154,6 +155,7 @@ async fn run(
     let mut writer = Writer {
         server,
         client: None,
+        statements: Statements::default(),
     };
     let mut group: Vec<Command> = Vec::with_capacity(256);
     loop {
@@ -179,6 +181,8 @@ struct Writer {
     server: Server,
     /// `None` after the connection broke, until it is made again.
     client: Option<Client>,
+    /// The statements prepared on `client`.
+    statements: Statements,
 }
 
 /// What one write or lease decision of a group came to.
@@ -232,16 +236,17 @@ impl Writer {
                 );
                 return false;
             }
-            let client = match self.connected().await {
-                Ok(client) => client,
-                Err(err) => {
-                    tracing::warn!(error = %err, "the database is unreachable; the writes wait");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                    continue;
-                }
+            if let Err(err) = self.connected().await {
+                tracing::warn!(error = %crate::causes::chain(&err), "the database is unreachable; the writes wait");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+                continue;
+            }
+            let Some(client) = self.client.as_ref() else {
+                continue;
             };
-            match attempt(client, group, &marker, isolate).await {
+            let conn = Conn::new(client, &self.statements);
+            match attempt(&conn, group, &marker, isolate).await {
                 Ok(outcomes) => break outcomes,
                 Err(Attempt::Isolate) => isolate = true,
                 Err(Attempt::Retry) => {
@@ -317,7 +322,11 @@ impl Writer {
     async fn connected(&mut self) -> Result<&Client, tokio_postgres::Error> {
         let client = match self.client.take() {
             Some(client) if !client.is_closed() => client,
-            Some(_) | None => self.server.connect().await?,
+            Some(_) | None => {
+                // A new connection has none of the old one's statements.
+                self.statements.clear();
+                self.server.connect().await?
+            }
         };
         Ok(self.client.insert(client))
     }
@@ -404,7 +413,7 @@ fn transient(err: &tokio_postgres::Error) -> bool {
 
 /// One try at the group's transaction.
 async fn attempt(
-    client: &Client,
+    client: &Conn<'_>,
     group: &[Command],
     marker: &str,
     isolate: bool,
@@ -496,12 +505,12 @@ async fn attempt(
 /// A write inside a savepoint: when it fails, nothing of it stays and the
 /// transaction goes on.
 async fn isolated<'a, F>(
-    client: &'a Client,
+    client: &'a Conn<'a>,
     apply: F,
     leases: &'a mut GroupLeases,
 ) -> Result<(), PgFailure>
 where
-    F: FnOnce(&'a Client, &'a mut GroupLeases) -> BoxFuture<'a, Result<(), PgFailure>>,
+    F: FnOnce(&'a Conn<'a>, &'a mut GroupLeases) -> BoxFuture<'a, Result<(), PgFailure>>,
 {
     client
         .batch_execute("SAVEPOINT write")
@@ -529,7 +538,7 @@ where
 }
 
 async fn isolated_lease(
-    client: &Client,
+    client: &Conn<'_>,
     op: &LeaseOp,
 ) -> Result<Result<Option<Lease>, LeaseError>, tokio_postgres::Error> {
     client.batch_execute("SAVEPOINT lease").await?;
@@ -609,7 +618,7 @@ pub(super) struct GroupLeases {
 impl GroupLeases {
     pub(super) async fn stored(
         &mut self,
-        client: &Client,
+        client: &Conn<'_>,
         key: &LeaseKey,
     ) -> Result<Option<Lease>, PgFailure> {
         if let Some(known) = self.known.get(key.as_str()) {
