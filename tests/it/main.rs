@@ -26,6 +26,7 @@ mod commands;
 mod compaction;
 mod context_window;
 mod crash;
+mod deploy;
 mod docs_check;
 mod examples;
 mod first_hour;
