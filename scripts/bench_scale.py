@@ -92,6 +92,9 @@ class Postgres:
 def isolated_env(root: Path, store: str | None) -> dict:
     for sub in ("home", "config", "data"):
         (root / sub).mkdir(parents=True, exist_ok=True)
+    # The load is the benchmark's own: the per-token rate limit is off.
+    (root / "config" / "pincer").mkdir(exist_ok=True)
+    (root / "config" / "pincer" / "config.toml").write_text("[http]\nrate_limit_per_minute = 0\n")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root / "home"),
@@ -156,6 +159,7 @@ class Instance:
 
 def runs_per_second(binary: str, root: Path, store: str | None, instances: int,
                     sessions: int, clients: int) -> float:
+    root.mkdir(parents=True)
     script = root / "one-turn.jsonl"
     script.write_text(json.dumps([{"text": "ok"}]) + "\n")
     workspace = root / "ws"
@@ -207,6 +211,7 @@ def cross_instance_latency(binary: str, root: Path, store: str, chunks: int, gap
     for n in range(chunks):
         turn.append({"text": f"chunk {n} "})
         turn.append({"delay_ms": gap_ms})
+    root.mkdir(parents=True)
     script = root / "stream.jsonl"
     script.write_text(json.dumps(turn) + "\n")
     workspace = root / "ws"
