@@ -68,6 +68,7 @@ async fn status(
                         "host": i.host,
                         "pid": i.pid,
                         "startedAt": i.started_at,
+                        "renewedAt": i.renewed_at,
                         "leaseExpiresAt": i.lease_expires_at,
                         "openRuns": i.open_runs,
                     })
@@ -102,11 +103,12 @@ async fn status(
         out.push_str(&format!("instances holding leases: {}\n", instances.len()));
         for i in &instances {
             out.push_str(&format!(
-                "  {}  host {}  pid {}  started {}  lease until {}  open runs {}\n",
+                "  {}  host {}  pid {}  started {}  renewed {}  lease until {}  open runs {}\n",
                 i.tag,
                 i.host,
                 i.pid,
                 millis_text(i.started_at),
+                millis_text(i.renewed_at),
                 millis_text(i.lease_expires_at),
                 i.open_runs
             ));

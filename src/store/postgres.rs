@@ -122,6 +122,8 @@ pub struct Instance {
     pub host: String,
     pub pid: i64,
     pub started_at: Millis,
+    /// When it last renewed its lease.
+    pub renewed_at: Millis,
     /// When its lease lapses unless renewed (renewed well before).
     pub lease_expires_at: Millis,
     /// Its runs not ended yet.
@@ -240,7 +242,7 @@ impl Postgres {
         let now = crate::core::session::now_millis();
         let rows = client
             .query(
-                "SELECT i.tag, i.host, i.pid, i.started_at, l.expires_at,
+                "SELECT i.tag, i.host, i.pid, i.started_at, l.renewed_at, l.expires_at,
                         (SELECT COUNT(*) FROM runs r WHERE r.owner = i.tag
                            AND r.state IN ('queued', 'running', 'waiting'))
                  FROM instances i JOIN leases l ON l.key = 'process:' || i.tag
@@ -258,8 +260,9 @@ impl Postgres {
                     host: row.try_get(1)?,
                     pid: row.try_get(2)?,
                     started_at: row.try_get(3)?,
-                    lease_expires_at: row.try_get(4)?,
-                    open_runs: row.try_get(5)?,
+                    renewed_at: row.try_get(4)?,
+                    lease_expires_at: row.try_get(5)?,
+                    open_runs: row.try_get(6)?,
                 })
             })
             .collect::<Result<_, tokio_postgres::Error>>()

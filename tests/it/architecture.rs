@@ -467,7 +467,10 @@ fn only_the_acp_face_knows_acp_types_and_only_the_store_knows_sql() {
         .into_iter()
         .filter(|f| !store.contains(f))
         .collect();
-    let found = violations(&others, &["rusqlite", "tokio_postgres", "deadpool_postgres"]);
+    let found = violations(
+        &others,
+        &["rusqlite", "tokio_postgres", "deadpool_postgres"],
+    );
     assert!(
         found.is_empty(),
         "SQL outside src/store:\n{}",

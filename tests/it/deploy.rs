@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use crate::support::{BIN, TIMEOUT, TestDir, postgres};
 
 fn deploy(file: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(file);
     std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
@@ -37,14 +39,24 @@ fn unit_command() -> Vec<String> {
 #[test]
 fn the_deployments_command_serves_its_configuration_on_postgres() {
     let compose = compose_command();
-    assert_eq!(compose, unit_command(), "compose.yaml and the unit run different commands");
+    assert_eq!(
+        compose,
+        unit_command(),
+        "compose.yaml and the unit run different commands"
+    );
     assert_eq!(compose[0], "/usr/local/bin/pincer");
     // Each variable the files set is one Pincer reads.
-    let help = std::process::Command::new(BIN).arg("--help").output().unwrap();
+    let help = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
     for variable in ["PINCER_CONFIG", "PINCER_DATA_DIR", "PINCER_STORE_URL"] {
         assert!(deploy("compose.yaml").contains(variable), "{variable}");
-        assert!(help.contains(variable), "pincer --help does not name {variable}");
+        assert!(
+            help.contains(variable),
+            "pincer --help does not name {variable}"
+        );
     }
     for variable in ["PINCER_HTTP_TOKEN", "OPENAI_API_KEY"] {
         assert!(deploy("pincer.env.example").contains(&format!("{variable}=")));
@@ -57,7 +69,13 @@ fn the_deployments_command_serves_its_configuration_on_postgres() {
     let ready = dir.path().join("ready");
     let args: Vec<String> = compose[1..]
         .iter()
-        .map(|a| if a == "0.0.0.0:8080" { "0.0.0.0:0".to_owned() } else { a.clone() })
+        .map(|a| {
+            if a == "0.0.0.0:8080" {
+                "0.0.0.0:0".to_owned()
+            } else {
+                a.clone()
+            }
+        })
         .collect();
     let mut child = dir
         .command()

@@ -1038,3 +1038,37 @@ fn a_retry_shows_as_one_status_line() {
     assert!(!screen.contains("WARN"), "{screen}");
     assert!(!chat.stderr().contains("WARN"), "{}", chat.stderr());
 }
+
+/// `pincer chat` on the PostgreSQL store (`docs/scale-out.md`): the
+/// conversation is kept there, and nothing in the data directory's SQLite.
+#[test]
+fn chat_keeps_its_conversation_on_postgres() {
+    let dir = TestDir::new();
+    let ws = dir.workspace();
+    let url = crate::support::postgres::shared().fresh_database();
+    let script = dir.script("s.jsonl", &[json!([{"text": "Kept on PostgreSQL."}])]);
+    let tmux = Tmux::start(
+        &dir,
+        &ws,
+        &["chat", "--script", &path(&script)],
+        &[("PINCER_STORE_URL", url.as_str())],
+    );
+    tmux.wait_prompt();
+    tmux.line("hello");
+    tmux.wait_for("Kept on PostgreSQL.");
+    tmux.wait_prompt();
+    tmux.keys(&["C-d"]);
+    tmux.wait_for("EXITED=0");
+    let out = dir
+        .command()
+        .env("PINCER_STORE_URL", &url)
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("\"origin\":\"terminal\""), "{listed}");
+    assert!(
+        !dir.data_dir().join("pincer.db").exists(),
+        "SQLite was used"
+    );
+}

@@ -41,17 +41,22 @@ fn token(lease: &Lease) -> i64 {
     i64::try_from(lease.token).unwrap_or(i64::MAX)
 }
 
-async fn put(client: &Conn<'_>, lease: &Lease) -> Result<(), tokio_postgres::Error> {
+async fn put(
+    client: &Conn<'_>,
+    lease: &Lease,
+    now: crate::core::session::Millis,
+) -> Result<(), tokio_postgres::Error> {
     client
         .execute(
-            "INSERT INTO leases (key, holder, token, expires_at) VALUES ($1, $2, $3, $4)
+            "INSERT INTO leases (key, holder, token, expires_at, renewed_at) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, token = excluded.token,
-                 expires_at = excluded.expires_at",
+                 expires_at = excluded.expires_at, renewed_at = excluded.renewed_at",
             &[
                 &lease.key.as_str(),
                 &lease.holder,
                 &token(lease),
                 &lease.expires_at,
+                &now,
             ],
         )
         .await?;
@@ -74,6 +79,7 @@ pub(super) async fn take_over(
             token: lease.token + 1,
             expires_at: 0,
         },
+        crate::core::session::now_millis(),
     )
     .await
 }
@@ -118,7 +124,7 @@ pub(super) async fn decide(
                 Ok(lease) => lease,
                 Err(err) => return Ok(Err(err)),
             };
-            put(client, &lease).await?;
+            put(client, &lease, *now).await?;
             if key.as_str().starts_with(PROCESS_PREFIX) {
                 // A process's lease is one row per process ever started:
                 // those lapsed an hour ago go when the next one takes its own.
@@ -145,7 +151,7 @@ pub(super) async fn decide(
                 expires_at: now.saturating_add(*ttl_ms),
                 ..lease.clone()
             };
-            put(client, &renewed).await?;
+            put(client, &renewed, *now).await?;
             Ok(Ok(Some(renewed)))
         }
         LeaseOp::Release { lease } => {

@@ -167,7 +167,9 @@ CREATE TABLE leases (
     key        TEXT PRIMARY KEY,
     holder     TEXT NOT NULL,
     token      BIGINT NOT NULL,
-    expires_at BIGINT NOT NULL
+    expires_at BIGINT NOT NULL,
+    -- When it was last claimed or renewed (`pincer store status`).
+    renewed_at BIGINT NOT NULL DEFAULT 0
 );
 
 CREATE TABLE session_controls (
