@@ -1016,6 +1016,14 @@ impl Runtime {
         Ok(self.inner.journal.flush().await?)
     }
 
+    /// Moves on whenever the journal may have changed (a commit of any
+    /// process sharing it): how a face follows a run another process works
+    /// on a session not live here, reading the tape when woken. `None`
+    /// when nothing but this process writes the journal.
+    pub fn journal_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.notifier.as_ref().map(|n| n.watch())
+    }
+
     /// Subscribes to every event of a live session from now on.
     pub fn subscribe(&self, id: &SessionId) -> Result<Subscription, RuntimeError> {
         let live = self
