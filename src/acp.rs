@@ -713,12 +713,20 @@ impl Connection {
                     Some(ApprovalDecision::RejectOnce)
                 }
             };
-            if let Some(decision) = decision
-                && !conn
+            if let Some(decision) = decision {
+                match conn
                     .runtime
                     .answer_approval_of(&session, &run, &approval_id, decision)
-            {
-                tracing::debug!(approval = %approval_id, "approval was already settled");
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::debug!(approval = %approval_id, "approval was already settled");
+                    }
+                    Err(err) => {
+                        tracing::warn!(approval = %approval_id, error = %err, "cannot pass the answer on");
+                    }
+                }
             }
         });
     }

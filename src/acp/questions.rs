@@ -80,12 +80,20 @@ impl Connection {
             };
             drop(over);
             conn.permissions.lock().remove(&question_id);
-            if let Some(answer) = answer
-                && !conn
+            if let Some(answer) = answer {
+                match conn
                     .runtime
                     .answer_question_of(&session, &run, &question_id, answer)
-            {
-                tracing::debug!(question = %question_id, "question was already settled");
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::debug!(question = %question_id, "question was already settled");
+                    }
+                    Err(err) => {
+                        tracing::warn!(question = %question_id, error = %err, "cannot pass the answer on");
+                    }
+                }
             }
         });
     }

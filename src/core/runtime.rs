@@ -1016,6 +1016,14 @@ impl Runtime {
         Ok(self.inner.journal.flush().await?)
     }
 
+    /// Moves on whenever the journal may have changed (a commit of any
+    /// process sharing it): how a face follows a run another process works
+    /// on a session not live here, reading the tape when woken. `None`
+    /// when nothing but this process writes the journal.
+    pub fn journal_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.notifier.as_ref().map(|n| n.watch())
+    }
+
     /// Subscribes to every event of a live session from now on.
     pub fn subscribe(&self, id: &SessionId) -> Result<Subscription, RuntimeError> {
         let live = self
@@ -1793,6 +1801,113 @@ mod tests {
                 .unwrap(),
             None
         );
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        assert!(journal.controls(&session.id).await.unwrap().is_empty());
+        rt.shutdown().await;
+    }
+
+    /// Two faces answer, at the same moment, an approval that a run another
+    /// process works waits on: that process takes one answer (the first it
+    /// sees) and settles the approval; exactly that answer is told it won,
+    /// the other is taken back and refused. An answer nobody takes is taken
+    /// back after the wait and refused, not left to be carried out later.
+    #[tokio::test]
+    async fn of_two_answers_passed_on_at_once_only_the_one_taken_is_told_it_won() {
+        use crate::core::tool::ToolKind;
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(MemoryJournal::new());
+        let rt = Runtime::from_parts(Parts {
+            notifier: Some(journal.clone()),
+            ..Parts::new(
+                journal.clone(),
+                test_providers(TestProvider::streaming(1)),
+                Arc::new(ToolGate::without_tools()),
+                RuntimeConfig::default(),
+            )
+        });
+        let session = rt.create_session(new_session(dir.path())).await.unwrap();
+        // A run another process works, waiting on two approvals in turn.
+        let run = RunId::generate();
+        journal
+            .commit(Write::InsertRun {
+                id: run.clone(),
+                session_id: session.id.clone(),
+                at: 1,
+            })
+            .await
+            .unwrap();
+        let (of_session, of_run) = (session.id.clone(), run.clone());
+        let record = move |seq: u64, event: Event| {
+            Write::AppendEvent(EventRecord {
+                session_id: of_session.clone(),
+                run_id: of_run.clone(),
+                seq,
+                at: 2,
+                event,
+            })
+        };
+        let asked = |id: &str| Event::ApprovalRequested {
+            approval_id: id.into(),
+            call_id: format!("call-{id}"),
+            tool: "write_file".into(),
+            kind: ToolKind::Edit,
+            title: "Create a.txt".into(),
+            reason: "supervised".into(),
+            arguments: serde_json::json!({}),
+            locations: Vec::new(),
+            command: None,
+            diffs: Vec::new(),
+        };
+        journal.commit(record(0, asked("apr_1"))).await.unwrap();
+
+        // The owner: takes the first answer it finds, and settles with it.
+        let owner = {
+            let (journal, session, record) = (journal.clone(), session.id.clone(), record.clone());
+            tokio::spawn(async move {
+                loop {
+                    let controls = journal.controls(&session).await.unwrap();
+                    if let Some((number, Control::Approval { decision, .. })) =
+                        controls.into_iter().next()
+                    {
+                        journal
+                            .commit(Write::TakeControl { id: number })
+                            .await
+                            .unwrap();
+                        journal
+                            .commit(record(
+                                1,
+                                Event::ApprovalDecided {
+                                    approval_id: "apr_1".into(),
+                                    call_id: "call-apr_1".into(),
+                                    decision,
+                                },
+                            ))
+                            .await
+                            .unwrap();
+                        return decision;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        };
+        let (allow, reject) = tokio::join!(
+            rt.answer_approval_of(&session.id, &run, "apr_1", ApprovalDecision::AllowOnce),
+            rt.answer_approval_of(&session.id, &run, "apr_1", ApprovalDecision::RejectOnce),
+        );
+        let taken = owner.await.unwrap();
+        let (allow, reject) = (allow.unwrap(), reject.unwrap());
+        assert!(allow != reject, "allow: {allow}, reject: {reject}");
+        assert_eq!(allow, taken == ApprovalDecision::AllowOnce);
+        assert!(journal.controls(&session.id).await.unwrap().is_empty());
+
+        // Asked again, and nobody takes the answer.
+        journal.commit(record(2, asked("apr_2"))).await.unwrap();
+        let started = Instant::now();
+        let answered = rt
+            .answer_approval_of(&session.id, &run, "apr_2", ApprovalDecision::AllowOnce)
+            .await
+            .unwrap();
+        assert!(!answered);
         assert!(started.elapsed() >= Duration::from_secs(2));
         assert!(journal.controls(&session.id).await.unwrap().is_empty());
         rt.shutdown().await;

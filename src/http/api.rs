@@ -469,12 +469,11 @@ impl Api {
                     quote(approval_id)
                 ))
             })?;
-        if !self.runtime.answer_approval_of(
-            &request.session_id,
-            &request.run_id,
-            approval_id,
-            decision,
-        ) {
+        if !self
+            .runtime
+            .answer_approval_of(&request.session_id, &request.run_id, approval_id, decision)
+            .await?
+        {
             return Err(ApiError::conflict(format!(
                 "approval {} was settled meanwhile (answered elsewhere, timed out or its run ended)",
                 quote(approval_id)
@@ -538,12 +537,16 @@ impl Api {
             None => QuestionAnswer::without(QuestionOutcome::Declined),
             Some(text) => QuestionAnswer::from_reply(&asked, &text),
         };
-        if !self.runtime.answer_question_of(
-            &request.session_id,
-            &request.run_id,
-            question_id,
-            answer.clone(),
-        ) {
+        if !self
+            .runtime
+            .answer_question_of(
+                &request.session_id,
+                &request.run_id,
+                question_id,
+                answer.clone(),
+            )
+            .await?
+        {
             return Err(ApiError::conflict(format!(
                 "question {} was settled meanwhile (answered elsewhere, timed out or its run ended)",
                 quote(question_id)

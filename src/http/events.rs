@@ -122,9 +122,12 @@ pub async fn follow(
             follower.tracks.insert(run.id.clone(), from);
             if run.state.is_terminal() {
                 None
+            } else if let Ok(subscription) = runtime.subscribe(&run.session_id) {
+                Some(Woken::Live(Box::new(subscription)))
             } else {
-                // Not live means no process here runs it: the tape is all there is.
-                runtime.subscribe(&run.session_id).ok()
+                // Its session is not live here: another process runs it, and
+                // its commits (the journal's changes) say when the tape has more.
+                runtime.journal_changes().map(Woken::Changes)
             }
         }
         Scope::Session(id) => {
@@ -173,7 +176,7 @@ pub async fn follow(
                     }
                 }
             }
-            Some(subscription)
+            Some(Woken::Live(Box::new(subscription)))
         }
     };
     tokio::spawn(async move { follower.run(subscription, closing).await });
@@ -200,6 +203,14 @@ async fn committed(runtime: &Runtime, cursor: &Cursor) -> Result<(), ApiError> {
     }
 }
 
+/// What tells a stream that the tape may hold more.
+enum Woken {
+    /// The session's subscription here: its events, live.
+    Live(Box<Subscription>),
+    /// The journal's changes, for a run of a session not live here.
+    Changes(tokio::sync::watch::Receiver<u64>),
+}
+
 /// Delivers events in order; one per stream.
 struct Follower {
     runtime: Runtime,
@@ -223,12 +234,23 @@ enum Step {
 }
 
 impl Follower {
-    async fn run(mut self, subscription: Option<Subscription>, closing: CancellationToken) {
+    async fn run(mut self, woken: Option<Woken>, closing: CancellationToken) {
         if let Step::Stop = self.catch_up().await {
             return;
         }
-        let Some(mut subscription) = subscription else {
-            return;
+        let mut subscription = match woken {
+            None => return,
+            Some(Woken::Live(subscription)) => subscription,
+            Some(Woken::Changes(mut changes)) => loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = self.tx.closed() => return,
+                    _ = closing.cancelled() => return,
+                }
+                if let Step::Stop = self.catch_up().await {
+                    return;
+                }
+            },
         };
         loop {
             let record = tokio::select! {

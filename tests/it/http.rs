@@ -2590,6 +2590,9 @@ async fn http_beside_an_editor_answers_its_approval_and_cancels_its_run() {
         .as_str()
         .unwrap()
         .to_owned();
+    // Its stream here follows it from the tape, though the session is not
+    // live in this process, to the end the editor records.
+    let mut stream = SseReader::open(server.get(&format!("/v1/runs/{run}/events"))).await;
     // A message for the editor's working run, through the journal: taken
     // there, and joining the conversation when the run stops.
     let (status, steered) = send(server.post(
@@ -2607,6 +2610,12 @@ async fn http_beside_an_editor_answers_its_approval_and_cancels_its_run() {
         m.get("id") == Some(&long) && m.get("method").is_none()
     });
     assert_eq!(ended["result"]["stopReason"], "cancelled", "{ended}");
+    let mut last = Value::Null;
+    while let Some((_, event)) = stream.next().await {
+        last = event;
+    }
+    assert_eq!(last["type"], "state", "{last}");
+    assert_eq!(last["state"], "cancelled", "{last}");
     let history = dir.show_session(&session)["history"].clone();
     assert!(
         history

@@ -20,6 +20,9 @@ pub struct LeaseHolding {
 /// How long a steering message left for another process waits to be taken.
 const STEER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long an answer left for the process working a run waits to be taken.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Runtime {
     /// Starts carrying out requests other processes leave for this one's
     /// runs, once a session is live here (not at start-up: a process that
@@ -284,48 +287,110 @@ impl Runtime {
 
     /// Answers an approval that `run` of the session asks, wherever the run
     /// works: here, or in another process whose run this one follows from
-    /// the tape, through the journal (the first answer wins there). False
-    /// when it is not waiting here and no other process can be told.
-    pub fn answer_approval_of(
+    /// the tape, through the journal (see [`Runtime::answer_elsewhere`]).
+    /// True when this answer is the one the run got; false when the
+    /// approval was settled otherwise (answered first by someone else,
+    /// timed out, its run ended) or no process took the answer.
+    pub async fn answer_approval_of(
         &self,
         session: &SessionId,
         run: &RunId,
         approval_id: &str,
         decision: ApprovalDecision,
-    ) -> bool {
+    ) -> Result<bool, RuntimeError> {
         if self.works_here(session, run) || self.inner.notifier.is_none() {
-            return self.answer_approval(session, approval_id, decision);
+            return Ok(self.answer_approval(session, approval_id, decision));
         }
-        self.pass_on(
-            session,
-            Control::Approval {
-                approval_id: approval_id.to_owned(),
-                decision,
-            },
-        );
-        true
+        let control = Control::Approval {
+            approval_id: approval_id.to_owned(),
+            decision,
+        };
+        self.answer_elsewhere(session, run, control, |event| {
+            matches!(event, Event::ApprovalDecided { approval_id: id, .. } if id == approval_id)
+        })
+        .await
     }
 
     /// Answers a question that `run` of the session asks, wherever the run
     /// works (see [`Runtime::answer_approval_of`]).
-    pub fn answer_question_of(
+    pub async fn answer_question_of(
         &self,
         session: &SessionId,
         run: &RunId,
         question_id: &str,
         answer: QuestionAnswer,
-    ) -> bool {
+    ) -> Result<bool, RuntimeError> {
         if self.works_here(session, run) || self.inner.notifier.is_none() {
-            return self.answer_question(session, question_id, answer);
+            return Ok(self.answer_question(session, question_id, answer));
         }
-        self.pass_on(
-            session,
-            Control::Question {
-                question_id: question_id.to_owned(),
-                answer,
-            },
-        );
-        true
+        let control = Control::Question {
+            question_id: question_id.to_owned(),
+            answer,
+        };
+        self.answer_elsewhere(session, run, control, |event| {
+            matches!(event, Event::QuestionAnswered { question_id: id, .. } if id == question_id)
+        })
+        .await
+    }
+
+    /// Leaves an answer (`control`) for the process working `run` and
+    /// waits to learn whether it won: true once that process took it (it
+    /// takes an answer only while its request still waits, so the run got
+    /// this one); false when the request was settled otherwise first (the
+    /// tape shows an event that `settles` it, or the run's end) or nobody
+    /// took the answer within `ANSWER_WAIT`: it is then taken back, so two
+    /// faces answering at once are never both told they were heard, and
+    /// an answer left over is never carried out later.
+    pub(super) async fn answer_elsewhere(
+        &self,
+        session: &SessionId,
+        run: &RunId,
+        control: Control,
+        settles: impl Fn(&Event) -> bool,
+    ) -> Result<bool, RuntimeError> {
+        self.inner
+            .journal
+            .commit(Write::Control {
+                session: session.clone(),
+                control: control.clone(),
+                at: now_millis(),
+            })
+            .await?;
+        let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
+        let mut read_to = 0;
+        loop {
+            // Equal answers cannot be told apart, nor need to be: whichever
+            // of them is taken, the run got what each said.
+            let left = self
+                .inner
+                .journal
+                .controls(session)
+                .await?
+                .into_iter()
+                .find(|(_, c)| c == &control);
+            let Some((mine, _)) = left else {
+                return Ok(true);
+            };
+            let tape = self.inner.journal.tape(run, read_to, None).await?;
+            let settled = tape
+                .iter()
+                .any(|record| settles(&record.event) || record.event.terminal_state().is_some());
+            read_to = tape.last().map_or(read_to, |record| record.seq + 1);
+            if settled || tokio::time::Instant::now() >= deadline {
+                // Taken back, unless the owner took it meanwhile.
+                return match self
+                    .inner
+                    .journal
+                    .commit(Write::TakeControl { id: mine })
+                    .await
+                {
+                    Ok(()) => Ok(false),
+                    Err(JournalError::Conflict(_)) => Ok(true),
+                    Err(err) => Err(err.into()),
+                };
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// Whether this process works (or has queued) `run` of the session.
