@@ -43,7 +43,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// The store on a PostgreSQL server instead of SQLite in the data directory:
-    /// postgres://USER@HOST:PORT/DB [env: PINCER_STORE_URL; config: [store] url]
+    /// postgres://USER@HOST:PORT/DB [env: PINCER_STORE_URL; config: store.url]
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
     /// More log output on stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides)

@@ -287,7 +287,7 @@ impl Runtime {
 
     /// Answers an approval that `run` of the session asks, wherever the run
     /// works: here, or in another process whose run this one follows from
-    /// the tape, through the journal (see [`Runtime::answer_elsewhere`]).
+    /// the tape, through the journal (see `Runtime::answer_elsewhere`).
     /// True when this answer is the one the run got; false when the
     /// approval was settled otherwise (answered first by someone else,
     /// timed out, its run ended) or no process took the answer.
