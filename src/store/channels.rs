@@ -10,13 +10,70 @@ use crate::core::channel::{
     SendIntent,
 };
 use crate::core::ids::{RunId, SessionId};
+use crate::core::session::Millis;
 
-fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+/// A value stored as JSON.
+pub(in crate::store) fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|err| StoreError::Write(err.to_string()))
 }
 
-fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+/// A value stored as JSON, in a row either backend read; what does not
+/// parse is corrupt.
+pub(in crate::store) fn parse<T: serde::de::DeserializeOwned>(
+    what: &str,
+    text: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("{what}: {err}")))
+}
+
+/// A conversation's target as its key stores it (`channel_sessions.target`).
+pub(in crate::store) fn target_key(key: &ConversationKey) -> Result<String, StoreError> {
+    serde_json::to_string(&key.target)
+        .map_err(|err| StoreError::Read(format!("conversation target: {err}")))
+}
+
+/// An inbox row (`message, state, run_id, received_at`) as either backend
+/// read it.
+pub(in crate::store) fn inbox_entry(
+    message: &str,
+    state: &str,
+    run_id: Option<String>,
+    received_at: Millis,
+) -> Result<InboxEntry, StoreError> {
+    Ok(InboxEntry {
+        message: parse("inbound message", message)?,
+        state: InboxState::parse(state)
+            .ok_or_else(|| StoreError::Corrupt(format!("inbox state {state:?}")))?,
+        run_id: run_id.map(RunId::from_string),
+        received_at,
+    })
+}
+
+/// A draft row (`run_id, target, platform_id, text`) as either backend read
+/// it.
+pub(in crate::store) fn draft(
+    run_id: String,
+    target: &str,
+    platform_id: String,
+    text: String,
+) -> Result<Draft, StoreError> {
+    Ok(Draft {
+        run_id: RunId::from_string(run_id),
+        target: parse("draft target", target)?,
+        platform_id,
+        text,
+    })
+}
+
+/// A count of intents (`channel, status, count`) as either backend read it.
+pub(in crate::store) fn intent_count(
+    channel: String,
+    status: &str,
+    count: i64,
+) -> Result<(String, IntentStatus, u64), StoreError> {
+    let status = IntentStatus::parse(status)
+        .ok_or_else(|| StoreError::Corrupt(format!("intent status {status:?}")))?;
+    Ok((channel, status, u64::try_from(count).unwrap_or(0)))
 }
 
 pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), StoreError> {
@@ -91,8 +148,7 @@ pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), Store
                 intent.account,
                 intent.status.as_str(),
                 intent.next_attempt_at,
-                // Recorded already claimed (a live draft's first send): by us.
-                (intent.status == IntentStatus::Sending).then(owner::this_process),
+                holder(intent.status),
                 json(intent)?,
                 intent.created_at,
                 intent.updated_at
@@ -160,9 +216,7 @@ fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreEr
             update.id
         )));
     };
-    let mut intent: SendIntent = parse("send intent", &stored)?;
-    update.apply(&mut intent).map_err(StoreError::Conflict)?;
-    let owner = (update.status == IntentStatus::Sending).then(owner::this_process);
+    let (intent, owner) = updated(&stored, update)?;
     conn.prepare_cached(
         "UPDATE channel_outbox SET status = ?2, next_attempt_at = ?3, owner = ?4, intent = ?5, updated_at = ?6
          WHERE id = ?1",
@@ -176,6 +230,27 @@ fn update_intent(conn: &Connection, update: &IntentUpdate) -> Result<(), StoreEr
         update.at
     ])?;
     Ok(())
+}
+
+/// The stored intent (its JSON) as `update` leaves it, refused as a
+/// conflict (the reason given) unless it is in one of the states the
+/// update moves from; and who holds it then, as either backend stores it:
+/// this process when it is `sending` (claimed, or being sent), no one
+/// otherwise.
+pub(in crate::store) fn updated(
+    stored: &str,
+    update: &IntentUpdate,
+) -> Result<(SendIntent, Option<&'static str>), StoreError> {
+    let mut intent: SendIntent = parse("send intent", stored)?;
+    update.apply(&mut intent).map_err(StoreError::Conflict)?;
+    Ok((intent, holder(update.status)))
+}
+
+/// Who holds an intent recorded or moved to `status`: this process while it
+/// is `sending` (a live draft's first send is recorded so), no one
+/// otherwise.
+pub(in crate::store) fn holder(status: IntentStatus) -> Option<&'static str> {
+    (status == IntentStatus::Sending).then(owner::this_process)
 }
 
 /// Open intents (held, pending, sending, committing) of one channel account, oldest first.
@@ -245,9 +320,7 @@ pub(super) fn intent_counts(
     let mut out = Vec::new();
     for row in rows {
         let (channel, status, count) = row?;
-        let status = IntentStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("intent status {status:?}")))?;
-        out.push((channel, status, count.max(0) as u64));
+        out.push(intent_count(channel, &status, count)?);
     }
     Ok(out)
 }
@@ -274,13 +347,7 @@ pub(super) fn open_inbox(
     let mut out = Vec::new();
     for row in rows {
         let (message, state, run_id, received_at) = row?;
-        out.push(InboxEntry {
-            message: parse("inbound message", &message)?,
-            state: InboxState::parse(&state)
-                .ok_or_else(|| StoreError::Corrupt(format!("inbox state {state:?}")))?,
-            run_id: run_id.map(RunId::from_string),
-            received_at,
-        });
+        out.push(inbox_entry(&message, &state, run_id, received_at)?);
     }
     Ok(out)
 }
@@ -308,7 +375,7 @@ pub(super) fn conversation(
             "SELECT session_id FROM channel_sessions WHERE channel = ?1 AND account = ?2 AND target = ?3",
         )?
         .query_row(
-            params![key.channel, key.account, json(&key.target)?],
+            params![key.channel, key.account, target_key(key)?],
             |row| row.get(0),
         )
         .optional()?;
@@ -349,12 +416,7 @@ pub(super) fn drafts(
     let mut out = Vec::new();
     for row in rows {
         let (run_id, target, platform_id, text) = row?;
-        out.push(Draft {
-            run_id: RunId::from_string(run_id),
-            target: parse("draft target", &target)?,
-            platform_id,
-            text,
-        });
+        out.push(draft(run_id, &target, platform_id, text)?);
     }
     Ok(out)
 }

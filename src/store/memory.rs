@@ -12,8 +12,10 @@ use super::vectors::Vectors;
 use super::words::Words;
 use crate::core::memory::index::{fuse, scope_token, scope_tokens, tags_text};
 use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope};
+use crate::core::session::Millis;
 
-const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
+/// The columns of an item (`Stored`), of `memories m`.
+pub(in crate::store) const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
 
 pub(super) fn apply(conn: &Connection, write: &MemoryWrite) -> Result<(), StoreError> {
     match write {
@@ -123,40 +125,61 @@ pub(super) fn unembedded(
     rows.into_iter().map(finish).collect()
 }
 
-fn item_row(row: &Row<'_>) -> rusqlite::Result<(MemoryItem, String, String)> {
-    let scope: String = row.get(1)?;
-    let tags: String = row.get(4)?;
-    let source: String = row.get(5)?;
-    Ok((
-        MemoryItem {
-            id: row.get(0)?,
-            scope: Scope::parse(&scope).unwrap_or(Scope::User),
-            scope_key: row.get(2)?,
-            text: row.get(3)?,
-            tags: tags.split_whitespace().map(str::to_owned).collect(),
-            source: Default::default(),
-            created_at: row.get(6)?,
-            updated_at: row.get(7)?,
-            last_used_at: row.get(8)?,
-            pinned: row.get(9)?,
-        },
-        scope,
-        source,
-    ))
+fn item_row(row: &Row<'_>) -> rusqlite::Result<Stored> {
+    Ok(Stored {
+        id: row.get(0)?,
+        scope: row.get(1)?,
+        scope_key: row.get(2)?,
+        text: row.get(3)?,
+        tags: row.get(4)?,
+        source: row.get(5)?,
+        created_at: row.get(6)?,
+        updated_at: row.get(7)?,
+        last_used_at: row.get(8)?,
+        pinned: row.get(9)?,
+    })
 }
 
-pub(super) fn finish(
-    (mut item, scope, source): (MemoryItem, String, String),
-) -> Result<MemoryItem, StoreError> {
-    if Scope::parse(&scope).is_none() {
+/// An item's columns as stored (`COLUMNS`, in that order), as either
+/// backend reads them.
+pub(in crate::store) struct Stored {
+    pub(in crate::store) id: String,
+    pub(in crate::store) scope: String,
+    pub(in crate::store) scope_key: String,
+    pub(in crate::store) text: String,
+    /// `tags_text`: each tag between spaces.
+    pub(in crate::store) tags: String,
+    /// `MemorySource` as JSON.
+    pub(in crate::store) source: String,
+    pub(in crate::store) created_at: Millis,
+    pub(in crate::store) updated_at: Millis,
+    pub(in crate::store) last_used_at: Option<Millis>,
+    pub(in crate::store) pinned: bool,
+}
+
+/// The item a row holds; an unknown scope or a source that does not parse
+/// is corrupt.
+pub(in crate::store) fn finish(stored: Stored) -> Result<MemoryItem, StoreError> {
+    let Some(scope) = Scope::parse(&stored.scope) else {
         return Err(StoreError::Corrupt(format!(
-            "unknown memory scope {scope:?} of {}",
-            item.id
+            "unknown memory scope {:?} of {}",
+            stored.scope, stored.id
         )));
-    }
-    item.source = serde_json::from_str(&source)
-        .map_err(|err| StoreError::Corrupt(format!("source of {}: {err}", item.id)))?;
-    Ok(item)
+    };
+    let source = serde_json::from_str(&stored.source)
+        .map_err(|err| StoreError::Corrupt(format!("source of {}: {err}", stored.id)))?;
+    Ok(MemoryItem {
+        tags: stored.tags.split_whitespace().map(str::to_owned).collect(),
+        id: stored.id,
+        scope,
+        scope_key: stored.scope_key,
+        text: stored.text,
+        source,
+        created_at: stored.created_at,
+        updated_at: stored.updated_at,
+        last_used_at: stored.last_used_at,
+        pinned: stored.pinned,
+    })
 }
 
 /// `(scope, key)` pairs as SQL: `(m.scope = ? AND m.scope_key = ?) OR …`,

@@ -1,31 +1,31 @@
 //! The chat channels' rows on PostgreSQL: the inbox (deduplicated by its
 //! primary key), the outbox (durable send intents), polling cursors,
 //! conversation → session mappings, paired senders and live drafts. The
-//! same effects as the SQLite store's (`store::channels`). An intent is
-//! changed with its row locked; claiming it for a send (`sending`) skips a
-//! row another instance holds (`FOR UPDATE SKIP LOCKED`) and is refused
-//! as a conflict rather than waited for.
+//! same effects as the SQLite store's (`store::channels`, whose row
+//! conversions these share). An intent is changed with its row locked;
+//! claiming it for a send (moving it to `sending` from another state)
+//! skips a row another instance holds (`FOR UPDATE SKIP LOCKED`) and is
+//! refused as a conflict rather than waited for, while the holder's own
+//! progress on a send it claimed waits for the lock like any other change.
 
 use super::conn::Conn;
 
 use super::PgFailure;
 use crate::core::channel::{
-    ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus, IntentUpdate,
-    SendIntent,
+    ChannelWrite, ConversationKey, Draft, InboxEntry, IntentStatus, IntentUpdate, SendIntent,
 };
 use crate::core::ids::{RunId, SessionId};
-use crate::store::StoreError;
+use crate::store::channels::{
+    draft, holder, inbox_entry, intent_count, parse, target_key, updated,
+};
+use crate::store::{self, StoreError};
 
 fn db(err: tokio_postgres::Error) -> StoreError {
     super::pg_error(&err)
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, PgFailure> {
-    serde_json::to_string(value).map_err(|err| PgFailure::Store(StoreError::Write(err.to_string())))
-}
-
-fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|err| StoreError::Corrupt(format!("{what}: {err}")))
+    store::channels::json(value).map_err(PgFailure::Store)
 }
 
 fn conflict(message: String) -> PgFailure {
@@ -96,8 +96,7 @@ pub(super) async fn apply(client: &Conn<'_>, write: &ChannelWrite) -> Result<(),
             value,
         } => put_cursor(client, channel, account, name, value).await?,
         ChannelWrite::InsertIntent(intent) => {
-            // Recorded already claimed (a live draft's first send): by us.
-            let owner = (intent.status == IntentStatus::Sending).then(crate::store::process_tag);
+            let owner = holder(intent.status);
             client
                 .execute(
                     "INSERT INTO channel_outbox
@@ -183,20 +182,23 @@ async fn put_cursor(
     Ok(())
 }
 
+/// Whether `update` claims an intent for a send: moves it to `sending`
+/// from another state (not the progress of a send already claimed).
+fn claims(update: &IntentUpdate) -> bool {
+    update.status == IntentStatus::Sending
+        && update
+            .from
+            .iter()
+            .any(|from| *from != IntentStatus::Sending)
+}
+
 async fn update_intent(client: &Conn<'_>, update: &IntentUpdate) -> Result<(), PgFailure> {
-    let claiming = update.status == IntentStatus::Sending;
-    let lock = if claiming {
-        "FOR UPDATE SKIP LOCKED"
+    let sql = if claims(update) {
+        "SELECT intent FROM channel_outbox WHERE id = $1 FOR UPDATE SKIP LOCKED"
     } else {
-        "FOR UPDATE"
+        "SELECT intent FROM channel_outbox WHERE id = $1 FOR UPDATE"
     };
-    let stored = client
-        .query_opt(
-            &format!("SELECT intent FROM channel_outbox WHERE id = $1 {lock}"),
-            &[&update.id],
-        )
-        .await?;
-    let Some(stored) = stored else {
+    let Some(stored) = client.query_opt(sql, &[&update.id]).await? else {
         let exists = client
             .query_opt("SELECT 1 FROM channel_outbox WHERE id = $1", &[&update.id])
             .await?
@@ -211,9 +213,7 @@ async fn update_intent(client: &Conn<'_>, update: &IntentUpdate) -> Result<(), P
         }));
     };
     let stored: String = stored.try_get(0)?;
-    let mut intent: SendIntent = parse("send intent", &stored).map_err(PgFailure::Store)?;
-    update.apply(&mut intent).map_err(conflict)?;
-    let owner = claiming.then(crate::store::process_tag);
+    let (intent, owner) = updated(&stored, update).map_err(PgFailure::Store)?;
     client
         .execute(
             "UPDATE channel_outbox SET status = $2, next_attempt_at = $3, owner = $4, intent = $5, updated_at = $6
@@ -300,12 +300,11 @@ pub(super) async fn intent_counts(
         .map_err(db)?;
     rows.iter()
         .map(|row| {
-            let channel: String = row.try_get(0).map_err(db)?;
-            let status: String = row.try_get(1).map_err(db)?;
-            let count: i64 = row.try_get(2).map_err(db)?;
-            let status = IntentStatus::parse(&status)
-                .ok_or_else(|| StoreError::Corrupt(format!("intent status {status:?}")))?;
-            Ok((channel, status, u64::try_from(count).unwrap_or(0)))
+            intent_count(
+                row.try_get(0).map_err(db)?,
+                row.try_get(1).map_err(db)?,
+                row.try_get(2).map_err(db)?,
+            )
         })
         .collect()
 }
@@ -327,16 +326,12 @@ pub(super) async fn open_inbox(
         .map_err(db)?;
     rows.iter()
         .map(|row| {
-            let message: String = row.try_get(0).map_err(db)?;
-            let state: String = row.try_get(1).map_err(db)?;
-            let run_id: Option<String> = row.try_get(2).map_err(db)?;
-            Ok(InboxEntry {
-                message: parse("inbound message", &message)?,
-                state: InboxState::parse(&state)
-                    .ok_or_else(|| StoreError::Corrupt(format!("inbox state {state:?}")))?,
-                run_id: run_id.map(RunId::from_string),
-                received_at: row.try_get(3).map_err(db)?,
-            })
+            inbox_entry(
+                row.try_get(0).map_err(db)?,
+                row.try_get(1).map_err(db)?,
+                row.try_get(2).map_err(db)?,
+                row.try_get(3).map_err(db)?,
+            )
         })
         .collect()
 }
@@ -362,8 +357,7 @@ pub(super) async fn conversation(
     client: &Conn<'_>,
     key: &ConversationKey,
 ) -> Result<Option<SessionId>, StoreError> {
-    let target = serde_json::to_string(&key.target)
-        .map_err(|err| StoreError::Read(format!("conversation target: {err}")))?;
+    let target = target_key(key)?;
     client
         .query_opt(
             "SELECT session_id FROM channel_sessions WHERE channel = $1 AND account = $2 AND target = $3",
@@ -405,14 +399,12 @@ pub(super) async fn drafts(
         .map_err(db)?;
     rows.iter()
         .map(|row| {
-            let run_id: String = row.try_get(0).map_err(db)?;
-            let target: String = row.try_get(1).map_err(db)?;
-            Ok(Draft {
-                run_id: RunId::from_string(run_id),
-                target: parse("draft target", &target)?,
-                platform_id: row.try_get(2).map_err(db)?,
-                text: row.try_get(3).map_err(db)?,
-            })
+            draft(
+                row.try_get(0).map_err(db)?,
+                row.try_get(1).map_err(db)?,
+                row.try_get(2).map_err(db)?,
+                row.try_get(3).map_err(db)?,
+            )
         })
         .collect()
 }
@@ -420,8 +412,12 @@ pub(super) async fn drafts(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
-    use crate::core::channel::contract::Backend;
+    use crate::core::channel::contract::{self, Backend};
+    use crate::core::channel::{ChannelWrite, IntentStatus, IntentUpdate};
+    use crate::core::journal::{ChannelJournal as _, Write};
+    use crate::store::StoreError;
     use crate::store::postgres::Postgres;
 
     async fn fresh() -> Backend {
@@ -435,4 +431,69 @@ mod tests {
     }
 
     crate::channel_contract!(fresh().await);
+
+    fn update(id: &str, from: IntentStatus, status: IntentStatus, at: i64) -> Write {
+        Write::Channel(ChannelWrite::UpdateIntent(IntentUpdate::new(
+            id,
+            &[from],
+            status,
+            at,
+        )))
+    }
+
+    /// While another instance's transaction holds an intent's row, a claim
+    /// of it is refused at once as a conflict (`SKIP LOCKED`), not waited
+    /// for; the progress of a send this instance claimed waits for the lock
+    /// and then lands. Released, the claim goes through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_skips_an_intent_another_instance_holds_and_progress_waits() {
+        use IntentStatus::{Pending, Sending};
+        let url = crate::testing::postgres::shared().fresh_database();
+        let (store, _) = Postgres::open(&url).await.unwrap();
+        for (id, status) in [("reply:a", Pending), ("reply:b", Sending)] {
+            let intent = contract::intent(id, "telegram", status, 1);
+            store.commit(contract::insert(&intent)).await.unwrap();
+        }
+        let (other, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        other
+            .batch_execute("BEGIN; SELECT 1 FROM channel_outbox FOR UPDATE")
+            .await
+            .unwrap();
+        let claim = tokio::time::timeout(
+            Duration::from_secs(10),
+            store.commit(update("reply:a", Pending, Sending, 2)),
+        )
+        .await
+        .expect("a claim does not wait for a row held");
+        assert!(matches!(claim, Err(StoreError::Conflict(_))), "{claim:?}");
+        let progress = tokio::spawn({
+            let store = store.clone();
+            async move { store.commit(update("reply:b", Sending, Sending, 3)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!progress.is_finished(), "progress waits for the lock");
+        other.batch_execute("COMMIT").await.unwrap();
+        progress.await.unwrap().unwrap();
+        assert_eq!(
+            store.intent("reply:b").await.unwrap().unwrap().updated_at,
+            3
+        );
+        let pending = store.intent("reply:a").await.unwrap().unwrap();
+        assert_eq!((pending.status, pending.updated_at), (Pending, 1));
+        store
+            .commit(update("reply:a", Pending, Sending, 4))
+            .await
+            .unwrap();
+        let open = store.open_intents("telegram", "bot").await.unwrap();
+        assert_eq!(open.len(), 2);
+        assert!(
+            open.iter().all(|(intent, owner)| intent.status == Sending
+                && owner.as_deref() == Some(crate::store::process_tag())),
+            "{open:?}"
+        );
+        store.shutdown();
+    }
 }

@@ -1,27 +1,27 @@
 //! Memory items on PostgreSQL: writes (inside the writer's transaction)
 //! and reads, with the same indexes held in memory as on SQLite
-//! (`core::memory::index`): each search first reads what any instance
-//! changed since the index last looked (`memory_changes`, `memory_vectors`
-//! and `memory_vectors_gone` are numbered under a row lock held to commit,
-//! so no change is committed behind a number already read).
+//! (`store::words`, `store::vectors`). Each search first reads what any
+//! instance changed since the index last looked, in one statement (one
+//! snapshot) and without holding the index's lock, then applies it under
+//! the lock: `memory_changes`, `memory_vectors` and `memory_vectors_gone`
+//! are numbered under a row lock held to commit, so no change is committed
+//! behind a number already read, and a change two searches both read is
+//! applied once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::conn::Conn;
 use parking_lot::Mutex;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::PgFailure;
-use crate::core::memory::index::{
-    VectorIndex, WordIndex, fuse, scope_token, scope_tokens, tags_text,
-};
-use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite, Scope};
+use super::conn::Conn;
+use crate::core::memory::index::{fuse, scope_token, scope_tokens, tags_text};
+use crate::core::memory::{MemoryFilter, MemoryHit, MemoryItem, MemorySearch, MemoryWrite};
 use crate::store::StoreError;
-use crate::store::memory::finish;
-use crate::store::vectors::{from_blob, to_blob};
-
-const COLUMNS: &str = "m.id, m.scope, m.scope_key, m.text, m.tags, m.source, m.created_at, m.updated_at, m.last_used_at, m.pinned";
+use crate::store::memory::{COLUMNS, Stored, finish};
+use crate::store::vectors::{self, Arrival, Vectors, from_blob, to_blob};
+use crate::store::words::{self, ItemWords, Words};
 
 fn db(err: tokio_postgres::Error) -> StoreError {
     super::pg_error(&err)
@@ -32,22 +32,6 @@ fn db(err: tokio_postgres::Error) -> StoreError {
 pub(super) struct State {
     words: Mutex<Words>,
     vectors: Mutex<Vectors>,
-}
-
-#[derive(Default)]
-struct Words {
-    loaded: bool,
-    /// The latest change read (`memory_changes.seq`).
-    seen: i64,
-    index: WordIndex,
-}
-
-#[derive(Default)]
-struct Vectors {
-    model: String,
-    /// The latest arrival and departure read.
-    seen: (i64, i64),
-    index: VectorIndex,
 }
 
 pub(super) async fn apply(client: &Conn<'_>, write: &MemoryWrite) -> Result<(), PgFailure> {
@@ -147,32 +131,29 @@ pub(super) async fn apply(client: &Conn<'_>, write: &MemoryWrite) -> Result<(), 
     Ok(())
 }
 
-fn item_row(row: &Row) -> Result<(MemoryItem, String, String), tokio_postgres::Error> {
-    let scope: String = row.try_get(1)?;
-    let tags: String = row.try_get(4)?;
-    let source: String = row.try_get(5)?;
-    Ok((
-        MemoryItem {
-            id: row.try_get(0)?,
-            scope: Scope::parse(&scope).unwrap_or(Scope::User),
-            scope_key: row.try_get(2)?,
-            text: row.try_get(3)?,
-            tags: tags.split_whitespace().map(str::to_owned).collect(),
-            source: Default::default(),
-            created_at: row.try_get(6)?,
-            updated_at: row.try_get(7)?,
-            last_used_at: row.try_get(8)?,
-            pinned: row.try_get(9)?,
-        },
-        scope,
-        source,
-    ))
+/// The item in `row`'s columns from `first` on (`COLUMNS`).
+fn item_row(row: &Row, first: usize) -> Result<MemoryItem, StoreError> {
+    let column = |n: usize| first + n;
+    let stored = (|| {
+        Ok::<_, tokio_postgres::Error>(Stored {
+            id: row.try_get(column(0))?,
+            scope: row.try_get(column(1))?,
+            scope_key: row.try_get(column(2))?,
+            text: row.try_get(column(3))?,
+            tags: row.try_get(column(4))?,
+            source: row.try_get(column(5))?,
+            created_at: row.try_get(column(6))?,
+            updated_at: row.try_get(column(7))?,
+            last_used_at: row.try_get(column(8))?,
+            pinned: row.try_get(column(9))?,
+        })
+    })()
+    .map_err(db)?;
+    finish(stored)
 }
 
 fn items(rows: &[Row]) -> Result<Vec<MemoryItem>, StoreError> {
-    rows.iter()
-        .map(|row| finish(item_row(row).map_err(db)?))
-        .collect()
+    rows.iter().map(|row| item_row(row, 0)).collect()
 }
 
 pub(super) async fn get(client: &Conn<'_>, id: &str) -> Result<Option<MemoryItem>, StoreError> {
@@ -183,20 +164,31 @@ pub(super) async fn get(client: &Conn<'_>, id: &str) -> Result<Option<MemoryItem
         )
         .await
         .map_err(db)?;
-    row.map(|row| finish(item_row(&row).map_err(db)?))
-        .transpose()
+    row.map(|row| item_row(&row, 0)).transpose()
 }
 
-async fn item_at(client: &Conn<'_>, rowid: i64) -> Result<Option<MemoryItem>, StoreError> {
-    let row = client
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM memories m WHERE m.rowid = $1"),
-            &[&rowid],
+/// The items stored at `rowids` (the indexes' keys), read at once, each in
+/// its place: `None` for one no longer stored.
+async fn items_at(
+    client: &Conn<'_>,
+    rowids: &[i64],
+) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+    if rowids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            &format!("SELECT m.rowid, {COLUMNS} FROM memories m WHERE m.rowid = ANY($1)"),
+            &[&rowids],
         )
         .await
         .map_err(db)?;
-    row.map(|row| finish(item_row(&row).map_err(db)?))
-        .transpose()
+    let mut found = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let rowid: i64 = row.try_get(0).map_err(db)?;
+        found.insert(rowid, item_row(row, 1)?);
+    }
+    Ok(rowids.iter().map(|rowid| found.remove(rowid)).collect())
 }
 
 pub(super) async fn list(
@@ -279,115 +271,78 @@ pub(super) async fn search(
         return Ok(by_words);
     };
     let within: Option<HashSet<String>> = scope_tokens(&search.within);
-    let (since, seen, changes) = vector_changes(client, state, &query.model).await?;
-    let near = {
+    let mut since = state.vectors.lock().since(&query.model);
+    let near = loop {
+        let changes = vector_changes(client, &query.model, since).await?;
         let mut vectors = state.vectors.lock();
-        if vectors.model != query.model {
-            *vectors = Vectors {
-                model: query.model.clone(),
-                ..Vectors::default()
-            };
+        if vectors.catch_up(changes) {
+            break vectors.index().nearest(
+                &query.vector,
+                within.as_ref(),
+                query.min_similarity,
+                search.limit.max(1),
+            );
         }
-        // Another search may have applied these (or newer) changes since
-        // they were read: then they are not applied twice.
-        let current = vectors.seen == since;
-        for change in changes.into_iter().filter(|_| current) {
-            match change {
-                VectorChange::Gone(seq, item) => {
-                    vectors.index.remove(item);
-                    vectors.seen.1 = vectors.seen.1.max(seq);
-                }
-                VectorChange::Arrived(item, token, vector) => {
-                    vectors.index.insert(item, token, &vector);
-                }
-            }
-        }
-        if current {
-            vectors.seen = seen;
-        }
-        vectors.index.nearest(
-            &query.vector,
-            within.as_ref(),
-            query.min_similarity,
-            search.limit.max(1),
-        )
+        // A search for another model replaced the index after these were
+        // read: this model's are read again from the start, which always
+        // follows on.
+        since = (0, 0);
     };
-    let mut by_meaning = Vec::with_capacity(near.len());
-    for (rowid, _) in &near {
-        by_meaning.push(item_at(client, *rowid).await?);
-    }
+    let rowids: Vec<i64> = near.iter().map(|(rowid, _)| *rowid).collect();
+    let by_meaning = items_at(client, &rowids).await?;
     let by_words = by_words.into_iter().map(|hit| Some(hit.item)).collect();
     Ok(fuse(vec![by_words, by_meaning], search.limit))
 }
 
-enum VectorChange {
-    Gone(i64, i64),
-    Arrived(i64, String, Vec<f32>),
-}
-
-/// What arrived and left since the vectors held were read (everything, for
-/// another model), and the positions read up to. Read before the index is
-/// locked: the database is asked without holding it.
+/// What arrived (of `model`) and left after `since`, and the newest arrival
+/// and departure of any model, in one statement: one snapshot.
 async fn vector_changes(
     client: &Conn<'_>,
-    state: &State,
     model: &str,
-) -> Result<((i64, i64), (i64, i64), Vec<VectorChange>), StoreError> {
-    let since = {
-        let vectors = state.vectors.lock();
-        if vectors.model == model {
-            vectors.seen
-        } else {
-            (0, 0)
-        }
+    since: (i64, i64),
+) -> Result<vectors::Changes, StoreError> {
+    let rows = client
+        .query(
+            "SELECT 0 AS part,
+                    (SELECT coalesce(max(seq), 0) FROM memory_vectors)::BIGINT AS seq,
+                    (SELECT coalesce(max(seq), 0) FROM memory_vectors_gone)::BIGINT AS item,
+                    NULL::TEXT AS token, NULL::BYTEA AS vector
+             UNION ALL
+             SELECT 1, seq, item, NULL, NULL FROM memory_vectors_gone WHERE seq > $2
+             UNION ALL
+             SELECT 2, v.seq, v.item, m.scope_token, v.vector FROM memory_vectors v
+             JOIN memories m ON m.rowid = v.item WHERE v.seq > $1 AND v.model = $3
+             ORDER BY part, seq",
+            &[&since.0, &since.1, &model],
+        )
+        .await
+        .map_err(db)?;
+    let mut changes = vectors::Changes {
+        model: model.to_owned(),
+        since,
+        latest: since,
+        gone: Vec::new(),
+        arrived: Vec::new(),
     };
-    let latest = client
-        .query_one(
-            "SELECT (SELECT coalesce(max(seq), 0) FROM memory_vectors)::BIGINT,
-                    (SELECT coalesce(max(seq), 0) FROM memory_vectors_gone)::BIGINT",
-            &[],
-        )
-        .await
-        .map_err(db)?;
-    let latest: (i64, i64) = (
-        latest.try_get(0).map_err(db)?,
-        latest.try_get(1).map_err(db)?,
-    );
-    if latest == since {
-        return Ok((since, latest, Vec::new()));
+    for row in &rows {
+        let part: i32 = row.try_get(0).map_err(db)?;
+        let seq: i64 = row.try_get(1).map_err(db)?;
+        let item: i64 = row.try_get(2).map_err(db)?;
+        match part {
+            0 => changes.latest = (seq, item),
+            1 => changes.gone.push((seq, item)),
+            _ => {
+                let blob: Vec<u8> = row.try_get(4).map_err(db)?;
+                changes.arrived.push(Arrival {
+                    seq,
+                    item,
+                    token: row.try_get(3).map_err(db)?,
+                    vector: from_blob(&blob),
+                });
+            }
+        }
     }
-    let mut changes = Vec::new();
-    let gone = client
-        .query(
-            "SELECT seq, item FROM memory_vectors_gone WHERE seq > $1 AND seq <= $2 ORDER BY seq",
-            &[&since.1, &latest.1],
-        )
-        .await
-        .map_err(db)?;
-    for row in &gone {
-        changes.push(VectorChange::Gone(
-            row.try_get(0).map_err(db)?,
-            row.try_get(1).map_err(db)?,
-        ));
-    }
-    let arrived = client
-        .query(
-            "SELECT v.item, m.scope_token, v.vector FROM memory_vectors v
-             JOIN memories m ON m.rowid = v.item
-             WHERE v.seq > $1 AND v.seq <= $2 AND v.model = $3 ORDER BY v.seq",
-            &[&since.0, &latest.0, &model],
-        )
-        .await
-        .map_err(db)?;
-    for row in &arrived {
-        let blob: Vec<u8> = row.try_get(2).map_err(db)?;
-        changes.push(VectorChange::Arrived(
-            row.try_get(0).map_err(db)?,
-            row.try_get(1).map_err(db)?,
-            from_blob(&blob),
-        ));
-    }
-    Ok((since, latest, changes))
+    Ok(changes)
 }
 
 /// Items matching the search's words, best first.
@@ -402,64 +357,61 @@ async fn search_words(
         state
             .words
             .lock()
-            .index
+            .index()
             .search(&search.text, within.as_deref(), search.limit.max(1));
-    let mut hits = Vec::with_capacity(ranked.len());
-    for (relevance, rowid) in ranked {
-        if let Some(item) = item_at(client, rowid).await? {
-            hits.push(MemoryHit { item, relevance });
-        }
-    }
-    Ok(hits)
+    let rowids: Vec<i64> = ranked.iter().map(|(_, rowid)| *rowid).collect();
+    let found = items_at(client, &rowids).await?;
+    Ok(ranked
+        .into_iter()
+        .zip(found)
+        .filter_map(|((relevance, _), item)| item.map(|item| MemoryHit { item, relevance }))
+        .collect())
 }
 
-/// Brings the word index up to date: everything on the first search, then
-/// the items changed since. The newest change is read before the items,
-/// so an item changed meanwhile is read again next time, never missed.
+/// Brings the word index up to date: built from every item on the first
+/// search, then caught up with the items changed since.
 async fn sync_words(client: &Conn<'_>, state: &State) -> Result<(), StoreError> {
-    let (loaded, seen) = {
-        let words = state.words.lock();
-        (words.loaded, words.seen)
-    };
-    let latest: i64 = client
-        .query_one(
-            "SELECT coalesce(max(seq), 0)::BIGINT FROM memory_changes",
+    let seen = state.words.lock().seen();
+    match seen {
+        None => {
+            let fresh = all_words(client).await?;
+            state.words.lock().adopt(fresh);
+        }
+        Some(seen) => {
+            let changes = word_changes(client, seen).await?;
+            state.words.lock().catch_up(changes);
+        }
+    }
+    Ok(())
+}
+
+/// Every item's words and the latest change, in one statement (one
+/// snapshot), in the order their words were last written (`Words::built`).
+async fn all_words(client: &Conn<'_>) -> Result<Words, StoreError> {
+    let rows = client
+        .query(
+            "SELECT l.seq, m.rowid, m.text, m.tags, m.scope_token
+             FROM (SELECT coalesce(max(seq), 0)::BIGINT AS seq FROM memory_changes) l
+             LEFT JOIN (memories m LEFT JOIN memory_changes c ON c.item = m.rowid) ON TRUE
+             ORDER BY c.seq NULLS FIRST, m.rowid",
             &[],
         )
         .await
-        .map_err(db)?
-        .try_get(0)
         .map_err(db)?;
-    if loaded && latest == seen {
-        return Ok(());
-    }
-    if !loaded {
-        let rows = client
-            .query(
-                "SELECT m.rowid, m.text, m.tags, m.scope_token FROM memories m
-                 LEFT JOIN memory_changes c ON c.item = m.rowid ORDER BY c.seq NULLS FIRST, m.rowid",
-                &[],
-            )
-            .await
-            .map_err(db)?;
-        let mut fresh = Words {
-            loaded: true,
-            seen: latest,
-            index: WordIndex::default(),
-        };
-        for row in &rows {
-            let item: i64 = row.try_get(0).map_err(db)?;
-            let text: String = row.try_get(1).map_err(db)?;
-            let tags: String = row.try_get(2).map_err(db)?;
-            let token: String = row.try_get(3).map_err(db)?;
-            fresh.index.insert(item, &text, &tags, &token);
+    let mut latest = 0;
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        latest = row.try_get(0).map_err(db)?;
+        // No item at all: the one row has none.
+        if let Some(item) = row.try_get::<_, Option<i64>>(1).map_err(db)? {
+            items.push((item, item_words(row, 2)?));
         }
-        let mut words = state.words.lock();
-        if !words.loaded {
-            *words = fresh;
-        }
-        return Ok(());
     }
+    Ok(Words::built(latest, items))
+}
+
+/// The items changed after `seen`, with their words now, in order.
+async fn word_changes(client: &Conn<'_>, seen: i64) -> Result<Vec<words::Change>, StoreError> {
     let rows = client
         .query(
             "SELECT c.seq, c.item, m.text, m.tags, m.scope_token FROM memory_changes c
@@ -468,23 +420,29 @@ async fn sync_words(client: &Conn<'_>, state: &State) -> Result<(), StoreError> 
         )
         .await
         .map_err(db)?;
-    let mut words = state.words.lock();
-    for row in &rows {
-        let seq: i64 = row.try_get(0).map_err(db)?;
-        if seq <= words.seen {
-            continue;
-        }
-        let item: i64 = row.try_get(1).map_err(db)?;
-        words.index.remove(item);
-        if let Some(text) = row.try_get::<_, Option<String>>(2).map_err(db)? {
-            let tags: String = row.try_get(3).map_err(db)?;
-            let token: String = row.try_get(4).map_err(db)?;
-            words.index.insert(item, &text, &tags, &token);
-        }
-        words.seen = words.seen.max(seq);
-    }
-    words.index.compact();
-    Ok(())
+    rows.iter()
+        .map(|row| {
+            let gone = row.try_get::<_, Option<&str>>(2).map_err(db)?.is_none();
+            Ok(words::Change {
+                seq: row.try_get(0).map_err(db)?,
+                item: row.try_get(1).map_err(db)?,
+                words: if gone {
+                    None
+                } else {
+                    Some(item_words(row, 2)?)
+                },
+            })
+        })
+        .collect()
+}
+
+/// An item's words: text, tags and scope token from column `first` on.
+fn item_words(row: &Row, first: usize) -> Result<ItemWords, StoreError> {
+    Ok(ItemWords {
+        text: row.try_get(first).map_err(db)?,
+        tags: row.try_get(first + 1).map_err(db)?,
+        token: row.try_get(first + 2).map_err(db)?,
+    })
 }
 
 #[cfg(test)]
@@ -492,6 +450,10 @@ mod tests {
     use std::sync::Arc;
 
     use crate::core::memory::contract::Backend;
+    use crate::core::memory::{
+        Memories as _, MemoryHit, MemoryItem, MemorySearch, MemorySource, MemoryWrite, QueryVector,
+        Scope,
+    };
     use crate::store::postgres::Postgres;
 
     async fn fresh() -> Backend {
@@ -505,17 +467,8 @@ mod tests {
 
     crate::memory_contract!(fresh().await);
 
-    /// A search on one instance sees what another instance saved, changed
-    /// and forgot since its index was built.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_search_sees_what_another_instance_changed() {
-        use crate::core::memory::{
-            Memories as _, MemoryItem, MemorySearch, MemorySource, MemoryWrite, Scope,
-        };
-        let url = crate::testing::postgres::shared().fresh_database();
-        let (one, _) = Postgres::open(&url).await.unwrap();
-        let (two, _) = Postgres::open(&url).await.unwrap();
-        let item = |id: &str, text: &str| MemoryItem {
+    fn item(id: &str, text: &str) -> MemoryItem {
+        MemoryItem {
             id: id.into(),
             text: text.into(),
             scope: Scope::User,
@@ -529,53 +482,204 @@ mod tests {
             updated_at: 1,
             last_used_at: None,
             pinned: false,
-        };
-        let search = |text: &str| MemorySearch {
+        }
+    }
+
+    fn words(text: &str) -> MemorySearch {
+        MemorySearch {
             text: text.into(),
             within: Vec::new(),
             limit: 10,
             vector: None,
-        };
-        let found = |hits: Vec<crate::core::memory::MemoryHit>| {
-            hits.into_iter().map(|h| h.item.id).collect::<Vec<_>>()
-        };
-        one.write(MemoryWrite::Save(item(
-            "mem_1",
-            "deploys need the staging branch",
-        )))
-        .await
-        .unwrap();
+        }
+    }
+
+    /// A search by meaning alone (no word of it is stored).
+    fn meaning(vector: [f32; 3]) -> MemorySearch {
+        MemorySearch {
+            vector: Some(QueryVector {
+                model: "m".into(),
+                vector: vector.to_vec(),
+                min_similarity: 0.9,
+            }),
+            ..words("qqq")
+        }
+    }
+
+    fn embed(id: &str, text: &str, vector: [f32; 3]) -> MemoryWrite {
+        MemoryWrite::Vector {
+            id: id.into(),
+            text: text.into(),
+            model: "m".into(),
+            vector: vector.to_vec(),
+        }
+    }
+
+    fn found(hits: Vec<MemoryHit>) -> Vec<String> {
+        hits.into_iter().map(|h| h.item.id).collect()
+    }
+
+    /// Two instances on one database: a search on one sees what the other
+    /// saved, changed (text or tags), embedded and forgot since its indexes
+    /// were built.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_search_sees_what_another_instance_changed() {
+        let url = crate::testing::postgres::shared().fresh_database();
+        let (one, _) = Postgres::open(&url).await.unwrap();
+        let (two, _) = Postgres::open(&url).await.unwrap();
+        let deploys = "deploys need the staging branch";
+        one.write(MemoryWrite::Save(item("mem_1", deploys)))
+            .await
+            .unwrap();
+        one.write(embed("mem_1", deploys, [1.0, 0.0, 0.0]))
+            .await
+            .unwrap();
         assert_eq!(
-            found(two.search(search("staging")).await.unwrap()),
+            found(two.search(words("staging")).await.unwrap()),
             ["mem_1"]
         );
-        one.write(MemoryWrite::Save(item(
-            "mem_2",
-            "staging is rebuilt nightly",
-        )))
-        .await
-        .unwrap();
+        assert_eq!(
+            found(two.search(meaning([1.0, 0.0, 0.0])).await.unwrap()),
+            ["mem_1"]
+        );
+        let nightly = "staging is rebuilt nightly";
+        one.write(MemoryWrite::Save(item("mem_2", nightly)))
+            .await
+            .unwrap();
+        one.write(embed("mem_2", nightly, [0.0, 1.0, 0.0]))
+            .await
+            .unwrap();
+        // A new text drops mem_1's vector; its new one arrives after.
+        let release = "deploys need the release branch";
         one.write(MemoryWrite::Update {
             id: "mem_1".into(),
-            text: Some("deploys need the release branch".into()),
-            tags: None,
+            text: Some(release.into()),
+            tags: Some(vec!["kakoune".into()]),
             pinned: None,
             at: 2,
         })
         .await
         .unwrap();
         assert_eq!(
-            found(two.search(search("staging")).await.unwrap()),
+            found(two.search(words("staging")).await.unwrap()),
             ["mem_2"]
         );
         assert_eq!(
-            found(two.search(search("release")).await.unwrap()),
+            found(two.search(words("release")).await.unwrap()),
             ["mem_1"]
+        );
+        assert_eq!(
+            found(two.search(words("kakoune")).await.unwrap()),
+            ["mem_1"]
+        );
+        assert!(
+            two.search(meaning([1.0, 0.0, 0.0]))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        one.write(embed("mem_1", release, [0.0, 0.0, 1.0]))
+            .await
+            .unwrap();
+        assert_eq!(
+            found(two.search(meaning([0.0, 0.0, 1.0])).await.unwrap()),
+            ["mem_1"]
+        );
+        // Replaced by another embedding (a delete and an insert).
+        one.write(embed("mem_2", nightly, [1.0, 0.0, 0.0]))
+            .await
+            .unwrap();
+        assert!(
+            two.search(meaning([0.0, 1.0, 0.0]))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            found(two.search(meaning([1.0, 0.0, 0.0])).await.unwrap()),
+            ["mem_2"]
         );
         one.write(MemoryWrite::Forget { id: "mem_2".into() })
             .await
             .unwrap();
-        assert!(two.search(search("staging")).await.unwrap().is_empty());
+        assert!(two.search(words("staging")).await.unwrap().is_empty());
+        assert!(
+            two.search(meaning([1.0, 0.0, 0.0]))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        one.shutdown();
+        two.shutdown();
+    }
+
+    /// An instance that builds its index afresh ranks items found equally
+    /// relevant as one that followed every change did: the one whose words
+    /// were written last first, not the one saved last.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_instance_reading_afresh_ranks_the_words_written_last_first() {
+        let url = crate::testing::postgres::shared().fresh_database();
+        let (writer, _) = Postgres::open(&url).await.unwrap();
+        for id in ["mem_x", "mem_y"] {
+            writer
+                .write(MemoryWrite::Save(item(id, "alpha beta")))
+                .await
+                .unwrap();
+        }
+        writer
+            .write(MemoryWrite::Update {
+                id: "mem_x".into(),
+                text: Some("beta alpha".into()),
+                tags: None,
+                pinned: None,
+                at: 2,
+            })
+            .await
+            .unwrap();
+        let (fresh, _) = Postgres::open(&url).await.unwrap();
+        assert_eq!(
+            found(fresh.search(words("beta")).await.unwrap()),
+            ["mem_x", "mem_y"]
+        );
+        writer.shutdown();
+        fresh.shutdown();
+    }
+
+    /// Searches at once on one instance, each catching up outside the
+    /// index's lock, each see every item saved (and embedded) before they
+    /// began, whichever applies its reading last.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn searches_at_once_each_see_what_was_committed_before_them() {
+        let url = crate::testing::postgres::shared().fresh_database();
+        let (one, _) = Postgres::open(&url).await.unwrap();
+        let (two, _) = Postgres::open(&url).await.unwrap();
+        let two = Arc::new(two);
+        for n in 1..=8 {
+            let id = format!("mem_{n}");
+            let text = format!("zebra number {n}");
+            one.write(MemoryWrite::Save(item(&id, &text)))
+                .await
+                .unwrap();
+            one.write(embed(&id, &text, [1.0, n as f32 / 100.0, 0.0]))
+                .await
+                .unwrap();
+            let searches: Vec<_> = (0..4)
+                .map(|k| {
+                    let two = Arc::clone(&two);
+                    tokio::spawn(async move {
+                        let search = if k % 2 == 0 {
+                            words("zebra")
+                        } else {
+                            meaning([1.0, 0.0, 0.0])
+                        };
+                        two.search(search).await.unwrap().len()
+                    })
+                })
+                .collect();
+            for search in searches {
+                assert_eq!(search.await.unwrap(), n, "after {n} saved");
+            }
+        }
         one.shutdown();
         two.shutdown();
     }
