@@ -9,13 +9,19 @@
 # tests/fixtures/python-acp/.venv; the Agent Skills reference validator
 # (PyPI `skills-ref`, pinned in tests/fixtures/skills-ref/requirements.txt)
 # in tests/fixtures/skills-ref/.venv; tmux, in which tests/it/terminal.rs
-# drives `pincer chat`; and PostgreSQL with openssl (Debian's `postgresql`),
-# whose servers the store's PostgreSQL tests start and stop themselves.
+# drives `pincer chat`; curl and script; and PostgreSQL (Debian's
+# `postgresql`: initdb, pg_ctl, psql) with openssl, for the store's
+# PostgreSQL tests, which start and stop real servers of their own
+# (src/testing/postgres.rs: initdb into a temporary directory, as the
+# `postgres` user the package makes when the tests run as root; openssl
+# makes the certificates of the TLS tests).
 #
 #   bash scripts/test-deps.sh && cargo test --locked
 #
 # Idempotent: what is present is not installed again. Installs Node.js,
-# Python and tmux with apt-get only when they are missing (needs root, as in CI).
+# Python, curl, script, tmux, PostgreSQL and openssl with apt-get only when
+# they are missing (needs root, as in CI); PostgreSQL counts as present when
+# initdb is in /usr/lib/postgresql/*/bin or on PATH, and psql on PATH.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -126,6 +132,7 @@ fi
 # PostgreSQL (server and psql), for the store's PostgreSQL backend: the
 # tests start real servers of their own (src/testing/postgres.rs), as the
 # `postgres` user when run as root; openssl makes their TLS certificates.
+# The package's own cluster (/etc/postgresql/*/main) is not used.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1 \
     || ! command -v psql >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
     command -v apt-get >/dev/null 2>&1 || fail "PostgreSQL is missing and apt-get is not available: install PostgreSQL 15 or later (initdb, pg_ctl, psql) and openssl"

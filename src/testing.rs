@@ -2,3 +2,8 @@
 //! integration tests): a real PostgreSQL server.
 
 pub mod postgres;
+
+/// The harness's own tests, in a file of their own: the integration tests
+/// run them too (`tests/it/pg_harness.rs`).
+#[cfg(test)]
+mod postgres_tests;

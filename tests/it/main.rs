@@ -42,6 +42,7 @@ mod mcp;
 mod memory;
 mod memory_embeddings;
 mod packaging;
+mod pg_harness;
 mod pipes;
 mod plugins;
 mod postgres_faces;
