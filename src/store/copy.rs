@@ -515,10 +515,7 @@ fn sqlite_source(dir: &Path) -> Result<(rusqlite::Connection, Option<(i64, i64)>
         .map_err(read_failed("runs"))?;
     refuse_open_runs(
         open,
-        &format!(
-            "pincer --data-dir {} store migrate",
-            crate::core::quote::quote(&dir.display().to_string())
-        ),
+        &format!("pincer --data-dir {} store migrate", dir.display()),
     )?;
     Ok((conn, migrated))
 }
