@@ -298,7 +298,10 @@ Examples:
   pincer store copy --from postgres://pincer@db/pincer --to /srv/pincer-data
 
 Stop every Pincer using the source first: a source with runs not ended is
-refused. The target must be empty; it is written in one transaction.")]
+refused. The source is only read, as one snapshot (a SQLite store older than
+this pincer is migrated first). The target is migrated, must be empty, and is
+written in one transaction; each table's rows are counted on both sides before
+it commits. Leases are not copied.")]
     Copy {
         /// The store copied: a data directory or a postgres:// URL
         #[arg(long, value_name = "DIR|URL")]

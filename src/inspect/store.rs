@@ -138,12 +138,26 @@ async fn copy(from: &str, to: &str, json_output: bool) -> Result<u8, Failure> {
                 )
             })
             .collect();
+        let migrated = copied
+            .source_migrated
+            .map(|(from, to)| json!({"from": from, "to": to}));
         print(&format!(
             "{}\n",
-            json!({"from": from.to_string(), "to": to.to_string(), "tables": tables})
+            json!({
+                "from": from.to_string(),
+                "to": to.to_string(),
+                "sourceMigrated": migrated,
+                "tables": tables,
+            })
         ))?;
     } else {
-        let mut out = format!("copied {from} to {to}\n");
+        let mut out = String::new();
+        if let Some((old, new)) = copied.source_migrated {
+            out.push_str(&format!(
+                "migrated the source from schema version {old} to {new} first\n"
+            ));
+        }
+        out.push_str(&format!("copied {from} to {to}\n"));
         for (table, source, target) in &copied.tables {
             out.push_str(&format!("  {table:<17} {source:>9} -> {target}\n"));
         }

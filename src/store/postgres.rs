@@ -306,7 +306,9 @@ impl Postgres {
 }
 
 /// The schema's version as stored (0 on an empty database).
-async fn current_version(client: &tokio_postgres::Client) -> Result<i64, StoreError> {
+pub(in crate::store) async fn current_version(
+    client: &tokio_postgres::Client,
+) -> Result<i64, StoreError> {
     let exists: bool = client
         .query_one("SELECT to_regclass('pincer_schema') IS NOT NULL", &[])
         .await

@@ -105,8 +105,15 @@ fn a_sqlite_store_copied_to_postgres_and_back_keeps_everything() {
         copied["tables"]["memories"],
         json!({"source": 1, "target": 1})
     );
+    assert!(copied["tables"]["tape"]["source"].as_u64().unwrap() > 2);
+    assert_eq!(copied["sourceMigrated"], Value::Null);
+    for (table, counts) in copied["tables"].as_object().unwrap() {
+        assert_eq!(counts["source"], counts["target"], "{table}");
+    }
     let verified = ok(&pincer(&dir, &["--store", &url, "verify"]));
     assert!(verified.starts_with("ok: 1 receipts"), "{verified}");
+    let listed = ok(&pincer(&dir, &["--store", &url, "sessions", "list"]));
+    assert!(listed.contains(&session), "{listed}");
     assert_eq!(show(&dir, &["--store", &url], &session), before);
     let found = ok(&pincer(
         &dir,
@@ -134,7 +141,12 @@ fn a_sqlite_store_copied_to_postgres_and_back_keeps_everything() {
     let again = pincer(&dir, &["store", "copy", "--from", data, "--to", &url]);
     assert_eq!(again.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&again.stderr);
-    assert!(stderr.contains("the target is not empty"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the target is not empty: it holds 1 session(s), 1 receipt(s) and 1 memory item(s); copy into an empty database"
+        ),
+        "{stderr}"
+    );
     assert_eq!(show(&dir, &["--store", &url], &session), on_pg);
 
     // PostgreSQL → a new SQLite data directory.
@@ -145,11 +157,40 @@ fn a_sqlite_store_copied_to_postgres_and_back_keeps_everything() {
         &["store", "copy", "--from", &url, "--to", back],
     ));
     assert!(text.contains("equal"), "{text}");
+    assert!(
+        text.lines()
+            .any(|line| line.split_whitespace().collect::<Vec<_>>() == ["runs", "3", "->", "3"]),
+        "{text}"
+    );
     let verified = ok(&pincer(&dir, &["--data-dir", back, "verify"]));
     assert!(verified.starts_with("ok: 1 receipts"), "{verified}");
     assert_eq!(show(&dir, &["--data-dir", back], &session), on_pg);
     let listed = ok(&pincer(&dir, &["--data-dir", back, "memory", "list"]));
     assert!(listed.contains("Deploys go through staging"), "{listed}");
+    // A copy of the copy counts the same rows, both ways.
+    let copied = |from: &str, to: &str| -> Value {
+        serde_json::from_str(&ok(&pincer(
+            &dir,
+            &["store", "copy", "--from", from, "--to", to, "--json"],
+        )))
+        .unwrap()
+    };
+    let pg_again = postgres::shared().fresh_database();
+    let there = copied(back, &pg_again);
+    let home = dir.path().join("home");
+    let home = copied(&pg_again, home.to_str().unwrap());
+    assert_eq!(there["tables"], home["tables"]);
+    assert_eq!(home["tables"]["runs"], json!({"source": 3, "target": 3}));
+
+    // A data directory that holds sessions is refused too.
+    let into_sqlite = pincer(&dir, &["store", "copy", "--from", &url, "--to", data]);
+    assert_eq!(into_sqlite.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&into_sqlite.stderr);
+    assert!(
+        stderr.contains("the target is not empty: it holds 1 session(s)")
+            && stderr.contains("copy into a new data directory"),
+        "{stderr}"
+    );
 }
 
 #[test]
