@@ -145,4 +145,12 @@ fi
 if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
     fail "the postgres user is missing: the PostgreSQL tests run the server as it (PostgreSQL refuses root)"
 fi
+# The chat platforms' real servers (ngIRCd, Synapse, Dovecot with an SMTP
+# server): one script each in scripts/test-deps.d, run in name order with
+# the helpers above (`fail`).
+for part in scripts/test-deps.d/*.sh; do
+    [ -e "$part" ] || continue
+    # shellcheck source=/dev/null
+    . "$part"
+done
 echo "test-deps: done" >&2
