@@ -144,11 +144,12 @@ impl App {
     pub async fn start_channels(
         &self,
         names: &[String],
+        http: bool,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Vec<Arc<crate::channels::hub::Hub>>, Failure> {
         let planned = wiring::channels(&self.config, names, &|name| std::env::var(name).ok())
             .map_err(Failure::usage)?;
-        crate::channels::start(&self.runtime, self.store.clone(), planned, cancel)
+        crate::channels::start(&self.runtime, self.store.clone(), planned, http, cancel)
             .await
             .map_err(Failure::usage)
     }

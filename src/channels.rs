@@ -39,7 +39,8 @@ pub use hub::Hub;
 /// What a platform can do with outbound messages.
 #[derive(Debug, Clone)]
 pub struct Capabilities {
-    /// Longest message text, in characters.
+    /// Longest message text in the platform's unit (the default rendering
+    /// and live drafts count characters).
     pub max_len: usize,
     /// Messages can be edited after sending (live drafts, finalize in place).
     pub edit: bool,
@@ -101,6 +102,35 @@ pub enum Received {
     Failed(String),
 }
 
+/// A request a platform sent over HTTP to a channel: `POST
+/// /channels/NAME/ENDPOINT` on `pincer serve --http` (the one listener every
+/// adapter that receives HTTP shares).
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    /// The path after `/channels/NAME/`.
+    pub endpoint: String,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// The adapter's answer to an [`HttpRequest`]: a status and a JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpReply {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+impl HttpReply {
+    pub fn new(status: u16, body: serde_json::Value) -> Self {
+        Self { status, body }
+    }
+
+    /// `status` with `{"error": message}`.
+    pub fn error(status: u16, message: impl Into<String>) -> Self {
+        Self::new(status, serde_json::json!({"error": message.into()}))
+    }
+}
+
 /// A chat platform.
 pub trait Adapter: Send + Sync + 'static {
     /// The channel's configured name (`telegram`).
@@ -108,6 +138,17 @@ pub trait Adapter: Send + Sync + 'static {
     /// The bot or account this adapter speaks as.
     fn account(&self) -> &str;
     fn capabilities(&self) -> Capabilities;
+    /// The reply's Markdown as the platform's messages, each fitting one
+    /// message in the platform's own unit and carrying its markup
+    /// (`render` has the parts). The default: pieces of at most
+    /// `max_len` characters, as written, without markup.
+    fn render(&self, markdown: &str) -> Vec<Unit> {
+        let max = self.capabilities().max_len;
+        render::chunk(markdown, max, &render::chars)
+            .into_iter()
+            .map(Unit::plain)
+            .collect()
+    }
     /// Whether a replay after an unknown outcome is safe: the platform
     /// deduplicates by the idempotency key the send carries.
     fn idempotent(&self) -> bool {
@@ -148,6 +189,25 @@ pub trait Adapter: Send + Sync + 'static {
     /// acknowledges it to the platform per the hub's answer.
     fn receive(self: Arc<Self>, hub: Arc<Hub>, cancel: CancellationToken)
     -> BoxFuture<'static, ()>;
+    /// Whether the platform delivers its events over HTTP, to
+    /// `/channels/NAME/…` on `pincer serve --http` ([`Adapter::http`]).
+    fn receives_over_http(&self) -> bool {
+        false
+    }
+    /// One request the platform sent over HTTP. The default has no endpoint.
+    fn http(&self, request: HttpRequest) -> BoxFuture<'_, HttpReply> {
+        let endpoint = request.endpoint;
+        let channel = self.channel().to_owned();
+        Box::pin(async move {
+            HttpReply::error(
+                404,
+                format!(
+                    "channel {channel} has no endpoint {}",
+                    crate::core::quote::quote(&endpoint)
+                ),
+            )
+        })
+    }
 }
 
 /// How a channel treats the people who write to it.
@@ -184,17 +244,26 @@ impl ChannelSettings {
 }
 
 /// Starts a hub for each planned channel (`app::wiring::channels`), on the
-/// channels' port of the journal. Each runs until `cancel`.
+/// channels' port of the journal. Each runs until `cancel`. `http`: this
+/// process serves HTTP, so channels that receive over it can run.
 pub async fn start(
     runtime: &crate::core::runtime::Runtime,
     journal: Arc<dyn ChannelJournal>,
     planned: Vec<(Arc<dyn Adapter>, ChannelSettings)>,
+    http: bool,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<Arc<Hub>>> {
     use anyhow::Context as _;
 
     let mut hubs = Vec::new();
     for (adapter, settings) in planned {
+        if adapter.receives_over_http() && !http {
+            anyhow::bail!(
+                "channel {} receives over HTTP: serve it with `pincer serve --http --channel {}`",
+                adapter.channel(),
+                adapter.channel()
+            );
+        }
         let name = adapter.channel().to_owned();
         tracing::info!(channel = %name, account = adapter.account(), "channel starting");
         let hub = Hub::start(

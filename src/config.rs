@@ -9,6 +9,7 @@
 //! the provider map and the choice of provider and model; `load` puts them
 //! together into [`Config`]; `render` is `pincer config show`.
 
+pub mod channels;
 mod file;
 mod layers;
 mod load;
@@ -24,10 +25,11 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+pub use self::channels::{ChannelConfig, CommonChannelConfig, Platform};
 pub use self::file::{
-    BudgetConfig, ChannelConfig, ChannelKind, FileConfig, HooksConfig, HttpConfig, McpServerConfig,
-    MemoryConfig, ModelFileConfig, PathsConfig, ProviderConfig, SafetyFileConfig, SandboxSetting,
-    SearchBackend, ShellConfig, SkillsConfig, SubagentsConfig, WebConfig, WebSearchConfig,
+    BudgetConfig, FileConfig, HooksConfig, HttpConfig, McpServerConfig, MemoryConfig,
+    ModelFileConfig, PathsConfig, ProviderConfig, SafetyFileConfig, SandboxSetting, SearchBackend,
+    ShellConfig, SkillsConfig, SubagentsConfig, WebConfig, WebSearchConfig,
 };
 pub use crate::core::hooks::{HookImport, OnFailure};
 use crate::core::models::ModelCatalog;

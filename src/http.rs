@@ -1,7 +1,9 @@
 //! The HTTP face: REST, Server-Sent Events and JSON-RPC over WebSocket for
 //! clients that are not editors (`pincer serve --http`, `docs/http.md`);
 //! and, at `/acp`, a WebSocket whose messages it hands to the ACP face
-//! through a port (`acp::Connections`), for editors elsewhere.
+//! through a port (`acp::Connections`), for editors elsewhere; at
+//! `/channels/{name}/{endpoint}`, chat platforms' requests, handed to the
+//! channel face through another (`ingress::ChannelIngress`).
 //!
 //! Like every face it converts between its wire form and core calls; it knows
 //! no ACP types, and the core knows nothing of it. Events go out in the tape's own JSON form
@@ -12,6 +14,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod events;
+pub mod ingress;
 pub mod limit;
 pub mod metrics;
 pub mod routes;
@@ -68,8 +71,17 @@ struct Shared {
     closing: CancellationToken,
     /// What `/metrics` counts beyond this process: runs and send intents.
     counts: Arc<dyn Counts>,
-    /// The agent behind `/acp`; `None`: not served.
-    acp: Option<Arc<dyn acp::Connections>>,
+    /// What other faces serve through this one.
+    ports: Ports,
+}
+
+/// Other faces behind routes of this one, each optional.
+#[derive(Clone, Default)]
+pub struct Ports {
+    /// The agent behind `/acp`.
+    pub acp: Option<Arc<dyn acp::Connections>>,
+    /// The chat channels behind `/channels/{name}/{endpoint}`.
+    pub channels: Option<Arc<dyn ingress::ChannelIngress>>,
 }
 
 /// Serves HTTP on `listener` until `shutdown` fires, then stops taking
@@ -82,7 +94,7 @@ pub async fn serve(
     skills: api::SkillsAccess,
     listener: TcpListener,
     options: HttpOptions,
-    acp: Option<Arc<dyn acp::Connections>>,
+    ports: Ports,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let closing = shutdown.clone();
@@ -98,7 +110,7 @@ pub async fn serve(
             rpc,
             closing: closing.clone(),
             counts,
-            acp,
+            ports,
         }),
     };
     let app = app(state, &options);

@@ -1,6 +1,7 @@
 //! `pincer serve`: the long-running faces of one process — the HTTP face and
 //! chat channels — over one runtime, until SIGTERM or SIGINT.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -11,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{Failure, exit};
 use crate::app::{Flags, wiring};
+use crate::channels::{Adapter, HttpRequest, Hub};
 use crate::cli::ServeArgs;
 use crate::http;
 
@@ -31,6 +33,8 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     let shutdown = CancellationToken::new();
     crate::app::spawn_signal_watch(shutdown.clone());
     let http_stop = CancellationToken::new();
+    let ingress = Arc::new(ChannelRoutes::default());
+    let serves_http = plan.is_some();
     let mut server = match plan {
         Some(plan) => {
             let listener = tokio::net::TcpListener::bind(plan.addr)
@@ -55,13 +59,16 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
                 },
                 listener,
                 plan.options,
-                Some(Arc::new(AcpOverWebSocket {
-                    runtime: runtime.clone(),
-                    options: crate::acp::AcpOptions {
-                        owns_runtime: false,
-                        ..crate::acp::launch::options(&app, flags)
-                    },
-                }) as Arc<dyn http::acp::Connections>),
+                http::Ports {
+                    acp: Some(Arc::new(AcpOverWebSocket {
+                        runtime: runtime.clone(),
+                        options: crate::acp::AcpOptions {
+                            owns_runtime: false,
+                            ..crate::acp::launch::options(&app, flags)
+                        },
+                    }) as Arc<dyn http::acp::Connections>),
+                    channels: Some(ingress.clone() as Arc<dyn http::ingress::ChannelIngress>),
+                },
                 http_stop.clone(),
             )))
         }
@@ -69,8 +76,9 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     };
     let channels_stop = CancellationToken::new();
     let hubs = app
-        .start_channels(&args.channels, channels_stop.clone())
+        .start_channels(&args.channels, serves_http, channels_stop.clone())
         .await?;
+    ingress.serve(&hubs);
 
     let recovering = spawn_recovery(&app, channels_stop.clone());
 
@@ -120,6 +128,66 @@ fn write_ready_file(path: &Path, addr: SocketAddr) -> anyhow::Result<()> {
     std::fs::write(&tmp, format!("{addr}\n"))
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The chat channels behind the HTTP face's `/channels/{name}/{endpoint}`:
+/// the adapters of this process's channels that receive over HTTP, once
+/// started (503 before: the platform sends again).
+#[derive(Default)]
+struct ChannelRoutes {
+    adapters: parking_lot::RwLock<Option<HashMap<String, Arc<dyn Adapter>>>>,
+}
+
+impl ChannelRoutes {
+    fn serve(&self, hubs: &[Arc<Hub>]) {
+        let adapters = hubs
+            .iter()
+            .map(|hub| hub.adapter().clone())
+            .filter(|adapter| adapter.receives_over_http())
+            .map(|adapter| (adapter.channel().to_owned(), adapter))
+            .collect();
+        *self.adapters.write() = Some(adapters);
+    }
+}
+
+impl http::ingress::ChannelIngress for ChannelRoutes {
+    fn handle(
+        &self,
+        name: String,
+        endpoint: String,
+        headers: axum::http::HeaderMap,
+        body: Vec<u8>,
+    ) -> futures::future::BoxFuture<'static, (u16, serde_json::Value)> {
+        let found = self
+            .adapters
+            .read()
+            .as_ref()
+            .map(|adapters| adapters.get(&name).cloned());
+        Box::pin(async move {
+            let error =
+                |status: u16, message: String| (status, serde_json::json!({"error": message}));
+            match found {
+                None => error(503, "the channels are starting: send it again".to_owned()),
+                Some(None) => error(
+                    404,
+                    format!(
+                        "no channel {} receives over HTTP in this process",
+                        crate::core::quote::quote(&name)
+                    ),
+                ),
+                Some(Some(adapter)) => {
+                    let reply = adapter
+                        .http(HttpRequest {
+                            endpoint,
+                            headers,
+                            body,
+                        })
+                        .await;
+                    (reply.status, reply.body)
+                }
+            }
+        })
+    }
 }
 
 /// The ACP face behind the HTTP face's `/acp` WebSocket: each socket one

@@ -55,12 +55,10 @@ struct Request {
 fn webhook() -> &'static Webhook {
     static WEBHOOK: OnceLock<Webhook> = OnceLock::new();
     WEBHOOK.get_or_init(|| {
-        let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         Webhook::new(
             "webhook",
             SECRET,
             "http://127.0.0.1:9/cb",
-            listen,
             Duration::from_secs(1),
         )
         .unwrap_or_else(|err| panic!("{err}"))

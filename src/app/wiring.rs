@@ -17,7 +17,7 @@ use anyhow::{Context as _, anyhow};
 use super::Failure;
 use crate::channels::{Adapter, ChannelSettings, telegram, webhook};
 use crate::cli::ServeArgs;
-use crate::config::{ChannelConfig, ChannelKind, Config, HooksConfig};
+use crate::config::{ChannelConfig, Config, HooksConfig, Platform};
 use crate::core::budget::Budgets;
 use crate::core::memory::RecallSettings;
 use crate::core::policy::DEFAULT_FORBIDDEN;
@@ -346,23 +346,20 @@ pub fn channels(
     for name in names {
         let table = match config.channels.get(name) {
             Some(table) => table.clone(),
-            None if matches!(name.as_str(), "telegram" | "webhook") => ChannelConfig::default(),
-            None => {
+            None => ChannelConfig::default_for(name).ok_or_else(|| {
                 let known: Vec<&str> = config.channels.keys().map(String::as_str).collect();
-                return Err(anyhow!(
+                anyhow!(
                     "--channel {name}: no [channels.{name}] table in the config{}",
                     if known.is_empty() {
                         String::new()
                     } else {
                         format!(" (configured: {})", known.join(", "))
                     }
-                ));
-            }
+                )
+            })?,
         };
-        let kind = table
-            .kind_for(name)
-            .ok_or_else(|| anyhow!("--channel {name}: set kind = \"telegram\" or \"webhook\""))?;
-        let workspace = match &table.workspace {
+        let common = &table.common;
+        let workspace = match &common.workspace {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
@@ -373,69 +370,21 @@ pub fn channels(
             )
         })?;
         let mut settings = ChannelSettings::new(workspace);
-        settings.allow = table.allow.clone();
-        if let Some(ms) = table.coalesce_ms {
+        settings.allow = common.allow.clone();
+        if let Some(ms) = common.coalesce_ms {
             settings.coalesce = Duration::from_millis(ms);
         }
-        if let Some(secs) = table.expire_after_secs {
+        if let Some(secs) = common.expire_after_secs {
             settings.expire_after = Duration::from_secs(secs);
         }
-        if let Some(attempts) = table.max_attempts {
+        if let Some(attempts) = common.max_attempts {
             settings.max_attempts = attempts;
         }
-        if let Some(live) = table.live_drafts {
+        if let Some(live) = common.live_drafts {
             settings.live_drafts = live;
         }
-        let adapter: Arc<dyn Adapter> = match kind {
-            ChannelKind::Telegram => {
-                let var = table
-                    .token_env
-                    .clone()
-                    .unwrap_or_else(|| "TELEGRAM_BOT_TOKEN".to_owned());
-                let token = env(&var).filter(|t| !t.trim().is_empty()).ok_or_else(|| {
-                    anyhow!("channel {name}: set {var} to the bot token from @BotFather")
-                })?;
-                let base = table
-                    .api_base
-                    .clone()
-                    .unwrap_or_else(|| "https://api.telegram.org".to_owned());
-                let timeout = Duration::from_secs(table.poll_timeout_secs.unwrap_or(30));
-                Arc::new(
-                    telegram::Telegram::new(name, token.trim(), &base, timeout)
-                        .map_err(|e| anyhow!("channel {name}: {e}"))?,
-                )
-            }
-            ChannelKind::Webhook => {
-                let var = table
-                    .secret_env
-                    .clone()
-                    .unwrap_or_else(|| "PINCER_WEBHOOK_SECRET".to_owned());
-                let secret = env(&var)
-                    .filter(|s| !s.trim().is_empty())
-                    .ok_or_else(|| anyhow!("channel {name}: set {var} to the secret shared with the peer (16 characters or more)"))?;
-                let callback = table.callback_url.clone().ok_or_else(|| {
-                    anyhow!("channel {name}: set callback_url, where outbound messages are POSTed")
-                })?;
-                let listen = table.listen.as_deref().unwrap_or("127.0.0.1:8788");
-                let listen: std::net::SocketAddr = listen.parse().map_err(|_| {
-                    anyhow!("channel {name}: listen = {listen:?} is not an address such as 127.0.0.1:8788")
-                })?;
-                if !listen.ip().is_loopback() {
-                    tracing::warn!(channel = %name, %listen, "the webhook listener is reachable beyond this machine; requests are still signed");
-                }
-                Arc::new(
-                    webhook::Webhook::new(
-                        name,
-                        secret.trim(),
-                        &callback,
-                        listen,
-                        Duration::from_secs(30),
-                    )
-                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
-                )
-            }
-        };
-        let code_var = table
+        let adapter = adapter(name, &table.platform, env)?;
+        let code_var = common
             .pairing_code_env
             .clone()
             .unwrap_or_else(|| "PINCER_PAIRING_CODE".to_owned());
@@ -450,10 +399,51 @@ pub fn channels(
             );
             settings.pairing_code = Some(code);
         }
-        tracing::info!(channel = %name, kind = kind.as_str(), account = adapter.account(), "channel planned");
+        tracing::info!(channel = %name, kind = table.platform.kind(), account = adapter.account(), "channel planned");
         planned.push((adapter, settings));
     }
     Ok(planned)
+}
+
+/// The adapter of channel `name` on `platform`, its secrets read through `env`.
+fn adapter(
+    name: &str,
+    platform: &Platform,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Arc<dyn Adapter>> {
+    let secret = |var: String, what: &str| {
+        env(&var)
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.trim().to_owned())
+            .ok_or_else(|| anyhow!("channel {name}: set {var} to {what}"))
+    };
+    Ok(match platform {
+        Platform::Telegram(telegram) => {
+            let token = secret(telegram.token_env(), "the bot token from @BotFather")?;
+            let base = telegram
+                .api_base
+                .clone()
+                .unwrap_or_else(|| "https://api.telegram.org".to_owned());
+            let timeout = Duration::from_secs(telegram.poll_timeout_secs.unwrap_or(30));
+            Arc::new(
+                telegram::Telegram::new(name, &token, &base, timeout)
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+            )
+        }
+        Platform::Webhook(webhook) => {
+            let key = secret(
+                webhook.secret_env(),
+                "the secret shared with the peer (16 characters or more)",
+            )?;
+            let callback = webhook.callback_url.clone().ok_or_else(|| {
+                anyhow!("channel {name}: set callback_url, where outbound messages are POSTed")
+            })?;
+            Arc::new(
+                webhook::Webhook::new(name, &key, &callback, Duration::from_secs(30))
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+            )
+        }
+    })
 }
 
 /// Where the HTTP face's token comes from.

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received};
+use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received, render};
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
     Unit,
@@ -362,6 +362,21 @@ impl Adapter for Telegram {
 
     fn account(&self) -> &str {
         &self.account
+    }
+
+    /// HTML (Telegram's dialect) in messages of at most 4096 UTF-16 code
+    /// units of visible text; the plain text goes with it, sent instead
+    /// when Telegram refuses the markup.
+    fn render(&self, markdown: &str) -> Vec<Unit> {
+        let visible = |piece: &str| render::utf16(&render::plain(piece));
+        render::chunk(markdown, MAX_LEN, &visible)
+            .into_iter()
+            .map(|piece| Unit {
+                markup: Some(render::html(&piece, render::Dialect::Telegram)),
+                text: render::plain(&piece),
+                buttons: Vec::new(),
+            })
+            .collect()
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -1,6 +1,7 @@
 //! A generic webhook channel: signed JSON POSTs both ways.
 //!
-//! Inbound, a peer POSTs a message to Pincer's listener; outbound, Pincer POSTs
+//! Inbound, a peer POSTs a message to `/channels/NAME/webhook` on `pincer
+//! serve --http` (the listener every HTTP adapter shares); outbound, Pincer POSTs
 //! each message to the peer's callback URL. Both directions are signed with
 //! HMAC-SHA256 over `TIMESTAMP.BODY` with a shared secret
 //! (`X-Pincer-Signature: sha256=HEX`, `X-Pincer-Timestamp: UNIX_SECONDS`), and
@@ -10,22 +11,18 @@
 //! `Idempotency-Key`, so the peer can deduplicate a retry — which is what lets
 //! Pincer replay a send whose outcome it could not learn. See `docs/channels.md`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received};
+use super::{Adapter, Capabilities, DeliveryError, HttpReply, HttpRequest, Hub, Inbound, Received};
 use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
@@ -43,7 +40,9 @@ pub struct Webhook {
     name: String,
     secret: ring::hmac::Key,
     callback: String,
-    listen: SocketAddr,
+    /// The hub while this process receives for the account (it holds the
+    /// account's lease); requests before or after are answered 503.
+    hub: Mutex<Option<Arc<Hub>>>,
     client: reqwest::Client,
     max_len: usize,
 }
@@ -97,7 +96,6 @@ impl Webhook {
         name: &str,
         secret: &str,
         callback: &str,
-        listen: SocketAddr,
         timeout: Duration,
     ) -> Result<Self, String> {
         if secret.len() < 16 {
@@ -114,7 +112,7 @@ impl Webhook {
             name: name.to_owned(),
             secret: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes()),
             callback: callback.to_owned(),
-            listen,
+            hub: Mutex::new(None),
             client,
             max_len: 16_000,
         })
@@ -253,44 +251,51 @@ impl Webhook {
     }
 }
 
-struct Shared {
-    webhook: Arc<Webhook>,
-    hub: Arc<Hub>,
-}
+/// The endpoint inbound deliveries are POSTed to: `/channels/NAME/webhook`.
+pub const ENDPOINT: &str = "webhook";
 
-async fn inbound(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let reply = |status: StatusCode, value: Value| (status, axum::Json(value)).into_response();
-    if body.len() > BODY_LIMIT {
-        return reply(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            json!({"error": format!("the body is over {BODY_LIMIT} bytes")}),
-        );
-    }
-    let delivery = match shared.webhook.verify(&headers, &body) {
-        Ok(delivery) => delivery,
-        Err((status, message)) => {
-            tracing::warn!(channel = %shared.webhook.name, %message, "webhook request refused");
-            return reply(status, json!({"error": message}));
+impl Webhook {
+    /// One inbound delivery: verified, parsed, handed to the hub; answered
+    /// once recorded (the HTTP answer is the platform's acknowledgement).
+    async fn inbound(&self, headers: &HeaderMap, body: &[u8]) -> HttpReply {
+        let reply = |status: StatusCode, value: Value| HttpReply::new(status.as_u16(), value);
+        if body.len() > BODY_LIMIT {
+            return reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({"error": format!("the body is over {BODY_LIMIT} bytes")}),
+            );
         }
-    };
-    let parsed: InboundBody = match serde_json::from_slice(&body) {
-        Ok(parsed) => parsed,
-        Err(err) => return reply(StatusCode::BAD_REQUEST, json!({"error": err.to_string()})),
-    };
-    let inbound = match shared.webhook.normalize(&delivery, parsed) {
-        Ok(inbound) => inbound,
-        Err(message) => return reply(StatusCode::BAD_REQUEST, json!({"error": message})),
-    };
-    // Acknowledged once recorded: the HTTP answer is the platform ack.
-    match shared.hub.receive(inbound, None).await {
-        Received::Accepted => reply(StatusCode::OK, json!({"status": "accepted"})),
-        Received::Duplicate => reply(StatusCode::OK, json!({"status": "duplicate"})),
-        Received::Echo => reply(StatusCode::OK, json!({"status": "echo"})),
-        Received::Unauthorized => reply(StatusCode::OK, json!({"status": "unauthorized"})),
-        Received::Failed(reason) => reply(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": format!("not recorded, send it again: {reason}")}),
-        ),
+        let delivery = match self.verify(headers, body) {
+            Ok(delivery) => delivery,
+            Err((status, message)) => {
+                tracing::warn!(channel = %self.name, %message, "webhook request refused");
+                return reply(status, json!({"error": message}));
+            }
+        };
+        let parsed: InboundBody = match serde_json::from_slice(body) {
+            Ok(parsed) => parsed,
+            Err(err) => return reply(StatusCode::BAD_REQUEST, json!({"error": err.to_string()})),
+        };
+        let inbound = match self.normalize(&delivery, parsed) {
+            Ok(inbound) => inbound,
+            Err(message) => return reply(StatusCode::BAD_REQUEST, json!({"error": message})),
+        };
+        let Some(hub) = self.hub.lock().clone() else {
+            return reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "this process does not serve the channel's account now: send it again"}),
+            );
+        };
+        match hub.receive(inbound, None).await {
+            Received::Accepted => reply(StatusCode::OK, json!({"status": "accepted"})),
+            Received::Duplicate => reply(StatusCode::OK, json!({"status": "duplicate"})),
+            Received::Echo => reply(StatusCode::OK, json!({"status": "echo"})),
+            Received::Unauthorized => reply(StatusCode::OK, json!({"status": "unauthorized"})),
+            Received::Failed(reason) => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("not recorded, send it again: {reason}")}),
+            ),
+        }
     }
 }
 
@@ -371,34 +376,36 @@ impl Adapter for Webhook {
         })
     }
 
+    /// Takes deliveries (`http`) while receiving: until `cancel`.
     fn receive(
         self: Arc<Self>,
         hub: Arc<Hub>,
         cancel: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            let listener = match tokio::net::TcpListener::bind(self.listen).await {
-                Ok(listener) => listener,
-                Err(err) => {
-                    tracing::error!(channel = %self.name, listen = %self.listen, error = %err, "the webhook listener cannot bind");
-                    return;
-                }
-            };
-            match listener.local_addr() {
-                Ok(addr) => tracing::info!(channel = %self.name, %addr, "webhook listening"),
-                Err(err) => tracing::warn!(error = %err, "webhook listener address unknown"),
+            *self.hub.lock() = Some(hub);
+            tracing::info!(channel = %self.name, endpoint = %format!("/channels/{}/{ENDPOINT}", self.name), "webhook receiving");
+            cancel.cancelled().await;
+            *self.hub.lock() = None;
+        })
+    }
+
+    fn receives_over_http(&self) -> bool {
+        true
+    }
+
+    fn http(&self, request: HttpRequest) -> BoxFuture<'_, HttpReply> {
+        Box::pin(async move {
+            if request.endpoint != ENDPOINT {
+                return HttpReply::error(
+                    404,
+                    format!(
+                        "the webhook channel takes deliveries at /channels/{}/{ENDPOINT}",
+                        self.name
+                    ),
+                );
             }
-            let shared = Arc::new(Shared {
-                webhook: self.clone(),
-                hub,
-            });
-            let app = Router::new().route("/", post(inbound)).with_state(shared);
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { cancel.cancelled().await })
-                .await;
-            if let Err(err) = served {
-                tracing::error!(channel = %self.name, error = %err, "the webhook listener stopped");
-            }
+            self.inbound(&request.headers, &request.body).await
         })
     }
 }
@@ -412,7 +419,6 @@ mod tests {
             "webhook",
             "0123456789abcdef-secret",
             "http://127.0.0.1:9/cb",
-            "127.0.0.1:0".parse().unwrap(),
             Duration::from_secs(2),
         )
         .unwrap()
@@ -446,17 +452,10 @@ mod tests {
 
     #[test]
     fn short_secrets_and_bad_urls_are_refused() {
-        let listen = "127.0.0.1:0".parse().unwrap();
-        assert!(Webhook::new("w", "short", "http://x/", listen, Duration::from_secs(1)).is_err());
-        let err = Webhook::new(
-            "w",
-            "0123456789abcdef",
-            "ftp://x/",
-            listen,
-            Duration::from_secs(1),
-        )
-        .err()
-        .unwrap();
+        assert!(Webhook::new("w", "short", "http://x/", Duration::from_secs(1)).is_err());
+        let err = Webhook::new("w", "0123456789abcdef", "ftp://x/", Duration::from_secs(1))
+            .err()
+            .unwrap();
         assert!(err.contains("http"), "{err}");
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, HookImport, ProviderKind};
+use super::{ChannelConfig, ConfigError, HookImport, ProviderKind};
 use crate::core::policy::Rule;
 use crate::hooks::HookSpec;
 
@@ -88,7 +88,7 @@ pub struct FileConfig {
     /// The unit of every price in `[models]`: an ISO 4217 code or e.g. "credits"; "USD" if unset.
     pub currency: Option<String>,
     /// Chat channels `pincer serve --channel NAME` / `pincer acp --channel NAME` start.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::channels::deserialize_channels")]
     pub channels: BTreeMap<String, ChannelConfig>,
     /// The HTTP face of `pincer serve` (`docs/http.md`).
     #[serde(default)]
@@ -142,87 +142,6 @@ impl McpServerConfig {
             headers: hide(&self.headers),
             ..self.clone()
         }
-    }
-}
-
-/// The platform a `[channels.NAME]` table speaks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChannelKind {
-    Telegram,
-    Webhook,
-}
-
-impl ChannelKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChannelKind::Telegram => "telegram",
-            ChannelKind::Webhook => "webhook",
-        }
-    }
-}
-
-/// One `[channels.NAME]` table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelConfig {
-    /// `telegram` or `webhook`; defaults to the table's name when that is one of them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<ChannelKind>,
-    /// Telegram: the variable holding the bot token (default `TELEGRAM_BOT_TOKEN`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_env: Option<String>,
-    /// Telegram: the Bot API root (default `https://api.telegram.org`; a
-    /// self-hosted Bot API server or a test server otherwise).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_base: Option<String>,
-    /// Sender ids allowed without pairing.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow: Vec<String>,
-    /// The variable holding the pairing code senders send as `/pair CODE`
-    /// (default `PINCER_PAIRING_CODE`); with none set and no `allow` list, a
-    /// code is generated at start and logged.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pairing_code_env: Option<String>,
-    /// The workspace of the sessions this channel starts (default: the
-    /// directory Pincer was started in).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<PathBuf>,
-    /// Messages from one sender within this many milliseconds become one prompt (default 1500).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub coalesce_ms: Option<u64>,
-    /// Outbound messages not delivered within this many seconds expire (default 900).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expire_after_secs: Option<u64>,
-    /// Attempts of one outbound message before it fails (default 8).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_attempts: Option<u32>,
-    /// Show a reply as it is written, in a message edited in place (default
-    /// true where the platform can edit).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub live_drafts: Option<bool>,
-    /// Telegram: seconds one `getUpdates` long poll waits (default 30).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub poll_timeout_secs: Option<u64>,
-    /// Webhook: the variable holding the HMAC-SHA256 secret shared with the peer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret_env: Option<String>,
-    /// Webhook: where outbound messages are POSTed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_url: Option<String>,
-    /// Webhook: the address inbound POSTs arrive at (default `127.0.0.1:8788`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<String>,
-}
-
-impl ChannelConfig {
-    /// The platform of a table named `name`.
-    pub fn kind_for(&self, name: &str) -> Option<ChannelKind> {
-        self.kind.or(match name {
-            "telegram" => Some(ChannelKind::Telegram),
-            "webhook" => Some(ChannelKind::Webhook),
-            _ => None,
-        })
     }
 }
 

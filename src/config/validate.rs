@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
 use super::{
-    BUILTIN_TOOLS, BudgetConfig, ChannelConfig, ConfigError, FileConfig, HooksConfig, HttpConfig,
-    McpServerConfig, MemoryConfig, ModelFileConfig, Origin, PathsConfig, ProviderConfig,
-    ProviderKind, SafetyFileConfig, SearchBackend, ShellConfig, SkillsConfig, SubagentsConfig,
-    WebConfig, WebSearchConfig, toml_quote,
+    BUILTIN_TOOLS, BudgetConfig, ConfigError, FileConfig, HooksConfig, HttpConfig, McpServerConfig,
+    MemoryConfig, ModelFileConfig, Origin, PathsConfig, ProviderConfig, ProviderKind,
+    SafetyFileConfig, SearchBackend, ShellConfig, SkillsConfig, SubagentsConfig, WebConfig,
+    WebSearchConfig, toml_quote,
 };
 use crate::core::policy::shell::CommandRule;
 use crate::core::policy::{DEFAULT_PROTECTED, HostRule, PrivateAllow, Rule};
@@ -44,9 +44,6 @@ impl FileConfig {
         self.validate_top_level(origin)?;
         for (name, model) in &self.models {
             model.validate(name, origin)?;
-        }
-        for (name, channel) in &self.channels {
-            channel.validate(name, origin)?;
         }
         for (name, server) in &self.mcp_servers {
             server.validate(name, origin)?;
@@ -302,20 +299,6 @@ impl ModelFileConfig {
                 origin,
                 key("input_price"),
                 "a priced model needs both input_price and output_price (per million tokens)",
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl ChannelConfig {
-    /// A `[channels.NAME]` table's platform is known.
-    pub(super) fn validate(&self, name: &str, origin: &Origin) -> Result<(), ConfigError> {
-        if self.kind_for(name).is_none() {
-            return Err(invalid(
-                origin,
-                format!("channels.{name}.kind"),
-                "set kind = \"telegram\" or \"webhook\"",
             ));
         }
         Ok(())
@@ -951,13 +934,8 @@ mod tests {
     }
 
     #[test]
-    fn channel_and_tool_names() {
+    fn tool_names() {
         table(&[
-            (
-                "[channels.telegram]\n[channels.ops]\nkind = \"webhook\"",
-                "[channels.ops]\nallow = []",
-                "channels.ops.kind: set kind = \"telegram\" or \"webhook\"",
-            ),
             (
                 "[tools]\nwrite_file = \"deny\"\n\"github__create_issue\" = \"ask\"",
                 "[tools]\nwrite_fle = \"deny\"",
@@ -1246,8 +1224,5 @@ mod tests {
             Some("config file /c.toml: shell.timeout_secs: must be at least 1")
         );
         assert!(ShellConfig::default().validate(&origin()).is_ok());
-        let channel = ChannelConfig::default();
-        assert!(channel.validate("telegram", &origin()).is_ok());
-        assert!(channel.validate("irc", &origin()).is_err());
     }
 }

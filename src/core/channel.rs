@@ -146,6 +146,17 @@ pub struct Unit {
     pub buttons: Vec<Button>,
 }
 
+impl Unit {
+    /// A unit of plain text, without markup or buttons.
+    pub fn plain(text: String) -> Self {
+        Self {
+            text,
+            markup: None,
+            buttons: Vec::new(),
+        }
+    }
+}
+
 /// One platform message a delivery produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceiptPart {

@@ -44,7 +44,7 @@ const INCOMING_BYTES: usize = 256 * 1024;
 /// `GET /acp`: a WebSocket handshake (refused naming the header when it is
 /// not one), then ACP on the socket.
 pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
-    let Some(agent) = state.shared.acp.clone() else {
+    let Some(agent) = state.shared.ports.acp.clone() else {
         return ApiError::not_found("ACP over WebSocket is not served by this process")
             .into_response();
     };

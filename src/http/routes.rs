@@ -116,6 +116,11 @@ pub fn table() -> Vec<Route> {
         route(Method::GET, "/acp", get(super::acp::handle)),
         route(
             Method::POST,
+            "/channels/{name}/{endpoint}",
+            post(super::ingress::handle),
+        ),
+        route(
+            Method::POST,
             "/v1/rpc",
             on(MethodFilter::POST, super::rpc::handle),
         ),
@@ -130,9 +135,10 @@ pub fn paths() -> Vec<(String, &'static str)> {
         .collect()
 }
 
-/// Paths that need no token: liveness and readiness probes.
+/// Paths that need no token: liveness and readiness probes, and chat
+/// platforms' requests to their channels (signed their own way).
 pub fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz")
+    matches!(path, "/healthz" | "/readyz") || path.starts_with(super::ingress::PREFIX)
 }
 
 pub fn router() -> axum::Router<AppState> {

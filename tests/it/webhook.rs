@@ -88,7 +88,8 @@ impl Peer {
     }
 }
 
-/// `pincer acp --channel webhook`, its listener's address read from its log.
+/// `pincer serve --http --channel webhook`: deliveries go to
+/// `/channels/webhook/webhook` on its one listener (no bearer token).
 struct Bridge {
     child: Child,
     url: String,
@@ -97,11 +98,13 @@ struct Bridge {
 impl Bridge {
     fn start(dir: &TestDir, script: &std::path::Path) -> Self {
         let log = dir.path().join(format!("stderr-{}.log", fastrand_name()));
+        let ready = dir.path().join(format!("ready-{}", fastrand_name()));
         let child = dir
             .command()
             .env("PINCER_WEBHOOK_SECRET", SECRET)
+            .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
             .args([
-                "acp",
                 "--provider",
                 "scripted",
                 "--script",
@@ -109,7 +112,7 @@ impl Bridge {
                 "--channel",
                 "webhook",
             ])
-            .stdin(Stdio::piped())
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -117,15 +120,15 @@ impl Bridge {
         let deadline = Instant::now() + WAIT;
         let url = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(addr) = text
-                .lines()
-                .find(|l| l.contains("webhook listening"))
-                .and_then(|l| l.split("addr=").nth(1))
-                .map(|a| a.split_whitespace().next().unwrap().to_owned())
-            {
-                break format!("http://{addr}/");
+            let addr = std::fs::read_to_string(&ready).unwrap_or_default();
+            // Listening, and the channel receiving (before it, 503).
+            if !addr.trim().is_empty() && text.contains("webhook receiving") {
+                break format!("http://{}/channels/webhook/webhook", addr.trim());
             }
-            assert!(Instant::now() < deadline, "no listener in the log: {text}");
+            assert!(
+                Instant::now() < deadline,
+                "the channel did not start: {text}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         Self { child, url }
@@ -159,7 +162,7 @@ fn setup(peer: &Peer) -> TestDir {
     std::fs::write(
         config.join("config.toml"),
         format!(
-            "[channels.webhook]\ncallback_url = \"{}\"\nlisten = \"127.0.0.1:0\"\nallow = [\"u1\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\nlive_drafts = false\n",
+            "[channels.webhook]\ncallback_url = \"{}\"\nallow = [\"u1\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\nlive_drafts = false\n",
             peer.url,
             workspace.display()
         ),
@@ -183,10 +186,12 @@ fn deliver(
         .as_secs() as i64;
     let timestamp = now - age_secs;
     let signature = sign(secret.as_bytes(), timestamp, raw.as_bytes());
-    let address = url.trim_start_matches("http://").trim_end_matches('/');
+    let rest = url.trim_start_matches("http://");
+    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
     let mut stream = TcpStream::connect(address).unwrap();
     let mut head = format!(
-        "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-pincer-timestamp: {timestamp}\r\nx-pincer-signature: {signature}\r\nconnection: close\r\n",
+        "POST {path} HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-pincer-timestamp: {timestamp}\r\nx-pincer-signature: {signature}\r\nconnection: close\r\n",
         raw.len()
     );
     if let Some(delivery) = delivery {

@@ -246,10 +246,10 @@ fn safety(config: &Config) -> Safety {
     // And the credentials of the chat channels and the HTTP face, whatever
     // their variables are called: a platform's error may echo them.
     let channel_vars = config.channels.values().flat_map(|c| {
-        [&c.token_env, &c.pairing_code_env, &c.secret_env]
+        c.platform
+            .secret_vars()
             .into_iter()
-            .flatten()
-            .cloned()
+            .chain(c.common.pairing_code_env.clone())
     });
     let http_vars = config.http.token_env.iter().cloned();
     for name in config

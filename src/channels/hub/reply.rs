@@ -7,7 +7,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::super::{Capabilities, render};
 use super::Hub;
 use super::drafts::{DRAFT_LOST, DraftRef};
 use crate::core::channel::{
@@ -81,23 +80,11 @@ fn with_draft(body: String, draft: DraftRef) -> (String, Option<String>, Option<
     }
 }
 
-/// `text` cut into units the platform takes (rendered in its markup), with
-/// `buttons` on the last; an empty text is one unit that says so.
-fn units_for(caps: &Capabilities, text: &str, buttons: Option<Vec<Button>>) -> Vec<Unit> {
-    let mut units: Vec<Unit> = render::chunk(text, caps.max_len)
-        .into_iter()
-        .map(|piece| Unit {
-            markup: (caps.markup == Some("html")).then(|| render::telegram_html(&piece)),
-            text: piece,
-            buttons: Vec::new(),
-        })
-        .collect();
+/// The adapter's units of `text` with `buttons` on the last; an empty text
+/// is one unit that says so.
+fn with_buttons(mut units: Vec<Unit>, buttons: Option<Vec<Button>>) -> Vec<Unit> {
     if units.is_empty() {
-        units.push(Unit {
-            text: "(no reply)".to_owned(),
-            markup: None,
-            buttons: Vec::new(),
-        });
+        units.push(Unit::plain("(no reply)".to_owned()));
     }
     if let (Some(buttons), Some(last)) = (buttons, units.last_mut()) {
         last.buttons = buttons;
@@ -182,7 +169,7 @@ impl Hub {
 
     /// `text` cut into units the platform takes, `buttons` on the last.
     pub(super) fn units(&self, text: &str, buttons: Option<Vec<Button>>) -> Vec<Unit> {
-        units_for(&self.adapter.capabilities(), text, buttons)
+        with_buttons(self.adapter.render(text), buttons)
     }
 
     /// A new intent of this account, `pending`, with `text` as its units.
@@ -206,21 +193,9 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::super::testing;
     use super::*;
     use crate::core::event::StopReason;
-
-    fn caps(max_len: usize, markup: Option<&'static str>) -> Capabilities {
-        Capabilities {
-            max_len,
-            edit: true,
-            buttons: true,
-            edit_interval: Duration::from_secs(1),
-            markup,
-        }
-    }
 
     fn message(id: &str) -> ChannelMessage {
         testing::message(id, "hi")
@@ -261,21 +236,18 @@ mod tests {
     }
 
     #[test]
-    fn units_fit_the_platform_carry_its_markup_and_the_buttons_go_last() {
-        let text = format!("{}\n\n{}", "a".repeat(30), "**bold words here**");
+    fn the_buttons_go_on_the_last_unit_and_an_empty_reply_says_so() {
         let buttons = vec![Button {
             label: "Allow once".into(),
             data: "ap:1:allow_once".into(),
         }];
-        let units = units_for(&caps(40, Some("html")), &text, Some(buttons.clone()));
-        assert_eq!(units.len(), 2);
-        assert_eq!(units[0].text, "a".repeat(30));
+        let units = with_buttons(
+            vec![Unit::plain("a".into()), Unit::plain("b".into())],
+            Some(buttons.clone()),
+        );
         assert!(units[0].buttons.is_empty());
-        assert_eq!(units[1].markup.as_deref(), Some("<b>bold words here</b>"));
         assert_eq!(units[1].buttons, buttons);
-        let plain = units_for(&caps(40, None), "x", None);
-        assert_eq!(plain[0].markup, None);
-        let empty = units_for(&caps(40, None), "", Some(buttons.clone()));
+        let empty = with_buttons(Vec::new(), Some(buttons.clone()));
         assert_eq!(empty.len(), 1);
         assert_eq!(empty[0].text, "(no reply)");
         assert_eq!(empty[0].buttons, buttons);

@@ -1,0 +1,333 @@
+//! `[channels.NAME]` tables: the one place that knows the chat platforms.
+//!
+//! A table is the keys every channel has ([`CommonChannelConfig`]) and the
+//! keys of its platform ([`Platform`], tagged by `kind`). `kind` may be left
+//! out when the table is named after a platform (`[channels.telegram]`). A
+//! key that is neither common nor its platform's is refused naming the
+//! platform and the keys it takes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The platforms, by their `kind`.
+pub const KINDS: &[&str] = &["telegram", "webhook"];
+
+/// The keys every `[channels.NAME]` table takes.
+const COMMON_KEYS: &[&str] = &[
+    "allow",
+    "pairing_code_env",
+    "workspace",
+    "coalesce_ms",
+    "expire_after_secs",
+    "max_attempts",
+    "live_drafts",
+];
+
+/// One `[channels.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChannelConfig {
+    #[serde(flatten)]
+    pub platform: Platform,
+    #[serde(flatten)]
+    pub common: CommonChannelConfig,
+}
+
+/// The platform of a channel and its own keys.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Platform {
+    Telegram(TelegramConfig),
+    Webhook(WebhookConfig),
+}
+
+impl Platform {
+    /// The `kind` naming it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Platform::Telegram(_) => "telegram",
+            Platform::Webhook(_) => "webhook",
+        }
+    }
+
+    /// The platform named `kind` with its defaults, for a channel used
+    /// without a table (`--channel telegram`).
+    pub fn default_for(kind: &str) -> Option<Self> {
+        match kind {
+            "telegram" => Some(Platform::Telegram(TelegramConfig::default())),
+            "webhook" => Some(Platform::Webhook(WebhookConfig::default())),
+            _ => None,
+        }
+    }
+
+    /// The variables holding this platform's secrets (the safety pass
+    /// redacts their values wherever they appear).
+    pub fn secret_vars(&self) -> Vec<String> {
+        match self {
+            Platform::Telegram(t) => vec![t.token_env()],
+            Platform::Webhook(w) => vec![w.secret_env()],
+        }
+    }
+}
+
+/// The keys every channel takes: who may talk, where its sessions work, how
+/// its messages are delivered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommonChannelConfig {
+    /// Sender ids allowed without pairing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// The variable holding the pairing code senders send as `/pair CODE`
+    /// (default `PINCER_PAIRING_CODE`); with none set and no `allow` list, a
+    /// code is generated at start and logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairing_code_env: Option<String>,
+    /// The workspace of the sessions this channel starts (default: the
+    /// directory Pincer was started in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// Messages from one sender within this many milliseconds become one prompt (default 1500).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coalesce_ms: Option<u64>,
+    /// Outbound messages not delivered within this many seconds expire (default 900).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expire_after_secs: Option<u64>,
+    /// Attempts of one outbound message before it fails (default 8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Show a reply as it is written, in a message edited in place (default
+    /// true where the platform can edit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_drafts: Option<bool>,
+}
+
+/// `kind = "telegram"`: a bot, by long polling.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The variable holding the bot token (default `TELEGRAM_BOT_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// The Bot API root (default `https://api.telegram.org`; a self-hosted
+    /// Bot API server or a test server otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Seconds one `getUpdates` long poll waits (default 30).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_timeout_secs: Option<u64>,
+}
+
+impl TelegramConfig {
+    pub fn token_env(&self) -> String {
+        self.token_env
+            .clone()
+            .unwrap_or_else(|| "TELEGRAM_BOT_TOKEN".to_owned())
+    }
+}
+
+/// `kind = "webhook"`: signed JSON both ways; inbound POSTs arrive on
+/// `pincer serve --http` at `/channels/NAME/webhook`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// The variable holding the HMAC-SHA256 secret shared with the peer
+    /// (default `PINCER_WEBHOOK_SECRET`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// Where outbound messages are POSTed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+}
+
+impl WebhookConfig {
+    pub fn secret_env(&self) -> String {
+        self.secret_env
+            .clone()
+            .unwrap_or_else(|| "PINCER_WEBHOOK_SECRET".to_owned())
+    }
+}
+
+impl ChannelConfig {
+    /// The channel used without a table: `name` is a platform, with its defaults.
+    pub fn default_for(name: &str) -> Option<Self> {
+        Some(Self {
+            platform: Platform::default_for(name)?,
+            common: CommonChannelConfig::default(),
+        })
+    }
+
+    /// Reads one table named `name`: `kind` (or the name), the common keys,
+    /// the platform's keys; anything else refused naming the platform.
+    fn from_table(name: &str, mut table: toml::Table) -> Result<Self, String> {
+        let kind = match table.get("kind") {
+            Some(toml::Value::String(kind)) => kind.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "channels.{name}.kind: expected a string (one of {}), got {other}",
+                    KINDS.join(", ")
+                ));
+            }
+            None if KINDS.contains(&name) => {
+                table.insert("kind".into(), toml::Value::String(name.to_owned()));
+                name.to_owned()
+            }
+            None => {
+                return Err(format!(
+                    "channels.{name}: set kind = one of {}",
+                    quoted(KINDS)
+                ));
+            }
+        };
+        if !KINDS.contains(&kind.as_str()) {
+            return Err(format!(
+                "channels.{name}.kind: unknown platform {:?}; expected one of {}",
+                prefix(&kind),
+                quoted(KINDS)
+            ));
+        }
+        if kind == "webhook" && table.contains_key("listen") {
+            return Err(format!(
+                "channels.{name}.listen: the webhook channel now receives on `pincer serve --http`, at /channels/{name}/webhook; remove listen"
+            ));
+        }
+        let mut common = toml::Table::new();
+        for key in COMMON_KEYS {
+            if let Some(value) = table.remove(*key) {
+                common.insert((*key).to_owned(), value);
+            }
+        }
+        let common = CommonChannelConfig::deserialize(toml::Value::Table(common))
+            .map_err(|err| format!("channels.{name}: {}", message(&err)))?;
+        let platform = Platform::deserialize(toml::Value::Table(table)).map_err(|err| {
+            let err = message(&err);
+            if err.starts_with("unknown field") {
+                format!(
+                    "channels.{name} (kind = \"{kind}\"): {err}; or one every channel takes: {}",
+                    COMMON_KEYS.join(", ")
+                )
+            } else {
+                format!("channels.{name} (kind = \"{kind}\"): {err}")
+            }
+        })?;
+        Ok(Self { platform, common })
+    }
+}
+
+/// A deserialization error's message, one line, without a trailing period.
+fn message(err: &toml::de::Error) -> String {
+    err.message()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('.')
+        .to_owned()
+}
+
+fn quoted(kinds: &[&str]) -> String {
+    kinds
+        .iter()
+        .map(|k| format!("\"{k}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// At most 40 characters of what someone wrote.
+fn prefix(text: &str) -> String {
+    text.chars().take(40).collect()
+}
+
+/// `[channels]`: each table read with its name (`deserialize_with`).
+pub(super) fn deserialize_channels<'de, D>(
+    deserializer: D,
+) -> Result<BTreeMap<String, ChannelConfig>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let tables = BTreeMap::<String, toml::Table>::deserialize(deserializer)?;
+    tables
+        .into_iter()
+        .map(|(name, table)| {
+            let channel =
+                ChannelConfig::from_table(&name, table).map_err(serde::de::Error::custom)?;
+            Ok((name, channel))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<BTreeMap<String, ChannelConfig>, String> {
+        #[derive(Deserialize)]
+        struct File {
+            #[serde(deserialize_with = "deserialize_channels")]
+            channels: BTreeMap<String, ChannelConfig>,
+        }
+        toml::from_str::<File>(text)
+            .map(|f| f.channels)
+            .map_err(|e| e.message().to_owned())
+    }
+
+    #[test]
+    fn a_table_named_after_a_platform_needs_no_kind() {
+        let channels = read(
+            "[channels.telegram]\nallow = [\"42\"]\napi_base = \"http://x\"\n\
+                             [channels.team]\nkind = \"webhook\"\ncallback_url = \"http://y\"\n",
+        )
+        .unwrap();
+        let telegram = &channels["telegram"];
+        assert_eq!(telegram.common.allow, ["42"]);
+        assert_eq!(
+            telegram.platform,
+            Platform::Telegram(TelegramConfig {
+                api_base: Some("http://x".into()),
+                ..TelegramConfig::default()
+            })
+        );
+        assert_eq!(channels["team"].platform.kind(), "webhook");
+    }
+
+    #[test]
+    fn a_key_of_another_platform_is_refused_naming_the_platform() {
+        let err = read("[channels.team]\nkind = \"webhook\"\ntoken_env = \"T\"\n").unwrap_err();
+        assert!(err.contains("channels.team (kind = \"webhook\")"), "{err}");
+        assert!(err.contains("unknown field `token_env`"), "{err}");
+        assert!(err.contains("callback_url"), "{err}");
+        assert!(err.contains("allow"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_or_unknown_kind_is_refused_with_the_kinds() {
+        let err = read("[channels.team]\nallow = []\n").unwrap_err();
+        assert!(
+            err.contains("channels.team: set kind = one of \"telegram\""),
+            "{err}"
+        );
+        let err = read("[channels.team]\nkind = \"carrier-pigeon\"\n").unwrap_err();
+        assert!(err.contains("unknown platform \"carrier-pigeon\""), "{err}");
+        let err = read("[channels.team]\nkind = 3\n").unwrap_err();
+        assert!(
+            err.contains("channels.team.kind: expected a string"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_common_key_of_the_wrong_type_is_named() {
+        let err = read("[channels.telegram]\ncoalesce_ms = \"soon\"\n").unwrap_err();
+        assert!(err.starts_with("channels.telegram: "), "{err}");
+        assert!(err.contains("soon") || err.contains("integer"), "{err}");
+    }
+
+    #[test]
+    fn a_table_serializes_back_with_its_kind() {
+        let channels = read("[channels.telegram]\nallow = [\"1\"]\n").unwrap();
+        let shown = toml::to_string(&channels["telegram"]).unwrap();
+        assert!(shown.contains("kind = \"telegram\""), "{shown}");
+        let again = read(&format!("[channels.telegram]\n{shown}")).unwrap();
+        assert_eq!(again, channels);
+    }
+}
