@@ -25,6 +25,8 @@ pub mod exit {
     pub const BUDGET: u8 = 4;
     /// `pincer run --session ID --no-wait`: another process runs the session.
     pub const BUSY: u8 = 5;
+    /// `pincer send --wait`: not delivered in time (it still may be).
+    pub const PENDING: u8 = 6;
 }
 
 /// An error with the exit code it maps to.

@@ -149,6 +149,12 @@ pub trait Adapter: Send + Sync + 'static {
             .map(Unit::plain)
             .collect()
     }
+    /// The chat a message sent first goes to, from what a person wrote
+    /// (`pincer send --to`): `CHAT` or `CHAT/THREAD`. The default takes a
+    /// direct chat of that id.
+    fn target(&self, to: &str) -> Result<Target, String> {
+        default_target(to, crate::core::channel::TargetKind::Direct)
+    }
     /// Whether a replay after an unknown outcome is safe: the platform
     /// deduplicates by the idempotency key the send carries.
     fn idempotent(&self) -> bool {
@@ -208,6 +214,27 @@ pub trait Adapter: Send + Sync + 'static {
             )
         })
     }
+}
+
+/// `CHAT` or `CHAT/THREAD` as a target of `kind`; an empty chat refused.
+pub fn default_target(to: &str, kind: crate::core::channel::TargetKind) -> Result<Target, String> {
+    let to = to.trim();
+    let (id, thread) = match to.rsplit_once('/') {
+        Some((id, thread)) if !thread.is_empty() => (id, Some(thread.to_owned())),
+        _ => (to, None),
+    };
+    if id.is_empty() || id.chars().any(char::is_control) {
+        return Err("expected a chat: CHAT or CHAT/THREAD".to_owned());
+    }
+    Ok(Target {
+        kind: if thread.is_some() {
+            crate::core::channel::TargetKind::Thread
+        } else {
+            kind
+        },
+        id: id.to_owned(),
+        thread,
+    })
 }
 
 /// How a channel treats the people who write to it.

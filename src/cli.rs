@@ -88,6 +88,9 @@ pub enum Command {
     /// Inspect chat channels' durable delivery
     #[command(subcommand)]
     Channels(ChannelsCommand),
+    /// Send a message to a chat through a channel's outbox: the process
+    /// serving the channel delivers it
+    Send(SendArgs),
     /// The store: SQLite in the data directory, or PostgreSQL (`--store`)
     #[command(subcommand)]
     Store(StoreCommand),
@@ -349,6 +352,29 @@ pub enum PluginCommand {
     },
 }
 
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The channel (`[channels.NAME]`, or `telegram` / `webhook`)
+    #[arg(long, value_name = "NAME")]
+    pub channel: String,
+    /// The chat: CHAT or CHAT/THREAD in the platform's ids (a Telegram chat
+    /// id, negative for a group; a webhook peer's chat)
+    #[arg(long, value_name = "TARGET", allow_hyphen_values = true)]
+    pub to: String,
+    /// The message, in Markdown; `-` reads it from standard input
+    pub text: String,
+    /// An idempotency key: sending again with the same key sends nothing more
+    #[arg(long, value_name = "KEY")]
+    pub id: Option<String>,
+    /// Wait up to this many seconds for the message to be delivered (exit 1
+    /// when it cannot be, 6 when it was not delivered in time)
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<u64>,
+    /// Print the send intent as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ChannelsCommand {
     /// List outbound chat messages (send intents), most recently changed first
@@ -594,7 +620,8 @@ pub struct ServeArgs {
     /// Allow binding an address other than loopback (the token is then all that guards the agent)
     #[arg(long)]
     pub allow_remote: bool,
-    /// Once listening, write the bound address (e.g. 127.0.0.1:8787) to this file
+    /// Write the listening address to this file once the HTTP face listens
+    /// and the chat channels started (for scripts and tests)
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
     /// Bridge a chat channel (a [channels.NAME] table, or `telegram` / `webhook`); repeatable

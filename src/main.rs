@@ -53,6 +53,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Sessions(ref command) => inspect::sessions(&app::flags(&cli, None), command).await,
         Command::Runs(ref command) => inspect::runs(&app::flags(&cli, None), command).await,
         Command::Channels(ref command) => inspect::channels(&app::flags(&cli, None), command).await,
+        Command::Send(ref args) => inspect::send(&app::flags(&cli, None), args).await,
         Command::Store(ref command) => inspect::store(&app::flags(&cli, None), command).await,
         Command::Plugin(ref command) => inspect::plugin(&app::flags(&cli, None), command),
         Command::Tape(ref args) => inspect::tape(&app::flags(&cli, None), args).await,

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{Failure, exit};
 use crate::app::{Flags, wiring};
-use crate::channels::{Adapter, HttpRequest, Hub};
+use crate::channels::{HttpRequest, Hub};
 use crate::cli::ServeArgs;
 use crate::http;
 
@@ -35,21 +35,20 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     let http_stop = CancellationToken::new();
     let ingress = Arc::new(ChannelRoutes::default());
     let serves_http = plan.is_some();
+    let mut bound = None;
     let mut server = match plan {
         Some(plan) => {
             let listener = tokio::net::TcpListener::bind(plan.addr)
                 .await
                 .with_context(|| format!("cannot listen on {}", plan.addr))
                 .map_err(Failure::failed)?;
-            let bound = listener
+            let addr = listener
                 .local_addr()
                 .context("cannot read the bound address")
                 .map_err(Failure::failed)?;
+            bound = Some(addr);
             eprintln!("pincer: HTTP token from {}", plan.token_source);
-            eprintln!("pincer: listening on http://{bound}");
-            if let Some(path) = &args.ready_file {
-                write_ready_file(path, bound).map_err(Failure::failed)?;
-            }
+            eprintln!("pincer: listening on http://{addr}");
             Some(tokio::spawn(http::serve(
                 runtime.clone(),
                 app.store.clone(),
@@ -79,6 +78,10 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
         .start_channels(&args.channels, serves_http, channels_stop.clone())
         .await?;
     ingress.serve(&hubs);
+    // Ready once listening and the channels started.
+    if let (Some(path), Some(addr)) = (&args.ready_file, bound) {
+        write_ready_file(path, addr).map_err(Failure::failed)?;
+    }
 
     let recovering = spawn_recovery(&app, channels_stop.clone());
 
@@ -135,18 +138,16 @@ fn write_ready_file(path: &Path, addr: SocketAddr) -> anyhow::Result<()> {
 /// started (503 before: the platform sends again).
 #[derive(Default)]
 struct ChannelRoutes {
-    adapters: parking_lot::RwLock<Option<HashMap<String, Arc<dyn Adapter>>>>,
+    hubs: parking_lot::RwLock<Option<HashMap<String, Arc<Hub>>>>,
 }
 
 impl ChannelRoutes {
     fn serve(&self, hubs: &[Arc<Hub>]) {
-        let adapters = hubs
+        let hubs = hubs
             .iter()
-            .map(|hub| hub.adapter().clone())
-            .filter(|adapter| adapter.receives_over_http())
-            .map(|adapter| (adapter.channel().to_owned(), adapter))
+            .map(|hub| (hub.adapter().channel().to_owned(), hub.clone()))
             .collect();
-        *self.adapters.write() = Some(adapters);
+        *self.hubs.write() = Some(hubs);
     }
 }
 
@@ -158,11 +159,11 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
         headers: axum::http::HeaderMap,
         body: Vec<u8>,
     ) -> futures::future::BoxFuture<'static, (u16, serde_json::Value)> {
-        let found = self
-            .adapters
-            .read()
-            .as_ref()
-            .map(|adapters| adapters.get(&name).cloned());
+        let found = self.hubs.read().as_ref().map(|hubs| {
+            hubs.get(&name)
+                .map(|hub| hub.adapter().clone())
+                .filter(|adapter| adapter.receives_over_http())
+        });
         Box::pin(async move {
             let error =
                 |status: u16, message: String| (status, serde_json::json!({"error": message}));
@@ -186,6 +187,43 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
                     (reply.status, reply.body)
                 }
             }
+        })
+    }
+
+    fn send(
+        &self,
+        name: String,
+        message: http::ingress::SendMessage,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, http::ingress::Refusal>>
+    {
+        let hub = self
+            .hubs
+            .read()
+            .as_ref()
+            .and_then(|hubs| hubs.get(&name).cloned());
+        let starting = self.hubs.read().is_none();
+        Box::pin(async move {
+            if starting {
+                return Err((503, "the channels are starting: send it again".to_owned()));
+            }
+            let hub = hub.ok_or_else(|| {
+                (
+                    404,
+                    format!(
+                        "no channel {} is served by this process (pincer serve --channel NAME)",
+                        crate::core::quote::quote(&name)
+                    ),
+                )
+            })?;
+            let target = hub
+                .adapter()
+                .target(&message.to)
+                .map_err(|err| (400, format!("to: {err}")))?;
+            let intent = hub
+                .deliver(target, &message.text, message.id.as_deref())
+                .await
+                .map_err(|err| (503, format!("the message was not recorded: {err}")))?;
+            serde_json::to_value(intent).map_err(|err| (503, err.to_string()))
         })
     }
 }

@@ -344,20 +344,7 @@ pub fn channels(
 ) -> anyhow::Result<Vec<(Arc<dyn Adapter>, ChannelSettings)>> {
     let mut planned = Vec::new();
     for name in names {
-        let table = match config.channels.get(name) {
-            Some(table) => table.clone(),
-            None => ChannelConfig::default_for(name).ok_or_else(|| {
-                let known: Vec<&str> = config.channels.keys().map(String::as_str).collect();
-                anyhow!(
-                    "--channel {name}: no [channels.{name}] table in the config{}",
-                    if known.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (configured: {})", known.join(", "))
-                    }
-                )
-            })?,
-        };
+        let table = channel_table(config, name)?;
         let common = &table.common;
         let workspace = match &common.workspace {
             Some(dir) => dir.clone(),
@@ -403,6 +390,34 @@ pub fn channels(
         planned.push((adapter, settings));
     }
     Ok(planned)
+}
+
+/// The `[channels.NAME]` table, or the platform `name` with its defaults.
+fn channel_table(config: &Config, name: &str) -> anyhow::Result<ChannelConfig> {
+    match config.channels.get(name) {
+        Some(table) => Ok(table.clone()),
+        None => ChannelConfig::default_for(name).ok_or_else(|| {
+            let known: Vec<&str> = config.channels.keys().map(String::as_str).collect();
+            anyhow!(
+                "--channel {name}: no [channels.{name}] table in the config{}",
+                if known.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (configured: {})", known.join(", "))
+                }
+            )
+        }),
+    }
+}
+
+/// The adapter of one channel (`pincer send`), not started: it names the
+/// account and reads targets.
+pub fn channel_adapter(
+    config: &Config,
+    name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Arc<dyn Adapter>> {
+    adapter(name, &channel_table(config, name)?.platform, env)
 }
 
 /// The adapter of channel `name` on `platform`, its secrets read through `env`.

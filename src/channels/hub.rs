@@ -31,12 +31,15 @@
 //! - `approvals`: approvals and questions, asked and answered in the chat;
 //! - `drafts`: the live draft of a run's reply, throttled;
 //! - `reply`: the reply, and every outbound message, recorded as a send
-//!   intent the outbox delivers.
+//!   intent the outbox delivers;
+//! - `deliver`: messages sent first, recorded by any process, adopted by
+//!   the one serving the account.
 
 mod access;
 mod account;
 mod approvals;
 mod commands;
+mod deliver;
 mod dispatch;
 mod drafts;
 mod hooks;
@@ -61,6 +64,7 @@ use crate::core::journal::{ChannelJournal, JournalError, Write};
 use crate::core::question::Question;
 use crate::core::runtime::Runtime;
 
+pub use deliver::{ADOPT_EVERY, message_intent};
 pub use drafts::{DRAFT_LOST, DRAFT_STALE};
 
 /// A conversation's state in this process.
@@ -88,6 +92,11 @@ pub struct Hub {
     /// Held while a conversation's session is looked up or created, so two
     /// senders writing at once to a new chat get one session.
     sessions: tokio::sync::Mutex<()>,
+    /// Held intents whose `MessageSending` hooks (or rendering) this
+    /// process is deciding, so each is decided once here.
+    screening: Mutex<HashSet<String>>,
+    /// Wakes the adoption of held messages (`deliver`).
+    adopting: tokio::sync::Notify,
     tasks: TaskTracker,
     cancel: CancellationToken,
 }
@@ -134,6 +143,8 @@ impl Hub {
             conversations: Mutex::new(HashMap::new()),
             told: Mutex::new(HashSet::new()),
             sessions: tokio::sync::Mutex::new(()),
+            screening: Mutex::new(HashSet::new()),
+            adopting: tokio::sync::Notify::new(),
             tasks: TaskTracker::new(),
             cancel,
         });

@@ -379,6 +379,23 @@ impl Adapter for Telegram {
             .collect()
     }
 
+    /// A chat id (negative for groups and channels), optionally `/TOPIC`.
+    fn target(&self, to: &str) -> Result<Target, String> {
+        let kind = if to.trim().starts_with('-') {
+            TargetKind::Group
+        } else {
+            TargetKind::Direct
+        };
+        let target = super::default_target(to, kind)?;
+        if target.id.parse::<i64>().is_err() {
+            return Err(
+                "a Telegram chat is a number (a user's id, or a group's, starting with -)"
+                    .to_owned(),
+            );
+        }
+        Ok(target)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_len: MAX_LEN,

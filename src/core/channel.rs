@@ -316,6 +316,9 @@ pub enum IntentKind {
     Approval,
     /// Pincer's own notice (a failure, an interrupted run, a command's answer).
     Notice,
+    /// A message sent first, answering nothing: `pincer send`, `POST
+    /// /v1/channels/NAME/messages`, a schedule, the `send_message` tool.
+    Message,
     /// The first send of a run's live draft, made by the hub itself (never by
     /// the outbox worker); its receipt names the draft message that the
     /// run's reply finalizes in place.
@@ -328,6 +331,7 @@ impl IntentKind {
             IntentKind::Reply => "reply",
             IntentKind::Approval => "approval",
             IntentKind::Notice => "notice",
+            IntentKind::Message => "message",
             IntentKind::Draft => "draft",
         }
     }
@@ -337,6 +341,7 @@ impl IntentKind {
             IntentKind::Reply,
             IntentKind::Approval,
             IntentKind::Notice,
+            IntentKind::Message,
             IntentKind::Draft,
         ]
         .into_iter()

@@ -1,8 +1,11 @@
-//! Chat platforms' requests to their channels: `POST
-//! /channels/{name}/{endpoint}` on the one listener of `pincer serve --http`
-//! (the webhook channel's deliveries today), handed through a port to the
-//! channel face. No bearer token: each adapter checks its platform's own
-//! signature, and the rate limit of API tokens does not apply.
+//! The chat channels through the HTTP face, by a port to the channel face:
+//! - platforms' requests to their channels, `POST
+//!   /channels/{name}/{endpoint}` on the one listener of `pincer serve
+//!   --http` (the webhook channel's deliveries today). No bearer token: each
+//!   adapter checks its platform's own signature, and the rate limit of API
+//!   tokens does not apply;
+//! - messages sent first, `POST /v1/channels/{name}/messages` (with the
+//!   token), through the channel's outbox.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -12,6 +15,8 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::error::ApiError;
+use super::routes::JsonBody;
 
 /// The paths under which channels receive.
 pub const PREFIX: &str = "/channels/";
@@ -28,6 +33,67 @@ pub trait ChannelIngress: Send + Sync {
         headers: HeaderMap,
         body: Vec<u8>,
     ) -> BoxFuture<'static, (u16, Value)>;
+
+    /// Records a message for channel `name` (served by this process): the
+    /// send intent's JSON, or 404 (no such channel here), 400 (a target
+    /// the platform cannot read) or 503 (not recorded).
+    fn send(
+        &self,
+        name: String,
+        message: SendMessage,
+    ) -> BoxFuture<'static, Result<Value, Refusal>>;
+}
+
+/// Why a message could not be sent: a status and what to say.
+pub type Refusal = (u16, String);
+
+/// `POST /v1/channels/{name}/messages`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    /// The chat: `CHAT` or `CHAT/THREAD` in the platform's ids.
+    pub to: String,
+    /// The message, in Markdown.
+    pub text: String,
+    /// An idempotency key: the same key again sends nothing more.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// The longest message accepted, in bytes.
+const MAX_TEXT: usize = 64 * 1024;
+
+/// `POST /v1/channels/{name}/messages`: recorded as a send intent (202,
+/// the intent), delivered by the process serving the channel's account.
+pub async fn send(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    JsonBody(message): JsonBody<SendMessage>,
+) -> Response {
+    if message.text.trim().is_empty() {
+        return ApiError::bad_request("text: the message is empty").into_response();
+    }
+    if message.text.len() > MAX_TEXT {
+        return ApiError::bad_request(format!("text: longer than {MAX_TEXT} bytes"))
+            .into_response();
+    }
+    if let Some(id) = &message.id
+        && (id.is_empty() || id.len() > 200 || id.chars().any(char::is_control))
+    {
+        return ApiError::bad_request(
+            "id: expected 1 to 200 characters without control characters",
+        )
+        .into_response();
+    }
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel is served by this process").into_response();
+    };
+    match channels.send(name, message).await {
+        Ok(intent) => (StatusCode::ACCEPTED, axum::Json(intent)).into_response(),
+        Err((404, message)) => ApiError::not_found(message).into_response(),
+        Err((400, message)) => ApiError::bad_request(message).into_response(),
+        Err((_, message)) => ApiError::unavailable(message).into_response(),
+    }
 }
 
 /// `POST /channels/{name}/{endpoint}`.

@@ -116,6 +116,11 @@ pub fn table() -> Vec<Route> {
         route(Method::GET, "/acp", get(super::acp::handle)),
         route(
             Method::POST,
+            "/v1/channels/{name}/messages",
+            post(super::ingress::send),
+        ),
+        route(
+            Method::POST,
             "/channels/{name}/{endpoint}",
             post(super::ingress::handle),
         ),

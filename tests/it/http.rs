@@ -229,6 +229,7 @@ async fn a_token_is_required_everywhere_but_the_health_probes() {
         ("POST", "/v1/rpc"),
         ("GET", "/acp"),
         ("GET", "/v1/runs/run_x/events"),
+        ("POST", "/v1/channels/telegram/messages"),
         ("GET", "/no/such/route"),
     ] {
         let request = server
@@ -1351,6 +1352,26 @@ async fn the_openapi_document_describes_the_running_server() {
     assert_eq!(response.status(), 101);
     assert!(doc["paths"]["/acp"]["get"]["responses"]["101"].is_object());
     exercised.push(("get".into(), "/acp".into()));
+    // No channel runs in this server: both channel routes say so (their
+    // use is tested in tests/it/webhook.rs and tests/it/send.rs).
+    hit!(
+        "post",
+        "/v1/channels/{name}/messages",
+        server.post(
+            "/v1/channels/telegram/messages",
+            json!({"to": "42", "text": "hello"})
+        ),
+        StatusCode::NOT_FOUND
+    );
+    hit!(
+        "post",
+        "/channels/{name}/{endpoint}",
+        server
+            .client
+            .post(server.url("/channels/webhook/webhook"))
+            .json(&json!({})),
+        StatusCode::NOT_FOUND
+    );
     let ws = dir.workspace();
     let item = hit!(
         "post",

@@ -52,6 +52,7 @@ mod providers;
 mod questions;
 mod sandbox_toolchain;
 mod scale_out;
+mod send;
 mod session_commands;
 mod skill_commands;
 mod skills;

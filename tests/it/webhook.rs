@@ -421,3 +421,62 @@ fn a_draft_cut_off_by_a_crash_is_sent_again_with_its_key_then_replaced() {
     );
     wait_sent(&dir);
 }
+
+#[test]
+fn the_webhook_channel_receives_only_on_the_http_face() {
+    let peer = Peer::start();
+    let dir = setup(&peer);
+    // Beside an editor there is no HTTP listener: refused, saying where.
+    let out = dir
+        .command()
+        .env("PINCER_WEBHOOK_SECRET", SECRET)
+        .args(["acp", "--channel", "webhook"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("channel webhook receives over HTTP: serve it with `pincer serve --http --channel webhook`"),
+        "{err}"
+    );
+    // The old `listen` key is refused, naming the new place.
+    let config = dir.path().join("config").join("pincer").join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}listen = \"127.0.0.1:8788\"\n")).unwrap();
+    let out = dir.command().args(["config", "show"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/channels/webhook/webhook; remove listen"),
+        "{err}"
+    );
+    std::fs::write(&config, text).unwrap();
+    // Served: another endpoint of the channel, or another channel, is 404.
+    let script = dir.script("s.jsonl", &[json!([{"text": "ok"}])]);
+    let bridge = Bridge::start(&dir, &script);
+    let base = bridge
+        .url
+        .trim_end_matches("/channels/webhook/webhook")
+        .to_owned();
+    let (status, body) = deliver(
+        &format!("{base}/channels/webhook/other"),
+        Some("d1"),
+        &says("hi"),
+        SECRET,
+        0,
+    );
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = deliver(
+        &format!("{base}/channels/nope/webhook"),
+        Some("d1"),
+        &says("hi"),
+        SECRET,
+        0,
+    );
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("no channel"),
+        "{body}"
+    );
+}

@@ -68,11 +68,13 @@ impl Hub {
         self.serve(serving).await
     }
 
-    /// Recovers what a stopped process left, then starts the outbox worker
-    /// and the adapter's receive loop, both until `serving` is cancelled.
+    /// Recovers what a stopped process left, then starts the outbox worker,
+    /// the adoption of messages other processes recorded (`deliver`) and
+    /// the adapter's receive loop, all until `serving` is cancelled.
     async fn serve(self: &Arc<Self>, serving: CancellationToken) -> Result<(), HubError> {
         self.recover().await?;
         self.tasks.spawn(self.outbox.clone().run(serving.clone()));
+        self.tasks.spawn(self.clone().adopt(serving.clone()));
         self.tasks
             .spawn(self.adapter.clone().receive(self.clone(), serving));
         Ok(())

@@ -86,6 +86,14 @@ impl Hub {
     /// crash after it never asks the hooks again; a crash before it leaves
     /// the intent held, and the next start asks them again.
     pub(super) async fn screen(self: Arc<Self>, intent: SendIntent) {
+        if !self.screening.lock().insert(intent.id.clone()) {
+            return;
+        }
+        self.screen_once(&intent).await;
+        self.screening.lock().remove(&intent.id);
+    }
+
+    async fn screen_once(self: &Arc<Self>, intent: &SendIntent) {
         let key = ConversationKey {
             channel: intent.channel.clone(),
             account: intent.account.clone(),
@@ -94,7 +102,7 @@ impl Hub {
         let input = self
             .chat_hook_input(HookEvent::MessageSending, &key)
             .await
-            .with("message", intent_text(&intent));
+            .with("message", intent_text(intent));
         let hooks = self.runtime.gate().hooks.clone();
         let outcome = tokio::select! {
             // Stopping: the intent stays held for the next start.
@@ -105,7 +113,7 @@ impl Hub {
         for note in outcome.messages() {
             tracing::info!(channel = %intent.channel, intent = %intent.id, "{}", safety.redact(&note).0);
         }
-        match self.settle_held(&intent, &outcome).await {
+        match self.settle_held(intent, &outcome).await {
             Ok(()) => {}
             // Settled elsewhere (an approval answered before its prompt went out).
             Err(JournalError::Conflict(reason)) => {
@@ -141,6 +149,13 @@ impl Hub {
             let buttons = intent.units.last().map(|u| u.buttons.clone());
             tracing::info!(channel = %intent.channel, intent = %intent.id, "a MessageSending hook rewrote a message");
             self.units(&rewritten, buttons)
+        });
+        // A message sent first is rendered by the adapter delivering it.
+        let units = units.or_else(|| {
+            intent
+                .units
+                .is_empty()
+                .then(|| self.units(&safety.redact(&intent_text(intent)).0, None))
         });
         self.outbox.release(&intent.id, units).await
     }

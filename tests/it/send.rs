@@ -1,0 +1,297 @@
+//! Messages sent first, answering nothing (`docs/channels.md`, "Sending
+//! first"): `pincer send` and `POST /v1/channels/NAME/messages`, recorded
+//! by any process and delivered through the outbox by the one serving the
+//! channel — here Telegram, against the fake Bot API.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TestDir;
+use crate::support::telegram::{FakeTelegram, TOKEN};
+
+const USER: i64 = 42;
+const WAIT: Duration = Duration::from_secs(20);
+const HTTP_TOKEN: &str = "http-token-0123456789abcdef";
+
+fn setup(fake: &FakeTelegram) -> TestDir {
+    let dir = TestDir::new();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\nallow = [\"{USER}\"]\n",
+            fake.url,
+            dir.workspace().display(),
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// `pincer serve --http --channel telegram`; its address once listening.
+struct Serve {
+    child: Child,
+    addr: String,
+}
+
+impl Serve {
+    fn start(dir: &TestDir) -> Self {
+        let ready = dir.path().join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let child = dir
+            .command()
+            .env("TELEGRAM_BOT_TOKEN", TOKEN)
+            .env("PINCER_HTTP_TOKEN", HTTP_TOKEN)
+            .args(["serve", "--http", "127.0.0.1:0", "--channel", "telegram"])
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + WAIT;
+        let addr = loop {
+            if let Ok(text) = std::fs::read_to_string(&ready)
+                && !text.trim().is_empty()
+            {
+                break text.trim().to_owned();
+            }
+            assert!(Instant::now() < deadline, "{}", stderr(dir));
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self { child, addr }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stderr(dir: &TestDir) -> String {
+    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
+}
+
+fn send(dir: &TestDir, args: &[&str]) -> (i32, String, String) {
+    let out = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .arg("send")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn http(addr: &str, path: &str, body: &Value) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.to_string();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {HTTP_TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// The texts Telegram was asked to send to `chat`, with their parse mode.
+fn sent(fake: &FakeTelegram, chat: i64) -> Vec<(String, Option<String>)> {
+    fake.calls("sendMessage")
+        .into_iter()
+        .filter(|c| {
+            c.body["chat_id"] == json!(chat) || c.body["chat_id"] == json!(chat.to_string())
+        })
+        .map(|c| {
+            (
+                c.body["text"].as_str().unwrap_or_default().to_owned(),
+                c.body["parse_mode"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn pincer_send_records_and_the_serving_process_delivers_once() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake);
+    // Nobody serves the channel yet: recorded, not delivered in time.
+    let (code, out, err) = send(
+        &dir,
+        &[
+            "--channel",
+            "telegram",
+            "--to",
+            "42",
+            "--id",
+            "build-1",
+            "--wait",
+            "1",
+            "The **build** finished: `ok`",
+        ],
+    );
+    assert_eq!(code, 6, "{out}{err}");
+    assert!(
+        out.contains("message:build-1") && out.contains("held"),
+        "{out}"
+    );
+    // The serving process adopts it, renders it for Telegram and sends it.
+    let _serve = Serve::start(&dir);
+    fake.wait_for("the message", WAIT, |f| !sent(f, USER).is_empty());
+    assert_eq!(
+        sent(&fake, USER),
+        [(
+            "The <b>build</b> finished: <code>ok</code>".to_owned(),
+            Some("HTML".to_owned())
+        )]
+    );
+    // Sent again with the same key: nothing more goes out.
+    let (code, out, err) = send(
+        &dir,
+        &[
+            "--channel",
+            "telegram",
+            "--to",
+            "42",
+            "--id",
+            "build-1",
+            "--wait",
+            "10",
+            "--json",
+            "again",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let intent: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(intent["status"], "sent");
+    assert_eq!(intent["kind"], "message");
+    assert_eq!(intent["text"], "The **build** finished: `ok`");
+    // A new message while served: delivered, `--wait` says so.
+    let (code, out, err) = send(
+        &dir,
+        &[
+            "--channel",
+            "telegram",
+            "--to",
+            "42",
+            "--wait",
+            "20",
+            "second",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("sent"), "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    let texts: Vec<String> = sent(&fake, USER).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert_eq!(texts[1], "second");
+}
+
+#[test]
+fn pincer_send_refuses_what_it_cannot_send() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake);
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--channel", "telegram", "--to", "alice", "hi"],
+            "--to: a Telegram chat is a number",
+        ),
+        (
+            &["--channel", "nope", "--to", "42", "hi"],
+            "no [channels.nope] table in the config (configured: telegram)",
+        ),
+        (
+            &["--channel", "telegram", "--to", "42", "  "],
+            "the message is empty",
+        ),
+        (
+            &["--channel", "telegram", "--to", "", "hi"],
+            "--to: expected a chat",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (code, out, err) = send(&dir, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    // Without the bot token the channel's account cannot be named.
+    let out = dir
+        .command()
+        .env_remove("TELEGRAM_BOT_TOKEN")
+        .args(["send", "--channel", "telegram", "--to", "42", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set TELEGRAM_BOT_TOKEN"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(sent(&fake, USER).is_empty());
+}
+
+#[test]
+fn http_sends_through_the_channel_outbox() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake);
+    let serve = Serve::start(&dir);
+    let path = "/v1/channels/telegram/messages";
+    let (status, intent) = http(
+        &serve.addr,
+        path,
+        &json!({"to": "42", "text": "Deployed *v2*", "id": "deploy-2"}),
+    );
+    assert_eq!(status, 202, "{intent}");
+    assert_eq!(intent["id"], "message:deploy-2");
+    assert_eq!(intent["kind"], "message");
+    fake.wait_for("the message", WAIT, |f| !sent(f, USER).is_empty());
+    assert_eq!(sent(&fake, USER)[0].0, "Deployed <i>v2</i>");
+    // The same key again: the intent as recorded, nothing sent twice.
+    let (status, again) = http(
+        &serve.addr,
+        path,
+        &json!({"to": "42", "text": "Deployed *v2*", "id": "deploy-2"}),
+    );
+    assert_eq!(status, 202, "{again}");
+    // Bad input is named.
+    let (status, body) = http(&serve.addr, path, &json!({"to": "bob", "text": "x"}));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("to: "),
+        "{body}"
+    );
+    let (status, body) = http(&serve.addr, path, &json!({"to": "42", "text": ""}));
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = http(&serve.addr, path, &json!({"to": "42"}));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("text"),
+        "{body}"
+    );
+    let (status, body) = http(
+        &serve.addr,
+        "/v1/channels/matrix/messages",
+        &json!({"to": "42", "text": "x"}),
+    );
+    assert_eq!(status, 404, "{body}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sent(&fake, USER).len(), 1, "{:?}", sent(&fake, USER));
+}
