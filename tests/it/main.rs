@@ -39,6 +39,7 @@ mod images;
 mod irc_harness;
 mod leases;
 mod loop_guard;
+mod mail_harness;
 mod mcp;
 mod memory;
 mod memory_embeddings;

@@ -72,6 +72,7 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -287,8 +288,8 @@ pub fn tls_client_config(ca: &Path) -> Arc<rustls::ClientConfig> {
 /// Starts a watchdog: once process `pid` (the test process) has ended, it
 /// stops every process whose id is in one of `pid_files` (files in `dir`,
 /// written by the harness as it starts them) and whose command line names
-/// `dir` (so a reused process id is left alone) — `TERM`, then `KILL` a
-/// second later — and removes `dir`; it ends without doing anything once
+/// `dir` (so a reused process id is left alone), with its process group —
+/// `TERM`, then `KILL` a second later — and removes `dir`; it ends without doing anything once
 /// `dir` is gone (the server was dropped). A detached `sh` that polls twice
 /// a second, in a process group of its own, so that a Ctrl-C or a kill of
 /// the test process's group does not take it along.
@@ -304,10 +305,10 @@ pub fn watch(dir: &Path, pid_files: &[&str], pid: u32, what: &str) {
          if [ -d {quoted} ]; then \
            pids=; for f in {files}; do [ -f \"$f\" ] || continue; p=$(cat \"$f\"); \
              tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -qF {quoted} && pids=\"$pids $p\"; done; \
-           [ -z \"$pids\" ] || {{ kill -TERM $pids; sleep 1; kill -KILL $pids; }}; \
+           [ -z \"$pids\" ] || {{ for p in $pids; do kill -TERM -$p $p; done; sleep 1; \
+             for p in $pids; do kill -KILL -$p $p; done; }}; \
            rm -rf {quoted}; fi) </dev/null >/dev/null 2>&1 &"
     );
-    use std::os::unix::process::CommandExt;
     // The outer `sh` returns at once; the loop is left to init.
     run_ok(
         Command::new("sh")
@@ -319,24 +320,32 @@ pub fn watch(dir: &Path, pid_files: &[&str], pid: u32, what: &str) {
     );
 }
 
-/// Stops a child: `SIGTERM`, then `SIGKILL` when it has not ended within
-/// `grace`; reaps it.
+/// Stops a server started in a process group of its own
+/// (`process_group(0)`, as every harness here starts them): `SIGTERM` to
+/// the group, `SIGKILL` when its leader has not ended within `grace`; reaps
+/// the leader, then kills what is left of the group (a Dovecot's `imap`
+/// processes can outlive their master by seconds).
 pub fn terminate(child: &mut Child, grace: Duration) {
-    if child.try_wait().ok().flatten().is_some() {
-        return;
-    }
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill has no memory preconditions; `pid` is our unreaped child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
+    let group = -i32::try_from(child.id()).unwrap();
+    // SAFETY: kill has no memory preconditions; `group` is the process
+    // group of our own unreaped child.
+    let signal = |sig| unsafe { libc::kill(group, sig) };
+    if child.try_wait().ok().flatten().is_none() {
+        signal(libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && child.try_wait().ok().flatten().is_none() {
+            std::thread::sleep(Duration::from_millis(10));
         }
+        signal(libc::SIGKILL);
+        let _ = child.wait();
+    }
+    // The rest of the group, told to go with the leader, has half a second
+    // (an idling Dovecot `imap` process takes ten).
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while signal(0) == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    signal(libc::SIGKILL);
 }
 
 impl IrcServer {
@@ -462,6 +471,7 @@ impl IrcServer {
             .unwrap();
         let logged = log.metadata().unwrap().len();
         let mut child = Command::new(&self.bin)
+            .process_group(0)
             .arg("--nodaemon")
             .arg("--config")
             .arg(self.config_path())
@@ -615,8 +625,7 @@ impl IrcServer {
 impl Drop for IrcServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.get_mut().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            terminate(&mut child, Duration::from_secs(5));
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod http;
 pub mod irc;
+pub mod mail;
 pub mod sdk;
 pub mod telegram;
 
