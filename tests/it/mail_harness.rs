@@ -224,7 +224,11 @@ fn every_tls_mode_of_imap_and_smtp_connects_with_smtp_auth() {
                 .unwrap_err()
                 .starts_with("535")
         );
-        smtp.auth_plain("pincer", "secret").unwrap();
+        if tls == TlsMode::StartTls {
+            smtp.auth_login("pincer", "secret").unwrap();
+        } else {
+            smtp.auth_plain("pincer", "secret").unwrap();
+        }
         smtp.send_mail(
             "pincer@example.org",
             &["pincer@example.org"],

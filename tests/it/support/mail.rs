@@ -33,12 +33,24 @@
 //! [`MailServer::send`] delivers, as mail from outside arrives. So Pincer's
 //! `tls = "none"`, `"starttls"` and `"implicit"` each have a port.
 //!
-//! What Dovecot 2.3.19 does here, found with these tests: IMAP `IDLE` works
-//! (capability `IDLE`); a message delivered into `new/` is announced to an
-//! idling client (`* N EXISTS`) about half a second later (Dovecot's
-//! inotify watch; `mailbox_idle_check_interval = 1 secs` is the fallback),
-//! and a `FETCH` sees it at once. Reading marks nothing seen unless the
-//! client asks (the person-side reader uses `EXAMINE` and `BODY.PEEK[]`).
+//! What Dovecot 2.3.19 and this SMTP server do here, found with these
+//! tests:
+//! - `smtpd.py` delivers before it answers `250` to the message's data, so
+//!   once [`MailServer::send`] (or Pincer's own SMTP client) has its `250`,
+//!   the mail is in the Maildir and an IMAP `FETCH` sees it at once.
+//! - IMAP `IDLE` works (capability `IDLE`): an idling client is told
+//!   (`* N EXISTS`) about half a second after the delivery (Dovecot's
+//!   inotify watch; `mailbox_idle_check_interval = 1 secs` is the fallback).
+//! - Reading marks nothing seen unless the client asks (the person-side
+//!   reader uses `EXAMINE` and `BODY.PEEK[]`).
+//! - A failed IMAP login is answered at once (`auth_failure_delay = 0`;
+//!   Dovecot's default waits two seconds).
+//! - Dovecot counts a client whose address is the server's own (127.0.0.1
+//!   to 127.0.0.1) as secured: it takes a plain-text `LOGIN` there even with
+//!   `ssl = required` (see [`MailOptions::require_tls`]).
+//! - Stopping takes about a second (Dovecot's master, on `SIGTERM`); an
+//!   idling `imap` process would outlive it by ten, so the whole process
+//!   group is killed after it. A restart takes one to two seconds.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 use std::collections::BTreeMap;
@@ -1188,6 +1200,23 @@ impl SmtpClient {
             (235, _) => Ok(()),
             (code, text) => Err(format!("{code} {}", text.join(" "))),
         }
+    }
+
+    /// `AUTH LOGIN` (user name and password each in a reply to the
+    /// server's challenge): whether the server accepted it (`235`).
+    pub fn auth_login(&mut self, user: &str, password: &str) -> Result<(), String> {
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        for (line, want) in [
+            ("AUTH LOGIN".to_owned(), 334),
+            (b64(user), 334),
+            (b64(password), 235),
+        ] {
+            match self.command(&line) {
+                (code, _) if code == want => {}
+                (code, text) => return Err(format!("{code} {}", text.join(" "))),
+            }
+        }
+        Ok(())
     }
 
     /// `MAIL FROM`, `RCPT TO` for each of `to`, `DATA` with `message`
