@@ -36,9 +36,9 @@
 //! - **Flood protection** (for a user without mode `+F`, which only IRC
 //!   operators may set). The server never disconnects a client for sending
 //!   too fast; it delays it: while a connection has a *penalty* the server
-//!   does not read from it, and lines wait (TCP backpressure beyond its
-//!   2 KiB read buffer). Penalties of 1 s come from (a) more than three
-//!   complete lines waiting at once (ngIRCd handles at most three commands
+//!   does not read from it, and lines wait (TCP backpressure once a line's
+//!   worth, 512 bytes, is buffered). Penalties of 1 s come from (a) more
+//!   than three complete lines waiting at once (ngIRCd handles at most three commands
 //!   of a user per pass of its loop), and (b) more than 256 bytes read from
 //!   the client within one wall-clock second after its first read in that
 //!   second. Some commands cost more (`WHO` 1 s, each extra target of a
