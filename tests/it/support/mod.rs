@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod irc;
+pub mod mail;
 pub mod sdk;
 pub mod telegram;
 
