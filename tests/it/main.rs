@@ -38,6 +38,7 @@ mod http;
 mod images;
 mod leases;
 mod loop_guard;
+mod matrix_harness;
 mod mcp;
 mod memory;
 mod memory_embeddings;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod matrix;
 pub mod sdk;
 pub mod telegram;
 
