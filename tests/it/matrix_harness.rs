@@ -70,8 +70,26 @@ fn two_people_talk_edit_react_and_redact() {
         "{invite}"
     );
 
+    since = bob.sync(Some(&since), 0)["next_batch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     bob.join(&room);
     assert!(bob.joined_rooms().contains(&room));
+    // Once joined, the room is under rooms.join, no longer under rooms.invite.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let answer = bob.sync(Some(&since), 5_000);
+        if answer["rooms"]["join"].get(&room).is_some() {
+            assert!(answer["rooms"]["invite"].get(&room).is_none(), "{answer}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the join is not in /sync: {answer}"
+        );
+        since = answer["next_batch"].as_str().unwrap().to_owned();
+    }
     let hello = alice.send_text(&room, "hello bob");
     let seen = bob.wait_for(&room, |e| is_text(e, &alice, "hello bob"), WAIT);
     assert_eq!(seen.event_id, hello);
@@ -357,6 +375,36 @@ fn a_restart_keeps_the_data_the_port_and_sync_tokens() {
     assert_eq!(
         server.request("GET", "/_matrix/client/versions", None).0,
         200
+    );
+}
+
+#[test]
+fn a_server_with_lowered_limits_answers_429() {
+    let server = Synapse::start_with(json!({
+        "rc_message": { "per_second": 0.1, "burst_count": 3 },
+    }));
+    let alice = server.register("alice", "alice-password", false);
+    let room = alice.create_room("limited", &[], false);
+    let mut refused = None;
+    for n in 0..10 {
+        let (status, answer) = alice.try_send_raw(
+            &room,
+            "m.room.message",
+            &json!({ "msgtype": "m.text", "body": format!("message {n}") }),
+            &fresh_txn_id(),
+        );
+        if status != 200 {
+            refused = Some((n, status, answer));
+            break;
+        }
+    }
+    let (n, status, answer) = refused.expect("ten messages at once were all accepted");
+    eprintln!("with rc_message burst_count 3, message {n} answered {status} {answer}");
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["errcode"], "M_LIMIT_EXCEEDED", "{answer}");
+    assert!(
+        answer["retry_after_ms"].as_u64().is_some_and(|ms| ms > 0),
+        "{answer}"
     );
 }
 

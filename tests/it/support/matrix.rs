@@ -21,9 +21,10 @@
 //!
 //! - **Start**: about 1.4 s from spawning Python to `GET
 //!   /_matrix/client/versions` answering on a fresh database (SQLite's
-//!   schema is made from a snapshot); a restart on the same data about as
-//!   long; a graceful stop (SIGTERM) about 1.7 s. `pip install` into a
-//!   fresh venv takes about 15–25 s (wheels only, no compiler).
+//!   schema is made from a snapshot), 2–3 s while two other servers start
+//!   beside it; a graceful stop (SIGTERM) and a start again on the same
+//!   data about 2 s. `pip install` into a fresh venv takes about 15–25 s
+//!   (wheels only, no compiler).
 //! - **Transaction ids** (`PUT /rooms/{room}/send/{type}/{txnId}`): a
 //!   repeat with the same txn id from the same *device* answers 200 with
 //!   the *same* `event_id`, and the room holds one event. The scope is the
@@ -31,8 +32,10 @@
 //!   names the same `device_id` gets a new token and its repeat still
 //!   answers the first event; a re-login without it (a new device) sends
 //!   a second event under the same txn id. The repeat answers the same
-//!   `event_id` after a server restart too (Synapse keeps txn ids in its
-//!   database, `event_txn_id_device_id`, for a day), so an adapter that
+//!   `event_id` after a server restart too: besides a cache of answers by
+//!   request path and device (30 minutes, in memory), Synapse keeps the
+//!   mapping (room, sender, device, txn id) → event id in its database
+//!   (`event_txn_id_device_id`) for 24 hours. So an adapter that
 //!   resends after a crash with the txn id it persisted does not double a
 //!   message — as long as it keeps its device (store the `device_id`, log
 //!   in with it again). Another *content* under a txn id already used is
@@ -49,13 +52,16 @@
 //!   (`type`, `state_key`, `sender`, `content`; no `event_id`), among them
 //!   `m.room.member` with `state_key` the invitee and `membership: invite`,
 //!   `m.room.create`, `m.room.join_rules`, `m.room.name` when set, and
-//!   `m.room.encryption` when the room is encrypted. After the invitee joins,
-//!   the room moves to `rooms.join`.
-//! - **Size limit**: an event's whole JSON (as federated, signatures and
-//!   hashes included) may be at most 65,536 bytes; a larger one is refused
-//!   with 413 `M_TOO_LARGE`. A plain `m.text` body of 64,000 ASCII bytes
-//!   passes, one of 65,536 does not: an adapter should split long replies
-//!   well below 64 KiB (the tests check both).
+//!   `m.room.encryption` when the room is encrypted. After the invitee
+//!   joins, the next `/sync` has the room under `rooms.join` and no longer
+//!   under `rooms.invite`.
+//! - **Size limit**: an event's whole JSON (as federated: room id, sender,
+//!   hashes and signatures included, UTF-8) may be at most 65,536 bytes; a
+//!   larger one is refused with 413 `M_TOO_LARGE` ("event too large"). The
+//!   envelope took about 600 bytes here: the longest ASCII `m.text` body
+//!   that passed was 64,931 bytes. The tests check that 64,000 passes and
+//!   65,536 does not; an adapter should split long replies well below
+//!   64 KiB (and count bytes, not characters).
 //! - **Rate limits raised** (all `per_second: 1000`, `burst_count: 10000`):
 //!   `rc_message`, `rc_registration`, `rc_registration_token_validity`,
 //!   `rc_login` (`address`, `account`, `failed_attempts`),
@@ -64,9 +70,11 @@
 //!   `per_user`, `per_issuer`), `rc_third_party_invite`,
 //!   `rc_room_creation`, `rc_media_create`, `rc_presence.per_user`,
 //!   `rc_delayed_event_mgmt`, `rc_reports`, `rc_user_directory`,
-//!   `rc_profile`, `rc_key_requests`. A test of Pincer's handling of 429
-//!   `M_LIMIT_EXCEEDED` needs a server of its own with them lowered (not
-//!   offered yet).
+//!   `rc_profile`, `rc_key_requests`. Synapse's default for messages is 0.2
+//!   per second with a burst of 10 (per user), which a chatty bot on a real
+//!   server meets: it answers 429 with a body `{"errcode":
+//!   "M_LIMIT_EXCEEDED", "error": "Too Many Requests", "retry_after_ms":
+//!   N}`. [`Synapse::start_with`] lowers a limit for a test of that.
 //!
 //! No async runtime in the tests' code: requests go through one `reqwest`
 //! client on a runtime of this module's own, blocking the calling thread.
@@ -229,12 +237,25 @@ pub struct Synapse {
     port: u16,
     child: Mutex<Option<Child>>,
     localparts: AtomicU64,
+    /// Top-level configuration keys that replace the harness's own.
+    overrides: Value,
 }
 
 impl Synapse {
     /// A server of its own (for a test that stops and restarts it, or
     /// wants one nobody else uses).
     pub fn start() -> Self {
+        Self::start_with(json!({}))
+    }
+
+    /// A server of its own whose configuration has `overrides`' top-level
+    /// keys in place of the harness's (e.g. `{"rc_message": {"per_second":
+    /// 0.2, "burst_count": 3}}` for a test of 429 `M_LIMIT_EXCEEDED`).
+    pub fn start_with(overrides: Value) -> Self {
+        assert!(
+            overrides.is_object(),
+            "overrides are a JSON object: {overrides}"
+        );
         let python = venv_python();
         let dir = tempfile::Builder::new()
             .prefix("pincer-synapse-")
@@ -246,6 +267,7 @@ impl Synapse {
             port: 0,
             child: Mutex::new(None),
             localparts: AtomicU64::new(0),
+            overrides,
         };
         // Before anything runs: a test process killed mid-start leaves nothing.
         server.watch(std::process::id());
@@ -365,7 +387,7 @@ impl Synapse {
         let dir = self.dir.path();
         let secret = |name: &str| format!("pincer-test-{name}-{}", fresh_txn_id());
         let limit = raised();
-        let config = json!({
+        let mut config = json!({
             "server_name": SERVER_NAME,
             "public_baseurl": format!("{}/", self.base_url()),
             "report_stats": false,
@@ -412,6 +434,9 @@ impl Synapse {
             "rc_profile": limit,
             "rc_key_requests": limit,
         });
+        for (key, value) in self.overrides.as_object().unwrap() {
+            config[key] = value.clone();
+        }
         std::fs::write(
             self.config_path(),
             serde_json::to_string_pretty(&config).unwrap(),
