@@ -367,6 +367,13 @@ fn a_restart_keeps_the_data_the_port_and_sync_tokens() {
         since = answer["next_batch"].as_str().unwrap().to_owned();
     }
 
+    // Synapse logs to its file at WARNING; its console holds no traceback
+    // (a logging configuration Python cannot use would print one there).
+    let log = std::fs::read_to_string(server.log_path()).unwrap();
+    assert!(log.contains("STARTING SERVER"), "{log}");
+    let console = std::fs::read_to_string(server.console_path()).unwrap_or_default();
+    assert!(!console.contains("Traceback"), "{console}");
+
     server.stop();
     assert!(!server.is_running());
     assert_eq!(server.request("GET", "/_matrix/client/versions", None).0, 0);
