@@ -40,6 +40,7 @@ mod irc_harness;
 mod leases;
 mod loop_guard;
 mod mail_harness;
+mod matrix_harness;
 mod mcp;
 mod memory;
 mod memory_embeddings;

@@ -6,6 +6,7 @@
 pub mod http;
 pub mod irc;
 pub mod mail;
+pub mod matrix;
 pub mod sdk;
 pub mod telegram;
 
