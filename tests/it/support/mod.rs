@@ -1,6 +1,8 @@
 //! Shared test support: the real binary over pipes, and the vendored ACP schema;
 //! `http` (the one loopback HTTP server every fake is built on), `sdk` (the
-//! official ACP SDK as a client), `telegram` (a fake Bot API).
+//! official ACP SDK as a client), `telegram` (a fake Bot API); real servers
+//! started on free ports: `postgres`, `irc` (ngIRCd), `mail` (Dovecot with an
+//! aiosmtpd server delivering into its Maildirs), `matrix` (Synapse).
 #![allow(dead_code)]
 
 pub mod http;
