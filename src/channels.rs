@@ -19,6 +19,7 @@
 //! [`FailureKind`]s. They know nothing of sessions, runs or the store.
 
 pub mod hub;
+pub mod irc;
 pub mod outbox;
 pub mod render;
 pub mod telegram;
@@ -50,6 +51,9 @@ pub struct Capabilities {
     pub edit_interval: Duration,
     /// The platform's markup for rendered text (`html`), or plain text.
     pub markup: Option<&'static str>,
+    /// Without live drafts: a run still working after this long says so
+    /// once (`working…`), so the chat does not look dead; `None`: never.
+    pub working_after: Option<Duration>,
 }
 
 /// A platform call that did not succeed, classified.
@@ -103,7 +107,7 @@ pub enum Received {
 }
 
 /// A request a platform sent over HTTP to a channel: `POST
-/// /channels/NAME/ENDPOINT` on `pincer serve --http` (the one listener every
+/// /channels/NAME/…` on `pincer serve --http` (the one listener every
 /// adapter that receives HTTP shares).
 #[derive(Debug, Clone)]
 pub struct HttpRequest {

@@ -2,7 +2,7 @@
 //! clients that are not editors (`pincer serve --http`, `docs/http.md`);
 //! and, at `/acp`, a WebSocket whose messages it hands to the ACP face
 //! through a port (`acp::Connections`), for editors elsewhere; at
-//! `/channels/{name}/{endpoint}`, chat platforms' requests, handed to the
+//! `/channels/{name}/…`, chat platforms' requests, handed to the
 //! channel face through another (`ingress::ChannelIngress`).
 //!
 //! Like every face it converts between its wire form and core calls; it knows
@@ -80,7 +80,7 @@ struct Shared {
 pub struct Ports {
     /// The agent behind `/acp`.
     pub acp: Option<Arc<dyn acp::Connections>>,
-    /// The chat channels behind `/channels/{name}/{endpoint}`.
+    /// The chat channels behind `/channels/{name}/…`.
     pub channels: Option<Arc<dyn ingress::ChannelIngress>>,
 }
 

@@ -22,6 +22,41 @@ pub fn client_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder().user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
 }
 
+/// A TLS client configuration (rustls, `ring`) that checks servers against
+/// the certificates (PEM) in `root_cert`, else the system's: the chat
+/// channels' own connections (IRC, IMAP, SMTP) and PostgreSQL's.
+pub fn tls_config(root_cert: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| format!("TLS: {err}"))?;
+    let Some(path) = root_cert else {
+        use rustls_platform_verifier::BuilderVerifierExt as _;
+        return builder
+            .with_platform_verifier()
+            .map(|builder| builder.with_no_client_auth())
+            .map_err(|err| format!("TLS: the system's certificates: {err}"));
+    };
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let shown = path.display();
+    let mut roots = rustls::RootCertStore::empty();
+    let certificates = CertificateDer::pem_file_iter(path)
+        .map_err(|err| format!("root certificates {shown}: {err}"))?;
+    for certificate in certificates {
+        let certificate = certificate.map_err(|err| format!("root certificates {shown}: {err}"))?;
+        roots
+            .add(certificate)
+            .map_err(|err| format!("root certificates {shown}: {err}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "root certificates {shown}: no certificate in the file"
+        ));
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

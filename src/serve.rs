@@ -133,7 +133,7 @@ fn write_ready_file(path: &Path, addr: SocketAddr) -> anyhow::Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The chat channels behind the HTTP face's `/channels/{name}/{endpoint}`:
+/// The chat channels behind the HTTP face's `/channels/{name}/…`:
 /// the adapters of this process's channels that receive over HTTP, once
 /// started (503 before: the platform sends again).
 #[derive(Default)]

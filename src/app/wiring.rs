@@ -445,6 +445,34 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
+        Platform::Irc(irc) => {
+            let password = match &irc.password_env {
+                Some(var) => Some(secret(var.clone(), "the IRC password")?),
+                None => None,
+            };
+            let tls = if irc.tls {
+                let config = crate::net::tls_config(irc.tls_ca.as_deref())
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?;
+                Some(Arc::new(config))
+            } else {
+                if irc.tls_ca.is_some() {
+                    return Err(anyhow!("channel {name}: tls_ca is set but tls is not"));
+                }
+                None
+            };
+            let settings = crate::channels::irc::IrcSettings {
+                server: irc.server.clone(),
+                tls,
+                nick: irc.nick.clone(),
+                username: irc.username.clone().unwrap_or_else(|| irc.nick.clone()),
+                password,
+                channels: irc.channels.clone(),
+            };
+            Arc::new(
+                crate::channels::irc::Irc::new(name, settings)
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+            )
+        }
         Platform::Webhook(webhook) => {
             let key = secret(
                 webhook.secret_env(),

@@ -713,6 +713,7 @@ mod tests {
                 buttons: false,
                 edit_interval: Duration::ZERO,
                 markup: None,
+                working_after: None,
             }
         }
         fn idempotent(&self) -> bool {

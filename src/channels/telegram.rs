@@ -403,6 +403,7 @@ impl Adapter for Telegram {
             buttons: true,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
+            working_after: None,
         }
     }
 

@@ -315,6 +315,7 @@ impl Adapter for Webhook {
             buttons: true,
             edit_interval: Duration::from_secs(1),
             markup: None,
+            working_after: None,
         }
     }
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook"];
+pub const KINDS: &[&str] = &["telegram", "webhook", "irc"];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -40,6 +40,7 @@ pub struct ChannelConfig {
 pub enum Platform {
     Telegram(TelegramConfig),
     Webhook(WebhookConfig),
+    Irc(IrcConfig),
 }
 
 impl Platform {
@@ -48,6 +49,7 @@ impl Platform {
         match self {
             Platform::Telegram(_) => "telegram",
             Platform::Webhook(_) => "webhook",
+            Platform::Irc(_) => "irc",
         }
     }
 
@@ -67,6 +69,7 @@ impl Platform {
         match self {
             Platform::Telegram(t) => vec![t.token_env()],
             Platform::Webhook(w) => vec![w.secret_env()],
+            Platform::Irc(irc) => irc.password_env.iter().cloned().collect(),
         }
     }
 }
@@ -147,6 +150,34 @@ impl WebhookConfig {
             .clone()
             .unwrap_or_else(|| "PINCER_WEBHOOK_SECRET".to_owned())
     }
+}
+
+/// `kind = "irc"`: one connection to an IRC server, answering in its
+/// channels when addressed (`NICK: …`) and in private messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IrcConfig {
+    /// `HOST:PORT` (6667 plain, 6697 with TLS by custom).
+    pub server: String,
+    /// TLS from the first byte (default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
+    /// Certificates (PEM) to check the server's against instead of the
+    /// system's: a server with a certificate of its own making.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// The nickname (regained when it was taken at connection time).
+    pub nick: String,
+    /// The user name (default: the nick).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// The variable holding the password: the server password (`PASS`), and
+    /// SASL PLAIN's where the server offers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+    /// Channels to join (`#team`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
 }
 
 impl ChannelConfig {

@@ -1,7 +1,8 @@
 //! The chat channels through the HTTP face, by a port to the channel face:
 //! - platforms' requests to their channels, `POST
-//!   /channels/{name}/{endpoint}` on the one listener of `pincer serve
-//!   --http` (the webhook channel's deliveries today). No bearer token: each
+//!   /channels/{name}/ENDPOINT` on the one listener of `pincer serve
+//!   --http`, a route per endpoint (`webhook`: the webhook channel's
+//!   deliveries). No bearer token: each
 //!   adapter checks its platform's own signature, and the rate limit of API
 //!   tokens does not apply;
 //! - messages sent first, `POST /v1/channels/{name}/messages` (with the
@@ -96,10 +97,22 @@ pub async fn send(
     }
 }
 
-/// `POST /channels/{name}/{endpoint}`.
-pub async fn handle(
+/// `POST /channels/{name}/webhook`: the webhook channel's deliveries.
+pub async fn webhook(
     State(state): State<AppState>,
-    Path((name, endpoint)): Path<(String, String)>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(state, name, "webhook", headers, body).await
+}
+
+/// A platform's request for channel `name` at `endpoint` (each endpoint a
+/// route of its own, so an unknown one is the router's 404).
+async fn handle(
+    state: AppState,
+    name: String,
+    endpoint: &str,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -111,7 +124,7 @@ pub async fn handle(
             .into_response();
     };
     let (status, value) = channels
-        .handle(name, endpoint, headers, body.to_vec())
+        .handle(name, endpoint.to_owned(), headers, body.to_vec())
         .await;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(value)).into_response()

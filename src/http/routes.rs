@@ -121,8 +121,8 @@ pub fn table() -> Vec<Route> {
         ),
         route(
             Method::POST,
-            "/channels/{name}/{endpoint}",
-            post(super::ingress::handle),
+            "/channels/{name}/webhook",
+            post(super::ingress::webhook),
         ),
         route(
             Method::POST,

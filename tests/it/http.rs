@@ -1365,7 +1365,7 @@ async fn the_openapi_document_describes_the_running_server() {
     );
     hit!(
         "post",
-        "/channels/{name}/{endpoint}",
+        "/channels/{name}/webhook",
         server
             .client
             .post(server.url("/channels/webhook/webhook"))

@@ -36,6 +36,7 @@ mod headless;
 mod hooks;
 mod http;
 mod images;
+mod irc;
 mod irc_harness;
 mod leases;
 mod loop_guard;

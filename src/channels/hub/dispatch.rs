@@ -231,11 +231,22 @@ impl Hub {
             draft: LiveDraft::NotYet,
             drafting: caps.edit && self.settings.live_drafts && !self.screens(),
         };
+        // Where a platform shows no draft, a run still working after a while
+        // says so once (IRC: a short line, then the reply).
+        let working_after = caps.working_after.filter(|_| !written.drafting);
+        let working = tokio::time::sleep(working_after.unwrap_or(std::time::Duration::ZERO));
+        tokio::pin!(working);
+        let mut said_working = working_after.is_none();
         let outcome = loop {
             let next = tokio::select! {
                 // Stopping: the run is recorded as it ends, and the next start
                 // answers it from the inbox.
                 _ = self.cancel.cancelled() => return,
+                () = &mut working, if !said_working => {
+                    said_working = true;
+                    self.working(&run.answer).await;
+                    continue;
+                }
                 next = events.next() => next,
             };
             let Some(record) = next else {

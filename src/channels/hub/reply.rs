@@ -144,6 +144,22 @@ impl Hub {
         }
     }
 
+    /// Says once that a run is still working (`Capabilities::working_after`).
+    pub(super) async fn working(self: &Arc<Self>, answer: &Answer) {
+        let text = "working…";
+        let intent = self.intent(
+            format!("working:{}", answer.run_id),
+            answer.key.target.clone(),
+            IntentKind::Notice,
+            text,
+            answer.reply_to.clone(),
+            None,
+        );
+        if let Err(err) = self.send(intent, text).await {
+            tracing::error!(error = %err, "cannot record a working notice");
+        }
+    }
+
     /// Records an outbound message (`text`, cut into the intent's units).
     /// With `MessageSending` hooks it is recorded `held` and they are asked
     /// in a task of its own, so a slow hook holds back only this chat.

@@ -270,30 +270,8 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// TLS checked against `root_cert`'s certificates (PEM), else the system's.
 fn checked(root_cert: Option<&str>) -> Result<ClientConfig, String> {
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|err| format!("TLS: {err}"))?;
-    let Some(path) = root_cert else {
-        use rustls_platform_verifier::BuilderVerifierExt as _;
-        return builder
-            .with_platform_verifier()
-            .map(|builder| builder.with_no_client_auth())
-            .map_err(|err| format!("TLS: the system's certificates: {err}"));
-    };
-    use rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    let certificates =
-        CertificateDer::pem_file_iter(path).map_err(|err| format!("sslrootcert {path}: {err}"))?;
-    for certificate in certificates {
-        let certificate = certificate.map_err(|err| format!("sslrootcert {path}: {err}"))?;
-        roots
-            .add(certificate)
-            .map_err(|err| format!("sslrootcert {path}: {err}"))?;
-    }
-    if roots.is_empty() {
-        return Err(format!("sslrootcert {path}: no certificate in the file"));
-    }
-    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+    crate::net::tls_config(root_cert.map(std::path::Path::new))
+        .map_err(|err| err.replace("root certificates ", "sslrootcert "))
 }
 
 /// TLS whose certificate is not checked (`prefer`, `require`): the

@@ -1,0 +1,188 @@
+//! IRC's wire format (RFC 1459 / 2812, with IRCv3 message tags read and
+//! ignored): one message a line, at most 512 bytes with its CR LF.
+
+/// The longest line, CR LF included.
+pub const MAX_LINE: usize = 512;
+
+/// One message a server sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// `nick!user@host` or a server name, without the `:`.
+    pub prefix: Option<String>,
+    /// The command, upper case (`PRIVMSG`, `001`).
+    pub command: String,
+    /// Every parameter, the trailing one last.
+    pub params: Vec<String>,
+}
+
+impl Message {
+    /// Parses one line (without CR LF); `None` for a line with no command.
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut rest = line.trim_end_matches(['\r', '\n']);
+        if let Some(tagged) = rest.strip_prefix('@') {
+            rest = tagged.split_once(' ').map_or("", |(_, r)| r);
+        }
+        rest = rest.trim_start_matches(' ');
+        let prefix = match rest.strip_prefix(':') {
+            Some(prefixed) => {
+                let (prefix, r) = prefixed.split_once(' ').unwrap_or((prefixed, ""));
+                rest = r;
+                Some(prefix.to_owned())
+            }
+            None => None,
+        };
+        let mut params = Vec::new();
+        let (command, mut rest) = match rest.trim_start_matches(' ').split_once(' ') {
+            Some((command, r)) => (command, r),
+            None => (rest.trim_start_matches(' '), ""),
+        };
+        if command.is_empty() {
+            return None;
+        }
+        loop {
+            rest = rest.trim_start_matches(' ');
+            if rest.is_empty() {
+                break;
+            }
+            if let Some(trailing) = rest.strip_prefix(':') {
+                params.push(trailing.to_owned());
+                break;
+            }
+            match rest.split_once(' ') {
+                Some((param, r)) => {
+                    params.push(param.to_owned());
+                    rest = r;
+                }
+                None => {
+                    params.push(rest.to_owned());
+                    break;
+                }
+            }
+        }
+        Some(Self {
+            prefix,
+            command: command.to_ascii_uppercase(),
+            params,
+        })
+    }
+
+    /// The nick of the prefix (`nick!user@host`), if it is a user's.
+    pub fn nick(&self) -> Option<&str> {
+        let prefix = self.prefix.as_deref()?;
+        prefix
+            .contains('!')
+            .then(|| prefix.split('!').next().unwrap_or(prefix))
+    }
+
+    pub fn param(&self, index: usize) -> Option<&str> {
+        self.params.get(index).map(String::as_str)
+    }
+
+    /// The last parameter (a message's text).
+    pub fn trailing(&self) -> Option<&str> {
+        self.params.last().map(String::as_str)
+    }
+}
+
+/// Text made safe for one line: no CR, LF or NUL (which would end the line
+/// and start a command of the text's choosing).
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if matches!(c, '\r' | '\n' | '\0') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Whether two nicks are the same (IRC compares case-insensitively, with
+/// `[]\~` the upper case of `{}|^`).
+pub fn same_nick(a: &str, b: &str) -> bool {
+    let fold = |c: char| match c {
+        '[' => '{',
+        ']' => '}',
+        '\\' => '|',
+        '~' => '^',
+        c => c.to_ascii_lowercase(),
+    };
+    a.chars().map(fold).eq(b.chars().map(fold))
+}
+
+/// A channel message addressed to `nick` (`nick: text`, `nick, text`):
+/// the text after the address.
+pub fn addressed<'a>(text: &'a str, nick: &str) -> Option<&'a str> {
+    let head = text.get(..nick.len())?;
+    if !same_nick(head, nick) {
+        return None;
+    }
+    let rest = &text[nick.len()..];
+    let rest = rest.strip_prefix(':').or_else(|| rest.strip_prefix(','))?;
+    Some(rest.trim_start())
+}
+
+/// Whether `target` is a channel (`#team`, `&local`, `+x`, `!x`).
+pub fn is_channel(target: &str) -> bool {
+    target.starts_with(['#', '&', '+', '!'])
+}
+
+/// The bytes of text a `PRIVMSG target :…` from `mask` may carry so the
+/// line the server relays (`:mask PRIVMSG target :text` CR LF) fits 512.
+pub fn text_budget(mask_len: usize, target_len: usize) -> usize {
+    // ':' mask ' ' "PRIVMSG " target " :" … "\r\n"
+    MAX_LINE.saturating_sub(1 + mask_len + 1 + 8 + target_len + 2 + 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_with_prefix_params_and_trailing() {
+        let m =
+            Message::parse(":alice!~a@127.0.0.1 PRIVMSG #team :pincer: hello there\r\n").unwrap();
+        assert_eq!(m.prefix.as_deref(), Some("alice!~a@127.0.0.1"));
+        assert_eq!(m.nick(), Some("alice"));
+        assert_eq!(m.command, "PRIVMSG");
+        assert_eq!(m.params, ["#team", "pincer: hello there"]);
+        let ping = Message::parse("PING :irc.example").unwrap();
+        assert_eq!((ping.prefix.as_deref(), ping.command.as_str()), (None, "PING"));
+        assert_eq!(ping.trailing(), Some("irc.example"));
+        let tagged =
+            Message::parse("@time=x;account=a :srv 001 pincer :Welcome pincer!~p@h").unwrap();
+        assert_eq!(tagged.command, "001");
+        assert_eq!(tagged.nick(), None);
+        assert_eq!(tagged.params, ["pincer", "Welcome pincer!~p@h"]);
+        let spaced = Message::parse(":srv  CAP  *  LS :multi-prefix sasl").unwrap();
+        assert_eq!(spaced.params, ["*", "LS", "multi-prefix sasl"]);
+        assert!(Message::parse("").is_none());
+        assert!(Message::parse(":only-prefix").is_none());
+    }
+
+    #[test]
+    fn text_never_starts_another_command() {
+        assert_eq!(clean("hi\r\nQUIT :bye\0"), "hi  QUIT :bye ");
+    }
+
+    #[test]
+    fn addressing_is_by_nick_case_insensitively() {
+        assert_eq!(addressed("pincer: do it", "pincer"), Some("do it"));
+        assert_eq!(addressed("Pincer,do it", "pincer"), Some("do it"));
+        assert_eq!(addressed("pincer[m]: x", "PINCER{M}"), Some("x"));
+        assert_eq!(addressed("pincers: no", "pincer"), None);
+        assert_eq!(addressed("hey pincer: no", "pincer"), None);
+        assert_eq!(addressed("pi", "pincer"), None);
+        assert!(is_channel("#team") && !is_channel("alice"));
+    }
+
+    #[test]
+    fn the_budget_keeps_the_relayed_line_within_512_bytes() {
+        let mask = "pincer!~pincer@127.0.0.1";
+        let budget = text_budget(mask.len(), "#team".len());
+        let text = "x".repeat(budget);
+        let relayed = format!(":{mask} PRIVMSG #team :{text}\r\n");
+        assert_eq!(relayed.len(), MAX_LINE);
+    }
+}
