@@ -18,6 +18,7 @@
 //! [`ChannelMessage`](crate::core::channel::ChannelMessage), [`Unit`]s to platform calls, platform errors to
 //! [`FailureKind`]s. They know nothing of sessions, runs or the store.
 
+pub mod health;
 pub mod hub;
 pub mod irc;
 pub mod outbox;
@@ -141,6 +142,8 @@ pub trait Adapter: Send + Sync + 'static {
     fn channel(&self) -> &str;
     /// The bot or account this adapter speaks as.
     fn account(&self) -> &str;
+    /// The platform (`telegram`, `irc`): the table's `kind`.
+    fn kind(&self) -> &'static str;
     fn capabilities(&self) -> Capabilities;
     /// The reply's Markdown as the platform's messages, each fitting one
     /// message in the platform's own unit and carrying its markup

@@ -377,6 +377,14 @@ pub struct SendArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ChannelsCommand {
+    /// Each chat channel account's health as its serving process last wrote
+    /// it (connected, since when, last event, last error) and its outbox by
+    /// status
+    Status {
+        /// Print JSON lines instead of a table
+        #[arg(long)]
+        json: bool,
+    },
     /// List outbound chat messages (send intents), most recently changed first
     Outbox {
         /// Only intents in this status: held, pending, sending, committing,

@@ -190,6 +190,23 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
         })
     }
 
+    fn list(&self) -> futures::future::BoxFuture<'static, serde_json::Value> {
+        let mut hubs: Vec<Arc<Hub>> = self
+            .hubs
+            .read()
+            .as_ref()
+            .map(|hubs| hubs.values().cloned().collect())
+            .unwrap_or_default();
+        hubs.sort_by(|a, b| a.adapter().channel().cmp(b.adapter().channel()));
+        Box::pin(async move {
+            let mut channels = Vec::new();
+            for hub in hubs {
+                channels.push(hub.view().await);
+            }
+            serde_json::json!({ "channels": channels })
+        })
+    }
+
     fn send(
         &self,
         name: String,

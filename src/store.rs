@@ -562,6 +562,12 @@ impl Store {
             .await
     }
 
+    /// Every channel account's cursor named `name`.
+    pub async fn cursors(&self, name: &str) -> Result<Vec<(String, String, String)>, StoreError> {
+        let name = name.to_owned();
+        self.read(move |conn| channels::cursors(conn, &name)).await
+    }
+
     /// The session a conversation is mapped to.
     pub async fn conversation(
         &self,

@@ -117,6 +117,31 @@ pub fn run(run: &RunInfo) -> serde_json::Value {
     json(&RunView::from(run))
 }
 
+/// A chat channel account: its health and its outbox (`GET /v1/channels`,
+/// `pincer channels status --json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChannelView<'a> {
+    /// The channel's name (`[channels.NAME]`).
+    pub name: &'a str,
+    pub account: &'a str,
+    /// The platform (`telegram`, `irc`); absent where only the store was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'a str>,
+    /// Whether the process answering serves the account now; absent where
+    /// only the store was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving: Option<bool>,
+    #[serde(flatten)]
+    pub status: &'a crate::core::channel::AccountStatus,
+    /// Send intents of the channel by status.
+    pub outbox: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// A channel account as a JSON value.
+pub fn channel(view: &ChannelView<'_>) -> serde_json::Value {
+    json(view)
+}
+
 /// A view as a JSON value. The views hold only strings, numbers, options
 /// and JSON values, none of which can fail to serialize.
 fn json(view: &impl Serialize) -> serde_json::Value {

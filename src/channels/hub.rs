@@ -56,6 +56,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::health::{self, Health, Status};
 use super::outbox::Outbox;
 use super::{Adapter, ChannelSettings};
 use crate::core::channel::{ChannelMessage, ChannelWrite, ConversationKey};
@@ -97,6 +98,10 @@ pub struct Hub {
     screening: Mutex<HashSet<String>>,
     /// Wakes the adoption of held messages (`deliver`).
     adopting: tokio::sync::Notify,
+    /// Whether the platform answers, the last event and error.
+    health: Health,
+    /// Whether this process serves the account now (holds its lease).
+    serving: std::sync::atomic::AtomicBool,
     tasks: TaskTracker,
     cancel: CancellationToken,
 }
@@ -145,6 +150,8 @@ impl Hub {
             sessions: tokio::sync::Mutex::new(()),
             screening: Mutex::new(HashSet::new()),
             adopting: tokio::sync::Notify::new(),
+            health: Health::default(),
+            serving: std::sync::atomic::AtomicBool::new(false),
             tasks: TaskTracker::new(),
             cancel,
         });
@@ -172,6 +179,67 @@ impl Hub {
             name: name.to_owned(),
             value,
         }));
+    }
+
+    /// The platform answered (a connection up, a poll answered).
+    pub fn up(&self) {
+        if let Some(status) = self.health.up() {
+            self.write_status(&status);
+        }
+    }
+
+    /// The platform did not answer: `error` says why.
+    pub fn down(&self, error: &str) {
+        let error = self.runtime.gate().safety.redact(error).0;
+        let status = self.health.down(&error);
+        self.write_status(&status);
+    }
+
+    /// The account's health as this process sees it.
+    pub fn health(&self) -> Status {
+        self.health.status()
+    }
+
+    /// Whether this process serves the account now.
+    pub fn serving(&self) -> bool {
+        self.serving.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The account as `GET /v1/channels` shows it.
+    pub async fn view(&self) -> serde_json::Value {
+        let adapter = &self.adapter;
+        let outbox = match self.store.intent_counts().await {
+            Ok(counts) => counts
+                .into_iter()
+                .filter(|(channel, _, _)| channel == adapter.channel())
+                .map(|(_, status, n)| (status.as_str(), n))
+                .collect(),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot count the outbox");
+                Default::default()
+            }
+        };
+        let status = self.health.status();
+        crate::views::channel(&crate::views::ChannelView {
+            name: adapter.channel(),
+            account: adapter.account(),
+            kind: Some(adapter.kind()),
+            serving: Some(self.serving()),
+            status: &status,
+            outbox,
+        })
+    }
+
+    fn write_status(&self, status: &Status) {
+        match serde_json::to_string(status) {
+            Ok(value) => self.store.submit(Write::Channel(ChannelWrite::PutCursor {
+                channel: self.adapter.channel().to_owned(),
+                account: self.adapter.account().to_owned(),
+                name: health::CURSOR.to_owned(),
+                value,
+            })),
+            Err(err) => tracing::warn!(error = %err, "cannot write the channel's status"),
+        }
     }
 
     pub fn adapter(&self) -> &Arc<dyn Adapter> {

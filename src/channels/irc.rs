@@ -342,6 +342,7 @@ impl Irc {
                     *self.nick_now.lock() = nick.to_owned();
                 }
                 tracing::info!(channel = %self.name, server = %settings.server, nick = %self.nick_now.lock(), "IRC connected");
+                hub.up();
                 for channel in &settings.channels {
                     let _ = out.send(control(format!("JOIN {channel}"))).await;
                 }
@@ -536,6 +537,10 @@ impl Adapter for Irc {
         &self.account
     }
 
+    fn kind(&self) -> &'static str {
+        "irc"
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_len: self.line_budget(),
@@ -667,6 +672,7 @@ impl Adapter for Irc {
                     Ok(()) => return,
                     Err(err) => {
                         tracing::warn!(channel = %self.name, server = %self.settings.server, error = %err, retry_in_secs = backoff.as_secs(), "IRC connection lost");
+                        hub.down(&err);
                     }
                 }
                 if began.elapsed() > Duration::from_secs(60) {

@@ -706,6 +706,10 @@ mod tests {
         fn account(&self) -> &str {
             "bot"
         }
+
+        fn kind(&self) -> &'static str {
+            "test"
+        }
         fn capabilities(&self) -> Capabilities {
             Capabilities {
                 max_len: 100,

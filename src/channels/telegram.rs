@@ -154,6 +154,7 @@ impl Telegram {
             let updates = match updates {
                 Ok(Value::Array(updates)) => {
                     failures = 0;
+                    hub.up();
                     updates
                 }
                 Ok(other) => {
@@ -166,6 +167,7 @@ impl Telegram {
                         Duration::from_secs(2u64.saturating_pow(failures.min(6)))
                     });
                     tracing::warn!(error = %err, wait_secs = wait.as_secs(), "Telegram polling failed");
+                    hub.down(&err.to_string());
                     if err.kind == FailureKind::Auth {
                         tracing::error!("the Telegram bot token was refused; polling stops");
                         return;
@@ -362,6 +364,10 @@ impl Adapter for Telegram {
 
     fn account(&self) -> &str {
         &self.account
+    }
+
+    fn kind(&self) -> &'static str {
+        "telegram"
     }
 
     /// HTML (Telegram's dialect) in messages of at most 4096 UTF-16 code

@@ -308,6 +308,10 @@ impl Adapter for Webhook {
         "webhook"
     }
 
+    fn kind(&self) -> &'static str {
+        "webhook"
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_len: self.max_len,
@@ -384,6 +388,7 @@ impl Adapter for Webhook {
         cancel: CancellationToken,
     ) -> BoxFuture<'static, ()> {
         Box::pin(async move {
+            hub.up();
             *self.hub.lock() = Some(hub);
             tracing::info!(channel = %self.name, endpoint = %format!("/channels/{}/{ENDPOINT}", self.name), "webhook receiving");
             cancel.cancelled().await;

@@ -157,6 +157,27 @@ impl Unit {
     }
 }
 
+/// What is known of a channel account's connection to its platform
+/// (`channels::health`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountStatus {
+    /// The platform answers (a connection up, the last poll answered);
+    /// `None` before the first answer.
+    #[serde(default)]
+    pub connected: Option<bool>,
+    /// When `connected` last changed (milliseconds since the epoch).
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// When the last inbound event arrived.
+    #[serde(default)]
+    pub last_event_at: Option<i64>,
+    /// The last error talking to the platform, and when.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub last_error_at: Option<i64>,
+}
+
 /// One platform message a delivery produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceiptPart {

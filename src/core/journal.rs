@@ -372,8 +372,8 @@ pub trait Counts: Send + Sync {
 /// What the chat channels read from the journal besides the core's port:
 /// the inbox, the outbox, cursors, conversation mappings, pairings and
 /// drafts. Writes go through [`Journal::submit`] / [`Journal::commit`] as
-/// [`Write::Channel`].
-pub trait ChannelJournal: Journal {
+/// [`Write::Channel`]. The outbox's counts come with it (`Counts`).
+pub trait ChannelJournal: Journal + Counts {
     /// The open send intents of a channel account (pending, sending,
     /// committing), oldest first, each with the process that claimed it.
     fn open_intents<'a>(
@@ -396,6 +396,10 @@ pub trait ChannelJournal: Journal {
         account: &'a str,
         name: &'a str,
     ) -> Reply<'a, Option<String>>;
+
+    /// Every channel account's cursor named `name`: (channel, account,
+    /// value), by channel and account.
+    fn cursors<'a>(&'a self, name: &'a str) -> Reply<'a, Vec<(String, String, String)>>;
 
     /// The session a conversation is mapped to.
     fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>>;

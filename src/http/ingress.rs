@@ -43,6 +43,18 @@ pub trait ChannelIngress: Send + Sync {
         name: String,
         message: SendMessage,
     ) -> BoxFuture<'static, Result<Value, Refusal>>;
+
+    /// Every channel this process runs: `{"channels": [CHANNEL]}`.
+    fn list(&self) -> BoxFuture<'static, Value>;
+}
+
+/// `GET /v1/channels`: the channels this process runs, their health and
+/// outboxes.
+pub async fn list(State(state): State<AppState>) -> Response {
+    match state.shared.ports.channels.clone() {
+        Some(channels) => axum::Json(channels.list().await).into_response(),
+        None => axum::Json(json!({"channels": []})).into_response(),
+    }
 }
 
 /// Why a message could not be sent: a status and what to say.

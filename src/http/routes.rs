@@ -114,6 +114,7 @@ pub fn table() -> Vec<Route> {
             on(MethodFilter::GET, super::rpc::handle),
         ),
         route(Method::GET, "/acp", get(super::acp::handle)),
+        route(Method::GET, "/v1/channels", get(super::ingress::list)),
         route(
             Method::POST,
             "/v1/channels/{name}/messages",

@@ -1,5 +1,6 @@
 //! `pincer channels outbox`: the chat channels' outbound messages (send
-//! intents), most recently changed first.
+//! intents), most recently changed first; `pincer channels status`: each
+//! account's health as its serving process last wrote it, and its outbox.
 
 use anyhow::anyhow;
 
@@ -10,11 +11,14 @@ use crate::core::channel::{IntentStatus, SendIntent};
 use crate::stdout::timestamp as time;
 
 pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Failure> {
-    let ChannelsCommand::Outbox {
-        status,
-        limit,
-        json,
-    } = command;
+    let (status, limit, json) = match command {
+        ChannelsCommand::Status { json } => return channel_status(flags, *json).await,
+        ChannelsCommand::Outbox {
+            status,
+            limit,
+            json,
+        } => (status, limit, json),
+    };
     let status = status.as_deref().map(parse_status).transpose()?;
     let opened = crate::app::App::open(flags).await?;
     let store = opened.store.clone();
@@ -79,4 +83,88 @@ fn intent_line(intent: &SendIntent) -> String {
             .map(|f| format!("  {}: {}", f.kind.as_str(), f.message))
             .unwrap_or_default()
     )
+}
+
+/// `pincer channels status`: from the store, so any process can tell.
+async fn channel_status(flags: &Flags, json: bool) -> Result<u8, Failure> {
+    use std::collections::BTreeMap;
+
+    use crate::core::channel::AccountStatus;
+
+    let opened = crate::app::App::open(flags).await?;
+    let store = opened.store.clone();
+    let statuses = store.cursors("status").await.map_err(Failure::failed)?;
+    let counts = store.intent_counts().await.map_err(Failure::failed)?;
+    // Accounts with a status, and channels with intents but none yet.
+    let mut accounts: BTreeMap<(String, String), AccountStatus> = BTreeMap::new();
+    for (channel, account, value) in statuses {
+        let status = serde_json::from_str(&value).unwrap_or_default();
+        accounts.insert((channel, account), status);
+    }
+    for (channel, _, _) in &counts {
+        if !accounts.keys().any(|(c, _)| c == channel) {
+            accounts.insert((channel.clone(), String::new()), AccountStatus::default());
+        }
+    }
+    let mut out = String::new();
+    for ((channel, account), status) in &accounts {
+        let outbox: BTreeMap<&'static str, u64> = counts
+            .iter()
+            .filter(|(c, _, _)| c == channel)
+            .map(|(_, s, n)| (s.as_str(), *n))
+            .collect();
+        if json {
+            let view = crate::views::ChannelView {
+                name: channel,
+                account,
+                kind: None,
+                serving: None,
+                status,
+                outbox,
+            };
+            out.push_str(&crate::views::channel(&view).to_string());
+            out.push('\n');
+        } else {
+            out.push_str(&status_line(channel, account, status, &outbox));
+        }
+    }
+    if accounts.is_empty() && !json {
+        out.push_str("no chat channel has run with this store\n");
+    }
+    print(&out)?;
+    store.shutdown();
+    Ok(exit::OK)
+}
+
+fn status_line(
+    channel: &str,
+    account: &str,
+    status: &crate::core::channel::AccountStatus,
+    outbox: &std::collections::BTreeMap<&'static str, u64>,
+) -> String {
+    let state = match (status.connected, status.since) {
+        (Some(true), Some(since)) => format!("connected since {}", time(since)),
+        (Some(false), Some(since)) => format!("not connected since {}", time(since)),
+        _ => "not started".to_owned(),
+    };
+    let event = status
+        .last_event_at
+        .map(|at| format!("  last event {}", time(at)))
+        .unwrap_or_default();
+    let error = match (&status.last_error, status.last_error_at) {
+        (Some(error), Some(at)) => format!("  last error {}: {error}", time(at)),
+        _ => String::new(),
+    };
+    let outbox: Vec<String> = outbox.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let outbox = if outbox.is_empty() {
+        "outbox empty".to_owned()
+    } else {
+        format!("outbox {}", outbox.join(", "))
+    };
+    let who = if account.is_empty() {
+        channel.to_owned()
+    } else {
+        format!("{channel} ({account})")
+    };
+    format!("{who}  {state}{event}  {outbox}{error}\n")
 }

@@ -366,6 +366,19 @@ pub(super) fn cursor(
         .optional()?)
 }
 
+pub(super) fn cursors(
+    conn: &Connection,
+    name: &str,
+) -> Result<Vec<(String, String, String)>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT channel, account, value FROM channel_cursors WHERE name = ?1 ORDER BY channel, account",
+    )?;
+    let rows = statement.query_map(params![name], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 pub(super) fn conversation(
     conn: &Connection,
     key: &ConversationKey,

@@ -201,6 +201,10 @@ impl ChannelJournal for Store {
         port(Store::cursor(self, channel, account, name))
     }
 
+    fn cursors<'a>(&'a self, name: &'a str) -> Reply<'a, Vec<(String, String, String)>> {
+        port(Store::cursors(self, name))
+    }
+
     fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>> {
         port(Store::conversation(self, key))
     }

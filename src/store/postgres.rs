@@ -708,6 +708,10 @@ impl ChannelJournal for Postgres {
         read!(self, |c| channels::cursor(c, channel, account, name))
     }
 
+    fn cursors<'a>(&'a self, name: &'a str) -> Reply<'a, Vec<(String, String, String)>> {
+        read!(self, |c| channels::cursors(c, name))
+    }
+
     fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>> {
         read!(self, |c| channels::conversation(c, key))
     }

@@ -1352,6 +1352,13 @@ async fn the_openapi_document_describes_the_running_server() {
     assert_eq!(response.status(), 101);
     assert!(doc["paths"]["/acp"]["get"]["responses"]["101"].is_object());
     exercised.push(("get".into(), "/acp".into()));
+    let listed = hit!(
+        "get",
+        "/v1/channels",
+        server.get("/v1/channels"),
+        StatusCode::OK
+    );
+    assert_eq!(listed, json!({"channels": []}));
     // No channel runs in this server: both channel routes say so (their
     // use is tested in tests/it/webhook.rs and tests/it/send.rs).
     hit!(

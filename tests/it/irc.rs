@@ -306,6 +306,18 @@ fn the_bot_comes_back_after_the_server_restarts_and_regains_its_nick() {
         "{}",
         stderr(&dir)
     );
+    // The status says connected again, and what was lost.
+    let out = dir
+        .command()
+        .args(["channels", "status", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(status["name"], "irc");
+    assert_eq!(status["account"], format!("pincer@{}", server.addr()));
+    assert_eq!(status["connected"], true);
+    assert!(status["last_error"].as_str().is_some(), "{status}");
+    assert_eq!(status["outbox"]["sent"], 2, "{status}");
 }
 
 #[test]

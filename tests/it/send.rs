@@ -294,4 +294,53 @@ fn http_sends_through_the_channel_outbox() {
     assert_eq!(status, 404, "{body}");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(sent(&fake, USER).len(), 1, "{:?}", sent(&fake, USER));
+    // The channel's health and outbox, over HTTP and from the store.
+    // Connected once the first long poll answered.
+    let deadline = Instant::now() + WAIT;
+    let listed = loop {
+        let (status, listed) = get(&serve.addr, "/v1/channels");
+        assert_eq!(status, 200, "{listed}");
+        if listed["channels"][0]["connected"] == true || Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let channel = &listed["channels"][0];
+    assert_eq!(channel["name"], "telegram");
+    assert_eq!(channel["kind"], "telegram");
+    assert_eq!(channel["account"], "123456");
+    assert_eq!(channel["serving"], true);
+    assert_eq!(channel["connected"], true);
+    assert_eq!(channel["outbox"]["sent"], 1);
+    let out = dir
+        .command()
+        .args(["channels", "status", "--json"])
+        .output()
+        .unwrap();
+    let stored: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(stored["name"], "telegram");
+    assert_eq!(stored["connected"], true);
+    assert_eq!(stored["outbox"]["sent"], 1);
+    let out = dir.command().args(["channels", "status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("telegram (123456)  connected since "),
+        "{text}"
+    );
+    assert!(text.contains("outbox sent 1"), "{text}");
+}
+
+fn get(addr: &str, path: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {HTTP_TOKEN}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }

@@ -73,6 +73,16 @@ impl Hub {
     /// the adapter's receive loop, all until `serving` is cancelled.
     async fn serve(self: &Arc<Self>, serving: CancellationToken) -> Result<(), HubError> {
         self.recover().await?;
+        self.serving
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let hub = self.clone();
+        let stopped = serving.clone();
+        self.tasks.spawn(async move {
+            stopped.cancelled().await;
+            hub.serving
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            hub.down("not served by this process any more");
+        });
         self.tasks.spawn(self.outbox.clone().run(serving.clone()));
         self.tasks.spawn(self.clone().adopt(serving.clone()));
         self.tasks

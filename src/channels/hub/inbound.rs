@@ -71,6 +71,9 @@ impl Hub {
         inbound: Inbound,
         cursor: Option<(String, String)>,
     ) -> Received {
+        if let Some(status) = self.health.event() {
+            self.write_status(&status);
+        }
         match inbound {
             Inbound::Message(message) => self.receive_message(message, cursor).await,
             Inbound::Button {

@@ -375,6 +375,17 @@ pub async fn cursors_are_kept_per_channel_account_and_name(backend: &Backend) {
         journal.cursor("telegram", "bot", "nothing").await.unwrap(),
         None
     );
+    // Every account's cursor of a name, by channel and account.
+    let all = |c: &str, a: &str, v: &str| (c.to_owned(), a.to_owned(), v.to_owned());
+    assert_eq!(
+        journal.cursors("offset").await.unwrap(),
+        [all("telegram", "bot", "2"), all("telegram", "other", "9")]
+    );
+    assert_eq!(
+        journal.cursors("since").await.unwrap(),
+        [all("telegram", "bot", "x")]
+    );
+    assert!(journal.cursors("nothing").await.unwrap().is_empty());
 }
 
 /// Send: an intent's id is its idempotency key; deciding it again (even

@@ -353,6 +353,22 @@ pub(super) async fn cursor(
         .transpose()
 }
 
+pub(super) async fn cursors(
+    client: &Conn<'_>,
+    name: &str,
+) -> Result<Vec<(String, String, String)>, StoreError> {
+    client
+        .query(
+            "SELECT channel, account, value FROM channel_cursors WHERE name = $1 ORDER BY channel, account",
+            &[&name],
+        )
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|row| Ok((row.try_get(0).map_err(db)?, row.try_get(1).map_err(db)?, row.try_get(2).map_err(db)?)))
+        .collect()
+}
+
 pub(super) async fn conversation(
     client: &Conn<'_>,
     key: &ConversationKey,

@@ -200,6 +200,17 @@ impl Channels {
         self.cursors.get(&key(channel, account, name)).cloned()
     }
 
+    pub(super) fn cursors(&self, name: &str) -> Vec<(String, String, String)> {
+        let mut found: Vec<(String, String, String)> = self
+            .cursors
+            .iter()
+            .filter(|((_, _, n), _)| n == name)
+            .map(|((channel, account, _), value)| (channel.clone(), account.clone(), value.clone()))
+            .collect();
+        found.sort();
+        found
+    }
+
     pub(super) fn conversation(&self, key: &ConversationKey) -> Option<SessionId> {
         self.conversations.get(key).cloned()
     }
@@ -265,6 +276,10 @@ impl ChannelJournal for MemoryJournal {
         name: &'a str,
     ) -> Reply<'a, Option<String>> {
         self.read(|state| state.channels.cursor(channel, account, name))
+    }
+
+    fn cursors<'a>(&'a self, name: &'a str) -> Reply<'a, Vec<(String, String, String)>> {
+        self.read(|state| state.channels.cursors(name))
     }
 
     fn conversation<'a>(&'a self, key: &'a ConversationKey) -> Reply<'a, Option<SessionId>> {
