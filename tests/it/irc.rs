@@ -387,3 +387,115 @@ fn pincer_send_reaches_a_channel_and_bad_settings_are_named() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Kills the bridge outright (`kill -9`).
+fn crash(mut bridge: Bridge) {
+    bridge.child.kill().unwrap();
+    bridge.child.wait().unwrap();
+}
+
+fn outbox(dir: &TestDir) -> Vec<Value> {
+    let out = dir
+        .command()
+        .args(["channels", "outbox", "--json"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_reply_decided_while_the_server_is_down_survives_a_kill_and_arrives_once() {
+    let server = IrcServer::start_default();
+    let dir = setup(&server, "");
+    let mut alice = alice(&server);
+    let bridge = start(
+        &dir,
+        &[json!([{"delay_ms": 1500}, {"text": "Made it."}])],
+        &[],
+    );
+    wait_bot(&mut alice, "pincer", &dir);
+    alice.privmsg("pincer", "answer later");
+    // The server goes away while the run works: its reply is recorded and
+    // waits, retried, for a connection.
+    server.stop();
+    let deadline = std::time::Instant::now() + WAIT;
+    while !outbox(&dir).iter().any(|i| {
+        i["kind"] == "reply" && i["status"] == "pending" && i["attempt"].as_u64() > Some(0)
+    }) {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", outbox(&dir));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crash(bridge);
+    server.restart();
+    let mut alice = self::alice(&server);
+    let _bridge = start(&dir, &[], &[]);
+    wait_bot(&mut alice, "pincer", &dir);
+    assert_eq!(from_bot(&mut alice, "alice").text(), "Made it.");
+    assert!(
+        alice
+            .try_expect(
+                |m| m.is("PRIVMSG") && m.nick() == Some("pincer"),
+                Duration::from_secs(2)
+            )
+            .is_none(),
+        "sent once"
+    );
+    let reply = outbox(&dir)
+        .into_iter()
+        .find(|i| i["kind"] == "reply")
+        .unwrap();
+    assert_eq!(reply["status"], "sent");
+}
+
+#[test]
+fn a_kill_while_lines_go_out_leaves_the_reply_unknown_and_never_resent() {
+    let server = IrcServer::start_default();
+    let dir = setup(&server, "");
+    let mut alice = alice(&server);
+    // 24 lines: three units of eight, paced at a line a second after three.
+    let lines: Vec<String> = (1..=24).map(|i| format!("line {i}")).collect();
+    let bridge = start(&dir, &[json!([{"text": lines.join("\n\n")}])], &[]);
+    wait_bot(&mut alice, "pincer", &dir);
+    alice.privmsg("pincer", "count");
+    // The fifth line is out: the first unit's acknowledgement (after its
+    // eighth) has not come.
+    for i in 1..=5 {
+        assert_eq!(from_bot(&mut alice, "alice").text(), format!("line {i}"));
+    }
+    crash(bridge);
+    let unsent = alice.drain(Duration::from_millis(300));
+    let _bridge = start(&dir, &[], &[]);
+    wait_bot(&mut alice, "pincer", &dir);
+    // Recovery: the unit in flight may have been shown, so nothing of the
+    // reply is sent again; it is reported.
+    let deadline = std::time::Instant::now() + WAIT;
+    let reply = loop {
+        let reply = outbox(&dir)
+            .into_iter()
+            .find(|i| i["kind"] == "reply")
+            .unwrap();
+        if reply["status"] == "unknown_after_send" || std::time::Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(reply["status"], "unknown_after_send", "{reply:#}");
+    let late = alice.drain(Duration::from_secs(3));
+    let resent: Vec<&str> = unsent
+        .iter()
+        .chain(&late)
+        .filter(|m| m.is("PRIVMSG") && m.nick() == Some("pincer"))
+        .map(|m| m.text())
+        .filter(|t| t.starts_with("line 1") && t.len() == "line 1".len())
+        .collect();
+    assert!(resent.is_empty(), "line 1 came again: {resent:?}");
+    let out = dir.command().arg("verify").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
