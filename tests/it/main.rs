@@ -24,6 +24,7 @@ mod budget;
 mod channel_chaos;
 mod commands;
 mod compaction;
+mod conformance;
 mod context_window;
 mod crash;
 mod deploy;

@@ -1,0 +1,446 @@
+//! The adapter conformance suite: the lifecycle promises of
+//! `docs/channels.md` checked the same way for every adapter, against its
+//! test server (`Platform`): a conversation, a redelivered event answered
+//! once, a stranger refused then paired, a reply decided while the platform
+//! is down surviving a `kill -9` and arriving once, `pincer verify` after.
+//! Each platform's own file tests what only it has (drafts, lines, keys).
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TestDir;
+use crate::support::irc::{IrcServer, IrcUser};
+use crate::support::telegram::{FakeTelegram, TOKEN};
+
+const WAIT: Duration = Duration::from_secs(30);
+const PAIRING_CODE: &str = "conformance-code";
+
+/// A platform under test: its server, and people on it.
+trait Platform {
+    /// The channel's name.
+    fn channel(&self) -> &'static str;
+    /// The `[channels.NAME]` table's platform keys (`kind` and the rest).
+    fn keys(&self) -> String;
+    /// The allowed person's sender id.
+    fn person(&self) -> String;
+    /// Variables the bridge needs (tokens).
+    fn env(&self) -> Vec<(&'static str, String)>;
+    /// Waits until a (re)started bridge receives.
+    fn ready(&mut self, dir: &TestDir);
+    /// The allowed person writes privately.
+    fn person_says(&mut self, text: &str);
+    /// Someone not allowed writes privately.
+    fn stranger_says(&mut self, text: &str);
+    /// The next message Pincer sent the person, or the stranger.
+    fn next_for_person(&mut self, within: Duration) -> Option<String>;
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String>;
+    /// Delivers the person's last message again, as the platform does
+    /// after a lost acknowledgement; `false` where it never does.
+    fn redeliver(&mut self) -> bool;
+    /// Sending fails from now on, as with the platform down; `up` ends it.
+    fn down(&mut self);
+    fn up(&mut self);
+}
+
+struct Bridge {
+    child: Child,
+}
+
+impl Bridge {
+    fn start(dir: &TestDir, platform: &dyn Platform, script: &[Value]) -> Self {
+        let script = dir.script(&format!("s{}.jsonl", fastrand_name()), script);
+        let mut command = dir.command();
+        for (key, value) in platform.env() {
+            command.env(key, value);
+        }
+        let child = command
+            .env("PINCER_PAIRING_CODE", PAIRING_CODE)
+            .args(["serve", "--channel", platform.channel()])
+            .args(["--provider", "scripted", "--script"])
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+            .spawn()
+            .unwrap();
+        Self { child }
+    }
+
+    fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn fastrand_name() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn setup(platform: &dyn Platform) -> TestDir {
+    let dir = TestDir::new();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.{}]\n{}allow = [\"{}\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\nlive_drafts = false\n",
+            platform.channel(),
+            platform.keys(),
+            platform.person(),
+            dir.workspace().display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn stderr(dir: &TestDir) -> String {
+    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
+}
+
+fn outbox(dir: &TestDir) -> Vec<Value> {
+    let out = dir
+        .command()
+        .args(["channels", "outbox", "--json"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn verify(dir: &TestDir) {
+    let out = dir.command().arg("verify").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Every check, each with a bridge of its own.
+fn conforms(platform: &mut dyn Platform) {
+    a_conversation(platform);
+    a_redelivery_is_answered_once(platform);
+    a_stranger_is_refused_then_paired(platform);
+    a_reply_waiting_for_the_platform_survives_a_kill(platform);
+}
+
+fn a_conversation(platform: &mut dyn Platform) {
+    let dir = setup(platform);
+    let _bridge = Bridge::start(&dir, platform, &[json!([{"text": "Hello **there**."}])]);
+    platform.ready(&dir);
+    platform.person_says("hi");
+    let reply = platform.next_for_person(WAIT);
+    assert!(
+        reply
+            .as_deref()
+            .is_some_and(|r| r.contains("Hello") && r.contains("there")),
+        "{}: {reply:?}\n{}",
+        platform.channel(),
+        stderr(&dir)
+    );
+    verify(&dir);
+}
+
+fn a_redelivery_is_answered_once(platform: &mut dyn Platform) {
+    let dir = setup(platform);
+    let _bridge = Bridge::start(
+        &dir,
+        platform,
+        &[json!([{"text": "Once."}]), json!([{"text": "Twice!"}])],
+    );
+    platform.ready(&dir);
+    platform.person_says("once please");
+    assert_eq!(platform.next_for_person(WAIT).as_deref(), Some("Once."));
+    if !platform.redeliver() {
+        return;
+    }
+    assert_eq!(
+        platform.next_for_person(Duration::from_secs(2)),
+        None,
+        "{}: a redelivered message was answered again",
+        platform.channel()
+    );
+    let replies = outbox(&dir)
+        .into_iter()
+        .filter(|i| i["kind"] == "reply")
+        .count();
+    assert_eq!(replies, 1);
+}
+
+fn a_stranger_is_refused_then_paired(platform: &mut dyn Platform) {
+    let dir = setup(platform);
+    let _bridge = Bridge::start(&dir, platform, &[json!([{"text": "Welcome."}])]);
+    platform.ready(&dir);
+    platform.stranger_says("let me in");
+    let told = platform.next_for_stranger(WAIT).unwrap_or_default();
+    assert!(told.contains("/pair"), "{}: {told}", platform.channel());
+    platform.stranger_says("/pair wrong");
+    let refused = platform.next_for_stranger(WAIT).unwrap_or_default();
+    assert!(
+        refused.contains("not right"),
+        "{}: {refused}",
+        platform.channel()
+    );
+    platform.stranger_says(&format!("/pair {PAIRING_CODE}"));
+    let paired = platform.next_for_stranger(WAIT).unwrap_or_default();
+    assert!(
+        paired.starts_with("Paired"),
+        "{}: {paired}",
+        platform.channel()
+    );
+    platform.stranger_says("now?");
+    assert_eq!(
+        platform.next_for_stranger(WAIT).as_deref(),
+        Some("Welcome.")
+    );
+}
+
+fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform) {
+    let dir = setup(platform);
+    let bridge = Bridge::start(
+        &dir,
+        platform,
+        &[json!([{"delay_ms": 1000}, {"text": "Made it."}])],
+    );
+    platform.ready(&dir);
+    platform.person_says("answer later");
+    // Taken in (its chat's session made) before the platform goes away.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = dir
+            .command()
+            .args(["sessions", "list", "--json"])
+            .output()
+            .unwrap();
+        if !out.stdout.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", stderr(&dir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    platform.down();
+    let deadline = Instant::now() + WAIT;
+    while !outbox(&dir).iter().any(|i| {
+        i["kind"] == "reply" && i["status"] == "pending" && i["attempt"].as_u64() > Some(0)
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "{}: no retried reply: {:#?}",
+            platform.channel(),
+            outbox(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bridge.crash();
+    platform.up();
+    let _bridge = Bridge::start(&dir, platform, &[]);
+    platform.ready(&dir);
+    assert_eq!(
+        platform.next_for_person(WAIT).as_deref(),
+        Some("Made it."),
+        "{}",
+        stderr(&dir)
+    );
+    assert_eq!(platform.next_for_person(Duration::from_secs(2)), None);
+    let reply = outbox(&dir)
+        .into_iter()
+        .find(|i| i["kind"] == "reply")
+        .unwrap();
+    assert_eq!(reply["status"], "sent");
+    verify(&dir);
+}
+
+/// Telegram, against the fake Bot API.
+struct Telegram {
+    fake: FakeTelegram,
+    seen: Vec<usize>,
+    last_update: i64,
+}
+
+const PERSON: i64 = 42;
+const STRANGER: i64 = 77;
+
+impl Telegram {
+    fn next(&mut self, chat: i64, slot: usize, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let messages = self.fake.chat(chat);
+            if messages.len() > self.seen[slot] {
+                self.seen[slot] += 1;
+                return Some(messages[self.seen[slot] - 1].1.clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Platform for Telegram {
+    fn channel(&self) -> &'static str {
+        "telegram"
+    }
+    fn keys(&self) -> String {
+        format!("api_base = \"{}\"\npoll_timeout_secs = 1\n", self.fake.url)
+    }
+    fn person(&self) -> String {
+        PERSON.to_string()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("TELEGRAM_BOT_TOKEN", TOKEN.to_owned())]
+    }
+    fn ready(&mut self, _dir: &TestDir) {
+        // A new chat history for each check: the fake's chats carry on.
+        self.seen = vec![self.fake.chat(PERSON).len(), self.fake.chat(STRANGER).len()];
+    }
+    fn person_says(&mut self, text: &str) {
+        self.last_update = self.fake.user_says(PERSON, text);
+    }
+    fn stranger_says(&mut self, text: &str) {
+        self.fake.user_says(STRANGER, text);
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        self.next(PERSON, 0, within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        self.next(STRANGER, 1, within)
+    }
+    fn redeliver(&mut self) -> bool {
+        self.fake.redeliver(self.last_update);
+        true
+    }
+    fn down(&mut self) {
+        self.fake.fail(
+            "sendMessage",
+            10_000,
+            502,
+            json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+        );
+    }
+    fn up(&mut self) {
+        self.fake.release("sendMessage");
+    }
+}
+
+#[test]
+fn telegram_conforms() {
+    let fake = FakeTelegram::start();
+    let mut platform = Telegram {
+        fake,
+        seen: vec![0, 0],
+        last_update: 0,
+    };
+    conforms(&mut platform);
+}
+
+/// IRC, against a real ngIRCd: alice allowed, bob not.
+struct Irc {
+    server: IrcServer,
+    alice: Option<IrcUser>,
+    bob: Option<IrcUser>,
+}
+
+impl Irc {
+    fn connect(&mut self) {
+        self.alice = Some(IrcUser::connect(&self.server, "alice"));
+        self.bob = Some(IrcUser::connect(&self.server, "bob"));
+    }
+
+    fn next(user: &mut IrcUser, within: Duration) -> Option<String> {
+        user.try_expect(|m| m.is("PRIVMSG") && m.nick() == Some("pincer"), within)
+            .map(|m| m.text().to_owned())
+    }
+}
+
+impl Platform for Irc {
+    fn channel(&self) -> &'static str {
+        "irc"
+    }
+    fn keys(&self) -> String {
+        format!(
+            "server = \"{}\"\nnick = \"pincer\"\nchannels = [\"#team\"]\n",
+            self.server.addr()
+        )
+    }
+    fn person(&self) -> String {
+        "alice".to_owned()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+    fn ready(&mut self, dir: &TestDir) {
+        if self.alice.is_none() {
+            self.connect();
+        }
+        let alice = self.alice.as_mut().unwrap();
+        // The bot is on the server once its nick answers.
+        let deadline = Instant::now() + WAIT;
+        loop {
+            alice.send_raw("ISON pincer");
+            let ison = alice.expect(|m| m.is("303"), WAIT);
+            if ison.text().split(' ').any(|n| n == "pincer") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the bot never came: {}",
+                stderr(dir)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // What an earlier bridge sent is not this check's.
+        alice.drain(Duration::from_millis(100));
+        self.bob.as_mut().unwrap().drain(Duration::from_millis(100));
+    }
+    fn person_says(&mut self, text: &str) {
+        self.alice.as_mut().unwrap().privmsg("pincer", text);
+    }
+    fn stranger_says(&mut self, text: &str) {
+        self.bob.as_mut().unwrap().privmsg("pincer", text);
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        Self::next(self.alice.as_mut().unwrap(), within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        Self::next(self.bob.as_mut().unwrap(), within)
+    }
+    /// IRC never delivers a message twice.
+    fn redeliver(&mut self) -> bool {
+        false
+    }
+    fn down(&mut self) {
+        self.server.stop();
+        self.alice = None;
+        self.bob = None;
+    }
+    fn up(&mut self) {
+        self.server.restart();
+        self.connect();
+    }
+}
+
+#[test]
+fn irc_conforms() {
+    let mut platform = Irc {
+        server: IrcServer::start_default(),
+        alice: None,
+        bob: None,
+    };
+    conforms(&mut platform);
+}
