@@ -114,9 +114,20 @@ pub async fn webhook(
     State(state): State<AppState>,
     Path(name): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    handle(state, name, "webhook", headers, body).await
+    match body {
+        Ok(body) => handle(state, name, "webhook", headers, body).await,
+        Err(rejection) => {
+            let status = rejection.status();
+            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "the body is larger than the server accepts (`[http] body_limit_bytes`)".to_owned()
+            } else {
+                crate::core::quote::clip_message(&rejection.body_text())
+            };
+            (status, axum::Json(json!({"error": message}))).into_response()
+        }
+    }
 }
 
 /// A platform's request for channel `name` at `endpoint` (each endpoint a

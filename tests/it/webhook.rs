@@ -479,4 +479,29 @@ fn the_webhook_channel_receives_only_on_the_http_face() {
         body["error"].as_str().unwrap().contains("no channel"),
         "{body}"
     );
+    // A body over the HTTP face's limit: 413, in the channel's JSON.
+    let rest = bridge.url.trim_start_matches("http://");
+    let (address, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = TcpStream::connect(address).unwrap();
+    let big = "x".repeat(1_200_000);
+    let _ = write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{big}",
+        big.len()
+    );
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.1 413"),
+        "{}",
+        &response[..response.len().min(300)]
+    );
+    let body: Value = serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("larger than the server accepts"),
+        "{body}"
+    );
 }
