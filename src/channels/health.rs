@@ -52,7 +52,7 @@ impl Health {
     }
 
     /// An inbound event; the status to write when the last write of one is
-    /// [`EVENT_EVERY_MS`] old.
+    /// `EVENT_EVERY_MS` old.
     pub fn event(&self) -> Option<Status> {
         let now = now_millis();
         let mut status = self.status.lock();

@@ -553,7 +553,7 @@ impl Adapter for Irc {
     }
 
     /// Plain text, a line per line, each cut to fit the relayed 512 bytes,
-    /// [`LINES_PER_UNIT`] lines a unit.
+    /// `LINES_PER_UNIT` lines a unit.
     fn render(&self, markdown: &str) -> Vec<Unit> {
         let budget = self.line_budget();
         let lines: Vec<String> = render::plain(markdown)
