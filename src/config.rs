@@ -161,6 +161,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "memory_forget",
     "web_fetch",
     "web_search",
+    "send_message",
 ];
 
 /// The effective configuration.

@@ -9,6 +9,7 @@ pub mod delegate;
 pub mod files;
 pub mod memory;
 pub mod search;
+pub mod send_message;
 pub mod shell;
 pub mod skill;
 pub mod todo;

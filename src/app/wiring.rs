@@ -4,6 +4,7 @@
 //! get typed settings instead.
 
 mod providers;
+pub mod courier;
 mod tools;
 
 use std::net::SocketAddr;

@@ -178,6 +178,23 @@ pub struct AccountStatus {
     pub last_error_at: Option<i64>,
 }
 
+/// The tools' way to the chat channels (`send_message`): a message sent
+/// first, recorded as a send intent that the process serving the channel
+/// delivers through its outbox. Implemented outside the core
+/// (`app::wiring::courier`).
+pub trait Courier: Send + Sync {
+    /// The channels a message can go through, by name.
+    fn channels(&self) -> Vec<String>;
+    /// Records `text` (Markdown) for `to` (`CHAT` or `CHAT/THREAD` in the
+    /// platform's ids) on `channel`: the send intent's id, or why not.
+    fn send<'a>(
+        &'a self,
+        channel: &'a str,
+        to: &'a str,
+        text: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>>;
+}
+
 /// One platform message a delivery produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceiptPart {

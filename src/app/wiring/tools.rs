@@ -14,7 +14,8 @@ use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
 use crate::tools::{
-    ask_user, delegate, files, memory, search, shell, skill, todo, toolchains, web, web_search,
+    ask_user, delegate, files, memory, search, send_message, shell, skill, todo, toolchains, web,
+    web_search,
 };
 
 /// How long a question to the person waits unless `question_timeout_secs`
@@ -25,7 +26,7 @@ pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
 /// `journal` keeps which workspaces' own hooks the person trusted.
 pub fn gate(
     config: &Config,
-    journal: Arc<dyn crate::core::journal::Journal>,
+    journal: Arc<dyn crate::store::Backend>,
 ) -> anyhow::Result<ToolGate> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
@@ -42,6 +43,10 @@ pub fn gate(
         tools.extend(memory::tools(
             config.memory.user_scope_unasked.unwrap_or(false),
         ));
+    }
+    if !config.channels.is_empty() {
+        let courier = super::courier::ChannelCourier::new(config.clone(), journal.clone());
+        tools.push(Arc::new(send_message::SendMessageTool::new(Arc::new(courier))));
     }
     if config.web.enabled.unwrap_or(true) {
         tools.push(Arc::new(web::WebFetchTool::new(web_settings(config))));
