@@ -133,9 +133,7 @@ impl Matrix {
         }
         let client = crate::net::http_client(SYNC_TIMEOUT + Duration::from_secs(15))
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
-        let display = localpart(&settings.user_id)
-            .unwrap_or_default()
-            .to_owned();
+        let display = localpart(&settings.user_id).unwrap_or_default().to_owned();
         Ok(Self {
             name: name.to_owned(),
             base: homeserver,
@@ -332,9 +330,10 @@ impl Matrix {
                 None,
             )
             .await?;
-        let (Some(token), Some(device_id)) =
-            (answer["access_token"].as_str(), answer["device_id"].as_str())
-        else {
+        let (Some(token), Some(device_id)) = (
+            answer["access_token"].as_str(),
+            answer["device_id"].as_str(),
+        ) else {
             return Err(DeliveryError::new(
                 FailureKind::Unknown,
                 "matrix login: the answer has no access_token or device_id",
@@ -401,7 +400,11 @@ impl Matrix {
         let mut relogged = false;
         loop {
             let initial = since.is_none();
-            let timeout = if initial { Duration::ZERO } else { SYNC_TIMEOUT };
+            let timeout = if initial {
+                Duration::ZERO
+            } else {
+                SYNC_TIMEOUT
+            };
             let answer = tokio::select! {
                 _ = cancel.cancelled() => return,
                 answer = self.sync(since.as_deref(), timeout) => answer,
@@ -523,7 +526,7 @@ impl Matrix {
                     return false;
                 }
                 Received::Duplicate => {}
-                _ => stored = last,
+                Received::Accepted | Received::Echo | Received::Unauthorized => stored = last,
             }
         }
         if !stored {
@@ -826,7 +829,10 @@ fn parse_sync(answer: &Value, me: &str) -> Batch {
         return batch;
     };
     for (id, room) in joined {
-        let state = room["state"]["events"].as_array().cloned().unwrap_or_default();
+        let state = room["state"]["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let timeline = room["timeline"]["events"]
             .as_array()
             .cloned()
@@ -950,7 +956,8 @@ impl Adapter for Matrix {
     /// The Markdown as body with `org.matrix.custom.html` beside it, cut
     /// so that both together stay under [`MAX_EVENT_BYTES`].
     fn render(&self, markdown: &str) -> Vec<Unit> {
-        let measure = |piece: &str| piece.len() + render::html(piece, render::Dialect::Common).len();
+        let measure =
+            |piece: &str| piece.len() + render::html(piece, render::Dialect::Common).len();
         render::chunk(markdown, MAX_EVENT_BYTES, &measure)
             .into_iter()
             .map(|piece| Unit {
@@ -984,15 +991,12 @@ impl Adapter for Matrix {
                 encode(&target.id)
             );
             let sent = self.put(&path, &content(unit)).await?;
-            sent["event_id"]
-                .as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| {
-                    DeliveryError::new(
-                        FailureKind::Unknown,
-                        "matrix send: the answer has no event_id",
-                    )
-                })
+            sent["event_id"].as_str().map(str::to_owned).ok_or_else(|| {
+                DeliveryError::new(
+                    FailureKind::Unknown,
+                    "matrix send: the answer has no event_id",
+                )
+            })
         })
     }
 
@@ -1138,7 +1142,10 @@ mod tests {
             err(404, json!({"errcode": "M_NOT_FOUND"})).kind,
             FailureKind::NotFound
         );
-        let large = err(413, json!({"errcode": "M_TOO_LARGE", "error": "event too large."}));
+        let large = err(
+            413,
+            json!({"errcode": "M_TOO_LARGE", "error": "event too large."}),
+        );
         assert_eq!(large.kind, FailureKind::InvalidPayload);
         assert!(!large.message.ends_with('.'), "{}", large.message);
         assert_eq!(err(502, Value::Null).kind, FailureKind::Transient);
@@ -1149,9 +1156,15 @@ mod tests {
     fn groups_answer_only_when_addressed() {
         let a = |body, mentioned| addressed(body, "Pincer Bot", ME, mentioned);
         assert_eq!(a("pincer: hi", false).as_deref(), Some("hi"));
-        assert_eq!(a("Pincer Bot, hello there", false).as_deref(), Some("hello there"));
+        assert_eq!(
+            a("Pincer Bot, hello there", false).as_deref(),
+            Some("hello there")
+        );
         assert_eq!(a("@pincer:example.org: y", false).as_deref(), Some("y"));
-        assert_eq!(a("ask @pincer:example.org now", false).as_deref(), Some("ask  now"));
+        assert_eq!(
+            a("ask @pincer:example.org now", false).as_deref(),
+            Some("ask  now")
+        );
         assert_eq!(a("pincers are sharp", false), None);
         assert_eq!(a("hello all", false), None);
         assert_eq!(a("hello all", true).as_deref(), Some("hello all"));
@@ -1162,7 +1175,10 @@ mod tests {
         let a = txn_id("send", &["reply:r1:0"]);
         assert_eq!(a, txn_id("send", &["reply:r1:0"]));
         assert_ne!(a, txn_id("send", &["reply:r1:1"]));
-        assert_ne!(txn_id("edit", &["$e", "ab", ""]), txn_id("edit", &["$e", "a", "b"]));
+        assert_ne!(
+            txn_id("edit", &["$e", "ab", ""]),
+            txn_id("edit", &["$e", "a", "b"])
+        );
         assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
     }
 
@@ -1172,8 +1188,15 @@ mod tests {
         assert_eq!(reaction_decision("✅"), Some(ApprovalDecision::AllowOnce));
         assert_eq!(reaction_decision("❌"), Some(ApprovalDecision::RejectOnce));
         assert_eq!(reaction_decision("🎉"), None);
-        assert_eq!(room_target("!abc:example.org").unwrap().id, "!abc:example.org");
-        assert!(room_target("#room:example.org").unwrap_err().contains("alias"));
+        assert_eq!(
+            room_target("!abc:example.org").unwrap().id,
+            "!abc:example.org"
+        );
+        assert!(
+            room_target("#room:example.org")
+                .unwrap_err()
+                .contains("alias")
+        );
         assert!(room_target("abc").is_err());
         assert!(room_target("!abc").is_err());
     }
@@ -1197,15 +1220,17 @@ mod tests {
             let size = unit.text.len() + unit.markup.as_deref().map_or(0, str::len);
             assert!(size <= MAX_EVENT_BYTES, "{size}");
         }
-        assert!(Matrix::new(
-            "m",
-            MatrixSettings {
-                homeserver: "127.0.0.1:8008".into(),
-                user_id: ME.into(),
-                credentials: Credentials::AccessToken("t".into()),
-                rooms: Vec::new(),
-            }
-        )
-        .is_err());
+        assert!(
+            Matrix::new(
+                "m",
+                MatrixSettings {
+                    homeserver: "127.0.0.1:8008".into(),
+                    user_id: ME.into(),
+                    credentials: Credentials::AccessToken("t".into()),
+                    rooms: Vec::new(),
+                }
+            )
+            .is_err()
+        );
     }
 }

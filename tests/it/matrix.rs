@@ -34,9 +34,7 @@ struct People {
 }
 
 fn people(server: &Synapse) -> People {
-    let register = |prefix: &str| {
-        server.register(&server.fresh_localpart(prefix), PASSWORD, false)
-    };
+    let register = |prefix: &str| server.register(&server.fresh_localpart(prefix), PASSWORD, false);
     People {
         bot: register("pincer"),
         alice: register("alice"),
@@ -205,7 +203,11 @@ fn a_conversation_in_a_direct_room_with_a_live_draft_and_a_long_reply() {
         "{}",
         last.content
     );
-    assert_eq!(bot_messages(alice, &room, bot).len(), 1, "one message, edited");
+    assert_eq!(
+        bot_messages(alice, &room, bot).len(),
+        1,
+        "one message, edited"
+    );
 
     // A reply past one event: several messages, each well under 64 KiB.
     alice.send_text(&room, "talk a lot");
@@ -227,7 +229,10 @@ fn a_conversation_in_a_direct_room_with_a_live_draft_and_a_long_reply() {
             let edited = crate::support::matrix::latest_text(
                 &events
                     .iter()
-                    .filter(|e| e.event_id == message.event_id || e.relation().is_some_and(|(_, to)| to == message.event_id))
+                    .filter(|e| {
+                        e.event_id == message.event_id
+                            || e.relation().is_some_and(|(_, to)| to == message.event_id)
+                    })
                     .cloned()
                     .collect::<Vec<_>>(),
                 bot,
@@ -284,7 +289,11 @@ fn approvals_are_answered_with_y_and_with_a_reaction() {
     let prompt = from_bot(alice, &room, bot, |b| {
         b.starts_with("Approval needed") && b.contains("a.txt")
     });
-    assert!(prompt.body().unwrap().contains("Reply y"), "{:?}", prompt.body());
+    assert!(
+        prompt.body().unwrap().contains("Reply y"),
+        "{:?}",
+        prompt.body()
+    );
     alice.send_text(&room, "y");
     from_bot(alice, &room, bot, |b| b == "First.");
     assert_eq!(
@@ -311,7 +320,11 @@ fn wait_latest_of(person: &MatrixUser, room: &str, event_id: &str, end: &str, di
     while Instant::now() < deadline {
         let shown = person.messages(room).into_iter().rev().find_map(|e| {
             (e.relation() == Some(("m.replace", event_id)))
-                .then(|| e.content["m.new_content"]["body"].as_str().map(str::to_owned))
+                .then(|| {
+                    e.content["m.new_content"]["body"]
+                        .as_str()
+                        .map(str::to_owned)
+                })
                 .flatten()
         });
         if shown.as_deref().is_some_and(|s| s.ends_with(end)) {
@@ -390,12 +403,7 @@ fn invites_strangers_pairing_and_encrypted_rooms() {
     let people = people(server);
     let dir = setup(server, &people, false);
     let (alice, bob, bot) = (&people.alice, &people.bob, &people.bot.user_id);
-    let _bridge = start(
-        &dir,
-        &people,
-        &[json!([{"text": "Hello."}])],
-        "s.jsonl",
-    );
+    let _bridge = start(&dir, &people, &[json!([{"text": "Hello."}])], "s.jsonl");
     // A stranger's invite is declined; an allowed user's taken.
     let strange = bob.create_room("strange", &[bot], false);
     let room = alice.create_room("team", &[bot, &bob.user_id], false);
@@ -410,7 +418,10 @@ fn invites_strangers_pairing_and_encrypted_rooms() {
         if member.is_some_and(|m| m.content["membership"] == "leave") {
             break;
         }
-        assert!(Instant::now() < deadline, "the stranger's invite was not declined");
+        assert!(
+            Instant::now() < deadline,
+            "the stranger's invite was not declined"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(!people.bot.joined_rooms().contains(&strange));
@@ -419,7 +430,11 @@ fn invites_strangers_pairing_and_encrypted_rooms() {
     bob.send_text(&room, "hello all");
     bob.send_text(&room, &format!("{localpart}: hello?"));
     let told = from_bot(bob, &room, bot, |b| b.contains("/pair"));
-    assert!(told.body().unwrap().contains("pairing code"), "{:?}", told.body());
+    assert!(
+        told.body().unwrap().contains("pairing code"),
+        "{:?}",
+        told.body()
+    );
     bob.send_text(&room, &format!("{localpart}: /pair open-sesame"));
     from_bot(bob, &room, bot, |b| b.starts_with("Paired"));
     bob.send_text(&room, &format!("{localpart}: now?"));

@@ -148,7 +148,10 @@ mod tests {
         assert_eq!(m.command, "PRIVMSG");
         assert_eq!(m.params, ["#team", "pincer: hello there"]);
         let ping = Message::parse("PING :irc.example").unwrap();
-        assert_eq!((ping.prefix.as_deref(), ping.command.as_str()), (None, "PING"));
+        assert_eq!(
+            (ping.prefix.as_deref(), ping.command.as_str()),
+            (None, "PING")
+        );
         assert_eq!(ping.trailing(), Some("irc.example"));
         let tagged =
             Message::parse("@time=x;account=a :srv 001 pincer :Welcome pincer!~p@h").unwrap();
