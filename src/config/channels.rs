@@ -384,6 +384,25 @@ mod tests {
     }
 
     #[test]
+    fn a_matrix_table_takes_its_keys() {
+        let channels = read(
+            "[channels.chat]\nkind = \"matrix\"\nhomeserver = \"http://127.0.0.1:8008\"\n\
+             user_id = \"@pincer:example.org\"\npassword_env = \"P\"\nrooms = [\"!a:example.org\"]\n\
+             allow = [\"@alice:example.org\"]\n",
+        )
+        .unwrap();
+        let Platform::Matrix(matrix) = &channels["chat"].platform else {
+            panic!("not matrix")
+        };
+        assert_eq!(matrix.user_id, "@pincer:example.org");
+        assert_eq!(matrix.rooms, ["!a:example.org"]);
+        assert_eq!(channels["chat"].platform.secret_vars(), ["P"]);
+        let err = read("[channels.matrix]\nhomeserver = \"h\"\nuser_id = \"@p:x\"\nnick = \"p\"\n")
+            .unwrap_err();
+        assert!(err.contains("unknown field `nick`"), "{err}");
+    }
+
+    #[test]
     fn a_table_serializes_back_with_its_kind() {
         let channels = read("[channels.telegram]\nallow = [\"1\"]\n").unwrap();
         let shown = toml::to_string(&channels["telegram"]).unwrap();
