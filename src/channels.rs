@@ -14,13 +14,14 @@
 //!   it may still land (a stopped process's, or one whose outcome is
 //!   unknown), deleted and replaced by the reply sent afresh.
 //!
-//! Adapters (`telegram`, `webhook`) only translate: platform JSON to
+//! Adapters (`telegram`, `webhook`, `irc`, `matrix`) only translate: platform JSON to
 //! [`ChannelMessage`](crate::core::channel::ChannelMessage), [`Unit`]s to platform calls, platform errors to
 //! [`FailureKind`]s. They know nothing of sessions, runs or the store.
 
 pub mod health;
 pub mod hub;
 pub mod irc;
+pub mod matrix;
 pub mod outbox;
 pub mod render;
 pub mod telegram;

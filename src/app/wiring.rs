@@ -474,6 +474,33 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
+        Platform::Matrix(matrix) => {
+            let credentials = match (&matrix.access_token_env, &matrix.password_env) {
+                (Some(var), None) => crate::channels::matrix::Credentials::AccessToken(secret(
+                    var.clone(),
+                    "the Matrix access token",
+                )?),
+                (None, Some(var)) => crate::channels::matrix::Credentials::Password(secret(
+                    var.clone(),
+                    "the Matrix account's password",
+                )?),
+                _ => {
+                    return Err(anyhow!(
+                        "channel {name}: set exactly one of access_token_env and password_env"
+                    ));
+                }
+            };
+            let settings = crate::channels::matrix::MatrixSettings {
+                homeserver: matrix.homeserver.clone(),
+                user_id: matrix.user_id.clone(),
+                credentials,
+                rooms: matrix.rooms.clone(),
+            };
+            Arc::new(
+                crate::channels::matrix::Matrix::new(name, settings)
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+            )
+        }
         Platform::Webhook(webhook) => {
             let key = secret(
                 webhook.secret_env(),

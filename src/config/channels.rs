@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook", "irc"];
+pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix"];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -41,6 +41,7 @@ pub enum Platform {
     Telegram(TelegramConfig),
     Webhook(WebhookConfig),
     Irc(IrcConfig),
+    Matrix(MatrixConfig),
 }
 
 impl Platform {
@@ -50,6 +51,7 @@ impl Platform {
             Platform::Telegram(_) => "telegram",
             Platform::Webhook(_) => "webhook",
             Platform::Irc(_) => "irc",
+            Platform::Matrix(_) => "matrix",
         }
     }
 
@@ -70,6 +72,12 @@ impl Platform {
             Platform::Telegram(t) => vec![t.token_env()],
             Platform::Webhook(w) => vec![w.secret_env()],
             Platform::Irc(irc) => irc.password_env.iter().cloned().collect(),
+            Platform::Matrix(matrix) => matrix
+                .access_token_env
+                .iter()
+                .chain(&matrix.password_env)
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -178,6 +186,28 @@ pub struct IrcConfig {
     /// Channels to join (`#team`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<String>,
+}
+
+/// `kind = "matrix"`: a user on a Matrix homeserver (Client-Server API
+/// v3), answering in direct rooms and, when addressed, in group rooms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixConfig {
+    /// The homeserver's URL (`https://matrix.example.org`).
+    pub homeserver: String,
+    /// The account (`@pincer:example.org`).
+    pub user_id: String,
+    /// The variable holding an access token (this or `password_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_token_env: Option<String>,
+    /// The variable holding the password: Pincer logs in and keeps the
+    /// device and its token in the store (this or `access_token_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+    /// Rooms (ids or aliases) joined at start; their invites are taken
+    /// from anyone. Otherwise it joins rooms an allowed sender invites it to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rooms: Vec<String>,
 }
 
 impl ChannelConfig {
@@ -351,6 +381,25 @@ mod tests {
         let err = read("[channels.telegram]\ncoalesce_ms = \"soon\"\n").unwrap_err();
         assert!(err.starts_with("channels.telegram: "), "{err}");
         assert!(err.contains("soon") || err.contains("integer"), "{err}");
+    }
+
+    #[test]
+    fn a_matrix_table_takes_its_keys() {
+        let channels = read(
+            "[channels.chat]\nkind = \"matrix\"\nhomeserver = \"http://127.0.0.1:8008\"\n\
+             user_id = \"@pincer:example.org\"\npassword_env = \"P\"\nrooms = [\"!a:example.org\"]\n\
+             allow = [\"@alice:example.org\"]\n",
+        )
+        .unwrap();
+        let Platform::Matrix(matrix) = &channels["chat"].platform else {
+            panic!("not matrix")
+        };
+        assert_eq!(matrix.user_id, "@pincer:example.org");
+        assert_eq!(matrix.rooms, ["!a:example.org"]);
+        assert_eq!(channels["chat"].platform.secret_vars(), ["P"]);
+        let err = read("[channels.matrix]\nhomeserver = \"h\"\nuser_id = \"@p:x\"\nnick = \"p\"\n")
+            .unwrap_err();
+        assert!(err.contains("unknown field `nick`"), "{err}");
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod irc_harness;
 mod leases;
 mod loop_guard;
 mod mail_harness;
+mod matrix;
 mod matrix_harness;
 mod mcp;
 mod memory;

@@ -26,11 +26,18 @@ impl Hub {
         let Some(sender) = &message.sender else {
             return false;
         };
-        if self.settings.allow.iter().any(|a| a == &sender.id) {
+        self.allows(&sender.id).await
+    }
+
+    /// Whether `sender` (a platform id) is in the `allow` list or paired:
+    /// for an adapter deciding on something that is no message (a Matrix
+    /// invite).
+    pub async fn allows(&self, sender: &str) -> bool {
+        if self.settings.allow.iter().any(|a| a == sender) {
             return true;
         }
         self.store
-            .is_paired(&message.channel, &message.account, &sender.id)
+            .is_paired(self.adapter.channel(), self.adapter.account(), sender)
             .await
             .unwrap_or_else(|err| {
                 tracing::error!(error = %err, "cannot read paired senders");

@@ -292,6 +292,40 @@ impl Hub {
         Some(intent)
     }
 
+    /// The button data a reaction stands for: `decision` on the approval,
+    /// still waiting in the chat `target`, whose prompt is the platform
+    /// message `platform_id` (a part of its intent's receipt); `None` when
+    /// that message is no waiting approval's prompt. For platforms without
+    /// buttons whose people react to a message instead (Matrix).
+    pub async fn approval_press(
+        &self,
+        target: &crate::core::channel::Target,
+        platform_id: &str,
+        decision: ApprovalDecision,
+    ) -> Option<String> {
+        let waiting: Vec<String> = self
+            .conversations
+            .lock()
+            .iter()
+            .filter(|(key, _)| key.target.id == target.id && key.target.thread == target.thread)
+            .flat_map(|(_, c)| c.approvals.iter().map(|(_, id)| id.clone()))
+            .collect();
+        for approval in waiting {
+            let Ok(Some(intent)) = self.store.intent(&format!("approval:{approval}")).await else {
+                continue;
+            };
+            if intent
+                .receipt
+                .parts
+                .iter()
+                .any(|part| part.platform_id == platform_id)
+            {
+                return Some(format!("ap:{approval}:{}", decision.as_str()));
+            }
+        }
+        None
+    }
+
     /// A button press: an approval's decision, or a question's answer.
     pub(super) async fn button(&self, message: &ChannelMessage) {
         match Press::parse(&message.body) {

@@ -1,0 +1,448 @@
+//! The Matrix channel (`kind = "matrix"`, `docs/channels.md`) against a
+//! real Synapse (`support::matrix`): `pincer serve --channel matrix` as a
+//! user of the homeserver, people talking with it through the
+//! Client-Server API.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TestDir;
+use crate::support::matrix::{Event, MatrixUser, Synapse};
+
+const WAIT: Duration = Duration::from_secs(60);
+const PASSWORD: &str = "bot-password-1";
+
+/// `pincer serve --channel matrix`, killed on drop.
+struct Bridge {
+    child: Child,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The bot, alice (allowed) and bob (not), fresh on the shared server.
+struct People {
+    bot: MatrixUser,
+    alice: MatrixUser,
+    bob: MatrixUser,
+}
+
+fn people(server: &Synapse) -> People {
+    let register = |prefix: &str| server.register(&server.fresh_localpart(prefix), PASSWORD, false);
+    People {
+        bot: register("pincer"),
+        alice: register("alice"),
+        bob: register("bob"),
+    }
+}
+
+/// The config: the bot's token (or, with `password`, its password) from
+/// the environment, alice allowed.
+fn setup(server: &Synapse, people: &People, password: bool) -> TestDir {
+    let dir = TestDir::new();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    let secret = if password {
+        "password_env = \"MATRIX_PASSWORD\""
+    } else {
+        "access_token_env = \"MATRIX_TOKEN\""
+    };
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.matrix]\nkind = \"matrix\"\nhomeserver = \"{}\"\nuser_id = \"{}\"\n{secret}\nallow = [\"{}\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\n",
+            server.base_url(),
+            people.bot.user_id,
+            people.alice.user_id,
+            dir.workspace().display(),
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn start(dir: &TestDir, people: &People, script: &[Value], name: &str) -> Bridge {
+    let script = dir.script(name, script);
+    let mut command = dir.command();
+    command
+        .env("MATRIX_TOKEN", &people.bot.access_token)
+        .env("MATRIX_PASSWORD", PASSWORD)
+        .env("PINCER_PAIRING_CODE", "open-sesame");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("stderr.log"))
+        .unwrap();
+    let child = command
+        .args([
+            "serve",
+            "--channel",
+            "matrix",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Bridge { child }
+}
+
+fn stderr(dir: &TestDir) -> String {
+    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
+}
+
+/// Waits until `user` is in `room`.
+fn wait_joined(user: &MatrixUser, room: &str, dir: &TestDir) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if user.joined_rooms().iter().any(|r| r == room) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{} never joined {room}: {}", user.user_id, stderr(dir));
+}
+
+/// A direct room of `person` and the bot, the bot joined.
+fn direct_room(person: &MatrixUser, bot: &MatrixUser, dir: &TestDir) -> String {
+    let room = person.create_room("dm", &[&bot.user_id], false);
+    wait_joined(bot, &room, dir);
+    room
+}
+
+/// The bot's messages in the room (not edits), oldest first.
+fn bot_messages(person: &MatrixUser, room: &str, bot: &str) -> Vec<Event> {
+    person
+        .messages(room)
+        .into_iter()
+        .filter(|e| {
+            e.kind == "m.room.message"
+                && e.sender == bot
+                && e.relation().is_none()
+                && e.body().is_some()
+        })
+        .collect()
+}
+
+/// Waits for a message of the bot whose body satisfies `predicate`.
+fn from_bot(person: &MatrixUser, room: &str, bot: &str, predicate: impl Fn(&str) -> bool) -> Event {
+    person.wait_for(
+        room,
+        |e| {
+            e.kind == "m.room.message"
+                && e.sender == bot
+                && e.relation().is_none()
+                && e.body().is_some_and(&predicate)
+        },
+        WAIT,
+    )
+}
+
+/// Waits until what the bot's newest message shows is `text`.
+fn wait_latest(person: &MatrixUser, room: &str, bot: &str, text: &str, dir: &TestDir) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if person.latest_text(room, bot).as_deref() == Some(text) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "the room never showed {text:?} (it shows {:?}): {}",
+        person.latest_text(room, bot),
+        stderr(dir)
+    );
+}
+
+#[test]
+fn a_conversation_in_a_direct_room_with_a_live_draft_and_a_long_reply() {
+    let server = Synapse::shared();
+    let people = people(server);
+    let dir = setup(server, &people, false);
+    let words: Vec<String> = (0..9000).map(|i| format!("wörd{i}")).collect();
+    let long = words.join(" ");
+    let _bridge = start(
+        &dir,
+        &people,
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1500}, {"text": "lo **there**"}]),
+            json!([{"text": long}]),
+        ],
+        "s.jsonl",
+    );
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let room = direct_room(alice, &people.bot, &dir);
+    alice.send_text(&room, "hi");
+    wait_latest(alice, &room, bot, "Hello **there**", &dir);
+    let events = alice.messages(&room);
+    let edits: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.sender == *bot && matches!(e.relation(), Some(("m.replace", _))))
+        .collect();
+    assert!(!edits.is_empty(), "the draft was never edited");
+    let last = edits.last().unwrap();
+    assert_eq!(
+        last.content["m.new_content"]["format"],
+        "org.matrix.custom.html"
+    );
+    assert!(
+        last.content["m.new_content"]["formatted_body"]
+            .as_str()
+            .unwrap()
+            .contains("<strong>there</strong>"),
+        "{}",
+        last.content
+    );
+    assert_eq!(
+        bot_messages(alice, &room, bot).len(),
+        1,
+        "one message, edited"
+    );
+
+    // A reply past one event: several messages, each well under 64 KiB.
+    alice.send_text(&room, "talk a lot");
+    let deadline = Instant::now() + WAIT;
+    let shown = loop {
+        let events = alice.messages(&room);
+        let mut texts: Vec<String> = Vec::new();
+        let messages: Vec<&Event> = events
+            .iter()
+            .filter(|e| {
+                e.kind == "m.room.message"
+                    && e.sender == *bot
+                    && e.relation().is_none()
+                    && e.body().is_some()
+            })
+            .skip(1)
+            .collect();
+        for message in &messages {
+            let edited = crate::support::matrix::latest_text(
+                &events
+                    .iter()
+                    .filter(|e| {
+                        e.event_id == message.event_id
+                            || e.relation().is_some_and(|(_, to)| to == message.event_id)
+                    })
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                bot,
+            )
+            .unwrap();
+            let size = edited.len();
+            assert!(size < 30_000, "{size} bytes in one message");
+            texts.push(edited);
+        }
+        let joined: Vec<String> = texts
+            .iter()
+            .flat_map(|t| t.split_whitespace().map(str::to_owned))
+            .collect();
+        if joined.len() >= words.len() {
+            assert!(messages.len() >= 3, "{} messages", messages.len());
+            break joined;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the long reply never arrived whole ({} words): {}",
+            joined.len(),
+            stderr(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(shown, words);
+    let verify = dir.command().arg("verify").output().unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+}
+
+#[test]
+fn approvals_are_answered_with_y_and_with_a_reaction() {
+    let server = Synapse::shared();
+    let people = people(server);
+    let dir = setup(server, &people, false);
+    let _bridge = start(
+        &dir,
+        &people,
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "one\n"}}}]),
+            json!([{"text": "First."}]),
+            json!([{"tool_call": {"id": "w2", "name": "write_file", "arguments": {"path": "b.txt", "content": "two\n"}}}]),
+            json!([{"text": "Second."}]),
+        ],
+        "s.jsonl",
+    );
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let room = direct_room(alice, &people.bot, &dir);
+    alice.send_text(&room, "write a");
+    let prompt = from_bot(alice, &room, bot, |b| {
+        b.starts_with("Approval needed") && b.contains("a.txt")
+    });
+    assert!(
+        prompt.body().unwrap().contains("Reply y"),
+        "{:?}",
+        prompt.body()
+    );
+    alice.send_text(&room, "y");
+    from_bot(alice, &room, bot, |b| b == "First.");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("a.txt")).unwrap(),
+        "one\n"
+    );
+    alice.send_text(&room, "write b");
+    let prompt = from_bot(alice, &room, bot, |b| {
+        b.starts_with("Approval needed") && b.contains("b.txt")
+    });
+    alice.react(&room, &prompt.event_id, "👍");
+    from_bot(alice, &room, bot, |b| b == "Second.");
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("b.txt")).unwrap(),
+        "two\n"
+    );
+    // The prompt shows the answer, edited in place.
+    wait_latest_of(alice, &room, &prompt.event_id, "→ allowed once", &dir);
+}
+
+/// Waits until the newest edit of `event_id` shows text ending in `end`.
+fn wait_latest_of(person: &MatrixUser, room: &str, event_id: &str, end: &str, dir: &TestDir) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        let shown = person.messages(room).into_iter().rev().find_map(|e| {
+            (e.relation() == Some(("m.replace", event_id)))
+                .then(|| {
+                    e.content["m.new_content"]["body"]
+                        .as_str()
+                        .map(str::to_owned)
+                })
+                .flatten()
+        });
+        if shown.as_deref().is_some_and(|s| s.ends_with(end)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{event_id} never showed {end:?}: {}", stderr(dir));
+}
+
+/// The scripted model answers a session's turns in order, across restarts.
+fn two_turns() -> [Value; 2] {
+    [json!([{"text": "First."}]), json!([{"text": "Second."}])]
+}
+
+#[test]
+fn a_restart_resumes_from_the_stored_token_and_answers_nothing_twice() {
+    let server = Synapse::shared();
+    let people = people(server);
+    let dir = setup(server, &people, false);
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let bridge = start(&dir, &people, &two_turns(), "s.jsonl");
+    let room = direct_room(alice, &people.bot, &dir);
+    alice.send_text(&room, "one");
+    from_bot(alice, &room, bot, |b| b == "First.");
+    drop(bridge);
+    // Written while nobody serves the account: taken after the restart.
+    alice.send_text(&room, "two");
+    let _bridge = start(&dir, &people, &two_turns(), "s.jsonl");
+    from_bot(alice, &room, bot, |b| b == "Second.");
+    std::thread::sleep(Duration::from_secs(3));
+    let texts: Vec<String> = bot_messages(alice, &room, bot)
+        .iter()
+        .map(|e| e.body().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, ["First.", "Second."], "{}", stderr(&dir));
+}
+
+#[test]
+fn a_password_login_keeps_its_device_across_a_restart() {
+    let server = Synapse::shared();
+    let people = people(server);
+    let dir = setup(server, &people, true);
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let bridge = start(&dir, &people, &two_turns(), "s.jsonl");
+    let room = direct_room(alice, &people.bot, &dir);
+    alice.send_text(&room, "one");
+    from_bot(alice, &room, bot, |b| b == "First.");
+    drop(bridge);
+    let _bridge = start(&dir, &people, &two_turns(), "s.jsonl");
+    alice.send_text(&room, "two");
+    from_bot(alice, &room, bot, |b| b == "Second.");
+    // One device of Pincer's (besides the one registration made).
+    let devices = people.bot.ok("GET", "/_matrix/client/v3/devices", None);
+    let pincer: Vec<&Value> = devices["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["device_id"] != people.bot.device_id.as_str())
+        .collect();
+    assert_eq!(pincer.len(), 1, "{devices}");
+    // A send repeated on that device, after the restart, under a txn id
+    // already used is the same event.
+    let device = pincer[0]["device_id"].as_str().unwrap();
+    let again = server.login_as(bot, PASSWORD, Some(device));
+    let txn = crate::support::matrix::fresh_txn_id();
+    let content = json!({"msgtype": "m.text", "body": "once"});
+    let first = again.send_raw(&room, "m.room.message", &content, &txn);
+    let repeat = again.send_raw(&room, "m.room.message", &content, &txn);
+    assert_eq!(first, repeat);
+}
+
+#[test]
+fn invites_strangers_pairing_and_encrypted_rooms() {
+    let server = Synapse::shared();
+    let people = people(server);
+    let dir = setup(server, &people, false);
+    let (alice, bob, bot) = (&people.alice, &people.bob, &people.bot.user_id);
+    let _bridge = start(&dir, &people, &[json!([{"text": "Hello."}])], "s.jsonl");
+    // A stranger's invite is declined; an allowed user's taken.
+    let strange = bob.create_room("strange", &[bot], false);
+    let room = alice.create_room("team", &[bot, &bob.user_id], false);
+    bob.join(&room);
+    wait_joined(&people.bot, &room, &dir);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let member = bob
+            .state(&strange)
+            .into_iter()
+            .find(|e| e.kind == "m.room.member" && e.state_key.as_deref() == Some(bot.as_str()));
+        if member.is_some_and(|m| m.content["membership"] == "leave") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stranger's invite was not declined"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!people.bot.joined_rooms().contains(&strange));
+    // In a group, only what is addressed is for Pincer; bob must pair.
+    let localpart = bot.trim_start_matches('@').split(':').next().unwrap();
+    bob.send_text(&room, "hello all");
+    bob.send_text(&room, &format!("{localpart}: hello?"));
+    let told = from_bot(bob, &room, bot, |b| b.contains("/pair"));
+    assert!(
+        told.body().unwrap().contains("pairing code"),
+        "{:?}",
+        told.body()
+    );
+    bob.send_text(&room, &format!("{localpart}: /pair open-sesame"));
+    from_bot(bob, &room, bot, |b| b.starts_with("Paired"));
+    bob.send_text(&room, &format!("{localpart}: now?"));
+    from_bot(bob, &room, bot, |b| b == "Hello.");
+    // An encrypted room gets the notice, once, and nothing is answered.
+    let secret = alice.create_room("secret", &[bot], true);
+    wait_joined(&people.bot, &secret, &dir);
+    from_bot(alice, &secret, bot, |b| b.contains("encrypted"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(bot_messages(alice, &secret, bot).len(), 1);
+}
