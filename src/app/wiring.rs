@@ -3,8 +3,8 @@
 //! providers, MCP, channels, the HTTP face) never see the configuration and
 //! get typed settings instead.
 
-mod providers;
 pub mod courier;
+mod providers;
 mod tools;
 
 use std::net::SocketAddr;

@@ -372,12 +372,14 @@ impl Matrix {
                 Ok(()) => break,
                 Err(err) if err.kind == FailureKind::Auth => {
                     tracing::error!(channel = %self.name, error = %err, "the Matrix homeserver refused the login; the channel stops");
+                    hub.down(&err.to_string());
                     return;
                 }
                 Err(err) => {
                     failures += 1;
                     let wait = backoff(&err, failures);
                     tracing::warn!(channel = %self.name, error = %err, wait_secs = wait.as_secs(), "cannot log in to the Matrix homeserver");
+                    hub.down(&err.to_string());
                     if sleep(cancel, wait).await {
                         return;
                     }
@@ -413,10 +415,12 @@ impl Matrix {
                 Ok(answer) => {
                     failures = 0;
                     relogged = false;
+                    hub.up();
                     answer
                 }
                 Err(err) => {
                     failures += 1;
+                    hub.down(&err.to_string());
                     if err.kind == FailureKind::Auth {
                         // A password login can be made again (a token
                         // revoked, expired); a token given cannot.
@@ -940,6 +944,10 @@ impl Adapter for Matrix {
 
     fn account(&self) -> &str {
         self.me()
+    }
+
+    fn kind(&self) -> &'static str {
+        "matrix"
     }
 
     fn capabilities(&self) -> Capabilities {

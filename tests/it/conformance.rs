@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::TestDir;
 use crate::support::irc::{IrcServer, IrcUser};
+use crate::support::matrix::{MatrixUser, Synapse};
 use crate::support::telegram::{FakeTelegram, TOKEN};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -27,6 +28,8 @@ trait Platform {
     fn person(&self) -> String;
     /// Variables the bridge needs (tokens).
     fn env(&self) -> Vec<(&'static str, String)>;
+    /// Forgets what Pincer sent so far: a check sees only its own.
+    fn mark(&mut self);
     /// Waits until a (re)started bridge receives.
     fn ready(&mut self, dir: &TestDir);
     /// The allowed person writes privately.
@@ -141,6 +144,7 @@ fn conforms(platform: &mut dyn Platform) {
 
 fn a_conversation(platform: &mut dyn Platform) {
     let dir = setup(platform);
+    platform.mark();
     let _bridge = Bridge::start(&dir, platform, &[json!([{"text": "Hello **there**."}])]);
     platform.ready(&dir);
     platform.person_says("hi");
@@ -158,6 +162,7 @@ fn a_conversation(platform: &mut dyn Platform) {
 
 fn a_redelivery_is_answered_once(platform: &mut dyn Platform) {
     let dir = setup(platform);
+    platform.mark();
     let _bridge = Bridge::start(
         &dir,
         platform,
@@ -184,6 +189,7 @@ fn a_redelivery_is_answered_once(platform: &mut dyn Platform) {
 
 fn a_stranger_is_refused_then_paired(platform: &mut dyn Platform) {
     let dir = setup(platform);
+    platform.mark();
     let _bridge = Bridge::start(&dir, platform, &[json!([{"text": "Welcome."}])]);
     platform.ready(&dir);
     platform.stranger_says("let me in");
@@ -212,6 +218,7 @@ fn a_stranger_is_refused_then_paired(platform: &mut dyn Platform) {
 
 fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform) {
     let dir = setup(platform);
+    platform.mark();
     let bridge = Bridge::start(
         &dir,
         platform,
@@ -250,10 +257,20 @@ fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform)
     platform.up();
     let _bridge = Bridge::start(&dir, platform, &[]);
     platform.ready(&dir);
+    let reply = platform.next_for_person(WAIT);
     assert_eq!(
-        platform.next_for_person(WAIT).as_deref(),
+        reply.as_deref(),
         Some("Made it."),
-        "{}",
+        "{}: {:#?} {}\n{}",
+        platform.channel(),
+        outbox(&dir),
+        String::from_utf8_lossy(
+            &dir.command()
+                .args(["channels", "outbox"])
+                .output()
+                .unwrap()
+                .stderr
+        ),
         stderr(&dir)
     );
     assert_eq!(platform.next_for_person(Duration::from_secs(2)), None);
@@ -305,9 +322,14 @@ impl Platform for Telegram {
     fn env(&self) -> Vec<(&'static str, String)> {
         vec![("TELEGRAM_BOT_TOKEN", TOKEN.to_owned())]
     }
-    fn ready(&mut self, _dir: &TestDir) {
-        // A new chat history for each check: the fake's chats carry on.
+    fn mark(&mut self) {
+        // A new bridge (a new store) would fetch what the last one did not
+        // confirm: as with a bot new to its chats, there is none.
+        self.fake.forget_updates();
         self.seen = vec![self.fake.chat(PERSON).len(), self.fake.chat(STRANGER).len()];
+    }
+    fn ready(&mut self, dir: &TestDir) {
+        connected(dir);
     }
     fn person_says(&mut self, text: &str) {
         self.last_update = self.fake.user_says(PERSON, text);
@@ -404,9 +426,14 @@ impl Platform for Irc {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        // What an earlier bridge sent is not this check's.
-        alice.drain(Duration::from_millis(100));
-        self.bob.as_mut().unwrap().drain(Duration::from_millis(100));
+    }
+    fn mark(&mut self) {
+        for user in [self.alice.as_mut(), self.bob.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            user.drain(Duration::from_millis(100));
+        }
     }
     fn person_says(&mut self, text: &str) {
         self.alice.as_mut().unwrap().privmsg("pincer", text);
@@ -441,6 +468,195 @@ fn irc_conforms() {
         server: IrcServer::start_default(),
         alice: None,
         bob: None,
+    };
+    conforms(&mut platform);
+}
+
+/// Waits until the bridge says its platform answers (`pincer channels
+/// status`): its first sync or poll is done.
+fn connected(dir: &TestDir) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = dir
+            .command()
+            .args(["channels", "status", "--json"])
+            .output()
+            .unwrap();
+        let up = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|s| s["connected"] == true);
+        if up {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never connected: {}",
+            stderr(dir)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Matrix, against a real Synapse of its own (stopped for `down`): alice
+/// allowed, in a direct room with the bot; bob not, in a room of the
+/// three, addressing the bot there.
+struct Matrix {
+    server: Synapse,
+    bot: MatrixUser,
+    alice: MatrixUser,
+    bob: MatrixUser,
+    direct: Option<String>,
+    group: Option<String>,
+    seen: [usize; 2],
+    /// Marked before the rooms were made: marked again once they are.
+    marked_early: bool,
+}
+
+const MATRIX_PASSWORD: &str = "conformance-password";
+
+impl Matrix {
+    /// The bot's messages in `room` (edits aside).
+    fn from_bot(&self, room: &str) -> Vec<String> {
+        self.alice
+            .messages(room)
+            .into_iter()
+            .filter(|e| e.kind == "m.room.message" && e.sender == self.bot.user_id)
+            .filter(|e| e.relation().is_none())
+            .filter_map(|e| e.body().map(str::to_owned))
+            .collect()
+    }
+
+    fn next(&mut self, slot: usize, within: Duration) -> Option<String> {
+        let room = if slot == 0 {
+            self.direct.clone()
+        } else {
+            self.group.clone()
+        }?;
+        let deadline = Instant::now() + within;
+        loop {
+            let messages = self.from_bot(&room);
+            if messages.len() > self.seen[slot] {
+                self.seen[slot] += 1;
+                return Some(messages[self.seen[slot] - 1].clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn joined(&self, room: &str, dir: &TestDir) {
+        let deadline = Instant::now() + WAIT;
+        while !self.bot.joined_rooms().iter().any(|r| r == room) {
+            assert!(
+                Instant::now() < deadline,
+                "the bot never joined: {}",
+                stderr(dir)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Platform for Matrix {
+    fn channel(&self) -> &'static str {
+        "matrix"
+    }
+    fn keys(&self) -> String {
+        format!(
+            "kind = \"matrix\"\nhomeserver = \"{}\"\nuser_id = \"{}\"\npassword_env = \"MATRIX_PASSWORD\"\n",
+            self.server.base_url(),
+            self.bot.user_id
+        )
+    }
+    fn person(&self) -> String {
+        self.alice.user_id.clone()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("MATRIX_PASSWORD", MATRIX_PASSWORD.to_owned())]
+    }
+    fn ready(&mut self, dir: &TestDir) {
+        connected(dir);
+        if self.direct.is_none() {
+            let direct = self.alice.create_room("dm", &[&self.bot.user_id], false);
+            self.joined(&direct, dir);
+            let group =
+                self.alice
+                    .create_room("team", &[&self.bot.user_id, &self.bob.user_id], false);
+            self.joined(&group, dir);
+            self.bob.join(&group);
+            self.direct = Some(direct);
+            self.group = Some(group);
+        }
+        if self.marked_early {
+            self.marked_early = false;
+            self.mark();
+        }
+    }
+    fn mark(&mut self) {
+        // Before the rooms exist (the first check): again once they do.
+        if self.direct.is_none() {
+            self.marked_early = true;
+        }
+        for (slot, room) in [self.direct.clone(), self.group.clone()]
+            .into_iter()
+            .enumerate()
+        {
+            self.seen[slot] = room.map_or(0, |r| self.from_bot(&r).len());
+        }
+    }
+    fn person_says(&mut self, text: &str) {
+        let room = self.direct.clone().unwrap();
+        self.alice.send_text(&room, text);
+    }
+    fn stranger_says(&mut self, text: &str) {
+        let room = self.group.clone().unwrap();
+        let localpart = self
+            .bot
+            .user_id
+            .trim_start_matches('@')
+            .split(':')
+            .next()
+            .unwrap()
+            .to_owned();
+        self.bob.send_text(&room, &format!("{localpart}: {text}"));
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        self.next(0, within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        self.next(1, within)
+    }
+    /// Synapse sends an event once per `since`; the bridge's restart from
+    /// its stored `since` is `tests/it/matrix.rs`'s.
+    fn redeliver(&mut self) -> bool {
+        false
+    }
+    fn down(&mut self) {
+        self.server.stop();
+    }
+    fn up(&mut self) {
+        self.server.restart();
+    }
+}
+
+#[test]
+fn matrix_conforms() {
+    let server = Synapse::start();
+    let register =
+        |prefix: &str| server.register(&server.fresh_localpart(prefix), MATRIX_PASSWORD, false);
+    let (bot, alice, bob) = (register("pincer"), register("alice"), register("bob"));
+    let mut platform = Matrix {
+        server,
+        bot,
+        alice,
+        bob,
+        direct: None,
+        group: None,
+        seen: [0, 0],
+        marked_early: false,
     };
     conforms(&mut platform);
 }

@@ -37,10 +37,9 @@ impl Courier for ChannelCourier {
         Box::pin(async move {
             // The adapter names the account (and reads the chat); its
             // secrets come from this process's environment.
-            let adapter = super::channel_adapter(&self.config, channel, &|name| {
-                std::env::var(name).ok()
-            })
-            .map_err(|err| format!("{err:#}"))?;
+            let adapter =
+                super::channel_adapter(&self.config, channel, &|name| std::env::var(name).ok())
+                    .map_err(|err| format!("{err:#}"))?;
             let target = adapter.target(to).map_err(|err| format!("`to`: {err}"))?;
             let intent = message_intent(adapter.channel(), adapter.account(), target, text, None);
             let id = intent.id.clone();

@@ -24,10 +24,7 @@ pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The gate every run's tool calls go through, built from the configuration.
 /// `journal` keeps which workspaces' own hooks the person trusted.
-pub fn gate(
-    config: &Config,
-    journal: Arc<dyn crate::store::Backend>,
-) -> anyhow::Result<ToolGate> {
+pub fn gate(config: &Config, journal: Arc<dyn crate::store::Backend>) -> anyhow::Result<ToolGate> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
     tools.extend(search::tools(search::SearchSettings::default()));
@@ -46,7 +43,9 @@ pub fn gate(
     }
     if !config.channels.is_empty() {
         let courier = super::courier::ChannelCourier::new(config.clone(), journal.clone());
-        tools.push(Arc::new(send_message::SendMessageTool::new(Arc::new(courier))));
+        tools.push(Arc::new(send_message::SendMessageTool::new(Arc::new(
+            courier,
+        ))));
     }
     if config.web.enabled.unwrap_or(true) {
         tools.push(Arc::new(web::WebFetchTool::new(web_settings(config))));

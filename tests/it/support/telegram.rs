@@ -99,6 +99,15 @@ impl FakeTelegram {
         out
     }
 
+    /// Forgets every update not yet fetched (as if a bot had confirmed
+    /// them all): a new bridge starts from nothing.
+    pub fn forget_updates(&self) {
+        self.with(|s| {
+            s.updates.clear();
+            s.forced.clear();
+        });
+    }
+
     /// Queues a text message from `user` in their private chat; returns its update id.
     pub fn user_says(&self, user: i64, text: &str) -> i64 {
         self.with(|s| {
