@@ -517,7 +517,7 @@ const MATRIX_PASSWORD: &str = "conformance-password";
 
 impl Matrix {
     /// The bot's messages in `room` (edits aside).
-    fn from_bot(&self, room: &str) -> Vec<String> {
+    fn bot_messages(&self, room: &str) -> Vec<String> {
         self.alice
             .messages(room)
             .into_iter()
@@ -535,7 +535,7 @@ impl Matrix {
         }?;
         let deadline = Instant::now() + within;
         loop {
-            let messages = self.from_bot(&room);
+            let messages = self.bot_messages(&room);
             if messages.len() > self.seen[slot] {
                 self.seen[slot] += 1;
                 return Some(messages[self.seen[slot] - 1].clone());
@@ -604,7 +604,7 @@ impl Platform for Matrix {
             .into_iter()
             .enumerate()
         {
-            self.seen[slot] = room.map_or(0, |r| self.from_bot(&r).len());
+            self.seen[slot] = room.map_or(0, |r| self.bot_messages(&r).len());
         }
     }
     fn person_says(&mut self, text: &str) {

@@ -344,3 +344,60 @@ fn get(addr: &str, path: &str) -> (u16, Value) {
     let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
+
+#[test]
+fn a_run_tells_someone_with_the_send_message_tool() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake);
+    let _serve = Serve::start(&dir);
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "m1", "name": "send_message", "arguments": {"channel": "telegram", "to": "42", "text": "The job is **done**"}}}]),
+            json!([{"text": "Told them."}]),
+        ],
+    );
+    // Another process (a headless run) records it; the serving one delivers.
+    let out = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .args(["run", "--mode", "full", "--output", "jsonl", "--script"])
+        .arg(&script)
+        .arg("build it and tell me")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Queued message:"), "{stdout}");
+    fake.wait_for("the message", WAIT, |f| !sent(f, USER).is_empty());
+    assert_eq!(
+        sent(&fake, USER),
+        [("The job is <b>done</b>".to_owned(), Some("HTML".to_owned()))]
+    );
+    // A channel that does not exist is refused, naming those that do.
+    let script = dir.script(
+        "t.jsonl",
+        &[
+            json!([{"tool_call": {"id": "m2", "name": "send_message", "arguments": {"channel": "slack", "to": "x", "text": "hi"}}}]),
+            json!([{"text": "Could not."}]),
+        ],
+    );
+    let out = dir
+        .command()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .args(["run", "--mode", "full", "--output", "jsonl", "--script"])
+        .arg(&script)
+        .arg("tell slack")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("no channel \\\"slack\\\"; the channels are telegram"),
+        "{stdout}"
+    );
+}

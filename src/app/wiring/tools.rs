@@ -24,7 +24,10 @@ pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The gate every run's tool calls go through, built from the configuration.
 /// `journal` keeps which workspaces' own hooks the person trusted.
-pub fn gate(config: &Config, journal: Arc<dyn crate::store::Backend>) -> anyhow::Result<ToolGate> {
+pub fn gate(
+    config: &Config,
+    journal: Arc<dyn crate::core::journal::ChannelJournal>,
+) -> anyhow::Result<ToolGate> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
     tools.extend(search::tools(search::SearchSettings::default()));
@@ -303,6 +306,11 @@ mod tests {
             api_key_env: None,
             max_results: None,
         });
+        // `send_message` once a chat channel is.
+        config.channels.insert(
+            "telegram".into(),
+            crate::config::ChannelConfig::default_for("telegram").unwrap(),
+        );
         let journal = Arc::new(crate::core::journal::memory::MemoryJournal::new());
         let gate = super::gate(&config, journal).unwrap();
         let mut offered: Vec<String> = gate.tools.specs().iter().map(|s| s.name.clone()).collect();
