@@ -119,6 +119,11 @@ fn outbox(dir: &TestDir) -> Vec<Value> {
         .args(["channels", "outbox", "--json"])
         .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

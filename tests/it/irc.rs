@@ -400,6 +400,11 @@ fn outbox(dir: &TestDir) -> Vec<Value> {
         .args(["channels", "outbox", "--json"])
         .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -418,6 +423,19 @@ fn a_reply_decided_while_the_server_is_down_survives_a_kill_and_arrives_once() {
     );
     wait_bot(&mut alice, "pincer", &dir);
     alice.privmsg("pincer", "answer later");
+    // Taken in (its chat's session made) before the server goes away.
+    let deadline = std::time::Instant::now() + WAIT;
+    while dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "{}", stderr(&dir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The server goes away while the run works: its reply is recorded and
     // waits, retried, for a connection.
     server.stop();
