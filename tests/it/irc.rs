@@ -517,3 +517,71 @@ fn a_kill_while_lines_go_out_leaves_the_reply_unknown_and_never_resent() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn tls_with_a_server_password_checks_the_certificate() {
+    let server = IrcServer::start(IrcOptions {
+        tls: true,
+        password: Some("server-secret".into()),
+        ..IrcOptions::default()
+    });
+    let extra = format!(
+        "tls = true\ntls_ca = \"{}\"\npassword_env = \"IRC_PASSWORD\"\n",
+        server.ca_path().display()
+    );
+    let dir = setup(&server, &extra);
+    // The bot speaks TLS on the server's TLS port.
+    let config = dir.path().join("config").join("pincer").join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(&server.addr().to_string(), &server.tls_addr().to_string()),
+    )
+    .unwrap();
+    // Alice on the plain port (the harness sends the server's password).
+    let mut alice = alice(&server);
+    let bridge = start(
+        &dir,
+        &[json!([{"text": "Over TLS."}])],
+        &[("IRC_PASSWORD", "server-secret")],
+    );
+    wait_bot(&mut alice, "pincer", &dir);
+    alice.privmsg("pincer", "secure?");
+    assert_eq!(from_bot(&mut alice, "alice").text(), "Over TLS.");
+    drop(bridge);
+    // Without the server's CA the system's certificates refuse it: the
+    // status says why, and nothing connects.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("tls_ca"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let _bridge = start(&dir, &[], &[("IRC_PASSWORD", "server-secret")]);
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        let out = dir
+            .command()
+            .args(["channels", "status", "--json"])
+            .output()
+            .unwrap();
+        let status: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim())
+            .unwrap_or(Value::Null);
+        if status["connected"] == false || std::time::Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["connected"], false, "{status}");
+    assert!(
+        status["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("TLS"),
+        "{status}"
+    );
+}
