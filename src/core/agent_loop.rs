@@ -216,8 +216,8 @@ async fn model_turn(
     let tools = ctx.calls.tools.specs();
     let mut system = ctx.prompt.render(&ctx.history).await;
     // Near the window: compact before the turn rather than drop messages.
-    let estimated =
-        ctx.tokens.text(&system) + ctx.tokens.tools(&tools) + ctx.tokens.messages(&ctx.history);
+    let fixed = ctx.tokens.text(&system) + ctx.tokens.tools(&tools);
+    let estimated = fixed + ctx.tokens.messages(&ctx.history);
     let window = ctx.window;
     if config.compact_at > 0.0
         && estimated as f64 > config.compact_at * window as f64
@@ -246,7 +246,12 @@ async fn model_turn(
     // The provider says the request is too long: compact, and try once more.
     if said.overflowed()
         && compaction::worth_compacting(&ctx.history)
-        && compaction::compact_automatically(ctx, config, AutoCompact::Overflow { estimated }).await
+        && compaction::compact_automatically(
+            ctx,
+            config,
+            AutoCompact::Overflow { estimated, fixed },
+        )
+        .await
     {
         (ended, said) = stream_turn(
             ctx,

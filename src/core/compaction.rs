@@ -299,7 +299,11 @@ pub enum AutoCompact {
     Threshold { estimated: usize, window: usize },
     /// The provider refused a request estimated at `estimated` tokens as
     /// too long: the summary is asked for within half of that.
-    Overflow { estimated: usize },
+    Overflow {
+        estimated: usize,
+        /// Of it, what is not the conversation: the system prompt and the tools.
+        fixed: usize,
+    },
 }
 
 /// Compacts `ctx.history` in the middle of a run: one model turn without
@@ -331,11 +335,14 @@ pub async fn compact_automatically(
         }
     }
     let mut messages = ctx.history.clone();
-    if let AutoCompact::Overflow { estimated } = why {
+    if let AutoCompact::Overflow { estimated, fixed } = why {
         // The window the configuration states was wrong for this provider:
-        // what it refused is the measure, and half of it the budget (the
-        // latest prompt and what followed it are always kept).
-        super::context::fit(&mut messages, estimated / 2, &ctx.tokens);
+        // what it refused is the measure, and half of it the budget of the
+        // whole request, so the conversation gets that less the system
+        // prompt and the tools (the latest prompt and what followed it are
+        // always kept).
+        let budget = (estimated / 2).saturating_sub(fixed);
+        super::context::fit(&mut messages, budget, &ctx.tokens);
     }
     let record = Record::start(ctx, CompactionTrigger::Auto);
     let (ended, said) = summary_turn(ctx, config, messages, AUTO_COMPACT_INSTRUCTION, false).await;

@@ -296,6 +296,13 @@ fn the_bot_comes_back_after_the_server_restarts_and_regains_its_nick() {
     );
     alice.privmsg("#team", "pincer: there?");
     assert_eq!(from_bot(&mut alice, "#team").text(), "Back.");
+    // Acknowledged (its PING answered) before the server goes down; one
+    // whose acknowledgement a restart cut off would be, rightly, unknown.
+    let deadline = std::time::Instant::now() + WAIT;
+    while !outbox(&dir).iter().any(|i| i["status"] == "sent") {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", outbox(&dir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     server.restart();
     let mut alice = self::alice(&server);
     wait_bot(&mut alice, "pincer", &dir);
