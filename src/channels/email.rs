@@ -92,7 +92,9 @@ pub fn thread_of(message_id: &str, in_reply_to: Option<&str>, references: &[Stri
 pub fn message_id_for(key: &str, address: &str) -> String {
     use ring::digest::{SHA256, digest};
     let hash = hex::encode(&digest(&SHA256, key.as_bytes()).as_ref()[..16]);
-    let domain = address.rsplit_once('@').map_or("pincer.invalid", |(_, d)| d);
+    let domain = address
+        .rsplit_once('@')
+        .map_or("pincer.invalid", |(_, d)| d);
     format!("<pincer.{hash}@{domain}>")
 }
 
@@ -130,10 +132,190 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_mail_is_read_with_its_thread_and_without_the_quote() {
+        let raw = b"From: Alice <Alice@Example.org>\r\nTo: pincer@example.org\r\n\
+Subject: Re: the build\r\nMessage-ID: <r2@example.org>\r\n\
+In-Reply-To: <p1@example.org>\r\nReferences: <root@example.org> <p1@example.org>\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\r\ny\r\n\r\nOn Mon, Pincer wrote:\r\n> Approval needed\r\n";
+        let mail = parse_mail(7, raw).unwrap();
+        assert_eq!(mail.uid, 7);
+        assert_eq!(mail.from, "alice@example.org");
+        assert_eq!(mail.message_id, "<r2@example.org>");
+        assert_eq!(mail.thread, "<root@example.org>");
+        assert_eq!(mail.subject, "Re: the build");
+        assert_eq!(mail.body, "y");
+        assert!(parse_mail(8, b"Subject: no sender\r\n\r\nhi").is_none());
+    }
+
+    #[test]
     fn a_resend_has_the_same_message_id() {
         let a = message_id_for("reply:run_1:0", "pincer@example.org");
         assert_eq!(a, message_id_for("reply:run_1:0", "pincer@example.org"));
         assert_ne!(a, message_id_for("reply:run_2:0", "pincer@example.org"));
-        assert!(a.starts_with("<pincer.") && a.ends_with("@example.org>"), "{a}");
+        assert!(
+            a.starts_with("<pincer.") && a.ends_with("@example.org>"),
+            "{a}"
+        );
     }
+}
+
+/// A connection to a mail server: plain TCP, or TLS over it.
+#[derive(Debug)]
+pub enum Stream {
+    Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// TLS over `stream` to `server` (`HOST:PORT`), checked with `tls`.
+async fn wrap(
+    stream: tokio::net::TcpStream,
+    server: &str,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<Stream, String> {
+    let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
+    let name = rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
+        .map_err(|err| format!("{host}: not a name for TLS: {err}"))?;
+    let stream = tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(name, stream)
+        .await
+        .map_err(|err| format!("TLS with {server}: {err}"))?;
+    Ok(Stream::Tls(Box::new(stream)))
+}
+
+/// Logs in to the IMAP server (STARTTLS first where asked).
+pub async fn imap_login(settings: &EmailSettings) -> Result<async_imap::Session<Stream>, String> {
+    let server = &settings.imap;
+    let tcp = tokio::time::timeout(
+        std::time::Duration::from_secs(15),
+        tokio::net::TcpStream::connect(server),
+    )
+    .await
+    .map_err(|_| format!("connecting to {server} timed out"))?
+    .map_err(|err| format!("cannot connect to {server}: {err}"))?;
+    let tls = || {
+        settings
+            .tls
+            .clone()
+            .ok_or_else(|| "TLS is asked for but not configured".to_owned())
+    };
+    let stream = match settings.security {
+        Security::Implicit => wrap(tcp, server, &tls()?).await?,
+        Security::None | Security::StartTls => Stream::Plain(tcp),
+    };
+    let mut client = async_imap::Client::new(stream);
+    client
+        .read_response()
+        .await
+        .map_err(|err| format!("reading {server}'s greeting: {err}"))?
+        .ok_or_else(|| format!("{server} closed the connection before its greeting"))?;
+    if settings.security == Security::StartTls {
+        client
+            .run_command_and_check_ok("STARTTLS", None)
+            .await
+            .map_err(|err| format!("STARTTLS with {server}: {err}"))?;
+        let Stream::Plain(tcp) = client.into_inner() else {
+            return Err("STARTTLS over a connection already in TLS".to_owned());
+        };
+        client = async_imap::Client::new(wrap(tcp, server, &tls()?).await?);
+    }
+    client
+        .login(&settings.username, &settings.password)
+        .await
+        .map_err(|(err, _)| format!("logging in to {server} as {}: {err}", settings.username))
+}
+
+/// One mail as Pincer reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mail {
+    pub uid: u32,
+    pub message_id: String,
+    pub from: String,
+    pub subject: String,
+    pub thread: String,
+    /// The new text, quoted history cut.
+    pub body: String,
+    /// Attachments: name and size in bytes.
+    pub attachments: Vec<(String, usize)>,
+}
+
+/// Parses a raw message; `None` without a sender.
+pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
+    use mail_parser::MimeHeaders as _;
+    let message = mail_parser::MessageParser::default().parse(raw)?;
+    let from = message.from()?.first()?.address()?.to_ascii_lowercase();
+    let message_id = message
+        .message_id()
+        .map_or_else(|| format!("uid-{uid}"), |id| format!("<{id}>"));
+    let in_reply_to = message.in_reply_to().as_text().map(|id| format!("<{id}>"));
+    let references: Vec<String> = match message.references() {
+        mail_parser::HeaderValue::Text(id) => vec![format!("<{id}>")],
+        mail_parser::HeaderValue::TextList(ids) => ids.iter().map(|id| format!("<{id}>")).collect(),
+        _ => Vec::new(),
+    };
+    let thread = thread_of(&message_id, in_reply_to.as_deref(), &references);
+    let body = strip_quoted(&message.body_text(0).unwrap_or_default());
+    let attachments = message
+        .attachments()
+        .map(|part| {
+            (
+                part.attachment_name().unwrap_or("unnamed").to_owned(),
+                part.len(),
+            )
+        })
+        .collect();
+    Some(Mail {
+        uid,
+        message_id,
+        from,
+        subject: message.subject().unwrap_or_default().to_owned(),
+        thread,
+        body,
+        attachments,
+    })
 }
