@@ -293,10 +293,12 @@ pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
         .message_id()
         .map_or_else(|| format!("uid-{uid}"), |id| format!("<{id}>"));
     let in_reply_to = message.in_reply_to().as_text().map(|id| format!("<{id}>"));
-    let references: Vec<String> = match message.references() {
-        mail_parser::HeaderValue::Text(id) => vec![format!("<{id}>")],
-        mail_parser::HeaderValue::TextList(ids) => ids.iter().map(|id| format!("<{id}>")).collect(),
-        _ => Vec::new(),
+    let references: Vec<String> = if let Some(ids) = message.references().as_text_list() {
+        ids.iter().map(|id| format!("<{id}>")).collect()
+    } else if let Some(id) = message.references().as_text() {
+        vec![format!("<{id}>")]
+    } else {
+        Vec::new()
     };
     let thread = thread_of(&message_id, in_reply_to.as_deref(), &references);
     let body = strip_quoted(&message.body_text(0).unwrap_or_default());
