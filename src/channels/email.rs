@@ -43,6 +43,9 @@ pub struct EmailSettings {
     pub security: Security,
     /// The TLS configuration (its roots) when `security` is not `None`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Certificates (PEM) to check the servers' against instead of the
+    /// system's (SMTP reads them itself).
+    pub tls_ca: Option<std::path::PathBuf>,
     pub username: String,
     pub password: String,
     /// The address Pincer writes from (and is written to).
@@ -320,4 +323,99 @@ pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
         body,
         attachments,
     })
+}
+
+/// The SMTP transport of `settings`: TLS as asked, logging in when a user
+/// name is set.
+pub fn smtp_transport(
+    settings: &EmailSettings,
+) -> Result<lettre::AsyncSmtpTransport<lettre::Tokio1Executor>, String> {
+    use lettre::transport::smtp::authentication::Credentials;
+    use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
+
+    let server = &settings.smtp;
+    let (host, port) = server
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        .ok_or_else(|| format!("smtp {server:?}: expected HOST:PORT"))?;
+    let parameters = || -> Result<TlsParameters, String> {
+        let mut builder = TlsParameters::builder(host.to_owned());
+        if let Some(ca) = &settings.tls_ca {
+            let pem = std::fs::read(ca).map_err(|err| format!("{}: {err}", ca.display()))?;
+            let certificate =
+                Certificate::from_pem(&pem).map_err(|err| format!("{}: {err}", ca.display()))?;
+            builder = builder.add_root_certificate(certificate);
+        }
+        builder
+            .build_rustls()
+            .map_err(|err| format!("TLS for {server}: {err}"))
+    };
+    let tls = match settings.security {
+        Security::None => Tls::None,
+        Security::StartTls => Tls::Required(parameters()?),
+        Security::Implicit => Tls::Wrapper(parameters()?),
+    };
+    let mut builder = lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .tls(tls)
+        .timeout(Some(std::time::Duration::from_secs(30)));
+    if !settings.username.is_empty() {
+        builder = builder.credentials(Credentials::new(
+            settings.username.clone(),
+            settings.password.clone(),
+        ));
+    }
+    Ok(builder.build())
+}
+
+/// A reply in a thread: from the channel's address to `target.id`, text
+/// and (when given) HTML, threaded under `reply_to` in the thread's root,
+/// its `Message-ID` derived from `key`.
+pub fn reply_message(
+    settings: &EmailSettings,
+    target: &Target,
+    subject: &str,
+    text: &str,
+    html: Option<&str>,
+    reply_to: Option<&str>,
+    key: &str,
+) -> Result<lettre::Message, String> {
+    use lettre::message::{Mailbox, MultiPart, SinglePart};
+
+    let from: Mailbox = settings
+        .address
+        .parse()
+        .map_err(|err| format!("address {:?}: {err}", settings.address))?;
+    let to: Mailbox = target.id.parse().map_err(|err| {
+        format!(
+            "to {:?}: {err}",
+            target.id.chars().take(80).collect::<String>()
+        )
+    })?;
+    let mut builder = lettre::Message::builder()
+        .from(from)
+        .to(to)
+        .subject(subject)
+        .message_id(Some(message_id_for(key, &settings.address)));
+    let mut references: Vec<&str> = Vec::new();
+    if let Some(thread) = target.thread.as_deref() {
+        references.push(thread);
+    }
+    if let Some(reply_to) = reply_to {
+        builder = builder.in_reply_to(reply_to.to_owned());
+        if !references.contains(&reply_to) {
+            references.push(reply_to);
+        }
+    }
+    if !references.is_empty() {
+        builder = builder.references(references.join(" "));
+    }
+    let message = match html {
+        Some(html) => builder.multipart(MultiPart::alternative_plain_html(
+            text.to_owned(),
+            html.to_owned(),
+        )),
+        None => builder.singlepart(SinglePart::plain(text.to_owned())),
+    };
+    message.map_err(|err| format!("cannot build the mail: {err}"))
 }

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use pincer::channels::email::{EmailSettings, Security, imap_login, parse_mail};
+use pincer::channels::email::{
+    EmailSettings, Security, imap_login, parse_mail, reply_message, smtp_transport,
+};
 
 use crate::support::mail::{MailOptions, MailServer};
 
@@ -16,6 +18,7 @@ fn settings(server: &MailServer, security: Security, port: u16) -> EmailSettings
         smtp: String::new(),
         security,
         tls,
+        tls_ca: (security != Security::None).then(|| server.ca_path()),
         username: "pincer".into(),
         password: "pincer-password".into(),
         address: "pincer@example.org".into(),
@@ -75,4 +78,76 @@ fn imap_logs_in_in_every_tls_mode_and_reads_a_mail() {
     wrong.password = "nope".into();
     let err = runtime.block_on(imap_login(&wrong)).err().unwrap();
     assert!(err.contains("logging in to 127.0.0.1"), "{err}");
+}
+
+#[test]
+fn smtp_sends_a_threaded_reply_in_every_tls_mode() {
+    use lettre::AsyncTransport as _;
+
+    let server = MailServer::start(MailOptions {
+        tls: true,
+        smtp_auth: true,
+        ..MailOptions::default()
+    });
+    server.add_user("pincer", "pincer-password");
+    server.add_user("alice", "alice-password");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let modes = [
+        (Security::StartTls, server.smtp_port()),
+        (Security::Implicit, server.smtps_port()),
+    ];
+    for (i, (security, port)) in modes.into_iter().enumerate() {
+        let mut settings = settings(&server, security, server.imap_port());
+        settings.smtp = format!("127.0.0.1:{port}");
+        let target = pincer::core::channel::Target {
+            kind: pincer::core::channel::TargetKind::Thread,
+            id: "alice@example.org".into(),
+            thread: Some("<root@example.org>".into()),
+        };
+        let key = format!("reply:run_{i}:0");
+        let message = reply_message(
+            &settings,
+            &target,
+            "Re: the build",
+            "It is **green**.",
+            Some("<p>It is <strong>green</strong>.</p>"),
+            Some("<q1@example.org>"),
+            &key,
+        )
+        .unwrap();
+        let transport = smtp_transport(&settings).unwrap();
+        runtime
+            .block_on(transport.send(message))
+            .unwrap_or_else(|e| panic!("{security:?}: {e}"));
+        let expected = pincer::channels::email::message_id_for(&key, "pincer@example.org");
+        let mail = server.wait_for(
+            "alice",
+            |m| {
+                m.header("Message-ID")
+                    .first()
+                    .is_some_and(|id| id.trim() == expected)
+            },
+            std::time::Duration::from_secs(20),
+        );
+        assert_eq!(mail.header("In-Reply-To"), ["<q1@example.org>"]);
+        assert_eq!(
+            mail.header("References"),
+            ["<root@example.org> <q1@example.org>"]
+        );
+        assert!(
+            mail.text
+                .as_deref()
+                .unwrap_or_default()
+                .contains("It is **green**.")
+        );
+        assert!(
+            mail.html
+                .as_deref()
+                .unwrap_or_default()
+                .contains("<strong>green</strong>")
+        );
+    }
 }
