@@ -419,3 +419,337 @@ pub fn reply_message(
     };
     message.map_err(|err| format!("cannot build the mail: {err}"))
 }
+
+/// The cursor holding the watermark: `UIDVALIDITY:UID`.
+const CURSOR: &str = "uid";
+/// How long one IDLE waits before it is renewed (servers drop them at 30 min).
+const IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(25 * 60);
+
+/// An email account as a channel.
+pub struct Email {
+    name: String,
+    settings: EmailSettings,
+    smtp: lettre::AsyncSmtpTransport<lettre::Tokio1Executor>,
+    /// The subject of each thread seen, for the replies in it.
+    subjects: parking_lot::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Email {
+    pub fn new(name: &str, settings: EmailSettings) -> Result<Self, String> {
+        if !settings.address.contains('@') {
+            return Err(format!(
+                "address {:?}: expected an email address",
+                settings.address.chars().take(80).collect::<String>()
+            ));
+        }
+        let smtp = smtp_transport(&settings)?;
+        Ok(Self {
+            name: name.to_owned(),
+            settings,
+            smtp,
+            subjects: parking_lot::Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
+    /// The stored watermark, when it is of this `UIDVALIDITY`.
+    fn watermark(stored: Option<&str>, validity: u32) -> Option<u32> {
+        let (v, uid) = stored?.split_once(':')?;
+        (v.parse::<u32>().ok()? == validity).then(|| uid.parse().ok())?
+    }
+
+    /// Reads what arrived past the watermark, records each, and returns the
+    /// new watermark.
+    async fn take_new(
+        &self,
+        session: &mut async_imap::Session<Stream>,
+        hub: &std::sync::Arc<super::Hub>,
+        validity: u32,
+        mut watermark: u32,
+    ) -> Result<u32, String> {
+        use futures::TryStreamExt as _;
+
+        let fetched: Vec<async_imap::types::Fetch> = session
+            .uid_fetch(format!("{}:*", watermark + 1), "(UID BODY.PEEK[])")
+            .await
+            .map_err(|err| format!("fetching new mail: {err}"))?
+            .try_collect()
+            .await
+            .map_err(|err| format!("fetching new mail: {err}"))?;
+        let mut mails: Vec<(u32, Option<Mail>)> = fetched
+            .iter()
+            .filter_map(|f| Some((f.uid?, f.body())))
+            .filter(|(uid, _)| *uid > watermark)
+            .map(|(uid, body)| (uid, body.and_then(|raw| parse_mail(uid, raw))))
+            .collect();
+        mails.sort_by_key(|(uid, _)| *uid);
+        for (uid, mail) in mails {
+            let cursor = format!("{validity}:{uid}");
+            let Some(mail) = mail.filter(|m| {
+                !m.from.eq_ignore_ascii_case(&self.settings.address) && !m.body.is_empty()
+            }) else {
+                hub.skip(CURSOR, cursor);
+                watermark = uid;
+                continue;
+            };
+            self.subjects
+                .lock()
+                .insert(mail.thread.clone(), mail.subject.clone());
+            let mut body = mail.body.clone();
+            for (name, size) in &mail.attachments {
+                body.push_str(&format!("\n[attached: {name}, {size} bytes]"));
+            }
+            let message = crate::core::channel::ChannelMessage {
+                id: mail.message_id.clone(),
+                channel: self.name.clone(),
+                account: self.settings.address.clone(),
+                target: target_of(&mail.from, &mail.thread),
+                sender: Some(crate::core::channel::Actor {
+                    id: mail.from.clone(),
+                    name: None,
+                    is_bot: false,
+                }),
+                body,
+                attachments: Vec::new(),
+                relation: None,
+                origin: crate::core::channel::MessageOrigin::User,
+                at: crate::core::session::now_millis(),
+            };
+            match hub
+                .receive(
+                    super::Inbound::Message(message),
+                    Some((CURSOR.to_owned(), cursor)),
+                )
+                .await
+            {
+                super::Received::Failed(reason) => {
+                    // Not past the watermark: read again next time.
+                    return Err(format!("a mail could not be recorded: {reason}"));
+                }
+                super::Received::Accepted
+                | super::Received::Duplicate
+                | super::Received::Echo
+                | super::Received::Unauthorized => watermark = uid,
+            }
+        }
+        Ok(watermark)
+    }
+}
+
+impl Email {
+    /// One IMAP session, from login to its end; `Ok` when cancelled.
+    async fn session(
+        &self,
+        hub: &std::sync::Arc<super::Hub>,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), String> {
+        let mut session = imap_login(&self.settings).await?;
+        let folder = &self.settings.folder;
+        let mailbox = session
+            .select(folder)
+            .await
+            .map_err(|err| format!("selecting {folder}: {err}"))?;
+        let validity = mailbox.uid_validity.unwrap_or(0);
+        let stored = hub.cursor(CURSOR).await;
+        let mut watermark = match Self::watermark(stored.as_deref(), validity) {
+            Some(uid) => uid,
+            None => {
+                // A first start, or a mailbox renumbered: from its end.
+                let end = mailbox.uid_next.unwrap_or(1).saturating_sub(1);
+                if stored.is_some() {
+                    tracing::warn!(channel = %self.name, %folder, "the mailbox's UIDVALIDITY changed; reading from its end");
+                }
+                hub.skip(CURSOR, format!("{validity}:{end}"));
+                end
+            }
+        };
+        hub.up();
+        let idle = session
+            .capabilities()
+            .await
+            .map(|caps| caps.has_str("IDLE"))
+            .unwrap_or(false);
+        loop {
+            watermark = self
+                .take_new(&mut session, hub, validity, watermark)
+                .await?;
+            if idle {
+                let mut waiting = session.idle();
+                waiting.init().await.map_err(|err| format!("IDLE: {err}"))?;
+                let (wait, stop) = waiting.wait_with_timeout(IDLE_FOR);
+                let ended = tokio::select! {
+                    _ = cancel.cancelled() => None,
+                    ended = wait => Some(ended),
+                };
+                drop(stop);
+                let cancelled = ended.is_none();
+                if let Some(Err(err)) = ended {
+                    return Err(format!("IDLE: {err}"));
+                }
+                session = waiting
+                    .done()
+                    .await
+                    .map_err(|err| format!("ending IDLE: {err}"))?;
+                if cancelled {
+                    let _ = session.logout().await;
+                    return Ok(());
+                }
+            } else {
+                tokio::select! {
+                    _ = cancel.cancelled() => {
+                        let _ = session.logout().await;
+                        return Ok(());
+                    }
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(self.settings.poll_secs.max(1))) => {}
+                }
+                session.noop().await.map_err(|err| format!("NOOP: {err}"))?;
+            }
+        }
+    }
+}
+
+impl super::Adapter for Email {
+    fn channel(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> &str {
+        &self.settings.address
+    }
+
+    fn kind(&self) -> &'static str {
+        "email"
+    }
+
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            max_len: 1_000_000,
+            edit: false,
+            buttons: false,
+            edit_interval: std::time::Duration::ZERO,
+            markup: Some("html"),
+            working_after: None,
+        }
+    }
+
+    /// One mail a reply: the Markdown as its text part, HTML rendered.
+    fn render(&self, markdown: &str) -> Vec<crate::core::channel::Unit> {
+        if markdown.trim().is_empty() {
+            return Vec::new();
+        }
+        vec![crate::core::channel::Unit {
+            text: markdown.trim_end().to_owned(),
+            markup: Some(super::render::html(
+                markdown,
+                super::render::Dialect::Common,
+            )),
+            buttons: Vec::new(),
+        }]
+    }
+
+    /// An address.
+    fn target(&self, to: &str) -> Result<Target, String> {
+        let to = to.trim();
+        if to.parse::<lettre::message::Mailbox>().is_err() || to.contains(['<', '>', ' ']) {
+            return Err("expected an email address".to_owned());
+        }
+        Ok(Target {
+            kind: crate::core::channel::TargetKind::Direct,
+            id: to.to_ascii_lowercase(),
+            thread: None,
+        })
+    }
+
+    /// A resend carries the same `Message-ID`.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a Target,
+        unit: &'a crate::core::channel::Unit,
+        reply_to: Option<&'a str>,
+        idempotency_key: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, super::DeliveryError>> {
+        use crate::core::channel::FailureKind;
+        use lettre::AsyncTransport as _;
+        Box::pin(async move {
+            let subject = target
+                .thread
+                .as_ref()
+                .and_then(|t| self.subjects.lock().get(t).cloned())
+                .map(|s| {
+                    if s.to_ascii_lowercase().starts_with("re:") {
+                        s
+                    } else {
+                        format!("Re: {s}")
+                    }
+                })
+                .unwrap_or_else(|| "A message from Pincer".to_owned());
+            let message = reply_message(
+                &self.settings,
+                target,
+                &subject,
+                &unit.text,
+                unit.markup.as_deref(),
+                reply_to.filter(|id| id.starts_with('<')),
+                idempotency_key,
+            )
+            .map_err(|err| super::DeliveryError::new(FailureKind::InvalidPayload, err))?;
+            match self.smtp.send(message).await {
+                Ok(_) => Ok(message_id_for(idempotency_key, &self.settings.address)),
+                Err(err) => {
+                    let kind = if err.is_permanent() {
+                        FailureKind::InvalidPayload
+                    } else if err.is_transient() {
+                        FailureKind::Transient
+                    } else {
+                        // Cut off on the way: the same Message-ID goes again.
+                        FailureKind::Unknown
+                    };
+                    Err(super::DeliveryError::new(kind, format!("smtp: {err}")))
+                }
+            }
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        _target: &'a Target,
+        _platform_id: &'a str,
+        _unit: &'a crate::core::channel::Unit,
+    ) -> futures::future::BoxFuture<'a, Result<(), super::DeliveryError>> {
+        Box::pin(async {
+            Err(super::DeliveryError::new(
+                crate::core::channel::FailureKind::Permission,
+                "a sent mail cannot be edited",
+            ))
+        })
+    }
+
+    /// Reads the mailbox until `cancel`, logging in again after a lost
+    /// connection: 1 s, doubling to 5 min.
+    fn receive(
+        self: std::sync::Arc<Self>,
+        hub: std::sync::Arc<super::Hub>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut backoff = std::time::Duration::from_secs(1);
+            loop {
+                match self.session(&hub, &cancel).await {
+                    Ok(()) => return,
+                    Err(err) => {
+                        tracing::warn!(channel = %self.name, error = %err, retry_in_secs = backoff.as_secs(), "the mailbox could not be read");
+                        hub.down(&err);
+                    }
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(300));
+            }
+        })
+    }
+}
