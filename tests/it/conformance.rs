@@ -675,7 +675,7 @@ struct Email {
 }
 
 impl Email {
-    fn from_pincer(&self, user: &str) -> Vec<String> {
+    fn pincer_mails(&self, user: &str) -> Vec<String> {
         self.server
             .fetch_all(user)
             .into_iter()
@@ -693,7 +693,7 @@ impl Email {
         let user = if slot == 0 { "alice" } else { "bob" };
         let deadline = Instant::now() + within;
         loop {
-            let mails = self.from_pincer(user);
+            let mails = self.pincer_mails(user);
             if mails.len() > self.seen[slot] {
                 self.seen[slot] += 1;
                 return Some(mails[self.seen[slot] - 1].clone());
@@ -726,8 +726,8 @@ impl Platform for Email {
     }
     fn mark(&mut self) {
         self.seen = [
-            self.from_pincer("alice").len(),
-            self.from_pincer("bob").len(),
+            self.pincer_mails("alice").len(),
+            self.pincer_mails("bob").len(),
         ];
     }
     fn ready(&mut self, dir: &TestDir) {
