@@ -474,6 +474,36 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
+        Platform::Email(email) => {
+            use crate::channels::email::{Email, EmailSettings, Security};
+            use crate::config::channels::EmailTls;
+            let password = secret(email.password_env.clone(), "the mailbox's password")?;
+            let security = match email.tls {
+                EmailTls::None => Security::None,
+                EmailTls::Starttls => Security::StartTls,
+                EmailTls::Implicit => Security::Implicit,
+            };
+            let tls = match security {
+                Security::None => None,
+                Security::StartTls | Security::Implicit => Some(Arc::new(
+                    crate::net::tls_config(email.tls_ca.as_deref())
+                        .map_err(|e| anyhow!("channel {name}: {e}"))?,
+                )),
+            };
+            let settings = EmailSettings {
+                imap: email.imap.clone(),
+                smtp: email.smtp.clone(),
+                security,
+                tls,
+                tls_ca: email.tls_ca.clone(),
+                username: email.username.clone(),
+                password,
+                address: email.address.clone(),
+                folder: email.folder.clone().unwrap_or_else(|| "INBOX".to_owned()),
+                poll_secs: email.poll_secs.unwrap_or(30),
+            };
+            Arc::new(Email::new(name, settings).map_err(|e| anyhow!("channel {name}: {e}"))?)
+        }
         Platform::Matrix(matrix) => {
             let credentials = match (&matrix.access_token_env, &matrix.password_env) {
                 (Some(var), None) => crate::channels::matrix::Credentials::AccessToken(secret(

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix"];
+pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email"];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -42,6 +42,7 @@ pub enum Platform {
     Webhook(WebhookConfig),
     Irc(IrcConfig),
     Matrix(MatrixConfig),
+    Email(EmailConfig),
 }
 
 impl Platform {
@@ -52,6 +53,7 @@ impl Platform {
             Platform::Webhook(_) => "webhook",
             Platform::Irc(_) => "irc",
             Platform::Matrix(_) => "matrix",
+            Platform::Email(_) => "email",
         }
     }
 
@@ -78,6 +80,7 @@ impl Platform {
                 .chain(&matrix.password_env)
                 .cloned()
                 .collect(),
+            Platform::Email(email) => vec![email.password_env.clone()],
         }
     }
 }
@@ -208,6 +211,47 @@ pub struct MatrixConfig {
     /// from anyone. Otherwise it joins rooms an allowed sender invites it to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rooms: Vec<String>,
+}
+
+/// How an email channel's connections are protected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmailTls {
+    /// Plain TCP: a server on this machine only.
+    None,
+    /// Plain TCP upgraded with STARTTLS (IMAP 143, SMTP submission 587).
+    #[default]
+    Starttls,
+    /// TLS from the first byte (IMAPS 993, SMTPS 465).
+    Implicit,
+}
+
+/// `kind = "email"`: a mailbox read over IMAP, replies sent over SMTP.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    /// `HOST:PORT` of the IMAP server.
+    pub imap: String,
+    /// `HOST:PORT` of the SMTP server.
+    pub smtp: String,
+    /// `none`, `starttls` (the default) or `implicit`, for both.
+    #[serde(default)]
+    pub tls: EmailTls,
+    /// Certificates (PEM) to check the servers' against instead of the system's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// The login name on both servers.
+    pub username: String,
+    /// The variable holding the password.
+    pub password_env: String,
+    /// The address Pincer writes from, and is written to.
+    pub address: String,
+    /// The mailbox read (default `INBOX`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// Seconds between polls where the server offers no IDLE (default 30).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_secs: Option<u64>,
 }
 
 impl ChannelConfig {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::TestDir;
 use crate::support::irc::{IrcServer, IrcUser};
+use crate::support::mail::{MailOptions, MailServer};
 use crate::support::matrix::{MatrixUser, Synapse};
 use crate::support::telegram::{FakeTelegram, TOKEN};
 
@@ -662,6 +663,125 @@ fn matrix_conforms() {
         group: None,
         seen: [0, 0],
         marked_early: false,
+    };
+    conforms(&mut platform);
+}
+
+/// Email, against a real Dovecot and SMTP server (stopped for `down`):
+/// alice allowed, bob not, each mail a thread of its own.
+struct Email {
+    server: MailServer,
+    seen: [usize; 2],
+}
+
+impl Email {
+    fn pincer_mails(&self, user: &str) -> Vec<String> {
+        self.server
+            .fetch_all(user)
+            .into_iter()
+            .filter(|m| {
+                m.headers
+                    .from
+                    .as_deref()
+                    .is_some_and(|f| f.contains("pincer@example.org"))
+            })
+            .map(|m| m.text.unwrap_or_default().trim().to_owned())
+            .collect()
+    }
+
+    fn next(&mut self, slot: usize, within: Duration) -> Option<String> {
+        let user = if slot == 0 { "alice" } else { "bob" };
+        let deadline = Instant::now() + within;
+        loop {
+            let mails = self.pincer_mails(user);
+            if mails.len() > self.seen[slot] {
+                self.seen[slot] += 1;
+                return Some(mails[self.seen[slot] - 1].clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Platform for Email {
+    fn channel(&self) -> &'static str {
+        "email"
+    }
+    fn keys(&self) -> String {
+        format!(
+            "kind = \"email\"\nimap = \"127.0.0.1:{}\"\nsmtp = \"127.0.0.1:{}\"\ntls = \"starttls\"\ntls_ca = \"{}\"\nusername = \"pincer\"\npassword_env = \"MAIL_PASSWORD\"\naddress = \"pincer@example.org\"\npoll_secs = 1\n",
+            self.server.imap_port(),
+            self.server.smtp_port(),
+            self.server.ca_path().display()
+        )
+    }
+    fn person(&self) -> String {
+        "alice@example.org".to_owned()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("MAIL_PASSWORD", "pincer-password".to_owned())]
+    }
+    fn mark(&mut self) {
+        self.seen = [
+            self.pincer_mails("alice").len(),
+            self.pincer_mails("bob").len(),
+        ];
+    }
+    fn ready(&mut self, dir: &TestDir) {
+        connected(dir);
+    }
+    fn person_says(&mut self, text: &str) {
+        self.server.send(
+            "alice@example.org",
+            "pincer@example.org",
+            "a question",
+            text,
+            &[],
+        );
+    }
+    fn stranger_says(&mut self, text: &str) {
+        self.server
+            .send("bob@example.org", "pincer@example.org", "hello", text, &[]);
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        self.next(0, within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        self.next(1, within)
+    }
+    /// A mail is read once per UID: its redelivery is a restart from the
+    /// stored watermark, `tests/it/email.rs`'s.
+    fn redeliver(&mut self) -> bool {
+        false
+    }
+    fn down(&mut self) {
+        self.server.stop();
+    }
+    fn up(&mut self) {
+        self.server.restart();
+    }
+}
+
+#[test]
+fn email_conforms() {
+    let server = MailServer::start(MailOptions {
+        tls: true,
+        smtp_auth: true,
+        ..MailOptions::default()
+    });
+    for (user, password) in [
+        ("pincer", "pincer-password"),
+        ("alice", "alice-password"),
+        ("bob", "bob-password"),
+    ] {
+        server.add_user(user, password);
+    }
+    let mut platform = Email {
+        server,
+        seen: [0, 0],
     };
     conforms(&mut platform);
 }

@@ -29,6 +29,7 @@ mod context_window;
 mod crash;
 mod deploy;
 mod docs_check;
+mod email;
 mod examples;
 mod first_hour;
 mod first_run;

@@ -1,0 +1,755 @@
+//! Email (`kind = "email"`): a mailbox read over IMAP, replies sent over
+//! SMTP. WORK IN PROGRESS on the `email` branch: not wired, not tested yet.
+//!
+//! **Receiving.** Logs in over IMAP (`tls`: none, STARTTLS or implicit),
+//! selects `folder` and reads every message whose UID is past the stored
+//! watermark (`uid` cursor, `UIDVALIDITY:UID`, stored with each recorded
+//! message); a changed `UIDVALIDITY` starts again from the mailbox's end.
+//! Then IDLE until the server says something changed (or 25 minutes), or,
+//! where IDLE is not offered, a poll every `poll_secs`. Each message: its
+//! `Message-ID` is its id (deduplicated); its thread (the first of
+//! `References`, else `In-Reply-To`, else itself) is one session; the body is
+//! the text part (else the HTML part's text) with the quoted history cut;
+//! attachments are listed by name and size.
+//!
+//! **Sending.** One message per reply, `text/plain` (the Markdown) and
+//! `text/html` (rendered), threaded with `In-Reply-To` and `References`,
+//! with a `Message-ID` derived from the intent's key: a resend after a crash
+//! carries the same id, so a mail client shows it once; sends are therefore
+//! treated as repeatable.
+
+use std::sync::Arc;
+
+use crate::core::channel::Target;
+
+/// How the connections to the servers are protected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Security {
+    /// Plain TCP (a server on this machine only).
+    None,
+    /// Plain TCP upgraded with STARTTLS before logging in.
+    StartTls,
+    /// TLS from the first byte (IMAPS 993, SMTPS 465).
+    Implicit,
+}
+
+/// What the configuration gives an email channel.
+#[derive(Debug, Clone)]
+pub struct EmailSettings {
+    /// `HOST:PORT` of the IMAP server.
+    pub imap: String,
+    /// `HOST:PORT` of the SMTP server.
+    pub smtp: String,
+    pub security: Security,
+    /// The TLS configuration (its roots) when `security` is not `None`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Certificates (PEM) to check the servers' against instead of the
+    /// system's (SMTP reads them itself).
+    pub tls_ca: Option<std::path::PathBuf>,
+    pub username: String,
+    pub password: String,
+    /// The address Pincer writes from (and is written to).
+    pub address: String,
+    pub folder: String,
+    /// Seconds between polls where the server offers no IDLE.
+    pub poll_secs: u64,
+}
+
+/// The first line of quoted history in a reply (`On … wrote:`, `> …`), or
+/// a signature separator: what follows is not the person's new text.
+pub fn strip_quoted(body: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let lines: Vec<&str> = body.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('>') || trimmed == "-- " || *line == "-- " {
+            break;
+        }
+        // `On Mon, 1 Jan 2026 at 09:00, Alice <a@x> wrote:` (perhaps wrapped
+        // onto the next line), then the quote.
+        let next_quoted = lines
+            .get(i + 1)
+            .is_some_and(|n| n.trim_start().starts_with('>'));
+        let wrote = trimmed.ends_with("wrote:") || trimmed.ends_with("schrieb:");
+        if wrote && (next_quoted || i + 1 == lines.len()) {
+            break;
+        }
+        kept.push(line);
+    }
+    kept.join("\n").trim().to_owned()
+}
+
+/// The thread a message belongs to: the first `References` id, else
+/// `In-Reply-To`, else its own `Message-ID`.
+pub fn thread_of(message_id: &str, in_reply_to: Option<&str>, references: &[String]) -> String {
+    references
+        .first()
+        .map(String::as_str)
+        .or(in_reply_to)
+        .unwrap_or(message_id)
+        .to_owned()
+}
+
+/// The `Message-ID` of a send: derived from its idempotency key, so a
+/// resend is the same message.
+pub fn message_id_for(key: &str, address: &str) -> String {
+    use ring::digest::{SHA256, digest};
+    let hash = hex::encode(&digest(&SHA256, key.as_bytes()).as_ref()[..16]);
+    let domain = address
+        .rsplit_once('@')
+        .map_or("pincer.invalid", |(_, d)| d);
+    format!("<pincer.{hash}@{domain}>")
+}
+
+/// The chat of a thread with a person: their address, the thread's root.
+pub fn target_of(from: &str, thread: &str) -> Target {
+    Target {
+        kind: crate::core::channel::TargetKind::Thread,
+        id: from.to_owned(),
+        thread: Some(thread.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_history_and_signatures_are_cut() {
+        let body = "Yes, do it.\n\nOn Mon, 1 Jan 2026 at 09:00, Pincer <p@x> wrote:\n> Approval needed\n> Reply y";
+        assert_eq!(strip_quoted(body), "Yes, do it.");
+        assert_eq!(strip_quoted("y\n> quoted"), "y");
+        assert_eq!(strip_quoted("thanks\n-- \nAlice"), "thanks");
+        assert_eq!(
+            strip_quoted("Someone wrote: this is not a quote header\nsecond line"),
+            "Someone wrote: this is not a quote header\nsecond line"
+        );
+    }
+
+    #[test]
+    fn a_thread_is_its_first_reference() {
+        let refs = vec!["<root@x>".to_owned(), "<mid@x>".to_owned()];
+        assert_eq!(thread_of("<new@x>", Some("<mid@x>"), &refs), "<root@x>");
+        assert_eq!(thread_of("<new@x>", Some("<mid@x>"), &[]), "<mid@x>");
+        assert_eq!(thread_of("<new@x>", None, &[]), "<new@x>");
+    }
+
+    #[test]
+    fn a_reply_mail_is_read_with_its_thread_and_without_the_quote() {
+        let raw = b"From: Alice <Alice@Example.org>\r\nTo: pincer@example.org\r\n\
+Subject: Re: the build\r\nMessage-ID: <r2@example.org>\r\n\
+In-Reply-To: <p1@example.org>\r\nReferences: <root@example.org> <p1@example.org>\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\r\ny\r\n\r\nOn Mon, Pincer wrote:\r\n> Approval needed\r\n";
+        let mail = parse_mail(7, raw).unwrap();
+        assert_eq!(mail.uid, 7);
+        assert_eq!(mail.from, "alice@example.org");
+        assert_eq!(mail.message_id, "<r2@example.org>");
+        assert_eq!(mail.thread, "<root@example.org>");
+        assert_eq!(mail.subject, "Re: the build");
+        assert_eq!(mail.body, "y");
+        assert!(parse_mail(8, b"Subject: no sender\r\n\r\nhi").is_none());
+    }
+
+    #[test]
+    fn a_resend_has_the_same_message_id() {
+        let a = message_id_for("reply:run_1:0", "pincer@example.org");
+        assert_eq!(a, message_id_for("reply:run_1:0", "pincer@example.org"));
+        assert_ne!(a, message_id_for("reply:run_2:0", "pincer@example.org"));
+        assert!(
+            a.starts_with("<pincer.") && a.ends_with("@example.org>"),
+            "{a}"
+        );
+    }
+}
+
+/// A connection to a mail server: plain TCP, or TLS over it.
+#[derive(Debug)]
+pub enum Stream {
+    Plain(tokio::net::TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// TLS over `stream` to `server` (`HOST:PORT`), checked with `tls`.
+async fn wrap(
+    stream: tokio::net::TcpStream,
+    server: &str,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<Stream, String> {
+    let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
+    let name = rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
+        .map_err(|err| format!("{host}: not a name for TLS: {err}"))?;
+    let stream = tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(name, stream)
+        .await
+        .map_err(|err| format!("TLS with {server}: {err}"))?;
+    Ok(Stream::Tls(Box::new(stream)))
+}
+
+/// Logs in to the IMAP server (STARTTLS first where asked).
+pub async fn imap_login(settings: &EmailSettings) -> Result<async_imap::Session<Stream>, String> {
+    let server = &settings.imap;
+    let tcp = tokio::time::timeout(
+        std::time::Duration::from_secs(15),
+        tokio::net::TcpStream::connect(server),
+    )
+    .await
+    .map_err(|_| format!("connecting to {server} timed out"))?
+    .map_err(|err| format!("cannot connect to {server}: {err}"))?;
+    let tls = || {
+        settings
+            .tls
+            .clone()
+            .ok_or_else(|| "TLS is asked for but not configured".to_owned())
+    };
+    let stream = match settings.security {
+        Security::Implicit => wrap(tcp, server, &tls()?).await?,
+        Security::None | Security::StartTls => Stream::Plain(tcp),
+    };
+    let mut client = async_imap::Client::new(stream);
+    client
+        .read_response()
+        .await
+        .map_err(|err| format!("reading {server}'s greeting: {err}"))?
+        .ok_or_else(|| format!("{server} closed the connection before its greeting"))?;
+    if settings.security == Security::StartTls {
+        client
+            .run_command_and_check_ok("STARTTLS", None)
+            .await
+            .map_err(|err| format!("STARTTLS with {server}: {err}"))?;
+        let Stream::Plain(tcp) = client.into_inner() else {
+            return Err("STARTTLS over a connection already in TLS".to_owned());
+        };
+        client = async_imap::Client::new(wrap(tcp, server, &tls()?).await?);
+    }
+    client
+        .login(&settings.username, &settings.password)
+        .await
+        .map_err(|(err, _)| format!("logging in to {server} as {}: {err}", settings.username))
+}
+
+/// One mail as Pincer reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mail {
+    pub uid: u32,
+    pub message_id: String,
+    pub from: String,
+    pub subject: String,
+    pub thread: String,
+    /// The new text, quoted history cut.
+    pub body: String,
+    /// Attachments: name and size in bytes.
+    pub attachments: Vec<(String, usize)>,
+}
+
+/// Parses a raw message; `None` without a sender.
+pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
+    use mail_parser::MimeHeaders as _;
+    let message = mail_parser::MessageParser::default().parse(raw)?;
+    let from = message.from()?.first()?.address()?.to_ascii_lowercase();
+    let message_id = message
+        .message_id()
+        .map_or_else(|| format!("uid-{uid}"), |id| format!("<{id}>"));
+    let in_reply_to = message.in_reply_to().as_text().map(|id| format!("<{id}>"));
+    let references: Vec<String> = if let Some(ids) = message.references().as_text_list() {
+        ids.iter().map(|id| format!("<{id}>")).collect()
+    } else if let Some(id) = message.references().as_text() {
+        vec![format!("<{id}>")]
+    } else {
+        Vec::new()
+    };
+    let thread = thread_of(&message_id, in_reply_to.as_deref(), &references);
+    let body = strip_quoted(&message.body_text(0).unwrap_or_default());
+    let attachments = message
+        .attachments()
+        .map(|part| {
+            (
+                part.attachment_name().unwrap_or("unnamed").to_owned(),
+                part.len(),
+            )
+        })
+        .collect();
+    Some(Mail {
+        uid,
+        message_id,
+        from,
+        subject: message.subject().unwrap_or_default().to_owned(),
+        thread,
+        body,
+        attachments,
+    })
+}
+
+/// The SMTP transport of `settings`: TLS as asked, logging in when a user
+/// name is set.
+pub fn smtp_transport(
+    settings: &EmailSettings,
+) -> Result<lettre::AsyncSmtpTransport<lettre::Tokio1Executor>, String> {
+    use lettre::transport::smtp::authentication::Credentials;
+    use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
+
+    let server = &settings.smtp;
+    let (host, port) = server
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        .ok_or_else(|| format!("smtp {server:?}: expected HOST:PORT"))?;
+    let parameters = || -> Result<TlsParameters, String> {
+        let mut builder = TlsParameters::builder(host.to_owned());
+        if let Some(ca) = &settings.tls_ca {
+            let pem = std::fs::read(ca).map_err(|err| format!("{}: {err}", ca.display()))?;
+            let certificate =
+                Certificate::from_pem(&pem).map_err(|err| format!("{}: {err}", ca.display()))?;
+            builder = builder.add_root_certificate(certificate);
+        }
+        builder
+            .build_rustls()
+            .map_err(|err| format!("TLS for {server}: {err}"))
+    };
+    let tls = match settings.security {
+        Security::None => Tls::None,
+        Security::StartTls => Tls::Required(parameters()?),
+        Security::Implicit => Tls::Wrapper(parameters()?),
+    };
+    let mut builder = lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .tls(tls)
+        .timeout(Some(std::time::Duration::from_secs(30)));
+    if !settings.username.is_empty() {
+        builder = builder.credentials(Credentials::new(
+            settings.username.clone(),
+            settings.password.clone(),
+        ));
+    }
+    Ok(builder.build())
+}
+
+/// A reply in a thread: from the channel's address to `target.id`, text
+/// and (when given) HTML, threaded under `reply_to` in the thread's root,
+/// its `Message-ID` derived from `key`.
+pub fn reply_message(
+    settings: &EmailSettings,
+    target: &Target,
+    subject: &str,
+    text: &str,
+    html: Option<&str>,
+    reply_to: Option<&str>,
+    key: &str,
+) -> Result<lettre::Message, String> {
+    use lettre::message::{Mailbox, MultiPart, SinglePart};
+
+    let from: Mailbox = settings
+        .address
+        .parse()
+        .map_err(|err| format!("address {:?}: {err}", settings.address))?;
+    let to: Mailbox = target.id.parse().map_err(|err| {
+        format!(
+            "to {:?}: {err}",
+            target.id.chars().take(80).collect::<String>()
+        )
+    })?;
+    let mut builder = lettre::Message::builder()
+        .from(from)
+        .to(to)
+        .subject(subject)
+        .message_id(Some(message_id_for(key, &settings.address)));
+    let mut references: Vec<&str> = Vec::new();
+    if let Some(thread) = target.thread.as_deref() {
+        references.push(thread);
+    }
+    if let Some(reply_to) = reply_to {
+        builder = builder.in_reply_to(reply_to.to_owned());
+        if !references.contains(&reply_to) {
+            references.push(reply_to);
+        }
+    }
+    if !references.is_empty() {
+        builder = builder.references(references.join(" "));
+    }
+    let message = match html {
+        Some(html) => builder.multipart(MultiPart::alternative_plain_html(
+            text.to_owned(),
+            html.to_owned(),
+        )),
+        None => builder.singlepart(SinglePart::plain(text.to_owned())),
+    };
+    message.map_err(|err| format!("cannot build the mail: {err}"))
+}
+
+/// The cursor holding the watermark: `UIDVALIDITY:UID`.
+const CURSOR: &str = "uid";
+/// How long one IDLE waits before it is renewed (servers drop them at 30 min).
+const IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(25 * 60);
+
+/// An email account as a channel.
+pub struct Email {
+    name: String,
+    settings: EmailSettings,
+    smtp: lettre::AsyncSmtpTransport<lettre::Tokio1Executor>,
+    /// The subject of each thread seen, for the replies in it.
+    subjects: parking_lot::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl Email {
+    pub fn new(name: &str, settings: EmailSettings) -> Result<Self, String> {
+        if !settings.address.contains('@') {
+            return Err(format!(
+                "address {:?}: expected an email address",
+                settings.address.chars().take(80).collect::<String>()
+            ));
+        }
+        let smtp = smtp_transport(&settings)?;
+        Ok(Self {
+            name: name.to_owned(),
+            settings,
+            smtp,
+            subjects: parking_lot::Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
+    /// The stored watermark, when it is of this `UIDVALIDITY`.
+    fn watermark(stored: Option<&str>, validity: u32) -> Option<u32> {
+        let (v, uid) = stored?.split_once(':')?;
+        (v.parse::<u32>().ok()? == validity).then(|| uid.parse().ok())?
+    }
+
+    /// Reads what arrived past the watermark, records each, and returns the
+    /// new watermark.
+    async fn take_new(
+        &self,
+        session: &mut async_imap::Session<Stream>,
+        hub: &std::sync::Arc<super::Hub>,
+        validity: u32,
+        mut watermark: u32,
+    ) -> Result<u32, String> {
+        use futures::TryStreamExt as _;
+
+        let fetched: Vec<async_imap::types::Fetch> = session
+            .uid_fetch(format!("{}:*", watermark + 1), "(UID BODY.PEEK[])")
+            .await
+            .map_err(|err| format!("fetching new mail: {err}"))?
+            .try_collect()
+            .await
+            .map_err(|err| format!("fetching new mail: {err}"))?;
+        let mut mails: Vec<(u32, Option<Mail>)> = fetched
+            .iter()
+            .filter_map(|f| Some((f.uid?, f.body())))
+            .filter(|(uid, _)| *uid > watermark)
+            .map(|(uid, body)| (uid, body.and_then(|raw| parse_mail(uid, raw))))
+            .collect();
+        mails.sort_by_key(|(uid, _)| *uid);
+        for (uid, mail) in mails {
+            let cursor = format!("{validity}:{uid}");
+            let Some(mail) = mail.filter(|m| {
+                !m.from.eq_ignore_ascii_case(&self.settings.address) && !m.body.is_empty()
+            }) else {
+                hub.skip(CURSOR, cursor);
+                watermark = uid;
+                continue;
+            };
+            self.subjects
+                .lock()
+                .insert(mail.thread.clone(), mail.subject.clone());
+            let mut body = mail.body.clone();
+            for (name, size) in &mail.attachments {
+                body.push_str(&format!("\n[attached: {name}, {size} bytes]"));
+            }
+            let message = crate::core::channel::ChannelMessage {
+                id: mail.message_id.clone(),
+                channel: self.name.clone(),
+                account: self.settings.address.clone(),
+                target: target_of(&mail.from, &mail.thread),
+                sender: Some(crate::core::channel::Actor {
+                    id: mail.from.clone(),
+                    name: None,
+                    is_bot: false,
+                }),
+                body,
+                attachments: Vec::new(),
+                relation: None,
+                origin: crate::core::channel::MessageOrigin::User,
+                at: crate::core::session::now_millis(),
+            };
+            match hub
+                .receive(
+                    super::Inbound::Message(message),
+                    Some((CURSOR.to_owned(), cursor)),
+                )
+                .await
+            {
+                super::Received::Failed(reason) => {
+                    // Not past the watermark: read again next time.
+                    return Err(format!("a mail could not be recorded: {reason}"));
+                }
+                super::Received::Accepted
+                | super::Received::Duplicate
+                | super::Received::Echo
+                | super::Received::Unauthorized => watermark = uid,
+            }
+        }
+        Ok(watermark)
+    }
+}
+
+impl Email {
+    /// One IMAP session, from login to its end; `Ok` when cancelled.
+    async fn session(
+        &self,
+        hub: &std::sync::Arc<super::Hub>,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), String> {
+        let mut session = imap_login(&self.settings).await?;
+        let folder = &self.settings.folder;
+        let mailbox = session
+            .select(folder)
+            .await
+            .map_err(|err| format!("selecting {folder}: {err}"))?;
+        let validity = mailbox.uid_validity.unwrap_or(0);
+        let stored = hub.cursor(CURSOR).await;
+        let mut watermark = match Self::watermark(stored.as_deref(), validity) {
+            Some(uid) => uid,
+            None => {
+                // A first start, or a mailbox renumbered: from its end.
+                let end = mailbox.uid_next.unwrap_or(1).saturating_sub(1);
+                if stored.is_some() {
+                    tracing::warn!(channel = %self.name, %folder, "the mailbox's UIDVALIDITY changed; reading from its end");
+                }
+                hub.skip(CURSOR, format!("{validity}:{end}"));
+                end
+            }
+        };
+        hub.up();
+        let idle = session
+            .capabilities()
+            .await
+            .map(|caps| caps.has_str("IDLE"))
+            .unwrap_or(false);
+        loop {
+            watermark = self
+                .take_new(&mut session, hub, validity, watermark)
+                .await?;
+            if idle {
+                let mut waiting = session.idle();
+                waiting.init().await.map_err(|err| format!("IDLE: {err}"))?;
+                let (wait, stop) = waiting.wait_with_timeout(IDLE_FOR);
+                let ended = tokio::select! {
+                    _ = cancel.cancelled() => None,
+                    ended = wait => Some(ended),
+                };
+                drop(stop);
+                let cancelled = ended.is_none();
+                if let Some(Err(err)) = ended {
+                    return Err(format!("IDLE: {err}"));
+                }
+                session = waiting
+                    .done()
+                    .await
+                    .map_err(|err| format!("ending IDLE: {err}"))?;
+                if cancelled {
+                    let _ = session.logout().await;
+                    return Ok(());
+                }
+            } else {
+                tokio::select! {
+                    _ = cancel.cancelled() => {
+                        let _ = session.logout().await;
+                        return Ok(());
+                    }
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(self.settings.poll_secs.max(1))) => {}
+                }
+                session.noop().await.map_err(|err| format!("NOOP: {err}"))?;
+            }
+        }
+    }
+}
+
+impl super::Adapter for Email {
+    fn channel(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> &str {
+        &self.settings.address
+    }
+
+    fn kind(&self) -> &'static str {
+        "email"
+    }
+
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            max_len: 1_000_000,
+            edit: false,
+            buttons: false,
+            edit_interval: std::time::Duration::ZERO,
+            markup: Some("html"),
+            working_after: None,
+        }
+    }
+
+    /// One mail a reply: the Markdown as its text part, HTML rendered.
+    fn render(&self, markdown: &str) -> Vec<crate::core::channel::Unit> {
+        if markdown.trim().is_empty() {
+            return Vec::new();
+        }
+        vec![crate::core::channel::Unit {
+            text: markdown.trim_end().to_owned(),
+            markup: Some(super::render::html(
+                markdown,
+                super::render::Dialect::Common,
+            )),
+            buttons: Vec::new(),
+        }]
+    }
+
+    /// An address.
+    fn target(&self, to: &str) -> Result<Target, String> {
+        let to = to.trim();
+        if to.parse::<lettre::message::Mailbox>().is_err() || to.contains(['<', '>', ' ']) {
+            return Err("expected an email address".to_owned());
+        }
+        Ok(Target {
+            kind: crate::core::channel::TargetKind::Direct,
+            id: to.to_ascii_lowercase(),
+            thread: None,
+        })
+    }
+
+    /// A resend carries the same `Message-ID`.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a Target,
+        unit: &'a crate::core::channel::Unit,
+        reply_to: Option<&'a str>,
+        idempotency_key: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, super::DeliveryError>> {
+        use crate::core::channel::FailureKind;
+        use lettre::AsyncTransport as _;
+        Box::pin(async move {
+            let subject = target
+                .thread
+                .as_ref()
+                .and_then(|t| self.subjects.lock().get(t).cloned())
+                .map(|s| {
+                    if s.to_ascii_lowercase().starts_with("re:") {
+                        s
+                    } else {
+                        format!("Re: {s}")
+                    }
+                })
+                .unwrap_or_else(|| "A message from Pincer".to_owned());
+            let message = reply_message(
+                &self.settings,
+                target,
+                &subject,
+                &unit.text,
+                unit.markup.as_deref(),
+                reply_to.filter(|id| id.starts_with('<')),
+                idempotency_key,
+            )
+            .map_err(|err| super::DeliveryError::new(FailureKind::InvalidPayload, err))?;
+            match self.smtp.send(message).await {
+                Ok(_) => Ok(message_id_for(idempotency_key, &self.settings.address)),
+                Err(err) => {
+                    let kind = if err.is_permanent() {
+                        FailureKind::InvalidPayload
+                    } else if err.is_transient() {
+                        FailureKind::Transient
+                    } else {
+                        // Cut off on the way: the same Message-ID goes again.
+                        FailureKind::Unknown
+                    };
+                    Err(super::DeliveryError::new(kind, format!("smtp: {err}")))
+                }
+            }
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        _target: &'a Target,
+        _platform_id: &'a str,
+        _unit: &'a crate::core::channel::Unit,
+    ) -> futures::future::BoxFuture<'a, Result<(), super::DeliveryError>> {
+        Box::pin(async {
+            Err(super::DeliveryError::new(
+                crate::core::channel::FailureKind::Permission,
+                "a sent mail cannot be edited",
+            ))
+        })
+    }
+
+    /// Reads the mailbox until `cancel`, logging in again after a lost
+    /// connection: 1 s, doubling to 5 min.
+    fn receive(
+        self: std::sync::Arc<Self>,
+        hub: std::sync::Arc<super::Hub>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut backoff = std::time::Duration::from_secs(1);
+            loop {
+                match self.session(&hub, &cancel).await {
+                    Ok(()) => return,
+                    Err(err) => {
+                        tracing::warn!(channel = %self.name, error = %err, retry_in_secs = backoff.as_secs(), "the mailbox could not be read");
+                        hub.down(&err);
+                    }
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(300));
+            }
+        })
+    }
+}
