@@ -1,5 +1,5 @@
-//! Email (`kind = "email"`): a mailbox read over IMAP, replies sent over
-//! SMTP. WORK IN PROGRESS on the `email` branch: not wired, not tested yet.
+//! Email (`kind = "email"`, `docs/channels.md`): a mailbox read over IMAP,
+//! replies sent over SMTP.
 //!
 //! **Receiving.** Logs in over IMAP (`tls`: none, STARTTLS or implicit),
 //! selects `folder` and reads every message whose UID is past the stored

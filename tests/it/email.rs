@@ -1,6 +1,6 @@
-//! The email channel against a real Dovecot (`support::mail`). WORK IN
-//! PROGRESS: the IMAP side of the adapter, logged in each TLS mode and
-//! reading a mail sent to it.
+//! The email channel's IMAP and SMTP sides against a real Dovecot and SMTP
+//! server (`support::mail`), in every TLS mode; the lifecycle through the
+//! binary is `tests/it/conformance.rs`'s.
 
 use std::sync::Arc;
 
