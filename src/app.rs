@@ -86,7 +86,8 @@ impl App {
                 "marked runs left unfinished by an earlier process as failed"
             );
         }
-        let gate = Arc::new(wiring::gate(&config, store.clone()).map_err(Failure::usage)?);
+        let gate =
+            Arc::new(wiring::gate(&config, store.clone(), store.clone()).map_err(Failure::usage)?);
         crate::logging::redact_with(gate.safety.clone());
         let mcp = Arc::new(crate::mcp::Factory::new(wiring::mcp_settings(&config)));
         let mut semantic = None;

@@ -91,6 +91,11 @@ pub enum Command {
     /// Send a message to a chat through a channel's outbox: the process
     /// serving the channel delivers it
     Send(SendArgs),
+    /// Run a prompt at times (a cron expression in a time zone) or once at a
+    /// given time, optionally sending the reply to a chat; `pincer serve`
+    /// fires them
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// The store: SQLite in the data directory, or PostgreSQL (`--store`)
     #[command(subcommand)]
     Store(StoreCommand),
@@ -350,6 +355,91 @@ pub enum PluginCommand {
         /// The plugin's name
         name: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Add a schedule
+    ///
+    /// Examples: `pincer schedule add --cron "0 9 * * MON-FRI" --tz
+    /// Europe/Berlin --prompt "Summarise yesterday's commits" --deliver
+    /// team:#dev`, `pincer schedule add --at 2026-12-01T09:00 --prompt
+    /// "Remind me to renew the certificate" --deliver tg:42`
+    Add(ScheduleAddArgs),
+    /// List the schedules with their next and last occurrences
+    List {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a schedule and its recent fires
+    Show {
+        /// The schedule's id
+        id: String,
+        /// How many fires to show
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a schedule (and its record of fires)
+    Rm {
+        /// The schedule's id
+        id: String,
+    },
+    /// Fire a schedule now, in this process, wait for its run and deliver
+    /// the reply as a timed fire would (exit 1 when the run fails)
+    RunNow {
+        /// The schedule's id
+        id: String,
+        /// Print the fire as JSON
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        provider: ProviderArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["cron", "at"])))]
+#[command(group(clap::ArgGroup::new("place").args(["session", "workspace"])))]
+pub struct ScheduleAddArgs {
+    /// A five-field cron expression: minute hour day-of-month month
+    /// day-of-week (`0 9 * * MON-FRI`), or @hourly, @daily, @weekly,
+    /// @monthly, @yearly
+    #[arg(long, value_name = "EXPR")]
+    pub cron: Option<String>,
+    /// Once, at this time: YYYY-MM-DDTHH:MM in the time zone, or an instant
+    /// with an offset (`2026-12-01T09:00:00Z`)
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// The IANA time zone the times are in (default: this machine's)
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    /// What to ask; `-` reads it from standard input
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: String,
+    /// Continue this session at each occurrence
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Start a new session in this directory at each occurrence (default:
+    /// the current directory)
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Send the reply to a chat: CHANNEL:TARGET (`team:#dev`, `tg:42`)
+    #[arg(long, value_name = "CHANNEL:TARGET")]
+    pub deliver: Option<String>,
+    /// Run an occurrence missed while no `pincer serve` ran if it is less
+    /// than this late (`1h`, `30m`, `0`); otherwise skip it
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub catch_up: String,
+    /// The schedule's id (letters, digits, `-`, `_`; default: made up)
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// Print the schedule as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

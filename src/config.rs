@@ -162,6 +162,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "web_fetch",
     "web_search",
     "send_message",
+    "schedule",
 ];
 
 /// The effective configuration.

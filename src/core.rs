@@ -33,6 +33,8 @@ pub mod receipt;
 pub mod run;
 pub mod runtime;
 pub mod safety;
+pub mod schedule;
+pub mod scheduler;
 pub mod semantic;
 pub mod session;
 pub mod skills;

@@ -54,6 +54,14 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Runs(ref command) => inspect::runs(&app::flags(&cli, None), command).await,
         Command::Channels(ref command) => inspect::channels(&app::flags(&cli, None), command).await,
         Command::Send(ref args) => inspect::send(&app::flags(&cli, None), args).await,
+        Command::Schedule(ref command) => {
+            let provider = if let pincer::cli::ScheduleCommand::RunNow { provider, .. } = command {
+                Some(provider)
+            } else {
+                None
+            };
+            inspect::schedule(&app::flags(&cli, provider), command).await
+        }
         Command::Store(ref command) => inspect::store(&app::flags(&cli, None), command).await,
         Command::Plugin(ref command) => inspect::plugin(&app::flags(&cli, None), command),
         Command::Tape(ref args) => inspect::tape(&app::flags(&cli, None), args).await,

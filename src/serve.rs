@@ -84,6 +84,10 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     }
 
     let recovering = spawn_recovery(&app, channels_stop.clone());
+    // Schedules fire in every serving process; each occurrence once
+    // (`core::schedule`).
+    let schedules_stop = CancellationToken::new();
+    let scheduling = tokio::spawn(wiring::schedules::scheduler(&app).serve(schedules_stop.clone()));
 
     let early = tokio::select! {
         _ = shutdown.cancelled() => None,
@@ -99,6 +103,8 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     // is answered after the next start, from the inbox); then runs end, so
     // HTTP requests waiting on them are answered and streams carry their last
     // events; then the HTTP face stops.
+    schedules_stop.cancel();
+    let _ = scheduling.await;
     channels_stop.cancel();
     for hub in &hubs {
         hub.stopped().await;

@@ -16,6 +16,7 @@ mod owner;
 mod ports;
 pub mod postgres;
 mod reader;
+pub(crate) mod schedules;
 mod schema;
 mod vectors;
 mod words;
@@ -137,6 +138,7 @@ pub trait Backend:
     + crate::core::lease::Leases
     + crate::core::notify::Notifier
     + crate::core::memory::Memories
+    + crate::core::journal::Schedules
 {
     /// Waits for queued writes and stops; later writes fail.
     fn shutdown(&self);
@@ -518,6 +520,34 @@ impl Store {
         let (channel, account) = (channel.to_owned(), account.to_owned());
         self.read(move |conn| channels::open_intents(conn, &channel, &account))
             .await
+    }
+
+    /// Every schedule, oldest first.
+    pub async fn schedules(&self) -> Result<Vec<crate::core::schedule::Schedule>, StoreError> {
+        self.read(schedules::schedules).await
+    }
+
+    /// Fires of one schedule or all, newest occurrence first.
+    pub async fn schedule_fires(
+        &self,
+        schedule: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<crate::core::schedule::Fire>, StoreError> {
+        let schedule = schedule.map(str::to_owned);
+        self.read(move |conn| schedules::fires(conn, schedule.as_deref(), limit))
+            .await
+    }
+
+    /// Each schedule's latest occurrence fired by the time.
+    pub async fn schedules_last_fired(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.read(schedules::last_fired).await
+    }
+
+    /// Fires not settled yet.
+    pub async fn open_schedule_fires(
+        &self,
+    ) -> Result<Vec<crate::core::schedule::Fire>, StoreError> {
+        self.read(schedules::open_fires).await
     }
 
     pub async fn intent(&self, id: &str) -> Result<Option<SendIntent>, StoreError> {

@@ -8,6 +8,7 @@ pub mod ask_user;
 pub mod delegate;
 pub mod files;
 pub mod memory;
+pub mod schedule;
 pub mod search;
 pub mod send_message;
 pub mod shell;

@@ -5,6 +5,7 @@
 
 pub mod courier;
 mod providers;
+pub mod schedules;
 mod tools;
 
 use std::net::SocketAddr;

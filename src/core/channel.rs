@@ -187,11 +187,13 @@ pub trait Courier: Send + Sync {
     fn channels(&self) -> Vec<String>;
     /// Records `text` (Markdown) for `to` (`CHAT` or `CHAT/THREAD` in the
     /// platform's ids) on `channel`: the send intent's id, or why not.
+    /// `id` (an idempotency key) records a repeat once.
     fn send<'a>(
         &'a self,
         channel: &'a str,
         to: &'a str,
         text: &'a str,
+        id: Option<&'a str>,
     ) -> futures::future::BoxFuture<'a, Result<String, String>>;
 }
 

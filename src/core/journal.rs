@@ -224,6 +224,8 @@ pub enum Write {
     Channel(ChannelWrite),
     /// Memory items (`core::memory`).
     Memory(super::memory::MemoryWrite),
+    /// Schedules and their fires (`core::schedule`).
+    Schedule(super::schedule::ScheduleWrite),
     /// Writes that must land together: all of them or none (a chat's new
     /// session and its mapping to the chat, so a crash cannot orphan one).
     Together(Vec<Write>),
@@ -413,6 +415,22 @@ pub trait ChannelJournal: Journal + Counts {
 
     /// The live drafts of a channel account.
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
+}
+
+/// The schedules' port: their records, read from any process.
+pub trait Schedules: Journal {
+    /// Every schedule, oldest first.
+    fn schedules(&self) -> Reply<'_, Vec<super::schedule::Schedule>>;
+    /// The fires of one schedule (or of all), newest occurrence first.
+    fn fires<'a>(
+        &'a self,
+        schedule: Option<&'a str>,
+        limit: usize,
+    ) -> Reply<'a, Vec<super::schedule::Fire>>;
+    /// Each schedule's latest fired (or skipped) occurrence.
+    fn last_fired(&self) -> Reply<'_, Vec<(String, Millis)>>;
+    /// The fires not settled yet (`claimed`, `running`).
+    fn open_fires(&self) -> Reply<'_, Vec<super::schedule::Fire>>;
 }
 
 /// Whether the project directory of `workspace` is trusted (`pincer

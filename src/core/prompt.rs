@@ -435,6 +435,11 @@ pub fn built_in(inputs: &PromptInputs<'_>) -> String {
             "In a chat (a messaging platform). Keep replies short, a few paragraphs at most; use \
              simple formatting only (bold, italics, inline code, short code blocks).\n"
         }
+        Origin::Schedule => {
+            "In a scheduled run (`pincer schedule`): nobody is watching and nobody can answer a \
+             question. Do the task on your own; your final message is the result, and it may be \
+             sent to a chat as it is, so make it complete and short.\n"
+        }
         Origin::Subagent => {
             "As a subagent: another agent handed you one task and reads your final message as \
              the result. Do the task, then end with a complete, self-contained answer; the \
@@ -541,6 +546,7 @@ mod tests {
             Origin::Headless,
             Origin::Http,
             Origin::Channel,
+            Origin::Schedule,
         ] {
             for mode in Mode::ALL {
                 let prompt = built_in(&PromptInputs {

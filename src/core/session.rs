@@ -80,6 +80,8 @@ pub enum Origin {
     Terminal,
     /// A subagent: another run delegated a task to it (`delegate`).
     Subagent,
+    /// A schedule's run (`core::schedule`): nobody is watching.
+    Schedule,
 }
 
 impl Origin {
@@ -91,6 +93,7 @@ impl Origin {
             Origin::Channel => "channel",
             Origin::Terminal => "terminal",
             Origin::Subagent => "subagent",
+            Origin::Schedule => "schedule",
         }
     }
 
@@ -102,6 +105,7 @@ impl Origin {
             "channel" => Some(Origin::Channel),
             "terminal" => Some(Origin::Terminal),
             "subagent" => Some(Origin::Subagent),
+            "schedule" => Some(Origin::Schedule),
             _ => None,
         }
     }

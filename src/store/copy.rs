@@ -411,6 +411,27 @@ const TABLES: &[Table] = &[
         ],
         "seq",
     ),
+    table(
+        "schedules",
+        &[
+            col("id", Text),
+            col("schedule", Text),
+            col("created_at", Int),
+        ],
+        "id",
+    ),
+    table(
+        "schedule_fires",
+        &[
+            col("schedule_id", Text),
+            col("occurrence", Int),
+            col("state", Text),
+            col("manual", Bool),
+            col("fire", Text),
+            col("updated_at", Int),
+        ],
+        "schedule_id, occurrence",
+    ),
 ];
 
 /// Rows fetched at a time from a PostgreSQL cursor.
@@ -1138,6 +1159,7 @@ mod tests {
             });
         }
         fill_channels(store);
+        fill_schedules(store);
         fill_memory(store).await;
         store
             .claim(
@@ -1149,6 +1171,36 @@ mod tests {
             .await
             .unwrap();
         store.flush().await.unwrap();
+    }
+
+    fn fill_schedules(store: &Store) {
+        use crate::core::schedule::{Fire, FireState, Place, Schedule, ScheduleWrite, When};
+        store.submit(Write::Schedule(ScheduleWrite::Put(Schedule {
+            id: "daily".into(),
+            when: When::Cron {
+                expr: "0 9 * * MON-FRI".into(),
+            },
+            tz: "Europe/Berlin".into(),
+            prompt: "the news".into(),
+            place: Place::Session(sid("ses_fill")),
+            deliver: None,
+            catch_up_ms: 3_600_000,
+            created_at: 5,
+            origin: "cli".into(),
+        })));
+        store.submit(Write::Schedule(ScheduleWrite::Claim(Fire {
+            schedule_id: "daily".into(),
+            occurrence: 7,
+            state: FireState::Done,
+            run_id: Some(rid("run_1")),
+            session_id: Some(sid("ses_fill")),
+            intent_id: None,
+            note: None,
+            by: "pid:1@elsewhere".into(),
+            manual: true,
+            created_at: 7,
+            updated_at: 8,
+        })));
     }
 
     fn fill_channels(store: &Store) {
@@ -1250,6 +1302,9 @@ mod tests {
             seen.push(format!("{cost:?}"));
         }
         seen.push(format!("{:?}", store.trusted_roots().await.unwrap()));
+        seen.push(format!("{:?}", store.schedules().await.unwrap()));
+        seen.push(format!("{:?}", store.fires(None, 100).await.unwrap()));
+        seen.push(format!("{:?}", store.last_fired().await.unwrap()));
         let receipts = store.receipts(1, 1_000).await.unwrap();
         crate::core::receipt::verify(&receipts).unwrap();
         seen.push(format!("{receipts:?}"));

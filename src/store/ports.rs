@@ -282,3 +282,25 @@ impl Memories for Store {
         memory_port(Store::unembedded_memory(self, model, limit))
     }
 }
+
+impl crate::core::journal::Schedules for Store {
+    fn schedules(&self) -> Reply<'_, Vec<crate::core::schedule::Schedule>> {
+        port(Store::schedules(self))
+    }
+
+    fn fires<'a>(
+        &'a self,
+        schedule: Option<&'a str>,
+        limit: usize,
+    ) -> Reply<'a, Vec<crate::core::schedule::Fire>> {
+        port(Store::schedule_fires(self, schedule, limit))
+    }
+
+    fn last_fired(&self) -> Reply<'_, Vec<(String, crate::core::session::Millis)>> {
+        port(Store::schedules_last_fired(self))
+    }
+
+    fn open_fires(&self) -> Reply<'_, Vec<crate::core::schedule::Fire>> {
+        port(Store::open_schedule_fires(self))
+    }
+}

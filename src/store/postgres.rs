@@ -20,6 +20,7 @@ mod leases;
 mod listen;
 mod memory;
 mod reads;
+mod schedules;
 mod schema;
 mod writer;
 
@@ -736,6 +737,28 @@ fn memory_port<'a, T: Send + 'a>(
     future
         .map(|result| result.map_err(MemoryError::from))
         .boxed()
+}
+
+impl crate::core::journal::Schedules for Postgres {
+    fn schedules(&self) -> Reply<'_, Vec<crate::core::schedule::Schedule>> {
+        read!(self, |c| schedules::schedules(c))
+    }
+
+    fn fires<'a>(
+        &'a self,
+        schedule: Option<&'a str>,
+        limit: usize,
+    ) -> Reply<'a, Vec<crate::core::schedule::Fire>> {
+        read!(self, |c| schedules::fires(c, schedule, limit))
+    }
+
+    fn last_fired(&self) -> Reply<'_, Vec<(String, crate::core::session::Millis)>> {
+        read!(self, |c| schedules::last_fired(c))
+    }
+
+    fn open_fires(&self) -> Reply<'_, Vec<crate::core::schedule::Fire>> {
+        read!(self, |c| schedules::open_fires(c))
+    }
 }
 
 impl Memories for Postgres {

@@ -415,4 +415,23 @@ END;
 ALTER TABLE receipts ADD COLUMN skills TEXT;
 CREATE INDEX tape_skill_activations ON tape (at) WHERE kind = 'skill_activated';
 "#,
+    // 21: schedules (`core::schedule`): each as JSON, and each occurrence
+    // fired (or skipped) once, keyed by (schedule, occurrence).
+    r#"
+CREATE TABLE schedules (
+    id         TEXT PRIMARY KEY,
+    schedule   TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE schedule_fires (
+    schedule_id TEXT NOT NULL,
+    occurrence  INTEGER NOT NULL,
+    state       TEXT NOT NULL,
+    manual      INTEGER NOT NULL,
+    fire        TEXT NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    PRIMARY KEY (schedule_id, occurrence)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX schedule_fires_open ON schedule_fires (state) WHERE state IN ('claimed', 'running');
+"#,
 ];

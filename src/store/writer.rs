@@ -322,6 +322,7 @@ fn apply_in(conn: &Connection, write: &Write, leases: &mut GroupLeases) -> Resul
         Write::Trust(write) => consent::trust(conn, write),
         Write::Channel(write) => super::channels::apply(conn, write),
         Write::Memory(write) => super::memory::apply(conn, write),
+        Write::Schedule(write) => super::schedules::apply(conn, write),
         Write::Fenced { fence, write } => fenced(conn, fence, write, leases),
         Write::Together(writes) => together(conn, writes, leases),
     }

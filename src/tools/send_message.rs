@@ -105,7 +105,7 @@ impl TypedTool for SendMessageTool {
     ) -> Result<ToolOutput, ToolError> {
         let id = self
             .courier
-            .send(&args.channel, &args.to, &args.text)
+            .send(&args.channel, &args.to, &args.text, None)
             .await
             .map_err(ToolError::Failed)?;
         Ok(ToolOutput::text(format!(

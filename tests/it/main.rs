@@ -59,6 +59,7 @@ mod providers;
 mod questions;
 mod sandbox_toolchain;
 mod scale_out;
+mod schedules;
 mod send;
 mod session_commands;
 mod skill_commands;

@@ -123,8 +123,8 @@ fn every_built_in_tool_is_described_as_its_snapshot_says() {
         );
     }
     // All of them: files, search, shell, the task list, questions,
-    // subagents, memory and the web.
-    assert_eq!(tools.len(), 15, "{offered:?}");
+    // subagents, memory, the web and schedules.
+    assert_eq!(tools.len(), 16, "{offered:?}");
 }
 
 /// Why `parameters` is not what OpenAI (`function.parameters`) and

@@ -33,6 +33,7 @@ impl Courier for ChannelCourier {
         channel: &'a str,
         to: &'a str,
         text: &'a str,
+        id: Option<&'a str>,
     ) -> BoxFuture<'a, Result<String, String>> {
         Box::pin(async move {
             // The adapter names the account (and reads the chat); its
@@ -41,8 +42,17 @@ impl Courier for ChannelCourier {
                 super::channel_adapter(&self.config, channel, &|name| std::env::var(name).ok())
                     .map_err(|err| format!("{err:#}"))?;
             let target = adapter.target(to).map_err(|err| format!("`to`: {err}"))?;
-            let intent = message_intent(adapter.channel(), adapter.account(), target, text, None);
+            let intent = message_intent(adapter.channel(), adapter.account(), target, text, id);
             let id = intent.id.clone();
+            if self
+                .journal
+                .intent(&id)
+                .await
+                .map_err(|err| format!("the outbox cannot be read: {err}"))?
+                .is_some()
+            {
+                return Ok(id);
+            }
             self.journal
                 .commit(Write::Channel(ChannelWrite::InsertIntent(intent)))
                 .await

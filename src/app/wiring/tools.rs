@@ -14,8 +14,8 @@ use crate::core::safety::{Safety, SafetyConfig, is_secret_name};
 use crate::core::tool::{Tool, Toolset};
 use crate::sandbox::SandboxMode;
 use crate::tools::{
-    ask_user, delegate, files, memory, search, send_message, shell, skill, todo, toolchains, web,
-    web_search,
+    ask_user, delegate, files, memory, schedule, search, send_message, shell, skill, todo,
+    toolchains, web, web_search,
 };
 
 /// How long a question to the person waits unless `question_timeout_secs`
@@ -27,6 +27,7 @@ pub const DEFAULT_QUESTION_TIMEOUT: Duration = Duration::from_secs(600);
 pub fn gate(
     config: &Config,
     journal: Arc<dyn crate::core::journal::ChannelJournal>,
+    schedules: Arc<dyn crate::core::journal::Schedules>,
 ) -> anyhow::Result<ToolGate> {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     tools.extend(files::tools(files::FileSettings::default()));
@@ -44,6 +45,10 @@ pub fn gate(
             config.memory.user_scope_unasked.unwrap_or(false),
         ));
     }
+    tools.push(Arc::new(schedule::ScheduleTool::new(
+        schedules,
+        config.channels.keys().cloned().collect(),
+    )));
     if !config.channels.is_empty() {
         let courier = super::courier::ChannelCourier::new(config.clone(), journal.clone());
         tools.push(Arc::new(send_message::SendMessageTool::new(Arc::new(
@@ -312,7 +317,7 @@ mod tests {
             crate::config::ChannelConfig::default_for("telegram").unwrap(),
         );
         let journal = Arc::new(crate::core::journal::memory::MemoryJournal::new());
-        let gate = super::gate(&config, journal).unwrap();
+        let gate = super::gate(&config, journal.clone(), journal).unwrap();
         let mut offered: Vec<String> = gate.tools.specs().iter().map(|s| s.name.clone()).collect();
         offered.sort();
         let mut known: Vec<String> = crate::config::BUILTIN_TOOLS

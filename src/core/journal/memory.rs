@@ -7,6 +7,7 @@
 
 mod channels;
 mod memories;
+mod schedules;
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -49,6 +50,8 @@ struct State {
     channels: channels::Channels,
     /// Memory items (`core::memory`).
     memories: memories::Items,
+    /// Schedules and their fires (`core::schedule`).
+    schedules: schedules::Book,
 }
 
 impl MemoryJournal {
@@ -193,6 +196,7 @@ impl State {
             }
             Write::Channel(write) => self.channels.apply(write),
             Write::Memory(write) => self.memories.apply(write),
+            Write::Schedule(write) => self.schedules.apply(write),
             Write::Together(writes) => writes.into_iter().try_for_each(|write| self.apply(write)),
             Write::Fenced { fence, write } => self.apply_fenced(&fence, *write),
             Write::Control {
@@ -796,5 +800,27 @@ impl Audit for MemoryJournal {
             missing.sort();
             missing
         })
+    }
+}
+
+impl crate::core::journal::Schedules for MemoryJournal {
+    fn schedules(&self) -> Reply<'_, Vec<crate::core::schedule::Schedule>> {
+        self.read(|state| state.schedules.schedules())
+    }
+
+    fn fires<'a>(
+        &'a self,
+        schedule: Option<&'a str>,
+        limit: usize,
+    ) -> Reply<'a, Vec<crate::core::schedule::Fire>> {
+        self.read(|state| state.schedules.fires(schedule, limit))
+    }
+
+    fn last_fired(&self) -> Reply<'_, Vec<(String, Millis)>> {
+        self.read(|state| state.schedules.last_fired())
+    }
+
+    fn open_fires(&self) -> Reply<'_, Vec<crate::core::schedule::Fire>> {
+        self.read(|state| state.schedules.open_fires())
     }
 }

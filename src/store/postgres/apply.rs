@@ -123,6 +123,7 @@ pub(super) fn apply<'a>(
             Write::Trust(write) => trust(client, write).await,
             Write::Channel(write) => super::channels::apply(client, write).await,
             Write::Memory(write) => super::memory::apply(client, write).await,
+            Write::Schedule(write) => super::schedules::apply(client, write).await,
             Write::Fenced { fence, write } => fenced(client, fence, write, leases).await,
             Write::Together(writes) => together(client, writes, leases).await,
         }

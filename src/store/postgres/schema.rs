@@ -372,4 +372,24 @@ CREATE TABLE writer_commits (
     at BIGINT NOT NULL
 );
 "#,
+    // 2: schedules (`core::schedule`), as the SQLite store's version 21:
+    // each as JSON, and each occurrence fired (or skipped) once, keyed by
+    // (schedule, occurrence).
+    r#"
+CREATE TABLE schedules (
+    id         TEXT PRIMARY KEY,
+    schedule   TEXT NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE schedule_fires (
+    schedule_id TEXT NOT NULL,
+    occurrence  BIGINT NOT NULL,
+    state       TEXT NOT NULL,
+    manual      BOOLEAN NOT NULL,
+    fire        TEXT NOT NULL,
+    updated_at  BIGINT NOT NULL,
+    PRIMARY KEY (schedule_id, occurrence)
+);
+CREATE INDEX schedule_fires_open ON schedule_fires (state) WHERE state IN ('claimed', 'running');
+"#,
 ];

@@ -583,6 +583,7 @@ fn note_events(write: &Write, events: &mut BTreeMap<String, u64>) {
         | Write::Trust(_)
         | Write::Channel(_)
         | Write::Memory(_)
+        | Write::Schedule(_)
         | Write::Control { .. }
         | Write::TakeControl { .. }
         | Write::InterruptRuns { .. } => {}
