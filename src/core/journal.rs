@@ -460,6 +460,7 @@ mod tests {
         Backend {
             journal: journal.clone(),
             audit: journal.clone(),
+            schedules: journal.clone(),
             leases: journal,
             stop: Box::new(move || stop.stop()),
             dir: None,

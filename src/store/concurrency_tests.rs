@@ -281,6 +281,7 @@ fn backend(store: &Store) -> Backend {
     Backend {
         journal: Arc::new(store.clone()),
         audit: Arc::new(store.clone()),
+        schedules: Arc::new(store.clone()),
         leases: Arc::new(store.clone()),
         stop: Box::new(move || stop.shutdown()),
         dir: None,

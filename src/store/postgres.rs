@@ -895,6 +895,7 @@ mod tests {
         Backend {
             journal: Arc::new(store.clone()),
             audit: Arc::new(store.clone()),
+            schedules: Arc::new(store.clone()),
             leases: Arc::new(store),
             stop: Box::new(move || stop.shutdown()),
             dir: None,

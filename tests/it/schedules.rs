@@ -30,6 +30,8 @@ struct Setup {
     dir: TestDir,
     clock: PathBuf,
     script: PathBuf,
+    /// `PINCER_STORE_URL` for every command: PostgreSQL instead of SQLite.
+    store: Option<String>,
 }
 
 fn setup(fake: Option<&FakeTelegram>) -> Setup {
@@ -45,7 +47,12 @@ fn setup(fake: Option<&FakeTelegram>) -> Setup {
     dir.write_config(&config);
     let script = dir.script("model.jsonl", &[json!([{"text": REPLY}])]);
     let clock = dir.path().join("clock");
-    Setup { dir, clock, script }
+    Setup {
+        dir,
+        clock,
+        script,
+        store: None,
+    }
 }
 
 impl Setup {
@@ -55,9 +62,17 @@ impl Setup {
         std::fs::rename(&tmp, &self.clock).unwrap();
     }
 
+    /// A `pincer` command on this setup's store and clock.
+    fn command(&self) -> std::process::Command {
+        let mut command = self.dir.command();
+        if let Some(url) = &self.store {
+            command.env("PINCER_STORE_URL", url);
+        }
+        command
+    }
+
     fn pincer(&self, args: &[&str]) -> (i32, String, String) {
         let out = self
-            .dir
             .command()
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("PINCER_TEST_CLOCK_FILE", &self.clock)
@@ -75,7 +90,7 @@ impl Setup {
     /// free port), on the test's clock.
     fn serve(&self, telegram: bool) -> Serve {
         let log = self.dir.path().join("stderr.log");
-        let mut command = self.dir.command();
+        let mut command = self.command();
         command
             .env("TELEGRAM_BOT_TOKEN", TOKEN)
             .env("PINCER_HTTP_TOKEN", "http-token-0123456789abcdef")
@@ -478,7 +493,21 @@ fn restarts_before_and_after_an_occurrence_fire_it_once_and_late_ones_are_skippe
 
 #[test]
 fn two_serving_processes_fire_each_occurrence_once() {
-    let s = setup(None);
+    two_serving_processes(&setup(None));
+}
+
+#[test]
+fn two_instances_on_postgres_fire_each_occurrence_once() {
+    let s = Setup {
+        store: Some(crate::support::postgres::shared().fresh_database()),
+        ..setup(None)
+    };
+    two_serving_processes(&s);
+}
+
+/// Two `pincer serve` on one store, a minutely schedule, five minutes of
+/// the test's clock: five fires, each run once.
+fn two_serving_processes(s: &Setup) {
     s.set_clock("2026-12-01T10:00:30Z");
     let ws = s.dir.workspace();
     s.add(&[
@@ -661,4 +690,65 @@ fn the_model_schedules_with_the_schedule_tool_once_a_person_agrees() {
     assert!(out.contains("Removed schedule build-check"), "{out}");
     let (_, listed, _) = s.pincer(&["schedule", "list", "--json"]);
     assert!(listed.trim().is_empty(), "{listed}");
+}
+
+#[test]
+fn a_fire_whose_process_dies_mid_run_is_settled_by_the_next_start_and_the_chat_is_told() {
+    let fake = FakeTelegram::start();
+    let mut s = setup(Some(&fake));
+    s.script = s.dir.script(
+        "slow.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " done"}])],
+    );
+    s.set_clock("2026-11-30T07:59:30Z");
+    s.add(&[
+        "--cron",
+        "0 9 * * MON-FRI",
+        "--tz",
+        "Europe/Berlin",
+        "--prompt",
+        "Report",
+        "--deliver",
+        "telegram:42",
+        "--id",
+        "morning",
+    ]);
+    let serve = s.serve(true);
+    s.set_clock("2026-11-30T08:00:01Z");
+    wait_until(
+        "the run to start",
+        || {
+            s.fires("morning")
+                .first()
+                .is_some_and(|f| f["state"] == "running")
+        },
+        &s.dir,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    serve.kill();
+    // The next start ends the dead process's run as interrupted, settles
+    // the fire as failed, and says so in the chat; the occurrence is not
+    // run a second time.
+    let serve = s.serve(true);
+    fake.wait_for("the failure notice", WAIT, |f| !sent(f).is_empty());
+    wait_until(
+        "the fire to settle",
+        || settled(&s.fires("morning")),
+        &s.dir,
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    drop(serve);
+    let fires = s.fires("morning");
+    assert_eq!(fires.len(), 1, "{fires:?}");
+    assert_eq!(fires[0]["state"], "failed", "{fires:?}");
+    let note = fires[0]["note"].as_str().unwrap();
+    assert!(note.starts_with("the run failed: "), "{note}");
+    let texts = sent(&fake);
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    assert!(
+        texts[0].starts_with("Schedule <code>morning</code> (2026-11-30T09:00+01:00[Europe/Berlin]) did not finish: the run failed: "),
+        "{texts:?}"
+    );
+    let (code, out, err) = s.pincer(&["verify"]);
+    assert_eq!(code, 0, "{out}{err}");
 }

@@ -18,6 +18,8 @@ use crate::core::session::{Message, Mode, Origin, Session};
 pub struct Backend {
     pub journal: Arc<dyn Journal>,
     pub audit: Arc<dyn Audit>,
+    /// The schedules' records (`core::schedule`).
+    pub schedules: Arc<dyn super::Schedules>,
     /// The sessions' leases kept with the journal, which fenced writes obey.
     pub leases: Arc<dyn crate::core::lease::Leases>,
     pub stop: Box<dyn Fn() + Send + Sync>,
@@ -50,6 +52,7 @@ macro_rules! journal_contract {
             a_stopped_journal_refuses_commits,
             fenced_writes_apply_only_under_the_current_lease,
             interrupting_runs_ends_each_working_one_once,
+            each_occurrence_of_a_schedule_is_recorded_once,
         );
     };
     (@tests $open:expr; $($name:ident),* $(,)?) => {
@@ -1101,4 +1104,117 @@ pub async fn interrupting_runs_ends_each_working_one_once(backend: &Backend) {
         RunState::Running
     );
     let _ = other_session;
+}
+
+/// Schedules are kept until removed; an occurrence's fire is recorded once
+/// (a second record is a conflict, so one process of several fires it);
+/// the latest occurrence fired by the time leaves `run-now` fires out; a
+/// removed schedule takes its fires with it.
+pub async fn each_occurrence_of_a_schedule_is_recorded_once(backend: &Backend) {
+    use crate::core::schedule::{Fire, FireState, Place, Schedule, ScheduleWrite, When};
+    let book = backend.schedules.as_ref();
+    let schedule = |id: &str, at: i64| Schedule {
+        id: id.into(),
+        when: When::Cron {
+            expr: "0 9 * * *".into(),
+        },
+        tz: "UTC".into(),
+        prompt: "p".into(),
+        place: Place::Workspace("/ws".into()),
+        deliver: None,
+        catch_up_ms: 1,
+        created_at: at,
+        origin: "cli".into(),
+    };
+    let fire = |id: &str, occurrence: i64, manual: bool| Fire {
+        schedule_id: id.into(),
+        occurrence,
+        state: FireState::Claimed,
+        run_id: None,
+        session_id: None,
+        intent_id: None,
+        note: None,
+        by: "p1".into(),
+        manual,
+        created_at: occurrence,
+        updated_at: occurrence,
+    };
+    let put = |s: Schedule| Write::Schedule(ScheduleWrite::Put(s));
+    let claim = |f: Fire| Write::Schedule(ScheduleWrite::Claim(f));
+    book.commit(put(schedule("b", 2))).await.unwrap();
+    book.commit(put(schedule("a", 1))).await.unwrap();
+    assert!(matches!(
+        book.commit(put(schedule("a", 3))).await,
+        Err(JournalError::Conflict(_))
+    ));
+    let ids: Vec<String> = book
+        .schedules()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+
+    book.commit(claim(fire("a", 100, false))).await.unwrap();
+    assert!(matches!(
+        book.commit(claim(fire("a", 100, false))).await,
+        Err(JournalError::Conflict(_))
+    ));
+    book.commit(claim(fire("a", 200, false))).await.unwrap();
+    book.commit(claim(fire("a", 300, true))).await.unwrap();
+    book.commit(claim(fire("b", 150, false))).await.unwrap();
+    let mut last = book.last_fired().await.unwrap();
+    last.sort();
+    assert_eq!(last, [("a".to_owned(), 200), ("b".to_owned(), 150)]);
+
+    let mut done = fire("a", 200, false);
+    done.state = FireState::Done;
+    done.note = Some("ok".into());
+    book.commit(Write::Schedule(ScheduleWrite::Settle(done.clone())))
+        .await
+        .unwrap();
+    let fires = book.fires(Some("a"), 10).await.unwrap();
+    assert_eq!(
+        fires
+            .iter()
+            .map(|f| (f.occurrence, f.state))
+            .collect::<Vec<_>>(),
+        [
+            (300, FireState::Claimed),
+            (200, FireState::Done),
+            (100, FireState::Claimed)
+        ]
+    );
+    assert_eq!(fires[1], done);
+    assert_eq!(book.fires(None, 2).await.unwrap().len(), 2);
+    let open: Vec<(String, i64)> = book
+        .open_fires()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.schedule_id, f.occurrence))
+        .collect();
+    assert_eq!(
+        open,
+        [
+            ("a".to_owned(), 100),
+            ("b".to_owned(), 150),
+            ("a".to_owned(), 300)
+        ]
+    );
+
+    book.commit(Write::Schedule(ScheduleWrite::Remove { id: "a".into() }))
+        .await
+        .unwrap();
+    assert!(matches!(
+        book.commit(Write::Schedule(ScheduleWrite::Remove { id: "a".into() }))
+            .await,
+        Err(JournalError::Conflict(_))
+    ));
+    assert!(book.fires(Some("a"), 10).await.unwrap().is_empty());
+    assert_eq!(book.schedules().await.unwrap().len(), 1);
+    // Its id is free again, with no fires of the old one.
+    book.commit(put(schedule("a", 4))).await.unwrap();
+    book.commit(claim(fire("a", 100, false))).await.unwrap();
 }
