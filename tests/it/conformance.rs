@@ -1,8 +1,9 @@
 //! The adapter conformance suite: the lifecycle promises of
 //! `docs/channels.md` checked the same way for every adapter, against its
 //! test server (`Platform`): a conversation, a redelivered event answered
-//! once, a stranger refused then paired, a reply decided while the platform
-//! is down surviving a `kill -9` and arriving once, `pincer verify` after.
+//! once, a stranger refused then paired, an approval answered in the chat,
+//! a reply decided while the platform is down surviving a `kill -9` and
+//! arriving once, `pincer verify` after.
 //! Each platform's own file tests what only it has (drafts, lines, keys).
 
 use std::process::{Child, Stdio};
@@ -40,6 +41,11 @@ trait Platform {
     /// The next message Pincer sent the person, or the stranger.
     fn next_for_person(&mut self, within: Duration) -> Option<String>;
     fn next_for_stranger(&mut self, within: Duration) -> Option<String>;
+    /// The person answers Pincer's last message (by mail: a reply in its
+    /// thread); elsewhere the same as `person_says`.
+    fn person_answers(&mut self, text: &str) {
+        self.person_says(text);
+    }
     /// Delivers the person's last message again, as the platform does
     /// after a lost acknowledgement; `false` where it never does.
     fn redeliver(&mut self) -> bool;
@@ -145,6 +151,7 @@ fn conforms(platform: &mut dyn Platform) {
     a_conversation(platform);
     a_redelivery_is_answered_once(platform);
     a_stranger_is_refused_then_paired(platform);
+    an_approval_is_answered_in_the_chat(platform);
     a_reply_waiting_for_the_platform_survives_a_kill(platform);
 }
 
@@ -220,6 +227,52 @@ fn a_stranger_is_refused_then_paired(platform: &mut dyn Platform) {
         platform.next_for_stranger(WAIT).as_deref(),
         Some("Welcome.")
     );
+}
+
+/// A file write asks first (`supervised`); the person's `y` in the chat
+/// lets it run, and the reply follows.
+fn an_approval_is_answered_in_the_chat(platform: &mut dyn Platform) {
+    let dir = setup(platform);
+    platform.mark();
+    let _bridge = Bridge::start(
+        &dir,
+        platform,
+        &[
+            json!([{"tool_call": {"name": "write_file", "arguments": {"path": "note.txt", "content": "approved\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    platform.ready(&dir);
+    platform.person_says("write the note");
+    let asked = platform.next_for_person(WAIT).unwrap_or_default();
+    assert!(
+        asked.contains("note.txt"),
+        "{}: no approval prompt: {asked:?}\n{}",
+        platform.channel(),
+        stderr(&dir)
+    );
+    assert!(!dir.workspace().join("note.txt").exists());
+    platform.person_answers("y");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let next = platform
+            .next_for_person(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: no reply after the approval\n{}",
+                    platform.channel(),
+                    stderr(&dir)
+                )
+            });
+        if next.contains("Written.") {
+            break;
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "approved\n"
+    );
+    verify(&dir);
 }
 
 fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform) {
@@ -745,6 +798,34 @@ impl Platform for Email {
     fn stranger_says(&mut self, text: &str) {
         self.server
             .send("bob@example.org", "pincer@example.org", "hello", text, &[]);
+    }
+    /// A reply to Pincer's latest mail, in its thread.
+    fn person_answers(&mut self, text: &str) {
+        let last = self
+            .server
+            .fetch_all("alice")
+            .into_iter()
+            .rev()
+            .find(|m| {
+                m.headers
+                    .from
+                    .as_deref()
+                    .is_some_and(|f| f.contains("pincer@example.org"))
+            })
+            .expect("a mail from Pincer to answer");
+        let id = last.headers.message_id.clone().unwrap_or_default();
+        let references = format!(
+            "{} {id}",
+            last.headers.references.clone().unwrap_or_default()
+        );
+        let subject = last.headers.subject.clone().unwrap_or_default();
+        self.server.send(
+            "alice@example.org",
+            "pincer@example.org",
+            &subject,
+            text,
+            &[("In-Reply-To", &id), ("References", references.trim())],
+        );
     }
     fn next_for_person(&mut self, within: Duration) -> Option<String> {
         self.next(0, within)
