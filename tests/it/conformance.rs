@@ -4,7 +4,8 @@
 //! once, a stranger refused then paired, an approval answered in the chat,
 //! a reply decided while the platform is down surviving a `kill -9` and
 //! arriving once, `pincer verify` after.
-//! Each platform's own file tests what only it has (drafts, lines, keys).
+//! Runs for Telegram, IRC, Matrix, email and the webhook. Each platform's
+//! own file tests what only it has (drafts, lines, keys).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use crate::support::irc::{IrcServer, IrcUser};
 use crate::support::mail::{MailOptions, MailServer};
 use crate::support::matrix::{MatrixUser, Synapse};
 use crate::support::telegram::{FakeTelegram, TOKEN};
+use crate::support::webhook::{Peer, SECRET, deliver};
 
 const WAIT: Duration = Duration::from_secs(30);
 const PAIRING_CODE: &str = "conformance-code";
@@ -34,6 +36,11 @@ trait Platform {
     fn mark(&mut self);
     /// Waits until a (re)started bridge receives.
     fn ready(&mut self, dir: &TestDir);
+    /// More arguments for `pincer serve` (the HTTP face, for a platform
+    /// that delivers over HTTP).
+    fn serve_args(&self, _dir: &TestDir) -> Vec<String> {
+        Vec::new()
+    }
     /// The allowed person writes privately.
     fn person_says(&mut self, text: &str);
     /// Someone not allowed writes privately.
@@ -68,6 +75,7 @@ impl Bridge {
         let child = command
             .env("PINCER_PAIRING_CODE", PAIRING_CODE)
             .args(["serve", "--channel", platform.channel()])
+            .args(platform.serve_args(dir))
             .args(["--provider", "scripted", "--script"])
             .arg(&script)
             .stdin(Stdio::null())
@@ -844,6 +852,129 @@ impl Platform for Email {
     fn up(&mut self) {
         self.server.restart();
     }
+}
+
+/// The signed webhook, against a peer of the tests' (failing every POST
+/// for `down`): u1 allowed in `room-1`, u2 not, in `room-2`.
+struct Webhook {
+    peer: Peer,
+    url: String,
+    seen: [usize; 2],
+    last: Option<(String, Value)>,
+    deliveries: u64,
+}
+
+impl Webhook {
+    fn texts(&self, chat: &str) -> Vec<String> {
+        // What the peer took: not the POSTs it failed while down.
+        self.peer
+            .accepted()
+            .into_iter()
+            .filter(|body| body["chat"] == chat)
+            .map(|body| body["text"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn next(&mut self, chat: &str, slot: usize, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let texts = self.texts(chat);
+            if texts.len() > self.seen[slot] {
+                self.seen[slot] += 1;
+                return Some(texts[self.seen[slot] - 1].clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn says(&mut self, chat: &str, sender: &str, text: &str) {
+        self.deliveries += 1;
+        let id = format!("d{}-{}", self.deliveries, fastrand_name());
+        let body = json!({"message": {"chat": chat, "sender": {"id": sender, "name": sender}, "text": text}});
+        let (status, answer) = deliver(&self.url, Some(&id), &body, SECRET, 0);
+        assert_eq!(status, 200, "{answer}");
+        self.last = Some((id, body));
+    }
+}
+
+impl Platform for Webhook {
+    fn channel(&self) -> &'static str {
+        "webhook"
+    }
+    fn keys(&self) -> String {
+        format!("callback_url = \"{}\"\n", self.peer.url)
+    }
+    fn person(&self) -> String {
+        "u1".to_owned()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("PINCER_WEBHOOK_SECRET", SECRET.to_owned())]
+    }
+    fn serve_args(&self, dir: &TestDir) -> Vec<String> {
+        let ready = dir.path().join("ready-webhook");
+        let _ = std::fs::remove_file(&ready);
+        vec![
+            "--http".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--ready-file".to_owned(),
+            ready.to_string_lossy().into_owned(),
+        ]
+    }
+    fn mark(&mut self) {
+        self.seen = [self.texts("room-1").len(), self.texts("room-2").len()];
+    }
+    fn ready(&mut self, dir: &TestDir) {
+        let ready = dir.path().join("ready-webhook");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let addr = std::fs::read_to_string(&ready).unwrap_or_default();
+            if !addr.trim().is_empty() && stderr(dir).contains("webhook receiving") {
+                self.url = format!("http://{}/channels/webhook/webhook", addr.trim());
+                return;
+            }
+            assert!(Instant::now() < deadline, "{}", stderr(dir));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn person_says(&mut self, text: &str) {
+        self.says("room-1", "u1", text);
+    }
+    fn stranger_says(&mut self, text: &str) {
+        self.says("room-2", "u2", text);
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        self.next("room-1", 0, within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        self.next("room-2", 1, within)
+    }
+    fn redeliver(&mut self) -> bool {
+        let (id, body) = self.last.clone().expect("a delivery to repeat");
+        let (status, answer) = deliver(&self.url, Some(&id), &body, SECRET, 0);
+        assert_eq!(status, 200, "{answer}");
+        true
+    }
+    fn down(&mut self) {
+        self.peer.down();
+    }
+    fn up(&mut self) {
+        self.peer.up();
+    }
+}
+
+#[test]
+fn webhook_conforms() {
+    let mut platform = Webhook {
+        peer: Peer::start(),
+        url: String::new(),
+        seen: [0, 0],
+        last: None,
+        deliveries: 0,
+    };
+    conforms(&mut platform);
 }
 
 #[test]

@@ -3,90 +3,17 @@
 //! retries through the durable send path, and a crash mid-send replayed with
 //! the same key.
 
-use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::TestDir;
-use crate::support::http::{Loopback, Reply};
+use crate::support::webhook::{Answer, Peer, SECRET, deliver};
 use pincer::channels::webhook::sign;
 use serde_json::{Value, json};
 
-const SECRET: &str = "webhook-secret-0123456789";
 const WAIT: Duration = Duration::from_secs(20);
-
-/// What the peer does with the next outbound POST.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Answer {
-    Ok,
-    Status(u16),
-    /// Read the request, then close without answering.
-    Drop,
-    /// Read the request, then never answer.
-    Hold,
-}
-
-/// An outbound POST as the peer received it.
-type Post = crate::support::http::Request;
-
-/// The peer's callback endpoint.
-#[derive(Clone)]
-struct Peer {
-    url: String,
-    server: Loopback,
-    answers: Arc<Mutex<VecDeque<Answer>>>,
-}
-
-impl Peer {
-    fn start() -> Self {
-        let answers: Arc<Mutex<VecDeque<Answer>>> = Arc::default();
-        let next = answers.clone();
-        let server = Loopback::start(move |request, _| {
-            let answer = next.lock().unwrap().pop_front().unwrap_or(Answer::Ok);
-            match answer {
-                Answer::Ok => Reply::json(
-                    200,
-                    &json!({"message_id": format!("m-{}", request.body["id"].as_str().unwrap_or(""))}),
-                ),
-                Answer::Status(status) => {
-                    Reply::json(status, &json!({"error": "no"})).header("retry-after", "1")
-                }
-                Answer::Drop => Reply::Drop,
-                Answer::Hold => {
-                    std::thread::sleep(Duration::from_secs(3600));
-                    Reply::Drop
-                }
-            }
-        });
-        Self {
-            url: format!("{}/callback", server.url),
-            server,
-            answers,
-        }
-    }
-
-    fn then(&self, answers: &[Answer]) {
-        self.answers.lock().unwrap().extend(answers.iter().copied());
-    }
-
-    fn posts(&self) -> Vec<Post> {
-        self.server.requests()
-    }
-
-    fn wait_for(&self, what: &str, check: impl Fn(&[Post]) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if check(&self.posts()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("timed out waiting for {what}; posts: {:#?}", self.posts());
-    }
-}
 
 /// `pincer serve --http --channel webhook`: deliveries go to
 /// `/channels/webhook/webhook` on its one listener (no bearer token).
@@ -169,40 +96,6 @@ fn setup(peer: &Peer) -> TestDir {
     )
     .unwrap();
     dir
-}
-
-/// POSTs `body` to the listener, signed unless told otherwise; (status, JSON).
-fn deliver(
-    url: &str,
-    delivery: Option<&str>,
-    body: &Value,
-    secret: &str,
-    age_secs: i64,
-) -> (u16, Value) {
-    let raw = body.to_string();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let timestamp = now - age_secs;
-    let signature = sign(secret.as_bytes(), timestamp, raw.as_bytes());
-    let rest = url.trim_start_matches("http://");
-    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let mut stream = TcpStream::connect(address).unwrap();
-    let mut head = format!(
-        "POST {path} HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-pincer-timestamp: {timestamp}\r\nx-pincer-signature: {signature}\r\nconnection: close\r\n",
-        raw.len()
-    );
-    if let Some(delivery) = delivery {
-        head.push_str(&format!("x-pincer-delivery: {delivery}\r\n"));
-    }
-    write!(stream, "{head}\r\n{raw}").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
 fn says(text: &str) -> Value {

@@ -1,6 +1,7 @@
 //! Shared test support: the real binary over pipes, and the vendored ACP schema;
 //! `http` (the one loopback HTTP server every fake is built on), `sdk` (the
-//! official ACP SDK as a client), `telegram` (a fake Bot API); real servers
+//! official ACP SDK as a client), `telegram` (a fake Bot API), `webhook` (a
+//! webhook peer); real servers
 //! started on free ports: `postgres`, `irc` (ngIRCd), `mail` (Dovecot with an
 //! aiosmtpd server delivering into its Maildirs), `matrix` (Synapse).
 #![allow(dead_code)]
@@ -11,6 +12,7 @@ pub mod mail;
 pub mod matrix;
 pub mod sdk;
 pub mod telegram;
+pub mod webhook;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
