@@ -67,7 +67,7 @@ struct Bridge {
 
 impl Bridge {
     fn start(dir: &TestDir, platform: &dyn Platform, script: &[Value]) -> Self {
-        let script = dir.script(&format!("s{}.jsonl", fastrand_name()), script);
+        let script = dir.script(&format!("s{}.jsonl", crate::support::unique()), script);
         let mut command = dir.command();
         for (key, value) in platform.env() {
             command.env(key, value);
@@ -99,13 +99,6 @@ impl Drop for Bridge {
     }
 }
 
-fn fastrand_name() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 fn setup(platform: &dyn Platform) -> TestDir {
     let dir = TestDir::new();
     let config = dir.path().join("config").join("pincer");
@@ -122,27 +115,6 @@ fn setup(platform: &dyn Platform) -> TestDir {
     )
     .unwrap();
     dir
-}
-
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-}
-
-fn outbox(dir: &TestDir) -> Vec<Value> {
-    let out = dir
-        .command()
-        .args(["channels", "outbox", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn verify(dir: &TestDir) {
@@ -176,7 +148,7 @@ fn a_conversation(platform: &mut dyn Platform) {
             .is_some_and(|r| r.contains("Hello") && r.contains("there")),
         "{}: {reply:?}\n{}",
         platform.channel(),
-        stderr(&dir)
+        dir.log()
     );
     verify(&dir);
 }
@@ -201,7 +173,8 @@ fn a_redelivery_is_answered_once(platform: &mut dyn Platform) {
         "{}: a redelivered message was answered again",
         platform.channel()
     );
-    let replies = outbox(&dir)
+    let replies = dir
+        .outbox()
         .into_iter()
         .filter(|i| i["kind"] == "reply")
         .count();
@@ -257,7 +230,7 @@ fn an_approval_is_answered_in_the_chat(platform: &mut dyn Platform) {
         asked.contains("note.txt"),
         "{}: no approval prompt: {asked:?}\n{}",
         platform.channel(),
-        stderr(&dir)
+        dir.log()
     );
     assert!(!dir.workspace().join("note.txt").exists());
     platform.person_answers("y");
@@ -269,7 +242,7 @@ fn an_approval_is_answered_in_the_chat(platform: &mut dyn Platform) {
                 panic!(
                     "{}: no reply after the approval\n{}",
                     platform.channel(),
-                    stderr(&dir)
+                    dir.log()
                 )
             });
         if next.contains("Written.") {
@@ -304,19 +277,19 @@ fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform)
         if !out.stdout.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "{}", stderr(&dir));
+        assert!(Instant::now() < deadline, "{}", dir.log());
         std::thread::sleep(Duration::from_millis(50));
     }
     platform.down();
     let deadline = Instant::now() + WAIT;
-    while !outbox(&dir).iter().any(|i| {
+    while !dir.outbox().iter().any(|i| {
         i["kind"] == "reply" && i["status"] == "pending" && i["attempt"].as_u64() > Some(0)
     }) {
         assert!(
             Instant::now() < deadline,
             "{}: no retried reply: {:#?}",
             platform.channel(),
-            outbox(&dir)
+            dir.outbox()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -330,7 +303,7 @@ fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform)
         Some("Made it."),
         "{}: {:#?} {}\n{}",
         platform.channel(),
-        outbox(&dir),
+        dir.outbox(),
         String::from_utf8_lossy(
             &dir.command()
                 .args(["channels", "outbox"])
@@ -338,10 +311,11 @@ fn a_reply_waiting_for_the_platform_survives_a_kill(platform: &mut dyn Platform)
                 .unwrap()
                 .stderr
         ),
-        stderr(&dir)
+        dir.log()
     );
     assert_eq!(platform.next_for_person(Duration::from_secs(2)), None);
-    let reply = outbox(&dir)
+    let reply = dir
+        .outbox()
         .into_iter()
         .find(|i| i["kind"] == "reply")
         .unwrap();
@@ -489,7 +463,7 @@ impl Platform for Irc {
             assert!(
                 Instant::now() < deadline,
                 "the bot never came: {}",
-                stderr(dir)
+                dir.log()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -556,11 +530,7 @@ fn connected(dir: &TestDir) {
         if up {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "never connected: {}",
-            stderr(dir)
-        );
+        assert!(Instant::now() < deadline, "never connected: {}", dir.log());
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -620,7 +590,7 @@ impl Matrix {
             assert!(
                 Instant::now() < deadline,
                 "the bot never joined: {}",
-                stderr(dir)
+                dir.log()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -892,7 +862,7 @@ impl Webhook {
 
     fn says(&mut self, chat: &str, sender: &str, text: &str) {
         self.deliveries += 1;
-        let id = format!("d{}-{}", self.deliveries, fastrand_name());
+        let id = format!("d{}-{}", self.deliveries, crate::support::unique());
         let body = json!({"message": {"chat": chat, "sender": {"id": sender, "name": sender}, "text": text}});
         let (status, answer) = deliver(&self.url, Some(&id), &body, SECRET, 0);
         assert_eq!(status, 200, "{answer}");
@@ -931,11 +901,11 @@ impl Platform for Webhook {
         let deadline = Instant::now() + WAIT;
         loop {
             let addr = std::fs::read_to_string(&ready).unwrap_or_default();
-            if !addr.trim().is_empty() && stderr(dir).contains("webhook receiving") {
+            if !addr.trim().is_empty() && dir.log().contains("webhook receiving") {
                 self.url = format!("http://{}/channels/webhook/webhook", addr.trim());
                 return;
             }
-            assert!(Instant::now() < deadline, "{}", stderr(dir));
+            assert!(Instant::now() < deadline, "{}", dir.log());
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -65,10 +65,6 @@ fn start(dir: &TestDir, script: &[Value], env: &[(&str, &str)]) -> Bridge {
     Bridge { child }
 }
 
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-}
-
 /// Alice, in `#team`.
 fn alice(server: &IrcServer) -> IrcUser {
     let mut alice = IrcUser::connect(server, "alice");
@@ -100,7 +96,7 @@ fn wait_bot(user: &mut IrcUser, nick: &str, dir: &TestDir) {
             return;
         }
     }
-    panic!("{nick} never joined #team: {}", stderr(dir));
+    panic!("{nick} never joined #team: {}", dir.log());
 }
 
 fn from_bot(alice: &mut IrcUser, target: &str) -> IrcMessage {
@@ -258,7 +254,7 @@ fn an_approval_is_answered_with_y_and_a_stranger_pairs_first() {
     bob.privmsg("pincer", "hello?");
     let told = bob
         .try_expect(|m| m.is("PRIVMSG") && m.nick() == Some("pincer"), WAIT)
-        .unwrap_or_else(|| panic!("bob was not told how to pair: {}", stderr(&dir)));
+        .unwrap_or_else(|| panic!("bob was not told how to pair: {}", dir.log()));
     assert!(told.text().contains("/pair"), "{}", told.text());
     bob.privmsg("pincer", "/pair open-sesame");
     assert_eq!(
@@ -299,8 +295,8 @@ fn the_bot_comes_back_after_the_server_restarts_and_regains_its_nick() {
     // Acknowledged (its PING answered) before the server goes down; one
     // whose acknowledgement a restart cut off would be, rightly, unknown.
     let deadline = std::time::Instant::now() + WAIT;
-    while !outbox(&dir).iter().any(|i| i["status"] == "sent") {
-        assert!(std::time::Instant::now() < deadline, "{:#?}", outbox(&dir));
+    while !dir.outbox().iter().any(|i| i["status"] == "sent") {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", dir.outbox());
         std::thread::sleep(Duration::from_millis(50));
     }
     server.restart();
@@ -308,11 +304,7 @@ fn the_bot_comes_back_after_the_server_restarts_and_regains_its_nick() {
     wait_bot(&mut alice, "pincer", &dir);
     alice.privmsg("#team", "pincer: and now?");
     assert_eq!(from_bot(&mut alice, "#team").text(), "Again.");
-    assert!(
-        stderr(&dir).contains("IRC connection lost"),
-        "{}",
-        stderr(&dir)
-    );
+    assert!(dir.log().contains("IRC connection lost"), "{}", dir.log());
     // The status says connected again, and what was lost.
     let out = dir
         .command()
@@ -401,23 +393,6 @@ fn crash(mut bridge: Bridge) {
     bridge.child.wait().unwrap();
 }
 
-fn outbox(dir: &TestDir) -> Vec<Value> {
-    let out = dir
-        .command()
-        .args(["channels", "outbox", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn a_reply_decided_while_the_server_is_down_survives_a_kill_and_arrives_once() {
     let server = IrcServer::start_default();
@@ -440,17 +415,17 @@ fn a_reply_decided_while_the_server_is_down_survives_a_kill_and_arrives_once() {
         .stdout
         .is_empty()
     {
-        assert!(std::time::Instant::now() < deadline, "{}", stderr(&dir));
+        assert!(std::time::Instant::now() < deadline, "{}", dir.log());
         std::thread::sleep(Duration::from_millis(50));
     }
     // The server goes away while the run works: its reply is recorded and
     // waits, retried, for a connection.
     server.stop();
     let deadline = std::time::Instant::now() + WAIT;
-    while !outbox(&dir).iter().any(|i| {
+    while !dir.outbox().iter().any(|i| {
         i["kind"] == "reply" && i["status"] == "pending" && i["attempt"].as_u64() > Some(0)
     }) {
-        assert!(std::time::Instant::now() < deadline, "{:#?}", outbox(&dir));
+        assert!(std::time::Instant::now() < deadline, "{:#?}", dir.outbox());
         std::thread::sleep(Duration::from_millis(100));
     }
     crash(bridge);
@@ -468,7 +443,8 @@ fn a_reply_decided_while_the_server_is_down_survives_a_kill_and_arrives_once() {
             .is_none(),
         "sent once"
     );
-    let reply = outbox(&dir)
+    let reply = dir
+        .outbox()
         .into_iter()
         .find(|i| i["kind"] == "reply")
         .unwrap();
@@ -498,7 +474,8 @@ fn a_kill_while_lines_go_out_leaves_the_reply_unknown_and_never_resent() {
     // reply is sent again; it is reported.
     let deadline = std::time::Instant::now() + WAIT;
     let reply = loop {
-        let reply = outbox(&dir)
+        let reply = dir
+            .outbox()
             .into_iter()
             .find(|i| i["kind"] == "reply")
             .unwrap();

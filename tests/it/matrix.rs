@@ -97,10 +97,6 @@ fn start(dir: &TestDir, people: &People, script: &[Value], name: &str) -> Bridge
     Bridge { child }
 }
 
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-}
-
 /// Waits until `user` is in `room`.
 fn wait_joined(user: &MatrixUser, room: &str, dir: &TestDir) {
     let deadline = Instant::now() + WAIT;
@@ -110,7 +106,7 @@ fn wait_joined(user: &MatrixUser, room: &str, dir: &TestDir) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{} never joined {room}: {}", user.user_id, stderr(dir));
+    panic!("{} never joined {room}: {}", user.user_id, dir.log());
 }
 
 /// A direct room of `person` and the bot, the bot joined.
@@ -160,7 +156,7 @@ fn wait_latest(person: &MatrixUser, room: &str, bot: &str, text: &str, dir: &Tes
     panic!(
         "the room never showed {text:?} (it shows {:?}): {}",
         person.latest_text(room, bot),
-        stderr(dir)
+        dir.log()
     );
 }
 
@@ -254,7 +250,7 @@ fn a_conversation_in_a_direct_room_with_a_live_draft_and_a_long_reply() {
             Instant::now() < deadline,
             "the long reply never arrived whole ({} words): {}",
             joined.len(),
-            stderr(&dir)
+            dir.log()
         );
         std::thread::sleep(Duration::from_millis(300));
     };
@@ -332,7 +328,7 @@ fn wait_latest_of(person: &MatrixUser, room: &str, event_id: &str, end: &str, di
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    panic!("{event_id} never showed {end:?}: {}", stderr(dir));
+    panic!("{event_id} never showed {end:?}: {}", dir.log());
 }
 
 /// The scripted model answers a session's turns in order, across restarts.
@@ -360,7 +356,7 @@ fn a_restart_resumes_from_the_stored_token_and_answers_nothing_twice() {
         .iter()
         .map(|e| e.body().unwrap().to_owned())
         .collect();
-    assert_eq!(texts, ["First.", "Second."], "{}", stderr(&dir));
+    assert_eq!(texts, ["First.", "Second."], "{}", dir.log());
 }
 
 #[test]

@@ -166,17 +166,13 @@ impl Drop for Serve {
     }
 }
 
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-}
-
 fn wait_until(what: &str, check: impl Fn() -> bool, dir: &TestDir) {
     let deadline = Instant::now() + WAIT;
     while !check() {
         assert!(
             Instant::now() < deadline,
             "timed out waiting for {what}\n{}",
-            stderr(dir)
+            dir.log()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -397,7 +393,7 @@ fn a_schedule_fires_at_its_minute_in_its_zone_and_its_reply_reaches_the_chat_onc
     let serve = s.serve(true);
     // 08:59:30 in Berlin: nothing yet.
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(s.fires("morning").is_empty(), "{}", stderr(&s.dir));
+    assert!(s.fires("morning").is_empty(), "{}", s.dir.log());
     assert!(sent(&fake).is_empty());
     // 09:00:01 in Berlin.
     s.set_clock("2026-11-30T08:00:01Z");

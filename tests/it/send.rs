@@ -60,7 +60,7 @@ impl Serve {
             {
                 break text.trim().to_owned();
             }
-            assert!(Instant::now() < deadline, "{}", stderr(dir));
+            assert!(Instant::now() < deadline, "{}", dir.log());
             std::thread::sleep(Duration::from_millis(20));
         };
         Self { child, addr }
@@ -72,10 +72,6 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
 }
 
 fn send(dir: &TestDir, args: &[&str]) -> (i32, String, String) {

@@ -80,10 +80,6 @@ fn setup(fake: &FakeTelegram, extra: &str) -> TestDir {
     dir
 }
 
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-}
-
 /// Waits until `check` holds, looking every 150 ms: for what only a
 /// `pincer` command shows (the outbox, the sessions), each look a process
 /// opening the database.
@@ -91,32 +87,15 @@ fn until(fake: &FakeTelegram, what: &str, check: impl Fn() -> bool) {
     fake.wait_for_every(what, WAIT, Duration::from_millis(150), |_| check());
 }
 
-fn outbox(dir: &TestDir) -> Vec<Value> {
-    let out = dir
-        .command()
-        .args(["channels", "outbox", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// The reply's intent once its receipt is committed (the platform shows the
 /// message a moment before that).
 fn sent_reply(fake: &FakeTelegram, dir: &TestDir) -> Value {
     until(fake, "the reply's receipt", || {
-        outbox(dir)
+        dir.outbox()
             .iter()
             .any(|i| i["kind"] == "reply" && i["status"] == "sent")
     });
-    outbox(dir)
+    dir.outbox()
         .into_iter()
         .find(|i| i["kind"] == "reply")
         .unwrap()
@@ -125,7 +104,7 @@ fn sent_reply(fake: &FakeTelegram, dir: &TestDir) -> Value {
 /// Waits until a failed attempt is recorded and the reply waits to retry.
 fn retrying(fake: &FakeTelegram, dir: &TestDir) {
     until(fake, "a recorded failed attempt", || {
-        outbox(dir)
+        dir.outbox()
             .iter()
             .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
     });
@@ -164,7 +143,7 @@ fn settled(fake: &FakeTelegram, dir: &TestDir) {
         "the bridge to settle (no run working, no message on its way)",
         || {
             !runs_in(dir, &["queued", "running", "waiting"])
-                && outbox(dir).iter().all(|i| {
+                && dir.outbox().iter().all(|i| {
                     !matches!(
                         i["status"].as_str(),
                         Some("held" | "pending" | "sending" | "committing")
@@ -220,7 +199,8 @@ fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
     });
     // The draft shows the text before the reply's intent finalizes it.
     until(&fake, "both replies sent", || {
-        let replies: Vec<Value> = outbox(&dir)
+        let replies: Vec<Value> = dir
+            .outbox()
             .into_iter()
             .filter(|i| i["kind"] == "reply")
             .collect();
@@ -229,7 +209,7 @@ fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
     assert_eq!(fake.calls("sendMessage").len(), 2);
     drop(bridge);
     assert!(
-        !stderr(&dir).contains(TOKEN),
+        !dir.log().contains(TOKEN),
         "the bot token leaked into the logs"
     );
 }
@@ -604,12 +584,12 @@ fn intents_too_old_at_start_expire_instead_of_arriving_late() {
     let _bridge = Bridge::start(&dir, &script);
     fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
     until(&fake, "the intent expired", || {
-        outbox(&dir).iter().all(|i| i["status"] == "expired")
+        dir.outbox().iter().all(|i| i["status"] == "expired")
     });
     assert!(texts(&fake).is_empty(), "{:?}", texts(&fake));
-    let intent = &outbox(&dir)[0];
+    let intent = &dir.outbox()[0];
     assert_eq!(intent["status"], "expired");
-    assert!(stderr(&dir).contains("expired"));
+    assert!(dir.log().contains("expired"));
 }
 
 #[test]
@@ -721,7 +701,7 @@ fn a_crash_with_the_intent_recorded_loses_nothing() {
     fake.user_says(USER, "hi");
     retrying(&fake, &dir);
     bridge.crash();
-    let pending = outbox(&dir);
+    let pending = dir.outbox();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0]["status"], "pending");
     fake.release("sendMessage");
@@ -751,17 +731,17 @@ fn a_crash_after_the_platform_accepted_is_never_resent_blindly() {
     let _bridge = Bridge::start(&dir, &script);
     fake.wait_for("the restart polling", WAIT, |f| f.offsets().len() >= 3);
     until(&fake, "the intent found unknown after send", || {
-        outbox(&dir)
+        dir.outbox()
             .iter()
             .any(|i| i["status"] == "unknown_after_send")
     });
     settled(&fake, &dir);
     assert_eq!(fake.calls("sendMessage").len(), 1, "resent blindly");
-    let intents = outbox(&dir);
+    let intents = dir.outbox();
     assert_eq!(intents.len(), 1);
     assert_eq!(intents[0]["status"], "unknown_after_send");
     assert_eq!(intents[0]["failure"]["kind"], "unknown");
-    assert!(stderr(&dir).contains("unknown after send"));
+    assert!(dir.log().contains("unknown after send"));
 }
 
 /// The timeline of a lost reply: a process sends a live draft edit and dies
@@ -827,7 +807,8 @@ fn a_dead_processs_late_draft_edit_cannot_overwrite_the_reply() {
     );
     assert_eq!(fake.calls("deleteMessage").len(), 1);
     assert_eq!(fake.calls("sendMessage").len(), 2);
-    let draft = outbox(&dir)
+    let draft = dir
+        .outbox()
         .into_iter()
         .find(|i| i["kind"] == "draft")
         .unwrap();
@@ -888,7 +869,7 @@ fn a_stale_draft_that_cannot_be_deleted_is_named_before_the_reply() {
     });
     // Telegram shows the draft a moment before Pincer has committed its id.
     until(&fake, "the draft's id committed", || {
-        outbox(&dir).iter().any(|i| {
+        dir.outbox().iter().any(|i| {
             i["kind"] == "draft"
                 && i["receipt"]["parts"]
                     .as_array()
@@ -917,7 +898,8 @@ fn a_stale_draft_that_cannot_be_deleted_is_named_before_the_reply() {
     let reply = sent_reply(&fake, &dir);
     assert_eq!(reply["units"].as_array().unwrap().len(), 2, "{reply:#}");
     assert_eq!(reply["receipt"]["parts"].as_array().unwrap().len(), 2);
-    let draft = outbox(&dir)
+    let draft = dir
+        .outbox()
         .into_iter()
         .find(|i| i["kind"] == "draft")
         .unwrap();
@@ -956,7 +938,8 @@ fn a_crash_before_the_drafts_id_is_known_is_reported_in_the_reply() {
         "{shown:?}"
     );
     sent_reply(&fake, &dir);
-    let draft = outbox(&dir)
+    let draft = dir
+        .outbox()
         .into_iter()
         .find(|i| i["kind"] == "draft")
         .unwrap();
@@ -1136,7 +1119,7 @@ fn serve_bridges_the_chat_and_http_answers_its_approval_first() {
         if let Ok(text) = std::fs::read_to_string(&ready) {
             break text.trim().to_owned();
         }
-        assert!(std::time::Instant::now() < deadline, "{}", stderr(&dir));
+        assert!(std::time::Instant::now() < deadline, "{}", dir.log());
         std::thread::sleep(Duration::from_millis(20));
     };
     // Telegram answers sends late: the HTTP answer comes while the prompt
@@ -1195,7 +1178,7 @@ fn serve_bridges_the_chat_and_http_answers_its_approval_first() {
     );
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
-    assert!(status.success(), "{}", stderr(&dir));
+    assert!(status.success(), "{}", dir.log());
 }
 
 #[test]
@@ -1379,7 +1362,8 @@ fn a_platform_error_that_echoes_the_token_is_stored_and_logged_redacted() {
     let _bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
     retrying(&fake, &dir);
-    let failed = outbox(&dir)
+    let failed = dir
+        .outbox()
         .into_iter()
         .find(|i| i["status"] == "pending")
         .unwrap()
@@ -1392,7 +1376,7 @@ fn a_platform_error_that_echoes_the_token_is_stored_and_logged_redacted() {
     fake.wait_for("the reply", WAIT, |f| {
         texts(f) == vec!["Still here.".to_owned()]
     });
-    assert!(!stderr(&dir).contains(TOKEN), "{}", stderr(&dir));
+    assert!(!dir.log().contains(TOKEN), "{}", dir.log());
 }
 
 /// The latest session of the chat (from `/status`).
@@ -1761,14 +1745,14 @@ fn a_message_sending_hook_that_blocks_withholds_the_reply_once() {
     let _bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
     until(&fake, "the reply withheld", || {
-        outbox(&dir)
+        dir.outbox()
             .iter()
             .any(|i| i["kind"] == "reply" && i["status"] == "withheld")
     });
     // Not sent, and not tried again.
     settled(&fake, &dir);
     assert!(fake.calls("sendMessage").is_empty());
-    let withheld = outbox(&dir);
+    let withheld = dir.outbox();
     assert_eq!(withheld.len(), 1, "{withheld:#?}");
     assert_eq!(withheld[0]["status"], "withheld");
     assert_eq!(withheld[0]["attempt"], 0);
@@ -1779,7 +1763,7 @@ fn a_message_sending_hook_that_blocks_withholds_the_reply_once() {
             .contains("not for this chat"),
         "{withheld:#?}"
     );
-    assert!(stderr(&dir).contains("withheld"), "{}", stderr(&dir));
+    assert!(dir.log().contains("withheld"), "{}", dir.log());
     // The run ended normally: the chat goes on, and the next reply is sent.
     assert!(!running(&dir));
     fake.user_says(USER, "and now?");
@@ -1793,7 +1777,7 @@ fn a_message_sending_hook_that_blocks_withholds_the_reply_once() {
 /// Waits until `n` replies are `sent`.
 fn sent_reply_count(fake: &FakeTelegram, dir: &TestDir, n: usize) {
     until(fake, "the replies' receipts", || {
-        outbox(dir)
+        dir.outbox()
             .iter()
             .filter(|i| i["kind"] == "reply" && i["status"] == "sent")
             .count()
@@ -1821,7 +1805,7 @@ fn a_failing_message_sending_hook_lets_the_original_go_by_default() {
         texts(f) == vec!["The plain answer".to_owned()]
     });
     sent_reply(&fake, &dir);
-    let log = stderr(&dir);
+    let log = dir.log();
     assert!(log.contains("hook failed") && log.contains("boom"), "{log}");
 }
 
@@ -1840,7 +1824,7 @@ fn a_failing_message_sending_hook_withholds_with_on_failure_block() {
     let _bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
     until(&fake, "the reply withheld", || {
-        outbox(&dir)
+        dir.outbox()
             .iter()
             .any(|i| i["kind"] == "reply" && i["status"] == "withheld")
     });
@@ -1869,7 +1853,7 @@ fn a_crash_while_a_message_sending_hook_runs_asks_it_again_and_sends_once() {
     let bridge = Bridge::start(&dir, &script);
     fake.user_says(USER, "hi");
     fake.wait_for("the hook asked", WAIT, |_| mark.exists());
-    let held = outbox(&dir);
+    let held = dir.outbox();
     assert_eq!(held.len(), 1, "{held:#?}");
     assert_eq!(held[0]["status"], "held");
     bridge.crash();
@@ -1948,7 +1932,7 @@ fn a_message_sending_hook_reads_prompts_and_notices_and_a_rewritten_prompt_keeps
 
 /// Waits until the bridges' shared stderr says `needle`.
 fn logged(fake: &FakeTelegram, dir: &TestDir, what: &str, needle: &str) {
-    fake.wait_for(what, WAIT, |_| stderr(dir).contains(needle));
+    fake.wait_for(what, WAIT, |_| dir.log().contains(needle));
 }
 
 /// Bridge A (script `first`) answers "one" with `reply`, committed; then
@@ -2181,7 +2165,7 @@ fn on_postgres_a_send_in_flight_at_a_kill_is_never_resent_blindly() {
     a.crash();
     fake.release("sendMessage");
     until(&fake, "the intent found unknown after send", || {
-        outbox(&dir)
+        dir.outbox()
             .iter()
             .any(|i| i["status"] == "unknown_after_send")
     });

@@ -24,8 +24,12 @@ struct Bridge {
 
 impl Bridge {
     fn start(dir: &TestDir, script: &std::path::Path) -> Self {
-        let log = dir.path().join(format!("stderr-{}.log", fastrand_name()));
-        let ready = dir.path().join(format!("ready-{}", fastrand_name()));
+        let log = dir
+            .path()
+            .join(format!("stderr-{}.log", crate::support::unique()));
+        let ready = dir
+            .path()
+            .join(format!("ready-{}", crate::support::unique()));
         let child = dir
             .command()
             .env("PINCER_WEBHOOK_SECRET", SECRET)
@@ -74,13 +78,6 @@ impl Drop for Bridge {
     }
 }
 
-fn fastrand_name() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 fn setup(peer: &Peer) -> TestDir {
     let dir = TestDir::new();
     let workspace = dir.workspace();
@@ -102,22 +99,11 @@ fn says(text: &str) -> Value {
     json!({"message": {"chat": "room-1", "sender": {"id": "u1", "name": "Ada"}, "text": text}})
 }
 
-fn outbox(dir: &TestDir) -> Vec<Value> {
-    let out = dir
-        .command()
-        .args(["channels", "outbox", "--json"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn wait_sent(dir: &TestDir) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {
-        if let Some(reply) = outbox(dir)
+        if let Some(reply) = dir
+            .outbox()
             .into_iter()
             .find(|i| i["kind"] == "reply" && i["status"] == "sent")
         {
@@ -126,7 +112,7 @@ fn wait_sent(dir: &TestDir) -> Value {
         assert!(
             Instant::now() < deadline,
             "no sent reply: {:#?}",
-            outbox(dir)
+            dir.outbox()
         );
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -71,7 +71,7 @@
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -140,14 +140,6 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The last lines of a log file, for failure messages.
@@ -384,8 +376,8 @@ impl IrcServer {
 
     fn start_on_free_ports(mut self) -> Self {
         for attempt in 1..=PORT_ATTEMPTS {
-            self.port = free_port();
-            self.tls_port = self.options.tls.then(free_port);
+            self.port = super::free_port();
+            self.tls_port = self.options.tls.then(super::free_port);
             self.write_config();
             match self.try_start() {
                 Ok(()) => return self,

@@ -65,7 +65,8 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine as _;
 use serde::Deserialize;
 
-use super::irc::{free_port, is_root, make_certificates, on_path, tail, terminate, watch};
+use super::free_port;
+use super::irc::{is_root, make_certificates, on_path, tail, terminate, watch};
 
 /// The domain of the users' addresses ([`MailServer::address`]).
 pub const DOMAIN: &str = "example.org";

@@ -80,7 +80,6 @@
 //! client on a runtime of this module's own, blocking the calling thread.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -124,14 +123,6 @@ fn venv_python() -> PathBuf {
         python.display()
     );
     python
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The last lines of a file from byte `offset` on, for failure messages.
@@ -274,7 +265,7 @@ impl Synapse {
         server.write_signing_key();
         server.write_log_config();
         for attempt in 1..=PORT_ATTEMPTS {
-            server.port = free_port();
+            server.port = super::free_port();
             server.write_config();
             let logged = file_len(&server.console_path());
             match server.spawn_and_wait() {

@@ -272,6 +272,31 @@ impl TestDir {
         );
     }
 
+    /// What the `pincer` processes a test started wrote to `stderr.log` in
+    /// this directory, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("stderr.log")).unwrap_or_default()
+    }
+
+    /// `pincer channels outbox --json`: every send intent, most recently
+    /// changed first.
+    pub fn outbox(&self) -> Vec<Value> {
+        let out = self
+            .command()
+            .args(["channels", "outbox", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     /// A `pincer` command isolated in this directory (no user config, own data dir).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(BIN);
@@ -682,3 +707,20 @@ pub fn copy_tree(from: &Path, to: &Path) {
 /// library's unit tests).
 #[path = "../../../src/testing/postgres.rs"]
 pub mod postgres;
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A name no other call in this process got (nanoseconds since the epoch).
+pub fn unique() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
