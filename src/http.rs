@@ -19,6 +19,7 @@ pub mod limit;
 pub mod metrics;
 pub mod routes;
 pub mod rpc;
+pub mod schedules;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -82,6 +83,8 @@ pub struct Ports {
     pub acp: Option<Arc<dyn acp::Connections>>,
     /// The chat channels behind `/channels/{name}/…`.
     pub channels: Option<Arc<dyn ingress::ChannelIngress>>,
+    /// The schedules behind `/v1/schedules`.
+    pub schedules: Option<Arc<dyn schedules::Schedules>>,
 }
 
 /// Serves HTTP on `listener` until `shutdown` fires, then stops taking

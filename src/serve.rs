@@ -27,7 +27,7 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
             "nothing to serve: pass --http [ADDR] (or set `bind` in the [http] table of the config) and/or --channel NAME"
         )));
     }
-    let app = opened;
+    let app = Arc::new(opened);
     let runtime = app.runtime.clone();
     runtime.keep_process_lease();
     let shutdown = CancellationToken::new();
@@ -67,6 +67,8 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
                         },
                     }) as Arc<dyn http::acp::Connections>),
                     channels: Some(ingress.clone() as Arc<dyn http::ingress::ChannelIngress>),
+                    schedules: Some(Arc::new(ScheduleRoutes { app: app.clone() })
+                        as Arc<dyn http::schedules::Schedules>),
                 },
                 http_stop.clone(),
             )))
@@ -317,4 +319,106 @@ fn spawn_recovery(
             }
         }
     }))
+}
+
+/// The schedules behind `/v1/schedules`: the store's, checked and recorded
+/// as `pincer schedule` does (`wiring::schedules`).
+struct ScheduleRoutes {
+    app: Arc<crate::app::App>,
+}
+
+impl http::schedules::Schedules for ScheduleRoutes {
+    fn list(&self) -> futures::future::BoxFuture<'static, Result<serde_json::Value, Refusal>> {
+        let store = self.app.store.clone();
+        Box::pin(async move {
+            let schedules = store.schedules().await.map_err(unavailable)?;
+            let mut views = Vec::new();
+            for schedule in &schedules {
+                let fires = store
+                    .fires(Some(&schedule.id), 1)
+                    .await
+                    .map_err(unavailable)?;
+                views.push(wiring::schedules::view(schedule, fires.first()));
+            }
+            Ok(serde_json::json!({ "schedules": views }))
+        })
+    }
+
+    fn show(
+        &self,
+        id: String,
+        limit: usize,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, Refusal>> {
+        let store = self.app.store.clone();
+        Box::pin(async move {
+            let schedule = store
+                .schedules()
+                .await
+                .map_err(unavailable)?
+                .into_iter()
+                .find(|s| s.id == id)
+                .ok_or_else(|| unknown(&id))?;
+            let fires = store.fires(Some(&id), limit).await.map_err(unavailable)?;
+            let mut view = wiring::schedules::view(&schedule, fires.first());
+            view["fires"] = serde_json::to_value(&fires)
+                .map_err(|err| Refusal::Unavailable(err.to_string()))?;
+            Ok(view)
+        })
+    }
+
+    fn add(
+        &self,
+        request: http::schedules::AddSchedule,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, Refusal>> {
+        let app = self.app.clone();
+        Box::pin(async move {
+            let place = match (request.session_id, request.workspace) {
+                (Some(id), _) => wiring::schedules::Where::Session(id),
+                (None, dir) => wiring::schedules::Where::Workspace(dir.unwrap_or_default()),
+            };
+            let definition = crate::core::schedule::Definition {
+                cron: request.cron,
+                at: request.at,
+                tz: request.tz,
+                prompt: request.prompt,
+                catch_up: request.catch_up,
+                id: request.id,
+            };
+            let schedule =
+                wiring::schedules::add(&app, definition, place, request.deliver.as_deref(), "http")
+                    .await
+                    .map_err(|err| match err {
+                        wiring::schedules::AddError::Invalid(reason) => Refusal::Invalid(reason),
+                        wiring::schedules::AddError::Store(err) => unavailable(err),
+                    })?;
+            let view = wiring::schedules::view(&schedule, None);
+            Ok(serde_json::json!({"schedule": schedule, "next": view["next"]}))
+        })
+    }
+
+    fn remove(&self, id: String) -> futures::future::BoxFuture<'static, Result<(), Refusal>> {
+        let store = self.app.store.clone();
+        Box::pin(async move {
+            match store
+                .commit(crate::core::journal::Write::Schedule(
+                    crate::core::schedule::ScheduleWrite::Remove { id: id.clone() },
+                ))
+                .await
+            {
+                Ok(()) => Ok(()),
+                Err(crate::core::journal::JournalError::Conflict(_)) => Err(unknown(&id)),
+                Err(err) => Err(unavailable(err)),
+            }
+        })
+    }
+}
+
+use http::schedules::Refusal;
+
+fn unavailable(err: impl std::fmt::Display) -> Refusal {
+    Refusal::Unavailable(format!("the schedules cannot be read: {err}"))
+}
+
+fn unknown(id: &str) -> Refusal {
+    Refusal::Unknown(format!("no schedule {}", crate::core::quote::quote(id)))
 }

@@ -125,6 +125,18 @@ pub fn table() -> Vec<Route> {
             "/channels/{name}/webhook",
             post(super::ingress::webhook),
         ),
+        route(Method::GET, "/v1/schedules", get(super::schedules::list)),
+        route(Method::POST, "/v1/schedules", post(super::schedules::add)),
+        route(
+            Method::GET,
+            "/v1/schedules/{schedule_id}",
+            get(super::schedules::show),
+        ),
+        route(
+            Method::DELETE,
+            "/v1/schedules/{schedule_id}",
+            on(MethodFilter::DELETE, super::schedules::remove),
+        ),
         route(
             Method::POST,
             "/v1/rpc",

@@ -7,12 +7,12 @@ use anyhow::anyhow;
 use serde_json::json;
 
 use super::print;
+use crate::app::wiring::schedules::{AddError, Where};
 use crate::app::{App, Failure, Flags, exit, wiring};
 use crate::cli::{ScheduleAddArgs, ScheduleCommand};
-use crate::core::ids::SessionId;
 use crate::core::journal::{JournalError, Write};
 use crate::core::schedule::{
-    Definition, Delivery, Fire, FireState, Place, Schedule, ScheduleWrite, local_time,
+    Definition, Fire, FireState, Place, Schedule, ScheduleWrite, local_time,
 };
 
 pub async fn schedule(flags: &Flags, command: &ScheduleCommand) -> Result<u8, Failure> {
@@ -35,98 +35,44 @@ async fn add(flags: &Flags, args: &ScheduleAddArgs) -> Result<u8, Failure> {
     } else {
         args.prompt.clone()
     };
-    let deliver = args
-        .deliver
-        .as_deref()
-        .map(|text| {
-            Delivery::parse(text).ok_or_else(|| {
-                Failure::usage(anyhow!(
-                    "--deliver: expected CHANNEL:TARGET (`team:#dev`, `tg:42`)"
-                ))
-            })
-        })
-        .transpose()?;
     let place = match (&args.session, &args.workspace) {
-        (Some(id), _) => Place::Session(SessionId::from_string(id.clone())),
-        (None, workspace) => Place::Workspace(super::directory(workspace.as_deref())?),
+        (Some(id), _) => Where::Session(id.clone()),
+        (None, Some(dir)) => Where::Workspace(dir.clone()),
+        (None, None) => Where::Workspace(super::directory(None)?),
     };
     let opened = App::open(flags).await?;
-    if let Place::Session(id) = &place
-        && opened
-            .store
-            .session(id)
-            .await
-            .map_err(Failure::failed)?
-            .is_none()
-    {
-        return Err(Failure::usage(anyhow!("--session: no session {id}")));
-    }
-    if let Some(delivery) = &deliver {
-        check_delivery(&opened, delivery).map_err(Failure::usage)?;
-    }
-    let schedule = Definition {
+    let definition = Definition {
         cron: args.cron.clone(),
         at: args.at.clone(),
         tz: args.tz.clone(),
         prompt,
         catch_up: Some(args.catch_up.clone()),
         id: args.id.clone(),
-    }
-    .build(place, deliver, "cli", now())
-    .map_err(|err| Failure::usage(anyhow!("--{}", err.replacen('_', "-", 1))))?;
-    match opened
-        .store
-        .commit(Write::Schedule(ScheduleWrite::Put(schedule.clone())))
-        .await
-    {
-        Ok(()) => {}
-        Err(JournalError::Conflict(reason)) => {
-            return Err(Failure::usage(anyhow!("--id: {reason}")));
-        }
-        Err(err) => return Err(Failure::failed(err)),
-    }
-    let next = schedule.next_after(now()).map_err(Failure::failed)?;
+    };
+    let schedule =
+        wiring::schedules::add(&opened, definition, place, args.deliver.as_deref(), "cli")
+            .await
+            .map_err(|err| match err {
+                // `catch_up: …` is `--catch-up`'s.
+                AddError::Invalid(reason) => Failure::usage(anyhow!("--{}", option_named(&reason))),
+                AddError::Store(err) => Failure::failed(err),
+            })?;
+    let view = wiring::schedules::view(&schedule, None);
     let out = if args.json {
-        format!("{}\n", json!({"schedule": schedule, "next": next}))
+        format!("{}\n", json!({"schedule": schedule, "next": view["next"]}))
     } else {
         format!(
             "{}  {}  next: {}\n",
             schedule.id,
             schedule.describe_when(),
-            next.map_or_else(|| "never".to_owned(), |n| local_time(n, &schedule.tz))
+            view["next"]
+                .as_i64()
+                .map_or_else(|| "never".to_owned(), |n| local_time(n, &schedule.tz))
         )
     };
     print(&out)?;
     opened.store.shutdown();
     Ok(exit::OK)
-}
-
-/// The channel is configured here and reads the target.
-pub fn check_delivery(app: &App, delivery: &Delivery) -> anyhow::Result<()> {
-    if !app.config.channels.contains_key(&delivery.channel) {
-        anyhow::bail!(
-            "--deliver: no channel {} is configured (a [channels.NAME] table)",
-            crate::core::quote::quote(&delivery.channel)
-        );
-    }
-    let adapter = wiring::channel_adapter(&app.config, &delivery.channel, &|name| {
-        std::env::var(name).ok()
-    })
-    .map_err(|err| anyhow!("--deliver: {err:#}"))?;
-    adapter
-        .target(&delivery.to)
-        .map_err(|err| anyhow!("--deliver: {err}"))?;
-    Ok(())
-}
-
-/// A schedule's next occurrence from now, and its latest fire.
-fn summary(schedule: &Schedule, last: Option<&Fire>) -> serde_json::Value {
-    let after = last
-        .filter(|f| !f.manual)
-        .map_or(schedule.created_at - 1, |f| f.occurrence)
-        .max(now());
-    let next = schedule.next_after(after).ok().flatten();
-    json!({"schedule": schedule, "next": next, "last_fire": last})
 }
 
 async fn list(flags: &Flags, json: bool) -> Result<u8, Failure> {
@@ -139,7 +85,7 @@ async fn list(flags: &Flags, json: bool) -> Result<u8, Failure> {
             .fires(Some(&schedule.id), 1)
             .await
             .map_err(Failure::failed)?;
-        let view = summary(schedule, fires.first());
+        let view = wiring::schedules::view(schedule, fires.first());
         if json {
             out.push_str(&view.to_string());
             out.push('\n');
@@ -206,7 +152,7 @@ async fn show(flags: &Flags, id: &str, limit: usize, json: bool) -> Result<u8, F
         .fires(Some(id), limit)
         .await
         .map_err(Failure::failed)?;
-    let view = summary(&schedule, fires.first());
+    let view = wiring::schedules::view(&schedule, fires.first());
     let out = if json {
         let mut view = view;
         view["fires"] = serde_json::to_value(&fires).map_err(Failure::failed)?;
@@ -307,7 +253,10 @@ async fn run_now(flags: &Flags, id: &str, json: bool) -> Result<u8, Failure> {
     })
 }
 
-/// Now, on the schedules' clock (`wiring::schedules::clock`).
-fn now() -> i64 {
-    wiring::schedules::clock().now_millis()
+/// `catch_up: …` as `catch-up: …`: a field's name as its option's.
+fn option_named(reason: &str) -> String {
+    match reason.split_once(": ") {
+        Some((field, rest)) => format!("{}: {rest}", field.replace('_', "-")),
+        None => reason.to_owned(),
+    }
 }

@@ -124,9 +124,10 @@ impl Setup {
             )
             .spawn()
             .unwrap();
-        let serve = Serve { child };
+        let mut serve = Serve { child, addr: None };
         if !telegram {
             wait_until("the HTTP face", || ready.exists(), &self.dir);
+            serve.addr = Some(std::fs::read_to_string(&ready).unwrap().trim().to_owned());
         }
         serve
     }
@@ -149,6 +150,8 @@ impl Setup {
 
 struct Serve {
     child: Child,
+    /// Where its HTTP face listens, when it has one.
+    addr: Option<String>,
 }
 
 impl Serve {
@@ -747,4 +750,140 @@ fn a_fire_whose_process_dies_mid_run_is_settled_by_the_next_start_and_the_chat_i
     );
     let (code, out, err) = s.pincer(&["verify"]);
     assert_eq!(code, 0, "{out}{err}");
+}
+
+/// `METHOD PATH` with an optional JSON body to the HTTP face: (status, JSON).
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>, token: bool) -> (u16, Value) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let auth = if token {
+        "authorization: Bearer http-token-0123456789abcdef\r\n"
+    } else {
+        ""
+    };
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn schedules_are_managed_over_http() {
+    let s = setup(None);
+    s.set_clock("2026-12-01T10:00:00Z");
+    let serve = s.serve(false);
+    let addr = serve.addr.clone().unwrap();
+    let ws = s.dir.workspace();
+    let (status, _) = http(&addr, "GET", "/v1/schedules", None, false);
+    assert_eq!(status, 401);
+    let (status, body) = http(&addr, "GET", "/v1/schedules", None, true);
+    assert_eq!((status, body), (200, json!({"schedules": []})));
+    // Mistakes name the field.
+    for (request, expected) in [
+        (
+            json!({"cron": "0 9 * *", "prompt": "x", "workspace": ws}),
+            "cron: cron expression",
+        ),
+        (
+            json!({"cron": "0 9 * * *", "tz": "Nowhere/City", "prompt": "x", "workspace": ws}),
+            "tz: time zone",
+        ),
+        (
+            json!({"at": "2026-11-30T09:00", "tz": "UTC", "prompt": "x", "workspace": ws}),
+            "at: 2026-11-30T09:00+00:00[UTC] is in the past",
+        ),
+        (
+            json!({"cron": "0 9 * * *", "prompt": "x"}),
+            "workspace: give a workspace or a session_id",
+        ),
+        (
+            json!({"cron": "0 9 * * *", "prompt": "x", "workspace": "/no/such/dir"}),
+            "workspace: ",
+        ),
+        (
+            json!({"cron": "0 9 * * *", "prompt": "x", "session_id": "ses_none"}),
+            "session: no session ses_none",
+        ),
+        (
+            json!({"cron": "0 9 * * *", "prompt": "x", "workspace": ws, "deliver": "tg:1"}),
+            "deliver: no channel tg is configured",
+        ),
+    ] {
+        let (status, body) = http(&addr, "POST", "/v1/schedules", Some(&request), true);
+        assert_eq!(status, 400, "{request}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(expected),
+            "{request}: {body}"
+        );
+    }
+    let (status, body) = http(
+        &addr,
+        "POST",
+        "/v1/schedules",
+        Some(&json!({"prompt": "x", "workspace": ws, "colour": "red"})),
+        true,
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, added) = http(
+        &addr,
+        "POST",
+        "/v1/schedules",
+        Some(
+            &json!({"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin", "prompt": "Report", "workspace": ws, "id": "morning"}),
+        ),
+        true,
+    );
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["schedule"]["origin"], "http");
+    // Wednesday 2 December, 09:00 in Berlin.
+    assert_eq!(added["next"], millis("2026-12-02T08:00:00Z"));
+    let (status, body) = http(
+        &addr,
+        "POST",
+        "/v1/schedules",
+        Some(&json!({"cron": "* * * * *", "prompt": "x", "workspace": ws, "id": "morning"})),
+        true,
+    );
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("id: a schedule morning already exists"),
+        "{body}"
+    );
+    // The CLI sees it; HTTP lists and shows it.
+    let (_, out, _) = s.pincer(&["schedule", "list"]);
+    assert!(
+        out.starts_with("morning  0 9 * * MON-FRI (Europe/Berlin)"),
+        "{out}"
+    );
+    let (status, body) = http(&addr, "GET", "/v1/schedules", None, true);
+    assert_eq!(status, 200);
+    assert_eq!(body["schedules"][0]["schedule"]["id"], "morning");
+    assert_eq!(body["schedules"][0]["next"], millis("2026-12-02T08:00:00Z"));
+    let (status, body) = http(&addr, "GET", "/v1/schedules/morning?limit=5", None, true);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["fires"], json!([]));
+    let (status, _) = http(&addr, "GET", "/v1/schedules/nope", None, true);
+    assert_eq!(status, 404);
+    let (status, body) = http(&addr, "DELETE", "/v1/schedules/morning", None, true);
+    assert_eq!(
+        (status, body),
+        (200, json!({"schedule_id": "morning", "deleted": true}))
+    );
+    let (status, body) = http(&addr, "DELETE", "/v1/schedules/morning", None, true);
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["message"], "no schedule morning");
 }

@@ -59,3 +59,118 @@ impl Clock for FileClock {
             .map_or_else(|| SystemClock.now_millis(), |at| at.as_millisecond())
     }
 }
+
+/// Where a new schedule's runs go, as a face was asked.
+pub enum Where {
+    /// Continue this session (it must exist).
+    Session(String),
+    /// New sessions in this directory (it must be one).
+    Workspace(std::path::PathBuf),
+}
+
+/// Why a schedule was not added.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// The definition is wrong: `FIELD: what` (`cron: …`, `deliver: …`).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the schedule was not recorded: {0}")]
+    Store(crate::core::journal::JournalError),
+}
+
+/// Checks and records a schedule for any face: the definition
+/// (`Definition::build`), the session or workspace, the delivery's channel
+/// (configured here) and target (read by its adapter); an id already taken
+/// is `id: …`.
+pub async fn add(
+    app: &App,
+    definition: crate::core::schedule::Definition,
+    place: Where,
+    deliver: Option<&str>,
+    origin: &str,
+) -> Result<crate::core::schedule::Schedule, AddError> {
+    use crate::core::journal::{JournalError, Write};
+    use crate::core::schedule::{Delivery, Place, ScheduleWrite};
+    let deliver = match deliver {
+        None => None,
+        Some(text) => {
+            let delivery = Delivery::parse(text).ok_or_else(|| {
+                AddError::Invalid("deliver: expected CHANNEL:TARGET (`team:#dev`, `tg:42`)".into())
+            })?;
+            if !app.config.channels.contains_key(&delivery.channel) {
+                return Err(AddError::Invalid(format!(
+                    "deliver: no channel {} is configured (a [channels.NAME] table)",
+                    crate::core::quote::quote(&delivery.channel)
+                )));
+            }
+            let adapter = super::channel_adapter(&app.config, &delivery.channel, &|name| {
+                std::env::var(name).ok()
+            })
+            .map_err(|err| AddError::Invalid(format!("deliver: {err:#}")))?;
+            adapter
+                .target(&delivery.to)
+                .map_err(|err| AddError::Invalid(format!("deliver: {err}")))?;
+            Some(delivery)
+        }
+    };
+    let place = match place {
+        Where::Session(id) => {
+            let id = crate::core::ids::SessionId::from_string(id);
+            let found = app
+                .store
+                .session(&id)
+                .await
+                .map_err(AddError::Store)?
+                .is_some();
+            if !found {
+                return Err(AddError::Invalid(format!(
+                    "session: no session {}",
+                    crate::core::quote::quote(id.as_str())
+                )));
+            }
+            Place::Session(id)
+        }
+        Where::Workspace(dir) => {
+            let dir = dir.canonicalize().map_err(|err| {
+                AddError::Invalid(format!(
+                    "workspace: {}: {err}",
+                    crate::core::quote::quote(&dir.to_string_lossy())
+                ))
+            })?;
+            if !dir.is_dir() {
+                return Err(AddError::Invalid(format!(
+                    "workspace: {} is not a directory",
+                    crate::core::quote::quote(&dir.to_string_lossy())
+                )));
+            }
+            Place::Workspace(dir)
+        }
+    };
+    let schedule = definition
+        .build(place, deliver, origin, clock().now_millis())
+        .map_err(AddError::Invalid)?;
+    match app
+        .store
+        .commit(Write::Schedule(ScheduleWrite::Put(schedule.clone())))
+        .await
+    {
+        Ok(()) => Ok(schedule),
+        Err(JournalError::Conflict(reason)) => Err(AddError::Invalid(format!("id: {reason}"))),
+        Err(err) => Err(AddError::Store(err)),
+    }
+}
+
+/// A schedule as the faces show it: `{"schedule", "next", "last_fire"}`,
+/// its next occurrence from now (on the schedules' clock) after its latest
+/// timed fire, and that fire.
+pub fn view(
+    schedule: &crate::core::schedule::Schedule,
+    last: Option<&crate::core::schedule::Fire>,
+) -> serde_json::Value {
+    let after = last
+        .filter(|f| !f.manual)
+        .map_or(schedule.created_at - 1, |f| f.occurrence)
+        .max(clock().now_millis());
+    let next = schedule.next_after(after).ok().flatten();
+    serde_json::json!({"schedule": schedule, "next": next, "last_fire": last})
+}
