@@ -22,7 +22,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, HttpReply, HttpRequest, Hub, Inbound, Received};
+use super::{
+    Adapter, Capabilities, DeliveryError, HttpReply, HttpRequest, Hub, Idempotence, Inbound,
+    LengthUnit, Received,
+};
 use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
@@ -199,43 +202,21 @@ impl Webhook {
             .header("idempotency-key", key)
             .body(raw)
             .send()
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(err) => {
-                let kind = if err.is_connect() {
-                    FailureKind::Transient
-                } else {
-                    FailureKind::Unknown
-                };
-                return Err(DeliveryError::new(
-                    kind,
-                    format!("webhook POST: {}", crate::causes::chain(&err.without_url())),
-                ));
-            }
-        };
+            .await
+            .map_err(|err| DeliveryError::unanswered("webhook POST", err))?;
         let status = response.status().as_u16();
         let retry_after = crate::providers::retry_after(response.headers());
+        // The status says what came of it; a body cut off only loses the
+        // message id (the key stands in) or the error's words.
         let text = response.text().await.unwrap_or_default();
         if (200..300).contains(&status) {
             return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
         }
-        let kind = match status {
-            429 => FailureKind::RateLimit,
-            401 => FailureKind::Auth,
-            403 => FailureKind::Permission,
-            404 | 410 => FailureKind::NotFound,
-            409 => FailureKind::Conflict,
-            400 | 413 | 422 => FailureKind::InvalidPayload,
-            500..=599 => FailureKind::Transient,
-            _ => FailureKind::Unknown,
-        };
         let snippet: String = text.chars().take(300).collect();
-        Err(DeliveryError {
-            kind,
-            message: format!("webhook POST: HTTP {status} {snippet}"),
-            retry_after,
-        })
+        Err(
+            DeliveryError::from_status(status, format!("webhook POST: HTTP {status} {snippet}"))
+                .with_retry_after(retry_after),
+        )
     }
 
     fn outbound(&self, target: &Target, unit: &Unit, key: &str) -> Value {
@@ -315,16 +296,25 @@ impl Adapter for Webhook {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_len: self.max_len,
+            length_unit: LengthUnit::Chars,
             edit: true,
+            delete: true,
             buttons: true,
+            reactions: false,
+            // `thread` in and out, as the peer names it.
+            threads: true,
             edit_interval: Duration::from_secs(1),
             markup: None,
             working_after: None,
+            // Every POST carries an `Idempotency-Key` the peer deduplicates
+            // by; an edit carries the whole text, a deletion is keyed by the
+            // message.
+            idempotent: Idempotence {
+                send: true,
+                edit: true,
+                delete: true,
+            },
         }
-    }
-
-    fn idempotent(&self) -> bool {
-        true
     }
 
     fn send<'a>(
