@@ -349,8 +349,9 @@ pub trait Adapter: Send + Sync + 'static {
         unit: &'a Unit,
     ) -> BoxFuture<'a, Result<(), DeliveryError>>;
     /// Deletes a message sent earlier. A message already gone is
-    /// `FailureKind::NotFound`. Platforms that cannot delete keep the default,
-    /// which refuses (`Permission`).
+    /// `FailureKind::NotFound`. Platforms that cannot delete (`delete:
+    /// false` in their capabilities) keep the default, which refuses
+    /// (`Permission`).
     fn delete<'a>(
         &'a self,
         _target: &'a Target,

@@ -325,5 +325,40 @@ mod tests {
             keys(&usage_schema["properties"]),
             "usage fields"
         );
+        let capabilities = CapabilitiesView {
+            max_len: 4096,
+            length_unit: "utf16",
+            markup: Some("html"),
+            edit: true,
+            delete: true,
+            buttons: true,
+            reactions: false,
+            threads: true,
+            edit_interval_ms: 1000,
+            working_after_ms: None,
+            idempotent: IdempotenceView {
+                send: false,
+                edit: true,
+                delete: true,
+            },
+        };
+        let status = crate::core::channel::AccountStatus::default();
+        let view = channel(&ChannelView {
+            name: "telegram",
+            account: "1",
+            kind: Some("telegram"),
+            serving: Some(true),
+            capabilities: Some(capabilities),
+            status: &status,
+            outbox: std::collections::BTreeMap::new(),
+        });
+        assert_eq!(keys(&view), documented("Channel"));
+        assert_eq!(
+            keys(&view["capabilities"]),
+            documented("ChannelCapabilities")
+        );
+        let idempotent = &document["components"]["schemas"]["ChannelCapabilities"]["properties"]["idempotent"]
+            ["properties"];
+        assert_eq!(keys(&view["capabilities"]["idempotent"]), keys(idempotent));
     }
 }

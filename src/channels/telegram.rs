@@ -537,6 +537,101 @@ mod tests {
             &json!({"ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}),
         );
         assert_eq!(blocked.kind, FailureKind::Permission);
+        // Telegram answers a wrong token with 404; other statuses as HTTP's.
+        let token = classify(
+            "getMe",
+            404,
+            &json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+        );
+        assert_eq!(token.kind, FailureKind::Auth);
+        let large = classify(
+            "sendMessage",
+            413,
+            &json!({"ok": false, "error_code": 413, "description": "Request Entity Too Large"}),
+        );
+        assert_eq!(large.kind, FailureKind::InvalidPayload);
+        let down = classify(
+            "sendMessage",
+            502,
+            &json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+        );
+        assert_eq!(down.kind, FailureKind::Transient);
+    }
+
+    /// Telegram's answers through the shared classification: a refused
+    /// connection is retried, an answer that never came may have been acted
+    /// on, a 5xx whose body is lost is retried.
+    #[tokio::test]
+    async fn calls_are_classified_without_the_token() {
+        use crate::channels::tests::{Answer, serve_once};
+        let at =
+            |url: &str| Telegram::new("telegram", "123456:secret", url, Duration::ZERO).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let err = at(&format!("http://{closed}"))
+            .call("sendMessage", &json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, FailureKind::Transient, "{err}");
+        let body =
+            r#"{"ok":false,"error_code":429,"description":"slow","parameters":{"retry_after":3}}"#;
+        let limited: &'static str = Box::leak(
+            format!(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_boxed_str(),
+        );
+        for (answer, kind) in [
+            (Answer::Close, FailureKind::Unknown),
+            (
+                Answer::Raw("HTTP/1.1 502 Bad Gateway\r\ncontent-length: 8\r\n\r\n<html>oh"),
+                FailureKind::Transient,
+            ),
+            (Answer::Raw(limited), FailureKind::RateLimit),
+        ] {
+            let (url, _) = serve_once(answer).await;
+            let err = at(&url).call("sendMessage", &json!({})).await.unwrap_err();
+            assert_eq!(err.kind, kind, "{err}");
+            assert!(!err.message.contains("secret"), "{err}");
+            if kind == FailureKind::RateLimit {
+                assert_eq!(err.retry_after, Some(Duration::from_secs(3)));
+            }
+        }
+    }
+
+    /// What Telegram declares: topics, UTF-16 lengths, and only edits and
+    /// deletions repeatable; every rendered message fits the declared length.
+    #[test]
+    fn telegram_declares_what_it_does() {
+        let caps = telegram().capabilities();
+        assert_eq!(caps.length_unit, LengthUnit::Utf16);
+        assert_eq!(
+            caps.idempotent,
+            Idempotence {
+                send: false,
+                edit: true,
+                delete: true
+            }
+        );
+        assert!(caps.threads && caps.buttons && caps.delete && !caps.reactions);
+        let long = "😀 **bold** ".repeat(2_000);
+        let units = telegram().render(&long);
+        assert!(units.len() > 1);
+        assert!(
+            units
+                .iter()
+                .all(|u| caps.length_unit.measure(&u.text) <= caps.max_len)
+        );
+        // A topic is a thread: `CHAT/TOPIC` names one.
+        let target = telegram().target("-1001/7").unwrap();
+        assert_eq!(target.thread.as_deref(), Some("7"));
+        assert_eq!(
+            telegram().message_body(&target, &Unit::plain("x".into()))["message_thread_id"],
+            7
+        );
     }
 
     /// Found by fuzzing (`telegram_update`): a date past what milliseconds

@@ -446,6 +446,102 @@ mod tests {
         assert!(message.contains("window"), "{message}");
     }
 
+    fn target() -> Target {
+        Target {
+            kind: TargetKind::Direct,
+            id: "room-1".into(),
+            thread: None,
+        }
+    }
+
+    /// The peer's error answers, through the shared classification: the
+    /// status decides, `Retry-After` is kept.
+    #[tokio::test]
+    async fn the_peers_answers_are_classified() {
+        use crate::channels::tests::{Answer, serve_once};
+        for (answer, kind, retry_after) in [
+            (
+                "HTTP/1.1 429 Too Many Requests\r\nretry-after: 7\r\ncontent-length: 4\r\n\r\nslow",
+                FailureKind::RateLimit,
+                Some(Duration::from_secs(7)),
+            ),
+            (
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown",
+                FailureKind::Transient,
+                None,
+            ),
+            (
+                "HTTP/1.1 422 Unprocessable Entity\r\ncontent-length: 2\r\n\r\nno",
+                FailureKind::InvalidPayload,
+                None,
+            ),
+            (
+                "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\n\r\n",
+                FailureKind::NotFound,
+                None,
+            ),
+        ] {
+            let (url, _) = serve_once(Answer::Raw(answer)).await;
+            let w = Webhook::new(
+                "webhook",
+                "0123456789abcdef-secret",
+                &url,
+                Duration::from_secs(5),
+            )
+            .unwrap();
+            let err = w
+                .send(&target(), &Unit::plain("hi".into()), None, "reply:r:0")
+                .await
+                .unwrap_err();
+            assert_eq!((err.kind, err.retry_after), (kind, retry_after), "{err}");
+            assert!(err.message.starts_with("webhook POST: HTTP "), "{err}");
+        }
+        // A POST that went out and got no answer: the peer may have it.
+        let (url, request) = serve_once(Answer::Close).await;
+        let w = Webhook::new(
+            "webhook",
+            "0123456789abcdef-secret",
+            &url,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let err = w
+            .send(&target(), &Unit::plain("hi".into()), None, "reply:r:0")
+            .await
+            .unwrap_err();
+        assert!(
+            request
+                .await
+                .unwrap()
+                .contains("idempotency-key: reply:r:0")
+        );
+        assert_eq!(err.kind, FailureKind::Unknown, "{err}");
+    }
+
+    /// What the webhook declares: every call keyed or whole, so each may be
+    /// repeated; replies cut in characters.
+    #[test]
+    fn the_webhook_declares_every_call_repeatable() {
+        let caps = webhook().capabilities();
+        assert_eq!(
+            caps.idempotent,
+            crate::channels::Idempotence {
+                send: true,
+                edit: true,
+                delete: true
+            }
+        );
+        assert!(caps.edit && caps.delete && caps.buttons && caps.threads && !caps.reactions);
+        let long = "é".repeat(40_000);
+        let units = webhook().render(&long);
+        assert!(units.len() > 1);
+        assert!(
+            units
+                .iter()
+                .all(|u| caps.length_unit.measure(&u.text) <= caps.max_len)
+        );
+    }
+
     #[test]
     fn short_secrets_and_bad_urls_are_refused() {
         assert!(Webhook::new("w", "short", "http://x/", Duration::from_secs(1)).is_err());
