@@ -1143,6 +1143,14 @@ mod tests {
         assert!(!large.message.ends_with('.'), "{}", large.message);
         assert_eq!(err(502, Value::Null).kind, FailureKind::Transient);
         assert_eq!(err(418, Value::Null).kind, FailureKind::Unknown);
+        // The errcode decides over the status; without one, the status as
+        // any HTTP answer's.
+        assert_eq!(
+            err(400, json!({"errcode": "M_LIMIT_EXCEEDED"})).kind,
+            FailureKind::RateLimit
+        );
+        assert_eq!(err(409, Value::Null).kind, FailureKind::Conflict);
+        assert_eq!(err(422, Value::Null).kind, FailureKind::InvalidPayload);
     }
 
     #[test]
