@@ -131,10 +131,45 @@ pub struct ChannelView<'a> {
     /// only the store was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serving: Option<bool>,
+    /// What the adapter declares it can do; absent where only the store
+    /// was read (no adapter at hand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<CapabilitiesView>,
     #[serde(flatten)]
     pub status: &'a crate::core::channel::AccountStatus,
     /// Send intents of the channel by status.
     pub outbox: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// What a channel's platform can do, as its adapter declares it
+/// (`channels::Capabilities`, which builds this).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CapabilitiesView {
+    /// Longest message text, in `length_unit`.
+    pub max_len: usize,
+    /// `chars`, `utf16` or `bytes`.
+    pub length_unit: &'static str,
+    /// The markup rendered replies carry (`html`), or `None`: plain text.
+    pub markup: Option<&'static str>,
+    pub edit: bool,
+    pub delete: bool,
+    pub buttons: bool,
+    pub reactions: bool,
+    pub threads: bool,
+    /// Least time between two edits of one message.
+    pub edit_interval_ms: u64,
+    /// Where there is no live draft, a run working this long says so once.
+    pub working_after_ms: Option<u64>,
+    /// Which calls may be repeated after an unknown outcome.
+    pub idempotent: IdempotenceView,
+}
+
+/// Per operation: whether a repeat after an unknown outcome is safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct IdempotenceView {
+    pub send: bool,
+    pub edit: bool,
+    pub delete: bool,
 }
 
 /// A channel account as a JSON value.
@@ -290,5 +325,40 @@ mod tests {
             keys(&usage_schema["properties"]),
             "usage fields"
         );
+        let capabilities = CapabilitiesView {
+            max_len: 4096,
+            length_unit: "utf16",
+            markup: Some("html"),
+            edit: true,
+            delete: true,
+            buttons: true,
+            reactions: false,
+            threads: true,
+            edit_interval_ms: 1000,
+            working_after_ms: None,
+            idempotent: IdempotenceView {
+                send: false,
+                edit: true,
+                delete: true,
+            },
+        };
+        let status = crate::core::channel::AccountStatus::default();
+        let view = channel(&ChannelView {
+            name: "telegram",
+            account: "1",
+            kind: Some("telegram"),
+            serving: Some(true),
+            capabilities: Some(capabilities),
+            status: &status,
+            outbox: std::collections::BTreeMap::new(),
+        });
+        assert_eq!(keys(&view), documented("Channel"));
+        assert_eq!(
+            keys(&view["capabilities"]),
+            documented("ChannelCapabilities")
+        );
+        let idempotent = &document["components"]["schemas"]["ChannelCapabilities"]["properties"]["idempotent"]
+            ["properties"];
+        assert_eq!(keys(&view["capabilities"]["idempotent"]), keys(idempotent));
     }
 }

@@ -623,11 +623,22 @@ impl super::Adapter for Email {
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {
             max_len: 1_000_000,
+            length_unit: super::LengthUnit::Bytes,
             edit: false,
+            delete: false,
             buttons: false,
+            reactions: false,
+            // A reply goes into its thread (`In-Reply-To`, `References`).
+            threads: true,
             edit_interval: std::time::Duration::ZERO,
             markup: Some("html"),
             working_after: None,
+            // A resend carries the same `Message-ID`.
+            idempotent: super::Idempotence {
+                send: true,
+                edit: false,
+                delete: false,
+            },
         }
     }
 
@@ -657,11 +668,6 @@ impl super::Adapter for Email {
             id: to.to_ascii_lowercase(),
             thread: None,
         })
-    }
-
-    /// A resend carries the same `Message-ID`.
-    fn idempotent(&self) -> bool {
-        true
     }
 
     fn send<'a>(

@@ -11,9 +11,10 @@
 //! takes no interest in with [`Hub::skip`].
 //!
 //! **What the hub asks of an adapter** ([`Adapter`]): its channel and
-//! account names, its [`Capabilities`](super::Capabilities) (message length,
-//! edits, buttons, markup), whether its sends are deduplicated by key
-//! (`idempotent`), and four calls: `send`, `edit` and `delete` a message,
+//! account names, its [`Capabilities`](super::Capabilities) (message length
+//! and its unit, edits, deletions, buttons, reactions, threads, markup, and
+//! which of its calls may be repeated after an unknown outcome:
+//! `idempotent`), and four calls: `send`, `edit` and `delete` a message,
 //! each failure classed by [`FailureKind`](crate::core::channel::FailureKind),
 //! and `receive` until cancelled. An adapter knows nothing of sessions,
 //! runs or the store; the hub knows no platform.
@@ -225,6 +226,7 @@ impl Hub {
             account: adapter.account(),
             kind: Some(adapter.kind()),
             serving: Some(self.serving()),
+            capabilities: Some(adapter.capabilities().view()),
             status: &status,
             outbox,
         })

@@ -41,7 +41,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received, render};
+use super::{
+    Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, Received, render,
+};
 use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
@@ -543,12 +545,19 @@ impl Adapter for Irc {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
+            // A line's text, as relayed within 512 bytes.
             max_len: self.line_budget(),
+            length_unit: LengthUnit::Bytes,
             edit: false,
+            delete: false,
             buttons: false,
+            reactions: false,
+            threads: false,
             edit_interval: Duration::ZERO,
             markup: None,
             working_after: Some(WORKING_AFTER),
+            // IRC has no message ids: a resend could repeat the lines.
+            idempotent: Idempotence::default(),
         }
     }
 

@@ -43,7 +43,9 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received, render};
+use super::{
+    Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, Received, render,
+};
 use crate::core::approval::ApprovalDecision;
 use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
@@ -181,39 +183,16 @@ impl Matrix {
         if let Some(body) = body {
             builder = builder.json(body);
         }
-        let response = match builder.send().await {
-            Ok(response) => response,
-            Err(err) => {
-                let err = err.without_url();
-                // A request that never connected was not delivered.
-                let kind = if err.is_connect() || err.is_builder() {
-                    FailureKind::Transient
-                } else {
-                    FailureKind::Unknown
-                };
-                return Err(DeliveryError::new(
-                    kind,
-                    format!("matrix {method} {what}: {}", crate::causes::chain(&err)),
-                ));
-            }
-        };
+        let call = format!("matrix {method} {what}");
+        let response = builder
+            .send()
+            .await
+            .map_err(|err| DeliveryError::unanswered(&call, err))?;
         let status = response.status().as_u16();
-        let bytes = match response.bytes().await {
-            Ok(bytes) => bytes,
-            Err(err) => {
-                return Err(DeliveryError::new(
-                    if status >= 500 {
-                        FailureKind::Transient
-                    } else {
-                        FailureKind::Unknown
-                    },
-                    format!(
-                        "matrix {method} {what}: HTTP {status}, the answer was lost: {}",
-                        err.without_url()
-                    ),
-                ));
-            }
-        };
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|err| DeliveryError::unreadable(&call, status, err))?;
         let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return Ok(value);
@@ -718,35 +697,30 @@ fn reaction_decision(key: &str) -> Option<ApprovalDecision> {
     }
 }
 
-/// A homeserver's error answer as a failure class.
+/// A homeserver's error answer as a failure class: by its `errcode` where
+/// that says more than the status, else by the status
+/// (`channels::status_kind`).
 fn classify(what: &str, status: u16, value: &Value) -> DeliveryError {
     let code = value["errcode"].as_str().unwrap_or_default();
     let error = value["error"].as_str().unwrap_or("no description");
-    let kind = match (status, code) {
-        (429, _) | (_, "M_LIMIT_EXCEEDED") => FailureKind::RateLimit,
-        (401, _) | (_, "M_UNKNOWN_TOKEN" | "M_MISSING_TOKEN") => FailureKind::Auth,
-        (413, _) | (_, "M_TOO_LARGE") => FailureKind::InvalidPayload,
-        (403, _) => FailureKind::Permission,
-        (404, _) | (_, "M_NOT_FOUND") => FailureKind::NotFound,
-        (500..=599, _) => FailureKind::Transient,
-        (400, _) => FailureKind::InvalidPayload,
-        _ => FailureKind::Unknown,
+    let kind = match code {
+        "M_LIMIT_EXCEEDED" => FailureKind::RateLimit,
+        "M_UNKNOWN_TOKEN" | "M_MISSING_TOKEN" => FailureKind::Auth,
+        "M_TOO_LARGE" => FailureKind::InvalidPayload,
+        "M_NOT_FOUND" => FailureKind::NotFound,
+        _ => super::status_kind(status),
     };
-    DeliveryError {
-        kind,
-        message: format!(
-            "matrix {what}: {status} {}{}",
-            if code.is_empty() {
-                String::new()
-            } else {
-                format!("{code} ")
-            },
-            prefix_long(error)
-        )
-        .trim_end_matches('.')
-        .to_owned(),
-        retry_after: value["retry_after_ms"].as_u64().map(Duration::from_millis),
-    }
+    let message = format!(
+        "matrix {what}: {status} {}{}",
+        if code.is_empty() {
+            String::new()
+        } else {
+            format!("{code} ")
+        },
+        prefix_long(error)
+    );
+    DeliveryError::new(kind, message.trim_end_matches('.'))
+        .with_retry_after(value["retry_after_ms"].as_u64().map(Duration::from_millis))
 }
 
 /// At most 200 characters of a server's words.
@@ -952,12 +926,28 @@ impl Adapter for Matrix {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
+            // A live draft's; a reply's messages are cut by bytes
+            // (`render`, [`MAX_EVENT_BYTES`]).
             max_len: DRAFT_CHARS,
+            length_unit: LengthUnit::Chars,
             edit: true,
+            delete: true,
             buttons: false,
+            // 👍 ✅ 👎 ❌ on an approval prompt answer it.
+            reactions: true,
+            // Rooms only: a thread's messages are read as the room's, and
+            // replies go to the room.
+            threads: false,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
+            // Sends, edits and redactions all go by transaction ids the
+            // homeserver deduplicates per device, derived from what they do.
+            idempotent: Idempotence {
+                send: true,
+                edit: true,
+                delete: true,
+            },
         }
     }
 
@@ -978,11 +968,6 @@ impl Adapter for Matrix {
 
     fn target(&self, to: &str) -> Result<Target, String> {
         room_target(to)
-    }
-
-    /// The homeserver deduplicates by transaction id (per device).
-    fn idempotent(&self) -> bool {
-        true
     }
 
     fn send<'a>(
@@ -1158,6 +1143,14 @@ mod tests {
         assert!(!large.message.ends_with('.'), "{}", large.message);
         assert_eq!(err(502, Value::Null).kind, FailureKind::Transient);
         assert_eq!(err(418, Value::Null).kind, FailureKind::Unknown);
+        // The errcode decides over the status; without one, the status as
+        // any HTTP answer's.
+        assert_eq!(
+            err(400, json!({"errcode": "M_LIMIT_EXCEEDED"})).kind,
+            FailureKind::RateLimit
+        );
+        assert_eq!(err(409, Value::Null).kind, FailureKind::Conflict);
+        assert_eq!(err(422, Value::Null).kind, FailureKind::InvalidPayload);
     }
 
     #[test]

@@ -257,15 +257,22 @@ impl Outbox {
     }
 
     /// Whether the platform call for unit `index` may be made again when its
-    /// outcome is unknown. Idempotency belongs to the operation: an edit that
-    /// finalizes a draft in place can be repeated (the message just shows the
-    /// same text), a stale draft's deletion too (a deleted message is gone),
-    /// and so can a send carrying a key the platform deduplicates
-    /// by; only a fresh send without one cannot. A draft's own first send is
-    /// never replayed here: only the hub can tell what its message shows.
+    /// outcome is unknown, as the adapter declares it per operation
+    /// (`Capabilities::idempotent`): the call in flight for the first unit is
+    /// a stale draft's deletion while the intent still names one to retract,
+    /// else the edit that finalizes a draft in place while it names one,
+    /// and a send otherwise (each switch is committed before the next call).
+    /// A draft's own first send is never replayed here: only the hub can
+    /// tell what its message shows.
     fn repeatable(&self, intent: &SendIntent, index: usize) -> bool {
-        (index == 0 && (intent.edit_of.is_some() || intent.retract.is_some()))
-            || self.adapter.idempotent()
+        let idempotent = self.adapter.capabilities().idempotent;
+        if index == 0 && intent.retract.is_some() {
+            idempotent.delete
+        } else if index == 0 && intent.edit_of.is_some() {
+            idempotent.edit
+        } else {
+            idempotent.send
+        }
     }
 
     fn too_old(&self, intent: &SendIntent, now: i64) -> bool {
@@ -677,7 +684,7 @@ fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channels::{Capabilities, Hub};
+    use crate::channels::{Capabilities, Hub, Idempotence};
     use crate::core::channel::{Target, TargetKind, Unit};
     use futures::future::BoxFuture;
 
@@ -685,7 +692,7 @@ mod tests {
     /// refuse); only its idempotency matters here.
     #[derive(Default)]
     struct Stub {
-        idempotent: bool,
+        idempotent: Idempotence,
         /// The text of every unit sent, in order.
         sent: parking_lot::Mutex<Vec<String>>,
         /// Every message deleted, in order.
@@ -713,15 +720,17 @@ mod tests {
         fn capabilities(&self) -> Capabilities {
             Capabilities {
                 max_len: 100,
+                length_unit: crate::channels::LengthUnit::Chars,
                 edit: true,
+                delete: true,
                 buttons: false,
+                reactions: false,
+                threads: false,
                 edit_interval: Duration::ZERO,
                 markup: None,
                 working_after: None,
+                idempotent: self.idempotent,
             }
-        }
-        fn idempotent(&self) -> bool {
-            self.idempotent
         }
         fn send<'a>(
             &'a self,
@@ -811,7 +820,7 @@ mod tests {
     }
 
     /// What recovery makes of the intents a dead process left: (resumed, unknown).
-    async fn recover_with(idempotent: bool) -> (Vec<String>, Vec<String>) {
+    async fn recover_with(idempotent: Idempotence) -> (Vec<String>, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
         for intent in [
@@ -870,10 +879,22 @@ mod tests {
         (resumed, report.unknown)
     }
 
+    /// Telegram's declaration: edits and deletions, not sends.
+    const EDITS_AND_DELETIONS: Idempotence = Idempotence {
+        send: false,
+        edit: true,
+        delete: true,
+    };
+    const EVERY_CALL: Idempotence = Idempotence {
+        send: true,
+        edit: true,
+        delete: true,
+    };
+
     #[tokio::test]
     async fn recovery_repeats_edits_and_keyed_sends_only() {
         assert_eq!(
-            recover_with(false).await,
+            recover_with(EDITS_AND_DELETIONS).await,
             (
                 vec!["reply:edit".to_owned(), "reply:retract".to_owned()],
                 vec![
@@ -884,7 +905,7 @@ mod tests {
             )
         );
         assert_eq!(
-            recover_with(true).await,
+            recover_with(EVERY_CALL).await,
             (
                 vec![
                     "reply:edit".to_owned(),
@@ -893,6 +914,24 @@ mod tests {
                     "reply:retract".to_owned()
                 ],
                 vec!["draft:run".to_owned()]
+            )
+        );
+        // Each operation as declared: keyed sends, but edits and deletions
+        // the adapter does not call repeatable are not repeated.
+        assert_eq!(
+            recover_with(Idempotence {
+                send: true,
+                edit: false,
+                delete: false,
+            })
+            .await,
+            (
+                vec!["reply:fresh".to_owned(), "reply:part".to_owned()],
+                vec![
+                    "draft:run".to_owned(),
+                    "reply:edit".to_owned(),
+                    "reply:retract".to_owned()
+                ]
             )
         );
     }

@@ -12,7 +12,9 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Inbound, Received, render};
+use super::{
+    Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, Received, render,
+};
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
     Unit,
@@ -68,40 +70,19 @@ impl Telegram {
     /// Calls a Bot API method; errors are classified and never carry the token.
     async fn call(&self, method: &str, body: &Value) -> Result<Value, DeliveryError> {
         let url = format!("{}/bot{}/{method}", self.base, self.token);
-        let response = match self.client.post(&url).json(body).send().await {
-            Ok(response) => response,
-            Err(err) => {
-                let err = err.without_url();
-                // A request that never connected was not delivered.
-                let kind = if err.is_connect() || err.is_builder() {
-                    FailureKind::Transient
-                } else {
-                    FailureKind::Unknown
-                };
-                return Err(DeliveryError::new(
-                    kind,
-                    format!("telegram {method}: {}", crate::causes::chain(&err)),
-                ));
-            }
-        };
+        let what = format!("telegram {method}");
+        let response = self
+            .client
+            .post(&url)
+            .json(body)
+            .send()
+            .await
+            .map_err(|err| DeliveryError::unanswered(&what, err))?;
         let status = response.status().as_u16();
-        let value: Value = match response.json().await {
-            Ok(value) => value,
-            Err(err) => {
-                let kind = if status >= 500 {
-                    FailureKind::Transient
-                } else {
-                    FailureKind::Unknown
-                };
-                return Err(DeliveryError::new(
-                    kind,
-                    format!(
-                        "telegram {method}: HTTP {status}, unreadable body: {}",
-                        err.without_url()
-                    ),
-                ));
-            }
-        };
+        let value: Value = response
+            .json()
+            .await
+            .map_err(|err| DeliveryError::unreadable(&what, status, err))?;
         if value["ok"].as_bool() == Some(true) {
             return Ok(value["result"].clone());
         }
@@ -328,7 +309,10 @@ fn target_of(message: &Value) -> Option<Target> {
     })
 }
 
-/// A Bot API error (`ok: false`) as a failure class.
+/// A Bot API error (`ok: false`) as a failure class: by its `error_code`
+/// as any HTTP status (`channels::status_kind`), but that Telegram answers
+/// 404 to a wrong token and says in a 400's description when a message is
+/// not modified or not found.
 fn classify(method: &str, status: u16, value: &Value) -> DeliveryError {
     let code = value["error_code"].as_u64().unwrap_or(u64::from(status));
     let description = value["description"]
@@ -337,24 +321,16 @@ fn classify(method: &str, status: u16, value: &Value) -> DeliveryError {
         .to_owned();
     let lower = description.to_ascii_lowercase();
     let kind = match code {
-        429 => FailureKind::RateLimit,
-        401 => FailureKind::Auth,
-        403 => FailureKind::Permission,
-        404 => FailureKind::Auth, // Telegram answers 404 to a wrong token
-        409 => FailureKind::Conflict,
+        404 => FailureKind::Auth,
         400 if lower.contains("not modified") => FailureKind::Conflict,
         400 if lower.contains("not found") => FailureKind::NotFound,
-        400 => FailureKind::InvalidPayload,
-        500..=599 => FailureKind::Transient,
-        _ => FailureKind::Unknown,
+        code => super::status_kind(u16::try_from(code).unwrap_or(0)),
     };
-    DeliveryError {
-        kind,
-        message: format!("telegram {method}: {code} {description}"),
-        retry_after: value["parameters"]["retry_after"]
+    DeliveryError::new(kind, format!("telegram {method}: {code} {description}")).with_retry_after(
+        value["parameters"]["retry_after"]
             .as_u64()
             .map(Duration::from_secs),
-    }
+    )
 }
 
 impl Adapter for Telegram {
@@ -405,11 +381,25 @@ impl Adapter for Telegram {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_len: MAX_LEN,
+            length_unit: LengthUnit::Utf16,
             edit: true,
+            delete: true,
             buttons: true,
+            reactions: false,
+            // Forum topics: `message_thread_id` in and out.
+            threads: true,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
+            // No idempotency key and no way to look a message up: a send
+            // whose outcome is lost cannot be repeated. A repeated edit is
+            // "not modified" (taken as done); a repeated deletion finds the
+            // message gone.
+            idempotent: Idempotence {
+                send: false,
+                edit: true,
+                delete: true,
+            },
         }
     }
 
@@ -547,6 +537,101 @@ mod tests {
             &json!({"ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}),
         );
         assert_eq!(blocked.kind, FailureKind::Permission);
+        // Telegram answers a wrong token with 404; other statuses as HTTP's.
+        let token = classify(
+            "getMe",
+            404,
+            &json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+        );
+        assert_eq!(token.kind, FailureKind::Auth);
+        let large = classify(
+            "sendMessage",
+            413,
+            &json!({"ok": false, "error_code": 413, "description": "Request Entity Too Large"}),
+        );
+        assert_eq!(large.kind, FailureKind::InvalidPayload);
+        let down = classify(
+            "sendMessage",
+            502,
+            &json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+        );
+        assert_eq!(down.kind, FailureKind::Transient);
+    }
+
+    /// Telegram's answers through the shared classification: a refused
+    /// connection is retried, an answer that never came may have been acted
+    /// on, a 5xx whose body is lost is retried.
+    #[tokio::test]
+    async fn calls_are_classified_without_the_token() {
+        use crate::channels::tests::{Answer, serve_once};
+        let at =
+            |url: &str| Telegram::new("telegram", "123456:secret", url, Duration::ZERO).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let err = at(&format!("http://{closed}"))
+            .call("sendMessage", &json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, FailureKind::Transient, "{err}");
+        let body =
+            r#"{"ok":false,"error_code":429,"description":"slow","parameters":{"retry_after":3}}"#;
+        let limited: &'static str = Box::leak(
+            format!(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_boxed_str(),
+        );
+        for (answer, kind) in [
+            (Answer::Close, FailureKind::Unknown),
+            (
+                Answer::Raw("HTTP/1.1 502 Bad Gateway\r\ncontent-length: 8\r\n\r\n<html>oh"),
+                FailureKind::Transient,
+            ),
+            (Answer::Raw(limited), FailureKind::RateLimit),
+        ] {
+            let (url, _) = serve_once(answer).await;
+            let err = at(&url).call("sendMessage", &json!({})).await.unwrap_err();
+            assert_eq!(err.kind, kind, "{err}");
+            assert!(!err.message.contains("secret"), "{err}");
+            if kind == FailureKind::RateLimit {
+                assert_eq!(err.retry_after, Some(Duration::from_secs(3)));
+            }
+        }
+    }
+
+    /// What Telegram declares: topics, UTF-16 lengths, and only edits and
+    /// deletions repeatable; every rendered message fits the declared length.
+    #[test]
+    fn telegram_declares_what_it_does() {
+        let caps = telegram().capabilities();
+        assert_eq!(caps.length_unit, LengthUnit::Utf16);
+        assert_eq!(
+            caps.idempotent,
+            Idempotence {
+                send: false,
+                edit: true,
+                delete: true
+            }
+        );
+        assert!(caps.threads && caps.buttons && caps.delete && !caps.reactions);
+        let long = "😀 **bold** ".repeat(2_000);
+        let units = telegram().render(&long);
+        assert!(units.len() > 1);
+        assert!(
+            units
+                .iter()
+                .all(|u| caps.length_unit.measure(&u.text) <= caps.max_len)
+        );
+        // A topic is a thread: `CHAT/TOPIC` names one.
+        let target = telegram().target("-1001/7").unwrap();
+        assert_eq!(target.thread.as_deref(), Some("7"));
+        assert_eq!(
+            telegram().message_body(&target, &Unit::plain("x".into()))["message_thread_id"],
+            7
+        );
     }
 
     /// Found by fuzzing (`telegram_update`): a date past what milliseconds

@@ -22,7 +22,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, HttpReply, HttpRequest, Hub, Inbound, Received};
+use super::{
+    Adapter, Capabilities, DeliveryError, HttpReply, HttpRequest, Hub, Idempotence, Inbound,
+    LengthUnit, Received,
+};
 use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
@@ -199,43 +202,21 @@ impl Webhook {
             .header("idempotency-key", key)
             .body(raw)
             .send()
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(err) => {
-                let kind = if err.is_connect() {
-                    FailureKind::Transient
-                } else {
-                    FailureKind::Unknown
-                };
-                return Err(DeliveryError::new(
-                    kind,
-                    format!("webhook POST: {}", crate::causes::chain(&err.without_url())),
-                ));
-            }
-        };
+            .await
+            .map_err(|err| DeliveryError::unanswered("webhook POST", err))?;
         let status = response.status().as_u16();
         let retry_after = crate::providers::retry_after(response.headers());
+        // The status says what came of it; a body cut off only loses the
+        // message id (the key stands in) or the error's words.
         let text = response.text().await.unwrap_or_default();
         if (200..300).contains(&status) {
             return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
         }
-        let kind = match status {
-            429 => FailureKind::RateLimit,
-            401 => FailureKind::Auth,
-            403 => FailureKind::Permission,
-            404 | 410 => FailureKind::NotFound,
-            409 => FailureKind::Conflict,
-            400 | 413 | 422 => FailureKind::InvalidPayload,
-            500..=599 => FailureKind::Transient,
-            _ => FailureKind::Unknown,
-        };
         let snippet: String = text.chars().take(300).collect();
-        Err(DeliveryError {
-            kind,
-            message: format!("webhook POST: HTTP {status} {snippet}"),
-            retry_after,
-        })
+        Err(
+            DeliveryError::from_status(status, format!("webhook POST: HTTP {status} {snippet}"))
+                .with_retry_after(retry_after),
+        )
     }
 
     fn outbound(&self, target: &Target, unit: &Unit, key: &str) -> Value {
@@ -315,16 +296,25 @@ impl Adapter for Webhook {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_len: self.max_len,
+            length_unit: LengthUnit::Chars,
             edit: true,
+            delete: true,
             buttons: true,
+            reactions: false,
+            // `thread` in and out, as the peer names it.
+            threads: true,
             edit_interval: Duration::from_secs(1),
             markup: None,
             working_after: None,
+            // Every POST carries an `Idempotency-Key` the peer deduplicates
+            // by; an edit carries the whole text, a deletion is keyed by the
+            // message.
+            idempotent: Idempotence {
+                send: true,
+                edit: true,
+                delete: true,
+            },
         }
-    }
-
-    fn idempotent(&self) -> bool {
-        true
     }
 
     fn send<'a>(
@@ -454,6 +444,102 @@ mod tests {
         let (status, message) = w.verify(&headers(old, &stale, "d1"), body).unwrap_err();
         assert_eq!(status, StatusCode::UNAUTHORIZED);
         assert!(message.contains("window"), "{message}");
+    }
+
+    fn target() -> Target {
+        Target {
+            kind: TargetKind::Direct,
+            id: "room-1".into(),
+            thread: None,
+        }
+    }
+
+    /// The peer's error answers, through the shared classification: the
+    /// status decides, `Retry-After` is kept.
+    #[tokio::test]
+    async fn the_peers_answers_are_classified() {
+        use crate::channels::tests::{Answer, serve_once};
+        for (answer, kind, retry_after) in [
+            (
+                "HTTP/1.1 429 Too Many Requests\r\nretry-after: 7\r\ncontent-length: 4\r\n\r\nslow",
+                FailureKind::RateLimit,
+                Some(Duration::from_secs(7)),
+            ),
+            (
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown",
+                FailureKind::Transient,
+                None,
+            ),
+            (
+                "HTTP/1.1 422 Unprocessable Entity\r\ncontent-length: 2\r\n\r\nno",
+                FailureKind::InvalidPayload,
+                None,
+            ),
+            (
+                "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\n\r\n",
+                FailureKind::NotFound,
+                None,
+            ),
+        ] {
+            let (url, _) = serve_once(Answer::Raw(answer)).await;
+            let w = Webhook::new(
+                "webhook",
+                "0123456789abcdef-secret",
+                &url,
+                Duration::from_secs(5),
+            )
+            .unwrap();
+            let err = w
+                .send(&target(), &Unit::plain("hi".into()), None, "reply:r:0")
+                .await
+                .unwrap_err();
+            assert_eq!((err.kind, err.retry_after), (kind, retry_after), "{err}");
+            assert!(err.message.starts_with("webhook POST: HTTP "), "{err}");
+        }
+        // A POST that went out and got no answer: the peer may have it.
+        let (url, request) = serve_once(Answer::Close).await;
+        let w = Webhook::new(
+            "webhook",
+            "0123456789abcdef-secret",
+            &url,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let err = w
+            .send(&target(), &Unit::plain("hi".into()), None, "reply:r:0")
+            .await
+            .unwrap_err();
+        assert!(
+            request
+                .await
+                .unwrap()
+                .contains("idempotency-key: reply:r:0")
+        );
+        assert_eq!(err.kind, FailureKind::Unknown, "{err}");
+    }
+
+    /// What the webhook declares: every call keyed or whole, so each may be
+    /// repeated; replies cut in characters.
+    #[test]
+    fn the_webhook_declares_every_call_repeatable() {
+        let caps = webhook().capabilities();
+        assert_eq!(
+            caps.idempotent,
+            crate::channels::Idempotence {
+                send: true,
+                edit: true,
+                delete: true
+            }
+        );
+        assert!(caps.edit && caps.delete && caps.buttons && caps.threads && !caps.reactions);
+        let long = "é".repeat(40_000);
+        let units = webhook().render(&long);
+        assert!(units.len() > 1);
+        assert!(
+            units
+                .iter()
+                .all(|u| caps.length_unit.measure(&u.text) <= caps.max_len)
+        );
     }
 
     #[test]

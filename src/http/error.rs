@@ -72,6 +72,12 @@ impl ApiError {
         )
     }
 
+    /// A well-formed request the server cannot carry out as asked (a cron
+    /// expression that does not parse, a time in the past); names the field.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+    }
+
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
     }

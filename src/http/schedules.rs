@@ -3,7 +3,7 @@
 //! `GET /v1/schedules`, `POST /v1/schedules`, `GET /v1/schedules/{id}`,
 //! `DELETE /v1/schedules/{id}`. Any `pincer serve` fires them.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
@@ -11,12 +11,12 @@ use serde_json::Value;
 
 use super::AppState;
 use super::error::ApiError;
-use super::routes::JsonBody;
+use super::routes::{JsonBody, QueryParams};
 
 /// Why a request about schedules was refused.
 #[derive(Debug)]
 pub enum Refusal {
-    /// The definition is wrong, naming the field (400).
+    /// The definition cannot be scheduled, naming the field (422).
     Invalid(String),
     /// No such schedule (404).
     Unknown(String),
@@ -27,7 +27,7 @@ pub enum Refusal {
 impl From<Refusal> for ApiError {
     fn from(refusal: Refusal) -> Self {
         match refusal {
-            Refusal::Invalid(message) => ApiError::bad_request(message),
+            Refusal::Invalid(message) => ApiError::unprocessable(message),
             Refusal::Unknown(message) => ApiError::not_found(message),
             Refusal::Unavailable(message) => ApiError::unavailable(message),
         }
@@ -103,17 +103,17 @@ pub async fn list(State(state): State<AppState>) -> Response {
     }
 }
 
-/// `POST /v1/schedules`: 201 and the schedule, or 400 naming the field.
+/// `POST /v1/schedules`: 201 and the schedule, or 422 naming the field.
 pub async fn add(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<AddSchedule>,
 ) -> Response {
     if request.session_id.is_none() && request.workspace.is_none() {
-        return ApiError::bad_request("workspace: give a workspace or a session_id")
+        return ApiError::unprocessable("workspace: give a workspace or a session_id")
             .into_response();
     }
     if request.session_id.is_some() && request.workspace.is_some() {
-        return ApiError::bad_request("workspace: give a workspace or a session_id, not both")
+        return ApiError::unprocessable("workspace: give a workspace or a session_id, not both")
             .into_response();
     }
     match port(&state) {
@@ -129,7 +129,7 @@ pub async fn add(
 pub async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(query): Query<ShowQuery>,
+    QueryParams(query): QueryParams<ShowQuery>,
 ) -> Response {
     let limit = query.limit.unwrap_or(20).clamp(1, 1000);
     match port(&state) {

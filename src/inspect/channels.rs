@@ -119,6 +119,9 @@ async fn channel_status(flags: &Flags, json: bool) -> Result<u8, Failure> {
                 account,
                 kind: None,
                 serving: None,
+                // What an adapter declares is known to the process running
+                // it (`GET /v1/channels`), not to the store.
+                capabilities: None,
                 status,
                 outbox,
             };

@@ -1380,6 +1380,47 @@ async fn the_openapi_document_describes_the_running_server() {
         StatusCode::NOT_FOUND
     );
     let ws = dir.workspace();
+    // Schedules (their firing is tested in tests/it/schedules.rs).
+    hit!(
+        "post",
+        "/v1/schedules",
+        server.post(
+            "/v1/schedules",
+            json!({"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin", "prompt": "Report", "workspace": ws, "id": "morning"})
+        ),
+        StatusCode::CREATED
+    );
+    hit!(
+        "post",
+        "/v1/schedules",
+        server.post(
+            "/v1/schedules",
+            json!({"cron": "0 9 * *", "prompt": "Report", "workspace": ws})
+        ),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    let schedules = hit!(
+        "get",
+        "/v1/schedules",
+        server.get("/v1/schedules"),
+        StatusCode::OK
+    );
+    assert_eq!(schedules["schedules"][0]["schedule"]["id"], "morning");
+    hit!(
+        "get",
+        "/v1/schedules/{schedule_id}",
+        server.get("/v1/schedules/morning"),
+        StatusCode::OK
+    );
+    hit!(
+        "delete",
+        "/v1/schedules/{schedule_id}",
+        server
+            .client
+            .delete(server.url("/v1/schedules/morning"))
+            .bearer_auth(TOKEN),
+        StatusCode::OK
+    );
     let item = hit!(
         "post",
         "/v1/memory",

@@ -818,7 +818,7 @@ fn schedules_are_managed_over_http() {
         ),
     ] {
         let (status, body) = http(&addr, "POST", "/v1/schedules", Some(&request), true);
-        assert_eq!(status, 400, "{request}: {body}");
+        assert_eq!(status, 422, "{request}: {body}");
         assert!(
             body["error"]["message"]
                 .as_str()
@@ -855,7 +855,7 @@ fn schedules_are_managed_over_http() {
         Some(&json!({"cron": "* * * * *", "prompt": "x", "workspace": ws, "id": "morning"})),
         true,
     );
-    assert_eq!(status, 400);
+    assert_eq!(status, 422);
     assert!(
         body["error"]["message"]
             .as_str()

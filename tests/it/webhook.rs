@@ -13,6 +13,7 @@ use crate::support::webhook::{Answer, Peer, SECRET, deliver};
 use pincer::channels::webhook::sign;
 use serde_json::{Value, json};
 
+const HTTP_TOKEN: &str = "http-token-0123456789abcdef";
 const WAIT: Duration = Duration::from_secs(20);
 
 /// `pincer serve --http --channel webhook`: deliveries go to
@@ -24,15 +25,22 @@ struct Bridge {
 
 impl Bridge {
     fn start(dir: &TestDir, script: &std::path::Path) -> Self {
+        Self::start_with(dir, script, &[])
+    }
+
+    /// With more channels (`--channel NAME`) beside the webhook.
+    fn start_with(dir: &TestDir, script: &std::path::Path, others: &[&str]) -> Self {
         let log = dir
             .path()
             .join(format!("stderr-{}.log", crate::support::unique()));
         let ready = dir
             .path()
             .join(format!("ready-{}", crate::support::unique()));
-        let child = dir
-            .command()
+        let mut command = dir.command();
+        command
             .env("PINCER_WEBHOOK_SECRET", SECRET)
+            .env("PINCER_HTTP_TOKEN", HTTP_TOKEN)
+            .env("TELEGRAM_BOT_TOKEN", crate::support::telegram::TOKEN)
             .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .args([
@@ -42,7 +50,11 @@ impl Bridge {
                 script.to_str().unwrap(),
                 "--channel",
                 "webhook",
-            ])
+            ]);
+        for other in others {
+            command.args(["--channel", other]);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -383,4 +395,128 @@ fn the_webhook_channel_receives_only_on_the_http_face() {
             .contains("larger than the server accepts"),
         "{body}"
     );
+}
+
+/// `GET /v1/channels` with the bearer token: (status, JSON).
+fn list_channels(bridge: &Bridge) -> (u16, Value) {
+    let rest = bridge.url.trim_start_matches("http://");
+    let address = &rest[..rest.find('/').unwrap()];
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET /v1/channels HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {HTTP_TOKEN}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// Each adapter declares what its platform can do, and `GET /v1/channels`
+/// shows it in the OpenAPI document's shape: here the webhook (every call
+/// keyed, so repeatable) beside Telegram (UTF-16 lengths, topics, a send
+/// never repeated). `pincer channels status` reads the store, where no
+/// adapter declares anything, and shows none.
+#[test]
+fn the_channel_list_shows_what_each_platform_can_do() {
+    let peer = Peer::start();
+    let fake = crate::support::telegram::FakeTelegram::start();
+    let dir = setup(&peer);
+    let config = dir.path().join("config").join("pincer").join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{text}[channels.telegram]\napi_base = \"{}\"\npoll_timeout_secs = 1\nallow = [\"42\"]\nworkspace = \"{}\"\n",
+            fake.url,
+            dir.workspace().display()
+        ),
+    )
+    .unwrap();
+    let script = dir.script("s.jsonl", &[json!([{"text": "ok"}])]);
+    let bridge = Bridge::start_with(&dir, &script, &["telegram"]);
+    let deadline = Instant::now() + WAIT;
+    let listed = loop {
+        let (status, listed) = list_channels(&bridge);
+        assert_eq!(status, 200, "{listed}");
+        if listed["channels"].as_array().is_some_and(|c| c.len() == 2) {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "{listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The answer is what the OpenAPI document says it is.
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/openapi.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let schema = &doc["paths"]["/v1/channels"]["get"]["responses"]["200"]["content"]["application/json"]
+        ["schema"];
+    let validator =
+        jsonschema::validator_for(&json!({"allOf": [schema], "components": doc["components"]}))
+            .unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&listed)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{listed}\n{}", errors.join("\n"));
+    let channels = listed["channels"].as_array().unwrap();
+    let named = |name: &str| {
+        channels
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {listed}"))
+    };
+    assert_eq!(named("telegram")["kind"], "telegram");
+    assert_eq!(
+        named("telegram")["capabilities"],
+        json!({
+            "max_len": 4096, "length_unit": "utf16", "markup": "html",
+            "edit": true, "delete": true, "buttons": true, "reactions": false,
+            "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+            "idempotent": {"send": false, "edit": true, "delete": true},
+        })
+    );
+    assert_eq!(named("webhook")["kind"], "webhook");
+    assert_eq!(
+        named("webhook")["capabilities"],
+        json!({
+            "max_len": 16000, "length_unit": "chars", "markup": null,
+            "edit": true, "delete": true, "buttons": true, "reactions": false,
+            "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+            "idempotent": {"send": true, "edit": true, "delete": true},
+        })
+    );
+    // From the store: health and outbox, no declaration.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = dir
+            .command()
+            .args(["channels", "status", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stored: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if stored.len() == 2 {
+            assert!(
+                stored.iter().all(|c| c.get("capabilities").is_none()),
+                "{stored:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{stored:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::DeliveryError;
+use super::super::{DeliveryError, LengthUnit};
 use super::Hub;
 use crate::core::channel::{
     ChannelWrite, ConversationKey, DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus,
@@ -97,14 +97,14 @@ pub(super) enum DraftRef {
     MaybeShown,
 }
 
-/// What the live draft shows: the text so far, cut to fit with an ellipsis.
-fn preview(text: &str, max: usize) -> String {
-    let limit = max.saturating_sub(2).max(1);
-    if text.chars().count() <= limit {
+/// What the live draft shows: the text so far, cut to fit the platform's
+/// `max` in its unit with an ellipsis.
+fn preview(text: &str, max: usize, unit: LengthUnit) -> String {
+    let limit = max.saturating_sub(unit.measure("…") + 1).max(1);
+    if unit.measure(text) <= limit {
         return text.to_owned();
     }
-    let tail: String = text.chars().take(limit).collect();
-    format!("{tail}…")
+    format!("{}…", unit.prefix(text, limit))
 }
 
 /// Whether a shown draft is edited now: the platform's edit interval has
@@ -187,7 +187,7 @@ impl Hub {
         draft: &mut LiveDraft,
     ) {
         let caps = self.adapter.capabilities();
-        let preview = preview(text, caps.max_len);
+        let preview = preview(text, caps.max_len, caps.length_unit);
         if preview.trim().is_empty() {
             return;
         }
@@ -282,11 +282,22 @@ mod tests {
 
     #[test]
     fn previews_fit_the_platform() {
-        assert_eq!(preview("short", 100), "short");
+        assert_eq!(preview("short", 100, LengthUnit::Chars), "short");
         let long = "x".repeat(50);
-        let shown = preview(&long, 20);
+        let shown = preview(&long, 20, LengthUnit::Chars);
         assert_eq!(shown.chars().count(), 19);
         assert!(shown.ends_with('…'));
+        // Counted in the platform's unit: an emoji is two UTF-16 code
+        // units (Telegram) and four bytes, never cut inside.
+        let emoji = "😀".repeat(50);
+        for unit in [LengthUnit::Chars, LengthUnit::Utf16, LengthUnit::Bytes] {
+            let shown = preview(&emoji, 20, unit);
+            assert!(unit.measure(&shown) <= 20, "{unit:?}: {shown}");
+            assert!(shown.ends_with('…'), "{unit:?}: {shown}");
+            assert!(shown.trim_end_matches('…').chars().all(|c| c == '😀'));
+        }
+        assert_eq!(preview(&emoji, 20, LengthUnit::Utf16).chars().count(), 10);
+        assert_eq!(preview(&emoji, 20, LengthUnit::Bytes).chars().count(), 5);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Hub {
                 return DraftRef::MaybeShown;
             }
         };
-        match left_draft(&intent, self.adapter.idempotent()) {
+        match left_draft(&intent, self.adapter.capabilities().idempotent.send) {
             LeftDraft::Is(draft) => draft,
             LeftDraft::SendAgain => self.send_draft_again(run_id, &intent).await,
         }
@@ -161,7 +161,8 @@ enum LeftDraft {
 /// What a stopped process's draft intent means for the reply: a draft
 /// with a known id is stale (deleted, the reply sent afresh); one that was
 /// never sent is none; one whose send has no known outcome may show with
-/// its id unknown, unless an `idempotent` platform can name it again.
+/// its id unknown, unless a platform whose sends are idempotent (by key)
+/// can name it again.
 fn left_draft(intent: &SendIntent, idempotent: bool) -> LeftDraft {
     match intent.status {
         IntentStatus::Sent | IntentStatus::Committing => LeftDraft::Is(
