@@ -516,6 +516,27 @@ impl Outbox {
                 false
             }
         };
+        // The draft's intent first: a crash before the reply's record
+        // repeats the deletion (harmless), never leaves a deleted draft
+        // recorded `sent`.
+        if deleted && let Some(run) = &intent.run_id {
+            let mut cancelled = IntentUpdate::new(
+                &crate::core::channel::draft_intent_id(run),
+                &[IntentStatus::Sent],
+                IntentStatus::Cancelled,
+                now_millis(),
+            );
+            cancelled.failure = Some(Failure {
+                kind: FailureKind::NotFound,
+                message: format!(
+                    "deleted, and {} sent as a fresh message: an edit from before a restart may still have been in flight",
+                    intent.id
+                ),
+            });
+            if let Err(err) = self.update(cancelled).await {
+                tracing::debug!(intent = %intent.id, error = %err, "the deleted draft's intent not marked");
+            }
+        }
         self.update(update).await.map_err(|err| {
             DeliveryError::new(
                 FailureKind::Transient,
@@ -523,24 +544,6 @@ impl Outbox {
             )
         })?;
         intent.retract = None;
-        if deleted && let Some(run) = &intent.run_id {
-            let mut update = IntentUpdate::new(
-                &crate::core::channel::draft_intent_id(run),
-                &[IntentStatus::Sent],
-                IntentStatus::Cancelled,
-                now_millis(),
-            );
-            update.failure = Some(Failure {
-                kind: FailureKind::NotFound,
-                message: format!(
-                    "deleted, and {} sent as a fresh message: an edit from before a restart may still have been in flight",
-                    intent.id
-                ),
-            });
-            if let Err(err) = self.update(update).await {
-                tracing::debug!(intent = %intent.id, error = %err, "the deleted draft's intent not marked");
-            }
-        }
         Ok(())
     }
 

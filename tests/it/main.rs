@@ -22,6 +22,7 @@ mod approvals_sdk;
 mod architecture;
 mod budget;
 mod channel_chaos;
+mod chat_chaos;
 mod commands;
 mod compaction;
 mod conformance;

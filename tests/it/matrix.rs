@@ -442,3 +442,206 @@ fn invites_strangers_pairing_and_encrypted_rooms() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(bot_messages(alice, &secret, bot).len(), 1);
 }
+
+// `kill -9` at each boundary of a send, with the homeserver behind a proxy
+// that holds a request (before Synapse sees it, or after Synapse took it
+// and before its answer goes back).
+
+use crate::support::matrix::{Hold, MatrixProxy, shown_messages};
+
+/// The config of [`setup`], the homeserver reached through `proxy`.
+fn setup_behind(proxy: &MatrixProxy, people: &People, extra: &str) -> TestDir {
+    let dir = TestDir::new();
+    let config = dir.path().join("config").join("pincer");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[channels.matrix]\nkind = \"matrix\"\nhomeserver = \"{}\"\nuser_id = \"{}\"\naccess_token_env = \"MATRIX_TOKEN\"\nallow = [\"{}\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\n{extra}",
+            proxy.url,
+            people.bot.user_id,
+            people.alice.user_id,
+            dir.workspace().display(),
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// Waits until the intent of `kind` has `status`: the intent.
+fn wait_intent(dir: &TestDir, kind: &str, status: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let intents = dir.outbox();
+        if let Some(intent) = intents
+            .iter()
+            .find(|i| i["kind"] == kind && i["status"] == status)
+        {
+            return intent.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {kind} intent {status}: {intents:#?}\n{}",
+            dir.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `kill -9`.
+fn crash(mut bridge: Bridge) {
+    bridge.child.kill().unwrap();
+    bridge.child.wait().unwrap();
+}
+
+/// Whether a request the proxy sees is the bot's message send (`edit`:
+/// an `m.replace` edit; else a message of its own).
+fn message_send(request: &crate::support::http::Request, edit: bool) -> bool {
+    request.method == "PUT"
+        && request.path.contains("/send/m.room.message/")
+        && request.body["m.relates_to"]["rel_type"].is_string() == edit
+}
+
+fn verify(dir: &TestDir) {
+    let out = dir.command().arg("verify").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_kill_after_synapse_took_a_reply_before_its_id_was_stored_sends_it_again_as_the_same_event() {
+    let server = Synapse::shared();
+    let proxy = MatrixProxy::start(&server.base_url());
+    let people = people(server);
+    let dir = setup_behind(&proxy, &people, "live_drafts = false\n");
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let script = [json!([{"text": "Once only."}])];
+    let bridge = start(&dir, &people, &script, "s.jsonl");
+    let room = direct_room(alice, &people.bot, &dir);
+    // Synapse takes the reply; its answer (the event id) never reaches
+    // the process, which is killed waiting for it.
+    proxy.hold(Hold::Answer, |r| message_send(r, false));
+    alice.send_text(&room, "hi");
+    proxy.wait_caught(1, WAIT);
+    let first = from_bot(alice, &room, bot, |b| b == "Once only.");
+    let reply = wait_intent(&dir, "reply", "sending");
+    assert!(reply["receipt"]["parts"].as_array().unwrap().is_empty());
+    crash(bridge);
+    proxy.stop_holding();
+    proxy.release();
+    // Recovery sends it again under the same transaction id: Synapse names
+    // the event it has, and the room holds it once.
+    let _bridge = start(&dir, &people, &script, "s.jsonl");
+    let reply = wait_intent(&dir, "reply", "sent");
+    assert_eq!(
+        reply["receipt"]["parts"][0]["platform_id"], first.event_id,
+        "{reply:#}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let texts: Vec<String> = bot_messages(alice, &room, bot)
+        .iter()
+        .map(|e| e.body().unwrap().to_owned())
+        .collect();
+    assert_eq!(texts, ["Once only."], "{}", dir.log());
+    assert!(dir.outbox().iter().all(|i| i["status"] == "sent"));
+    verify(&dir);
+}
+
+#[test]
+fn a_kill_after_synapse_took_a_draft_before_its_id_was_stored_names_it_again_and_deletes_it() {
+    let server = Synapse::shared();
+    let proxy = MatrixProxy::start(&server.base_url());
+    let people = people(server);
+    let dir = setup_behind(&proxy, &people, "");
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let script = [json!([{"text": "Partial"}, {"delay_ms": 3000}, {"text": " and the rest."}])];
+    let bridge = start(&dir, &people, &script, "s.jsonl");
+    let room = direct_room(alice, &people.bot, &dir);
+    // The live draft's first send: Synapse shows it, the process never
+    // learns its id.
+    proxy.hold(Hold::Answer, |r| message_send(r, false));
+    alice.send_text(&room, "hi");
+    proxy.wait_caught(1, WAIT);
+    let draft = from_bot(alice, &room, bot, |b| b == "Partial");
+    wait_intent(&dir, "draft", "sending");
+    crash(bridge);
+    proxy.stop_holding();
+    proxy.release();
+    // Recovery sends the draft again with its key, which names the same
+    // event, deletes it, and sends the reply afresh.
+    let _bridge = start(&dir, &people, &script, "s.jsonl");
+    let reply = wait_intent(&dir, "reply", "sent");
+    let retracted = wait_intent(&dir, "draft", "cancelled");
+    assert_eq!(
+        retracted["receipt"]["parts"][0]["platform_id"], draft.event_id,
+        "{retracted:#}"
+    );
+    let events = alice.messages(&room);
+    let shown = shown_messages(&events, bot);
+    assert_eq!(shown.len(), 2, "the draft once, and the reply: {shown:?}");
+    assert_eq!(
+        shown[0],
+        (draft.event_id.clone(), None),
+        "the draft is redacted"
+    );
+    let text = shown[1].1.clone().unwrap();
+    assert_eq!(shown[1].0, reply["receipt"]["parts"][0]["platform_id"]);
+    assert!(
+        text.starts_with("Partial") && text.contains("interrupted"),
+        "{text:?}"
+    );
+    verify(&dir);
+}
+
+#[test]
+fn a_kill_during_a_live_draft_with_an_edit_in_flight_deletes_the_draft_and_the_late_edit_changes_nothing()
+ {
+    let server = Synapse::shared();
+    let proxy = MatrixProxy::start(&server.base_url());
+    let people = people(server);
+    let dir = setup_behind(&proxy, &people, "");
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let script = [json!([
+        {"text": "Partial"},
+        {"delay_ms": 1500},
+        {"text": " more"},
+        {"delay_ms": 5000},
+        {"text": " end."}
+    ])];
+    let bridge = start(&dir, &people, &script, "s.jsonl");
+    let room = direct_room(alice, &people.bot, &dir);
+    // The draft is shown, its id stored; its edit is on its way and reaches
+    // Synapse only after the restarted process answered.
+    proxy.hold(Hold::Request, |r| message_send(r, true));
+    alice.send_text(&room, "hi");
+    let draft = from_bot(alice, &room, bot, |b| b == "Partial");
+    proxy.wait_caught(1, WAIT);
+    wait_intent(&dir, "draft", "sent");
+    crash(bridge);
+    proxy.stop_holding();
+    let _bridge = start(&dir, &people, &script, "s.jsonl");
+    let reply = wait_intent(&dir, "reply", "sent");
+    wait_intent(&dir, "draft", "cancelled");
+    proxy.release();
+    proxy.wait_settled(WAIT);
+    // The draft is gone, the late edit with it; the reply shows whole.
+    let events = alice.messages(&room);
+    let shown = shown_messages(&events, bot);
+    let reply_id = reply["receipt"]["parts"][0]["platform_id"]
+        .as_str()
+        .unwrap();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    assert_eq!(
+        shown[0],
+        (draft.event_id.clone(), None),
+        "the draft is redacted"
+    );
+    assert_eq!(shown[1].0, reply_id);
+    let text = shown[1].1.clone().unwrap();
+    assert_eq!(text, reply["units"][0]["text"].as_str().unwrap());
+    assert!(text.starts_with("Partial"), "{text:?}");
+    verify(&dir);
+}

@@ -6,12 +6,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::drafts::{DraftRef, sent_update};
 use super::reply::{Answer, reply_part};
 use super::{Hub, HubError};
 use crate::core::channel::{
-    ChannelMessage, ChannelWrite, InboxEntry, InboxState, IntentStatus, SendIntent, draft_intent_id,
+    ChannelMessage, ChannelWrite, FailureKind, InboxEntry, InboxState, IntentStatus, SendIntent,
+    draft_intent_id,
 };
 use crate::core::event::{RunState, StopReason};
 use crate::core::ids::RunId;
@@ -94,7 +96,20 @@ impl Hub {
             return;
         };
         tracing::info!(run = %answer.run_id, state = info.state.as_str(), "answering a chat message a stopped process left");
-        let draft = self.recovered_draft(&answer.run_id, legacy).await;
+        let draft = match self.recovered_draft(&answer.run_id, legacy).await {
+            Ok(draft) => draft,
+            Err(intent) => {
+                // Its draft is named again once the platform answers: the
+                // adapter connects (logs in) only after recovery, so that
+                // reply is decided in the background.
+                let hub = self.clone();
+                self.tasks.spawn(async move {
+                    let draft = hub.send_draft_again(&answer.run_id, &intent).await;
+                    hub.finish(&answer, &outcome, &text, draft).await;
+                });
+                return;
+            }
+        };
         self.finish(&answer, &outcome, &text, draft).await;
     }
 
@@ -103,32 +118,58 @@ impl Hub {
     /// reply deletes it rather than finalizing it in place. A draft whose
     /// first send has no known outcome may be in the chat with its id
     /// unknown: an adapter whose platform deduplicates sends by key sends it
-    /// again to learn the id; otherwise the reply will say that a partial
-    /// draft may show above it.
-    async fn recovered_draft(&self, run_id: &RunId, legacy: Option<&String>) -> DraftRef {
+    /// again to learn the id (`Err`: the draft intent to send again);
+    /// otherwise the reply will say that a partial draft may show above it.
+    async fn recovered_draft(
+        &self,
+        run_id: &RunId,
+        legacy: Option<&String>,
+    ) -> Result<DraftRef, SendIntent> {
         let intent = match self.store.intent(&draft_intent_id(run_id)).await {
             Ok(Some(intent)) => intent,
             // Drafts recorded before draft intents existed.
-            Ok(None) => return legacy.map_or(DraftRef::None, |id| DraftRef::Stale(id.clone())),
+            Ok(None) => return Ok(legacy.map_or(DraftRef::None, |id| DraftRef::Stale(id.clone()))),
             Err(err) => {
                 tracing::error!(run = %run_id, error = %err, "cannot read a live draft");
-                return DraftRef::MaybeShown;
+                return Ok(DraftRef::MaybeShown);
             }
         };
         match left_draft(&intent, self.adapter.capabilities().idempotent.send) {
-            LeftDraft::Is(draft) => draft,
-            LeftDraft::SendAgain => self.send_draft_again(run_id, &intent).await,
+            LeftDraft::Is(draft) => Ok(draft),
+            LeftDraft::SendAgain => Err(intent),
         }
     }
 
     /// Sends a draft whose first send has no known outcome again, with its
     /// key, so the platform names the message it has (or takes it now).
+    /// A failure that leaves the send undone (`transient`, `rate_limit`:
+    /// the platform down, the adapter not connected yet) is retried, as the
+    /// outbox would, for up to `DRAFT_AGAIN_FOR`.
     async fn send_draft_again(&self, run_id: &RunId, intent: &SendIntent) -> DraftRef {
         let Some(unit) = intent.units.first() else {
             return DraftRef::MaybeShown;
         };
         let key = format!("{}:0", intent.id);
-        match self.adapter.send(&intent.target, unit, None, &key).await {
+        let until = tokio::time::Instant::now() + DRAFT_AGAIN_FOR;
+        let mut wait = Duration::from_millis(250);
+        let sent = loop {
+            let sent = self.adapter.send(&intent.target, unit, None, &key).await;
+            let again = match &sent {
+                Err(err) if matches!(err.kind, FailureKind::Transient | FailureKind::RateLimit) => {
+                    err.retry_after.unwrap_or(wait)
+                }
+                Ok(_) | Err(_) => break sent,
+            };
+            if tokio::time::Instant::now() + again > until {
+                break sent;
+            }
+            tokio::select! {
+                () = self.cancel.cancelled() => break sent,
+                () = tokio::time::sleep(again) => {}
+            }
+            wait = (wait * 2).min(Duration::from_secs(8));
+        };
+        match sent {
             Ok(platform_id) => {
                 let update = sent_update(&intent.id, intent.status, &platform_id);
                 if let Err(err) = self
@@ -147,6 +188,10 @@ impl Hub {
         }
     }
 }
+
+/// How long recovery keeps trying to send a draft again while the platform
+/// is unreachable, before the reply says the draft may show instead.
+const DRAFT_AGAIN_FOR: Duration = Duration::from_secs(60);
 
 /// What recovery makes of a run's `draft:RUN` intent.
 #[derive(Debug, PartialEq, Eq)]

@@ -990,3 +990,226 @@ pub fn latest_text(events: &[Event], sender: &str) -> Option<String> {
     });
     Some(edited.or(original.body()).unwrap().to_owned())
 }
+
+/// Where a [`MatrixProxy`] holds a request its rule matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Before the homeserver sees it: it lands when released (a request a
+    /// slow server acts on late, after its client died).
+    Request,
+    /// After the homeserver acted on it, before its answer goes back (the
+    /// platform accepted; the client does not know yet).
+    Answer,
+}
+
+type Rule = (
+    Hold,
+    Box<dyn Fn(&super::http::Request) -> bool + Send + Sync>,
+);
+
+#[derive(Default)]
+struct Holding {
+    rule: Option<Rule>,
+    /// Requests held now.
+    held: usize,
+    /// Requests caught by a rule so far.
+    caught: usize,
+    /// Bumped by each release: a request held under an older value goes on.
+    releases: u64,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    /// The longest pause, in ms, before and after the homeserver acts on a
+    /// request that changes a room (a send, an edit, a redaction).
+    jitter: Mutex<Option<(u64, u64)>>,
+    holding: Mutex<Holding>,
+    released: std::sync::Condvar,
+    /// Requests that change a room, under way (not yet answered).
+    acting: AtomicU64,
+}
+
+/// An HTTP proxy in front of a homeserver, for a client (Pincer) given its
+/// URL as the homeserver's: it forwards each request whole, whether or not
+/// the client is still there to read the answer, so a request a killed
+/// process sent still lands. It can pause around the requests that change
+/// a room ([`MatrixProxy::jitter`]) and hold one ([`MatrixProxy::hold`])
+/// before the homeserver sees it or before its answer goes back.
+pub struct MatrixProxy {
+    /// `http://127.0.0.1:PORT`: the homeserver URL the client is given.
+    pub url: String,
+    state: std::sync::Arc<ProxyState>,
+    _server: super::http::Loopback,
+}
+
+/// Whether a request changes a room: `PUT …/send/…` or `PUT …/redact/…`.
+fn acts(request: &super::http::Request) -> bool {
+    request.method == "PUT"
+        && (request.path.contains("/send/") || request.path.contains("/redact/"))
+}
+
+impl MatrixProxy {
+    pub fn start(upstream: &str) -> Self {
+        let state = std::sync::Arc::new(ProxyState::default());
+        let shared = state.clone();
+        let upstream = upstream.to_owned();
+        let server = super::http::Loopback::start(move |request, _| {
+            let acting = acts(request);
+            if acting {
+                shared.acting.fetch_add(1, Ordering::SeqCst);
+            }
+            let jitter = *shared.jitter.lock().unwrap();
+            let pause = |max: u64| {
+                if max > 0 && acting {
+                    std::thread::sleep(Duration::from_millis(fastrand::u64(0..=max)));
+                }
+            };
+            shared.hold_if(request, Hold::Request);
+            pause(jitter.map_or(0, |j| j.0));
+            let token = request
+                .header("authorization")
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .map(str::to_owned);
+            let body = (!request.raw.is_empty()).then_some(&request.body);
+            let (status, value) = self::request(
+                &request.method,
+                &format!("{upstream}{}", request.path),
+                token.as_deref(),
+                body,
+            );
+            shared.hold_if(request, Hold::Answer);
+            pause(jitter.map_or(0, |j| j.1));
+            if acting {
+                shared.acting.fetch_sub(1, Ordering::SeqCst);
+            }
+            if status == 0 {
+                super::http::Reply::Drop
+            } else {
+                super::http::Reply::json(status, &value)
+            }
+        });
+        Self {
+            url: server.url.clone(),
+            state,
+            _server: server,
+        }
+    }
+
+    /// Pauses up to `before_ms` before the homeserver acts on a request
+    /// that changes a room, and up to `after_ms` before its answer goes
+    /// back (each pause drawn anew).
+    pub fn jitter(&self, before_ms: u64, after_ms: u64) {
+        *self.state.jitter.lock().unwrap() = Some((before_ms, after_ms));
+    }
+
+    /// From now on, holds the requests `matches` picks at `at`, until
+    /// [`MatrixProxy::release`]; replaces the rule before.
+    pub fn hold(
+        &self,
+        at: Hold,
+        matches: impl Fn(&super::http::Request) -> bool + Send + Sync + 'static,
+    ) {
+        self.state.holding.lock().unwrap().rule = Some((at, Box::new(matches)));
+    }
+
+    /// Holds nothing more (those held stay held until released).
+    pub fn stop_holding(&self) {
+        self.state.holding.lock().unwrap().rule = None;
+    }
+
+    /// Lets every request held so far go on.
+    pub fn release(&self) {
+        self.state.holding.lock().unwrap().releases += 1;
+        self.state.released.notify_all();
+    }
+
+    /// How many requests a rule has caught so far.
+    pub fn caught(&self) -> usize {
+        self.state.holding.lock().unwrap().caught
+    }
+
+    /// How many requests are held now.
+    pub fn held(&self) -> usize {
+        self.state.holding.lock().unwrap().held
+    }
+
+    /// Waits until a rule has caught `count` requests (they are held).
+    pub fn wait_caught(&self, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.caught() < count {
+            assert!(
+                Instant::now() < deadline,
+                "the proxy caught {} request(s), not {count}, within {timeout:?}",
+                self.caught()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until no request that changes a room is under way (those of
+    /// killed clients included): everything sent has landed.
+    pub fn wait_settled(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.state.acting.load(Ordering::SeqCst) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "requests still under way after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl ProxyState {
+    /// Holds `request` here when the rule says so, until a release.
+    fn hold_if(&self, request: &super::http::Request, at: Hold) {
+        let mut holding = self.holding.lock().unwrap();
+        let caught = holding
+            .rule
+            .as_ref()
+            .is_some_and(|(when, matches)| *when == at && matches(request));
+        if !caught {
+            return;
+        }
+        holding.held += 1;
+        holding.caught += 1;
+        let ticket = holding.releases;
+        while holding.releases == ticket {
+            holding = self.released.wait(holding).unwrap();
+        }
+        holding.held -= 1;
+    }
+}
+
+/// What a room shows of `sender`'s messages, oldest first: each message
+/// event (not an edit) with the body of its newest edit by the same sender
+/// (the newest by `origin_server_ts`, then event id, as clients choose), or
+/// its own; `None` for a redacted one.
+pub fn shown_messages(events: &[Event], sender: &str) -> Vec<(String, Option<String>)> {
+    let is_edit = |event: &Event| matches!(event.relation(), Some(("m.replace", _)));
+    events
+        .iter()
+        .filter(|e| e.kind == "m.room.message" && e.sender == sender && !is_edit(e))
+        .map(|message| {
+            if message.is_redacted() || message.body().is_none() {
+                return (message.event_id.clone(), None);
+            }
+            let newest = events
+                .iter()
+                .filter(|e| {
+                    e.kind == "m.room.message"
+                        && e.sender == sender
+                        && !e.is_redacted()
+                        && e.relation() == Some(("m.replace", message.event_id.as_str()))
+                })
+                .max_by(|a, b| {
+                    (a.origin_server_ts, &a.event_id).cmp(&(b.origin_server_ts, &b.event_id))
+                });
+            let text = newest
+                .and_then(|e| e.content["m.new_content"]["body"].as_str())
+                .or(message.body())
+                .map(str::to_owned);
+            (message.event_id.clone(), text)
+        })
+        .collect()
+}
