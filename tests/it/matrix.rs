@@ -645,3 +645,40 @@ fn a_kill_during_a_live_draft_with_an_edit_in_flight_deletes_the_draft_and_the_l
     assert!(text.starts_with("Partial"), "{text:?}");
     verify(&dir);
 }
+
+#[test]
+fn a_live_draft_whose_answer_is_lost_is_sent_again_with_its_key_and_finalized_in_place() {
+    let server = Synapse::shared();
+    let proxy = MatrixProxy::start(&server.base_url());
+    let people = people(server);
+    let dir = setup_behind(&proxy, &people, "");
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let script = [json!([{"text": "Partial"}, {"delay_ms": 1500}, {"text": " and the rest."}])];
+    let _bridge = start(&dir, &people, &script, "s.jsonl");
+    let room = direct_room(alice, &people.bot, &dir);
+    // The draft's first send lands, its answer is lost: the process sends
+    // it again with the same transaction id, Synapse names the same event.
+    proxy.hold(Hold::Lose, |r| message_send(r, false));
+    alice.send_text(&room, "hi");
+    proxy.wait_caught(1, WAIT);
+    proxy.stop_holding();
+    let reply = wait_intent(&dir, "reply", "sent");
+    let draft = wait_intent(&dir, "draft", "sent");
+    let events = alice.messages(&room);
+    let shown = shown_messages(&events, bot);
+    // One message: the draft, finalized in place with the whole reply; no
+    // "a stale draft may show" notice, nothing redacted.
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(
+        shown[0],
+        (
+            draft["receipt"]["parts"][0]["platform_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            Some("Partial and the rest.".to_owned())
+        ),
+        "{reply:#}"
+    );
+    verify(&dir);
+}

@@ -81,6 +81,10 @@ impl LiveDraft {
     }
 }
 
+/// How many times a draft's first send whose answer was lost is made
+/// again, on a platform where a repeat is safe.
+const DRAFT_SEND_AGAIN: u64 = 2;
+
 /// What a run's reply does about its live draft.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum DraftRef {
@@ -245,10 +249,28 @@ impl Hub {
             tracing::error!(run = %run_id, error = %err, "cannot record a live draft; the reply comes whole");
             return LiveDraft::Stopped { maybe_shown: false };
         }
-        let sent = self
+        let key_of_send = format!("{id}:0");
+        let mut sent = self
             .adapter
-            .send(&key.target, &unit, None, &format!("{id}:0"))
+            .send(&key.target, &unit, None, &key_of_send)
             .await;
+        // A send whose answer was lost is made again with its key where the
+        // platform recognizes a repeat (Matrix's transaction id): the same
+        // message, now named, instead of a draft that may show unnamed.
+        let mut again = 0;
+        while let Err(err) = &sent
+            && err.kind == FailureKind::Unknown
+            && self.adapter.capabilities().idempotent.send
+            && again < DRAFT_SEND_AGAIN
+        {
+            again += 1;
+            tracing::debug!(run = %run_id, error = %err, "live draft's answer lost; sending it again with its key");
+            tokio::time::sleep(Duration::from_millis(250 * again)).await;
+            sent = self
+                .adapter
+                .send(&key.target, &unit, None, &key_of_send)
+                .await;
+        }
         let update = match &sent {
             Ok(platform_id) => sent_update(&id, IntentStatus::Sending, platform_id),
             Err(err) => {

@@ -1000,6 +1000,9 @@ pub enum Hold {
     /// After the homeserver acted on it, before its answer goes back (the
     /// platform accepted; the client does not know yet).
     Answer,
+    /// Not held: the homeserver acts on it and its answer is lost (the
+    /// connection closes unanswered), once per request caught.
+    Lose,
 }
 
 type Rule = (
@@ -1078,11 +1081,12 @@ impl MatrixProxy {
                 body,
             );
             shared.hold_if(request, Hold::Answer);
+            let lost = shared.loses(request);
             pause(jitter.map_or(0, |j| j.1));
             if acting {
                 shared.acting.fetch_sub(1, Ordering::SeqCst);
             }
-            if status == 0 {
+            if status == 0 || lost {
                 super::http::Reply::Drop
             } else {
                 super::http::Reply::json(status, &value)
@@ -1162,6 +1166,19 @@ impl MatrixProxy {
 
 impl ProxyState {
     /// Holds `request` here when the rule says so, until a release.
+    /// Whether the rule loses this request's answer (counted as caught).
+    fn loses(&self, request: &super::http::Request) -> bool {
+        let mut holding = self.holding.lock().unwrap();
+        let caught = holding
+            .rule
+            .as_ref()
+            .is_some_and(|(when, matches)| *when == Hold::Lose && matches(request));
+        if caught {
+            holding.caught += 1;
+        }
+        caught
+    }
+
     fn hold_if(&self, request: &super::http::Request, at: Hold) {
         let mut holding = self.holding.lock().unwrap();
         let caught = holding
