@@ -492,7 +492,9 @@ impl Irc {
             Some("DEL") => {
                 let mut negotiated = self.negotiated.lock();
                 for cap in cap_names(list) {
-                    negotiated.offered.retain(|c| cap_names(c).next() != Some(cap));
+                    negotiated
+                        .offered
+                        .retain(|c| cap_names(c).next() != Some(cap));
                     if cap == "account-tag" {
                         negotiated.account_tag = false;
                     }
