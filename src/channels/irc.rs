@@ -890,6 +890,34 @@ mod tests {
     }
 
     #[test]
+    fn account_tag_is_asked_for_where_offered_and_sasl_plain_with_a_password() {
+        let offered = |caps: &str, account_tag: bool| Negotiated {
+            offered: caps.split(' ').map(str::to_owned).collect(),
+            account_tag,
+            logged_in: None,
+        };
+        let mut with_password = irc(&[]);
+        with_password.settings.password = Some("pw".into());
+        let without = irc(&[]);
+        let all = offered("multi-prefix account-tag sasl=EXTERNAL,PLAIN", false);
+        assert_eq!(with_password.wanted(&all, true), ["sasl", "account-tag"]);
+        assert_eq!(without.wanted(&all, true), ["account-tag"]);
+        // After registration SASL is not asked for; acknowledged is not asked again.
+        assert_eq!(with_password.wanted(&all, false), ["account-tag"]);
+        let acked = offered("account-tag sasl", true);
+        assert_eq!(with_password.wanted(&acked, true), ["sasl"]);
+        // SASL without PLAIN among its mechanisms is not asked for.
+        let external = offered("sasl=EXTERNAL", false);
+        assert!(with_password.wanted(&external, true).is_empty());
+        // ngIRCd: nothing to ask for (`CAP END` at once).
+        assert!(
+            with_password
+                .wanted(&offered("multi-prefix", false), true)
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn senders_are_accounts_where_the_server_reports_them() {
         assert_eq!(sender_id("alice", None), ("alice".to_owned(), None));
         assert_eq!(
