@@ -3,10 +3,20 @@
 //!
 //! **Connecting.** TCP, or TLS from the first byte (rustls; the system's
 //! certificates or `tls_ca`'s), then `CAP LS 302`, `PASS` (the password,
-//! when set), `NICK`, `USER`; SASL PLAIN with the same password when the
-//! server offers `sasl`, else `CAP END`. A nick in use gets `_` appended and
-//! is regained every 30 s. On `001` it joins its channels. A lost
-//! connection is made again after 1 s, doubling to 60 s.
+//! when set), `NICK`, `USER`; `CAP REQ` of `account-tag` and, with a
+//! password, `sasl` where the server offers them, SASL PLAIN as the account
+//! named like the nick, then `CAP END`. A refused login is logged and put in
+//! the channel's status; the connection goes on without it. A nick in use
+//! gets `_` appended and is regained every 30 s. On `001` it joins its
+//! channels. A lost connection is made again after 1 s, doubling to 60 s.
+//!
+//! **Who is writing.** Where the server tags messages with the sender's
+//! account (`account-tag` acknowledged), a sender is their account, and one
+//! not logged in is `~NICK`, which no account name can be: `allow` and
+//! pairing then hold accounts, and a nick alone proves nothing. A private
+//! chat of a logged-in sender is theirs and that nick's (its thread is the
+//! account), so whoever takes the nick next does not find it. Elsewhere a
+//! sender is their nick.
 //!
 //! **Receiving.** IRC has no message ids, no history and no
 //! acknowledgement: a message is recorded once as it arrives (its id this
@@ -48,7 +58,7 @@ use crate::core::channel::{
     Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
 use crate::core::session::now_millis;
-pub use proto::{MAX_LINE, Message, addressed, clean, same_nick, text_budget};
+pub use proto::{MAX_LINE, Message, addressed, cap_names, clean, same_nick, text_budget};
 
 /// Lines per unit: one acknowledgement per this many.
 const LINES_PER_UNIT: usize = 8;
@@ -91,6 +101,19 @@ pub struct Irc {
     mask_len: AtomicUsize,
     /// The nick the server knows this client by now.
     nick_now: Mutex<String>,
+    /// What this connection negotiated; reset as each one starts.
+    negotiated: Mutex<Negotiated>,
+}
+
+/// The IRCv3 capabilities of one connection and its login.
+#[derive(Debug, Default)]
+struct Negotiated {
+    /// What the server offers (`name` or `name=value`), from `CAP LS`.
+    offered: Vec<String>,
+    /// Messages carry the sender's account (`account-tag` acknowledged).
+    account_tag: bool,
+    /// The account SASL logged this client in to (`900`).
+    logged_in: Option<String>,
 }
 
 /// A line for the writer: paced (messages) or not (protocol), and whether
@@ -145,6 +168,7 @@ impl Irc {
             name: name.to_owned(),
             account: format!("{}@{}", settings.nick, settings.server),
             nick_now: Mutex::new(settings.nick.clone()),
+            negotiated: Mutex::new(Negotiated::default()),
             settings,
             link: Mutex::new(None),
             acks: Mutex::new(HashMap::new()),
@@ -232,6 +256,7 @@ impl Irc {
         cancel: &CancellationToken,
     ) -> Result<(), String> {
         let settings = &self.settings;
+        *self.negotiated.lock() = Negotiated::default();
         let mut hello = vec!["CAP LS 302".to_owned()];
         if let Some(password) = &settings.password {
             hello.push(format!("PASS {}", clean(password)));
@@ -332,18 +357,41 @@ impl Irc {
                     .encode(format!("{nick}\0{nick}\0{password}"));
                 let _ = out.send(control(format!("AUTHENTICATE {plain}"))).await;
             }
+            // `900 nick mask ACCOUNT :You are now logged in as ACCOUNT`.
+            "900" => {
+                self.negotiated.lock().logged_in = message.param(2).map(ToOwned::to_owned);
+            }
             // SASL done, or refused: registration goes on either way.
-            "903" | "904" | "905" | "906" | "907" => {
-                if message.command != "903" {
-                    tracing::warn!(channel = %self.name, reply = %message.command, "SASL PLAIN refused; going on without it");
-                }
+            "903" | "907" => {
+                let _ = out.send(control("CAP END".to_owned())).await;
+            }
+            "902" | "904" | "905" | "906" => {
+                let error = format!(
+                    "the server refused the SASL PLAIN login to account {} ({} {}): connected without it",
+                    settings.nick,
+                    message.command,
+                    clean(message.trailing().unwrap_or_default())
+                        .chars()
+                        .take(120)
+                        .collect::<String>()
+                );
+                tracing::warn!(channel = %self.name, server = %settings.server, %error, "IRC login refused");
+                // Shown by `pincer channels status`; `001` brings it up again.
+                hub.down(&error);
                 let _ = out.send(control("CAP END".to_owned())).await;
             }
             "001" => {
                 if let Some(nick) = message.param(0) {
                     *self.nick_now.lock() = nick.to_owned();
                 }
-                tracing::info!(channel = %self.name, server = %settings.server, nick = %self.nick_now.lock(), "IRC connected");
+                let (account, account_tag) = {
+                    let negotiated = self.negotiated.lock();
+                    (
+                        negotiated.logged_in.clone().unwrap_or_default(),
+                        negotiated.account_tag,
+                    )
+                };
+                tracing::info!(channel = %self.name, server = %settings.server, nick = %self.nick_now.lock(), %account, senders_by_account = account_tag, "IRC connected");
                 hub.up();
                 for channel in &settings.channels {
                     let _ = out.send(control(format!("JOIN {channel}"))).await;
@@ -395,39 +443,113 @@ impl Irc {
         None
     }
 
+    /// Capability negotiation: `account-tag` where offered, `sasl` where
+    /// offered with PLAIN and a password is set; `CAP END` once nothing is
+    /// left to settle before registration.
     async fn on_cap(&self, message: &Message, out: &mpsc::Sender<Outgoing>) {
-        let control = |line: &str| Outgoing {
-            line: line.to_owned(),
+        let control = |line: String| Outgoing {
+            line,
             paced: false,
             written: None,
         };
+        let registered = self.link.lock().is_some();
+        let list = message.trailing().unwrap_or_default();
         match message.param(1) {
-            // `CAP * LS * :…` continues on the next line; the last has no `*`.
-            Some("LS") if message.param(2) != Some("*") => {
-                let offered = message
-                    .trailing()
-                    .unwrap_or_default()
-                    .split(' ')
-                    .any(|cap| cap == "sasl" || cap.starts_with("sasl="));
-                let line = if offered && self.settings.password.is_some() {
-                    "CAP REQ :sasl"
-                } else {
-                    "CAP END"
+            Some("LS") => {
+                // `CAP * LS * :…` continues on the next line; the last has no `*`.
+                let more = message.params.len() > 3 && message.param(2) == Some("*");
+                let wanted = {
+                    let mut negotiated = self.negotiated.lock();
+                    negotiated
+                        .offered
+                        .extend(list.split(' ').filter(|c| !c.is_empty()).map(str::to_owned));
+                    if more {
+                        return;
+                    }
+                    self.wanted(&negotiated, !registered)
                 };
-                let _ = out.send(control(line)).await;
+                let line = if wanted.is_empty() {
+                    "CAP END".to_owned()
+                } else {
+                    format!("CAP REQ :{}", wanted.join(" "))
+                };
+                if !registered || !wanted.is_empty() {
+                    let _ = out.send(control(line)).await;
+                }
             }
-            Some("ACK")
-                if message
-                    .trailing()
-                    .is_some_and(|t| t.split(' ').any(|c| c == "sasl")) =>
-            {
-                let _ = out.send(control("AUTHENTICATE PLAIN")).await;
+            // A capability offered later (`cap-notify`): asked for if wanted.
+            Some("NEW") => {
+                let wanted = {
+                    let mut negotiated = self.negotiated.lock();
+                    negotiated
+                        .offered
+                        .extend(list.split(' ').filter(|c| !c.is_empty()).map(str::to_owned));
+                    self.wanted(&negotiated, false)
+                };
+                if !wanted.is_empty() {
+                    let line = format!("CAP REQ :{}", wanted.join(" "));
+                    let _ = out.send(control(line)).await;
+                }
             }
-            Some("NAK") => {
-                let _ = out.send(control("CAP END")).await;
+            Some("DEL") => {
+                let mut negotiated = self.negotiated.lock();
+                for cap in cap_names(list) {
+                    negotiated
+                        .offered
+                        .retain(|c| cap_names(c).next() != Some(cap));
+                    if cap == "account-tag" {
+                        negotiated.account_tag = false;
+                    }
+                }
+            }
+            Some("ACK") => {
+                let mut sasl = false;
+                {
+                    let mut negotiated = self.negotiated.lock();
+                    for cap in cap_names(list) {
+                        match cap {
+                            "account-tag" => negotiated.account_tag = true,
+                            "-account-tag" => negotiated.account_tag = false,
+                            "sasl" => sasl = true,
+                            _ => {}
+                        }
+                    }
+                }
+                if sasl && !registered {
+                    let _ = out.send(control("AUTHENTICATE PLAIN".to_owned())).await;
+                } else if !registered {
+                    let _ = out.send(control("CAP END".to_owned())).await;
+                }
+            }
+            Some("NAK") if !registered => {
+                let _ = out.send(control("CAP END".to_owned())).await;
             }
             _ => {}
         }
+    }
+
+    /// The capabilities of `offered` to ask for (`sasl` only `before`
+    /// registration), those already acknowledged left out.
+    fn wanted(&self, negotiated: &Negotiated, before: bool) -> Vec<&'static str> {
+        let offers = |name: &str| {
+            negotiated
+                .offered
+                .iter()
+                .find(|c| cap_names(c).next() == Some(name))
+        };
+        let mut wanted = Vec::new();
+        // `sasl=EXTERNAL,PLAIN` names its mechanisms; a bare `sasl` does not.
+        let plain = offers("sasl").is_some_and(|cap| {
+            cap.split_once('=')
+                .is_none_or(|(_, mechanisms)| mechanisms.split(',').any(|m| m == "PLAIN"))
+        });
+        if before && plain && self.settings.password.is_some() {
+            wanted.push("sasl");
+        }
+        if offers("account-tag").is_some() && !negotiated.account_tag {
+            wanted.push("account-tag");
+        }
+        wanted
     }
 
     /// A message to this client or addressed to it in a channel, recorded.
@@ -448,6 +570,8 @@ impl Irc {
             // Its own line, or CTCP (ACTION, VERSION): not for the agent.
             return;
         }
+        let by_account = self.negotiated.lock().account_tag;
+        let (id, account) = sender_id(sender, by_account.then(|| message.account()));
         let (target, body) = if proto::is_channel(to) {
             let Some(body) = addressed(text, &now).or_else(|| addressed(text, &self.settings.nick))
             else {
@@ -466,7 +590,7 @@ impl Irc {
                 Target {
                     kind: TargetKind::Direct,
                     id: sender.to_owned(),
-                    thread: None,
+                    thread: account.map(ToOwned::to_owned),
                 },
                 text,
             )
@@ -481,7 +605,7 @@ impl Irc {
             account: self.account.clone(),
             target,
             sender: Some(Actor {
-                id: sender.to_owned(),
+                id,
                 name: Some(sender.to_owned()),
                 is_bot: false,
             }),
@@ -494,6 +618,18 @@ impl Irc {
         if let Received::Failed(reason) = hub.receive(inbound, None).await {
             tracing::error!(channel = %self.name, %reason, "an IRC message could not be recorded and is lost: IRC does not send it again");
         }
+    }
+}
+
+/// Who a sender is to the hub, and their account: their nick where the
+/// server does not report accounts (`reported` is `None`), else their
+/// account when they are logged in to one, and `~NICK` when not (no account
+/// name has a `~`, so no `allow` entry or pairing of an account matches it).
+fn sender_id<'a>(nick: &str, reported: Option<Option<&'a str>>) -> (String, Option<&'a str>) {
+    match reported {
+        None => (nick.to_owned(), None),
+        Some(Some(account)) => (account.to_owned(), Some(account)),
+        Some(None) => (format!("~{nick}"), None),
     }
 }
 
@@ -760,6 +896,44 @@ mod tests {
             1 + guessed + 1 + "PRIVMSG #team :".len() + budget + 2 <= MAX_LINE,
             "{budget}"
         );
+    }
+
+    #[test]
+    fn account_tag_is_asked_for_where_offered_and_sasl_plain_with_a_password() {
+        let offered = |caps: &str, account_tag: bool| Negotiated {
+            offered: caps.split(' ').map(str::to_owned).collect(),
+            account_tag,
+            logged_in: None,
+        };
+        let mut with_password = irc(&[]);
+        with_password.settings.password = Some("pw".into());
+        let without = irc(&[]);
+        let all = offered("multi-prefix account-tag sasl=EXTERNAL,PLAIN", false);
+        assert_eq!(with_password.wanted(&all, true), ["sasl", "account-tag"]);
+        assert_eq!(without.wanted(&all, true), ["account-tag"]);
+        // After registration SASL is not asked for; acknowledged is not asked again.
+        assert_eq!(with_password.wanted(&all, false), ["account-tag"]);
+        let acked = offered("account-tag sasl", true);
+        assert_eq!(with_password.wanted(&acked, true), ["sasl"]);
+        // SASL without PLAIN among its mechanisms is not asked for.
+        let external = offered("sasl=EXTERNAL", false);
+        assert!(with_password.wanted(&external, true).is_empty());
+        // ngIRCd: nothing to ask for (`CAP END` at once).
+        assert!(
+            with_password
+                .wanted(&offered("multi-prefix", false), true)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn senders_are_accounts_where_the_server_reports_them() {
+        assert_eq!(sender_id("alice", None), ("alice".to_owned(), None));
+        assert_eq!(
+            sender_id("ally", Some(Some("alice"))),
+            ("alice".to_owned(), Some("alice"))
+        );
+        assert_eq!(sender_id("alice", Some(None)), ("~alice".to_owned(), None));
     }
 
     #[test]

@@ -40,6 +40,7 @@ mod hooks;
 mod http;
 mod images;
 mod irc;
+mod irc_accounts;
 mod irc_harness;
 mod leases;
 mod loop_guard;

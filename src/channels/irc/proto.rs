@@ -1,5 +1,5 @@
-//! IRC's wire format (RFC 1459 / 2812, with IRCv3 message tags read and
-//! ignored): one message a line, at most 512 bytes with its CR LF.
+//! IRC's wire format (RFC 1459 / 2812, with IRCv3 message tags): one
+//! message a line, at most 512 bytes with its CR LF (tags aside).
 
 /// The longest line, CR LF included.
 pub const MAX_LINE: usize = 512;
@@ -7,6 +7,9 @@ pub const MAX_LINE: usize = 512;
 /// One message a server sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    /// IRCv3 tags (`@time=…;account=alice`), their values unescaped; a tag
+    /// without a value has an empty one.
+    pub tags: Vec<(String, String)>,
     /// `nick!user@host` or a server name, without the `:`.
     pub prefix: Option<String>,
     /// The command, upper case (`PRIVMSG`, `001`).
@@ -19,8 +22,18 @@ impl Message {
     /// Parses one line (without CR LF); `None` for a line with no command.
     pub fn parse(line: &str) -> Option<Self> {
         let mut rest = line.trim_end_matches(['\r', '\n']);
+        let mut tags = Vec::new();
         if let Some(tagged) = rest.strip_prefix('@') {
-            rest = tagged.split_once(' ').map_or("", |(_, r)| r);
+            let (text, r) = tagged.split_once(' ').unwrap_or((tagged, ""));
+            rest = r;
+            tags = text
+                .split(';')
+                .filter(|tag| !tag.is_empty())
+                .map(|tag| {
+                    let (key, value) = tag.split_once('=').unwrap_or((tag, ""));
+                    (key.to_owned(), unescape_tag(value))
+                })
+                .collect();
         }
         rest = rest.trim_start_matches(' ');
         let prefix = match rest.strip_prefix(':') {
@@ -60,6 +73,7 @@ impl Message {
             }
         }
         Some(Self {
+            tags,
             prefix,
             command: command.to_ascii_uppercase(),
             params,
@@ -74,6 +88,24 @@ impl Message {
             .then(|| prefix.split('!').next().unwrap_or(prefix))
     }
 
+    /// The value of tag `key` (the last, if it is there twice).
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The account the sender is logged in to, as IRCv3 `account-tag`
+    /// reports it (`@account=NAME`); `None` when it is absent or `*` (not
+    /// logged in). Meaningful only on a connection that negotiated
+    /// `account-tag`: elsewhere no message carries it.
+    pub fn account(&self) -> Option<&str> {
+        self.tag("account")
+            .filter(|account| !account.is_empty() && *account != "*")
+    }
+
     pub fn param(&self, index: usize) -> Option<&str> {
         self.params.get(index).map(String::as_str)
     }
@@ -82,6 +114,37 @@ impl Message {
     pub fn trailing(&self) -> Option<&str> {
         self.params.last().map(String::as_str)
     }
+}
+
+/// A tag's value as sent (`\:` `;`, `\s` space, `\\` `\`, `\r`, `\n`;
+/// another escaped character stands for itself, a lone `\` at the end is
+/// dropped).
+fn unescape_tag(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(':') => out.push(';'),
+            Some('s') => out.push(' '),
+            Some('r') => out.push('\r'),
+            Some('n') => out.push('\n'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
+
+/// The capabilities of a `CAP` list (`sasl=PLAIN,EXTERNAL account-tag`):
+/// each name, without its value.
+pub fn cap_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(' ')
+        .filter(|cap| !cap.is_empty())
+        .map(|cap| cap.split_once('=').map_or(cap, |(name, _)| name))
 }
 
 /// Text made safe for one line: no CR, LF or NUL (which would end the line
@@ -162,6 +225,45 @@ mod tests {
         assert_eq!(spaced.params, ["*", "LS", "multi-prefix sasl"]);
         assert!(Message::parse("").is_none());
         assert!(Message::parse(":only-prefix").is_none());
+    }
+
+    #[test]
+    fn tags_are_read_and_the_account_is_the_account_tag() {
+        let m = Message::parse(
+            "@time=2026-01-01T00:00:00Z;account=alice :ally!~a@h PRIVMSG pincer :hi\r\n",
+        )
+        .unwrap();
+        assert_eq!(m.account(), Some("alice"));
+        assert_eq!(m.nick(), Some("ally"));
+        assert_eq!(m.tag("time"), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(m.params, ["pincer", "hi"]);
+        // Not logged in: `*`, or no tag at all.
+        let star = Message::parse("@account=* :alice!~a@h PRIVMSG pincer :hi").unwrap();
+        assert_eq!((star.nick(), star.account()), (Some("alice"), None));
+        let none = Message::parse(":alice!~a@h PRIVMSG pincer :hi").unwrap();
+        assert_eq!(none.account(), None);
+        assert!(none.tags.is_empty());
+        let empty = Message::parse("@account= :alice!~a@h PRIVMSG pincer :hi").unwrap();
+        assert_eq!(empty.account(), None);
+        // Values unescaped; a flag tag has an empty value; the last wins.
+        let escaped = Message::parse(
+            "@+draft/x=a\\sb\\:c\\\\d;flag;account=bob;account=carol :s NOTICE x :y",
+        )
+        .unwrap();
+        assert_eq!(escaped.tag("+draft/x"), Some("a b;c\\d"));
+        assert_eq!(escaped.tag("flag"), Some(""));
+        assert_eq!(escaped.account(), Some("carol"));
+        assert_eq!(escaped.command, "NOTICE");
+        // Tags alone, with no command, are no message.
+        assert!(Message::parse("@account=alice").is_none());
+        assert!(Message::parse("@account=alice ").is_none());
+    }
+
+    #[test]
+    fn capability_lists_name_each_capability_without_its_value() {
+        let names: Vec<&str> =
+            cap_names("account-notify  account-tag sasl=EXTERNAL,PLAIN ").collect();
+        assert_eq!(names, ["account-notify", "account-tag", "sasl"]);
     }
 
     #[test]

@@ -781,6 +781,12 @@ pub struct Connect {
     pub tls: bool,
     /// The `USER` name (the nickname when `None`).
     pub user: Option<String>,
+    /// IRCv3 capabilities asked for before registering (`CAP LS 302`,
+    /// `CAP REQ`); registration fails unless the server acknowledges them.
+    pub caps: Vec<String>,
+    /// SASL PLAIN as this account, with this password (`sasl` is asked for
+    /// too); registration fails unless the server answers `903`.
+    pub sasl: Option<(String, String)>,
 }
 
 enum Stream {
@@ -867,11 +873,32 @@ impl IrcUser {
         } else {
             server.addr()
         };
+        let ca = options.tls.then(|| server.ca_path());
+        let password = options.password.as_deref().or(server.password());
+        Self::register(addr, ca.as_deref(), password, nick, options)
+    }
+
+    /// Connects to any server's plain port at `addr` and registers as
+    /// `options` say (`options.tls` is not read).
+    pub fn connect_to(addr: SocketAddr, nick: &str, options: &Connect) -> Result<Self, String> {
+        Self::register(addr, None, options.password.as_deref(), nick, options)
+    }
+
+    /// Connects to `addr` (over TLS checked against `ca`, when given) and
+    /// registers: `CAP` and SASL as `options` ask, `PASS password` (unless
+    /// `options.no_password`), `NICK`, `USER`.
+    fn register(
+        addr: SocketAddr,
+        ca: Option<&Path>,
+        password: Option<&str>,
+        nick: &str,
+        options: &Connect,
+    ) -> Result<Self, String> {
         let tcp = TcpStream::connect_timeout(&addr, TIMEOUT)
             .unwrap_or_else(|err| panic!("cannot connect to the IRC server at {addr}: {err}"));
         tcp.set_nodelay(true).unwrap();
-        let stream = if options.tls {
-            let config = tls_client_config(&server.ca_path());
+        let stream = if let Some(ca) = ca {
+            let config = tls_client_config(ca);
             let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
             let conn = rustls::ClientConnection::new(config, name).unwrap();
             Stream::Tls(Box::new(rustls::StreamOwned::new(conn, tcp)))
@@ -887,7 +914,14 @@ impl IrcUser {
             closed: false,
             mask: None,
         };
-        if let Some(password) = options.password.as_deref().or(server.password())
+        let mut caps = options.caps.clone();
+        if options.sasl.is_some() {
+            caps.push("sasl".to_owned());
+        }
+        if !caps.is_empty() {
+            user.send_raw("CAP LS 302");
+        }
+        if let Some(password) = password
             && !options.no_password
         {
             user.send_raw(&format!("PASS {password}"));
@@ -895,6 +929,9 @@ impl IrcUser {
         let user_name = options.user.as_deref().unwrap_or(nick);
         user.send_raw(&format!("NICK {nick}"));
         user.send_raw(&format!("USER {user_name} 0 * :{nick} (a test user)"));
+        if !caps.is_empty() {
+            user.negotiate(&caps, options.sasl.as_ref())?;
+        }
         // 001 welcomes; an ERROR, or a numeric 4xx/5xx about the nick or
         // the password, refuses.
         let answer = user.try_expect(
@@ -917,6 +954,46 @@ impl IrcUser {
             None if user.closed => Err("the server closed the connection".to_owned()),
             None => Err(format!("no welcome within {TIMEOUT:?}")),
         }
+    }
+
+    /// `CAP REQ` of `caps` once the server has listed its own, then SASL
+    /// PLAIN when `sasl` is given, then `CAP END`; what the server said
+    /// instead when it refuses.
+    fn negotiate(
+        &mut self,
+        caps: &[String],
+        sasl: Option<&(String, String)>,
+    ) -> Result<(), String> {
+        // The last line of `CAP * LS` (a `*` before the list says more follow).
+        self.expect(
+            |m| m.is("CAP") && m.arg(1) == Some("LS") && m.args().len() == 3,
+            TIMEOUT,
+        );
+        self.send_raw(&format!("CAP REQ :{}", caps.join(" ")));
+        let answer = self.expect(
+            |m| m.is("CAP") && matches!(m.arg(1), Some("ACK" | "NAK")),
+            TIMEOUT,
+        );
+        if answer.arg(1) == Some("NAK") {
+            return Err(answer.raw);
+        }
+        if let Some((account, password)) = sasl {
+            use base64::Engine as _;
+            self.send_raw("AUTHENTICATE PLAIN");
+            self.expect(|m| m.is("AUTHENTICATE"), TIMEOUT);
+            let plain = base64::engine::general_purpose::STANDARD
+                .encode(format!("{account}\0{account}\0{password}"));
+            self.send_raw(&format!("AUTHENTICATE {plain}"));
+            let done = self.expect(
+                |m| ["903", "902", "904", "905", "906"].contains(&m.command.as_str()),
+                TIMEOUT,
+            );
+            if !done.is("903") {
+                return Err(done.raw);
+            }
+        }
+        self.send_raw("CAP END");
+        Ok(())
     }
 
     pub fn nick(&self) -> &str {

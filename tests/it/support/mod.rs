@@ -2,11 +2,13 @@
 //! `http` (the one loopback HTTP server every fake is built on), `sdk` (the
 //! official ACP SDK as a client), `telegram` (a fake Bot API), `webhook` (a
 //! webhook peer); real servers
-//! started on free ports: `postgres`, `irc` (ngIRCd), `mail` (Dovecot with an
-//! aiosmtpd server delivering into its Maildirs), `matrix` (Synapse).
+//! started on free ports: `postgres`, `irc` (ngIRCd), `inspircd` (InspIRCd
+//! with Anope's NickServ: accounts, SASL, `account-tag`), `mail` (Dovecot
+//! with an aiosmtpd server delivering into its Maildirs), `matrix` (Synapse).
 #![allow(dead_code)]
 
 pub mod http;
+pub mod inspircd;
 pub mod irc;
 pub mod mail;
 pub mod matrix;
