@@ -151,6 +151,27 @@ Content-Type: text/plain; charset=utf-8\r\n\r\ny\r\n\r\nOn Mon, Pincer wrote:\r\
     }
 
     #[test]
+    fn a_reply_subject_says_re_once() {
+        assert_eq!(reply_subject("the build").as_deref(), Some("Re: the build"));
+        assert_eq!(
+            reply_subject("RE: the build").as_deref(),
+            Some("RE: the build")
+        );
+        assert_eq!(
+            reply_subject(" re:the build ").as_deref(),
+            Some("re:the build")
+        );
+        assert_eq!(reply_subject("Ré: x").as_deref(), Some("Re: Ré: x"));
+        assert_eq!(reply_subject("  "), None);
+        assert_eq!(
+            imap_quoted("<a.b@example.org>").as_deref(),
+            Some("\"<a.b@example.org>\"")
+        );
+        assert_eq!(imap_quoted("<a\"b@x>"), None);
+        assert_eq!(imap_quoted("<é@x>"), None);
+    }
+
+    #[test]
     fn a_resend_has_the_same_message_id() {
         let a = message_id_for("reply:run_1:0", "pincer@example.org");
         assert_eq!(a, message_id_for("reply:run_1:0", "pincer@example.org"));
@@ -491,9 +512,7 @@ impl Email {
                 watermark = uid;
                 continue;
             };
-            self.subjects
-                .lock()
-                .insert(mail.thread.clone(), mail.subject.clone());
+            self.remember_subject(&mail.thread, &mail.subject);
             let mut body = mail.body.clone();
             for (name, size) in &mail.attachments {
                 body.push_str(&format!("\n[attached: {name}, {size} bytes]"));
@@ -532,6 +551,137 @@ impl Email {
             }
         }
         Ok(watermark)
+    }
+}
+
+/// How many threads' subjects are kept in memory; past that they are
+/// forgotten and looked up again when needed.
+const SUBJECTS_KEPT: usize = 4096;
+/// How long looking a subject up over IMAP may take before the reply goes
+/// with the generic one.
+const LOOKUP_FOR: std::time::Duration = std::time::Duration::from_secs(20);
+/// The subject of a mail that answers nothing Pincer knows.
+const GENERIC_SUBJECT: &str = "A message from Pincer";
+
+/// The subject of a reply to a mail whose subject is `original`: `Re: ` and
+/// it (once), or `None` for an empty one.
+pub fn reply_subject(original: &str) -> Option<String> {
+    let original = original.trim();
+    if original.is_empty() {
+        return None;
+    }
+    let prefixed = original
+        .get(..3)
+        .is_some_and(|p| p.eq_ignore_ascii_case("re:"));
+    Some(if prefixed {
+        original.to_owned()
+    } else {
+        format!("Re: {original}")
+    })
+}
+
+/// `id` as an IMAP quoted string, when it can be one (printable ASCII).
+fn imap_quoted(id: &str) -> Option<String> {
+    id.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        .then(|| format!("\"{id}\""))
+}
+
+impl Email {
+    fn remember_subject(&self, thread: &str, subject: &str) {
+        let mut subjects = self.subjects.lock();
+        if subjects.len() >= SUBJECTS_KEPT && !subjects.contains_key(thread) {
+            subjects.clear();
+        }
+        subjects.insert(thread.to_owned(), subject.to_owned());
+    }
+
+    /// The subject of a mail in `target`: `Re: ` and the subject of the
+    /// thread's latest mail read, remembered, or, after a restart, looked up
+    /// over IMAP (the mail answered, else the thread's root); the generic
+    /// one for a mail that starts a conversation or when the lookup fails.
+    async fn subject(&self, target: &Target, reply_to: Option<&str>) -> String {
+        let Some(thread) = target.thread.as_deref() else {
+            return GENERIC_SUBJECT.to_owned();
+        };
+        let known = self.subjects.lock().get(thread).cloned();
+        let original = match known {
+            Some(subject) => Some(subject),
+            None => {
+                let ids: Vec<&str> = reply_to
+                    .into_iter()
+                    .chain([thread])
+                    .filter(|id| id.starts_with('<'))
+                    .collect();
+                match tokio::time::timeout(LOOKUP_FOR, self.look_up_subject(&ids)).await {
+                    Ok(Ok(Some(subject))) => {
+                        self.remember_subject(thread, &subject);
+                        Some(subject)
+                    }
+                    Ok(Ok(None)) => None,
+                    Ok(Err(err)) => {
+                        tracing::warn!(channel = %self.name, error = %err, "cannot look the thread's subject up; the reply goes with a generic one");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(channel = %self.name, "looking the thread's subject up timed out; the reply goes with a generic one");
+                        None
+                    }
+                }
+            }
+        };
+        original
+            .as_deref()
+            .and_then(reply_subject)
+            .unwrap_or_else(|| GENERIC_SUBJECT.to_owned())
+    }
+
+    /// The `Subject` of the first of `ids` (`Message-ID`s) found in the
+    /// folder, read on a session of its own.
+    async fn look_up_subject(&self, ids: &[&str]) -> Result<Option<String>, String> {
+        use futures::TryStreamExt as _;
+
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let mut session = imap_login(&self.settings).await?;
+        let folder = &self.settings.folder;
+        session
+            .examine(folder)
+            .await
+            .map_err(|err| format!("examining {folder}: {err}"))?;
+        let mut found = None;
+        for id in ids {
+            let Some(quoted) = imap_quoted(id) else {
+                continue;
+            };
+            let uids = session
+                .uid_search(format!("HEADER Message-ID {quoted}"))
+                .await
+                .map_err(|err| format!("searching {folder} for {id}: {err}"))?;
+            let Some(uid) = uids.into_iter().max() else {
+                continue;
+            };
+            let fetched: Vec<async_imap::types::Fetch> = session
+                .uid_fetch(uid.to_string(), "(UID BODY.PEEK[HEADER])")
+                .await
+                .map_err(|err| format!("fetching {id}'s header: {err}"))?
+                .try_collect()
+                .await
+                .map_err(|err| format!("fetching {id}'s header: {err}"))?;
+            found = fetched
+                .iter()
+                .filter_map(async_imap::types::Fetch::header)
+                .find_map(|header| {
+                    let parsed = mail_parser::MessageParser::default().parse_headers(header)?;
+                    Some(parsed.subject()?.to_owned())
+                });
+            if found.is_some() {
+                break;
+            }
+        }
+        let _ = session.logout().await;
+        Ok(found)
     }
 }
 
@@ -674,18 +824,7 @@ impl super::Adapter for Email {
         use crate::core::channel::FailureKind;
         use lettre::AsyncTransport as _;
         Box::pin(async move {
-            let subject = target
-                .thread
-                .as_ref()
-                .and_then(|t| self.subjects.lock().get(t).cloned())
-                .map(|s| {
-                    if s.to_ascii_lowercase().starts_with("re:") {
-                        s
-                    } else {
-                        format!("Re: {s}")
-                    }
-                })
-                .unwrap_or_else(|| "A message from Pincer".to_owned());
+            let subject = self.subject(target, reply_to).await;
             let message = reply_message(
                 &self.settings,
                 target,
