@@ -53,6 +53,11 @@ pub struct EmailSettings {
     pub folder: String,
     /// Seconds between polls where the server offers no IDLE.
     pub poll_secs: u64,
+    /// With it, a mail counts as from its `From` address only when the
+    /// receiving server, by this authserv-id, says in
+    /// `Authentication-Results` that it passed DMARC (or DKIM for the
+    /// `From` domain); otherwise its sender is `unverified:ADDRESS`.
+    pub authserv_id: Option<String>,
 }
 
 /// The first line of quoted history in a reply (`On … wrote:`, `> …`), or
@@ -148,6 +153,99 @@ Content-Type: text/plain; charset=utf-8\r\n\r\ny\r\n\r\nOn Mon, Pincer wrote:\r\
         assert_eq!(mail.subject, "Re: the build");
         assert_eq!(mail.body, "y");
         assert!(parse_mail(8, b"Subject: no sender\r\n\r\nhi").is_none());
+    }
+
+    #[test]
+    fn authentication_results_are_read_with_comments_and_quotes() {
+        let (id, results) = authentication_results(
+            "MX.example.org 1; dkim=pass (2048-bit key; unprotected) header.d=Example.org \
+             header.i=@example.org header.s=\"s1\"; spf=softfail smtp.mailfrom=x@y.test; \
+             dmarc/1 = pass (p=reject) header.from=example.org; arc=none",
+        )
+        .unwrap();
+        assert_eq!(id, "mx.example.org");
+        let methods: Vec<(&str, &str)> = results
+            .iter()
+            .map(|r| (r.method.as_str(), r.result.as_str()))
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                ("dkim", "pass"),
+                ("spf", "softfail"),
+                ("dmarc", "pass"),
+                ("arc", "none")
+            ]
+        );
+        assert_eq!(results[0].property("header.d"), Some("Example.org"));
+        assert_eq!(results[0].property("header.s"), Some("s1"));
+        assert_eq!(results[2].property("header.from"), Some("example.org"));
+        let (id, results) = authentication_results("mx.example.org; none").unwrap();
+        assert_eq!((id.as_str(), results.len()), ("mx.example.org", 0));
+        assert_eq!(authentication_results("  "), None);
+        // A `;` in a quoted reason does not end the result.
+        let (_, results) = authentication_results(
+            "mx.example.org; dkim=fail reason=\"bad; very\" header.d=example.org",
+        )
+        .unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].property("reason"), Some("bad; very"));
+    }
+
+    #[test]
+    fn a_sender_is_verified_by_its_servers_dmarc_or_aligned_dkim_only() {
+        let from = "alice@example.org";
+        let ok = |headers: &[&str]| {
+            let headers: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+            sender_verified(&headers, "mx.example.org", from)
+        };
+        assert!(ok(&["mx.example.org; dmarc=pass header.from=example.org"]));
+        assert!(ok(&["mx.example.org; dmarc=pass"]));
+        assert!(ok(&[
+            "MX.Example.Org; spf=fail; dkim=pass header.d=EXAMPLE.org"
+        ]));
+        // Another server's word, a failure, a signature of another domain,
+        // SPF alone: not enough.
+        assert!(!ok(&["evil.test; dmarc=pass header.from=example.org"]));
+        assert!(!ok(&["mx.example.org; dmarc=fail header.from=example.org"]));
+        assert!(!ok(&["mx.example.org; dmarc=pass header.from=other.test"]));
+        assert!(!ok(&["mx.example.org; dkim=pass header.d=other.test"]));
+        assert!(!ok(&["mx.example.org; dkim=pass header.d=sub.example.org"]));
+        assert!(!ok(&["mx.example.org; dkim=pass"]));
+        assert!(!ok(&["mx.example.org; spf=pass smtp.mailfrom=example.org"]));
+        assert!(!ok(&[]));
+        // The topmost header of the server counts: one below it (a
+        // sender's forgery the server failed to remove) does not.
+        assert!(!ok(&[
+            "mx.example.org; dmarc=fail header.from=example.org",
+            "mx.example.org; dmarc=pass header.from=example.org",
+        ]));
+        assert!(!sender_verified(
+            &["mx.example.org; dmarc=pass".to_owned()],
+            "mx.example.org",
+            "no-domain"
+        ));
+    }
+
+    #[test]
+    fn a_mails_authentication_results_are_kept_topmost_first() {
+        let raw =
+            b"Authentication-Results: mx.example.org;\r\n\tdkim=pass header.d=example.org\r\n\
+Authentication-Results: evil.test; dmarc=pass\r\n\
+From: alice@example.org\r\nSubject: hi\r\n\r\nhello\r\n";
+        let mail = parse_mail(1, raw).unwrap();
+        assert_eq!(
+            mail.authentication,
+            [
+                "mx.example.org; dkim=pass header.d=example.org",
+                "evil.test; dmarc=pass"
+            ]
+        );
+        assert!(sender_verified(
+            &mail.authentication,
+            "mx.example.org",
+            &mail.from
+        ));
     }
 
     #[test]
@@ -306,6 +404,9 @@ pub struct Mail {
     pub body: String,
     /// Attachments: name and size in bytes.
     pub attachments: Vec<(String, usize)>,
+    /// The `Authentication-Results` headers, topmost (the last added) first,
+    /// unfolded.
+    pub authentication: Vec<String>,
 }
 
 /// Parses a raw message; `None` without a sender.
@@ -335,6 +436,22 @@ pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
             )
         })
         .collect();
+    let authentication = message
+        .headers()
+        .iter()
+        .filter(|h| {
+            h.name
+                .as_str()
+                .eq_ignore_ascii_case("Authentication-Results")
+        })
+        .filter_map(|h| raw.get(h.offset_start as usize..h.offset_end as usize))
+        .map(|value| {
+            String::from_utf8_lossy(value)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
     Some(Mail {
         uid,
         message_id,
@@ -343,6 +460,128 @@ pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
         thread,
         body,
         attachments,
+        authentication,
+    })
+}
+
+/// One method's result in an `Authentication-Results` header (RFC 8601):
+/// `dkim=pass header.d=example.org` is method `dkim`, result `pass`, and
+/// the property `header.d`; names lowercased, comments dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthResult {
+    pub method: String,
+    pub result: String,
+    pub properties: Vec<(String, String)>,
+}
+
+impl AuthResult {
+    fn property(&self, name: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An `Authentication-Results` value: its authserv-id (lowercased) and its
+/// results; `None` without an id.
+pub fn authentication_results(value: &str) -> Option<(String, Vec<AuthResult>)> {
+    // Segments (split at `;`) of tokens (split at white space), outside
+    // quoted strings and comments; `a = b` read as `a=b`.
+    let mut segments: Vec<Vec<String>> = vec![Vec::new()];
+    let mut token = String::new();
+    let (mut quoted, mut escaped, mut depth) = (false, false, 0_u32);
+    let end_token = |token: &mut String, segments: &mut Vec<Vec<String>>| {
+        let Some(last) = segments.last_mut() else {
+            return;
+        };
+        if token.is_empty() {
+            return;
+        }
+        let joins = token.starts_with('=') || last.last().is_some_and(|t| t.ends_with('='));
+        match last.last_mut() {
+            Some(previous) if joins => previous.push_str(token),
+            _ => last.push(token.clone()),
+        }
+        token.clear();
+    };
+    for c in value.chars() {
+        if escaped {
+            escaped = false;
+            if depth == 0 {
+                token.push(c);
+            }
+            continue;
+        }
+        match c {
+            '\\' if quoted || depth > 0 => escaped = true,
+            '"' if depth == 0 => quoted = !quoted,
+            _ if quoted => token.push(c),
+            '(' => depth += 1,
+            ')' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            ';' => {
+                end_token(&mut token, &mut segments);
+                segments.push(Vec::new());
+            }
+            c if c.is_whitespace() => end_token(&mut token, &mut segments),
+            c => token.push(c),
+        }
+    }
+    end_token(&mut token, &mut segments);
+    let mut segments = segments.into_iter();
+    let id = segments.next()?.into_iter().next()?.to_ascii_lowercase();
+    let results = segments
+        .filter_map(|tokens| {
+            let mut tokens = tokens.into_iter();
+            let (method, result) = tokens.next()?.split_once('=').map(|(m, r)| {
+                let method = m.split_once('/').map_or(m, |(m, _)| m);
+                (method.to_ascii_lowercase(), r.to_ascii_lowercase())
+            })?;
+            let properties = tokens
+                .filter_map(|t| {
+                    let (name, value) = t.split_once('=')?;
+                    Some((name.to_ascii_lowercase(), value.to_owned()))
+                })
+                .collect();
+            Some(AuthResult {
+                method,
+                result,
+                properties,
+            })
+        })
+        .collect();
+    Some((id, results))
+}
+
+/// Whether a mail from `from` is authenticated by the server named
+/// `authserv_id`: its topmost `Authentication-Results` of that id (the one
+/// the server added; a sender's forgery would be below it, or removed by
+/// the server) says `dmarc=pass` for the `From` domain, or `dkim=pass` with
+/// `header.d` the `From` domain. `headers`: those headers' values, topmost
+/// first.
+pub fn sender_verified(headers: &[String], authserv_id: &str, from: &str) -> bool {
+    let Some((_, domain)) = from.rsplit_once('@') else {
+        return false;
+    };
+    let Some(results) = headers.iter().find_map(|value| {
+        authentication_results(value)
+            .filter(|(id, _)| id.eq_ignore_ascii_case(authserv_id))
+            .map(|(_, results)| results)
+    }) else {
+        return false;
+    };
+    results.iter().any(|r| {
+        r.result == "pass"
+            && match r.method.as_str() {
+                "dmarc" => r
+                    .property("header.from")
+                    .is_none_or(|d| d.eq_ignore_ascii_case(domain)),
+                "dkim" => r
+                    .property("header.d")
+                    .is_some_and(|d| d.eq_ignore_ascii_case(domain)),
+                _ => false,
+            }
     })
 }
 
@@ -523,7 +762,7 @@ impl Email {
                 account: self.settings.address.clone(),
                 target: target_of(&mail.from, &mail.thread),
                 sender: Some(crate::core::channel::Actor {
-                    id: mail.from.clone(),
+                    id: self.sender_of(&mail),
                     name: None,
                     is_bot: false,
                 }),
@@ -588,6 +827,18 @@ fn imap_quoted(id: &str) -> Option<String> {
 }
 
 impl Email {
+    /// Who a mail is from: its `From` address, or, with `authserv_id` and
+    /// no authentication by that server, `unverified:ADDRESS` (not in
+    /// `allow`; it may pair).
+    fn sender_of(&self, mail: &Mail) -> String {
+        match &self.settings.authserv_id {
+            Some(id) if !sender_verified(&mail.authentication, id, &mail.from) => {
+                format!("unverified:{}", mail.from)
+            }
+            Some(_) | None => mail.from.clone(),
+        }
+    }
+
     fn remember_subject(&self, thread: &str, subject: &str) {
         let mut subjects = self.subjects.lock();
         if subjects.len() >= SUBJECTS_KEPT && !subjects.contains_key(thread) {

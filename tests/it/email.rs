@@ -24,6 +24,7 @@ fn settings(server: &MailServer, security: Security, port: u16) -> EmailSettings
         address: "pincer@example.org".into(),
         folder: "INBOX".into(),
         poll_secs: 30,
+        authserv_id: None,
     }
 }
 
@@ -561,5 +562,65 @@ fn a_kill_after_the_smtp_server_took_a_reply_sends_the_same_mail_again() {
         "{}",
         stderr(&dir)
     );
+    verify(&dir);
+}
+
+#[test]
+fn with_an_authserv_id_only_a_from_the_server_authenticated_is_allowed() {
+    let people = People::new("auth");
+    let dir = setup(&people, "authserv_id = \"mx.pincer.test\"\n");
+    let _bridge = Bridge::start(&dir, &people, &[json!([{"text": "Hello."}])]);
+    let alice = &people.alice;
+    // No word from the receiving server: a stranger, told how to pair.
+    people.says(alice, "is it me?", "alpha-word", &[]);
+    let told = people.wait_texts(alice, 1, &dir);
+    assert!(told[0].contains("/pair"), "{told:?}");
+    // The server says DMARC passed: alice, allowed.
+    let pass = "mx.pincer.test; spf=pass smtp.mailfrom=example.org;\r\n \
+                dkim=pass (good signature) header.d=example.org;\r\n \
+                dmarc=pass header.from=example.org";
+    people.says(
+        alice,
+        "it is me",
+        "bravo-word",
+        &[("Authentication-Results", pass)],
+    );
+    assert_eq!(people.wait_texts(alice, 2, &dir)[1], "Hello.");
+    // Another server's word, or a DKIM signature of another domain: not.
+    people.says(
+        alice,
+        "me too",
+        "charlie-word",
+        &[(
+            "Authentication-Results",
+            "mx.evil.test; dmarc=pass header.from=example.org",
+        )],
+    );
+    people.says(
+        alice,
+        "me three",
+        "delta-word",
+        &[(
+            "Authentication-Results",
+            "mx.pincer.test; dkim=pass header.d=evil.test",
+        )],
+    );
+    // Pairing still works, for the unverified address.
+    people.says(alice, "pairing", "/pair mail-code", &[]);
+    assert!(people.wait_texts(alice, 3, &dir)[2].starts_with("Paired"));
+    people.says(alice, "paired", "echo-word", &[]);
+    let texts = people.wait_texts(alice, 4, &dir);
+    assert_eq!(texts[3], "Hello.", "{texts:?}");
+    let history = histories(&dir);
+    for (word, times) in [
+        ("alpha-word", 0),
+        ("bravo-word", 1),
+        ("charlie-word", 0),
+        ("delta-word", 0),
+        ("echo-word", 1),
+    ] {
+        assert_eq!(history.matches(word).count(), times, "{word}: {history}");
+    }
+    assert_eq!(people.from_pincer(alice).len(), 4, "{texts:?}");
     verify(&dir);
 }
