@@ -216,7 +216,7 @@ impl People {
     /// `user` answers Pincer's latest mail to them, in its thread.
     fn answers(&self, user: &str, text: &str) -> String {
         let last = self
-            .from_pincer(user)
+            .mails_from_pincer(user)
             .pop()
             .expect("a mail from Pincer to answer");
         let id = last.headers.message_id.clone().unwrap_or_default();
@@ -234,7 +234,7 @@ impl People {
     }
 
     /// Pincer's mails in `user`'s INBOX, oldest first.
-    fn from_pincer(&self, user: &str) -> Vec<ReceivedMail> {
+    fn mails_from_pincer(&self, user: &str) -> Vec<ReceivedMail> {
         let pincer = self.address(&self.pincer);
         server()
             .fetch_all(user)
@@ -252,7 +252,7 @@ impl People {
     fn wait_texts(&self, user: &str, count: usize, dir: &TestDir) -> Vec<String> {
         let deadline = Instant::now() + WAIT;
         loop {
-            let mails = self.from_pincer(user);
+            let mails = self.mails_from_pincer(user);
             if mails.len() >= count {
                 return mails
                     .iter()
@@ -487,11 +487,32 @@ fn a_restart_from_the_watermark_answers_nothing_twice() {
     }
     assert_eq!(replies(&dir).len(), 3, "{:#?}", outbox(&dir));
     let subjects: Vec<Option<String>> = people
-        .from_pincer(&people.alice)
+        .mails_from_pincer(&people.alice)
         .into_iter()
         .map(|m| m.headers.subject)
         .collect();
     assert_eq!(subjects, vec![Some("Re: the plan".to_owned()); 3]);
+    // A mail that answers none has a subject of its own.
+    let bob = people.address(&people.bob);
+    let sent = dir
+        .command()
+        .env("MAIL_PASSWORD", format!("{}-password", people.pincer))
+        .args(["send", "--channel", "mail", "--to", &bob, "Hi Bob."])
+        .output()
+        .unwrap();
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert_eq!(people.wait_texts(&people.bob, 1, &dir), ["Hi Bob."]);
+    assert_eq!(
+        people.mails_from_pincer(&people.bob)[0]
+            .headers
+            .subject
+            .as_deref(),
+        Some("A message from Pincer")
+    );
     verify(&dir);
 }
 
@@ -526,7 +547,7 @@ fn a_kill_after_the_smtp_server_took_a_reply_sends_the_same_mail_again() {
     }
     let texts = people.wait_texts(&people.alice, 2, &dir);
     assert_eq!(texts, ["Held reply.", "Held reply."]);
-    let mails = people.from_pincer(&people.alice);
+    let mails = people.mails_from_pincer(&people.alice);
     let expected = pincer::channels::email::message_id_for(
         &format!("{}:0", left[0]["id"].as_str().unwrap_or_default()),
         &pincer,
@@ -621,6 +642,6 @@ fn with_an_authserv_id_only_a_from_the_server_authenticated_is_allowed() {
     ] {
         assert_eq!(history.matches(word).count(), times, "{word}: {history}");
     }
-    assert_eq!(people.from_pincer(alice).len(), 4, "{texts:?}");
+    assert_eq!(people.mails_from_pincer(alice).len(), 4, "{texts:?}");
     verify(&dir);
 }
