@@ -10,13 +10,18 @@
 //! `Message-ID` is its id (deduplicated); its thread (the first of
 //! `References`, else `In-Reply-To`, else itself) is one session; the body is
 //! the text part (else the HTML part's text) with the quoted history cut;
-//! attachments are listed by name and size.
+//! attachments are listed by name and size. With `authserv_id`, a mail's
+//! sender is its `From` address only when the receiving server's
+//! `Authentication-Results` says DMARC (or DKIM for the `From` domain)
+//! passed, `unverified:ADDRESS` otherwise.
 //!
 //! **Sending.** One message per reply, `text/plain` (the Markdown) and
 //! `text/html` (rendered), threaded with `In-Reply-To` and `References`,
 //! with a `Message-ID` derived from the intent's key: a resend after a crash
 //! carries the same id, so a mail client shows it once; sends are therefore
-//! treated as repeatable.
+//! treated as repeatable. The subject is `Re: ` and the thread's, kept in
+//! memory from the mail read, or looked up over IMAP by `Message-ID` in a
+//! process that never read it (after a restart).
 
 use std::sync::Arc;
 

@@ -1,6 +1,11 @@
 //! The email channel's IMAP and SMTP sides against a real Dovecot and SMTP
-//! server (`support::mail`), in every TLS mode; the lifecycle through the
-//! binary is `tests/it/conformance.rs`'s.
+//! server (`support::mail`), in every TLS mode; and through the binary
+//! what only email has (the common lifecycle is `tests/it/conformance.rs`'s):
+//! a restart from the stored watermark answering nothing twice (a mail
+//! delivered again recognised, one written meanwhile answered once), a
+//! `kill -9` after the SMTP server took a reply but before its `250` (the
+//! same mail sent again, its subject looked up over IMAP, the intent
+//! `sent`), and `authserv_id` trusting `From` only when authenticated.
 
 use std::sync::Arc;
 
