@@ -502,6 +502,7 @@ fn adapter(
                 address: email.address.clone(),
                 folder: email.folder.clone().unwrap_or_else(|| "INBOX".to_owned()),
                 poll_secs: email.poll_secs.unwrap_or(30),
+                authserv_id: email.authserv_id.clone(),
             };
             Arc::new(Email::new(name, settings).map_err(|e| anyhow!("channel {name}: {e}"))?)
         }

@@ -10,13 +10,18 @@
 //! `Message-ID` is its id (deduplicated); its thread (the first of
 //! `References`, else `In-Reply-To`, else itself) is one session; the body is
 //! the text part (else the HTML part's text) with the quoted history cut;
-//! attachments are listed by name and size.
+//! attachments are listed by name and size. With `authserv_id`, a mail's
+//! sender is its `From` address only when the receiving server's
+//! `Authentication-Results` says DMARC (or DKIM for the `From` domain)
+//! passed, `unverified:ADDRESS` otherwise.
 //!
 //! **Sending.** One message per reply, `text/plain` (the Markdown) and
 //! `text/html` (rendered), threaded with `In-Reply-To` and `References`,
 //! with a `Message-ID` derived from the intent's key: a resend after a crash
 //! carries the same id, so a mail client shows it once; sends are therefore
-//! treated as repeatable.
+//! treated as repeatable. The subject is `Re: ` and the thread's, kept in
+//! memory from the mail read, or looked up over IMAP by `Message-ID` in a
+//! process that never read it (after a restart).
 
 use std::sync::Arc;
 
@@ -53,6 +58,11 @@ pub struct EmailSettings {
     pub folder: String,
     /// Seconds between polls where the server offers no IDLE.
     pub poll_secs: u64,
+    /// With it, a mail counts as from its `From` address only when the
+    /// receiving server, by this authserv-id, says in
+    /// `Authentication-Results` that it passed DMARC (or DKIM for the
+    /// `From` domain); otherwise its sender is `unverified:ADDRESS`.
+    pub authserv_id: Option<String>,
 }
 
 /// The first line of quoted history in a reply (`On … wrote:`, `> …`), or
@@ -148,6 +158,120 @@ Content-Type: text/plain; charset=utf-8\r\n\r\ny\r\n\r\nOn Mon, Pincer wrote:\r\
         assert_eq!(mail.subject, "Re: the build");
         assert_eq!(mail.body, "y");
         assert!(parse_mail(8, b"Subject: no sender\r\n\r\nhi").is_none());
+    }
+
+    #[test]
+    fn authentication_results_are_read_with_comments_and_quotes() {
+        let (id, results) = authentication_results(
+            "MX.example.org 1; dkim=pass (2048-bit key; unprotected) header.d=Example.org \
+             header.i=@example.org header.s=\"s1\"; spf=softfail smtp.mailfrom=x@y.test; \
+             dmarc/1 = pass (p=reject) header.from=example.org; arc=none",
+        )
+        .unwrap();
+        assert_eq!(id, "mx.example.org");
+        let methods: Vec<(&str, &str)> = results
+            .iter()
+            .map(|r| (r.method.as_str(), r.result.as_str()))
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                ("dkim", "pass"),
+                ("spf", "softfail"),
+                ("dmarc", "pass"),
+                ("arc", "none")
+            ]
+        );
+        assert_eq!(results[0].property("header.d"), Some("Example.org"));
+        assert_eq!(results[0].property("header.s"), Some("s1"));
+        assert_eq!(results[2].property("header.from"), Some("example.org"));
+        let (id, results) = authentication_results("mx.example.org; none").unwrap();
+        assert_eq!((id.as_str(), results.len()), ("mx.example.org", 0));
+        assert_eq!(authentication_results("  "), None);
+        // A `;` in a quoted reason does not end the result.
+        let (_, results) = authentication_results(
+            "mx.example.org; dkim=fail reason=\"bad; very\" header.d=example.org",
+        )
+        .unwrap();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].property("reason"), Some("bad; very"));
+    }
+
+    #[test]
+    fn a_sender_is_verified_by_its_servers_dmarc_or_aligned_dkim_only() {
+        let from = "alice@example.org";
+        let ok = |headers: &[&str]| {
+            let headers: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+            sender_verified(&headers, "mx.example.org", from)
+        };
+        assert!(ok(&["mx.example.org; dmarc=pass header.from=example.org"]));
+        assert!(ok(&["mx.example.org; dmarc=pass"]));
+        assert!(ok(&[
+            "MX.Example.Org; spf=fail; dkim=pass header.d=EXAMPLE.org"
+        ]));
+        // Another server's word, a failure, a signature of another domain,
+        // SPF alone: not enough.
+        assert!(!ok(&["evil.test; dmarc=pass header.from=example.org"]));
+        assert!(!ok(&["mx.example.org; dmarc=fail header.from=example.org"]));
+        assert!(!ok(&["mx.example.org; dmarc=pass header.from=other.test"]));
+        assert!(!ok(&["mx.example.org; dkim=pass header.d=other.test"]));
+        assert!(!ok(&["mx.example.org; dkim=pass header.d=sub.example.org"]));
+        assert!(!ok(&["mx.example.org; dkim=pass"]));
+        assert!(!ok(&["mx.example.org; spf=pass smtp.mailfrom=example.org"]));
+        assert!(!ok(&[]));
+        // The topmost header of the server counts: one below it (a
+        // sender's forgery the server failed to remove) does not.
+        assert!(!ok(&[
+            "mx.example.org; dmarc=fail header.from=example.org",
+            "mx.example.org; dmarc=pass header.from=example.org",
+        ]));
+        assert!(!sender_verified(
+            &["mx.example.org; dmarc=pass".to_owned()],
+            "mx.example.org",
+            "no-domain"
+        ));
+    }
+
+    #[test]
+    fn a_mails_authentication_results_are_kept_topmost_first() {
+        let raw =
+            b"Authentication-Results: mx.example.org;\r\n\tdkim=pass header.d=example.org\r\n\
+Authentication-Results: evil.test; dmarc=pass\r\n\
+From: alice@example.org\r\nSubject: hi\r\n\r\nhello\r\n";
+        let mail = parse_mail(1, raw).unwrap();
+        assert_eq!(
+            mail.authentication,
+            [
+                "mx.example.org; dkim=pass header.d=example.org",
+                "evil.test; dmarc=pass"
+            ]
+        );
+        assert!(sender_verified(
+            &mail.authentication,
+            "mx.example.org",
+            &mail.from
+        ));
+    }
+
+    #[test]
+    fn a_reply_subject_says_re_once() {
+        assert_eq!(reply_subject("the build").as_deref(), Some("Re: the build"));
+        assert_eq!(
+            reply_subject("RE: the build").as_deref(),
+            Some("RE: the build")
+        );
+        assert_eq!(
+            reply_subject(" re:the build ").as_deref(),
+            Some("re:the build")
+        );
+        assert_eq!(reply_subject("Ré: x").as_deref(), Some("Re: Ré: x"));
+        assert_eq!(reply_subject("  "), None);
+        assert_eq!(
+            imap_quoted("<a.b@example.org>").as_deref(),
+            Some("\"<a.b@example.org>\"")
+        );
+        assert_eq!(imap_quoted("<a\"b@x>"), None);
+        assert_eq!(imap_quoted("<é@x>"), None);
     }
 
     #[test]
@@ -285,6 +409,9 @@ pub struct Mail {
     pub body: String,
     /// Attachments: name and size in bytes.
     pub attachments: Vec<(String, usize)>,
+    /// The `Authentication-Results` headers, topmost (the last added) first,
+    /// unfolded.
+    pub authentication: Vec<String>,
 }
 
 /// Parses a raw message; `None` without a sender.
@@ -314,6 +441,22 @@ pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
             )
         })
         .collect();
+    let authentication = message
+        .headers()
+        .iter()
+        .filter(|h| {
+            h.name
+                .as_str()
+                .eq_ignore_ascii_case("Authentication-Results")
+        })
+        .filter_map(|h| raw.get(h.offset_start as usize..h.offset_end as usize))
+        .map(|value| {
+            String::from_utf8_lossy(value)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
     Some(Mail {
         uid,
         message_id,
@@ -322,6 +465,128 @@ pub fn parse_mail(uid: u32, raw: &[u8]) -> Option<Mail> {
         thread,
         body,
         attachments,
+        authentication,
+    })
+}
+
+/// One method's result in an `Authentication-Results` header (RFC 8601):
+/// `dkim=pass header.d=example.org` is method `dkim`, result `pass`, and
+/// the property `header.d`; names lowercased, comments dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthResult {
+    pub method: String,
+    pub result: String,
+    pub properties: Vec<(String, String)>,
+}
+
+impl AuthResult {
+    fn property(&self, name: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An `Authentication-Results` value: its authserv-id (lowercased) and its
+/// results; `None` without an id.
+pub fn authentication_results(value: &str) -> Option<(String, Vec<AuthResult>)> {
+    // Segments (split at `;`) of tokens (split at white space), outside
+    // quoted strings and comments; `a = b` read as `a=b`.
+    let mut segments: Vec<Vec<String>> = vec![Vec::new()];
+    let mut token = String::new();
+    let (mut quoted, mut escaped, mut depth) = (false, false, 0_u32);
+    let end_token = |token: &mut String, segments: &mut Vec<Vec<String>>| {
+        let Some(last) = segments.last_mut() else {
+            return;
+        };
+        if token.is_empty() {
+            return;
+        }
+        let joins = token.starts_with('=') || last.last().is_some_and(|t| t.ends_with('='));
+        match last.last_mut() {
+            Some(previous) if joins => previous.push_str(token),
+            _ => last.push(token.clone()),
+        }
+        token.clear();
+    };
+    for c in value.chars() {
+        if escaped {
+            escaped = false;
+            if depth == 0 {
+                token.push(c);
+            }
+            continue;
+        }
+        match c {
+            '\\' if quoted || depth > 0 => escaped = true,
+            '"' if depth == 0 => quoted = !quoted,
+            _ if quoted => token.push(c),
+            '(' => depth += 1,
+            ')' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            ';' => {
+                end_token(&mut token, &mut segments);
+                segments.push(Vec::new());
+            }
+            c if c.is_whitespace() => end_token(&mut token, &mut segments),
+            c => token.push(c),
+        }
+    }
+    end_token(&mut token, &mut segments);
+    let mut segments = segments.into_iter();
+    let id = segments.next()?.into_iter().next()?.to_ascii_lowercase();
+    let results = segments
+        .filter_map(|tokens| {
+            let mut tokens = tokens.into_iter();
+            let (method, result) = tokens.next()?.split_once('=').map(|(m, r)| {
+                let method = m.split_once('/').map_or(m, |(m, _)| m);
+                (method.to_ascii_lowercase(), r.to_ascii_lowercase())
+            })?;
+            let properties = tokens
+                .filter_map(|t| {
+                    let (name, value) = t.split_once('=')?;
+                    Some((name.to_ascii_lowercase(), value.to_owned()))
+                })
+                .collect();
+            Some(AuthResult {
+                method,
+                result,
+                properties,
+            })
+        })
+        .collect();
+    Some((id, results))
+}
+
+/// Whether a mail from `from` is authenticated by the server named
+/// `authserv_id`: its topmost `Authentication-Results` of that id (the one
+/// the server added; a sender's forgery would be below it, or removed by
+/// the server) says `dmarc=pass` for the `From` domain, or `dkim=pass` with
+/// `header.d` the `From` domain. `headers`: those headers' values, topmost
+/// first.
+pub fn sender_verified(headers: &[String], authserv_id: &str, from: &str) -> bool {
+    let Some((_, domain)) = from.rsplit_once('@') else {
+        return false;
+    };
+    let Some(results) = headers.iter().find_map(|value| {
+        authentication_results(value)
+            .filter(|(id, _)| id.eq_ignore_ascii_case(authserv_id))
+            .map(|(_, results)| results)
+    }) else {
+        return false;
+    };
+    results.iter().any(|r| {
+        r.result == "pass"
+            && match r.method.as_str() {
+                "dmarc" => r
+                    .property("header.from")
+                    .is_none_or(|d| d.eq_ignore_ascii_case(domain)),
+                "dkim" => r
+                    .property("header.d")
+                    .is_some_and(|d| d.eq_ignore_ascii_case(domain)),
+                _ => false,
+            }
     })
 }
 
@@ -491,9 +756,7 @@ impl Email {
                 watermark = uid;
                 continue;
             };
-            self.subjects
-                .lock()
-                .insert(mail.thread.clone(), mail.subject.clone());
+            self.remember_subject(&mail.thread, &mail.subject);
             let mut body = mail.body.clone();
             for (name, size) in &mail.attachments {
                 body.push_str(&format!("\n[attached: {name}, {size} bytes]"));
@@ -504,7 +767,7 @@ impl Email {
                 account: self.settings.address.clone(),
                 target: target_of(&mail.from, &mail.thread),
                 sender: Some(crate::core::channel::Actor {
-                    id: mail.from.clone(),
+                    id: self.sender_of(&mail),
                     name: None,
                     is_bot: false,
                 }),
@@ -532,6 +795,149 @@ impl Email {
             }
         }
         Ok(watermark)
+    }
+}
+
+/// How many threads' subjects are kept in memory; past that they are
+/// forgotten and looked up again when needed.
+const SUBJECTS_KEPT: usize = 4096;
+/// How long looking a subject up over IMAP may take before the reply goes
+/// with the generic one.
+const LOOKUP_FOR: std::time::Duration = std::time::Duration::from_secs(20);
+/// The subject of a mail that answers nothing Pincer knows.
+const GENERIC_SUBJECT: &str = "A message from Pincer";
+
+/// The subject of a reply to a mail whose subject is `original`: `Re: ` and
+/// it (once), or `None` for an empty one.
+pub fn reply_subject(original: &str) -> Option<String> {
+    let original = original.trim();
+    if original.is_empty() {
+        return None;
+    }
+    let prefixed = original
+        .get(..3)
+        .is_some_and(|p| p.eq_ignore_ascii_case("re:"));
+    Some(if prefixed {
+        original.to_owned()
+    } else {
+        format!("Re: {original}")
+    })
+}
+
+/// `id` as an IMAP quoted string, when it can be one (printable ASCII).
+fn imap_quoted(id: &str) -> Option<String> {
+    id.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        .then(|| format!("\"{id}\""))
+}
+
+impl Email {
+    /// Who a mail is from: its `From` address, or, with `authserv_id` and
+    /// no authentication by that server, `unverified:ADDRESS` (not in
+    /// `allow`; it may pair).
+    fn sender_of(&self, mail: &Mail) -> String {
+        match &self.settings.authserv_id {
+            Some(id) if !sender_verified(&mail.authentication, id, &mail.from) => {
+                format!("unverified:{}", mail.from)
+            }
+            Some(_) | None => mail.from.clone(),
+        }
+    }
+
+    fn remember_subject(&self, thread: &str, subject: &str) {
+        let mut subjects = self.subjects.lock();
+        if subjects.len() >= SUBJECTS_KEPT && !subjects.contains_key(thread) {
+            subjects.clear();
+        }
+        subjects.insert(thread.to_owned(), subject.to_owned());
+    }
+
+    /// The subject of a mail in `target`: `Re: ` and the subject of the
+    /// thread's latest mail read, remembered, or, after a restart, looked up
+    /// over IMAP (the mail answered, else the thread's root); the generic
+    /// one for a mail that starts a conversation or when the lookup fails.
+    async fn subject(&self, target: &Target, reply_to: Option<&str>) -> String {
+        let Some(thread) = target.thread.as_deref() else {
+            return GENERIC_SUBJECT.to_owned();
+        };
+        let known = self.subjects.lock().get(thread).cloned();
+        let original = match known {
+            Some(subject) => Some(subject),
+            None => {
+                let ids: Vec<&str> = reply_to
+                    .into_iter()
+                    .chain([thread])
+                    .filter(|id| id.starts_with('<'))
+                    .collect();
+                match tokio::time::timeout(LOOKUP_FOR, self.look_up_subject(&ids)).await {
+                    Ok(Ok(Some(subject))) => {
+                        self.remember_subject(thread, &subject);
+                        Some(subject)
+                    }
+                    Ok(Ok(None)) => None,
+                    Ok(Err(err)) => {
+                        tracing::warn!(channel = %self.name, error = %err, "cannot look the thread's subject up; the reply goes with a generic one");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(channel = %self.name, "looking the thread's subject up timed out; the reply goes with a generic one");
+                        None
+                    }
+                }
+            }
+        };
+        original
+            .as_deref()
+            .and_then(reply_subject)
+            .unwrap_or_else(|| GENERIC_SUBJECT.to_owned())
+    }
+
+    /// The `Subject` of the first of `ids` (`Message-ID`s) found in the
+    /// folder, read on a session of its own.
+    async fn look_up_subject(&self, ids: &[&str]) -> Result<Option<String>, String> {
+        use futures::TryStreamExt as _;
+
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let mut session = imap_login(&self.settings).await?;
+        let folder = &self.settings.folder;
+        session
+            .examine(folder)
+            .await
+            .map_err(|err| format!("examining {folder}: {err}"))?;
+        let mut found = None;
+        for id in ids {
+            let Some(quoted) = imap_quoted(id) else {
+                continue;
+            };
+            let uids = session
+                .uid_search(format!("HEADER Message-ID {quoted}"))
+                .await
+                .map_err(|err| format!("searching {folder} for {id}: {err}"))?;
+            let Some(uid) = uids.into_iter().max() else {
+                continue;
+            };
+            let fetched: Vec<async_imap::types::Fetch> = session
+                .uid_fetch(uid.to_string(), "(UID BODY.PEEK[HEADER])")
+                .await
+                .map_err(|err| format!("fetching {id}'s header: {err}"))?
+                .try_collect()
+                .await
+                .map_err(|err| format!("fetching {id}'s header: {err}"))?;
+            found = fetched
+                .iter()
+                .filter_map(async_imap::types::Fetch::header)
+                .find_map(|header| {
+                    let parsed = mail_parser::MessageParser::default().parse_headers(header)?;
+                    Some(parsed.subject()?.to_owned())
+                });
+            if found.is_some() {
+                break;
+            }
+        }
+        let _ = session.logout().await;
+        Ok(found)
     }
 }
 
@@ -680,18 +1086,7 @@ impl super::Adapter for Email {
         use crate::core::channel::FailureKind;
         use lettre::AsyncTransport as _;
         Box::pin(async move {
-            let subject = target
-                .thread
-                .as_ref()
-                .and_then(|t| self.subjects.lock().get(t).cloned())
-                .map(|s| {
-                    if s.to_ascii_lowercase().starts_with("re:") {
-                        s
-                    } else {
-                        format!("Re: {s}")
-                    }
-                })
-                .unwrap_or_else(|| "A message from Pincer".to_owned());
+            let subject = self.subject(target, reply_to).await;
             let message = reply_message(
                 &self.settings,
                 target,

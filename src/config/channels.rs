@@ -252,6 +252,11 @@ pub struct EmailConfig {
     /// Seconds between polls where the server offers no IDLE (default 30).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poll_secs: Option<u64>,
+    /// The receiving server's authserv-id: a mail counts as from its `From`
+    /// address only when that server's `Authentication-Results` says it
+    /// passed DMARC (or DKIM for the `From` domain).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authserv_id: Option<String>,
 }
 
 impl ChannelConfig {

@@ -2,7 +2,8 @@
 //! aiosmtpd server delivering into its Maildirs: a mail from alice read
 //! back over IMAP with its headers and bytes, text and HTML parts kept,
 //! IMAP IDLE told of new mail, every TLS mode of IMAP and SMTP with SMTP
-//! AUTH, TLS required, unknown recipients, and a restart keeping the ports.
+//! AUTH, TLS required, unknown recipients, a restart keeping the ports, and
+//! a final `250` held back after the delivery.
 
 use std::time::Instant;
 
@@ -365,4 +366,39 @@ fn a_restart_keeps_the_ports_the_users_and_the_mail() {
     assert!(std::net::TcpStream::connect(MailServer::addr(ports.0)).is_err());
     server.restart();
     assert_eq!(server.fetch_all("pincer").len(), 2);
+}
+
+#[test]
+fn a_held_reply_comes_after_the_mail_is_delivered() {
+    let server = MailServer::shared();
+    server.add_user("hold-rcpt", "pw");
+    let sender = "hold-sender@example.org";
+    server.hold_replies(sender, TIMEOUT * 3);
+    let (done, finished) = std::sync::mpsc::channel();
+    let port = server.mx_port();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut smtp = SmtpClient::connect(server, port, TlsMode::None);
+            let sent = smtp.send_mail(
+                sender,
+                &["hold-rcpt@example.org"],
+                b"Message-ID: <held@example.org>\r\nSubject: held\r\n\r\nx\r\n",
+            );
+            done.send(sent).unwrap();
+        });
+        // Delivered and logged while the client still waits for its 250.
+        let envelope = server.wait_for_smtp(
+            |e| e.message_id.as_deref() == Some("<held@example.org>"),
+            TIMEOUT,
+        );
+        assert!(envelope.held);
+        server.wait_for("hold-rcpt", |_| true, TIMEOUT);
+        assert!(finished.try_recv().is_err());
+        server.release_replies(sender);
+        assert_eq!(finished.recv_timeout(TIMEOUT).unwrap(), Ok(()));
+    });
+    // Others' replies are never held.
+    let other = server.send("x@example.org", "hold-rcpt@example.org", "free", "y", &[]);
+    let envelope = server.wait_for_smtp(|e| e.message_id.as_deref() == Some(&other), TIMEOUT);
+    assert!(!envelope.held);
 }

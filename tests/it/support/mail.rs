@@ -33,6 +33,10 @@
 //! [`MailServer::send`] delivers, as mail from outside arrives. So Pincer's
 //! `tls = "none"`, `"starttls"` and `"implicit"` each have a port.
 //!
+//! A test can make the SMTP server keep its final `250` back after it has
+//! delivered a message ([`MailServer::hold_replies`]), to kill a client
+//! between the server taking its mail and the client learning it.
+//!
 //! What Dovecot 2.3.19 and this SMTP server do here, found with these
 //! tests:
 //! - `smtpd.py` delivers before it answers `250` to the message's data, so
@@ -370,6 +374,53 @@ impl MailServer {
         self.dir.path().join("smtp-log.jsonl")
     }
 
+    /// The senders whose final `250` the SMTP server holds back
+    /// ([`MailServer::hold_replies`]).
+    fn hold_path(&self) -> PathBuf {
+        self.dir.path().join("hold")
+    }
+
+    /// From now on, a message whose envelope sender is `mail_from` is
+    /// delivered (and logged, `held` set) as usual, but the SMTP server
+    /// keeps its final `250` back until [`MailServer::release_replies`] or
+    /// `up_to` has passed: a client killed meanwhile has had its mail taken
+    /// without learning it.
+    pub fn hold_replies(&self, mail_from: &str, up_to: Duration) {
+        self.write_holds(|holds| {
+            holds.insert(mail_from.to_ascii_lowercase(), up_to.as_secs_f64());
+        });
+    }
+
+    /// Ends [`MailServer::hold_replies`] for `mail_from`: the held `250`s
+    /// go out.
+    pub fn release_replies(&self, mail_from: &str) {
+        self.write_holds(|holds| {
+            holds.remove(&mail_from.to_ascii_lowercase());
+        });
+    }
+
+    fn write_holds(&self, change: impl FnOnce(&mut BTreeMap<String, f64>)) {
+        static LOCK: Mutex<()> = Mutex::new(());
+        let _guard = LOCK.lock().unwrap();
+        let path = self.hold_path();
+        let mut holds: BTreeMap<String, f64> = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (address, secs) = l.split_once(' ')?;
+                Some((address.to_owned(), secs.parse().ok()?))
+            })
+            .collect();
+        change(&mut holds);
+        let text: String = holds
+            .iter()
+            .map(|(address, secs)| format!("{address} {secs}\n"))
+            .collect();
+        let new = path.with_extension("new");
+        std::fs::write(&new, text).unwrap();
+        std::fs::rename(&new, &path).unwrap();
+    }
+
     fn dovecot_config_path(&self) -> PathBuf {
         self.dir.path().join("dovecot.conf")
     }
@@ -606,7 +657,9 @@ impl MailServer {
             .arg("--users")
             .arg(self.passwd_path())
             .arg("--log")
-            .arg(self.smtp_log_path());
+            .arg(self.smtp_log_path())
+            .arg("--hold-file")
+            .arg(self.hold_path());
         if let Some(port) = self.ports.submissions {
             command.arg("--listen").arg(format!("submissions:{port}"));
         }
@@ -1003,6 +1056,9 @@ pub struct SmtpEnvelope {
     pub tls: bool,
     /// Who logged in with `AUTH`, if anyone.
     pub auth_user: Option<String>,
+    /// Whether its final `250` was held back ([`MailServer::hold_replies`]).
+    #[serde(default)]
+    pub held: bool,
 }
 
 /// How a person-side client secures its connection.
