@@ -703,6 +703,8 @@ fn matrix_conforms() {
 struct Email {
     server: MailServer,
     seen: [usize; 2],
+    /// The person's last mail: its text and `Message-ID`.
+    last: Option<(String, String)>,
 }
 
 impl Email {
@@ -765,13 +767,14 @@ impl Platform for Email {
         connected(dir);
     }
     fn person_says(&mut self, text: &str) {
-        self.server.send(
+        let id = self.server.send(
             "alice@example.org",
             "pincer@example.org",
             "a question",
             text,
             &[],
         );
+        self.last = Some((text.to_owned(), id));
     }
     fn stranger_says(&mut self, text: &str) {
         self.server
@@ -811,10 +814,18 @@ impl Platform for Email {
     fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
         self.next(1, within)
     }
-    /// A mail is read once per UID: its redelivery is a restart from the
-    /// stored watermark, `tests/it/email.rs`'s.
+    /// The same mail again (a new UID, the same `Message-ID`), as a
+    /// mail server delivers a message twice.
     fn redeliver(&mut self) -> bool {
-        false
+        let (text, id) = self.last.clone().expect("a mail to deliver again");
+        self.server.send(
+            "alice@example.org",
+            "pincer@example.org",
+            "a question",
+            &text,
+            &[("Message-ID", &id)],
+        );
+        true
     }
     fn down(&mut self) {
         self.server.stop();
@@ -964,6 +975,7 @@ fn email_conforms() {
     let mut platform = Email {
         server,
         seen: [0, 0],
+        last: None,
     };
     conforms(&mut platform);
 }
