@@ -333,6 +333,12 @@ pub trait Adapter: Send + Sync + 'static {
     fn target(&self, to: &str) -> Result<Target, String> {
         default_target(to, crate::core::channel::TargetKind::Direct)
     }
+    /// A sender's id as the platform compares ids: the allow list, pairing
+    /// and its records match senders in this form (IRC folds nicks' and
+    /// accounts' case, email addresses' case). The default: as given.
+    fn sender_key(&self, id: &str) -> String {
+        id.to_owned()
+    }
     /// Sends one unit; returns the platform's message id.
     fn send<'a>(
         &'a self,

@@ -1063,6 +1063,11 @@ impl super::Adapter for Email {
         }]
     }
 
+    /// Addresses compare without case (as mail servers deliver them).
+    fn sender_key(&self, id: &str) -> String {
+        id.to_lowercase()
+    }
+
     /// An address.
     fn target(&self, to: &str) -> Result<Target, String> {
         let to = to.trim();

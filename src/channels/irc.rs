@@ -713,6 +713,12 @@ impl Adapter for Irc {
             .collect()
     }
 
+    /// Nicks and accounts compare as IRC compares them: case folded by the
+    /// `rfc1459` casemapping (`[]\~` are the capitals of `{}|^`).
+    fn sender_key(&self, id: &str) -> String {
+        proto::fold(id)
+    }
+
     /// `#channel` or a nick.
     fn target(&self, to: &str) -> Result<Target, String> {
         let to = to.trim();

@@ -34,7 +34,8 @@ fn setup(server: &IrcServer, extra: &str) -> TestDir {
             "[channels.irc]\nserver = \"{}\"\nnick = \"pincer\"\nchannels = [\"#team\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\n{}{extra}",
             server.addr(),
             dir.workspace().display(),
-            if extra.contains("allow") { "" } else { "allow = [\"alice\"]\n" },
+            // Written `Alice`, the nick `alice` connects: IRC folds case.
+            if extra.contains("allow") { "" } else { "allow = [\"Alice\"]\n" },
         ),
     )
     .unwrap();

@@ -33,11 +33,17 @@ impl Hub {
     /// for an adapter deciding on something that is no message (a Matrix
     /// invite).
     pub async fn allows(&self, sender: &str) -> bool {
-        if self.settings.allow.iter().any(|a| a == sender) {
+        let sender = self.adapter.sender_key(sender);
+        if self
+            .settings
+            .allow
+            .iter()
+            .any(|a| self.adapter.sender_key(a) == sender)
+        {
             return true;
         }
         self.store
-            .is_paired(self.adapter.channel(), self.adapter.account(), sender)
+            .is_paired(self.adapter.channel(), self.adapter.account(), &sender)
             .await
             .unwrap_or_else(|err| {
                 tracing::error!(error = %err, "cannot read paired senders");
@@ -76,7 +82,7 @@ impl Hub {
             .commit(Write::Channel(ChannelWrite::PairPeer {
                 channel: message.channel.clone(),
                 account: message.account.clone(),
-                sender: sender.id.clone(),
+                sender: self.adapter.sender_key(&sender.id),
                 at: now_millis(),
             }))
             .await;

@@ -198,6 +198,21 @@ pub fn text_budget(mask_len: usize, target_len: usize) -> usize {
     MAX_LINE.saturating_sub(1 + mask_len + 1 + 8 + target_len + 2 + 2)
 }
 
+/// `name` case-folded as IRC compares nicks (`rfc1459`, less `~`): ASCII
+/// letters lowered, and `[`, `]`, `\` as `{`, `}`, `|`. `~` stays: no nick
+/// has one, and it marks a sender who is not logged in (`~NICK`), which
+/// must never fold into a nick or account with `^`.
+pub fn fold(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '[' => '{',
+            ']' => '}',
+            '\\' => '|',
+            other => other.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,5 +304,12 @@ mod tests {
         let text = "x".repeat(budget);
         let relayed = format!(":{mask} PRIVMSG #team :{text}\r\n");
         assert_eq!(relayed.len(), MAX_LINE);
+    }
+
+    #[test]
+    fn names_fold_as_irc_compares_them_but_the_not_logged_in_mark_stays() {
+        assert_eq!(fold("Alice[m]\\X"), "alice{m}|x");
+        assert_eq!(fold("~alice"), "~alice");
+        assert_ne!(fold("~alice"), fold("^alice"));
     }
 }
