@@ -1,6 +1,6 @@
 //! Schedules: a prompt run at times a cron expression names in a time zone,
 //! or once at a given time (`pincer schedule`, the `schedule` tool). What
-//! is here decides; [`runner`] acts.
+//! is here decides; `core::scheduler` acts.
 //!
 //! - A schedule's times are wall-clock times in its zone: each matching
 //!   local time fires once. A local time a daylight-saving jump skips fires
