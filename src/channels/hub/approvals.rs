@@ -23,16 +23,22 @@ use crate::core::session::now_millis;
 const SETTLE_WAIT: Duration = Duration::from_secs(10);
 
 /// An approval prompt: its text, and its buttons where the channel has them
-/// (else the text says how to answer in words).
+/// (else the text says how to answer in words, and with a reaction where
+/// the channel takes reactions as answers).
 fn approval_prompt(
     approval_id: &str,
     title: &str,
     reason: &str,
-    buttons: bool,
+    caps: &super::super::Capabilities,
 ) -> (String, Option<Vec<Button>>) {
-    if !buttons {
+    if !caps.buttons {
+        let react = if caps.reactions {
+            ", or react 👍 (allow once) or 👎 (reject)"
+        } else {
+            ""
+        };
         let text = format!(
-            "Approval needed: {title}\n{reason}\nReply y (allow once), a (always) or n (reject)."
+            "Approval needed: {title}\n{reason}\nReply y (allow once), a (always) or n (reject){react}."
         );
         return (text, None);
     }
@@ -158,8 +164,8 @@ impl Hub {
             .or_default()
             .approvals
             .push((session.clone(), approval_id.to_owned()));
-        let buttons = self.adapter.capabilities().buttons;
-        let (text, buttons) = approval_prompt(approval_id, title, reason, buttons);
+        let (text, buttons) =
+            approval_prompt(approval_id, title, reason, &self.adapter.capabilities());
         let intent = self.intent(
             format!("approval:{approval_id}"),
             key.target.clone(),
@@ -435,9 +441,26 @@ mod tests {
         }
     }
 
+    fn caps(buttons: bool, reactions: bool) -> crate::channels::Capabilities {
+        crate::channels::Capabilities {
+            max_len: 100,
+            length_unit: crate::channels::LengthUnit::Chars,
+            edit: true,
+            delete: true,
+            buttons,
+            reactions,
+            threads: false,
+            edit_interval: Duration::ZERO,
+            markup: None,
+            working_after: None,
+            idempotent: crate::channels::Idempotence::default(),
+        }
+    }
+
     #[test]
     fn an_approval_prompt_has_buttons_or_says_how_to_answer() {
-        let (text, buttons) = approval_prompt("a1", "shell: rm x", "outside the rules", true);
+        let (text, buttons) =
+            approval_prompt("a1", "shell: rm x", "outside the rules", &caps(true, false));
         assert_eq!(text, "Approval needed: shell: rm x\noutside the rules");
         let buttons = buttons.unwrap();
         let data: Vec<&str> = buttons.iter().map(|b| b.data.as_str()).collect();
@@ -456,9 +479,23 @@ mod tests {
                 "{press:?}"
             );
         }
-        let (text, buttons) = approval_prompt("a1", "shell: rm x", "outside the rules", false);
+        let (text, buttons) = approval_prompt(
+            "a1",
+            "shell: rm x",
+            "outside the rules",
+            &caps(false, false),
+        );
         assert!(text.ends_with("Reply y (allow once), a (always) or n (reject)."));
         assert_eq!(buttons, None);
+        // Where a reaction answers (Matrix), the prompt says so.
+        let (text, _) =
+            approval_prompt("a1", "shell: rm x", "outside the rules", &caps(false, true));
+        assert!(
+            text.ends_with(
+                "Reply y (allow once), a (always) or n (reject), or react 👍 (allow once) or 👎 (reject)."
+            ),
+            "{text}"
+        );
     }
 
     #[test]
