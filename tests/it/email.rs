@@ -268,7 +268,7 @@ impl People {
                 Instant::now() < deadline,
                 "{user} has {} mails from Pincer, not {count}\n{}\n{}",
                 mails.len(),
-                stderr(dir),
+                dir.log(),
                 server().logs()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -355,10 +355,6 @@ impl Drop for Bridge {
     }
 }
 
-fn stderr(dir: &TestDir) -> String {
-    std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default()
-}
-
 /// Waits until the channel says it is connected (its mailbox selected).
 fn connected(dir: &TestDir) {
     let deadline = Instant::now() + WAIT;
@@ -375,34 +371,13 @@ fn connected(dir: &TestDir) {
         {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "never connected: {}",
-            stderr(dir)
-        );
+        assert!(Instant::now() < deadline, "never connected: {}", dir.log());
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-fn outbox(dir: &TestDir) -> Vec<Value> {
-    let out = dir
-        .command()
-        .args(["channels", "outbox", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn replies(dir: &TestDir) -> Vec<Value> {
-    outbox(dir)
+    dir.outbox()
         .into_iter()
         .filter(|i| i["kind"] == "reply")
         .collect()
@@ -483,14 +458,14 @@ fn a_restart_from_the_watermark_answers_nothing_twice() {
     people.answers(&people.alice, "charlie-word");
     let _bridge = Bridge::start(&dir, &people, &three_turns());
     let texts = people.wait_texts(&people.alice, 3, &dir);
-    assert_eq!(texts, ["First.", "Second.", "Third."], "{}", stderr(&dir));
+    assert_eq!(texts, ["First.", "Second.", "Third."], "{}", dir.log());
     // Every mail before the restart's last one was read past: each prompt
     // is in the conversation once, and answered once.
     let history = histories(&dir);
     for word in ["alpha-word", "bravo-word", "charlie-word"] {
         assert_eq!(history.matches(word).count(), 1, "{word}: {history}");
     }
-    assert_eq!(replies(&dir).len(), 3, "{:#?}", outbox(&dir));
+    assert_eq!(replies(&dir).len(), 3, "{:#?}", dir.outbox());
     let subjects: Vec<Option<String>> = people
         .mails_from_pincer(&people.alice)
         .into_iter()
@@ -545,8 +520,8 @@ fn a_kill_after_the_smtp_server_took_a_reply_sends_the_same_mail_again() {
         assert!(
             Instant::now() < deadline,
             "{:#?}\n{}",
-            outbox(&dir),
-            stderr(&dir)
+            dir.outbox(),
+            dir.log()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -565,7 +540,7 @@ fn a_kill_after_the_smtp_server_took_a_reply_sends_the_same_mail_again() {
             Some("Re: the held one"),
             "{:?}\n{}",
             mails.iter().map(|m| &m.headers.subject).collect::<Vec<_>>(),
-            stderr(&dir)
+            dir.log()
         );
     }
     assert_eq!(
@@ -577,17 +552,13 @@ fn a_kill_after_the_smtp_server_took_a_reply_sends_the_same_mail_again() {
         2
     );
     assert!(
-        outbox(&dir)
+        dir.outbox()
             .iter()
             .all(|i| i["status"] != "unknown_after_send"),
         "{:#?}",
-        outbox(&dir)
+        dir.outbox()
     );
-    assert!(
-        !stderr(&dir).contains("unknown after send"),
-        "{}",
-        stderr(&dir)
-    );
+    assert!(!dir.log().contains("unknown after send"), "{}", dir.log());
     verify(&dir);
 }
 
