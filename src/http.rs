@@ -12,6 +12,7 @@
 pub mod acp;
 pub mod api;
 pub mod auth;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod ingress;
@@ -52,6 +53,8 @@ pub struct HttpOptions {
     pub rate_limit: Option<RateLimit>,
     /// Origins CORS allows (`*` for any); empty turns CORS off.
     pub cors_origins: Vec<String>,
+    /// Whether the web console is served at `/ui` (`[http] console`).
+    pub console: bool,
 }
 
 /// What every handler reaches; cheap to clone.
@@ -74,6 +77,8 @@ struct Shared {
     counts: Arc<dyn Counts>,
     /// What other faces serve through this one.
     ports: Ports,
+    /// The web console's logins; `None` when the console is off.
+    console: Option<console::ConsoleSessions>,
 }
 
 /// Other faces behind routes of this one, each optional.
@@ -114,6 +119,7 @@ pub async fn serve(
             closing: closing.clone(),
             counts,
             ports,
+            console: options.console.then(console::ConsoleSessions::default),
         }),
     };
     let app = app(state, &options);
@@ -152,7 +158,11 @@ const GRACE: Duration = Duration::from_secs(10);
 
 /// The router with every layer: auth and rate limits, CORS, body limit, tracing.
 pub fn app(state: AppState, options: &HttpOptions) -> axum::Router {
-    let mut router = routes::router()
+    let mut router = routes::router();
+    if options.console {
+        router = router.merge(console::router());
+    }
+    let mut router = router
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
@@ -196,13 +206,15 @@ fn cors(origins: &[String]) -> CorsLayer {
         .expose_headers([header::RETRY_AFTER])
 }
 
-/// Every request but the health probes: a valid bearer token, then a token
-/// from its rate limit bucket.
+/// Every request but the health probes and the console's own pages: a
+/// valid bearer token, or the console's cookie from one of its pages; then
+/// a token from its rate limit bucket.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if routes::is_public(request.uri().path()) {
+    let path = request.uri().path();
+    if routes::is_public(path) || (state.shared.console.is_some() && console::owns(path)) {
         return next.run(request).await;
     }
-    if let Err(err) = auth::check(request.headers(), &state.shared.token) {
+    if let Err(err) = authorize(&state, &request) {
         return err.into_response();
     }
     if let Some(limiter) = &state.shared.limiter
@@ -211,4 +223,17 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         return error::ApiError::rate_limited(retry_after).into_response();
     }
     next.run(request).await
+}
+
+/// A bearer token when the request has an `Authorization` header; else the
+/// console's cookie, when the console is on and the request carries it.
+fn authorize(state: &AppState, request: &Request) -> Result<(), error::ApiError> {
+    let headers = request.headers();
+    if !headers.contains_key(header::AUTHORIZATION)
+        && let Some(console) = &state.shared.console
+        && console::ConsoleSessions::presented(headers)
+    {
+        return Ok(console.authorize(headers, request.method(), None)?);
+    }
+    auth::check(headers, &state.shared.token)
 }

@@ -606,6 +606,7 @@ pub fn http_plan(config: &Config, args: &ServeArgs) -> Result<Option<HttpPlan>, 
             body_limit: http.body_limit_bytes.unwrap_or(DEFAULT_BODY_LIMIT),
             rate_limit,
             cors_origins: http.cors_origins.clone(),
+            console: http.console.unwrap_or(true),
         },
         token_source,
     }))

@@ -175,6 +175,9 @@ pub struct HttpConfig {
     /// Origins allowed by CORS (`https://app.example`, or `*`); empty: CORS off.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cors_origins: Vec<String>,
+    /// Whether `pincer serve --http` serves the web console at `/ui` (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub console: Option<bool>,
 }
 
 /// One `[models."NAME"]` table: what Pincer should know about a model.

@@ -26,6 +26,7 @@ mod chat_chaos;
 mod commands;
 mod compaction;
 mod conformance;
+mod console;
 mod context_window;
 mod crash;
 mod deploy;

@@ -13,6 +13,7 @@ pub mod irc;
 pub mod mail;
 pub mod matrix;
 pub mod sdk;
+pub mod serve;
 pub mod telegram;
 pub mod webhook;
 
