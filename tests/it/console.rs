@@ -510,3 +510,26 @@ async fn the_console_can_be_turned_off() {
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_count_against_the_rate_limit() {
+    let dir = TestDir::new();
+    let server = HttpServe::start(
+        &dir,
+        Some("[http]\nrate_limit_per_minute = 1\nrate_limit_burst = 1\n"),
+        &[],
+    );
+    let client = client();
+    let attempt = || {
+        client
+            .post(server.url("/ui/login"))
+            .header("origin", server.url(""))
+            .form_body(&[("token", "a-wrong-token-guessed")])
+            .send()
+    };
+    assert_eq!(attempt().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    let limited = attempt().await.unwrap();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(limited.headers().contains_key("retry-after"));
+    server.stop();
+}

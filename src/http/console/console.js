@@ -180,7 +180,7 @@
     const more = h('button', { type: 'button', hidden: true }, 'Load more');
     const status = h('p', { class: 'status' });
     clear(app);
-    append(app, [h('h1', {}, 'Sessions'), form, status, table, more]);
+    append(app, [h('h1', {}, 'Sessions'), newSessionForm(), form, status, table, more]);
     let cursor = null;
     let shown = 0;
     const load = async () => {
@@ -212,6 +212,31 @@
     };
     more.addEventListener('click', load);
     await load();
+  }
+
+  /** Starts a session in a directory of the server's machine. */
+  function newSessionForm() {
+    const workspace = h('input', { id: 'new-workspace', name: 'workspace', required: true, placeholder: '/absolute/path' });
+    const mode = select('mode', '', ['', 'read_only', 'supervised', 'full']);
+    mode.id = 'new-mode';
+    const feedback = h('p', { class: 'status', role: 'status' });
+    return h('details', { class: 'new-session' }, h('summary', {}, 'New session'),
+      h('form', {
+        onsubmit: async (event) => {
+          event.preventDefault();
+          const body = { workspace: workspace.value.trim() };
+          if (mode.value) body.mode = mode.value;
+          try {
+            const session = await api('POST', '/v1/sessions', body);
+            window.location.assign(`/ui/sessions/${seg(session.session_id)}`);
+          } catch (err) {
+            feedback.textContent = `Not started: ${err.message}`;
+          }
+        },
+      }, h('div', { class: 'filters' },
+        h('label', { for: 'new-workspace' }, 'Workspace', workspace),
+        h('label', { for: 'new-mode' }, 'Mode', mode),
+        h('button', { type: 'submit' }, 'Start')), feedback));
   }
 
   function select(name, current, options) {

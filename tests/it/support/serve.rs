@@ -23,6 +23,16 @@ impl HttpServe {
     /// Starts the server with this configuration file (if any) and these
     /// extra arguments (`--script FILE`, `--channel NAME`…).
     pub fn start(dir: &TestDir, config: Option<&str>, args: &[&str]) -> Self {
+        Self::start_with_env(dir, config, args, &[])
+    }
+
+    /// Like [`HttpServe::start`], with these environment variables too.
+    pub fn start_with_env(
+        dir: &TestDir,
+        config: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         if let Some(text) = config {
             let path = dir.path().join("config/pincer/config.toml");
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -33,6 +43,7 @@ impl HttpServe {
         let child = dir
             .command()
             .env("PINCER_HTTP_TOKEN", TOKEN)
+            .envs(env.iter().copied())
             .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .args(args)
