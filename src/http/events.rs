@@ -83,6 +83,9 @@ pub enum Scope {
     /// Every run of a session, from now (or after the cursor) on, until the
     /// client goes away or the server stops.
     Session(String),
+    /// The same, beginning with the session's first event (without a
+    /// cursor): its history, then live.
+    SessionFromStart(String),
 }
 
 /// Checks the request and starts following; the receiver yields the events.
@@ -130,8 +133,9 @@ pub async fn follow(
                 runtime.journal_changes().map(Woken::Changes)
             }
         }
-        Scope::Session(id) => {
-            let id = session_id(&id)?;
+        Scope::Session(ref id) | Scope::SessionFromStart(ref id) => {
+            let from_start = matches!(scope, Scope::SessionFromStart(_));
+            let id = session_id(id)?;
             let session = runtime.session(&id).await?;
             if session.closed {
                 return Err(ApiError::conflict(format!(
@@ -160,6 +164,11 @@ pub async fn follow(
                         follower.tracks.insert(run.id.clone(), from);
                     }
                     follower.start = Some(cursor.run);
+                }
+                None if from_start => {
+                    for run in &runs {
+                        follower.tracks.insert(run.id.clone(), 0);
+                    }
                 }
                 None => {
                     // From now: runs in progress continue from their current end.

@@ -461,6 +461,9 @@ struct StreamQuery {
     /// Resume after this event (`RUN_ID:SEQ`), for clients that cannot set
     /// `Last-Event-ID`; the header wins.
     after: Option<String>,
+    /// `start`: a session's stream without a cursor begins with the
+    /// session's first event rather than now.
+    from: Option<String>,
 }
 
 fn resume_point(headers: &HeaderMap, query: &StreamQuery) -> Result<Option<Cursor>, ApiError> {
@@ -491,6 +494,12 @@ async fn run_events(
     QueryParams(query): QueryParams<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let after = resume_point(&headers, &query)?;
+    if let Some(from) = &query.from {
+        return Err(ApiError::bad_request(format!(
+            "`from`: a run's stream always begins at its start, got {}",
+            api::shown(from)
+        )));
+    }
     sse(state, Scope::Run(id), after).await
 }
 
@@ -501,7 +510,17 @@ async fn session_events(
     QueryParams(query): QueryParams<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let after = resume_point(&headers, &query)?;
-    sse(state, Scope::Session(id), after).await
+    let scope = match query.from.as_deref() {
+        None | Some("now") => Scope::Session(id),
+        Some("start") => Scope::SessionFromStart(id),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "`from`: expected start or now, got {}",
+                api::shown(other)
+            )));
+        }
+    };
+    sse(state, scope, after).await
 }
 
 /// An SSE response: one `data:` line of tape JSON per event, `id: RUN_ID:SEQ`.

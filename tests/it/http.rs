@@ -629,6 +629,50 @@ async fn sse_resumes_with_last_event_id_without_gaps_or_duplicates() {
     }
     let (_, tape) = send(server.get(&format!("/v1/runs/{first_run}/tape?from_seq=4"))).await;
     assert_eq!(Value::Array(rest), tape["events"]);
+
+    // `from=start`: the session's history from its first event, then live
+    // (the console's transcript); a cursor, as a reconnect sends, wins.
+    let read_to_end = |mut stream: SseReader| {
+        let second_run = second_run.clone();
+        async move {
+            let mut events = Vec::new();
+            loop {
+                let (_, event) = stream.next().await.unwrap();
+                let done = is_terminal(&event) && event["run_id"] == second_run.as_str();
+                events.push(event);
+                if done {
+                    return events;
+                }
+            }
+        }
+    };
+    let history =
+        read_to_end(SseReader::open(server.get(&format!("{events_path}?from=start"))).await).await;
+    assert_eq!(history, expected);
+    let resumed = read_to_end(
+        SseReader::open(
+            server
+                .get(&format!("{events_path}?from=start"))
+                .header("last-event-id", &last_id),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(resumed, expected[5..].to_vec());
+    for path in [
+        format!("{events_path}?from=yesterday"),
+        format!("/v1/runs/{first_run}/events?from=start"),
+    ] {
+        let (status, body) = send(server.get(&path)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("`from`"),
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,7 @@ mod commands;
 mod compaction;
 mod conformance;
 mod console;
+mod console_browser;
 mod context_window;
 mod crash;
 mod deploy;

@@ -595,7 +595,7 @@
       transcript,
       promptForm,
     ]);
-    const source = new EventSource(`/v1/sessions/${seg(id)}/events`);
+    const source = new EventSource(`/v1/sessions/${seg(id)}/events?from=start`);
     source.onopen = () => { live.textContent = 'live'; };
     source.onerror = () => { live.textContent = 'reconnecting…'; };
     source.onmessage = (message) => {

@@ -9,6 +9,7 @@ fn head(title: &str) -> Markup {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
             meta name="referrer" content="no-referrer";
+            link rel="icon" href="data:,";
             title { (title) " · Pincer" }
             link rel="stylesheet" href="/ui/assets/console.css";
         }

@@ -46,7 +46,9 @@ pub enum Refusal {
     CrossOrigin { origin: String },
     #[error("request from another site refused (Sec-Fetch-Site: {site})")]
     CrossSite { site: String },
-    #[error("a change made with the console's cookie must say where it comes from (Origin)")]
+    #[error(
+        "the browser did not say this change comes from the console's own page (no Sec-Fetch-Site, no Origin): use the console over https or loopback with a current browser"
+    )]
     NoOrigin,
     #[error("a change made with the console's cookie must carry the page's CSRF token")]
     Csrf,
@@ -178,29 +180,37 @@ fn cookie_value(headers: &HeaderMap) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// Whether the request is from a page of this origin. `Sec-Fetch-Site`,
-/// where the browser sends it, must be `same-origin` (or `none`: the person
-/// typed the address); `Origin`, where sent, must name this host and port.
-/// `require_origin`: a change or a WebSocket without `Origin` is refused
-/// (browsers always send it for those).
-pub fn same_origin(headers: &HeaderMap, require_origin: bool) -> Result<(), Refusal> {
-    if let Some(site) = headers
+/// Whether the request is from a page of this origin.
+///
+/// Browsers say so in `Sec-Fetch-Site` (over HTTPS and loopback), which no
+/// page can forge: where it is sent it must be `same-origin` (or `none`, an
+/// address the person typed, for a read). `Origin` must name this host and
+/// port wherever it names one; the console's pages send `Origin: null` on
+/// their own requests (their `Referrer-Policy: no-referrer` makes browsers
+/// do that), which only `Sec-Fetch-Site` can vouch for. `changes`: a change
+/// or a WebSocket, which must be vouched for by one of the two.
+pub fn same_origin(headers: &HeaderMap, changes: bool) -> Result<(), Refusal> {
+    let site = headers
         .get("sec-fetch-site")
-        .and_then(|value| value.to_str().ok())
-        && !matches!(site, "same-origin" | "none")
-    {
-        return Err(Refusal::CrossSite {
-            site: quote(site).to_string(),
-        });
+        .and_then(|value| value.to_str().ok());
+    match site {
+        Some("same-origin") => {}
+        Some("none") if !changes => {}
+        Some(site) => {
+            return Err(Refusal::CrossSite {
+                site: quote(site).to_string(),
+            });
+        }
+        None => {}
     }
     let host = headers
         .get(header::HOST)
         .and_then(|value| value.to_str().ok());
-    match headers.get(header::ORIGIN) {
-        None if require_origin => Err(Refusal::NoOrigin),
-        None => Ok(()),
-        Some(origin) => {
-            let text = origin.to_str().unwrap_or_default();
+    match headers
+        .get(header::ORIGIN)
+        .map(|o| o.to_str().unwrap_or_default())
+    {
+        Some(text) if text != "null" => {
             let authority = text
                 .strip_prefix("http://")
                 .or_else(|| text.strip_prefix("https://"));
@@ -211,6 +221,9 @@ pub fn same_origin(headers: &HeaderMap, require_origin: bool) -> Result<(), Refu
                 }),
             }
         }
+        // Nothing names another origin: a change needs the browser's word.
+        _ if changes && site.is_none() => Err(Refusal::NoOrigin),
+        _ => Ok(()),
     }
 }
 
@@ -352,6 +365,48 @@ mod tests {
         ]);
         assert!(matches!(
             sessions.authorize(&same_site, &Method::GET, None),
+            Err(Refusal::CrossSite { .. })
+        ));
+        // The console's own pages send `Origin: null` (no-referrer); the
+        // browser's Sec-Fetch-Site vouches for them, and only it.
+        let null_same = headers(&[
+            ("cookie", &cookie),
+            ("host", "127.0.0.1:8787"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin"),
+            ("x-csrf-token", &csrf),
+        ]);
+        assert_eq!(sessions.authorize(&null_same, &Method::POST, None), Ok(()));
+        let null_alone = headers(&[
+            ("cookie", &cookie),
+            ("host", "127.0.0.1:8787"),
+            ("origin", "null"),
+            ("x-csrf-token", &csrf),
+        ]);
+        assert_eq!(
+            sessions.authorize(&null_alone, &Method::POST, None),
+            Err(Refusal::NoOrigin)
+        );
+        let null_cross = headers(&[
+            ("cookie", &cookie),
+            ("host", "127.0.0.1:8787"),
+            ("origin", "null"),
+            ("sec-fetch-site", "cross-site"),
+            ("x-csrf-token", &csrf),
+        ]);
+        assert!(matches!(
+            sessions.authorize(&null_cross, &Method::POST, None),
+            Err(Refusal::CrossSite { .. })
+        ));
+        let typed = headers(&[
+            ("cookie", &cookie),
+            ("host", "127.0.0.1:8787"),
+            ("sec-fetch-site", "none"),
+            ("x-csrf-token", &csrf),
+        ]);
+        assert_eq!(sessions.authorize(&typed, &Method::GET, None), Ok(()));
+        assert!(matches!(
+            sessions.authorize(&typed, &Method::POST, None),
             Err(Refusal::CrossSite { .. })
         ));
         let upgrade = headers(&[

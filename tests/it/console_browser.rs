@@ -1,0 +1,147 @@
+//! The web console in headless Chromium (`tests/fixtures/browser/console.mjs`,
+//! driven by Playwright; `docs/console.md`): what an operator does from the
+//! browser works, and checked where it lands (the file on disk, the
+//! channel's outbox); what another origin tries with the logged-in browser
+//! does nothing. Screenshots of every page are kept in
+//! `target/browser-artifacts/`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::serve::{HttpServe, TOKEN};
+use crate::support::webhook::{Peer, SECRET};
+use crate::support::{TIMEOUT, TestDir, browser};
+
+/// Sends a message first through the webhook channel and waits until the
+/// peer took it: the channel page then has an outbox to show.
+fn send_first(server: &HttpServe) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let response = client
+                .post(server.url("/v1/channels/webhook/messages"))
+                .bearer_auth(TOKEN)
+                .json(&json!({"to": "room-1", "text": "Deploy finished", "id": "deploy-1"}))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            if status == 202 {
+                break;
+            }
+            let body = response.text().await.unwrap_or_default();
+            assert!(
+                status == 503 && Instant::now() < deadline,
+                "sending first: {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        loop {
+            let channels: Value = client
+                .get(server.url("/v1/channels"))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if channels["channels"][0]["outbox"]["sent"] == 1 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not sent: {channels}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+#[test]
+fn an_operator_logs_in_watches_approves_answers_reads_and_logs_out_and_another_origin_cannot_act() {
+    if !browser::available() {
+        return;
+    }
+    let peer = Peer::start();
+    let dir = TestDir::new();
+    let workspace = dir.workspace();
+    let config = format!(
+        "[channels.webhook]\ncallback_url = \"{}\"\nallow = [\"u1\"]\nworkspace = \"{}\"\n",
+        peer.url,
+        workspace.display()
+    );
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            // Streamed in three parts; the last carries markup and a
+            // `javascript:` link that must show as text.
+            json!([
+                {"text": "Streaming one "}, {"delay_ms": 700},
+                {"text": "two "}, {"delay_ms": 700},
+                {"text": "three <script>window.pwned=1</script> <img src=x onerror=\"window.pwned=2\"> [click](javascript:window.pwned=3)"}
+            ]),
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "from the console\n"}}}]),
+            json!([{"text": "Wrote a.txt"}]),
+            json!([{"tool_call": {"id": "q1", "name": "ask_user", "arguments": {"question": "Which colour?", "options": ["Red", "Blue"]}}}]),
+            json!([{"text": "You chose"}]),
+        ],
+    );
+    let server = HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &["--script", script.to_str().unwrap(), "--channel", "webhook"],
+        &[("PINCER_WEBHOOK_SECRET", SECRET)],
+    );
+    send_first(&server);
+    let port = server.addr.rsplit(':').next().unwrap().to_owned();
+    let outcome = browser::run(
+        &browser::script("console.mjs"),
+        &[
+            ("PINCER_URL", &server.url("")),
+            ("PINCER_OTHER_ORIGIN", &format!("http://localhost:{port}")),
+            ("PINCER_TOKEN", TOKEN),
+            ("PINCER_WORKSPACE", workspace.to_str().unwrap()),
+        ],
+    );
+    // The approval given in the browser let the tool write the file.
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("a.txt")).unwrap(),
+        "from the console\n"
+    );
+    let session = outcome.result["session"].as_str().unwrap();
+    let shown = dir.show_session(session);
+    assert_eq!(shown["runs"].as_array().unwrap().len(), 3, "{shown}");
+    // Nothing another origin tried made a session: the one the browser
+    // started is the only one of origin `http`.
+    let listed = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+    let http_sessions = listed
+        .as_array()
+        .or_else(|| listed["sessions"].as_array())
+        .map(|all| all.iter().filter(|s| s["origin"] == "http").count());
+    assert_eq!(http_sessions, Some(1), "{listed}");
+    for page in [
+        "login",
+        "session-streamed",
+        "approvals",
+        "session",
+        "run",
+        "sessions",
+        "channels",
+        "health",
+        "session-phone",
+        "logged-out",
+    ] {
+        assert!(
+            outcome.artifacts.join(format!("{page}.png")).is_file(),
+            "no screenshot of {page}"
+        );
+    }
+    assert!(server.stop().success());
+}
