@@ -7,6 +7,7 @@
 //! with an aiosmtpd server delivering into its Maildirs), `matrix` (Synapse).
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod http;
 pub mod inspircd;
 pub mod irc;
