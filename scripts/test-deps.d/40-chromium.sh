@@ -4,9 +4,12 @@
 # `playwright-core` from npm at the version tests/fixtures/browser's
 # package-lock.json pins. playwright-core downloads no browser (and
 # PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD keeps any npm install from trying): the
-# tests launch Debian's /usr/bin/chromium by path. Sourced by
-# scripts/test-deps.sh, which defines `fail` and has already made sure
-# Node.js and npm are present.
+# tests launch Debian's /usr/bin/chromium by path. playwright-core 1.61.1
+# is the newest that runs on Node.js 18 (Debian 12's, which
+# scripts/test-deps.sh installs where node is missing; 1.62 and later want
+# 20); it drives Debian 12's chromium 156 (checked: launch, pages,
+# screenshots, console and CSP events). Sourced by scripts/test-deps.sh,
+# which defines `fail` and has already made sure Node.js and npm are present.
 if ! command -v chromium >/dev/null 2>&1 || [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
     command -v apt-get >/dev/null 2>&1 || fail "chromium is missing and apt-get is not available: install Chromium and the DejaVu fonts"
     [ "$(id -u)" = 0 ] || fail "chromium is missing: install Debian's chromium and fonts-dejavu-core (or run this script as root to apt-get them)"
