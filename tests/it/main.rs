@@ -20,6 +20,7 @@ mod acp_surface;
 mod adversarial;
 mod approvals_sdk;
 mod architecture;
+mod browser_harness;
 mod budget;
 mod channel_chaos;
 mod chat_chaos;
