@@ -55,6 +55,7 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
                 http::api::SkillsAccess {
                     skills: app.skills.clone(),
                     journal: app.store.clone(),
+                    audit: app.store.clone(),
                 },
                 listener,
                 plan.options,
@@ -328,7 +329,9 @@ struct ScheduleRoutes {
 }
 
 impl http::schedules::Schedules for ScheduleRoutes {
-    fn list(&self) -> futures::future::BoxFuture<'static, Result<crate::views::ScheduleList, Refusal>> {
+    fn list(
+        &self,
+    ) -> futures::future::BoxFuture<'static, Result<crate::views::ScheduleList, Refusal>> {
         let store = self.app.store.clone();
         Box::pin(async move {
             let schedules = store.schedules().await.map_err(unavailable)?;

@@ -12,7 +12,6 @@ pub mod validate;
 
 use std::path::{Path, PathBuf};
 
-
 pub use discover::{Discovery, Settings};
 
 use crate::core::skills::{Command, Diagnostic, Scope, Skill, Skills};

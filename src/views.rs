@@ -22,9 +22,7 @@ use serde::Serialize;
 pub use channels::{CapabilitiesView, ChannelList, ChannelView, IdempotenceView, LengthUnit};
 pub use exchanges::{Answered, ApprovalList, ApprovalView, QuestionList, QuestionView, Replied};
 pub use schedules::{ScheduleAdded, ScheduleDeleted, ScheduleDetails, ScheduleList, ScheduleView};
-pub use skills::{
-    SkillCommand, SkillDetails, SkillDiagnostic, SkillList, SkillScope, SkillView,
-};
+pub use skills::{SkillCommand, SkillDetails, SkillDiagnostic, SkillList, SkillScope, SkillView};
 pub use verify::{MissingReceipts, ReceiptBreak, VerifyView};
 
 use crate::core::event::{EventRecord, RunState, StopReason};

@@ -13,16 +13,17 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionCursor;
+use crate::core::memory::MemoryItem;
 use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
 use crate::core::question::{MAX_ANSWER_CHARS, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
-use crate::core::memory::MemoryItem;
 use crate::core::session::{ContentPart, Mode, Origin, PromptSettings};
 use crate::views::{
-    Answered, ApprovalList, ApprovalView, ContextView, MemoryList, QuestionList, QuestionView, Replied, RunList,
-    RunView, SessionDeleted, SessionList, SessionView, SkillDetails, SkillList, Steered, SteerRefusal, TapeView,
+    Answered, ApprovalList, ApprovalView, ContextView, MemoryList, QuestionList, QuestionView,
+    Replied, RunList, RunView, SessionDeleted, SessionList, SessionView, SkillDetails, SkillList,
+    SteerRefusal, Steered, TapeView, VerifyView,
 };
 
 /// The longest memory search query, in characters.
@@ -150,11 +151,13 @@ pub struct Api {
     pub skills: SkillsAccess,
 }
 
-/// The skills port and the trust table, for `/v1/skills`.
+/// The store's ports the routes read beyond the runtime: the skills and
+/// the trust table (`/v1/skills`), the receipt chain (`/v1/verify`).
 #[derive(Clone)]
 pub struct SkillsAccess {
     pub skills: Arc<dyn crate::core::skills::Skills>,
     pub journal: Arc<dyn crate::core::journal::Journal>,
+    pub audit: Arc<dyn crate::core::journal::Audit>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +169,15 @@ pub struct ListSkills {
 }
 
 impl Api {
+    /// `GET /v1/verify`: the receipt chain walked and cross-checked against
+    /// the tapes, as `pincer verify --json` shows it.
+    pub async fn verify(&self) -> Result<VerifyView, ApiError> {
+        let audit = crate::core::receipt::audit_chain(self.skills.audit.as_ref())
+            .await
+            .map_err(|err| ApiError::unavailable(format!("the receipts cannot be read: {err}")))?;
+        Ok(VerifyView::from(&audit))
+    }
+
     /// `GET /v1/skills`: the shape of `pincer skills list --json`.
     pub async fn list_skills(&self, query: ListSkills) -> Result<SkillList, ApiError> {
         Ok(self.skill_listing(query).await?.view())
@@ -338,12 +350,7 @@ impl Api {
 
     /// Queues a prompt (opening the session if it is not live) and returns its
     /// run: as queued, or as it ended when `wait` is set.
-    pub async fn prompt(
-        &self,
-        id: &str,
-        request: Prompt,
-        wait: bool,
-    ) -> Result<RunView, ApiError> {
+    pub async fn prompt(&self, id: &str, request: Prompt, wait: bool) -> Result<RunView, ApiError> {
         let content = prompt_content(request)?;
         let id = session_id(id)?;
         self.runtime.open_session(&id).await?;

@@ -102,6 +102,7 @@ pub fn table() -> Vec<Route> {
         ),
         route(Method::GET, "/v1/skills", get(list_skills)),
         route(Method::GET, "/v1/skills/{name}", get(skill)),
+        route(Method::GET, "/v1/verify", get(verify)),
         route(Method::GET, "/v1/approvals", get(approvals)),
         route(Method::POST, "/v1/approvals/{approval_id}", post(answer)),
         route(Method::GET, "/v1/questions", get(questions)),
@@ -426,7 +427,15 @@ async fn tape(
     ))
 }
 
-async fn approvals(State(state): State<AppState>) -> Result<axum::Json<impl serde::Serialize>, ApiError> {
+async fn verify(
+    State(state): State<AppState>,
+) -> Result<axum::Json<impl serde::Serialize>, ApiError> {
+    Ok(axum::Json(state.shared.api.verify().await?))
+}
+
+async fn approvals(
+    State(state): State<AppState>,
+) -> Result<axum::Json<impl serde::Serialize>, ApiError> {
     Ok(axum::Json(state.shared.api.approvals(None).await?))
 }
 
@@ -445,7 +454,9 @@ async fn answer(
     Ok(axum::Json(state.shared.api.answer(&id, request).await?))
 }
 
-async fn questions(State(state): State<AppState>) -> Result<axum::Json<impl serde::Serialize>, ApiError> {
+async fn questions(
+    State(state): State<AppState>,
+) -> Result<axum::Json<impl serde::Serialize>, ApiError> {
     Ok(axum::Json(state.shared.api.questions(None).await?))
 }
 

@@ -40,7 +40,11 @@ pub trait Schedules: Send + Sync {
     /// Every schedule, oldest first.
     fn list(&self) -> BoxFuture<'static, Result<ScheduleList, Refusal>>;
     /// One, with its newest `limit` fires.
-    fn show(&self, id: String, limit: usize) -> BoxFuture<'static, Result<ScheduleDetails, Refusal>>;
+    fn show(
+        &self,
+        id: String,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ScheduleDetails, Refusal>>;
     /// Checks and records one.
     fn add(&self, request: AddSchedule) -> BoxFuture<'static, Result<ScheduleAdded, Refusal>>;
     /// Forgets one and its fires.
@@ -153,13 +157,11 @@ pub async fn show(
 pub async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     match port(&state) {
         Ok(schedules) => match schedules.remove(id.clone()).await {
-            Ok(()) => {
-                axum::Json(ScheduleDeleted {
-                    schedule_id: id,
-                    deleted: true,
-                })
-                .into_response()
-            }
+            Ok(()) => axum::Json(ScheduleDeleted {
+                schedule_id: id,
+                deleted: true,
+            })
+            .into_response(),
             Err(refusal) => ApiError::from(refusal).into_response(),
         },
         Err(err) => err.into_response(),

@@ -545,6 +545,11 @@ pub fn operations() -> Vec<Operation> {
             .error(401, "Missing or invalid bearer token")
             .error(404, "No skill of that name in the workspace")
             .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+        Operation::new("get", "/v1/verify", "verifyReceipts", "The receipt chain walked and cross-checked against the tapes (`pincer verify --json`)")
+            .answer(200, "The verdict: `ok` false names the first break and the runs missing receipts", schema::<views::VerifyView>)
+            .error(401, "Missing or invalid bearer token")
+            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
+            .error(503, "The store did not answer"),
         Operation::new("get", "/v1/approvals", "listApprovals", "Approvals of every session waiting for an answer")
             .answer(200, "The waiting approvals", schema::<views::ApprovalList>)
             .error(401, "Missing or invalid bearer token")
