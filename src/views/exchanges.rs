@@ -23,10 +23,10 @@ impl ApprovalView {
     }
 
     pub fn approval_id(&self) -> &str {
-        match &self.0.event {
-            Event::ApprovalRequested { approval_id, .. } => approval_id,
-            _ => "",
-        }
+        let Event::ApprovalRequested { approval_id, .. } = &self.0.event else {
+            return "";
+        };
+        approval_id
     }
 
     pub fn record(&self) -> &EventRecord {

@@ -1596,7 +1596,11 @@ async fn verify_shows_the_receipt_chain_as_pincer_verify_does() {
     assert_eq!(call["result"], verdict, "{call}");
     assert!(server.stop().success());
     let out = dir.command().args(["verify", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed, verdict);
 }

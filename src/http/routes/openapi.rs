@@ -232,12 +232,17 @@ fn unwrap_descriptions(value: &mut Value) {
                         let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
                         *text = joined.strip_suffix('.').unwrap_or(&joined).to_owned();
                     }
-                    _ => unwrap_descriptions(inner),
+                    Value::Null
+                    | Value::Bool(_)
+                    | Value::Number(_)
+                    | Value::String(_)
+                    | Value::Array(_)
+                    | Value::Object(_) => unwrap_descriptions(inner),
                 }
             }
         }
         Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
-        _ => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
 }
 
@@ -299,7 +304,7 @@ mod tests {
                     map.values().for_each(|v| walk(v, refs));
                 }
                 Value::Array(items) => items.iter().for_each(|v| walk(v, refs)),
-                _ => {}
+                Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
             }
         }
         let document = document();
