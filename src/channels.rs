@@ -80,7 +80,11 @@ impl Capabilities {
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         crate::views::CapabilitiesView {
             max_len: self.max_len,
-            length_unit: self.length_unit.as_str(),
+            length_unit: match self.length_unit {
+                LengthUnit::Chars => crate::views::LengthUnit::Chars,
+                LengthUnit::Utf16 => crate::views::LengthUnit::Utf16,
+                LengthUnit::Bytes => crate::views::LengthUnit::Bytes,
+            },
             markup: self.markup,
             edit: self.edit,
             delete: self.delete,

@@ -55,6 +55,7 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
                 http::api::SkillsAccess {
                     skills: app.skills.clone(),
                     journal: app.store.clone(),
+                    audit: app.store.clone(),
                 },
                 listener,
                 plan.options,
@@ -198,7 +199,7 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
         })
     }
 
-    fn list(&self) -> futures::future::BoxFuture<'static, serde_json::Value> {
+    fn list(&self) -> futures::future::BoxFuture<'static, crate::views::ChannelList> {
         let mut hubs: Vec<Arc<Hub>> = self
             .hubs
             .read()
@@ -211,7 +212,7 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
             for hub in hubs {
                 channels.push(hub.view().await);
             }
-            serde_json::json!({ "channels": channels })
+            crate::views::ChannelList { channels }
         })
     }
 
@@ -219,8 +220,10 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
         &self,
         name: String,
         message: http::ingress::SendMessage,
-    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, http::ingress::Refusal>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::core::channel::SendIntent, http::ingress::Refusal>,
+    > {
         let hub = self
             .hubs
             .read()
@@ -244,11 +247,9 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
                 .adapter()
                 .target(&message.to)
                 .map_err(|err| (400, format!("to: {err}")))?;
-            let intent = hub
-                .deliver(target, &message.text, message.id.as_deref())
+            hub.deliver(target, &message.text, message.id.as_deref())
                 .await
-                .map_err(|err| (503, format!("the message was not recorded: {err}")))?;
-            serde_json::to_value(intent).map_err(|err| (503, err.to_string()))
+                .map_err(|err| (503, format!("the message was not recorded: {err}")))
         })
     }
 }
@@ -328,7 +329,9 @@ struct ScheduleRoutes {
 }
 
 impl http::schedules::Schedules for ScheduleRoutes {
-    fn list(&self) -> futures::future::BoxFuture<'static, Result<serde_json::Value, Refusal>> {
+    fn list(
+        &self,
+    ) -> futures::future::BoxFuture<'static, Result<crate::views::ScheduleList, Refusal>> {
         let store = self.app.store.clone();
         Box::pin(async move {
             let schedules = store.schedules().await.map_err(unavailable)?;
@@ -340,7 +343,7 @@ impl http::schedules::Schedules for ScheduleRoutes {
                     .map_err(unavailable)?;
                 views.push(wiring::schedules::view(schedule, fires.first()));
             }
-            Ok(serde_json::json!({ "schedules": views }))
+            Ok(crate::views::ScheduleList { schedules: views })
         })
     }
 
@@ -348,7 +351,7 @@ impl http::schedules::Schedules for ScheduleRoutes {
         &self,
         id: String,
         limit: usize,
-    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, Refusal>> {
+    ) -> futures::future::BoxFuture<'static, Result<crate::views::ScheduleDetails, Refusal>> {
         let store = self.app.store.clone();
         Box::pin(async move {
             let schedule = store
@@ -359,17 +362,15 @@ impl http::schedules::Schedules for ScheduleRoutes {
                 .find(|s| s.id == id)
                 .ok_or_else(|| unknown(&id))?;
             let fires = store.fires(Some(&id), limit).await.map_err(unavailable)?;
-            let mut view = wiring::schedules::view(&schedule, fires.first());
-            view["fires"] = serde_json::to_value(&fires)
-                .map_err(|err| Refusal::Unavailable(err.to_string()))?;
-            Ok(view)
+            let view = wiring::schedules::view(&schedule, fires.first());
+            Ok(crate::views::ScheduleDetails { view, fires })
         })
     }
 
     fn add(
         &self,
         request: http::schedules::AddSchedule,
-    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, Refusal>> {
+    ) -> futures::future::BoxFuture<'static, Result<crate::views::ScheduleAdded, Refusal>> {
         let app = self.app.clone();
         Box::pin(async move {
             let place = match (request.session_id, request.workspace) {
@@ -391,8 +392,7 @@ impl http::schedules::Schedules for ScheduleRoutes {
                         wiring::schedules::AddError::Invalid(reason) => Refusal::Invalid(reason),
                         wiring::schedules::AddError::Store(err) => unavailable(err),
                     })?;
-            let view = wiring::schedules::view(&schedule, None);
-            Ok(serde_json::json!({"schedule": schedule, "next": view["next"]}))
+            Ok(wiring::schedules::view(&schedule, None).into())
         })
     }
 

@@ -12,11 +12,10 @@ pub mod validate;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
-
 pub use discover::{Discovery, Settings};
 
 use crate::core::skills::{Command, Diagnostic, Scope, Skill, Skills};
+use crate::views::{SkillCommand, SkillDetails, SkillDiagnostic, SkillList, SkillScope, SkillView};
 
 /// The skills of a workspace as the person is shown them: those a session
 /// is offered, and the project's held back until it is trusted.
@@ -123,15 +122,23 @@ impl Listing {
     }
 
     /// `pincer skills list --json` and `GET /v1/skills`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "workspace": self.workspace,
-            "project": self.project,
-            "trusted": self.trusted,
-            "skills": self.entries.iter().map(Entry::to_json).collect::<Vec<_>>(),
-            "commands": self.commands.iter().map(CommandEntry::to_json).collect::<Vec<_>>(),
-            "diagnostics": self.diagnostics.iter().map(diagnostic_json).collect::<Vec<_>>(),
-        })
+    pub fn view(&self) -> SkillList {
+        SkillList {
+            workspace: self.workspace.clone(),
+            project: self.project.clone(),
+            trusted: self.trusted,
+            skills: self.entries.iter().map(Entry::view).collect(),
+            commands: self.commands.iter().map(CommandEntry::view).collect(),
+            diagnostics: self
+                .diagnostics
+                .iter()
+                .map(|d| SkillDiagnostic {
+                    location: d.location.clone(),
+                    skipped: d.skipped,
+                    message: d.message.clone(),
+                })
+                .collect(),
+        }
     }
 
     /// `pincer skills list`: a line per skill with its scope and
@@ -190,33 +197,31 @@ impl Entry {
         scope_text(&self.skill.scope, self.offered)
     }
 
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> SkillView {
         let skill = &self.skill;
-        let mut value = json!({
-            "name": skill.name,
-            "description": skill.description,
-            "scope": scope_name(&skill.scope),
-            "location": skill.location,
-            "offered": self.offered,
-            "allowed_tools": skill.allowed_tools,
-            "person_only": skill.person_only,
-        });
-        if let Scope::Plugin { plugin } = &skill.scope {
-            value["plugin"] = json!(plugin);
+        SkillView {
+            name: skill.name.clone(),
+            description: skill.description.clone(),
+            scope: scope_view(&skill.scope),
+            plugin: plugin_of(&skill.scope),
+            location: skill.location.clone(),
+            offered: self.offered,
+            allowed_tools: skill.allowed_tools.clone(),
+            person_only: skill.person_only,
         }
-        value
     }
 
     /// `pincer skills show --json` and `GET /v1/skills/{name}`: the entry,
     /// the other frontmatter fields and the body, read now.
-    pub fn details_json(&self) -> Result<Value, String> {
+    pub fn details(&self) -> Result<SkillDetails, String> {
         let parsed = read(&self.skill.location)?;
-        let mut value = self.to_json();
-        value["license"] = json!(parsed.license);
-        value["compatibility"] = json!(parsed.compatibility);
-        value["metadata"] = json!(parsed.metadata);
-        value["body"] = json!(parsed.body);
-        Ok(value)
+        Ok(SkillDetails {
+            skill: self.view(),
+            license: parsed.license,
+            compatibility: parsed.compatibility,
+            metadata: parsed.metadata,
+            body: parsed.body,
+        })
     }
 
     /// `pincer skills show`: the metadata, a blank line, the body.
@@ -258,26 +263,19 @@ impl Entry {
 }
 
 impl CommandEntry {
-    pub fn to_json(&self) -> Value {
+    pub fn view(&self) -> SkillCommand {
         let command = &self.command;
-        let mut value = json!({
-            "name": command.name,
-            "description": command.description,
-            "scope": scope_name(&command.scope),
-            "location": command.location,
-            "offered": self.offered,
-            "allowed_tools": command.allowed_tools,
-        });
-        if let Some(hint) = &command.argument_hint {
-            value["argument_hint"] = json!(hint);
+        SkillCommand {
+            name: command.name.clone(),
+            description: command.description.clone(),
+            argument_hint: command.argument_hint.clone(),
+            scope: scope_view(&command.scope),
+            plugin: plugin_of(&command.scope),
+            location: command.location.clone(),
+            offered: self.offered,
+            allowed_tools: command.allowed_tools.clone(),
+            model: command.model.clone(),
         }
-        if let Some(model) = &command.model {
-            value["model"] = json!(model);
-        }
-        if let Scope::Plugin { plugin } = &command.scope {
-            value["plugin"] = json!(plugin);
-        }
-        value
     }
 }
 
@@ -360,16 +358,19 @@ fn read(location: &Path) -> Result<parse::Parsed, String> {
     parse::parse(&text).map_err(|err| format!("{}: {err}", location.display()))
 }
 
-fn scope_name(scope: &Scope) -> &'static str {
+fn scope_view(scope: &Scope) -> SkillScope {
     match scope {
-        Scope::Project => "project",
-        Scope::User => "user",
-        Scope::Plugin { .. } => "plugin",
+        Scope::Project => SkillScope::Project,
+        Scope::User => SkillScope::User,
+        Scope::Plugin { .. } => SkillScope::Plugin,
     }
 }
 
-fn diagnostic_json(d: &Diagnostic) -> Value {
-    json!({"location": d.location, "skipped": d.skipped, "message": d.message})
+fn plugin_of(scope: &Scope) -> Option<String> {
+    match scope {
+        Scope::Plugin { plugin } => Some(plugin.clone()),
+        Scope::Project | Scope::User => None,
+    }
 }
 
 /// `text` cut to `max` characters with an ellipsis.
@@ -482,6 +483,9 @@ mod tests {
         let listing = Listing::of(&skills, Path::new("/ws"), true);
         assert_eq!(listing.entries.len(), 2);
         assert_eq!(listing.diagnostics.len(), 1);
-        assert_eq!(listing.to_json()["skills"][1]["scope"], json!("project"));
+        assert_eq!(
+            crate::views::json(&listing.view())["skills"][1]["scope"],
+            serde_json::json!("project")
+        );
     }
 }

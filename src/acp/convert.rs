@@ -797,28 +797,74 @@ pub fn run_line(run: &RunInfo) -> String {
     line
 }
 
+/// A run for the `_pincer/runs` extension: the fields of `views::RunView`
+/// (the shape every other face shows), named in ACP's camelCase, with
+/// RFC 3339 times and the run's duration.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcpRun {
+    pub run_id: String,
+    pub session_id: String,
+    pub state: crate::core::event::RunState,
+    pub stop_reason: Option<StopReason>,
+    pub error: Option<String>,
+    pub usage: AcpUsage,
+    pub cost: Option<crate::core::usage::Cost>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub duration_ms: Option<Millis>,
+}
+
+/// A run's token counts, every one shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcpUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub reasoning_tokens: u64,
+}
+
+impl From<crate::views::RunView> for AcpRun {
+    fn from(run: crate::views::RunView) -> Self {
+        let duration_ms = run.duration_ms();
+        let crate::views::RunView {
+            run_id,
+            session_id,
+            state,
+            stop_reason,
+            error,
+            usage,
+            cost,
+            created_at,
+            started_at,
+            ended_at,
+            reply: _,
+        } = run;
+        AcpRun {
+            run_id,
+            session_id,
+            state,
+            stop_reason,
+            error,
+            usage: AcpUsage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cached_input_tokens: usage.cached_input_tokens,
+                reasoning_tokens: usage.reasoning_tokens,
+            },
+            cost,
+            created_at: timestamp(created_at),
+            started_at: started_at.map(timestamp),
+            ended_at: ended_at.map(timestamp),
+            duration_ms,
+        }
+    }
+}
+
 pub fn run_json(run: &RunInfo) -> Value {
-    json!({
-        "runId": run.id.as_str(),
-        "sessionId": run.session_id.as_str(),
-        "state": run.state.as_str(),
-        "stopReason": run.stop_reason.map(StopReason::as_str),
-        "error": run.error,
-        "usage": {
-            "inputTokens": run.usage.input_tokens,
-            "outputTokens": run.usage.output_tokens,
-            "cachedInputTokens": run.usage.cached_input_tokens,
-            "reasoningTokens": run.usage.reasoning_tokens,
-        },
-        "cost": run.cost.as_ref().map(|c| json!({"amount": c.amount, "currency": c.currency})),
-        "createdAt": timestamp(run.created_at),
-        "startedAt": run.started_at.map(timestamp),
-        "endedAt": run.ended_at.map(timestamp),
-        "durationMs": match (run.started_at, run.ended_at) {
-            (Some(start), Some(end)) => Some(end - start),
-            _ => None,
-        },
-    })
+    crate::views::json(&AcpRun::from(crate::views::RunView::from(run)))
 }
 
 #[cfg(test)]

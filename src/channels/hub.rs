@@ -207,13 +207,13 @@ impl Hub {
     }
 
     /// The account as `GET /v1/channels` shows it.
-    pub async fn view(&self) -> serde_json::Value {
+    pub async fn view(&self) -> crate::views::ChannelView {
         let adapter = &self.adapter;
         let outbox = match self.store.intent_counts().await {
             Ok(counts) => counts
                 .into_iter()
                 .filter(|(channel, _, _)| channel == adapter.channel())
-                .map(|(_, status, n)| (status.as_str(), n))
+                .map(|(_, status, n)| (status.as_str().to_owned(), n))
                 .collect(),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot count the outbox");
@@ -221,15 +221,15 @@ impl Hub {
             }
         };
         let status = self.health.status();
-        crate::views::channel(&crate::views::ChannelView {
-            name: adapter.channel(),
-            account: adapter.account(),
-            kind: Some(adapter.kind()),
+        crate::views::ChannelView {
+            name: adapter.channel().to_owned(),
+            account: adapter.account().to_owned(),
+            kind: Some(adapter.kind().to_owned()),
             serving: Some(self.serving()),
             capabilities: Some(adapter.capabilities().view()),
-            status: &status,
+            status,
             outbox,
-        })
+        }
     }
 
     fn write_status(&self, status: &Status) {

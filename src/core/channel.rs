@@ -159,10 +159,10 @@ impl Unit {
 
 /// What is known of a channel account's connection to its platform
 /// (`channels::health`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AccountStatus {
     /// The platform answers (a connection up, the last poll answered);
-    /// `None` before the first answer.
+    /// null before the first answer.
     #[serde(default)]
     pub connected: Option<bool>,
     /// When `connected` last changed (milliseconds since the epoch).

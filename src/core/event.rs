@@ -39,7 +39,7 @@ fn allowed() -> Verdict {
 }
 
 /// The life of a run: `queued → running ⇄ waiting → completed | cancelled | failed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     Queued,
@@ -100,7 +100,7 @@ impl RunState {
 }
 
 /// Why a run ended, in the vocabulary editors understand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model finished its turn.

@@ -81,7 +81,7 @@ impl ScopeKeys {
 }
 
 /// Where an item came from.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemorySource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,
@@ -95,7 +95,7 @@ pub struct MemorySource {
 }
 
 /// One remembered item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryItem {
     /// `mem_…`.
     pub id: String,

@@ -28,7 +28,7 @@ pub struct ModelRequest {
     pub reasoning_effort: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,

@@ -211,40 +211,60 @@ impl Default for RuntimeConfig {
 }
 
 /// What the next model turn of a session would be sent (`Runtime::context`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct ContextView {
     pub provider: String,
     pub model: String,
-    /// The model's context window, in tokens.
+    /// The model's context window, in tokens
     pub window: usize,
-    /// Where the window comes from: `configured`, `asked from SERVER (…)`
-    /// or `assumed` (`models::WindowOrigin`).
+    /// Where the window comes from: `configured` (a `[models]` entry or
+    /// `context_window`), `asked from SERVER (FIELD)` (the model's server
+    /// stated it) or `assumed` (`models::WindowOrigin`)
     pub window_from: String,
+    /// The system prompt
     pub system: String,
     pub system_tokens: usize,
     pub tools: Vec<super::provider::ToolSpec>,
     pub tool_tokens: usize,
-    /// The conversation from its last compaction point on, fitted.
+    /// The conversation from its last compaction point on, fitted into the
+    /// window, as the history keeps it
+    #[schemars(schema_with = "crate::views::message_schema")]
     pub messages: Vec<Message>,
-    /// The estimate for each message, in order.
+    /// The estimate for each message, in order
     pub message_tokens: Vec<usize>,
-    /// Tool outputs shortened and oldest messages dropped to fit the window.
+    /// Tool outputs shortened to fit
     pub shortened: usize,
+    /// Oldest messages dropped to fit
     pub dropped: usize,
-    /// How tokens were counted: the tokenizer (`o200k_base`,
-    /// `cl100k_base`) or `bytes` (four per token), times `calibration`.
+    /// How tokens were counted: the model family's tokenizer, or four
+    /// bytes per token; times `calibration`
+    #[schemars(with = "CountedBy")]
     pub counted_by: &'static str,
-    /// Reported ÷ estimated for this provider and model so far (1 before
-    /// a turn was reported; `core::tokens`).
+    /// Reported input tokens divided by the estimate, for this provider and
+    /// model so far (1 before a report); it scales every count
+    /// (`core::tokens`)
+    #[schemars(range(min = 0.5, max = 2.5))]
     pub calibration: f64,
-    /// Skills the catalogue offers the model (`core::skills`).
+    /// Skills the catalogue in the system prompt offers the model
+    /// (docs/skills.md)
     pub skills: usize,
-    /// Those of them listed by name only, to keep the catalogue within its
-    /// budget (the least recently used first), by name.
+    /// Those of them listed by name only to keep the catalogue within its
+    /// token budget, the least recently used first shortened
     pub skills_shortened: Vec<String>,
-    /// Skills left out of the catalogue (and of the `skill` tool) because
-    /// even their names would not fit its budget, by name.
+    /// Skills left out of the catalogue and of the skill tool because even
+    /// their names would not fit its budget, the least recently used first
+    /// (a person's /NAME still activates them)
     pub skills_omitted: Vec<String>,
+}
+
+/// The tokenizers a context's tokens are counted with.
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code, reason = "only its schema is used")]
+enum CountedBy {
+    O200kBase,
+    Cl100kBase,
+    Bytes,
 }
 
 /// What a face needs to create a session.

@@ -47,7 +47,7 @@ pub enum ScheduleError {
 }
 
 /// When a schedule fires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum When {
     /// A five-field cron expression (minute hour day-of-month month
@@ -58,7 +58,7 @@ pub enum When {
 }
 
 /// Where a schedule's runs go.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Place {
     /// Each run continues this session.
@@ -68,7 +68,7 @@ pub enum Place {
 }
 
 /// Where a run's reply is sent: a chat channel and a chat in it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Delivery {
     pub channel: String,
     /// `CHAT` or `CHAT/THREAD` in the platform's ids.
@@ -93,7 +93,7 @@ impl std::fmt::Display for Delivery {
 }
 
 /// A schedule as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Schedule {
     pub id: String,
     pub when: When,
@@ -360,7 +360,7 @@ impl Missed {
 }
 
 /// How far a fire got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FireState {
     /// Recorded by the process that runs it; its run not started yet.
@@ -394,7 +394,8 @@ impl FireState {
 }
 
 /// One occurrence of a schedule, fired (or skipped).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "ScheduleFire")]
 pub struct Fire {
     pub schedule_id: String,
     pub occurrence: Millis,

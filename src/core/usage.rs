@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Token counts reported by a provider for one model turn.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -29,7 +31,7 @@ impl Usage {
 }
 
 /// An amount of money (or credits), as ACP's `Cost` has it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cost {
     pub amount: f64,
     pub currency: String,

@@ -6,20 +6,25 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::error::ApiError;
 use crate::core::approval::ApprovalDecision;
-use crate::core::event::{Event, EventRecord};
+use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionCursor;
+use crate::core::memory::MemoryItem;
 use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
 use crate::core::question::{MAX_ANSWER_CHARS, QuestionAnswer, QuestionOutcome};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunInfo;
 use crate::core::runtime::{NewSession, Runtime};
 use crate::core::session::{ContentPart, Mode, Origin, PromptSettings};
-use crate::views;
+use crate::views::{
+    Answered, ApprovalList, ApprovalView, ContextView, MemoryList, QuestionList, QuestionView,
+    Replied, RunList, RunView, SessionDeleted, SessionList, SessionView, SkillDetails, SkillList,
+    SteerRefusal, Steered, TapeView, VerifyView,
+};
 
 /// The longest memory search query, in characters.
 const MAX_QUERY_CHARS: usize = 2000;
@@ -45,18 +50,23 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
-    /// The directory the agent works in: absolute and existing.
+    /// Absolute path of an existing directory; one that does not exist (or
+    /// is no directory) is 404
+    #[schemars(length(min = 1), regex(pattern = "^/"))]
     pub workspace: PathBuf,
-    /// `read_only`, `supervised` or `full`; default from the configuration.
+    /// Default (or null): the configuration's
+    #[schemars(with = "Option<Mode>")]
     pub mode: Option<String>,
-    /// `provider/model` or a model name; default from the configuration.
+    /// `provider/model` or a model name; one no provider has is 404; default
+    /// (or null): the configuration's
     pub model: Option<String>,
-    /// Replaces the configured or built-in system prompt for this session.
+    /// This session's system prompt, replacing the configured or built-in
+    /// one (docs/prompt.md)
     pub system_prompt: Option<String>,
-    /// Appended after the configured instructions for this session.
+    /// Instructions for this session, appended after the configured ones
     pub instructions: Option<String>,
 }
 
@@ -77,10 +87,12 @@ pub struct Prompt {
     pub content: Option<Vec<ContentPart>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A person's answer to an approval.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Answer {
-    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`.
+    /// `allow_once`, `allow_always`, `reject_once` or `reject_always`
+    #[schemars(with = "crate::views::PersonDecision")]
     pub decision: String,
 }
 
@@ -139,11 +151,13 @@ pub struct Api {
     pub skills: SkillsAccess,
 }
 
-/// The skills port and the trust table, for `/v1/skills`.
+/// The store's ports the routes read beyond the runtime: the skills and
+/// the trust table (`/v1/skills`), the receipt chain (`/v1/verify`).
 #[derive(Clone)]
 pub struct SkillsAccess {
     pub skills: Arc<dyn crate::core::skills::Skills>,
     pub journal: Arc<dyn crate::core::journal::Journal>,
+    pub audit: Arc<dyn crate::core::journal::Audit>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -155,18 +169,27 @@ pub struct ListSkills {
 }
 
 impl Api {
+    /// `GET /v1/verify`: the receipt chain walked and cross-checked against
+    /// the tapes, as `pincer verify --json` shows it.
+    pub async fn verify(&self) -> Result<VerifyView, ApiError> {
+        let audit = crate::core::receipt::audit_chain(self.skills.audit.as_ref())
+            .await
+            .map_err(|err| ApiError::unavailable(format!("the receipts cannot be read: {err}")))?;
+        Ok(VerifyView::from(&audit))
+    }
+
     /// `GET /v1/skills`: the shape of `pincer skills list --json`.
-    pub async fn list_skills(&self, query: ListSkills) -> Result<Value, ApiError> {
-        Ok(self.skill_listing(query).await?.to_json())
+    pub async fn list_skills(&self, query: ListSkills) -> Result<SkillList, ApiError> {
+        Ok(self.skill_listing(query).await?.view())
     }
 
     /// `GET /v1/skills/{name}`: the shape of `pincer skills show --json`.
-    pub async fn skill(&self, name: &str, query: ListSkills) -> Result<Value, ApiError> {
+    pub async fn skill(&self, name: &str, query: ListSkills) -> Result<SkillDetails, ApiError> {
         let listing = self.skill_listing(query).await?;
         let entry = listing
             .get(name)
             .ok_or_else(|| ApiError::not_found(format!("no skill `{}`", quote(name))))?;
-        entry.details_json().map_err(ApiError::internal)
+        entry.details().map_err(ApiError::internal)
     }
 
     async fn skill_listing(&self, query: ListSkills) -> Result<crate::skills::Listing, ApiError> {
@@ -200,7 +223,7 @@ impl Api {
 }
 
 impl Api {
-    pub async fn create_session(&self, request: CreateSession) -> Result<Value, ApiError> {
+    pub async fn create_session(&self, request: CreateSession) -> Result<SessionView, ApiError> {
         let mode = match request.mode.as_deref() {
             None => None,
             Some(raw) => Some(Mode::parse(raw).ok_or_else(|| {
@@ -252,10 +275,10 @@ impl Api {
         if let Some(model) = &request.model {
             session = self.runtime.set_model(&session.id, model).await?;
         }
-        Ok(views::session(&session))
+        Ok(SessionView::from(&session))
     }
 
-    pub async fn list_sessions(&self, request: ListSessions) -> Result<Value, ApiError> {
+    pub async fn list_sessions(&self, request: ListSessions) -> Result<SessionList, ApiError> {
         let limit = request.limit.unwrap_or(DEFAULT_PAGE);
         if limit == 0 || limit > MAX_PAGE {
             return Err(ApiError::bad_request(format!(
@@ -276,29 +299,32 @@ impl Api {
             .sessions_page(request.workspace, after, limit)
             .await?;
         let next = next.map(|cursor| cursor.to_string());
-        Ok(json!({
-            "sessions": sessions.iter().map(views::session).collect::<Vec<_>>(),
-            "next_cursor": next,
-        }))
+        Ok(SessionList {
+            sessions: sessions.iter().map(SessionView::from).collect(),
+            next_cursor: next,
+        })
     }
 
-    pub async fn session(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn session(&self, id: &str) -> Result<SessionView, ApiError> {
         let session = self.runtime.session(&session_id(id)?).await?;
-        Ok(views::session(&session))
+        Ok(SessionView::from(&session))
     }
 
     /// Deletes a session: its conversation and tapes go; its runs'
     /// summaries and receipts stay.
-    pub async fn delete_session(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn delete_session(&self, id: &str) -> Result<SessionDeleted, ApiError> {
         let id = session_id(id)?;
         self.runtime.delete_session(&id).await?;
-        Ok(json!({ "session_id": id.as_str(), "deleted": true }))
+        Ok(SessionDeleted {
+            session_id: id.as_str().to_owned(),
+            deleted: true,
+        })
     }
 
     /// Steers the session's working prompt with a message: taken in at the
     /// run's next turn boundary (`injected`, with the run), or handed back
     /// when no prompt works (`promptRequired`).
-    pub async fn steer(&self, id: &str, request: Prompt) -> Result<Value, ApiError> {
+    pub async fn steer(&self, id: &str, request: Prompt) -> Result<Steered, ApiError> {
         let content = prompt_content(request)?;
         let id = session_id(id)?;
         self.runtime.session(&id).await?;
@@ -313,26 +339,30 @@ impl Api {
             None => self.runtime.steer_elsewhere(&id, content).await?,
         };
         Ok(match run {
-            Some(run) => json!({"outcome": "injected", "run_id": run.as_str()}),
-            None => json!({"outcome": "promptRequired", "reason": "noRunningTurn"}),
+            Some(run) => Steered::Injected {
+                run_id: run.as_str().to_owned(),
+            },
+            None => Steered::PromptRequired {
+                reason: SteerRefusal::NoRunningTurn,
+            },
         })
     }
 
     /// Queues a prompt (opening the session if it is not live) and returns its
     /// run: as queued, or as it ended when `wait` is set.
-    pub async fn prompt(&self, id: &str, request: Prompt, wait: bool) -> Result<Value, ApiError> {
+    pub async fn prompt(&self, id: &str, request: Prompt, wait: bool) -> Result<RunView, ApiError> {
         let content = prompt_content(request)?;
         let id = session_id(id)?;
         self.runtime.open_session(&id).await?;
         let ticket = self.runtime.prompt(&id, content).await?;
         if !wait {
             let run = self.runtime.run(&ticket.run_id).await?;
-            return Ok(views::run(&run));
+            return Ok(RunView::from(&run));
         }
         // A dropped sender means the runtime shut down; the run is recorded either way.
         let _ = ticket.done.await;
         let run = self.runtime.run(&ticket.run_id).await?;
-        let mut body = views::run(&run);
+        let mut body = RunView::from(&run);
         // What the model answered, as a person reading the response expects.
         let reply: String = self
             .runtime
@@ -346,32 +376,26 @@ impl Api {
                 Some(text.as_str())
             })
             .collect();
-        if let Some(object) = body.as_object_mut() {
-            object.insert("reply".to_owned(), Value::String(reply));
-        }
+        body.reply = Some(reply);
         Ok(body)
     }
 
-    pub async fn runs(&self, session: &str) -> Result<Value, ApiError> {
+    pub async fn runs(&self, session: &str) -> Result<RunList, ApiError> {
         let runs = self.runtime.runs(&session_id(session)?).await?;
-        Ok(json!({ "runs": runs.iter().map(views::run).collect::<Vec<_>>() }))
+        Ok(RunList {
+            runs: runs.iter().map(RunView::from).collect(),
+        })
     }
 
     /// What the session's next model turn would be sent (`Runtime::context`).
-    pub async fn context(&self, session: &str) -> Result<Value, ApiError> {
+    pub async fn context(&self, session: &str) -> Result<ContextView, ApiError> {
         let id = session_id(session)?;
         let view = self.runtime.context(&id).await?;
-        let total =
-            view.system_tokens + view.tool_tokens + view.message_tokens.iter().sum::<usize>();
-        let mut value = serde_json::to_value(view)
-            .map_err(|err| ApiError::internal(format!("cannot encode the context: {err}")))?;
-        value["session_id"] = json!(id.as_str());
-        value["total_tokens"] = json!(total);
-        Ok(value)
+        Ok(ContextView::new(id.as_str(), view))
     }
 
-    pub async fn run(&self, id: &str) -> Result<Value, ApiError> {
-        Ok(views::run(&self.run_info(id).await?))
+    pub async fn run(&self, id: &str) -> Result<RunView, ApiError> {
+        Ok(RunView::from(&self.run_info(id).await?))
     }
 
     pub async fn run_info(&self, id: &str) -> Result<RunInfo, ApiError> {
@@ -379,7 +403,7 @@ impl Api {
     }
 
     /// Cancels a queued or running run and waits until its end is recorded.
-    pub async fn cancel(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn cancel(&self, id: &str) -> Result<RunView, ApiError> {
         let run = self.run_info(id).await?;
         if run.state.is_terminal() {
             return Err(ApiError::conflict(format!(
@@ -405,7 +429,7 @@ impl Api {
             }
             let now = self.run_info(id).await?;
             if now.state.is_terminal() {
-                return Ok(views::run(&now));
+                return Ok(RunView::from(&now));
             }
             return Err(ApiError::conflict(format!(
                 "run {} is not running in this process",
@@ -422,7 +446,7 @@ impl Api {
         self.run(id).await
     }
 
-    pub async fn tape(&self, id: &str, from_seq: u64) -> Result<Value, ApiError> {
+    pub async fn tape(&self, id: &str, from_seq: u64) -> Result<TapeView, ApiError> {
         if from_seq > i64::MAX as u64 {
             return Err(ApiError::bad_request(format!(
                 "`from_seq`: must be at most {}, got {from_seq}",
@@ -430,11 +454,11 @@ impl Api {
             )));
         }
         let events = self.runtime.tape(&run_id(id)?, from_seq).await?;
-        Ok(json!({ "events": events }))
+        Ok(TapeView { events })
     }
 
     /// Approvals waiting for an answer, of one session or of all.
-    pub async fn approvals(&self, session: Option<&str>) -> Result<Value, ApiError> {
+    pub async fn approvals(&self, session: Option<&str>) -> Result<ApprovalList, ApiError> {
         let session = match session {
             Some(id) => {
                 let id = session_id(id)?;
@@ -444,11 +468,11 @@ impl Api {
             None => None,
         };
         let pending = self.runtime.approvals_everywhere(session.as_ref()).await;
-        Ok(json!({ "approvals": pending }))
+        Ok(ApprovalList::of(pending))
     }
 
     /// Answers a waiting approval; the first answer from any face wins.
-    pub async fn answer(&self, approval_id: &str, request: Answer) -> Result<Value, ApiError> {
+    pub async fn answer(&self, approval_id: &str, request: Answer) -> Result<Answered, ApiError> {
         let decision = ApprovalDecision::parse(&request.decision)
             .filter(|d| ApprovalDecision::OPTIONS.contains(d))
             .ok_or_else(|| {
@@ -462,7 +486,8 @@ impl Api {
             .approvals_everywhere(None)
             .await
             .into_iter()
-            .find(|record| approval_of(record) == Some(approval_id))
+            .filter_map(ApprovalView::of)
+            .find(|approval| approval.approval_id() == approval_id)
             .ok_or_else(|| {
                 ApiError::not_found(format!(
                     "approval {} is not waiting for an answer",
@@ -471,7 +496,12 @@ impl Api {
             })?;
         if !self
             .runtime
-            .answer_approval_of(&request.session_id, &request.run_id, approval_id, decision)
+            .answer_approval_of(
+                &request.record().session_id,
+                &request.record().run_id,
+                approval_id,
+                decision,
+            )
             .await?
         {
             return Err(ApiError::conflict(format!(
@@ -479,13 +509,16 @@ impl Api {
                 quote(approval_id)
             )));
         }
-        Ok(json!({ "approval": request, "decision": decision.as_str() }))
+        Ok(Answered {
+            approval: request,
+            decision,
+        })
     }
 }
 
 impl Api {
     /// Questions waiting for an answer, of one session or of all.
-    pub async fn questions(&self, session: Option<&str>) -> Result<Value, ApiError> {
+    pub async fn questions(&self, session: Option<&str>) -> Result<QuestionList, ApiError> {
         let session = match session {
             Some(id) => {
                 let id = session_id(id)?;
@@ -495,11 +528,11 @@ impl Api {
             None => None,
         };
         let pending = self.runtime.questions_everywhere(session.as_ref()).await;
-        Ok(json!({ "questions": pending }))
+        Ok(QuestionList::of(pending))
     }
 
     /// Answers a waiting question; the first answer from any face wins.
-    pub async fn reply(&self, question_id: &str, reply: Reply) -> Result<Value, ApiError> {
+    pub async fn reply(&self, question_id: &str, reply: Reply) -> Result<Replied, ApiError> {
         match (&reply.answer, reply.decline) {
             (Some(_), true) => {
                 return Err(ApiError::bad_request(
@@ -523,14 +556,15 @@ impl Api {
             .questions_everywhere(None)
             .await
             .into_iter()
-            .find(|record| matches!(&record.event, Event::QuestionAsked { question_id: id, .. } if id == question_id))
+            .filter_map(QuestionView::of)
+            .find(|question| question.question_id() == question_id)
             .ok_or_else(|| {
                 ApiError::not_found(format!(
                     "question {} is not waiting for an answer",
                     quote(question_id)
                 ))
             })?;
-        let Some((_, asked)) = request.event.question() else {
+        let Some((_, asked)) = request.record().event.question() else {
             return Err(ApiError::not_found("not a question"));
         };
         let answer = match reply.answer {
@@ -540,8 +574,8 @@ impl Api {
         if !self
             .runtime
             .answer_question_of(
-                &request.session_id,
-                &request.run_id,
+                &request.record().session_id,
+                &request.record().run_id,
                 question_id,
                 answer.clone(),
             )
@@ -552,7 +586,11 @@ impl Api {
                 quote(question_id)
             )));
         }
-        Ok(json!({ "question": request, "outcome": answer.outcome, "answer": answer.answer }))
+        Ok(Replied {
+            question: request,
+            outcome: answer.outcome,
+            answer: answer.answer,
+        })
     }
 }
 
@@ -588,13 +626,6 @@ fn prompt_content(request: Prompt) -> Result<Vec<ContentPart>, ApiError> {
         return Err(ApiError::bad_request("`prompt`: must not be empty"));
     }
     Ok(content)
-}
-
-fn approval_of(record: &Arc<EventRecord>) -> Option<&str> {
-    let Event::ApprovalRequested { approval_id, .. } = &record.event else {
-        return None;
-    };
-    Some(approval_id)
 }
 
 /// A session id from the outside; only its shape is checked here.
@@ -692,7 +723,7 @@ impl Api {
         Ok(keys)
     }
 
-    pub async fn list_memory(&self, request: ListMemory) -> Result<Value, ApiError> {
+    pub async fn list_memory(&self, request: ListMemory) -> Result<MemoryList, ApiError> {
         let keeper = self.keeper()?;
         let limit = request.limit.unwrap_or(DEFAULT_PAGE);
         if limit == 0 || limit > MAX_PAGE {
@@ -714,10 +745,10 @@ impl Api {
             .find(keys.as_ref(), request.q.as_deref(), limit)
             .await
             .map_err(memory_error)?;
-        Ok(json!({ "items": items }))
+        Ok(MemoryList { items })
     }
 
-    pub async fn add_memory(&self, request: NewMemory) -> Result<Value, ApiError> {
+    pub async fn add_memory(&self, request: NewMemory) -> Result<MemoryItem, ApiError> {
         let keeper = self.keeper()?;
         let scope = match request.scope.as_deref() {
             None => Scope::Workspace,
@@ -763,19 +794,19 @@ impl Api {
             )
             .await
             .map_err(memory_error)?;
-        to_json(&item)
+        Ok(item)
     }
 
-    pub async fn memory_item(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn memory_item(&self, id: &str) -> Result<MemoryItem, ApiError> {
         let item = self
             .keeper()?
             .get(memory_id(id)?, None)
             .await
             .map_err(memory_error)?;
-        to_json(&item)
+        Ok(item)
     }
 
-    pub async fn edit_memory(&self, id: &str, patch: MemoryPatch) -> Result<Value, ApiError> {
+    pub async fn edit_memory(&self, id: &str, patch: MemoryPatch) -> Result<MemoryItem, ApiError> {
         let item = self
             .keeper()?
             .edit(
@@ -789,20 +820,15 @@ impl Api {
             )
             .await
             .map_err(memory_error)?;
-        to_json(&item)
+        Ok(item)
     }
 
-    pub async fn forget_memory(&self, id: &str) -> Result<Value, ApiError> {
+    pub async fn forget_memory(&self, id: &str) -> Result<MemoryItem, ApiError> {
         let item = self
             .keeper()?
             .forget(memory_id(id)?, None)
             .await
             .map_err(memory_error)?;
-        to_json(&item)
+        Ok(item)
     }
-}
-
-fn to_json(value: &impl serde::Serialize) -> Result<Value, ApiError> {
-    serde_json::to_value(value)
-        .map_err(|err| ApiError::internal(format!("cannot encode the answer: {err}")))
 }

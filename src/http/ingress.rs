@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::ApiError;
 use super::routes::JsonBody;
+use crate::core::channel::SendIntent;
+use crate::views::ChannelList;
 
 /// The paths under which channels receive.
 pub const PREFIX: &str = "/channels/";
@@ -42,10 +44,10 @@ pub trait ChannelIngress: Send + Sync {
         &self,
         name: String,
         message: SendMessage,
-    ) -> BoxFuture<'static, Result<Value, Refusal>>;
+    ) -> BoxFuture<'static, Result<SendIntent, Refusal>>;
 
-    /// Every channel this process runs: `{"channels": [CHANNEL]}`.
-    fn list(&self) -> BoxFuture<'static, Value>;
+    /// Every channel this process runs.
+    fn list(&self) -> BoxFuture<'static, ChannelList>;
 }
 
 /// `GET /v1/channels`: the channels this process runs, their health and
@@ -53,7 +55,10 @@ pub trait ChannelIngress: Send + Sync {
 pub async fn list(State(state): State<AppState>) -> Response {
     match state.shared.ports.channels.clone() {
         Some(channels) => axum::Json(channels.list().await).into_response(),
-        None => axum::Json(json!({"channels": []})).into_response(),
+        None => axum::Json(ChannelList {
+            channels: Vec::new(),
+        })
+        .into_response(),
     }
 }
 
@@ -61,15 +66,21 @@ pub async fn list(State(state): State<AppState>) -> Response {
 pub type Refusal = (u16, String);
 
 /// `POST /v1/channels/{name}/messages`.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
-    /// The chat: `CHAT` or `CHAT/THREAD` in the platform's ids.
+    /// The chat: CHAT or CHAT/THREAD in the platform's ids
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
     pub to: String,
-    /// The message, in Markdown.
+    /// The message, in Markdown (at most 16,384 characters and 64 KiB)
+    #[schemars(length(min = 1, max = 16384), regex(pattern = r"\S"))]
     pub text: String,
-    /// An idempotency key: the same key again sends nothing more.
+    /// An idempotency key: the same key again sends nothing more
     #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = "^[^\u{0}-\u{1f}\u{7f}-\u{9f}]+$")
+    )]
     pub id: Option<String>,
 }
 

@@ -387,6 +387,9 @@ fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
             .await
             .map_err(rpc_error)
     })?;
+    module.register_async_method("receipts.verify", |_, cx, _| async move {
+        cx.api.verify().await.map_err(rpc_error)
+    })?;
     module.register_subscription(
         "runs.subscribe",
         "runs.event",

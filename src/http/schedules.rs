@@ -7,7 +7,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
-use serde_json::Value;
+
+use crate::views::{ScheduleAdded, ScheduleDeleted, ScheduleDetails, ScheduleList};
 
 use super::AppState;
 use super::error::ApiError;
@@ -36,42 +37,53 @@ impl From<Refusal> for ApiError {
 
 /// The schedules in the store.
 pub trait Schedules: Send + Sync {
-    /// `{"schedules": [{"schedule", "next", "last_fire"}]}`, oldest first.
-    fn list(&self) -> BoxFuture<'static, Result<Value, Refusal>>;
-    /// `{"schedule", "next", "last_fire", "fires"}`, the newest `limit` fires.
-    fn show(&self, id: String, limit: usize) -> BoxFuture<'static, Result<Value, Refusal>>;
-    /// Checks and records one: `{"schedule", "next"}`.
-    fn add(&self, request: AddSchedule) -> BoxFuture<'static, Result<Value, Refusal>>;
+    /// Every schedule, oldest first.
+    fn list(&self) -> BoxFuture<'static, Result<ScheduleList, Refusal>>;
+    /// One, with its newest `limit` fires.
+    fn show(
+        &self,
+        id: String,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ScheduleDetails, Refusal>>;
+    /// Checks and records one.
+    fn add(&self, request: AddSchedule) -> BoxFuture<'static, Result<ScheduleAdded, Refusal>>;
     /// Forgets one and its fires.
     fn remove(&self, id: String) -> BoxFuture<'static, Result<(), Refusal>>;
 }
 
-/// `POST /v1/schedules`.
-#[derive(Debug, serde::Deserialize)]
+/// `POST /v1/schedules`: give `cron` or `at`, and `workspace` or
+/// `session_id`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "NewSchedule")]
 pub struct AddSchedule {
-    /// Five cron fields, or `@daily` and friends; or `at`.
+    /// Five fields (minute hour day-of-month month day-of-week) or @hourly,
+    /// @daily, @weekly, @monthly, @yearly
     #[serde(default)]
     pub cron: Option<String>,
-    /// Once: a local time in `tz` or an instant with an offset.
+    /// Once: YYYY-MM-DDTHH:MM in `tz`, or an instant with an offset
     #[serde(default)]
     pub at: Option<String>,
-    /// An IANA zone; default the server's.
+    /// An IANA time zone; default the server's
     #[serde(default)]
     pub tz: Option<String>,
+    /// What to ask at each occurrence
     pub prompt: String,
-    /// Continue this session; or `workspace`.
+    /// Continue this session at each occurrence
     #[serde(default)]
     pub session_id: Option<String>,
-    /// New sessions in this directory (on the server).
+    /// Start a new session in this directory (on the server) at each
+    /// occurrence
     #[serde(default)]
     pub workspace: Option<std::path::PathBuf>,
-    /// `CHANNEL:TARGET`.
+    /// CHANNEL:TARGET: send each reply to this chat
     #[serde(default)]
     pub deliver: Option<String>,
-    /// `1h` by default.
+    /// Run an occurrence missed while no `pincer serve` ran if less than
+    /// this late (`1h` default, `30m`, `0`)
     #[serde(default)]
     pub catch_up: Option<String>,
+    /// The schedule's id (letters, digits, `-`, `_`); default made up
     #[serde(default)]
     pub id: Option<String>,
 }
@@ -145,9 +157,11 @@ pub async fn show(
 pub async fn remove(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     match port(&state) {
         Ok(schedules) => match schedules.remove(id.clone()).await {
-            Ok(()) => {
-                axum::Json(serde_json::json!({"schedule_id": id, "deleted": true})).into_response()
-            }
+            Ok(()) => axum::Json(ScheduleDeleted {
+                schedule_id: id,
+                deleted: true,
+            })
+            .into_response(),
             Err(refusal) => ApiError::from(refusal).into_response(),
         },
         Err(err) => err.into_response(),

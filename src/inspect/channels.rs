@@ -115,17 +115,20 @@ async fn channel_status(flags: &Flags, json: bool) -> Result<u8, Failure> {
             .collect();
         if json {
             let view = crate::views::ChannelView {
-                name: channel,
-                account,
+                name: channel.clone(),
+                account: account.clone(),
                 kind: None,
                 serving: None,
                 // What an adapter declares is known to the process running
                 // it (`GET /v1/channels`), not to the store.
                 capabilities: None,
-                status,
-                outbox,
+                status: status.clone(),
+                outbox: outbox
+                    .iter()
+                    .map(|(status, n)| ((*status).to_owned(), *n))
+                    .collect(),
             };
-            out.push_str(&crate::views::channel(&view).to_string());
+            out.push_str(&crate::views::json(&view).to_string());
             out.push('\n');
         } else {
             out.push_str(&status_line(channel, account, status, &outbox));

@@ -2,7 +2,6 @@
 //! counted.
 
 use anyhow::anyhow;
-use serde_json::json;
 
 use super::print;
 use super::sessions::message_text;
@@ -22,10 +21,8 @@ pub async fn context(flags: &Flags, command: &ContextCommand) -> Result<u8, Fail
     };
     let view = runtime.context(&id).await.map_err(Failure::usage)?;
     let out = if *json {
-        let mut value = serde_json::to_value(&view).map_err(Failure::failed)?;
-        value["session_id"] = json!(id.as_str());
-        value["total_tokens"] = json!(total(&view));
-        format!("{value}\n")
+        let shown = crate::views::ContextView::new(id.as_str(), view);
+        format!("{}\n", crate::views::json(&shown))
     } else {
         text(&id, &view)
     };

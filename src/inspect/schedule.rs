@@ -4,7 +4,6 @@
 use std::io::Read as _;
 
 use anyhow::anyhow;
-use serde_json::json;
 
 use super::print;
 use crate::app::wiring::schedules::{AddError, Where};
@@ -59,14 +58,14 @@ async fn add(flags: &Flags, args: &ScheduleAddArgs) -> Result<u8, Failure> {
             })?;
     let view = wiring::schedules::view(&schedule, None);
     let out = if args.json {
-        format!("{}\n", json!({"schedule": schedule, "next": view["next"]}))
+        let added = crate::views::ScheduleAdded::from(view);
+        format!("{}\n", crate::views::json(&added))
     } else {
         format!(
             "{}  {}  next: {}\n",
             schedule.id,
             schedule.describe_when(),
-            view["next"]
-                .as_i64()
+            view.next
                 .map_or_else(|| "never".to_owned(), |n| local_time(n, &schedule.tz))
         )
     };
@@ -87,7 +86,7 @@ async fn list(flags: &Flags, json: bool) -> Result<u8, Failure> {
             .map_err(Failure::failed)?;
         let view = wiring::schedules::view(schedule, fires.first());
         if json {
-            out.push_str(&view.to_string());
+            out.push_str(&crate::views::json(&view).to_string());
             out.push('\n');
         } else {
             out.push_str(&line(schedule, &view, fires.first()));
@@ -101,9 +100,9 @@ async fn list(flags: &Flags, json: bool) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-fn line(schedule: &Schedule, view: &serde_json::Value, last: Option<&Fire>) -> String {
-    let next = view["next"]
-        .as_i64()
+fn line(schedule: &Schedule, view: &crate::views::ScheduleView, last: Option<&Fire>) -> String {
+    let next = view
+        .next
         .map_or_else(|| "never".to_owned(), |n| local_time(n, &schedule.tz));
     let last = last.map_or_else(
         || "none yet".to_owned(),
@@ -154,9 +153,8 @@ async fn show(flags: &Flags, id: &str, limit: usize, json: bool) -> Result<u8, F
         .map_err(Failure::failed)?;
     let view = wiring::schedules::view(&schedule, fires.first());
     let out = if json {
-        let mut view = view;
-        view["fires"] = serde_json::to_value(&fires).map_err(Failure::failed)?;
-        format!("{view}\n")
+        let details = crate::views::ScheduleDetails { view, fires };
+        format!("{}\n", crate::views::json(&details))
     } else {
         let mut out = line(&schedule, &view, fires.first());
         out.push_str(&format!("  prompt: {}\n", schedule.prompt));

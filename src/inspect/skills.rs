@@ -20,7 +20,7 @@ pub async fn skills(flags: &Flags, command: &SkillsCommand) -> Result<u8, Failur
         SkillsCommand::List { cwd, json } => {
             let listing = listing(flags, cwd.as_deref()).await?;
             let out = if *json {
-                format!("{}\n", listing.to_json())
+                format!("{}\n", crate::views::json(&listing.view()))
             } else {
                 listing.to_text()
             };
@@ -38,8 +38,8 @@ pub async fn skills(flags: &Flags, command: &SkillsCommand) -> Result<u8, Failur
             };
             let out = if *json {
                 entry
-                    .details_json()
-                    .map(|value| format!("{value}\n"))
+                    .details()
+                    .map(|details| format!("{}\n", crate::views::json(&details)))
                     .map_err(|err| Failure::failed(anyhow!(err)))?
             } else {
                 entry

@@ -1,36 +1,20 @@
 //! `pincer verify`: walks the receipt chain page by page and cross-checks it
-//! against the tape (through the `Audit` port).
-
-use serde_json::json;
+//! against the tape (`core::receipt::audit_chain`, over the `Audit` port;
+//! `GET /v1/verify` shows the same verdict).
 
 use super::print;
 use crate::app::{Failure, Flags, exit};
-use crate::core::ids::RunId;
-use crate::core::journal::Audit;
-use crate::core::receipt::{Break, ChainWalk};
-
-/// What the walk found.
-struct Verdict {
-    walk: ChainWalk,
-    /// The first receipt that does not link, if any.
-    broken: Option<Break>,
-    /// Runs with fewer receipts than tool results: (run, results, receipts).
-    missing: Vec<(RunId, u64, u64)>,
-}
-
-impl Verdict {
-    fn ok(&self) -> bool {
-        self.broken.is_none() && self.missing.is_empty()
-    }
-}
+use crate::core::receipt::{ChainAudit, audit_chain};
+use crate::views::VerifyView;
 
 pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
     let store = crate::app::open_store(flags).await?;
-    let verdict = check(&*store).await;
+    let verdict = audit_chain(&*store).await;
     store.shutdown();
-    let verdict = verdict?;
+    let verdict = verdict.map_err(Failure::failed)?;
     if json_output {
-        print(&format!("{}\n", verdict_json(&verdict)))?;
+        let view = VerifyView::from(&verdict);
+        print(&format!("{}\n", crate::views::json(&view)))?;
     } else {
         print(&verdict_text(&verdict))?;
     }
@@ -41,46 +25,7 @@ pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {
     })
 }
 
-async fn check(audit: &dyn Audit) -> Result<Verdict, Failure> {
-    const PAGE: usize = 10_000;
-    let mut walk = ChainWalk::default();
-    let mut broken = None;
-    'pages: loop {
-        let page = audit
-            .receipts(walk.count() + 1, PAGE)
-            .await
-            .map_err(Failure::failed)?;
-        if page.is_empty() {
-            break;
-        }
-        for receipt in &page {
-            if let Err(at) = walk.push(receipt) {
-                broken = Some(at);
-                break 'pages;
-            }
-        }
-    }
-    let missing = audit.missing_receipts().await.map_err(Failure::failed)?;
-    Ok(Verdict {
-        walk,
-        broken,
-        missing,
-    })
-}
-
-fn verdict_json(verdict: &Verdict) -> serde_json::Value {
-    json!({
-        "ok": verdict.ok(),
-        "receipts": verdict.walk.count(),
-        "head": verdict.walk.head(),
-        "broken": verdict.broken.as_ref().map(|b| json!({"seq": b.seq, "problem": b.problem})),
-        "missing": verdict.missing.iter().map(|(run, results, receipts)| json!({
-            "run_id": run.as_str(), "tool_results": results, "receipts": receipts,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn verdict_text(verdict: &Verdict) -> String {
+fn verdict_text(verdict: &ChainAudit) -> String {
     let walk = &verdict.walk;
     let mut out = match &verdict.broken {
         Some(at) => format!(
@@ -106,10 +51,12 @@ fn verdict_text(verdict: &Verdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ids::RunId;
+    use crate::core::receipt::{Break, ChainWalk};
 
     #[test]
     fn a_break_and_missing_receipts_are_each_named() {
-        let verdict = Verdict {
+        let verdict = ChainAudit {
             walk: ChainWalk::default(),
             broken: Some(Break {
                 seq: 3,
@@ -123,7 +70,7 @@ mod tests {
             "BROKEN at receipt 3: hash differs\n0 receipts before it verify\n\
              MISSING: run run_1 has 2 tool results on the tape but 1 receipts\n"
         );
-        let value = verdict_json(&verdict);
+        let value = crate::views::json(&VerifyView::from(&verdict));
         assert_eq!(value["ok"], false);
         assert_eq!(value["broken"]["seq"], 3);
         assert_eq!(value["missing"][0]["tool_results"], 2);
@@ -131,7 +78,7 @@ mod tests {
 
     #[test]
     fn an_empty_chain_is_intact() {
-        let verdict = Verdict {
+        let verdict = ChainAudit {
             walk: ChainWalk::default(),
             broken: None,
             missing: Vec::new(),

@@ -1396,6 +1396,13 @@ async fn the_openapi_document_describes_the_running_server() {
     assert_eq!(response.status(), 101);
     assert!(doc["paths"]["/acp"]["get"]["responses"]["101"].is_object());
     exercised.push(("get".into(), "/acp".into()));
+    let verdict = hit!(
+        "get",
+        "/v1/verify",
+        server.get("/v1/verify"),
+        StatusCode::OK
+    );
+    assert_eq!(verdict["ok"], true, "{verdict}");
     let listed = hit!(
         "get",
         "/v1/channels",
@@ -1587,6 +1594,59 @@ async fn the_openapi_document_describes_the_running_server() {
     exercised.sort();
     exercised.dedup();
     assert_eq!(exercised, documented, "every documented route is exercised");
+}
+
+/// `GET /v1/verify` answers what `pincer verify --json` prints: on a clean
+/// store, the chain intact with a receipt for each tool call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_shows_the_receipt_chain_as_pincer_verify_does() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}}]),
+            json!([{"tool_call": {"id": "w2", "name": "write_file", "arguments": {"path": "b.txt", "content": "y"}}}]),
+            json!([{"text": "done"}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let (status, session) = send(server.post(
+        "/v1/sessions",
+        json!({"workspace": dir.workspace(), "mode": "full"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let sid = session["session_id"].as_str().unwrap();
+    let (status, run) = send(server.post(
+        &format!("/v1/sessions/{sid}/prompt?wait=true"),
+        json!({"prompt": "write two files"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    assert_eq!(run["state"], "completed", "{run}");
+    let (status, verdict) = send(server.get("/v1/verify")).await;
+    assert_eq!(status, StatusCode::OK, "{verdict}");
+    assert_eq!(verdict["ok"], true, "{verdict}");
+    assert_eq!(verdict["receipts"], 2, "{verdict}");
+    assert_eq!(verdict["broken"], Value::Null, "{verdict}");
+    assert_eq!(verdict["missing"], json!([]), "{verdict}");
+    assert_eq!(verdict["head"].as_str().unwrap().len(), 64, "{verdict}");
+    let (status, call) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "receipts.verify"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{call}");
+    assert_eq!(call["result"], verdict, "{call}");
+    assert!(server.stop().success());
+    let out = dir.command().args(["verify", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, verdict);
 }
 
 /// Reads a stream until it has delivered `runs` run ends, or nothing more

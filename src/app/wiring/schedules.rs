@@ -160,17 +160,20 @@ pub async fn add(
     }
 }
 
-/// A schedule as the faces show it: `{"schedule", "next", "last_fire"}`,
-/// its next occurrence from now (on the schedules' clock) after its latest
-/// timed fire, and that fire.
+/// A schedule as the faces show it: the schedule, its next occurrence from
+/// now (on the schedules' clock) after its latest timed fire, and that fire.
 pub fn view(
     schedule: &crate::core::schedule::Schedule,
     last: Option<&crate::core::schedule::Fire>,
-) -> serde_json::Value {
+) -> crate::views::ScheduleView {
     let after = last
         .filter(|f| !f.manual)
         .map_or(schedule.created_at - 1, |f| f.occurrence)
         .max(clock().now_millis());
     let next = schedule.next_after(after).ok().flatten();
-    serde_json::json!({"schedule": schedule, "next": next, "last_fire": last})
+    crate::views::ScheduleView {
+        schedule: schedule.clone(),
+        next,
+        last_fire: last.cloned(),
+    }
 }

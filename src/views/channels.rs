@@ -1,0 +1,95 @@
+//! Chat channel accounts: their health, what their platforms can do, and
+//! their outboxes (`GET /v1/channels`, `pincer channels status --json`).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::core::channel::AccountStatus;
+
+/// A chat channel account: its health and its outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(rename = "Channel", deny_unknown_fields)]
+pub struct ChannelView {
+    /// The channel's name (`[channels.NAME]`)
+    pub name: String,
+    pub account: String,
+    /// The platform (`telegram`, `irc`); absent where only the store was read
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Whether this process serves the account now (holds its lease);
+    /// absent where only the store was read
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serving: Option<bool>,
+    /// What the adapter declares it can do; absent where only the store
+    /// was read (no adapter at hand)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<CapabilitiesView>,
+    #[serde(flatten)]
+    pub status: AccountStatus,
+    /// Send intents by status
+    pub outbox: BTreeMap<String, u64>,
+}
+
+/// The channels this process runs.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ChannelList {
+    pub channels: Vec<ChannelView>,
+}
+
+/// What the channel's platform can do, as its adapter declares it
+/// (docs/channels.md, "Capabilities"); only from the process running the
+/// adapter (`channels::Capabilities` builds this)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(rename = "ChannelCapabilities", deny_unknown_fields)]
+pub struct CapabilitiesView {
+    /// Longest message text, in `length_unit`
+    #[schemars(range(min = 1))]
+    pub max_len: usize,
+    /// What `max_len` counts: Unicode characters, UTF-16 code units or
+    /// UTF-8 bytes
+    pub length_unit: LengthUnit,
+    /// The markup of rendered replies (`html`); null: plain text
+    pub markup: Option<&'static str>,
+    /// Messages can be edited (live drafts, prompts updated)
+    pub edit: bool,
+    /// Messages can be deleted (a stale live draft)
+    pub delete: bool,
+    /// Inline buttons answer approvals and questions; otherwise a reply of
+    /// y, a or n
+    pub buttons: bool,
+    /// A reaction to an approval prompt answers it
+    pub reactions: bool,
+    /// Threads within a chat (topics, mail threads): a reply goes to its
+    /// message's thread, and CHAT/THREAD names one
+    pub threads: bool,
+    /// Least time between two edits of one message
+    pub edit_interval_ms: u64,
+    /// Without live drafts, a run still working this long says so once;
+    /// null: never
+    pub working_after_ms: Option<u64>,
+    pub idempotent: IdempotenceView,
+}
+
+/// What a message's length is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LengthUnit {
+    Chars,
+    Utf16,
+    Bytes,
+}
+
+/// Per operation: whether a call whose outcome is unknown (a timeout, a
+/// crash mid-call) may be made again without the chat showing it twice;
+/// false for an operation the platform lacks. A send that may not is left
+/// unknown_after_send
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct IdempotenceView {
+    pub send: bool,
+    pub edit: bool,
+    pub delete: bool,
+}
