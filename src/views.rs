@@ -255,11 +255,6 @@ pub enum HealthStatus {
     Ready,
 }
 
-/// The schema of a context's messages (`core::runtime::ContextView`).
-pub fn message_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schema::messages(generator)
-}
-
 /// A session as a JSON value.
 pub fn session(session: &Session) -> serde_json::Value {
     json(&SessionView::from(session))

@@ -362,6 +362,50 @@ pub trait Audit: Send + Sync {
     fn missing_receipts(&self) -> Reply<'_, Vec<(RunId, u64, u64)>>;
 }
 
+/// What walking the whole receipt chain and cross-checking it against the
+/// tapes found (`audit_chain`).
+#[derive(Debug, Clone)]
+pub struct ChainAudit {
+    pub walk: super::receipt::ChainWalk,
+    /// The first receipt that does not link, if any.
+    pub broken: Option<super::receipt::Break>,
+    /// Runs with fewer receipts than tool results: (run, results, receipts).
+    pub missing: Vec<(RunId, u64, u64)>,
+}
+
+impl ChainAudit {
+    /// The chain links throughout and no run lacks a receipt.
+    pub fn ok(&self) -> bool {
+        self.broken.is_none() && self.missing.is_empty()
+    }
+}
+
+/// Walks the stored chain page by page, up to its first break, and
+/// cross-checks it against the tapes (`pincer verify`, `GET /v1/verify`).
+pub async fn audit_chain(audit: &dyn Audit) -> Result<ChainAudit, JournalError> {
+    const PAGE: usize = 10_000;
+    let mut walk = super::receipt::ChainWalk::default();
+    let mut broken = None;
+    'pages: loop {
+        let page = audit.receipts(walk.count() + 1, PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+        for receipt in &page {
+            if let Err(at) = walk.push(receipt) {
+                broken = Some(at);
+                break 'pages;
+            }
+        }
+    }
+    let missing = audit.missing_receipts().await?;
+    Ok(ChainAudit {
+        walk,
+        broken,
+        missing,
+    })
+}
+
 /// What the metrics endpoint counts.
 pub trait Counts: Send + Sync {
     /// How many runs are in each state (states with none are left out).

@@ -228,7 +228,7 @@ pub struct ContextView {
     pub tool_tokens: usize,
     /// The conversation from its last compaction point on, fitted into the
     /// window, as the history keeps it
-    #[schemars(schema_with = "crate::views::message_schema")]
+    #[schemars(schema_with = "message_schema")]
     pub messages: Vec<Message>,
     /// The estimate for each message, in order
     pub message_tokens: Vec<usize>,
@@ -255,6 +255,16 @@ pub struct ContextView {
     /// their names would not fit its budget, the least recently used first
     /// (a person's /NAME still activates them)
     pub skills_omitted: Vec<String>,
+}
+
+/// The schema of a context's messages: objects with a `role`, as the
+/// history keeps them.
+fn message_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "description": "The conversation from its last compaction point on, fitted into the window, as the history keeps it",
+        "items": {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}}}
+    })
 }
 
 /// The tokenizers a context's tokens are counted with.

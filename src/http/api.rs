@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::error::ApiError;
 use crate::core::approval::ApprovalDecision;
+use crate::core::commands::SessionCommand;
 use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::SessionCursor;
@@ -85,6 +86,22 @@ pub struct Prompt {
     pub prompt: Option<String>,
     /// The prompt as content parts (`text`, `resource_link`, `resource`, `image`).
     pub content: Option<Vec<ContentPart>>,
+}
+
+/// A session command to queue as a run of its own.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommand {
+    pub command: CommandName,
+}
+
+/// `compact`: summarize the conversation so far to free the context window;
+/// `undo`: revert the file edits of the last turn that made any
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandName {
+    Compact,
+    Undo,
 }
 
 /// A person's answer to an approval.
@@ -172,7 +189,7 @@ impl Api {
     /// `GET /v1/verify`: the receipt chain walked and cross-checked against
     /// the tapes, as `pincer verify --json` shows it.
     pub async fn verify(&self) -> Result<VerifyView, ApiError> {
-        let audit = crate::core::receipt::audit_chain(self.skills.audit.as_ref())
+        let audit = crate::core::journal::audit_chain(self.skills.audit.as_ref())
             .await
             .map_err(|err| ApiError::unavailable(format!("the receipts cannot be read: {err}")))?;
         Ok(VerifyView::from(&audit))
@@ -378,6 +395,23 @@ impl Api {
             .collect();
         body.reply = Some(reply);
         Ok(body)
+    }
+
+    /// Queues `/compact` or `/undo` as a run of its own, after the runs
+    /// before it, as an editor's or the terminal's slash command does.
+    pub async fn command(&self, id: &str, request: RunCommand) -> Result<RunView, ApiError> {
+        let command = match request.command {
+            CommandName::Compact => SessionCommand::Compact,
+            CommandName::Undo => SessionCommand::Undo,
+        };
+        let id = session_id(id)?;
+        self.runtime.open_session(&id).await?;
+        let ticket = self
+            .runtime
+            .command_as(&id, RunId::generate(), command)
+            .await?;
+        let run = self.runtime.run(&ticket.run_id).await?;
+        Ok(RunView::from(&run))
     }
 
     pub async fn runs(&self, session: &str) -> Result<RunList, ApiError> {

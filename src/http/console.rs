@@ -42,6 +42,33 @@ connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 const SCRIPT: &str = include_str!("console/console.js");
 const STYLE: &str = include_str!("console/console.css");
 
+/// The pages the console's script draws (each served the same shell).
+pub const PAGES: [&str; 6] = [
+    "/ui/sessions",
+    "/ui/sessions/{session_id}",
+    "/ui/approvals",
+    "/ui/runs/{run_id}",
+    "/ui/channels",
+    "/ui/health",
+];
+
+/// (method, path) of every console route, as `routes::paths` gives the API's.
+pub fn paths() -> Vec<(String, &'static str)> {
+    let mut paths: Vec<(String, &'static str)> = [
+        ("get", PREFIX),
+        ("get", "/ui/login"),
+        ("post", "/ui/login"),
+        ("post", "/ui/logout"),
+        ("get", "/ui/assets/console.js"),
+        ("get", "/ui/assets/console.css"),
+    ]
+    .into_iter()
+    .map(|(method, path)| (method.to_owned(), path))
+    .collect();
+    paths.extend(PAGES.iter().map(|page| ("get".to_owned(), *page)));
+    paths
+}
+
 /// Whether a path belongs to the console (which checks its own requests).
 pub fn owns(path: &str) -> bool {
     path == PREFIX || path.starts_with("/ui/")
@@ -49,14 +76,16 @@ pub fn owns(path: &str) -> bool {
 
 /// The console's routes, added to the router when the console is on.
 pub fn router() -> axum::Router<AppState> {
-    axum::Router::new()
+    let router = axum::Router::new()
         .route(PREFIX, get(home))
         .route("/ui/", get(home))
         .route("/ui/login", get(login_page).post(login))
         .route("/ui/logout", post(logout))
         .route("/ui/assets/console.js", get(script))
-        .route("/ui/assets/console.css", get(style))
-        .route("/ui/{*page}", get(page))
+        .route("/ui/assets/console.css", get(style));
+    PAGES
+        .iter()
+        .fold(router, |router, path| router.route(path, get(page)))
         .layer(axum::middleware::from_fn(headers))
 }
 

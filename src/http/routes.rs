@@ -67,6 +67,11 @@ pub fn table() -> Vec<Route> {
             post(prompt),
         ),
         route(Method::POST, "/v1/sessions/{session_id}/steer", post(steer)),
+        route(
+            Method::POST,
+            "/v1/sessions/{session_id}/commands",
+            post(command),
+        ),
         route(Method::GET, "/v1/sessions/{session_id}/runs", get(runs)),
         route(
             Method::GET,
@@ -319,6 +324,17 @@ async fn steer(
     JsonBody(request): JsonBody<Prompt>,
 ) -> Result<axum::Json<impl serde::Serialize>, ApiError> {
     Ok(axum::Json(state.shared.api.steer(&id, request).await?))
+}
+
+async fn command(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<api::RunCommand>,
+) -> Result<(StatusCode, axum::Json<impl serde::Serialize>), ApiError> {
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(state.shared.api.command(&id, request).await?),
+    ))
 }
 
 async fn runs(

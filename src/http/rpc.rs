@@ -254,6 +254,13 @@ struct PromptParams {
     wait: bool,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandParams {
+    session_id: String,
+    command: super::api::CommandName,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ApprovalsParams {
@@ -318,6 +325,16 @@ fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
         };
         cx.api
             .prompt(&request.session_id, prompt, request.wait)
+            .await
+            .map_err(rpc_error)
+    })?;
+    module.register_async_method("sessions.command", |p, cx, _| async move {
+        let request: CommandParams = params(&p)?;
+        let command = super::api::RunCommand {
+            command: request.command,
+        };
+        cx.api
+            .command(&request.session_id, command)
             .await
             .map_err(rpc_error)
     })?;

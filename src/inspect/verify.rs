@@ -1,10 +1,10 @@
 //! `pincer verify`: walks the receipt chain page by page and cross-checks it
-//! against the tape (`core::receipt::audit_chain`, over the `Audit` port;
+//! against the tape (`core::journal::audit_chain`, over the `Audit` port;
 //! `GET /v1/verify` shows the same verdict).
 
 use super::print;
 use crate::app::{Failure, Flags, exit};
-use crate::core::receipt::{ChainAudit, audit_chain};
+use crate::core::journal::{ChainAudit, audit_chain};
 use crate::views::VerifyView;
 
 pub async fn verify(flags: &Flags, json_output: bool) -> Result<u8, Failure> {

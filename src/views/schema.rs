@@ -120,15 +120,6 @@ impl JsonSchema for PersonOutcome {
     }
 }
 
-/// The messages of a context: each as the history keeps it.
-pub fn messages(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "array",
-        "description": "The conversation from its last compaction point on, fitted into the window, as the history keeps it",
-        "items": {"type": "object", "required": ["role"], "properties": {"role": {"type": "string"}}}
-    })
-}
-
 impl JsonSchema for SendIntent {
     fn schema_name() -> Cow<'static, str> {
         "SendIntent".into()

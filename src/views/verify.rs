@@ -38,8 +38,8 @@ pub struct MissingReceipts {
     pub receipts: u64,
 }
 
-impl From<&crate::core::receipt::ChainAudit> for VerifyView {
-    fn from(audit: &crate::core::receipt::ChainAudit) -> Self {
+impl From<&crate::core::journal::ChainAudit> for VerifyView {
+    fn from(audit: &crate::core::journal::ChainAudit) -> Self {
         VerifyView {
             ok: audit.ok(),
             receipts: audit.walk.count(),

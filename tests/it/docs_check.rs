@@ -524,6 +524,7 @@ impl Routes {
         Self {
             table: pincer::http::routes::paths()
                 .into_iter()
+                .chain(pincer::http::console::paths())
                 .map(|(method, path)| (method.to_ascii_uppercase(), path))
                 .collect(),
         }

@@ -1301,6 +1301,25 @@ async fn the_openapi_document_describes_the_running_server() {
         server.post(&format!("/v1/sessions/{sid}/steer"), json!({})),
         StatusCode::BAD_REQUEST
     );
+    // `/undo` with no edit to revert: queued as a run of its own all the same.
+    hit!(
+        "post",
+        "/v1/sessions/{session_id}/commands",
+        server.post(
+            &format!("/v1/sessions/{sid}/commands"),
+            json!({"command": "undo"})
+        ),
+        StatusCode::ACCEPTED
+    );
+    hit!(
+        "post",
+        "/v1/sessions/{session_id}/commands",
+        server.post(
+            &format!("/v1/sessions/{sid}/commands"),
+            json!({"command": "rm -rf"})
+        ),
+        StatusCode::BAD_REQUEST
+    );
     // A well-formed image for a model that takes none (a model script
     // takes none unless told): content the model cannot take, not a bad
     // request.
@@ -2895,4 +2914,100 @@ async fn the_cli_and_the_http_face_show_a_session_and_a_run_alike() {
     reply.as_object_mut().unwrap().remove("reply");
     assert_eq!(reply, got);
     server.stop();
+}
+
+/// `/compact` and `/undo` over HTTP (what the web console's buttons send):
+/// each a run of its own, doing what it does in an editor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_commands_compact_and_undo_run_as_runs_of_their_own() {
+    let dir = TestDir::new();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "made\n"}}}]),
+            json!([{"text": "wrote it"}]),
+            json!([{"text": "The person asked for a file; it was written and then undone."}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let (status, session) = send(server.post(
+        "/v1/sessions",
+        json!({"workspace": dir.workspace(), "mode": "full"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let sid = session["session_id"].as_str().unwrap().to_owned();
+    let (status, run) = send(server.post(
+        &format!("/v1/sessions/{sid}/prompt?wait=true"),
+        json!({"prompt": "write a.txt"}),
+    ))
+    .await;
+    assert_eq!(
+        (status, run["state"].as_str()),
+        (StatusCode::OK, Some("completed")),
+        "{run}"
+    );
+    assert!(dir.workspace().join("a.txt").exists());
+    let ended = |run: Value| {
+        let server = &server;
+        async move {
+            let id = run["run_id"].as_str().unwrap().to_owned();
+            let deadline = std::time::Instant::now() + TIMEOUT;
+            loop {
+                let (_, now) = send(server.get(&format!("/v1/runs/{id}"))).await;
+                if matches!(
+                    now["state"].as_str(),
+                    Some("completed" | "failed" | "cancelled")
+                ) {
+                    let (_, tape) = send(server.get(&format!("/v1/runs/{id}/tape"))).await;
+                    return (now, tape["events"].as_array().unwrap().clone());
+                }
+                assert!(std::time::Instant::now() < deadline, "{now}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let (status, undo) = send(server.post(
+        &format!("/v1/sessions/{sid}/commands"),
+        json!({"command": "undo"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{undo}");
+    let (undone, tape) = ended(undo).await;
+    assert_eq!(undone["state"], "completed", "{undone}");
+    assert_eq!(tape[1]["type"], "user_message");
+    assert_eq!(tape[1]["content"][0]["text"], "/undo");
+    assert!(
+        !dir.workspace().join("a.txt").exists(),
+        "undo left the file"
+    );
+
+    let (status, compact) = send(server.post(
+        &format!("/v1/sessions/{sid}/commands"),
+        json!({"command": "compact"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{compact}");
+    let (compacted, tape) = ended(compact).await;
+    assert_eq!(compacted["state"], "completed", "{compacted}");
+    assert!(
+        tape.iter()
+            .any(|e| e["type"] == "compaction" && e["status"] == "completed"),
+        "{tape:?}"
+    );
+    // Any other command is refused, naming the field.
+    let (status, body) = send(server.post(
+        &format!("/v1/sessions/{sid}/commands"),
+        json!({"command": "forget everything"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`command`"),
+        "{body}"
+    );
+    assert!(server.stop().success());
 }

@@ -555,6 +555,17 @@
         feedback.textContent = `Not cancelled: ${err.message}`;
       }
     });
+    const command = (name, label) => h('button', {
+      type: 'button',
+      onclick: async () => {
+        try {
+          const run = await api('POST', `/v1/sessions/${seg(id)}/commands`, { command: name });
+          feedback.textContent = `${label}: queued as run ${run.run_id}`;
+        } catch (err) {
+          feedback.textContent = `${label} not queued: ${err.message}`;
+        }
+      },
+    }, label);
     const remove = h('button', {
       type: 'button',
       class: 'reject',
@@ -589,7 +600,7 @@
         fact('Model', `${session.provider}/${session.model}`), fact('Mode', session.mode),
         fact('Created', when(session.created_at)), session.closed ? fact('State', 'closed') : null,
         session.parent ? fact('Parent', h('a', { href: `/ui/sessions/${seg(session.parent.session_id)}` }, session.parent.session_id)) : null),
-      h('div', { class: 'actions' }, remove, live),
+      h('div', { class: 'actions' }, command('compact', 'Compact'), command('undo', 'Undo last edits'), remove, live),
       context,
       h('h2', {}, 'Transcript'),
       transcript,
@@ -746,8 +757,11 @@
           h('dl', { class: 'facts' },
             fact('Account', channel.account),
             fact('Serving here', channel.serving ? 'yes' : 'no'),
-            fact('Health', channel.health || channel.state || ''),
-            channel.last_error ? fact('Last error', channel.last_error.message || json(channel.last_error)) : null),
+            fact('Connected', channel.connected === null || channel.connected === undefined
+              ? 'not yet'
+              : `${channel.connected ? 'yes' : 'no'}${channel.since ? ` since ${when(channel.since)}` : ''}`),
+            channel.last_event_at ? fact('Last message in', when(channel.last_event_at)) : null,
+            channel.last_error ? fact('Last error', `${channel.last_error}${channel.last_error_at ? ` (${when(channel.last_error_at)})` : ''}`) : null),
           h('table', { class: 'list outbox' }, h('caption', {}, 'Outbox by state'),
             h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'State'), h('th', { scope: 'col' }, 'Messages'))),
             h('tbody', {}, outbox.length ? outbox.map(([state, count]) => h('tr', { class: state },

@@ -157,6 +157,26 @@ pub fn operations() -> Vec<Operation> {
             .error(422, "Well-formed content the session's model cannot take (an image for a model that takes none); code `unsupported_content`")
             .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "Shutting down or the store is unavailable"),
+        Operation::new("post", "/v1/sessions/{session_id}/commands", "sessionCommand", "Queue `/compact` or `/undo` as a run of its own, after the runs before it")
+            .parameters(json!([
+                {
+                    "name": "session_id",
+                    "in": "path",
+                    "required": true,
+                    "schema": {
+                        "type": "string",
+                        "pattern": "^ses_"
+                    }
+                }
+            ]))
+            .body(schema::<api::RunCommand>)
+            .answer(202, "The command's run, queued", schema::<views::RunView>)
+            .error(400, "Bad input; the message names the field")
+            .error(401, "Missing or invalid bearer token")
+            .error(404, "Unknown session, run, approval or route")
+            .error(413, "Body larger than `[http] body_limit_bytes`")
+            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
+            .error(503, "Shutting down or the store is unavailable"),
         Operation::new("post", "/v1/sessions/{session_id}/steer", "steerSession", "Steer the session's working prompt: the message is taken in at the run's next turn boundary")
             .parameters(json!([
                 {
@@ -209,7 +229,7 @@ pub fn operations() -> Vec<Operation> {
             .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, approval or route")
             .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
-        Operation::new("get", "/v1/sessions/{session_id}/events", "sessionEvents", "A session's events as SSE: from now, or after `Last-Event-ID`, run by run; never ends while the session is open")
+        Operation::new("get", "/v1/sessions/{session_id}/events", "sessionEvents", "A session's events as SSE: from now (or from its first event with `from=start`), or after `Last-Event-ID`, run by run; never ends while the session is open")
             .parameters(json!([
                 {
                     "name": "session_id",
@@ -238,6 +258,16 @@ pub fn operations() -> Vec<Operation> {
                     "schema": {
                         "type": "string",
                         "pattern": "^(run_[0-9a-f]{32}:[0-9]{1,19})?$"
+                    }
+                },
+                {
+                    "name": "from",
+                    "in": "query",
+                    "required": false,
+                    "description": "`start`: without a cursor, begin with the session's first event (its history, then live); `now` (the default): begin now",
+                    "schema": {
+                        "type": "string",
+                        "enum": ["start", "now"]
                     }
                 }
             ]))

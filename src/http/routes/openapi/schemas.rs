@@ -419,7 +419,7 @@ impl JsonSchema for ErrorBody {
                     "properties": {
                         "code": {
                             "type": "string",
-                            "enum": ["bad_request", "unauthorized", "not_found", "method_not_allowed", "conflict", "payload_too_large", "unsupported_content", "unprocessable", "rate_limited", "internal", "unavailable"]
+                            "enum": ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "payload_too_large", "unsupported_content", "unprocessable", "rate_limited", "internal", "unavailable"]
                         },
                         "message": {
                             "type": "string"
