@@ -592,6 +592,14 @@
         }
       },
     }, h('summary', {}, 'What the model is sent (/context)'));
+    const memory = h('details', {
+      class: 'memory-panel',
+      ontoggle: (event) => {
+        if (!event.target.open || event.target.dataset.loaded) return;
+        event.target.dataset.loaded = '1';
+        memoryView(id, event.target);
+      },
+    }, h('summary', {}, 'Memory this session recalls from'));
     clear(app);
     append(app, [
       h('h1', {}, session.title || 'Untitled session'),
@@ -602,6 +610,7 @@
         session.parent ? fact('Parent', h('a', { href: `/ui/sessions/${seg(session.parent.session_id)}` }, session.parent.session_id)) : null),
       h('div', { class: 'actions' }, command('compact', 'Compact'), command('undo', 'Undo last edits'), remove, live),
       context,
+      memory,
       h('h2', {}, 'Transcript'),
       transcript,
       promptForm,
@@ -624,11 +633,38 @@
     return [h('dt', {}, name), h('dd', {}, value)];
   }
 
+  /** What the session's next model turn is sent, as `/context` shows it. */
   function contextView(view) {
+    const messages = (view.messages || []).map((message, index) => {
+      const tokensOf = (view.message_tokens || [])[index];
+      let body = '';
+      if (message.role === 'user') body = (message.content || []).map((part) => part.text || part.uri || part.type).join('\n');
+      else if (message.role === 'assistant') body = [message.text, ...(message.tool_calls || []).map((call) => `→ ${call.name} ${json(call.arguments)}`)].filter(Boolean).join('\n');
+      else if (message.role === 'tool') body = message.content;
+      else body = message.text || '';
+      return h('li', { class: `context-message ${message.role}` },
+        h('strong', {}, message.role), tokensOf !== undefined ? ` (${tokensOf} tokens)` : '', h('pre', {}, body));
+    });
     return h('div', {},
-      h('p', {}, `${view.total_tokens} tokens: system ${view.system_tokens}, tools ${view.tool_tokens}`),
-      view.system_prompt !== undefined ? h('details', {}, h('summary', {}, 'System prompt'), h('pre', {}, view.system_prompt)) : null,
-      h('details', {}, h('summary', {}, 'Everything'), h('pre', {}, json(view))));
+      h('p', {}, `${view.total_tokens} tokens of a ${view.window}-token window (${view.window_from}), counted ${view.counted_by}: system ${view.system_tokens}, tools ${view.tool_tokens}, ${(view.messages || []).length} messages${view.dropped ? `, ${view.dropped} oldest dropped to fit` : ''}${view.shortened ? `, ${view.shortened} tool outputs shortened` : ''}`),
+      h('details', {}, h('summary', {}, 'System prompt (with pinned memory)'), h('pre', { class: 'system-prompt' }, view.system)),
+      h('details', {}, h('summary', {}, `Tools (${(view.tools || []).length})`), h('ul', {}, (view.tools || []).map((tool) => h('li', {}, h('code', {}, tool.name), ' ', tool.description || '')))),
+      h('details', {}, h('summary', {}, 'Messages (memory recalled for the latest prompt is in it)'), h('ol', { class: 'context-messages' }, messages)));
+  }
+
+  /** What the session can recall: the items of its person, workspace and conversation. */
+  async function memoryView(id, target) {
+    try {
+      const listing = await api('GET', `/v1/memory?session_id=${seg(id)}&limit=100`);
+      if (!listing.items.length) {
+        target.append(h('p', {}, 'Nothing remembered that this session sees.'));
+        return;
+      }
+      target.append(h('ul', { class: 'memory' }, listing.items.map((item) => h('li', {},
+        h('span', { class: 'scope' }, `[${item.scope}${item.pinned ? ', pinned' : ''}] `), item.text))));
+    } catch (err) {
+      target.append(errorBox(err));
+    }
   }
 
   // ---- approvals and questions -----------------------------------------
