@@ -407,6 +407,14 @@ fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
     module.register_async_method("receipts.verify", |_, cx, _| async move {
         cx.api.verify().await.map_err(rpc_error)
     })?;
+    module.register_async_method("health.summary", |p, cx, _| async move {
+        let request: super::health::SummaryQuery = if p.as_str().is_some() {
+            params(&p)?
+        } else {
+            super::health::SummaryQuery::default()
+        };
+        cx.api.health_summary(request).await.map_err(rpc_error)
+    })?;
     module.register_subscription(
         "runs.subscribe",
         "runs.event",
