@@ -1222,6 +1222,17 @@ pub async fn each_occurrence_of_a_schedule_is_recorded_once(backend: &Backend) {
     book.commit(claim(fire("a", 100, false))).await.unwrap();
 }
 
+/// A run as `a_window_of_runs_is_summed_across_sessions` writes it:
+/// session, created, started, (ended, end state), tokens in and out, cost.
+type RunSketch<'a> = (
+    &'a SessionId,
+    i64,
+    Option<i64>,
+    Option<(i64, RunState)>,
+    (u64, u64),
+    Option<(f64, &'a str)>,
+);
+
 /// The runs of a window of time are summed across sessions: counted by
 /// state, their tokens and costs (per currency) added up, the durations of
 /// those that ended ranked (nearest rank), and counted per bucket; a run
@@ -1237,14 +1248,7 @@ pub async fn a_window_of_runs_is_summed_across_sessions(backend: &Backend) {
     journal.submit(Write::InsertSession(a.clone()));
     journal.submit(Write::InsertSession(b.clone()));
     // (session, created, started, ended, end state, tokens in/out, cost)
-    let runs: [(
-        &SessionId,
-        i64,
-        Option<i64>,
-        Option<(i64, RunState)>,
-        (u64, u64),
-        Option<(f64, &str)>,
-    ); 6] = [
+    let runs: [RunSketch; 6] = [
         (
             &a.id,
             since - 1,
