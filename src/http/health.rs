@@ -22,26 +22,40 @@ pub const MIN_WINDOW_MS: i64 = 60_000;
 /// The narrowest bucket: five minutes.
 const MIN_BUCKET_MS: i64 = 300_000;
 
-/// `?window=`: how far back, as `1h`, `30m`, `90s` or `1h 30m`.
+/// `?window=`: how far back, in whole minutes or hours (`30m`, `1h`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SummaryQuery {
     pub window: Option<String>,
 }
 
+/// What `window` may be, as the OpenAPI document says it: `1m` to `1440m`,
+/// `1h` to `24h`, without leading zeros.
+pub const WINDOW_PATTERN: &str =
+    "^(([1-9]|1[0-9]|2[0-4])h|([1-9]|[1-9][0-9]|[1-9][0-9]{2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)m)$";
+
 /// The window `text` asks for, in milliseconds, from a minute to a day.
 pub fn window_ms(text: Option<&str>) -> Result<i64, ApiError> {
     let Some(text) = text else {
         return Ok(DEFAULT_WINDOW_MS);
     };
-    crate::core::schedule::parse_duration(text)
-        .filter(|ms| (MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(ms))
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "`window` must be a duration from 1m to 24h, such as `1h` or `30m`, got `{}`",
-                quote(text)
-            ))
+    let parsed = [('h', 3_600_000), ('m', 60_000)]
+        .into_iter()
+        .find_map(|(unit, ms)| {
+            let digits = text.strip_suffix(unit)?;
+            let plain = !digits.is_empty()
+                && !digits.starts_with('0')
+                && digits.bytes().all(|b| b.is_ascii_digit());
+            let n: i64 = digits.parse().ok().filter(|_| plain)?;
+            n.checked_mul(ms)
         })
+        .filter(|ms| (MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(ms));
+    parsed.ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "`window` must be whole minutes or hours from 1m to 24h, such as `30m` or `1h`, got `{}`",
+            quote(text)
+        ))
+    })
 }
 
 /// How wide the buckets of a window are: five minutes, or a 24th of a
@@ -94,9 +108,25 @@ mod tests {
         assert_eq!(window_ms(None).unwrap(), 3_600_000);
         assert_eq!(window_ms(Some("30m")).unwrap(), 1_800_000);
         assert_eq!(window_ms(Some("24h")).unwrap(), 86_400_000);
-        for bad in ["", "0", "30s", "25h", "soon", "-1h"] {
+        assert_eq!(window_ms(Some("1440m")).unwrap(), 86_400_000);
+        for bad in [
+            "", "0", "0m", "30s", "25h", "1441m", "soon", "-1h", "01h", "+1h", "1h30m", "1 h", "h",
+            "1h\n",
+        ] {
             let err = window_ms(Some(bad)).unwrap_err();
             assert!(err.message.contains("`window`"), "{bad}: {err:?}");
+        }
+        // The document's pattern says the same.
+        let pattern = regex::Regex::new(WINDOW_PATTERN).unwrap();
+        for n in 0..=1500 {
+            for unit in ["m", "h"] {
+                let text = format!("{n}{unit}");
+                assert_eq!(
+                    pattern.is_match(&text),
+                    window_ms(Some(&text)).is_ok(),
+                    "{text}"
+                );
+            }
         }
         assert_eq!(bucket_ms(3_600_000), 300_000);
         assert_eq!(bucket_ms(600_000), 300_000);

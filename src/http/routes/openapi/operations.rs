@@ -56,9 +56,10 @@ pub fn operations() -> Vec<Operation> {
                     "in": "query",
                     "required": false,
                     "schema": {
-                        "type": "string"
+                        "type": "string",
+                        "pattern": crate::http::health::WINDOW_PATTERN
                     },
-                    "description": "How far back, from 1m to 24h: `1h` (the default), `30m`, `90s`, `1h 30m`"
+                    "description": "How far back, in whole minutes or hours from 1m to 24h: `1h` (the default), `30m`, `1440m`"
                 }
             ]))
             .answer(200, "The summary", schema::<views::HealthSummary>)
