@@ -15,6 +15,7 @@ pub mod auth;
 pub mod console;
 pub mod error;
 pub mod events;
+pub mod health;
 pub mod ingress;
 pub mod limit;
 pub mod metrics;
@@ -106,7 +107,11 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let closing = shutdown.clone();
-    let api = Api { runtime, skills };
+    let api = Api {
+        runtime,
+        skills,
+        counts: counts.clone(),
+    };
     let rpc = rpc::Mount::new(api.clone(), closing.clone(), options.body_limit)
         .map_err(std::io::Error::other)?;
     let rpc_handle = rpc.handle.clone();

@@ -429,6 +429,16 @@ impl Store {
         self.read(reader::run_counts).await
     }
 
+    /// The runs created at or after `since`, summed (`Counts::run_window`).
+    pub async fn run_window(
+        &self,
+        since: i64,
+        bucket_ms: i64,
+    ) -> Result<crate::core::journal::RunWindow, StoreError> {
+        self.read(move |conn| reader::run_window(conn, since, bucket_ms))
+            .await
+    }
+
     /// A run's events from `from_seq` on, in order.
     pub async fn tape(&self, run: &RunId, from_seq: u64) -> Result<Vec<EventRecord>, StoreError> {
         let id = run.clone();
@@ -824,6 +834,7 @@ mod contract {
             journal: Arc::new(store.clone()),
             audit: Arc::new(store.clone()),
             schedules: Arc::new(store.clone()),
+            counts: Arc::new(store.clone()),
             leases: Arc::new(store),
             stop: Box::new(move || stop.shutdown()),
             dir: None,

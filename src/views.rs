@@ -8,6 +8,7 @@
 
 mod channels;
 mod exchanges;
+mod health;
 mod schedules;
 mod schema;
 pub use schema::{PersonDecision, PersonOutcome};
@@ -21,6 +22,9 @@ use serde::Serialize;
 
 pub use channels::{CapabilitiesView, ChannelList, ChannelView, IdempotenceView, LengthUnit};
 pub use exchanges::{Answered, ApprovalList, ApprovalView, QuestionList, QuestionView, Replied};
+pub use health::{
+    HealthSummary, InstanceView, Latency, RunBucket, RunStates, RunsSummary, StoreKind,
+};
 pub use schedules::{ScheduleAdded, ScheduleDeleted, ScheduleDetails, ScheduleList, ScheduleView};
 pub use skills::{SkillCommand, SkillDetails, SkillDiagnostic, SkillList, SkillScope, SkillView};
 pub use verify::{MissingReceipts, ReceiptBreak, VerifyView};

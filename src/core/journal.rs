@@ -406,13 +406,61 @@ pub async fn audit_chain(audit: &dyn Audit) -> Result<ChainAudit, JournalError> 
     })
 }
 
-/// What the metrics endpoint counts.
+/// What the metrics endpoint and the health summary count.
 pub trait Counts: Send + Sync {
     /// How many runs are in each state (states with none are left out).
     fn run_counts(&self) -> Reply<'_, Vec<(RunState, u64)>>;
 
     /// How many send intents each channel has in each status.
     fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>>;
+
+    /// The runs created at or after `since`, in every session (of every
+    /// process sharing the store), summed; their buckets are `bucket_ms`
+    /// wide from `since` on.
+    fn run_window(&self, since: Millis, bucket_ms: i64) -> Reply<'_, RunWindow>;
+
+    /// The processes sharing the store, each holding its process lease,
+    /// oldest first; `None` for a store only one machine's processes open
+    /// (SQLite).
+    fn instances(&self) -> Reply<'_, Option<Vec<super::lease::Instance>>>;
+}
+
+/// The runs of a window of time, summed ([`Counts::run_window`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunWindow {
+    /// How many runs are in each state, by state name (states with none
+    /// are left out).
+    pub by_state: Vec<(RunState, u64)>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// What they cost, per currency, by currency.
+    pub cost: Vec<Cost>,
+    /// How many ended after they started (those the durations are of).
+    pub ended: u64,
+    /// The median and the 95th percentile of `ended_at - started_at` of
+    /// the runs that ended (nearest rank: [`nearest_rank`]); `None` when
+    /// none did.
+    pub p50_ms: Option<Millis>,
+    pub p95_ms: Option<Millis>,
+    /// The buckets with runs, oldest first.
+    pub buckets: Vec<WindowBucket>,
+}
+
+/// The runs created in one bucket of a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowBucket {
+    /// The bucket's number from the window's start (0 first).
+    pub index: u64,
+    pub runs: u64,
+    /// Of those, the failed ones.
+    pub failed: u64,
+}
+
+/// The 0-based place of the `percent`th percentile among `count` sorted
+/// values, by nearest rank (`ceil(count * percent / 100)`th, 1-based): the
+/// same rule as PostgreSQL's `percentile_disc`. `None` when `count` is 0.
+pub fn nearest_rank(count: u64, percent: u64) -> Option<u64> {
+    (count > 0).then(|| (count * percent).div_ceil(100).max(1) - 1)
 }
 
 /// What the chat channels read from the journal besides the core's port:
@@ -505,6 +553,7 @@ mod tests {
             journal: journal.clone(),
             audit: journal.clone(),
             schedules: journal.clone(),
+            counts: journal.clone(),
             leases: journal,
             stop: Box::new(move || stop.stop()),
             dir: None,

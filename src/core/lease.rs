@@ -108,6 +108,25 @@ pub enum LeaseError {
     Backend(String),
 }
 
+/// A process that opened a shared store and still holds its process lease
+/// ([`LeaseKey::process`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// Its tag (`pid:start`), as runs and intents name their owner.
+    pub tag: String,
+    pub host: String,
+    pub pid: i64,
+    pub started_at: Millis,
+    /// When it last renewed its lease.
+    pub renewed_at: Millis,
+    /// When its lease lapses unless renewed (renewed well before).
+    pub lease_expires_at: Millis,
+    /// Its runs not ended yet.
+    pub open_runs: i64,
+    /// Whether it is the process asking.
+    pub this: bool,
+}
+
 /// The leases of sessions, kept where the journal is.
 pub trait Leases: Send + Sync {
     /// Takes the lease on `key` for `holder` until `now + ttl_ms`.

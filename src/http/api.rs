@@ -166,6 +166,8 @@ pub struct Api {
     pub runtime: Runtime,
     /// What `/v1/skills` lists.
     pub skills: SkillsAccess,
+    /// What the health summary counts (`/v1/health/summary`).
+    pub counts: Arc<dyn crate::core::journal::Counts>,
 }
 
 /// The store's ports the routes read beyond the runtime: the skills and

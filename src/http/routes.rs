@@ -53,6 +53,11 @@ pub fn table() -> Vec<Route> {
         route(Method::GET, "/readyz", get(readyz)),
         route(Method::GET, "/metrics", get(metrics_text)),
         route(Method::GET, "/openapi.json", get(openapi)),
+        route(
+            Method::GET,
+            "/v1/health/summary",
+            get(super::health::summary),
+        ),
         route(Method::POST, "/v1/sessions", post(create_session)),
         route(Method::GET, "/v1/sessions", get(list_sessions)),
         route(Method::GET, "/v1/sessions/{session_id}", get(session)),

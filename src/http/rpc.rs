@@ -299,6 +299,23 @@ struct SessionSubscribe {
     after: Option<String>,
 }
 
+/// What the server reports of the store: the receipt chain, the health
+/// summary.
+fn reports(module: &mut RpcModule<Context>) -> Result<(), RegisterMethodError> {
+    module.register_async_method("receipts.verify", |_, cx, _| async move {
+        cx.api.verify().await.map_err(rpc_error)
+    })?;
+    module.register_async_method("health.summary", |p, cx, _| async move {
+        let request: super::health::SummaryQuery = if p.as_str().is_some() {
+            params(&p)?
+        } else {
+            super::health::SummaryQuery::default()
+        };
+        cx.api.health_summary(request).await.map_err(rpc_error)
+    })?;
+    Ok(())
+}
+
 fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
     let mut module = RpcModule::new(context);
     module.register_async_method("sessions.create", |p, cx, _| async move {
@@ -404,9 +421,7 @@ fn module(context: Context) -> Result<RpcModule<Context>, RegisterMethodError> {
             .await
             .map_err(rpc_error)
     })?;
-    module.register_async_method("receipts.verify", |_, cx, _| async move {
-        cx.api.verify().await.map_err(rpc_error)
-    })?;
+    reports(&mut module)?;
     module.register_subscription(
         "runs.subscribe",
         "runs.event",

@@ -282,6 +282,7 @@ fn backend(store: &Store) -> Backend {
         journal: Arc::new(store.clone()),
         audit: Arc::new(store.clone()),
         schedules: Arc::new(store.clone()),
+        counts: Arc::new(store.clone()),
         leases: Arc::new(store.clone()),
         stop: Box::new(move || stop.shutdown()),
         dir: None,

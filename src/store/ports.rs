@@ -169,6 +169,20 @@ impl Counts for Store {
     fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>> {
         port(Store::intent_counts(self))
     }
+
+    fn run_window(
+        &self,
+        since: crate::core::session::Millis,
+        bucket_ms: i64,
+    ) -> Reply<'_, crate::core::journal::RunWindow> {
+        port(Store::run_window(self, since, bucket_ms))
+    }
+
+    /// A SQLite store is shared only by one machine's processes: no
+    /// instances are listed.
+    fn instances(&self) -> Reply<'_, Option<Vec<crate::core::lease::Instance>>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 impl ChannelJournal for Store {

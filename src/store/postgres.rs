@@ -117,19 +117,7 @@ pub struct Status {
 }
 
 /// An instance that opened the store and still holds its process lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Instance {
-    pub tag: String,
-    pub host: String,
-    pub pid: i64,
-    pub started_at: Millis,
-    /// When it last renewed its lease.
-    pub renewed_at: Millis,
-    /// When its lease lapses unless renewed (renewed well before).
-    pub lease_expires_at: Millis,
-    /// Its runs not ended yet.
-    pub open_runs: i64,
-}
+pub use crate::core::lease::Instance;
 
 impl Postgres {
     /// Connects, migrates the schema (under an advisory lock), marks the
@@ -256,8 +244,10 @@ impl Postgres {
         let instances = rows
             .iter()
             .map(|row| {
+                let tag: String = row.try_get(0)?;
                 Ok(Instance {
-                    tag: row.try_get(0)?,
+                    this: tag == crate::store::process_tag(),
+                    tag,
                     host: row.try_get(1)?,
                     pid: row.try_get(2)?,
                     started_at: row.try_get(3)?,
@@ -677,6 +667,18 @@ impl Counts for Postgres {
     fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>> {
         read!(self, |c| channels::intent_counts(c))
     }
+
+    fn run_window(
+        &self,
+        since: Millis,
+        bucket_ms: i64,
+    ) -> Reply<'_, crate::core::journal::RunWindow> {
+        read!(self, |c| reads::run_window(c, since, bucket_ms))
+    }
+
+    fn instances(&self) -> Reply<'_, Option<Vec<Instance>>> {
+        port(async move { Ok(Some(self.status().await?.instances)) })
+    }
 }
 
 impl ChannelJournal for Postgres {
@@ -896,6 +898,7 @@ mod tests {
             journal: Arc::new(store.clone()),
             audit: Arc::new(store.clone()),
             schedules: Arc::new(store.clone()),
+            counts: Arc::new(store.clone()),
             leases: Arc::new(store),
             stop: Box::new(move || stop.shutdown()),
             dir: None,

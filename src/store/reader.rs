@@ -552,6 +552,87 @@ pub(super) fn run_counts(conn: &Connection) -> Result<Vec<(RunState, u64)>, Stor
     Ok(counts)
 }
 
+/// The runs of a window that ended after they started.
+const ENDED: &str =
+    "FROM runs WHERE created_at >= ?1 AND started_at IS NOT NULL AND ended_at IS NOT NULL";
+
+/// The runs created at or after `since`, summed (`Counts::run_window`).
+/// Each figure is one query over `runs_by_created` (migration 22).
+pub(super) fn run_window(
+    conn: &Connection,
+    since: i64,
+    bucket_ms: i64,
+) -> Result<crate::core::journal::RunWindow, StoreError> {
+    use crate::core::journal::{RunWindow, WindowBucket, nearest_rank};
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let mut window = RunWindow::default();
+    let mut stmt = conn.prepare_cached(
+        "SELECT state, COUNT(*), COALESCE(sum(input_tokens), 0), COALESCE(sum(output_tokens), 0)
+         FROM runs WHERE created_at >= ?1 GROUP BY state ORDER BY state",
+    )?;
+    let rows = stmt.query_map(params![since], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, i64>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (state, runs, input, output) = row?;
+        let state = RunState::parse(&state).ok_or_else(|| corrupt("run state", &state))?;
+        window.by_state.push((state, count(runs)));
+        window.input_tokens += count(input);
+        window.output_tokens += count(output);
+    }
+    window.cost = conn
+        .prepare_cached(
+            "SELECT currency, sum(cost) FROM runs
+             WHERE created_at >= ?1 AND cost IS NOT NULL AND currency IS NOT NULL
+             GROUP BY currency ORDER BY currency",
+        )?
+        .query_map(params![since], |row| {
+            Ok(Cost {
+                currency: row.get(0)?,
+                amount: row.get(1)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let ended: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) {ENDED}"))?
+        .query_row(params![since], |row| row.get(0))?;
+    window.ended = count(ended);
+    let mut nth = conn.prepare_cached(&format!(
+        "SELECT ended_at - started_at AS d {ENDED} ORDER BY d LIMIT 1 OFFSET ?2"
+    ))?;
+    for (percent, slot) in [(50, &mut window.p50_ms), (95, &mut window.p95_ms)] {
+        if let Some(rank) = nearest_rank(window.ended, percent) {
+            let rank = i64::try_from(rank).unwrap_or(i64::MAX);
+            *slot = Some(nth.query_row(params![since, rank], |row| row.get(0))?);
+        }
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT (created_at - ?1) / ?2 AS b, COUNT(*), sum(state = 'failed')
+         FROM runs WHERE created_at >= ?1 GROUP BY b ORDER BY b",
+    )?;
+    let rows = stmt.query_map(params![since, bucket_ms.max(1)], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (index, runs, failed) = row?;
+        window.buckets.push(WindowBucket {
+            index: count(index),
+            runs: count(runs),
+            failed: count(failed),
+        });
+    }
+    Ok(window)
+}
+
 pub(super) fn run(conn: &Connection, id: &RunId) -> Result<Option<RunInfo>, StoreError> {
     let raw = conn
         .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?

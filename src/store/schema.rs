@@ -434,4 +434,9 @@ CREATE TABLE schedule_fires (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX schedule_fires_open ON schedule_fires (state) WHERE state IN ('claimed', 'running');
 "#,
+    // 22: the runs of a window of time, in every session (the health
+    // summary, `reader::run_window`).
+    r#"
+CREATE INDEX runs_by_created ON runs (created_at);
+"#,
 ];

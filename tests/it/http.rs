@@ -1422,6 +1422,26 @@ async fn the_openapi_document_describes_the_running_server() {
         StatusCode::OK
     );
     assert_eq!(verdict["ok"], true, "{verdict}");
+    let summary = hit!(
+        "get",
+        "/v1/health/summary",
+        server.get("/v1/health/summary?window=2h"),
+        StatusCode::OK
+    );
+    assert_eq!(summary["window_secs"], 7200, "{summary}");
+    let refused = hit!(
+        "get",
+        "/v1/health/summary",
+        server.get("/v1/health/summary?window=a%20while"),
+        StatusCode::BAD_REQUEST
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`window`"),
+        "{refused}"
+    );
     let listed = hit!(
         "get",
         "/v1/channels",
@@ -1666,6 +1686,112 @@ async fn verify_shows_the_receipt_chain_as_pincer_verify_does() {
     );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed, verdict);
+}
+
+/// `GET /v1/health/summary` (and JSON-RPC `health.summary`) sums the runs
+/// created in its window, in every session: by state, failures, tokens,
+/// latency and per bucket; a run created before the window is left out.
+#[tokio::test]
+async fn the_health_summary_counts_the_runs_of_its_window() {
+    let dir = TestDir::new();
+    let turn =
+        |text: &str| json!([{"text": text}, {"usage": {"input_tokens": 3, "output_tokens": 2}}]);
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            turn("one"),
+            turn("two"),
+            turn("three"),
+            json!([{"error": {"kind": "auth", "message": "bad key"}}]),
+        ],
+    );
+    let server = Server::start(&dir, &script, None);
+    let (status, empty) = send(server.get("/v1/health/summary")).await;
+    assert_eq!(status, StatusCode::OK, "{empty}");
+    assert_eq!(empty["window_secs"], 3600, "{empty}");
+    assert_eq!(empty["runs"]["total"], 0, "{empty}");
+    assert_eq!(empty["runs"]["latency_ms"]["p50"], Value::Null, "{empty}");
+    assert_eq!(empty["bucket_secs"], 300, "{empty}");
+    assert_eq!(empty["buckets"].as_array().unwrap().len(), 12, "{empty}");
+    assert_eq!(empty["store"], "sqlite", "{empty}");
+    assert_eq!(empty["instances"], Value::Null, "{empty}");
+    let mut runs = Vec::new();
+    let session = create_session(&server, &dir).await;
+    for prompt in ["one", "two", "three", "four"] {
+        let (status, run) = send(server.post(
+            &format!("/v1/sessions/{session}/prompt?wait=true"),
+            json!({ "prompt": prompt }),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{run}");
+        runs.push(run);
+    }
+    let states: Vec<&str> = runs.iter().map(|r| r["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["completed", "completed", "completed", "failed"]);
+    // The first run was created two hours ago.
+    let db = rusqlite::Connection::open(dir.data_dir().join("pincer.db")).unwrap();
+    db.busy_timeout(TIMEOUT).unwrap();
+    db.execute(
+        "UPDATE runs SET created_at = created_at - 7200000, started_at = started_at - 7200000, ended_at = ended_at - 7200000 WHERE id = ?1",
+        [runs[0]["run_id"].as_str().unwrap()],
+    )
+    .unwrap();
+    drop(db);
+    let (status, summary) = send(server.get("/v1/health/summary")).await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    let counted = &summary["runs"];
+    assert_eq!(counted["total"], 3, "{summary}");
+    assert_eq!(
+        counted["by_state"],
+        json!({"queued": 0, "running": 0, "waiting": 0, "completed": 2, "cancelled": 0, "failed": 1}),
+        "{summary}"
+    );
+    assert_eq!(counted["failures"], 1, "{summary}");
+    assert_eq!(
+        (&counted["input_tokens"], &counted["output_tokens"]),
+        (&json!(6), &json!(4)),
+        "{summary}"
+    );
+    assert_eq!(counted["latency_ms"]["runs"], 3, "{summary}");
+    let (p50, p95) = (
+        counted["latency_ms"]["p50"].as_i64().unwrap(),
+        counted["latency_ms"]["p95"].as_i64().unwrap(),
+    );
+    assert!(0 <= p50 && p50 <= p95, "{summary}");
+    let buckets = summary["buckets"].as_array().unwrap();
+    let in_buckets: u64 = buckets.iter().map(|b| b["runs"].as_u64().unwrap()).sum();
+    let failed: u64 = buckets.iter().map(|b| b["failed"].as_u64().unwrap()).sum();
+    assert_eq!((in_buckets, failed), (3, 1), "{summary}");
+    assert_eq!(
+        buckets.last().unwrap()["start"].as_i64().unwrap() + 300_000,
+        summary["until"].as_i64().unwrap(),
+        "the last bucket ends now: {summary}"
+    );
+    let (status, wider) = send(server.get("/v1/health/summary?window=3h")).await;
+    assert_eq!(status, StatusCode::OK, "{wider}");
+    assert_eq!(wider["runs"]["total"], 4, "{wider}");
+    assert_eq!(wider["runs"]["by_state"]["completed"], 3, "{wider}");
+    let (status, call) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "health.summary", "params": {"window": "3h"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{call}");
+    assert_eq!(call["result"]["runs"], wider["runs"], "{call}");
+    let (status, call) = send(server.post(
+        "/v1/rpc",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "health.summary", "params": {"window": "2d"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{call}");
+    assert_eq!(call["error"]["code"], -32602, "{call}");
+    assert!(
+        call["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`window`"),
+        "{call}"
+    );
 }
 
 /// Reads a stream until it has delivered `runs` run ends, or nothing more

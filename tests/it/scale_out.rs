@@ -392,6 +392,57 @@ fn entry(run: &str, role: &str, text: &str) -> (String, String, String) {
     (run.to_owned(), role.to_owned(), text.to_owned())
 }
 
+/// The health summary of an instance counts the runs every instance made
+/// and lists the instances sharing the database, naming the one answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_summary_lists_the_instances_and_counts_every_ones_runs() {
+    let url = postgres::shared().fresh_database();
+    let work = TestDir::new();
+    let script = script(&work, &[json!([{"text": "hi"}])]);
+    let a = Instance::start(&url, &script);
+    let b = Instance::start(&url, &script);
+    for instance in [&a, &b] {
+        let session = new_session(instance, &work.workspace()).await;
+        let end = prompt_and_wait(instance, &session, "hello").await;
+        assert_eq!(end["state"], "completed", "{end}");
+    }
+    for (asked, other) in [(&a, &b), (&b, &a)] {
+        let (status, summary) = asked.get("/v1/health/summary").await;
+        assert_eq!(status, StatusCode::OK, "{summary}");
+        assert_eq!(summary["store"], "postgres", "{summary}");
+        assert_eq!(summary["runs"]["total"], 2, "{summary}");
+        assert_eq!(summary["runs"]["by_state"]["completed"], 2, "{summary}");
+        let instances = summary["instances"].as_array().unwrap();
+        let pid_of = |i: &Value| {
+            i["instance_id"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        let mut pids: Vec<String> = instances.iter().map(pid_of).collect();
+        pids.sort();
+        let mut expected = vec![asked.child.id().to_string(), other.child.id().to_string()];
+        expected.sort();
+        assert_eq!(pids, expected, "{summary}");
+        let answering: Vec<String> = instances
+            .iter()
+            .filter(|i| i["answering"] == true)
+            .map(pid_of)
+            .collect();
+        assert_eq!(answering, [asked.child.id().to_string()], "{summary}");
+        for instance in instances {
+            assert!(
+                instance["lease_expires_at"].as_i64().unwrap()
+                    > instance["started_at"].as_i64().unwrap(),
+                "{instance}"
+            );
+        }
+    }
+}
+
 /// Sessions made on A are prompted through B and C and read back on every
 /// instance; two prompts to one session through two instances at once
 /// both complete, one after the other: the later waited for the earlier

@@ -20,6 +20,8 @@ pub struct Backend {
     pub audit: Arc<dyn Audit>,
     /// The schedules' records (`core::schedule`).
     pub schedules: Arc<dyn super::Schedules>,
+    /// What the metrics and the health summary count.
+    pub counts: Arc<dyn super::Counts>,
     /// The sessions' leases kept with the journal, which fenced writes obey.
     pub leases: Arc<dyn crate::core::lease::Leases>,
     pub stop: Box<dyn Fn() + Send + Sync>,
@@ -53,6 +55,7 @@ macro_rules! journal_contract {
             fenced_writes_apply_only_under_the_current_lease,
             interrupting_runs_ends_each_working_one_once,
             each_occurrence_of_a_schedule_is_recorded_once,
+            a_window_of_runs_is_summed_across_sessions,
         );
     };
     (@tests $open:expr; $($name:ident),* $(,)?) => {
@@ -1217,4 +1220,151 @@ pub async fn each_occurrence_of_a_schedule_is_recorded_once(backend: &Backend) {
     // Its id is free again, with no fires of the old one.
     book.commit(put(schedule("a", 4))).await.unwrap();
     book.commit(claim(fire("a", 100, false))).await.unwrap();
+}
+
+/// A run as `a_window_of_runs_is_summed_across_sessions` writes it:
+/// session, created, started, (ended, end state), tokens in and out, cost.
+type RunSketch<'a> = (
+    &'a SessionId,
+    i64,
+    Option<i64>,
+    Option<(i64, RunState)>,
+    (u64, u64),
+    Option<(f64, &'a str)>,
+);
+
+/// The runs of a window of time are summed across sessions: counted by
+/// state, their tokens and costs (per currency) added up, the durations of
+/// those that ended ranked (nearest rank), and counted per bucket; a run
+/// created before the window is left out, even one that ended inside it.
+pub async fn a_window_of_runs_is_summed_across_sessions(backend: &Backend) {
+    use crate::core::usage::Cost;
+    let journal = backend.journal.as_ref();
+    let (since, bucket) = (1_000_000, 300_000);
+    let (a, b) = (
+        session("ses_win_a", "/ws", 1),
+        session("ses_win_b", "/ws", 1),
+    );
+    journal.submit(Write::InsertSession(a.clone()));
+    journal.submit(Write::InsertSession(b.clone()));
+    // (session, created, started, ended, end state, tokens in/out, cost)
+    let runs: [RunSketch; 6] = [
+        (
+            &a.id,
+            since - 1,
+            Some(since - 1),
+            Some((since + 50, RunState::Completed)),
+            (1000, 1000),
+            Some((9.0, "USD")),
+        ),
+        (
+            &a.id,
+            since,
+            Some(since + 10),
+            Some((since + 110, RunState::Completed)),
+            (10, 5),
+            Some((0.5, "USD")),
+        ),
+        (
+            &b.id,
+            since + 5,
+            None,
+            Some((since + 6, RunState::Cancelled)),
+            (0, 0),
+            None,
+        ),
+        (
+            &a.id,
+            since + 300_000,
+            Some(since + 300_010),
+            Some((since + 300_310, RunState::Failed)),
+            (1, 0),
+            Some((1.0, "EUR")),
+        ),
+        (
+            &b.id,
+            since + 300_001,
+            Some(since + 300_100),
+            Some((since + 300_120, RunState::Completed)),
+            (4, 6),
+            Some((0.25, "USD")),
+        ),
+        (&b.id, since + 900_000, None, None, (0, 0), None),
+    ];
+    for (session, created, started, ended, (input, output), cost) in runs {
+        let id = RunId::generate();
+        journal.submit(Write::InsertRun {
+            id: id.clone(),
+            session_id: session.clone(),
+            at: created,
+        });
+        let usage = Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        };
+        let set = |state: RunState, at| Write::SetRunState {
+            id: id.clone(),
+            state,
+            stop_reason: (state == RunState::Completed).then_some(StopReason::EndTurn),
+            error: (state == RunState::Failed).then(|| "boom".to_owned()),
+            usage,
+            cost: cost
+                .filter(|_| state.is_terminal())
+                .map(|(amount, currency)| Cost {
+                    amount,
+                    currency: currency.into(),
+                }),
+            at,
+        };
+        if let Some(at) = started {
+            journal.submit(set(RunState::Running, at));
+        }
+        if let Some((at, state)) = ended {
+            journal.submit(set(state, at));
+        }
+    }
+    journal.flush().await.unwrap();
+    let window = backend.counts.run_window(since, bucket).await.unwrap();
+    assert_eq!(
+        window.by_state,
+        [
+            (RunState::Cancelled, 1),
+            (RunState::Completed, 2),
+            (RunState::Failed, 1),
+            (RunState::Queued, 1),
+        ],
+        "by state, the run created before the window left out"
+    );
+    assert_eq!((window.input_tokens, window.output_tokens), (15, 11));
+    assert_eq!(
+        window.cost,
+        [
+            Cost {
+                amount: 1.0,
+                currency: "EUR".into()
+            },
+            Cost {
+                amount: 0.75,
+                currency: "USD".into()
+            },
+        ]
+    );
+    assert_eq!(
+        window.ended, 3,
+        "a run cancelled before it started has no duration"
+    );
+    assert_eq!((window.p50_ms, window.p95_ms), (Some(100), Some(300)));
+    let buckets: Vec<(u64, u64, u64)> = window
+        .buckets
+        .iter()
+        .map(|b| (b.index, b.runs, b.failed))
+        .collect();
+    assert_eq!(buckets, [(0, 2, 0), (1, 2, 1), (3, 1, 0)]);
+    let empty = backend
+        .counts
+        .run_window(since + 1_000_000, bucket)
+        .await
+        .unwrap();
+    assert_eq!(empty, super::RunWindow::default(), "a window with no runs");
 }

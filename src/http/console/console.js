@@ -841,17 +841,95 @@
     try {
       const response = await fetch('/readyz', { credentials: 'same-origin' });
       app.append(h('p', { class: response.ok ? 'verify ok' : 'verify broken' }, response.ok ? 'Ready: the store answers' : `Not ready (${response.status})`));
+    } catch (err) {
+      app.append(errorBox(err));
+    }
+    try {
+      const summary = await api('GET', '/v1/health/summary?window=1h');
+      app.append(windowSection(summary));
+      if (summary.instances) app.append(instancesSection(summary.instances));
+    } catch (err) {
+      app.append(errorBox(err));
+    }
+    try {
       const metrics = await fetch('/metrics', { credentials: 'same-origin' });
       const text = await metrics.text();
       const rows = text.split('\n').filter((line) => line && !line.startsWith('#')).map((line) => {
         const cut = line.lastIndexOf(' ');
         return h('tr', {}, h('td', { class: 'path' }, line.slice(0, cut)), h('td', {}, line.slice(cut + 1)));
       });
-      app.append(h('table', { class: 'list' }, h('caption', {}, 'Counters since this process started (/metrics)'),
-        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Metric'), h('th', { scope: 'col' }, 'Value'))), h('tbody', {}, rows)));
+      app.append(h('details', { class: 'metrics' }, h('summary', {}, 'Counters since this process started (/metrics)'),
+        h('table', { class: 'list' },
+          h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Metric'), h('th', { scope: 'col' }, 'Value'))), h('tbody', {}, rows))));
     } catch (err) {
       app.append(errorBox(err));
     }
+  }
+
+  function windowName(secs) {
+    if (secs % 3600 === 0) return secs === 3600 ? 'hour' : `${secs / 3600} hours`;
+    return `${Math.round(secs / 60)} minutes`;
+  }
+
+  function clock(ms) {
+    return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  }
+
+  /** The runs of the summary's window: figures, then a bar per bucket. */
+  function windowSection(summary) {
+    const runs = summary.runs;
+    const states = Object.entries(runs.by_state).filter(([, n]) => n > 0).map(([state, n]) => `${n} ${state}`);
+    const latency = runs.latency_ms;
+    const costs = runs.cost.map(cost).join(', ');
+    return h('section', { class: 'health-window', 'aria-labelledby': 'health-window' },
+      h('h2', { id: 'health-window' }, `The last ${windowName(summary.window_secs)}`),
+      h('p', { class: 'hint' }, `Runs created since ${when(summary.since)}, in every session${summary.store === 'postgres' ? ' and by every instance' : ''}.`),
+      h('dl', { class: 'facts' },
+        fact('Runs', h('span', { class: 'runs-total' }, String(runs.total))),
+        fact('By state', states.length ? states.join(', ') : 'none'),
+        fact('Failures', h('span', { class: runs.failures ? 'state failed' : '' }, String(runs.failures))),
+        fact('Latency', latency.runs
+          ? `p50 ${duration(latency.p50)}, p95 ${duration(latency.p95)} (of ${latency.runs} ended)`
+          : 'no run ended'),
+        fact('Tokens', `${runs.input_tokens} in / ${runs.output_tokens} out`),
+        fact('Cost', costs || 'nothing priced')),
+      bars(summary));
+  }
+
+  /** A bar per bucket, its height the bucket's runs against the busiest;
+   * the failed part in its own colour. Heights are set through the CSSOM
+   * (the policy forbids style attributes, not this). */
+  function bars(summary) {
+    const most = Math.max(1, ...summary.buckets.map((b) => b.runs));
+    const minutes = Math.round(summary.bucket_secs / 60);
+    const items = summary.buckets.map((bucket) => {
+      const label = `${clock(bucket.start)}: ${bucket.runs} run${bucket.runs === 1 ? '' : 's'}${bucket.failed ? `, ${bucket.failed} failed` : ''}`;
+      const bar = h('span', { class: 'bar' });
+      bar.style.height = `${(100 * bucket.runs) / most}%`;
+      if (bucket.failed) {
+        const failed = h('span', { class: 'failed' });
+        failed.style.height = `${(100 * bucket.failed) / bucket.runs}%`;
+        bar.append(failed);
+      }
+      return h('li', { title: label }, bar, h('span', { class: 'visually-hidden' }, label));
+    });
+    return h('figure', { class: 'bars' },
+      h('figcaption', {}, `Runs per ${minutes} minutes (failed ones in red), from ${clock(summary.since)} to ${clock(summary.until)}; the tallest bar is ${most} run${most === 1 ? '' : 's'}`),
+      h('ol', {}, items));
+  }
+
+  /** The instances sharing a PostgreSQL store. */
+  function instancesSection(instances) {
+    return h('section', { class: 'instances', 'aria-labelledby': 'health-instances' },
+      h('h2', { id: 'health-instances' }, 'Instances sharing the store'),
+      h('table', { class: 'list' },
+        h('thead', {}, h('tr', {}, ['Instance', 'Host', 'Started', 'Lease until', 'Open runs'].map((name) => h('th', { scope: 'col' }, name)))),
+        h('tbody', {}, instances.map((instance) => h('tr', { class: instance.answering ? 'answering' : null },
+          h('td', { class: 'path' }, instance.instance_id, instance.answering ? h('strong', {}, ' (this one)') : null),
+          h('td', {}, instance.host),
+          h('td', {}, when(instance.started_at)),
+          h('td', {}, when(instance.lease_expires_at)),
+          h('td', {}, String(instance.open_runs)))))));
   }
 
   // ---- routing ---------------------------------------------------------

@@ -340,6 +340,89 @@ pub(super) async fn run_counts(client: &Conn<'_>) -> Read<Vec<(RunState, u64)>> 
         .collect()
 }
 
+/// The runs of a window that ended after they started.
+const ENDED: &str =
+    "FROM runs WHERE created_at >= $1 AND started_at IS NOT NULL AND ended_at IS NOT NULL";
+
+/// The runs created at or after `since`, summed (`Counts::run_window`).
+/// Each figure is one query over `runs_by_created` (migration 3).
+pub(super) async fn run_window(
+    client: &Conn<'_>,
+    since: Millis,
+    bucket_ms: i64,
+) -> Read<crate::core::journal::RunWindow> {
+    use crate::core::journal::{RunWindow, WindowBucket, nearest_rank};
+    let mut window = RunWindow::default();
+    let rows = client
+        .query(
+            "SELECT state, COUNT(*), COALESCE(sum(input_tokens), 0)::BIGINT,
+                    COALESCE(sum(output_tokens), 0)::BIGINT
+             FROM runs WHERE created_at >= $1 GROUP BY state ORDER BY state",
+            &[&since],
+        )
+        .await
+        .map_err(db)?;
+    for row in &rows {
+        let state: String = row.try_get(0).map_err(db)?;
+        let state = RunState::parse(&state).ok_or_else(|| corrupt("run state", &state))?;
+        window
+            .by_state
+            .push((state, count(row.try_get(1).map_err(db)?)));
+        window.input_tokens += count(row.try_get(2).map_err(db)?);
+        window.output_tokens += count(row.try_get(3).map_err(db)?);
+    }
+    let rows = client
+        .query(
+            "SELECT currency, sum(cost) FROM runs
+             WHERE created_at >= $1 AND cost IS NOT NULL AND currency IS NOT NULL
+             GROUP BY currency ORDER BY currency",
+            &[&since],
+        )
+        .await
+        .map_err(db)?;
+    for row in &rows {
+        window.cost.push(Cost {
+            currency: row.try_get(0).map_err(db)?,
+            amount: row.try_get(1).map_err(db)?,
+        });
+    }
+    let ended: i64 = client
+        .query_one(&format!("SELECT COUNT(*) {ENDED}"), &[&since])
+        .await
+        .map_err(db)?
+        .try_get(0)
+        .map_err(db)?;
+    window.ended = count(ended);
+    let nth = format!("SELECT ended_at - started_at AS d {ENDED} ORDER BY d LIMIT 1 OFFSET $2");
+    for (percent, slot) in [(50, &mut window.p50_ms), (95, &mut window.p95_ms)] {
+        if let Some(rank) = nearest_rank(window.ended, percent) {
+            let row = client
+                .query_one(&nth, &[&since, &int(rank)])
+                .await
+                .map_err(db)?;
+            *slot = Some(row.try_get(0).map_err(db)?);
+        }
+    }
+    let rows = client
+        .query(
+            "SELECT (created_at - $1) / $2 AS b, COUNT(*),
+                    COUNT(*) FILTER (WHERE state = 'failed')
+             FROM runs WHERE created_at >= $1 GROUP BY b ORDER BY b",
+            &[&since, &bucket_ms.max(1)],
+        )
+        .await
+        .map_err(db)?;
+    for row in &rows {
+        let index: i64 = row.try_get(0).map_err(db)?;
+        window.buckets.push(WindowBucket {
+            index: count(index),
+            runs: count(row.try_get(1).map_err(db)?),
+            failed: count(row.try_get(2).map_err(db)?),
+        });
+    }
+    Ok(window)
+}
+
 /// A run's events from `from_seq` on (at most `limit`), in order.
 pub(super) async fn tape_in(
     client: &Conn<'_>,

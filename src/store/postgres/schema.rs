@@ -392,4 +392,9 @@ CREATE TABLE schedule_fires (
 );
 CREATE INDEX schedule_fires_open ON schedule_fires (state) WHERE state IN ('claimed', 'running');
 "#,
+    // 3: the runs of a window of time, in every session (the health
+    // summary, `reads::run_window`), as the SQLite store's version 22.
+    r#"
+CREATE INDEX runs_by_created ON runs (created_at);
+"#,
 ];

@@ -238,6 +238,24 @@ impl Counts for MemoryJournal {
     fn intent_counts(&self) -> Reply<'_, Vec<(String, IntentStatus, u64)>> {
         self.read(|state| state.channels.intent_counts())
     }
+
+    fn run_window(
+        &self,
+        since: crate::core::session::Millis,
+        bucket_ms: i64,
+    ) -> Reply<'_, crate::core::journal::RunWindow> {
+        self.read(move |state| {
+            run_window(
+                state.runs.values().filter(|run| run.created_at >= since),
+                since,
+                bucket_ms,
+            )
+        })
+    }
+
+    fn instances(&self) -> Reply<'_, Option<Vec<crate::core::lease::Instance>>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 impl ChannelJournal for MemoryJournal {
@@ -300,4 +318,60 @@ impl ChannelJournal for MemoryJournal {
     fn drafts<'a>(&'a self, _channel: &'a str, _account: &'a str) -> Reply<'a, Vec<Draft>> {
         self.read(|_| Vec::new())
     }
+}
+
+/// The runs of a window summed, as the stores' queries sum them.
+fn run_window<'a>(
+    runs: impl Iterator<Item = &'a crate::core::run::RunInfo>,
+    since: crate::core::session::Millis,
+    bucket_ms: i64,
+) -> crate::core::journal::RunWindow {
+    use crate::core::journal::{RunWindow, WindowBucket, nearest_rank};
+    let mut window = RunWindow::default();
+    let mut durations = Vec::new();
+    for run in runs {
+        match window.by_state.iter_mut().find(|(s, _)| *s == run.state) {
+            Some((_, n)) => *n += 1,
+            None => window.by_state.push((run.state, 1)),
+        }
+        window.input_tokens += run.usage.input_tokens;
+        window.output_tokens += run.usage.output_tokens;
+        if let Some(cost) = &run.cost {
+            match window.cost.iter_mut().find(|c| c.currency == cost.currency) {
+                Some(sum) => sum.amount += cost.amount,
+                None => window.cost.push(cost.clone()),
+            }
+        }
+        if let (Some(start), Some(end)) = (run.started_at, run.ended_at) {
+            durations.push(end - start);
+        }
+        let index = u64::try_from((run.created_at - since) / bucket_ms.max(1)).unwrap_or(0);
+        let failed = u64::from(run.state == RunState::Failed);
+        match window.buckets.iter_mut().find(|b| b.index == index) {
+            Some(bucket) => {
+                bucket.runs += 1;
+                bucket.failed += failed;
+            }
+            None => window.buckets.push(WindowBucket {
+                index,
+                runs: 1,
+                failed,
+            }),
+        }
+    }
+    window.by_state.sort_by_key(|(s, _)| s.as_str());
+    window.cost.sort_by(|a, b| a.currency.cmp(&b.currency));
+    window.buckets.sort_by_key(|b| b.index);
+    durations.sort_unstable();
+    window.ended = durations.len() as u64;
+    let at = |percent| {
+        nearest_rank(window.ended, percent).and_then(|rank| {
+            durations
+                .get(usize::try_from(rank).unwrap_or(usize::MAX))
+                .copied()
+        })
+    };
+    window.p50_ms = at(50);
+    window.p95_ms = at(95);
+    window
 }

@@ -49,6 +49,24 @@ pub fn operations() -> Vec<Operation> {
             }))
             .error(401, "Missing or invalid bearer token")
             .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+        Operation::new("get", "/v1/health/summary", "healthSummary", "The runs created in a recent window, in every session and by every process sharing the store (by state, failures, tokens, cost, latency, a timeline), and the instances sharing a PostgreSQL store")
+            .parameters(json!([
+                {
+                    "name": "window",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "string",
+                        "pattern": crate::http::health::WINDOW_PATTERN
+                    },
+                    "description": "How far back, in whole minutes or hours from 1m to 24h: `1h` (the default), `30m`, `1440m`"
+                }
+            ]))
+            .answer(200, "The summary", schema::<views::HealthSummary>)
+            .error(400, "Bad input; the message names the field")
+            .error(401, "Missing or invalid bearer token")
+            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
+            .error(503, "The store did not answer"),
         Operation::new("post", "/v1/sessions", "createSession", "Create a session (origin `http`)")
             .body(schema::<api::CreateSession>)
             .answer(201, "The new session", schema::<views::SessionView>)
