@@ -989,7 +989,16 @@ mod tests {
         };
         for in_workspace in [false, true] {
             for after in [false, true] {
-                let found = plan(&reader::sessions_sql(in_workspace, after));
+                let query = SessionQuery {
+                    workspace: in_workspace.then(|| "/w".into()),
+                    after: after.then(|| crate::core::journal::SessionCursor {
+                        updated_at: 1,
+                        id: SessionId::from_string("ses_1".into()),
+                    }),
+                    limit: 10,
+                    ..SessionQuery::default()
+                };
+                let found = plan(&reader::sessions_sql(&query).0);
                 let index = if in_workspace {
                     "USING INDEX sessions_listed_in_workspace (workspace=?"
                 } else {

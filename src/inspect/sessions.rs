@@ -49,6 +49,7 @@ async fn list(
             workspace,
             after: None,
             limit,
+            ..SessionQuery::default()
         })
         .await
         .map_err(Failure::failed)?;
