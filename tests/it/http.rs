@@ -2733,6 +2733,34 @@ async fn sessions_are_filtered_by_the_server_and_paged_through_the_filter() {
         }
     }
     assert_eq!(paged, http);
+    // `pincer sessions list` filters alike.
+    let cli = |args: &[&str]| -> Vec<String> {
+        let out = dir
+            .command()
+            .args(["sessions", "list", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<Value>(line).unwrap()["session_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(cli(&["--origin", "http"]), http);
+    assert_eq!(cli(&["--state", "closed"]), [editor.clone()]);
+    assert_eq!(cli(&["--channel", "webhook"]), [chat.clone()]);
+    assert_eq!(
+        cli(&["--search", "FIX parser", "--origin", "http"]),
+        [fixing.clone()]
+    );
+    assert_eq!(cli(&["--search", "no-such-words"]), Vec::<String>::new());
     // A value that names nothing is 400 naming its parameter.
     let many = vec!["w"; 33].join("+");
     for (query, named) in [
