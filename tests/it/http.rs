@@ -2687,9 +2687,9 @@ async fn sessions_are_filtered_by_the_server_and_paged_through_the_filter() {
     assert_eq!(http.len(), 3);
     assert_eq!(listed("origin=http").await, http);
     assert_eq!(listed("origin=headless").await, headless);
-    assert_eq!(listed("origin=editor").await, [editor.clone()]);
-    assert_eq!(listed("origin=channel").await, [chat.clone()]);
-    assert_eq!(listed("state=closed").await, [editor.clone()]);
+    assert_eq!(listed("origin=editor").await, [editor.as_str()]);
+    assert_eq!(listed("origin=channel").await, [chat.as_str()]);
+    assert_eq!(listed("state=closed").await, [editor.as_str()]);
     assert_eq!(
         listed("state=open").await,
         expect(&|s| s["session_id"] != editor.as_str())
@@ -2702,11 +2702,14 @@ async fn sessions_are_filtered_by_the_server_and_paged_through_the_filter() {
     // Empty values ask for nothing.
     assert_eq!(listed("origin=&state=&channel=&q=").await.len(), 6);
     // Words: each one in the title, id, model or workspace, case aside.
-    assert_eq!(listed("q=parser").await, [fixing.clone()]);
-    assert_eq!(listed("q=FIX+parser").await, [fixing.clone()]);
+    assert_eq!(listed("q=parser").await, [fixing.as_str()]);
+    assert_eq!(listed("q=FIX+parser").await, [fixing.as_str()]);
     assert_eq!(listed("q=changelog").await, headless);
     assert_eq!(listed("q=fix+changelog").await, Vec::<String>::new());
-    assert_eq!(listed(&format!("q={}", &chat[4..16])).await, [chat.clone()]);
+    assert_eq!(
+        listed(&format!("q={}", &chat[4..16])).await,
+        [chat.as_str()]
+    );
     assert_eq!(listed("q=%25").await, Vec::<String>::new());
     let workspace = dir.workspace().display().to_string();
     let name = workspace.rsplit('/').next().unwrap().to_uppercase();
@@ -2754,11 +2757,11 @@ async fn sessions_are_filtered_by_the_server_and_paged_through_the_filter() {
             .collect()
     };
     assert_eq!(cli(&["--origin", "http"]), http);
-    assert_eq!(cli(&["--state", "closed"]), [editor.clone()]);
-    assert_eq!(cli(&["--channel", "webhook"]), [chat.clone()]);
+    assert_eq!(cli(&["--state", "closed"]), [editor.as_str()]);
+    assert_eq!(cli(&["--channel", "webhook"]), [chat.as_str()]);
     assert_eq!(
         cli(&["--search", "FIX parser", "--origin", "http"]),
-        [fixing.clone()]
+        [fixing.as_str()]
     );
     assert_eq!(cli(&["--search", "no-such-words"]), Vec::<String>::new());
     // A value that names nothing is 400 naming its parameter.
