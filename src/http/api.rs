@@ -89,9 +89,6 @@ pub struct ListSessions {
     pub q: Option<String>,
 }
 
-/// The most words a session search (`q`) may hold.
-pub const MAX_SEARCH_WORDS: usize = 32;
-
 impl ListSessions {
     /// The filter the parameters ask for; a value that names nothing is
     /// 400 naming its parameter. An empty value asks for nothing.
@@ -125,12 +122,6 @@ impl ListSessions {
             )));
         }
         let words: Vec<String> = q.split_whitespace().map(str::to_owned).collect();
-        if words.len() > MAX_SEARCH_WORDS {
-            return Err(ApiError::bad_request(format!(
-                "`q`: at most {MAX_SEARCH_WORDS} words, got {}",
-                words.len()
-            )));
-        }
         Ok(SessionFilter {
             origin,
             closed,

@@ -274,12 +274,28 @@ pub(super) fn sessions_sql(query: &SessionQuery) -> (String, Vec<Value>) {
             " AND id IN (SELECT session_id FROM channel_sessions WHERE channel = ?{n})"
         ));
     }
-    // SQLite's `LIKE` ignores the case of ASCII letters.
-    for word in &filter.words {
-        let n = next(Value::Text(SessionFilter::like_pattern(word)));
+    // The words as one JSON array of patterns, each of which some column
+    // must match (one parameter however many words: the statement keeps
+    // its shape and its depth); SQLite's `LIKE` ignores the case of ASCII
+    // letters.
+    if !filter.words.is_empty() {
+        let patterns: Vec<String> = filter
+            .words
+            .iter()
+            .map(|word| SessionFilter::like_pattern(word))
+            .collect();
+        let n = next(Value::Text(serde_json::Value::from(patterns).to_string()));
+        // Named with their table: `json_each` has an `id` of its own.
+        let matches = [
+            "COALESCE(sessions.title, '')",
+            "sessions.id",
+            "sessions.model",
+            "sessions.workspace",
+        ]
+        .map(|column| format!("{column} LIKE word.value ESCAPE '\\'"))
+        .join(" OR ");
         sql.push_str(&format!(
-            " AND (title LIKE ?{n} ESCAPE '\\' OR id LIKE ?{n} ESCAPE '\\'
-                   OR model LIKE ?{n} ESCAPE '\\' OR workspace LIKE ?{n} ESCAPE '\\')"
+            " AND NOT EXISTS (SELECT 1 FROM json_each(?{n}) AS word WHERE NOT ({matches}))"
         ));
     }
     let limit = if query.limit == 0 {

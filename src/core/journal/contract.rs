@@ -467,12 +467,14 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
             Origin::Http
         };
         s.closed = n == 4 || n == 7;
-        s.title = Some(match n {
-            1 => "Fix the Parser".into(),
-            2 => "100% done_now".into(),
-            5 => "parser, again".into(),
-            _ => format!("task {n}"),
-        });
+        // One untitled: a word must be found elsewhere.
+        s.title = match n {
+            1 => Some("Fix the Parser".into()),
+            2 => Some("100% done_now".into()),
+            5 => Some("parser, again".into()),
+            9 => None,
+            _ => Some(format!("task {n}")),
+        };
         if n == 8 {
             s.model = "Big-Parser".into();
         }
@@ -579,6 +581,7 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
     assert_eq!(list(None, words(&["parser", "fix"])).await, ["ses_1"]);
     // In the id and the workspace.
     assert_eq!(list(None, words(&["ses_7"])).await, ["ses_7"]);
+    assert_eq!(list(None, words(&["SES_9"])).await, ["ses_9"]);
     assert_eq!(
         list(None, words(&["EVEN", "task"])).await,
         ["ses_8", "ses_6", "ses_4"]

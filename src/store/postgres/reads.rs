@@ -110,9 +110,14 @@ pub(super) async fn sessions(client: &Conn<'_>, query: &SessionQuery) -> Read<Ve
         .iter()
         .map(|word| SessionFilter::like_pattern(word))
         .collect();
-    let matches = ["COALESCE(title, '')", "id", "model", "workspace"]
-        .map(|column| format!("{} LIKE word ESCAPE '\\'", ascii_lower(column)))
-        .join(" OR ");
+    let matches = [
+        "COALESCE(sessions.title, '')",
+        "sessions.id",
+        "sessions.model",
+        "sessions.workspace",
+    ]
+    .map(|column| format!("{} LIKE word ESCAPE '\\'", ascii_lower(column)))
+    .join(" OR ");
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
          WHERE parent_session IS NULL AND deleted_at IS NULL

@@ -126,7 +126,7 @@ pub fn operations() -> Vec<Operation> {
                         "type": "string",
                         "maxLength": 2000
                     },
-                    "description": "Words (at most 32) each of which the title, id, model or workspace holds, ASCII letters' case aside; no wildcards"
+                    "description": "Words each of which the title, id, model or workspace holds, ASCII letters' case aside; no wildcards"
                 }
             ]))
             .answer(200, "A page of sessions", schema::<views::SessionList>)
