@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 use crate::core::approval::ApprovalDecision;
 use crate::core::event::{Event, Exchange, RunState, StopReason};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::SessionCursor;
+use crate::core::journal::{SessionCursor, SessionQuery};
 use crate::core::quote::{clip_message, quote};
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, Runtime, RuntimeError, Subscription};

@@ -497,6 +497,21 @@ pub enum SessionsCommand {
         /// Only sessions whose workspace is this directory
         #[arg(long, value_name = "DIR")]
         cwd: Option<PathBuf>,
+        /// Only sessions of this origin
+        #[arg(long, value_name = "ORIGIN", value_parser = [
+            "editor", "headless", "http", "channel", "terminal", "subagent", "schedule",
+        ])]
+        origin: Option<String>,
+        /// Only open or only closed sessions
+        #[arg(long, value_name = "STATE", value_parser = ["open", "closed"])]
+        state: Option<String>,
+        /// Only sessions a chat of the channel of this name maps
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
+        /// Only sessions whose title, id, model or workspace holds each of
+        /// these words (letters' case aside)
+        #[arg(long, value_name = "WORDS")]
+        search: Option<String>,
         /// At most this many
         #[arg(long, default_value_t = 50)]
         limit: usize,

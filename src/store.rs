@@ -1000,7 +1000,16 @@ mod tests {
         };
         for in_workspace in [false, true] {
             for after in [false, true] {
-                let found = plan(&reader::sessions_sql(in_workspace, after));
+                let query = SessionQuery {
+                    workspace: in_workspace.then(|| "/w".into()),
+                    after: after.then(|| crate::core::journal::SessionCursor {
+                        updated_at: 1,
+                        id: SessionId::from_string("ses_1".into()),
+                    }),
+                    limit: 10,
+                    ..SessionQuery::default()
+                };
+                let found = plan(&reader::sessions_sql(&query).0);
                 let index = if in_workspace {
                     "USING INDEX sessions_listed_in_workspace (workspace=?"
                 } else {
@@ -1014,6 +1023,29 @@ mod tests {
                     "{in_workspace} {after}: {found}"
                 );
             }
+        }
+        // Filtered by origin, state and words, the walk is the same: each
+        // session it reads is checked, and it stops at the page's end. (By
+        // chat channel, SQLite reads the channel's sessions by its key and
+        // sorts them: a chat channel maps few enough.)
+        for in_workspace in [false, true] {
+            let query = SessionQuery {
+                workspace: in_workspace.then(|| "/w".into()),
+                after: Some(crate::core::journal::SessionCursor {
+                    updated_at: 1,
+                    id: SessionId::from_string("ses_1".into()),
+                }),
+                limit: 10,
+                filter: crate::core::journal::SessionFilter {
+                    origin: Some(crate::core::session::Origin::Http),
+                    closed: Some(false),
+                    channel: None,
+                    words: vec!["fix".into(), "parser".into()],
+                },
+            };
+            let found = plan(&reader::sessions_sql(&query).0);
+            assert!(found.contains("USING INDEX sessions_listed"), "{found}");
+            assert!(!found.contains("TEMP B-TREE"), "{found}");
         }
         let found = plan(writer::UNFINISHED_RUNS);
         assert!(found.contains("USING INDEX runs_unfinished"), "{found}");

@@ -176,6 +176,7 @@ impl Chat {
                 workspace: Some(self.workspace.clone()),
                 after: None,
                 limit: RESUME_CHOICES,
+                ..SessionQuery::default()
             })
             .await
             .context("cannot list the sessions")?;

@@ -434,7 +434,12 @@ impl Connection {
         };
         let (sessions, next) = self
             .runtime
-            .sessions_page(workspace, after, PAGE)
+            .sessions_page(SessionQuery {
+                workspace,
+                after,
+                limit: PAGE,
+                ..SessionQuery::default()
+            })
             .await
             .map_err(runtime_error)?;
         let next = next.map(|cursor| cursor.to_string());

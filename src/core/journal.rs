@@ -56,7 +56,7 @@ use super::ids::{RunId, SessionId};
 use super::models::Cost;
 use super::receipt::{Receipt, ReceiptBody};
 use super::run::RunInfo;
-use super::session::{HistoryEntry, Message, Millis, Mode, Session};
+use super::session::{HistoryEntry, Message, Millis, Mode, Origin, Session};
 
 /// Why a journal operation failed.
 #[derive(Debug, Error)]
@@ -89,6 +89,65 @@ pub struct SessionQuery {
     /// Continue after this place.
     pub after: Option<SessionCursor>,
     pub limit: usize,
+    /// Only the sessions that pass all of these.
+    pub filter: SessionFilter,
+}
+
+/// What a listed session must be, each condition when given; all of them
+/// together. The backends apply it as they walk the listing, so a page is
+/// full whenever more sessions pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionFilter {
+    /// Only sessions made by this face.
+    pub origin: Option<Origin>,
+    /// Only closed sessions (`true`) or only open ones (`false`).
+    pub closed: Option<bool>,
+    /// Only sessions a conversation of the chat channel of this name maps
+    /// (`ChannelWrite::MapConversation`).
+    pub channel: Option<String>,
+    /// Only sessions in whose title, id, model or workspace each of these
+    /// words occurs, letters' case (ASCII) aside; the words are taken as
+    /// they are, with no wildcards.
+    pub words: Vec<String>,
+}
+
+impl SessionFilter {
+    /// Whether it passes every session.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// Whether `session` passes all but the channel condition (the one a
+    /// session alone cannot answer): for backends that filter in memory.
+    pub fn passes(&self, session: &Session) -> bool {
+        self.origin.is_none_or(|origin| session.origin == origin)
+            && self.closed.is_none_or(|closed| session.closed == closed)
+            && self.words.iter().all(|word| {
+                let word = word.to_ascii_lowercase();
+                let found = |text: &str| text.to_ascii_lowercase().contains(&word);
+                session.title.as_deref().is_some_and(found)
+                    || found(session.id.as_str())
+                    || found(&session.model)
+                    || found(&session.workspace.to_string_lossy())
+            })
+    }
+
+    /// `word` as a `LIKE` pattern (escape character: backslash) that
+    /// matches the text that contains it: `%`, `_` and backslash in it stand
+    /// for themselves; its letters in lower case, for backends whose `LIKE`
+    /// heeds case.
+    pub fn like_pattern(word: &str) -> String {
+        let mut pattern = String::with_capacity(word.len() + 2);
+        pattern.push('%');
+        for c in word.chars() {
+            if matches!(c, '%' | '_' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c.to_ascii_lowercase());
+        }
+        pattern.push('%');
+        pattern
+    }
 }
 
 /// A place in the listing of sessions (newest first, then by id): just

@@ -924,19 +924,18 @@ impl Runtime {
         Ok(sessions)
     }
 
-    /// A page of [`Runtime::list_sessions`]: at most `limit` sessions after
-    /// `after`, with the cursor of the next page when there is one.
+    /// A page of [`Runtime::list_sessions`]: at most `query.limit` sessions
+    /// after `query.after` that pass `query.filter`, with the cursor of the
+    /// next page when there is one.
     pub async fn sessions_page(
         &self,
-        workspace: Option<PathBuf>,
-        after: Option<SessionCursor>,
-        limit: usize,
+        query: SessionQuery,
     ) -> Result<(Vec<Session>, Option<SessionCursor>), RuntimeError> {
+        let limit = query.limit;
         let mut sessions = self
             .list_sessions(SessionQuery {
-                workspace,
-                after,
                 limit: limit + 1,
+                ..query
             })
             .await?;
         let next = if sessions.len() > limit {

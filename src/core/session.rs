@@ -85,6 +85,17 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Every origin, in the order of their declaration.
+    pub const ALL: [Origin; 7] = [
+        Origin::Editor,
+        Origin::Headless,
+        Origin::Http,
+        Origin::Channel,
+        Origin::Terminal,
+        Origin::Subagent,
+        Origin::Schedule,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Origin::Editor => "editor",
@@ -98,16 +109,9 @@ impl Origin {
     }
 
     pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "editor" => Some(Origin::Editor),
-            "headless" => Some(Origin::Headless),
-            "http" => Some(Origin::Http),
-            "channel" => Some(Origin::Channel),
-            "terminal" => Some(Origin::Terminal),
-            "subagent" => Some(Origin::Subagent),
-            "schedule" => Some(Origin::Schedule),
-            _ => None,
-        }
+        Origin::ALL
+            .into_iter()
+            .find(|origin| origin.as_str() == value)
     }
 }
 

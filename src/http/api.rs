@@ -13,7 +13,7 @@ use crate::core::approval::ApprovalDecision;
 use crate::core::commands::SessionCommand;
 use crate::core::event::Event;
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::SessionCursor;
+use crate::core::journal::{SessionCursor, SessionFilter, SessionQuery};
 use crate::core::memory::MemoryItem;
 use crate::core::memory::{Keeper, MemoryError, MemorySource, NewItem, Patch, Scope, ScopeKeys};
 use crate::core::question::{MAX_ANSWER_CHARS, QuestionAnswer, QuestionOutcome};
@@ -77,6 +77,58 @@ pub struct ListSessions {
     pub workspace: Option<PathBuf>,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
+    /// Only sessions of this origin (`Origin`'s names); empty: any.
+    pub origin: Option<String>,
+    /// `open` or `closed`; empty: either.
+    pub state: Option<String>,
+    /// Only sessions a conversation of the chat channel of this name maps;
+    /// empty: any.
+    pub channel: Option<String>,
+    /// Words each of which the title, id, model or workspace holds, case
+    /// aside; empty: any.
+    pub q: Option<String>,
+}
+
+impl ListSessions {
+    /// The filter the parameters ask for; a value that names nothing is
+    /// 400 naming its parameter. An empty value asks for nothing.
+    pub fn filter(&self) -> Result<SessionFilter, ApiError> {
+        let given = |value: &Option<String>| value.clone().filter(|value| !value.is_empty());
+        let origin = match given(&self.origin) {
+            None => None,
+            Some(name) => Some(Origin::parse(&name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`origin`: expected one of {}, got {}",
+                    Origin::ALL.map(Origin::as_str).join(", "),
+                    shown(&name)
+                ))
+            })?),
+        };
+        let closed = match given(&self.state).as_deref() {
+            None => None,
+            Some("open") => Some(false),
+            Some("closed") => Some(true),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "`state`: expected open or closed, got {}",
+                    shown(other)
+                )));
+            }
+        };
+        let q = self.q.as_deref().unwrap_or_default();
+        if q.chars().count() > MAX_QUERY_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "`q`: at most {MAX_QUERY_CHARS} characters"
+            )));
+        }
+        let words: Vec<String> = q.split_whitespace().map(str::to_owned).collect();
+        Ok(SessionFilter {
+            origin,
+            closed,
+            channel: given(&self.channel),
+            words,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -313,9 +365,15 @@ impl Api {
                 ))
             })?),
         };
+        let filter = request.filter()?;
         let (sessions, next) = self
             .runtime
-            .sessions_page(request.workspace, after, limit)
+            .sessions_page(SessionQuery {
+                workspace: request.workspace,
+                after,
+                limit,
+                filter,
+            })
             .await?;
         let next = next.map(|cursor| cursor.to_string());
         Ok(SessionList {

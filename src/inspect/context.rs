@@ -41,6 +41,7 @@ async fn newest_here(runtime: &Runtime) -> Result<SessionId, Failure> {
             workspace: Some(cwd.clone()),
             after: None,
             limit: 1,
+            ..SessionQuery::default()
         })
         .await
         .map_err(Failure::failed)?;

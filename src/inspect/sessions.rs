@@ -10,10 +10,10 @@ use crate::app::{Failure, Flags, exit};
 use crate::cli::SessionsCommand;
 use crate::core::approval::Grant;
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::SessionQuery;
+use crate::core::journal::{SessionFilter, SessionQuery};
 use crate::core::run::RunInfo;
 use crate::core::runtime::Runtime;
-use crate::core::session::{Message, Session};
+use crate::core::session::{Message, Origin, Session};
 use crate::stdout::{table, timestamp as time};
 use crate::views;
 
@@ -21,8 +21,27 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
     let opened = crate::app::App::open(flags).await?;
     let runtime = &opened.runtime;
     match command {
-        SessionsCommand::List { cwd, limit, json } => {
-            list(runtime, cwd.as_deref(), *limit, *json).await?
+        SessionsCommand::List {
+            cwd,
+            origin,
+            state,
+            channel,
+            search,
+            limit,
+            json,
+        } => {
+            let filter = SessionFilter {
+                origin: origin.as_deref().and_then(Origin::parse),
+                closed: state.as_deref().map(|state| state == "closed"),
+                channel: channel.clone(),
+                words: search
+                    .as_deref()
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
+            };
+            list(runtime, cwd.as_deref(), filter, *limit, *json).await?
         }
         SessionsCommand::Rm { ids } => rm(runtime, ids).await?,
         SessionsCommand::Show { id, json } => {
@@ -33,13 +52,16 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
     Ok(exit::OK)
 }
 
-/// `sessions list`: newest first, in `cwd` when given.
+/// `sessions list`: newest first, in `cwd` when given, those that pass
+/// `filter` (as `GET /v1/sessions` filters).
 async fn list(
     runtime: &Runtime,
     cwd: Option<&std::path::Path>,
+    filter: SessionFilter,
     limit: usize,
     json: bool,
 ) -> Result<(), Failure> {
+    let filtered = cwd.is_some() || !filter.is_empty();
     let workspace = cwd
         .map(std::path::absolute)
         .transpose()
@@ -49,6 +71,7 @@ async fn list(
             workspace,
             after: None,
             limit,
+            filter,
         })
         .await
         .map_err(Failure::failed)?;
@@ -61,7 +84,11 @@ async fn list(
         return print(&out);
     }
     if sessions.is_empty() {
-        eprintln!("pincer: no sessions yet");
+        if filtered {
+            eprintln!("pincer: no sessions match");
+        } else {
+            eprintln!("pincer: no sessions yet");
+        }
         return print("");
     }
     let mut rows = vec![

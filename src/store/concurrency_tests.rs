@@ -204,6 +204,7 @@ async fn units_of(store: &Store, prefix: &str) -> u64 {
             workspace: Some(workspace(prefix)),
             after: None,
             limit: 0,
+            ..SessionQuery::default()
         })
         .await
         .unwrap();

@@ -1283,6 +1283,7 @@ mod tests {
                     workspace: None,
                     after: None,
                     limit: 100,
+                    ..SessionQuery::default()
                 })
                 .await
                 .unwrap()

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::StoreError;
@@ -15,7 +16,7 @@ use crate::core::run::RunInfo;
 use crate::core::session::{HistoryEntry, Message, Mode, Origin, Session, SessionParent};
 
 pub use crate::core::journal::SessionQuery;
-use crate::core::journal::{RunsFrom, RunsToFollow};
+use crate::core::journal::{RunsFrom, RunsToFollow, SessionFilter};
 
 const RECEIPT_COLUMNS: &str = "seq, session_id, run_id, call_id, tool, input_hash, output_hash, verdict, is_error, at, prev_hash, hash, hooks, skills";
 
@@ -224,49 +225,87 @@ pub(super) fn sessions(
     conn: &Connection,
     query: &SessionQuery,
 ) -> Result<Vec<Session>, StoreError> {
-    let workspace = query
-        .workspace
-        .as_ref()
-        .map(|path| path.to_string_lossy().into_owned());
-    let (after_at, after_id) = match &query.after {
-        Some(cursor) => (Some(cursor.updated_at), Some(cursor.id.as_str().to_owned())),
-        None => (None, None),
-    };
-    let limit = if query.limit == 0 {
-        -1
-    } else {
-        query.limit as i64
-    };
-    let sql = sessions_sql(workspace.is_some(), query.after.is_some());
+    let (sql, values) = sessions_sql(query);
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![workspace, after_at, after_id, limit], session_row)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(values), session_row)?;
     rows.map(|raw| raw.map_err(StoreError::from)?.into_session())
         .collect()
 }
 
-/// The listing query of one shape (in one workspace or all; from a cursor
-/// or from the newest), parameters `?1` workspace, `?2, ?3` the cursor's
-/// `updated_at` and id, `?4` the limit (a shape that leaves some out still
-/// takes all four: SQLite counts parameters up to the highest number). A statement per shape, so SQLite
-/// seeks the listing index (`sessions_listed`, migration 14) to the cursor:
-/// written once with `?2 IS NULL OR …`, the same query scanned the index from
-/// the newest session on every page, and a walk of every page was quadratic.
-pub(super) fn sessions_sql(in_workspace: bool, after: bool) -> String {
-    format!(
+/// The listing query of `query`'s shape and its parameters, numbered in the
+/// order they come. A statement per shape (in one workspace or all; from a
+/// cursor or from the newest; which filters), so SQLite seeks the listing
+/// index (`sessions_listed`, migration 14) to the cursor: written once with
+/// `?2 IS NULL OR …`, the same query scanned the index from the newest
+/// session on every page, and a walk of every page was quadratic. The
+/// filters are checked on the rows the walk reads, newest first, so a page
+/// stops at `limit` sessions that pass.
+pub(super) fn sessions_sql(query: &SessionQuery) -> (String, Vec<Value>) {
+    let mut values: Vec<Value> = Vec::new();
+    let mut next = |value: Value| {
+        values.push(value);
+        values.len()
+    };
+    let mut sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
-         WHERE parent_session IS NULL AND deleted_at IS NULL{}{}
-         ORDER BY updated_at DESC, id DESC LIMIT ?4",
-        if in_workspace {
-            " AND workspace = ?1"
-        } else {
-            ""
-        },
-        if after {
-            " AND (updated_at, id) < (?2, ?3)"
-        } else {
-            ""
-        },
-    )
+         WHERE parent_session IS NULL AND deleted_at IS NULL"
+    );
+    if let Some(workspace) = &query.workspace {
+        let n = next(Value::Text(workspace.to_string_lossy().into_owned()));
+        sql.push_str(&format!(" AND workspace = ?{n}"));
+    }
+    if let Some(cursor) = &query.after {
+        let at = next(Value::Integer(cursor.updated_at));
+        let id = next(Value::Text(cursor.id.as_str().to_owned()));
+        sql.push_str(&format!(" AND (updated_at, id) < (?{at}, ?{id})"));
+    }
+    let filter = &query.filter;
+    if let Some(origin) = filter.origin {
+        let n = next(Value::Text(origin.as_str().to_owned()));
+        sql.push_str(&format!(" AND origin = ?{n}"));
+    }
+    if let Some(closed) = filter.closed {
+        let n = next(Value::Integer(i64::from(closed)));
+        sql.push_str(&format!(" AND closed = ?{n}"));
+    }
+    if let Some(channel) = &filter.channel {
+        let n = next(Value::Text(channel.clone()));
+        sql.push_str(&format!(
+            " AND id IN (SELECT session_id FROM channel_sessions WHERE channel = ?{n})"
+        ));
+    }
+    // The words as one JSON array of patterns, each of which some column
+    // must match (one parameter however many words: the statement keeps
+    // its shape and its depth); SQLite's `LIKE` ignores the case of ASCII
+    // letters.
+    if !filter.words.is_empty() {
+        let patterns: Vec<String> = filter
+            .words
+            .iter()
+            .map(|word| SessionFilter::like_pattern(word))
+            .collect();
+        let n = next(Value::Text(serde_json::Value::from(patterns).to_string()));
+        // Named with their table: `json_each` has an `id` of its own.
+        let matches = [
+            "COALESCE(sessions.title, '')",
+            "sessions.id",
+            "sessions.model",
+            "sessions.workspace",
+        ]
+        .map(|column| format!("{column} LIKE word.value ESCAPE '\\'"))
+        .join(" OR ");
+        sql.push_str(&format!(
+            " AND NOT EXISTS (SELECT 1 FROM json_each(?{n}) AS word WHERE NOT ({matches}))"
+        ));
+    }
+    let limit = if query.limit == 0 {
+        -1
+    } else {
+        i64::try_from(query.limit).unwrap_or(i64::MAX)
+    };
+    let n = next(Value::Integer(limit));
+    sql.push_str(&format!(" ORDER BY updated_at DESC, id DESC LIMIT ?{n}"));
+    (sql, values)
 }
 
 pub(super) fn history(conn: &Connection, id: &SessionId) -> Result<Vec<HistoryEntry>, StoreError> {

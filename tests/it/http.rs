@@ -41,8 +41,28 @@ impl Server {
         Self::spawn_logging(dir, config, args, "pincer=debug")
     }
 
+    /// Like [`Server::spawn`] with these environment variables too.
+    fn spawn_with(
+        dir: &TestDir,
+        config: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::spawn_env(dir, config, args, "pincer=debug", env)
+    }
+
     /// Like [`Server::spawn`] with this `RUST_LOG`.
     fn spawn_logging(dir: &TestDir, config: Option<&str>, args: &[&str], log: &str) -> Self {
+        Self::spawn_env(dir, config, args, log, &[])
+    }
+
+    fn spawn_env(
+        dir: &TestDir,
+        config: Option<&str>,
+        args: &[&str],
+        log: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         if let Some(text) = config {
             let path = dir.path().join("config/pincer/config.toml");
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -55,6 +75,7 @@ impl Server {
             .command()
             .env("PINCER_HTTP_TOKEN", TOKEN)
             .env("RUST_LOG", log)
+            .envs(env.iter().copied())
             .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .args(args)
@@ -748,6 +769,45 @@ async fn websocket_json_rpc_calls_and_a_subscription_to_session_events() {
             .contains("`workspace`"),
         "{bad}"
     );
+    // `sessions.list` takes the filters `GET /v1/sessions` takes.
+    let listed = call(
+        &mut socket,
+        20,
+        "sessions.list",
+        json!({"origin": "http", "state": "open", "q": session.to_uppercase()}),
+        &mut notifications,
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["sessions"][0]["session_id"],
+        session.as_str(),
+        "{listed}"
+    );
+    let none = call(
+        &mut socket,
+        21,
+        "sessions.list",
+        json!({"origin": "headless"}),
+        &mut notifications,
+    )
+    .await;
+    assert_eq!(none["result"]["sessions"], json!([]), "{none}");
+    let bad = call(
+        &mut socket,
+        22,
+        "sessions.list",
+        json!({"state": "shut"}),
+        &mut notifications,
+    )
+    .await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`state`"),
+        "{bad}"
+    );
     let missing = call(
         &mut socket,
         3,
@@ -1121,6 +1181,41 @@ async fn the_openapi_document_describes_the_running_server() {
         "/v1/sessions",
         server.get("/v1/sessions?limit=1"),
         StatusCode::OK
+    );
+    // Every query parameter documented is one the server takes.
+    let parameters: Vec<&str> = doc["paths"]["/v1/sessions"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        parameters,
+        [
+            "workspace",
+            "limit",
+            "cursor",
+            "origin",
+            "state",
+            "channel",
+            "q"
+        ]
+    );
+    let filtered = hit!(
+        "get",
+        "/v1/sessions",
+        server.get(&format!(
+            "/v1/sessions?workspace={}&limit=5&origin=http&state=open&channel=&q=SES_",
+            dir.workspace().display()
+        )),
+        StatusCode::OK
+    );
+    assert_eq!(filtered["sessions"][0]["session_id"], sid.as_str());
+    hit!(
+        "get",
+        "/v1/sessions",
+        server.get("/v1/sessions?state=shut"),
+        StatusCode::BAD_REQUEST
     );
     hit!(
         "get",
@@ -2592,6 +2687,225 @@ impl AcpSocket {
             }
             before.push(message);
         }
+    }
+}
+
+/// The ids of a listing's sessions, in order.
+fn ids_of(listing: &Value) -> Vec<String> {
+    listing["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `GET /v1/sessions` filters on the server, by origin (sessions made over
+/// HTTP, by `pincer run`, an editor, a chat), state, chat channel and words,
+/// with the workspace; a filtered listing is still newest first, and paged
+/// one at a time through `next_cursor` it holds each session once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
+async fn sessions_are_filtered_by_the_server_and_paged_through_the_filter() {
+    use crate::support::webhook::{Peer, SECRET, deliver};
+    let peer = Peer::start();
+    let dir = TestDir::new();
+    let turns: Vec<Value> = (0..6).map(|_| json!([{"text": "ok"}])).collect();
+    let script = dir.script("s.jsonl", &turns);
+    // A headless session, made before the server runs.
+    let out = dir
+        .command()
+        .args(["run", "--script", script.to_str().unwrap(), "--cwd"])
+        .arg(dir.workspace())
+        .arg("Summarize the changelog")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let config = format!(
+        "[channels.webhook]\ncallback_url = \"{}\"\nallow = [\"u1\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\nlive_drafts = false\n",
+        peer.url,
+        dir.workspace().display()
+    );
+    let server = Server::spawn_with(
+        &dir,
+        Some(&config),
+        &["--script", script.to_str().unwrap(), "--channel", "webhook"],
+        &[("PINCER_WEBHOOK_SECRET", SECRET)],
+    );
+    // Three over HTTP, the first asked to fix the parser.
+    let fixing = create_session(&server, &dir).await;
+    let (status, run) = send(server.post(
+        &format!("/v1/sessions/{fixing}/prompt?wait=true"),
+        json!({"prompt": "Fix the Parser"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    create_session(&server, &dir).await;
+    create_session(&server, &dir).await;
+    // One from an editor, closed.
+    let mut acp = AcpSocket::connect(&server).await;
+    acp.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let (_, created) = acp
+        .request(
+            "session/new",
+            json!({"cwd": dir.workspace(), "mcpServers": []}),
+        )
+        .await;
+    let editor = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let (_, closed) = acp
+        .request("session/close", json!({"sessionId": editor}))
+        .await;
+    assert!(closed.get("result").is_some(), "{closed}");
+    // One a chat made through the webhook channel (503 until it receives).
+    let inbound = server.url("/channels/webhook/webhook");
+    let says = json!({"message": {"chat": "room-1", "sender": {"id": "u1", "name": "Ada"}, "text": "hello"}});
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let (url, body) = (inbound.clone(), says.clone());
+        let (status, answer) =
+            tokio::task::spawn_blocking(move || deliver(&url, Some("d1"), &body, SECRET, 0))
+                .await
+                .unwrap();
+        if status == 200 {
+            break;
+        }
+        assert!(
+            status == 503 && Instant::now() < deadline,
+            "{status} {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let chat = loop {
+        let (_, listing) = send(server.get("/v1/sessions?channel=webhook")).await;
+        if let [one] = ids_of(&listing).as_slice() {
+            break one.clone();
+        }
+        assert!(Instant::now() < deadline, "{listing}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    let (_, all) = send(server.get("/v1/sessions")).await;
+    let all = all["sessions"].as_array().unwrap().clone();
+    assert_eq!(all.len(), 6, "{all:#?}");
+    let headless: Vec<String> = all
+        .iter()
+        .filter(|s| s["origin"] == "headless")
+        .map(|s| s["session_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(headless.len(), 1);
+    // Each filter against the full listing, filtered here, in its order.
+    let expect = |keep: &dyn Fn(&Value) -> bool| -> Vec<String> {
+        all.iter()
+            .filter(|s| keep(s))
+            .map(|s| s["session_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = async |query: &str| -> Vec<String> {
+        let (status, body) = send(server.get(&format!("/v1/sessions?{query}"))).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        ids_of(&body)
+    };
+    let http = expect(&|s| s["origin"] == "http");
+    assert_eq!(http.len(), 3);
+    assert_eq!(listed("origin=http").await, http);
+    assert_eq!(listed("origin=headless").await, headless);
+    assert_eq!(listed("origin=editor").await, [editor.as_str()]);
+    assert_eq!(listed("origin=channel").await, [chat.as_str()]);
+    assert_eq!(listed("state=closed").await, [editor.as_str()]);
+    assert_eq!(
+        listed("state=open").await,
+        expect(&|s| s["session_id"] != editor.as_str())
+    );
+    assert_eq!(
+        listed("origin=http&state=closed").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(listed("channel=other").await, Vec::<String>::new());
+    // Empty values ask for nothing.
+    assert_eq!(listed("origin=&state=&channel=&q=").await.len(), 6);
+    // Words: each one in the title, id, model or workspace, case aside.
+    assert_eq!(listed("q=parser").await, [fixing.as_str()]);
+    assert_eq!(listed("q=FIX+parser").await, [fixing.as_str()]);
+    assert_eq!(listed("q=changelog").await, headless);
+    assert_eq!(listed("q=fix+changelog").await, Vec::<String>::new());
+    assert_eq!(
+        listed(&format!("q={}", &chat[4..16])).await,
+        [chat.as_str()]
+    );
+    assert_eq!(listed("q=%25").await, Vec::<String>::new());
+    // However many words: a thousand, each the same as one.
+    let one = &chat[4..5];
+    let many = vec![one; 1000].join("+");
+    let found = listed(&format!("q={one}")).await;
+    assert!(found.contains(&chat), "{found:?}");
+    assert_eq!(listed(&format!("q={many}")).await, found);
+    let workspace = dir.workspace().display().to_string();
+    let name = workspace.rsplit('/').next().unwrap().to_uppercase();
+    assert_eq!(listed(&format!("q={name}&origin=http")).await, http);
+    assert_eq!(
+        listed(&format!("workspace={workspace}&origin=http")).await,
+        http
+    );
+    // Paged one at a time through the filter: each once, in order.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let query = match &cursor {
+            Some(cursor) => format!("/v1/sessions?origin=http&limit=1&cursor={cursor}"),
+            None => "/v1/sessions?origin=http&limit=1".to_owned(),
+        };
+        let (status, page) = send(server.get(&query)).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        paged.extend(ids_of(&page));
+        assert!(paged.len() <= 3, "{paged:?}");
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, http);
+    // `pincer sessions list` filters alike.
+    let cli = |args: &[&str]| -> Vec<String> {
+        let out = dir
+            .command()
+            .args(["sessions", "list", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<Value>(line).unwrap()["session_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(cli(&["--origin", "http"]), http);
+    assert_eq!(cli(&["--state", "closed"]), [editor.as_str()]);
+    assert_eq!(cli(&["--channel", "webhook"]), [chat.as_str()]);
+    assert_eq!(
+        cli(&["--search", "FIX parser", "--origin", "http"]),
+        [fixing.as_str()]
+    );
+    assert_eq!(cli(&["--search", "no-such-words"]), Vec::<String>::new());
+    // A value that names nothing is 400 naming its parameter.
+    let long = format!("q={}", "w".repeat(2001));
+    for (query, named) in [
+        ("origin=robot", "`origin`"),
+        ("state=shut", "`state`"),
+        (long.as_str(), "`q`"),
+    ] {
+        let (status, body) = send(server.get(&format!("/v1/sessions?{query}"))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(body.to_string().contains(named), "{query}: {body}");
     }
 }
 

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{Audit, Journal, JournalError, SessionCursor, SessionQuery, Write};
+use super::{Audit, Journal, JournalError, SessionCursor, SessionFilter, SessionQuery, Write};
 use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
@@ -42,6 +42,7 @@ macro_rules! journal_contract {
             tape_pages_start_and_stop_where_asked,
             receipts_are_numbered_and_chained,
             sessions_list_newest_first_by_workspace_and_cursor,
+            session_listings_filter_before_they_page,
             history_keeps_messages_in_order_and_touches_the_session,
             the_conversation_since_compaction_starts_at_the_newest_summary,
             runs_record_their_states_and_times,
@@ -404,6 +405,7 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
             workspace: Some("/a".into()),
             after: None,
             limit: 2,
+            ..SessionQuery::default()
         })
         .await
         .unwrap();
@@ -416,6 +418,7 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
                 id: SessionId::from_string("ses_3".into()),
             }),
             limit: 2,
+            ..SessionQuery::default()
         })
         .await
         .unwrap();
@@ -430,6 +433,7 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
                 id: SessionId::from_string("ses_4".into()),
             }),
             limit: 3,
+            ..SessionQuery::default()
         })
         .await
         .unwrap();
@@ -442,10 +446,170 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
                 id: SessionId::from_string("ses_2".into()),
             }),
             limit: 2,
+            ..SessionQuery::default()
         })
         .await
         .unwrap();
     assert!(end.is_empty(), "{end:?}");
+}
+
+/// A listing filtered by origin, state, chat channel (by name) and words
+/// (in the title, id, model or workspace, case aside, wildcards taken as
+/// they are) holds the sessions that pass, newest first; paged one at a
+/// time it holds each of them once, whatever fails in between.
+pub async fn session_listings_filter_before_they_page(backend: &Backend) {
+    use crate::core::channel::{ChannelWrite, ConversationKey, Target, TargetKind};
+    let journal = backend.journal.as_ref();
+    let mut made = Vec::new();
+    for n in 1..=9_i64 {
+        let id = format!("ses_{n}");
+        let mut s = session(&id, if n % 2 == 0 { "/even" } else { "/odd" }, n * 10);
+        s.origin = if n % 3 == 0 {
+            Origin::Channel
+        } else {
+            Origin::Http
+        };
+        s.closed = n == 4 || n == 7;
+        // One untitled: a word must be found elsewhere.
+        s.title = match n {
+            1 => Some("Fix the Parser".into()),
+            2 => Some("100% done_now".into()),
+            5 => Some("parser, again".into()),
+            9 => None,
+            _ => Some(format!("task {n}")),
+        };
+        if n == 8 {
+            s.model = "Big-Parser".into();
+        }
+        made.push(s.clone());
+        journal.submit(Write::InsertSession(s));
+    }
+    let map = |channel: &str, target: &str, session: &str| {
+        Write::Channel(ChannelWrite::MapConversation {
+            key: ConversationKey {
+                channel: channel.into(),
+                account: "bot".into(),
+                target: Target {
+                    kind: TargetKind::Group,
+                    id: target.into(),
+                    thread: None,
+                },
+            },
+            session_id: SessionId::from_string(session.into()),
+            at: 1,
+        })
+    };
+    journal.submit(map("tg", "a", "ses_3"));
+    journal.submit(map("tg", "b", "ses_9"));
+    journal.submit(map("irc", "a", "ses_6"));
+    journal.flush().await.unwrap();
+    let ids = |sessions: &[Session]| {
+        sessions
+            .iter()
+            .map(|s| s.id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let list = |workspace: Option<&str>, filter: SessionFilter| {
+        let workspace = workspace.map(PathBuf::from);
+        async move {
+            let all = journal
+                .sessions(SessionQuery {
+                    workspace: workspace.clone(),
+                    filter: filter.clone(),
+                    ..SessionQuery::default()
+                })
+                .await
+                .unwrap();
+            // One at a time from the cursor of each: the same, in order.
+            let mut paged: Vec<Session> = Vec::new();
+            loop {
+                let page = journal
+                    .sessions(SessionQuery {
+                        workspace: workspace.clone(),
+                        after: paged.last().map(SessionCursor::after),
+                        limit: 1,
+                        filter: filter.clone(),
+                    })
+                    .await
+                    .unwrap();
+                if page.is_empty() {
+                    break;
+                }
+                assert!(paged.len() < 10, "{paged:?}");
+                paged.extend(page);
+            }
+            assert_eq!(ids(&paged), ids(&all), "{filter:?}");
+            ids(&all)
+        }
+    };
+    let words = |words: &[&str]| SessionFilter {
+        words: words.iter().map(|w| (*w).to_owned()).collect(),
+        ..SessionFilter::default()
+    };
+    assert_eq!(
+        list(None, SessionFilter::default()).await,
+        made.iter()
+            .rev()
+            .map(|s| s.id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    );
+    let channel = SessionFilter {
+        origin: Some(Origin::Channel),
+        ..SessionFilter::default()
+    };
+    assert_eq!(list(None, channel).await, ["ses_9", "ses_6", "ses_3"]);
+    let closed = SessionFilter {
+        closed: Some(true),
+        ..SessionFilter::default()
+    };
+    assert_eq!(list(None, closed).await, ["ses_7", "ses_4"]);
+    let open_http_odd = SessionFilter {
+        origin: Some(Origin::Http),
+        closed: Some(false),
+        ..SessionFilter::default()
+    };
+    assert_eq!(list(Some("/odd"), open_http_odd).await, ["ses_5", "ses_1"]);
+    let on = |name: &str| SessionFilter {
+        channel: Some(name.into()),
+        ..SessionFilter::default()
+    };
+    assert_eq!(list(None, on("tg")).await, ["ses_9", "ses_3"]);
+    assert_eq!(list(None, on("irc")).await, ["ses_6"]);
+    assert!(list(None, on("t%")).await.is_empty());
+    // Words: in the title or the model, case aside; each must be found.
+    assert_eq!(
+        list(None, words(&["PARSER"])).await,
+        ["ses_8", "ses_5", "ses_1"]
+    );
+    assert_eq!(list(None, words(&["parser", "fix"])).await, ["ses_1"]);
+    // In the id and the workspace.
+    assert_eq!(list(None, words(&["ses_7"])).await, ["ses_7"]);
+    assert_eq!(list(None, words(&["SES_9"])).await, ["ses_9"]);
+    assert_eq!(
+        list(None, words(&["EVEN", "task"])).await,
+        ["ses_8", "ses_6", "ses_4"]
+    );
+    // `%`, `_` and `\` are themselves, not wildcards.
+    assert_eq!(list(None, words(&["100%"])).await, ["ses_2"]);
+    assert_eq!(list(None, words(&["e_n"])).await, ["ses_2"]);
+    assert_eq!(list(None, words(&["%"])).await, ["ses_2"]);
+    assert!(list(None, words(&["s_s"])).await.is_empty());
+    assert!(list(None, words(&["\\"])).await.is_empty());
+    // A subagent's session stays out, whatever the filter.
+    let mut child = session("ses_child", "/odd", 100);
+    child.origin = Origin::Subagent;
+    child.parent = Some(crate::core::session::SessionParent {
+        session: SessionId::from_string("ses_1".into()),
+        run: RunId::from_string("run_parent".into()),
+        call: "call_1".into(),
+    });
+    journal.submit(Write::InsertSession(child));
+    journal.flush().await.unwrap();
+    let subagents = SessionFilter {
+        origin: Some(Origin::Subagent),
+        ..SessionFilter::default()
+    };
+    assert!(list(None, subagents).await.is_empty());
 }
 
 /// A session's messages come back in the order appended, with their runs,

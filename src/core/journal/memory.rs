@@ -552,6 +552,14 @@ impl Journal for MemoryJournal {
                 .values()
                 .filter(|s| query.workspace.as_ref().is_none_or(|w| &s.workspace == w))
                 .filter(|s| s.parent.is_none())
+                .filter(|s| query.filter.passes(s))
+                .filter(|s| {
+                    query
+                        .filter
+                        .channel
+                        .as_ref()
+                        .is_none_or(|channel| state.channels.maps(channel, &s.id))
+                })
                 .filter(|s| match &query.after {
                     Some(after) => {
                         s.updated_at < after.updated_at

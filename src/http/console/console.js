@@ -157,20 +157,28 @@
 
   // ---- sessions --------------------------------------------------------
 
+  /** The filters the sessions page sends the server (`GET /v1/sessions`). */
+  const SESSION_FILTERS = ['q', 'workspace', 'origin', 'state', 'channel'];
+
   async function sessionsView() {
     document.title = 'Sessions · Pincer';
+    // The filters live in the page's address, so a filtered listing can be
+    // shared and reloaded; the form submits to it.
     const params = new URLSearchParams(window.location.search);
-    const filters = {
-      workspace: params.get('workspace') || '',
-      origin: params.get('origin') || '',
-      state: params.get('state') || '',
-      q: params.get('q') || '',
-    };
+    const filters = Object.fromEntries(SESSION_FILTERS.map((name) => [name, (params.get(name) || '').trim()]));
+    let channels = [];
+    try {
+      channels = (await api('GET', '/v1/channels')).channels.map((channel) => channel.name);
+    } catch (_) {
+      // Without the channels' names the filter still takes the one asked for.
+    }
+    if (filters.channel && !channels.includes(filters.channel)) channels.push(filters.channel);
     const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter sessions' },
-      h('label', {}, 'Search ', h('input', { name: 'q', type: 'search', value: filters.q, placeholder: 'title, id, model' })),
+      h('label', {}, 'Search ', h('input', { name: 'q', type: 'search', value: filters.q, placeholder: 'title, id, model, path' })),
       h('label', {}, 'Workspace ', h('input', { name: 'workspace', value: filters.workspace, placeholder: '/absolute/path' })),
-      h('label', {}, 'Origin ', select('origin', filters.origin, ['', 'editor', 'headless', 'terminal', 'http', 'channel', 'schedule', 'subagent'])),
+      h('label', {}, 'Origin ', select('origin', filters.origin, ['', 'editor', 'headless', 'terminal', 'http', 'channel', 'schedule'])),
       h('label', {}, 'State ', select('state', filters.state, ['', 'open', 'closed'])),
+      h('label', {}, 'Channel ', select('channel', filters.channel, ['', ...channels])),
       h('button', { type: 'submit' }, 'Filter'));
     const body = h('tbody');
     const table = h('table', { class: 'list' },
@@ -178,20 +186,23 @@
       h('thead', {}, h('tr', {}, ['Title', 'Origin', 'Workspace', 'Model', 'Mode', 'Updated'].map((name) => h('th', { scope: 'col' }, name)))),
       body);
     const more = h('button', { type: 'button', hidden: true }, 'Load more');
-    const status = h('p', { class: 'status' });
+    const status = h('p', { class: 'status', role: 'status' });
     clear(app);
     append(app, [h('h1', {}, 'Sessions'), newSessionForm(), form, status, table, more]);
     let cursor = null;
     let shown = 0;
+    // Each page asks the server with the same filters, after the last one's
+    // cursor: the server filters, so every page is full while more match.
     const load = async () => {
       more.disabled = true;
       const query = new URLSearchParams({ limit: '100' });
-      if (filters.workspace) query.set('workspace', filters.workspace);
+      for (const name of SESSION_FILTERS) {
+        if (filters[name]) query.set(name, filters[name]);
+      }
       if (cursor) query.set('cursor', cursor);
       try {
         const page = await api('GET', `/v1/sessions?${query}`);
         for (const session of page.sessions) {
-          if (!matches(session, filters)) continue;
           shown += 1;
           body.append(h('tr', {},
             h('td', {}, h('a', { href: `/ui/sessions/${seg(session.session_id)}` }, session.title || session.session_id)),
@@ -205,6 +216,7 @@
         more.hidden = !cursor;
         status.textContent = shown ? `${shown} shown` : 'No sessions match.';
       } catch (err) {
+        more.hidden = true;
         status.replaceWith(errorBox(err));
       } finally {
         more.disabled = false;
@@ -241,18 +253,6 @@
 
   function select(name, current, options) {
     return h('select', { name }, options.map((value) => h('option', { value, selected: value === current }, value || 'any')));
-  }
-
-  function matches(session, filters) {
-    if (filters.origin && session.origin !== filters.origin) return false;
-    if (filters.state === 'open' && session.closed) return false;
-    if (filters.state === 'closed' && !session.closed) return false;
-    if (filters.q) {
-      const words = filters.q.toLowerCase();
-      const text = `${session.title || ''} ${session.session_id} ${session.model} ${session.workspace}`.toLowerCase();
-      if (!text.includes(words)) return false;
-    }
-    return true;
   }
 
   // ---- one session: the live transcript --------------------------------

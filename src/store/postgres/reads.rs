@@ -10,11 +10,11 @@ use tokio_postgres::Row;
 use crate::core::approval::Grant;
 use crate::core::event::{Event, EventRecord, RunState};
 use crate::core::ids::{RunId, SessionId};
-use crate::core::journal::{RunsFrom, RunsToFollow, SessionQuery};
+use crate::core::journal::{RunsFrom, RunsToFollow, SessionFilter, SessionQuery};
 use crate::core::models::Cost;
 use crate::core::receipt::{Receipt, ReceiptBody, Verdict};
 use crate::core::run::RunInfo;
-use crate::core::session::{HistoryEntry, Message, Millis, Session, SessionParent};
+use crate::core::session::{HistoryEntry, Message, Millis, Origin, Session, SessionParent};
 use crate::store::StoreError;
 use crate::store::reader::{RawRun, RawSession, corrupt, receipts_from};
 
@@ -84,6 +84,15 @@ pub(super) async fn session(client: &Conn<'_>, id: &SessionId) -> Read<Option<Se
         .transpose()
 }
 
+/// Text with its ASCII capitals in lower case: the case `LIKE` ignores in
+/// SQLite, and in the memory journal, ignored here too (where `ILIKE` would
+/// ignore every letter's).
+fn ascii_lower(column: &str) -> String {
+    format!("translate({column}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')")
+}
+
+/// Sessions newest first; the filter's words as an array of patterns
+/// (`$8`), each of which some column must match.
 pub(super) async fn sessions(client: &Conn<'_>, query: &SessionQuery) -> Read<Vec<Session>> {
     let workspace = query
         .workspace
@@ -94,15 +103,48 @@ pub(super) async fn sessions(client: &Conn<'_>, query: &SessionQuery) -> Read<Ve
         None => (None, None),
     };
     let limit = (query.limit > 0).then(|| int(query.limit as u64));
+    let filter = &query.filter;
+    let origin = filter.origin.map(Origin::as_str);
+    let patterns: Vec<String> = filter
+        .words
+        .iter()
+        .map(|word| SessionFilter::like_pattern(word))
+        .collect();
+    let matches = [
+        "COALESCE(sessions.title, '')",
+        "sessions.id",
+        "sessions.model",
+        "sessions.workspace",
+    ]
+    .map(|column| format!("{} LIKE word ESCAPE '\\'", ascii_lower(column)))
+    .join(" OR ");
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM sessions
          WHERE parent_session IS NULL AND deleted_at IS NULL
            AND ($1::TEXT IS NULL OR workspace = $1)
            AND ($2::BIGINT IS NULL OR (updated_at, id) < ($2, $3::TEXT))
+           AND ($5::TEXT IS NULL OR origin = $5)
+           AND ($6::BOOLEAN IS NULL OR closed = $6)
+           AND ($7::TEXT IS NULL OR id IN
+                (SELECT session_id FROM channel_sessions WHERE channel = $7))
+           AND NOT EXISTS (SELECT 1 FROM unnest($8::TEXT[]) AS words(word)
+                           WHERE NOT ({matches}))
          ORDER BY updated_at DESC, id DESC LIMIT $4"
     );
     let rows = client
-        .query(&sql, &[&workspace, &after_at, &after_id, &limit])
+        .query(
+            &sql,
+            &[
+                &workspace,
+                &after_at,
+                &after_id,
+                &limit,
+                &origin,
+                &filter.closed,
+                &filter.channel,
+                &patterns,
+            ],
+        )
         .await
         .map_err(db)?;
     sessions_from(rows)

@@ -129,6 +129,13 @@ impl Channels {
         update.apply(intent).map_err(JournalError::Conflict)
     }
 
+    /// Whether a conversation of the channel named `channel` maps `session`.
+    pub(super) fn maps(&self, channel: &str, session: &SessionId) -> bool {
+        self.conversations
+            .iter()
+            .any(|(key, mapped)| key.channel == channel && mapped == session)
+    }
+
     /// Forgets the chat mappings of deleted sessions.
     pub(super) fn forget_sessions(&mut self, gone: &[SessionId]) {
         self.conversations

@@ -106,6 +106,45 @@ pub fn operations() -> Vec<Operation> {
                         "pattern": "^[0-9]{1,18}:ses_[0-9a-f]{32}$"
                     },
                     "description": "`next_cursor` of the previous page"
+                },
+                {
+                    "name": "origin",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "string",
+                        "enum": ["", "editor", "headless", "http", "channel", "terminal", "subagent", "schedule"]
+                    },
+                    "description": "Only sessions of this origin; empty: any"
+                },
+                {
+                    "name": "state",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "string",
+                        "enum": ["", "open", "closed"]
+                    },
+                    "description": "Only open or only closed sessions; empty: either"
+                },
+                {
+                    "name": "channel",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "string"
+                    },
+                    "description": "Only sessions a conversation of the chat channel of this name maps; empty: any"
+                },
+                {
+                    "name": "q",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "string",
+                        "maxLength": 2000
+                    },
+                    "description": "Words each of which the title, id, model or workspace holds, ASCII letters' case aside; no wildcards"
                 }
             ]))
             .answer(200, "A page of sessions", schema::<views::SessionList>)
