@@ -6,68 +6,21 @@
 //! on its deadline naming the step it hung in.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::support::TestDir;
 use crate::support::browser::{self, BrowserOutcome};
-use crate::support::{TIMEOUT, TestDir};
+use crate::support::serve::{HttpServe, TOKEN};
 
-const TOKEN: &str = "browser-token-0123456789abcdef";
-
-/// `pincer serve --http 127.0.0.1:0` with a scripted model, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    stderr_path: PathBuf,
-}
-
-impl Server {
-    fn start(dir: &TestDir) -> Self {
-        let script = dir.script(
-            "model.jsonl",
-            &[json!([{"text": "Hello"}, {"usage": {"input_tokens": 3, "output_tokens": 1}}])],
-        );
-        let ready = dir.path().join("ready");
-        let stderr_path = dir.path().join("serve-stderr.log");
-        let child = dir
-            .command()
-            .env("PINCER_HTTP_TOKEN", TOKEN)
-            .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .arg("--script")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        let addr = loop {
-            if let Ok(text) = std::fs::read_to_string(&ready) {
-                break text.trim().to_owned();
-            }
-            assert!(
-                started.elapsed() < TIMEOUT,
-                "the server did not start: {}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Self {
-            child,
-            url: format!("http://{addr}"),
-            stderr_path,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `pincer serve --http 127.0.0.1:0` with a scripted model (the shared
+/// launcher: `support::serve`).
+fn start(dir: &TestDir) -> HttpServe {
+    let script = dir.script(
+        "model.jsonl",
+        &[json!([{"text": "Hello"}, {"usage": {"input_tokens": 3, "output_tokens": 1}}])],
+    );
+    HttpServe::start(dir, None, &["--script", script.to_str().unwrap()])
 }
 
 fn is_png(path: &Path) -> bool {
@@ -93,10 +46,11 @@ fn chromium_shows_the_servers_json_and_every_kind_of_page_problem_is_recorded() 
         return;
     }
     let dir = TestDir::new();
-    let server = Server::start(&dir);
+    let server = start(&dir);
+    let url = server.url("");
     let outcome = browser::run(
         &browser::script("smoke.mjs"),
-        &[("PINCER_URL", &server.url), ("PINCER_TOKEN", TOKEN)],
+        &[("PINCER_URL", &url), ("PINCER_TOKEN", TOKEN)],
     );
     eprintln!(
         "smoke.mjs took {:.1} s; screenshots in {}",
@@ -122,7 +76,7 @@ fn chromium_shows_the_servers_json_and_every_kind_of_page_problem_is_recorded() 
     let console = outcome.result["console"].as_array().unwrap();
     let server_records: Vec<_> = console
         .iter()
-        .filter(|r| r["url"].as_str().unwrap_or("").starts_with(&server.url))
+        .filter(|r| r["url"].as_str().unwrap_or("").starts_with(&url))
         .collect();
     assert!(
         server_records.iter().all(|r| {
@@ -130,7 +84,7 @@ fn chromium_shows_the_servers_json_and_every_kind_of_page_problem_is_recorded() 
             url.ends_with("/favicon.ico") || url.ends_with("/v1/sessions")
         }),
         "{server_records:?}\n{}",
-        std::fs::read_to_string(&server.stderr_path).unwrap_or_default()
+        server.stderr()
     );
 }
 

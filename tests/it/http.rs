@@ -2,26 +2,25 @@
 //! WebSocket, auth, limits, and the OpenAPI document against the running server.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::serve::{HttpServe, TOKEN};
 use crate::support::{TIMEOUT, TestDir};
 use futures::{SinkExt, StreamExt};
 use pretty_assertions::assert_eq;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const TOKEN: &str = "test-token-0123456789abcdef";
-
 /// A 1×1 PNG, base64.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
-/// A running `pincer serve --http 127.0.0.1:0`.
+/// A running `pincer serve --http 127.0.0.1:0` (`support::serve`) with an
+/// HTTP client presenting the token.
 struct Server {
-    child: Child,
+    serve: HttpServe,
     addr: String,
     client: reqwest::Client,
-    stderr_path: PathBuf,
 }
 
 impl Server {
@@ -63,46 +62,15 @@ impl Server {
         log: &str,
         env: &[(&str, &str)],
     ) -> Self {
-        if let Some(text) = config {
-            let path = dir.path().join("config/pincer/config.toml");
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, text).unwrap();
-        }
-        let ready = dir.path().join(format!("ready-{}", std::process::id()));
-        let _ = std::fs::remove_file(&ready);
-        let stderr_path = dir.path().join("serve-stderr.log");
-        let child = dir
-            .command()
-            .env("PINCER_HTTP_TOKEN", TOKEN)
-            .env("RUST_LOG", log)
-            .envs(env.iter().copied())
-            .args(["serve", "--http", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        let addr = loop {
-            if let Ok(text) = std::fs::read_to_string(&ready) {
-                break text.trim().to_owned();
-            }
-            assert!(
-                started.elapsed() < TIMEOUT,
-                "the server did not start: {}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let mut env = env.to_vec();
+        env.push(("RUST_LOG", log));
+        let serve = HttpServe::start_with_env(dir, config, args, &env);
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder().timeout(TIMEOUT).build().unwrap();
         Self {
-            child,
-            addr,
+            addr: serve.addr.clone(),
+            serve,
             client,
-            stderr_path,
         }
     }
 
@@ -122,27 +90,12 @@ impl Server {
     }
 
     fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        self.serve.stderr()
     }
 
     /// SIGTERM, then the exit status.
-    fn stop(mut self) -> ExitStatus {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(started.elapsed() < TIMEOUT, "the server did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn stop(self) -> ExitStatus {
+        self.serve.stop()
     }
 }
 
@@ -2095,7 +2048,7 @@ async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
     // every subscriber have seen a few chunks kills it at once, so the kill
     // lands while events are going out.
     let counts = Arc::new(Mutex::new(vec![0usize; subscribers.len()]));
-    let pid = server.child.id() as i32;
+    let pid = server.serve.pid() as i32;
     let mut readers = Vec::new();
     for (i, (name, mut subscriber)) in subscribers.into_iter().enumerate() {
         let counts = counts.clone();
@@ -2667,6 +2620,19 @@ impl AcpSocket {
     }
 
     /// Calls `method`; the notifications before the response, and it.
+    /// `initialize`, then `session/new` in `cwd`: the session's id.
+    async fn open_session(&mut self, cwd: &Path) -> String {
+        self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+        let (_, created) = self
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await;
+        created["result"]["sessionId"].as_str().unwrap().to_owned()
+    }
+
     async fn request(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
         self.next += 1;
         let id = self.next;
@@ -2744,18 +2710,7 @@ async fn sessions_are_filtered_by_the_server_and_paged_through_the_filter() {
     create_session(&server, &dir).await;
     // One from an editor, closed.
     let mut acp = AcpSocket::connect(&server).await;
-    acp.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    )
-    .await;
-    let (_, created) = acp
-        .request(
-            "session/new",
-            json!({"cwd": dir.workspace(), "mcpServers": []}),
-        )
-        .await;
-    let editor = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let editor = acp.open_session(&dir.workspace()).await;
     let (_, closed) = acp
         .request("session/close", json!({"sessionId": editor}))
         .await;
@@ -3015,18 +2970,7 @@ async fn closing_the_acp_websocket_cancels_its_runs() {
     );
     let server = Server::start(&dir, &script, None);
     let mut acp = AcpSocket::connect(&server).await;
-    acp.request(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    )
-    .await;
-    let (_, created) = acp
-        .request(
-            "session/new",
-            json!({"cwd": dir.workspace(), "mcpServers": []}),
-        )
-        .await;
-    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let session = acp.open_session(&dir.workspace()).await;
     acp.send_text(
         json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt",
                "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}})

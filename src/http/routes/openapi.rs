@@ -135,7 +135,18 @@ impl Operation {
         }
         let generator = responses;
         let mut responses = Map::new();
-        for (status, answer) in &self.responses {
+        // Every route behind the token answers these, from the guard.
+        let guarded = [
+            (401, Answer::Error("Missing or invalid bearer token")),
+            (
+                429,
+                Answer::Error("Rate limit exceeded; `Retry-After` says when to retry"),
+            ),
+        ];
+        let guard = guarded.iter().filter(|_| !self.public);
+        let mut answers: Vec<&(u16, Answer)> = self.responses.iter().chain(guard).collect();
+        answers.sort_by_key(|(status, _)| *status);
+        for (status, answer) in answers {
             let response = match answer {
                 Answer::Json(description, schema) => json!({
                     "description": description,

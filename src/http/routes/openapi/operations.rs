@@ -11,6 +11,20 @@ use crate::http::ingress::SendMessage;
 use crate::http::schedules::AddSchedule;
 use crate::views;
 
+/// A session's id in the path.
+fn session_id() -> serde_json::Value {
+    path_id("session_id", "^ses_")
+}
+
+/// A run's id in the path.
+fn run_id() -> serde_json::Value {
+    path_id("run_id", "^run_")
+}
+
+fn path_id(name: &str, pattern: &str) -> serde_json::Value {
+    json!({"name": name, "in": "path", "required": true, "schema": {"type": "string", "pattern": pattern}})
+}
+
 /// Every route's description, in the order of the document.
 #[allow(clippy::too_many_lines, reason = "a table, read entry by entry")]
 pub fn operations() -> Vec<Operation> {
@@ -33,8 +47,6 @@ pub fn operations() -> Vec<Operation> {
                     }
                 }
             }))
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(500, "Internal error"),
         Operation::new("get", "/openapi.json", "openapi", "This document")
             .raw(200, json!({
@@ -46,9 +58,7 @@ pub fn operations() -> Vec<Operation> {
                         }
                     }
                 }
-            }))
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            })),
         Operation::new("get", "/v1/health/summary", "healthSummary", "The runs created in a recent window, in every session and by every process sharing the store (by state, failures, tokens, cost, latency, a timeline), and the instances sharing a PostgreSQL store")
             .parameters(json!([
                 {
@@ -64,17 +74,13 @@ pub fn operations() -> Vec<Operation> {
             ]))
             .answer(200, "The summary", schema::<views::HealthSummary>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "The store did not answer"),
         Operation::new("post", "/v1/sessions", "createSession", "Create a session (origin `http`)")
             .body(schema::<api::CreateSession>)
             .answer(201, "The new session", schema::<views::SessionView>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "The workspace is not a directory, or no provider has the model")
-            .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(413, "Body larger than `[http] body_limit_bytes`"),
         Operation::new("get", "/v1/sessions", "listSessions", "Sessions, most recently active first")
             .parameters(json!([
                 {
@@ -148,52 +154,22 @@ pub fn operations() -> Vec<Operation> {
                 }
             ]))
             .answer(200, "A page of sessions", schema::<views::SessionList>)
-            .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(400, "Bad input; the message names the field"),
         Operation::new("get", "/v1/sessions/{session_id}", "getSession", "One session")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .answer(200, "The session", schema::<views::SessionView>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("delete", "/v1/sessions/{session_id}", "deleteSession", "Delete a session: its conversation, remembered approvals and tapes go; its runs' summaries and receipts stay")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .answer(200, "The session was deleted", schema::<views::SessionDeleted>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("post", "/v1/sessions/{session_id}/prompt", "prompt", "Queue a prompt as a new run; with `wait=true`, answer when the run has ended")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                },
+                session_id(),
                 {
                     "name": "wait",
                     "in": "query",
@@ -208,95 +184,45 @@ pub fn operations() -> Vec<Operation> {
             .answer(200, "With `wait=true`: the run as it ended", schema::<views::RunView>)
             .answer(202, "The run, queued or already running", schema::<views::RunView>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, approval or route")
             .error(413, "Body larger than `[http] body_limit_bytes`")
             .error(422, "Well-formed content the session's model cannot take (an image for a model that takes none); code `unsupported_content`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "Shutting down or the store is unavailable"),
         Operation::new("post", "/v1/sessions/{session_id}/commands", "sessionCommand", "Queue `/compact` or `/undo` as a run of its own, after the runs before it")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .body(schema::<api::RunCommand>)
             .answer(202, "The command's run, queued", schema::<views::RunView>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, approval or route")
             .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "Shutting down or the store is unavailable"),
         Operation::new("post", "/v1/sessions/{session_id}/steer", "steerSession", "Steer the session's working prompt: the message is taken in at the run's next turn boundary")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .body(schema::<api::Prompt>)
             .answer(200, "`injected` with the run that takes it, or `promptRequired` when no prompt works (send it as a prompt)", schema::<views::Steered>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, approval or route")
             .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(422, "Well-formed content the session's model cannot take (an image for a model that takes none); code `unsupported_content`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(422, "Well-formed content the session's model cannot take (an image for a model that takes none); code `unsupported_content`"),
         Operation::new("get", "/v1/sessions/{session_id}/runs", "listRuns", "A session's runs, oldest first")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .answer(200, "The runs", schema::<views::RunList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("get", "/v1/sessions/{session_id}/context", "getContext", "What the session's next model turn would be sent: the system prompt, the tools and the conversation fitted into the window, with estimated tokens per part (docs/prompt.md)")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .answer(200, "The context", schema::<views::ContextView>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("get", "/v1/sessions/{session_id}/events", "sessionEvents", "A session's events as SSE: from now (or from its first event with `from=start`), or after `Last-Event-ID`, run by run; never ends while the session is open")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                },
+                session_id(),
                 {
                     "name": "Last-Event-ID",
                     "in": "header",
@@ -339,86 +265,36 @@ pub fn operations() -> Vec<Operation> {
                 }
             }))
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session or run, or the cursor names no event of it")
-            .error(409, "Conflict with the current state")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(409, "Conflict with the current state"),
         Operation::new("get", "/v1/sessions/{session_id}/approvals", "sessionApprovals", "A session's approvals waiting for an answer")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .answer(200, "The waiting approvals", schema::<views::ApprovalList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("get", "/v1/sessions/{session_id}/questions", "sessionQuestions", "A session's questions (ask_user) waiting for an answer")
             .parameters(json!([
-                {
-                    "name": "session_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^ses_"
-                    }
-                }
+                session_id()
             ]))
             .answer(200, "The waiting questions", schema::<views::QuestionList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, question or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, question or route"),
         Operation::new("get", "/v1/runs/{run_id}", "getRun", "One run")
             .parameters(json!([
-                {
-                    "name": "run_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^run_"
-                    }
-                }
+                run_id()
             ]))
             .answer(200, "The run", schema::<views::RunView>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("post", "/v1/runs/{run_id}/cancel", "cancelRun", "Cancel a queued or running run; answers once its end is recorded")
             .parameters(json!([
-                {
-                    "name": "run_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^run_"
-                    }
-                }
+                run_id()
             ]))
             .answer(200, "The run, ended", schema::<views::RunView>)
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, approval or route")
-            .error(409, "Conflict with the current state")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(409, "Conflict with the current state"),
         Operation::new("get", "/v1/runs/{run_id}/tape", "getTape", "A run's events from the tape")
             .parameters(json!([
-                {
-                    "name": "run_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^run_"
-                    }
-                },
+                run_id(),
                 {
                     "name": "from_seq",
                     "in": "query",
@@ -433,20 +309,10 @@ pub fn operations() -> Vec<Operation> {
             ]))
             .answer(200, "The events", schema::<views::TapeView>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, run, approval or route")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, run, approval or route"),
         Operation::new("get", "/v1/runs/{run_id}/events", "runEvents", "A run's events as SSE: from its start (or after `Last-Event-ID`) to its end")
             .parameters(json!([
-                {
-                    "name": "run_id",
-                    "in": "path",
-                    "required": true,
-                    "schema": {
-                        "type": "string",
-                        "pattern": "^run_"
-                    }
-                },
+                run_id(),
                 {
                     "name": "Last-Event-ID",
                     "in": "header",
@@ -479,9 +345,7 @@ pub fn operations() -> Vec<Operation> {
                 }
             }))
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session or run, or the cursor names no event of it")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session or run, or the cursor names no event of it"),
         Operation::new("get", "/v1/memory", "listMemory", "Remembered items (docs/memory.md): those a session or a workspace sees, or every item; matching `q` best first, else the newest first")
             .parameters(json!([
                 {
@@ -527,17 +391,13 @@ pub fn operations() -> Vec<Operation> {
             ]))
             .answer(200, "The items", schema::<views::MemoryList>)
             .error(400, "Bad input; the message names the parameter")
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "Unknown session, a workspace that is not a directory, or memory turned off")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "Unknown session, a workspace that is not a directory, or memory turned off"),
         Operation::new("post", "/v1/memory", "addMemory", "Remember something (a text the safety pass would redact is refused)")
             .body(schema::<api::NewMemory>)
             .answer(201, "The new item", schema::<MemoryItem>)
             .error(400, "Bad input, or a secret in the text; the message names the problem")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, a workspace that is not a directory, or memory turned off")
-            .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(413, "Body larger than `[http] body_limit_bytes`"),
         Operation::new("get", "/v1/memory/{memory_id}", "getMemory", "One remembered item")
             .parameters(json!([
                 {
@@ -551,9 +411,7 @@ pub fn operations() -> Vec<Operation> {
                 }
             ]))
             .answer(200, "The item", schema::<MemoryItem>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "No such item")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "No such item"),
         Operation::new("patch", "/v1/memory/{memory_id}", "editMemory", "Change an item's text, tags or pin")
             .parameters(json!([
                 {
@@ -569,10 +427,8 @@ pub fn operations() -> Vec<Operation> {
             .body(schema::<api::MemoryPatch>)
             .answer(200, "The item as changed", schema::<MemoryItem>)
             .error(400, "Bad input, a secret, or nothing to change")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "No such item")
-            .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(413, "Body larger than `[http] body_limit_bytes`"),
         Operation::new("delete", "/v1/memory/{memory_id}", "forgetMemory", "Forget an item")
             .parameters(json!([
                 {
@@ -586,9 +442,7 @@ pub fn operations() -> Vec<Operation> {
                 }
             ]))
             .answer(200, "The item forgotten", schema::<MemoryItem>)
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "No such item")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "No such item"),
         Operation::new("get", "/v1/skills", "listSkills", "Agent Skills and custom commands a session in the workspace finds (docs/skills.md), as `pincer skills list --json`: each with its scope and location, a project's marked `offered: false` until the project is trusted; then what was skipped or warned about")
             .parameters(json!([
                 {
@@ -603,9 +457,7 @@ pub fn operations() -> Vec<Operation> {
                 }
             ]))
             .answer(200, "The skills", schema::<views::SkillList>)
-            .error(400, "Bad input: a workspace that is not absolute or does not exist, or an unknown parameter")
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(400, "Bad input: a workspace that is not absolute or does not exist, or an unknown parameter"),
         Operation::new("get", "/v1/skills/{name}", "getSkill", "One skill, as `pincer skills show --json`: its entry, the other frontmatter fields and its instructions (the body of SKILL.md, read now)")
             .parameters(json!([
                 {
@@ -629,18 +481,12 @@ pub fn operations() -> Vec<Operation> {
             ]))
             .answer(200, "The skill", schema::<views::SkillDetails>)
             .error(400, "Bad input: a workspace that is not absolute or does not exist, or an unknown parameter")
-            .error(401, "Missing or invalid bearer token")
-            .error(404, "No skill of that name in the workspace")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(404, "No skill of that name in the workspace"),
         Operation::new("get", "/v1/verify", "verifyReceipts", "The receipt chain walked and cross-checked against the tapes (`pincer verify --json`)")
             .answer(200, "The verdict: `ok` false names the first break and the runs missing receipts", schema::<views::VerifyView>)
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "The store did not answer"),
         Operation::new("get", "/v1/approvals", "listApprovals", "Approvals of every session waiting for an answer")
-            .answer(200, "The waiting approvals", schema::<views::ApprovalList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .answer(200, "The waiting approvals", schema::<views::ApprovalList>),
         Operation::new("post", "/v1/approvals/{approval_id}", "answerApproval", "Answer a waiting approval; the first answer from any face wins")
             .parameters(json!([
                 {
@@ -655,15 +501,11 @@ pub fn operations() -> Vec<Operation> {
             .body(schema::<api::Answer>)
             .answer(200, "The approval and the answer given", schema::<views::Answered>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, approval or route")
             .error(409, "Conflict with the current state")
-            .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(413, "Body larger than `[http] body_limit_bytes`"),
         Operation::new("get", "/v1/questions", "listQuestions", "Questions (ask_user) of every session waiting for an answer")
-            .answer(200, "The waiting questions", schema::<views::QuestionList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .answer(200, "The waiting questions", schema::<views::QuestionList>),
         Operation::new("post", "/v1/questions/{question_id}", "answerQuestion", "Answer a waiting question; the first answer from any face wins")
             .parameters(json!([
                 {
@@ -678,11 +520,9 @@ pub fn operations() -> Vec<Operation> {
             .body(schema::<api::Reply>)
             .answer(200, "The question and the answer given", schema::<views::Replied>)
             .error(400, "Bad input; the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "Unknown session, run, question or route")
             .error(409, "Conflict with the current state")
-            .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(413, "Body larger than `[http] body_limit_bytes`"),
         Operation::new("get", "/v1/rpc", "rpcWebSocket", "JSON-RPC 2.0 over a WebSocket: the same operations as methods, and subscriptions to run and session events (docs/http.md)")
             .parameters(json!([
                 {
@@ -727,9 +567,7 @@ pub fn operations() -> Vec<Operation> {
             .raw(101, json!({
                 "description": "Switching to the WebSocket protocol"
             }))
-            .error(400, "Not a WebSocket handshake; the message names the header")
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(400, "Not a WebSocket handshake; the message names the header"),
         Operation::new("post", "/v1/rpc", "rpcCall", "One JSON-RPC 2.0 call (or batch) in the body; subscriptions need the WebSocket")
             .raw_body(json!({
                 "required": true,
@@ -752,9 +590,7 @@ pub fn operations() -> Vec<Operation> {
                 }
             }))
             .error(400, "The body is not JSON")
-            .error(401, "Missing or invalid bearer token")
-            .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(413, "Body larger than `[http] body_limit_bytes`"),
         Operation::new("get", "/acp", "acpWebSocket", "The Agent Client Protocol over a WebSocket (draft transport): each text frame one JSON-RPC message; the same agent as `pincer acp` on stdio, over this process's sessions (docs/acp.md)")
             .parameters(json!([
                 {
@@ -799,9 +635,7 @@ pub fn operations() -> Vec<Operation> {
             .raw(101, json!({
                 "description": "Switching to the WebSocket protocol"
             }))
-            .error(400, "Not a WebSocket handshake; the message names the header")
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .error(400, "Not a WebSocket handshake; the message names the header"),
         Operation::new("post", "/v1/channels/{name}/messages", "sendChannelMessage", "Send a message first to a chat through a channel this process serves: recorded as a send intent and delivered by the outbox, with its guarantees, by the process serving the channel's account (docs/channels.md)")
             .parameters(json!([
                 {
@@ -817,10 +651,8 @@ pub fn operations() -> Vec<Operation> {
             .body(schema::<SendMessage>)
             .answer(202, "Recorded (or recorded before under the same `id`): the send intent", schema::<SendIntent>)
             .error(400, "Bad input (an empty text, a target the platform cannot read); the message names the field")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "No such channel is served by this process")
             .error(413, "Body larger than `[http] body_limit_bytes`")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "Not recorded (the store did not answer): send it again"),
         Operation::new("post", "/channels/{name}/webhook", "webhookDelivery", "A peer's delivery to a webhook channel this process serves (docs/channels.md). No bearer token: the request is signed with the channel's shared secret")
             .public()
@@ -866,22 +698,16 @@ pub fn operations() -> Vec<Operation> {
             }))
             .answer(503, "Not recorded now (the channels are starting, another process serves the account, or the store did not answer): send it again", schema::<schemas::ChannelError>),
         Operation::new("get", "/v1/channels", "listChannels", "The chat channels this process runs (pincer serve --channel): each account's health (the platform answering, since when, the last event, the last error), what its platform can do (capabilities) and its outbox by status")
-            .answer(200, "The channels, by name", schema::<views::ChannelList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry"),
+            .answer(200, "The channels, by name", schema::<views::ChannelList>),
         Operation::new("get", "/v1/schedules", "listSchedules", "Every schedule, oldest first, with its next occurrence and latest fire (docs/schedules.md)")
             .answer(200, "The schedules", schema::<views::ScheduleList>)
-            .error(401, "Missing or invalid bearer token")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "The store did not answer"),
         Operation::new("post", "/v1/schedules", "addSchedule", "Add a schedule: a prompt run at cron times in a time zone, or once; fired by any `pincer serve`, each occurrence once (docs/schedules.md)")
             .body(schema::<AddSchedule>)
             .answer(201, "Added: the schedule and its next occurrence", schema::<views::ScheduleAdded>)
             .error(400, "A body that is not a schedule's JSON (a missing `prompt`, an unknown field)")
-            .error(401, "Missing or invalid bearer token")
             .error(413, "Body larger than `[http] body_limit_bytes`")
             .error(422, "A definition that cannot be scheduled; the message names the field (`cron: …`, `tz: …`, `at: … is in the past`, `workspace: …`, `session: …`, `deliver: …`, `id: … already exists`)")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "Not recorded (the store did not answer)"),
         Operation::new("get", "/v1/schedules/{schedule_id}", "getSchedule", "A schedule with its next occurrence and its fires, newest first")
             .parameters(json!([
@@ -908,9 +734,7 @@ pub fn operations() -> Vec<Operation> {
             ]))
             .answer(200, "The schedule and its fires", schema::<views::ScheduleDetails>)
             .error(400, "Bad query")
-            .error(401, "Missing or invalid bearer token")
             .error(404, "No such schedule")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "The store did not answer"),
         Operation::new("delete", "/v1/schedules/{schedule_id}", "removeSchedule", "Remove a schedule and its record of fires")
             .parameters(json!([
@@ -925,9 +749,7 @@ pub fn operations() -> Vec<Operation> {
                 }
             ]))
             .answer(200, "Removed", schema::<views::ScheduleDeleted>)
-            .error(401, "Missing or invalid bearer token")
             .error(404, "No such schedule")
-            .error(429, "Rate limit exceeded; `Retry-After` says when to retry")
             .error(503, "The store did not answer")
 ,
     ]
