@@ -276,7 +276,7 @@ impl Outbox {
     }
 
     fn too_old(&self, intent: &SendIntent, now: i64) -> bool {
-        now.saturating_sub(intent.created_at) > self.expire_after.as_millis() as i64
+        now.saturating_sub(intent.decided_at()) > self.expire_after.as_millis() as i64
     }
 
     async fn expire(&self, intent: &SendIntent, now: i64) -> Result<(), JournalError> {

@@ -619,7 +619,7 @@ pub async fn old_intents_expire_and_uncertain_sends_stay_unknown(backend: &Backe
     );
     let listed = |status| async move {
         journal
-            .intents(Some(status), 10)
+            .intents(None, Some(status), 10)
             .await
             .unwrap()
             .into_iter()
@@ -866,7 +866,7 @@ pub async fn drafts_are_intents_finalized_in_place_or_retracted(backend: &Backen
 }
 
 /// `pincer channels outbox`: the most recently changed first (ties by id),
-/// of one status or all, at most `limit`.
+/// of one channel or all, of one status or all, at most `limit`.
 pub async fn intents_are_listed_most_recently_changed_first(backend: &Backend) {
     let journal = backend.journal.as_ref();
     for (id, channel, created) in [
@@ -889,25 +889,49 @@ pub async fn intents_are_listed_most_recently_changed_first(backend: &Backend) {
     journal.flush().await.unwrap();
     let ids = |intents: Vec<SendIntent>| intents.into_iter().map(|i| i.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(journal.intents(None, 10).await.unwrap()),
+        ids(journal.intents(None, None, 10).await.unwrap()),
         ["a", "b", "c", "d"]
     );
-    assert_eq!(ids(journal.intents(None, 2).await.unwrap()), ["a", "b"]);
+    assert_eq!(ids(journal.intents(None, None, 2).await.unwrap()), ["a", "b"]);
     assert_eq!(
         ids(journal
-            .intents(Some(IntentStatus::Pending), 10)
+            .intents(None, Some(IntentStatus::Pending), 10)
             .await
             .unwrap()),
         ["d"]
     );
     assert!(
         journal
-            .intents(Some(IntentStatus::Sent), 10)
+            .intents(None, Some(IntentStatus::Sent), 10)
             .await
             .unwrap()
             .is_empty()
     );
-    assert!(journal.intents(None, 0).await.unwrap().is_empty());
+    assert!(journal.intents(None, None, 0).await.unwrap().is_empty());
+    assert_eq!(
+        ids(journal.intents(Some("telegram"), None, 10).await.unwrap()),
+        ["a", "c", "d"],
+        "one channel's intents, in the same order"
+    );
+    assert_eq!(
+        ids(journal.intents(Some("telegram"), None, 1).await.unwrap()),
+        ["a"],
+        "the limit counts the channel's intents only"
+    );
+    assert_eq!(
+        ids(journal
+            .intents(Some("telegram"), Some(IntentStatus::Failed), 10)
+            .await
+            .unwrap()),
+        ["a", "c"]
+    );
+    assert!(
+        journal
+            .intents(Some("irc"), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(open_ids(journal, "webhook").await, []);
     assert_eq!(
         open_ids(journal, "telegram").await,
