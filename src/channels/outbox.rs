@@ -168,6 +168,38 @@ impl Outbox {
             .collect())
     }
 
+    /// Wakes the worker: an intent was made `pending` here.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Wakes the worker when an intent is due that it was not told of:
+    /// one another process (or request) made `pending` — an operator's
+    /// `resend` of an `unknown_after_send` message. Called every
+    /// [`super::hub::ADOPT_EVERY`] while serving, with the open intents.
+    pub fn wake_for(&self, open: &[SendIntent]) {
+        let now = now_millis();
+        if open.iter().any(|intent| {
+            intent.status == IntentStatus::Pending
+                && intent.kind != IntentKind::Draft
+                && intent.next_attempt_at.is_none_or(|at| at <= now)
+        }) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The open intents of this outbox's account (held, pending, sending,
+    /// committing), oldest first.
+    pub async fn open(&self) -> Result<Vec<SendIntent>, JournalError> {
+        Ok(self
+            .store
+            .open_intents(self.adapter.channel(), self.adapter.account())
+            .await?
+            .into_iter()
+            .map(|(intent, _)| intent)
+            .collect())
+    }
+
     async fn update(&self, update: IntentUpdate) -> Result<(), JournalError> {
         self.store
             .commit(self.fenced(ChannelWrite::UpdateIntent(update)))

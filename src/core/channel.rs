@@ -512,7 +512,7 @@ impl SendIntent {
 /// What an operator decided about an `unknown_after_send` intent after
 /// checking the chat (`pincer channels resolve`, `POST
 /// /v1/channels/{name}/outbox/{intent_id}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
     /// The person saw it arrive: `sent`.
