@@ -851,6 +851,7 @@ mod tests {
             run_id: None,
             created_at: now_millis(),
             updated_at: now_millis(),
+            resent_at: None,
         }
     }
 
