@@ -316,7 +316,10 @@ impl ChannelRoutes {
                 .map_err(|err| (503, format!("the store did not answer: {err}")))?;
             Ok(crate::views::ChannelOutbox {
                 channel: name,
-                intents: intents.iter().map(crate::views::OutboxIntent::from).collect(),
+                intents: intents
+                    .iter()
+                    .map(crate::views::OutboxIntent::from)
+                    .collect(),
             })
         })
     }

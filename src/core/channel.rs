@@ -555,7 +555,8 @@ impl Resolution {
             }
             Resolution::Resend => IntentStatus::Pending,
         };
-        let mut update = IntentUpdate::new(&intent.id, &[IntentStatus::UnknownAfterSend], status, at);
+        let mut update =
+            IntentUpdate::new(&intent.id, &[IntentStatus::UnknownAfterSend], status, at);
         if self == Resolution::Resend {
             update.resent_at = Some(at);
         }

@@ -422,7 +422,9 @@ fn telegram_outbox(dir: &TestDir, status: &str) -> Vec<Value> {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn status_of(dir: &TestDir, id: &str) -> Value {
@@ -473,7 +475,11 @@ fn messages_left_unknown_after_send_are_resolved_by_an_operator() {
         Duration::from_millis(150),
         |_| telegram_outbox(&dir, "unknown_after_send").len() == chats.len(),
     );
-    assert_eq!(fake.calls("sendMessage").len(), chats.len(), "resent blindly");
+    assert_eq!(
+        fake.calls("sendMessage").len(),
+        chats.len(),
+        "resent blindly"
+    );
     // The channel filter is in the read: none of another channel.
     let (code, out, _) = channels(&dir, &["outbox", "--channel", "matrix"]);
     assert_eq!((code, out.as_str()), (0, "no outbound messages\n"));
@@ -496,7 +502,10 @@ fn messages_left_unknown_after_send_are_resolved_by_an_operator() {
     let (status, _) = get(&serve.addr, "/v1/channels/telegram/outbox?status=sent");
     assert_eq!(status, 200);
     for (query, parameter) in [("status=lost", "status"), ("limit=0", "limit")] {
-        let (status, body) = get(&serve.addr, &format!("/v1/channels/telegram/outbox?{query}"));
+        let (status, body) = get(
+            &serve.addr,
+            &format!("/v1/channels/telegram/outbox?{query}"),
+        );
         assert_eq!(status, 400, "{body}");
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.contains(&format!("`{parameter}`")), "{message}");
@@ -528,9 +537,12 @@ fn messages_left_unknown_after_send_are_resolved_by_an_operator() {
     let (status, body) = resolve("message:m3", "drop");
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "cancelled");
-    fake.wait_for_every("the resent ones recorded sent", WAIT, Duration::from_millis(150), |_| {
-        status_of(&dir, "message:m0") == "sent" && status_of(&dir, "message:m1") == "sent"
-    });
+    fake.wait_for_every(
+        "the resent ones recorded sent",
+        WAIT,
+        Duration::from_millis(150),
+        |_| status_of(&dir, "message:m0") == "sent" && status_of(&dir, "message:m1") == "sent",
+    );
     assert_eq!(status_of(&dir, "message:m2"), "sent");
     assert_eq!(status_of(&dir, "message:m3"), "cancelled");
 
@@ -550,7 +562,10 @@ fn messages_left_unknown_after_send_are_resolved_by_an_operator() {
     assert_eq!(code, 2, "{err}");
 
     // Each resent message went out once more, and nothing else did.
-    let counts: Vec<usize> = [42, 43, 44, 45].iter().map(|c| sent(&fake, *c).len()).collect();
+    let counts: Vec<usize> = [42, 43, 44, 45]
+        .iter()
+        .map(|c| sent(&fake, *c).len())
+        .collect();
     assert_eq!(counts, [2, 2, 1, 1]);
     assert_eq!(sent(&fake, 42)[1].0, "Message 0");
 }

@@ -892,7 +892,10 @@ pub async fn intents_are_listed_most_recently_changed_first(backend: &Backend) {
         ids(journal.intents(None, None, 10).await.unwrap()),
         ["a", "b", "c", "d"]
     );
-    assert_eq!(ids(journal.intents(None, None, 2).await.unwrap()), ["a", "b"]);
+    assert_eq!(
+        ids(journal.intents(None, None, 2).await.unwrap()),
+        ["a", "b"]
+    );
     assert_eq!(
         ids(journal
             .intents(None, Some(IntentStatus::Pending), 10)
