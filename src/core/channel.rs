@@ -806,6 +806,52 @@ pub struct Draft {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_operator_resolves_only_what_is_unknown_and_never_resends_a_draft() {
+        let target = Target {
+            kind: TargetKind::Direct,
+            id: "42".into(),
+            thread: None,
+        };
+        let mut reply = SendIntent::new(
+            "reply:r".into(),
+            ("telegram", "bot"),
+            target,
+            IntentKind::Reply,
+            vec![Unit {
+                text: "Hello\n  there".into(),
+                markup: None,
+                buttons: Vec::new(),
+            }],
+            1,
+        );
+        assert_eq!(reply.excerpt(200), "Hello there");
+        assert_eq!(reply.excerpt(4), "Hel…");
+        let refused = Resolution::Arrived.update(&reply, 5).unwrap_err();
+        assert!(refused.contains("is pending"), "{refused}");
+        reply.status = IntentStatus::UnknownAfterSend;
+        let cases = [
+            (Resolution::Arrived, IntentStatus::Sent, None),
+            (Resolution::Resend, IntentStatus::Pending, Some(5)),
+            (Resolution::Drop, IntentStatus::Cancelled, None),
+        ];
+        for (resolution, status, resent_at) in cases {
+            let update = resolution.update(&reply, 5).unwrap();
+            assert_eq!(
+                (update.from.as_slice(), update.status, update.resent_at),
+                (
+                    [IntentStatus::UnknownAfterSend].as_slice(),
+                    status,
+                    resent_at
+                )
+            );
+        }
+        let mut draft = reply.clone();
+        draft.kind = IntentKind::Draft;
+        assert!(Resolution::Resend.update(&draft, 5).is_err());
+        assert!(Resolution::Drop.update(&draft, 5).is_ok());
+    }
+
     fn message(kind: TargetKind, bot: bool, origin: MessageOrigin) -> ChannelMessage {
         ChannelMessage {
             id: "1".into(),

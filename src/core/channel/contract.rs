@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::{
     Actor, ChannelMessage, ChannelWrite, ConversationKey, DeliveryReceipt, Failure, FailureKind,
     InboxEntry, InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart,
-    SendIntent, Target, TargetKind, Unit, draft_intent_id,
+    Resolution, SendIntent, Target, TargetKind, Unit, draft_intent_id,
 };
 use crate::core::event::{RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
@@ -631,6 +631,18 @@ pub async fn old_intents_expire_and_uncertain_sends_stay_unknown(backend: &Backe
         ["reply:uncertain"]
     );
     assert_eq!(listed(IntentStatus::Expired).await, ["reply:old"]);
+    // An operator's resend: pending again from the part in doubt, its
+    // expiry counted from the decision; a second decision is refused.
+    let resend = Resolution::Resend.update(&left, 950_000).unwrap();
+    journal.commit(update(resend.clone())).await.unwrap();
+    let resent = stored(journal, "reply:uncertain").await;
+    assert_eq!(
+        (resent.status, resent.resent_at, resent.decided_at()),
+        (IntentStatus::Pending, Some(950_000), 950_000)
+    );
+    assert_eq!(resent.receipt, receipt(&["m1"]));
+    assert!(is_conflict(&journal.commit(update(resend)).await));
+    assert!(Resolution::Drop.update(&resent, 950_001).is_err());
 }
 
 /// An update names the states it moves from: from any other it is refused
