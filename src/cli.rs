@@ -481,12 +481,33 @@ pub enum ChannelsCommand {
         /// sent, failed, unknown_after_send, cancelled, expired, withheld
         #[arg(long, value_name = "STATUS")]
         status: Option<String>,
+        /// Only intents of this channel (`[channels.NAME]`)
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
         /// At most this many
         #[arg(long, default_value_t = 50)]
         limit: usize,
         /// Print JSON lines instead of a table
         #[arg(long)]
         json: bool,
+    },
+    /// Record what you found in the chat about a message left
+    /// unknown_after_send: it arrived (sent), send it again (pending), or
+    /// leave it unsent (cancelled)
+    #[command(group(clap::ArgGroup::new("resolution").required(true).args(["arrived", "resend", "drop"])))]
+    Resolve {
+        /// The send intent's id (pincer channels outbox --status unknown_after_send)
+        #[arg(value_name = "INTENT_ID")]
+        intent_id: String,
+        /// The person saw it arrive: record it sent
+        #[arg(long)]
+        arrived: bool,
+        /// It did not arrive: the process serving the channel sends it again
+        #[arg(long)]
+        resend: bool,
+        /// Leave it unsent: record it cancelled
+        #[arg(long)]
+        drop: bool,
     },
 }
 

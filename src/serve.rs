@@ -252,6 +252,100 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
                 .map_err(|err| (503, format!("the message was not recorded: {err}")))
         })
     }
+
+    fn outbox(
+        &self,
+        name: String,
+        status: Option<crate::core::channel::IntentStatus>,
+        limit: usize,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::ChannelOutbox, http::ingress::Refusal>,
+    > {
+        self.outbox_of(name, status, limit)
+    }
+
+    fn resolve(
+        &self,
+        name: String,
+        intent_id: String,
+        resolution: crate::core::channel::Resolution,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::OutboxIntent, http::ingress::Refusal>,
+    > {
+        self.resolve_in(&name, intent_id, resolution)
+    }
+}
+
+impl ChannelRoutes {
+    /// The hub of channel `name`, run by this process: 503 while the
+    /// channels start, 404 when it runs no such channel.
+    fn hub(&self, name: &str) -> Result<Arc<Hub>, http::ingress::Refusal> {
+        let hubs = self.hubs.read();
+        let Some(hubs) = hubs.as_ref() else {
+            return Err((503, "the channels are starting: ask again".to_owned()));
+        };
+        hubs.get(name).cloned().ok_or_else(|| {
+            (
+                404,
+                format!(
+                    "no channel {} runs in this process (pincer serve --channel NAME; pincer channels outbox --channel NAME reads any store)",
+                    crate::core::quote::quote(name)
+                ),
+            )
+        })
+    }
+}
+
+impl ChannelRoutes {
+    fn outbox_of(
+        &self,
+        name: String,
+        status: Option<crate::core::channel::IntentStatus>,
+        limit: usize,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::ChannelOutbox, http::ingress::Refusal>,
+    > {
+        let hub = self.hub(&name);
+        Box::pin(async move {
+            let intents = hub?
+                .intents(status, limit)
+                .await
+                .map_err(|err| (503, format!("the store did not answer: {err}")))?;
+            Ok(crate::views::ChannelOutbox {
+                channel: name,
+                intents: intents
+                    .iter()
+                    .map(crate::views::OutboxIntent::from)
+                    .collect(),
+            })
+        })
+    }
+
+    fn resolve_in(
+        &self,
+        name: &str,
+        intent_id: String,
+        resolution: crate::core::channel::Resolution,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::OutboxIntent, http::ingress::Refusal>,
+    > {
+        use crate::channels::hub::Unresolved;
+        let hub = self.hub(name);
+        Box::pin(async move {
+            match hub?.resolve(&intent_id, resolution).await {
+                Ok(intent) => Ok(crate::views::OutboxIntent::from(&intent)),
+                Err(Unresolved::NotFound(message)) => Err((404, message)),
+                Err(Unresolved::Refused(message)) => Err((409, message)),
+                Err(Unresolved::Store(err)) => {
+                    Err((503, format!("the store did not answer: {err}")))
+                }
+            }
+        })
+    }
 }
 
 /// The ACP face behind the HTTP face's `/acp` WebSocket: each socket one

@@ -565,13 +565,16 @@ impl Store {
         self.read(move |conn| channels::intent(conn, &id)).await
     }
 
-    /// The most recently changed intents, optionally of one status.
+    /// The most recently changed intents, optionally of one channel and of
+    /// one status.
     pub async fn intents(
         &self,
+        channel: Option<&str>,
         status: Option<IntentStatus>,
         limit: usize,
     ) -> Result<Vec<SendIntent>, StoreError> {
-        self.read(move |conn| channels::intents(conn, status, limit))
+        let channel = channel.map(str::to_owned);
+        self.read(move |conn| channels::intents(conn, channel.as_deref(), status, limit))
             .await
     }
 

@@ -45,6 +45,7 @@ mod dispatch;
 mod drafts;
 mod hooks;
 mod inbound;
+mod operator;
 mod recovery;
 mod reply;
 #[cfg(test)]
@@ -68,6 +69,7 @@ use crate::core::runtime::Runtime;
 
 pub use deliver::{ADOPT_EVERY, message_intent};
 pub use drafts::{DRAFT_LOST, DRAFT_STALE};
+pub use operator::Unresolved;
 
 /// A conversation's state in this process.
 #[derive(Default)]

@@ -168,6 +168,38 @@ impl Outbox {
             .collect())
     }
 
+    /// Wakes the worker: an intent was made `pending` here.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Wakes the worker when an intent is due that it was not told of:
+    /// one another process (or request) made `pending` — an operator's
+    /// `resend` of an `unknown_after_send` message. Called every
+    /// [`super::hub::ADOPT_EVERY`] while serving, with the open intents.
+    pub fn wake_for(&self, open: &[SendIntent]) {
+        let now = now_millis();
+        if open.iter().any(|intent| {
+            intent.status == IntentStatus::Pending
+                && intent.kind != IntentKind::Draft
+                && intent.next_attempt_at.is_none_or(|at| at <= now)
+        }) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The open intents of this outbox's account (held, pending, sending,
+    /// committing), oldest first.
+    pub async fn open(&self) -> Result<Vec<SendIntent>, JournalError> {
+        Ok(self
+            .store
+            .open_intents(self.adapter.channel(), self.adapter.account())
+            .await?
+            .into_iter()
+            .map(|(intent, _)| intent)
+            .collect())
+    }
+
     async fn update(&self, update: IntentUpdate) -> Result<(), JournalError> {
         self.store
             .commit(self.fenced(ChannelWrite::UpdateIntent(update)))
@@ -276,7 +308,7 @@ impl Outbox {
     }
 
     fn too_old(&self, intent: &SendIntent, now: i64) -> bool {
-        now.saturating_sub(intent.created_at) > self.expire_after.as_millis() as i64
+        now.saturating_sub(intent.decided_at()) > self.expire_after.as_millis() as i64
     }
 
     async fn expire(&self, intent: &SendIntent, now: i64) -> Result<(), JournalError> {
@@ -819,6 +851,7 @@ mod tests {
             run_id: None,
             created_at: now_millis(),
             updated_at: now_millis(),
+            resent_at: None,
         }
     }
 

@@ -438,6 +438,10 @@ pub struct SendIntent {
     pub run_id: Option<RunId>,
     pub created_at: Millis,
     pub updated_at: Millis,
+    /// When an operator last asked for it to be sent again (`resend`, from
+    /// `unknown_after_send`): its expiry counts from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resent_at: Option<Millis>,
 }
 
 impl SendIntent {
@@ -473,7 +477,90 @@ impl SendIntent {
             run_id: None,
             created_at: now,
             updated_at: now,
+            resent_at: None,
         }
+    }
+
+    /// When it was decided, for its expiry: when it was last asked to be
+    /// sent again, if it was.
+    pub fn decided_at(&self) -> Millis {
+        self.resent_at.unwrap_or(self.created_at)
+    }
+
+    /// What its chat would read, in a line: the text as decided (or its
+    /// units'), at most `max` characters.
+    pub fn excerpt(&self, max: usize) -> String {
+        let whole = match &self.text {
+            Some(text) => text.clone(),
+            None => self
+                .units
+                .iter()
+                .map(|u| u.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let line = whole.split_whitespace().collect::<Vec<_>>().join(" ");
+        if line.chars().count() <= max {
+            return line;
+        }
+        let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// What an operator decided about an `unknown_after_send` intent after
+/// checking the chat (`pincer channels resolve`, `POST
+/// /v1/channels/{name}/outbox/{intent_id}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// The person saw it arrive: `sent`.
+    Arrived,
+    /// It did not arrive: `pending`, sent again by the process serving the
+    /// account.
+    Resend,
+    /// Leave it unsent: `cancelled`.
+    Drop,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Arrived => "arrived",
+            Resolution::Resend => "resend",
+            Resolution::Drop => "drop",
+        }
+    }
+
+    /// The update recording the decision about `intent` at `at`; refused,
+    /// with why, unless it is `unknown_after_send` (and, to be sent again,
+    /// not a live draft: its run's reply went out on its own).
+    pub fn update(self, intent: &SendIntent, at: Millis) -> Result<IntentUpdate, String> {
+        if intent.status != IntentStatus::UnknownAfterSend {
+            return Err(format!(
+                "send intent {} is {}: only an unknown_after_send one is resolved",
+                intent.id,
+                intent.status.as_str()
+            ));
+        }
+        let status = match self {
+            Resolution::Arrived => IntentStatus::Sent,
+            Resolution::Drop => IntentStatus::Cancelled,
+            Resolution::Resend if intent.kind == IntentKind::Draft => {
+                return Err(format!(
+                    "send intent {} is a live draft: it is not sent again (its run's reply went out on its own); resolve it arrived or drop",
+                    intent.id
+                ));
+            }
+            Resolution::Resend => IntentStatus::Pending,
+        };
+        let mut update =
+            IntentUpdate::new(&intent.id, &[IntentStatus::UnknownAfterSend], status, at);
+        if self == Resolution::Resend {
+            update.resent_at = Some(at);
+        }
+        Ok(update)
     }
 }
 
@@ -506,6 +593,8 @@ pub struct IntentUpdate {
     pub retract: Option<Option<String>>,
     /// New units (a `MessageSending` hook rewrote the text).
     pub units: Option<Vec<Unit>>,
+    /// An operator asked for it to be sent again (`Resolution::Resend`).
+    pub resent_at: Option<Millis>,
     pub at: Millis,
 }
 
@@ -523,6 +612,7 @@ impl IntentUpdate {
             edit_of: None,
             retract: None,
             units: None,
+            resent_at: None,
             at,
         }
     }
@@ -567,6 +657,9 @@ impl IntentUpdate {
         }
         if let Some(units) = &self.units {
             intent.units = units.clone();
+        }
+        if self.resent_at.is_some() {
+            intent.resent_at = self.resent_at;
         }
         intent.updated_at = self.at;
         Ok(())
@@ -712,6 +805,52 @@ pub struct Draft {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operator_resolves_only_what_is_unknown_and_never_resends_a_draft() {
+        let target = Target {
+            kind: TargetKind::Direct,
+            id: "42".into(),
+            thread: None,
+        };
+        let mut reply = SendIntent::new(
+            "reply:r".into(),
+            ("telegram", "bot"),
+            target,
+            IntentKind::Reply,
+            vec![Unit {
+                text: "Hello\n  there".into(),
+                markup: None,
+                buttons: Vec::new(),
+            }],
+            1,
+        );
+        assert_eq!(reply.excerpt(200), "Hello there");
+        assert_eq!(reply.excerpt(4), "Hel…");
+        let refused = Resolution::Arrived.update(&reply, 5).unwrap_err();
+        assert!(refused.contains("is pending"), "{refused}");
+        reply.status = IntentStatus::UnknownAfterSend;
+        let cases = [
+            (Resolution::Arrived, IntentStatus::Sent, None),
+            (Resolution::Resend, IntentStatus::Pending, Some(5)),
+            (Resolution::Drop, IntentStatus::Cancelled, None),
+        ];
+        for (resolution, status, resent_at) in cases {
+            let update = resolution.update(&reply, 5).unwrap();
+            assert_eq!(
+                (update.from.as_slice(), update.status, update.resent_at),
+                (
+                    [IntentStatus::UnknownAfterSend].as_slice(),
+                    status,
+                    resent_at
+                )
+            );
+        }
+        let mut draft = reply.clone();
+        draft.kind = IntentKind::Draft;
+        assert!(Resolution::Resend.update(&draft, 5).is_err());
+        assert!(Resolution::Drop.update(&draft, 5).is_ok());
+    }
 
     fn message(kind: TargetKind, bot: bool, origin: MessageOrigin) -> ChannelMessage {
         ChannelMessage {

@@ -537,8 +537,14 @@ pub trait ChannelJournal: Journal + Counts {
 
     fn intent<'a>(&'a self, id: &'a str) -> Reply<'a, Option<SendIntent>>;
 
-    /// The most recently changed intents, optionally of one status.
-    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>>;
+    /// The most recently changed intents, optionally of one channel and
+    /// of one status.
+    fn intents<'a>(
+        &'a self,
+        channel: Option<&'a str>,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> Reply<'a, Vec<SendIntent>>;
 
     /// Inbound messages of a channel account not yet answered, oldest first.
     fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>>;

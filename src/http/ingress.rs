@@ -6,7 +6,10 @@
 //!   adapter checks its platform's own signature, and the rate limit of API
 //!   tokens does not apply;
 //! - messages sent first, `POST /v1/channels/{name}/messages` (with the
-//!   token), through the channel's outbox.
+//!   token), through the channel's outbox;
+//! - the outbox read (`GET /v1/channels/{name}/outbox`) and an operator's
+//!   decision about a message left `unknown_after_send` (`POST
+//!   /v1/channels/{name}/outbox/{intent_id}`).
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -17,9 +20,9 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
-use super::routes::JsonBody;
-use crate::core::channel::SendIntent;
-use crate::views::ChannelList;
+use super::routes::{JsonBody, QueryParams};
+use crate::core::channel::{IntentStatus, Resolution, SendIntent};
+use crate::views::{ChannelList, ChannelOutbox, OutboxIntent};
 
 /// The paths under which channels receive.
 pub const PREFIX: &str = "/channels/";
@@ -48,6 +51,26 @@ pub trait ChannelIngress: Send + Sync {
 
     /// Every channel this process runs.
     fn list(&self) -> BoxFuture<'static, ChannelList>;
+
+    /// The outbox of channel `name` (run by this process, served here or
+    /// not), most recently changed first: 404 (no such channel here) or
+    /// 503 (the store did not answer).
+    fn outbox(
+        &self,
+        name: String,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> BoxFuture<'static, Result<ChannelOutbox, Refusal>>;
+
+    /// Records an operator's decision about an `unknown_after_send` intent
+    /// of channel `name`: the intent as it is now, or 404 (no such channel
+    /// or intent), 409 (not `unknown_after_send`) or 503.
+    fn resolve(
+        &self,
+        name: String,
+        intent_id: String,
+        resolution: Resolution,
+    ) -> BoxFuture<'static, Result<OutboxIntent, Refusal>>;
 }
 
 /// `GET /v1/channels`: the channels this process runs, their health and
@@ -117,6 +140,88 @@ pub async fn send(
         Err((404, message)) => ApiError::not_found(message).into_response(),
         Err((400, message)) => ApiError::bad_request(message).into_response(),
         Err((_, message)) => ApiError::unavailable(message).into_response(),
+    }
+}
+
+/// `GET /v1/channels/{name}/outbox`'s query.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxQuery {
+    /// Only intents in this status; empty: any.
+    pub status: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// The most intents one outbox read returns.
+pub const MAX_OUTBOX: usize = 500;
+
+/// `GET /v1/channels/{name}/outbox`: the channel's send intents, most
+/// recently changed first.
+pub async fn outbox(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    QueryParams(query): QueryParams<OutboxQuery>,
+) -> Response {
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(name) => match IntentStatus::parse(name) {
+            Some(status) => Some(status),
+            None => {
+                let known: Vec<&str> = IntentStatus::ALL.iter().map(|s| s.as_str()).collect();
+                return ApiError::bad_request(format!(
+                    "`status`: expected one of {}, got {}",
+                    known.join(", "),
+                    crate::core::quote::quote(name)
+                ))
+                .into_response();
+            }
+        },
+    };
+    let limit = query.limit.unwrap_or(50);
+    if limit == 0 || limit > MAX_OUTBOX {
+        return ApiError::bad_request(format!("`limit`: expected 1 to {MAX_OUTBOX}, got {limit}"))
+            .into_response();
+    }
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel runs in this process").into_response();
+    };
+    match channels.outbox(name, status, limit).await {
+        Ok(outbox) => axum::Json(outbox).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// `POST /v1/channels/{name}/outbox/{intent_id}`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveIntent {
+    /// What the chat shows: `arrived` (record it sent), `resend` (send it
+    /// again) or `drop` (leave it unsent: cancelled)
+    pub resolve: Resolution,
+}
+
+/// `POST /v1/channels/{name}/outbox/{intent_id}`: an operator's decision
+/// about an `unknown_after_send` intent, after checking the chat.
+pub async fn resolve(
+    State(state): State<AppState>,
+    Path((name, intent_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<ResolveIntent>,
+) -> Response {
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel runs in this process").into_response();
+    };
+    match channels.resolve(name, intent_id, body.resolve).await {
+        Ok(intent) => axum::Json(intent).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+fn refused((status, message): Refusal) -> Response {
+    match status {
+        404 => ApiError::not_found(message).into_response(),
+        409 => ApiError::conflict(message).into_response(),
+        400 => ApiError::bad_request(message).into_response(),
+        _ => ApiError::unavailable(message).into_response(),
     }
 }
 

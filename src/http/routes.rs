@@ -135,6 +135,16 @@ pub fn table() -> Vec<Route> {
             post(super::ingress::send),
         ),
         route(
+            Method::GET,
+            "/v1/channels/{name}/outbox",
+            get(super::ingress::outbox),
+        ),
+        route(
+            Method::POST,
+            "/v1/channels/{name}/outbox/{intent_id}",
+            post(super::ingress::resolve),
+        ),
+        route(
             Method::POST,
             "/channels/{name}/webhook",
             post(super::ingress::webhook),

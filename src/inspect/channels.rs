@@ -1,29 +1,48 @@
 //! `pincer channels outbox`: the chat channels' outbound messages (send
-//! intents), most recently changed first; `pincer channels status`: each
-//! account's health as its serving process last wrote it, and its outbox.
+//! intents), most recently changed first; `pincer channels resolve`: what
+//! the operator found about one left `unknown_after_send`; `pincer channels
+//! status`: each account's health as its serving process last wrote it, and
+//! its outbox.
 
 use anyhow::anyhow;
 
 use super::print;
 use crate::app::{Failure, Flags, exit};
 use crate::cli::ChannelsCommand;
-use crate::core::channel::{IntentStatus, SendIntent};
+use crate::core::channel::{ChannelWrite, IntentStatus, Resolution, SendIntent};
+use crate::core::journal::{JournalError, Write};
 use crate::stdout::timestamp as time;
 
 pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Failure> {
-    let (status, limit, json) = match command {
+    let (status, channel, limit, json) = match command {
         ChannelsCommand::Status { json } => return channel_status(flags, *json).await,
+        ChannelsCommand::Resolve {
+            intent_id,
+            arrived,
+            resend,
+            drop: _,
+        } => {
+            let resolution = if *arrived {
+                Resolution::Arrived
+            } else if *resend {
+                Resolution::Resend
+            } else {
+                Resolution::Drop
+            };
+            return resolve(flags, intent_id, resolution).await;
+        }
         ChannelsCommand::Outbox {
             status,
+            channel,
             limit,
             json,
-        } => (status, limit, json),
+        } => (status, channel, limit, json),
     };
     let status = status.as_deref().map(parse_status).transpose()?;
     let opened = crate::app::App::open(flags).await?;
     let store = opened.store.clone();
     let intents = store
-        .intents(status, *limit)
+        .intents(channel.as_deref(), status, *limit)
         .await
         .map_err(Failure::failed)?;
     let mut out = String::new();
@@ -39,6 +58,39 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
         out.push_str("no outbound messages\n");
     }
     print(&out)?;
+    store.shutdown();
+    Ok(exit::OK)
+}
+
+/// `pincer channels resolve`: the operator's decision about an
+/// `unknown_after_send` intent, through the journal; a resend is picked up
+/// by the process serving the channel's account.
+async fn resolve(flags: &Flags, id: &str, resolution: Resolution) -> Result<u8, Failure> {
+    let opened = crate::app::App::open(flags).await?;
+    let store = opened.store.clone();
+    let Some(intent) = store.intent(id).await.map_err(Failure::failed)? else {
+        return Err(Failure::usage(anyhow!(
+            "no send intent {} (pincer channels outbox --status unknown_after_send)",
+            crate::core::quote::quote(id)
+        )));
+    };
+    let update = resolution
+        .update(&intent, crate::core::session::now_millis())
+        .map_err(|reason| Failure::usage(anyhow!(reason)))?;
+    match store
+        .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
+        .await
+    {
+        Ok(()) => {}
+        Err(JournalError::Conflict(reason)) => return Err(Failure::usage(anyhow!(reason))),
+        Err(err) => return Err(Failure::failed(err)),
+    }
+    let now = store
+        .intent(id)
+        .await
+        .map_err(Failure::failed)?
+        .map_or_else(|| "gone".to_owned(), |i| i.status.as_str().to_owned());
+    print(&format!("{id}: {} ({now})\n", resolution.as_str()))?;
     store.shutdown();
     Ok(exit::OK)
 }

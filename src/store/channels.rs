@@ -286,16 +286,19 @@ pub(super) fn intent(conn: &Connection, id: &str) -> Result<Option<SendIntent>, 
 /// Intents by channel, account and status, newest first, at most `limit`.
 pub(super) fn intents(
     conn: &Connection,
+    channel: Option<&str>,
     status: Option<IntentStatus>,
     limit: usize,
 ) -> Result<Vec<SendIntent>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT intent FROM channel_outbox WHERE (?1 IS NULL OR status = ?1)
+         AND (?3 IS NULL OR channel = ?3)
          ORDER BY updated_at DESC, id LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![status.map(|s| s.as_str()), limit as i64], |row| {
-        row.get::<_, String>(0)
-    })?;
+    let rows = stmt.query_map(
+        params![status.map(|s| s.as_str()), limit as i64, channel],
+        |row| row.get::<_, String>(0),
+    )?;
     let mut out = Vec::new();
     for row in rows {
         out.push(parse("send intent", &row?)?);

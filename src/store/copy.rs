@@ -1315,7 +1315,10 @@ mod tests {
             "{:?}",
             store.open_intents("telegram", "bot").await.unwrap()
         ));
-        seen.push(format!("{:?}", store.intents(None, 100).await.unwrap()));
+        seen.push(format!(
+            "{:?}",
+            store.intents(None, None, 100).await.unwrap()
+        ));
         seen.push(format!(
             "{:?}",
             store.open_inbox("telegram", "bot").await.unwrap()

@@ -198,8 +198,13 @@ impl ChannelJournal for Store {
         port(Store::intent(self, id))
     }
 
-    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>> {
-        port(Store::intents(self, status, limit))
+    fn intents<'a>(
+        &'a self,
+        channel: Option<&'a str>,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> Reply<'a, Vec<SendIntent>> {
+        port(Store::intents(self, channel, status, limit))
     }
 
     fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>> {

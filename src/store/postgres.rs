@@ -694,8 +694,13 @@ impl ChannelJournal for Postgres {
         read!(self, |c| channels::intent(c, id))
     }
 
-    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>> {
-        read!(self, |c| channels::intents(c, status, limit))
+    fn intents<'a>(
+        &'a self,
+        channel: Option<&'a str>,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> Reply<'a, Vec<SendIntent>> {
+        read!(self, |c| channels::intents(c, channel, status, limit))
     }
 
     fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>> {

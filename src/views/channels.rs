@@ -93,3 +93,90 @@ pub struct IdempotenceView {
     pub edit: bool,
     pub delete: bool,
 }
+
+/// One channel's outbox, most recently changed first (`GET
+/// /v1/channels/{name}/outbox`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(rename = "ChannelOutbox", deny_unknown_fields)]
+pub struct ChannelOutbox {
+    /// The channel's name (`[channels.NAME]`)
+    pub channel: String,
+    pub intents: Vec<OutboxIntent>,
+}
+
+/// A message in a channel's outbox (a send intent, docs/channels.md)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct OutboxIntent {
+    /// The intent's id (`reply:RUN`, `message:KEY`, …): what
+    /// `POST /v1/channels/{name}/outbox/{intent_id}` names
+    pub id: String,
+    pub account: String,
+    /// reply, approval, notice, message or draft
+    pub kind: &'static str,
+    /// held, pending, sending, committing, sent, failed,
+    /// unknown_after_send, cancelled, expired or withheld
+    pub status: &'static str,
+    /// The chat: CHAT or CHAT/THREAD in the platform's ids
+    pub to: String,
+    /// The start of the text, in one line (at most 200 characters)
+    pub excerpt: String,
+    /// Parts the text was cut into
+    pub parts: usize,
+    /// Parts the platform confirmed, with its message ids
+    pub delivered: Vec<String>,
+    /// Attempts begun
+    pub attempt: u32,
+    /// Why the last attempt failed, or why the outcome is unknown
+    pub failure: Option<OutboxFailure>,
+    /// When it was decided (ms since the epoch)
+    pub created_at: i64,
+    /// When its status last changed (ms since the epoch)
+    pub updated_at: i64,
+}
+
+/// Why an intent's last attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct OutboxFailure {
+    /// transient, rate_limit, auth, permission, not_found, invalid_payload,
+    /// conflict or unknown
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl OutboxIntent {
+    /// The longest excerpt shown.
+    pub const EXCERPT: usize = 200;
+}
+
+impl From<&crate::core::channel::SendIntent> for OutboxIntent {
+    fn from(intent: &crate::core::channel::SendIntent) -> Self {
+        let target = &intent.target;
+        Self {
+            id: intent.id.clone(),
+            account: intent.account.clone(),
+            kind: intent.kind.as_str(),
+            status: intent.status.as_str(),
+            to: match &target.thread {
+                Some(thread) => format!("{}/{thread}", target.id),
+                None => target.id.clone(),
+            },
+            excerpt: intent.excerpt(Self::EXCERPT),
+            parts: intent.units.len(),
+            delivered: intent
+                .receipt
+                .parts
+                .iter()
+                .map(|p| p.platform_id.clone())
+                .collect(),
+            attempt: intent.attempt,
+            failure: intent.failure.as_ref().map(|f| OutboxFailure {
+                kind: f.kind.as_str(),
+                message: f.message.clone(),
+            }),
+            created_at: intent.created_at,
+            updated_at: intent.updated_at,
+        }
+    }
+}

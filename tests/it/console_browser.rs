@@ -145,3 +145,108 @@ fn an_operator_logs_in_watches_approves_answers_reads_and_logs_out_and_another_o
     }
     assert!(server.stop().success());
 }
+
+/// Two messages a `kill -9` left `unknown_after_send` (the fake Bot API
+/// took the requests and never answered), decided from the Channels page
+/// (`tests/fixtures/browser/outbox.mjs`): the one sent again reaches the
+/// chat once more, the one dropped is `cancelled` and nothing more is sent.
+#[test]
+fn an_operator_decides_about_messages_left_unknown_after_send_from_the_channels_page() {
+    use crate::support::telegram::{FakeTelegram, TOKEN as BOT_TOKEN};
+    if !browser::available() {
+        return;
+    }
+    let fake = FakeTelegram::start();
+    let dir = TestDir::new();
+    let config = format!(
+        "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\nallow = [\"42\"]\n",
+        fake.url,
+        dir.workspace().display()
+    );
+    let sends_to = |chat: i64| {
+        fake.calls("sendMessage")
+            .into_iter()
+            .filter(|c| {
+                c.body["chat_id"] == json!(chat) || c.body["chat_id"] == json!(chat.to_string())
+            })
+            .count()
+    };
+    fake.hold("sendMessage");
+    let first = HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &["--channel", "telegram"],
+        &[("TELEGRAM_BOT_TOKEN", BOT_TOKEN)],
+    );
+    for (id, chat, text) in [("m0", "42", "Lost one"), ("m1", "43", "Lost two")] {
+        let out = dir
+            .command()
+            .env("TELEGRAM_BOT_TOKEN", BOT_TOKEN)
+            .args([
+                "send",
+                "--channel",
+                "telegram",
+                "--to",
+                chat,
+                "--id",
+                id,
+                text,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    fake.wait_for("both sends in flight", TIMEOUT, |f| {
+        f.calls("sendMessage").len() == 2
+    });
+    first.crash();
+    fake.release("sendMessage");
+    let server = HttpServe::start_with_env(
+        &dir,
+        None,
+        &["--channel", "telegram"],
+        &[("TELEGRAM_BOT_TOKEN", BOT_TOKEN)],
+    );
+    fake.wait_for_every(
+        "both found unknown after send",
+        TIMEOUT,
+        Duration::from_millis(150),
+        |_| {
+            dir.outbox()
+                .iter()
+                .filter(|i| i["status"] == "unknown_after_send")
+                .count()
+                == 2
+        },
+    );
+    let outcome = browser::run(
+        &browser::script("outbox.mjs"),
+        &[("PINCER_URL", &server.url("")), ("PINCER_TOKEN", TOKEN)],
+    );
+    fake.wait_for("the message sent again", TIMEOUT, |_| sends_to(42) == 2);
+    let status = |id: &str| {
+        dir.outbox()
+            .into_iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["status"].clone())
+    };
+    fake.wait_for_every(
+        "the resent one recorded sent",
+        TIMEOUT,
+        Duration::from_millis(150),
+        |_| status("message:m0") == Some(json!("sent")),
+    );
+    assert_eq!(status("message:m1"), Some(json!("cancelled")));
+    assert_eq!((sends_to(42), sends_to(43)), (2, 1));
+    for page in ["unknown", "unknown-phone"] {
+        assert!(
+            outcome.artifacts.join(format!("{page}.png")).is_file(),
+            "no screenshot of {page}"
+        );
+    }
+    assert!(server.stop().success());
+}

@@ -1497,7 +1497,7 @@ async fn the_openapi_document_describes_the_running_server() {
         StatusCode::OK
     );
     assert_eq!(listed, json!({"channels": []}));
-    // No channel runs in this server: both channel routes say so (their
+    // No channel runs in this server: the channel routes say so (their
     // use is tested in tests/it/webhook.rs and tests/it/send.rs).
     hit!(
         "post",
@@ -1507,6 +1507,36 @@ async fn the_openapi_document_describes_the_running_server() {
             json!({"to": "42", "text": "hello"})
         ),
         StatusCode::NOT_FOUND
+    );
+    hit!(
+        "get",
+        "/v1/channels/{name}/outbox",
+        server.get("/v1/channels/telegram/outbox?status=unknown_after_send"),
+        StatusCode::NOT_FOUND
+    );
+    hit!(
+        "get",
+        "/v1/channels/{name}/outbox",
+        server.get("/v1/channels/telegram/outbox?limit=0"),
+        StatusCode::BAD_REQUEST
+    );
+    hit!(
+        "post",
+        "/v1/channels/{name}/outbox/{intent_id}",
+        server.post(
+            "/v1/channels/telegram/outbox/reply:run_1",
+            json!({"resolve": "resend"})
+        ),
+        StatusCode::NOT_FOUND
+    );
+    hit!(
+        "post",
+        "/v1/channels/{name}/outbox/{intent_id}",
+        server.post(
+            "/v1/channels/telegram/outbox/reply:run_1",
+            json!({"resolve": "maybe"})
+        ),
+        StatusCode::BAD_REQUEST
     );
     hit!(
         "post",

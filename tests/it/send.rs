@@ -397,3 +397,175 @@ fn a_run_tells_someone_with_the_send_message_tool() {
         "{stdout}"
     );
 }
+
+/// `pincer channels ARGS`: exit code, stdout, stderr.
+fn channels(dir: &TestDir, args: &[&str]) -> (i32, String, String) {
+    let out = dir.command().arg("channels").args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The intents `pincer channels outbox --channel telegram --json` lists.
+fn telegram_outbox(dir: &TestDir, status: &str) -> Vec<Value> {
+    let (code, out, err) = channels(
+        dir,
+        &[
+            "outbox",
+            "--channel",
+            "telegram",
+            "--status",
+            status,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn status_of(dir: &TestDir, id: &str) -> Value {
+    dir.outbox()
+        .into_iter()
+        .find(|i| i["id"] == id)
+        .map_or(Value::Null, |i| i["status"].clone())
+}
+
+/// Messages a kill left `unknown_after_send` (Telegram took each request,
+/// no answer came) wait for an operator, who checks the chat and decides:
+/// sent again (over HTTP, and from another process with the CLI, each
+/// delivered once more), arrived (`sent`), dropped (`cancelled`); a
+/// decision about anything else is refused naming its status.
+#[test]
+fn messages_left_unknown_after_send_are_resolved_by_an_operator() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake);
+    let chats = ["42", "43", "44", "45"];
+    {
+        let _serve = Serve::start(&dir);
+        fake.hold("sendMessage");
+        for (n, chat) in chats.iter().enumerate() {
+            let (code, out, err) = send(
+                &dir,
+                &[
+                    "--channel",
+                    "telegram",
+                    "--to",
+                    chat,
+                    "--id",
+                    &format!("m{n}"),
+                    &format!("Message {n}"),
+                ],
+            );
+            assert_eq!(code, 0, "{out}{err}");
+        }
+        fake.wait_for("every send in flight", WAIT, |f| {
+            f.calls("sendMessage").len() == chats.len()
+        });
+        // `kill -9` with the four requests taken and unanswered.
+    }
+    fake.release("sendMessage");
+    let serve = Serve::start(&dir);
+    fake.wait_for_every(
+        "the sends found unknown after the kill",
+        WAIT,
+        Duration::from_millis(150),
+        |_| telegram_outbox(&dir, "unknown_after_send").len() == chats.len(),
+    );
+    assert_eq!(
+        fake.calls("sendMessage").len(),
+        chats.len(),
+        "resent blindly"
+    );
+    // The channel filter is in the read: none of another channel.
+    let (code, out, _) = channels(&dir, &["outbox", "--channel", "matrix"]);
+    assert_eq!((code, out.as_str()), (0, "no outbound messages\n"));
+
+    // Over HTTP: the channel's outbox, of one status.
+    let (status, listed) = get(
+        &serve.addr,
+        "/v1/channels/telegram/outbox?status=unknown_after_send&limit=10",
+    );
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["channel"], "telegram");
+    let intents = listed["intents"].as_array().unwrap();
+    assert_eq!(intents.len(), chats.len(), "{listed:#}");
+    let first = intents.iter().find(|i| i["id"] == "message:m0").unwrap();
+    assert_eq!(first["excerpt"], "Message 0");
+    assert_eq!(first["to"], "42");
+    assert_eq!(first["kind"], "message");
+    assert_eq!(first["status"], "unknown_after_send");
+    assert_eq!(first["failure"]["kind"], "unknown");
+    let (status, _) = get(&serve.addr, "/v1/channels/telegram/outbox?status=sent");
+    assert_eq!(status, 200);
+    for (query, parameter) in [("status=lost", "status"), ("limit=0", "limit")] {
+        let (status, body) = get(
+            &serve.addr,
+            &format!("/v1/channels/telegram/outbox?{query}"),
+        );
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("`{parameter}`")), "{message}");
+    }
+    let (status, body) = get(&serve.addr, "/v1/channels/matrix/outbox");
+    assert_eq!(status, 404, "{body}");
+
+    // Resend over HTTP: pending again, delivered once more by this process.
+    let resolve = |id: &str, how: &str| {
+        http(
+            &serve.addr,
+            &format!("/v1/channels/telegram/outbox/{id}"),
+            &json!({"resolve": how}),
+        )
+    };
+    let (status, body) = resolve("message:m0", "resend");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["id"], "message:m0");
+    fake.wait_for("the message sent again", WAIT, |f| sent(f, 42).len() == 2);
+    // Resend from another process: the serving one picks it up.
+    let (code, out, err) = channels(&dir, &["resolve", "message:m1", "--resend"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("resend"), "{out}");
+    fake.wait_for("the message sent again", WAIT, |f| sent(f, 43).len() == 2);
+    // The person saw it: recorded sent, nothing sent.
+    let (code, out, err) = channels(&dir, &["resolve", "message:m2", "--arrived"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("(sent)"), "{out}");
+    let (status, body) = resolve("message:m3", "drop");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "cancelled");
+    fake.wait_for_every(
+        "the resent ones recorded sent",
+        WAIT,
+        Duration::from_millis(150),
+        |_| status_of(&dir, "message:m0") == "sent" && status_of(&dir, "message:m1") == "sent",
+    );
+    assert_eq!(status_of(&dir, "message:m2"), "sent");
+    assert_eq!(status_of(&dir, "message:m3"), "cancelled");
+
+    // Only from unknown_after_send: a second decision is refused, naming why.
+    let (status, body) = resolve("message:m0", "drop");
+    assert_eq!(status, 409, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("is sent"), "{message}");
+    let (code, _, err) = channels(&dir, &["resolve", "message:m3", "--resend"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is cancelled"), "{err}");
+    let (status, body) = resolve("message:nope", "arrived");
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = resolve("message:m1", "maybe");
+    assert_eq!(status, 400, "{body}");
+    let (code, _, err) = channels(&dir, &["resolve", "message:m1"]);
+    assert_eq!(code, 2, "{err}");
+
+    // Each resent message went out once more, and nothing else did.
+    let counts: Vec<usize> = [42, 43, 44, 45]
+        .iter()
+        .map(|c| sent(&fake, *c).len())
+        .collect();
+    assert_eq!(counts, [2, 2, 1, 1]);
+    assert_eq!(sent(&fake, 42)[1].0, "Message 0");
+}

@@ -72,13 +72,18 @@ impl Hub {
         Ok(intent)
     }
 
-    /// While serving: adopts the held messages recorded by any process.
+    /// While serving: adopts the held messages recorded by any process,
+    /// and wakes the outbox for messages another process made `pending`
+    /// (an operator's `resend`).
     pub(super) async fn adopt(self: Arc<Self>, serving: CancellationToken) {
         loop {
-            match self.outbox.held().await {
-                Ok(held) => {
-                    for intent in held {
-                        if !self.screening.lock().contains(&intent.id) {
+            match self.outbox.open().await {
+                Ok(open) => {
+                    self.outbox.wake_for(&open);
+                    for intent in open {
+                        if intent.status == IntentStatus::Held
+                            && !self.screening.lock().contains(&intent.id)
+                        {
                             self.tasks.spawn(self.clone().screen(intent));
                         }
                     }

@@ -310,6 +310,7 @@ mod tests {
             run_id: None,
             created_at: 0,
             updated_at: 0,
+            resent_at: None,
         }
     }
 

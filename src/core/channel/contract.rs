@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::{
     Actor, ChannelMessage, ChannelWrite, ConversationKey, DeliveryReceipt, Failure, FailureKind,
     InboxEntry, InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart,
-    SendIntent, Target, TargetKind, Unit, draft_intent_id,
+    Resolution, SendIntent, Target, TargetKind, Unit, draft_intent_id,
 };
 use crate::core::event::{RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
@@ -619,7 +619,7 @@ pub async fn old_intents_expire_and_uncertain_sends_stay_unknown(backend: &Backe
     );
     let listed = |status| async move {
         journal
-            .intents(Some(status), 10)
+            .intents(None, Some(status), 10)
             .await
             .unwrap()
             .into_iter()
@@ -631,6 +631,18 @@ pub async fn old_intents_expire_and_uncertain_sends_stay_unknown(backend: &Backe
         ["reply:uncertain"]
     );
     assert_eq!(listed(IntentStatus::Expired).await, ["reply:old"]);
+    // An operator's resend: pending again from the part in doubt, its
+    // expiry counted from the decision; a second decision is refused.
+    let resend = Resolution::Resend.update(&left, 950_000).unwrap();
+    journal.commit(update(resend.clone())).await.unwrap();
+    let resent = stored(journal, "reply:uncertain").await;
+    assert_eq!(
+        (resent.status, resent.resent_at, resent.decided_at()),
+        (IntentStatus::Pending, Some(950_000), 950_000)
+    );
+    assert_eq!(resent.receipt, receipt(&["m1"]));
+    assert!(is_conflict(&journal.commit(update(resend)).await));
+    assert!(Resolution::Drop.update(&resent, 950_001).is_err());
 }
 
 /// An update names the states it moves from: from any other it is refused
@@ -866,7 +878,7 @@ pub async fn drafts_are_intents_finalized_in_place_or_retracted(backend: &Backen
 }
 
 /// `pincer channels outbox`: the most recently changed first (ties by id),
-/// of one status or all, at most `limit`.
+/// of one channel or all, of one status or all, at most `limit`.
 pub async fn intents_are_listed_most_recently_changed_first(backend: &Backend) {
     let journal = backend.journal.as_ref();
     for (id, channel, created) in [
@@ -889,25 +901,52 @@ pub async fn intents_are_listed_most_recently_changed_first(backend: &Backend) {
     journal.flush().await.unwrap();
     let ids = |intents: Vec<SendIntent>| intents.into_iter().map(|i| i.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(journal.intents(None, 10).await.unwrap()),
+        ids(journal.intents(None, None, 10).await.unwrap()),
         ["a", "b", "c", "d"]
     );
-    assert_eq!(ids(journal.intents(None, 2).await.unwrap()), ["a", "b"]);
+    assert_eq!(
+        ids(journal.intents(None, None, 2).await.unwrap()),
+        ["a", "b"]
+    );
     assert_eq!(
         ids(journal
-            .intents(Some(IntentStatus::Pending), 10)
+            .intents(None, Some(IntentStatus::Pending), 10)
             .await
             .unwrap()),
         ["d"]
     );
     assert!(
         journal
-            .intents(Some(IntentStatus::Sent), 10)
+            .intents(None, Some(IntentStatus::Sent), 10)
             .await
             .unwrap()
             .is_empty()
     );
-    assert!(journal.intents(None, 0).await.unwrap().is_empty());
+    assert!(journal.intents(None, None, 0).await.unwrap().is_empty());
+    assert_eq!(
+        ids(journal.intents(Some("telegram"), None, 10).await.unwrap()),
+        ["a", "c", "d"],
+        "one channel's intents, in the same order"
+    );
+    assert_eq!(
+        ids(journal.intents(Some("telegram"), None, 1).await.unwrap()),
+        ["a"],
+        "the limit counts the channel's intents only"
+    );
+    assert_eq!(
+        ids(journal
+            .intents(Some("telegram"), Some(IntentStatus::Failed), 10)
+            .await
+            .unwrap()),
+        ["a", "c"]
+    );
+    assert!(
+        journal
+            .intents(Some("irc"), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(open_ids(journal, "webhook").await, []);
     assert_eq!(
         open_ids(journal, "telegram").await,

@@ -779,6 +779,48 @@
 
   // ---- channels --------------------------------------------------------
 
+  /** A channel's messages left unknown_after_send, each with the three decisions. */
+  async function unknownView(name) {
+    const section = h('section', { class: 'unknown', 'aria-label': `Messages of ${name} that may or may not have arrived` },
+      h('h3', {}, 'May or may not have arrived'),
+      h('p', { class: 'notice' }, 'The platform took these messages and no answer came, so Pincer cannot tell whether the chat shows them, and does not resend them blindly. Check the chat, then decide: ',
+        h('strong', {}, 'Arrived'), ' records the message sent (the person saw it); ',
+        h('strong', {}, 'Send again'), ' has the process serving the channel send it again (it did not arrive); ',
+        h('strong', {}, 'Drop'), ' leaves it unsent (cancelled).'));
+    let listing;
+    try {
+      listing = await api('GET', `/v1/channels/${seg(name)}/outbox?status=unknown_after_send&limit=100`);
+    } catch (err) {
+      section.append(errorBox(err));
+      return section;
+    }
+    for (const intent of listing.intents) {
+      const outcome = h('p', { class: 'outcome', role: 'status' });
+      const decide = (resolve) => async (event) => {
+        const card = event.target.closest('article');
+        for (const control of card.querySelectorAll('button')) control.disabled = true;
+        try {
+          const now = await api('POST', `/v1/channels/${seg(name)}/outbox/${seg(intent.id)}`, { resolve });
+          settle(card, `Recorded: ${resolve} (now ${now.status})`);
+          announce(`Message ${intent.id}: ${resolve}`);
+        } catch (err) {
+          settle(card, err.status === 409 || err.status === 404 ? `Already settled: ${err.message}` : `Failed: ${err.message}`);
+        }
+      };
+      section.append(h('article', { class: 'intent', 'data-intent': intent.id, 'aria-label': `Message ${intent.id}` },
+        h('blockquote', {}, intent.excerpt || '(no text)'),
+        h('p', {}, `To ${intent.to}, ${intent.kind}, decided ${when(intent.created_at)}, last tried ${when(intent.updated_at)}`),
+        intent.failure ? h('p', { class: 'why' }, intent.failure.message) : null,
+        h('p', {}, h('code', {}, intent.id)),
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'allow', onclick: decide('arrived') }, 'Arrived'),
+          intent.kind === 'draft' ? null : h('button', { type: 'button', onclick: decide('resend') }, 'Send again'),
+          h('button', { type: 'button', class: 'reject', onclick: decide('drop') }, 'Drop')),
+        outcome));
+    }
+    return section;
+  }
+
   async function channelsView() {
     document.title = 'Channels · Pincer';
     clear(app);
@@ -802,9 +844,7 @@
             h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'State'), h('th', { scope: 'col' }, 'Messages'))),
             h('tbody', {}, outbox.length ? outbox.map(([state, count]) => h('tr', { class: state },
               h('td', {}, state), h('td', {}, String(count)))) : h('tr', {}, h('td', { colspan: 2 }, 'Empty')))),
-          (channel.outbox || {}).unknown_after_send
-            ? h('p', { class: 'notice' }, 'Messages in unknown_after_send may or may not have reached the chat: the platform took the request and no answer came. Pincer does not resend them blindly. Check the chat, then use pincer channels status for their ids.')
-            : null,
+          (channel.outbox || {}).unknown_after_send ? await unknownView(channel.name) : null,
           h('details', {}, h('summary', {}, 'Everything the server reports'), h('pre', {}, json(channel)))));
       }
     } catch (err) {

@@ -268,16 +268,19 @@ pub(super) async fn intent(client: &Conn<'_>, id: &str) -> Result<Option<SendInt
 /// Intents, optionally of one status, most recently changed first.
 pub(super) async fn intents(
     client: &Conn<'_>,
+    channel: Option<&str>,
     status: Option<IntentStatus>,
     limit: usize,
 ) -> Result<Vec<SendIntent>, StoreError> {
     let rows = client
         .query(
             "SELECT intent FROM channel_outbox WHERE ($1::TEXT IS NULL OR status = $1)
+             AND ($3::TEXT IS NULL OR channel = $3)
              ORDER BY updated_at DESC, id LIMIT $2",
             &[
                 &status.map(|s| s.as_str()),
                 &i64::try_from(limit).unwrap_or(i64::MAX),
+                &channel,
             ],
         )
         .await

@@ -88,6 +88,14 @@ impl HttpServe {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
+    /// `kill -9`: no shutdown, no flush.
+    pub fn crash(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// SIGTERM, then the exit status.
     pub fn stop(mut self) -> ExitStatus {
         self.terminate().expect("the server was already stopped")

@@ -157,10 +157,16 @@ impl Channels {
         self.outbox.get(id).cloned()
     }
 
-    pub(super) fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Vec<SendIntent> {
+    pub(super) fn intents(
+        &self,
+        channel: Option<&str>,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> Vec<SendIntent> {
         let mut found: Vec<SendIntent> = self
             .outbox
             .values()
+            .filter(|i| channel.is_none_or(|c| i.channel == c))
             .filter(|i| status.is_none_or(|s| i.status == s))
             .cloned()
             .collect();
@@ -286,8 +292,13 @@ impl ChannelJournal for MemoryJournal {
         self.read(|state| state.channels.intent(id))
     }
 
-    fn intents(&self, status: Option<IntentStatus>, limit: usize) -> Reply<'_, Vec<SendIntent>> {
-        self.read(move |state| state.channels.intents(status, limit))
+    fn intents<'a>(
+        &'a self,
+        channel: Option<&'a str>,
+        status: Option<IntentStatus>,
+        limit: usize,
+    ) -> Reply<'a, Vec<SendIntent>> {
+        self.read(move |state| state.channels.intents(channel, status, limit))
     }
 
     fn open_inbox<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<InboxEntry>> {

@@ -7,7 +7,7 @@ use super::{Operation, schema, schemas};
 use crate::core::channel::SendIntent;
 use crate::core::memory::MemoryItem;
 use crate::http::api;
-use crate::http::ingress::SendMessage;
+use crate::http::ingress::{ResolveIntent, SendMessage};
 use crate::http::schedules::AddSchedule;
 use crate::views;
 
@@ -699,6 +699,71 @@ pub fn operations() -> Vec<Operation> {
             .answer(503, "Not recorded now (the channels are starting, another process serves the account, or the store did not answer): send it again", schema::<schemas::ChannelError>),
         Operation::new("get", "/v1/channels", "listChannels", "The chat channels this process runs (pincer serve --channel): each account's health (the platform answering, since when, the last event, the last error), what its platform can do (capabilities) and its outbox by status")
             .answer(200, "The channels, by name", schema::<views::ChannelList>),
+        Operation::new("get", "/v1/channels/{name}/outbox", "listChannelOutbox", "A channel's outbox: its send intents, most recently changed first, read from the store (the channel run by this process, served here or by another), each with the start of its text, where to, its status and why its last attempt failed; `unknown_after_send` ones wait for an operator's decision (docs/channels.md)")
+            .parameters(json!([
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": true,
+                    "description": "The channel's name (`[channels.NAME]`)",
+                    "schema": {
+                        "type": "string"
+                    }
+                },
+                {
+                    "name": "status",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "string",
+                        "enum": ["", "held", "pending", "sending", "committing", "sent", "failed", "unknown_after_send", "cancelled", "expired", "withheld"]
+                    },
+                    "description": "Only intents in this status; empty: any"
+                },
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": false,
+                    "schema": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 500,
+                        "default": 50
+                    }
+                }
+            ]))
+            .answer(200, "The channel's intents", schema::<views::ChannelOutbox>)
+            .error(400, "A bad `status` or `limit`; the message names the parameter")
+            .error(404, "No such channel runs in this process")
+            .error(503, "The channels are starting, or the store did not answer"),
+        Operation::new("post", "/v1/channels/{name}/outbox/{intent_id}", "resolveChannelIntent", "An operator's decision about a message left `unknown_after_send` (the platform took the request and no answer came), after checking the chat: `arrived` records it `sent`, `resend` makes it `pending` so the process serving the account sends it again, `drop` records it `cancelled` (docs/channels.md)")
+            .parameters(json!([
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": true,
+                    "description": "The channel's name (`[channels.NAME]`)",
+                    "schema": {
+                        "type": "string"
+                    }
+                },
+                {
+                    "name": "intent_id",
+                    "in": "path",
+                    "required": true,
+                    "description": "The send intent's id (`GET /v1/channels/{name}/outbox`)",
+                    "schema": {
+                        "type": "string"
+                    }
+                }
+            ]))
+            .body(schema::<ResolveIntent>)
+            .answer(200, "Recorded: the intent as it is now", schema::<views::OutboxIntent>)
+            .error(400, "A body that is not a decision (`resolve`: `arrived`, `resend` or `drop`)")
+            .error(404, "No such channel runs in this process, or no such intent in it")
+            .error(409, "The intent is not `unknown_after_send` (the message names its status), or a live draft to resend")
+            .error(413, "Body larger than `[http] body_limit_bytes`")
+            .error(503, "The channels are starting, or the store did not answer"),
         Operation::new("get", "/v1/schedules", "listSchedules", "Every schedule, oldest first, with its next occurrence and latest fire (docs/schedules.md)")
             .answer(200, "The schedules", schema::<views::ScheduleList>)
             .error(503, "The store did not answer"),
