@@ -160,6 +160,26 @@ impl ChannelRoutes {
     }
 }
 
+impl ChannelRoutes {
+    /// The hub of channel `name`: 503 while the channels start, 404 when
+    /// this process does not serve it.
+    fn hub(&self, name: &str) -> Result<Arc<Hub>, http::ingress::Refusal> {
+        let hubs = self.hubs.read();
+        let hubs = hubs
+            .as_ref()
+            .ok_or_else(|| (503, "the channels are starting: send it again".to_owned()))?;
+        hubs.get(name).cloned().ok_or_else(|| {
+            (
+                404,
+                format!(
+                    "no channel {} is served by this process (pincer serve --channel NAME)",
+                    crate::core::quote::quote(name)
+                ),
+            )
+        })
+    }
+}
+
 impl http::ingress::ChannelIngress for ChannelRoutes {
     fn handle(
         &self,
@@ -213,6 +233,50 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
                 channels.push(hub.view().await);
             }
             crate::views::ChannelList { channels }
+        })
+    }
+
+    fn pairs(
+        &self,
+        name: String,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::ChannelPairs, http::ingress::Refusal>,
+    > {
+        let hub = self.hub(&name);
+        Box::pin(async move {
+            hub?.pairs()
+                .await
+                .map_err(|err| (503, format!("cannot read the paired senders: {err}")))
+        })
+    }
+
+    fn revoke(
+        &self,
+        name: String,
+        sender: String,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::PairRevoked, http::ingress::Refusal>,
+    > {
+        let hub = self.hub(&name);
+        Box::pin(async move {
+            match hub?.revoke(&sender).await {
+                Ok(Some(key)) => Ok(crate::views::PairRevoked {
+                    channel: name,
+                    sender: key,
+                    revoked: true,
+                }),
+                Ok(None) => Err((
+                    404,
+                    format!(
+                        "{} is not paired on channel {}",
+                        crate::core::quote::quote(&sender),
+                        crate::core::quote::quote(&name)
+                    ),
+                )),
+                Err(err) => Err((503, format!("the sender was not revoked: {err}"))),
+            }
         })
     }
 

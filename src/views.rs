@@ -20,7 +20,10 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub use channels::{CapabilitiesView, ChannelList, ChannelView, IdempotenceView, LengthUnit};
+pub use channels::{
+    CapabilitiesView, ChannelList, ChannelPairs, ChannelView, IdempotenceView, LengthUnit,
+    PairRevoked,
+};
 pub use exchanges::{Answered, ApprovalList, ApprovalView, QuestionList, QuestionView, Replied};
 pub use health::{
     HealthSummary, InstanceView, Latency, RunBucket, RunStates, RunsSummary, StoreKind,

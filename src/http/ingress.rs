@@ -19,7 +19,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::routes::JsonBody;
 use crate::core::channel::SendIntent;
-use crate::views::ChannelList;
+use crate::views::{ChannelList, ChannelPairs, PairRevoked};
 
 /// The paths under which channels receive.
 pub const PREFIX: &str = "/channels/";
@@ -48,6 +48,53 @@ pub trait ChannelIngress: Send + Sync {
 
     /// Every channel this process runs.
     fn list(&self) -> BoxFuture<'static, ChannelList>;
+
+    /// Who may talk to channel `name` (served by this process): 404 (no
+    /// such channel here) or 503 (starting, or the store did not answer).
+    fn pairs(&self, name: String) -> BoxFuture<'static, Result<ChannelPairs, Refusal>>;
+
+    /// Revokes a paired sender of channel `name`: 404 (no such channel
+    /// here, or the sender is not paired) or 503.
+    fn revoke(
+        &self,
+        name: String,
+        sender: String,
+    ) -> BoxFuture<'static, Result<PairRevoked, Refusal>>;
+}
+
+/// `GET /v1/channels/{name}/pairs`: the channel's `allow` list, whether
+/// pairing is open and its paired senders.
+pub async fn pairs(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel is served by this process").into_response();
+    };
+    match channels.pairs(name).await {
+        Ok(pairs) => axum::Json(pairs).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// `DELETE /v1/channels/{name}/pairs/{sender}`: the sender's next message
+/// is a stranger's.
+pub async fn revoke(
+    State(state): State<AppState>,
+    Path((name, sender)): Path<(String, String)>,
+) -> Response {
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel is served by this process").into_response();
+    };
+    match channels.revoke(name, sender).await {
+        Ok(revoked) => axum::Json(revoked).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+fn refused((status, message): Refusal) -> Response {
+    match status {
+        404 => ApiError::not_found(message).into_response(),
+        400 => ApiError::bad_request(message).into_response(),
+        _ => ApiError::unavailable(message).into_response(),
+    }
 }
 
 /// `GET /v1/channels`: the channels this process runs, their health and

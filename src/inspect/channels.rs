@@ -13,6 +13,7 @@ use crate::stdout::timestamp as time;
 pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Failure> {
     let (status, limit, json) = match command {
         ChannelsCommand::Status { json } => return channel_status(flags, *json).await,
+        ChannelsCommand::Pairs { command } => return super::pairs::pairs(flags, command).await,
         ChannelsCommand::Outbox {
             status,
             limit,
