@@ -509,6 +509,33 @@ pub enum ChannelsCommand {
         #[arg(long)]
         drop: bool,
     },
+    /// The senders paired with the pairing code (`/pair CODE`), and
+    /// revoking them
+    Pairs {
+        #[command(subcommand)]
+        command: PairsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PairsCommand {
+    /// List the paired senders, by channel, account and when they paired
+    List {
+        /// Only this channel's (`[channels.NAME]`)
+        #[arg(long, value_name = "NAME")]
+        channel: Option<String>,
+        /// Print JSON lines instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a paired sender in every account of the channel: their next
+    /// message is a stranger's, told how to pair
+    Revoke {
+        /// The channel's name (`[channels.NAME]`)
+        channel: String,
+        /// The sender as `pincer channels pairs list` shows it
+        sender: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

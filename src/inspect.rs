@@ -6,6 +6,7 @@
 mod channels;
 mod context;
 mod doctor;
+mod pairs;
 mod plugins;
 mod runs;
 mod schedule;

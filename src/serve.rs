@@ -216,6 +216,50 @@ impl http::ingress::ChannelIngress for ChannelRoutes {
         })
     }
 
+    fn pairs(
+        &self,
+        name: String,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::ChannelPairs, http::ingress::Refusal>,
+    > {
+        let hub = self.hub(&name);
+        Box::pin(async move {
+            hub?.pairs()
+                .await
+                .map_err(|err| (503, format!("cannot read the paired senders: {err}")))
+        })
+    }
+
+    fn revoke(
+        &self,
+        name: String,
+        sender: String,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<crate::views::PairRevoked, http::ingress::Refusal>,
+    > {
+        let hub = self.hub(&name);
+        Box::pin(async move {
+            match hub?.revoke(&sender).await {
+                Ok(Some(key)) => Ok(crate::views::PairRevoked {
+                    channel: name,
+                    sender: key,
+                    revoked: true,
+                }),
+                Ok(None) => Err((
+                    404,
+                    format!(
+                        "{} is not paired on channel {}",
+                        crate::core::quote::quote(&sender),
+                        crate::core::quote::quote(&name)
+                    ),
+                )),
+                Err(err) => Err((503, format!("the sender was not revoked: {err}"))),
+            }
+        })
+    }
+
     fn send(
         &self,
         name: String,
@@ -290,7 +334,7 @@ impl ChannelRoutes {
             (
                 404,
                 format!(
-                    "no channel {} runs in this process (pincer serve --channel NAME; pincer channels outbox --channel NAME reads any store)",
+                    "no channel {} runs in this process (pincer serve --channel NAME)",
                     crate::core::quote::quote(name)
                 ),
             )

@@ -633,6 +633,16 @@ impl Store {
             .await
     }
 
+    /// The paired senders, of one channel or of all.
+    pub async fn pairs(
+        &self,
+        channel: Option<&str>,
+    ) -> Result<Vec<crate::core::channel::Pairing>, StoreError> {
+        let channel = channel.map(str::to_owned);
+        self.read(move |conn| channels::pairs(conn, channel.as_deref()))
+            .await
+    }
+
     /// The live drafts of a channel account.
     pub async fn drafts(&self, channel: &str, account: &str) -> Result<Vec<Draft>, StoreError> {
         let (channel, account) = (channel.to_owned(), account.to_owned());

@@ -21,8 +21,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 pub use channels::{
-    CapabilitiesView, ChannelList, ChannelOutbox, ChannelView, IdempotenceView, LengthUnit,
-    OutboxFailure, OutboxIntent,
+    CapabilitiesView, ChannelList, ChannelOutbox, ChannelPairs, ChannelView, IdempotenceView,
+    LengthUnit, OutboxFailure, OutboxIntent, PairRevoked,
 };
 pub use exchanges::{Answered, ApprovalList, ApprovalView, QuestionList, QuestionView, Replied};
 pub use health::{

@@ -788,9 +788,28 @@ pub enum ChannelWrite {
         sender: String,
         at: Millis,
     },
+    /// Forgets a paired sender (`sender`, as the platform compares ids) in
+    /// every account of the channel: their next message is a stranger's.
+    /// One not paired fails with `JournalError::Conflict`.
+    UnpairPeer { channel: String, sender: String },
     /// Forgets a run's row in the live-draft table of earlier versions
     /// (drafts are now `draft:RUN` intents).
     DeleteDraft { run_id: RunId },
+}
+
+/// A paired sender of a channel account (`/pair CODE`, the only way to
+/// pair): who, and since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "ChannelPair", deny_unknown_fields)]
+pub struct Pairing {
+    /// The channel's name (`[channels.NAME]`)
+    pub channel: String,
+    pub account: String,
+    /// The sender's id as the platform compares ids (an IRC account, a
+    /// lower-cased mail address)
+    pub sender: String,
+    /// When they paired, in Unix milliseconds
+    pub paired_at: Millis,
 }
 
 /// A live draft: the run it shows, where it is, its platform id and text.

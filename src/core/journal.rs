@@ -570,6 +570,10 @@ pub trait ChannelJournal: Journal + Counts {
         sender: &'a str,
     ) -> Reply<'a, bool>;
 
+    /// The paired senders, of one channel or of all, by channel, account
+    /// and when they paired.
+    fn pairs<'a>(&'a self, channel: Option<&'a str>) -> Reply<'a, Vec<super::channel::Pairing>>;
+
     /// The live drafts of a channel account.
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>>;
 }

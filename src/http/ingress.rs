@@ -22,7 +22,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::routes::{JsonBody, QueryParams};
 use crate::core::channel::{IntentStatus, Resolution, SendIntent};
-use crate::views::{ChannelList, ChannelOutbox, OutboxIntent};
+use crate::views::{ChannelList, ChannelOutbox, ChannelPairs, OutboxIntent, PairRevoked};
 
 /// The paths under which channels receive.
 pub const PREFIX: &str = "/channels/";
@@ -71,6 +71,18 @@ pub trait ChannelIngress: Send + Sync {
         intent_id: String,
         resolution: Resolution,
     ) -> BoxFuture<'static, Result<OutboxIntent, Refusal>>;
+
+    /// Who may talk to channel `name` (served by this process): 404 (no
+    /// such channel here) or 503 (starting, or the store did not answer).
+    fn pairs(&self, name: String) -> BoxFuture<'static, Result<ChannelPairs, Refusal>>;
+
+    /// Revokes a paired sender of channel `name`: 404 (no such channel
+    /// here, or the sender is not paired) or 503.
+    fn revoke(
+        &self,
+        name: String,
+        sender: String,
+    ) -> BoxFuture<'static, Result<PairRevoked, Refusal>>;
 }
 
 /// `GET /v1/channels`: the channels this process runs, their health and
@@ -133,7 +145,7 @@ pub async fn send(
         .into_response();
     }
     let Some(channels) = state.shared.ports.channels.clone() else {
-        return ApiError::not_found("no chat channel is served by this process").into_response();
+        return ApiError::not_found("no chat channel runs in this process").into_response();
     };
     match channels.send(name, message).await {
         Ok(intent) => (StatusCode::ACCEPTED, axum::Json(intent)).into_response(),
@@ -212,6 +224,33 @@ pub async fn resolve(
     };
     match channels.resolve(name, intent_id, body.resolve).await {
         Ok(intent) => axum::Json(intent).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// `GET /v1/channels/{name}/pairs`: the channel's `allow` list, whether
+/// pairing is open and its paired senders.
+pub async fn pairs(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel runs in this process").into_response();
+    };
+    match channels.pairs(name).await {
+        Ok(pairs) => axum::Json(pairs).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// `DELETE /v1/channels/{name}/pairs/{sender}`: the sender's next message
+/// is a stranger's.
+pub async fn revoke(
+    State(state): State<AppState>,
+    Path((name, sender)): Path<(String, String)>,
+) -> Response {
+    let Some(channels) = state.shared.ports.channels.clone() else {
+        return ApiError::not_found("no chat channel runs in this process").into_response();
+    };
+    match channels.revoke(name, sender).await {
+        Ok(revoked) => axum::Json(revoked).into_response(),
         Err(refusal) => refused(refusal),
     }
 }

@@ -145,6 +145,16 @@ pub fn table() -> Vec<Route> {
             post(super::ingress::resolve),
         ),
         route(
+            Method::GET,
+            "/v1/channels/{name}/pairs",
+            get(super::ingress::pairs),
+        ),
+        route(
+            Method::DELETE,
+            "/v1/channels/{name}/pairs/{sender}",
+            on(MethodFilter::DELETE, super::ingress::revoke),
+        ),
+        route(
             Method::POST,
             "/channels/{name}/webhook",
             post(super::ingress::webhook),

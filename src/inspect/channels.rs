@@ -31,6 +31,7 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
             };
             return resolve(flags, intent_id, resolution).await;
         }
+        ChannelsCommand::Pairs { command } => return super::pairs::pairs(flags, command).await,
         ChannelsCommand::Outbox {
             status,
             channel,

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{StoreError, owner};
 use crate::core::channel::{
     ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus, IntentUpdate,
-    SendIntent,
+    Pairing, SendIntent,
 };
 use crate::core::ids::{RunId, SessionId};
 use crate::core::session::Millis;
@@ -182,6 +182,14 @@ pub(super) fn apply(conn: &Connection, write: &ChannelWrite) -> Result<(), Store
                 "INSERT OR IGNORE INTO channel_peers (channel, account, sender, paired_at) VALUES (?1, ?2, ?3, ?4)",
             )?
             .execute(params![channel, account, sender, at])?;
+        }
+        ChannelWrite::UnpairPeer { channel, sender } => {
+            let removed = conn
+                .prepare_cached("DELETE FROM channel_peers WHERE channel = ?1 AND sender = ?2")?
+                .execute(params![channel, sender])?;
+            if removed == 0 {
+                return Err(StoreError::Conflict(not_paired(channel, sender)));
+            }
         }
         ChannelWrite::DeleteDraft { run_id } => {
             conn.prepare_cached("DELETE FROM channel_drafts WHERE run_id = ?1")?
@@ -411,6 +419,32 @@ pub(super) fn is_paired(
         .query_row(params![channel, account, sender], |_| Ok(()))
         .optional()?
         .is_some())
+}
+
+/// What revoking a sender not paired fails with.
+pub(in crate::store) fn not_paired(channel: &str, sender: &str) -> String {
+    format!(
+        "{} is not paired on channel {}",
+        crate::core::quote::quote(sender),
+        crate::core::quote::quote(channel)
+    )
+}
+
+pub(super) fn pairs(conn: &Connection, channel: Option<&str>) -> Result<Vec<Pairing>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT channel, account, sender, paired_at FROM channel_peers
+         WHERE ?1 IS NULL OR channel = ?1
+         ORDER BY channel, account, paired_at, sender",
+    )?;
+    let rows = stmt.query_map(params![channel], |row| {
+        Ok(Pairing {
+            channel: row.get(0)?,
+            account: row.get(1)?,
+            sender: row.get(2)?,
+            paired_at: row.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 pub(super) fn drafts(

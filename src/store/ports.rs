@@ -237,6 +237,13 @@ impl ChannelJournal for Store {
         port(Store::is_paired(self, channel, account, sender))
     }
 
+    fn pairs<'a>(
+        &'a self,
+        channel: Option<&'a str>,
+    ) -> Reply<'a, Vec<crate::core::channel::Pairing>> {
+        port(Store::pairs(self, channel))
+    }
+
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>> {
         port(Store::drafts(self, channel, account))
     }

@@ -733,6 +733,13 @@ impl ChannelJournal for Postgres {
         read!(self, |c| channels::is_paired(c, channel, account, sender))
     }
 
+    fn pairs<'a>(
+        &'a self,
+        channel: Option<&'a str>,
+    ) -> Reply<'a, Vec<crate::core::channel::Pairing>> {
+        read!(self, |c| channels::pairs(c, channel))
+    }
+
     fn drafts<'a>(&'a self, channel: &'a str, account: &'a str) -> Reply<'a, Vec<Draft>> {
         read!(self, |c| channels::drafts(c, channel, account))
     }

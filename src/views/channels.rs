@@ -180,3 +180,32 @@ impl From<&crate::core::channel::SendIntent> for OutboxIntent {
         }
     }
 }
+
+/// Who may talk to a channel this process runs (`GET
+/// /v1/channels/{name}/pairs`): its `allow` list, whether a stranger can
+/// pair, and the paired senders. The pairing code itself is never shown: it
+/// is a secret of the serving process's environment or log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ChannelPairs {
+    /// The channel's name (`[channels.NAME]`)
+    pub channel: String,
+    /// Whether pairing is open: a pairing code is set (from
+    /// `pairing_code_env` or made up at start), so `/pair CODE` can pair
+    pub pairing_open: bool,
+    /// Sender ids served without pairing (`allow`)
+    pub allow: Vec<String>,
+    /// The paired senders, by account and when they paired
+    pub pairs: Vec<crate::core::channel::Pairing>,
+}
+
+/// A paired sender revoked (`DELETE /v1/channels/{name}/pairs/{sender}`):
+/// their next message is a stranger's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct PairRevoked {
+    pub channel: String,
+    /// The sender as the platform compares ids
+    pub sender: String,
+    pub revoked: bool,
+}

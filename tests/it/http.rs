@@ -1539,6 +1539,21 @@ async fn the_openapi_document_describes_the_running_server() {
         StatusCode::BAD_REQUEST
     );
     hit!(
+        "get",
+        "/v1/channels/{name}/pairs",
+        server.get("/v1/channels/telegram/pairs"),
+        StatusCode::NOT_FOUND
+    );
+    hit!(
+        "delete",
+        "/v1/channels/{name}/pairs/{sender}",
+        server
+            .client
+            .delete(server.url("/v1/channels/telegram/pairs/u1"))
+            .bearer_auth(TOKEN),
+        StatusCode::NOT_FOUND
+    );
+    hit!(
         "post",
         "/channels/{name}/webhook",
         server

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::super::Received;
 use super::Hub;
 use crate::core::channel::{ChannelMessage, ChannelWrite};
-use crate::core::journal::Write;
+use crate::core::journal::{JournalError, Write};
 use crate::core::session::now_millis;
 use crate::signing::same_secret;
 
@@ -65,6 +65,47 @@ impl Hub {
         }
         self.handled(message).await;
         Received::Unauthorized
+    }
+
+    /// Who may talk to this channel: its `allow` list, whether pairing is
+    /// open (a code is set) and its paired senders; never the code.
+    pub async fn pairs(&self) -> Result<crate::views::ChannelPairs, JournalError> {
+        let channel = self.adapter.channel();
+        Ok(crate::views::ChannelPairs {
+            channel: channel.to_owned(),
+            pairing_open: self
+                .settings
+                .pairing_code
+                .as_deref()
+                .is_some_and(|code| !code.is_empty()),
+            allow: self.settings.allow.clone(),
+            pairs: self.store.pairs(Some(channel)).await?,
+        })
+    }
+
+    /// Forgets a paired sender (a platform id, compared as the platform
+    /// compares ids): their next message is a stranger's, told again how to
+    /// pair. `Ok(None)` when they were not paired; else the sender's key.
+    pub async fn revoke(&self, sender: &str) -> Result<Option<String>, JournalError> {
+        let key = self.adapter.sender_key(sender);
+        let revoked = self
+            .store
+            .commit(Write::Channel(ChannelWrite::UnpairPeer {
+                channel: self.adapter.channel().to_owned(),
+                sender: key.clone(),
+            }))
+            .await;
+        match revoked {
+            Ok(()) => {
+                self.told
+                    .lock()
+                    .retain(|told| self.adapter.sender_key(told) != key);
+                tracing::info!(channel = %self.adapter.channel(), sender = %key, "paired sender revoked");
+                Ok(Some(key))
+            }
+            Err(JournalError::Conflict(_)) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// `/pair CODE`: a right code adds the sender to the paired senders.

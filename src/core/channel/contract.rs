@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use super::{
     Actor, ChannelMessage, ChannelWrite, ConversationKey, DeliveryReceipt, Failure, FailureKind,
-    InboxEntry, InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, ReceiptPart,
-    Resolution, SendIntent, Target, TargetKind, Unit, draft_intent_id,
+    InboxEntry, InboxState, IntentKind, IntentStatus, IntentUpdate, MessageOrigin, Pairing,
+    ReceiptPart, Resolution, SendIntent, Target, TargetKind, Unit, draft_intent_id,
 };
 use crate::core::event::{RunState, StopReason, Usage};
 use crate::core::ids::{RunId, SessionId};
@@ -53,6 +53,7 @@ macro_rules! channel_contract {
             intents_are_listed_most_recently_changed_first,
             a_chat_is_mapped_to_its_session_together_with_it,
             senders_are_paired_per_channel_account,
+            paired_senders_are_listed_and_revoked,
             runs_and_intents_are_counted_by_state,
         );
     };
@@ -1044,6 +1045,88 @@ pub async fn senders_are_paired_per_channel_account(backend: &Backend) {
     assert!(!journal.is_paired("telegram", "other", "u1").await.unwrap());
     assert!(!journal.is_paired("telegram", "bot", "u2").await.unwrap());
     assert!(!journal.is_paired("webhook", "bot", "u1").await.unwrap());
+}
+
+/// `pincer channels pairs`: the paired senders listed by channel, account
+/// and when they paired; revoking one forgets it in every account of the
+/// channel, and revoking one not paired is a conflict that changes nothing.
+pub async fn paired_senders_are_listed_and_revoked(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let pair = |channel: &str, account: &str, sender: &str, at| {
+        Write::Channel(ChannelWrite::PairPeer {
+            channel: channel.into(),
+            account: account.into(),
+            sender: sender.into(),
+            at,
+        })
+    };
+    let unpair = |channel: &str, sender: &str| {
+        Write::Channel(ChannelWrite::UnpairPeer {
+            channel: channel.into(),
+            sender: sender.into(),
+        })
+    };
+    assert!(journal.pairs(None).await.unwrap().is_empty());
+    journal
+        .commit(pair("telegram", "bot", "u2", 5))
+        .await
+        .unwrap();
+    journal
+        .commit(pair("telegram", "bot", "u1", 7))
+        .await
+        .unwrap();
+    journal
+        .commit(pair("telegram", "bot", "u1", 9))
+        .await
+        .unwrap();
+    journal
+        .commit(pair("telegram", "old", "u1", 3))
+        .await
+        .unwrap();
+    journal
+        .commit(pair("webhook", "hook", "u1", 1))
+        .await
+        .unwrap();
+    let listed = |pairs: Vec<Pairing>| -> Vec<(String, String, String, Millis)> {
+        pairs
+            .into_iter()
+            .map(|p| (p.channel, p.account, p.sender, p.paired_at))
+            .collect()
+    };
+    let row = |c: &str, a: &str, s: &str, at| (c.to_owned(), a.to_owned(), s.to_owned(), at);
+    assert_eq!(
+        listed(journal.pairs(None).await.unwrap()),
+        vec![
+            row("telegram", "bot", "u2", 5),
+            row("telegram", "bot", "u1", 7),
+            row("telegram", "old", "u1", 3),
+            row("webhook", "hook", "u1", 1),
+        ],
+        "pairing again keeps the first time"
+    );
+    assert_eq!(
+        listed(journal.pairs(Some("webhook")).await.unwrap()),
+        vec![row("webhook", "hook", "u1", 1)]
+    );
+    journal.commit(unpair("telegram", "u1")).await.unwrap();
+    assert!(!journal.is_paired("telegram", "bot", "u1").await.unwrap());
+    assert!(!journal.is_paired("telegram", "old", "u1").await.unwrap());
+    assert!(journal.is_paired("telegram", "bot", "u2").await.unwrap());
+    assert!(journal.is_paired("webhook", "hook", "u1").await.unwrap());
+    assert!(is_conflict(&journal.commit(unpair("telegram", "u1")).await));
+    assert!(is_conflict(&journal.commit(unpair("irc", "u2")).await));
+    assert_eq!(
+        listed(journal.pairs(None).await.unwrap()),
+        vec![
+            row("telegram", "bot", "u2", 5),
+            row("webhook", "hook", "u1", 1)
+        ]
+    );
+    journal
+        .commit(pair("telegram", "bot", "u1", 11))
+        .await
+        .unwrap();
+    assert!(journal.is_paired("telegram", "bot", "u1").await.unwrap());
 }
 
 /// `/metrics`: runs per state and intents per channel and status, states

@@ -12,7 +12,8 @@ use super::conn::Conn;
 
 use super::PgFailure;
 use crate::core::channel::{
-    ChannelWrite, ConversationKey, Draft, InboxEntry, IntentStatus, IntentUpdate, SendIntent,
+    ChannelWrite, ConversationKey, Draft, InboxEntry, IntentStatus, IntentUpdate, Pairing,
+    SendIntent,
 };
 use crate::core::ids::{RunId, SessionId};
 use crate::store::channels::{
@@ -152,6 +153,17 @@ pub(super) async fn apply(client: &Conn<'_>, write: &ChannelWrite) -> Result<(),
                     &[channel, account, sender, at],
                 )
                 .await?;
+        }
+        ChannelWrite::UnpairPeer { channel, sender } => {
+            let removed = client
+                .execute(
+                    "DELETE FROM channel_peers WHERE channel = $1 AND sender = $2",
+                    &[channel, sender],
+                )
+                .await?;
+            if removed == 0 {
+                return Err(conflict(store::channels::not_paired(channel, sender)));
+            }
         }
         ChannelWrite::DeleteDraft { run_id } => {
             client
@@ -402,6 +414,31 @@ pub(super) async fn is_paired(
         .await
         .map_err(db)?
         .is_some())
+}
+
+pub(super) async fn pairs(
+    client: &Conn<'_>,
+    channel: Option<&str>,
+) -> Result<Vec<Pairing>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT channel, account, sender, paired_at FROM channel_peers
+             WHERE $1::TEXT IS NULL OR channel = $1
+             ORDER BY channel, account, paired_at, sender",
+            &[&channel],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|row| {
+            Ok(Pairing {
+                channel: row.try_get(0).map_err(db)?,
+                account: row.try_get(1).map_err(db)?,
+                sender: row.try_get(2).map_err(db)?,
+                paired_at: row.try_get(3).map_err(db)?,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn drafts(

@@ -12,12 +12,12 @@
 
 #[cfg(test)]
 use crate::core::journal::ChannelJournal;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::MemoryJournal;
 use crate::core::channel::{
     ChannelWrite, ConversationKey, Draft, InboxEntry, InboxState, IntentStatus, IntentUpdate,
-    SendIntent,
+    Pairing, SendIntent,
 };
 use crate::core::event::RunState;
 use crate::core::ids::SessionId;
@@ -37,7 +37,8 @@ pub(super) struct Channels {
     outbox: HashMap<String, SendIntent>,
     cursors: HashMap<Key, String>,
     conversations: HashMap<ConversationKey, SessionId>,
-    peers: HashSet<Key>,
+    /// Paired senders and when they paired.
+    peers: HashMap<Key, crate::core::session::Millis>,
 }
 
 impl Channels {
@@ -109,9 +110,23 @@ impl Channels {
                 channel,
                 account,
                 sender,
-                ..
+                at,
             } => {
-                self.peers.insert(key(&channel, &account, &sender));
+                self.peers
+                    .entry(key(&channel, &account, &sender))
+                    .or_insert(at);
+            }
+            ChannelWrite::UnpairPeer { channel, sender } => {
+                let before = self.peers.len();
+                self.peers
+                    .retain(|(c, _, s), _| !(*c == channel && *s == sender));
+                if self.peers.len() == before {
+                    return Err(JournalError::Conflict(format!(
+                        "{} is not paired on channel {}",
+                        crate::core::quote::quote(&sender),
+                        crate::core::quote::quote(&channel)
+                    )));
+                }
             }
             // The live-draft table of earlier versions was never kept here.
             ChannelWrite::DeleteDraft { .. } => {}
@@ -229,7 +244,30 @@ impl Channels {
     }
 
     pub(super) fn is_paired(&self, channel: &str, account: &str, sender: &str) -> bool {
-        self.peers.contains(&key(channel, account, sender))
+        self.peers.contains_key(&key(channel, account, sender))
+    }
+
+    pub(super) fn pairs(&self, channel: Option<&str>) -> Vec<Pairing> {
+        let mut found: Vec<Pairing> = self
+            .peers
+            .iter()
+            .filter(|((c, _, _), _)| channel.is_none_or(|channel| c == channel))
+            .map(|((channel, account, sender), at)| Pairing {
+                channel: channel.clone(),
+                account: account.clone(),
+                sender: sender.clone(),
+                paired_at: *at,
+            })
+            .collect();
+        found.sort_by(|a, b| {
+            (&a.channel, &a.account, a.paired_at, &a.sender).cmp(&(
+                &b.channel,
+                &b.account,
+                b.paired_at,
+                &b.sender,
+            ))
+        });
+        found
     }
 }
 
@@ -329,6 +367,10 @@ impl ChannelJournal for MemoryJournal {
         sender: &'a str,
     ) -> Reply<'a, bool> {
         self.read(|state| state.channels.is_paired(channel, account, sender))
+    }
+
+    fn pairs<'a>(&'a self, channel: Option<&'a str>) -> Reply<'a, Vec<Pairing>> {
+        self.read(|state| state.channels.pairs(channel))
     }
 
     /// Drafts are `draft:RUN` intents; the live-draft table of earlier

@@ -654,6 +654,45 @@ pub fn operations() -> Vec<Operation> {
             .error(404, "No such channel is served by this process")
             .error(413, "Body larger than `[http] body_limit_bytes`")
             .error(503, "Not recorded (the store did not answer): send it again"),
+        Operation::new("get", "/v1/channels/{name}/pairs", "listChannelPairs", "Who may talk to a channel this process serves: its `allow` list, whether pairing is open (a pairing code is set; the code itself is never shown) and the paired senders (docs/channels.md)")
+            .parameters(json!([
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": true,
+                    "description": "The channel's name (`[channels.NAME]`)",
+                    "schema": {
+                        "type": "string"
+                    }
+                }
+            ]))
+            .answer(200, "The channel's allow list, pairing and paired senders", schema::<views::ChannelPairs>)
+            .error(404, "No such channel is served by this process")
+            .error(503, "The channels are starting, or the store did not answer"),
+        Operation::new("delete", "/v1/channels/{name}/pairs/{sender}", "revokeChannelPair", "Revoke a paired sender of a channel this process serves, in every account of the channel: their next message is a stranger's, told how to pair")
+            .parameters(json!([
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": true,
+                    "description": "The channel's name (`[channels.NAME]`)",
+                    "schema": {
+                        "type": "string"
+                    }
+                },
+                {
+                    "name": "sender",
+                    "in": "path",
+                    "required": true,
+                    "description": "The sender's platform id, compared as the platform compares ids",
+                    "schema": {
+                        "type": "string"
+                    }
+                }
+            ]))
+            .answer(200, "Revoked", schema::<views::PairRevoked>)
+            .error(404, "No such channel is served by this process, or the sender is not paired")
+            .error(503, "Not revoked (the channels are starting, or the store did not answer)"),
         Operation::new("post", "/channels/{name}/webhook", "webhookDelivery", "A peer's delivery to a webhook channel this process serves (docs/channels.md). No bearer token: the request is signed with the channel's shared secret")
             .public()
             .parameters(json!([
