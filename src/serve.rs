@@ -377,7 +377,7 @@ impl ChannelRoutes {
         'static,
         Result<crate::views::OutboxIntent, http::ingress::Refusal>,
     > {
-        use crate::channels::hub::Unresolved;
+        use crate::channels::outbox::Unresolved;
         let hub = self.hub(name);
         Box::pin(async move {
             match hub?.resolve(&intent_id, resolution).await {

@@ -69,7 +69,6 @@ use crate::core::runtime::Runtime;
 
 pub use deliver::{ADOPT_EVERY, message_intent};
 pub use drafts::{DRAFT_LOST, DRAFT_STALE};
-pub use operator::Unresolved;
 
 /// A conversation's state in this process.
 #[derive(Default)]

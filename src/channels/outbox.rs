@@ -31,7 +31,7 @@ use super::{Adapter, DeliveryError};
 use crate::core::channel::ChannelWrite;
 use crate::core::channel::{
     DeliveryReceipt, Failure, FailureKind, IntentKind, IntentStatus, IntentUpdate, ReceiptPart,
-    SendIntent, Target, Unit,
+    Resolution, SendIntent, Target, Unit,
 };
 use crate::core::journal::ChannelJournal;
 use crate::core::journal::{JournalError, Write};
@@ -75,6 +75,69 @@ pub struct Outbox {
     /// that lost the account (stopped past its lease while another took
     /// over) claims nothing more and sends nothing more.
     fence: parking_lot::Mutex<Option<crate::core::lease::Fence>>,
+}
+
+/// Why an operator's decision about an intent was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolved {
+    /// No intent of this id (in this channel).
+    #[error("{0}")]
+    NotFound(String),
+    /// Not `unknown_after_send` (any more), or a live draft to resend.
+    #[error("{0}")]
+    Refused(String),
+    /// The store did not answer.
+    #[error(transparent)]
+    Store(JournalError),
+}
+
+/// Records an operator's decision about an `unknown_after_send` intent
+/// (`pincer channels resolve`, `POST /v1/channels/{name}/outbox/{intent_id}`),
+/// conditional on it still being so; `channel`, when given, is the channel
+/// it must belong to. The intent as it is now. Whoever serves its account
+/// sends a resent one (woken at once when that is this process).
+pub async fn resolve(
+    store: &dyn ChannelJournal,
+    id: &str,
+    resolution: Resolution,
+    channel: Option<&str>,
+) -> Result<SendIntent, Unresolved> {
+    let missing = || {
+        Unresolved::NotFound(match channel {
+            Some(channel) => format!(
+                "no send intent {} in channel {}",
+                crate::core::quote::quote(id),
+                crate::core::quote::quote(channel)
+            ),
+            None => format!(
+                "no send intent {} (pincer channels outbox --status unknown_after_send)",
+                crate::core::quote::quote(id)
+            ),
+        })
+    };
+    let intent = store
+        .intent(id)
+        .await
+        .map_err(Unresolved::Store)?
+        .filter(|intent| channel.is_none_or(|c| intent.channel == c))
+        .ok_or_else(missing)?;
+    let update = resolution
+        .update(&intent, now_millis())
+        .map_err(Unresolved::Refused)?;
+    match store
+        .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
+        .await
+    {
+        Ok(()) => {}
+        Err(JournalError::Conflict(reason)) => return Err(Unresolved::Refused(reason)),
+        Err(err) => return Err(Unresolved::Store(err)),
+    }
+    tracing::info!(intent = %id, channel = %intent.channel, resolution = resolution.as_str(), "unknown_after_send intent resolved");
+    store
+        .intent(id)
+        .await
+        .map_err(Unresolved::Store)?
+        .ok_or_else(missing)
 }
 
 impl Outbox {

@@ -9,8 +9,7 @@ use anyhow::anyhow;
 use super::print;
 use crate::app::{Failure, Flags, exit};
 use crate::cli::ChannelsCommand;
-use crate::core::channel::{ChannelWrite, IntentStatus, Resolution, SendIntent};
-use crate::core::journal::{JournalError, Write};
+use crate::core::channel::{IntentStatus, Resolution, SendIntent};
 use crate::stdout::timestamp as time;
 
 pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Failure> {
@@ -67,31 +66,21 @@ pub async fn channels(flags: &Flags, command: &ChannelsCommand) -> Result<u8, Fa
 /// `unknown_after_send` intent, through the journal; a resend is picked up
 /// by the process serving the channel's account.
 async fn resolve(flags: &Flags, id: &str, resolution: Resolution) -> Result<u8, Failure> {
+    use crate::channels::outbox::{self, Unresolved};
     let opened = crate::app::App::open(flags).await?;
     let store = opened.store.clone();
-    let Some(intent) = store.intent(id).await.map_err(Failure::failed)? else {
-        return Err(Failure::usage(anyhow!(
-            "no send intent {} (pincer channels outbox --status unknown_after_send)",
-            crate::core::quote::quote(id)
-        )));
+    let intent = match outbox::resolve(store.as_ref(), id, resolution, None).await {
+        Ok(intent) => intent,
+        Err(err @ (Unresolved::NotFound(_) | Unresolved::Refused(_))) => {
+            return Err(Failure::usage(anyhow!(err)));
+        }
+        Err(Unresolved::Store(err)) => return Err(Failure::failed(err)),
     };
-    let update = resolution
-        .update(&intent, crate::core::session::now_millis())
-        .map_err(|reason| Failure::usage(anyhow!(reason)))?;
-    match store
-        .commit(Write::Channel(ChannelWrite::UpdateIntent(update)))
-        .await
-    {
-        Ok(()) => {}
-        Err(JournalError::Conflict(reason)) => return Err(Failure::usage(anyhow!(reason))),
-        Err(err) => return Err(Failure::failed(err)),
-    }
-    let now = store
-        .intent(id)
-        .await
-        .map_err(Failure::failed)?
-        .map_or_else(|| "gone".to_owned(), |i| i.status.as_str().to_owned());
-    print(&format!("{id}: {} ({now})\n", resolution.as_str()))?;
+    print(&format!(
+        "{id}: {} ({})\n",
+        resolution.as_str(),
+        intent.status.as_str()
+    ))?;
     store.shutdown();
     Ok(exit::OK)
 }

@@ -151,7 +151,7 @@ fn an_operator_logs_in_watches_approves_answers_reads_and_logs_out_and_another_o
 /// (`tests/fixtures/browser/outbox.mjs`): the one sent again reaches the
 /// chat once more, the one dropped is `cancelled` and nothing more is sent.
 #[test]
-fn an_operator_decides_about_messages_left_unknown_after_send_from_the_channels_page() {
+fn an_operator_decides_about_unknown_messages_and_revokes_a_paired_sender_from_the_channels_page() {
     use crate::support::telegram::{FakeTelegram, TOKEN as BOT_TOKEN};
     if !browser::available() {
         return;
@@ -159,7 +159,7 @@ fn an_operator_decides_about_messages_left_unknown_after_send_from_the_channels_
     let fake = FakeTelegram::start();
     let dir = TestDir::new();
     let config = format!(
-        "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\nallow = [\"42\"]\n",
+        "[channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\nallow = [\"42\"]\npairing_code_env = \"PINCER_PAIRING\"\n",
         fake.url,
         dir.workspace().display()
     );
@@ -176,7 +176,10 @@ fn an_operator_decides_about_messages_left_unknown_after_send_from_the_channels_
         &dir,
         Some(&config),
         &["--channel", "telegram"],
-        &[("TELEGRAM_BOT_TOKEN", BOT_TOKEN)],
+        &[
+            ("TELEGRAM_BOT_TOKEN", BOT_TOKEN),
+            ("PINCER_PAIRING", "s3cret"),
+        ],
     );
     for (id, chat, text) in [("m0", "42", "Lost one"), ("m1", "43", "Lost two")] {
         let out = dir
@@ -209,7 +212,41 @@ fn an_operator_decides_about_messages_left_unknown_after_send_from_the_channels_
         &dir,
         None,
         &["--channel", "telegram"],
-        &[("TELEGRAM_BOT_TOKEN", BOT_TOKEN)],
+        &[
+            ("TELEGRAM_BOT_TOKEN", BOT_TOKEN),
+            ("PINCER_PAIRING", "s3cret"),
+        ],
+    );
+    // A stranger pairs with the code: the page lists them, to revoke.
+    fake.user_says(77, "/pair s3cret");
+    let paired = || {
+        let out = dir
+            .command()
+            .args([
+                "channels",
+                "pairs",
+                "list",
+                "--channel",
+                "telegram",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap()["sender"].clone())
+            .collect::<Vec<_>>()
+    };
+    fake.wait_for_every(
+        "the stranger paired",
+        TIMEOUT,
+        Duration::from_millis(150),
+        |_| paired() == [json!("77")],
     );
     fake.wait_for_every(
         "both found unknown after send",
@@ -242,7 +279,15 @@ fn an_operator_decides_about_messages_left_unknown_after_send_from_the_channels_
     );
     assert_eq!(status("message:m1"), Some(json!("cancelled")));
     assert_eq!((sends_to(42), sends_to(43)), (2, 1));
-    for page in ["unknown", "unknown-phone"] {
+    assert!(paired().is_empty(), "the revoked sender is still paired");
+    // Revoked: their next message is a stranger's, told how to pair.
+    fake.user_says(77, "hello again");
+    fake.wait_for("the revoked sender told how to pair", TIMEOUT, |f| {
+        f.chat(77)
+            .iter()
+            .any(|(_, text)| text.contains("Ask its operator for the pairing code"))
+    });
+    for page in ["unknown", "unknown-phone", "pairs"] {
         assert!(
             outcome.artifacts.join(format!("{page}.png")).is_file(),
             "no screenshot of {page}"

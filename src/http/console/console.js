@@ -821,6 +821,51 @@
     return section;
   }
 
+  /** Who may talk to a channel: its allow list, whether pairing is open, and its paired senders, each revocable. */
+  async function pairsView(name) {
+    const section = h('section', { class: 'pairs', 'aria-label': `Who may talk to ${name}` },
+      h('h3', {}, 'Who may talk here'));
+    let listing;
+    try {
+      listing = await api('GET', `/v1/channels/${seg(name)}/pairs`);
+    } catch (err) {
+      section.append(errorBox(err));
+      return section;
+    }
+    section.append(h('dl', { class: 'facts' },
+      fact('Allowed', listing.allow.length ? listing.allow.join(', ') : 'nobody by name'),
+      fact('Pairing', listing.pairing_open
+        ? 'open: a person who sends /pair with the operator\'s code is paired (the code is never shown here)'
+        : 'closed: no pairing code is set')));
+    if (!listing.pairs.length) {
+      section.append(h('p', {}, 'No paired senders.'));
+      return section;
+    }
+    const revoke = (pair) => async (event) => {
+      const row = event.target.closest('tr');
+      event.target.disabled = true;
+      const cell = row.querySelector('.outcome');
+      try {
+        await api('DELETE', `/v1/channels/${seg(name)}/pairs/${seg(pair.sender)}`);
+        cell.textContent = 'Revoked: their next message is a stranger\'s';
+        announce(`${pair.sender} revoked on ${name}`);
+      } catch (err) {
+        cell.textContent = err.status === 404 ? `Already revoked: ${err.message}` : `Failed: ${err.message}`;
+        if (err.status !== 404) event.target.disabled = false;
+      }
+    };
+    section.append(h('table', { class: 'list pairs' }, h('caption', {}, 'Paired senders'),
+      h('thead', {}, h('tr', {}, ['Sender', 'Account', 'Paired', ''].map((title) => h('th', { scope: 'col' }, title)))),
+      h('tbody', {}, listing.pairs.map((pair) => h('tr', { 'data-sender': pair.sender },
+        h('td', {}, h('code', {}, pair.sender)),
+        h('td', {}, pair.account),
+        h('td', {}, when(pair.paired_at)),
+        h('td', {},
+          h('button', { type: 'button', class: 'reject', 'aria-label': `Revoke ${pair.sender}`, onclick: revoke(pair) }, 'Revoke'),
+          h('span', { class: 'outcome', role: 'status' })))))));
+    return section;
+  }
+
   async function channelsView() {
     document.title = 'Channels · Pincer';
     clear(app);
@@ -845,6 +890,7 @@
             h('tbody', {}, outbox.length ? outbox.map(([state, count]) => h('tr', { class: state },
               h('td', {}, state), h('td', {}, String(count)))) : h('tr', {}, h('td', { colspan: 2 }, 'Empty')))),
           (channel.outbox || {}).unknown_after_send ? await unknownView(channel.name) : null,
+          await pairsView(channel.name),
           h('details', {}, h('summary', {}, 'Everything the server reports'), h('pre', {}, json(channel)))));
       }
     } catch (err) {
