@@ -453,7 +453,7 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
     assert!(end.is_empty(), "{end:?}");
 }
 
-/// A listing filtered by origin, state, chat channel (by name) and words
+/// A listing filtered by origin, state, chat channel (by name), conversation and words
 /// (in the title, id, model or workspace, case aside, wildcards taken as
 /// they are) holds the sessions that pass, newest first; paged one at a
 /// time it holds each of them once, whatever fails in between.
@@ -480,6 +480,10 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
         };
         if n == 8 {
             s.model = "Big-Parser".into();
+        }
+        // A chat's sessions across its `/new`s share its conversation.
+        if n == 3 || n == 9 || n == 4 {
+            s.conversation = Some("tg/bot/group:a".into());
         }
         made.push(s.clone());
         journal.submit(Write::InsertSession(s));
@@ -576,6 +580,24 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
     assert_eq!(list(None, on("tg")).await, ["ses_9", "ses_3"]);
     assert_eq!(list(None, on("irc")).await, ["ses_6"]);
     assert!(list(None, on("t%")).await.is_empty());
+    // By conversation: every session the chat has had, whichever it maps
+    // now (ses_3 and ses_9 both; ses_4, which another face made in it,
+    // unless only the chat's own are asked for).
+    let of = |key: &str, origin: Option<Origin>| SessionFilter {
+        conversation: Some(key.into()),
+        origin,
+        ..SessionFilter::default()
+    };
+    assert_eq!(
+        list(None, of("tg/bot/group:a", None)).await,
+        ["ses_9", "ses_4", "ses_3"]
+    );
+    assert_eq!(
+        list(None, of("tg/bot/group:a", Some(Origin::Channel))).await,
+        ["ses_9", "ses_3"]
+    );
+    assert_eq!(list(None, of("chat/ses_6", None)).await, ["ses_6"]);
+    assert!(list(None, of("tg/bot/group:%", None)).await.is_empty());
     // Words: in the title or the model, case aside; each must be found.
     assert_eq!(
         list(None, words(&["PARSER"])).await,
