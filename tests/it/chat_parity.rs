@@ -66,7 +66,10 @@ fn plain(text: &str) -> String {
 
 /// What the bot said in `user`'s chat, as read.
 fn said(fake: &FakeTelegram, user: i64) -> Vec<String> {
-    fake.chat(user).into_iter().map(|(_, t)| plain(&t)).collect()
+    fake.chat(user)
+        .into_iter()
+        .map(|(_, t)| plain(&t))
+        .collect()
 }
 
 /// Says `text` in `user`'s chat and waits for the one answer it gets.
@@ -186,6 +189,12 @@ fn models_sessions_and_usage_answer_in_the_chat_as_in_an_editor() {
     // A new session, then back to the first: the model sees its history
     // (the script's second ALPHA line plays after one answer).
     assert!(ask(&fake, USER, "/new").starts_with("New session ses_"));
+    // A new session has the configured model, as an editor's does.
+    assert!(ask(&fake, USER, "/status").contains("Model: local/small"));
+    assert_eq!(
+        ask(&fake, USER, "/model local/small"),
+        "Model set to local/small."
+    );
     assert_eq!(ask(&fake, USER, "BETA first"), "beta one");
     let listed = ask(&fake, USER, "/sessions");
     let lines: Vec<&str> = listed.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -426,7 +435,10 @@ fn paired_senders_are_listed_and_revoked_and_wrong_codes_lock_a_sender_out() {
         if answer == "That pairing code is not right." {
             break;
         }
-        assert!(answer.starts_with("Too many wrong pairing codes"), "{answer}");
+        assert!(
+            answer.starts_with("Too many wrong pairing codes"),
+            "{answer}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     ask(&fake, STRANGER, "/pair nope");
@@ -442,7 +454,10 @@ fn paired_senders_are_listed_and_revoked_and_wrong_codes_lock_a_sender_out() {
         if answer == "Paired. Send a message to start." {
             break;
         }
-        assert!(answer.starts_with("Too many wrong pairing codes"), "{answer}");
+        assert!(
+            answer.starts_with("Too many wrong pairing codes"),
+            "{answer}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     assert_eq!(counter(&addr, "failures"), 6);

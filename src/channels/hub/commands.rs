@@ -250,7 +250,10 @@ mod tests {
                 "/model@bot  local/large ",
                 ChatCommand::Face(FaceCommand::Model(Some("local/large".into()))),
             ),
-            ("/mode full", ChatCommand::Face(FaceCommand::Mode(Some("full".into())))),
+            (
+                "/mode full",
+                ChatCommand::Face(FaceCommand::Mode(Some("full".into()))),
+            ),
             ("/mode", ChatCommand::Face(FaceCommand::Mode(None))),
             ("/sessions@bot", ChatCommand::Sessions),
             ("/resume 2", ChatCommand::Resume("2")),

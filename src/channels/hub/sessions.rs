@@ -170,10 +170,7 @@ impl Hub {
         let session = &listed[index];
         let current = self.store.conversation(key).await.ok().flatten();
         if current.as_ref() == Some(&session.id) {
-            return format!(
-                "Session {} is this chat's session already.",
-                session.id
-            );
+            return format!("Session {} is this chat's session already.", session.id);
         }
         if let Err(err) = self.runtime.open_session(&session.id).await {
             return format!("Cannot open session {}: {err}", session.id);

@@ -43,6 +43,7 @@ macro_rules! journal_contract {
             receipts_are_numbered_and_chained,
             sessions_list_newest_first_by_workspace_and_cursor,
             session_listings_filter_before_they_page,
+            a_chats_sessions_are_listed_by_its_conversation,
             history_keeps_messages_in_order_and_touches_the_session,
             the_conversation_since_compaction_starts_at_the_newest_summary,
             runs_record_their_states_and_times,
@@ -453,7 +454,7 @@ pub async fn sessions_list_newest_first_by_workspace_and_cursor(backend: &Backen
     assert!(end.is_empty(), "{end:?}");
 }
 
-/// A listing filtered by origin, state, chat channel (by name), conversation and words
+/// A listing filtered by origin, state, chat channel (by name) and words
 /// (in the title, id, model or workspace, case aside, wildcards taken as
 /// they are) holds the sessions that pass, newest first; paged one at a
 /// time it holds each of them once, whatever fails in between.
@@ -480,10 +481,6 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
         };
         if n == 8 {
             s.model = "Big-Parser".into();
-        }
-        // A chat's sessions across its `/new`s share its conversation.
-        if n == 3 || n == 9 || n == 4 {
-            s.conversation = Some("tg/bot/group:a".into());
         }
         made.push(s.clone());
         journal.submit(Write::InsertSession(s));
@@ -580,24 +577,6 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
     assert_eq!(list(None, on("tg")).await, ["ses_9", "ses_3"]);
     assert_eq!(list(None, on("irc")).await, ["ses_6"]);
     assert!(list(None, on("t%")).await.is_empty());
-    // By conversation: every session the chat has had, whichever it maps
-    // now (ses_3 and ses_9 both; ses_4, which another face made in it,
-    // unless only the chat's own are asked for).
-    let of = |key: &str, origin: Option<Origin>| SessionFilter {
-        conversation: Some(key.into()),
-        origin,
-        ..SessionFilter::default()
-    };
-    assert_eq!(
-        list(None, of("tg/bot/group:a", None)).await,
-        ["ses_9", "ses_4", "ses_3"]
-    );
-    assert_eq!(
-        list(None, of("tg/bot/group:a", Some(Origin::Channel))).await,
-        ["ses_9", "ses_3"]
-    );
-    assert_eq!(list(None, of("chat/ses_6", None)).await, ["ses_6"]);
-    assert!(list(None, of("tg/bot/group:%", None)).await.is_empty());
     // Words: in the title or the model, case aside; each must be found.
     assert_eq!(
         list(None, words(&["PARSER"])).await,
@@ -632,6 +611,72 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
         ..SessionFilter::default()
     };
     assert!(list(None, subagents).await.is_empty());
+}
+
+/// A listing by conversation holds every session of it (a chat's across
+/// its `/new`s: `Session::conversation`), whatever the chat maps now,
+/// newest first; with an origin, only those the chat made.
+pub async fn a_chats_sessions_are_listed_by_its_conversation(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let chat = "tg/bot/group:a";
+    for n in 1..=5_i64 {
+        let mut s = session(&format!("ses_{n}"), "/w", n * 10);
+        s.origin = if n == 4 {
+            Origin::Http
+        } else {
+            Origin::Channel
+        };
+        if n != 2 {
+            s.conversation = Some(chat.into());
+        }
+        journal.submit(Write::InsertSession(s));
+    }
+    journal.flush().await.unwrap();
+    let list = |conversation: &str, origin: Option<Origin>| {
+        let filter = SessionFilter {
+            conversation: Some(conversation.into()),
+            origin,
+            ..SessionFilter::default()
+        };
+        async move {
+            let mut paged: Vec<Session> = Vec::new();
+            // One at a time from the cursor of each, as a whole: the same.
+            loop {
+                let page = journal
+                    .sessions(SessionQuery {
+                        after: paged.last().map(SessionCursor::after),
+                        limit: 1,
+                        filter: filter.clone(),
+                        ..SessionQuery::default()
+                    })
+                    .await
+                    .unwrap();
+                if page.is_empty() {
+                    break;
+                }
+                paged.extend(page);
+            }
+            let all = journal
+                .sessions(SessionQuery {
+                    filter,
+                    ..SessionQuery::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(paged, all);
+            all.iter()
+                .map(|s| s.id.as_str().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(chat, None).await, ["ses_5", "ses_4", "ses_3", "ses_1"]);
+    assert_eq!(
+        list(chat, Some(Origin::Channel)).await,
+        ["ses_5", "ses_3", "ses_1"]
+    );
+    assert_eq!(list("chat/ses_2", None).await, ["ses_2"]);
+    assert!(list("tg/bot/group:%", None).await.is_empty());
+    assert!(list("tg/bot/group:b", None).await.is_empty());
 }
 
 /// A session's messages come back in the order appended, with their runs,
