@@ -428,6 +428,9 @@ pub struct ChannelSettings {
     pub allow: Vec<String>,
     /// A code a sender can send as `/pair CODE` to be allowed.
     pub pairing_code: Option<String>,
+    /// How long a sender is refused `/pair` after too many wrong codes
+    /// the first time; each further lockout twice as long, up to an hour.
+    pub pairing_lockout: Duration,
     /// The workspace of sessions this channel creates.
     pub workspace: PathBuf,
     /// Messages from one sender within this window become one prompt.
@@ -445,6 +448,7 @@ impl ChannelSettings {
         Self {
             allow: Vec::new(),
             pairing_code: None,
+            pairing_lockout: Duration::from_secs(60),
             workspace,
             coalesce: Duration::from_millis(1500),
             expire_after: Duration::from_secs(15 * 60),

@@ -1053,6 +1053,7 @@ mod tests {
                     origin: Some(crate::core::session::Origin::Http),
                     closed: Some(false),
                     channel: None,
+                    conversation: None,
                     words: vec!["fix".into(), "parser".into()],
                 },
             };
@@ -1060,6 +1061,23 @@ mod tests {
             assert!(found.contains("USING INDEX sessions_listed"), "{found}");
             assert!(!found.contains("TEMP B-TREE"), "{found}");
         }
+        // A chat's sessions (`/sessions`): through their conversation's key,
+        // in order, whatever else the store holds.
+        let query = SessionQuery {
+            limit: 20,
+            filter: crate::core::journal::SessionFilter {
+                origin: Some(crate::core::session::Origin::Channel),
+                conversation: Some("telegram/bot/private:42".into()),
+                ..Default::default()
+            },
+            ..SessionQuery::default()
+        };
+        let found = plan(&reader::sessions_sql(&query).0);
+        assert!(
+            found.contains("USING INDEX sessions_of_conversation (conversation=?)"),
+            "{found}"
+        );
+        assert!(!found.contains("TEMP B-TREE"), "{found}");
         let found = plan(writer::UNFINISHED_RUNS);
         assert!(found.contains("USING INDEX runs_unfinished"), "{found}");
         // What a run reads of its session: the newest summary through the

@@ -369,6 +369,9 @@ pub fn channels(
         if let Some(attempts) = common.max_attempts {
             settings.max_attempts = attempts;
         }
+        if let Some(secs) = common.pairing_lockout_secs {
+            settings.pairing_lockout = Duration::from_secs(secs);
+        }
         if let Some(live) = common.live_drafts {
             settings.live_drafts = live;
         }

@@ -26,8 +26,10 @@
 //! - `inbound`: an event recorded once (deduplicated, with the cursor),
 //!   tagged self-echoes dropped, an authorized message routed;
 //! - `access`: who may talk: the allow list and pairing;
+//! - `lockout`: wrong pairing codes limited per sender;
 //! - `hooks`: `MessageReceived` on the way in, `MessageSending` on the way out;
 //! - `commands`: the commands given in the chat;
+//! - `sessions`: the chat's sessions (`/sessions`, `/resume`) and `/usage`;
 //! - `dispatch`: coalescing, the chat's session, a run started and followed;
 //! - `approvals`: approvals and questions, asked and answered in the chat;
 //! - `drafts`: the live draft of a run's reply, throttled;
@@ -45,9 +47,11 @@ mod dispatch;
 mod drafts;
 mod hooks;
 mod inbound;
+mod lockout;
 mod operator;
 mod recovery;
 mod reply;
+mod sessions;
 #[cfg(test)]
 mod testing;
 
@@ -92,6 +96,8 @@ pub struct Hub {
     conversations: Mutex<HashMap<ConversationKey, Conversation>>,
     /// Senders told how to pair, so they are told once per process.
     told: Mutex<HashSet<String>>,
+    /// Wrong pairing codes per sender, and who is locked out of `/pair`.
+    lockouts: Mutex<lockout::Lockouts>,
     /// Held while a conversation's session is looked up or created, so two
     /// senders writing at once to a new chat get one session.
     sessions: tokio::sync::Mutex<()>,
@@ -141,6 +147,7 @@ impl Hub {
             settings.max_attempts,
             runtime.gate().safety.clone(),
         ));
+        let first_lockout = settings.pairing_lockout;
         let hub = Arc::new(Hub {
             runtime,
             store,
@@ -149,6 +156,7 @@ impl Hub {
             outbox,
             conversations: Mutex::new(HashMap::new()),
             told: Mutex::new(HashSet::new()),
+            lockouts: Mutex::new(lockout::Lockouts::new(first_lockout)),
             sessions: tokio::sync::Mutex::new(()),
             screening: Mutex::new(HashSet::new()),
             adopting: tokio::sync::Notify::new(),

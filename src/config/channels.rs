@@ -18,6 +18,7 @@ pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email"];
 const COMMON_KEYS: &[&str] = &[
     "allow",
     "pairing_code_env",
+    "pairing_lockout_secs",
     "workspace",
     "coalesce_ms",
     "expire_after_secs",
@@ -98,6 +99,11 @@ pub struct CommonChannelConfig {
     /// code is generated at start and logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pairing_code_env: Option<String>,
+    /// Seconds a sender is refused `/pair` after three wrong codes within
+    /// 15 minutes; each further lockout twice as long, up to an hour
+    /// (default 60).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairing_lockout_secs: Option<u64>,
     /// The workspace of the sessions this channel starts (default: the
     /// directory Pincer was started in).
     #[serde(skip_serializing_if = "Option::is_none")]

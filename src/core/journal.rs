@@ -105,6 +105,10 @@ pub struct SessionFilter {
     /// Only sessions a conversation of the chat channel of this name maps
     /// (`ChannelWrite::MapConversation`).
     pub channel: Option<String>,
+    /// Only sessions that belong to this conversation
+    /// ([`Session::conversation`]: a chat's scope key, which every session
+    /// the chat has had carries, whatever it maps now).
+    pub conversation: Option<String>,
     /// Only sessions in whose title, id, model or workspace each of these
     /// words occurs, letters' case (ASCII) aside; the words are taken as
     /// they are, with no wildcards.
@@ -122,6 +126,10 @@ impl SessionFilter {
     pub fn passes(&self, session: &Session) -> bool {
         self.origin.is_none_or(|origin| session.origin == origin)
             && self.closed.is_none_or(|closed| session.closed == closed)
+            && self
+                .conversation
+                .as_ref()
+                .is_none_or(|key| session.conversation.as_ref() == Some(key))
             && self.words.iter().all(|word| {
                 let word = word.to_ascii_lowercase();
                 let found = |text: &str| text.to_ascii_lowercase().contains(&word);

@@ -235,9 +235,9 @@ impl SkillSet {
 /// the chat channels). No skill or command takes them. (Listed here, not
 /// read from `core::slash`, which needs the session commands and so, by
 /// way of the events, this module.)
-pub const BUILT_IN_COMMANDS: [&str; 16] = [
+pub const BUILT_IN_COMMANDS: [&str; 19] = [
     "compact", "undo", "mode", "model", "runs", "memory", "trust", "help", "new", "stop", "status",
-    "remember", "forget", "pair", "start", "skill",
+    "remember", "forget", "pair", "start", "skill", "sessions", "resume", "usage",
 ];
 
 /// Whether `/name` is a built-in command of some face.

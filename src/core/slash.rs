@@ -213,7 +213,10 @@ impl Answer {
             Answer::Mode(mode) => {
                 let modes: Vec<String> = Mode::ALL
                     .iter()
-                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
+                    .map(|m| {
+                        let current = if m == mode { "current: " } else { "" };
+                        format!("`{}` ({current}{})", m.as_str(), m.description())
+                    })
                     .collect();
                 format!(
                     "Mode: {} (`{}`). Modes: {}.",
@@ -232,7 +235,13 @@ impl Answer {
                 if choices.is_empty() {
                     "none configured".to_owned()
                 } else {
-                    let quoted: Vec<String> = choices.iter().map(|c| format!("`{c}`")).collect();
+                    let quoted: Vec<String> = choices
+                        .iter()
+                        .map(|c| {
+                            let current = if *c == *current { " (current)" } else { "" };
+                            format!("`{c}`{current}")
+                        })
+                        .collect();
                     quoted.join(", ")
                 }
             ),
@@ -346,12 +355,10 @@ mod tests {
         assert_eq!(
             Answer::Mode(Mode::Full).markdown(line),
             format!(
-                "Mode: Full autonomy (`full`). Modes: {}.",
-                Mode::ALL
-                    .iter()
-                    .map(|m| format!("`{}` ({})", m.as_str(), m.description()))
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                "Mode: Full autonomy (`full`). Modes: `read_only` ({}); `supervised` ({}); `full` (current: {}).",
+                Mode::ReadOnly.description(),
+                Mode::Supervised.description(),
+                Mode::Full.description()
             )
         );
         assert_eq!(
@@ -364,7 +371,7 @@ mod tests {
                 choices: vec!["local/small".into(), "local/large".into()],
             }
             .markdown(line),
-            "Model: `local/small`. Available: `local/small`, `local/large`."
+            "Model: `local/small`. Available: `local/small` (current), `local/large`."
         );
         assert_eq!(
             Answer::Model {

@@ -31,6 +31,16 @@ pub struct Stats {
     tool_calls: [AtomicU64; VERDICTS.len()],
     /// Time from the start of a model turn to the provider's first output.
     first_output: Histogram,
+    /// Wrong pairing codes and the lockouts they led to, by chat channel.
+    pairing: parking_lot::Mutex<std::collections::BTreeMap<String, PairingCounts>>,
+}
+
+/// What a chat channel's `/pair` refused: wrong codes, and the lockouts
+/// they led to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PairingCounts {
+    pub failures: u64,
+    pub lockouts: u64,
 }
 
 /// A copy of the counters at one moment.
@@ -44,6 +54,8 @@ pub struct StatsSnapshot {
     pub first_output_buckets: Vec<(f64, u64)>,
     pub first_output_sum_secs: f64,
     pub first_output_count: u64,
+    /// Pairing refusals by chat channel, in the order of their names.
+    pub pairing: Vec<(String, PairingCounts)>,
 }
 
 impl Stats {
@@ -53,6 +65,24 @@ impl Stats {
 
     pub fn first_output(&self, latency: Duration) {
         self.first_output.observe(latency);
+    }
+
+    /// A wrong pairing code sent to `channel`.
+    pub fn pairing_failure(&self, channel: &str) {
+        self.pairing
+            .lock()
+            .entry(channel.to_owned())
+            .or_default()
+            .failures += 1;
+    }
+
+    /// A sender of `channel` locked out of pairing for a while.
+    pub fn pairing_lockout(&self, channel: &str) {
+        self.pairing
+            .lock()
+            .entry(channel.to_owned())
+            .or_default()
+            .lockouts += 1;
     }
 
     pub fn snapshot(&self) -> StatsSnapshot {
@@ -70,6 +100,12 @@ impl Stats {
             first_output_buckets: buckets,
             first_output_sum_secs: sum,
             first_output_count: count,
+            pairing: self
+                .pairing
+                .lock()
+                .iter()
+                .map(|(channel, counts)| (channel.clone(), *counts))
+                .collect(),
         }
     }
 }
@@ -142,5 +178,29 @@ mod tests {
         assert_eq!(snap.first_output_buckets[12], (f64::INFINITY, 1));
         assert_eq!(snap.first_output_count, 3);
         assert!((snap.first_output_sum_secs - 100.043).abs() < 1e-6);
+        assert!(snap.pairing.is_empty());
+        stats.pairing_failure("telegram");
+        stats.pairing_failure("telegram");
+        stats.pairing_lockout("telegram");
+        stats.pairing_failure("irc");
+        assert_eq!(
+            stats.snapshot().pairing,
+            vec![
+                (
+                    "irc".to_owned(),
+                    PairingCounts {
+                        failures: 1,
+                        lockouts: 0
+                    }
+                ),
+                (
+                    "telegram".to_owned(),
+                    PairingCounts {
+                        failures: 2,
+                        lockouts: 1
+                    }
+                ),
+            ]
+        );
     }
 }

@@ -126,6 +126,7 @@ impl ListSessions {
             origin,
             closed,
             channel: given(&self.channel),
+            conversation: None,
             words,
         })
     }

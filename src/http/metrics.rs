@@ -174,6 +174,27 @@ impl Collector for Snapshot {
             let labels = [("channel", channel.as_str()), ("status", status.as_str())];
             ConstGauge::new(*count as i64).encode(family.encode_family(&labels)?)?;
         }
+
+        let mut family = encoder.encode_descriptor(
+            "channel_pairing_failures",
+            "Wrong pairing codes sent to a chat channel, counted by this process",
+            None,
+            MetricType::Counter,
+        )?;
+        for (channel, counts) in &self.stats.pairing {
+            ConstCounter::new(counts.failures)
+                .encode(family.encode_family(&[("channel", channel.as_str())])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "channel_pairing_lockouts",
+            "Senders refused pairing for a while after too many wrong codes, counted by this process",
+            None,
+            MetricType::Counter,
+        )?;
+        for (channel, counts) in &self.stats.pairing {
+            ConstCounter::new(counts.lockouts)
+                .encode(family.encode_family(&[("channel", channel.as_str())])?)?;
+        }
         Ok(())
     }
 }
@@ -193,6 +214,13 @@ mod tests {
                 first_output_buckets: vec![(0.01, 1), (0.1, 1), (f64::INFINITY, 1)],
                 first_output_sum_secs: 0.06,
                 first_output_count: 3,
+                pairing: vec![(
+                    "telegram".into(),
+                    crate::core::stats::PairingCounts {
+                        failures: 6,
+                        lockouts: 2,
+                    },
+                )],
             },
             outbox: vec![
                 ("telegram".into(), IntentStatus::Pending, 2),
@@ -215,6 +243,9 @@ mod tests {
             "pincer_outbox_depth{channel=\"telegram\"} 2",
             "pincer_delivery_failures{channel=\"telegram\"} 2",
             "pincer_outbox_intents{channel=\"telegram\",status=\"sent\"} 5",
+            "# TYPE pincer_channel_pairing_failures counter",
+            "pincer_channel_pairing_failures_total{channel=\"telegram\"} 6",
+            "pincer_channel_pairing_lockouts_total{channel=\"telegram\"} 2",
         ] {
             assert!(text.contains(expected), "{expected} missing from:\n{text}");
         }

@@ -34,6 +34,7 @@ pub async fn sessions(flags: &Flags, command: &SessionsCommand) -> Result<u8, Fa
                 origin: origin.as_deref().and_then(Origin::parse),
                 closed: state.as_deref().map(|state| state == "closed"),
                 channel: channel.clone(),
+                conversation: None,
                 words: search
                     .as_deref()
                     .unwrap_or_default()

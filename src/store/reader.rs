@@ -274,6 +274,10 @@ pub(super) fn sessions_sql(query: &SessionQuery) -> (String, Vec<Value>) {
             " AND id IN (SELECT session_id FROM channel_sessions WHERE channel = ?{n})"
         ));
     }
+    if let Some(conversation) = &filter.conversation {
+        let n = next(Value::Text(conversation.clone()));
+        sql.push_str(&format!(" AND conversation = ?{n}"));
+    }
     // The words as one JSON array of patterns, each of which some column
     // must match (one parameter however many words: the statement keeps
     // its shape and its depth); SQLite's `LIKE` ignores the case of ASCII

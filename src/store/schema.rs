@@ -439,4 +439,10 @@ CREATE INDEX schedule_fires_open ON schedule_fires (state) WHERE state IN ('clai
     r#"
 CREATE INDEX runs_by_created ON runs (created_at);
 "#,
+    // 23: the sessions a chat has had (`SessionFilter::conversation`: its
+    // `/sessions`), newest first, read through their conversation's key.
+    r#"
+CREATE INDEX sessions_of_conversation ON sessions (conversation, updated_at DESC, id DESC)
+    WHERE parent_session IS NULL AND deleted_at IS NULL AND conversation IS NOT NULL;
+"#,
 ];

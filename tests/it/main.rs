@@ -24,6 +24,7 @@ mod browser_harness;
 mod budget;
 mod channel_chaos;
 mod chat_chaos;
+mod chat_parity;
 mod commands;
 mod compaction;
 mod conformance;

@@ -132,7 +132,7 @@ fn every_face_reads_and_writes_the_postgres_store() {
     let status: Value =
         serde_json::from_str(&ok(&pincer(&dir, &url, &["store", "status", "--json"]))).unwrap();
     assert_eq!(status["backend"], "postgres", "{status}");
-    assert_eq!(status["schemaVersion"], 3, "{status}");
+    assert_eq!(status["schemaVersion"], 4, "{status}");
     assert_eq!(status["openRuns"], 0, "{status}");
     assert!(!status["location"].as_str().unwrap().contains("password"));
     let doctor = pincer(&dir, &url, &["doctor"]);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::super::Received;
 use super::Hub;
+use super::lockout::{Wrong, wait_text};
 use crate::core::channel::{ChannelMessage, ChannelWrite};
 use crate::core::journal::{JournalError, Write};
 use crate::core::session::now_millis;
@@ -14,6 +15,8 @@ use crate::signing::same_secret;
 const NOT_ALLOWED: &str = "You are not allowed to use this Pincer. Ask its operator for the pairing code, then send /pair CODE.";
 
 /// Whether `code` is the channel's pairing code; no code set pairs nobody.
+/// In constant time: `same_secret` compares MACs of the two, so neither how
+/// much of the code was right nor its length shows in the time taken.
 fn pairs(expected: Option<&str>, code: &str) -> bool {
     expected.is_some_and(|expected| {
         !expected.is_empty() && same_secret(expected.as_bytes(), code.as_bytes())
@@ -108,14 +111,43 @@ impl Hub {
         }
     }
 
-    /// `/pair CODE`: a right code adds the sender to the paired senders.
+    /// `/pair CODE`: a right code adds the sender to the paired senders; a
+    /// wrong one counts towards a lockout (`lockout`), during which no code
+    /// is even looked at.
     async fn pair(self: &Arc<Self>, message: &ChannelMessage, code: &str) {
         let Some(sender) = &message.sender else {
             return;
         };
+        let key = self.adapter.sender_key(&sender.id);
+        let now = std::time::Instant::now();
+        let locked = self.lockouts.lock().locked(&key, now);
+        if let Some(wait) = locked {
+            self.notice(
+                message,
+                &format!(
+                    "Too many wrong pairing codes: try again in {}.",
+                    wait_text(wait)
+                ),
+            )
+            .await;
+            return;
+        }
         if !pairs(self.settings.pairing_code.as_deref(), code) {
-            self.notice(message, "That pairing code is not right.")
-                .await;
+            let channel = self.adapter.channel();
+            self.runtime.stats().pairing_failure(channel);
+            let wrong = self.lockouts.lock().wrong(&key, now);
+            let answer = match wrong {
+                Wrong::Counted { .. } => "That pairing code is not right.".to_owned(),
+                Wrong::LockedOut(wait) => {
+                    self.runtime.stats().pairing_lockout(channel);
+                    tracing::warn!(channel = %channel, sender = %key, wait_secs = wait.as_secs(), "sender locked out of pairing after wrong codes");
+                    format!(
+                        "That pairing code is not right. Too many wrong codes: try again in {}.",
+                        wait_text(wait)
+                    )
+                }
+            };
+            self.notice(message, &answer).await;
             return;
         }
         let paired = self
@@ -123,12 +155,17 @@ impl Hub {
             .commit(Write::Channel(ChannelWrite::PairPeer {
                 channel: message.channel.clone(),
                 account: message.account.clone(),
-                sender: self.adapter.sender_key(&sender.id),
+                sender: key.clone(),
                 at: now_millis(),
             }))
             .await;
         match paired {
             Ok(()) => {
+                self.lockouts.lock().paired(&key);
+                // Told again how to pair should they be revoked one day.
+                self.told
+                    .lock()
+                    .retain(|told| self.adapter.sender_key(told) != key);
                 tracing::info!(channel = %message.channel, sender = %sender.id, "sender paired");
                 self.notice(message, "Paired. Send a message to start.")
                     .await;

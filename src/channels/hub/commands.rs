@@ -9,11 +9,17 @@ use super::dispatch::Start;
 use crate::core::channel::{ChannelMessage, ConversationKey};
 use crate::core::memory::Scope;
 use crate::core::runtime::SessionCommand;
+use crate::core::slash::FaceCommand;
 
 const HELP: &str = "Pincer commands:\n\
 /new — start a new session for this chat\n\
 /stop — stop the running request\n\
 /status — the session, its model and mode\n\
+/model — list the models (/model NAME switches this chat's session to it)\n\
+/mode — list the modes (/mode NAME switches: read_only, supervised or full)\n\
+/sessions — this chat's sessions, newest first\n\
+/resume N — go back to session N of /sessions; the next message continues it\n\
+/usage — the tokens and cost of this chat's session\n\
 /compact — summarize the conversation so far; the model continues from the summary\n\
 /undo — revert the file edits of the last request that made any\n\
 /remember TEXT — remember it in this chat (start with user or workspace to remember it more widely)\n\
@@ -39,6 +45,12 @@ enum ChatCommand<'a> {
     New,
     Stop,
     Status,
+    /// `/model`, `/mode`: answered as the editors' are (`Runtime::answer`).
+    Face(FaceCommand),
+    Sessions,
+    /// `/resume N`, as typed.
+    Resume(&'a str),
+    Usage,
     /// `/remember`, `/forget` and `/memory`, as the memory command's argument.
     Memory(String),
     Trust,
@@ -58,12 +70,23 @@ fn parse(body: &str) -> ChatCommand<'_> {
         "/new" => ChatCommand::New,
         "/stop" => ChatCommand::Stop,
         "/status" => ChatCommand::Status,
+        "/model" => ChatCommand::Face(FaceCommand::Model(argument(rest))),
+        "/mode" => ChatCommand::Face(FaceCommand::Mode(argument(rest))),
+        "/sessions" => ChatCommand::Sessions,
+        "/resume" => ChatCommand::Resume(rest.trim()),
+        "/usage" => ChatCommand::Usage,
         "/remember" => ChatCommand::Memory(format!("add {rest}")),
         "/forget" => ChatCommand::Memory(format!("forget {rest}")),
         "/memory" => ChatCommand::Memory(rest.to_owned()),
         "/trust" => ChatCommand::Trust,
         other => ChatCommand::Unknown(other),
     }
+}
+
+/// A command's argument: none when nothing follows the command.
+fn argument(rest: &str) -> Option<String> {
+    let rest = rest.trim();
+    (!rest.is_empty()).then(|| rest.to_owned())
 }
 
 impl Hub {
@@ -113,11 +136,17 @@ impl Hub {
             }
             ChatCommand::Pair => "You are already allowed here.".to_owned(),
             ChatCommand::New => match self.session_of(&key, true).await {
-                Ok(id) => format!("New session {id}. The previous one is kept."),
+                Ok(id) => format!(
+                    "New session {id}. The previous one is kept: /sessions lists them, /resume N goes back."
+                ),
                 Err(err) => format!("Cannot start a new session: {err}"),
             },
             ChatCommand::Stop => self.stop(&key).await,
             ChatCommand::Status => self.status(&key).await,
+            ChatCommand::Face(command) => self.face(&key, command).await,
+            ChatCommand::Sessions => self.list_sessions(&key).await,
+            ChatCommand::Resume(which) => self.resume(&key, which).await,
+            ChatCommand::Usage => self.usage(&key).await,
             ChatCommand::Memory(argument) => self.memory(&key, &argument).await,
             ChatCommand::Trust => match self.session_of(&key, false).await {
                 Ok(id) => match self.runtime.trust_hooks(&id).await {
@@ -141,6 +170,21 @@ impl Hub {
                 Ok(n) => format!("Stopping {n} request(s)."),
             },
             _ => "Nothing is running.".to_owned(),
+        }
+    }
+
+    /// `/model` and `/mode`, listing or switching: the same answer, through
+    /// the same core path (`Runtime::answer`: `set_model`, `set_mode`), as
+    /// an editor's, in the same words.
+    async fn face(&self, key: &ConversationKey, command: FaceCommand) -> String {
+        let session = match self.session_of(key, false).await {
+            Ok(id) => id,
+            Err(err) => return format!("Cannot open the session: {err}"),
+        };
+        match self.runtime.answer(&session, command).await {
+            // No face command answered here lists runs.
+            Ok(answer) => answer.markdown(|_| String::new()),
+            Err(err) => format!("Cannot change the session: {err}"),
         }
     }
 
@@ -201,6 +245,21 @@ mod tests {
             ),
             ("/memory", ChatCommand::Memory(String::new())),
             ("/trust", ChatCommand::Trust),
+            ("/model", ChatCommand::Face(FaceCommand::Model(None))),
+            (
+                "/model@bot  local/large ",
+                ChatCommand::Face(FaceCommand::Model(Some("local/large".into()))),
+            ),
+            (
+                "/mode full",
+                ChatCommand::Face(FaceCommand::Mode(Some("full".into()))),
+            ),
+            ("/mode", ChatCommand::Face(FaceCommand::Mode(None))),
+            ("/sessions@bot", ChatCommand::Sessions),
+            ("/resume 2", ChatCommand::Resume("2")),
+            ("/resume", ChatCommand::Resume("")),
+            ("/usage", ChatCommand::Usage),
+            ("/modes", ChatCommand::Unknown("/modes")),
             ("/frobnicate@bot now", ChatCommand::Unknown("/frobnicate")),
         ];
         for (body, expected) in cases {
@@ -226,6 +285,11 @@ mod tests {
             "/new",
             "/stop",
             "/status",
+            "/model",
+            "/mode",
+            "/sessions",
+            "/resume",
+            "/usage",
             "/compact",
             "/undo",
             "/remember",

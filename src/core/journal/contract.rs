@@ -43,6 +43,7 @@ macro_rules! journal_contract {
             receipts_are_numbered_and_chained,
             sessions_list_newest_first_by_workspace_and_cursor,
             session_listings_filter_before_they_page,
+            a_chats_sessions_are_listed_by_its_conversation,
             history_keeps_messages_in_order_and_touches_the_session,
             the_conversation_since_compaction_starts_at_the_newest_summary,
             runs_record_their_states_and_times,
@@ -610,6 +611,72 @@ pub async fn session_listings_filter_before_they_page(backend: &Backend) {
         ..SessionFilter::default()
     };
     assert!(list(None, subagents).await.is_empty());
+}
+
+/// A listing by conversation holds every session of it (a chat's across
+/// its `/new`s: `Session::conversation`), whatever the chat maps now,
+/// newest first; with an origin, only those the chat made.
+pub async fn a_chats_sessions_are_listed_by_its_conversation(backend: &Backend) {
+    let journal = backend.journal.as_ref();
+    let chat = "tg/bot/group:a";
+    for n in 1..=5_i64 {
+        let mut s = session(&format!("ses_{n}"), "/w", n * 10);
+        s.origin = if n == 4 {
+            Origin::Http
+        } else {
+            Origin::Channel
+        };
+        if n != 2 {
+            s.conversation = Some(chat.into());
+        }
+        journal.submit(Write::InsertSession(s));
+    }
+    journal.flush().await.unwrap();
+    let list = |conversation: &str, origin: Option<Origin>| {
+        let filter = SessionFilter {
+            conversation: Some(conversation.into()),
+            origin,
+            ..SessionFilter::default()
+        };
+        async move {
+            let mut paged: Vec<Session> = Vec::new();
+            // One at a time from the cursor of each, as a whole: the same.
+            loop {
+                let page = journal
+                    .sessions(SessionQuery {
+                        after: paged.last().map(SessionCursor::after),
+                        limit: 1,
+                        filter: filter.clone(),
+                        ..SessionQuery::default()
+                    })
+                    .await
+                    .unwrap();
+                if page.is_empty() {
+                    break;
+                }
+                paged.extend(page);
+            }
+            let all = journal
+                .sessions(SessionQuery {
+                    filter,
+                    ..SessionQuery::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(paged, all);
+            all.iter()
+                .map(|s| s.id.as_str().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(list(chat, None).await, ["ses_5", "ses_4", "ses_3", "ses_1"]);
+    assert_eq!(
+        list(chat, Some(Origin::Channel)).await,
+        ["ses_5", "ses_3", "ses_1"]
+    );
+    assert_eq!(list("chat/ses_2", None).await, ["ses_2"]);
+    assert!(list("tg/bot/group:%", None).await.is_empty());
+    assert!(list("tg/bot/group:b", None).await.is_empty());
 }
 
 /// A session's messages come back in the order appended, with their runs,

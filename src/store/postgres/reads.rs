@@ -127,6 +127,7 @@ pub(super) async fn sessions(client: &Conn<'_>, query: &SessionQuery) -> Read<Ve
            AND ($6::BOOLEAN IS NULL OR closed = $6)
            AND ($7::TEXT IS NULL OR id IN
                 (SELECT session_id FROM channel_sessions WHERE channel = $7))
+           AND ($9::TEXT IS NULL OR conversation = $9)
            AND NOT EXISTS (SELECT 1 FROM unnest($8::TEXT[]) AS words(word)
                            WHERE NOT ({matches}))
          ORDER BY updated_at DESC, id DESC LIMIT $4"
@@ -143,6 +144,7 @@ pub(super) async fn sessions(client: &Conn<'_>, query: &SessionQuery) -> Read<Ve
                 &filter.closed,
                 &filter.channel,
                 &patterns,
+                &filter.conversation,
             ],
         )
         .await

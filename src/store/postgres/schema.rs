@@ -397,4 +397,10 @@ CREATE INDEX schedule_fires_open ON schedule_fires (state) WHERE state IN ('clai
     r#"
 CREATE INDEX runs_by_created ON runs (created_at);
 "#,
+    // 4: the sessions a chat has had (`SessionFilter::conversation`), as
+    // the SQLite store's version 23.
+    r#"
+CREATE INDEX sessions_of_conversation ON sessions (conversation, updated_at DESC, id DESC)
+    WHERE parent_session IS NULL AND deleted_at IS NULL AND conversation IS NOT NULL;
+"#,
 ];
