@@ -536,6 +536,31 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
+        Platform::Discord(discord) => {
+            let token = secret(
+                discord.token_env(),
+                "the bot token from the Developer Portal",
+            )?;
+            let tls = crate::net::tls_config(None).map_err(|e| anyhow!("channel {name}: {e}"))?;
+            let settings = crate::channels::discord::DiscordSettings {
+                token,
+                api_base: discord
+                    .api_base
+                    .clone()
+                    .unwrap_or_else(|| "https://discord.com/api/v10".to_owned()),
+                gateway_url: discord
+                    .gateway_url
+                    .clone()
+                    .unwrap_or_else(|| "wss://gateway.discord.gg".to_owned()),
+                guilds: discord.guilds.clone(),
+                channels: discord.channels.clone(),
+                tls: Arc::new(tls),
+            };
+            Arc::new(
+                crate::channels::discord::Discord::new(name, settings)
+                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
+            )
+        }
         Platform::Webhook(webhook) => {
             let key = secret(
                 webhook.secret_env(),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email"];
+pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email", "discord"];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -44,6 +44,7 @@ pub enum Platform {
     Irc(IrcConfig),
     Matrix(MatrixConfig),
     Email(EmailConfig),
+    Discord(DiscordConfig),
 }
 
 impl Platform {
@@ -55,6 +56,7 @@ impl Platform {
             Platform::Irc(_) => "irc",
             Platform::Matrix(_) => "matrix",
             Platform::Email(_) => "email",
+            Platform::Discord(_) => "discord",
         }
     }
 
@@ -64,6 +66,7 @@ impl Platform {
         match kind {
             "telegram" => Some(Platform::Telegram(TelegramConfig::default())),
             "webhook" => Some(Platform::Webhook(WebhookConfig::default())),
+            "discord" => Some(Platform::Discord(DiscordConfig::default())),
             _ => None,
         }
     }
@@ -82,6 +85,7 @@ impl Platform {
                 .cloned()
                 .collect(),
             Platform::Email(email) => vec![email.password_env.clone()],
+            Platform::Discord(discord) => vec![discord.token_env()],
         }
     }
 }
@@ -217,6 +221,38 @@ pub struct MatrixConfig {
     /// from anyone. Otherwise it joins rooms an allowed sender invites it to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rooms: Vec<String>,
+}
+
+/// `kind = "discord"`: a bot on Discord's Gateway and HTTP API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    /// The variable holding the bot token (default `DISCORD_BOT_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// The HTTP API root (default `https://discord.com/api/v10`; a test
+    /// server otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// The Gateway's URL (default `wss://gateway.discord.gg`; a test server
+    /// otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_url: Option<String>,
+    /// Guild ids whose messages are taken (default: every guild the bot is in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guilds: Vec<String>,
+    /// Channel ids where every message is taken; elsewhere in a guild only
+    /// messages that mention the bot. Direct messages always.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+}
+
+impl DiscordConfig {
+    pub fn token_env(&self) -> String {
+        self.token_env
+            .clone()
+            .unwrap_or_else(|| "DISCORD_BOT_TOKEN".to_owned())
+    }
 }
 
 /// How an email channel's connections are protected.
