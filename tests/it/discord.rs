@@ -1,0 +1,313 @@
+//! The Discord channel through `pincer serve --channel discord` against a
+//! fake Discord on loopback (`support::discord`): a conversation with a live
+//! draft, an approval by button answered with an interaction response, a
+//! replayed dispatch answered once, a dropped connection resumed without
+//! losing or repeating a message, Reconnect, Invalid Session and a zombie
+//! connection, and rate limits honoured.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::TestDir;
+use crate::support::discord::{BOT, FakeDiscord, TOKEN};
+use crate::support::serve::HttpServe;
+
+const USER: &str = "4242";
+/// The direct-message channel with USER.
+const DM: &str = "9001";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn serve(fake: &FakeDiscord, dir: &TestDir, script: &[Value], extra: &str) -> HttpServe {
+    let script = dir.script("s.jsonl", script);
+    let config = format!(
+        "[channels.discord]\napi_base = \"{}\"\ngateway_url = \"{}\"\nworkspace = \"{}\"\n\
+         coalesce_ms = 50\nallow = [\"{USER}\"]\n{extra}",
+        fake.api,
+        fake.gateway,
+        dir.workspace().display()
+    );
+    HttpServe::start_with_env(
+        dir,
+        Some(&config),
+        &[
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--channel",
+            "discord",
+        ],
+        &[("DISCORD_BOT_TOKEN", TOKEN)],
+    )
+}
+
+/// Waits until the fake's Gateway has a session open.
+fn identified(fake: &FakeDiscord) {
+    fake.wait_for("an identified session", WAIT, |f| {
+        f.connections().iter().any(|c| c.opening["op"] == 2)
+    });
+}
+
+fn reply(fake: &FakeDiscord, what: &str, text: &str) {
+    fake.wait_for(what, WAIT, |f| f.texts(DM).iter().any(|t| t == text));
+}
+
+#[test]
+fn a_conversation_with_a_live_draft_created_then_edited() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo there"}]),
+            json!([{"text": "Second answer"}]),
+        ],
+        "",
+    );
+    identified(&fake);
+    let identify = &fake.connections()[0].opening;
+    assert_eq!(identify["d"]["token"], TOKEN);
+    assert_eq!(identify["d"]["intents"], 37377);
+    fake.user_says(DM, USER, "hi");
+    reply(&fake, "the finalized reply", "Hello there");
+    assert_eq!(fake.texts(DM), ["Hello there"]);
+    // One message: created as a draft with a nonce, edited as the text grew.
+    let creates = fake.calls("POST", "/messages");
+    assert_eq!(creates.len(), 1, "{creates:#?}");
+    assert_eq!(creates[0].body["content"], "Hel");
+    assert_eq!(creates[0].body["enforce_nonce"], true);
+    assert!(creates[0].body["nonce"].as_str().unwrap().len() <= 25);
+    assert!(!fake.calls("PATCH", "/messages").is_empty());
+    fake.user_says(DM, USER, "and again");
+    reply(&fake, "the second reply", "Second answer");
+    assert_eq!(fake.texts(DM), ["Hello there", "Second answer"]);
+    // Heartbeats went out, each with the last sequence seen.
+    assert!(!fake.heartbeats().is_empty());
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[test]
+fn an_approval_by_button_is_answered_with_an_interaction_response() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "from discord\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.user_says(DM, USER, "write a note");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        f.channel(DM)
+            .iter()
+            .any(|(_, _, c)| c[0]["components"].is_array())
+    });
+    let (message, text, components) = fake
+        .channel(DM)
+        .into_iter()
+        .find(|(_, _, c)| c[0]["components"].is_array())
+        .unwrap();
+    assert!(text.contains("Approval needed"), "{text}");
+    let buttons = components[0]["components"].as_array().unwrap().clone();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Allow once", "Always", "Reject"]);
+    assert!(buttons.iter().all(|b| b["type"] == 2));
+    let allow = buttons[0]["custom_id"].as_str().unwrap().to_owned();
+    let press = fake.press(DM, USER, &message, &allow);
+    reply(&fake, "the reply after the tool ran", "Written.");
+    let written = std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap();
+    assert_eq!(written, "from discord\n");
+    // The press was answered with an interaction response: a deferred update.
+    let callbacks = fake.calls("POST", "/callback");
+    assert_eq!(callbacks.len(), 1);
+    assert!(
+        callbacks[0]
+            .path
+            .contains(&format!("/interactions/{press}/tok-{press}/"))
+    );
+    assert_eq!(callbacks[0].body, json!({"type": 6}));
+    // The prompt now shows the answer instead of its buttons.
+    fake.wait_for("the prompt updated", WAIT, |f| {
+        f.channel(DM)
+            .iter()
+            .any(|(id, t, c)| *id == message && t.ends_with("→ allowed once") && c == &json!([]))
+    });
+}
+
+#[test]
+fn a_replayed_dispatch_is_answered_once() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[json!([{"text": "Once."}]), json!([{"text": "Twice?"}])],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.user_says(DM, USER, "hello");
+    reply(&fake, "the reply", "Once.");
+    fake.replay_last();
+    fake.user_says(DM, USER, "ping");
+    reply(&fake, "the reply to the next message", "Twice?");
+    assert_eq!(fake.texts(DM), ["Once.", "Twice?"]);
+}
+
+#[test]
+fn a_dropped_connection_resumes_where_it_left_off() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[
+            json!([{"text": "First."}]),
+            json!([{"text": "Missed, then replayed."}]),
+        ],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.user_says(DM, USER, "one");
+    reply(&fake, "the first reply", "First.");
+    // The message is written while the bot is away: only the resume brings it.
+    fake.drop_then_say(DM, USER, "two");
+    reply(
+        &fake,
+        "the replayed message's reply",
+        "Missed, then replayed.",
+    );
+    let connections = fake.connections();
+    assert_eq!(connections.len(), 2, "{connections:#?}");
+    let resume = &connections[1];
+    assert_eq!(resume.opening["op"], 6);
+    assert!(resume.path.starts_with("/resume"), "{}", resume.path);
+    let session = connections[0].opening.clone();
+    assert_eq!(session["op"], 2);
+    assert!(
+        resume.opening["d"]["session_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("session-")
+    );
+    assert_eq!(resume.opening["d"]["token"], TOKEN);
+    // READY was 1 and "one" 2: the resume asks for what came after.
+    assert_eq!(resume.opening["d"]["seq"], 2);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fake.texts(DM), ["First.", "Missed, then replayed."]);
+}
+
+#[test]
+fn reconnect_invalid_session_and_a_zombie_connection_are_survived() {
+    let fake = FakeDiscord::with_heartbeat(Duration::from_millis(300));
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[
+            json!([{"text": "a"}]),
+            json!([{"text": "b"}]),
+            json!([{"text": "c"}]),
+            json!([{"text": "d"}]),
+        ],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    let opened = |n: usize| {
+        fake.wait_for(&format!("connection {n}"), WAIT, |f| {
+            f.connections().len() >= n
+        });
+        fake.connections()[n - 1].opening.clone()
+    };
+    // Op 7: reconnect and resume.
+    fake.ask_reconnect();
+    assert_eq!(opened(2)["op"], 6);
+    fake.user_says(DM, USER, "1");
+    reply(&fake, "a", "a");
+    // Op 9, resumable: resume again.
+    fake.invalidate(true);
+    assert_eq!(opened(3)["op"], 6);
+    fake.user_says(DM, USER, "2");
+    reply(&fake, "b", "b");
+    // Op 9, not resumable: identify afresh (after one to five seconds).
+    fake.invalidate(false);
+    assert_eq!(opened(4)["op"], 2);
+    fake.user_says(DM, USER, "3");
+    reply(&fake, "c", "c");
+    // Heartbeats no longer acknowledged: the connection is a zombie,
+    // closed and resumed.
+    fake.zombie(true);
+    fake.wait_for("a resume after the zombie", WAIT, |f| {
+        f.connections().len() >= 5
+    });
+    fake.zombie(false);
+    assert_eq!(fake.connections()[4].opening["op"], 6);
+    fake.user_says(DM, USER, "4");
+    reply(&fake, "d", "d");
+    assert_eq!(fake.texts(DM), ["a", "b", "c", "d"]);
+    let _ = BOT;
+}
+
+#[test]
+fn rate_limits_are_waited_out_per_bucket() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[json!([{"text": "Patience."}])],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.limit_next("POST messages", 1.5);
+    fake.user_says(DM, USER, "hurry");
+    reply(&fake, "the reply after the limit", "Patience.");
+    let creates = fake.calls("POST", "/messages");
+    assert_eq!(creates.len(), 2, "{creates:#?}");
+    assert_eq!(creates[0].status, 429);
+    assert_eq!(creates[1].status, 200);
+    let waited = creates[1].at - creates[0].at;
+    assert!(waited >= Duration::from_millis(1500), "{waited:?}");
+    // The same nonce both times: the repeat is the same message.
+    assert_eq!(creates[0].body["nonce"], creates[1].body["nonce"]);
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+/// A reply of seven messages of at most 2,000 characters goes to one
+/// bucket of five a second: the sixth waits for the bucket's reset, as its
+/// headers announced, instead of drawing a 429.
+#[test]
+fn long_replies_are_cut_within_2000_characters_and_paced_by_the_bucket() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let paragraph = "All work and no play makes Jack a dull boy. ".repeat(40);
+    let paragraph = paragraph.trim_end();
+    let text = [paragraph; 7].join("\n\n");
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[json!([{"text": text}])],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.user_says(DM, USER, "write a lot");
+    fake.wait_for("every part", WAIT, |f| {
+        f.texts(DM).join("\n\n").len() >= text.len()
+    });
+    let parts = fake.texts(DM);
+    assert_eq!(parts.len(), 7);
+    assert!(parts.iter().all(|p| p.chars().count() <= 2000));
+    assert_eq!(parts.join("\n\n"), text);
+    let creates = fake.calls("POST", "/messages");
+    assert!(creates.iter().all(|c| c.status == 200), "{creates:#?}");
+    assert!(creates[5].at - creates[0].at >= Duration::from_millis(900));
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}

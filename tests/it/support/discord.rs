@@ -1,0 +1,660 @@
+#![allow(dead_code)]
+//! A fake Discord on loopback, written from Discord's published Gateway and
+//! HTTP API documents.
+//!
+//! The Gateway (a WebSocket server) says Hello (op 10) with a heartbeat
+//! interval, answers Heartbeats (op 1) with ACKs (op 11), opens a session on
+//! Identify (op 2) with READY (its `session_id` and a `resume_gateway_url` of
+//! its own, `/resume`), and on Resume (op 6) replays every dispatch after the
+//! sequence it was given, then RESUMED; a session it invalidated is answered
+//! op 9 `false`. Dispatches (op 0) carry `s` and `t`.
+//!
+//! The HTTP API serves `/api/v10`: create, edit and delete a message (a create
+//! with `enforce_nonce` whose nonce was seen in that channel returns the
+//! message already made), and interaction callbacks. Every answer carries
+//! `X-RateLimit-Limit/Remaining/Reset-After/Bucket`; a request to a bucket
+//! with nothing left, or before a 429's `retry_after`, is answered 429 with
+//! `Retry-After`, `X-RateLimit-Scope` and a JSON body `{message,
+//! retry_after, global}`, and counted as a violation.
+//!
+//! On command it misbehaves: drops the connection, asks for a reconnect
+//! (op 7), invalidates the session (op 9, resumable or not), replays a
+//! dispatch, stops acknowledging heartbeats (a zombie), answers the next
+//! call of a route 429.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{self, Message};
+
+use super::http::{Loopback, Reply, Request};
+
+/// A bot token whose first part is `999` in base64: the bot's user id.
+pub const TOKEN: &str = "OTk5.GhIjKl.fake-discord-secret";
+pub const BOT: &str = "999";
+/// Requests per bucket per window, and the window.
+const LIMIT: u32 = 5;
+const WINDOW: Duration = Duration::from_secs(1);
+
+/// One HTTP API call the fake answered.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+    pub at: Instant,
+    pub status: u16,
+}
+
+/// How a Gateway connection began.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The request path (`/?v=10&encoding=json`, `/resume/?v=10…`).
+    pub path: String,
+    /// The first payload the client sent after Hello (op 2 or 6).
+    pub opening: Value,
+}
+
+/// A misbehaviour the live connection acts on.
+#[derive(Debug, Clone)]
+enum Command {
+    Drop,
+    Reconnect,
+    Invalidate(bool),
+    Replay,
+}
+
+#[derive(Default)]
+struct Bucket {
+    remaining: u32,
+    reset_at: Option<Instant>,
+    /// Nothing before this (a 429's `retry_after`).
+    blocked_until: Option<Instant>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    /// Session id → its dispatches, in order (each with its `s`).
+    sessions: HashMap<String, Vec<Value>>,
+    invalid: Vec<String>,
+    /// The session dispatches go to.
+    current: Option<String>,
+    connections: Vec<Connection>,
+    commands: VecDeque<Command>,
+    zombie: bool,
+    heartbeats: Vec<(Instant, Value)>,
+    /// channel id → (message id, content, components).
+    messages: HashMap<String, Vec<(String, String, Value)>>,
+    nonces: HashMap<(String, String), String>,
+    calls: Vec<Call>,
+    buckets: HashMap<String, Bucket>,
+    /// Routes (`POST messages`) whose next call is answered 429 with this wait.
+    limit_next: VecDeque<(String, f64)>,
+    /// Requests that came to a bucket before it allowed them.
+    violations: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct FakeDiscord {
+    /// `http://127.0.0.1:PORT/api/v10`.
+    pub api: String,
+    /// `ws://127.0.0.1:PORT`.
+    pub gateway: String,
+    state: Arc<(Mutex<State>, Condvar)>,
+}
+
+impl FakeDiscord {
+    pub fn start() -> Self {
+        Self::with_heartbeat(Duration::from_millis(400))
+    }
+
+    /// A fake whose Hello asks for a heartbeat every `interval`.
+    pub fn with_heartbeat(interval: Duration) -> Self {
+        let state = Arc::new((
+            Mutex::new(State {
+                next_id: 1_200_000_000_000_000_000,
+                ..State::default()
+            }),
+            Condvar::new(),
+        ));
+        let shared = state.clone();
+        let rest = Loopback::start(move |request, _| answer(request, &shared));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let gateway = format!("ws://{}", listener.local_addr().unwrap());
+        let shared = state.clone();
+        let resume = gateway.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let shared = shared.clone();
+                let resume = resume.clone();
+                std::thread::spawn(move || serve_gateway(stream, &shared, &resume, interval));
+            }
+        });
+        Self {
+            api: format!("{}/api/v10", rest.url),
+            gateway,
+            state,
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let (lock, cvar) = &*self.state;
+        let mut state = lock.lock().unwrap();
+        let out = f(&mut state);
+        cvar.notify_all();
+        out
+    }
+
+    /// Waits until `check` holds; panics naming `what` after `timeout`.
+    pub fn wait_for(&self, what: &str, timeout: Duration, check: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !check(self) {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A direct message from `user` in DM channel `channel`; returns its id.
+    pub fn user_says(&self, channel: &str, user: &str, text: &str) -> String {
+        self.with(|s| say(s, channel, user, text))
+    }
+
+    /// Drops the live connection, then `user` writes while the bot is away:
+    /// only a resume brings the message.
+    pub fn drop_then_say(&self, channel: &str, user: &str, text: &str) -> String {
+        self.with(|s| {
+            s.commands.push_back(Command::Drop);
+            say(s, channel, user, text)
+        })
+    }
+
+    /// Presses a button (`custom_id`) of message `message` in `channel`:
+    /// an INTERACTION_CREATE of type 3; returns the interaction's id.
+    pub fn press(&self, channel: &str, user: &str, message: &str, custom_id: &str) -> String {
+        self.with(|s| {
+            s.next_id += 1;
+            let id = s.next_id.to_string();
+            dispatch(
+                s,
+                "INTERACTION_CREATE",
+                json!({"id": id, "application_id": BOT, "type": 3, "token": format!("tok-{id}"),
+                    "version": 1, "channel_id": channel, "user": {"id": user, "username": "ada"},
+                    "message": {"id": message, "channel_id": channel},
+                    "data": {"custom_id": custom_id, "component_type": 2}}),
+            );
+            id
+        })
+    }
+
+    pub fn drop_connection(&self) {
+        self.with(|s| s.commands.push_back(Command::Drop));
+    }
+
+    /// Sends op 7 Reconnect.
+    pub fn ask_reconnect(&self) {
+        self.with(|s| s.commands.push_back(Command::Reconnect));
+    }
+
+    /// Sends op 9; a session not `resumable` can no longer be resumed.
+    pub fn invalidate(&self, resumable: bool) {
+        self.with(|s| s.commands.push_back(Command::Invalidate(resumable)));
+    }
+
+    /// Sends the last dispatch again on the live connection.
+    pub fn replay_last(&self) {
+        self.with(|s| s.commands.push_back(Command::Replay));
+    }
+
+    /// Stops (or resumes) acknowledging heartbeats.
+    pub fn zombie(&self, on: bool) {
+        self.with(|s| s.zombie = on);
+    }
+
+    /// The next call whose route starts with `route` (`POST messages`,
+    /// `PATCH messages`) is answered 429 with `retry_after` seconds.
+    pub fn limit_next(&self, route: &str, retry_after: f64) {
+        self.with(|s| s.limit_next.push_back((route.to_owned(), retry_after)));
+    }
+
+    pub fn connections(&self) -> Vec<Connection> {
+        self.with(|s| s.connections.clone())
+    }
+
+    pub fn heartbeats(&self) -> Vec<(Instant, Value)> {
+        self.with(|s| s.heartbeats.clone())
+    }
+
+    pub fn calls(&self, method: &str, contains: &str) -> Vec<Call> {
+        self.with(|s| {
+            s.calls
+                .iter()
+                .filter(|c| c.method == method && c.path.contains(contains))
+                .cloned()
+                .collect()
+        })
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.with(|s| s.violations.clone())
+    }
+
+    /// The messages of `channel` as a person sees them now: (id, content, components).
+    pub fn channel(&self, channel: &str) -> Vec<(String, String, Value)> {
+        self.with(|s| s.messages.get(channel).cloned().unwrap_or_default())
+    }
+
+    pub fn texts(&self, channel: &str) -> Vec<String> {
+        self.channel(channel)
+            .into_iter()
+            .map(|(_, t, _)| t)
+            .collect()
+    }
+}
+
+fn say(s: &mut State, channel: &str, user: &str, text: &str) -> String {
+    s.next_id += 1;
+    let id = s.next_id.to_string();
+    dispatch(
+        s,
+        "MESSAGE_CREATE",
+        json!({"id": id, "channel_id": channel, "type": 0, "content": text,
+            "author": {"id": user, "username": "ada", "global_name": "Ada"},
+            "mentions": [], "attachments": [], "timestamp": "2026-11-28T00:00:00.000000+00:00"}),
+    );
+    id
+}
+
+/// Appends a dispatch to the current session (or the next one opened).
+fn dispatch(s: &mut State, name: &str, data: Value) {
+    let key = s.current.clone().unwrap_or_default();
+    let log = s.sessions.entry(key).or_default();
+    let seq = log.last().and_then(|e| e["s"].as_u64()).unwrap_or(0) + 1;
+    log.push(json!({"op": 0, "t": name, "s": seq, "d": data}));
+}
+
+fn send(ws: &mut tungstenite::WebSocket<std::net::TcpStream>, value: &Value) -> bool {
+    ws.send(Message::text(value.to_string())).is_ok()
+}
+
+fn serve_gateway(
+    stream: std::net::TcpStream,
+    state: &Arc<(Mutex<State>, Condvar)>,
+    base: &str,
+    interval: Duration,
+) {
+    let mut path = String::new();
+    let Ok(mut ws) = tungstenite::accept_hdr(
+        stream,
+        |request: &tungstenite::handshake::server::Request,
+         response: tungstenite::handshake::server::Response| {
+            path = request.uri().to_string();
+            Ok(response)
+        },
+    ) else {
+        return;
+    };
+    let _ = ws
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(20)));
+    let lock = |f: &mut dyn FnMut(&mut State)| {
+        let (lock, cvar) = &**state;
+        f(&mut lock.lock().unwrap());
+        cvar.notify_all();
+    };
+    if !send(
+        &mut ws,
+        &json!({"op": 10, "d": {"heartbeat_interval": interval.as_millis() as u64}}),
+    ) {
+        return;
+    }
+    // The session this connection serves, and the last `s` it sent.
+    let mut session: Option<String> = None;
+    let mut sent: u64 = 0;
+    loop {
+        match ws.read() {
+            Ok(Message::Text(text)) => {
+                let Ok(payload) = serde_json::from_str::<Value>(text.as_str()) else {
+                    continue;
+                };
+                let mut out: Vec<Value> = Vec::new();
+                let mut close = false;
+                lock(&mut |s| match payload["op"].as_u64() {
+                    Some(1) => {
+                        s.heartbeats.push((Instant::now(), payload["d"].clone()));
+                        if !s.zombie {
+                            out.push(json!({"op": 11}));
+                        }
+                    }
+                    Some(2) => {
+                        s.connections.push(Connection {
+                            path: path.clone(),
+                            opening: payload.clone(),
+                        });
+                        if payload["d"]["token"] != TOKEN {
+                            close = true;
+                            return;
+                        }
+                        s.next_id += 1;
+                        let id = format!("session-{}", s.next_id);
+                        // Dispatches queued before any session go to this one.
+                        let early = s.sessions.remove("").unwrap_or_default();
+                        let mut log = vec![json!({"op": 0, "t": "READY", "s": 1, "d": {
+                            "v": 10, "session_id": id,
+                            "resume_gateway_url": format!("{base}/resume"),
+                            "user": {"id": BOT, "username": "pincer", "bot": true},
+                            "guilds": [], "application": {"id": BOT, "flags": 0}}})];
+                        for (n, mut e) in early.into_iter().enumerate() {
+                            e["s"] = json!(n as u64 + 2);
+                            log.push(e);
+                        }
+                        s.sessions.insert(id.clone(), log);
+                        s.current = Some(id.clone());
+                        session = Some(id);
+                        sent = 0;
+                    }
+                    Some(6) => {
+                        s.connections.push(Connection {
+                            path: path.clone(),
+                            opening: payload.clone(),
+                        });
+                        let id = payload["d"]["session_id"].as_str().unwrap_or_default();
+                        let seq = payload["d"]["seq"].as_u64().unwrap_or(0);
+                        if s.invalid.iter().any(|i| i == id) || !s.sessions.contains_key(id) {
+                            out.push(json!({"op": 9, "d": false}));
+                            return;
+                        }
+                        session = Some(id.to_owned());
+                        s.current = Some(id.to_owned());
+                        sent = seq;
+                        // Replayed below, then RESUMED.
+                        let last = s.sessions[id]
+                            .last()
+                            .and_then(|e| e["s"].as_u64())
+                            .unwrap_or(0);
+                        for e in &s.sessions[id] {
+                            if e["s"].as_u64().unwrap_or(0) > seq {
+                                out.push(e.clone());
+                            }
+                        }
+                        sent = sent.max(last);
+                        let resumed = json!({"op": 0, "t": "RESUMED", "s": last + 1, "d": {}});
+                        s.sessions.get_mut(id).unwrap().push(resumed.clone());
+                        out.push(resumed);
+                        sent = last + 1;
+                    }
+                    _ => {}
+                });
+                if close {
+                    let _ = ws.close(Some(tungstenite::protocol::CloseFrame {
+                        code: 4004.into(),
+                        reason: "Authentication failed.".into(),
+                    }));
+                    let _ = ws.flush();
+                    return;
+                }
+                for value in out {
+                    if !send(&mut ws, &value) {
+                        return;
+                    }
+                }
+            }
+            Ok(Message::Close(_)) => {
+                let _ = ws.flush();
+                return;
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+        // Misbehaviours first, then dispatches not yet sent.
+        let Some(id) = session.clone() else { continue };
+        let mut out: Vec<Value> = Vec::new();
+        let mut drop = false;
+        let mut end_after = false;
+        lock(&mut |s| {
+            if s.current.as_deref() != Some(id.as_str()) {
+                return;
+            }
+            if let Some(command) = s.commands.pop_front() {
+                match command {
+                    Command::Drop => {
+                        drop = true;
+                        return;
+                    }
+                    Command::Reconnect => {
+                        out.push(json!({"op": 7, "d": null}));
+                        end_after = true;
+                        return;
+                    }
+                    Command::Invalidate(resumable) => {
+                        if !resumable {
+                            s.invalid.push(id.clone());
+                        }
+                        out.push(json!({"op": 9, "d": resumable}));
+                        end_after = true;
+                        return;
+                    }
+                    Command::Replay => {
+                        if let Some(last) = s.sessions[&id]
+                            .iter()
+                            .rev()
+                            .find(|e| e["t"] == "MESSAGE_CREATE" || e["t"] == "INTERACTION_CREATE")
+                        {
+                            out.push(last.clone());
+                        }
+                    }
+                }
+            }
+            for e in &s.sessions[&id] {
+                let seq = e["s"].as_u64().unwrap_or(0);
+                if seq > sent {
+                    out.push(e.clone());
+                    sent = seq;
+                }
+            }
+        });
+        if drop {
+            let _ = ws.get_ref().shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        for value in out {
+            if !send(&mut ws, &value) {
+                return;
+            }
+        }
+        if end_after {
+            // The client closes and reconnects; this side waits for that.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                match ws.read() {
+                    Ok(Message::Close(_)) | Err(tungstenite::Error::ConnectionClosed) => return,
+                    Err(tungstenite::Error::Io(e))
+                        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+            return;
+        }
+    }
+}
+
+fn rate_headers(reply: Reply, bucket_id: &str, bucket: &Bucket, now: Instant) -> Reply {
+    let reset = bucket
+        .reset_at
+        .map_or(0.0, |r| r.saturating_duration_since(now).as_secs_f64());
+    reply
+        .header("X-RateLimit-Limit", &LIMIT.to_string())
+        .header("X-RateLimit-Remaining", &bucket.remaining.to_string())
+        .header("X-RateLimit-Reset-After", &format!("{reset:.3}"))
+        .header("X-RateLimit-Bucket", bucket_id)
+}
+
+fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
+    let (lock, cvar) = &**state;
+    let mut s = lock.lock().unwrap();
+    let reply = handle(request, &mut s);
+    cvar.notify_all();
+    reply
+}
+
+fn handle(request: &Request, s: &mut State) -> Reply {
+    let now = Instant::now();
+    let path = request
+        .path
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let record = |s: &mut State, status: u16| {
+        s.calls.push(Call {
+            method: request.method.clone(),
+            path: path.clone(),
+            body: request.body.clone(),
+            at: now,
+            status,
+        });
+    };
+    if request.header("authorization") != Some(&format!("Bot {TOKEN}")) {
+        record(s, 401);
+        return Reply::json(401, &json!({"message": "401: Unauthorized", "code": 0}));
+    }
+    let parts: Vec<&str> = path.trim_start_matches("/api/v10/").split('/').collect();
+    let (route, bucket_id) = match (request.method.as_str(), parts.as_slice()) {
+        ("POST", ["channels", c, "messages"]) => ("POST messages", format!("create-{c}")),
+        ("PATCH", ["channels", c, "messages", _]) => ("PATCH messages", format!("edit-{c}")),
+        ("DELETE", ["channels", c, "messages", _]) => ("DELETE messages", format!("delete-{c}")),
+        ("POST", ["interactions", _, _, "callback"]) => ("POST callback", "callback".to_owned()),
+        _ => {
+            record(s, 404);
+            return Reply::json(404, &json!({"message": "404: Not Found", "code": 0}));
+        }
+    };
+    // The bucket: refilled after its window; a request it does not allow is a violation.
+    let bucket = s.buckets.entry(bucket_id.clone()).or_default();
+    if bucket.reset_at.is_none_or(|r| now >= r) {
+        bucket.remaining = LIMIT;
+        bucket.reset_at = Some(now + WINDOW);
+    }
+    let early = bucket.blocked_until.is_some_and(|b| now < b) || bucket.remaining == 0;
+    let commanded = s
+        .limit_next
+        .iter()
+        .position(|(r, _)| route.starts_with(r.as_str()))
+        .and_then(|at| s.limit_next.remove(at));
+    if early || commanded.is_some() {
+        if early {
+            s.violations.push(format!("{} {path}", request.method));
+        }
+        let bucket = s.buckets.get_mut(&bucket_id).unwrap();
+        let wait = commanded.map_or_else(
+            || {
+                bucket
+                    .blocked_until
+                    .or(bucket.reset_at)
+                    .map_or(1.0, |b| b.saturating_duration_since(now).as_secs_f64())
+            },
+            |(_, wait)| wait,
+        );
+        bucket.blocked_until = Some(now + Duration::from_secs_f64(wait));
+        let reply = Reply::json(
+            429,
+            &json!({"message": "You are being rate limited.", "retry_after": wait, "global": false}),
+        )
+        .header("Retry-After", &format!("{}", wait.ceil() as u64))
+        .header("X-RateLimit-Scope", "user");
+        let reply = rate_headers(reply, &bucket_id, bucket, now);
+        record(s, 429);
+        return reply;
+    }
+    let bucket = s.buckets.get_mut(&bucket_id).unwrap();
+    bucket.remaining -= 1;
+    let snapshot = Bucket {
+        remaining: bucket.remaining,
+        reset_at: bucket.reset_at,
+        blocked_until: None,
+    };
+    let body = &request.body;
+    let reply = match (route, parts.as_slice()) {
+        ("POST messages", [_, c, _]) => {
+            let channel = (*c).to_owned();
+            let nonce = body["nonce"].as_str().map(str::to_owned);
+            let known = nonce
+                .as_ref()
+                .filter(|_| body["enforce_nonce"] == true)
+                .and_then(|n| s.nonces.get(&(channel.clone(), n.clone())).cloned());
+            let id = match known {
+                Some(id) => id,
+                None => {
+                    s.next_id += 1;
+                    let id = s.next_id.to_string();
+                    s.messages.entry(channel.clone()).or_default().push((
+                        id.clone(),
+                        body["content"].as_str().unwrap_or_default().to_owned(),
+                        body["components"].clone(),
+                    ));
+                    if let Some(n) = nonce {
+                        s.nonces.insert((channel.clone(), n), id.clone());
+                    }
+                    id
+                }
+            };
+            let content = s.messages[&channel]
+                .iter()
+                .find(|(i, _, _)| *i == id)
+                .map(|(_, t, _)| t.clone())
+                .unwrap_or_default();
+            Reply::json(
+                200,
+                &json!({"id": id, "channel_id": channel, "content": content, "type": 0,
+                    "author": {"id": BOT, "username": "pincer", "bot": true},
+                    "nonce": body["nonce"]}),
+            )
+        }
+        ("PATCH messages", [_, c, _, m]) => {
+            let found = s
+                .messages
+                .get_mut(*c)
+                .and_then(|list| list.iter_mut().find(|(i, _, _)| i == m));
+            match found {
+                Some(message) => {
+                    if let Some(content) = body["content"].as_str() {
+                        message.1 = content.to_owned();
+                    }
+                    if body.get("components").is_some() {
+                        message.2 = body["components"].clone();
+                    }
+                    Reply::json(
+                        200,
+                        &json!({"id": m, "channel_id": c, "content": message.1}),
+                    )
+                }
+                None => Reply::json(404, &json!({"message": "Unknown Message", "code": 10008})),
+            }
+        }
+        ("DELETE messages", [_, c, _, m]) => {
+            let list = s.messages.entry((*c).to_owned()).or_default();
+            match list.iter().position(|(i, _, _)| i == m) {
+                Some(at) => {
+                    list.remove(at);
+                    Reply::new(204, "application/json", Vec::new())
+                }
+                None => Reply::json(404, &json!({"message": "Unknown Message", "code": 10008})),
+            }
+        }
+        _ => Reply::new(204, "application/json", Vec::new()),
+    };
+    let status = match &reply {
+        Reply::Answer { status, .. } => *status,
+        _ => 200,
+    };
+    record(s, status);
+    rate_headers(reply, &bucket_id, &snapshot, now)
+}
