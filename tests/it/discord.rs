@@ -311,3 +311,135 @@ fn long_replies_are_cut_within_2000_characters_and_paced_by_the_bucket() {
     assert!(creates[5].at - creates[0].at >= Duration::from_millis(900));
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
+
+/// `kill -9` after Discord created the reply and before Pincer had its
+/// answer: the intent is `sending` on disk; after the restart the create is
+/// made again with the same nonce and `enforce_nonce`, and Discord answers
+/// with the message it already made: one message in the channel.
+#[test]
+fn a_crash_after_discord_created_the_reply_leaves_one_message() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let script = [json!([{"text": "Exactly once."}])];
+    let first = serve(&fake, &dir, &script, "live_drafts = false\n");
+    identified(&fake);
+    fake.hold_acted_next("POST messages");
+    fake.user_says(DM, USER, "once please");
+    reply(&fake, "the reply created", "Exactly once.");
+    fake.wait_for("the intent on its way", WAIT, |_| {
+        dir.outbox()
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sending")
+    });
+    first.crash();
+    let _second = serve(&fake, &dir, &script, "live_drafts = false\n");
+    fake.wait_for("the reply's receipt", WAIT, |_| {
+        dir.outbox()
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sent")
+    });
+    let creates = fake.calls("POST", "/messages");
+    assert_eq!(creates.len(), 2, "{creates:#?}");
+    assert_eq!(creates[0].body["nonce"], creates[1].body["nonce"]);
+    assert_eq!(creates[1].body["enforce_nonce"], true);
+    assert_eq!(fake.texts(DM), ["Exactly once."]);
+    let verify = dir.command().arg("verify").output().unwrap();
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
+
+/// Sends `text` and returns the next message the bot writes in the DM.
+fn ask(fake: &FakeDiscord, text: &str) -> String {
+    let before = fake.texts(DM).len();
+    fake.user_says(DM, USER, text);
+    fake.wait_for(&format!("the answer to {text}"), WAIT, |f| {
+        f.texts(DM).len() > before
+    });
+    fake.texts(DM)[before].clone()
+}
+
+/// The chat commands every channel has, on Discord; the channel's
+/// capabilities as `pincer channels status` shows them.
+#[test]
+fn chat_commands_answer_on_discord_and_the_status_shows_the_capabilities() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let serve = serve(
+        &fake,
+        &dir,
+        &[json!([{"text": "Hi."}])],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    assert_eq!(ask(&fake, "hello"), "Hi.");
+    let usage = ask(&fake, "/usage");
+    assert!(
+        usage.starts_with("Session ") && usage.contains("1 run"),
+        "{usage}"
+    );
+    let listed = ask(&fake, "/sessions");
+    assert!(
+        listed.contains("1. hello — ") && listed.contains(" (current)"),
+        "{listed}"
+    );
+    let resumed = ask(&fake, "/resume 1");
+    assert!(
+        resumed.ends_with("is this chat's session already."),
+        "{resumed}"
+    );
+    let model = ask(&fake, "/model");
+    assert!(model.contains("scripted"), "{model}");
+    assert_eq!(ask(&fake, "/stop"), "Nothing is running.");
+    let out = dir
+        .command()
+        .args(["channels", "status", "--json"])
+        .output()
+        .unwrap();
+    let status: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let discord = status
+        .iter()
+        .find(|s| s["name"] == "discord")
+        .unwrap_or_else(|| panic!("{status:#?}"));
+    assert_eq!(discord["account"], BOT);
+    assert_eq!(discord["connected"], true, "{discord:#?}");
+    // What the adapter declares, from the process running it.
+    let channels = get(&serve.addr, "/v1/channels");
+    let discord = channels["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "discord")
+        .unwrap_or_else(|| panic!("{channels:#?}"));
+    assert_eq!(discord["kind"], "discord");
+    let caps = &discord["capabilities"];
+    assert_eq!(caps["max_len"], 2000);
+    assert_eq!(caps["length_unit"], "chars");
+    assert_eq!(caps["buttons"], true);
+    assert_eq!(
+        caps["idempotent"],
+        json!({"send": true, "edit": true, "delete": true})
+    );
+}
+
+/// A GET of the HTTP face with the test token, its JSON body.
+fn get(addr: &str, path: &str) -> Value {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        crate::support::serve::TOKEN
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"))
+}

@@ -97,6 +97,9 @@ struct State {
     limit_next: VecDeque<(String, f64)>,
     /// Requests that came to a bucket before it allowed them.
     violations: Vec<String>,
+    /// Routes whose next call is acted on (the message is in the channel),
+    /// then never answered: a `kill -9` lands after Discord acted.
+    hold_acted: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -220,6 +223,12 @@ impl FakeDiscord {
     /// `PATCH messages`) is answered 429 with `retry_after` seconds.
     pub fn limit_next(&self, route: &str, retry_after: f64) {
         self.with(|s| s.limit_next.push_back((route.to_owned(), retry_after)));
+    }
+
+    /// The next call whose route starts with `route` is acted on, then
+    /// never answered (its client waits until it is killed).
+    pub fn hold_acted_next(&self, route: &str) {
+        self.with(|s| s.hold_acted.push(route.to_owned()));
     }
 
     pub fn connections(&self) -> Vec<Connection> {
@@ -500,12 +509,24 @@ fn rate_headers(reply: Reply, bucket_id: &str, bucket: &Bucket, now: Instant) ->
 fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let (lock, cvar) = &**state;
     let mut s = lock.lock().unwrap();
-    let reply = handle(request, &mut s);
+    let (reply, route) = handle(request, &mut s);
+    let held = s
+        .hold_acted
+        .iter()
+        .position(|r| route.starts_with(r.as_str()));
+    if let Some(at) = held {
+        s.hold_acted.remove(at);
+    }
     cvar.notify_all();
+    drop(s);
+    if held.is_some() {
+        std::thread::sleep(Duration::from_secs(60));
+        return Reply::Drop;
+    }
     reply
 }
 
-fn handle(request: &Request, s: &mut State) -> Reply {
+fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
     let now = Instant::now();
     let path = request
         .path
@@ -524,7 +545,10 @@ fn handle(request: &Request, s: &mut State) -> Reply {
     };
     if request.header("authorization") != Some(&format!("Bot {TOKEN}")) {
         record(s, 401);
-        return Reply::json(401, &json!({"message": "401: Unauthorized", "code": 0}));
+        return (
+            Reply::json(401, &json!({"message": "401: Unauthorized", "code": 0})),
+            "",
+        );
     }
     let parts: Vec<&str> = path.trim_start_matches("/api/v10/").split('/').collect();
     let (route, bucket_id) = match (request.method.as_str(), parts.as_slice()) {
@@ -534,7 +558,10 @@ fn handle(request: &Request, s: &mut State) -> Reply {
         ("POST", ["interactions", _, _, "callback"]) => ("POST callback", "callback".to_owned()),
         _ => {
             record(s, 404);
-            return Reply::json(404, &json!({"message": "404: Not Found", "code": 0}));
+            return (
+                Reply::json(404, &json!({"message": "404: Not Found", "code": 0})),
+                "",
+            );
         }
     };
     // The bucket: refilled after its window; a request it does not allow is a violation.
@@ -572,7 +599,7 @@ fn handle(request: &Request, s: &mut State) -> Reply {
         .header("X-RateLimit-Scope", "user");
         let reply = rate_headers(reply, &bucket_id, bucket, now);
         record(s, 429);
-        return reply;
+        return (reply, "");
     }
     let bucket = s.buckets.get_mut(&bucket_id).unwrap();
     bucket.remaining -= 1;
@@ -656,5 +683,5 @@ fn handle(request: &Request, s: &mut State) -> Reply {
         _ => 200,
     };
     record(s, status);
-    rate_headers(reply, &bucket_id, &snapshot, now)
+    (rate_headers(reply, &bucket_id, &snapshot, now), route)
 }
