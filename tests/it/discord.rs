@@ -443,3 +443,54 @@ fn get(addr: &str, path: &str) -> Value {
     let (_, body) = answer.split_once("\r\n\r\n").unwrap();
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
+
+/// A token Discord refuses (close code 4004) stops the channel; the status
+/// says so.
+#[test]
+fn a_refused_token_stops_the_channel_and_the_status_says_why() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let script = dir.script("s.jsonl", &[json!([{"text": "never"}])]);
+    let config = format!(
+        "[channels.discord]\napi_base = \"{}\"\ngateway_url = \"{}\"\nworkspace = \"{}\"\nallow = [\"{USER}\"]\n",
+        fake.api,
+        fake.gateway,
+        dir.workspace().display()
+    );
+    let serve = HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &[
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--channel",
+            "discord",
+        ],
+        &[("DISCORD_BOT_TOKEN", "OTk5.GhIjKl.a-wrong-secret")],
+    );
+    fake.wait_for("the refused identify", WAIT, |f| {
+        !f.connections().is_empty()
+    });
+    fake.wait_for("the status", WAIT, |_| {
+        let out = dir
+            .command()
+            .args(["channels", "status", "--json"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|s| {
+                s["connected"] == false
+                    && s["last_error"].as_str().is_some_and(|e| e.contains("4004"))
+            })
+    });
+    // It does not try again.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(fake.connections().len(), 1);
+    let log = serve.stderr();
+    assert!(log.contains("4004"), "{log}");
+    assert!(!log.contains("a-wrong-secret"), "{log}");
+}
