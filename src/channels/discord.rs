@@ -238,7 +238,10 @@ impl Discord {
                 tracing::warn!(%reason, "a Discord event was not recorded; it will be replayed");
                 false
             }
-            _ => true,
+            super::Received::Accepted
+            | super::Received::Duplicate
+            | super::Received::Echo
+            | super::Received::Unauthorized => true,
         }
     }
 }

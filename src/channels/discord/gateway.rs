@@ -269,7 +269,11 @@ fn frame(message: &Message) -> Result<Option<Value>, String> {
         Message::Text(text) => serde_json::from_str(text.as_str())
             .map(Some)
             .map_err(|err| format!("a Gateway frame is not JSON: {err}")),
-        _ => Ok(None),
+        Message::Binary(_)
+        | Message::Ping(_)
+        | Message::Pong(_)
+        | Message::Close(_)
+        | Message::Frame(_) => Ok(None),
     }
 }
 

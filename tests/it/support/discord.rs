@@ -291,6 +291,159 @@ fn send(ws: &mut tungstenite::WebSocket<std::net::TcpStream>, value: &Value) -> 
     ws.send(Message::text(value.to_string())).is_ok()
 }
 
+/// What one Gateway connection knows.
+struct Conn {
+    /// The request path it was opened on.
+    path: String,
+    /// The `resume_gateway_url` READY names.
+    base: String,
+    /// The session it serves.
+    session: Option<String>,
+    /// The last `s` it sent.
+    sent: u64,
+}
+
+/// What the connection does after a payload or a look at the commands.
+#[derive(Default)]
+struct Step {
+    out: Vec<Value>,
+    /// Close with 4004 (a bad token).
+    refuse: bool,
+    /// Cut the TCP connection without a close frame.
+    drop: bool,
+    /// Send `out`, then wait for the client to close.
+    end: bool,
+}
+
+impl Conn {
+    /// A payload the client sent.
+    fn payload(&mut self, s: &mut State, payload: &Value) -> Step {
+        let mut step = Step::default();
+        match payload["op"].as_u64() {
+            Some(1) => {
+                s.heartbeats.push((Instant::now(), payload["d"].clone()));
+                if !s.zombie {
+                    step.out.push(json!({"op": 11}));
+                }
+            }
+            Some(2) => self.identify(s, payload, &mut step),
+            Some(6) => self.resume(s, payload, &mut step),
+            _ => {}
+        }
+        step
+    }
+
+    fn identify(&mut self, s: &mut State, payload: &Value, step: &mut Step) {
+        s.connections.push(Connection {
+            path: self.path.clone(),
+            opening: payload.clone(),
+        });
+        if payload["d"]["token"] != TOKEN {
+            step.refuse = true;
+            return;
+        }
+        s.next_id += 1;
+        let id = format!("session-{}", s.next_id);
+        // Dispatches queued before any session go to this one.
+        let early = s.sessions.remove("").unwrap_or_default();
+        let mut log = vec![json!({"op": 0, "t": "READY", "s": 1, "d": {
+            "v": 10, "session_id": id,
+            "resume_gateway_url": format!("{}/resume", self.base),
+            "user": {"id": BOT, "username": "pincer", "bot": true},
+            "guilds": [], "application": {"id": BOT, "flags": 0}}})];
+        for (n, mut e) in early.into_iter().enumerate() {
+            e["s"] = json!(n as u64 + 2);
+            log.push(e);
+        }
+        s.sessions.insert(id.clone(), log);
+        s.current = Some(id.clone());
+        self.session = Some(id);
+        self.sent = 0;
+    }
+
+    /// Replays what came after the client's sequence, then RESUMED.
+    fn resume(&mut self, s: &mut State, payload: &Value, step: &mut Step) {
+        s.connections.push(Connection {
+            path: self.path.clone(),
+            opening: payload.clone(),
+        });
+        let id = payload["d"]["session_id"].as_str().unwrap_or_default();
+        let seq = payload["d"]["seq"].as_u64().unwrap_or(0);
+        if s.invalid.iter().any(|i| i == id) || !s.sessions.contains_key(id) {
+            step.out.push(json!({"op": 9, "d": false}));
+            return;
+        }
+        self.session = Some(id.to_owned());
+        s.current = Some(id.to_owned());
+        let log = s.sessions.get_mut(id).unwrap();
+        let last = log.last().and_then(|e| e["s"].as_u64()).unwrap_or(0);
+        step.out.extend(
+            log.iter()
+                .filter(|e| e["s"].as_u64().unwrap_or(0) > seq)
+                .cloned(),
+        );
+        let resumed = json!({"op": 0, "t": "RESUMED", "s": last + 1, "d": {}});
+        log.push(resumed.clone());
+        step.out.push(resumed);
+        self.sent = last + 1;
+    }
+
+    /// Misbehaviours first, then dispatches not yet sent.
+    fn pending(&mut self, s: &mut State) -> Step {
+        let mut step = Step::default();
+        let Some(id) = self.session.clone() else {
+            return step;
+        };
+        if s.current.as_deref() != Some(id.as_str()) {
+            return step;
+        }
+        match s.commands.pop_front() {
+            Some(Command::Drop) => {
+                step.drop = true;
+                return step;
+            }
+            Some(Command::Reconnect) => {
+                step.out.push(json!({"op": 7, "d": null}));
+                step.end = true;
+                return step;
+            }
+            Some(Command::Invalidate(resumable)) => {
+                if !resumable {
+                    s.invalid.push(id);
+                }
+                step.out.push(json!({"op": 9, "d": resumable}));
+                step.end = true;
+                return step;
+            }
+            Some(Command::Replay) => {
+                if let Some(last) = s.sessions[&id]
+                    .iter()
+                    .rev()
+                    .find(|e| e["t"] == "MESSAGE_CREATE" || e["t"] == "INTERACTION_CREATE")
+                {
+                    step.out.push(last.clone());
+                }
+            }
+            None => {}
+        }
+        for e in &s.sessions[&id] {
+            let seq = e["s"].as_u64().unwrap_or(0);
+            if seq > self.sent {
+                step.out.push(e.clone());
+                self.sent = seq;
+            }
+        }
+        step
+    }
+}
+
+fn quiet(err: &tungstenite::Error) -> bool {
+    matches!(err, tungstenite::Error::Io(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+}
+
+/// Takes a Gateway connection: the handshake (keeping the path), then
+/// payloads and commands until it ends.
+#[allow(clippy::result_large_err)] // the handshake callback's type is tungstenite's
 fn serve_gateway(
     stream: std::net::TcpStream,
     state: &Arc<(Mutex<State>, Condvar)>,
@@ -311,182 +464,62 @@ fn serve_gateway(
     let _ = ws
         .get_ref()
         .set_read_timeout(Some(Duration::from_millis(20)));
-    let lock = |f: &mut dyn FnMut(&mut State)| {
+    let with = |f: &mut dyn FnMut(&mut State) -> Step| {
         let (lock, cvar) = &**state;
-        f(&mut lock.lock().unwrap());
+        let step = f(&mut lock.lock().unwrap());
         cvar.notify_all();
+        step
     };
-    if !send(
-        &mut ws,
-        &json!({"op": 10, "d": {"heartbeat_interval": interval.as_millis() as u64}}),
-    ) {
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": interval.as_millis() as u64}});
+    if !send(&mut ws, &hello) {
         return;
     }
-    // The session this connection serves, and the last `s` it sent.
-    let mut session: Option<String> = None;
-    let mut sent: u64 = 0;
+    let mut conn = Conn {
+        path,
+        base: base.to_owned(),
+        session: None,
+        sent: 0,
+    };
     loop {
-        match ws.read() {
-            Ok(Message::Text(text)) => {
-                let Ok(payload) = serde_json::from_str::<Value>(text.as_str()) else {
-                    continue;
-                };
-                let mut out: Vec<Value> = Vec::new();
-                let mut close = false;
-                lock(&mut |s| match payload["op"].as_u64() {
-                    Some(1) => {
-                        s.heartbeats.push((Instant::now(), payload["d"].clone()));
-                        if !s.zombie {
-                            out.push(json!({"op": 11}));
-                        }
-                    }
-                    Some(2) => {
-                        s.connections.push(Connection {
-                            path: path.clone(),
-                            opening: payload.clone(),
-                        });
-                        if payload["d"]["token"] != TOKEN {
-                            close = true;
-                            return;
-                        }
-                        s.next_id += 1;
-                        let id = format!("session-{}", s.next_id);
-                        // Dispatches queued before any session go to this one.
-                        let early = s.sessions.remove("").unwrap_or_default();
-                        let mut log = vec![json!({"op": 0, "t": "READY", "s": 1, "d": {
-                            "v": 10, "session_id": id,
-                            "resume_gateway_url": format!("{base}/resume"),
-                            "user": {"id": BOT, "username": "pincer", "bot": true},
-                            "guilds": [], "application": {"id": BOT, "flags": 0}}})];
-                        for (n, mut e) in early.into_iter().enumerate() {
-                            e["s"] = json!(n as u64 + 2);
-                            log.push(e);
-                        }
-                        s.sessions.insert(id.clone(), log);
-                        s.current = Some(id.clone());
-                        session = Some(id);
-                        sent = 0;
-                    }
-                    Some(6) => {
-                        s.connections.push(Connection {
-                            path: path.clone(),
-                            opening: payload.clone(),
-                        });
-                        let id = payload["d"]["session_id"].as_str().unwrap_or_default();
-                        let seq = payload["d"]["seq"].as_u64().unwrap_or(0);
-                        if s.invalid.iter().any(|i| i == id) || !s.sessions.contains_key(id) {
-                            out.push(json!({"op": 9, "d": false}));
-                            return;
-                        }
-                        session = Some(id.to_owned());
-                        s.current = Some(id.to_owned());
-                        sent = seq;
-                        // Replayed below, then RESUMED.
-                        let last = s.sessions[id]
-                            .last()
-                            .and_then(|e| e["s"].as_u64())
-                            .unwrap_or(0);
-                        for e in &s.sessions[id] {
-                            if e["s"].as_u64().unwrap_or(0) > seq {
-                                out.push(e.clone());
-                            }
-                        }
-                        sent = sent.max(last);
-                        let resumed = json!({"op": 0, "t": "RESUMED", "s": last + 1, "d": {}});
-                        s.sessions.get_mut(id).unwrap().push(resumed.clone());
-                        out.push(resumed);
-                        sent = last + 1;
-                    }
-                    _ => {}
-                });
-                if close {
-                    let _ = ws.close(Some(tungstenite::protocol::CloseFrame {
-                        code: 4004.into(),
-                        reason: "Authentication failed.".into(),
-                    }));
-                    let _ = ws.flush();
-                    return;
-                }
-                for value in out {
-                    if !send(&mut ws, &value) {
-                        return;
-                    }
-                }
-            }
+        let step = match ws.read() {
+            Ok(Message::Text(text)) => match serde_json::from_str::<Value>(text.as_str()) {
+                Ok(payload) => with(&mut |s| conn.payload(s, &payload)),
+                Err(_) => continue,
+            },
             Ok(Message::Close(_)) => {
                 let _ = ws.flush();
                 return;
             }
-            Ok(_) => {}
-            Err(tungstenite::Error::Io(e))
-                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Ok(_) => Step::default(),
+            Err(err) if quiet(&err) => Step::default(),
             Err(_) => return,
+        };
+        if step.refuse {
+            let _ = ws.close(Some(tungstenite::protocol::CloseFrame {
+                code: 4004.into(),
+                reason: "Authentication failed.".into(),
+            }));
+            let _ = ws.flush();
+            return;
         }
-        // Misbehaviours first, then dispatches not yet sent.
-        let Some(id) = session.clone() else { continue };
-        let mut out: Vec<Value> = Vec::new();
-        let mut drop = false;
-        let mut end_after = false;
-        lock(&mut |s| {
-            if s.current.as_deref() != Some(id.as_str()) {
-                return;
-            }
-            if let Some(command) = s.commands.pop_front() {
-                match command {
-                    Command::Drop => {
-                        drop = true;
-                        return;
-                    }
-                    Command::Reconnect => {
-                        out.push(json!({"op": 7, "d": null}));
-                        end_after = true;
-                        return;
-                    }
-                    Command::Invalidate(resumable) => {
-                        if !resumable {
-                            s.invalid.push(id.clone());
-                        }
-                        out.push(json!({"op": 9, "d": resumable}));
-                        end_after = true;
-                        return;
-                    }
-                    Command::Replay => {
-                        if let Some(last) = s.sessions[&id]
-                            .iter()
-                            .rev()
-                            .find(|e| e["t"] == "MESSAGE_CREATE" || e["t"] == "INTERACTION_CREATE")
-                        {
-                            out.push(last.clone());
-                        }
-                    }
-                }
-            }
-            for e in &s.sessions[&id] {
-                let seq = e["s"].as_u64().unwrap_or(0);
-                if seq > sent {
-                    out.push(e.clone());
-                    sent = seq;
-                }
-            }
-        });
-        if drop {
+        if !step.out.iter().all(|value| send(&mut ws, value)) {
+            return;
+        }
+        let step = with(&mut |s| conn.pending(s));
+        if step.drop {
             let _ = ws.get_ref().shutdown(std::net::Shutdown::Both);
             return;
         }
-        for value in out {
-            if !send(&mut ws, &value) {
-                return;
-            }
+        if !step.out.iter().all(|value| send(&mut ws, value)) {
+            return;
         }
-        if end_after {
+        if step.end {
             // The client closes and reconnects; this side waits for that.
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 match ws.read() {
-                    Ok(Message::Close(_)) | Err(tungstenite::Error::ConnectionClosed) => return,
-                    Err(tungstenite::Error::Io(e))
-                        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                    Err(_) => return,
+                    Err(err) if quiet(&err) => {}
+                    Ok(Message::Close(_)) | Err(_) => return,
                     Ok(_) => {}
                 }
             }
@@ -608,8 +641,18 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
         reset_at: bucket.reset_at,
         blocked_until: None,
     };
-    let body = &request.body;
-    let reply = match (route, parts.as_slice()) {
+    let reply = act(route, &parts, &request.body, s);
+    let status = match &reply {
+        Reply::Answer { status, .. } => *status,
+        Reply::Paced { .. } | Reply::Drop => 200,
+    };
+    record(s, status);
+    (rate_headers(reply, &bucket_id, &snapshot, now), route)
+}
+
+/// What a call the bucket allowed does to the channel's messages.
+fn act(route: &str, parts: &[&str], body: &Value, s: &mut State) -> Reply {
+    match (route, parts) {
         ("POST messages", [_, c, _]) => {
             let channel = (*c).to_owned();
             let nonce = body["nonce"].as_str().map(str::to_owned);
@@ -677,11 +720,5 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
             }
         }
         _ => Reply::new(204, "application/json", Vec::new()),
-    };
-    let status = match &reply {
-        Reply::Answer { status, .. } => *status,
-        _ => 200,
-    };
-    record(s, status);
-    (rate_headers(reply, &bucket_id, &snapshot, now), route)
+    }
 }
