@@ -182,7 +182,7 @@ async fn websocket(dir: &Path, script: Option<&Path>) -> Transport {
     // Small frames each way: as an editor would, no batching.
     let tcp = match socket.get_ref() {
         tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
-        _ => unreachable!("plain ws"),
+        tokio_tungstenite::MaybeTlsStream::Rustls(_) | _ => unreachable!("plain ws"),
     };
     tcp.set_nodelay(true).unwrap();
     Transport {
