@@ -494,6 +494,27 @@ mod tests {
     }
 
     #[test]
+    fn a_discord_table_takes_its_keys() {
+        let channels = read(
+            "[channels.discord]\nallow = [\"42\"]\napi_base = \"http://127.0.0.1:1/api/v10\"\n\
+             gateway_url = \"ws://127.0.0.1:2\"\nguilds = [\"7\"]\nchannels = [\"8\"]\n",
+        )
+        .unwrap();
+        let Platform::Discord(discord) = &channels["discord"].platform else {
+            panic!("not discord")
+        };
+        assert_eq!(discord.guilds, ["7"]);
+        assert_eq!(discord.channels, ["8"]);
+        assert_eq!(
+            channels["discord"].platform.secret_vars(),
+            ["DISCORD_BOT_TOKEN"]
+        );
+        let err = read("[channels.discord]\npoll_timeout_secs = 1\n").unwrap_err();
+        assert!(err.contains("unknown field `poll_timeout_secs`"), "{err}");
+        assert!(err.contains("gateway_url"), "{err}");
+    }
+
+    #[test]
     fn a_table_serializes_back_with_its_kind() {
         let channels = read("[channels.telegram]\nallow = [\"1\"]\n").unwrap();
         let shown = toml::to_string(&channels["telegram"]).unwrap();

@@ -100,6 +100,8 @@ struct State {
     /// Routes whose next call is acted on (the message is in the channel),
     /// then never answered: a `kill -9` lands after Discord acted.
     hold_acted: Vec<String>,
+    /// Creates answered 502, as with Discord down.
+    down: bool,
 }
 
 #[derive(Clone)]
@@ -229,6 +231,11 @@ impl FakeDiscord {
     /// never answered (its client waits until it is killed).
     pub fn hold_acted_next(&self, route: &str) {
         self.with(|s| s.hold_acted.push(route.to_owned()));
+    }
+
+    /// Creates answered 502 from now on (`true`), or served again.
+    pub fn down(&self, down: bool) {
+        self.with(|s| s.down = down);
     }
 
     pub fn connections(&self) -> Vec<Connection> {
@@ -597,6 +604,13 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
             );
         }
     };
+    if s.down && route == "POST messages" {
+        record(s, 502);
+        return (
+            Reply::json(502, &json!({"message": "502: Bad Gateway", "code": 0})),
+            "",
+        );
+    }
     // The bucket: refilled after its window; a request it does not allow is a violation.
     let bucket = s.buckets.entry(bucket_id.clone()).or_default();
     if bucket.reset_at.is_none_or(|r| now >= r) {
