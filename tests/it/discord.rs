@@ -494,3 +494,45 @@ fn a_refused_token_stops_the_channel_and_the_status_says_why() {
     assert!(log.contains("4004"), "{log}");
     assert!(!log.contains("a-wrong-secret"), "{log}");
 }
+
+/// `kill -9` while a live draft shows part of a reply: after the restart the
+/// draft is deleted and the reply, with what was written and the note that
+/// the run was interrupted, is created afresh; the channel shows only it.
+#[test]
+fn a_crash_mid_draft_deletes_the_draft_and_sends_the_reply_afresh() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let script = [json!([
+        {"text": "Working on it"},
+        {"delay_ms": 1200},
+        {"text": " and more"},
+        {"delay_ms": 60000},
+        {"text": " never"}
+    ])];
+    let first = serve(&fake, &dir, &script, "");
+    identified(&fake);
+    fake.user_says(DM, USER, "long job");
+    reply(&fake, "the draft edited", "Working on it and more");
+    first.crash();
+    let _second = serve(&fake, &dir, &script, "");
+    fake.wait_for("the reply's receipt", WAIT, |_| {
+        dir.outbox()
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sent")
+    });
+    let texts = fake.texts(DM);
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    assert!(
+        texts[0].starts_with("Working on it and more") && texts[0].contains("interrupted"),
+        "{texts:?}"
+    );
+    assert_eq!(fake.calls("DELETE", "/messages").len(), 1);
+    let draft = dir
+        .outbox()
+        .into_iter()
+        .find(|i| i["kind"] == "draft")
+        .unwrap();
+    assert_eq!(draft["status"], "cancelled", "{draft:#}");
+    let verify = dir.command().arg("verify").output().unwrap();
+    assert!(verify.status.success());
+}
