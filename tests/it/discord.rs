@@ -536,3 +536,75 @@ fn a_crash_mid_draft_deletes_the_draft_and_sends_the_reply_afresh() {
     let verify = dir.command().arg("verify").output().unwrap();
     assert!(verify.status.success());
 }
+
+/// In a guild the bot answers when mentioned (the mention taken out), or
+/// everything in a listened channel. A thread is a channel of its own on
+/// Discord: each is answered in itself, with a session of its own.
+#[test]
+fn guild_messages_are_answered_when_addressed_and_each_thread_is_a_session() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    // The scripted model answers each session's turns in order: a first
+    // turn says so.
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[
+            json!([{"text": "First turn."}]),
+            json!([{"text": "Second turn."}]),
+        ],
+        "live_drafts = false\nchannels = [\"7100\"]\n",
+    );
+    identified(&fake);
+    fake.guild_says("66", "7001", USER, "not for the bot", false);
+    fake.guild_says("66", "7001", USER, "first", true);
+    fake.wait_for("the first thread's reply", WAIT, |f| {
+        f.texts("7001") == ["First turn."]
+    });
+    fake.guild_says("66", "7002", USER, "second", true);
+    fake.wait_for("the second thread's reply", WAIT, |f| {
+        f.texts("7002") == ["First turn."]
+    });
+    fake.guild_says("66", "7001", USER, "first again", true);
+    fake.wait_for("the first thread's session going on", WAIT, |f| {
+        f.texts("7001") == ["First turn.", "Second turn."]
+    });
+    fake.guild_says("66", "7100", USER, "no mention needed here", false);
+    fake.wait_for("the listened channel's reply", WAIT, |f| {
+        f.texts("7100") == ["First turn."]
+    });
+    let out = dir
+        .command()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    let sessions: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(sessions.len(), 3, "{sessions:#?}");
+    // The prompt is what was written, without the mention.
+    let prompts: Vec<String> = sessions
+        .iter()
+        .flat_map(|s| {
+            dir.show_session(s["session_id"].as_str().unwrap())["history"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["message"]["role"] == "user")
+                .map(|e| {
+                    e["message"]["content"][0]["text"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(prompts.contains(&"first".to_owned()), "{prompts:?}");
+    assert!(
+        !prompts.iter().any(|p| p.contains("not for the bot")),
+        "{prompts:?}"
+    );
+    assert_eq!(fake.texts("7001"), ["First turn.", "Second turn."]);
+}

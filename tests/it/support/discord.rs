@@ -170,6 +170,41 @@ impl FakeDiscord {
         self.with(|s| say(s, channel, user, text))
     }
 
+    /// A message from `user` in guild `guild`'s channel (or thread)
+    /// `channel`, mentioning the bot (`<@BOT>` in the text and `mentions`)
+    /// when `mention`; returns its id.
+    pub fn guild_says(
+        &self,
+        guild: &str,
+        channel: &str,
+        user: &str,
+        text: &str,
+        mention: bool,
+    ) -> String {
+        self.with(|s| {
+            s.next_id += 1;
+            let id = s.next_id.to_string();
+            let (content, mentions) = if mention {
+                (
+                    format!("<@{BOT}> {text}"),
+                    json!([{"id": BOT, "username": "pincer", "bot": true}]),
+                )
+            } else {
+                (text.to_owned(), json!([]))
+            };
+            dispatch(
+                s,
+                "MESSAGE_CREATE",
+                json!({"id": id, "channel_id": channel, "guild_id": guild, "type": 0,
+                    "content": content, "mentions": mentions, "attachments": [],
+                    "author": {"id": user, "username": "ada"},
+                    "member": {"roles": []},
+                    "timestamp": "2026-11-28T00:00:00.000000+00:00"}),
+            );
+            id
+        })
+    }
+
     /// Drops the live connection, then `user` writes while the bot is away:
     /// only a resume brings the message.
     pub fn drop_then_say(&self, channel: &str, user: &str, text: &str) -> String {
