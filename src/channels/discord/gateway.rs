@@ -78,6 +78,9 @@ pub async fn run(settings: &GatewaySettings, handler: Handler<'_>, cancel: &Canc
         let base = session
             .as_ref()
             .map_or(settings.url.as_str(), |s| s.resume_url.as_str());
+        // The version and encoding are this client's; a query in the
+        // configured URL is replaced.
+        let base = base.split('?').next().unwrap_or(base);
         let url = format!("{}/?v=10&encoding=json", base.trim_end_matches('/'));
         let connector = tokio_tungstenite::Connector::Rustls(settings.tls.clone());
         let connected = tokio::select! {
