@@ -83,8 +83,10 @@ fn a_conversation_with_a_live_draft_created_then_edited() {
     fake.user_says(DM, USER, "and again");
     reply(&fake, "the second reply", "Second answer");
     assert_eq!(fake.texts(DM), ["Hello there", "Second answer"]);
-    // Heartbeats went out, each with the last sequence seen.
-    assert!(!fake.heartbeats().is_empty());
+    // Heartbeats carry the last sequence seen: READY was 1, the messages 2 and 3.
+    fake.wait_for("a heartbeat with the last sequence", WAIT, |f| {
+        f.heartbeats().iter().any(|(_, d)| d.as_u64() == Some(3))
+    });
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
 
