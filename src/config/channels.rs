@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email"];
+pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email", "slack"];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -44,6 +44,7 @@ pub enum Platform {
     Irc(IrcConfig),
     Matrix(MatrixConfig),
     Email(EmailConfig),
+    Slack(SlackConfig),
 }
 
 impl Platform {
@@ -55,6 +56,7 @@ impl Platform {
             Platform::Irc(_) => "irc",
             Platform::Matrix(_) => "matrix",
             Platform::Email(_) => "email",
+            Platform::Slack(_) => "slack",
         }
     }
 
@@ -64,6 +66,7 @@ impl Platform {
         match kind {
             "telegram" => Some(Platform::Telegram(TelegramConfig::default())),
             "webhook" => Some(Platform::Webhook(WebhookConfig::default())),
+            "slack" => Some(Platform::Slack(SlackConfig::default())),
             _ => None,
         }
     }
@@ -82,6 +85,7 @@ impl Platform {
                 .cloned()
                 .collect(),
             Platform::Email(email) => vec![email.password_env.clone()],
+            Platform::Slack(slack) => slack.secret_vars(),
         }
     }
 }
@@ -263,6 +267,59 @@ pub struct EmailConfig {
     /// passed DMARC (or DKIM for the `From` domain).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authserv_id: Option<String>,
+}
+
+/// `kind = "slack"`: a Slack app's bot, receiving over Socket Mode (an
+/// app-level token) or the HTTP Events API (a signing secret and a
+/// listener), sending with the Web API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// The variable holding the bot token, `xoxb-…` (default `SLACK_BOT_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot_token_env: Option<String>,
+    /// The variable holding the app-level token, `xapp-…`, for Socket Mode
+    /// (default `SLACK_APP_TOKEN` unless `signing_secret_env` is set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_token_env: Option<String>,
+    /// The variable holding the signing secret, for the HTTP Events API
+    /// (with `listen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret_env: Option<String>,
+    /// `HOST:PORT` the Events API listener binds (with `signing_secret_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// The Web API root (default `https://slack.com/api`; a test server otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Channel ids (`C…`) where it answers when mentioned; empty: every
+    /// channel it is a member of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+}
+
+impl SlackConfig {
+    pub fn bot_token_env(&self) -> String {
+        self.bot_token_env
+            .clone()
+            .unwrap_or_else(|| "SLACK_BOT_TOKEN".to_owned())
+    }
+
+    /// The app-level token's variable, in Socket Mode (no signing secret).
+    pub fn app_token_env(&self) -> Option<String> {
+        match (&self.app_token_env, &self.signing_secret_env) {
+            (Some(var), _) => Some(var.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some("SLACK_APP_TOKEN".to_owned()),
+        }
+    }
+
+    fn secret_vars(&self) -> Vec<String> {
+        std::iter::once(self.bot_token_env())
+            .chain(self.app_token_env())
+            .chain(self.signing_secret_env.clone())
+            .collect()
+    }
 }
 
 impl ChannelConfig {
