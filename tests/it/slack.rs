@@ -1,0 +1,372 @@
+//! The Slack channel through `pincer serve --channel slack`, against a fake
+//! Slack (`support::slack`: the Web API and Socket Mode as Slack documents
+//! them): a conversation with a live draft finalized in place, an approval
+//! by a Block Kit button acknowledged within Slack's 3 seconds, a
+//! redelivered event answered once, a dropped connection and a requested
+//! refresh losing and repeating nothing, a 429's `Retry-After` honoured per
+//! method, the chat commands in a channel thread, `kill -9` at each
+//! boundary of a send, and the Events API's signature checks.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TestDir;
+use crate::support::serve::{HttpServe, TOKEN};
+use crate::support::slack::{APP_TOKEN, BOT_TOKEN, FakeSlack};
+
+const ALICE: &str = "UALICE";
+const DM: &str = "DUALICE";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn setup(fake: &FakeSlack, extra: &str) -> TestDir {
+    let dir = TestDir::new();
+    dir.write_config(&format!(
+        "[channels.slack]\napi_base = \"{}\"\nworkspace = \"{}\"\ncoalesce_ms = 50\nallow = [\"{ALICE}\"]\n{extra}",
+        fake.api_base(),
+        dir.workspace().display()
+    ));
+    dir
+}
+
+/// `pincer serve --http 127.0.0.1:0 --channel slack` with the scripted model.
+fn serve(dir: &TestDir, script: &std::path::Path) -> HttpServe {
+    HttpServe::start_with_env(
+        dir,
+        None,
+        &[
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_APP_TOKEN", APP_TOKEN),
+        ],
+    )
+}
+
+/// Waits until `check` holds, looking every 150 ms (each look may run a
+/// `pincer` command).
+fn until(fake: &FakeSlack, what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    panic!(
+        "timed out waiting for {what}; calls: {:#?}",
+        fake.all_calls()
+    );
+}
+
+fn intents(dir: &TestDir, kind: &str) -> Vec<Value> {
+    dir.outbox()
+        .into_iter()
+        .filter(|i| i["kind"] == kind)
+        .collect()
+}
+
+/// Every envelope Slack sent was acknowledged.
+fn all_acked(fake: &FakeSlack) -> bool {
+    fake.envelopes().iter().all(|e| e.acked_at.is_some())
+}
+
+#[test]
+fn a_conversation_with_a_live_draft_finalized_in_place() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo **there** & <you>"}]),
+            json!([{"text": "Second answer"}]),
+        ],
+    );
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the finalized reply", WAIT, |f| {
+        f.texts(DM) == ["Hello *there* &amp; &lt;you&gt;"]
+    });
+    // One message: posted as a draft, updated as the text grew, finalized in place.
+    let posts = fake.calls("chat.postMessage");
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].body["text"], "Hel");
+    assert_eq!(posts[0].body["channel"], DM);
+    assert!(!fake.calls("chat.update").is_empty());
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+    // Every envelope acknowledged, the bot's own echoes too (and not answered).
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+
+    // The chat keeps its session: the script's second turn answers.
+    fake.dm(ALICE, "and again");
+    fake.wait_for("the second reply", WAIT, |f| {
+        f.texts(DM).len() == 2 && f.texts(DM)[1] == "Second answer"
+    });
+    assert_eq!(fake.calls("chat.postMessage").len(), 2);
+
+    // The declared capabilities, as `GET /v1/channels` shows them.
+    let (status, listed) =
+        crate::support::matrix::request("GET", &server.url("/v1/channels"), Some(TOKEN), None);
+    assert_eq!(status, 200, "{listed}");
+    let slack = listed["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "slack")
+        .cloned()
+        .unwrap();
+    assert_eq!(slack["kind"], "slack");
+    assert_eq!(slack["connected"], true, "{slack}");
+    assert_eq!(
+        slack["capabilities"],
+        json!({"max_len": 3000, "length_unit": "chars", "markup": "mrkdwn",
+            "edit": true, "delete": true, "buttons": true, "reactions": false,
+            "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+            "idempotent": {"send": false, "edit": true, "delete": true}})
+    );
+    let logged = server.stderr();
+    drop(server);
+    assert!(!logged.contains(BOT_TOKEN) && !logged.contains(APP_TOKEN));
+    dir.verify();
+}
+
+#[test]
+fn an_approval_is_answered_by_a_button_acknowledged_within_three_seconds() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "from slack\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let _server = serve(&dir, &script);
+    fake.dm(ALICE, "write a note");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        f.shown(DM).iter().any(|p| p.blocks.is_array())
+    });
+    let prompt = fake
+        .shown(DM)
+        .into_iter()
+        .find(|p| p.blocks.is_array())
+        .unwrap();
+    assert!(prompt.text.contains("Approval needed"), "{}", prompt.text);
+    assert_eq!(prompt.blocks[0]["type"], "section");
+    let buttons = prompt.blocks[1]["elements"].as_array().unwrap().clone();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["text"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Allow once", "Always", "Reject"]);
+    let allow = buttons[0]["value"].as_str().unwrap().to_owned();
+    fake.press(ALICE, DM, &prompt.ts, &allow);
+    fake.wait_for("the reply after the tool ran", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t == "Written.")
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "from slack\n"
+    );
+    // The press was acknowledged within Slack's 3 seconds.
+    let press = fake
+        .envelopes()
+        .into_iter()
+        .find(|e| e.kind == "interactive")
+        .unwrap();
+    let took = press.acked_at.unwrap() - press.sent_at.unwrap();
+    assert!(took < Duration::from_secs(3), "acknowledged after {took:?}");
+    // The prompt now shows the answer, without its buttons.
+    fake.wait_for("the prompt updated", WAIT, |f| {
+        f.shown(DM).iter().any(|p| {
+            p.ts == prompt.ts && p.text.ends_with("→ allowed once") && p.blocks == json!([])
+        })
+    });
+    dir.verify();
+}
+
+#[test]
+fn a_redelivered_event_is_answered_once() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Only once."}]), json!([{"text": "Twice!"}])],
+    );
+    let _server = serve(&dir, &script);
+    let ts = fake.dm(ALICE, "hello");
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Only once."]);
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    // Slack sends the event again (a retry with a new envelope id).
+    fake.replay(&ts);
+    fake.wait_for("the replay acknowledged", WAIT, |f| {
+        all_acked(f) && f.envelopes().iter().any(|e| e.retry_attempt == 1)
+    });
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fake.texts(DM), ["Only once."]);
+    assert_eq!(intents(&dir, "reply").len(), 1);
+}
+
+#[test]
+fn a_dropped_connection_and_a_refresh_lose_nothing_and_repeat_nothing() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "One."}]),
+            json!([{"text": "Two."}]),
+            json!([{"text": "Three."}]),
+        ],
+    );
+    let _server = serve(&dir, &script);
+    fake.dm(ALICE, "one");
+    fake.wait_for("the first reply", WAIT, |f| f.texts(DM) == ["One."]);
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+
+    // The connection drops; a message written meanwhile waits for the next one.
+    fake.drop_connection();
+    fake.dm(ALICE, "two");
+    fake.wait_for("a second connection", WAIT, |f| f.connections() == 2);
+    fake.wait_for("the second reply", WAIT, |f| {
+        f.texts(DM) == ["One.", "Two."]
+    });
+
+    // Slack asks for a refresh: the new connection is up before the old closes.
+    fake.ask_reconnect();
+    fake.wait_for("the old connection closed by the app", WAIT, |f| {
+        f.connections() == 3 && f.closed_by_app(2)
+    });
+    let times = fake.connection_times();
+    assert!(
+        times[2].0 < times[1].1.unwrap(),
+        "the new connection opened after the old one closed: {times:?}"
+    );
+    fake.dm(ALICE, "three");
+    fake.wait_for("the third reply", WAIT, |f| {
+        f.texts(DM) == ["One.", "Two.", "Three."]
+    });
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    until(&fake, "three replies sent", || {
+        let replies = intents(&dir, "reply");
+        replies.len() == 3 && replies.iter().all(|i| i["status"] == "sent")
+    });
+    assert_eq!(fake.open_connections(), 1);
+    dir.verify();
+}
+
+#[test]
+fn a_rate_limited_method_is_not_called_before_its_retry_after() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Patiently."}])]);
+    let _server = serve(&dir, &script);
+    fake.rate_limit("chat.postMessage", 2);
+    fake.dm(ALICE, "hello");
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Patiently."]);
+    let posts = fake.calls("chat.postMessage");
+    assert_eq!(posts.len(), 2, "{posts:#?}");
+    let waited = posts[1].at - posts[0].at;
+    assert!(
+        waited >= Duration::from_secs(2),
+        "posted again after {waited:?}"
+    );
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+}
+
+#[test]
+fn chat_commands_work_in_a_channel_thread() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\nchannels = [\"CTEAM\"]\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hello team."}]),
+            json!([{"text": "slow"}, {"delay_ms": 30000}, {"text": " never"}]),
+        ],
+    );
+    let _server = serve(&dir, &script);
+    // Not mentioned, or in another channel: not for Pincer.
+    fake.mention("COTHER", ALICE, "hello?", None);
+    let root = fake.mention("CTEAM", ALICE, "hello", None);
+    fake.wait_for("the reply in the thread", WAIT, |f| {
+        f.shown("CTEAM")
+            .iter()
+            .any(|p| p.text == "Hello team." && p.thread_ts.as_deref() == Some(root.as_str()))
+    });
+    assert!(fake.shown("COTHER").is_empty());
+    let in_thread = |needle: &str| {
+        let needle = needle.to_owned();
+        let root = root.clone();
+        move |f: &FakeSlack| {
+            f.shown("CTEAM")
+                .iter()
+                .any(|p| p.thread_ts.as_deref() == Some(root.as_str()) && p.text.contains(&needle))
+        }
+    };
+    fake.mention("CTEAM", ALICE, "/model", Some(&root));
+    fake.wait_for("the models", WAIT, in_thread("(current)"));
+    fake.mention("CTEAM", ALICE, "/usage", Some(&root));
+    fake.wait_for("the usage", WAIT, in_thread("tokens"));
+    fake.mention("CTEAM", ALICE, "/new", Some(&root));
+    fake.wait_for("a new session", WAIT, in_thread("New session"));
+    fake.mention("CTEAM", ALICE, "/sessions", Some(&root));
+    fake.wait_for(
+        "the sessions",
+        WAIT,
+        in_thread("most recently active first"),
+    );
+    let listed = fake
+        .texts("CTEAM")
+        .into_iter()
+        .find(|t| t.contains("most recently active first"))
+        .unwrap();
+    assert!(listed.contains("1.") && listed.contains("2."), "{listed}");
+    fake.mention("CTEAM", ALICE, "/resume 2", Some(&root));
+    fake.wait_for(
+        "the first session resumed",
+        WAIT,
+        in_thread("Resumed session"),
+    );
+    fake.mention("CTEAM", ALICE, "take your time", Some(&root));
+    let running = |dir: &TestDir| {
+        let out = dir
+            .command()
+            .args(["sessions", "list", "--json"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|s| {
+                dir.show_session(s["session_id"].as_str().unwrap())["runs"]
+                    .as_array()
+                    .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+            })
+    };
+    until(&fake, "the slow run working", || running(&dir));
+    fake.mention("CTEAM", ALICE, "/stop", Some(&root));
+    until(&fake, "the run cancelled", || !running(&dir));
+    // Every answer went to the thread, none to the channel itself.
+    assert!(
+        fake.shown("CTEAM")
+            .iter()
+            .all(|p| p.thread_ts.as_deref() == Some(root.as_str())),
+        "{:#?}",
+        fake.shown("CTEAM")
+    );
+    assert!(!fake.texts("CTEAM").iter().any(|t| t.contains("never")));
+}
