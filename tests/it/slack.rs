@@ -370,3 +370,171 @@ fn chat_commands_work_in_a_channel_thread() {
     );
     assert!(!fake.texts("CTEAM").iter().any(|t| t.contains("never")));
 }
+
+/// Waits until nothing is left to send (held, pending, on its way).
+fn settled(fake: &FakeSlack, dir: &TestDir) {
+    until(fake, "the outbox to settle", || {
+        dir.outbox().iter().all(|i| {
+            !matches!(
+                i["status"].as_str(),
+                Some("held" | "pending" | "sending" | "committing")
+            )
+        })
+    });
+}
+
+#[test]
+fn a_crash_with_the_reply_recorded_and_slack_down_delivers_it_once_after_the_restart() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Survived."}])]);
+    fake.fail("chat.postMessage", 1000, 503, "service_unavailable", None);
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    until(&fake, "a failed attempt recorded", || {
+        dir.outbox()
+            .iter()
+            .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
+    });
+    server.crash();
+    fake.release("chat.postMessage");
+    let _server = serve(&dir, &script);
+    fake.wait_for("the reply after the restart", WAIT, |f| {
+        f.texts(DM) == ["Survived."]
+    });
+    settled(&fake, &dir);
+    assert_eq!(intents(&dir, "reply")[0]["status"], "sent");
+    assert_eq!(fake.texts(DM), ["Survived."]);
+    dir.verify();
+}
+
+#[test]
+fn a_crash_after_slack_took_a_post_leaves_it_unknown_and_never_resent() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Maybe delivered."}])]);
+    // Slack posts it and the process dies before the answer with its ts.
+    fake.hold_acted("chat.postMessage");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the post shown", WAIT, |f| {
+        f.texts(DM) == ["Maybe delivered."]
+    });
+    server.crash();
+    fake.release("chat.postMessage");
+    let _server = serve(&dir, &script);
+    until(&fake, "the reply found unknown after send", || {
+        intents(&dir, "reply")
+            .iter()
+            .any(|i| i["status"] == "unknown_after_send")
+    });
+    settled(&fake, &dir);
+    assert_eq!(fake.calls("chat.postMessage").len(), 1, "resent blindly");
+    assert_eq!(fake.texts(DM), ["Maybe delivered."]);
+    let out = dir
+        .command()
+        .args([
+            "channels",
+            "outbox",
+            "--status",
+            "unknown_after_send",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    dir.verify();
+}
+
+#[test]
+fn a_crash_during_a_live_draft_deletes_it_and_sends_the_reply_afresh() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "long job");
+    until(&fake, "the draft shown and its ts recorded", || {
+        fake.texts(DM) == ["Working on it"]
+            && intents(&dir, "draft").iter().any(|i| i["status"] == "sent")
+    });
+    server.crash();
+    let _server = serve(&dir, &script);
+    fake.wait_for("the draft deleted and the reply sent", WAIT, |f| {
+        !f.calls("chat.delete").is_empty()
+            && f.texts(DM).len() == 1
+            && f.texts(DM)[0] != "Working on it"
+    });
+    let shown = fake.texts(DM);
+    assert!(
+        shown[0].starts_with("Working on it") && shown[0].contains("interrupted"),
+        "{shown:?}"
+    );
+    settled(&fake, &dir);
+    assert_eq!(intents(&dir, "draft")[0]["status"], "cancelled");
+    assert_eq!(intents(&dir, "reply")[0]["status"], "sent");
+    dir.verify();
+}
+
+#[test]
+fn a_crash_before_the_drafts_ts_is_known_is_reported_in_the_reply() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    // Slack shows the draft; the process dies before learning its ts.
+    fake.hold_acted("chat.postMessage");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "long job");
+    fake.wait_for("the draft shown", WAIT, |f| {
+        f.texts(DM) == ["Working on it"]
+    });
+    server.crash();
+    fake.release("chat.postMessage");
+    let _server = serve(&dir, &script);
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM).len() == 2);
+    let shown = fake.texts(DM);
+    assert_eq!(shown[0], "Working on it");
+    assert!(
+        shown[1].starts_with("[pincer] If a partial draft of this reply shows above, it is stale"),
+        "{shown:?}"
+    );
+    settled(&fake, &dir);
+    assert_eq!(intents(&dir, "draft")[0]["status"], "unknown_after_send");
+    assert_eq!(fake.calls("chat.postMessage").len(), 2);
+    dir.verify();
+}
+
+#[test]
+fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 300}, {"text": " and the rest."}])],
+    );
+    // The update that finalizes the draft reaches Slack but is never acted on.
+    fake.hold("chat.update");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the finalizing update in flight", WAIT, |f| {
+        f.calls("chat.update")
+            .iter()
+            .any(|c| c.body["text"] == "Draft and the rest.")
+    });
+    server.crash();
+    assert_eq!(fake.texts(DM), ["Draft"]);
+    fake.release("chat.update");
+    let _server = serve(&dir, &script);
+    // An update is harmless to repeat: it is made again.
+    fake.wait_for("the draft finalized", WAIT, |f| {
+        f.texts(DM) == ["Draft and the rest."]
+    });
+    settled(&fake, &dir);
+    assert_eq!(fake.calls("chat.postMessage").len(), 1);
+    dir.verify();
+}

@@ -92,6 +92,8 @@ struct State {
     failures: HashMap<String, VecDeque<(u16, String, Option<u64>)>>,
     /// Calls of these methods are acted on, then never answered.
     hold_acted: Vec<String>,
+    /// Calls of these methods are recorded, then neither acted on nor answered.
+    hold: Vec<String>,
     connections: Vec<Connection>,
     envelopes: Vec<Envelope>,
     next_id: u64,
@@ -304,8 +306,19 @@ impl FakeSlack {
         self.with(|s| s.hold_acted.push(method.to_owned()));
     }
 
+    /// Calls of `method` are recorded (they reached Slack) but neither
+    /// acted on nor answered.
+    pub fn hold(&self, method: &str) {
+        self.with(|s| s.hold.push(method.to_owned()));
+    }
+
+    /// Stops holding `method` and forgets its queued failures.
     pub fn release(&self, method: &str) {
-        self.with(|s| s.hold_acted.retain(|m| m != method));
+        self.with(|s| {
+            s.hold_acted.retain(|m| m != method);
+            s.hold.retain(|m| m != method);
+            s.failures.remove(method);
+        });
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
@@ -580,12 +593,16 @@ async fn web_api(
         if token != wanted {
             return error(200, "invalid_auth", None);
         }
-        (act(&mut s, &method, &body), s.hold_acted.contains(&method))
+        if s.hold.contains(&method) {
+            (None, true)
+        } else {
+            (Some(act(&mut s, &method, &body)), s.hold_acted.contains(&method))
+        }
     };
     if held {
         std::future::pending::<()>().await;
     }
-    answer
+    answer.unwrap_or_else(|| error(500, "internal_error", None))
 }
 
 /// What a method does, and its answer.
