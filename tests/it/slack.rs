@@ -538,3 +538,99 @@ fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
     assert_eq!(fake.calls("chat.postMessage").len(), 1);
     dir.verify();
 }
+
+/// One signed POST to the Events API listener: the status and the body.
+fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    let tag = ring::hmac::sign(&key, format!("v0:{at}:{body}").as_bytes());
+    let signature = format!("v0={}", hex::encode(tag.as_ref()));
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /slack/events HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
+    let fake = FakeSlack::start();
+    let port = crate::support::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = setup(
+        &fake,
+        &format!(
+            "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\nlisten = \"{addr}\"\n"
+        ),
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "Heard you."}])]);
+    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let _server = HttpServe::start_with_env(
+        &dir,
+        None,
+        &[
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_SIGNING_SECRET", secret),
+        ],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    // The listener is up once it answers.
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "the Events API never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let verification = r#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    assert_eq!(
+        post_event(&addr, secret, now, verification),
+        (
+            200,
+            r#"{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}"#.to_owned()
+        )
+    );
+    let event =
+        json!({"token": "t", "team_id": "T100", "api_app_id": "A100", "type": "event_callback",
+        "event_id": "Ev1", "event_time": now,
+        "event": {"type": "message", "channel": DM, "channel_type": "im", "user": ALICE,
+            "text": "hello over HTTP", "ts": "1700000000.000200"}})
+        .to_string();
+    // A wrong secret, and a right one five minutes and more ago: refused, not read.
+    assert_eq!(post_event(&addr, "not-the-secret", now, &event).0, 401);
+    assert_eq!(post_event(&addr, secret, now - 301, &event).0, 401);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(fake.calls("chat.postMessage").is_empty());
+    // Signed and fresh: recorded and answered; a retry of it answered once.
+    assert_eq!(post_event(&addr, secret, now, &event).0, 200);
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Heard you."]);
+    assert_eq!(post_event(&addr, secret, now, &event).0, 200);
+    settled(&fake, &dir);
+    assert_eq!(fake.texts(DM), ["Heard you."]);
+    assert_eq!(fake.calls("apps.connections.open").len(), 0);
+}

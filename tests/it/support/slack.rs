@@ -596,7 +596,10 @@ async fn web_api(
         if s.hold.contains(&method) {
             (None, true)
         } else {
-            (Some(act(&mut s, &method, &body)), s.hold_acted.contains(&method))
+            (
+                Some(act(&mut s, &method, &body)),
+                s.hold_acted.contains(&method),
+            )
         }
     };
     if held {
