@@ -539,24 +539,16 @@ fn adapter(
         Platform::Slack(slack) => {
             use crate::channels::slack::{Receiving, Slack, SlackSettings};
             let bot_token = secret(slack.bot_token_env(), "the Slack bot token (xoxb-…)")?;
-            let receiving = match (slack.app_token_env(), &slack.signing_secret_env, &slack.listen) {
-                (Some(var), None, None) => Receiving::Socket {
+            let receiving = match (slack.app_token_env(), &slack.signing_secret_env) {
+                (Some(var), None) => Receiving::Socket {
                     app_token: secret(var, "the Slack app-level token (xapp-…)")?,
                 },
-                (None, Some(var), Some(listen)) => Receiving::Events {
+                (None, Some(var)) => Receiving::Events {
                     signing_secret: secret(var.clone(), "the Slack app's signing secret")?,
-                    listen: listen.parse().map_err(|_| {
-                        anyhow!("channel {name}: listen: expected HOST:PORT such as 127.0.0.1:3000, got {listen:?}")
-                    })?,
                 },
-                (None, Some(_), None) => {
-                    return Err(anyhow!(
-                        "channel {name}: signing_secret_env needs listen, the address Slack's events are POSTed to"
-                    ));
-                }
                 _ => {
                     return Err(anyhow!(
-                        "channel {name}: set app_token_env (Socket Mode) or signing_secret_env and listen (the Events API), not both"
+                        "channel {name}: set app_token_env (Socket Mode) or signing_secret_env (the Events API), not both"
                     ));
                 }
             };

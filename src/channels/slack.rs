@@ -51,18 +51,16 @@ pub const MAX_LEN: usize = 3000;
 pub enum Receiving {
     /// Socket Mode with this app-level token (`xapp-…`).
     Socket { app_token: String },
-    /// The HTTP Events API on `listen`, requests signed with this secret.
-    Events {
-        signing_secret: String,
-        listen: std::net::SocketAddr,
-    },
+    /// The HTTP Events API (`/channels/NAME/events` on `pincer serve
+    /// --http`), requests signed with this secret.
+    Events { signing_secret: String },
 }
 
 impl std::fmt::Debug for Receiving {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Receiving::Socket { .. } => f.write_str("Socket(…)"),
-            Receiving::Events { listen, .. } => write!(f, "Events({listen})"),
+            Receiving::Events { .. } => f.write_str("Events(…)"),
         }
     }
 }
@@ -100,6 +98,11 @@ pub struct Slack {
     identity: Mutex<Option<Identity>>,
     /// Per Web API method, no call before this (a 429's `Retry-After`).
     not_before: Mutex<HashMap<String, Instant>>,
+    /// The Events API's signing key (with `Receiving::Events`).
+    events_key: Option<ring::hmac::Key>,
+    /// The hub while this process receives for the account (the Events
+    /// API's requests are handed to it).
+    hub: Mutex<Option<Arc<Hub>>>,
 }
 
 impl Slack {
@@ -128,6 +131,13 @@ impl Slack {
         let client = crate::net::http_client(Duration::from_secs(30))
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         let account = account_of(&settings.bot_token);
+        let events_key = match &settings.receiving {
+            Receiving::Events { signing_secret } => Some(ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA256,
+                signing_secret.as_bytes(),
+            )),
+            Receiving::Socket { .. } => None,
+        };
         Ok(Self {
             name: name.to_owned(),
             account,
@@ -138,6 +148,8 @@ impl Slack {
             client,
             identity: Mutex::new(None),
             not_before: Mutex::new(HashMap::new()),
+            events_key,
+            hub: Mutex::new(None),
         })
     }
 
@@ -628,10 +640,37 @@ impl Adapter for Slack {
                 Receiving::Socket { app_token } => {
                     socket::run(self, hub, app_token, cancel).await;
                 }
-                Receiving::Events {
-                    signing_secret,
-                    listen,
-                } => events::run(self, hub, signing_secret, listen, cancel).await,
+                Receiving::Events { .. } => {
+                    hub.up();
+                    *self.hub.lock() = Some(hub);
+                    tracing::info!(channel = %self.name, endpoint = %format!("/channels/{}/{}", self.name, events::ENDPOINT), "Slack Events API receiving");
+                    cancel.cancelled().await;
+                    *self.hub.lock() = None;
+                }
+            }
+        })
+    }
+
+    fn receives_over_http(&self) -> bool {
+        self.events_key.is_some()
+    }
+
+    fn http(&self, request: super::HttpRequest) -> BoxFuture<'_, super::HttpReply> {
+        Box::pin(async move {
+            match &self.events_key {
+                Some(key) if request.endpoint == events::ENDPOINT => {
+                    self.event_request(key, &request.headers, &request.body)
+                        .await
+                }
+                Some(_) | None => super::HttpReply::error(
+                    404,
+                    format!(
+                        "Slack's events for channel {} are at /channels/{}/{}, with a signing secret",
+                        self.name,
+                        self.name,
+                        events::ENDPOINT
+                    ),
+                ),
             }
         })
     }

@@ -270,8 +270,9 @@ pub struct EmailConfig {
 }
 
 /// `kind = "slack"`: a Slack app's bot, receiving over Socket Mode (an
-/// app-level token) or the HTTP Events API (a signing secret and a
-/// listener), sending with the Web API.
+/// app-level token) or the HTTP Events API (a signing secret; requests on
+/// `pincer serve --http` at `/channels/NAME/events`), sending with the Web
+/// API.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
@@ -282,13 +283,9 @@ pub struct SlackConfig {
     /// (default `SLACK_APP_TOKEN` unless `signing_secret_env` is set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_token_env: Option<String>,
-    /// The variable holding the signing secret, for the HTTP Events API
-    /// (with `listen`).
+    /// The variable holding the signing secret, for the HTTP Events API.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret_env: Option<String>,
-    /// `HOST:PORT` the Events API listener binds (with `signing_secret_env`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<String>,
     /// The Web API root (default `https://slack.com/api`; a test server otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_base: Option<String>,
@@ -358,6 +355,11 @@ impl ChannelConfig {
                 "channels.{name}.kind: unknown platform {:?}; expected one of {}",
                 prefix(&kind),
                 quoted(KINDS)
+            ));
+        }
+        if kind == "slack" && table.contains_key("listen") {
+            return Err(format!(
+                "channels.{name}.listen: Slack's Events API is received on `pincer serve --http` (its one listener), at /channels/{name}/events; remove listen and point the app's Request URL there"
             ));
         }
         if kind == "webhook" && table.contains_key("listen") {
@@ -512,6 +514,30 @@ mod tests {
         let err = read("[channels.matrix]\nhomeserver = \"h\"\nuser_id = \"@p:x\"\nnick = \"p\"\n")
             .unwrap_err();
         assert!(err.contains("unknown field `nick`"), "{err}");
+    }
+
+    #[test]
+    fn a_slack_table_takes_its_keys_and_refuses_a_listener_of_its_own() {
+        let channels = read(
+            "[channels.slack]\nbot_token_env = \"B\"\napp_token_env = \"A\"\n\
+             channels = [\"C1\"]\nallow = [\"U1\"]\n",
+        )
+        .unwrap();
+        let Platform::Slack(slack) = &channels["slack"].platform else {
+            panic!("not slack")
+        };
+        assert_eq!(slack.channels, ["C1"]);
+        assert_eq!(channels["slack"].platform.secret_vars(), ["B", "A"]);
+        let events =
+            read("[channels.team]\nkind = \"slack\"\nsigning_secret_env = \"S\"\n").unwrap();
+        assert_eq!(
+            events["team"].platform.secret_vars(),
+            ["SLACK_BOT_TOKEN", "S"]
+        );
+        let err =
+            read("[channels.slack]\nsigning_secret_env = \"S\"\nlisten = \"127.0.0.1:3000\"\n")
+                .unwrap_err();
+        assert!(err.contains("/channels/slack/events"), "{err}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! redelivered event answered once, a dropped connection and a requested
 //! refresh losing and repeating nothing, a 429's `Retry-After` honoured per
 //! method, the chat commands in a channel thread, `kill -9` at each
-//! boundary of a send, and the Events API's signature checks.
+//! boundary of a send, and the Events API's signature checks (on the
+//! HTTP face, `/channels/slack/events`).
 
 use std::time::{Duration, Instant};
 
@@ -548,7 +549,7 @@ fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "POST /slack/events HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+        "POST /channels/slack/events HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
          x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
          content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -571,17 +572,13 @@ fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
 #[test]
 fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
     let fake = FakeSlack::start();
-    let port = crate::support::free_port();
-    let addr = format!("127.0.0.1:{port}");
     let dir = setup(
         &fake,
-        &format!(
-            "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\nlisten = \"{addr}\"\n"
-        ),
+        "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
     );
     let script = dir.script("s.jsonl", &[json!([{"text": "Heard you."}])]);
     let secret = "8f742231b10e8888abcd99yyyzzz85a5";
-    let _server = HttpServe::start_with_env(
+    let server = HttpServe::start_with_env(
         &dir,
         None,
         &[
@@ -597,16 +594,11 @@ fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
             ("SLACK_SIGNING_SECRET", secret),
         ],
     );
+    let addr = server.addr.clone();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    // The listener is up once it answers.
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "the Events API never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let verification = r#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
     assert_eq!(
         post_event(&addr, secret, now, verification),

@@ -1,73 +1,26 @@
 //! The HTTP Events API: Slack POSTs events (JSON) and interactions (a form
-//! with a `payload` field) to the app's Request URL, here any path on the
-//! `listen` address (behind the operator's HTTPS proxy). Each request is
-//! checked first: `X-Slack-Request-Timestamp` within five minutes of now
-//! and `X-Slack-Signature` the HMAC-SHA256 of `v0:TIMESTAMP:BODY` with the
+//! with a `payload` field) to the app's Request URL, which is
+//! `/channels/NAME/events` on `pincer serve --http` (the HTTP face's one
+//! listener, behind the operator's HTTPS proxy). Each request is checked
+//! first: `X-Slack-Request-Timestamp` within five minutes of now and
+//! `X-Slack-Signature` the HMAC-SHA256 of `v0:TIMESTAMP:BODY` with the
 //! signing secret, compared in constant time; anything else is `401`. A
 //! `url_verification` is answered with its `challenge`. An event is
 //! answered `200` once recorded, `503` when it could not be (Slack sends
 //! it again; the hub recognises a repeat).
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::Slack;
-use crate::channels::{Hub, Inbound, Received};
+use crate::channels::{HttpReply, Inbound, Received};
 
+/// The endpoint under `/channels/NAME/`.
+pub const ENDPOINT: &str = "events";
 /// How far a request's timestamp may be from now, in seconds.
 const WINDOW_SECS: i64 = 300;
 /// The largest request taken.
 const BODY_LIMIT: usize = 1 << 20;
-
-struct Events {
-    slack: Arc<Slack>,
-    hub: Arc<Hub>,
-    key: ring::hmac::Key,
-}
-
-/// Serves the Events API on `listen` until `cancel`.
-pub(super) async fn run(
-    slack: Arc<Slack>,
-    hub: Arc<Hub>,
-    signing_secret: String,
-    listen: SocketAddr,
-    cancel: CancellationToken,
-) {
-    let listener = match tokio::net::TcpListener::bind(listen).await {
-        Ok(listener) => listener,
-        Err(err) => {
-            let message = format!("cannot listen on {listen} for Slack's events: {err}");
-            tracing::error!("{message}");
-            hub.down(&message);
-            return;
-        }
-    };
-    tracing::info!(%listen, "Slack Events API listening");
-    hub.up();
-    let events = Arc::new(Events {
-        slack,
-        hub,
-        key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, signing_secret.as_bytes()),
-    });
-    let app = axum::Router::new()
-        .fallback(move |headers: HeaderMap, body: Bytes| {
-            let events = events.clone();
-            async move { events.request(&headers, &body).await }
-        })
-        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT));
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await;
-    if let Err(err) = served {
-        tracing::error!(error = %err, "the Slack Events API listener failed");
-    }
-}
 
 /// Whether `headers` sign `body` with `key` at a time within the window of `now`.
 fn verified(
@@ -95,12 +48,21 @@ fn verified(
     ring::hmac::verify(key, &message, &tag).map_err(|_| "a bad signature")
 }
 
-impl Events {
-    async fn request(&self, headers: &HeaderMap, body: &[u8]) -> Response {
+impl Slack {
+    /// One request Slack sent to `/channels/NAME/events`.
+    pub(super) async fn event_request(
+        &self,
+        key: &ring::hmac::Key,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> HttpReply {
+        if body.len() > BODY_LIMIT {
+            return HttpReply::error(413, format!("the body is over {BODY_LIMIT} bytes"));
+        }
         let now = crate::core::session::now_millis() / 1000;
-        if let Err(why) = verified(&self.key, headers, body, now) {
-            tracing::warn!(why, "a Slack request refused");
-            return (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": why}))).into_response();
+        if let Err(why) = verified(key, headers, body, now) {
+            tracing::warn!(channel = %self.name, why, "a Slack request refused");
+            return HttpReply::error(401, why);
         }
         let form = headers
             .get("content-type")
@@ -114,31 +76,29 @@ impl Events {
             serde_json::from_slice(body).ok()
         };
         let Some(payload) = payload else {
-            return (
-                StatusCode::BAD_REQUEST,
-                axum::Json(json!({"error": "not an event or a payload"})),
-            )
-                .into_response();
+            return HttpReply::error(400, "not an event or an interaction payload");
         };
         let inbound: Option<Inbound> = match payload["type"].as_str().unwrap_or_default() {
             "url_verification" => {
-                return axum::Json(json!({"challenge": payload["challenge"]})).into_response();
+                return HttpReply::new(200, json!({"challenge": payload["challenge"]}));
             }
-            "event_callback" => self.slack.normalize_event(&payload),
-            "block_actions" => self.slack.normalize_action(&payload),
+            "event_callback" => self.normalize_event(&payload),
+            "block_actions" => self.normalize_action(&payload),
             _ => None,
         };
-        if let Some(inbound) = inbound
-            && let Received::Failed(reason) = self.hub.receive(inbound, None).await
-        {
-            tracing::warn!(%reason, "Slack event not recorded; Slack will send it again");
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(json!({"error": "not recorded"})),
-            )
-                .into_response();
+        if let Some(inbound) = inbound {
+            let Some(hub) = self.hub.lock().clone() else {
+                return HttpReply::error(
+                    503,
+                    "this process does not serve the channel's account now: send it again",
+                );
+            };
+            if let Received::Failed(reason) = hub.receive(inbound, None).await {
+                tracing::warn!(%reason, "Slack event not recorded; Slack will send it again");
+                return HttpReply::error(503, "not recorded: send it again");
+            }
         }
-        StatusCode::OK.into_response()
+        HttpReply::new(200, json!({"ok": true}))
     }
 }
 
