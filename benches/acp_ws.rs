@@ -180,9 +180,8 @@ async fn websocket(dir: &Path, script: Option<&Path>) -> Transport {
         .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     // Small frames each way: as an editor would, no batching.
-    let tcp = match socket.get_ref() {
-        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
-        _ => unreachable!("plain ws"),
+    let tokio_tungstenite::MaybeTlsStream::Plain(tcp) = socket.get_ref() else {
+        unreachable!("plain ws")
     };
     tcp.set_nodelay(true).unwrap();
     Transport {

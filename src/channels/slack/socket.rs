@@ -277,7 +277,12 @@ impl Connection {
                     tracing::warn!(%reason, retry, "Slack event not recorded; Slack will send it again");
                     return None;
                 }
-                outcome => tracing::debug!(?outcome, retry, "Slack event taken"),
+                outcome @ (Received::Accepted
+                | Received::Duplicate
+                | Received::Echo
+                | Received::Unauthorized) => {
+                    tracing::debug!(?outcome, retry, "Slack event taken");
+                }
             }
         }
         Some(json!({"envelope_id": envelope_id}))
