@@ -254,6 +254,16 @@ impl FakeSlack {
         });
     }
 
+    /// Forgets every envelope not yet acknowledged (as if an app had
+    /// acknowledged them all): a new app starts from nothing.
+    pub fn forget_envelopes(&self) {
+        self.with(|s| {
+            for envelope in &mut s.envelopes {
+                envelope.acked_at.get_or_insert_with(Instant::now);
+            }
+        });
+    }
+
     /// Drops the newest open connection without a close frame.
     pub fn drop_connection(&self) {
         self.with(|s| {
