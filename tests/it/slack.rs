@@ -626,3 +626,67 @@ fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
     assert_eq!(fake.texts(DM), ["Heard you."]);
     assert_eq!(fake.calls("apps.connections.open").len(), 0);
 }
+
+/// Slack limits each method apart: a 429 on `chat.update` holds back
+/// updates until its `Retry-After`, not posts.
+#[test]
+fn a_rate_limit_holds_back_its_own_method_only() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "channels = [\"CTEAM\"]\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo there"}])],
+    );
+    let _server = serve(&dir, &script);
+    fake.rate_limit("chat.update", 3);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the draft's update refused", WAIT, |f| {
+        !f.calls("chat.update").is_empty()
+    });
+    let limited = fake.calls("chat.update")[0].at;
+    // Another conversation posts meanwhile: posts are not held back.
+    let root = fake.mention("CTEAM", ALICE, "hi", None);
+    fake.wait_for("the channel's draft posted", WAIT, |f| {
+        f.calls("chat.postMessage")
+            .iter()
+            .any(|c| c.body["channel"] == "CTEAM")
+    });
+    let posted = fake
+        .calls("chat.postMessage")
+        .into_iter()
+        .find(|c| c.body["channel"] == "CTEAM")
+        .unwrap()
+        .at;
+    assert!(
+        posted - limited < Duration::from_secs(3),
+        "a post waited for chat.update's Retry-After"
+    );
+    fake.wait_for("both replies finalized", WAIT, |f| {
+        f.texts(DM) == ["Hello there"]
+            && f.shown("CTEAM")
+                .iter()
+                .any(|p| p.text == "Hello there" && p.thread_ts.as_deref() == Some(root.as_str()))
+    });
+    let updates = fake.calls("chat.update");
+    assert!(updates.len() >= 2, "{updates:#?}");
+    for update in &updates[1..] {
+        assert!(
+            update.at - limited >= Duration::from_secs(3),
+            "chat.update called {:?} after its 429",
+            update.at - limited
+        );
+    }
+    // `pincer channels status` tells the account's health from the store.
+    let out = dir
+        .command()
+        .args(["channels", "status", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|s: &Value| s["name"] == "slack")
+        .unwrap();
+    assert_eq!(status["connected"], true, "{status}");
+    assert!(status["account"].as_str().unwrap().starts_with("bot-"));
+}
