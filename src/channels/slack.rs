@@ -3,7 +3,7 @@
 //! Socket Mode (`socket`: a WebSocket from `apps.connections.open`, each
 //! envelope acknowledged by its `envelope_id` once the hub has recorded it)
 //! or the HTTP Events API (`events`: requests signed with the app's signing
-//! secret, on a listener of its own).
+//! secret, on the HTTP face's listener at `/channels/NAME/events`).
 //!
 //! **Conversations.** A direct message (a `D…` channel) is answered
 //! whatever it says; a thread in it is a conversation of its own. In a

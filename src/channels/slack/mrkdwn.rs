@@ -40,10 +40,9 @@ struct Writer {
     lists: Vec<Option<u64>>,
     /// Open quotes: their lines start with `> `.
     quotes: usize,
-    /// Open links: the address when shown as a link, and where its text starts.
-    links: Vec<(Option<String>, usize)>,
-    /// Inside a code block.
-    code: bool,
+    /// Open links: `None` when shown as a link, else the address to show
+    /// after its text.
+    links: Vec<Option<String>>,
     /// Just after a list marker or a quote's start: no separation.
     fresh: bool,
 }
@@ -135,7 +134,6 @@ impl Writer {
             }
             Tag::CodeBlock(_) => {
                 self.separate();
-                self.code = true;
                 self.mark("```\n");
             }
             Tag::List(first) => {
@@ -167,16 +165,14 @@ impl Writer {
             Tag::Strong => self.mark("*"),
             Tag::Strikethrough => self.mark("~"),
             Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
-                let shown = safe_link(&dest_url).then(|| dest_url.to_string());
-                if shown.is_some() {
+                if safe_link(&dest_url) {
                     self.mark("<");
                     self.mark(&escape(&dest_url));
                     self.mark("|");
+                    self.links.push(None);
+                } else {
+                    self.links.push(Some(dest_url.to_string()));
                 }
-                self.links.push((
-                    shown.or_else(|| Some(format!("!{dest_url}"))),
-                    self.out.len(),
-                ));
             }
             Tag::Table(_) => self.separate(),
             Tag::TableHead | Tag::TableRow => {
@@ -208,7 +204,6 @@ impl Writer {
                     self.out.push('\n');
                 }
                 self.mark("```");
-                self.code = false;
             }
             TagEnd::List(_) => {
                 self.lists.pop();
@@ -217,13 +212,12 @@ impl Writer {
             TagEnd::Strong => self.mark("*"),
             TagEnd::Strikethrough => self.mark("~"),
             TagEnd::Link | TagEnd::Image => match self.links.pop() {
-                Some((Some(address), _)) if !address.starts_with('!') => self.mark(">"),
-                Some((Some(address), _)) => {
+                Some(None) => self.mark(">"),
+                Some(Some(address)) => {
                     // Not a link Slack should follow: the text, then the address.
-                    let address = escape(address.trim_start_matches('!'));
-                    self.push(&format!(" ({address})"));
+                    self.push(&format!(" ({})", escape(&address)));
                 }
-                Some((None, _)) | None => {}
+                None => {}
             },
             TagEnd::Paragraph
             | TagEnd::HtmlBlock

@@ -89,7 +89,11 @@ pub(super) async fn run(
         match signal {
             Signal::Refresh(id, reason) if current.as_ref().is_some_and(|(c, _)| *c == id) => {
                 tracing::info!(connection = id, %reason, "Slack asked for a new connection");
-                match open(&slack, &app_token).await {
+                let opened = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    opened = open(&slack, &app_token) => opened,
+                };
+                match opened {
                     Ok(socket) => {
                         next_id += 1;
                         let fresh = spawn(&slack, &hub, socket, next_id, &tx, &cancel);
