@@ -770,6 +770,14 @@ mod tests {
         assert_eq!(m.target.kind, TargetKind::Direct);
         assert_eq!(m.body, "a <b> & c");
         assert_eq!(m.at, 1_700_000_000_000);
+        // A thread in a direct message is a conversation of its own.
+        let threaded = json!({"event": {"type": "message", "channel": "D1", "user": "U1",
+            "text": "more", "ts": "5.0", "thread_ts": "4.0"}});
+        let Some(Inbound::Message(m)) = s.normalize_event(&threaded) else {
+            panic!("not a message")
+        };
+        assert_eq!(m.target.kind, TargetKind::Thread);
+        assert_eq!(m.target.thread.as_deref(), Some("4.0"));
         // A channel message: only when mentioned, then in its thread.
         let plain = json!({"event": {"type": "message", "channel": "C1", "user": "U1",
             "text": "hello all", "ts": "5.1"}});

@@ -690,3 +690,51 @@ fn a_rate_limit_holds_back_its_own_method_only() {
     assert_eq!(status["connected"], true, "{status}");
     assert!(status["account"].as_str().unwrap().starts_with("bot-"));
 }
+
+#[test]
+fn pincer_send_posts_first_in_a_channel_thread() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
+    let _server = serve(&dir, &script);
+    let out = dir
+        .command()
+        .env("SLACK_BOT_TOKEN", BOT_TOKEN)
+        .env("SLACK_APP_TOKEN", APP_TOKEN)
+        .args([
+            "send",
+            "--channel",
+            "slack",
+            "--to",
+            "CTEAM/1700000000.000200",
+            "--wait",
+            "15",
+            "The **nightly build** finished",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = fake.shown("CTEAM");
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert_eq!(shown[0].text, "The *nightly build* finished");
+    assert_eq!(shown[0].thread_ts.as_deref(), Some("1700000000.000200"));
+    // A channel's name is not its id.
+    let out = dir
+        .command()
+        .env("SLACK_BOT_TOKEN", BOT_TOKEN)
+        .env("SLACK_APP_TOKEN", APP_TOKEN)
+        .args(["send", "--channel", "slack", "--to", "#general", "hi"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not its name"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
