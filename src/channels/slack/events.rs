@@ -78,25 +78,28 @@ impl Slack {
         let Some(payload) = payload else {
             return HttpReply::error(400, "not an event or an interaction payload");
         };
-        let inbound: Option<Inbound> = match payload["type"].as_str().unwrap_or_default() {
-            "url_verification" => {
-                return HttpReply::new(200, json!({"challenge": payload["challenge"]}));
-            }
+        let kind = payload["type"].as_str().unwrap_or_default();
+        if kind == "url_verification" {
+            return HttpReply::new(200, json!({"challenge": payload["challenge"]}));
+        }
+        // Until the bot knows who it is (the hub is set after `auth.test`),
+        // nothing can be read: Slack sends it again.
+        let Some(hub) = self.hub.lock().clone() else {
+            return HttpReply::error(
+                503,
+                "this process does not serve the channel's account now: send it again",
+            );
+        };
+        let inbound: Option<Inbound> = match kind {
             "event_callback" => self.normalize_event(&payload),
             "block_actions" => self.normalize_action(&payload),
             _ => None,
         };
-        if let Some(inbound) = inbound {
-            let Some(hub) = self.hub.lock().clone() else {
-                return HttpReply::error(
-                    503,
-                    "this process does not serve the channel's account now: send it again",
-                );
-            };
-            if let Received::Failed(reason) = hub.receive(inbound, None).await {
-                tracing::warn!(%reason, "Slack event not recorded; Slack will send it again");
-                return HttpReply::error(503, "not recorded: send it again");
-            }
+        if let Some(inbound) = inbound
+            && let Received::Failed(reason) = hub.receive(inbound, None).await
+        {
+            tracing::warn!(%reason, "Slack event not recorded; Slack will send it again");
+            return HttpReply::error(503, "not recorded: send it again");
         }
         HttpReply::new(200, json!({"ok": true}))
     }
