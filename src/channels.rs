@@ -35,7 +35,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::channel::{FailureKind, Target, Unit};
+use crate::core::channel::{Attachment, FailureKind, Target, Unit};
 use crate::core::journal::ChannelJournal;
 
 pub use hub::Hub;
@@ -164,6 +164,17 @@ pub struct Idempotence {
     pub edit: bool,
     /// A deleted message stays deleted; a repeat finds it gone.
     pub delete: bool,
+}
+
+/// Why an attached file's bytes could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("{0} cannot download attachments")]
+    Unsupported(String),
+    #[error("larger than {}", crate::core::session::human_bytes(usize::try_from(*limit).unwrap_or(usize::MAX)))]
+    TooLarge { limit: u64 },
+    #[error("download failed: {0}")]
+    Failed(String),
 }
 
 /// A platform call that did not succeed, classified.
@@ -374,6 +385,18 @@ pub trait Adapter: Send + Sync + 'static {
                 format!("{channel} cannot delete a message"),
             ))
         })
+    }
+    /// The bytes of a file a person attached, through the platform's
+    /// download API; at most `limit` bytes, refused as
+    /// [`FetchError::TooLarge`] before downloading where the platform says
+    /// the size. The default: the platform's files cannot be fetched.
+    fn fetch<'a>(
+        &'a self,
+        _attachment: &'a Attachment,
+        _limit: u64,
+    ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        let channel = self.channel().to_owned();
+        Box::pin(async move { Err(FetchError::Unsupported(channel)) })
     }
     /// Receives until `cancel`: hands every inbound event to `hub` and
     /// acknowledges it to the platform per the hub's answer.

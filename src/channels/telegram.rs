@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, Received, render,
+    Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit,
+    Received, render,
 };
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
@@ -87,6 +88,48 @@ impl Telegram {
             return Ok(value["result"].clone());
         }
         Err(classify(method, status, &value))
+    }
+
+    /// A file's bytes: `getFile` for its path, then the download route
+    /// (`/file/bot<token>/<path>`), at most `limit` bytes. Errors never
+    /// carry the token.
+    async fn download(&self, file_id: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let file = self
+            .call("getFile", &json!({"file_id": file_id}))
+            .await
+            .map_err(|err| FetchError::Failed(err.message))?;
+        if file["file_size"].as_u64().is_some_and(|size| size > limit) {
+            return Err(FetchError::TooLarge { limit });
+        }
+        let path = file["file_path"]
+            .as_str()
+            .filter(|path| !path.is_empty() && !path.contains(".."))
+            .ok_or_else(|| FetchError::Failed("getFile gave no file_path".to_owned()))?;
+        let url = format!("{}/file/bot{}/{path}", self.base, self.token);
+        let mut response = self
+            .client
+            .get(&url)
+            .send()
+            .await
+            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?;
+        if !response.status().is_success() {
+            return Err(FetchError::Failed(format!(
+                "the file route answered {}",
+                response.status().as_u16()
+            )));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?
+        {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(FetchError::TooLarge { limit });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     fn message_body(&self, target: &Target, unit: &Unit) -> Value {
@@ -232,11 +275,20 @@ impl Telegram {
         let mut attachments = Vec::new();
         for kind in ["photo", "document", "voice", "audio", "video"] {
             if let Some(item) = message.get(kind) {
-                let item = item.as_array().and_then(|a| a.last()).unwrap_or(item);
+                let item = match item.as_array() {
+                    Some(sizes) => largest_photo(sizes),
+                    None => Some(item),
+                };
+                let Some(item) = item else { continue };
                 attachments.push(Attachment {
                     kind: kind.to_owned(),
                     name: item["file_name"].as_str().map(str::to_owned),
                     reference: item["file_id"].as_str().unwrap_or_default().to_owned(),
+                    size: item["file_size"].as_u64(),
+                    mime_type: item["mime_type"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| (kind == "photo").then(|| "image/jpeg".to_owned())),
                 });
             }
         }
@@ -344,6 +396,19 @@ impl Adapter for Telegram {
 
     fn kind(&self) -> &'static str {
         "telegram"
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        attachment: &'a Attachment,
+        limit: u64,
+    ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        Box::pin(async move {
+            if attachment.size.is_some_and(|size| size > limit) {
+                return Err(FetchError::TooLarge { limit });
+            }
+            self.download(&attachment.reference, limit).await
+        })
     }
 
     /// HTML (Telegram's dialect) in messages of at most 4096 UTF-16 code
@@ -485,6 +550,22 @@ impl Adapter for Telegram {
     ) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.poll(&hub, &cancel).await })
     }
+}
+
+/// Of a photo's sizes (smallest first, as Telegram lists them), the largest
+/// a model may be sent; the smallest when none is small enough (it is then
+/// refused by size, with the reason, rather than silently dropped).
+fn largest_photo(sizes: &[Value]) -> Option<&Value> {
+    let limit = crate::core::session::MAX_IMAGE_BYTES as u64;
+    sizes
+        .iter()
+        .rev()
+        .find(|size| {
+            size["file_size"]
+                .as_u64()
+                .is_none_or(|bytes| bytes <= limit)
+        })
+        .or_else(|| sizes.first())
 }
 
 #[cfg(test)]

@@ -84,8 +84,10 @@ pub enum MessageOrigin {
     Unknown,
 }
 
-/// A file or media item attached to a message; kept as a reference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A file or media item attached to a message; kept as a reference, its
+/// bytes fetched through the adapter when a prompt needs them
+/// (`channels::Adapter::fetch`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {
     /// `photo`, `document`, `voice`, … as the platform names it.
     pub kind: String,
@@ -93,6 +95,12 @@ pub struct Attachment {
     pub name: Option<String>,
     /// The platform's id or URL of the item.
     pub reference: String,
+    /// Its size in bytes, where the platform says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Its media type, where the platform says (`text/markdown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
 }
 
 /// A chat message, normalized from any platform.

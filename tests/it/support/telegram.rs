@@ -2,7 +2,9 @@
 //! A fake Telegram Bot API server on loopback, speaking the documented JSON
 //! shapes: `getUpdates` long polling (honouring `offset`, `limit` and
 //! `timeout`), `sendMessage`, `editMessageText`, `deleteMessage`,
-//! `answerCallbackQuery`, `ok: false` errors and 429 with `retry_after`. It
+//! `answerCallbackQuery`, `getFile` and the file download route
+//! (`/file/bot<token>/<file_path>`), `ok: false` errors and 429 with
+//! `retry_after`. It
 //! can also misbehave as a chaos test needs: answer polls at once whatever
 //! their `timeout`, take its time before and after acting on a send or an
 //! edit (so a `kill -9` can land between the platform accepting a message and
@@ -65,6 +67,10 @@ struct State {
     unparked: u64,
     /// What each parked call was answered once it acted: (method, answer).
     late: Vec<(String, Value)>,
+    /// Files people sent: file id → (file path, bytes).
+    files: HashMap<String, (String, Vec<u8>)>,
+    /// File paths downloaded, in order.
+    downloads: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -127,6 +133,46 @@ impl FakeTelegram {
             }));
             id
         })
+    }
+
+    /// Stores a file as Telegram keeps what people send; returns its
+    /// `file_id` (`getFile` gives its path, the file route its bytes).
+    pub fn add_file(&self, name: &str, bytes: &[u8]) -> String {
+        self.with(|s| {
+            let id = format!("file-{}", s.files.len() + 1);
+            let path = format!("documents/{}-{name}", s.files.len() + 1);
+            s.files.insert(id.clone(), (path, bytes.to_vec()));
+            id
+        })
+    }
+
+    /// Queues a message from `user` in their private chat carrying `item`
+    /// under `key` (`photo` with an array of sizes, `document`, …) and
+    /// `caption`; returns its update id.
+    pub fn user_sends(&self, user: i64, caption: &str, key: &str, item: Value) -> i64 {
+        self.with(|s| {
+            let id = s.next_update;
+            s.next_update += 1;
+            let message_id = s.next_message;
+            s.next_message += 1;
+            let mut message = json!({
+                "message_id": message_id,
+                "date": 1_700_000_000,
+                "from": {"id": user, "is_bot": false, "first_name": "Ada"},
+                "chat": {"id": user, "type": "private"},
+            });
+            message[key] = item;
+            if !caption.is_empty() {
+                message["caption"] = json!(caption);
+            }
+            s.updates.push(json!({"update_id": id, "message": message}));
+            id
+        })
+    }
+
+    /// The file paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        self.with(|s| s.downloads.clone())
     }
 
     /// Queues a text message from `user` in the group `chat`.
@@ -322,6 +368,9 @@ impl FakeTelegram {
 fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let path = &request.path;
     let body = request.body.clone();
+    if let Some(file_path) = path.strip_prefix(&format!("/file/bot{TOKEN}/")) {
+        return download(file_path, state);
+    }
     let Some(rest) = path.strip_prefix(&format!("/bot{TOKEN}/")) else {
         return Reply::json(
             404,
@@ -331,37 +380,7 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let method = rest.to_owned();
     let (lock, cvar) = &**state;
     if method == "getUpdates" {
-        let offset = body["offset"].as_i64().unwrap_or(0);
-        // Documented: 1 to 100, default 100.
-        let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
-        let mut wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
-        let mut s = lock.lock().unwrap();
-        if s.ignore_timeout {
-            wait = Duration::ZERO;
-        }
-        let deadline = Instant::now() + wait;
-        s.offsets.push(offset);
-        s.polls.push(Instant::now());
-        loop {
-            let mut ready: Vec<Value> = std::mem::take(&mut s.forced);
-            ready.extend(
-                s.updates
-                    .iter()
-                    .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
-                    .cloned(),
-            );
-            ready.truncate(limit);
-            if !ready.is_empty() {
-                drop(s);
-                return Reply::json(200, &json!({"ok": true, "result": ready}));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                drop(s);
-                return Reply::json(200, &json!({"ok": true, "result": []}));
-            }
-            s = cvar.wait_timeout(s, deadline - now).unwrap().0;
-        }
+        return get_updates(&body, state);
     }
     let (delays, straggle) = {
         let s = lock.lock().unwrap();
@@ -446,6 +465,20 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
             }
         }
         "answerCallbackQuery" => json!({"ok": true, "result": true}),
+        "getFile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            match s.files.get(id) {
+                Some((path, bytes)) => json!({"ok": true, "result": {
+                    "file_id": id,
+                    "file_unique_id": format!("u{id}"),
+                    "file_size": bytes.len(),
+                    "file_path": path,
+                }}),
+                None => {
+                    json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file_id"})
+                }
+            }
+        }
         other => {
             json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})
         }
@@ -470,4 +503,55 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         answer["error_code"].as_u64().unwrap_or(400) as u16
     };
     Reply::json(status, &answer)
+}
+
+/// The file route: a stored file's bytes by its path, as Telegram serves them.
+fn download(file_path: &str, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
+    let (lock, _) = &**state;
+    let mut s = lock.lock().unwrap();
+    s.downloads.push(file_path.to_owned());
+    match s.files.values().find(|(path, _)| path == file_path) {
+        Some((_, bytes)) => Reply::new(200, "application/octet-stream", bytes.clone()),
+        None => Reply::json(
+            404,
+            &json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+        ),
+    }
+}
+
+/// `getUpdates`: the updates from `offset` on, waiting up to `timeout`
+/// seconds for one (at once when told to ignore it).
+fn get_updates(body: &Value, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
+    let (lock, cvar) = &**state;
+    let offset = body["offset"].as_i64().unwrap_or(0);
+    // Documented: 1 to 100, default 100.
+    let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+    let mut wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
+    let mut s = lock.lock().unwrap();
+    if s.ignore_timeout {
+        wait = Duration::ZERO;
+    }
+    let deadline = Instant::now() + wait;
+    s.offsets.push(offset);
+    s.polls.push(Instant::now());
+    loop {
+        let mut ready: Vec<Value> = std::mem::take(&mut s.forced);
+        ready.extend(
+            s.updates
+                .iter()
+                .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+                .cloned(),
+        );
+        ready.truncate(limit);
+        if !ready.is_empty() {
+            drop(s);
+            return Reply::json(200, &json!({"ok": true, "result": ready}));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            drop(s);
+            return Reply::json(200, &json!({"ok": true, "result": []}));
+        }
+        s = cvar.wait_timeout(s, deadline - now).unwrap().0;
+    }
 }
