@@ -63,6 +63,10 @@ pub struct Capabilities {
     /// Threads within a chat (Telegram topics, mail threads): a reply goes
     /// to the thread its message came from, and `CHAT/THREAD` names one.
     pub threads: bool,
+    /// Files can be sent ([`Unit::file`]): the hub sends a run's changes as
+    /// `changes.diff` and a reply longer than three messages whole as
+    /// `reply.md`.
+    pub files: bool,
     /// Least time between two edits of one message.
     pub edit_interval: Duration,
     /// The platform's markup for rendered text (`html`), or plain text.
@@ -91,6 +95,7 @@ impl Capabilities {
             buttons: self.buttons,
             reactions: self.reactions,
             threads: self.threads,
+            files: self.files,
             edit_interval_ms: millis(self.edit_interval),
             working_after_ms: self.working_after.map(millis),
             idempotent: crate::views::IdempotenceView {
@@ -701,6 +706,7 @@ pub(crate) mod tests {
             buttons: true,
             reactions: false,
             threads: true,
+            files: false,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
@@ -715,7 +721,7 @@ pub(crate) mod tests {
             serde_json::json!({
                 "max_len": 4096, "length_unit": "utf16", "markup": "html",
                 "edit": true, "delete": true, "buttons": true, "reactions": false,
-                "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+                "threads": true, "files": false, "edit_interval_ms": 1000, "working_after_ms": null,
                 "idempotent": {"send": false, "edit": true, "delete": true},
             })
         );

@@ -17,8 +17,8 @@ use super::{
     Received, render,
 };
 use crate::core::channel::{
-    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
-    Unit,
+    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, OutFile, Relation, Target,
+    TargetKind, Unit,
 };
 
 /// Telegram's longest message text.
@@ -71,11 +71,49 @@ impl Telegram {
     /// Calls a Bot API method; errors are classified and never carry the token.
     async fn call(&self, method: &str, body: &Value) -> Result<Value, DeliveryError> {
         let url = format!("{}/bot{}/{method}", self.base, self.token);
+        self.answer(method, self.client.post(&url).json(body)).await
+    }
+
+    /// Calls a Bot API method that uploads `file` as its `field`
+    /// (`multipart/form-data`; the other parameters as form fields, objects
+    /// JSON-serialized as the Bot API takes them).
+    async fn call_with_file(
+        &self,
+        method: &str,
+        body: &Value,
+        field: &str,
+        file: &OutFile,
+    ) -> Result<Value, DeliveryError> {
+        let url = format!("{}/bot{}/{method}", self.base, self.token);
+        let mut form = reqwest::multipart::Form::new();
+        for (name, value) in body.as_object().into_iter().flatten() {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            form = form.text(name.clone(), value);
+        }
+        let part = reqwest::multipart::Part::bytes(file.text.clone().into_bytes())
+            .file_name(file.name.clone())
+            .mime_str(&file.mime_type)
+            .map_err(|err| {
+                DeliveryError::new(
+                    FailureKind::InvalidPayload,
+                    format!("telegram {method}: the file's type: {err}"),
+                )
+            })?;
+        form = form.part(field.to_owned(), part);
+        self.answer(method, self.client.post(&url).multipart(form))
+            .await
+    }
+
+    /// Sends a request of `method` and reads its answer.
+    async fn answer(
+        &self,
+        method: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, DeliveryError> {
         let what = format!("telegram {method}");
-        let response = self
-            .client
-            .post(&url)
-            .json(body)
+        let response = request
             .send()
             .await
             .map_err(|err| DeliveryError::unanswered(&what, err))?;
@@ -421,7 +459,7 @@ impl Adapter for Telegram {
             .map(|piece| Unit {
                 markup: Some(render::html(&piece, render::Dialect::Telegram)),
                 text: render::plain(&piece),
-                buttons: Vec::new(),
+                ..Unit::default()
             })
             .collect()
     }
@@ -453,6 +491,7 @@ impl Adapter for Telegram {
             reactions: false,
             // Forum topics: `message_thread_id` in and out.
             threads: true,
+            files: true,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
@@ -485,14 +524,29 @@ impl Adapter for Telegram {
                 body["reply_parameters"] =
                     json!({"message_id": message, "allow_sending_without_reply": true});
             }
-            let sent = self.call("sendMessage", &body).await?;
+            let (method, sent) = match &unit.file {
+                None => ("sendMessage", self.call("sendMessage", &body).await?),
+                Some(file) => {
+                    // The text is the document's caption.
+                    if let Some(object) = body.as_object_mut() {
+                        object.remove("link_preview_options");
+                        if let Some(text) = object.remove("text") {
+                            object.insert("caption".to_owned(), text);
+                        }
+                    }
+                    let sent = self
+                        .call_with_file("sendDocument", &body, "document", file)
+                        .await?;
+                    ("sendDocument", sent)
+                }
+            };
             sent["message_id"]
                 .as_i64()
                 .map(|id| id.to_string())
                 .ok_or_else(|| {
                     DeliveryError::new(
                         FailureKind::Unknown,
-                        "telegram sendMessage: the answer has no message_id",
+                        format!("telegram {method}: the answer has no message_id"),
                     )
                 })
         })

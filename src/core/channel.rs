@@ -144,7 +144,7 @@ pub struct Button {
 }
 
 /// One deliverable part of an outbound message, already rendered for its platform.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unit {
     pub text: String,
     /// The platform's markup of `text` (`html`), or plain text when absent.
@@ -152,6 +152,10 @@ pub struct Unit {
     pub markup: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<Button>,
+    /// A file sent with the text as its caption, on platforms that take
+    /// files (`Capabilities::files`): a run's changes, a long reply whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<OutFile>,
 }
 
 impl Unit {
@@ -159,10 +163,19 @@ impl Unit {
     pub fn plain(text: String) -> Self {
         Self {
             text,
-            markup: None,
-            buttons: Vec::new(),
+            ..Self::default()
         }
     }
+}
+
+/// A text file sent to a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutFile {
+    /// `changes.diff`, `reply.md`.
+    pub name: String,
+    /// `text/x-diff`, `text/markdown`.
+    pub mime_type: String,
+    pub text: String,
 }
 
 /// What is known of a channel account's connection to its platform
@@ -849,6 +862,7 @@ mod tests {
                 text: "Hello\n  there".into(),
                 markup: None,
                 buttons: Vec::new(),
+                file: None,
             }],
             1,
         );

@@ -182,3 +182,78 @@ fn files_that_cannot_be_sent_are_named_with_their_size_and_why() {
     // An image refused for the model costs no getFile either.
     assert!(fake.calls("getFile").is_empty());
 }
+
+/// A reply's files: a run that edited files gets its changes as
+/// `changes.diff` after its reply, and a reply longer than three messages
+/// comes as its first message and the whole as `reply.md` (Telegram's
+/// `sendDocument`).
+#[test]
+fn a_runs_changes_and_a_long_reply_come_as_files() {
+    let dir = TestDir::new();
+    let fake = FakeTelegram::start();
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let long: String = (0..700)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"tool_call": {"id": "w2", "name": "write_file", "arguments": {"path": "src/a.rs", "content": "fn a() {}\n"}}}]),
+            json!([{"text": "Updated the notes and added a.rs."}]),
+            json!([{"text": long}]),
+        ],
+    );
+    let config = format!(
+        "mode = \"full\"\nprovider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\nscript = {:?}\n\
+         [channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nallow = [\"{USER}\"]\n",
+        script.display().to_string(),
+        fake.url,
+        dir.workspace().display(),
+    );
+    let _serve = HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &["--channel", "telegram"],
+        &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+    );
+
+    fake.user_says(USER, "update the notes");
+    fake.wait_for("the changes", WAIT, |f| !f.documents(USER).is_empty());
+    let documents = fake.documents(USER);
+    assert_eq!(documents.len(), 1, "{documents:?}");
+    let (id, name, diff) = &documents[0];
+    assert_eq!(name, "changes.diff");
+    assert!(
+        diff.contains("--- a/notes.md\n+++ b/notes.md\n")
+            && diff.contains("-old line\n+new line\n")
+            && diff.contains("+fn a() {}\n"),
+        "{diff}"
+    );
+    // The reply, then the file with its caption, last in the chat.
+    let chat = fake.chat(USER);
+    let n = chat.len();
+    assert_eq!(chat[n - 2].1, "Updated the notes and added a.rs.");
+    assert_eq!(
+        chat[n - 1],
+        (*id, "Changes to 2 files: notes.md, src/a.rs".to_owned())
+    );
+
+    fake.user_says(USER, "tell me everything");
+    fake.wait_for("the long reply", WAIT, |f| f.documents(USER).len() == 2);
+    let (_, name, whole) = fake.documents(USER)[1].clone();
+    assert_eq!(name, "reply.md");
+    assert_eq!(whole.trim_end(), long.trim_end(), "the whole reply");
+    let chat = fake.chat(USER);
+    let n = chat.len();
+    // One message of the reply's start (not four or more), then the file.
+    assert!(chat[n - 2].1.starts_with("Line 0 of a long answer."));
+    assert!(!chat[n - 2].1.contains("Line 699"));
+    assert_eq!(
+        chat[n - 1].1,
+        format!(
+            "The whole reply ({} characters) is attached.",
+            whole.chars().count()
+        )
+    );
+}

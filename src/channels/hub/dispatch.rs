@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::drafts::LiveDraft;
-use super::reply::{Answer, reply_part};
+use super::reply::{Answer, Said};
 use super::{Hub, HubError};
 use crate::core::channel::{ChannelMessage, ChannelWrite, ConversationKey, InboxState};
 use crate::core::event::{Event, Exchange};
@@ -50,7 +50,7 @@ struct Followed {
 
 /// What a followed run has written so far, and its live draft.
 struct Written {
-    text: String,
+    said: Said,
     draft: LiveDraft,
     /// Whether the reply is shown as it is written.
     drafting: bool,
@@ -210,7 +210,7 @@ impl Hub {
         // With `MessageSending` hooks nothing is shown before they read it:
         // no live draft, the reply comes whole once they let it go.
         let mut written = Written {
-            text: String::new(),
+            said: Said::default(),
             draft: LiveDraft::NotYet,
             drafting: caps.edit && self.settings.live_drafts && !self.screens(),
         };
@@ -243,7 +243,7 @@ impl Hub {
             }
         };
         let draft = written.draft.reference();
-        self.finish(&run.answer, &outcome, &written.text, draft)
+        self.finish(&run.answer, &outcome, &written.said, draft)
             .await;
     }
 
@@ -283,11 +283,10 @@ impl Hub {
             }
             return None;
         }
-        if let Some(part) = reply_part(event) {
-            written.text.push_str(&part);
+        if written.said.take(event) {
             if written.drafting {
                 let run_id = &run.answer.run_id;
-                self.live(key, run_id, &written.text, &mut written.draft)
+                self.live(key, run_id, &written.said.text, &mut written.draft)
                     .await;
             }
             return None;

@@ -113,6 +113,7 @@ fn unit(text: &str) -> Unit {
         text: text.into(),
         markup: None,
         buttons: Vec::new(),
+        file: None,
     }
 }
 

@@ -2,7 +2,8 @@
 //! A fake Telegram Bot API server on loopback, speaking the documented JSON
 //! shapes: `getUpdates` long polling (honouring `offset`, `limit` and
 //! `timeout`), `sendMessage`, `editMessageText`, `deleteMessage`,
-//! `answerCallbackQuery`, `getFile` and the file download route
+//! `answerCallbackQuery`, `sendDocument` (a multipart upload), `getFile`
+//! and the file download route
 //! (`/file/bot<token>/<file_path>`), `ok: false` errors and 429 with
 //! `retry_after`. It
 //! can also misbehave as a chaos test needs: answer polls at once whatever
@@ -71,6 +72,56 @@ struct State {
     files: HashMap<String, (String, Vec<u8>)>,
     /// File paths downloaded, in order.
     downloads: Vec<String>,
+    /// Documents the bot sent: chat id → (message id, file name, content).
+    documents: HashMap<String, Vec<(i64, String, String)>>,
+}
+
+/// A `multipart/form-data` body's parts: (name, file name, content).
+fn form_parts(request: &Request) -> Vec<(String, Option<String>, Vec<u8>)> {
+    let Some(boundary) = request
+        .headers
+        .iter()
+        .find(|(name, _)| name == "content-type")
+        .and_then(|(_, value)| value.split("boundary=").nth(1))
+        .map(|b| format!("--{}", b.trim_matches('"')))
+    else {
+        return Vec::new();
+    };
+    let raw = &request.raw;
+    let find = |from: usize, needle: &[u8]| {
+        raw[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|at| at + from)
+    };
+    let mut parts = Vec::new();
+    let mut at = match find(0, boundary.as_bytes()) {
+        Some(at) => at + boundary.len(),
+        None => return parts,
+    };
+    while raw[at..].starts_with(b"\r\n") {
+        let head_end = find(at, b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[at + 2..head_end]).to_string();
+        let next = find(head_end, format!("\r\n{boundary}").as_bytes()).unwrap();
+        let disposition = head
+            .split("\r\n")
+            .find(|line| line.to_ascii_lowercase().starts_with("content-disposition"))
+            .unwrap_or_default();
+        let attribute = |key: &str| {
+            disposition
+                .split(';')
+                .map(str::trim)
+                .find_map(|p| p.strip_prefix(&format!("{key}=\"")))
+                .map(|v| v.trim_end_matches(['"', '\r', '\n']).to_owned())
+        };
+        parts.push((
+            attribute("name").unwrap_or_default(),
+            attribute("filename"),
+            raw[head_end + 4..next].to_vec(),
+        ));
+        at = next + 2 + boundary.len();
+    }
+    parts
 }
 
 #[derive(Clone)]
@@ -167,6 +218,16 @@ impl FakeTelegram {
             }
             s.updates.push(json!({"update_id": id, "message": message}));
             id
+        })
+    }
+
+    /// The documents the bot sent to `chat`: (message id, file name, content).
+    pub fn documents(&self, chat: i64) -> Vec<(i64, String, String)> {
+        self.with(|s| {
+            s.documents
+                .get(&chat.to_string())
+                .cloned()
+                .unwrap_or_default()
         })
     }
 
@@ -367,7 +428,7 @@ impl FakeTelegram {
 /// The Bot API's answer to one call, as Telegram documents it.
 fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let path = &request.path;
-    let body = request.body.clone();
+    let body = request_body(request);
     if let Some(file_path) = path.strip_prefix(&format!("/file/bot{TOKEN}/")) {
         return download(file_path, state);
     }
@@ -464,6 +525,7 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
                 }
             }
         }
+        "sendDocument" => send_document(&mut s, &chat, &body),
         "answerCallbackQuery" => json!({"ok": true, "result": true}),
         "getFile" => {
             let id = body["file_id"].as_str().unwrap_or_default();
@@ -554,4 +616,46 @@ fn get_updates(body: &Value, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         }
         s = cvar.wait_timeout(s, deadline - now).unwrap().0;
     }
+}
+
+/// A request's parameters: its JSON body, or a multipart form's fields (a
+/// file as `{"file_name", "content"}`).
+fn request_body(request: &Request) -> Value {
+    if !request.body.is_null() {
+        return request.body.clone();
+    }
+    let mut fields = serde_json::Map::new();
+    for (name, file_name, content) in form_parts(request) {
+        let content = String::from_utf8_lossy(&content).to_string();
+        match file_name {
+            Some(file_name) => {
+                fields.insert(name, json!({"file_name": file_name, "content": content}));
+            }
+            None => {
+                fields.insert(name, json!(content));
+            }
+        }
+    }
+    Value::Object(fields)
+}
+
+/// `sendDocument`: the document in the chat, its caption as its text.
+fn send_document(s: &mut State, chat: &str, body: &Value) -> Value {
+    let document = &body["document"];
+    let Some(file_name) = document["file_name"].as_str() else {
+        return json!({"ok": false, "error_code": 400, "description": "Bad Request: there is no document in the request"});
+    };
+    let id = s.next_message;
+    s.next_message += 1;
+    let caption = body["caption"].as_str().unwrap_or_default().to_owned();
+    s.chats
+        .entry(chat.to_owned())
+        .or_default()
+        .push((id, caption.clone()));
+    s.documents.entry(chat.to_owned()).or_default().push((
+        id,
+        file_name.to_owned(),
+        document["content"].as_str().unwrap_or_default().to_owned(),
+    ));
+    json!({"ok": true, "result": {"message_id": id, "date": 1_700_000_000, "chat": {"id": body["chat_id"]}, "caption": caption, "document": {"file_name": file_name}}})
 }
