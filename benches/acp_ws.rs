@@ -180,8 +180,15 @@ async fn websocket(dir: &Path, script: Option<&Path>) -> Transport {
         .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
     // Small frames each way: as an editor would, no batching.
-    let tokio_tungstenite::MaybeTlsStream::Plain(tcp) = socket.get_ref() else {
-        unreachable!("plain ws")
+    let tcp = match socket.get_ref() {
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
+        tokio_tungstenite::MaybeTlsStream::Rustls(_) => unreachable!("plain ws"),
+        // The enum is non-exhaustive.
+        #[allow(
+            clippy::wildcard_enum_match_arm,
+            clippy::match_wildcard_for_single_variants
+        )]
+        _ => unreachable!("plain ws"),
     };
     tcp.set_nodelay(true).unwrap();
     Transport {

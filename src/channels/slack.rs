@@ -381,6 +381,8 @@ impl Slack {
                         kind: "file".to_owned(),
                         name: f["name"].as_str().map(str::to_owned),
                         reference: f["id"].as_str().unwrap_or_default().to_owned(),
+                        size: f["size"].as_u64(),
+                        mime_type: f["mimetype"].as_str().map(str::to_owned),
                     })
                     .collect()
             })
@@ -536,6 +538,7 @@ impl Adapter for Slack {
                 markup: Some(mrkdwn(&piece)),
                 text: render::plain(&piece),
                 buttons: Vec::new(),
+                file: None,
             })
             .collect()
     }
@@ -564,6 +567,8 @@ impl Adapter for Slack {
             buttons: true,
             reactions: false,
             threads: true,
+            // Files (`files.uploadV2`) are not sent yet.
+            files: false,
             // `chat.update` is Tier 3 (50+ a minute).
             edit_interval: Duration::from_secs(1),
             markup: Some("mrkdwn"),
