@@ -370,6 +370,12 @@ fn chat_commands_work_in_a_channel_thread() {
         fake.shown("CTEAM")
     );
     assert!(!fake.texts("CTEAM").iter().any(|t| t.contains("never")));
+    // In a direct message, after a space (Slack keeps `/…` for its own
+    // slash commands), a command is a command too.
+    fake.dm(ALICE, " /help");
+    fake.wait_for("the help in the direct message", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t.contains("/resume"))
+    });
 }
 
 /// Waits until nothing is left to send (held, pending, on its way).
