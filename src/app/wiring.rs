@@ -536,30 +536,35 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
-        Platform::Discord(discord) => {
-            let token = secret(
-                discord.token_env(),
-                "the bot token from the Developer Portal",
-            )?;
+        Platform::Discord(discord) => discord_adapter(name, discord, &secret)?,
+        Platform::Slack(slack) => {
+            use crate::channels::slack::{Receiving, Slack, SlackSettings};
+            let bot_token = secret(slack.bot_token_env(), "the Slack bot token (xoxb-…)")?;
+            let receiving = match (slack.app_token_env(), &slack.signing_secret_env) {
+                (Some(var), None) => Receiving::Socket {
+                    app_token: secret(var, "the Slack app-level token (xapp-…)")?,
+                },
+                (None, Some(var)) => Receiving::Events {
+                    signing_secret: secret(var.clone(), "the Slack app's signing secret")?,
+                },
+                _ => {
+                    return Err(anyhow!(
+                        "channel {name}: set app_token_env (Socket Mode) or signing_secret_env (the Events API), not both"
+                    ));
+                }
+            };
             let tls = crate::net::tls_config(None).map_err(|e| anyhow!("channel {name}: {e}"))?;
-            let settings = crate::channels::discord::DiscordSettings {
-                token,
-                api_base: discord
+            let settings = SlackSettings {
+                bot_token,
+                receiving,
+                api_base: slack
                     .api_base
                     .clone()
-                    .unwrap_or_else(|| "https://discord.com/api/v10".to_owned()),
-                gateway_url: discord
-                    .gateway_url
-                    .clone()
-                    .unwrap_or_else(|| "wss://gateway.discord.gg".to_owned()),
-                guilds: discord.guilds.clone(),
-                channels: discord.channels.clone(),
+                    .unwrap_or_else(|| "https://slack.com/api".to_owned()),
+                channels: slack.channels.clone(),
                 tls: Arc::new(tls),
             };
-            Arc::new(
-                crate::channels::discord::Discord::new(name, settings)
-                    .map_err(|e| anyhow!("channel {name}: {e}"))?,
-            )
+            Arc::new(Slack::new(name, settings).map_err(|e| anyhow!("channel {name}: {e}"))?)
         }
         Platform::Webhook(webhook) => {
             let key = secret(
@@ -575,6 +580,37 @@ fn adapter(
             )
         }
     })
+}
+
+/// The Discord adapter of channel `name`, its token read through `secret`.
+fn discord_adapter(
+    name: &str,
+    discord: &crate::config::channels::DiscordConfig,
+    secret: &dyn Fn(String, &str) -> anyhow::Result<String>,
+) -> anyhow::Result<Arc<dyn Adapter>> {
+    let token = secret(
+        discord.token_env(),
+        "the bot token from the Developer Portal",
+    )?;
+    let tls = crate::net::tls_config(None).map_err(|e| anyhow!("channel {name}: {e}"))?;
+    let settings = crate::channels::discord::DiscordSettings {
+        token,
+        api_base: discord
+            .api_base
+            .clone()
+            .unwrap_or_else(|| "https://discord.com/api/v10".to_owned()),
+        gateway_url: discord
+            .gateway_url
+            .clone()
+            .unwrap_or_else(|| "wss://gateway.discord.gg".to_owned()),
+        guilds: discord.guilds.clone(),
+        channels: discord.channels.clone(),
+        tls: Arc::new(tls),
+    };
+    Ok(Arc::new(
+        crate::channels::discord::Discord::new(name, settings)
+            .map_err(|e| anyhow!("channel {name}: {e}"))?,
+    ))
 }
 
 /// Where the HTTP face's token comes from.

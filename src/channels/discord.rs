@@ -136,6 +136,8 @@ impl Discord {
                     .to_owned(),
                 name: a["filename"].as_str().map(str::to_owned),
                 reference: a["url"].as_str().unwrap_or_default().to_owned(),
+                size: a["size"].as_u64(),
+                mime_type: a["content_type"].as_str().map(str::to_owned),
             })
             .collect();
         if body.is_empty() && attachments.is_empty() {
@@ -372,6 +374,8 @@ impl Adapter for Discord {
             buttons: true,
             reactions: false,
             threads: false,
+            // Not sent yet: a long reply comes as messages.
+            files: false,
             edit_interval: Duration::from_secs(1),
             // Discord renders the Markdown as written.
             markup: None,
@@ -572,6 +576,7 @@ mod tests {
                 label: "Allow".into(),
                 data: "ap:x:allow_once".into(),
             }],
+            file: None,
         };
         let body = Discord::message_body(&unit);
         assert_eq!(body["components"][0]["type"], 1);

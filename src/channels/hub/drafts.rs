@@ -197,8 +197,7 @@ impl Hub {
         }
         let unit = Unit {
             text: preview.clone(),
-            markup: None,
-            buttons: Vec::new(),
+            ..Unit::default()
         };
         match draft {
             LiveDraft::NotYet => *draft = self.first_draft(key, run_id, unit, preview).await,
@@ -299,6 +298,7 @@ mod tests {
             text: text.into(),
             markup: None,
             buttons: Vec::new(),
+            file: None,
         }
     }
 
