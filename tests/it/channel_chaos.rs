@@ -400,7 +400,11 @@ fn random_kills_of_a_telegram_bridge_lose_nothing_and_orphan_nothing() {
 
     // No stale draft in a private chat: none recorded, none reported, no
     // reply naming one; and the chats did see drafts, as previews.
-    let private = |i: &&Value| USERS.iter().any(|u| i["target"]["id"] == u.to_string());
+    let private = |i: &&Value| {
+        i["target"]["id"]
+            .as_str()
+            .is_some_and(|chat| USERS.iter().any(|u| chat == u.to_string().as_str()))
+    };
     let draft_intents = intents
         .iter()
         .filter(private)
