@@ -182,6 +182,12 @@ async fn websocket(dir: &Path, script: Option<&Path>) -> Transport {
     // Small frames each way: as an editor would, no batching.
     let tcp = match socket.get_ref() {
         tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp,
+        tokio_tungstenite::MaybeTlsStream::Rustls(_) => unreachable!("plain ws"),
+        // The enum is non-exhaustive.
+        #[allow(
+            clippy::wildcard_enum_match_arm,
+            clippy::match_wildcard_for_single_variants
+        )]
         _ => unreachable!("plain ws"),
     };
     tcp.set_nodelay(true).unwrap();

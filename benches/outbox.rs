@@ -37,6 +37,7 @@ fn intent(i: usize) -> SendIntent {
         text: "A reply of ordinary length, a sentence or two, as a chat answer is.".into(),
         markup: None,
         buttons: Vec::new(),
+        file: None,
     };
     SendIntent {
         reply_to: Some(format!("{chat}:{i}")),

@@ -38,7 +38,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::channel::{FailureKind, Target, Unit};
+use crate::core::channel::{Attachment, FailureKind, Target, Unit};
 use crate::core::journal::ChannelJournal;
 
 pub use hub::Hub;
@@ -66,6 +66,10 @@ pub struct Capabilities {
     /// Threads within a chat (Telegram topics, mail threads): a reply goes
     /// to the thread its message came from, and `CHAT/THREAD` names one.
     pub threads: bool,
+    /// Files can be sent ([`Unit::file`]): the hub sends a run's changes as
+    /// `changes.diff` and a reply longer than three messages whole as
+    /// `reply.md`.
+    pub files: bool,
     /// Least time between two edits of one message.
     pub edit_interval: Duration,
     /// The platform's markup for rendered text (`html`), or plain text.
@@ -94,6 +98,7 @@ impl Capabilities {
             buttons: self.buttons,
             reactions: self.reactions,
             threads: self.threads,
+            files: self.files,
             edit_interval_ms: millis(self.edit_interval),
             working_after_ms: self.working_after.map(millis),
             idempotent: crate::views::IdempotenceView {
@@ -167,6 +172,17 @@ pub struct Idempotence {
     pub edit: bool,
     /// A deleted message stays deleted; a repeat finds it gone.
     pub delete: bool,
+}
+
+/// Why an attached file's bytes could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    #[error("{0} cannot download attachments")]
+    Unsupported(String),
+    #[error("larger than {}", crate::core::session::human_bytes(usize::try_from(*limit).unwrap_or(usize::MAX)))]
+    TooLarge { limit: u64 },
+    #[error("download failed: {0}")]
+    Failed(String),
 }
 
 /// A platform call that did not succeed, classified.
@@ -404,6 +420,18 @@ pub trait Adapter: Send + Sync + 'static {
                 format!("{channel} has no ephemeral drafts"),
             ))
         })
+    }
+    /// The bytes of a file a person attached, through the platform's
+    /// download API; at most `limit` bytes, refused as
+    /// [`FetchError::TooLarge`] before downloading where the platform says
+    /// the size. The default: the platform's files cannot be fetched.
+    fn fetch<'a>(
+        &'a self,
+        _attachment: &'a Attachment,
+        _limit: u64,
+    ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        let channel = self.channel().to_owned();
+        Box::pin(async move { Err(FetchError::Unsupported(channel)) })
     }
     /// Receives until `cancel`: hands every inbound event to `hub` and
     /// acknowledges it to the platform per the hub's answer.
@@ -708,6 +736,7 @@ pub(crate) mod tests {
             buttons: true,
             reactions: false,
             threads: true,
+            files: false,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
@@ -722,7 +751,7 @@ pub(crate) mod tests {
             serde_json::json!({
                 "max_len": 4096, "length_unit": "utf16", "markup": "html",
                 "edit": true, "delete": true, "buttons": true, "reactions": false,
-                "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+                "threads": true, "files": false, "edit_interval_ms": 1000, "working_after_ms": null,
                 "idempotent": {"send": false, "edit": true, "delete": true},
             })
         );

@@ -1036,6 +1036,7 @@ impl super::Adapter for Email {
             reactions: false,
             // A reply goes into its thread (`In-Reply-To`, `References`).
             threads: true,
+            files: false,
             edit_interval: std::time::Duration::ZERO,
             markup: Some("html"),
             working_after: None,
@@ -1059,7 +1060,7 @@ impl super::Adapter for Email {
                 markdown,
                 super::render::Dialect::Common,
             )),
-            buttons: Vec::new(),
+            ..crate::core::channel::Unit::default()
         }]
     }
 

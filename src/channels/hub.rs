@@ -41,6 +41,7 @@
 mod access;
 mod account;
 mod approvals;
+mod attachments;
 mod commands;
 mod deliver;
 mod dispatch;

@@ -689,6 +689,7 @@ impl Adapter for Irc {
             buttons: false,
             reactions: false,
             threads: false,
+            files: false,
             edit_interval: Duration::ZERO,
             markup: None,
             working_after: Some(WORKING_AFTER),

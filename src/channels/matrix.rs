@@ -938,6 +938,7 @@ impl Adapter for Matrix {
             // Rooms only: a thread's messages are read as the room's, and
             // replies go to the room.
             threads: false,
+            files: false,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
@@ -961,7 +962,7 @@ impl Adapter for Matrix {
             .map(|piece| Unit {
                 markup: Some(render::html(&piece, render::Dialect::Common)),
                 text: piece,
-                buttons: Vec::new(),
+                ..Unit::default()
             })
             .collect()
     }

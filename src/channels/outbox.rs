@@ -602,8 +602,7 @@ impl Outbox {
                 tracing::warn!(intent = %intent.id, error = %err, "a stale draft cannot be deleted; the reply says so first");
                 let mut units = vec![Unit {
                     text: format!("[pincer] {}", super::hub::DRAFT_STALE),
-                    markup: None,
-                    buttons: Vec::new(),
+                    ..Unit::default()
                 }];
                 units.extend(intent.units.iter().cloned());
                 update.units = Some(units.clone());
@@ -824,6 +823,7 @@ mod tests {
                 buttons: false,
                 reactions: false,
                 threads: false,
+                files: false,
                 edit_interval: Duration::ZERO,
                 markup: None,
                 working_after: None,
@@ -888,6 +888,7 @@ mod tests {
             text: "text".into(),
             markup: None,
             buttons: Vec::new(),
+            file: None,
         };
         SendIntent {
             id: id.into(),
@@ -1084,6 +1085,7 @@ mod tests {
             text: "rewritten".into(),
             markup: None,
             buttons: Vec::new(),
+            file: None,
         }];
         outbox.release("a", Some(rewritten)).await.unwrap();
         outbox.withhold("d", "no").await.unwrap();

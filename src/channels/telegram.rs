@@ -15,11 +15,12 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, Received, render,
+    Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit,
+    Received, render,
 };
 use crate::core::channel::{
-    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
-    Unit,
+    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, OutFile, Relation, Target,
+    TargetKind, Unit,
 };
 
 /// Telegram's longest message text.
@@ -76,22 +77,65 @@ impl Telegram {
 
     /// Calls a Bot API method; errors are classified and never carry the token.
     async fn call(&self, method: &str, body: &Value) -> Result<Value, DeliveryError> {
-        let (status, value) = self.exchange(method, body).await?;
+        let url = format!("{}/bot{}/{method}", self.base, self.token);
+        self.answer(method, self.client.post(&url).json(body)).await
+    }
+
+    /// Calls a Bot API method that uploads `file` as its `field`
+    /// (`multipart/form-data`; the other parameters as form fields, objects
+    /// JSON-serialized as the Bot API takes them).
+    async fn call_with_file(
+        &self,
+        method: &str,
+        body: &Value,
+        field: &str,
+        file: &OutFile,
+    ) -> Result<Value, DeliveryError> {
+        let url = format!("{}/bot{}/{method}", self.base, self.token);
+        let mut form = reqwest::multipart::Form::new();
+        for (name, value) in body.as_object().into_iter().flatten() {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            form = form.text(name.clone(), value);
+        }
+        let part = reqwest::multipart::Part::bytes(file.text.clone().into_bytes())
+            .file_name(file.name.clone())
+            .mime_str(&file.mime_type)
+            .map_err(|err| {
+                DeliveryError::new(
+                    FailureKind::InvalidPayload,
+                    format!("telegram {method}: the file's type: {err}"),
+                )
+            })?;
+        form = form.part(field.to_owned(), part);
+        self.answer(method, self.client.post(&url).multipart(form))
+            .await
+    }
+
+    /// Sends a request of `method` and reads its answer: its `result`, or
+    /// the error classified.
+    async fn answer(
+        &self,
+        method: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, DeliveryError> {
+        let (status, value) = self.exchange(method, request).await?;
         if value["ok"].as_bool() == Some(true) {
             return Ok(value["result"].clone());
         }
         Err(classify(method, status, &value))
     }
 
-    /// One Bot API call's HTTP status and answer, whatever its `ok`; only
-    /// a call without a readable answer is an error.
-    async fn exchange(&self, method: &str, body: &Value) -> Result<(u16, Value), DeliveryError> {
-        let url = format!("{}/bot{}/{method}", self.base, self.token);
+    /// Sends a request of `method`: its HTTP status and answer, whatever
+    /// its `ok`; only a request without a readable answer is an error.
+    async fn exchange(
+        &self,
+        method: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, Value), DeliveryError> {
         let what = format!("telegram {method}");
-        let response = self
-            .client
-            .post(&url)
-            .json(body)
+        let response = request
             .send()
             .await
             .map_err(|err| DeliveryError::unanswered(&what, err))?;
@@ -101,6 +145,48 @@ impl Telegram {
             .await
             .map_err(|err| DeliveryError::unreadable(&what, status, err))?;
         Ok((status, value))
+    }
+
+    /// A file's bytes: `getFile` for its path, then the download route
+    /// (`/file/bot<token>/<path>`), at most `limit` bytes. Errors never
+    /// carry the token.
+    async fn download(&self, file_id: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
+        let file = self
+            .call("getFile", &json!({"file_id": file_id}))
+            .await
+            .map_err(|err| FetchError::Failed(err.message))?;
+        if file["file_size"].as_u64().is_some_and(|size| size > limit) {
+            return Err(FetchError::TooLarge { limit });
+        }
+        let path = file["file_path"]
+            .as_str()
+            .filter(|path| !path.is_empty() && !path.contains(".."))
+            .ok_or_else(|| FetchError::Failed("getFile gave no file_path".to_owned()))?;
+        let url = format!("{}/file/bot{}/{path}", self.base, self.token);
+        let mut response = self
+            .client
+            .get(&url)
+            .send()
+            .await
+            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?;
+        if !response.status().is_success() {
+            return Err(FetchError::Failed(format!(
+                "the file route answered {}",
+                response.status().as_u16()
+            )));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?
+        {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(FetchError::TooLarge { limit });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     fn message_body(&self, target: &Target, unit: &Unit) -> Value {
@@ -246,11 +332,20 @@ impl Telegram {
         let mut attachments = Vec::new();
         for kind in ["photo", "document", "voice", "audio", "video"] {
             if let Some(item) = message.get(kind) {
-                let item = item.as_array().and_then(|a| a.last()).unwrap_or(item);
+                let item = match item.as_array() {
+                    Some(sizes) => largest_photo(sizes),
+                    None => Some(item),
+                };
+                let Some(item) = item else { continue };
                 attachments.push(Attachment {
                     kind: kind.to_owned(),
                     name: item["file_name"].as_str().map(str::to_owned),
                     reference: item["file_id"].as_str().unwrap_or_default().to_owned(),
+                    size: item["file_size"].as_u64(),
+                    mime_type: item["mime_type"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| (kind == "photo").then(|| "image/jpeg".to_owned())),
                 });
             }
         }
@@ -377,6 +472,19 @@ impl Adapter for Telegram {
         "telegram"
     }
 
+    fn fetch<'a>(
+        &'a self,
+        attachment: &'a Attachment,
+        limit: u64,
+    ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        Box::pin(async move {
+            if attachment.size.is_some_and(|size| size > limit) {
+                return Err(FetchError::TooLarge { limit });
+            }
+            self.download(&attachment.reference, limit).await
+        })
+    }
+
     /// HTML (Telegram's dialect) in messages of at most 4096 UTF-16 code
     /// units of visible text; the plain text goes with it, sent instead
     /// when Telegram refuses the markup.
@@ -387,7 +495,7 @@ impl Adapter for Telegram {
             .map(|piece| Unit {
                 markup: Some(render::html(&piece, render::Dialect::Telegram)),
                 text: render::plain(&piece),
-                buttons: Vec::new(),
+                ..Unit::default()
             })
             .collect()
     }
@@ -419,6 +527,7 @@ impl Adapter for Telegram {
             reactions: false,
             // Forum topics: `message_thread_id` in and out.
             threads: true,
+            files: true,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
@@ -451,14 +560,29 @@ impl Adapter for Telegram {
                 body["reply_parameters"] =
                     json!({"message_id": message, "allow_sending_without_reply": true});
             }
-            let sent = self.call("sendMessage", &body).await?;
+            let (method, sent) = match &unit.file {
+                None => ("sendMessage", self.call("sendMessage", &body).await?),
+                Some(file) => {
+                    // The text is the document's caption.
+                    if let Some(object) = body.as_object_mut() {
+                        object.remove("link_preview_options");
+                        if let Some(text) = object.remove("text") {
+                            object.insert("caption".to_owned(), text);
+                        }
+                    }
+                    let sent = self
+                        .call_with_file("sendDocument", &body, "document", file)
+                        .await?;
+                    ("sendDocument", sent)
+                }
+            };
             sent["message_id"]
                 .as_i64()
                 .map(|id| id.to_string())
                 .ok_or_else(|| {
                     DeliveryError::new(
                         FailureKind::Unknown,
-                        "telegram sendMessage: the answer has no message_id",
+                        format!("telegram {method}: the answer has no message_id"),
                     )
                 })
         })
@@ -539,7 +663,10 @@ impl Adapter for Telegram {
             {
                 body["message_thread_id"] = json!(thread);
             }
-            let (status, value) = self.exchange(method, &body).await?;
+            let url = format!("{}/bot{}/{method}", self.base, self.token);
+            let (status, value) = self
+                .exchange(method, self.client.post(&url).json(&body))
+                .await?;
             if value["ok"].as_bool() == Some(true) {
                 return Ok(());
             }
@@ -561,6 +688,22 @@ impl Adapter for Telegram {
     ) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.poll(&hub, &cancel).await })
     }
+}
+
+/// Of a photo's sizes (smallest first, as Telegram lists them), the largest
+/// a model may be sent; the smallest when none is small enough (it is then
+/// refused by size, with the reason, rather than silently dropped).
+fn largest_photo(sizes: &[Value]) -> Option<&Value> {
+    let limit = crate::core::session::MAX_IMAGE_BYTES as u64;
+    sizes
+        .iter()
+        .rev()
+        .find(|size| {
+            size["file_size"]
+                .as_u64()
+                .is_none_or(|bytes| bytes <= limit)
+        })
+        .or_else(|| sizes.first())
 }
 
 #[cfg(test)]

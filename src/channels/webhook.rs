@@ -303,6 +303,7 @@ impl Adapter for Webhook {
             reactions: false,
             // `thread` in and out, as the peer names it.
             threads: true,
+            files: false,
             edit_interval: Duration::from_secs(1),
             markup: None,
             working_after: None,

@@ -84,8 +84,10 @@ pub enum MessageOrigin {
     Unknown,
 }
 
-/// A file or media item attached to a message; kept as a reference.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A file or media item attached to a message; kept as a reference, its
+/// bytes fetched through the adapter when a prompt needs them
+/// (`channels::Adapter::fetch`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {
     /// `photo`, `document`, `voice`, … as the platform names it.
     pub kind: String,
@@ -93,6 +95,12 @@ pub struct Attachment {
     pub name: Option<String>,
     /// The platform's id or URL of the item.
     pub reference: String,
+    /// Its size in bytes, where the platform says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Its media type, where the platform says (`text/markdown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
 }
 
 /// A chat message, normalized from any platform.
@@ -136,7 +144,7 @@ pub struct Button {
 }
 
 /// One deliverable part of an outbound message, already rendered for its platform.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unit {
     pub text: String,
     /// The platform's markup of `text` (`html`), or plain text when absent.
@@ -144,6 +152,10 @@ pub struct Unit {
     pub markup: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<Button>,
+    /// A file sent with the text as its caption, on platforms that take
+    /// files (`Capabilities::files`): a run's changes, a long reply whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<OutFile>,
 }
 
 impl Unit {
@@ -151,10 +163,19 @@ impl Unit {
     pub fn plain(text: String) -> Self {
         Self {
             text,
-            markup: None,
-            buttons: Vec::new(),
+            ..Self::default()
         }
     }
+}
+
+/// A text file sent to a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutFile {
+    /// `changes.diff`, `reply.md`.
+    pub name: String,
+    /// `text/x-diff`, `text/markdown`.
+    pub mime_type: String,
+    pub text: String,
 }
 
 /// What is known of a channel account's connection to its platform
@@ -841,6 +862,7 @@ mod tests {
                 text: "Hello\n  there".into(),
                 markup: None,
                 buttons: Vec::new(),
+                file: None,
             }],
             1,
         );

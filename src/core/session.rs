@@ -270,6 +270,26 @@ pub enum ImageError {
     TooLarge { bytes: usize },
     #[error("image data does not look like {0} (its first bytes say otherwise)")]
     WrongType(String),
+    #[error("not a PNG, JPEG, GIF or WebP image")]
+    Unrecognized,
+}
+
+/// An image file's bytes as a prompt part: the type from its first bytes,
+/// checked as every face checks images (`pincer run --image`, a chat's
+/// attached photo).
+pub fn image_part(bytes: &[u8], uri: Option<String>) -> Result<ContentPart, ImageError> {
+    use base64::Engine as _;
+    let mime_type = sniff_image_type(bytes).ok_or(ImageError::Unrecognized)?;
+    if bytes.len() > MAX_IMAGE_BYTES {
+        return Err(ImageError::TooLarge { bytes: bytes.len() });
+    }
+    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+    check_image(mime_type, &data)?;
+    Ok(ContentPart::Image {
+        mime_type: mime_type.to_owned(),
+        data,
+        uri,
+    })
 }
 
 /// Checks an image the way a provider would: a supported type, base64 that
@@ -326,7 +346,8 @@ pub fn decoded_len(data: &str) -> usize {
     (data.len() / 4 * 3 + (data.len() % 4 * 3 / 4)).saturating_sub(padding)
 }
 
-fn human_bytes(bytes: usize) -> String {
+/// `512 B`, `1.5 KiB`, `2.0 MiB`.
+pub fn human_bytes(bytes: usize) -> String {
     if bytes < 1024 {
         format!("{bytes} B")
     } else if bytes < 1024 * 1024 {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::app::Failure;
 use crate::cli::RunArgs;
 use crate::core::approval::ApprovalDecision;
-use crate::core::session::{ContentPart, check_image, sniff_image_type};
+use crate::core::session::{ContentPart, ImageError, image_part};
 
 /// One line of an `--input` script: a prompt, or the answer to the next
 /// approval or question of the run started by the prompt above it.
@@ -77,26 +77,21 @@ pub(super) fn images(args: &RunArgs) -> Result<Vec<ContentPart>, Failure> {
 }
 
 fn image(path: &Path) -> Result<ContentPart, Failure> {
-    use base64::Engine as _;
     let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read image {}", path.display()))
         .map_err(Failure::usage)?;
-    let mime_type = sniff_image_type(&bytes).ok_or_else(|| {
-        Failure::usage(anyhow!(
-            "image {} is not a PNG, JPEG, GIF or WebP image",
-            path.display()
-        ))
-    })?;
-    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    check_image(mime_type, &data)
-        .map_err(|err| Failure::usage(anyhow!("image {}: {err}", path.display())))?;
     let uri = std::path::absolute(path)
         .ok()
         .map(|p| format!("file://{}", p.display()));
-    Ok(ContentPart::Image {
-        mime_type: mime_type.to_owned(),
-        data,
-        uri,
+    image_part(&bytes, uri).map_err(|err| match err {
+        ImageError::Unrecognized => Failure::usage(anyhow!(
+            "image {} is not a PNG, JPEG, GIF or WebP image",
+            path.display()
+        )),
+        err @ (ImageError::UnsupportedType(_)
+        | ImageError::NotBase64(_)
+        | ImageError::TooLarge { .. }
+        | ImageError::WrongType(_)) => Failure::usage(anyhow!("image {}: {err}", path.display())),
     })
 }
 

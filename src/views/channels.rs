@@ -65,6 +65,8 @@ pub struct CapabilitiesView {
     /// Threads within a chat (topics, mail threads): a reply goes to its
     /// message's thread, and CHAT/THREAD names one
     pub threads: bool,
+    /// Files can be sent: a run's changes as a diff, a long reply whole
+    pub files: bool,
     /// Least time between two edits of one message
     pub edit_interval_ms: u64,
     /// Without live drafts, a run still working this long says so once;

@@ -2018,7 +2018,7 @@ impl WsEvents {
 /// One subscriber of the crash test: an SSE stream or a WebSocket subscription.
 enum Subscriber {
     Sse(SseReader),
-    Ws(WsEvents),
+    Ws(Box<WsEvents>),
 }
 
 impl Subscriber {
@@ -2066,7 +2066,7 @@ async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
             json!({"session_id": session}),
         )
         .await;
-        subscribers.push((format!("ws {session}"), Subscriber::Ws(ws)));
+        subscribers.push((format!("ws {session}"), Subscriber::Ws(Box::new(ws))));
     }
     let mut first_runs = Vec::new();
     for session in &sessions {
@@ -2156,7 +2156,9 @@ async fn event_streams_resume_across_a_kill_9_without_gaps_or_lost_ends() {
                     Subscriber::Sse(SseReader::open(stream).await)
                 } else {
                     let params = json!({"session_id": scope, "after": last_id});
-                    Subscriber::Ws(WsEvents::subscribe(&server, "sessions.subscribe", params).await)
+                    Subscriber::Ws(Box::new(
+                        WsEvents::subscribe(&server, "sessions.subscribe", params).await,
+                    ))
                 };
                 (runs, subscriber)
             }

@@ -23,6 +23,7 @@ mod architecture;
 mod browser_harness;
 mod budget;
 mod channel_chaos;
+mod chat_attachments;
 mod chat_chaos;
 mod chat_parity;
 mod commands;

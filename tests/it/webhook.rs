@@ -478,7 +478,7 @@ fn the_channel_list_shows_what_each_platform_can_do() {
         json!({
             "max_len": 4096, "length_unit": "utf16", "markup": "html",
             "edit": true, "delete": true, "buttons": true, "reactions": false,
-            "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+            "threads": true, "files": true, "edit_interval_ms": 1000, "working_after_ms": null,
             "idempotent": {"send": false, "edit": true, "delete": true},
         })
     );
@@ -488,7 +488,7 @@ fn the_channel_list_shows_what_each_platform_can_do() {
         json!({
             "max_len": 16000, "length_unit": "chars", "markup": null,
             "edit": true, "delete": true, "buttons": true, "reactions": false,
-            "threads": true, "edit_interval_ms": 1000, "working_after_ms": null,
+            "threads": true, "files": false, "edit_interval_ms": 1000, "working_after_ms": null,
             "idempotent": {"send": true, "edit": true, "delete": true},
         })
     );

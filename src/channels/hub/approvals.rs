@@ -269,8 +269,7 @@ impl Hub {
         let first = intent.units.first().map_or("", |u| u.text.as_str());
         let unit = Unit {
             text: answered_prompt(first, decision),
-            markup: None,
-            buttons: Vec::new(),
+            ..Unit::default()
         };
         if let Err(err) = self.adapter.edit(&key.target, platform_id, &unit).await {
             tracing::debug!(error = %err, "approval prompt not updated");
@@ -450,6 +449,7 @@ mod tests {
             buttons,
             reactions,
             threads: false,
+            files: false,
             edit_interval: Duration::ZERO,
             markup: None,
             working_after: None,

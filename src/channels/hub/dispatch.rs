@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::drafts::LiveDraft;
-use super::reply::{Answer, reply_part};
+use super::reply::{Answer, Said};
 use super::{Hub, HubError};
 use crate::core::channel::{ChannelMessage, ChannelWrite, ConversationKey, InboxState};
 use crate::core::event::{Event, Exchange};
@@ -14,7 +14,7 @@ use crate::core::ids::{RunId, SessionId};
 use crate::core::journal::Write;
 use crate::core::run::RunOutcome;
 use crate::core::runtime::{NewSession, SessionCommand, Subscription};
-use crate::core::session::{ContentPart, Origin, now_millis};
+use crate::core::session::{Origin, now_millis};
 
 /// What a dispatched run starts with.
 #[derive(Debug, Clone, Copy)]
@@ -23,24 +23,6 @@ pub(super) enum Start {
     Prompt,
     /// A session command given in the chat.
     Command(SessionCommand),
-}
-
-/// The prompt a sender's coalesced messages make: each one's text with its
-/// attachments named, the messages a paragraph apart.
-fn prompt_text(messages: &[ChannelMessage]) -> String {
-    let mut text: Vec<String> = Vec::new();
-    for message in messages {
-        let mut part = without_bot_name(&message.body);
-        for attachment in &message.attachments {
-            part.push_str(&format!(
-                "\n[attached {}: {}]",
-                attachment.kind,
-                attachment.name.as_deref().unwrap_or(&attachment.reference)
-            ));
-        }
-        text.push(part);
-    }
-    text.join("\n\n")
 }
 
 /// A message invoking a skill or custom command in a group
@@ -68,7 +50,7 @@ struct Followed {
 
 /// What a followed run has written so far, and its live draft.
 struct Written {
-    text: String,
+    said: Said,
     draft: LiveDraft,
     /// Whether the reply is shown as it is written.
     drafting: bool,
@@ -140,23 +122,24 @@ impl Hub {
         start: Start,
     ) -> Result<(), HubError> {
         let session = self.session_of(key, false).await?;
-        let text = prompt_text(messages);
+        let content = match start {
+            Start::Prompt => self.prompt_content(&session, messages).await,
+            Start::Command(_) => Vec::new(),
+        };
         let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
         // A message while the chat's prompt works steers that run: its
         // reply answers both.
-        if matches!(start, Start::Prompt) {
-            let content = vec![ContentPart::Text { text: text.clone() }];
-            if let Some(working) = self.runtime.steer(&session, content)? {
-                self.set_inbox(&ids, InboxState::Dispatched, Some(working))
-                    .await;
-                return Ok(());
-            }
+        if matches!(start, Start::Prompt)
+            && let Some(working) = self.runtime.steer(&session, content.clone())?
+        {
+            self.set_inbox(&ids, InboxState::Dispatched, Some(working))
+                .await;
+            return Ok(());
         }
         let run_id = RunId::generate();
         let subscription = self.runtime.subscribe(&session)?;
         match start {
             Start::Prompt => {
-                let content = vec![ContentPart::Text { text }];
                 self.runtime
                     .prompt_as(&session, run_id.clone(), content)
                     .await?
@@ -227,7 +210,7 @@ impl Hub {
         // With `MessageSending` hooks nothing is shown before they read it:
         // no live draft, the reply comes whole once they let it go.
         let mut written = Written {
-            text: String::new(),
+            said: Said::default(),
             draft: LiveDraft::NotYet,
             drafting: caps.edit && self.settings.live_drafts && !self.screens(),
         };
@@ -260,7 +243,7 @@ impl Hub {
             }
         };
         let draft = written.draft.reference();
-        self.finish(&run.answer, &outcome, &written.text, draft)
+        self.finish(&run.answer, &outcome, &written.said, draft)
             .await;
     }
 
@@ -300,11 +283,10 @@ impl Hub {
             }
             return None;
         }
-        if let Some(part) = reply_part(event) {
-            written.text.push_str(&part);
+        if written.said.take(event) {
             if written.drafting {
                 let run_id = &run.answer.run_id;
-                self.live(key, run_id, &written.text, &mut written.draft)
+                self.live(key, run_id, &written.said.text, &mut written.draft)
                     .await;
             }
             return None;
@@ -315,17 +297,7 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing;
     use super::*;
-    use crate::core::channel::Attachment;
-
-    fn message(body: &str, attachments: Vec<Attachment>) -> ChannelMessage {
-        ChannelMessage {
-            attachments,
-            ..testing::message(body, body)
-        }
-    }
-
     #[test]
     fn a_skill_named_in_a_group_loses_the_bot_name_and_other_text_stays() {
         assert_eq!(
@@ -337,28 +309,5 @@ mod tests {
         assert_eq!(without_bot_name("/etc/x@y z"), "/etc/x@y z");
         assert_eq!(without_bot_name("mail me@x"), "mail me@x");
         assert_eq!(without_bot_name("/@x"), "/@x");
-    }
-
-    #[test]
-    fn coalesced_messages_are_one_prompt_with_their_attachments_named() {
-        let photo = Attachment {
-            kind: "photo".into(),
-            name: None,
-            reference: "file_1".into(),
-        };
-        let document = Attachment {
-            kind: "document".into(),
-            name: Some("notes.md".into()),
-            reference: "file_2".into(),
-        };
-        let messages = [
-            message("look at this", vec![photo, document]),
-            message("and fix it", Vec::new()),
-        ];
-        assert_eq!(
-            prompt_text(&messages),
-            "look at this\n[attached photo: file_1]\n[attached document: notes.md]\n\nand fix it"
-        );
-        assert_eq!(prompt_text(&messages[1..]), "and fix it");
     }
 }

@@ -212,8 +212,7 @@ impl Hub {
         }
         let unit = Unit {
             text: preview.clone(),
-            markup: None,
-            buttons: Vec::new(),
+            ..Unit::default()
         };
         if matches!(draft, LiveDraft::NotYet) && self.adapter.ephemeral_drafts(&key.target) {
             *draft = LiveDraft::Ephemeral {
@@ -343,6 +342,7 @@ mod tests {
             text: text.into(),
             markup: None,
             buttons: Vec::new(),
+            file: None,
         }
     }
 

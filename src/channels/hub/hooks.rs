@@ -173,6 +173,7 @@ mod tests {
             text: text.into(),
             markup: Some(format!("<b>{text}</b>")),
             buttons: Vec::new(),
+            file: None,
         };
         let mut intent = SendIntent {
             status: IntentStatus::Held,

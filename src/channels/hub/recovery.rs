@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::drafts::{DraftRef, sent_update};
-use super::reply::{Answer, reply_part};
+use super::reply::{Answer, Said};
 use super::{Hub, HubError};
 use crate::core::channel::{
     ChannelMessage, ChannelWrite, FailureKind, InboxEntry, InboxState, IntentStatus, SendIntent,
@@ -90,7 +90,7 @@ impl Hub {
             return; // another live process runs it
         }
         let tape = self.runtime.tape(&run_id, 0).await.unwrap_or_default();
-        let text: String = tape.iter().filter_map(|r| reply_part(&r.event)).collect();
+        let said = Said::of(tape.iter().map(|r| &r.event));
         let outcome = outcome_of(&info);
         let Some(answer) = Answer::of(run_id, messages) else {
             return;
@@ -105,12 +105,12 @@ impl Hub {
                 let hub = self.clone();
                 self.tasks.spawn(async move {
                     let draft = hub.send_draft_again(&answer.run_id, &intent).await;
-                    hub.finish(&answer, &outcome, &text, draft).await;
+                    hub.finish(&answer, &outcome, &said, draft).await;
                 });
                 return;
             }
         };
-        self.finish(&answer, &outcome, &text, draft).await;
+        self.finish(&answer, &outcome, &said, draft).await;
     }
 
     /// What a stopped process left of a run's live draft. A draft it named is
@@ -286,6 +286,7 @@ mod tests {
                     text: "partial".into(),
                     markup: None,
                     buttons: Vec::new(),
+                    file: None,
                 })
                 .collect(),
             text: None,

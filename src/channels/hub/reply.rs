@@ -11,7 +11,7 @@ use super::Hub;
 use super::drafts::{DRAFT_LOST, DraftRef};
 use crate::core::channel::{
     Button, ChannelMessage, ChannelWrite, ConversationKey, InboxState, IntentKind, IntentStatus,
-    SendIntent, Target, Unit,
+    OutFile, SendIntent, Target, Unit,
 };
 use crate::core::event::Event;
 use crate::core::ids::RunId;
@@ -45,7 +45,7 @@ impl Answer {
 /// What an event adds to a run's reply in the chat: the model's text, and
 /// notices for the person (an MCP server that failed to start), marked as
 /// Pincer's own as the editor shows them.
-pub(super) fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
+fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
     if let Event::TextDelta { text } = event {
         Some(Cow::Borrowed(text.as_str()))
     } else if let Event::Notice { message } = event {
@@ -53,6 +53,118 @@ pub(super) fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
     } else {
         None
     }
+}
+
+/// A reply longer than this many messages is sent as its first message
+/// and the whole as a file, where the platform takes files.
+pub(super) const LONG_REPLY_UNITS: usize = 3;
+
+/// What a run has for its reply so far: the text it wrote (with notices),
+/// and the changes its tool calls made to files.
+#[derive(Debug, Default)]
+pub(super) struct Said {
+    pub(super) text: String,
+    /// (path, unified diff) of each change, in order.
+    pub(super) changes: Vec<(String, String)>,
+}
+
+impl Said {
+    /// Takes in one event; whether it added to the text.
+    pub(super) fn take(&mut self, event: &Event) -> bool {
+        if let Some(part) = reply_part(event) {
+            self.text.push_str(&part);
+            return true;
+        }
+        if let Event::ToolResult {
+            is_error: false,
+            diffs,
+            ..
+        } = event
+        {
+            for diff in diffs {
+                // The path as the diff shows it (relative to the workspace).
+                let shown = diff
+                    .unified
+                    .lines()
+                    .find_map(|line| line.strip_prefix("+++ b/"))
+                    .map_or_else(|| diff.path.display().to_string(), str::to_owned);
+                self.changes.push((shown, diff.unified.clone()));
+            }
+        }
+        false
+    }
+
+    /// From a run's whole tape.
+    pub(super) fn of<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let mut said = Self::default();
+        for event in events {
+            said.take(event);
+        }
+        said
+    }
+}
+
+/// The file of a run's changes, and its caption: `Changes to 2 files:
+/// src/lib.rs, notes.md`.
+fn changes_file(changes: &[(String, String)]) -> Option<Unit> {
+    if changes.is_empty() {
+        return None;
+    }
+    let mut paths: Vec<&str> = Vec::new();
+    for (path, _) in changes {
+        if !paths.contains(&path.as_str()) {
+            paths.push(path);
+        }
+    }
+    let shown: Vec<&str> = paths.iter().take(5).copied().collect();
+    let mut caption = format!(
+        "Changes to {} file{}: {}",
+        paths.len(),
+        if paths.len() == 1 { "" } else { "s" },
+        shown.join(", ")
+    );
+    if paths.len() > shown.len() {
+        caption.push_str(&format!(" and {} more", paths.len() - shown.len()));
+    }
+    let mut text = String::new();
+    for (_, unified) in changes {
+        text.push_str(unified);
+        if !unified.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    Some(Unit {
+        text: caption,
+        file: Some(OutFile {
+            name: "changes.diff".to_owned(),
+            mime_type: "text/x-diff".to_owned(),
+            text,
+        }),
+        ..Unit::default()
+    })
+}
+
+/// A reply's messages where the platform takes files: a reply longer than
+/// [`LONG_REPLY_UNITS`] messages as its first and the whole as `reply.md`;
+/// the run's changes as `changes.diff` after it.
+fn with_files(mut units: Vec<Unit>, body: &str, changes: &[(String, String)]) -> Vec<Unit> {
+    if units.len() > LONG_REPLY_UNITS {
+        units.truncate(1);
+        units.push(Unit {
+            text: format!(
+                "The whole reply ({} characters) is attached.",
+                body.chars().count()
+            ),
+            file: Some(OutFile {
+                name: "reply.md".to_owned(),
+                mime_type: "text/markdown".to_owned(),
+                text: body.to_owned(),
+            }),
+            ..Unit::default()
+        });
+    }
+    units.extend(changes_file(changes));
+    units
 }
 
 /// A run's reply: what it wrote, and how it ended when it did not complete.
@@ -99,11 +211,11 @@ impl Hub {
         self: &Arc<Self>,
         answer: &Answer,
         outcome: &RunOutcome,
-        text: &str,
+        said: &Said,
         draft: DraftRef,
     ) {
         let run_id = &answer.run_id;
-        let (body, edit_of, retract) = with_draft(reply_body(outcome, text), draft);
+        let (body, edit_of, retract) = with_draft(reply_body(outcome, &said.text), draft);
         let mut intent = self.intent(
             format!("reply:{run_id}"),
             answer.key.target.clone(),
@@ -113,6 +225,9 @@ impl Hub {
             None,
         );
         intent.run_id = Some(run_id.clone());
+        if self.adapter.capabilities().files {
+            intent.units = with_files(intent.units, &body, &said.changes);
+        }
         intent.edit_of = edit_of;
         intent.retract = retract;
         if let Err(err) = self.send(intent, &body).await {
@@ -215,6 +330,49 @@ mod tests {
 
     fn message(id: &str) -> ChannelMessage {
         testing::message(id, "hi")
+    }
+
+    #[test]
+    fn a_long_reply_is_its_first_message_and_a_file_and_changes_follow() {
+        let units = |n: usize| {
+            (0..n)
+                .map(|i| Unit::plain(format!("part {i}")))
+                .collect::<Vec<_>>()
+        };
+        // Three messages or fewer, and no changes: as they are.
+        assert_eq!(with_files(units(3), "body", &[]), units(3));
+        let long = with_files(units(4), "a long body", &[]);
+        assert_eq!(long.len(), 2);
+        assert_eq!(long[0], Unit::plain("part 0".into()));
+        assert_eq!(long[1].text, "The whole reply (11 characters) is attached.");
+        let file = long[1].file.as_ref().unwrap();
+        assert_eq!(
+            (file.name.as_str(), file.text.as_str()),
+            ("reply.md", "a long body")
+        );
+        let changes = [
+            (
+                "a.rs".to_owned(),
+                "--- a/a.rs\n+++ b/a.rs\n-x\n+y".to_owned(),
+            ),
+            (
+                "a.rs".to_owned(),
+                "--- a/a.rs\n+++ b/a.rs\n-y\n+z\n".to_owned(),
+            ),
+            ("b.md".to_owned(), "+++ b/b.md\n+new\n".to_owned()),
+        ];
+        let with_changes = with_files(units(1), "body", &changes);
+        assert_eq!(with_changes[1].text, "Changes to 2 files: a.rs, b.md");
+        assert_eq!(
+            with_changes[1].file.as_ref().unwrap().text,
+            "--- a/a.rs\n+++ b/a.rs\n-x\n+y\n--- a/a.rs\n+++ b/a.rs\n-y\n+z\n+++ b/b.md\n+new\n"
+        );
+        let many: Vec<(String, String)> =
+            (0..7).map(|i| (format!("f{i}"), String::new())).collect();
+        assert_eq!(
+            with_files(units(1), "body", &many)[1].text,
+            "Changes to 7 files: f0, f1, f2, f3, f4 and 2 more"
+        );
     }
 
     #[test]

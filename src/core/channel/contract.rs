@@ -92,6 +92,7 @@ pub(crate) fn message(account: &str, id: &str, body: &str, at: Millis) -> Channe
             kind: "photo".into(),
             name: None,
             reference: "file-1".into(),
+            ..Default::default()
         }],
         relation: None,
         origin: MessageOrigin::User,
@@ -112,6 +113,7 @@ fn unit(text: &str) -> Unit {
         text: text.into(),
         markup: None,
         buttons: Vec::new(),
+        file: None,
     }
 }
 

@@ -3,9 +3,11 @@
 //! shapes: `getUpdates` long polling (honouring `offset`, `limit` and
 //! `timeout`), `sendMessage`, `editMessageText`, `deleteMessage`,
 //! `sendMessageDraft` (private chats only; the drafts shown are recorded,
-//! never messages of the chat), `answerCallbackQuery`, `ok: false` errors
-//! and 429 with `retry_after`. It can play an older self-hosted server
-//! that has no `sendMessageDraft` (`refuse_drafts`). It
+//! never messages of the chat), `answerCallbackQuery`, `sendDocument` (a
+//! multipart upload), `getFile` and the file download route
+//! (`/file/bot<token>/<file_path>`), `ok: false` errors and 429 with
+//! `retry_after`. It can play an older self-hosted server that has no
+//! `sendMessageDraft` (`refuse_drafts`). It
 //! can also misbehave as a chaos test needs: answer polls at once whatever
 //! their `timeout`, take its time before and after acting on a send or an
 //! edit (so a `kill -9` can land between the platform accepting a message and
@@ -74,6 +76,60 @@ struct State {
     unparked: u64,
     /// What each parked call was answered once it acted: (method, answer).
     late: Vec<(String, Value)>,
+    /// Files people sent: file id → (file path, bytes).
+    files: HashMap<String, (String, Vec<u8>)>,
+    /// File paths downloaded, in order.
+    downloads: Vec<String>,
+    /// Documents the bot sent: chat id → (message id, file name, content).
+    documents: HashMap<String, Vec<(i64, String, String)>>,
+}
+
+/// A `multipart/form-data` body's parts: (name, file name, content).
+fn form_parts(request: &Request) -> Vec<(String, Option<String>, Vec<u8>)> {
+    let Some(boundary) = request
+        .headers
+        .iter()
+        .find(|(name, _)| name == "content-type")
+        .and_then(|(_, value)| value.split("boundary=").nth(1))
+        .map(|b| format!("--{}", b.trim_matches('"')))
+    else {
+        return Vec::new();
+    };
+    let raw = &request.raw;
+    let find = |from: usize, needle: &[u8]| {
+        raw[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|at| at + from)
+    };
+    let mut parts = Vec::new();
+    let mut at = match find(0, boundary.as_bytes()) {
+        Some(at) => at + boundary.len(),
+        None => return parts,
+    };
+    while raw[at..].starts_with(b"\r\n") {
+        let head_end = find(at, b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[at + 2..head_end]).to_string();
+        let next = find(head_end, format!("\r\n{boundary}").as_bytes()).unwrap();
+        let disposition = head
+            .split("\r\n")
+            .find(|line| line.to_ascii_lowercase().starts_with("content-disposition"))
+            .unwrap_or_default();
+        let attribute = |key: &str| {
+            disposition
+                .split(';')
+                .map(str::trim)
+                .find_map(|p| p.strip_prefix(&format!("{key}=\"")))
+                .map(|v| v.trim_end_matches(['"', '\r', '\n']).to_owned())
+        };
+        parts.push((
+            attribute("name").unwrap_or_default(),
+            attribute("filename"),
+            raw[head_end + 4..next].to_vec(),
+        ));
+        at = next + 2 + boundary.len();
+    }
+    parts
 }
 
 #[derive(Clone)]
@@ -137,6 +193,57 @@ impl FakeTelegram {
             }));
             id
         })
+    }
+
+    /// Stores a file as Telegram keeps what people send; returns its
+    /// `file_id` (`getFile` gives its path, the file route its bytes).
+    pub fn add_file(&self, name: &str, bytes: &[u8]) -> String {
+        self.with(|s| {
+            let id = format!("file-{}", s.files.len() + 1);
+            let path = format!("documents/{}-{name}", s.files.len() + 1);
+            s.files.insert(id.clone(), (path, bytes.to_vec()));
+            id
+        })
+    }
+
+    /// Queues a message from `user` in their private chat carrying `item`
+    /// under `key` (`photo` with an array of sizes, `document`, …) and
+    /// `caption`; returns its update id.
+    pub fn user_sends(&self, user: i64, caption: &str, key: &str, item: Value) -> i64 {
+        self.with(|s| {
+            let id = s.next_update;
+            s.next_update += 1;
+            let message_id = s.next_message;
+            s.next_message += 1;
+            s.private.insert(user.to_string());
+            let mut message = json!({
+                "message_id": message_id,
+                "date": 1_700_000_000,
+                "from": {"id": user, "is_bot": false, "first_name": "Ada"},
+                "chat": {"id": user, "type": "private"},
+            });
+            message[key] = item;
+            if !caption.is_empty() {
+                message["caption"] = json!(caption);
+            }
+            s.updates.push(json!({"update_id": id, "message": message}));
+            id
+        })
+    }
+
+    /// The documents the bot sent to `chat`: (message id, file name, content).
+    pub fn documents(&self, chat: i64) -> Vec<(i64, String, String)> {
+        self.with(|s| {
+            s.documents
+                .get(&chat.to_string())
+                .cloned()
+                .unwrap_or_default()
+        })
+    }
+
+    /// The file paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        self.with(|s| s.downloads.clone())
     }
 
     /// Queues a text message from `user` in the group `chat`.
@@ -344,7 +451,10 @@ impl FakeTelegram {
 /// The Bot API's answer to one call, as Telegram documents it.
 fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let path = &request.path;
-    let body = request.body.clone();
+    let body = request_body(request);
+    if let Some(file_path) = path.strip_prefix(&format!("/file/bot{TOKEN}/")) {
+        return download(file_path, state);
+    }
     let Some(rest) = path.strip_prefix(&format!("/bot{TOKEN}/")) else {
         return Reply::json(
             404,
@@ -354,37 +464,7 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let method = rest.to_owned();
     let (lock, cvar) = &**state;
     if method == "getUpdates" {
-        let offset = body["offset"].as_i64().unwrap_or(0);
-        // Documented: 1 to 100, default 100.
-        let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
-        let mut wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
-        let mut s = lock.lock().unwrap();
-        if s.ignore_timeout {
-            wait = Duration::ZERO;
-        }
-        let deadline = Instant::now() + wait;
-        s.offsets.push(offset);
-        s.polls.push(Instant::now());
-        loop {
-            let mut ready: Vec<Value> = std::mem::take(&mut s.forced);
-            ready.extend(
-                s.updates
-                    .iter()
-                    .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
-                    .cloned(),
-            );
-            ready.truncate(limit);
-            if !ready.is_empty() {
-                drop(s);
-                return Reply::json(200, &json!({"ok": true, "result": ready}));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                drop(s);
-                return Reply::json(200, &json!({"ok": true, "result": []}));
-            }
-            s = cvar.wait_timeout(s, deadline - now).unwrap().0;
-        }
+        return get_updates(&body, state);
     }
     let (delays, straggle) = {
         let s = lock.lock().unwrap();
@@ -469,7 +549,22 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
             }
         }
         "sendMessageDraft" => send_draft(&mut s, &chat, &body),
+        "sendDocument" => send_document(&mut s, &chat, &body),
         "answerCallbackQuery" => json!({"ok": true, "result": true}),
+        "getFile" => {
+            let id = body["file_id"].as_str().unwrap_or_default();
+            match s.files.get(id) {
+                Some((path, bytes)) => json!({"ok": true, "result": {
+                    "file_id": id,
+                    "file_unique_id": format!("u{id}"),
+                    "file_size": bytes.len(),
+                    "file_path": path,
+                }}),
+                None => {
+                    json!({"ok": false, "error_code": 400, "description": "Bad Request: invalid file_id"})
+                }
+            }
+        }
         // What the self-hosted Bot API server answers a method it lacks.
         _ => json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}),
     };
@@ -521,4 +616,97 @@ fn send_draft(s: &mut State, chat: &str, body: &Value) -> Value {
         .or_default()
         .push((draft_id, text.to_owned()));
     json!({"ok": true, "result": true})
+}
+
+/// The file route: a stored file's bytes by its path, as Telegram serves them.
+fn download(file_path: &str, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
+    let (lock, _) = &**state;
+    let mut s = lock.lock().unwrap();
+    s.downloads.push(file_path.to_owned());
+    match s.files.values().find(|(path, _)| path == file_path) {
+        Some((_, bytes)) => Reply::new(200, "application/octet-stream", bytes.clone()),
+        None => Reply::json(
+            404,
+            &json!({"ok": false, "error_code": 404, "description": "Not Found"}),
+        ),
+    }
+}
+
+/// `getUpdates`: the updates from `offset` on, waiting up to `timeout`
+/// seconds for one (at once when told to ignore it).
+fn get_updates(body: &Value, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
+    let (lock, cvar) = &**state;
+    let offset = body["offset"].as_i64().unwrap_or(0);
+    // Documented: 1 to 100, default 100.
+    let limit = body["limit"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+    let mut wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0));
+    let mut s = lock.lock().unwrap();
+    if s.ignore_timeout {
+        wait = Duration::ZERO;
+    }
+    let deadline = Instant::now() + wait;
+    s.offsets.push(offset);
+    s.polls.push(Instant::now());
+    loop {
+        let mut ready: Vec<Value> = std::mem::take(&mut s.forced);
+        ready.extend(
+            s.updates
+                .iter()
+                .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+                .cloned(),
+        );
+        ready.truncate(limit);
+        if !ready.is_empty() {
+            drop(s);
+            return Reply::json(200, &json!({"ok": true, "result": ready}));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            drop(s);
+            return Reply::json(200, &json!({"ok": true, "result": []}));
+        }
+        s = cvar.wait_timeout(s, deadline - now).unwrap().0;
+    }
+}
+
+/// A request's parameters: its JSON body, or a multipart form's fields (a
+/// file as `{"file_name", "content"}`).
+fn request_body(request: &Request) -> Value {
+    if !request.body.is_null() {
+        return request.body.clone();
+    }
+    let mut fields = serde_json::Map::new();
+    for (name, file_name, content) in form_parts(request) {
+        let content = String::from_utf8_lossy(&content).to_string();
+        match file_name {
+            Some(file_name) => {
+                fields.insert(name, json!({"file_name": file_name, "content": content}));
+            }
+            None => {
+                fields.insert(name, json!(content));
+            }
+        }
+    }
+    Value::Object(fields)
+}
+
+/// `sendDocument`: the document in the chat, its caption as its text.
+fn send_document(s: &mut State, chat: &str, body: &Value) -> Value {
+    let document = &body["document"];
+    let Some(file_name) = document["file_name"].as_str() else {
+        return json!({"ok": false, "error_code": 400, "description": "Bad Request: there is no document in the request"});
+    };
+    let id = s.next_message;
+    s.next_message += 1;
+    let caption = body["caption"].as_str().unwrap_or_default().to_owned();
+    s.chats
+        .entry(chat.to_owned())
+        .or_default()
+        .push((id, caption.clone()));
+    s.documents.entry(chat.to_owned()).or_default().push((
+        id,
+        file_name.to_owned(),
+        document["content"].as_str().unwrap_or_default().to_owned(),
+    ));
+    json!({"ok": true, "result": {"message_id": id, "date": 1_700_000_000, "chat": {"id": body["chat_id"]}, "caption": caption, "document": {"file_name": file_name}}})
 }
