@@ -64,9 +64,9 @@ struct State {
     /// Random delays around a send or edit: (least and most before acting,
     /// most after acting and before answering).
     delays: Option<(Duration, Duration, Duration)>,
-    /// A share of one method's calls that straggle: (method, share, most
-    /// before acting).
-    straggle: Option<(String, f64, Duration)>,
+    /// Shares of methods' calls that straggle: (method, share, most before
+    /// acting).
+    straggle: Vec<(String, f64, Duration)>,
     /// The next call of each of these methods is parked: recorded, then not
     /// acted on until `apply_parked`.
     park: Vec<String>,
@@ -375,7 +375,7 @@ impl FakeTelegram {
     /// From now on this share of `method`'s calls waits up to `most` before
     /// it acts instead (a request stuck in a queue on the platform's side).
     pub fn straggle(&self, method: &str, share: f64, most: Duration) {
-        self.with(|s| s.straggle = Some((method.to_owned(), share, most)));
+        self.with(|s| s.straggle.push((method.to_owned(), share, most)));
     }
 
     /// The next call of `method` is recorded, then parked: not acted on until
@@ -471,8 +471,8 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         (s.delays, s.straggle.clone())
     };
     if let Some((least, most, _)) = delays {
-        let most = match straggle {
-            Some((slow, share, late)) if slow == method && fastrand::f64() < share => late,
+        let most = match straggle.iter().find(|(slow, ..)| *slow == method) {
+            Some((_, share, late)) if fastrand::f64() < *share => *late,
             _ => most,
         };
         std::thread::sleep(least + most.saturating_sub(least).mul_f64(fastrand::f64()));
