@@ -222,28 +222,8 @@ impl Hub {
         }
         match draft {
             LiveDraft::NotYet => *draft = self.first_draft(key, run_id, unit, preview).await,
-            LiveDraft::Ephemeral { last, text: shown } => {
-                if last
-                    .is_some_and(|at| !edit_due(at.elapsed(), caps.edit_interval, shown, &preview))
-                {
-                    return;
-                }
-                let name = draft_intent_id(run_id);
-                let result = self.adapter.draft(&key.target, &name, &unit).await;
-                *last = Some(Instant::now());
-                match result {
-                    Ok(()) => *shown = preview,
-                    // The platform has no such previews after all: the
-                    // draft is a message edited in place from here on.
-                    Err(err) if !self.adapter.ephemeral_drafts(&key.target) => {
-                        tracing::debug!(run = %run_id, error = %err, "no ephemeral draft; a message edited in place instead");
-                        *draft = self.first_draft(key, run_id, unit, preview).await;
-                    }
-                    // Nothing to track: shown again at the next interval.
-                    Err(err) => {
-                        tracing::debug!(run = %run_id, error = %err, "ephemeral draft not shown")
-                    }
-                }
+            LiveDraft::Ephemeral { .. } => {
+                self.ephemeral(key, run_id, unit, preview, draft).await;
             }
             LiveDraft::Shown {
                 platform_id,
@@ -269,6 +249,40 @@ impl Hub {
                 }
             }
             LiveDraft::Stopped { .. } => {}
+        }
+    }
+
+    /// Shows the reply's ephemeral preview, at most once per the platform's
+    /// edit interval; when the platform turns out to have none, the draft
+    /// goes on as a message edited in place.
+    async fn ephemeral(
+        &self,
+        key: &ConversationKey,
+        run_id: &RunId,
+        unit: Unit,
+        preview: String,
+        draft: &mut LiveDraft,
+    ) {
+        let LiveDraft::Ephemeral { last, text: shown } = draft else {
+            return;
+        };
+        let interval = self.adapter.capabilities().edit_interval;
+        if last.is_some_and(|at| !edit_due(at.elapsed(), interval, shown, &preview)) {
+            return;
+        }
+        let result = self
+            .adapter
+            .draft(&key.target, &draft_intent_id(run_id), &unit)
+            .await;
+        *last = Some(Instant::now());
+        match result {
+            Ok(()) => *shown = preview,
+            Err(err) if !self.adapter.ephemeral_drafts(&key.target) => {
+                tracing::debug!(run = %run_id, error = %err, "no ephemeral draft; a message edited in place instead");
+                *draft = self.first_draft(key, run_id, unit, preview).await;
+            }
+            // Nothing to track: shown again after the next interval.
+            Err(err) => tracing::debug!(run = %run_id, error = %err, "ephemeral draft not shown"),
         }
     }
 
