@@ -28,6 +28,7 @@ pub mod irc;
 pub mod matrix;
 pub mod outbox;
 pub mod render;
+pub mod slack;
 pub mod telegram;
 pub mod webhook;
 

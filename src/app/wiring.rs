@@ -536,6 +536,35 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
+        Platform::Slack(slack) => {
+            use crate::channels::slack::{Receiving, Slack, SlackSettings};
+            let bot_token = secret(slack.bot_token_env(), "the Slack bot token (xoxb-…)")?;
+            let receiving = match (slack.app_token_env(), &slack.signing_secret_env) {
+                (Some(var), None) => Receiving::Socket {
+                    app_token: secret(var, "the Slack app-level token (xapp-…)")?,
+                },
+                (None, Some(var)) => Receiving::Events {
+                    signing_secret: secret(var.clone(), "the Slack app's signing secret")?,
+                },
+                _ => {
+                    return Err(anyhow!(
+                        "channel {name}: set app_token_env (Socket Mode) or signing_secret_env (the Events API), not both"
+                    ));
+                }
+            };
+            let tls = crate::net::tls_config(None).map_err(|e| anyhow!("channel {name}: {e}"))?;
+            let settings = SlackSettings {
+                bot_token,
+                receiving,
+                api_base: slack
+                    .api_base
+                    .clone()
+                    .unwrap_or_else(|| "https://slack.com/api".to_owned()),
+                channels: slack.channels.clone(),
+                tls: Arc::new(tls),
+            };
+            Arc::new(Slack::new(name, settings).map_err(|e| anyhow!("channel {name}: {e}"))?)
+        }
         Platform::Webhook(webhook) => {
             let key = secret(
                 webhook.secret_env(),

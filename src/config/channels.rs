@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email"];
+pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email", "slack"];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -44,6 +44,7 @@ pub enum Platform {
     Irc(IrcConfig),
     Matrix(MatrixConfig),
     Email(EmailConfig),
+    Slack(SlackConfig),
 }
 
 impl Platform {
@@ -55,6 +56,7 @@ impl Platform {
             Platform::Irc(_) => "irc",
             Platform::Matrix(_) => "matrix",
             Platform::Email(_) => "email",
+            Platform::Slack(_) => "slack",
         }
     }
 
@@ -64,6 +66,7 @@ impl Platform {
         match kind {
             "telegram" => Some(Platform::Telegram(TelegramConfig::default())),
             "webhook" => Some(Platform::Webhook(WebhookConfig::default())),
+            "slack" => Some(Platform::Slack(SlackConfig::default())),
             _ => None,
         }
     }
@@ -82,6 +85,7 @@ impl Platform {
                 .cloned()
                 .collect(),
             Platform::Email(email) => vec![email.password_env.clone()],
+            Platform::Slack(slack) => slack.secret_vars(),
         }
     }
 }
@@ -265,6 +269,56 @@ pub struct EmailConfig {
     pub authserv_id: Option<String>,
 }
 
+/// `kind = "slack"`: a Slack app's bot, receiving over Socket Mode (an
+/// app-level token) or the HTTP Events API (a signing secret; requests on
+/// `pincer serve --http` at `/channels/NAME/events`), sending with the Web
+/// API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// The variable holding the bot token, `xoxb-…` (default `SLACK_BOT_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bot_token_env: Option<String>,
+    /// The variable holding the app-level token, `xapp-…`, for Socket Mode
+    /// (default `SLACK_APP_TOKEN` unless `signing_secret_env` is set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_token_env: Option<String>,
+    /// The variable holding the signing secret, for the HTTP Events API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret_env: Option<String>,
+    /// The Web API root (default `https://slack.com/api`; a test server otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// Channel ids (`C…`) where it answers when mentioned; empty: every
+    /// channel it is a member of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+}
+
+impl SlackConfig {
+    pub fn bot_token_env(&self) -> String {
+        self.bot_token_env
+            .clone()
+            .unwrap_or_else(|| "SLACK_BOT_TOKEN".to_owned())
+    }
+
+    /// The app-level token's variable, in Socket Mode (no signing secret).
+    pub fn app_token_env(&self) -> Option<String> {
+        match (&self.app_token_env, &self.signing_secret_env) {
+            (Some(var), _) => Some(var.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some("SLACK_APP_TOKEN".to_owned()),
+        }
+    }
+
+    fn secret_vars(&self) -> Vec<String> {
+        std::iter::once(self.bot_token_env())
+            .chain(self.app_token_env())
+            .chain(self.signing_secret_env.clone())
+            .collect()
+    }
+}
+
 impl ChannelConfig {
     /// The channel used without a table: `name` is a platform, with its defaults.
     pub fn default_for(name: &str) -> Option<Self> {
@@ -301,6 +355,11 @@ impl ChannelConfig {
                 "channels.{name}.kind: unknown platform {:?}; expected one of {}",
                 prefix(&kind),
                 quoted(KINDS)
+            ));
+        }
+        if kind == "slack" && table.contains_key("listen") {
+            return Err(format!(
+                "channels.{name}.listen: Slack's Events API is received on `pincer serve --http` (its one listener), at /channels/{name}/events; remove listen and point the app's Request URL there"
             ));
         }
         if kind == "webhook" && table.contains_key("listen") {
@@ -455,6 +514,30 @@ mod tests {
         let err = read("[channels.matrix]\nhomeserver = \"h\"\nuser_id = \"@p:x\"\nnick = \"p\"\n")
             .unwrap_err();
         assert!(err.contains("unknown field `nick`"), "{err}");
+    }
+
+    #[test]
+    fn a_slack_table_takes_its_keys_and_refuses_a_listener_of_its_own() {
+        let channels = read(
+            "[channels.slack]\nbot_token_env = \"B\"\napp_token_env = \"A\"\n\
+             channels = [\"C1\"]\nallow = [\"U1\"]\n",
+        )
+        .unwrap();
+        let Platform::Slack(slack) = &channels["slack"].platform else {
+            panic!("not slack")
+        };
+        assert_eq!(slack.channels, ["C1"]);
+        assert_eq!(channels["slack"].platform.secret_vars(), ["B", "A"]);
+        let events =
+            read("[channels.team]\nkind = \"slack\"\nsigning_secret_env = \"S\"\n").unwrap();
+        assert_eq!(
+            events["team"].platform.secret_vars(),
+            ["SLACK_BOT_TOKEN", "S"]
+        );
+        let err =
+            read("[channels.slack]\nsigning_secret_env = \"S\"\nlisten = \"127.0.0.1:3000\"\n")
+                .unwrap_err();
+        assert!(err.contains("/channels/slack/events"), "{err}");
     }
 
     #[test]

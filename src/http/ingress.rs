@@ -285,6 +285,24 @@ pub async fn webhook(
     }
 }
 
+/// `POST /channels/{name}/events`: Slack's Events API (events and
+/// interactions, signed with the app's signing secret).
+pub async fn slack_events(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    match body {
+        Ok(body) => handle(state, name, "events", headers, body).await,
+        Err(rejection) => (
+            rejection.status(),
+            axum::Json(json!({"error": crate::core::quote::clip_message(&rejection.body_text())})),
+        )
+            .into_response(),
+    }
+}
+
 /// A platform's request for channel `name` at `endpoint` (each endpoint a
 /// route of its own, so an unknown one is the router's 404).
 async fn handle(

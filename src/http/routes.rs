@@ -159,6 +159,11 @@ pub fn table() -> Vec<Route> {
             "/channels/{name}/webhook",
             post(super::ingress::webhook),
         ),
+        route(
+            Method::POST,
+            "/channels/{name}/events",
+            post(super::ingress::slack_events),
+        ),
         route(Method::GET, "/v1/schedules", get(super::schedules::list)),
         route(Method::POST, "/v1/schedules", post(super::schedules::add)),
         route(

@@ -6,6 +6,7 @@
 //! arriving once, `pincer verify` after.
 //! Runs for Telegram, IRC, Matrix, email and the webhook. Each platform's
 //! own file tests what only it has (drafts, lines, keys).
+//! Slack runs it too, against the fake Slack (`support::slack`).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -974,6 +975,103 @@ fn email_conforms() {
     }
     let mut platform = Email {
         server,
+        seen: [0, 0],
+        last: None,
+    };
+    conforms(&mut platform);
+}
+
+/// Slack, against the fake Slack (Socket Mode and the Web API): the
+/// person and a stranger each in a direct message with the bot.
+struct Slack {
+    fake: crate::support::slack::FakeSlack,
+    seen: [usize; 2],
+    last: Option<String>,
+}
+
+const SLACK_PERSON: &str = "UPERSON";
+const SLACK_STRANGER: &str = "USTRANGER";
+
+impl Slack {
+    fn next(&mut self, user: &str, slot: usize, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let texts = self.fake.texts(&format!("D{user}"));
+            if texts.len() > self.seen[slot] {
+                self.seen[slot] += 1;
+                return Some(texts[self.seen[slot] - 1].clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Platform for Slack {
+    fn channel(&self) -> &'static str {
+        "slack"
+    }
+    fn keys(&self) -> String {
+        format!("api_base = \"{}\"\n", self.fake.api_base())
+    }
+    fn person(&self) -> String {
+        SLACK_PERSON.to_owned()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "SLACK_BOT_TOKEN",
+                crate::support::slack::BOT_TOKEN.to_owned(),
+            ),
+            (
+                "SLACK_APP_TOKEN",
+                crate::support::slack::APP_TOKEN.to_owned(),
+            ),
+        ]
+    }
+    fn mark(&mut self) {
+        self.fake.forget_envelopes();
+        self.seen = [
+            self.fake.texts(&format!("D{SLACK_PERSON}")).len(),
+            self.fake.texts(&format!("D{SLACK_STRANGER}")).len(),
+        ];
+    }
+    fn ready(&mut self, dir: &TestDir) {
+        connected(dir);
+    }
+    fn person_says(&mut self, text: &str) {
+        self.last = Some(self.fake.dm(SLACK_PERSON, text));
+    }
+    fn stranger_says(&mut self, text: &str) {
+        self.fake.dm(SLACK_STRANGER, text);
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        self.next(SLACK_PERSON, 0, within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        self.next(SLACK_STRANGER, 1, within)
+    }
+    fn redeliver(&mut self) -> bool {
+        if let Some(ts) = &self.last {
+            self.fake.replay(ts);
+        }
+        true
+    }
+    fn down(&mut self) {
+        self.fake
+            .fail("chat.postMessage", 10_000, 503, "service_unavailable", None);
+    }
+    fn up(&mut self) {
+        self.fake.release("chat.postMessage");
+    }
+}
+
+#[test]
+fn slack_conforms() {
+    let mut platform = Slack {
+        fake: crate::support::slack::FakeSlack::start(),
         seen: [0, 0],
         last: None,
     };

@@ -1562,6 +1562,15 @@ async fn the_openapi_document_describes_the_running_server() {
             .json(&json!({})),
         StatusCode::NOT_FOUND
     );
+    hit!(
+        "post",
+        "/channels/{name}/events",
+        server
+            .client
+            .post(server.url("/channels/slack/events"))
+            .json(&json!({})),
+        StatusCode::NOT_FOUND
+    );
     let ws = dir.workspace();
     // Schedules (their firing is tested in tests/it/schedules.rs).
     hit!(

@@ -73,6 +73,7 @@ mod skill_commands;
 mod skills;
 mod skills_activation;
 mod skills_catalogue;
+mod slack;
 mod store_copy;
 mod subagents;
 mod telegram;

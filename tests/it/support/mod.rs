@@ -15,6 +15,7 @@ pub mod mail;
 pub mod matrix;
 pub mod sdk;
 pub mod serve;
+pub mod slack;
 pub mod telegram;
 pub mod webhook;
 

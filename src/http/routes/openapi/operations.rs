@@ -736,6 +736,32 @@ pub fn operations() -> Vec<Operation> {
                 }
             }))
             .answer(503, "Not recorded now (the channels are starting, another process serves the account, or the store did not answer): send it again", schema::<schemas::ChannelError>),
+        Operation::new("post", "/channels/{name}/events", "slackEvents", "Slack's Events API for a Slack channel this process serves with a signing secret (docs/channels.md): events and interactions, answered once recorded. No bearer token: Slack signs the request (`X-Slack-Signature`, `X-Slack-Request-Timestamp`)")
+            .public()
+            .parameters(json!([
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": true,
+                    "description": "The channel's name (`[channels.NAME]`)",
+                    "schema": {
+                        "type": "string"
+                    }
+                }
+            ]))
+            .raw_body(json!({
+                "required": false,
+                "content": {
+                    "application/json": {
+                        "schema": {}
+                    }
+                }
+            }))
+            .raw(200, json!({"description": "Recorded, or a `url_verification` answered with its `challenge`", "content": {"application/json": {"schema": {"type": "object"}}}}))
+            .answer(400, "Neither an event nor an interaction payload", schema::<schemas::ChannelError>)
+            .answer(401, "Missing or bad signature, or a timestamp outside the five-minute window", schema::<schemas::ChannelError>)
+            .answer(404, "No such channel receives over HTTP in this process", schema::<schemas::ChannelError>)
+            .answer(503, "Not recorded now (the channels are starting, another process serves the account, or the store did not answer): Slack sends it again", schema::<schemas::ChannelError>),
         Operation::new("get", "/v1/channels", "listChannels", "The chat channels this process runs (pincer serve --channel): each account's health (the platform answering, since when, the last event, the last error), what its platform can do (capabilities) and its outbox by status")
             .answer(200, "The channels, by name", schema::<views::ChannelList>),
         Operation::new("get", "/v1/channels/{name}/outbox", "listChannelOutbox", "A channel's outbox: its send intents, most recently changed first, read from the store (the channel run by this process, served here or by another), each with the start of its text, where to, its status and why its last attempt failed; `unknown_after_send` ones wait for an operator's decision (docs/channels.md)")

@@ -1,0 +1,850 @@
+//! Slack (`kind = "slack"`): a Slack app's bot user, sending with the Web
+//! API (`chat.postMessage`, `chat.update`, `chat.delete`) and receiving over
+//! Socket Mode (`socket`: a WebSocket from `apps.connections.open`, each
+//! envelope acknowledged by its `envelope_id` once the hub has recorded it)
+//! or the HTTP Events API (`events`: requests signed with the app's signing
+//! secret, on the HTTP face's listener at `/channels/NAME/events`).
+//!
+//! **Conversations.** A direct message (a `D…` channel) is answered
+//! whatever it says; a thread in it is a conversation of its own. In a
+//! channel the bot answers only when mentioned (`<@BOT> …`), in a thread
+//! under the message that mentioned it (`thread_ts`), which is the
+//! conversation: a session per thread. `channels`, when set, are the only
+//! channels it answers in. Its own messages and edits are not read.
+//!
+//! **Sending.** Replies are `mrkdwn` (`mrkdwn`), cut at [`MAX_LEN`]
+//! characters; approvals and questions carry Block Kit buttons, whose
+//! presses (`block_actions`) come back as button presses. A Web API method
+//! answered 429 is not called again before its `Retry-After` has passed
+//! (per method, as Slack limits them): a call meanwhile fails at once as
+//! `rate_limit` with the time left. A post has no idempotency key, so a
+//! post whose answer was lost is `unknown`; an edit sets the whole message
+//! and a deletion stays done, so both may be repeated.
+
+mod events;
+mod mrkdwn;
+mod socket;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, render};
+use crate::core::channel::{
+    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
+};
+
+pub use mrkdwn::{escape, mrkdwn};
+
+/// The longest message text Pincer sends, in characters of `mrkdwn`: a
+/// section block (an approval prompt's text) takes at most 3,000.
+pub const MAX_LEN: usize = 3000;
+
+/// How the app receives its events.
+#[derive(Clone)]
+pub enum Receiving {
+    /// Socket Mode with this app-level token (`xapp-…`).
+    Socket { app_token: String },
+    /// The HTTP Events API (`/channels/NAME/events` on `pincer serve
+    /// --http`), requests signed with this secret.
+    Events { signing_secret: String },
+}
+
+impl std::fmt::Debug for Receiving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Receiving::Socket { .. } => f.write_str("Socket(…)"),
+            Receiving::Events { .. } => f.write_str("Events(…)"),
+        }
+    }
+}
+
+/// What the configuration gives a Slack channel.
+#[derive(Clone)]
+pub struct SlackSettings {
+    /// The bot token (`xoxb-…`).
+    pub bot_token: String,
+    pub receiving: Receiving,
+    /// The Web API root (`https://slack.com/api`).
+    pub api_base: String,
+    /// Channel ids answered in when mentioned; empty: every channel.
+    pub channels: Vec<String>,
+    /// TLS for the Socket Mode WebSocket (`net::tls_config`).
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+/// Who the bot is, from `auth.test`.
+#[derive(Debug, Clone, Default)]
+struct Identity {
+    /// The bot user's id (`U…`): mentions name it, its messages carry it.
+    user_id: String,
+    /// The bot's id (`B…`): its messages carry it as `bot_id`.
+    bot_id: Option<String>,
+}
+
+pub struct Slack {
+    name: String,
+    /// A digest of the bot token: names the account before Slack is asked.
+    account: String,
+    settings: SlackSettings,
+    client: reqwest::Client,
+    /// Learnt at the start of receiving; until then no message is taken.
+    identity: Mutex<Option<Identity>>,
+    /// Per Web API method, no call before this (a 429's `Retry-After`).
+    not_before: Mutex<HashMap<String, Instant>>,
+    /// The Events API's signing key (with `Receiving::Events`).
+    events_key: Option<ring::hmac::Key>,
+    /// The hub while this process receives for the account (the Events
+    /// API's requests are handed to it).
+    hub: Mutex<Option<Arc<Hub>>>,
+}
+
+impl Slack {
+    pub fn new(name: &str, settings: SlackSettings) -> Result<Self, String> {
+        let api_base = settings.api_base.trim().trim_end_matches('/').to_owned();
+        if !(api_base.starts_with("http://") || api_base.starts_with("https://")) {
+            return Err(format!(
+                "api_base {:?} is not an http:// or https:// URL",
+                api_base.chars().take(40).collect::<String>()
+            ));
+        }
+        if !settings.bot_token.starts_with("xoxb-") {
+            return Err(
+                "the Slack bot token does not look like one (expected xoxb-… from the app's OAuth page)"
+                    .to_owned(),
+            );
+        }
+        if let Receiving::Socket { app_token } = &settings.receiving
+            && !app_token.starts_with("xapp-")
+        {
+            return Err(
+                "the Slack app-level token does not look like one (expected xapp-… with connections:write)"
+                    .to_owned(),
+            );
+        }
+        let client = crate::net::http_client(Duration::from_secs(30))
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        let account = account_of(&settings.bot_token);
+        let events_key = match &settings.receiving {
+            Receiving::Events { signing_secret } => Some(ring::hmac::Key::new(
+                ring::hmac::HMAC_SHA256,
+                signing_secret.as_bytes(),
+            )),
+            Receiving::Socket { .. } => None,
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            account,
+            settings: SlackSettings {
+                api_base,
+                ..settings
+            },
+            client,
+            identity: Mutex::new(None),
+            not_before: Mutex::new(HashMap::new()),
+            events_key,
+            hub: Mutex::new(None),
+        })
+    }
+
+    /// Calls a Web API method with the bot token.
+    async fn call(&self, method: &str, body: &Value) -> Result<Value, DeliveryError> {
+        self.call_as(method, &self.settings.bot_token, Some(body))
+            .await
+    }
+
+    /// Calls a Web API method with `token`: JSON in, `{"ok": …}` out,
+    /// errors classified and never carrying a token. A method Slack asked
+    /// to wait for is not called before its time.
+    async fn call_as(
+        &self,
+        method: &str,
+        token: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, DeliveryError> {
+        let what = format!("slack {method}");
+        if let Some(left) = self.waiting(method) {
+            return Err(DeliveryError::new(
+                FailureKind::RateLimit,
+                format!("{what}: rate limited for {} ms more", left.as_millis()),
+            )
+            .with_retry_after(Some(left)));
+        }
+        let url = format!("{}/{method}", self.settings.api_base);
+        let mut request = self.client.post(&url).bearer_auth(token);
+        request = match body {
+            Some(body) => request.json(body),
+            None => request.header("content-type", "application/x-www-form-urlencoded"),
+        };
+        let response = request
+            .send()
+            .await
+            .map_err(|err| DeliveryError::unanswered(&what, err))?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        if status == 429 {
+            let wait = retry_after.unwrap_or(Duration::from_secs(1));
+            self.not_before
+                .lock()
+                .insert(method.to_owned(), Instant::now() + wait);
+            tracing::warn!(
+                method,
+                wait_secs = wait.as_secs(),
+                "Slack rate limited a method"
+            );
+            return Err(DeliveryError::new(
+                FailureKind::RateLimit,
+                format!("{what}: 429 ratelimited"),
+            )
+            .with_retry_after(Some(wait)));
+        }
+        let value: Value = response
+            .json()
+            .await
+            .map_err(|err| DeliveryError::unreadable(&what, status, err))?;
+        if value["ok"].as_bool() == Some(true) {
+            return Ok(value);
+        }
+        Err(classify(&what, status, &value).with_retry_after(retry_after))
+    }
+
+    /// How long `method` must still wait, if it must.
+    fn waiting(&self, method: &str) -> Option<Duration> {
+        let mut limits = self.not_before.lock();
+        let until = *limits.get(method)?;
+        let now = Instant::now();
+        if until <= now {
+            limits.remove(method);
+            return None;
+        }
+        Some(until - now)
+    }
+
+    /// `auth.test`: who the bot is.
+    async fn identify(&self) -> Result<Identity, DeliveryError> {
+        let answer = self.call("auth.test", &json!({})).await?;
+        let user_id = answer["user_id"].as_str().unwrap_or_default().to_owned();
+        if user_id.is_empty() {
+            return Err(DeliveryError::new(
+                FailureKind::Unknown,
+                "slack auth.test: the answer has no user_id",
+            ));
+        }
+        let identity = Identity {
+            user_id,
+            bot_id: answer["bot_id"].as_str().map(str::to_owned),
+        };
+        tracing::info!(
+            channel = %self.name,
+            user = %identity.user_id,
+            team = answer["team_id"].as_str().unwrap_or_default(),
+            "Slack bot identified"
+        );
+        *self.identity.lock() = Some(identity.clone());
+        Ok(identity)
+    }
+
+    /// Asks `auth.test` until it answers (a refused token stops: `false`).
+    async fn identify_until(&self, hub: &Hub, cancel: &CancellationToken) -> bool {
+        let mut failures: u32 = 0;
+        loop {
+            let err = tokio::select! {
+                _ = cancel.cancelled() => return false,
+                result = self.identify() => match result {
+                    Ok(_) => return true,
+                    Err(err) => err,
+                },
+            };
+            hub.down(&err.to_string());
+            if matches!(err.kind, FailureKind::Auth) {
+                tracing::error!(error = %err, "the Slack bot token was refused; the channel stops");
+                return false;
+            }
+            failures += 1;
+            let wait = err.retry_after.unwrap_or_else(|| backoff(failures));
+            tracing::warn!(error = %err, wait_secs = wait.as_secs(), "Slack auth.test failed");
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// The body of a post or an update of `unit` in `target`.
+    fn message_body(&self, target: &Target, unit: &Unit) -> Value {
+        let (text, markup) = match &unit.markup {
+            Some(markup) => (markup.clone(), true),
+            None => (escape(&unit.text), false),
+        };
+        let mut body = json!({
+            "channel": target.id,
+            "text": text,
+            "mrkdwn": markup,
+            "unfurl_links": false,
+            "unfurl_media": false,
+        });
+        if unit.buttons.is_empty() {
+            body["blocks"] = json!([]);
+        } else {
+            let section = if markup {
+                json!({"type": "mrkdwn", "text": text})
+            } else {
+                json!({"type": "plain_text", "text": unit.text})
+            };
+            let buttons: Vec<Value> = unit
+                .buttons
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    json!({
+                        "type": "button",
+                        "action_id": format!("pincer-{i}"),
+                        "text": {"type": "plain_text", "text": b.label},
+                        "value": b.data,
+                    })
+                })
+                .collect();
+            body["blocks"] = json!([
+                {"type": "section", "text": section},
+                {"type": "actions", "block_id": "pincer", "elements": buttons},
+            ]);
+        }
+        body
+    }
+
+    /// An Events API payload (`event_callback`) as a channel event; `None`
+    /// for what Pincer does not read (its own messages, edits, other kinds,
+    /// a channel message not addressed to it).
+    pub fn normalize_event(&self, payload: &Value) -> Option<Inbound> {
+        let identity = self.identity.lock().clone()?;
+        let event = &payload["event"];
+        let kind = event["type"].as_str()?;
+        if kind != "message" && kind != "app_mention" {
+            return None;
+        }
+        match event["subtype"].as_str() {
+            None | Some("file_share" | "thread_broadcast") => {}
+            Some(_) => return None,
+        }
+        let user = event["user"].as_str()?;
+        let bot = event["bot_id"].as_str();
+        if user == identity.user_id || (bot.is_some() && bot == identity.bot_id.as_deref()) {
+            return None;
+        }
+        let channel = event["channel"].as_str()?;
+        let ts = event["ts"].as_str()?;
+        let mention = format!("<@{}>", identity.user_id);
+        let raw = event["text"].as_str().unwrap_or_default();
+        let direct = channel.starts_with('D');
+        let thread = event["thread_ts"].as_str().map(str::to_owned);
+        let target = if direct {
+            Target {
+                kind: if thread.is_some() {
+                    TargetKind::Thread
+                } else {
+                    TargetKind::Direct
+                },
+                id: channel.to_owned(),
+                thread,
+            }
+        } else {
+            let addressed = kind == "app_mention" || raw.contains(&mention);
+            let listed = self.settings.channels.is_empty()
+                || self.settings.channels.iter().any(|c| c == channel);
+            if !addressed || !listed {
+                return None;
+            }
+            Target {
+                kind: TargetKind::Thread,
+                id: channel.to_owned(),
+                thread: Some(thread.unwrap_or_else(|| ts.to_owned())),
+            }
+        };
+        let text = unescape(raw.replace(&mention, " ").trim());
+        let attachments: Vec<Attachment> = event["files"]
+            .as_array()
+            .map(|files| {
+                files
+                    .iter()
+                    .map(|f| Attachment {
+                        kind: "file".to_owned(),
+                        name: f["name"].as_str().map(str::to_owned),
+                        reference: f["id"].as_str().unwrap_or_default().to_owned(),
+                        size: f["size"].as_u64(),
+                        mime_type: f["mimetype"].as_str().map(str::to_owned),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if text.is_empty() && attachments.is_empty() {
+            return None;
+        }
+        Some(Inbound::Message(ChannelMessage {
+            id: format!("{channel}:{ts}"),
+            channel: self.name.clone(),
+            account: self.account.clone(),
+            target,
+            sender: Some(Actor {
+                id: user.to_owned(),
+                name: None,
+                is_bot: bot.is_some(),
+            }),
+            body: text,
+            attachments,
+            relation: None,
+            origin: if bot.is_some() {
+                MessageOrigin::ExternalBot
+            } else {
+                MessageOrigin::User
+            },
+            at: millis(ts),
+        }))
+    }
+
+    /// A `block_actions` payload (a button of Pincer's pressed) as a press.
+    pub fn normalize_action(&self, payload: &Value) -> Option<Inbound> {
+        if payload["type"].as_str() != Some("block_actions") {
+            return None;
+        }
+        let action = payload["actions"].as_array()?.first()?;
+        let channel = payload["channel"]["id"]
+            .as_str()
+            .or_else(|| payload["container"]["channel_id"].as_str())?;
+        let message = &payload["message"];
+        let message_ts = message["ts"]
+            .as_str()
+            .or_else(|| payload["container"]["message_ts"].as_str())?;
+        let thread = message["thread_ts"].as_str().map(str::to_owned);
+        let kind = match (&thread, channel.starts_with('D')) {
+            (Some(_), _) => TargetKind::Thread,
+            (None, true) => TargetKind::Direct,
+            (None, false) => TargetKind::Group,
+        };
+        Some(Inbound::Button {
+            id: format!(
+                "{channel}:{message_ts}:{}",
+                action["action_ts"].as_str().unwrap_or_default()
+            ),
+            target: Target {
+                kind,
+                id: channel.to_owned(),
+                thread,
+            },
+            sender: payload["user"]["id"].as_str()?.to_owned(),
+            data: action["value"].as_str().unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+/// The account's name: `bot-` and the start of the bot token's SHA-256, so
+/// the account is known (its lease, its outbox) before Slack is asked.
+fn account_of(token: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(token.as_bytes());
+    format!("bot-{}", hex::encode(&digest[..6]))
+}
+
+/// 1 s doubling, up to a minute.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(
+        2u64.saturating_pow(failures.saturating_sub(1).min(6))
+            .min(60),
+    )
+}
+
+/// Slack's `ts` (`1700000000.000100`) in milliseconds.
+fn millis(ts: &str) -> i64 {
+    ts.parse::<f64>()
+        .map(|seconds| (seconds * 1000.0) as i64)
+        .unwrap_or(0)
+}
+
+/// Slack's escaped text (`&amp;`, `&lt;`, `&gt;`) as written.
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// A Web API error (`ok: false`) as a failure class, by its `error` code
+/// first, then by the HTTP status.
+fn classify(what: &str, status: u16, value: &Value) -> DeliveryError {
+    let error = value["error"].as_str().unwrap_or("no error code");
+    let kind = match error {
+        "ratelimited" => FailureKind::RateLimit,
+        "invalid_auth" | "not_authed" | "account_inactive" | "token_revoked" | "token_expired"
+        | "no_permission" => FailureKind::Auth,
+        "missing_scope"
+        | "not_in_channel"
+        | "is_archived"
+        | "restricted_action"
+        | "cant_update_message"
+        | "cant_delete_message"
+        | "edit_window_closed"
+        | "team_access_not_granted"
+        | "ekm_access_denied" => FailureKind::Permission,
+        "channel_not_found" | "message_not_found" | "thread_not_found" => FailureKind::NotFound,
+        "msg_too_long"
+        | "no_text"
+        | "invalid_blocks"
+        | "invalid_blocks_format"
+        | "invalid_arguments"
+        | "invalid_json"
+        | "json_not_object"
+        | "too_many_attachments" => FailureKind::InvalidPayload,
+        // Slack: "it's possible some aspect of the operation succeeded".
+        "internal_error" | "fatal_error" => FailureKind::Unknown,
+        "service_unavailable" | "request_timeout" => FailureKind::Transient,
+        _ if status == 200 => FailureKind::InvalidPayload,
+        _ => super::status_kind(status),
+    };
+    DeliveryError::new(
+        kind,
+        format!("{what}: {}", error.chars().take(80).collect::<String>()),
+    )
+}
+
+impl Adapter for Slack {
+    fn channel(&self) -> &str {
+        &self.name
+    }
+
+    fn account(&self) -> &str {
+        &self.account
+    }
+
+    fn kind(&self) -> &'static str {
+        "slack"
+    }
+
+    /// `mrkdwn` in messages of at most [`MAX_LEN`] characters of it, the
+    /// plain text beside it (sent instead when Slack refuses the blocks).
+    fn render(&self, markdown: &str) -> Vec<Unit> {
+        let measure = |piece: &str| render::chars(&mrkdwn(piece));
+        render::chunk(markdown, MAX_LEN, &measure)
+            .into_iter()
+            .map(|piece| Unit {
+                markup: Some(mrkdwn(&piece)),
+                text: render::plain(&piece),
+                buttons: Vec::new(),
+                file: None,
+            })
+            .collect()
+    }
+
+    /// A channel id (`D…` a direct message, `C…` or `G…` a channel),
+    /// optionally `/THREAD_TS`.
+    fn target(&self, to: &str) -> Result<Target, String> {
+        let kind = if to.trim().starts_with('D') {
+            TargetKind::Direct
+        } else {
+            TargetKind::Group
+        };
+        let target = super::default_target(to, kind)?;
+        if !target.id.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err("a Slack channel is its id (C…, G… or D…), not its name".to_owned());
+        }
+        Ok(target)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_len: MAX_LEN,
+            length_unit: LengthUnit::Chars,
+            edit: true,
+            delete: true,
+            buttons: true,
+            reactions: false,
+            threads: true,
+            // Files (`files.uploadV2`) are not sent yet.
+            files: false,
+            // `chat.update` is Tier 3 (50+ a minute).
+            edit_interval: Duration::from_secs(1),
+            markup: Some("mrkdwn"),
+            working_after: None,
+            // A post has no idempotency key; an update sets the whole
+            // message; a deleted message stays deleted.
+            idempotent: Idempotence {
+                send: false,
+                edit: true,
+                delete: true,
+            },
+        }
+    }
+
+    fn send<'a>(
+        &'a self,
+        target: &'a Target,
+        unit: &'a Unit,
+        _reply_to: Option<&'a str>,
+        _idempotency_key: &'a str,
+    ) -> BoxFuture<'a, Result<String, DeliveryError>> {
+        Box::pin(async move {
+            let mut body = self.message_body(target, unit);
+            if unit.buttons.is_empty() {
+                body.as_object_mut().map(|o| o.remove("blocks"));
+            }
+            if let Some(thread) = &target.thread {
+                body["thread_ts"] = json!(thread);
+            }
+            let sent = self.call("chat.postMessage", &body).await?;
+            sent["ts"].as_str().map(str::to_owned).ok_or_else(|| {
+                DeliveryError::new(
+                    FailureKind::Unknown,
+                    "slack chat.postMessage: the answer has no ts",
+                )
+            })
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        target: &'a Target,
+        platform_id: &'a str,
+        unit: &'a Unit,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let mut body = self.message_body(target, unit);
+            body["ts"] = json!(platform_id);
+            self.call("chat.update", &body).await.map(|_| ())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        target: &'a Target,
+        platform_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let body = json!({"channel": target.id, "ts": platform_id});
+            self.call("chat.delete", &body).await.map(|_| ())
+        })
+    }
+
+    fn receive(
+        self: Arc<Self>,
+        hub: Arc<Hub>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            if !self.identify_until(&hub, &cancel).await {
+                return;
+            }
+            match self.settings.receiving.clone() {
+                Receiving::Socket { app_token } => {
+                    socket::run(self, hub, app_token, cancel).await;
+                }
+                Receiving::Events { .. } => {
+                    hub.up();
+                    *self.hub.lock() = Some(hub);
+                    tracing::info!(channel = %self.name, endpoint = %format!("/channels/{}/{}", self.name, events::ENDPOINT), "Slack Events API receiving");
+                    cancel.cancelled().await;
+                    *self.hub.lock() = None;
+                }
+            }
+        })
+    }
+
+    fn receives_over_http(&self) -> bool {
+        self.events_key.is_some()
+    }
+
+    fn http(&self, request: super::HttpRequest) -> BoxFuture<'_, super::HttpReply> {
+        Box::pin(async move {
+            match &self.events_key {
+                Some(key) if request.endpoint == events::ENDPOINT => {
+                    self.event_request(key, &request.headers, &request.body)
+                        .await
+                }
+                Some(_) | None => super::HttpReply::error(
+                    404,
+                    format!(
+                        "Slack's events for channel {} are at /channels/{}/{}, with a signing secret",
+                        self.name,
+                        self.name,
+                        events::ENDPOINT
+                    ),
+                ),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slack() -> Slack {
+        let slack = Slack::new(
+            "slack",
+            SlackSettings {
+                bot_token: "xoxb-1-2-secret".into(),
+                receiving: Receiving::Socket {
+                    app_token: "xapp-1-A1-2-secret".into(),
+                },
+                api_base: "http://127.0.0.1:9/api".into(),
+                channels: vec!["C1".into()],
+                tls: Arc::new(crate::net::tls_config(None).unwrap()),
+            },
+        )
+        .unwrap();
+        *slack.identity.lock() = Some(Identity {
+            user_id: "UBOT".into(),
+            bot_id: Some("BBOT".into()),
+        });
+        slack
+    }
+
+    #[test]
+    fn errors_are_classified_by_their_code_then_status() {
+        for (error, status, kind) in [
+            ("invalid_auth", 200, FailureKind::Auth),
+            ("channel_not_found", 200, FailureKind::NotFound),
+            ("message_not_found", 200, FailureKind::NotFound),
+            ("cant_update_message", 200, FailureKind::Permission),
+            ("msg_too_long", 200, FailureKind::InvalidPayload),
+            ("invalid_blocks", 200, FailureKind::InvalidPayload),
+            ("fatal_error", 200, FailureKind::Unknown),
+            ("service_unavailable", 503, FailureKind::Transient),
+            ("something_new", 200, FailureKind::InvalidPayload),
+            ("something_new", 502, FailureKind::Transient),
+            ("ratelimited", 429, FailureKind::RateLimit),
+        ] {
+            let err = classify(
+                "slack chat.postMessage",
+                status,
+                &json!({"ok": false, "error": error}),
+            );
+            assert_eq!(err.kind, kind, "{error} {status}");
+            assert_eq!(err.message, format!("slack chat.postMessage: {error}"));
+        }
+    }
+
+    /// A 429 keeps that method, and only that one, from being called
+    /// before its `Retry-After`.
+    #[tokio::test]
+    async fn a_rate_limited_method_waits_out_its_retry_after() {
+        use crate::channels::tests::{Answer, serve_once};
+        let (url, request) = serve_once(Answer::Raw(
+            "HTTP/1.1 429 Too Many Requests\r\nretry-after: 30\r\ncontent-length: 35\r\n\r\n{\"ok\":false,\"error\":\"ratelimited\"}",
+        ))
+        .await;
+        let mut settings = slack().settings.clone();
+        settings.api_base = url;
+        let slack = Slack::new("slack", settings).unwrap();
+        let err = slack.call("chat.update", &json!({})).await.unwrap_err();
+        assert_eq!(err.kind, FailureKind::RateLimit);
+        assert_eq!(err.retry_after, Some(Duration::from_secs(30)));
+        assert!(request.await.unwrap().contains("Bearer xoxb-1-2-secret"));
+        // No request: the server is gone, yet the answer is the wait left.
+        let again = slack.call("chat.update", &json!({})).await.unwrap_err();
+        assert_eq!(again.kind, FailureKind::RateLimit);
+        assert!(
+            again.retry_after.unwrap() > Duration::from_secs(28),
+            "{again}"
+        );
+        // Another method is not held back (it finds the server gone).
+        let other = slack
+            .call("chat.postMessage", &json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(other.kind, FailureKind::Transient, "{other}");
+        assert!(!other.message.contains("secret"));
+    }
+
+    #[test]
+    fn messages_mentions_and_presses_normalize() {
+        let s = slack();
+        let dm = json!({"type": "event_callback", "event": {"type": "message", "channel": "D1",
+            "channel_type": "im", "user": "U1", "text": "a &lt;b&gt; &amp; c", "ts": "1700000000.000100"}});
+        let Some(Inbound::Message(m)) = s.normalize_event(&dm) else {
+            panic!("not a message")
+        };
+        assert_eq!(m.id, "D1:1700000000.000100");
+        assert_eq!(m.target.kind, TargetKind::Direct);
+        assert_eq!(m.body, "a <b> & c");
+        assert_eq!(m.at, 1_700_000_000_000);
+        // A thread in a direct message is a conversation of its own.
+        let threaded = json!({"event": {"type": "message", "channel": "D1", "user": "U1",
+            "text": "more", "ts": "5.0", "thread_ts": "4.0"}});
+        let Some(Inbound::Message(m)) = s.normalize_event(&threaded) else {
+            panic!("not a message")
+        };
+        assert_eq!(m.target.kind, TargetKind::Thread);
+        assert_eq!(m.target.thread.as_deref(), Some("4.0"));
+        // A channel message: only when mentioned, then in its thread.
+        let plain = json!({"event": {"type": "message", "channel": "C1", "user": "U1",
+            "text": "hello all", "ts": "5.1"}});
+        assert!(s.normalize_event(&plain).is_none());
+        let mention = json!({"event": {"type": "app_mention", "channel": "C1", "user": "U1",
+            "text": "<@UBOT> /usage", "ts": "5.2"}});
+        let Some(Inbound::Message(m)) = s.normalize_event(&mention) else {
+            panic!("not a message")
+        };
+        assert_eq!(m.body, "/usage");
+        assert_eq!(m.target.thread.as_deref(), Some("5.2"));
+        assert_eq!(m.target.kind, TargetKind::Thread);
+        // Not a listed channel; its own message; an edit.
+        let elsewhere = json!({"event": {"type": "app_mention", "channel": "C9", "user": "U1",
+            "text": "<@UBOT> hi", "ts": "5.3"}});
+        assert!(s.normalize_event(&elsewhere).is_none());
+        let own = json!({"event": {"type": "message", "channel": "D1", "user": "UBOT",
+            "bot_id": "BBOT", "text": "reply", "ts": "5.4"}});
+        assert!(s.normalize_event(&own).is_none());
+        let edit = json!({"event": {"type": "message", "subtype": "message_changed",
+            "channel": "D1", "ts": "5.5"}});
+        assert!(s.normalize_event(&edit).is_none());
+        let press = json!({"type": "block_actions", "user": {"id": "U1"},
+            "channel": {"id": "C1"}, "message": {"ts": "6.1", "thread_ts": "5.2"},
+            "actions": [{"action_id": "pincer-0", "value": "ap:x:allow_once", "action_ts": "6.2"}]});
+        let Some(Inbound::Button {
+            id,
+            target,
+            data,
+            sender,
+        }) = s.normalize_action(&press)
+        else {
+            panic!("not a press")
+        };
+        assert_eq!(id, "C1:6.1:6.2");
+        assert_eq!(target.thread.as_deref(), Some("5.2"));
+        assert_eq!((data.as_str(), sender.as_str()), ("ap:x:allow_once", "U1"));
+    }
+
+    #[test]
+    fn slack_declares_what_it_does_and_renders_within_it() {
+        let s = slack();
+        let caps = s.capabilities();
+        assert_eq!(
+            caps.idempotent,
+            Idempotence {
+                send: false,
+                edit: true,
+                delete: true
+            }
+        );
+        assert!(caps.threads && caps.buttons && caps.edit && caps.delete);
+        let long = "**bold** & <b> ".repeat(1_000);
+        let units = s.render(&long);
+        assert!(units.len() > 1);
+        for unit in &units {
+            assert!(unit.markup.as_ref().unwrap().chars().count() <= MAX_LEN);
+        }
+        assert!(s.account().starts_with("bot-"));
+        assert!(!s.account().contains("secret"));
+        let target = s.target("C1/5.2").unwrap();
+        assert_eq!(target.thread.as_deref(), Some("5.2"));
+        assert!(s.target("#general").is_err());
+    }
+}

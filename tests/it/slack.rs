@@ -1,0 +1,746 @@
+//! The Slack channel through `pincer serve --channel slack`, against a fake
+//! Slack (`support::slack`: the Web API and Socket Mode as Slack documents
+//! them): a conversation with a live draft finalized in place, an approval
+//! by a Block Kit button acknowledged within Slack's 3 seconds, a
+//! redelivered event answered once, a dropped connection and a requested
+//! refresh losing and repeating nothing, a 429's `Retry-After` honoured per
+//! method, the chat commands in a channel thread, `kill -9` at each
+//! boundary of a send, and the Events API's signature checks (on the
+//! HTTP face, `/channels/slack/events`).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TestDir;
+use crate::support::serve::{HttpServe, TOKEN};
+use crate::support::slack::{APP_TOKEN, BOT_TOKEN, FakeSlack};
+
+const ALICE: &str = "UALICE";
+const DM: &str = "DUALICE";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn setup(fake: &FakeSlack, extra: &str) -> TestDir {
+    let dir = TestDir::new();
+    dir.write_config(&format!(
+        "[channels.slack]\napi_base = \"{}\"\nworkspace = \"{}\"\ncoalesce_ms = 50\nallow = [\"{ALICE}\"]\n{extra}",
+        fake.api_base(),
+        dir.workspace().display()
+    ));
+    dir
+}
+
+/// `pincer serve --http 127.0.0.1:0 --channel slack` with the scripted model.
+fn serve(dir: &TestDir, script: &std::path::Path) -> HttpServe {
+    HttpServe::start_with_env(
+        dir,
+        None,
+        &[
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_APP_TOKEN", APP_TOKEN),
+        ],
+    )
+}
+
+/// Waits until `check` holds, looking every 150 ms (each look may run a
+/// `pincer` command).
+fn until(fake: &FakeSlack, what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    panic!(
+        "timed out waiting for {what}; calls: {:#?}",
+        fake.all_calls()
+    );
+}
+
+fn intents(dir: &TestDir, kind: &str) -> Vec<Value> {
+    dir.outbox()
+        .into_iter()
+        .filter(|i| i["kind"] == kind)
+        .collect()
+}
+
+/// Every envelope Slack sent was acknowledged.
+fn all_acked(fake: &FakeSlack) -> bool {
+    fake.envelopes().iter().all(|e| e.acked_at.is_some())
+}
+
+#[test]
+fn a_conversation_with_a_live_draft_finalized_in_place() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo **there** & <you>"}]),
+            json!([{"text": "Second answer"}]),
+        ],
+    );
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the finalized reply", WAIT, |f| {
+        f.texts(DM) == ["Hello *there* &amp; &lt;you&gt;"]
+    });
+    // One message: posted as a draft, updated as the text grew, finalized in place.
+    let posts = fake.calls("chat.postMessage");
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].body["text"], "Hel");
+    assert_eq!(posts[0].body["channel"], DM);
+    assert!(!fake.calls("chat.update").is_empty());
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+    // Every envelope acknowledged, the bot's own echoes too (and not answered).
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+
+    // The chat keeps its session: the script's second turn answers.
+    fake.dm(ALICE, "and again");
+    fake.wait_for("the second reply", WAIT, |f| {
+        f.texts(DM).len() == 2 && f.texts(DM)[1] == "Second answer"
+    });
+    assert_eq!(fake.calls("chat.postMessage").len(), 2);
+
+    // The declared capabilities, as `GET /v1/channels` shows them.
+    let (status, listed) =
+        crate::support::matrix::request("GET", &server.url("/v1/channels"), Some(TOKEN), None);
+    assert_eq!(status, 200, "{listed}");
+    let slack = listed["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "slack")
+        .cloned()
+        .unwrap();
+    assert_eq!(slack["kind"], "slack");
+    assert_eq!(slack["connected"], true, "{slack}");
+    assert_eq!(
+        slack["capabilities"],
+        json!({"max_len": 3000, "length_unit": "chars", "markup": "mrkdwn",
+            "edit": true, "delete": true, "buttons": true, "reactions": false,
+            "threads": true, "files": false, "edit_interval_ms": 1000, "working_after_ms": null,
+            "idempotent": {"send": false, "edit": true, "delete": true}})
+    );
+    let logged = server.stderr();
+    drop(server);
+    assert!(!logged.contains(BOT_TOKEN) && !logged.contains(APP_TOKEN));
+    dir.verify();
+}
+
+#[test]
+fn an_approval_is_answered_by_a_button_acknowledged_within_three_seconds() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "from slack\n"}}}]),
+            json!([{"text": "Written."}]),
+        ],
+    );
+    let _server = serve(&dir, &script);
+    fake.dm(ALICE, "write a note");
+    fake.wait_for("the approval prompt", WAIT, |f| {
+        f.shown(DM).iter().any(|p| p.blocks.is_array())
+    });
+    let prompt = fake
+        .shown(DM)
+        .into_iter()
+        .find(|p| p.blocks.is_array())
+        .unwrap();
+    assert!(prompt.text.contains("Approval needed"), "{}", prompt.text);
+    assert_eq!(prompt.blocks[0]["type"], "section");
+    let buttons = prompt.blocks[1]["elements"].as_array().unwrap().clone();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["text"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["Allow once", "Always", "Reject"]);
+    let allow = buttons[0]["value"].as_str().unwrap().to_owned();
+    fake.press(ALICE, DM, &prompt.ts, &allow);
+    fake.wait_for("the reply after the tool ran", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t == "Written.")
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("note.txt")).unwrap(),
+        "from slack\n"
+    );
+    // The press was acknowledged within Slack's 3 seconds.
+    let press = fake
+        .envelopes()
+        .into_iter()
+        .find(|e| e.kind == "interactive")
+        .unwrap();
+    let took = press.acked_at.unwrap() - press.sent_at.unwrap();
+    assert!(took < Duration::from_secs(3), "acknowledged after {took:?}");
+    // The prompt now shows the answer, without its buttons.
+    fake.wait_for("the prompt updated", WAIT, |f| {
+        f.shown(DM).iter().any(|p| {
+            p.ts == prompt.ts && p.text.ends_with("→ allowed once") && p.blocks == json!([])
+        })
+    });
+    dir.verify();
+}
+
+#[test]
+fn a_redelivered_event_is_answered_once() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Only once."}]), json!([{"text": "Twice!"}])],
+    );
+    let _server = serve(&dir, &script);
+    let ts = fake.dm(ALICE, "hello");
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Only once."]);
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    // Slack sends the event again (a retry with a new envelope id).
+    fake.replay(&ts);
+    fake.wait_for("the replay acknowledged", WAIT, |f| {
+        all_acked(f) && f.envelopes().iter().any(|e| e.retry_attempt == 1)
+    });
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fake.texts(DM), ["Only once."]);
+    assert_eq!(intents(&dir, "reply").len(), 1);
+}
+
+#[test]
+fn a_dropped_connection_and_a_refresh_lose_nothing_and_repeat_nothing() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "One."}]),
+            json!([{"text": "Two."}]),
+            json!([{"text": "Three."}]),
+        ],
+    );
+    let _server = serve(&dir, &script);
+    fake.dm(ALICE, "one");
+    fake.wait_for("the first reply", WAIT, |f| f.texts(DM) == ["One."]);
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+
+    // The connection drops; a message written meanwhile waits for the next one.
+    fake.drop_connection();
+    fake.dm(ALICE, "two");
+    fake.wait_for("a second connection", WAIT, |f| f.connections() == 2);
+    fake.wait_for("the second reply", WAIT, |f| {
+        f.texts(DM) == ["One.", "Two."]
+    });
+
+    // Slack asks for a refresh: the new connection is up before the old closes.
+    fake.ask_reconnect();
+    fake.wait_for("the old connection closed by the app", WAIT, |f| {
+        f.connections() == 3 && f.closed_by_app(2)
+    });
+    let times = fake.connection_times();
+    assert!(
+        times[2].0 < times[1].1.unwrap(),
+        "the new connection opened after the old one closed: {times:?}"
+    );
+    fake.dm(ALICE, "three");
+    fake.wait_for("the third reply", WAIT, |f| {
+        f.texts(DM) == ["One.", "Two.", "Three."]
+    });
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    until(&fake, "three replies sent", || {
+        let replies = intents(&dir, "reply");
+        replies.len() == 3 && replies.iter().all(|i| i["status"] == "sent")
+    });
+    assert_eq!(fake.open_connections(), 1);
+    dir.verify();
+}
+
+#[test]
+fn a_rate_limited_method_is_not_called_before_its_retry_after() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Patiently."}])]);
+    let _server = serve(&dir, &script);
+    fake.rate_limit("chat.postMessage", 2);
+    fake.dm(ALICE, "hello");
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Patiently."]);
+    let posts = fake.calls("chat.postMessage");
+    assert_eq!(posts.len(), 2, "{posts:#?}");
+    let waited = posts[1].at - posts[0].at;
+    assert!(
+        waited >= Duration::from_secs(2),
+        "posted again after {waited:?}"
+    );
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+}
+
+#[test]
+fn chat_commands_work_in_a_channel_thread() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\nchannels = [\"CTEAM\"]\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hello team."}]),
+            json!([{"text": "slow"}, {"delay_ms": 30000}, {"text": " never"}]),
+        ],
+    );
+    let _server = serve(&dir, &script);
+    // Not mentioned, or in another channel: not for Pincer.
+    fake.mention("COTHER", ALICE, "hello?", None);
+    let root = fake.mention("CTEAM", ALICE, "hello", None);
+    fake.wait_for("the reply in the thread", WAIT, |f| {
+        f.shown("CTEAM")
+            .iter()
+            .any(|p| p.text == "Hello team." && p.thread_ts.as_deref() == Some(root.as_str()))
+    });
+    assert!(fake.shown("COTHER").is_empty());
+    let in_thread = |needle: &str| {
+        let needle = needle.to_owned();
+        let root = root.clone();
+        move |f: &FakeSlack| {
+            f.shown("CTEAM")
+                .iter()
+                .any(|p| p.thread_ts.as_deref() == Some(root.as_str()) && p.text.contains(&needle))
+        }
+    };
+    fake.mention("CTEAM", ALICE, "/model", Some(&root));
+    fake.wait_for("the models", WAIT, in_thread("(current)"));
+    fake.mention("CTEAM", ALICE, "/usage", Some(&root));
+    fake.wait_for("the usage", WAIT, in_thread("tokens"));
+    fake.mention("CTEAM", ALICE, "/new", Some(&root));
+    fake.wait_for("a new session", WAIT, in_thread("New session"));
+    fake.mention("CTEAM", ALICE, "/sessions", Some(&root));
+    fake.wait_for(
+        "the sessions",
+        WAIT,
+        in_thread("most recently active first"),
+    );
+    let listed = fake
+        .texts("CTEAM")
+        .into_iter()
+        .find(|t| t.contains("most recently active first"))
+        .unwrap();
+    assert!(listed.contains("1.") && listed.contains("2."), "{listed}");
+    fake.mention("CTEAM", ALICE, "/resume 2", Some(&root));
+    fake.wait_for(
+        "the first session resumed",
+        WAIT,
+        in_thread("Resumed session"),
+    );
+    fake.mention("CTEAM", ALICE, "take your time", Some(&root));
+    let running = |dir: &TestDir| {
+        let out = dir
+            .command()
+            .args(["sessions", "list", "--json"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|s| {
+                dir.show_session(s["session_id"].as_str().unwrap())["runs"]
+                    .as_array()
+                    .is_some_and(|runs| runs.iter().any(|r| r["state"] == "running"))
+            })
+    };
+    until(&fake, "the slow run working", || running(&dir));
+    fake.mention("CTEAM", ALICE, "/stop", Some(&root));
+    until(&fake, "the run cancelled", || !running(&dir));
+    // Every answer went to the thread, none to the channel itself.
+    assert!(
+        fake.shown("CTEAM")
+            .iter()
+            .all(|p| p.thread_ts.as_deref() == Some(root.as_str())),
+        "{:#?}",
+        fake.shown("CTEAM")
+    );
+    assert!(!fake.texts("CTEAM").iter().any(|t| t.contains("never")));
+    // In a direct message, after a space (Slack keeps `/…` for its own
+    // slash commands), a command is a command too.
+    fake.dm(ALICE, " /help");
+    fake.wait_for("the help in the direct message", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t.contains("/resume"))
+    });
+}
+
+/// Waits until nothing is left to send (held, pending, on its way).
+fn settled(fake: &FakeSlack, dir: &TestDir) {
+    until(fake, "the outbox to settle", || {
+        dir.outbox().iter().all(|i| {
+            !matches!(
+                i["status"].as_str(),
+                Some("held" | "pending" | "sending" | "committing")
+            )
+        })
+    });
+}
+
+#[test]
+fn a_crash_with_the_reply_recorded_and_slack_down_delivers_it_once_after_the_restart() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Survived."}])]);
+    fake.fail("chat.postMessage", 1000, 503, "service_unavailable", None);
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    until(&fake, "a failed attempt recorded", || {
+        dir.outbox()
+            .iter()
+            .any(|i| i["status"] == "pending" && i["attempt"].as_u64() >= Some(1))
+    });
+    server.crash();
+    fake.release("chat.postMessage");
+    let _server = serve(&dir, &script);
+    fake.wait_for("the reply after the restart", WAIT, |f| {
+        f.texts(DM) == ["Survived."]
+    });
+    settled(&fake, &dir);
+    assert_eq!(intents(&dir, "reply")[0]["status"], "sent");
+    assert_eq!(fake.texts(DM), ["Survived."]);
+    dir.verify();
+}
+
+#[test]
+fn a_crash_after_slack_took_a_post_leaves_it_unknown_and_never_resent() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Maybe delivered."}])]);
+    // Slack posts it and the process dies before the answer with its ts.
+    fake.hold_acted("chat.postMessage");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the post shown", WAIT, |f| {
+        f.texts(DM) == ["Maybe delivered."]
+    });
+    server.crash();
+    fake.release("chat.postMessage");
+    let _server = serve(&dir, &script);
+    until(&fake, "the reply found unknown after send", || {
+        intents(&dir, "reply")
+            .iter()
+            .any(|i| i["status"] == "unknown_after_send")
+    });
+    settled(&fake, &dir);
+    assert_eq!(fake.calls("chat.postMessage").len(), 1, "resent blindly");
+    assert_eq!(fake.texts(DM), ["Maybe delivered."]);
+    let out = dir
+        .command()
+        .args([
+            "channels",
+            "outbox",
+            "--status",
+            "unknown_after_send",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    dir.verify();
+}
+
+#[test]
+fn a_crash_during_a_live_draft_deletes_it_and_sends_the_reply_afresh() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "long job");
+    until(&fake, "the draft shown and its ts recorded", || {
+        fake.texts(DM) == ["Working on it"]
+            && intents(&dir, "draft").iter().any(|i| i["status"] == "sent")
+    });
+    server.crash();
+    let _server = serve(&dir, &script);
+    fake.wait_for("the draft deleted and the reply sent", WAIT, |f| {
+        !f.calls("chat.delete").is_empty()
+            && f.texts(DM).len() == 1
+            && f.texts(DM)[0] != "Working on it"
+    });
+    let shown = fake.texts(DM);
+    assert!(
+        shown[0].starts_with("Working on it") && shown[0].contains("interrupted"),
+        "{shown:?}"
+    );
+    settled(&fake, &dir);
+    assert_eq!(intents(&dir, "draft")[0]["status"], "cancelled");
+    assert_eq!(intents(&dir, "reply")[0]["status"], "sent");
+    dir.verify();
+}
+
+#[test]
+fn a_crash_before_the_drafts_ts_is_known_is_reported_in_the_reply() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Working on it"}, {"delay_ms": 60000}, {"text": " never"}])],
+    );
+    // Slack shows the draft; the process dies before learning its ts.
+    fake.hold_acted("chat.postMessage");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "long job");
+    fake.wait_for("the draft shown", WAIT, |f| {
+        f.texts(DM) == ["Working on it"]
+    });
+    server.crash();
+    fake.release("chat.postMessage");
+    let _server = serve(&dir, &script);
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM).len() == 2);
+    let shown = fake.texts(DM);
+    assert_eq!(shown[0], "Working on it");
+    assert!(
+        shown[1].starts_with("[pincer] If a partial draft of this reply shows above, it is stale"),
+        "{shown:?}"
+    );
+    settled(&fake, &dir);
+    assert_eq!(intents(&dir, "draft")[0]["status"], "unknown_after_send");
+    assert_eq!(fake.calls("chat.postMessage").len(), 2);
+    dir.verify();
+}
+
+#[test]
+fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Draft"}, {"delay_ms": 300}, {"text": " and the rest."}])],
+    );
+    // The update that finalizes the draft reaches Slack but is never acted on.
+    fake.hold("chat.update");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the finalizing update in flight", WAIT, |f| {
+        f.calls("chat.update")
+            .iter()
+            .any(|c| c.body["text"] == "Draft and the rest.")
+    });
+    server.crash();
+    assert_eq!(fake.texts(DM), ["Draft"]);
+    fake.release("chat.update");
+    let _server = serve(&dir, &script);
+    // An update is harmless to repeat: it is made again.
+    fake.wait_for("the draft finalized", WAIT, |f| {
+        f.texts(DM) == ["Draft and the rest."]
+    });
+    settled(&fake, &dir);
+    assert_eq!(fake.calls("chat.postMessage").len(), 1);
+    dir.verify();
+}
+
+/// One signed POST to the Events API listener: the status and the body.
+fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    let tag = ring::hmac::sign(&key, format!("v0:{at}:{body}").as_bytes());
+    let signature = format!("v0={}", hex::encode(tag.as_ref()));
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /channels/slack/events HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
+    let fake = FakeSlack::start();
+    let dir = setup(
+        &fake,
+        "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "Heard you."}])]);
+    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let server = HttpServe::start_with_env(
+        &dir,
+        None,
+        &[
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_SIGNING_SECRET", secret),
+        ],
+    );
+    let addr = server.addr.clone();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let verification = r#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    assert_eq!(
+        post_event(&addr, secret, now, verification),
+        (
+            200,
+            r#"{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}"#.to_owned()
+        )
+    );
+    let event =
+        json!({"token": "t", "team_id": "T100", "api_app_id": "A100", "type": "event_callback",
+        "event_id": "Ev1", "event_time": now,
+        "event": {"type": "message", "channel": DM, "channel_type": "im", "user": ALICE,
+            "text": "hello over HTTP", "ts": "1700000000.000200"}})
+        .to_string();
+    // A wrong secret, and a right one five minutes and more ago: refused, not read.
+    assert_eq!(post_event(&addr, "not-the-secret", now, &event).0, 401);
+    assert_eq!(post_event(&addr, secret, now - 301, &event).0, 401);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(fake.calls("chat.postMessage").is_empty());
+    // Signed and fresh: recorded and answered; a retry of it answered once.
+    assert_eq!(post_event(&addr, secret, now, &event).0, 200);
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Heard you."]);
+    assert_eq!(post_event(&addr, secret, now, &event).0, 200);
+    settled(&fake, &dir);
+    assert_eq!(fake.texts(DM), ["Heard you."]);
+    assert_eq!(fake.calls("apps.connections.open").len(), 0);
+}
+
+/// Slack limits each method apart: a 429 on `chat.update` holds back
+/// updates until its `Retry-After`, not posts.
+#[test]
+fn a_rate_limit_holds_back_its_own_method_only() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "channels = [\"CTEAM\"]\n");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo there"}])],
+    );
+    let _server = serve(&dir, &script);
+    fake.rate_limit("chat.update", 3);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the draft's update refused", WAIT, |f| {
+        !f.calls("chat.update").is_empty()
+    });
+    let limited = fake.calls("chat.update")[0].at;
+    // Another conversation posts meanwhile: posts are not held back.
+    let root = fake.mention("CTEAM", ALICE, "hi", None);
+    fake.wait_for("the channel's draft posted", WAIT, |f| {
+        f.calls("chat.postMessage")
+            .iter()
+            .any(|c| c.body["channel"] == "CTEAM")
+    });
+    let posted = fake
+        .calls("chat.postMessage")
+        .into_iter()
+        .find(|c| c.body["channel"] == "CTEAM")
+        .unwrap()
+        .at;
+    assert!(
+        posted - limited < Duration::from_secs(3),
+        "a post waited for chat.update's Retry-After"
+    );
+    fake.wait_for("both replies finalized", WAIT, |f| {
+        f.texts(DM) == ["Hello there"]
+            && f.shown("CTEAM")
+                .iter()
+                .any(|p| p.text == "Hello there" && p.thread_ts.as_deref() == Some(root.as_str()))
+    });
+    let updates = fake.calls("chat.update");
+    assert!(updates.len() >= 2, "{updates:#?}");
+    for update in &updates[1..] {
+        assert!(
+            update.at - limited >= Duration::from_secs(3),
+            "chat.update called {:?} after its 429",
+            update.at - limited
+        );
+    }
+    // `pincer channels status` tells the account's health from the store.
+    let out = dir
+        .command()
+        .args(["channels", "status", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .find(|s: &Value| s["name"] == "slack")
+        .unwrap();
+    assert_eq!(status["connected"], true, "{status}");
+    assert!(status["account"].as_str().unwrap().starts_with("bot-"));
+}
+
+#[test]
+fn pincer_send_posts_first_in_a_channel_thread() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
+    let _server = serve(&dir, &script);
+    let out = dir
+        .command()
+        .env("SLACK_BOT_TOKEN", BOT_TOKEN)
+        .env("SLACK_APP_TOKEN", APP_TOKEN)
+        .args([
+            "send",
+            "--channel",
+            "slack",
+            "--to",
+            "CTEAM/1700000000.000200",
+            "--wait",
+            "15",
+            "The **nightly build** finished",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = fake.shown("CTEAM");
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert_eq!(shown[0].text, "The *nightly build* finished");
+    assert_eq!(shown[0].thread_ts.as_deref(), Some("1700000000.000200"));
+    // A channel's name is not its id.
+    let out = dir
+        .command()
+        .env("SLACK_BOT_TOKEN", BOT_TOKEN)
+        .env("SLACK_APP_TOKEN", APP_TOKEN)
+        .args(["send", "--channel", "slack", "--to", "#general", "hi"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not its name"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
