@@ -35,7 +35,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit, render};
+use super::{
+    Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit, render,
+};
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
 };
@@ -151,6 +153,67 @@ impl Slack {
             events_key,
             hub: Mutex::new(None),
         })
+    }
+
+    /// Whether `url` is where Slack keeps files, so the bot token may be
+    /// sent there: `https://files.slack.com/`, or the origin of `api_base`
+    /// (a test server, an Enterprise Grid proxy).
+    fn file_host(&self, url: &str) -> bool {
+        let origin = |u: &str| -> Option<String> {
+            let (scheme, rest) = u.split_once("://")?;
+            let host = rest.split('/').next()?;
+            Some(format!("{scheme}://{host}/"))
+        };
+        let Some(of_url) = origin(url) else {
+            return false;
+        };
+        of_url == "https://files.slack.com/" || origin(&self.settings.api_base) == Some(of_url)
+    }
+
+    /// A file's bytes from its private URL, with the bot token (the app
+    /// needs `files:read`), at most `limit` bytes.
+    async fn download(&self, url: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
+        if !self.file_host(url) {
+            return Err(FetchError::Failed(
+                "the file is not on Slack's file host".to_owned(),
+            ));
+        }
+        let mut response = self
+            .client
+            .get(url)
+            .bearer_auth(&self.settings.bot_token)
+            .send()
+            .await
+            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?;
+        if !response.status().is_success() {
+            return Err(FetchError::Failed(format!(
+                "Slack's file host answered {}",
+                response.status().as_u16()
+            )));
+        }
+        // Without `files:read` Slack answers a file's URL with its sign-in page.
+        let html = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"));
+        if html {
+            return Err(FetchError::Failed(
+                "Slack answered with a web page: the app needs the files:read scope".to_owned(),
+            ));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?
+        {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(FetchError::TooLarge { limit });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
     /// Calls a Web API method with the bot token.
@@ -380,7 +443,13 @@ impl Slack {
                     .map(|f| Attachment {
                         kind: "file".to_owned(),
                         name: f["name"].as_str().map(str::to_owned),
-                        reference: f["id"].as_str().unwrap_or_default().to_owned(),
+                        // Where its bytes are (with the bot token), else its id.
+                        reference: f["url_private_download"]
+                            .as_str()
+                            .or_else(|| f["url_private"].as_str())
+                            .or_else(|| f["id"].as_str())
+                            .unwrap_or_default()
+                            .to_owned(),
                         size: f["size"].as_u64(),
                         mime_type: f["mimetype"].as_str().map(str::to_owned),
                     })
@@ -526,6 +595,19 @@ impl Adapter for Slack {
 
     fn kind(&self) -> &'static str {
         "slack"
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        attachment: &'a Attachment,
+        limit: u64,
+    ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        Box::pin(async move {
+            if attachment.size.is_some_and(|size| size > limit) {
+                return Err(FetchError::TooLarge { limit });
+            }
+            self.download(&attachment.reference, limit).await
+        })
     }
 
     /// `mrkdwn` in messages of at most [`MAX_LEN`] characters of it, the

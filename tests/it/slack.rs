@@ -744,3 +744,75 @@ fn pincer_send_posts_first_in_a_channel_thread() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Files shared in Slack reach the prompt as on Telegram: an image for a
+/// model that takes images, fetched from its private URL with the bot token;
+/// a text file embedded; anything else named with its size and why.
+#[test]
+fn shared_files_reach_the_model_through_their_private_urls() {
+    use crate::support::http::{Loopback, Reply};
+    use base64::Engine as _;
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let fake = FakeSlack::start();
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = Default::default();
+    let record = seen.clone();
+    let stream = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "seen it"}, "finish_reason": null}]}),
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    );
+    let model = Loopback::model(move |request, _| {
+        record.lock().unwrap().push(request.body.clone());
+        Reply::event_stream(stream.clone())
+    });
+    let dir = TestDir::new();
+    dir.write_config(&format!(
+        "provider = \"local\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"gpt-4o\"]\n\
+         [channels.slack]\napi_base = \"{}\"\nworkspace = \"{}\"\ncoalesce_ms = 50\nallow = [\"{ALICE}\"]\n",
+        model.url,
+        fake.api_base(),
+        dir.workspace().display()
+    ));
+    let _server = HttpServe::start_with_env(
+        &dir,
+        None,
+        &["--channel", "slack"],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_APP_TOKEN", APP_TOKEN),
+        ],
+    );
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG)
+        .unwrap();
+    let files = vec![
+        fake.add_file("shot.png", "image/png", &png),
+        fake.add_file("notes.md", "text/markdown", b"- ship it\n"),
+        fake.add_file("report.pdf", "application/pdf", b"%PDF-1.7"),
+    ];
+    fake.dm_files(ALICE, "what do you make of these?", files);
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["seen it"]);
+    let user = seen.lock().unwrap().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        user["content"],
+        json!([
+            {"type": "text", "text": "what do you make of these?\n[attached file shot.png: below]\n[attached file notes.md: below]\n[attached file report.pdf, 8 B: not sent (only images and text files reach the model)]"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
+            {"type": "text", "text": "<resource uri=\"attachment:notes.md\">\n- ship it\n\n</resource>"},
+        ])
+    );
+    // Two fetched, each with the bot token; the PDF never.
+    let downloads = fake.downloads();
+    assert_eq!(downloads.len(), 2, "{downloads:?}");
+    assert!(
+        downloads
+            .iter()
+            .all(|(path, authed)| *authed && !path.ends_with(".pdf"))
+    );
+}

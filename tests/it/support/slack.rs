@@ -97,6 +97,10 @@ struct State {
     connections: Vec<Connection>,
     envelopes: Vec<Envelope>,
     next_id: u64,
+    /// Files people shared: private path → bytes.
+    files: HashMap<String, Vec<u8>>,
+    /// Private paths fetched, with whether the bot token came along.
+    downloads: Vec<(String, bool)>,
 }
 
 #[derive(Clone)]
@@ -127,6 +131,7 @@ impl FakeSlack {
                 let app = axum::Router::new()
                     .route("/api/{method}", axum::routing::post(web_api))
                     .route("/link/", axum::routing::get(link))
+                    .route("/files-pri/{*path}", axum::routing::get(file))
                     .with_state(shared);
                 axum::serve(listener, app).await.unwrap();
             });
@@ -160,6 +165,41 @@ impl FakeSlack {
             Some(thread_ts),
             "message",
         )
+    }
+
+    /// Keeps a file as Slack keeps what people share; returns its file
+    /// object as events carry it (`url_private_download` on this server).
+    pub fn add_file(&self, name: &str, mimetype: &str, bytes: &[u8]) -> Value {
+        self.with(|s| {
+            s.next_id += 1;
+            let id = format!("F{}", s.next_id);
+            let path = format!("T100-{id}/download/{name}");
+            s.files.insert(path.clone(), bytes.to_vec());
+            json!({"id": id, "name": name, "title": name, "mimetype": mimetype,
+                "filetype": name.rsplit('.').next().unwrap_or_default(), "size": bytes.len(),
+                "url_private": format!("{}/files-pri/{path}", s.url),
+                "url_private_download": format!("{}/files-pri/{path}", s.url)})
+        })
+    }
+
+    /// `user` shares `files` with `text` in their direct message (a
+    /// `message` event of subtype `file_share`); returns its `ts`.
+    pub fn dm_files(&self, user: &str, text: &str, files: Vec<Value>) -> String {
+        self.with(|s| {
+            let ts = next_ts(s);
+            let event = json!({"type": "message", "subtype": "file_share",
+                "channel": format!("D{user}"), "channel_type": "im", "user": user,
+                "text": escape(text), "ts": ts, "event_ts": ts, "team": "T100",
+                "files": files});
+            let payload = event_callback(s, event);
+            push(s, "events_api", payload);
+            ts
+        })
+    }
+
+    /// The private file paths fetched, with whether the bot token came along.
+    pub fn downloads(&self) -> Vec<(String, bool)> {
+        self.with(|s| s.downloads.clone())
     }
 
     /// `user` mentions the bot in `channel` (an `app_mention`), at the
@@ -565,6 +605,34 @@ fn error(status: u16, error: &str, retry_after: Option<u64>) -> Response {
             .insert("retry-after", secs.to_string().parse().unwrap());
     }
     response
+}
+
+/// A file's private URL: its bytes with the bot token; without it,
+/// Slack's sign-in page (HTML, status 200), as Slack answers.
+async fn file(
+    Path(path): Path<String>,
+    AxumState(state): AxumState<Arc<Mutex<State>>>,
+    headers: HeaderMap,
+) -> Response {
+    let authed = headers.get("authorization").and_then(|v| v.to_str().ok())
+        == Some(format!("Bearer {BOT_TOKEN}").as_str());
+    let mut s = state.lock().unwrap();
+    s.downloads.push((path.clone(), authed));
+    if !authed {
+        return (
+            [("content-type", "text/html; charset=utf-8")],
+            "<html><body>Sign in to Slack</body></html>",
+        )
+            .into_response();
+    }
+    match s.files.get(&path) {
+        Some(bytes) => (
+            [("content-type", "application/octet-stream")],
+            bytes.clone(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn web_api(
