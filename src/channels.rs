@@ -12,7 +12,10 @@
 //! - **live** (`hub`): a draft message edited in place as deltas arrive,
 //!   throttled, finalized in place by the reply intent — or, when an edit of
 //!   it may still land (a stopped process's, or one whose outcome is
-//!   unknown), deleted and replaced by the reply sent afresh.
+//!   unknown), deleted and replaced by the reply sent afresh. Where the
+//!   platform offers ephemeral previews (Telegram's `sendMessageDraft` in a
+//!   private chat), the draft is one of those instead, and the reply is the
+//!   only message.
 //!
 //! Adapters (`telegram`, `webhook`, `irc`, `matrix`) only translate: platform JSON to
 //! [`ChannelMessage`](crate::core::channel::ChannelMessage), [`Unit`]s to platform calls, platform errors to
@@ -390,6 +393,33 @@ pub trait Adapter: Send + Sync + 'static {
             Err(DeliveryError::new(
                 FailureKind::Permission,
                 format!("{channel} cannot delete a message"),
+            ))
+        })
+    }
+    /// Whether a live draft in `target` is an ephemeral preview
+    /// ([`Adapter::draft`]) instead of a message sent and edited in place.
+    /// Such a preview is never a message: there is nothing to finalize,
+    /// delete or lose track of, and the reply is the only message sent.
+    /// The default: never.
+    fn ephemeral_drafts(&self, _target: &Target) -> bool {
+        false
+    }
+    /// Shows `unit` as the ephemeral preview of the reply named `draft`
+    /// (one name per reply, the same across processes: a change of the
+    /// same draft replaces it). A refusal meaning the platform has no such
+    /// previews (an older server) turns [`Adapter::ephemeral_drafts`] off
+    /// for the process's life. The default refuses (`Permission`).
+    fn draft<'a>(
+        &'a self,
+        _target: &'a Target,
+        _draft: &'a str,
+        _unit: &'a Unit,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        let channel = self.channel().to_owned();
+        Box::pin(async move {
+            Err(DeliveryError::new(
+                FailureKind::Permission,
+                format!("{channel} has no ephemeral drafts"),
             ))
         })
     }

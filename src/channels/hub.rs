@@ -16,7 +16,8 @@
 //! which of its calls may be repeated after an unknown outcome:
 //! `idempotent`), and four calls: `send`, `edit` and `delete` a message,
 //! each failure classed by [`FailureKind`](crate::core::channel::FailureKind),
-//! and `receive` until cancelled. An adapter knows nothing of sessions,
+//! and `receive` until cancelled; where the platform offers ephemeral
+//! previews in a chat (`ephemeral_drafts`), `draft` shows one. An adapter knows nothing of sessions,
 //! runs or the store; the hub knows no platform.
 //!
 //! The hub's concerns, a module each:
@@ -32,7 +33,8 @@
 //! - `sessions`: the chat's sessions (`/sessions`, `/resume`) and `/usage`;
 //! - `dispatch`: coalescing, the chat's session, a run started and followed;
 //! - `approvals`: approvals and questions, asked and answered in the chat;
-//! - `drafts`: the live draft of a run's reply, throttled;
+//! - `drafts`: the live draft of a run's reply, throttled: a message edited
+//!   in place, or an ephemeral preview;
 //! - `reply`: the reply, and every outbound message, recorded as a send
 //!   intent the outbox delivers;
 //! - `deliver`: messages sent first, recorded by any process, adopted by

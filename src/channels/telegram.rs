@@ -1,11 +1,13 @@
 //! Telegram Bot API: long polling with `getUpdates`, `sendMessage`,
-//! `editMessageText`, inline keyboards and callback queries.
+//! `editMessageText`, inline keyboards and callback queries, and live
+//! drafts in private chats as `sendMessageDraft` previews.
 //!
 //! The polling offset is the acknowledgement: it is stored with each recorded
 //! update (same transaction) and sent back to Telegram only after that, so an
 //! update that failed to record is fetched again after a restart.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -36,6 +38,10 @@ pub struct Telegram {
     base: String,
     client: reqwest::Client,
     poll_timeout: Duration,
+    /// Set once the server answered `sendMessageDraft` as a method it does
+    /// not have (a self-hosted Bot API server older than 9.3): live drafts
+    /// are then messages edited in place, for the process's life.
+    drafts_refused: AtomicBool,
 }
 
 impl Telegram {
@@ -65,6 +71,7 @@ impl Telegram {
             base: base.trim_end_matches('/').to_owned(),
             client,
             poll_timeout,
+            drafts_refused: AtomicBool::new(false),
         })
     }
 
@@ -106,12 +113,27 @@ impl Telegram {
             .await
     }
 
-    /// Sends a request of `method` and reads its answer.
+    /// Sends a request of `method` and reads its answer: its `result`, or
+    /// the error classified.
     async fn answer(
         &self,
         method: &str,
         request: reqwest::RequestBuilder,
     ) -> Result<Value, DeliveryError> {
+        let (status, value) = self.exchange(method, request).await?;
+        if value["ok"].as_bool() == Some(true) {
+            return Ok(value["result"].clone());
+        }
+        Err(classify(method, status, &value))
+    }
+
+    /// Sends a request of `method`: its HTTP status and answer, whatever
+    /// its `ok`; only a request without a readable answer is an error.
+    async fn exchange(
+        &self,
+        method: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, Value), DeliveryError> {
         let what = format!("telegram {method}");
         let response = request
             .send()
@@ -122,10 +144,7 @@ impl Telegram {
             .json()
             .await
             .map_err(|err| DeliveryError::unreadable(&what, status, err))?;
-        if value["ok"].as_bool() == Some(true) {
-            return Ok(value["result"].clone());
-        }
-        Err(classify(method, status, &value))
+        Ok((status, value))
     }
 
     /// A file's bytes: `getFile` for its path, then the download route
@@ -365,6 +384,23 @@ impl Telegram {
     }
 }
 
+/// The `draft_id` of the reply named `draft`: the same in every process
+/// (a restarted one animates the same preview), non-zero as the Bot API
+/// requires, and within 32 bits.
+fn draft_id(draft: &str) -> i64 {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(draft.as_bytes());
+    let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) & 0x7fff_ffff;
+    i64::from(n.max(1))
+}
+
+/// Whether an answer to a call says the server has no such method: 404
+/// (Telegram's own servers say `Not Found`, the self-hosted one `Not Found:
+/// method not found`; a wrong token is 404 too, but then nothing works).
+fn no_such_method(status: u16, value: &Value) -> bool {
+    value["error_code"].as_u64().unwrap_or(u64::from(status)) == 404
+}
+
 fn id_string(value: &Value) -> Option<String> {
     value
         .as_i64()
@@ -597,6 +633,54 @@ impl Adapter for Telegram {
         })
     }
 
+    /// Private chats only: `sendMessageDraft` is offered nowhere else.
+    fn ephemeral_drafts(&self, target: &Target) -> bool {
+        target.kind == TargetKind::Direct && !self.drafts_refused.load(Ordering::Relaxed)
+    }
+
+    /// `sendMessageDraft`: the preview Telegram shows until the reply
+    /// arrives (or for a short while), its `draft_id` derived from the
+    /// reply's name. A server without the method turns drafts off here
+    /// (logged once).
+    fn draft<'a>(
+        &'a self,
+        target: &'a Target,
+        draft: &'a str,
+        unit: &'a Unit,
+    ) -> BoxFuture<'a, Result<(), DeliveryError>> {
+        Box::pin(async move {
+            let method = "sendMessageDraft";
+            let mut body = json!({
+                "chat_id": chat_id(&target.id),
+                "draft_id": draft_id(draft),
+                "text": unit.markup.as_deref().unwrap_or(&unit.text),
+            });
+            if unit.markup.is_some() {
+                body["parse_mode"] = json!("HTML");
+            }
+            if let Some(thread) = &target.thread
+                && let Ok(thread) = thread.parse::<i64>()
+            {
+                body["message_thread_id"] = json!(thread);
+            }
+            let url = format!("{}/bot{}/{method}", self.base, self.token);
+            let (status, value) = self
+                .exchange(method, self.client.post(&url).json(&body))
+                .await?;
+            if value["ok"].as_bool() == Some(true) {
+                return Ok(());
+            }
+            if no_such_method(status, &value) && !self.drafts_refused.swap(true, Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    channel = %self.name,
+                    "the Bot API server has no sendMessageDraft; live drafts in private chats are messages edited in place until restart"
+                );
+            }
+            Err(classify(method, status, &value))
+        })
+    }
+
     fn receive(
         self: Arc<Self>,
         hub: Arc<Hub>,
@@ -767,6 +851,72 @@ mod tests {
             telegram().message_body(&target, &Unit::plain("x".into()))["message_thread_id"],
             7
         );
+    }
+
+    /// One `draft_id` per reply, the same in every process, never zero;
+    /// private chats only, until the server says it has no such method.
+    #[test]
+    fn drafts_are_named_by_the_reply_and_offered_in_private_chats_only() {
+        let id = draft_id("draft:run_1");
+        assert_eq!(id, draft_id("draft:run_1"));
+        assert_ne!(id, draft_id("draft:run_2"));
+        for n in 0..1000 {
+            let id = draft_id(&format!("draft:run_{n}"));
+            assert!((1..=i64::from(i32::MAX)).contains(&id), "{id}");
+        }
+        let t = telegram();
+        assert!(t.ephemeral_drafts(&t.target("42").unwrap()));
+        assert!(!t.ephemeral_drafts(&t.target("-1001").unwrap()));
+        assert!(!t.ephemeral_drafts(&t.target("-1001/7").unwrap()));
+        t.drafts_refused.store(true, Ordering::Relaxed);
+        assert!(!t.ephemeral_drafts(&t.target("42").unwrap()));
+        // What a server without the method answers: 404, by either name.
+        let missing =
+            json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"});
+        assert!(no_such_method(404, &missing));
+        assert!(no_such_method(
+            404,
+            &json!({"ok": false, "error_code": 404, "description": "Not Found"})
+        ));
+        let refused =
+            json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"});
+        assert!(!no_such_method(400, &refused));
+    }
+
+    /// A server without `sendMessageDraft` turns drafts off once; any other
+    /// refusal leaves them on.
+    #[tokio::test]
+    async fn a_server_without_the_method_turns_drafts_off() {
+        use crate::channels::tests::{Answer, serve_once};
+        let body = r#"{"ok":false,"error_code":400,"description":"Bad Request: text is empty"}"#;
+        let refused: &'static str = Box::leak(
+            format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_boxed_str(),
+        );
+        let body = r#"{"ok":false,"error_code":404,"description":"Not Found: method not found"}"#;
+        let missing: &'static str = Box::leak(
+            format!(
+                "HTTP/1.1 404 Not Found\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_boxed_str(),
+        );
+        let chat = Target {
+            kind: TargetKind::Direct,
+            id: "42".into(),
+            thread: None,
+        };
+        let unit = Unit::plain("hel".into());
+        for (answer, still_on) in [(refused, true), (missing, false)] {
+            let (url, _) = serve_once(Answer::Raw(answer)).await;
+            let t = Telegram::new("telegram", "123456:secret", &url, Duration::ZERO).unwrap();
+            let err = t.draft(&chat, "draft:run_1", &unit).await.unwrap_err();
+            assert!(err.message.contains("sendMessageDraft"), "{err}");
+            assert_eq!(t.ephemeral_drafts(&chat), still_on, "{err}");
+        }
     }
 
     /// Found by fuzzing (`telegram_update`): a date past what milliseconds

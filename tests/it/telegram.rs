@@ -169,6 +169,8 @@ fn reply_containing(fake: &FakeTelegram, what: &str, needle: &str) -> String {
 #[test]
 fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",
@@ -212,6 +214,123 @@ fn a_conversation_end_to_end_with_a_live_draft_finalized_in_place() {
         !dir.log().contains(TOKEN),
         "the bot token leaked into the logs"
     );
+}
+
+/// The reply's draft in a private chat: `sendMessageDraft` previews, all
+/// of one `draft_id`, then the reply as the only message (issue 34).
+#[test]
+fn a_private_chat_streams_its_reply_as_drafts_and_ends_as_one_message() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo there"}, {"delay_ms": 1300}, {"text": ", friend"}]),
+            json!([{"text": "Second"}, {"delay_ms": 1300}, {"text": " answer"}]),
+        ],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the reply", WAIT, |f| !f.chat(USER).is_empty());
+    let reply = sent_reply(&fake, &dir);
+    assert_eq!(texts(&fake), vec!["Hello there, friend".to_owned()]);
+    let drafts = fake.drafts(USER);
+    let shown: Vec<&str> = drafts.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(shown, ["Hel", "Hello there", "Hello there, friend"]);
+    let first = drafts[0].0;
+    assert!(drafts.iter().all(|(id, _)| *id == first), "{drafts:?}");
+    // The reply is the only message: no draft sent, edited or deleted, none recorded.
+    assert_eq!(fake.calls("sendMessage").len(), 1);
+    assert!(fake.calls("editMessageText").is_empty());
+    assert!(fake.calls("deleteMessage").is_empty());
+    assert!(reply["edit_of"].is_null(), "{reply:#}");
+    assert!(dir.outbox().iter().all(|i| i["kind"] != "draft"));
+
+    // The next reply is a draft of its own.
+    fake.user_says(USER, "again");
+    fake.wait_for("the second reply", WAIT, |f| f.chat(USER).len() == 2);
+    let second: Vec<(i64, String)> = fake.drafts(USER).into_iter().skip(drafts.len()).collect();
+    assert!(
+        !second.is_empty() && second.iter().all(|(id, _)| *id != first),
+        "{second:?}"
+    );
+    assert_eq!(texts(&fake)[1], "Second answer");
+    settled(&fake, &dir);
+    assert!(fake.calls("editMessageText").is_empty());
+}
+
+/// Where `sendMessageDraft` is not offered (a group), the draft is a
+/// message edited in place and finalized by the reply.
+#[test]
+fn a_group_keeps_its_draft_edited_in_place() {
+    let fake = FakeTelegram::start();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo group"}])],
+    );
+    let _bridge = Bridge::start(&dir, &script);
+    const GROUP: i64 = -1001;
+    fake.group_says(GROUP, USER, "hi all");
+    fake.wait_for("the finalized reply", WAIT, |f| {
+        f.chat(GROUP)
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .collect::<Vec<_>>()
+            == ["Hello group"]
+    });
+    let sends = fake.calls("sendMessage");
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    assert_eq!(sends[0].body["text"], "Hel");
+    assert!(!fake.calls("editMessageText").is_empty());
+    assert!(fake.calls("sendMessageDraft").is_empty());
+    let reply = sent_reply(&fake, &dir);
+    assert!(reply["edit_of"].is_string(), "{reply:#}");
+}
+
+/// A server without `sendMessageDraft` (an older self-hosted one): the
+/// first refusal turns drafts into messages edited in place for the
+/// process's life, logged once, and every reply arrives once.
+#[test]
+fn a_server_without_message_drafts_falls_back_to_editing_in_place() {
+    let fake = FakeTelegram::start();
+    fake.refuse_drafts();
+    let dir = setup(&fake, "");
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"text": "Hel"}, {"delay_ms": 1300}, {"text": "lo there"}]),
+            json!([{"text": "Sec"}, {"delay_ms": 1300}, {"text": "ond"}]),
+        ],
+    );
+    let bridge = Bridge::start(&dir, &script);
+    fake.user_says(USER, "hi");
+    fake.wait_for("the finalized reply", WAIT, |f| texts(f) == ["Hello there"]);
+    fake.user_says(USER, "again");
+    fake.wait_for("the second reply", WAIT, |f| {
+        texts(f) == ["Hello there", "Second"]
+    });
+    settled(&fake, &dir);
+    drop(bridge);
+    // Asked once, then never again in this process.
+    assert_eq!(fake.calls("sendMessageDraft").len(), 1);
+    assert!(fake.drafts(USER).is_empty());
+    // Each reply: a draft sent, edited, finalized in place.
+    assert_eq!(fake.calls("sendMessage").len(), 2);
+    assert!(!fake.calls("editMessageText").is_empty());
+    let replies: Vec<Value> = dir
+        .outbox()
+        .into_iter()
+        .filter(|i| i["kind"] == "reply")
+        .collect();
+    assert_eq!(replies.len(), 2);
+    assert!(
+        replies
+            .iter()
+            .all(|r| r["status"] == "sent" && r["edit_of"].is_string()),
+        "{replies:#?}"
+    );
+    assert_eq!(dir.log().matches("has no sendMessageDraft").count(), 1);
 }
 
 #[test]
@@ -753,6 +872,8 @@ fn a_crash_after_the_platform_accepted_is_never_resent_blindly() {
 #[test]
 fn a_dead_processs_late_draft_edit_cannot_overwrite_the_reply() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",
@@ -828,6 +949,8 @@ fn a_dead_processs_late_draft_edit_cannot_overwrite_the_reply() {
 #[test]
 fn a_draft_edit_with_an_unknown_outcome_makes_the_reply_a_fresh_message() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",
@@ -857,6 +980,8 @@ fn a_draft_edit_with_an_unknown_outcome_makes_the_reply_a_fresh_message() {
 #[test]
 fn a_stale_draft_that_cannot_be_deleted_is_named_before_the_reply() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",
@@ -909,6 +1034,8 @@ fn a_stale_draft_that_cannot_be_deleted_is_named_before_the_reply() {
 #[test]
 fn a_crash_before_the_drafts_id_is_known_is_reported_in_the_reply() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",
@@ -953,6 +1080,8 @@ fn a_crash_before_the_drafts_id_is_known_is_reported_in_the_reply() {
 #[test]
 fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",
@@ -983,6 +1112,8 @@ fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
 #[test]
 fn a_finalizing_edit_whose_markup_is_refused_is_made_in_plain_text() {
     let fake = FakeTelegram::start();
+    // An older server: the draft is a message edited in place.
+    fake.refuse_drafts();
     let dir = setup(&fake, "");
     let script = dir.script(
         "s.jsonl",

@@ -3,6 +3,16 @@
 //! interval. Its first send is an intent of its own (`draft:RUN`), so a
 //! crash between the platform taking it and Pincer learning its id is
 //! known; the reply then finalizes it, deletes it, or says it may show.
+//!
+//! Where the platform offers ephemeral previews in the chat
+//! ([`Adapter::ephemeral_drafts`](super::super::Adapter::ephemeral_drafts):
+//! Telegram's `sendMessageDraft` in a private chat), the live draft is one of
+//! those instead: shown as often as an edit would be, named by the reply
+//! (`draft:RUN`, the same in any process), recorded nowhere. It is never a
+//! message, so a crash leaves nothing to finalize, delete or report, and the
+//! reply is the only message. When the platform refuses the method for good
+//! (an older server), the adapter turns the previews off and the reply's
+//! draft goes on as a message edited in place.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +50,9 @@ pub(super) enum LiveDraft {
         text: String,
         unsettled: bool,
     },
+    /// An ephemeral preview, never a message: when it was last shown (not
+    /// yet: `None`) and what it shows.
+    Ephemeral { last: Option<Instant>, text: String },
     /// No more drafting for this run: its first send failed. `maybe_shown`
     /// when the outcome is unknown (the draft may be in the chat).
     Stopped { maybe_shown: bool },
@@ -49,7 +62,9 @@ impl LiveDraft {
     /// What the reply does about this draft.
     pub(super) fn reference(self) -> DraftRef {
         match self {
-            LiveDraft::NotYet | LiveDraft::Stopped { maybe_shown: false } => DraftRef::None,
+            LiveDraft::NotYet
+            | LiveDraft::Ephemeral { .. }
+            | LiveDraft::Stopped { maybe_shown: false } => DraftRef::None,
             LiveDraft::Shown {
                 platform_id,
                 unsettled: false,
@@ -199,8 +214,17 @@ impl Hub {
             text: preview.clone(),
             ..Unit::default()
         };
+        if matches!(draft, LiveDraft::NotYet) && self.adapter.ephemeral_drafts(&key.target) {
+            *draft = LiveDraft::Ephemeral {
+                last: None,
+                text: String::new(),
+            };
+        }
         match draft {
             LiveDraft::NotYet => *draft = self.first_draft(key, run_id, unit, preview).await,
+            LiveDraft::Ephemeral { .. } => {
+                self.ephemeral(key, run_id, unit, preview, draft).await;
+            }
             LiveDraft::Shown {
                 platform_id,
                 last,
@@ -225,6 +249,40 @@ impl Hub {
                 }
             }
             LiveDraft::Stopped { .. } => {}
+        }
+    }
+
+    /// Shows the reply's ephemeral preview, at most once per the platform's
+    /// edit interval; when the platform turns out to have none, the draft
+    /// goes on as a message edited in place.
+    async fn ephemeral(
+        &self,
+        key: &ConversationKey,
+        run_id: &RunId,
+        unit: Unit,
+        preview: String,
+        draft: &mut LiveDraft,
+    ) {
+        let LiveDraft::Ephemeral { last, text: shown } = draft else {
+            return;
+        };
+        let interval = self.adapter.capabilities().edit_interval;
+        if last.is_some_and(|at| !edit_due(at.elapsed(), interval, shown, &preview)) {
+            return;
+        }
+        let result = self
+            .adapter
+            .draft(&key.target, &draft_intent_id(run_id), &unit)
+            .await;
+        *last = Some(Instant::now());
+        match result {
+            Ok(()) => *shown = preview,
+            Err(err) if !self.adapter.ephemeral_drafts(&key.target) => {
+                tracing::debug!(run = %run_id, error = %err, "no ephemeral draft; a message edited in place instead");
+                *draft = self.first_draft(key, run_id, unit, preview).await;
+            }
+            // Nothing to track: shown again after the next interval.
+            Err(err) => tracing::debug!(run = %run_id, error = %err, "ephemeral draft not shown"),
         }
     }
 
@@ -360,6 +418,12 @@ mod tests {
         assert_eq!(shown(false).reference(), DraftRef::Known("7".into()));
         assert_eq!(shown(true).reference(), DraftRef::Stale("7".into()));
         assert_eq!(LiveDraft::NotYet.reference(), DraftRef::None);
+        // An ephemeral preview is never a message: the reply is a fresh one.
+        let ephemeral = LiveDraft::Ephemeral {
+            last: Some(Instant::now()),
+            text: "partial".into(),
+        };
+        assert_eq!(ephemeral.reference(), DraftRef::None);
         assert_eq!(
             LiveDraft::Stopped { maybe_shown: false }.reference(),
             DraftRef::None

@@ -2,10 +2,12 @@
 //! A fake Telegram Bot API server on loopback, speaking the documented JSON
 //! shapes: `getUpdates` long polling (honouring `offset`, `limit` and
 //! `timeout`), `sendMessage`, `editMessageText`, `deleteMessage`,
-//! `answerCallbackQuery`, `sendDocument` (a multipart upload), `getFile`
-//! and the file download route
+//! `sendMessageDraft` (private chats only; the drafts shown are recorded,
+//! never messages of the chat), `answerCallbackQuery`, `sendDocument` (a
+//! multipart upload), `getFile` and the file download route
 //! (`/file/bot<token>/<file_path>`), `ok: false` errors and 429 with
-//! `retry_after`. It
+//! `retry_after`. It can play an older self-hosted server that has no
+//! `sendMessageDraft` (`refuse_drafts`). It
 //! can also misbehave as a chaos test needs: answer polls at once whatever
 //! their `timeout`, take its time before and after acting on a send or an
 //! edit (so a `kill -9` can land between the platform accepting a message and
@@ -47,6 +49,12 @@ struct State {
     next_message: i64,
     /// chat id → message id → text, as a user would see it now.
     chats: HashMap<String, Vec<(i64, String)>>,
+    /// Private chats (a user's own id), as `user_says` and `press` made them.
+    private: std::collections::HashSet<String>,
+    /// chat id → every draft `sendMessageDraft` showed there: (draft_id, text).
+    drafts: HashMap<String, Vec<(i64, String)>>,
+    /// Answer `sendMessageDraft` as a server without it does.
+    refuse_drafts: bool,
     /// Offsets `getUpdates` was asked for.
     offsets: Vec<i64>,
     /// When each `getUpdates` arrived.
@@ -56,9 +64,9 @@ struct State {
     /// Random delays around a send or edit: (least and most before acting,
     /// most after acting and before answering).
     delays: Option<(Duration, Duration, Duration)>,
-    /// A share of one method's calls that straggle: (method, share, most
-    /// before acting).
-    straggle: Option<(String, f64, Duration)>,
+    /// Shares of methods' calls that straggle: (method, share, most before
+    /// acting).
+    straggle: Vec<(String, f64, Duration)>,
     /// The next call of each of these methods is parked: recorded, then not
     /// acted on until `apply_parked`.
     park: Vec<String>,
@@ -172,6 +180,7 @@ impl FakeTelegram {
             s.next_update += 1;
             let message_id = s.next_message;
             s.next_message += 1;
+            s.private.insert(user.to_string());
             s.updates.push(json!({
                 "update_id": id,
                 "message": {
@@ -206,6 +215,7 @@ impl FakeTelegram {
             s.next_update += 1;
             let message_id = s.next_message;
             s.next_message += 1;
+            s.private.insert(user.to_string());
             let mut message = json!({
                 "message_id": message_id,
                 "date": 1_700_000_000,
@@ -280,6 +290,7 @@ impl FakeTelegram {
     /// Queues a press of an inline button of message `message_id` in `user`'s chat.
     pub fn press(&self, user: i64, message_id: i64, data: &str) {
         self.with(|s| {
+            s.private.insert(user.to_string());
             let id = s.next_update;
             s.next_update += 1;
             s.updates.push(json!({
@@ -364,7 +375,7 @@ impl FakeTelegram {
     /// From now on this share of `method`'s calls waits up to `most` before
     /// it acts instead (a request stuck in a queue on the platform's side).
     pub fn straggle(&self, method: &str, share: f64, most: Duration) {
-        self.with(|s| s.straggle = Some((method.to_owned(), share, most)));
+        self.with(|s| s.straggle.push((method.to_owned(), share, most)));
     }
 
     /// The next call of `method` is recorded, then parked: not acted on until
@@ -392,6 +403,18 @@ impl FakeTelegram {
     /// Every call of a method, in order.
     pub fn all_calls(&self) -> Vec<Call> {
         self.with(|s| s.calls.clone())
+    }
+
+    /// From now on `sendMessageDraft` is answered as a self-hosted Bot API
+    /// server older than 9.3 answers a method it does not have.
+    pub fn refuse_drafts(&self) {
+        self.with(|s| s.refuse_drafts = true);
+    }
+
+    /// Every draft `sendMessageDraft` showed in a chat: (draft_id, text), in
+    /// order. A draft is no message: `chat` never lists it.
+    pub fn drafts(&self, chat: i64) -> Vec<(i64, String)> {
+        self.with(|s| s.drafts.get(&chat.to_string()).cloned().unwrap_or_default())
     }
 
     /// The messages of a chat as its user sees them now: (id, text), in order.
@@ -448,8 +471,8 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         (s.delays, s.straggle.clone())
     };
     if let Some((least, most, _)) = delays {
-        let most = match straggle {
-            Some((slow, share, late)) if slow == method && fastrand::f64() < share => late,
+        let most = match straggle.iter().find(|(slow, ..)| *slow == method) {
+            Some((_, share, late)) if fastrand::f64() < *share => *late,
             _ => most,
         };
         std::thread::sleep(least + most.saturating_sub(least).mul_f64(fastrand::f64()));
@@ -525,6 +548,7 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
                 }
             }
         }
+        "sendMessageDraft" => send_draft(&mut s, &chat, &body),
         "sendDocument" => send_document(&mut s, &chat, &body),
         "answerCallbackQuery" => json!({"ok": true, "result": true}),
         "getFile" => {
@@ -541,9 +565,8 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
                 }
             }
         }
-        other => {
-            json!({"ok": false, "error_code": 404, "description": format!("Not Found: method {other}")})
-        }
+        // What the self-hosted Bot API server answers a method it lacks.
+        _ => json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"}),
     };
     if parked {
         s.late.push((method.clone(), answer.clone()));
@@ -565,6 +588,34 @@ fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
         answer["error_code"].as_u64().unwrap_or(400) as u16
     };
     Reply::json(status, &answer)
+}
+
+/// `sendMessageDraft` as documented: a private chat's `chat_id`, a non-zero
+/// integer `draft_id`, at most 4096 characters of `text`; `True` on
+/// success. The descriptions of its refusals are the fake's own (Telegram
+/// documents none).
+fn send_draft(s: &mut State, chat: &str, body: &Value) -> Value {
+    let bad = |what: &str| json!({"ok": false, "error_code": 400, "description": format!("Bad Request: {what}")});
+    if s.refuse_drafts {
+        return json!({"ok": false, "error_code": 404, "description": "Not Found: method not found"});
+    }
+    if !s.private.contains(chat) {
+        return bad("drafts can be sent to private chats only");
+    }
+    let Some(draft_id) = body["draft_id"].as_i64().filter(|id| *id != 0) else {
+        return bad("draft_id must be a non-zero integer");
+    };
+    let Some(text) = body["text"]
+        .as_str()
+        .filter(|t| t.encode_utf16().count() <= 4096)
+    else {
+        return bad("text must be a string of at most 4096 characters");
+    };
+    s.drafts
+        .entry(chat.to_owned())
+        .or_default()
+        .push((draft_id, text.to_owned()));
+    json!({"ok": true, "result": true})
 }
 
 /// The file route: a stored file's bytes by its path, as Telegram serves them.
