@@ -21,6 +21,7 @@
 //! [`ChannelMessage`](crate::core::channel::ChannelMessage), [`Unit`]s to platform calls, platform errors to
 //! [`FailureKind`]s. They know nothing of sessions, runs or the store.
 
+pub mod discord;
 pub mod email;
 pub mod health;
 pub mod hub;

@@ -536,6 +536,7 @@ fn adapter(
                     .map_err(|e| anyhow!("channel {name}: {e}"))?,
             )
         }
+        Platform::Discord(discord) => discord_adapter(name, discord, &secret)?,
         Platform::Slack(slack) => {
             use crate::channels::slack::{Receiving, Slack, SlackSettings};
             let bot_token = secret(slack.bot_token_env(), "the Slack bot token (xoxb-…)")?;
@@ -579,6 +580,37 @@ fn adapter(
             )
         }
     })
+}
+
+/// The Discord adapter of channel `name`, its token read through `secret`.
+fn discord_adapter(
+    name: &str,
+    discord: &crate::config::channels::DiscordConfig,
+    secret: &dyn Fn(String, &str) -> anyhow::Result<String>,
+) -> anyhow::Result<Arc<dyn Adapter>> {
+    let token = secret(
+        discord.token_env(),
+        "the bot token from the Developer Portal",
+    )?;
+    let tls = crate::net::tls_config(None).map_err(|e| anyhow!("channel {name}: {e}"))?;
+    let settings = crate::channels::discord::DiscordSettings {
+        token,
+        api_base: discord
+            .api_base
+            .clone()
+            .unwrap_or_else(|| "https://discord.com/api/v10".to_owned()),
+        gateway_url: discord
+            .gateway_url
+            .clone()
+            .unwrap_or_else(|| "wss://gateway.discord.gg".to_owned()),
+        guilds: discord.guilds.clone(),
+        channels: discord.channels.clone(),
+        tls: Arc::new(tls),
+    };
+    Ok(Arc::new(
+        crate::channels::discord::Discord::new(name, settings)
+            .map_err(|e| anyhow!("channel {name}: {e}"))?,
+    ))
 }
 
 /// Where the HTTP face's token comes from.

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The platforms, by their `kind`.
-pub const KINDS: &[&str] = &["telegram", "webhook", "irc", "matrix", "email", "slack"];
+pub const KINDS: &[&str] = &[
+    "telegram", "webhook", "irc", "matrix", "email", "slack", "discord",
+];
 
 /// The keys every `[channels.NAME]` table takes.
 const COMMON_KEYS: &[&str] = &[
@@ -44,6 +46,7 @@ pub enum Platform {
     Irc(IrcConfig),
     Matrix(MatrixConfig),
     Email(EmailConfig),
+    Discord(DiscordConfig),
     Slack(SlackConfig),
 }
 
@@ -56,6 +59,7 @@ impl Platform {
             Platform::Irc(_) => "irc",
             Platform::Matrix(_) => "matrix",
             Platform::Email(_) => "email",
+            Platform::Discord(_) => "discord",
             Platform::Slack(_) => "slack",
         }
     }
@@ -66,6 +70,7 @@ impl Platform {
         match kind {
             "telegram" => Some(Platform::Telegram(TelegramConfig::default())),
             "webhook" => Some(Platform::Webhook(WebhookConfig::default())),
+            "discord" => Some(Platform::Discord(DiscordConfig::default())),
             "slack" => Some(Platform::Slack(SlackConfig::default())),
             _ => None,
         }
@@ -85,6 +90,7 @@ impl Platform {
                 .cloned()
                 .collect(),
             Platform::Email(email) => vec![email.password_env.clone()],
+            Platform::Discord(discord) => vec![discord.token_env()],
             Platform::Slack(slack) => slack.secret_vars(),
         }
     }
@@ -221,6 +227,38 @@ pub struct MatrixConfig {
     /// from anyone. Otherwise it joins rooms an allowed sender invites it to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rooms: Vec<String>,
+}
+
+/// `kind = "discord"`: a bot on Discord's Gateway and HTTP API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscordConfig {
+    /// The variable holding the bot token (default `DISCORD_BOT_TOKEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// The HTTP API root (default `https://discord.com/api/v10`; a test
+    /// server otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    /// The Gateway's URL (default `wss://gateway.discord.gg`; a test server
+    /// otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_url: Option<String>,
+    /// Guild ids whose messages are taken (default: every guild the bot is in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guilds: Vec<String>,
+    /// Channel ids where every message is taken; elsewhere in a guild only
+    /// messages that mention the bot. Direct messages always.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+}
+
+impl DiscordConfig {
+    pub fn token_env(&self) -> String {
+        self.token_env
+            .clone()
+            .unwrap_or_else(|| "DISCORD_BOT_TOKEN".to_owned())
+    }
 }
 
 /// How an email channel's connections are protected.
@@ -514,6 +552,27 @@ mod tests {
         let err = read("[channels.matrix]\nhomeserver = \"h\"\nuser_id = \"@p:x\"\nnick = \"p\"\n")
             .unwrap_err();
         assert!(err.contains("unknown field `nick`"), "{err}");
+    }
+
+    #[test]
+    fn a_discord_table_takes_its_keys() {
+        let channels = read(
+            "[channels.discord]\nallow = [\"42\"]\napi_base = \"http://127.0.0.1:1/api/v10\"\n\
+             gateway_url = \"ws://127.0.0.1:2\"\nguilds = [\"7\"]\nchannels = [\"8\"]\n",
+        )
+        .unwrap();
+        let Platform::Discord(discord) = &channels["discord"].platform else {
+            panic!("not discord")
+        };
+        assert_eq!(discord.guilds, ["7"]);
+        assert_eq!(discord.channels, ["8"]);
+        assert_eq!(
+            channels["discord"].platform.secret_vars(),
+            ["DISCORD_BOT_TOKEN"]
+        );
+        let err = read("[channels.discord]\npoll_timeout_secs = 1\n").unwrap_err();
+        assert!(err.contains("unknown field `poll_timeout_secs`"), "{err}");
+        assert!(err.contains("gateway_url"), "{err}");
     }
 
     #[test]

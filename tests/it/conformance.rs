@@ -402,6 +402,110 @@ impl Platform for Telegram {
     }
 }
 
+/// Discord, against the fake Discord: a person and a stranger, each in a
+/// direct-message channel of their own.
+struct Discord {
+    fake: crate::support::discord::FakeDiscord,
+    /// Messages in the person's and the stranger's channels seen so far.
+    seen: [usize; 2],
+    /// Identifies the fake had seen when the last bridge was ready.
+    identified: usize,
+}
+
+const DISCORD_PERSON: (&str, &str) = ("8001", "4242");
+const DISCORD_STRANGER: (&str, &str) = ("8002", "7777");
+
+impl Discord {
+    fn next(&mut self, slot: usize, within: Duration) -> Option<String> {
+        let channel = [DISCORD_PERSON.0, DISCORD_STRANGER.0][slot];
+        let deadline = Instant::now() + within;
+        loop {
+            let texts = self.fake.texts(channel);
+            if texts.len() > self.seen[slot] {
+                self.seen[slot] += 1;
+                return Some(texts[self.seen[slot] - 1].clone());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Platform for Discord {
+    fn channel(&self) -> &'static str {
+        "discord"
+    }
+    fn keys(&self) -> String {
+        format!(
+            "api_base = \"{}\"\ngateway_url = \"{}\"\n",
+            self.fake.api, self.fake.gateway
+        )
+    }
+    fn person(&self) -> String {
+        DISCORD_PERSON.1.to_owned()
+    }
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![(
+            "DISCORD_BOT_TOKEN",
+            crate::support::discord::TOKEN.to_owned(),
+        )]
+    }
+    fn mark(&mut self) {
+        self.seen = [
+            self.fake.texts(DISCORD_PERSON.0).len(),
+            self.fake.texts(DISCORD_STRANGER.0).len(),
+        ];
+    }
+    fn ready(&mut self, _dir: &TestDir) {
+        // A (re)started bridge identifies afresh: its session is open.
+        let before = self.identified;
+        self.fake.wait_for("a bridge identified", WAIT, |f| {
+            f.connections()
+                .iter()
+                .filter(|c| c.opening["op"] == 2)
+                .count()
+                > before
+        });
+        self.identified = before + 1;
+    }
+    fn person_says(&mut self, text: &str) {
+        self.fake
+            .user_says(DISCORD_PERSON.0, DISCORD_PERSON.1, text);
+    }
+    fn stranger_says(&mut self, text: &str) {
+        self.fake
+            .user_says(DISCORD_STRANGER.0, DISCORD_STRANGER.1, text);
+    }
+    fn next_for_person(&mut self, within: Duration) -> Option<String> {
+        self.next(0, within)
+    }
+    fn next_for_stranger(&mut self, within: Duration) -> Option<String> {
+        self.next(1, within)
+    }
+    fn redeliver(&mut self) -> bool {
+        self.fake.replay_last();
+        true
+    }
+    fn down(&mut self) {
+        self.fake.down(true);
+    }
+    fn up(&mut self) {
+        self.fake.down(false);
+    }
+}
+
+#[test]
+fn discord_conforms() {
+    let mut platform = Discord {
+        fake: crate::support::discord::FakeDiscord::start(),
+        seen: [0, 0],
+        identified: 0,
+    };
+    conforms(&mut platform);
+}
+
 #[test]
 fn telegram_conforms() {
     let fake = FakeTelegram::start();

@@ -34,6 +34,7 @@ mod console_browser;
 mod context_window;
 mod crash;
 mod deploy;
+mod discord;
 mod docs_check;
 mod email;
 mod examples;

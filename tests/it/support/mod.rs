@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod discord;
 pub mod http;
 pub mod inspircd;
 pub mod irc;
