@@ -423,6 +423,14 @@ pub trait Adapter: Send + Sync + 'static {
             ))
         })
     }
+    /// How long the platform remembers a send's key (`Idempotence::send`):
+    /// a send whose attempt began longer ago than this is not made again
+    /// when its outcome is unknown, since the platform would no longer
+    /// recognise the repeat (Discord checks a `nonce` for a few minutes).
+    /// `None`: for as long as the intent lives.
+    fn send_key_lifetime(&self) -> Option<Duration> {
+        None
+    }
     /// The bytes of a file a person attached, through the platform's
     /// download API; at most `limit` bytes, refused as
     /// [`FetchError::TooLarge`] before downloading where the platform says

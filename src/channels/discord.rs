@@ -38,6 +38,10 @@ pub const MAX_LEN: usize = 2000;
 const DISCORD_EPOCH: i64 = 1_420_070_400_000;
 
 /// A Discord channel as configured.
+/// How long a create's nonce is taken as remembered by Discord (its
+/// documents say "the past few minutes"; the shortest reading).
+const NONCE_LIFETIME: Duration = Duration::from_secs(120);
+
 pub struct DiscordSettings {
     pub token: String,
     /// `https://discord.com/api/v10`, or a test server's.
@@ -354,6 +358,13 @@ impl Adapter for Discord {
 
     fn kind(&self) -> &'static str {
         "discord"
+    }
+
+    /// Discord checks a create's `nonce` "in the past few minutes": a create
+    /// whose attempt began longer ago is not repeated after a restart, it is
+    /// left `unknown_after_send`.
+    fn send_key_lifetime(&self) -> Option<Duration> {
+        Some(NONCE_LIFETIME)
     }
 
     /// A channel id (a guild's text channel, or a direct message's).

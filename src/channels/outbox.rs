@@ -356,7 +356,9 @@ impl Outbox {
     /// (`Capabilities::idempotent`): the call in flight for the first unit is
     /// a stale draft's deletion while the intent still names one to retract,
     /// else the edit that finalizes a draft in place while it names one,
-    /// and a send otherwise (each switch is committed before the next call).
+    /// and a send otherwise — while the platform still knows its key
+    /// ([`Adapter::send_key_lifetime`], counted from the attempt's start)
+    /// — (each switch is committed before the next call).
     /// A draft's own first send is never replayed here: only the hub can
     /// tell what its message shows.
     fn repeatable(&self, intent: &SendIntent, index: usize) -> bool {
@@ -366,7 +368,12 @@ impl Outbox {
         } else if index == 0 && intent.edit_of.is_some() {
             idempotent.edit
         } else {
-            idempotent.send
+            // A key the platform has forgotten makes a repeat a second message.
+            let fresh = self.adapter.send_key_lifetime().is_none_or(|lifetime| {
+                now_millis().saturating_sub(intent.updated_at)
+                    <= i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX)
+            });
+            idempotent.send && fresh
         }
     }
 
@@ -798,6 +805,8 @@ mod tests {
         refuse_delete: Option<FailureKind>,
         /// How long a send takes.
         pause: Duration,
+        /// What `send_key_lifetime` answers.
+        key_lifetime: Option<Duration>,
         /// Sends under way now, and the most there ever were.
         in_flight: std::sync::atomic::AtomicUsize,
         peak: std::sync::atomic::AtomicUsize,
@@ -813,6 +822,9 @@ mod tests {
 
         fn kind(&self) -> &'static str {
             "test"
+        }
+        fn send_key_lifetime(&self) -> Option<Duration> {
+            self.key_lifetime
         }
         fn capabilities(&self) -> Capabilities {
             Capabilities {
@@ -921,6 +933,15 @@ mod tests {
 
     /// What recovery makes of the intents a dead process left: (resumed, unknown).
     async fn recover_with(idempotent: Idempotence) -> (Vec<String>, Vec<String>) {
+        recover_after(idempotent, None).await
+    }
+
+    /// As [`recover_with`], the platform remembering send keys for
+    /// `key_lifetime`, recovery starting 50 ms after the attempts began.
+    async fn recover_after(
+        idempotent: Idempotence,
+        key_lifetime: Option<Duration>,
+    ) -> (Vec<String>, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = crate::store::Store::open(&dir.path().join("pincer.db")).unwrap();
         for intent in [
@@ -946,9 +967,11 @@ mod tests {
                 .await
                 .unwrap();
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
         let outbox = Outbox::new(
             Arc::new(Stub {
                 idempotent,
+                key_lifetime,
                 ..Stub::default()
             }),
             Arc::new(store.clone()),
@@ -990,6 +1013,25 @@ mod tests {
         edit: true,
         delete: true,
     };
+
+    #[tokio::test]
+    async fn a_keyed_send_is_not_repeated_once_the_platform_forgot_its_key() {
+        // Keys remembered for a minute: as any keyed send.
+        let (resumed, _) = recover_after(EVERY_CALL, Some(Duration::from_secs(60))).await;
+        assert!(resumed.contains(&"reply:fresh".to_owned()), "{resumed:?}");
+        // Keys forgotten after 10 ms: the fresh sends are left unknown, the
+        // edit and the deletion still repeated.
+        let (resumed, unknown) = recover_after(EVERY_CALL, Some(Duration::from_millis(10))).await;
+        assert_eq!(
+            resumed,
+            vec!["reply:edit".to_owned(), "reply:retract".to_owned()]
+        );
+        assert!(
+            unknown.contains(&"reply:fresh".to_owned())
+                && unknown.contains(&"reply:part".to_owned()),
+            "{unknown:?}"
+        );
+    }
 
     #[tokio::test]
     async fn recovery_repeats_edits_and_keyed_sends_only() {
