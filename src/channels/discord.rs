@@ -23,7 +23,9 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use tokio_util::sync::CancellationToken;
 
-use super::{Adapter, Capabilities, DeliveryError, Hub, Idempotence, Inbound, LengthUnit};
+use super::{
+    Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit,
+};
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Relation, Target, TargetKind,
     Unit,
@@ -37,11 +39,11 @@ pub const MAX_LEN: usize = 2000;
 /// time a snowflake carries.
 const DISCORD_EPOCH: i64 = 1_420_070_400_000;
 
-/// A Discord channel as configured.
 /// How long a create's nonce is taken as remembered by Discord (its
 /// documents say "the past few minutes"; the shortest reading).
 const NONCE_LIFETIME: Duration = Duration::from_secs(120);
 
+/// A Discord channel as configured.
 pub struct DiscordSettings {
     pub token: String,
     /// `https://discord.com/api/v10`, or a test server's.
@@ -365,6 +367,19 @@ impl Adapter for Discord {
     /// left `unknown_after_send`.
     fn send_key_lifetime(&self) -> Option<Duration> {
         Some(NONCE_LIFETIME)
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        attachment: &'a Attachment,
+        limit: u64,
+    ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        Box::pin(async move {
+            if attachment.size.is_some_and(|size| size > limit) {
+                return Err(FetchError::TooLarge { limit });
+            }
+            self.rest.download(&attachment.reference, limit).await
+        })
     }
 
     /// A channel id (a guild's text channel, or a direct message's).

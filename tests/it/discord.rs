@@ -610,3 +610,76 @@ fn guild_messages_are_answered_when_addressed_and_each_thread_is_a_session() {
     );
     assert_eq!(fake.texts("7001"), ["First turn.", "Second turn."]);
 }
+
+/// Files sent on Discord reach the prompt as on Telegram and Slack: an
+/// image for a model that takes images and a text file, fetched from their
+/// CDN URLs without the bot token; anything else named with its size and why.
+#[test]
+fn attachments_reach_the_model_from_their_cdn_urls() {
+    use crate::support::http::{Loopback, Reply};
+    use base64::Engine as _;
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let fake = FakeDiscord::start();
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = Default::default();
+    let record = seen.clone();
+    let stream = format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "seen it"}, "finish_reason": null}]}),
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    );
+    let model = Loopback::model(move |request, _| {
+        record.lock().unwrap().push(request.body.clone());
+        Reply::event_stream(stream.clone())
+    });
+    let dir = TestDir::new();
+    let config = format!(
+        "provider = \"local\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodels = [\"gpt-4o\"]\n\
+         [channels.discord]\napi_base = \"{}\"\ngateway_url = \"{}\"\nworkspace = \"{}\"\ncoalesce_ms = 50\nallow = [\"{USER}\"]\n",
+        model.url,
+        fake.api,
+        fake.gateway,
+        dir.workspace().display()
+    );
+    let _server = HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &["--channel", "discord"],
+        &[("DISCORD_BOT_TOKEN", TOKEN)],
+    );
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(PNG)
+        .unwrap();
+    fake.user_sends_files(
+        DM,
+        USER,
+        "look",
+        &[
+            ("shot.png", "image/png", &png),
+            ("notes.txt", "text/plain; charset=utf-8", b"ship it\n"),
+            ("song.mp3", "audio/mpeg", b"ID3...."),
+        ],
+    );
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["seen it"]);
+    let user = seen.lock().unwrap().last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "user")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        user["content"],
+        json!([
+            {"type": "text", "text": "look\n[attached image shot.png: below]\n[attached text notes.txt: below]\n[attached audio song.mp3, 7 B: not sent (only images and text files reach the model)]"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
+            {"type": "text", "text": "<resource uri=\"attachment:notes.txt\">\nship it\n\n</resource>"},
+        ])
+    );
+    let fetched = fake.fetched();
+    assert_eq!(fetched.len(), 2, "{fetched:?}");
+    assert!(
+        fetched
+            .iter()
+            .all(|(path, authorized)| !authorized && !path.ends_with(".mp3"))
+    );
+}

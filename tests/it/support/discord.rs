@@ -78,6 +78,13 @@ struct Bucket {
 
 #[derive(Default)]
 struct State {
+    /// The REST server's root (`http://127.0.0.1:PORT`), which also serves
+    /// attachments as Discord's CDN does.
+    base: String,
+    /// Attachments people sent: path → bytes.
+    files: HashMap<String, Vec<u8>>,
+    /// Attachment paths fetched, with whether an `Authorization` came along.
+    fetched: Vec<(String, bool)>,
     next_id: u64,
     /// Session id → its dispatches, in order (each with its `s`).
     sessions: HashMap<String, Vec<Value>>,
@@ -129,6 +136,7 @@ impl FakeDiscord {
         ));
         let shared = state.clone();
         let rest = Loopback::start(move |request, _| answer(request, &shared));
+        state.0.lock().unwrap().base = rest.url.clone();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let gateway = format!("ws://{}", listener.local_addr().unwrap());
         let shared = state.clone();
@@ -163,6 +171,44 @@ impl FakeDiscord {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// A direct message from `user` carrying `files` (name, content type,
+    /// bytes) as attachments, each at a signed CDN-like URL; returns its id.
+    pub fn user_sends_files(
+        &self,
+        channel: &str,
+        user: &str,
+        text: &str,
+        files: &[(&str, &str, &[u8])],
+    ) -> String {
+        self.with(|s| {
+            s.next_id += 1;
+            let id = s.next_id.to_string();
+            let mut attachments = Vec::new();
+            for (n, (name, content_type, bytes)) in files.iter().enumerate() {
+                let path = format!("/attachments/{channel}/{id}{n}/{name}");
+                s.files.insert(path.clone(), bytes.to_vec());
+                attachments.push(json!({"id": format!("{id}{n}"), "filename": name,
+                    "content_type": content_type, "size": bytes.len(),
+                    "url": format!("{}{path}?ex=6a&is=69&hm=ab", s.base),
+                    "proxy_url": format!("{}{path}", s.base)}));
+            }
+            dispatch(
+                s,
+                "MESSAGE_CREATE",
+                json!({"id": id, "channel_id": channel, "type": 0, "content": text,
+                    "author": {"id": user, "username": "ada", "global_name": "Ada"},
+                    "mentions": [], "attachments": attachments,
+                    "timestamp": "2026-11-28T00:00:00.000000+00:00"}),
+            );
+            id
+        })
+    }
+
+    /// The attachment paths fetched, with whether an `Authorization` came along.
+    pub fn fetched(&self) -> Vec<(String, bool)> {
+        self.with(|s| s.fetched.clone())
     }
 
     /// A direct message from `user` in DM channel `channel`; returns its id.
@@ -584,6 +630,23 @@ fn rate_headers(reply: Reply, bucket_id: &str, bucket: &Bucket, now: Instant) ->
 fn answer(request: &Request, state: &Arc<(Mutex<State>, Condvar)>) -> Reply {
     let (lock, cvar) = &**state;
     let mut s = lock.lock().unwrap();
+    if request.path.starts_with("/attachments/") {
+        let path = request
+            .path
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let authorized = request
+            .headers
+            .iter()
+            .any(|(name, _)| name == "authorization");
+        s.fetched.push((path.clone(), authorized));
+        return match s.files.get(&path) {
+            Some(bytes) => Reply::new(200, "application/octet-stream", bytes.clone()),
+            None => Reply::new(404, "text/plain", "Not Found"),
+        };
+    }
     let (reply, route) = handle(request, &mut s);
     let held = s
         .hold_acted
