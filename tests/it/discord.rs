@@ -297,6 +297,57 @@ fn rate_limits_are_waited_out_per_bucket() {
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
 
+/// A global 429 (`X-RateLimit-Global: true`) on one route holds every
+/// route: a reply in another channel (another route and bucket) waits out
+/// the `retry_after` too, and nothing reaches Discord before it has passed.
+#[test]
+fn a_global_rate_limit_holds_every_route_until_it_passes() {
+    const OTHER: &str = "9002";
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[json!([{"text": "Held."}])],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.limit_global_next("POST messages", 2.0);
+    fake.user_says(DM, USER, "first");
+    fake.wait_for("the global 429", WAIT, |f| {
+        f.all_calls().iter().any(|c| c.status == 429)
+    });
+    let limited = fake
+        .all_calls()
+        .into_iter()
+        .find(|c| c.status == 429)
+        .unwrap();
+    // Written well inside the limit's two seconds: answered at once, its
+    // reply would come before they passed.
+    fake.user_says(OTHER, USER, "second");
+    let said = std::time::Instant::now();
+    assert!(said - limited.at < Duration::from_millis(1000));
+    reply(&fake, "the held reply", "Held.");
+    fake.wait_for("the other channel's reply", WAIT, |f| {
+        f.texts(OTHER) == ["Held."]
+    });
+    let calls = fake.all_calls();
+    let after: Vec<_> = calls.iter().filter(|c| c.at > limited.at).collect();
+    assert!(
+        after
+            .iter()
+            .all(|c| c.at - limited.at >= Duration::from_secs(2)),
+        "{after:#?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|c| c.path.contains(&format!("/channels/{OTHER}/")) && c.status == 200),
+        "{after:#?}"
+    );
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
 /// A reply of three messages of at most 2,000 characters goes to one
 /// bucket of two a second: the third waits for the bucket's reset, as its
 /// headers announced, instead of drawing a 429. (A longer reply comes as a

@@ -6,7 +6,8 @@
 //! bucket refills). A route whose bucket has nothing left waits for its reset
 //! before its next request; a 429 waits its `retry_after` (the body's, or
 //! `Retry-After`), the whole client when `X-RateLimit-Global` (or the body's
-//! `global`) says the limit is global.
+//! `global`) says the limit is global — every route but interaction
+//! responses, which the global limit does not bind.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -40,11 +41,15 @@ struct Limits {
 }
 
 impl Limits {
-    /// When a request on `route` may go.
+    /// When a request on `route` may go. Interaction responses are not
+    /// bound by the global limit (Discord's documents), only by their route.
     fn ready_at(&self, route: &str) -> Option<Instant> {
         let key = self.buckets.get(route).map_or(route, String::as_str);
         let bucket = self.blocked_until.get(key).copied();
-        match (bucket, self.global_until) {
+        let global = self
+            .global_until
+            .filter(|_| !route.starts_with("POST /interactions/"));
+        match (bucket, global) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
@@ -352,6 +357,8 @@ mod tests {
             limits.ready_at("GET /anything").unwrap() - Instant::now()
                 > Duration::from_millis(3900)
         );
+        // Not an interaction response, which the global limit does not bind.
+        assert!(limits.ready_at("POST /interactions/77").is_none());
     }
 
     #[test]

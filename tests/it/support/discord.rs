@@ -24,7 +24,10 @@
 //! On command it misbehaves: drops the connection, asks for a reconnect
 //! (op 7), invalidates the session (op 9, resumable or not), replays a
 //! dispatch, stops acknowledging heartbeats (a zombie), answers the next
-//! call of a route 429.
+//! call of a route 429, or 429 with the global limit (`X-RateLimit-Global:
+//! true`, `X-RateLimit-Scope: global`, `global: true`), after which every
+//! request but an interaction callback is refused the same way, and counted
+//! as a violation, until its `retry_after` has passed.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
@@ -120,6 +123,10 @@ struct State {
     buckets: HashMap<String, Bucket>,
     /// Routes (`POST messages`) whose next call is answered 429 with this wait.
     limit_next: VecDeque<(String, f64)>,
+    /// Routes whose next call is answered with a global 429 of this wait.
+    global_next: VecDeque<(String, f64)>,
+    /// Until when every request is refused (a global 429 given).
+    global_until: Option<Instant>,
     /// Requests that came to a bucket before it allowed them.
     violations: Vec<String>,
     /// Routes whose next call is acted on (the message is in the channel),
@@ -329,6 +336,12 @@ impl FakeDiscord {
         self.with(|s| s.limit_next.push_back((route.to_owned(), retry_after)));
     }
 
+    /// The next call whose route starts with `route` is answered with a
+    /// global 429 of `retry_after` seconds: nothing else may come before.
+    pub fn limit_global_next(&self, route: &str, retry_after: f64) {
+        self.with(|s| s.global_next.push_back((route.to_owned(), retry_after)));
+    }
+
     /// The next call whose route starts with `route` (`POST messages`, or
     /// `POST messages upload`: a create with files) is acted on, then never
     /// answered (its client waits until it is killed).
@@ -362,6 +375,11 @@ impl FakeDiscord {
                 .cloned()
                 .collect()
         })
+    }
+
+    /// Every call answered, in order.
+    pub fn all_calls(&self) -> Vec<Call> {
+        self.with(|s| s.calls.clone())
     }
 
     pub fn violations(&self) -> Vec<String> {
@@ -750,6 +768,13 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
             "",
         );
     }
+    // The global limit: every route but interaction callbacks.
+    if route != "POST callback"
+        && let Some(reply) = global_limit(s, route, &format!("{} {path}", request.method), now)
+    {
+        record(s, 429);
+        return (reply, "");
+    }
     // The bucket: refilled after its window; a request it does not allow is a violation.
     let limit = s.limit;
     let bucket = s.buckets.entry(bucket_id.clone()).or_default();
@@ -817,6 +842,41 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
     (
         rate_headers(reply, &bucket_id, &snapshot, limit, now),
         route,
+    )
+}
+
+/// A global 429 when one was commanded for `route` or one given has not
+/// passed yet (a violation: `call` came early).
+fn global_limit(s: &mut State, route: &str, call: &str, now: Instant) -> Option<Reply> {
+    let early = s.global_until.is_some_and(|g| now < g);
+    let commanded = s
+        .global_next
+        .iter()
+        .position(|(r, _)| route.starts_with(r.as_str()))
+        .and_then(|at| s.global_next.remove(at));
+    if !early && commanded.is_none() {
+        return None;
+    }
+    if early {
+        s.violations.push(format!("global: {call}"));
+    }
+    let wait = match commanded {
+        Some((_, wait)) => {
+            s.global_until = Some(now + Duration::from_secs_f64(wait));
+            wait
+        }
+        None => s
+            .global_until
+            .map_or(0.0, |g| g.saturating_duration_since(now).as_secs_f64()),
+    };
+    Some(
+        Reply::json(
+            429,
+            &json!({"message": "You are being rate limited.", "retry_after": wait, "global": true}),
+        )
+        .header("Retry-After", &format!("{}", wait.ceil() as u64))
+        .header("X-RateLimit-Global", "true")
+        .header("X-RateLimit-Scope", "global"),
     )
 }
 
