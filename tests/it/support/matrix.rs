@@ -62,6 +62,13 @@
 //!   that passed was 64,931 bytes. The tests check that 64,000 passes and
 //!   65,536 does not; an adapter should split long replies well below
 //!   64 KiB (and count bytes, not characters).
+//! - **Media**: `POST /_matrix/media/v3/upload?filename=NAME` with the
+//!   file's `Content-Type` answers `{"content_uri": "mxc://example.org/ID"}`.
+//!   Authenticated media is on (Synapse's default since 1.120): the media
+//!   is downloaded with an access token through
+//!   `GET /_matrix/client/v1/media/download/example.org/ID`
+//!   ([`MatrixUser::download`]), while the unauthenticated
+//!   `/_matrix/media/v3/download/…` answers 404 `M_NOT_FOUND` for it.
 //! - **Rate limits raised** (all `per_second: 1000`, `burst_count: 10000`):
 //!   `rc_message`, `rc_registration`, `rc_registration_token_validity`,
 //!   `rc_login` (`address`, `account`, `failed_attempts`),
