@@ -234,3 +234,70 @@ fn a_runs_changes_and_a_long_reply_come_as_files() {
         )
     );
 }
+
+/// A `MessageSending` hook reads a reply's text, not its files: one that
+/// rewrites the reply replaces it whole, so neither the run's
+/// `changes.diff` nor a `reply.md` of the text it rewrote is sent.
+#[test]
+fn a_reply_a_hook_rewrote_goes_without_its_files() {
+    let dir = TestDir::new();
+    let fake = FakeTelegram::start();
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let long: String = (0..700)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"text": long}]),
+        ],
+    );
+    let hook = dir.path().join("rewrite.sh");
+    std::fs::write(
+        &hook,
+        "cat > /dev/null\nprintf '%s' '{\"hookSpecificOutput\":{\"hookEventName\":\"MessageSending\",\"updatedMessage\":\"Reviewed: the notes changed.\"}}'\n",
+    )
+    .unwrap();
+    let config = format!(
+        "mode = \"full\"\nprovider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\nscript = {:?}\n\
+         [channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nallow = [\"{USER}\"]\n\
+         [[hooks.MessageSending]]\ncommand = \"sh {}\"\nmatcher = \"telegram\"\n",
+        script.display().to_string(),
+        fake.url,
+        dir.workspace().display(),
+        hook.display(),
+    );
+    let _serve = HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &["--channel", "telegram"],
+        &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+    );
+    fake.user_says(USER, "update the notes and tell me everything");
+    fake.wait_for("the rewritten reply", WAIT, |f| {
+        f.chat(USER)
+            .iter()
+            .any(|(_, text)| text == "Reviewed: the notes changed.")
+    });
+    // The file was written; what the chat was shown is the rewrite alone.
+    assert_eq!(
+        std::fs::read_to_string(dir.workspace().join("notes.md")).unwrap(),
+        "new line\n"
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        fake.documents(USER).is_empty(),
+        "{:?}",
+        fake.documents(USER)
+    );
+    assert!(fake.calls("sendDocument").is_empty());
+    assert!(
+        !fake
+            .chat(USER)
+            .iter()
+            .any(|(_, text)| text.contains("Line 0")),
+        "{:?}",
+        fake.chat(USER)
+    );
+}
