@@ -38,14 +38,7 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     let mut bound = None;
     let mut server = match plan {
         Some(plan) => {
-            let listener = tokio::net::TcpListener::bind(plan.addr)
-                .await
-                .with_context(|| format!("cannot listen on {}", plan.addr))
-                .map_err(Failure::failed)?;
-            let addr = listener
-                .local_addr()
-                .context("cannot read the bound address")
-                .map_err(Failure::failed)?;
+            let (listener, addr) = bind(plan.addr, "").await?;
             bound = Some(addr);
             eprintln!("pincer: HTTP token from {}", plan.token_source);
             eprintln!("pincer: listening on http://{addr}");
@@ -145,6 +138,23 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     }
 }
 
+/// A listener on `addr` and the address it got (a port 0 chosen);
+/// errors start with `who`.
+async fn bind(
+    addr: SocketAddr,
+    who: &str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), Failure> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("{who}cannot listen on {addr}"))
+        .map_err(Failure::failed)?;
+    let bound = listener
+        .local_addr()
+        .with_context(|| format!("{who}cannot read the bound address"))
+        .map_err(Failure::failed)?;
+    Ok((listener, bound))
+}
+
 /// Binds and serves the listeners of the channels that have their own
 /// (Slack's `listen`), each until `stop`.
 async fn serve_own_listeners(
@@ -165,14 +175,7 @@ async fn serve_own_listeners(
             continue;
         };
         let name = adapter.channel().to_owned();
-        let listener = tokio::net::TcpListener::bind(own.addr)
-            .await
-            .with_context(|| format!("channel {name}: cannot listen on {}", own.addr))
-            .map_err(Failure::failed)?;
-        let addr = listener
-            .local_addr()
-            .context("cannot read the bound address")
-            .map_err(Failure::failed)?;
+        let (listener, addr) = bind(own.addr, &format!("channel {name}: ")).await?;
         eprintln!("pincer: channel {name} listening on http://{addr}");
         served.push(tokio::spawn(http::ingress::serve_own_listener(
             listener,

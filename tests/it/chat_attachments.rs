@@ -164,35 +164,49 @@ fn files_that_cannot_be_sent_are_named_with_their_size_and_why() {
 /// `changes.diff` after its reply, and a reply longer than three messages
 /// comes as its first message and the whole as `reply.md` (Telegram's
 /// `sendDocument`).
+/// 700 short paragraphs: more than three Telegram messages.
+fn long_reply() -> String {
+    (0..700)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect()
+}
+
+/// `pincer serve --channel telegram` in `full` mode with a scripted model
+/// (`turns`), the workspace holding `notes.md` (`old line`), and `extra`
+/// configuration.
+fn serve_scripted(fake: &FakeTelegram, dir: &TestDir, turns: &[Value], extra: &str) -> HttpServe {
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let script = dir.script("s.jsonl", turns);
+    let config = format!(
+        "mode = \"full\"\nprovider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\nscript = {:?}\n\
+         [channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nallow = [\"{USER}\"]\n{extra}",
+        script.display().to_string(),
+        fake.url,
+        dir.workspace().display(),
+    );
+    HttpServe::start_with_env(
+        &dir,
+        Some(&config),
+        &["--channel", "telegram"],
+        &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+    )
+}
+
 #[test]
 fn a_runs_changes_and_a_long_reply_come_as_files() {
     let dir = TestDir::new();
     let fake = FakeTelegram::start();
-    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
-    let long: String = (0..700)
-        .map(|n| format!("Line {n} of a long answer.\n\n"))
-        .collect();
-    let script = dir.script(
-        "s.jsonl",
+    let long = long_reply();
+    let _serve = serve_scripted(
+        &fake,
+        &dir,
         &[
             json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
             json!([{"tool_call": {"id": "w2", "name": "write_file", "arguments": {"path": "src/a.rs", "content": "fn a() {}\n"}}}]),
             json!([{"text": "Updated the notes and added a.rs."}]),
             json!([{"text": long}]),
         ],
-    );
-    let config = format!(
-        "mode = \"full\"\nprovider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\nscript = {:?}\n\
-         [channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nallow = [\"{USER}\"]\n",
-        script.display().to_string(),
-        fake.url,
-        dir.workspace().display(),
-    );
-    let _serve = HttpServe::start_with_env(
-        &dir,
-        Some(&config),
-        &["--channel", "telegram"],
-        &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+        "",
     );
 
     fake.user_says(USER, "update the notes");
@@ -242,37 +256,23 @@ fn a_runs_changes_and_a_long_reply_come_as_files() {
 fn a_reply_a_hook_rewrote_goes_without_its_files() {
     let dir = TestDir::new();
     let fake = FakeTelegram::start();
-    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
-    let long: String = (0..700)
-        .map(|n| format!("Line {n} of a long answer.\n\n"))
-        .collect();
-    let script = dir.script(
-        "s.jsonl",
-        &[
-            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
-            json!([{"text": long}]),
-        ],
-    );
     let hook = dir.path().join("rewrite.sh");
     std::fs::write(
         &hook,
         "cat > /dev/null\nprintf '%s' '{\"hookSpecificOutput\":{\"hookEventName\":\"MessageSending\",\"updatedMessage\":\"Reviewed: the notes changed.\"}}'\n",
     )
     .unwrap();
-    let config = format!(
-        "mode = \"full\"\nprovider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\nscript = {:?}\n\
-         [channels.telegram]\napi_base = \"{}\"\nworkspace = \"{}\"\npoll_timeout_secs = 1\ncoalesce_ms = 50\nallow = [\"{USER}\"]\n\
-         [[hooks.MessageSending]]\ncommand = \"sh {}\"\nmatcher = \"telegram\"\n",
-        script.display().to_string(),
-        fake.url,
-        dir.workspace().display(),
-        hook.display(),
-    );
-    let _serve = HttpServe::start_with_env(
+    let _serve = serve_scripted(
+        &fake,
         &dir,
-        Some(&config),
-        &["--channel", "telegram"],
-        &[("TELEGRAM_BOT_TOKEN", TOKEN)],
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"text": long_reply()}]),
+        ],
+        &format!(
+            "[[hooks.MessageSending]]\ncommand = \"sh {}\"\nmatcher = \"telegram\"\n",
+            hook.display()
+        ),
     );
     fake.user_says(USER, "update the notes and tell me everything");
     fake.wait_for("the rewritten reply", WAIT, |f| {

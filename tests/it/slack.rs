@@ -651,20 +651,23 @@ fn the_events_api_is_received_on_a_listener_of_its_own() {
         ("SLACK_BOT_TOKEN", BOT_TOKEN),
         ("SLACK_SIGNING_SECRET", secret),
     ];
+    let refused = |dir: &TestDir, args: &[&str]| {
+        let out = dir
+            .command()
+            .envs(env)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
     // Without `listen` and without `--http` nothing would receive: refused.
     let dir = setup(
         &fake,
         "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
     );
-    let refused = dir
-        .command()
-        .envs(env)
-        .args(["serve", "--channel", "slack"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stderr);
+    let said = refused(&dir, &["serve", "--channel", "slack"]);
     assert!(
         said.contains(
             "channel slack receives over HTTP: serve it with `pincer serve --http --channel slack`"
@@ -677,15 +680,7 @@ fn the_events_api_is_received_on_a_listener_of_its_own() {
         "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\nlisten = \"127.0.0.1:0\"\n",
     );
     // `pincer acp` serves no HTTP at all: refused, naming `pincer serve`.
-    let refused = dir
-        .command()
-        .envs(env)
-        .args(["acp", "--channel", "slack"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stderr);
+    let said = refused(&dir, &["acp", "--channel", "slack"]);
     assert!(
         said.contains(
             "receives over HTTP on its listen address: serve it with `pincer serve --channel slack`"
