@@ -130,7 +130,7 @@ fn a_conversation_with_a_live_draft_finalized_in_place() {
         slack["capabilities"],
         json!({"max_len": 3000, "length_unit": "chars", "markup": "mrkdwn",
             "edit": true, "delete": true, "buttons": true, "reactions": false,
-            "threads": true, "files": false, "edit_interval_ms": 1000, "working_after_ms": null,
+            "threads": true, "files": true, "edit_interval_ms": 1000, "working_after_ms": null,
             "idempotent": {"send": false, "edit": true, "delete": true}})
     );
     let logged = server.stderr();
