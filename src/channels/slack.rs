@@ -457,7 +457,10 @@ impl Slack {
     /// `files.getUploadURLExternal`: where to upload `file`, and its id.
     async fn reserve(&self, file: &OutFile) -> Result<(String, String), DeliveryError> {
         let length = file.text.len().to_string();
-        let fields = [("filename", file.name.as_str()), ("length", length.as_str())];
+        let fields = [
+            ("filename", file.name.as_str()),
+            ("length", length.as_str()),
+        ];
         let ticket = self
             .call_as(RESERVE, &self.settings.bot_token, Args::Form(&fields))
             .await?;
@@ -1085,14 +1088,18 @@ mod tests {
     #[tokio::test]
     async fn a_rate_limited_completion_holds_back_the_upload() {
         let s = slack();
-        s.not_before
-            .lock()
-            .insert(COMPLETE.to_owned(), Instant::now() + Duration::from_secs(30));
+        s.not_before.lock().insert(
+            COMPLETE.to_owned(),
+            Instant::now() + Duration::from_secs(30),
+        );
         let target = s.target("C1").unwrap();
         // `api_base` is a closed port: any call would fail otherwise.
         let err = s.send(&target, &file_unit(), None, "k").await.unwrap_err();
         assert_eq!(err.kind, FailureKind::RateLimit, "{err}");
-        assert!(err.message.starts_with("slack files.completeUploadExternal: rate limited"));
+        assert!(
+            err.message
+                .starts_with("slack files.completeUploadExternal: rate limited")
+        );
     }
 
     /// A shared file (its id) is deleted with `files.delete`.
