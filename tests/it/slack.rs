@@ -5,8 +5,9 @@
 //! redelivered event answered once, a dropped connection and a requested
 //! refresh losing and repeating nothing, a 429's `Retry-After` honoured per
 //! method, the chat commands in a channel thread, `kill -9` at each
-//! boundary of a send, and the Events API's signature checks (on the
-//! HTTP face, `/channels/slack/events`).
+//! boundary of a send, a reply's files shared in its thread (Slack's
+//! external upload), and the Events API's signature checks (on the HTTP
+//! face, `/channels/slack/events`).
 
 use std::time::{Duration, Instant};
 
@@ -878,7 +879,7 @@ fn a_runs_changes_and_a_long_reply_are_shared_as_files_in_the_thread() {
     let n = shown.len();
     assert_eq!(shown[n - 2].text, "Updated the notes.");
     assert_eq!(shown[n - 1].text, "Changes to 1 file: notes.md");
-    assert_eq!(shown[n - 1].files, [diff.file_id.clone()]);
+    assert_eq!(shown[n - 1].files, vec![diff.file_id.clone()]);
     assert!(
         shown
             .iter()
@@ -919,7 +920,7 @@ fn a_runs_changes_and_a_long_reply_are_shared_as_files_in_the_thread() {
             text.chars().count()
         )
     );
-    assert_eq!(shown[n - 1].files, [whole.file_id.clone()]);
+    assert_eq!(shown[n - 1].files, vec![whole.file_id.clone()]);
     let logged = server.stderr();
     drop(server);
     assert!(!logged.contains(BOT_TOKEN));

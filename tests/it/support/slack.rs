@@ -849,6 +849,14 @@ fn act(s: &mut State, method: &str, body: &Value) -> Response {
             message.deleted = true;
             ok(json!({"channel": channel, "ts": ts}))
         }
+        m if m.starts_with("files.") => files(s, m, body),
+        _ => error(200, "unknown_method", None),
+    }
+}
+
+/// The file methods: an upload reserved, shared, deleted.
+fn files(s: &mut State, method: &str, body: &Value) -> Response {
+    match method {
         "files.getUploadURLExternal" => {
             let filename = body["filename"].as_str().unwrap_or_default().to_owned();
             // Form fields are strings; JSON may carry a number.
@@ -872,10 +880,10 @@ fn act(s: &mut State, method: &str, body: &Value) -> Response {
         }
         "files.completeUploadExternal" => {
             // A JSON array, or (form-encoded) its text.
-            let files = match &body["files"] {
-                Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
-                other => other.clone(),
-            };
+            let files = body["files"].as_str().map_or_else(
+                || body["files"].clone(),
+                |text| serde_json::from_str(text).unwrap_or(Value::Null),
+            );
             let Some(files) = files.as_array().filter(|f| !f.is_empty()).cloned() else {
                 return error(200, "invalid_arguments", None);
             };
