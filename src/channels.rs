@@ -22,6 +22,7 @@
 //! [`FailureKind`]s. They know nothing of sessions, runs or the store.
 
 pub mod discord;
+pub mod download;
 pub mod email;
 pub mod health;
 pub mod hub;
@@ -32,6 +33,8 @@ pub mod render;
 pub mod slack;
 pub mod telegram;
 pub mod webhook;
+
+pub use download::FetchError;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -174,17 +177,6 @@ pub struct Idempotence {
     pub edit: bool,
     /// A deleted message stays deleted; a repeat finds it gone.
     pub delete: bool,
-}
-
-/// Why an attached file's bytes could not be had.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FetchError {
-    #[error("{0} cannot download attachments")]
-    Unsupported(String),
-    #[error("larger than {}", crate::core::session::human_bytes(usize::try_from(*limit).unwrap_or(usize::MAX)))]
-    TooLarge { limit: u64 },
-    #[error("download failed: {0}")]
-    Failed(String),
 }
 
 /// A platform call that did not succeed, classified.

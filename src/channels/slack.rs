@@ -47,7 +47,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit, render,
+    Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit,
+    download, render,
 };
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, OutFile, Target, TargetKind,
@@ -186,15 +187,7 @@ impl Slack {
     /// sent there: `https://files.slack.com/`, or the origin of `api_base`
     /// (a test server, an Enterprise Grid proxy).
     fn file_host(&self, url: &str) -> bool {
-        let origin = |u: &str| -> Option<String> {
-            let (scheme, rest) = u.split_once("://")?;
-            let host = rest.split('/').next()?;
-            Some(format!("{scheme}://{host}/"))
-        };
-        let Some(of_url) = origin(url) else {
-            return false;
-        };
-        of_url == "https://files.slack.com/" || origin(&self.settings.api_base) == Some(of_url)
+        download::on_origin(url, &["https://files.slack.com", &self.settings.api_base])
     }
 
     /// A file's bytes from its private URL, with the bot token (the app
@@ -205,42 +198,25 @@ impl Slack {
                 "the file is not on Slack's file host".to_owned(),
             ));
         }
-        let mut response = self
+        let response = self
             .client
             .get(url)
             .bearer_auth(&self.settings.bot_token)
             .send()
             .await
-            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?;
-        if !response.status().is_success() {
-            return Err(FetchError::Failed(format!(
-                "Slack's file host answered {}",
-                response.status().as_u16()
-            )));
-        }
+            .map_err(FetchError::request)?;
         // Without `files:read` Slack answers a file's URL with its sign-in page.
         let html = response
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/html"));
-        if html {
+        if html && response.status().is_success() {
             return Err(FetchError::Failed(
                 "Slack answered with a web page: the app needs the files:read scope".to_owned(),
             ));
         }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?
-        {
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(FetchError::TooLarge { limit });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+        download::read_capped(response, limit, "Slack's file host").await
     }
 
     /// Calls a Web API method with the bot token.

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     Adapter, Capabilities, DeliveryError, FetchError, Hub, Idempotence, Inbound, LengthUnit,
-    Received, render,
+    Received, download, render,
 };
 use crate::core::channel::{
     Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, OutFile, Relation, Target,
@@ -163,30 +163,13 @@ impl Telegram {
             .filter(|path| !path.is_empty() && !path.contains(".."))
             .ok_or_else(|| FetchError::Failed("getFile gave no file_path".to_owned()))?;
         let url = format!("{}/file/bot{}/{path}", self.base, self.token);
-        let mut response = self
+        let response = self
             .client
             .get(&url)
             .send()
             .await
-            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?;
-        if !response.status().is_success() {
-            return Err(FetchError::Failed(format!(
-                "the file route answered {}",
-                response.status().as_u16()
-            )));
-        }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?
-        {
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(FetchError::TooLarge { limit });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+            .map_err(FetchError::request)?;
+        download::read_capped(response, limit, "the file route").await
     }
 
     fn message_body(&self, target: &Target, unit: &Unit) -> Value {

@@ -5,13 +5,12 @@
 //! and a photo for a model that takes no images are named in the prompt with
 //! their size and why, and never downloaded.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::TestDir;
-use crate::support::http::{Loopback, Reply};
+use crate::support::http::Loopback;
 use crate::support::serve::HttpServe;
 use crate::support::telegram::{FakeTelegram, TOKEN};
 
@@ -20,30 +19,6 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// A 1×1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-
-/// An OpenAI-compatible model answering `seen it` to everything; records
-/// each request body.
-fn model() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let record = bodies.clone();
-    let chunk = |delta: Value, finish: Value| {
-        format!(
-            "data: {}\n\n",
-            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        )
-    };
-    let stream = [
-        chunk(json!({"content": "seen it"}), Value::Null),
-        chunk(json!({}), json!("stop")),
-        "data: [DONE]\n\n".to_owned(),
-    ]
-    .concat();
-    let server = Loopback::model(move |request, _| {
-        record.lock().unwrap().push(request.body.clone());
-        Reply::event_stream(stream.clone())
-    });
-    (server.url, bodies)
-}
 
 /// `pincer serve --channel telegram` with a model named `model_name`.
 fn serve(fake: &FakeTelegram, dir: &TestDir, url: &str, model_name: &str) -> HttpServe {
@@ -62,8 +37,8 @@ fn serve(fake: &FakeTelegram, dir: &TestDir, url: &str, model_name: &str) -> Htt
 }
 
 /// The user message of the latest model request.
-fn last_user_content(seen: &Arc<Mutex<Vec<Value>>>) -> Value {
-    let seen = seen.lock().unwrap();
+fn last_user_content(model: &Loopback) -> Value {
+    let seen = model.bodies();
     let messages = seen.last().expect("a model request")["messages"]
         .as_array()
         .unwrap()
@@ -90,7 +65,8 @@ fn png() -> Vec<u8> {
 fn a_photo_reaches_a_model_that_takes_images_and_a_text_file_is_embedded() {
     let dir = TestDir::new();
     let fake = FakeTelegram::start();
-    let (url, seen) = model();
+    let model = Loopback::saying("seen it");
+    let url = model.url.clone();
     let _serve = serve(&fake, &dir, &url, "gpt-4o");
 
     // A photo, as Telegram sends one: its sizes, smallest first.
@@ -108,7 +84,7 @@ fn a_photo_reaches_a_model_that_takes_images_and_a_text_file_is_embedded() {
         );
     });
     assert_eq!(
-        last_user_content(&seen),
+        last_user_content(&model),
         json!([
             {"type": "text", "text": "What is in this picture?\n[attached photo: below]"},
             {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
@@ -129,7 +105,7 @@ fn a_photo_reaches_a_model_that_takes_images_and_a_text_file_is_embedded() {
     });
     // No image in it: the content stays the plain string every server takes.
     assert_eq!(
-        last_user_content(&seen),
+        last_user_content(&model),
         "[attached document notes.md: below]\n\n<resource uri=\"attachment:notes.md\">\n# Plan\n- ship it\n\n</resource>"
     );
 }
@@ -138,7 +114,8 @@ fn a_photo_reaches_a_model_that_takes_images_and_a_text_file_is_embedded() {
 fn files_that_cannot_be_sent_are_named_with_their_size_and_why() {
     let dir = TestDir::new();
     let fake = FakeTelegram::start();
-    let (url, seen) = model();
+    let model = Loopback::saying("seen it");
+    let url = model.url.clone();
     // A model that takes no images.
     let _serve = serve(&fake, &dir, &url, "llama3.1:8b");
 
@@ -152,7 +129,7 @@ fn files_that_cannot_be_sent_are_named_with_their_size_and_why() {
         );
     });
     assert_eq!(
-        last_user_content(&seen),
+        last_user_content(&model),
         "look\n[attached photo, 70 B: not sent (the session's model does not take images)]"
     );
 
@@ -173,7 +150,7 @@ fn files_that_cannot_be_sent_are_named_with_their_size_and_why() {
         );
     });
     assert_eq!(
-        last_user_content(&seen),
+        last_user_content(&model),
         "[attached document report.pdf, 12 B: not sent (only images and text files reach the model)]\n\n\
          and this\n[attached document huge.log, 300.0 KiB: not sent (larger than 256.0 KiB)]"
     );

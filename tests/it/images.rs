@@ -5,41 +5,15 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
+use crate::support::http::Loopback;
 use crate::support::http::anthropic::text_stream as anthropic_stream;
-use crate::support::http::{Loopback, Reply};
+use crate::support::http::openai::text_stream as openai_stream;
 use crate::support::{AcpProcess, TestDir, assert_error};
 use serde_json::{Value, json};
 
 /// A 1×1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
-
-/// Answers every request with `body` as an event stream; records each request body.
-fn serve(body: String) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let record = bodies.clone();
-    let server = Loopback::model(move |request, _| {
-        record.lock().unwrap().push(request.body.clone());
-        Reply::event_stream(body.clone())
-    });
-    (server.url, bodies)
-}
-
-fn openai_stream(text: &str) -> String {
-    let chunk = |delta: Value, finish: Value| {
-        format!(
-            "data: {}\n\n",
-            json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        )
-    };
-    [
-        chunk(json!({"content": text}), Value::Null),
-        chunk(json!({}), json!("stop")),
-        "data: [DONE]\n\n".to_owned(),
-    ]
-    .concat()
-}
 
 /// Writes `config.toml` into the test directory and returns its path.
 fn config(dir: &TestDir, text: &str) -> PathBuf {
@@ -128,7 +102,8 @@ fn the_image_capability_follows_the_default_model() {
 #[test]
 fn an_image_reaches_an_openai_compatible_server_as_a_data_url() {
     let dir = TestDir::new();
-    let (url, seen) = serve(openai_stream("a pixel"));
+    let model = Loopback::streaming(openai_stream("a pixel"));
+    let url = model.url.clone();
     let path = config(
         &dir,
         &format!(
@@ -145,7 +120,7 @@ fn an_image_reaches_an_openai_compatible_server_as_a_data_url() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(crate::support::agent_text(&updates), "a pixel");
     agent.finish();
-    let seen = seen.lock().unwrap();
+    let seen = model.bodies();
     let messages = seen[0]["messages"].as_array().unwrap();
     let user = messages.iter().rfind(|m| m["role"] == "user").unwrap();
     assert_eq!(
@@ -162,7 +137,8 @@ fn an_image_reaches_an_openai_compatible_server_as_a_data_url() {
 #[test]
 fn an_image_reaches_anthropic_as_a_base64_source() {
     let dir = TestDir::new();
-    let (url, seen) = serve(anthropic_stream("a pixel"));
+    let model = Loopback::streaming(anthropic_stream("a pixel"));
+    let url = model.url.clone();
     let path = config(
         &dir,
         &format!(
@@ -183,7 +159,7 @@ fn an_image_reaches_anthropic_as_a_base64_source() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(crate::support::agent_text(&updates), "a pixel");
     agent.finish();
-    let seen = seen.lock().unwrap();
+    let seen = model.bodies();
     assert_eq!(
         seen[0]["messages"],
         json!([{"role": "user", "content": [
@@ -198,7 +174,8 @@ fn an_image_reaches_anthropic_as_a_base64_source() {
 #[test]
 fn embedded_text_reaches_a_model_that_takes_no_images() {
     let dir = TestDir::new();
-    let (url, seen) = serve(openai_stream("read it"));
+    let model = Loopback::streaming(openai_stream("read it"));
+    let url = model.url.clone();
     let path = config(
         &dir,
         &format!(
@@ -220,7 +197,7 @@ fn embedded_text_reaches_a_model_that_takes_no_images() {
     );
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     agent.finish();
-    let seen = seen.lock().unwrap();
+    let seen = model.bodies();
     let user = seen[0]["messages"]
         .as_array()
         .unwrap()
@@ -351,7 +328,8 @@ fn an_image_is_kept_on_the_tape_and_replayed_on_load() {
 fn pincer_run_attaches_image_files() {
     use base64::Engine as _;
     let dir = TestDir::new();
-    let (url, seen) = serve(openai_stream("a pixel"));
+    let server = Loopback::streaming(openai_stream("a pixel"));
+    let url = server.url.clone();
     let with_model = |model: &str| {
         config(
             &dir,
@@ -386,7 +364,7 @@ fn pincer_run_attaches_image_files() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "a pixel\n");
     {
-        let seen = seen.lock().unwrap();
+        let seen = server.bodies();
         let user = seen[0]["messages"]
             .as_array()
             .unwrap()
@@ -419,7 +397,7 @@ fn pincer_run_attaches_image_files() {
         stderr(&out)
     );
     // Neither refusal reached the model.
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(server.bodies().len(), 1);
 }
 
 /// One HTTP/1.1 request over a fresh connection; the status and the JSON body.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::channels::{DeliveryError, FetchError, status_kind};
+use crate::channels::{DeliveryError, FetchError, download, status_kind};
 use crate::core::channel::FailureKind;
 
 /// Discord's HTTP API as one bot uses it.
@@ -151,47 +151,23 @@ impl Rest {
     /// token, at most `limit` bytes; only from Discord's CDN hosts or the
     /// configured API's host (a test server).
     pub async fn download(&self, url: &str, limit: u64) -> Result<Vec<u8>, FetchError> {
-        let host_of = |u: &str| -> Option<String> {
-            let (scheme, rest) = u.split_once("://")?;
-            Some(format!("{scheme}://{}", rest.split('/').next()?))
-        };
-        let allowed = match host_of(url) {
-            Some(host) => {
-                host == "https://cdn.discordapp.com"
-                    || host == "https://media.discordapp.net"
-                    || host_of(&self.base) == Some(host)
-            }
-            None => false,
-        };
-        if !allowed {
+        let hosts = [
+            "https://cdn.discordapp.com",
+            "https://media.discordapp.net",
+            &self.base,
+        ];
+        if !download::on_origin(url, &hosts) {
             return Err(FetchError::Failed(
                 "the attachment is not on Discord's CDN".to_owned(),
             ));
         }
-        let mut response = self
+        let response = self
             .client
             .get(url)
             .send()
             .await
-            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?;
-        if !response.status().is_success() {
-            return Err(FetchError::Failed(format!(
-                "Discord's CDN answered {}",
-                response.status().as_u16()
-            )));
-        }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|err| FetchError::Failed(err.without_url().to_string()))?
-        {
-            if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(FetchError::TooLarge { limit });
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+            .map_err(FetchError::request)?;
+        download::read_capped(response, limit, "Discord's CDN").await
     }
 
     fn limits(&self) -> std::sync::MutexGuard<'_, Limits> {

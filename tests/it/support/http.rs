@@ -219,6 +219,17 @@ impl Loopback {
         Self::serve(handler, true)
     }
 
+    /// A fake model (as [`Loopback::model`]) answering every turn with the
+    /// event stream `body`; [`Loopback::bodies`] gives what it was asked.
+    pub fn streaming(body: String) -> Self {
+        Self::model(move |_, _| Reply::event_stream(body.clone()))
+    }
+
+    /// A fake OpenAI-compatible model answering `text` to every turn.
+    pub fn saying(text: &str) -> Self {
+        Self::streaming(openai::text_stream(text))
+    }
+
     fn serve(
         handler: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static,
         apart: bool,
@@ -271,6 +282,16 @@ impl Loopback {
     /// The requests received so far, in the order they came.
     pub fn requests(&self) -> Vec<Request> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// The JSON bodies of the requests received so far, in order.
+    pub fn bodies(&self) -> Vec<serde_json::Value> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.body.clone())
+            .collect()
     }
 
     /// The shared list the requests are recorded in.
