@@ -147,7 +147,7 @@ impl App {
     pub async fn start_channels(
         &self,
         names: &[String],
-        http: bool,
+        http: crate::channels::HttpReceiving,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Vec<Arc<crate::channels::hub::Hub>>, Failure> {
         let planned = wiring::channels(&self.config, names, &|name| std::env::var(name).ok())

@@ -444,6 +444,11 @@ pub trait Adapter: Send + Sync + 'static {
     fn receives_over_http(&self) -> bool {
         false
     }
+    /// A listener of the channel's own for what it receives over HTTP
+    /// (Slack's `listen`), served by the HTTP face on `pincer serve`.
+    fn own_listener(&self) -> Option<OwnListener> {
+        None
+    }
     /// One request the platform sent over HTTP. The default has no endpoint.
     fn http(&self, request: HttpRequest) -> BoxFuture<'_, HttpReply> {
         let endpoint = request.endpoint;
@@ -518,26 +523,54 @@ impl ChannelSettings {
     }
 }
 
+/// Where a channel that receives over HTTP ([`Adapter::own_listener`])
+/// takes its requests: every `POST` to `addr`, whatever its path, is its
+/// `endpoint`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnListener {
+    pub addr: std::net::SocketAddr,
+    pub endpoint: &'static str,
+}
+
+/// What of HTTP a process serves for its channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpReceiving {
+    /// Nothing (`pincer acp`).
+    None,
+    /// The channels' own listeners (`pincer serve` without `--http`).
+    OwnListeners,
+    /// Those and the HTTP face's `/channels/NAME/…` (`pincer serve --http`).
+    All,
+}
+
 /// Starts a hub for each planned channel (`app::wiring::channels`), on the
-/// channels' port of the journal. Each runs until `cancel`. `http`: this
-/// process serves HTTP, so channels that receive over it can run.
+/// channels' port of the journal. Each runs until `cancel`. `http`: what
+/// this process serves, so which channels that receive over it can run.
 pub async fn start(
     runtime: &crate::core::runtime::Runtime,
     journal: Arc<dyn ChannelJournal>,
     planned: Vec<(Arc<dyn Adapter>, ChannelSettings)>,
-    http: bool,
+    http: HttpReceiving,
     cancel: CancellationToken,
 ) -> anyhow::Result<Vec<Arc<Hub>>> {
     use anyhow::Context as _;
 
     let mut hubs = Vec::new();
     for (adapter, settings) in planned {
-        if adapter.receives_over_http() && !http {
-            anyhow::bail!(
-                "channel {} receives over HTTP: serve it with `pincer serve --http --channel {}`",
-                adapter.channel(),
-                adapter.channel()
-            );
+        if adapter.receives_over_http() {
+            let channel = adapter.channel();
+            match (http, adapter.own_listener()) {
+                (HttpReceiving::All, _) | (HttpReceiving::OwnListeners, Some(_)) => {}
+                (HttpReceiving::OwnListeners, None) => anyhow::bail!(
+                    "channel {channel} receives over HTTP: serve it with `pincer serve --http --channel {channel}`"
+                ),
+                (HttpReceiving::None, Some(_)) => anyhow::bail!(
+                    "channel {channel} receives over HTTP on its listen address: serve it with `pincer serve --channel {channel}`"
+                ),
+                (HttpReceiving::None, None) => anyhow::bail!(
+                    "channel {channel} receives over HTTP: serve it with `pincer serve --http --channel {channel}`"
+                ),
+            }
         }
         let name = adapter.channel().to_owned();
         tracing::info!(channel = %name, account = adapter.account(), "channel starting");

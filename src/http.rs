@@ -181,7 +181,7 @@ pub fn app(state: AppState, options: &HttpOptions) -> axum::Router {
 
 /// The span of a request in the log: its method and path, quoted short (the
 /// default span would log the whole URI, query included, at any length).
-fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+pub(crate) fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
     tracing::debug_span!(
         "request",
         method = %quote(request.method().as_str()),

@@ -77,10 +77,16 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
         None => None,
     };
     let channels_stop = CancellationToken::new();
+    let receiving = if serves_http {
+        crate::channels::HttpReceiving::All
+    } else {
+        crate::channels::HttpReceiving::OwnListeners
+    };
     let hubs = app
-        .start_channels(&args.channels, serves_http, channels_stop.clone())
+        .start_channels(&args.channels, receiving, channels_stop.clone())
         .await?;
     ingress.serve(&hubs);
+    let own_listeners = serve_own_listeners(&app, &hubs, &ingress, &http_stop).await?;
     // Ready once listening and the channels started.
     if let (Some(path), Some(addr)) = (&args.ready_file, bound) {
         write_ready_file(path, addr).map_err(Failure::failed)?;
@@ -117,6 +123,11 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
     }
     runtime.shutdown().await;
     http_stop.cancel();
+    for listener in own_listeners {
+        if let Ok(Err(err)) = listener.await {
+            tracing::warn!(error = %err, "a channel's listener failed");
+        }
+    }
     let served = match (early, server) {
         (Some(served), _) => Some(served),
         (None, Some(server)) => Some(server.await),
@@ -132,6 +143,47 @@ pub async fn run(flags: &Flags, args: &ServeArgs) -> Result<u8, Failure> {
             anyhow::Error::new(err).context("the HTTP server task failed"),
         )),
     }
+}
+
+/// Binds and serves the listeners of the channels that have their own
+/// (Slack's `listen`), each until `stop`.
+async fn serve_own_listeners(
+    app: &crate::app::App,
+    hubs: &[Arc<Hub>],
+    ingress: &Arc<ChannelRoutes>,
+    stop: &CancellationToken,
+) -> Result<Vec<tokio::task::JoinHandle<std::io::Result<()>>>, Failure> {
+    let body_limit = app
+        .config
+        .http
+        .body_limit_bytes
+        .unwrap_or(wiring::DEFAULT_BODY_LIMIT);
+    let mut served = Vec::new();
+    for hub in hubs {
+        let adapter = hub.adapter();
+        let Some(own) = adapter.own_listener() else {
+            continue;
+        };
+        let name = adapter.channel().to_owned();
+        let listener = tokio::net::TcpListener::bind(own.addr)
+            .await
+            .with_context(|| format!("channel {name}: cannot listen on {}", own.addr))
+            .map_err(Failure::failed)?;
+        let addr = listener
+            .local_addr()
+            .context("cannot read the bound address")
+            .map_err(Failure::failed)?;
+        eprintln!("pincer: channel {name} listening on http://{addr}");
+        served.push(tokio::spawn(http::ingress::serve_own_listener(
+            listener,
+            name,
+            own.endpoint,
+            ingress.clone() as Arc<dyn http::ingress::ChannelIngress>,
+            body_limit,
+            stop.clone(),
+        )));
+    }
+    Ok(served)
 }
 
 /// Writes the address whole (through a rename), so a reader never sees half of it.

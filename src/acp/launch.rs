@@ -20,7 +20,11 @@ pub async fn run(flags: &Flags, args: &AcpArgs) -> Result<u8, Failure> {
     opened.log_problems();
     let channels_cancel = tokio_util::sync::CancellationToken::new();
     let hubs = opened
-        .start_channels(&args.channels, false, channels_cancel.clone())
+        .start_channels(
+            &args.channels,
+            crate::channels::HttpReceiving::None,
+            channels_cancel.clone(),
+        )
         .await?;
     let options = options(&opened, flags);
     let store = opened.store.clone();

@@ -546,6 +546,7 @@ fn adapter(
                 },
                 (None, Some(var)) => Receiving::Events {
                     signing_secret: secret(var.clone(), "the Slack app's signing secret")?,
+                    listen: slack.listen,
                 },
                 _ => {
                     return Err(anyhow!(

@@ -66,9 +66,13 @@ pub const MAX_LEN: usize = 3000;
 pub enum Receiving {
     /// Socket Mode with this app-level token (`xapp-…`).
     Socket { app_token: String },
-    /// The HTTP Events API (`/channels/NAME/events` on `pincer serve
-    /// --http`), requests signed with this secret.
-    Events { signing_secret: String },
+    /// The HTTP Events API, requests signed with this secret: on a
+    /// listener of the channel's own (`listen`, any path), or at
+    /// `/channels/NAME/events` on `pincer serve --http`.
+    Events {
+        signing_secret: String,
+        listen: Option<std::net::SocketAddr>,
+    },
 }
 
 impl std::fmt::Debug for Receiving {
@@ -162,7 +166,7 @@ impl Slack {
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         let account = account_of(&settings.bot_token);
         let events_key = match &settings.receiving {
-            Receiving::Events { signing_secret } => Some(ring::hmac::Key::new(
+            Receiving::Events { signing_secret, .. } => Some(ring::hmac::Key::new(
                 ring::hmac::HMAC_SHA256,
                 signing_secret.as_bytes(),
             )),
@@ -876,6 +880,18 @@ impl Adapter for Slack {
 
     fn receives_over_http(&self) -> bool {
         self.events_key.is_some()
+    }
+
+    fn own_listener(&self) -> Option<super::OwnListener> {
+        match &self.settings.receiving {
+            Receiving::Events {
+                listen: Some(addr), ..
+            } => Some(super::OwnListener {
+                addr: *addr,
+                endpoint: events::ENDPOINT,
+            }),
+            Receiving::Events { listen: None, .. } | Receiving::Socket { .. } => None,
+        }
     }
 
     fn http(&self, request: super::HttpRequest) -> BoxFuture<'_, super::HttpReply> {

@@ -324,6 +324,12 @@ pub struct SlackConfig {
     /// The variable holding the signing secret, for the HTTP Events API.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret_env: Option<String>,
+    /// Where the Events API's requests are received, a listener of the
+    /// channel's own on `pincer serve` (any path; with `signing_secret_env`).
+    /// Without it they are received on `pincer serve --http`, at
+    /// `/channels/NAME/events`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<std::net::SocketAddr>,
     /// The Web API root (default `https://slack.com/api`; a test server otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_base: Option<String>,
@@ -395,9 +401,12 @@ impl ChannelConfig {
                 quoted(KINDS)
             ));
         }
-        if kind == "slack" && table.contains_key("listen") {
+        if kind == "slack"
+            && table.contains_key("listen")
+            && !table.contains_key("signing_secret_env")
+        {
             return Err(format!(
-                "channels.{name}.listen: Slack's Events API is received on `pincer serve --http` (its one listener), at /channels/{name}/events; remove listen and point the app's Request URL there"
+                "channels.{name}.listen: a listener is for the Events API: set signing_secret_env too (Socket Mode needs none)"
             ));
         }
         if kind == "webhook" && table.contains_key("listen") {
@@ -576,7 +585,7 @@ mod tests {
     }
 
     #[test]
-    fn a_slack_table_takes_its_keys_and_refuses_a_listener_of_its_own() {
+    fn a_slack_table_takes_its_keys_and_a_listener_only_for_the_events_api() {
         let channels = read(
             "[channels.slack]\nbot_token_env = \"B\"\napp_token_env = \"A\"\n\
              channels = [\"C1\"]\nallow = [\"U1\"]\n",
@@ -593,10 +602,19 @@ mod tests {
             events["team"].platform.secret_vars(),
             ["SLACK_BOT_TOKEN", "S"]
         );
-        let err =
+        let listening =
             read("[channels.slack]\nsigning_secret_env = \"S\"\nlisten = \"127.0.0.1:3000\"\n")
-                .unwrap_err();
-        assert!(err.contains("/channels/slack/events"), "{err}");
+                .unwrap();
+        let Platform::Slack(slack) = &listening["slack"].platform else {
+            panic!("not slack")
+        };
+        assert_eq!(slack.listen, Some("127.0.0.1:3000".parse().unwrap()));
+        let err = read("[channels.slack]\nlisten = \"127.0.0.1:3000\"\n").unwrap_err();
+        assert!(err.contains("channels.slack.listen"), "{err}");
+        assert!(err.contains("signing_secret_env"), "{err}");
+        let err = read("[channels.slack]\nsigning_secret_env = \"S\"\nlisten = \"localhost\"\n")
+            .unwrap_err();
+        assert!(err.contains("channels.slack"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //!   deliveries). No bearer token: each
 //!   adapter checks its platform's own signature, and the rate limit of API
 //!   tokens does not apply;
+//!   A channel may also have a listener of its own (Slack's `listen`,
+//!   [`serve_own_listener`]), where every `POST` is its one endpoint;
 //! - messages sent first, `POST /v1/channels/{name}/messages` (with the
 //!   token), through the channel's outbox;
 //! - the outbox read (`GET /v1/channels/{name}/outbox`) and an operator's
@@ -273,15 +275,7 @@ pub async fn webhook(
 ) -> Response {
     match body {
         Ok(body) => handle(state, name, "webhook", headers, body).await,
-        Err(rejection) => {
-            let status = rejection.status();
-            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "the body is larger than the server accepts (`[http] body_limit_bytes`)".to_owned()
-            } else {
-                crate::core::quote::clip_message(&rejection.body_text())
-            };
-            (status, axum::Json(json!({"error": message}))).into_response()
-        }
+        Err(rejection) => rejected(&rejection),
     }
 }
 
@@ -295,11 +289,7 @@ pub async fn slack_events(
 ) -> Response {
     match body {
         Ok(body) => handle(state, name, "events", headers, body).await,
-        Err(rejection) => (
-            rejection.status(),
-            axum::Json(json!({"error": crate::core::quote::clip_message(&rejection.body_text())})),
-        )
-            .into_response(),
+        Err(rejection) => rejected(&rejection),
     }
 }
 
@@ -324,4 +314,55 @@ async fn handle(
         .await;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(value)).into_response()
+}
+
+/// Serves a channel's own listener (Slack's `listen`) until `shutdown`:
+/// every `POST`, whatever its path, is a request for channel `name` at
+/// `endpoint`, with the HTTP face's body limit; any other method is 405.
+/// No bearer token, as at `/channels/{name}/…`: the adapter checks the
+/// platform's signature.
+pub async fn serve_own_listener(
+    listener: tokio::net::TcpListener,
+    name: String,
+    endpoint: &'static str,
+    ingress: std::sync::Arc<dyn ChannelIngress>,
+    body_limit: usize,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    let receive =
+        move |headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>| {
+            let ingress = ingress.clone();
+            let name = name.clone();
+            async move {
+                match body {
+                    Ok(body) => {
+                        let (status, value) = ingress
+                            .handle(name, endpoint.to_owned(), headers, body.to_vec())
+                            .await;
+                        let status = StatusCode::from_u16(status)
+                            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                        (status, axum::Json(value)).into_response()
+                    }
+                    Err(rejection) => rejected(&rejection),
+                }
+            }
+        };
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(receive))
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(super::request_span));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+/// A body that could not be read, as JSON: too large names the setting.
+fn rejected(rejection: &axum::extract::rejection::BytesRejection) -> Response {
+    let status = rejection.status();
+    let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        "the body is larger than the server accepts (`[http] body_limit_bytes`)".to_owned()
+    } else {
+        crate::core::quote::clip_message(&rejection.body_text())
+    };
+    (status, axum::Json(json!({"error": message}))).into_response()
 }

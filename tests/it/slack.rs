@@ -549,6 +549,11 @@ fn a_finalizing_edit_cut_off_by_a_crash_is_made_after_the_restart() {
 
 /// One signed POST to the Events API listener: the status and the body.
 fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
+    post_event_to(addr, "/channels/slack/events", secret, at, body)
+}
+
+/// [`post_event`] at `path`.
+fn post_event_to(addr: &str, path: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
     use std::io::{Read as _, Write as _};
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
     let tag = ring::hmac::sign(&key, format!("v0:{at}:{body}").as_bytes());
@@ -556,7 +561,7 @@ fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "POST /channels/slack/events HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
          x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
          content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -632,6 +637,136 @@ fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
     settled(&fake, &dir);
     assert_eq!(fake.texts(DM), ["Heard you."]);
     assert_eq!(fake.calls("apps.connections.open").len(), 0);
+}
+
+/// `listen`: the Events API on a listener of the channel's own, served by
+/// `pincer serve` without `--http`, at whatever path the app's Request URL
+/// names; a channel that needs HTTP and has neither is refused at start,
+/// naming what to do.
+#[test]
+fn the_events_api_is_received_on_a_listener_of_its_own() {
+    use std::io::{Read as _, Write as _};
+    let fake = FakeSlack::start();
+    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let env = [
+        ("SLACK_BOT_TOKEN", BOT_TOKEN),
+        ("SLACK_SIGNING_SECRET", secret),
+    ];
+    // Without `listen` and without `--http` nothing would receive: refused.
+    let dir = setup(
+        &fake,
+        "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
+    );
+    let refused = dir
+        .command()
+        .envs(env)
+        .args(["serve", "--channel", "slack"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains(
+            "channel slack receives over HTTP: serve it with `pincer serve --http --channel slack`"
+        ),
+        "{said}"
+    );
+
+    let dir = setup(
+        &fake,
+        "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\nlisten = \"127.0.0.1:0\"\n",
+    );
+    // `pincer acp` serves no HTTP at all: refused, naming `pincer serve`.
+    let refused = dir
+        .command()
+        .envs(env)
+        .args(["acp", "--channel", "slack"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains(
+            "receives over HTTP on its listen address: serve it with `pincer serve --channel slack`"
+        ),
+        "{said}"
+    );
+
+    let script = dir.script("s.jsonl", &[json!([{"text": "Heard you."}])]);
+    let log = dir.path().join("serve.log");
+    let mut child = dir
+        .command()
+        .envs(env)
+        .args([
+            "serve",
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+        ])
+        .arg(&script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    let addr = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(addr) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("pincer: channel slack listening on http://"))
+        {
+            break addr.trim().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no listener: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let verification = r#"{"token":"t","challenge":"c4llenge","type":"url_verification"}"#;
+    assert_eq!(
+        post_event_to(&addr, "/slack/events", secret, now, verification),
+        (200, r#"{"challenge":"c4llenge"}"#.to_owned())
+    );
+    let event =
+        json!({"token": "t", "team_id": "T100", "api_app_id": "A100", "type": "event_callback",
+        "event_id": "Ev7", "event_time": now,
+        "event": {"type": "message", "channel": DM, "channel_type": "im", "user": ALICE,
+            "text": "hello on my own listener", "ts": "1700000000.000700"}})
+        .to_string();
+    // Signed as on the HTTP face: a wrong secret is refused, not read.
+    assert_eq!(
+        post_event_to(&addr, "/", "not-the-secret", now, &event).0,
+        401
+    );
+    assert_eq!(post_event_to(&addr, "/", secret, now, &event).0, 200);
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Heard you."]);
+    // Only POST is taken there.
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    settled(&fake, &dir);
+    assert_eq!(fake.texts(DM), ["Heard you."]);
+    assert_eq!(fake.calls("apps.connections.open").len(), 0);
+    // SIGTERM ends it cleanly, listener and all.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
 }
 
 /// Slack limits each method apart: a 429 on `chat.update` holds back
