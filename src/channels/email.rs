@@ -21,11 +21,14 @@
 //! carries the same id, so a mail client shows it once; sends are therefore
 //! treated as repeatable. The subject is `Re: ` and the thread's, kept in
 //! memory from the mail read, or looked up over IMAP by `Message-ID` in a
-//! process that never read it (after a restart).
+//! process that never read it (after a restart). A unit with a file (a
+//! run's `changes.diff`) is a mail of its own in the thread: the unit's
+//! text as its body, the file attached (base64, its bytes kept), its
+//! `Message-ID` derived from its own key.
 
 use std::sync::Arc;
 
-use crate::core::channel::Target;
+use crate::core::channel::{OutFile, Target, Unit};
 
 /// How the connections to the servers are protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,6 +275,62 @@ From: alice@example.org\r\nSubject: hi\r\n\r\nhello\r\n";
         );
         assert_eq!(imap_quoted("<a\"b@x>"), None);
         assert_eq!(imap_quoted("<é@x>"), None);
+    }
+
+    #[test]
+    fn a_file_unit_is_a_mail_with_its_text_and_the_file_attached() {
+        use mail_parser::MimeHeaders as _;
+
+        let settings = EmailSettings {
+            imap: "127.0.0.1:143".into(),
+            smtp: "127.0.0.1:25".into(),
+            security: Security::None,
+            tls: None,
+            tls_ca: None,
+            username: "pincer".into(),
+            password: "p".into(),
+            address: "pincer@example.org".into(),
+            folder: "INBOX".into(),
+            poll_secs: 30,
+            authserv_id: None,
+        };
+        let target = target_of("alice@example.org", "<root@example.org>");
+        let diff = "--- a/notes.md\n+++ b/notes.md\n-old\n+néw\n";
+        let unit = Unit {
+            text: "Changes to 1 file: notes.md".into(),
+            file: Some(OutFile {
+                name: "changes.diff".into(),
+                mime_type: "text/x-diff".into(),
+                text: diff.into(),
+            }),
+            ..Unit::default()
+        };
+        let key = "reply:run_1:1";
+        let raw = reply_message(&settings, &target, "Re: notes", &unit, None, key)
+            .unwrap()
+            .formatted();
+        let mail = mail_parser::MessageParser::default().parse(&raw).unwrap();
+        assert_eq!(
+            mail.message_id().map(|id| format!("<{id}>")),
+            Some(message_id_for(key, "pincer@example.org"))
+        );
+        assert_eq!(
+            mail.body_text(0).as_deref().map(str::trim_end),
+            Some("Changes to 1 file: notes.md")
+        );
+        let attached: Vec<_> = mail.attachments().collect();
+        assert_eq!(attached.len(), 1);
+        assert_eq!(attached[0].attachment_name(), Some("changes.diff"));
+        assert_eq!(attached[0].contents(), diff.as_bytes());
+        let kind = attached[0].content_type().unwrap();
+        assert_eq!((kind.ctype(), kind.subtype()), ("text", Some("x-diff")));
+        assert!(
+            attached[0]
+                .content_disposition()
+                .is_some_and(|d| d.is_attachment()),
+            "{}",
+            String::from_utf8_lossy(&raw)
+        );
     }
 
     #[test]
@@ -633,15 +692,15 @@ pub fn smtp_transport(
     Ok(builder.build())
 }
 
-/// A reply in a thread: from the channel's address to `target.id`, text
-/// and (when given) HTML, threaded under `reply_to` in the thread's root,
-/// its `Message-ID` derived from `key`.
+/// A mail in a thread: from the channel's address to `target.id`, the
+/// unit's text and (when it has markup) HTML, its file (when it has one)
+/// attached, threaded under `reply_to` in the thread's root, its
+/// `Message-ID` derived from `key`.
 pub fn reply_message(
     settings: &EmailSettings,
     target: &Target,
     subject: &str,
-    text: &str,
-    html: Option<&str>,
+    unit: &Unit,
     reply_to: Option<&str>,
     key: &str,
 ) -> Result<lettre::Message, String> {
@@ -675,14 +734,48 @@ pub fn reply_message(
     if !references.is_empty() {
         builder = builder.references(references.join(" "));
     }
-    let message = match html {
-        Some(html) => builder.multipart(MultiPart::alternative_plain_html(
-            text.to_owned(),
-            html.to_owned(),
-        )),
-        None => builder.singlepart(SinglePart::plain(text.to_owned())),
+    let text = unit.text.clone();
+    let message = match (unit.markup.as_deref(), &unit.file) {
+        (Some(html), None) => {
+            builder.multipart(MultiPart::alternative_plain_html(text, html.to_owned()))
+        }
+        (None, None) => builder.singlepart(SinglePart::plain(text)),
+        (html, Some(file)) => {
+            let attachment = attachment(file)?;
+            let mixed = MultiPart::mixed();
+            let mixed = match html {
+                Some(html) => {
+                    mixed.multipart(MultiPart::alternative_plain_html(text, html.to_owned()))
+                }
+                None => mixed.singlepart(SinglePart::plain(text)),
+            };
+            builder.multipart(mixed.singlepart(attachment))
+        }
     };
     message.map_err(|err| format!("cannot build the mail: {err}"))
+}
+
+/// `file` as an attachment (`Content-Disposition: attachment;
+/// filename=…`), a text type's charset UTF-8. Base64, so its bytes arrive
+/// as they are: a text part in 7bit or quoted-printable has its line ends
+/// made CR LF on the way.
+fn attachment(file: &OutFile) -> Result<lettre::message::SinglePart, String> {
+    use lettre::message::Body;
+    use lettre::message::header::{ContentTransferEncoding, ContentType};
+
+    let kind = if file.mime_type.starts_with("text/") && !file.mime_type.contains("charset") {
+        format!("{}; charset=utf-8", file.mime_type)
+    } else {
+        file.mime_type.clone()
+    };
+    let kind = ContentType::parse(&kind)
+        .map_err(|err| format!("the file's type {:?}: {err}", file.mime_type))?;
+    let body = Body::new_with_encoding(
+        file.text.clone().into_bytes(),
+        ContentTransferEncoding::Base64,
+    )
+    .map_err(|_| "the file cannot be encoded in base64".to_owned())?;
+    Ok(lettre::message::Attachment::new(file.name.clone()).body(body, kind))
 }
 
 /// The cursor holding the watermark: `UIDVALIDITY:UID`.
@@ -1036,7 +1129,9 @@ impl super::Adapter for Email {
             reactions: false,
             // A reply goes into its thread (`In-Reply-To`, `References`).
             threads: true,
-            files: false,
+            // A file unit is a mail of its own in the thread, the file
+            // attached and the unit's text its body.
+            files: true,
             edit_interval: std::time::Duration::ZERO,
             markup: Some("html"),
             working_after: None,
@@ -1050,17 +1145,17 @@ impl super::Adapter for Email {
     }
 
     /// One mail a reply: the Markdown as its text part, HTML rendered.
-    fn render(&self, markdown: &str) -> Vec<crate::core::channel::Unit> {
+    fn render(&self, markdown: &str) -> Vec<Unit> {
         if markdown.trim().is_empty() {
             return Vec::new();
         }
-        vec![crate::core::channel::Unit {
+        vec![Unit {
             text: markdown.trim_end().to_owned(),
             markup: Some(super::render::html(
                 markdown,
                 super::render::Dialect::Common,
             )),
-            ..crate::core::channel::Unit::default()
+            ..Unit::default()
         }]
     }
 
@@ -1085,7 +1180,7 @@ impl super::Adapter for Email {
     fn send<'a>(
         &'a self,
         target: &'a Target,
-        unit: &'a crate::core::channel::Unit,
+        unit: &'a Unit,
         reply_to: Option<&'a str>,
         idempotency_key: &'a str,
     ) -> futures::future::BoxFuture<'a, Result<String, super::DeliveryError>> {
@@ -1097,8 +1192,7 @@ impl super::Adapter for Email {
                 &self.settings,
                 target,
                 &subject,
-                &unit.text,
-                unit.markup.as_deref(),
+                unit,
                 reply_to.filter(|id| id.starts_with('<')),
                 idempotency_key,
             )
@@ -1124,7 +1218,7 @@ impl super::Adapter for Email {
         &'a self,
         _target: &'a Target,
         _platform_id: &'a str,
-        _unit: &'a crate::core::channel::Unit,
+        _unit: &'a Unit,
     ) -> futures::future::BoxFuture<'a, Result<(), super::DeliveryError>> {
         Box::pin(async {
             Err(super::DeliveryError::new(

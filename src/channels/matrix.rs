@@ -32,7 +32,13 @@
 //! `org.matrix.custom.html` beside it; a reply is cut so that body and
 //! HTML together stay under [`MAX_EVENT_BYTES`] (an event is at most
 //! 65,536 bytes). Live drafts are `m.replace` edits; a deletion is a
-//! redaction.
+//! redaction. A unit with a file (a run's `changes.diff`, a long reply's
+//! `reply.md`) is an `m.file` event: the file is uploaded to the media
+//! repository first, and the event names its `mxc://` URI with the unit's
+//! text as caption, under the same transaction id. An upload is not
+//! idempotent: one repeated (its answer lost, a crash before the event)
+//! leaves an unreferenced copy in the media repository, never a second
+//! message.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +54,7 @@ use super::{
 };
 use crate::core::approval::ApprovalDecision;
 use crate::core::channel::{
-    Actor, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
+    Actor, ChannelMessage, FailureKind, MessageOrigin, OutFile, Target, TargetKind, Unit,
 };
 
 /// The most a message's body and HTML together take, in bytes: an event
@@ -160,29 +166,50 @@ impl Matrix {
         body: Option<&Value>,
         token: Option<&str>,
     ) -> Result<Value, DeliveryError> {
-        let what = path
-            .trim_start_matches("/_matrix/client/v3/")
-            .split(['?', '/'])
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let mut builder = self
+        let mut builder = self.authorized(&method, path, token)?;
+        if let Some(body) = body {
+            builder = builder.json(body);
+        }
+        self.exchange(&method, path, builder).await
+    }
+
+    /// A request to `path` with `token` (by default the device's); refused
+    /// before the login but for the login itself.
+    fn authorized(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+    ) -> Result<reqwest::RequestBuilder, DeliveryError> {
+        let builder = self
             .client
             .request(method.clone(), format!("{}{path}", self.base));
         let stored = self.login.lock().as_ref().map(|l| l.token.clone());
         match token.map(str::to_owned).or(stored) {
-            Some(token) => builder = builder.bearer_auth(token),
-            None if path.ends_with("/login") => {}
-            None => {
-                return Err(DeliveryError::new(
-                    FailureKind::Transient,
-                    "matrix: not logged in to the homeserver yet",
-                ));
-            }
+            Some(token) => Ok(builder.bearer_auth(token)),
+            None if path.ends_with("/login") => Ok(builder),
+            None => Err(DeliveryError::new(
+                FailureKind::Transient,
+                "matrix: not logged in to the homeserver yet",
+            )),
         }
-        if let Some(body) = body {
-            builder = builder.json(body);
-        }
+    }
+
+    /// Sends a request built for `path` and reads its JSON answer; an
+    /// error answer classified.
+    async fn exchange(
+        &self,
+        method: &reqwest::Method,
+        path: &str,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<Value, DeliveryError> {
+        let what = path
+            .trim_start_matches("/_matrix/client/v3/")
+            .trim_start_matches("/_matrix/media/v3/")
+            .split(['?', '/'])
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         let call = format!("matrix {method} {what}");
         let response = builder
             .send()
@@ -198,6 +225,30 @@ impl Matrix {
             return Ok(value);
         }
         Err(classify(&format!("{method} {what}"), status, &value))
+    }
+
+    /// Uploads `file` to the homeserver's media repository
+    /// (`POST /_matrix/media/v3/upload`): its `mxc://` URI. Not idempotent:
+    /// an upload repeated after a lost answer stores the file again, and
+    /// only the copy the room's event names is ever shown.
+    async fn upload(&self, file: &OutFile) -> Result<String, DeliveryError> {
+        let method = reqwest::Method::POST;
+        let path = format!("/_matrix/media/v3/upload?filename={}", encode(&file.name));
+        let builder = self
+            .authorized(&method, &path, None)?
+            .header(reqwest::header::CONTENT_TYPE, &file.mime_type)
+            .body(file.text.clone().into_bytes());
+        let answer = self.exchange(&method, &path, builder).await?;
+        answer["content_uri"]
+            .as_str()
+            .filter(|uri| uri.starts_with("mxc://"))
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                DeliveryError::new(
+                    FailureKind::Unknown,
+                    "matrix POST upload: the answer has no mxc:// content_uri",
+                )
+            })
     }
 
     async fn get(&self, path: &str) -> Result<Value, DeliveryError> {
@@ -887,6 +938,22 @@ fn content(unit: &Unit) -> Value {
     content
 }
 
+/// A file message's content (`m.file`): the uploaded file at `url`, its
+/// name, type and size, and the unit's text as its caption (Matrix 1.10:
+/// `body` is a caption when `filename` is there and differs from it).
+fn file_content(unit: &Unit, file: &OutFile, url: &str) -> Value {
+    let mut content = if unit.text.trim().is_empty() {
+        json!({"body": file.name})
+    } else {
+        content(unit)
+    };
+    content["msgtype"] = json!("m.file");
+    content["filename"] = json!(file.name);
+    content["url"] = json!(url);
+    content["info"] = json!({"mimetype": file.mime_type, "size": file.text.len()});
+    content
+}
+
 /// A room id (`!id:server`) as a target; an alias is refused.
 fn room_target(to: &str) -> Result<Target, String> {
     let to = to.trim();
@@ -938,7 +1005,8 @@ impl Adapter for Matrix {
             // Rooms only: a thread's messages are read as the room's, and
             // replies go to the room.
             threads: false,
-            files: false,
+            // `m.file` events of media uploaded first.
+            files: true,
             edit_interval: Duration::from_secs(1),
             markup: Some("html"),
             working_after: None,
@@ -984,7 +1052,11 @@ impl Adapter for Matrix {
                 "/_matrix/client/v3/rooms/{}/send/m.room.message/{txn}",
                 encode(&target.id)
             );
-            let sent = self.put(&path, &content(unit)).await?;
+            let content = match &unit.file {
+                None => content(unit),
+                Some(file) => file_content(unit, file, &self.upload(file).await?),
+            };
+            let sent = self.put(&path, &content).await?;
             sent["event_id"].as_str().map(str::to_owned).ok_or_else(|| {
                 DeliveryError::new(
                     FailureKind::Unknown,
@@ -1182,6 +1254,30 @@ mod tests {
             txn_id("edit", &["$e", "a", "b"])
         );
         assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+
+    #[test]
+    fn a_file_is_an_m_file_event_captioned_with_the_units_text() {
+        let file = OutFile {
+            name: "changes.diff".into(),
+            mime_type: "text/x-diff".into(),
+            text: "+é\n".into(),
+        };
+        let unit = Unit::plain("Changes to 1 file: a.rs".into());
+        assert_eq!(
+            file_content(&unit, &file, "mxc://example.org/abc"),
+            json!({
+                "msgtype": "m.file",
+                "body": "Changes to 1 file: a.rs",
+                "filename": "changes.diff",
+                "url": "mxc://example.org/abc",
+                "info": {"mimetype": "text/x-diff", "size": 4},
+            })
+        );
+        // No caption: the body is the file's name.
+        let bare = file_content(&Unit::default(), &file, "mxc://example.org/abc");
+        assert_eq!(bare["body"], "changes.diff");
+        assert_eq!(bare["filename"], "changes.diff");
     }
 
     #[test]

@@ -118,8 +118,11 @@ fn smtp_sends_a_threaded_reply_in_every_tls_mode() {
             &settings,
             &target,
             "Re: the build",
-            "It is **green**.",
-            Some("<p>It is <strong>green</strong>.</p>"),
+            &pincer::core::channel::Unit {
+                text: "It is **green**.".into(),
+                markup: Some("<p>It is <strong>green</strong>.</p>".into()),
+                ..Default::default()
+            },
             Some("<q1@example.org>"),
             &key,
         )
@@ -619,5 +622,57 @@ fn with_an_authserv_id_only_a_from_the_server_authenticated_is_allowed() {
         assert_eq!(history.matches(word).count(), times, "{word}: {history}");
     }
     assert_eq!(people.mails_from_pincer(alice).len(), 4, "{texts:?}");
+    verify(&dir);
+}
+
+/// A run's changes: the reply mail, then `changes.diff` attached to a mail
+/// of its own in the thread, its text the caption, its `Message-ID` the
+/// intent's second part's.
+#[test]
+fn a_runs_changes_come_attached_to_a_mail_in_the_thread() {
+    let people = People::new("files");
+    let dir = setup(&people, "");
+    let path = dir.path().join("config/pincer/config.toml");
+    let config = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("mode = \"full\"\n{config}")).unwrap();
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let _bridge = Bridge::start(
+        &dir,
+        &people,
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"text": "Updated the notes."}]),
+        ],
+    );
+    let asked = people.says(&people.alice, "the notes", "update the notes", &[]);
+    let texts = people.wait_texts(&people.alice, 2, &dir);
+    assert_eq!(texts, ["Updated the notes.", "Changes to 1 file: notes.md"]);
+    let mails = people.mails_from_pincer(&people.alice);
+    assert!(
+        mails[0].attachments.is_empty(),
+        "{:?}",
+        mails[0].attachments
+    );
+    let changes = &mails[1];
+    assert_eq!(changes.attachments, [Some("changes.diff".to_owned())]);
+    assert_eq!(changes.headers.subject.as_deref(), Some("Re: the notes"));
+    assert_eq!(changes.header("References"), [asked.as_str()]);
+    let raw = changes.bytes();
+    let parsed = mail_parser::MessageParser::default().parse(&raw).unwrap();
+    let attached: Vec<_> = parsed.attachments().collect();
+    assert_eq!(attached.len(), 1);
+    let diff = String::from_utf8(attached[0].contents().to_vec()).unwrap();
+    assert!(
+        diff.contains("--- a/notes.md\n+++ b/notes.md\n")
+            && diff.contains("-old line\n+new line\n"),
+        "{diff}"
+    );
+    let reply = replies(&dir).pop().unwrap();
+    assert_eq!(reply["status"], "sent", "{reply:#}");
+    assert_eq!(
+        changes.headers.message_id.as_deref(),
+        reply["receipt"]["parts"][1]["platform_id"].as_str(),
+        "{reply:#}"
+    );
     verify(&dir);
 }

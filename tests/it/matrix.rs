@@ -68,8 +68,20 @@ fn setup(server: &Synapse, people: &People, password: bool) -> TestDir {
 }
 
 fn start(dir: &TestDir, people: &People, script: &[Value], name: &str) -> Bridge {
+    start_with_env(dir, people, script, name, &[])
+}
+
+/// [`start`] with more environment variables.
+fn start_with_env(
+    dir: &TestDir,
+    people: &People,
+    script: &[Value],
+    name: &str,
+    env: &[(&str, &str)],
+) -> Bridge {
     let script = dir.script(name, script);
     let mut command = dir.command();
+    command.envs(env.iter().copied());
     command
         .env("MATRIX_TOKEN", &people.bot.access_token)
         .env("MATRIX_PASSWORD", PASSWORD)
@@ -165,7 +177,9 @@ fn a_conversation_in_a_direct_room_with_a_live_draft_and_a_long_reply() {
     let server = Synapse::shared();
     let people = people(server);
     let dir = setup(server, &people, false);
-    let words: Vec<String> = (0..9000).map(|i| format!("wörd{i}")).collect();
+    // About 24 KB of text, as much again of HTML: two or three messages
+    // (a reply longer than three comes as a file, tested below).
+    let words: Vec<String> = (0..2500).map(|i| format!("wörd{i}")).collect();
     let long = words.join(" ");
     let _bridge = start(
         &dir,
@@ -243,7 +257,11 @@ fn a_conversation_in_a_direct_room_with_a_live_draft_and_a_long_reply() {
             .flat_map(|t| t.split_whitespace().map(str::to_owned))
             .collect();
         if joined.len() >= words.len() {
-            assert!(messages.len() >= 3, "{} messages", messages.len());
+            assert!(
+                (2..=3).contains(&messages.len()),
+                "{} messages",
+                messages.len()
+            );
             break joined;
         }
         assert!(
@@ -451,6 +469,12 @@ use crate::support::matrix::{Hold, MatrixProxy, shown_messages};
 
 /// The config of [`setup`], the homeserver reached through `proxy`.
 fn setup_behind(proxy: &MatrixProxy, people: &People, extra: &str) -> TestDir {
+    setup_at(&proxy.url, people, extra)
+}
+
+/// The config of [`setup`] with the bot's token, the homeserver at
+/// `homeserver`, and `extra` lines in the channel's table.
+fn setup_at(homeserver: &str, people: &People, extra: &str) -> TestDir {
     let dir = TestDir::new();
     let config = dir.path().join("config").join("pincer");
     std::fs::create_dir_all(&config).unwrap();
@@ -458,7 +482,7 @@ fn setup_behind(proxy: &MatrixProxy, people: &People, extra: &str) -> TestDir {
         config.join("config.toml"),
         format!(
             "[channels.matrix]\nkind = \"matrix\"\nhomeserver = \"{}\"\nuser_id = \"{}\"\naccess_token_env = \"MATRIX_TOKEN\"\nallow = [\"{}\"]\nworkspace = \"{}\"\ncoalesce_ms = 50\n{extra}",
-            proxy.url,
+            homeserver,
             people.bot.user_id,
             people.alice.user_id,
             dir.workspace().display(),
@@ -679,6 +703,165 @@ fn a_live_draft_whose_answer_is_lost_is_sent_again_with_its_key_and_finalized_in
             Some("Partial and the rest.".to_owned())
         ),
         "{reply:#}"
+    );
+    verify(&dir);
+}
+
+/// A reply's files: a run that edited a file ends with `changes.diff` as an
+/// `m.file` event of media uploaded to Synapse, captioned with the files it
+/// changed; a reply longer than three messages comes as its first message
+/// and the whole as `reply.md` (as on Telegram, `chat_attachments.rs`).
+#[test]
+fn a_runs_changes_and_a_long_reply_come_as_m_file_events() {
+    let server = Synapse::shared();
+    let people = people(server);
+    let dir = setup_at(&server.base_url(), &people, "live_drafts = false\n");
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let long: String = (0..2000)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect();
+    let _bridge = start_with_env(
+        &dir,
+        &people,
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"text": "Updated the notes."}]),
+            json!([{"text": long}]),
+        ],
+        "s.jsonl",
+        &[("PINCER_MODE", "full")],
+    );
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let room = direct_room(alice, &people.bot, &dir);
+    let file_named = |name: &'static str| {
+        move |e: &Event| {
+            e.kind == "m.room.message"
+                && e.sender == *bot
+                && e.content["msgtype"] == "m.file"
+                && e.content["filename"] == name
+        }
+    };
+
+    alice.send_text(&room, "update the notes");
+    let changes = alice.wait_for(&room, file_named("changes.diff"), WAIT);
+    assert_eq!(
+        changes.body(),
+        Some("Changes to 1 file: notes.md"),
+        "{}",
+        changes.content
+    );
+    let url = changes.content["url"].as_str().unwrap();
+    assert!(url.starts_with("mxc://"), "{url}");
+    let diff = String::from_utf8(alice.download(url)).unwrap();
+    assert!(
+        diff.contains("--- a/notes.md\n+++ b/notes.md\n")
+            && diff.contains("-old line\n+new line\n"),
+        "{diff}"
+    );
+    assert_eq!(
+        changes.content["info"],
+        json!({"mimetype": "text/x-diff", "size": diff.len()})
+    );
+    // The reply, then the file, last in the room.
+    let messages = bot_messages(alice, &room, bot);
+    let bodies: Vec<&str> = messages.iter().map(|e| e.body().unwrap()).collect();
+    assert_eq!(
+        bodies,
+        ["Updated the notes.", "Changes to 1 file: notes.md"],
+        "{}",
+        dir.log()
+    );
+
+    alice.send_text(&room, "tell me everything");
+    let whole = alice.wait_for(&room, file_named("reply.md"), WAIT);
+    let text = String::from_utf8(alice.download(whole.content["url"].as_str().unwrap())).unwrap();
+    assert_eq!(text.trim_end(), long.trim_end(), "the whole reply");
+    assert_eq!(whole.content["info"]["mimetype"], "text/markdown");
+    assert_eq!(
+        whole.body().unwrap(),
+        format!(
+            "The whole reply ({} characters) is attached.",
+            text.chars().count()
+        )
+    );
+    // One message of the reply's start (not four or more), then the file.
+    let messages = bot_messages(alice, &room, bot);
+    assert_eq!(messages.len(), 4, "{}", dir.log());
+    let start = messages[2].body().unwrap();
+    assert!(start.starts_with("Line 0 of a long answer."), "{start:.80}");
+    assert!(!start.contains("Line 1999"));
+    assert_eq!(messages[3].event_id, whole.event_id);
+    verify(&dir);
+}
+
+#[test]
+fn a_kill_after_synapse_took_a_file_message_sends_it_again_as_the_same_event_leaving_one_unused_upload()
+ {
+    let server = Synapse::shared();
+    let proxy = MatrixProxy::start(&server.base_url());
+    let people = people(server);
+    let dir = setup_behind(&proxy, &people, "live_drafts = false\n");
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let script = [
+        json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+        json!([{"text": "Updated the notes."}]),
+    ];
+    let full = [("PINCER_MODE", "full")];
+    let bridge = start_with_env(&dir, &people, &script, "s.jsonl", &full);
+    let (alice, bot) = (&people.alice, &people.bot.user_id);
+    let room = direct_room(alice, &people.bot, &dir);
+    // Synapse takes the `m.file` message; its answer never reaches the
+    // process, which is killed waiting for it.
+    proxy.hold(Hold::Answer, |r| {
+        message_send(r, false) && r.body["msgtype"] == "m.file"
+    });
+    alice.send_text(&room, "update the notes");
+    proxy.wait_caught(1, WAIT);
+    let first = from_bot(alice, &room, bot, |b| b.starts_with("Changes to 1 file"));
+    wait_intent(&dir, "reply", "sending");
+    crash(bridge);
+    proxy.stop_holding();
+    proxy.release();
+    // Recovery uploads the file again and sends the message under the same
+    // transaction id: Synapse names the event it has.
+    let _bridge = start_with_env(&dir, &people, &script, "s.jsonl", &full);
+    let reply = wait_intent(&dir, "reply", "sent");
+    assert_eq!(
+        reply["receipt"]["parts"][1]["platform_id"], first.event_id,
+        "{reply:#}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let texts: Vec<String> = bot_messages(alice, &room, bot)
+        .iter()
+        .map(|e| e.body().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        ["Updated the notes.", "Changes to 1 file: notes.md"],
+        "{}",
+        dir.log()
+    );
+    // Two uploads of the diff: the one the message names, and one nothing
+    // refers to.
+    let admin = server.register(&server.fresh_localpart("admin"), PASSWORD, true);
+    let media = admin.ok(
+        "GET",
+        &format!(
+            "/_synapse/admin/v1/users/{}/media",
+            crate::support::matrix::encode(bot)
+        ),
+        None,
+    );
+    let uploads: Vec<String> = media["media"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("mxc://example.org/{}", m["media_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(uploads.len(), 2, "{media:#}");
+    assert!(
+        uploads.contains(&first.content["url"].as_str().unwrap().to_owned()),
+        "{media:#}"
     );
     verify(&dir);
 }

@@ -473,3 +473,47 @@ fn the_shared_server_ends_with_the_test_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Media as the Matrix channel sends a reply's files: uploaded with `POST
+/// /_matrix/media/v3/upload` (the file's type, `filename`), answered with
+/// an `mxc://` URI of this server; downloaded by anyone logged in through
+/// authenticated media (`/_matrix/client/v1/media/download`), and not
+/// through the unauthenticated `/_matrix/media/v3/download`, which
+/// Synapse freezes for media uploaded since it turned authenticated media
+/// on (1.120).
+#[test]
+fn media_is_uploaded_and_downloaded_with_a_token_only() {
+    let server = Synapse::shared();
+    let (alice, bob) = alice_and_bob(server);
+    let bytes = b"--- a/x\n+++ b/x\n-old\n+n\xc3\xa9w\n";
+    let (status, answer) = crate::support::matrix::request_raw(
+        "POST",
+        &format!(
+            "{}/_matrix/media/v3/upload?filename=changes.diff",
+            server.base_url()
+        ),
+        Some(&alice.access_token),
+        "text/x-diff",
+        bytes,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let uri = answer["content_uri"].as_str().unwrap();
+    let prefix = format!("mxc://{SERVER_NAME}/");
+    assert!(uri.starts_with(&prefix), "{uri}");
+    assert_eq!(bob.download(uri), bytes);
+    let id = &uri[prefix.len()..];
+    let (status, answer) = crate::support::matrix::request(
+        "GET",
+        &format!(
+            "{}/_matrix/media/v3/download/{SERVER_NAME}/{id}",
+            server.base_url()
+        ),
+        None,
+        None,
+    );
+    assert_eq!(
+        (status, answer["errcode"].as_str()),
+        (404, Some("M_NOT_FOUND")),
+        "{answer}"
+    );
+}

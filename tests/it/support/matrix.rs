@@ -62,6 +62,13 @@
 //!   that passed was 64,931 bytes. The tests check that 64,000 passes and
 //!   65,536 does not; an adapter should split long replies well below
 //!   64 KiB (and count bytes, not characters).
+//! - **Media**: `POST /_matrix/media/v3/upload?filename=NAME` with the
+//!   file's `Content-Type` answers `{"content_uri": "mxc://example.org/ID"}`.
+//!   Authenticated media is on (Synapse's default since 1.120): the media
+//!   is downloaded with an access token through
+//!   `GET /_matrix/client/v1/media/download/example.org/ID`
+//!   ([`MatrixUser::download`]), while the unauthenticated
+//!   `/_matrix/media/v3/download/…` answers 404 `M_NOT_FOUND` for it.
 //! - **Rate limits raised** (all `per_second: 1000`, `burst_count: 10000`):
 //!   `rc_message`, `rc_registration`, `rc_registration_token_validity`,
 //!   `rc_login` (`address`, `account`, `failed_attempts`),
@@ -208,6 +215,32 @@ pub fn request(method: &str, url: &str, token: Option<&str>, body: Option<&Value
     if let Some(body) = body {
         builder = builder.json(body);
     }
+    answer(runtime, builder)
+}
+
+/// [`request`] with a body of `content_type` sent as it is (a media
+/// upload).
+pub fn request_raw(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, Value) {
+    let (runtime, client) = http();
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut builder = client
+        .request(method, url)
+        .header("content-type", content_type)
+        .body(body.to_vec());
+    if let Some(token) = token {
+        builder = builder.bearer_auth(token);
+    }
+    answer(runtime, builder)
+}
+
+/// Sends a request, blocking: its status and body as [`request`] gives them.
+fn answer(runtime: &tokio::runtime::Runtime, builder: reqwest::RequestBuilder) -> (u16, Value) {
     runtime.block_on(async move {
         let response = match builder.send().await {
             Ok(response) => response,
@@ -913,6 +946,36 @@ impl MatrixUser {
         events
     }
 
+    /// The bytes of an `mxc://SERVER/ID` URI's media, downloaded as this
+    /// user (authenticated media, `GET /_matrix/client/v1/media/download`,
+    /// which Synapse requires for media uploaded since 1.120).
+    pub fn download(&self, mxc: &str) -> Vec<u8> {
+        let (server, id) = mxc
+            .strip_prefix("mxc://")
+            .and_then(|rest| rest.split_once('/'))
+            .unwrap_or_else(|| panic!("not an mxc:// URI: {mxc}"));
+        let url = format!(
+            "{}/_matrix/client/v1/media/download/{}/{}",
+            self.base_url,
+            encode(server),
+            encode(id)
+        );
+        let (runtime, client) = http();
+        let request = client.get(url).bearer_auth(&self.access_token);
+        runtime.block_on(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let bytes = response.bytes().await.unwrap().to_vec();
+            assert_eq!(
+                status,
+                200,
+                "downloading {mxc}: {}",
+                String::from_utf8_lossy(&bytes)
+            );
+            bytes
+        })
+    }
+
     /// The room's current state events.
     pub fn state(&self, room: &str) -> Vec<Event> {
         let answer = self.ok("GET", &Self::room_path(room, "state"), None);
@@ -1073,13 +1136,17 @@ impl MatrixProxy {
                 .header("authorization")
                 .and_then(|h| h.strip_prefix("Bearer "))
                 .map(str::to_owned);
-            let body = (!request.raw.is_empty()).then_some(&request.body);
-            let (status, value) = self::request(
-                &request.method,
-                &format!("{upstream}{}", request.path),
-                token.as_deref(),
-                body,
-            );
+            let url = format!("{upstream}{}", request.path);
+            // A body that is not JSON (a media upload) goes as it came.
+            let (status, value) = match request.header("content-type") {
+                Some(kind) if !request.raw.is_empty() && !kind.contains("json") => {
+                    self::request_raw(&request.method, &url, token.as_deref(), kind, &request.raw)
+                }
+                _ => {
+                    let body = (!request.raw.is_empty()).then_some(&request.body);
+                    self::request(&request.method, &url, token.as_deref(), body)
+                }
+            };
             shared.hold_if(request, Hold::Answer);
             let lost = shared.loses(request);
             pause(jitter.map_or(0, |j| j.1));
