@@ -8,6 +8,8 @@
 //! edited in place; approval prompts carry buttons (message components),
 //! whose presses arrive as `INTERACTION_CREATE` and are answered with an
 //! interaction response (a deferred update) before the hub takes them.
+//! A reply's file (its changes, a long reply whole) is uploaded with its
+//! create, a `multipart/form-data` body carrying the same nonce.
 //!
 //! Discord's message ids are unique across channels, so an inbound message's
 //! id is its own (a replayed dispatch is a duplicate in the inbox).
@@ -400,8 +402,8 @@ impl Adapter for Discord {
             buttons: true,
             reactions: false,
             threads: false,
-            // Not sent yet: a long reply comes as messages.
-            files: false,
+            // Uploaded with the create (`files[0]`, multipart).
+            files: true,
             edit_interval: Duration::from_secs(1),
             // Discord renders the Markdown as written.
             markup: None,
@@ -435,10 +437,20 @@ impl Adapter for Discord {
             }
             let path = format!("/channels/{channel}/messages");
             let route = format!("POST /channels/{channel}/messages");
-            let sent = self
-                .rest
-                .call(reqwest::Method::POST, &path, &route, Some(&body))
-                .await?;
+            // A file goes in the same create (a multipart body), its
+            // caption the content, the nonce kept.
+            let sent = match &unit.file {
+                None => {
+                    self.rest
+                        .call(reqwest::Method::POST, &path, &route, Some(&body))
+                        .await?
+                }
+                Some(file) => {
+                    self.rest
+                        .call_with_file(reqwest::Method::POST, &path, &route, &body, file)
+                        .await?
+                }
+            };
             sent["id"].as_str().map(str::to_owned).ok_or_else(|| {
                 DeliveryError::new(
                     FailureKind::Unknown,
@@ -581,6 +593,7 @@ mod tests {
         let d = discord(&[]);
         let caps = d.capabilities();
         assert_eq!(caps.max_len, 2000);
+        assert!(caps.files);
         assert_eq!(
             caps.idempotent,
             Idempotence {

@@ -19,6 +19,17 @@ const DM: &str = "9001";
 const WAIT: Duration = Duration::from_secs(20);
 
 fn serve(fake: &FakeDiscord, dir: &TestDir, script: &[Value], extra: &str) -> HttpServe {
+    serve_with(fake, dir, script, extra, &[])
+}
+
+/// [`serve`] with more arguments for `pincer serve` (`--mode full`).
+fn serve_with(
+    fake: &FakeDiscord,
+    dir: &TestDir,
+    script: &[Value],
+    extra: &str,
+    args: &[&str],
+) -> HttpServe {
     let script = dir.script("s.jsonl", script);
     let config = format!(
         "[channels.discord]\napi_base = \"{}\"\ngateway_url = \"{}\"\nworkspace = \"{}\"\n\
@@ -37,7 +48,10 @@ fn serve(fake: &FakeDiscord, dir: &TestDir, script: &[Value], extra: &str) -> Ht
             script.to_str().unwrap(),
             "--channel",
             "discord",
-        ],
+        ]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>(),
         &[("DISCORD_BOT_TOKEN", TOKEN)],
     )
 }
@@ -283,16 +297,69 @@ fn rate_limits_are_waited_out_per_bucket() {
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
 
-/// A reply of seven messages of at most 2,000 characters goes to one
-/// bucket of five a second: the sixth waits for the bucket's reset, as its
-/// headers announced, instead of drawing a 429.
+/// A global 429 (`X-RateLimit-Global: true`) on one route holds every
+/// route: a reply in another channel (another route and bucket) waits out
+/// the `retry_after` too, and nothing reaches Discord before it has passed.
+#[test]
+fn a_global_rate_limit_holds_every_route_until_it_passes() {
+    const OTHER: &str = "9002";
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    let _serve = serve(
+        &fake,
+        &dir,
+        &[json!([{"text": "Held."}])],
+        "live_drafts = false\n",
+    );
+    identified(&fake);
+    fake.limit_global_next("POST messages", 2.0);
+    fake.user_says(DM, USER, "first");
+    fake.wait_for("the global 429", WAIT, |f| {
+        f.all_calls().iter().any(|c| c.status == 429)
+    });
+    let limited = fake
+        .all_calls()
+        .into_iter()
+        .find(|c| c.status == 429)
+        .unwrap();
+    // Written well inside the limit's two seconds: answered at once, its
+    // reply would come before they passed.
+    fake.user_says(OTHER, USER, "second");
+    let said = std::time::Instant::now();
+    assert!(said - limited.at < Duration::from_millis(1000));
+    reply(&fake, "the held reply", "Held.");
+    fake.wait_for("the other channel's reply", WAIT, |f| {
+        f.texts(OTHER) == ["Held."]
+    });
+    let calls = fake.all_calls();
+    let after: Vec<_> = calls.iter().filter(|c| c.at > limited.at).collect();
+    assert!(
+        after
+            .iter()
+            .all(|c| c.at - limited.at >= Duration::from_secs(2)),
+        "{after:#?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|c| c.path.contains(&format!("/channels/{OTHER}/")) && c.status == 200),
+        "{after:#?}"
+    );
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+/// A reply of three messages of at most 2,000 characters goes to one
+/// bucket of two a second: the third waits for the bucket's reset, as its
+/// headers announced, instead of drawing a 429. (A longer reply comes as a
+/// file: `a_runs_changes_and_a_long_reply_come_as_attachments`.)
 #[test]
 fn long_replies_are_cut_within_2000_characters_and_paced_by_the_bucket() {
     let fake = FakeDiscord::start();
+    fake.limit_per_window(2);
     let dir = TestDir::new();
     let paragraph = "All work and no play makes Jack a dull boy. ".repeat(40);
     let paragraph = paragraph.trim_end();
-    let text = [paragraph; 7].join("\n\n");
+    let text = [paragraph; 3].join("\n\n");
     let _serve = serve(
         &fake,
         &dir,
@@ -305,13 +372,149 @@ fn long_replies_are_cut_within_2000_characters_and_paced_by_the_bucket() {
         f.texts(DM).join("\n\n").len() >= text.len()
     });
     let parts = fake.texts(DM);
-    assert_eq!(parts.len(), 7);
+    assert_eq!(parts.len(), 3);
     assert!(parts.iter().all(|p| p.chars().count() <= 2000));
     assert_eq!(parts.join("\n\n"), text);
+    assert!(fake.uploads(DM).is_empty());
     let creates = fake.calls("POST", "/messages");
     assert!(creates.iter().all(|c| c.status == 200), "{creates:#?}");
-    assert!(creates[5].at - creates[0].at >= Duration::from_millis(900));
+    assert!(creates[2].at - creates[0].at >= Duration::from_millis(900));
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+/// A reply's files, uploaded with the create (a `multipart/form-data` body
+/// of `payload_json` and `files[0]`): a run that edited a file gets its
+/// changes as `changes.diff` after its reply, and a reply longer than three
+/// messages comes as its first message and the whole as `reply.md`.
+#[test]
+fn a_runs_changes_and_a_long_reply_come_as_attachments() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let long: String = (0..700)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect();
+    let _serve = serve_with(
+        &fake,
+        &dir,
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"text": "Updated the notes."}]),
+            json!([{"text": long}]),
+        ],
+        "live_drafts = false\n",
+        &["--mode", "full"],
+    );
+    identified(&fake);
+
+    fake.user_says(DM, USER, "update the notes");
+    fake.wait_for("the changes", WAIT, |f| !f.uploads(DM).is_empty());
+    let uploads = fake.uploads(DM);
+    assert_eq!(uploads.len(), 1, "{uploads:?}");
+    assert_eq!(uploads[0].filename, "changes.diff");
+    let diff = String::from_utf8(uploads[0].bytes.clone()).unwrap();
+    assert_eq!(
+        diff,
+        "--- a/notes.md\n+++ b/notes.md\n@@ -1 +1 @@\n-old line\n+new line\n"
+    );
+    // The reply, then the file with its caption, in the same channel.
+    let channel = fake.channel(DM);
+    assert_eq!(
+        fake.texts(DM),
+        ["Updated the notes.", "Changes to 1 file: notes.md"]
+    );
+    assert_eq!(uploads[0].message, channel[1].0);
+    // The upload's create: its payload as a plain create's, with the nonce
+    // kept and the file named as attachment 0.
+    let create = fake
+        .calls("POST", "/messages")
+        .into_iter()
+        .find(|c| !c.files.is_empty())
+        .unwrap();
+    assert_eq!(create.status, 200);
+    assert_eq!(create.body["content"], "Changes to 1 file: notes.md");
+    assert_eq!(create.body["enforce_nonce"], true);
+    assert!(create.body["nonce"].as_str().unwrap().len() <= 25);
+    assert_eq!(
+        create.body["attachments"],
+        json!([{"id": 0, "filename": "changes.diff"}])
+    );
+    assert_eq!(
+        create.files,
+        [("changes.diff".to_owned(), diff.into_bytes())]
+    );
+
+    fake.user_says(DM, USER, "tell me everything");
+    fake.wait_for("the long reply", WAIT, |f| f.uploads(DM).len() == 2);
+    let whole = fake.uploads(DM)[1].clone();
+    assert_eq!(whole.filename, "reply.md");
+    let whole = String::from_utf8(whole.bytes).unwrap();
+    assert_eq!(whole.trim_end(), long.trim_end(), "the whole reply");
+    // One message of the reply's start (not four or more), then the file.
+    fake.wait_for("both messages", WAIT, |f| f.texts(DM).len() == 4);
+    let texts = fake.texts(DM);
+    assert!(texts[2].starts_with("Line 0 of a long answer."));
+    assert!(!texts[2].contains("Line 699"));
+    assert_eq!(
+        texts[3],
+        format!(
+            "The whole reply ({} characters) is attached.",
+            whole.chars().count()
+        )
+    );
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+/// `kill -9` after Discord took a reply's file and before Pincer had its
+/// answer: after the restart the upload is made again with the same nonce
+/// and Discord answers with the message it made: one attachment.
+#[test]
+fn a_crash_after_discord_took_an_upload_leaves_one_attachment() {
+    let fake = FakeDiscord::start();
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let script = [
+        json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+        json!([{"text": "Updated the notes."}]),
+    ];
+    let extra = "live_drafts = false\n";
+    let first = serve_with(&fake, &dir, &script, extra, &["--mode", "full"]);
+    identified(&fake);
+    fake.hold_acted_next("POST messages upload");
+    fake.user_says(DM, USER, "update the notes");
+    fake.wait_for("the upload taken", WAIT, |f| f.uploads(DM).len() == 1);
+    fake.wait_for("the intent on its way", WAIT, |_| {
+        dir.outbox()
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sending")
+    });
+    first.crash();
+    let _second = serve_with(&fake, &dir, &script, extra, &["--mode", "full"]);
+    fake.wait_for("the reply's receipt", WAIT, |_| {
+        dir.outbox()
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["status"] == "sent")
+    });
+    let uploads: Vec<_> = fake
+        .calls("POST", "/messages")
+        .into_iter()
+        .filter(|c| !c.files.is_empty())
+        .collect();
+    assert_eq!(uploads.len(), 2, "{uploads:#?}");
+    assert_eq!(uploads[0].body["nonce"], uploads[1].body["nonce"]);
+    assert_eq!(uploads[1].body["enforce_nonce"], true);
+    assert_eq!(fake.uploads(DM).len(), 1);
+    assert_eq!(
+        fake.texts(DM),
+        ["Updated the notes.", "Changes to 1 file: notes.md"]
+    );
+    let verify = dir.command().arg("verify").output().unwrap();
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
 }
 
 /// `kill -9` after Discord created the reply and before Pincer had its
@@ -424,6 +627,7 @@ fn chat_commands_answer_on_discord_and_the_status_shows_the_capabilities() {
     assert_eq!(caps["max_len"], 2000);
     assert_eq!(caps["length_unit"], "chars");
     assert_eq!(caps["buttons"], true);
+    assert_eq!(caps["files"], true);
     assert_eq!(
         caps["idempotent"],
         json!({"send": true, "edit": true, "delete": true})

@@ -166,7 +166,7 @@ async fn connection(
         return End::Resume(format!("cannot identify: {err}"));
     }
     let mut seq = session.as_ref().and_then(|s| s.seq);
-    let mut next_beat = Instant::now() + interval.mul_f64(fastrand::f64());
+    let mut next_beat = Instant::now() + first_heartbeat(interval, fastrand::f64());
     let mut acked = true;
     loop {
         let message = tokio::select! {
@@ -266,6 +266,18 @@ async fn connection(
     }
 }
 
+/// When the first heartbeat goes after Hello: `interval × jitter`, a
+/// random `jitter` in [0, 1) (Discord's documents), so bots restarted
+/// together do not beat together; a jitter out of range is taken as 0.
+fn first_heartbeat(interval: Duration, jitter: f64) -> Duration {
+    let jitter = if (0.0..1.0).contains(&jitter) {
+        jitter
+    } else {
+        0.0
+    };
+    interval.mul_f64(jitter)
+}
+
 /// A text frame as JSON; `None` for pings and the like.
 fn frame(message: &Message) -> Result<Option<Value>, String> {
     match message {
@@ -303,5 +315,29 @@ mod tests {
         assert!(matches!(closed(4000), End::Resume(_)));
         assert!(matches!(closed(1001), End::Resume(_)));
         assert_eq!(INTENTS, 37377);
+    }
+
+    #[test]
+    fn the_first_heartbeat_comes_after_a_random_share_of_the_interval() {
+        let interval = Duration::from_millis(41_250);
+        assert_eq!(first_heartbeat(interval, 0.0), Duration::ZERO);
+        assert_eq!(
+            first_heartbeat(interval, 0.5),
+            Duration::from_millis(20_625)
+        );
+        assert!(first_heartbeat(interval, 0.999_999) < interval);
+        assert_eq!(first_heartbeat(interval, 1.0), Duration::ZERO);
+        assert_eq!(first_heartbeat(interval, f64::NAN), Duration::ZERO);
+        // As `connection` draws it: within [0, interval), spread over it.
+        let delays: Vec<Duration> = (0..200)
+            .map(|_| first_heartbeat(interval, fastrand::f64()))
+            .collect();
+        assert!(delays.iter().all(|d| *d < interval));
+        let least = delays.iter().min().copied().unwrap_or_default();
+        let most = delays.iter().max().copied().unwrap_or_default();
+        assert!(
+            least < interval / 4 && most > interval * 3 / 4,
+            "{least:?} {most:?}"
+        );
     }
 }

@@ -6,17 +6,18 @@
 //! bucket refills). A route whose bucket has nothing left waits for its reset
 //! before its next request; a 429 waits its `retry_after` (the body's, or
 //! `Retry-After`), the whole client when `X-RateLimit-Global` (or the body's
-//! `global`) says the limit is global.
+//! `global`) says the limit is global — every route but interaction
+//! responses, which the global limit does not bind.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::channels::{DeliveryError, FetchError, download, status_kind};
-use crate::core::channel::FailureKind;
+use crate::core::channel::{FailureKind, OutFile};
 
 /// Discord's HTTP API as one bot uses it.
 pub struct Rest {
@@ -40,11 +41,15 @@ struct Limits {
 }
 
 impl Limits {
-    /// When a request on `route` may go.
+    /// When a request on `route` may go. Interaction responses are not
+    /// bound by the global limit (Discord's documents), only by their route.
     fn ready_at(&self, route: &str) -> Option<Instant> {
         let key = self.buckets.get(route).map_or(route, String::as_str);
         let bucket = self.blocked_until.get(key).copied();
-        match (bucket, self.global_until) {
+        let global = self
+            .global_until
+            .filter(|_| !route.starts_with("POST /interactions/"));
+        match (bucket, global) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
@@ -187,6 +192,61 @@ impl Rest {
         route: &str,
         body: Option<&Value>,
     ) -> Result<Value, DeliveryError> {
+        self.exchange(method, path, route, |request| {
+            Ok(match body {
+                Some(body) => request.json(body),
+                None => request,
+            })
+        })
+        .await
+    }
+
+    /// A call that uploads `file` (Discord's "Uploading Files"): a
+    /// `multipart/form-data` body of `payload_json` (the JSON body, whose
+    /// `attachments` names the file as id 0) and the file as `files[0]`,
+    /// through the same buckets and error classes as [`Rest::call`].
+    pub async fn call_with_file(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        route: &str,
+        payload: &Value,
+        file: &OutFile,
+    ) -> Result<Value, DeliveryError> {
+        let mut payload = payload.clone();
+        payload["attachments"] = json!([{"id": 0, "filename": file.name}]);
+        self.exchange(method, path, route, |request| {
+            let invalid = |err: reqwest::Error| {
+                DeliveryError::new(
+                    FailureKind::InvalidPayload,
+                    format!("discord: the file's type: {err}"),
+                )
+            };
+            let json = reqwest::multipart::Part::text(payload.to_string())
+                .mime_str("application/json")
+                .map_err(invalid)?;
+            let bytes = reqwest::multipart::Part::bytes(file.text.clone().into_bytes())
+                .file_name(file.name.clone())
+                .mime_str(&file.mime_type)
+                .map_err(invalid)?;
+            let form = reqwest::multipart::Form::new()
+                .part("payload_json", json)
+                .part("files[0]", bytes);
+            Ok(request.multipart(form))
+        })
+        .await
+    }
+
+    /// Waits until `route` may go, sends the request `body` completes, and
+    /// reads its answer: the JSON, or the error classified; the headers
+    /// (and a 429's body) are learned either way.
+    async fn exchange(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        route: &str,
+        body: impl FnOnce(reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder, DeliveryError>,
+    ) -> Result<Value, DeliveryError> {
         loop {
             let ready = self.limits().ready_at(route);
             match ready {
@@ -195,13 +255,11 @@ impl Rest {
             }
         }
         let what = route.split('/').take(2).collect::<Vec<_>>().join("/");
-        let mut request = self
-            .client
-            .request(method, format!("{}{path}", self.base))
-            .header(reqwest::header::AUTHORIZATION, &self.authorization);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
+        let request = body(
+            self.client
+                .request(method, format!("{}{path}", self.base))
+                .header(reqwest::header::AUTHORIZATION, &self.authorization),
+        )?;
         let response = request
             .send()
             .await
@@ -233,7 +291,6 @@ impl Rest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn headers(pairs: &[(&'static str, &str)]) -> reqwest::header::HeaderMap {
         let mut map = reqwest::header::HeaderMap::new();
@@ -276,6 +333,8 @@ mod tests {
             limits.ready_at("GET /anything").unwrap() - Instant::now()
                 > Duration::from_millis(3900)
         );
+        // Not an interaction response, which the global limit does not bind.
+        assert!(limits.ready_at("POST /interactions/77").is_none());
     }
 
     #[test]

@@ -11,7 +11,11 @@
 //!
 //! The HTTP API serves `/api/v10`: create, edit and delete a message (a create
 //! with `enforce_nonce` whose nonce was seen in that channel returns the
-//! message already made), and interaction callbacks. Every answer carries
+//! message already made), and interaction callbacks. A create may upload
+//! files ("Uploading Files"): a `multipart/form-data` body of `payload_json`
+//! (or the fields as parts) and `files[n]` parts, each with a `filename`, the
+//! `attachments` of the payload naming only ids of parts sent; the message
+//! then carries them as `attachments`, and the fake keeps their bytes. Every answer carries
 //! `X-RateLimit-Limit/Remaining/Reset-After/Bucket`; a request to a bucket
 //! with nothing left, or before a 429's `retry_after`, is answered 429 with
 //! `Retry-After`, `X-RateLimit-Scope` and a JSON body `{message,
@@ -20,7 +24,10 @@
 //! On command it misbehaves: drops the connection, asks for a reconnect
 //! (op 7), invalidates the session (op 9, resumable or not), replays a
 //! dispatch, stops acknowledging heartbeats (a zombie), answers the next
-//! call of a route 429.
+//! call of a route 429, or 429 with the global limit (`X-RateLimit-Global:
+//! true`, `X-RateLimit-Scope: global`, `global: true`), after which every
+//! request but an interaction callback is refused the same way, and counted
+//! as a violation, until its `retry_after` has passed.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
@@ -36,7 +43,8 @@ use super::http::{Loopback, Reply, Request};
 /// A bot token whose first part is `999` in base64: the bot's user id.
 pub const TOKEN: &str = "OTk5.GhIjKl.fake-discord-secret";
 pub const BOT: &str = "999";
-/// Requests per bucket per window, and the window.
+/// Requests per bucket per window (unless `limit_per_window` says
+/// otherwise), and the window.
 const LIMIT: u32 = 5;
 const WINDOW: Duration = Duration::from_secs(1);
 
@@ -48,6 +56,17 @@ pub struct Call {
     pub body: Value,
     pub at: Instant,
     pub status: u16,
+    /// The files a multipart create uploaded: (filename, bytes).
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// A file the bot uploaded with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    /// The message it came with.
+    pub message: String,
+    pub filename: String,
+    pub bytes: Vec<u8>,
 }
 
 /// How a Gateway connection began.
@@ -98,10 +117,16 @@ struct State {
     /// channel id → (message id, content, components).
     messages: HashMap<String, Vec<(String, String, Value)>>,
     nonces: HashMap<(String, String), String>,
+    /// channel id → the files the bot uploaded there, in order.
+    uploads: HashMap<String, Vec<Upload>>,
     calls: Vec<Call>,
     buckets: HashMap<String, Bucket>,
     /// Routes (`POST messages`) whose next call is answered 429 with this wait.
     limit_next: VecDeque<(String, f64)>,
+    /// Routes whose next call is answered with a global 429 of this wait.
+    global_next: VecDeque<(String, f64)>,
+    /// Until when every request is refused (a global 429 given).
+    global_until: Option<Instant>,
     /// Requests that came to a bucket before it allowed them.
     violations: Vec<String>,
     /// Routes whose next call is acted on (the message is in the channel),
@@ -109,6 +134,8 @@ struct State {
     hold_acted: Vec<String>,
     /// Creates answered 502, as with Discord down.
     down: bool,
+    /// Requests per bucket per window.
+    limit: u32,
 }
 
 #[derive(Clone)]
@@ -130,6 +157,7 @@ impl FakeDiscord {
         let state = Arc::new((
             Mutex::new(State {
                 next_id: 1_200_000_000_000_000_000,
+                limit: LIMIT,
                 ..State::default()
             }),
             Condvar::new(),
@@ -308,10 +336,22 @@ impl FakeDiscord {
         self.with(|s| s.limit_next.push_back((route.to_owned(), retry_after)));
     }
 
-    /// The next call whose route starts with `route` is acted on, then
-    /// never answered (its client waits until it is killed).
+    /// The next call whose route starts with `route` is answered with a
+    /// global 429 of `retry_after` seconds: nothing else may come before.
+    pub fn limit_global_next(&self, route: &str, retry_after: f64) {
+        self.with(|s| s.global_next.push_back((route.to_owned(), retry_after)));
+    }
+
+    /// The next call whose route starts with `route` (`POST messages`, or
+    /// `POST messages upload`: a create with files) is acted on, then never
+    /// answered (its client waits until it is killed).
     pub fn hold_acted_next(&self, route: &str) {
         self.with(|s| s.hold_acted.push(route.to_owned()));
+    }
+
+    /// Each bucket allows `limit` requests a window from now on.
+    pub fn limit_per_window(&self, limit: u32) {
+        self.with(|s| s.limit = limit);
     }
 
     /// Creates answered 502 from now on (`true`), or served again.
@@ -337,6 +377,11 @@ impl FakeDiscord {
         })
     }
 
+    /// Every call answered, in order.
+    pub fn all_calls(&self) -> Vec<Call> {
+        self.with(|s| s.calls.clone())
+    }
+
     pub fn violations(&self) -> Vec<String> {
         self.with(|s| s.violations.clone())
     }
@@ -344,6 +389,11 @@ impl FakeDiscord {
     /// The messages of `channel` as a person sees them now: (id, content, components).
     pub fn channel(&self, channel: &str) -> Vec<(String, String, Value)> {
         self.with(|s| s.messages.get(channel).cloned().unwrap_or_default())
+    }
+
+    /// The files the bot uploaded in `channel`, in order.
+    pub fn uploads(&self, channel: &str) -> Vec<Upload> {
+        self.with(|s| s.uploads.get(channel).cloned().unwrap_or_default())
     }
 
     pub fn texts(&self, channel: &str) -> Vec<String> {
@@ -616,12 +666,12 @@ fn serve_gateway(
     }
 }
 
-fn rate_headers(reply: Reply, bucket_id: &str, bucket: &Bucket, now: Instant) -> Reply {
+fn rate_headers(reply: Reply, bucket_id: &str, bucket: &Bucket, limit: u32, now: Instant) -> Reply {
     let reset = bucket
         .reset_at
         .map_or(0.0, |r| r.saturating_duration_since(now).as_secs_f64());
     reply
-        .header("X-RateLimit-Limit", &LIMIT.to_string())
+        .header("X-RateLimit-Limit", &limit.to_string())
         .header("X-RateLimit-Remaining", &bucket.remaining.to_string())
         .header("X-RateLimit-Reset-After", &format!("{reset:.3}"))
         .header("X-RateLimit-Bucket", bucket_id)
@@ -672,13 +722,22 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
         .next()
         .unwrap_or_default()
         .to_owned();
+    let form = form(request);
+    let (body, files) = match &form {
+        Ok(Some((body, files))) => (body.clone(), files.clone()),
+        Ok(None) | Err(_) => (request.body.clone(), Vec::new()),
+    };
     let record = |s: &mut State, status: u16| {
         s.calls.push(Call {
             method: request.method.clone(),
             path: path.clone(),
-            body: request.body.clone(),
+            body: body.clone(),
             at: now,
             status,
+            files: files
+                .iter()
+                .map(|(_, f, b)| (f.clone(), b.clone()))
+                .collect(),
         });
     };
     if request.header("authorization") != Some(&format!("Bot {TOKEN}")) {
@@ -709,10 +768,18 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
             "",
         );
     }
+    // The global limit: every route but interaction callbacks.
+    if route != "POST callback"
+        && let Some(reply) = global_limit(s, route, &format!("{} {path}", request.method), now)
+    {
+        record(s, 429);
+        return (reply, "");
+    }
     // The bucket: refilled after its window; a request it does not allow is a violation.
+    let limit = s.limit;
     let bucket = s.buckets.entry(bucket_id.clone()).or_default();
     if bucket.reset_at.is_none_or(|r| now >= r) {
-        bucket.remaining = LIMIT;
+        bucket.remaining = limit;
         bucket.reset_at = Some(now + WINDOW);
     }
     let early = bucket.blocked_until.is_some_and(|b| now < b) || bucket.remaining == 0;
@@ -742,7 +809,7 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
         )
         .header("Retry-After", &format!("{}", wait.ceil() as u64))
         .header("X-RateLimit-Scope", "user");
-        let reply = rate_headers(reply, &bucket_id, bucket, now);
+        let reply = rate_headers(reply, &bucket_id, bucket, limit, now);
         record(s, 429);
         return (reply, "");
     }
@@ -753,17 +820,74 @@ fn handle(request: &Request, s: &mut State) -> (Reply, &'static str) {
         reset_at: bucket.reset_at,
         blocked_until: None,
     };
-    let reply = act(route, &parts, &request.body, s);
+    let reply = match form {
+        Err(error) => Reply::json(
+            400,
+            &json!({"code": 50035, "message": "Invalid Form Body",
+                "errors": {"_errors": [{"code": "BASE_TYPE_INVALID", "message": error}]}}),
+        ),
+        Ok(_) => act(route, &parts, &body, &files, s),
+    };
     let status = match &reply {
         Reply::Answer { status, .. } => *status,
         Reply::Paced { .. } | Reply::Drop => 200,
     };
     record(s, status);
-    (rate_headers(reply, &bucket_id, &snapshot, now), route)
+    // A create that uploads is also `POST messages upload`, for `hold_acted_next`.
+    let route = if route == "POST messages" && !files.is_empty() {
+        "POST messages upload"
+    } else {
+        route
+    };
+    (
+        rate_headers(reply, &bucket_id, &snapshot, limit, now),
+        route,
+    )
+}
+
+/// A global 429 when one was commanded for `route` or one given has not
+/// passed yet (a violation: `call` came early).
+fn global_limit(s: &mut State, route: &str, call: &str, now: Instant) -> Option<Reply> {
+    let early = s.global_until.is_some_and(|g| now < g);
+    let commanded = s
+        .global_next
+        .iter()
+        .position(|(r, _)| route.starts_with(r.as_str()))
+        .and_then(|at| s.global_next.remove(at));
+    if !early && commanded.is_none() {
+        return None;
+    }
+    if early {
+        s.violations.push(format!("global: {call}"));
+    }
+    let wait = match commanded {
+        Some((_, wait)) => {
+            s.global_until = Some(now + Duration::from_secs_f64(wait));
+            wait
+        }
+        None => s
+            .global_until
+            .map_or(0.0, |g| g.saturating_duration_since(now).as_secs_f64()),
+    };
+    Some(
+        Reply::json(
+            429,
+            &json!({"message": "You are being rate limited.", "retry_after": wait, "global": true}),
+        )
+        .header("Retry-After", &format!("{}", wait.ceil() as u64))
+        .header("X-RateLimit-Global", "true")
+        .header("X-RateLimit-Scope", "global"),
+    )
 }
 
 /// What a call the bucket allowed does to the channel's messages.
-fn act(route: &str, parts: &[&str], body: &Value, s: &mut State) -> Reply {
+fn act(
+    route: &str,
+    parts: &[&str],
+    body: &Value,
+    files: &[(u64, String, Vec<u8>)],
+    s: &mut State,
+) -> Reply {
     match (route, parts) {
         ("POST messages", [_, c, _]) => {
             let channel = (*c).to_owned();
@@ -785,9 +909,34 @@ fn act(route: &str, parts: &[&str], body: &Value, s: &mut State) -> Reply {
                     if let Some(n) = nonce {
                         s.nonces.insert((channel.clone(), n), id.clone());
                     }
+                    for (_, filename, bytes) in files {
+                        // Served as Discord's CDN serves attachments.
+                        let n = s.uploads.get(&channel).map_or(0, Vec::len);
+                        let path = format!("/attachments/{channel}/{id}{n}/{filename}");
+                        s.files.insert(path, bytes.clone());
+                        s.uploads.entry(channel.clone()).or_default().push(Upload {
+                            message: id.clone(),
+                            filename: filename.clone(),
+                            bytes: bytes.clone(),
+                        });
+                    }
                     id
                 }
             };
+            let base = s.base.clone();
+            let attachments: Vec<Value> = s
+                .uploads
+                .get(&channel)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .filter(|(_, u)| u.message == id)
+                .map(|(n, u)| {
+                    let url = format!("{base}/attachments/{channel}/{id}{n}/{}", u.filename);
+                    json!({"id": format!("{id}{n}"), "filename": u.filename,
+                        "size": u.bytes.len(), "url": url, "proxy_url": url})
+                })
+                .collect();
             let content = s.messages[&channel]
                 .iter()
                 .find(|(i, _, _)| *i == id)
@@ -797,7 +946,7 @@ fn act(route: &str, parts: &[&str], body: &Value, s: &mut State) -> Reply {
                 200,
                 &json!({"id": id, "channel_id": channel, "content": content, "type": 0,
                     "author": {"id": BOT, "username": "pincer", "bot": true},
-                    "nonce": body["nonce"]}),
+                    "attachments": attachments, "nonce": body["nonce"]}),
             )
         }
         ("PATCH messages", [_, c, _, m]) => {
@@ -833,4 +982,43 @@ fn act(route: &str, parts: &[&str], body: &Value, s: &mut State) -> Reply {
         }
         _ => Reply::new(204, "application/json", Vec::new()),
     }
+}
+
+/// A `multipart/form-data` request's JSON body and files (`n` of
+/// `files[n]`, filename, bytes), as "Uploading Files" describes them;
+/// `None` for a JSON request, an error for a form Discord refuses.
+#[allow(clippy::type_complexity)]
+fn form(request: &Request) -> Result<Option<(Value, Vec<(u64, String, Vec<u8>)>)>, String> {
+    let multipart = request
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("multipart/form-data"));
+    if !multipart {
+        return Ok(None);
+    }
+    let mut body = json!({});
+    let mut files = Vec::new();
+    for (name, filename, bytes) in request.form_parts() {
+        if name == "payload_json" {
+            body = serde_json::from_slice(&bytes)
+                .map_err(|err| format!("payload_json is not JSON: {err}"))?;
+        } else if let Some(n) = name
+            .strip_prefix("files[")
+            .and_then(|n| n.strip_suffix(']'))
+        {
+            let n: u64 = n.parse().map_err(|_| format!("{name}: not files[n]"))?;
+            let filename = filename.ok_or_else(|| format!("{name} has no filename"))?;
+            files.push((n, filename, bytes));
+        } else {
+            body[name] = json!(String::from_utf8_lossy(&bytes));
+        }
+    }
+    for attachment in body["attachments"].as_array().into_iter().flatten() {
+        let id = attachment["id"]
+            .as_u64()
+            .or_else(|| attachment["id"].as_str().and_then(|i| i.parse().ok()));
+        if !files.iter().any(|(n, _, _)| Some(*n) == id) {
+            return Err(format!("attachments: no files[n] for {}", attachment["id"]));
+        }
+    }
+    Ok(Some((body, files)))
 }

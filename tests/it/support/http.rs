@@ -33,6 +33,54 @@ impl Request {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// A `multipart/form-data` body's parts: (name, file name, content).
+    pub fn form_parts(&self) -> Vec<(String, Option<String>, Vec<u8>)> {
+        let Some(boundary) = self
+            .headers
+            .iter()
+            .find(|(name, _)| name == "content-type")
+            .and_then(|(_, value)| value.split("boundary=").nth(1))
+            .map(|b| format!("--{}", b.trim_matches('"')))
+        else {
+            return Vec::new();
+        };
+        let raw = &self.raw;
+        let find = |from: usize, needle: &[u8]| {
+            raw[from..]
+                .windows(needle.len())
+                .position(|w| w == needle)
+                .map(|at| at + from)
+        };
+        let mut parts = Vec::new();
+        let mut at = match find(0, boundary.as_bytes()) {
+            Some(at) => at + boundary.len(),
+            None => return parts,
+        };
+        while raw[at..].starts_with(b"\r\n") {
+            let head_end = find(at, b"\r\n\r\n").unwrap();
+            let head = String::from_utf8_lossy(&raw[at + 2..head_end]).to_string();
+            let next = find(head_end, format!("\r\n{boundary}").as_bytes()).unwrap();
+            let disposition = head
+                .split("\r\n")
+                .find(|line| line.to_ascii_lowercase().starts_with("content-disposition"))
+                .unwrap_or_default();
+            let attribute = |key: &str| {
+                disposition
+                    .split(';')
+                    .map(str::trim)
+                    .find_map(|p| p.strip_prefix(&format!("{key}=\"")))
+                    .map(|v| v.trim_end_matches(['"', '\r', '\n']).to_owned())
+            };
+            parts.push((
+                attribute("name").unwrap_or_default(),
+                attribute("filename"),
+                raw[head_end + 4..next].to_vec(),
+            ));
+            at = next + 2 + boundary.len();
+        }
+        parts
+    }
 }
 
 /// What the fake answers.

@@ -84,54 +84,6 @@ struct State {
     documents: HashMap<String, Vec<(i64, String, String)>>,
 }
 
-/// A `multipart/form-data` body's parts: (name, file name, content).
-fn form_parts(request: &Request) -> Vec<(String, Option<String>, Vec<u8>)> {
-    let Some(boundary) = request
-        .headers
-        .iter()
-        .find(|(name, _)| name == "content-type")
-        .and_then(|(_, value)| value.split("boundary=").nth(1))
-        .map(|b| format!("--{}", b.trim_matches('"')))
-    else {
-        return Vec::new();
-    };
-    let raw = &request.raw;
-    let find = |from: usize, needle: &[u8]| {
-        raw[from..]
-            .windows(needle.len())
-            .position(|w| w == needle)
-            .map(|at| at + from)
-    };
-    let mut parts = Vec::new();
-    let mut at = match find(0, boundary.as_bytes()) {
-        Some(at) => at + boundary.len(),
-        None => return parts,
-    };
-    while raw[at..].starts_with(b"\r\n") {
-        let head_end = find(at, b"\r\n\r\n").unwrap();
-        let head = String::from_utf8_lossy(&raw[at + 2..head_end]).to_string();
-        let next = find(head_end, format!("\r\n{boundary}").as_bytes()).unwrap();
-        let disposition = head
-            .split("\r\n")
-            .find(|line| line.to_ascii_lowercase().starts_with("content-disposition"))
-            .unwrap_or_default();
-        let attribute = |key: &str| {
-            disposition
-                .split(';')
-                .map(str::trim)
-                .find_map(|p| p.strip_prefix(&format!("{key}=\"")))
-                .map(|v| v.trim_end_matches(['"', '\r', '\n']).to_owned())
-        };
-        parts.push((
-            attribute("name").unwrap_or_default(),
-            attribute("filename"),
-            raw[head_end + 4..next].to_vec(),
-        ));
-        at = next + 2 + boundary.len();
-    }
-    parts
-}
-
 #[derive(Clone)]
 pub struct FakeTelegram {
     pub url: String,
@@ -676,7 +628,7 @@ fn request_body(request: &Request) -> Value {
         return request.body.clone();
     }
     let mut fields = serde_json::Map::new();
-    for (name, file_name, content) in form_parts(request) {
+    for (name, file_name, content) in request.form_parts() {
         let content = String::from_utf8_lossy(&content).to_string();
         match file_name {
             Some(file_name) => {
