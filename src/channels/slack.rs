@@ -20,6 +20,17 @@
 //! `rate_limit` with the time left. A post has no idempotency key, so a
 //! post whose answer was lost is `unknown`; an edit sets the whole message
 //! and a deletion stays done, so both may be repeated.
+//!
+//! **Files.** A unit with a file (a run's changes, a long reply whole) is
+//! shared in three calls: `files.getUploadURLExternal` (form-encoded: the
+//! name and length) for a pre-signed upload URL and a file id, the bytes
+//! POSTed to that URL (without the bot token, and only on Slack's file
+//! host or `api_base`'s), then `files.completeUploadExternal` into the
+//! conversation (its thread) with the unit's text as `initial_comment`.
+//! Nothing shows before the last call, and Slack discards an upload never
+//! completed, so a failure before it is never `unknown`. The unit's
+//! platform id is the file id (`F…`: the completing call answers the file,
+//! not the message's `ts`), which a deletion removes with `files.delete`.
 
 mod events;
 mod mrkdwn;
@@ -40,7 +51,8 @@ use super::{
     download, render,
 };
 use crate::core::channel::{
-    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, Target, TargetKind, Unit,
+    Actor, Attachment, ChannelMessage, FailureKind, MessageOrigin, OutFile, Target, TargetKind,
+    Unit,
 };
 
 pub use mrkdwn::{escape, mrkdwn};
@@ -84,6 +96,21 @@ pub struct SlackSettings {
     pub channels: Vec<String>,
     /// TLS for the Socket Mode WebSocket (`net::tls_config`).
     pub tls: Arc<rustls::ClientConfig>,
+}
+
+/// The method that reserves an upload: its URL and the file's id.
+const RESERVE: &str = "files.getUploadURLExternal";
+/// The method that shares an uploaded file in a conversation.
+const COMPLETE: &str = "files.completeUploadExternal";
+
+/// A Web API call's arguments, as the method takes them.
+#[derive(Clone, Copy)]
+enum Args<'a> {
+    /// A JSON object (`application/json`).
+    Json(&'a Value),
+    /// Form fields (`application/x-www-form-urlencoded`):
+    /// `files.getUploadURLExternal` takes no JSON.
+    Form(&'a [(&'a str, &'a str)]),
 }
 
 /// Who the bot is, from `auth.test`.
@@ -198,44 +225,41 @@ impl Slack {
 
     /// Calls a Web API method with the bot token.
     async fn call(&self, method: &str, body: &Value) -> Result<Value, DeliveryError> {
-        self.call_as(method, &self.settings.bot_token, Some(body))
+        self.call_as(method, &self.settings.bot_token, Args::Json(body))
             .await
     }
 
-    /// Calls a Web API method with `token`: JSON in, `{"ok": …}` out,
-    /// errors classified and never carrying a token. A method Slack asked
-    /// to wait for is not called before its time.
+    /// Calls a Web API method with `token`: its arguments in, `{"ok": …}`
+    /// out, errors classified and never carrying a token. A method Slack
+    /// asked to wait for is not called before its time.
     async fn call_as(
         &self,
         method: &str,
         token: &str,
-        body: Option<&Value>,
+        args: Args<'_>,
     ) -> Result<Value, DeliveryError> {
         let what = format!("slack {method}");
-        if let Some(left) = self.waiting(method) {
-            return Err(DeliveryError::new(
-                FailureKind::RateLimit,
-                format!("{what}: rate limited for {} ms more", left.as_millis()),
-            )
-            .with_retry_after(Some(left)));
-        }
+        self.not_held_back(method)?;
         let url = format!("{}/{method}", self.settings.api_base);
         let mut request = self.client.post(&url).bearer_auth(token);
-        request = match body {
-            Some(body) => request.json(body),
-            None => request.header("content-type", "application/x-www-form-urlencoded"),
+        request = match args {
+            Args::Json(body) => request.json(body),
+            Args::Form(fields) => {
+                let mut form = form_urlencoded::Serializer::new(String::new());
+                for (name, value) in fields {
+                    form.append_pair(name, value);
+                }
+                request
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(form.finish())
+            }
         };
         let response = request
             .send()
             .await
             .map_err(|err| DeliveryError::unanswered(&what, err))?;
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(&response);
         if status == 429 {
             let wait = retry_after.unwrap_or(Duration::from_secs(1));
             self.not_before
@@ -260,6 +284,22 @@ impl Slack {
             return Ok(value);
         }
         Err(classify(&what, status, &value).with_retry_after(retry_after))
+    }
+
+    /// Refuses at once, as `rate_limit` with the time left, a call of a
+    /// method Slack asked to wait for.
+    fn not_held_back(&self, method: &str) -> Result<(), DeliveryError> {
+        match self.waiting(method) {
+            None => Ok(()),
+            Some(left) => Err(DeliveryError::new(
+                FailureKind::RateLimit,
+                format!(
+                    "slack {method}: rate limited for {} ms more",
+                    left.as_millis()
+                ),
+            )
+            .with_retry_after(Some(left))),
+        }
     }
 
     /// How long `method` must still wait, if it must.
@@ -364,6 +404,84 @@ impl Slack {
             ]);
         }
         body
+    }
+
+    /// Shares `file` in `target` with `unit`'s text as its comment (see
+    /// the module's "Files"); the file's id.
+    async fn share(
+        &self,
+        target: &Target,
+        unit: &Unit,
+        file: &OutFile,
+    ) -> Result<String, DeliveryError> {
+        // A completion Slack asked to wait for: no upload before its time.
+        self.not_held_back(COMPLETE)?;
+        let (upload_url, file_id) = self.reserve(file).await.map_err(not_shared)?;
+        self.upload(&upload_url, file).await.map_err(not_shared)?;
+        let comment = match &unit.markup {
+            Some(markup) => markup.clone(),
+            None => escape(&unit.text),
+        };
+        let mut body = json!({
+            "files": [{"id": file_id, "title": file.name}],
+            "channel_id": target.id,
+            "initial_comment": comment,
+        });
+        if let Some(thread) = &target.thread {
+            body["thread_ts"] = json!(thread);
+        }
+        self.call(COMPLETE, &body).await?;
+        Ok(file_id)
+    }
+
+    /// `files.getUploadURLExternal`: where to upload `file`, and its id.
+    async fn reserve(&self, file: &OutFile) -> Result<(String, String), DeliveryError> {
+        let length = file.text.len().to_string();
+        let fields = [
+            ("filename", file.name.as_str()),
+            ("length", length.as_str()),
+        ];
+        let ticket = self
+            .call_as(RESERVE, &self.settings.bot_token, Args::Form(&fields))
+            .await?;
+        match (ticket["upload_url"].as_str(), ticket["file_id"].as_str()) {
+            (Some(url), Some(id)) if !url.is_empty() && !id.is_empty() => {
+                Ok((url.to_owned(), id.to_owned()))
+            }
+            _ => Err(DeliveryError::new(
+                FailureKind::Transient,
+                format!("slack {RESERVE}: the answer has no upload_url or file_id"),
+            )),
+        }
+    }
+
+    /// POSTs `file`'s bytes to the upload URL Slack gave. The URL is
+    /// pre-signed, so the bot token stays home; and it must be Slack's file
+    /// host (or `api_base`'s), so a file goes nowhere else.
+    async fn upload(&self, url: &str, file: &OutFile) -> Result<(), DeliveryError> {
+        const WHAT: &str = "slack file upload";
+        if !self.file_host(url) {
+            return Err(DeliveryError::new(
+                FailureKind::InvalidPayload,
+                format!("{WHAT}: the upload URL is not on Slack's file host"),
+            ));
+        }
+        let response = self
+            .client
+            .post(url)
+            .header("content-type", file.mime_type.as_str())
+            .body(file.text.clone().into_bytes())
+            .send()
+            .await
+            .map_err(|err| DeliveryError::unanswered(WHAT, err))?;
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return Ok(());
+        }
+        Err(
+            DeliveryError::new(super::status_kind(status), format!("{WHAT}: HTTP {status}"))
+                .with_retry_after(retry_after(&response)),
+        )
     }
 
     /// An Events API payload (`event_callback`) as a channel event; `None`
@@ -519,6 +637,30 @@ fn millis(ts: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// The wait an answer's `Retry-After` asks for.
+fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// A failure of an upload before `files.completeUploadExternal`: nothing
+/// was shared (Slack discards an upload never completed), so an outcome
+/// unknown is `transient`, and the unit is tried again with a new upload.
+fn not_shared(err: DeliveryError) -> DeliveryError {
+    if err.kind == FailureKind::Unknown {
+        DeliveryError {
+            kind: FailureKind::Transient,
+            ..err
+        }
+    } else {
+        err
+    }
+}
+
 /// Slack's escaped text (`&amp;`, `&lt;`, `&gt;`) as written.
 fn unescape(text: &str) -> String {
     text.replace("&lt;", "<")
@@ -542,8 +684,14 @@ fn classify(what: &str, status: u16, value: &Value) -> DeliveryError {
         | "cant_delete_message"
         | "edit_window_closed"
         | "team_access_not_granted"
-        | "ekm_access_denied" => FailureKind::Permission,
-        "channel_not_found" | "message_not_found" | "thread_not_found" => FailureKind::NotFound,
+        | "ekm_access_denied"
+        | "file_uploads_disabled"
+        | "file_uploads_except_images_disabled"
+        | "file_type_not_allowed"
+        | "cant_delete_file"
+        | "delete_not_allowed" => FailureKind::Permission,
+        "channel_not_found" | "message_not_found" | "thread_not_found" | "file_not_found"
+        | "file_deleted" => FailureKind::NotFound,
         "msg_too_long"
         | "no_text"
         | "invalid_blocks"
@@ -551,7 +699,9 @@ fn classify(what: &str, status: u16, value: &Value) -> DeliveryError {
         | "invalid_arguments"
         | "invalid_json"
         | "json_not_object"
-        | "too_many_attachments" => FailureKind::InvalidPayload,
+        | "too_many_attachments"
+        | "missing_argument"
+        | "file_upload_size_restricted" => FailureKind::InvalidPayload,
         // Slack: "it's possible some aspect of the operation succeeded".
         "internal_error" | "fatal_error" => FailureKind::Unknown,
         "service_unavailable" | "request_timeout" => FailureKind::Transient,
@@ -629,8 +779,9 @@ impl Adapter for Slack {
             buttons: true,
             reactions: false,
             threads: true,
-            // Files (`files.uploadV2`) are not sent yet.
-            files: false,
+            // `files.getUploadURLExternal`, the upload, then
+            // `files.completeUploadExternal` (see the module's "Files").
+            files: true,
             // `chat.update` is Tier 3 (50+ a minute).
             edit_interval: Duration::from_secs(1),
             markup: Some("mrkdwn"),
@@ -653,6 +804,9 @@ impl Adapter for Slack {
         _idempotency_key: &'a str,
     ) -> BoxFuture<'a, Result<String, DeliveryError>> {
         Box::pin(async move {
+            if let Some(file) = &unit.file {
+                return self.share(target, unit, file).await;
+            }
             let mut body = self.message_body(target, unit);
             if unit.buttons.is_empty() {
                 body.as_object_mut().map(|o| o.remove("blocks"));
@@ -683,12 +837,18 @@ impl Adapter for Slack {
         })
     }
 
+    /// `chat.delete` of a message (its `ts`), `files.delete` of a shared
+    /// file (its id, `F…`).
     fn delete<'a>(
         &'a self,
         target: &'a Target,
         platform_id: &'a str,
     ) -> BoxFuture<'a, Result<(), DeliveryError>> {
         Box::pin(async move {
+            if platform_id.starts_with('F') {
+                let body = json!({"file": platform_id});
+                return self.call("files.delete", &body).await.map(|_| ());
+            }
             let body = json!({"channel": target.id, "ts": platform_id});
             self.call("chat.delete", &body).await.map(|_| ())
         })
@@ -794,6 +954,10 @@ mod tests {
             ("something_new", 200, FailureKind::InvalidPayload),
             ("something_new", 502, FailureKind::Transient),
             ("ratelimited", 429, FailureKind::RateLimit),
+            ("file_uploads_disabled", 200, FailureKind::Permission),
+            ("file_not_found", 200, FailureKind::NotFound),
+            ("file_deleted", 200, FailureKind::NotFound),
+            ("cant_delete_file", 200, FailureKind::Permission),
         ] {
             let err = classify(
                 "slack chat.postMessage",
@@ -835,6 +999,112 @@ mod tests {
             .unwrap_err();
         assert_eq!(other.kind, FailureKind::Transient, "{other}");
         assert!(!other.message.contains("secret"));
+    }
+
+    /// An HTTP answer of `body` (JSON), as `serve_once` writes it.
+    fn answer(body: &Value) -> &'static str {
+        let body = body.to_string();
+        Box::leak(
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_boxed_str(),
+        )
+    }
+
+    fn slack_at(url: String) -> Slack {
+        let mut settings = slack().settings.clone();
+        settings.api_base = format!("{url}/api");
+        Slack::new("slack", settings).unwrap()
+    }
+
+    fn file_unit() -> Unit {
+        Unit {
+            text: "Changes to 1 file: a.rs".into(),
+            file: Some(OutFile {
+                name: "changes.diff".into(),
+                mime_type: "text/x-diff".into(),
+                text: "+fn a() {}\n".into(),
+            }),
+            ..Unit::default()
+        }
+    }
+
+    /// Nothing is shared before `files.completeUploadExternal`, so an
+    /// upload whose first call lost its answer is tried again (`transient`),
+    /// never left `unknown`; the call is form-encoded.
+    #[tokio::test]
+    async fn an_upload_cut_off_before_it_is_shared_is_retried_not_unknown() {
+        use crate::channels::tests::{Answer, serve_once};
+        let (url, request) = serve_once(Answer::Close).await;
+        let slack = slack_at(url);
+        let target = slack.target("C1/5.2").unwrap();
+        let err = slack
+            .send(&target, &file_unit(), None, "k")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, FailureKind::Transient, "{err}");
+        let request = request.await.unwrap();
+        assert!(
+            request.starts_with("POST /api/files.getUploadURLExternal "),
+            "{request}"
+        );
+        assert!(request.contains("application/x-www-form-urlencoded"));
+        assert!(request.ends_with("\r\n\r\nfilename=changes.diff&length=11"));
+    }
+
+    /// The bytes go only to Slack's file host (or `api_base`'s), whatever
+    /// URL an answer names.
+    #[tokio::test]
+    async fn an_upload_url_elsewhere_gets_no_bytes() {
+        use crate::channels::tests::{Answer, serve_once};
+        let (url, _request) = serve_once(Answer::Raw(answer(&json!({"ok": true,
+            "upload_url": "https://files.example.com/upload/v1/x", "file_id": "F1"}))))
+        .await;
+        let slack = slack_at(url);
+        let target = slack.target("C1").unwrap();
+        let err = slack
+            .send(&target, &file_unit(), None, "k")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, FailureKind::InvalidPayload);
+        assert_eq!(
+            err.message,
+            "slack file upload: the upload URL is not on Slack's file host"
+        );
+    }
+
+    /// A completion Slack asked to wait for holds back the whole upload:
+    /// no bytes go up to be discarded.
+    #[tokio::test]
+    async fn a_rate_limited_completion_holds_back_the_upload() {
+        let s = slack();
+        s.not_before.lock().insert(
+            COMPLETE.to_owned(),
+            Instant::now() + Duration::from_secs(30),
+        );
+        let target = s.target("C1").unwrap();
+        // `api_base` is a closed port: any call would fail otherwise.
+        let err = s.send(&target, &file_unit(), None, "k").await.unwrap_err();
+        assert_eq!(err.kind, FailureKind::RateLimit, "{err}");
+        assert!(
+            err.message
+                .starts_with("slack files.completeUploadExternal: rate limited")
+        );
+    }
+
+    /// A shared file (its id) is deleted with `files.delete`.
+    #[tokio::test]
+    async fn a_shared_file_is_deleted_by_its_id() {
+        use crate::channels::tests::{Answer, serve_once};
+        let (url, request) = serve_once(Answer::Raw(answer(&json!({"ok": true})))).await;
+        let slack = slack_at(url);
+        let target = slack.target("C1").unwrap();
+        slack.delete(&target, "F0123ABC").await.unwrap();
+        let request = request.await.unwrap();
+        assert!(request.starts_with("POST /api/files.delete "), "{request}");
+        assert!(request.ends_with(r#"{"file":"F0123ABC"}"#), "{request}");
     }
 
     #[test]
@@ -908,7 +1178,7 @@ mod tests {
                 delete: true
             }
         );
-        assert!(caps.threads && caps.buttons && caps.edit && caps.delete);
+        assert!(caps.threads && caps.buttons && caps.edit && caps.delete && caps.files);
         let long = "**bold** & <b> ".repeat(1_000);
         let units = s.render(&long);
         assert!(units.len() > 1);

@@ -5,8 +5,9 @@
 //! redelivered event answered once, a dropped connection and a requested
 //! refresh losing and repeating nothing, a 429's `Retry-After` honoured per
 //! method, the chat commands in a channel thread, `kill -9` at each
-//! boundary of a send, and the Events API's signature checks (on the
-//! HTTP face, `/channels/slack/events`).
+//! boundary of a send, a reply's files shared in its thread (Slack's
+//! external upload), and the Events API's signature checks (on the HTTP
+//! face, `/channels/slack/events`).
 
 use std::time::{Duration, Instant};
 
@@ -130,7 +131,7 @@ fn a_conversation_with_a_live_draft_finalized_in_place() {
         slack["capabilities"],
         json!({"max_len": 3000, "length_unit": "chars", "markup": "mrkdwn",
             "edit": true, "delete": true, "buttons": true, "reactions": false,
-            "threads": true, "files": false, "edit_interval_ms": 1000, "working_after_ms": null,
+            "threads": true, "files": true, "edit_interval_ms": 1000, "working_after_ms": null,
             "idempotent": {"send": false, "edit": true, "delete": true}})
     );
     let logged = server.stderr();
@@ -945,4 +946,194 @@ fn shared_files_reach_the_model_through_their_private_urls() {
             .iter()
             .all(|(path, authed)| *authed && !path.ends_with(".pdf"))
     );
+}
+
+/// A reply's files, as on Telegram: a run that edited a file in a channel
+/// thread is followed in that thread by `changes.diff` (shared through
+/// `files.getUploadURLExternal`, the bytes POSTed to its pre-signed URL
+/// without the bot token, and `files.completeUploadExternal`) with its
+/// caption as the comment; a reply longer than three messages comes as its
+/// first message and the whole as `reply.md`.
+#[test]
+fn a_runs_changes_and_a_long_reply_are_shared_as_files_in_the_thread() {
+    let fake = FakeSlack::start();
+    let dir = TestDir::new();
+    std::fs::write(dir.workspace().join("notes.md"), "old line\n").unwrap();
+    let long: String = (0..700)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect();
+    let script = dir.script(
+        "s.jsonl",
+        &[
+            json!([{"tool_call": {"id": "w1", "name": "write_file", "arguments": {"path": "notes.md", "content": "new line\n"}}}]),
+            json!([{"text": "Updated the notes."}]),
+            json!([{"text": long}]),
+        ],
+    );
+    dir.write_config(&format!(
+        "mode = \"full\"\n[channels.slack]\napi_base = \"{}\"\nworkspace = \"{}\"\ncoalesce_ms = 50\n\
+         live_drafts = false\nallow = [\"{ALICE}\"]\nchannels = [\"CTEAM\"]\n",
+        fake.api_base(),
+        dir.workspace().display()
+    ));
+    let server = serve(&dir, &script);
+    let root = fake.mention("CTEAM", ALICE, "update the notes", None);
+    fake.wait_for("the changes shared", WAIT, |f| {
+        f.uploads().iter().any(|u| u.shared)
+    });
+    let uploads = fake.uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:#?}");
+    let diff = &uploads[0];
+    assert_eq!(diff.filename, "changes.diff");
+    assert_eq!(diff.title.as_deref(), Some("changes.diff"));
+    let bytes = String::from_utf8(diff.bytes.clone().unwrap()).unwrap();
+    assert_eq!(diff.length, bytes.len() as u64, "the declared length");
+    assert!(
+        bytes.contains("--- a/notes.md\n+++ b/notes.md\n")
+            && bytes.contains("-old line\n+new line\n"),
+        "{bytes}"
+    );
+    assert_eq!(diff.content_type.as_deref(), Some("text/x-diff"));
+    assert_eq!(
+        diff.authorization, None,
+        "the bot token went to the upload URL"
+    );
+    assert_eq!(diff.channel.as_deref(), Some("CTEAM"));
+    assert_eq!(diff.thread_ts.as_deref(), Some(root.as_str()));
+    assert_eq!(
+        diff.initial_comment.as_deref(),
+        Some("Changes to 1 file: notes.md")
+    );
+    // The reply, then the file with its caption, last in the thread.
+    let shown = fake.shown("CTEAM");
+    let n = shown.len();
+    assert_eq!(shown[n - 2].text, "Updated the notes.");
+    assert_eq!(shown[n - 1].text, "Changes to 1 file: notes.md");
+    assert_eq!(shown[n - 1].files, vec![diff.file_id.clone()]);
+    assert!(
+        shown
+            .iter()
+            .all(|p| p.thread_ts.as_deref() == Some(root.as_str()))
+    );
+    // The upload's calls: the reservation form-encoded, as Slack takes it.
+    let reserved = fake.calls("files.getUploadURLExternal");
+    assert_eq!(
+        reserved[0].body,
+        json!({"filename": "changes.diff", "length": bytes.len().to_string()})
+    );
+    // Recorded sent, the file's id the last part's platform id.
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+    let reply = intents(&dir, "reply").remove(0);
+    assert_eq!(reply["receipt"]["parts"][1]["platform_id"], diff.file_id);
+
+    fake.mention("CTEAM", ALICE, "tell me everything", Some(&root));
+    fake.wait_for("the long reply", WAIT, |f| {
+        f.uploads().iter().filter(|u| u.shared).count() == 2
+    });
+    let whole = fake.uploads()[1].clone();
+    assert_eq!(whole.filename, "reply.md");
+    let text = String::from_utf8(whole.bytes.clone().unwrap()).unwrap();
+    assert_eq!(text.trim_end(), long.trim_end(), "the whole reply");
+    assert_eq!(whole.content_type.as_deref(), Some("text/markdown"));
+    assert_eq!(whole.thread_ts.as_deref(), Some(root.as_str()));
+    let shown = fake.shown("CTEAM");
+    let n = shown.len();
+    // One message of the reply's start (not four or more), then the file.
+    assert!(shown[n - 2].text.starts_with("Line 0 of a long answer."));
+    assert!(!shown[n - 2].text.contains("Line 699"));
+    assert_eq!(
+        shown[n - 1].text,
+        format!(
+            "The whole reply ({} characters) is attached.",
+            text.chars().count()
+        )
+    );
+    assert_eq!(shown[n - 1].files, vec![whole.file_id.clone()]);
+    let logged = server.stderr();
+    drop(server);
+    assert!(!logged.contains(BOT_TOKEN));
+    dir.verify();
+}
+
+/// Direct messages answered by one reply long enough to come as its first
+/// message and `reply.md`: the directory, the script, and the reply.
+fn long_reply_setup(fake: &FakeSlack) -> (TestDir, std::path::PathBuf, String) {
+    let dir = setup(fake, "live_drafts = false\n");
+    let long: String = (0..400)
+        .map(|n| format!("Line {n} of a long answer.\n\n"))
+        .collect();
+    let script = dir.script("s.jsonl", &[json!([{"text": long}])]);
+    (dir, script, long)
+}
+
+/// A 429 on the upload's reservation is waited out, and the file is
+/// shared once; no upload is left behind unshared.
+#[test]
+fn a_rate_limited_upload_is_shared_once_after_its_retry_after() {
+    let fake = FakeSlack::start();
+    let (dir, script, long) = long_reply_setup(&fake);
+    let _server = serve(&dir, &script);
+    fake.rate_limit("files.getUploadURLExternal", 2);
+    fake.dm(ALICE, "tell me everything");
+    fake.wait_for("the file shared", WAIT, |f| {
+        f.uploads().iter().any(|u| u.shared)
+    });
+    let calls = fake.calls("files.getUploadURLExternal");
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    let waited = calls[1].at - calls[0].at;
+    assert!(
+        waited >= Duration::from_secs(2),
+        "asked again after {waited:?}"
+    );
+    let uploads = fake.uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:#?}");
+    let text = String::from_utf8(uploads[0].bytes.clone().unwrap()).unwrap();
+    assert_eq!(text.trim_end(), long.trim_end());
+    until(&fake, "the reply recorded sent", || {
+        intents(&dir, "reply").iter().any(|i| i["status"] == "sent")
+    });
+    // In a direct message Slack tells the app of its own file share: not read.
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    assert_eq!(fake.calls("files.completeUploadExternal").len(), 1);
+    assert_eq!(fake.shown(DM).len(), 2, "{:#?}", fake.shown(DM));
+}
+
+/// `kill -9` while Slack shares a file but before its answer: the reply is
+/// `unknown_after_send` after the restart, and neither uploaded nor shared
+/// again.
+#[test]
+fn a_crash_while_a_file_is_shared_leaves_it_unknown_and_never_reuploaded() {
+    let fake = FakeSlack::start();
+    let (dir, script, _) = long_reply_setup(&fake);
+    fake.hold_acted("files.completeUploadExternal");
+    let server = serve(&dir, &script);
+    fake.dm(ALICE, "tell me everything");
+    fake.wait_for("the file shared", WAIT, |f| {
+        f.uploads().iter().any(|u| u.shared)
+    });
+    server.crash();
+    fake.release("files.completeUploadExternal");
+    let _server = serve(&dir, &script);
+    until(&fake, "the reply found unknown after send", || {
+        intents(&dir, "reply")
+            .iter()
+            .any(|i| i["status"] == "unknown_after_send")
+    });
+    settled(&fake, &dir);
+    assert_eq!(
+        fake.calls("files.getUploadURLExternal").len(),
+        1,
+        "uploaded again"
+    );
+    assert_eq!(
+        fake.calls("files.completeUploadExternal").len(),
+        1,
+        "shared again"
+    );
+    assert_eq!(fake.uploads().len(), 1);
+    // The reply's first message, and the file once.
+    assert_eq!(fake.shown(DM).len(), 2, "{:#?}", fake.shown(DM));
+    dir.verify();
 }

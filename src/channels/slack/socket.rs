@@ -128,7 +128,7 @@ pub(super) async fn run(
 /// `apps.connections.open`, the WebSocket, and its `hello`.
 async fn open(slack: &Slack, app_token: &str) -> Result<Socket, DeliveryError> {
     let opened = slack
-        .call_as("apps.connections.open", app_token, None)
+        .call_as("apps.connections.open", app_token, super::Args::Form(&[]))
         .await?;
     let url = opened["url"].as_str().ok_or_else(|| {
         DeliveryError::new(

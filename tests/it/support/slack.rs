@@ -3,7 +3,13 @@
 //! Web API (`POST /api/METHOD`, a bearer token, `{"ok": true, …}` or
 //! `{"ok": false, "error": "…"}`, HTTP 429 with `Retry-After` and
 //! `ratelimited`) for `auth.test`, `apps.connections.open`,
-//! `chat.postMessage`, `chat.update` and `chat.delete`; and Socket Mode: the
+//! `chat.postMessage`, `chat.update` and `chat.delete`; files shared as
+//! Slack's upload flow has it (`files.getUploadURLExternal`, form-encoded
+//! `filename` and `length`, answering a pre-signed `upload_url` on this
+//! server and a `file_id`; the bytes POSTed there; then
+//! `files.completeUploadExternal` with `files` `[{"id", "title"}]`,
+//! `channel_id`, `thread_ts` and `initial_comment`, answering the files)
+//! and `files.delete`; and Socket Mode: the
 //! WebSocket `apps.connections.open` names, which says `hello`, then sends
 //! envelopes (`{"envelope_id", "type": "events_api" | "interactive",
 //! "payload", "accepts_response_payload", "retry_attempt",
@@ -50,6 +56,30 @@ pub struct Posted {
     pub thread_ts: Option<String>,
     pub text: String,
     pub blocks: Value,
+    /// The ids of the files shared with it (`files.completeUploadExternal`).
+    pub files: Vec<String>,
+    pub deleted: bool,
+}
+
+/// A file the bot uploaded, and where it was shared.
+#[derive(Debug, Clone, Default)]
+pub struct Upload {
+    pub file_id: String,
+    /// As `files.getUploadURLExternal` named it.
+    pub filename: String,
+    /// The length it declared.
+    pub length: u64,
+    /// What was POSTed to the upload URL.
+    pub bytes: Option<Vec<u8>>,
+    pub content_type: Option<String>,
+    /// The `Authorization` header the upload came with, if any.
+    pub authorization: Option<String>,
+    /// From `files.completeUploadExternal`, once shared.
+    pub title: Option<String>,
+    pub channel: Option<String>,
+    pub thread_ts: Option<String>,
+    pub initial_comment: Option<String>,
+    pub shared: bool,
     pub deleted: bool,
 }
 
@@ -101,6 +131,8 @@ struct State {
     files: HashMap<String, Vec<u8>>,
     /// Private paths fetched, with whether the bot token came along.
     downloads: Vec<(String, bool)>,
+    /// Files the bot uploaded, in order.
+    uploads: Vec<Upload>,
 }
 
 #[derive(Clone)]
@@ -132,6 +164,7 @@ impl FakeSlack {
                     .route("/api/{method}", axum::routing::post(web_api))
                     .route("/link/", axum::routing::get(link))
                     .route("/files-pri/{*path}", axum::routing::get(file))
+                    .route("/upload/v1/{ticket}", axum::routing::post(upload))
                     .with_state(shared);
                 axum::serve(listener, app).await.unwrap();
             });
@@ -200,6 +233,11 @@ impl FakeSlack {
     /// The private file paths fetched, with whether the bot token came along.
     pub fn downloads(&self) -> Vec<(String, bool)> {
         self.with(|s| s.downloads.clone())
+    }
+
+    /// The files the bot uploaded, in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.with(|s| s.uploads.clone())
     }
 
     /// `user` mentions the bot in `channel` (an `app_mention`), at the
@@ -607,6 +645,34 @@ fn error(status: u16, error: &str, retry_after: Option<u64>) -> Response {
     response
 }
 
+/// An upload URL `files.getUploadURLExternal` gave: takes the bytes (raw
+/// or multipart, as Slack takes them; raw here) and answers `200`.
+async fn upload(
+    Path(ticket): Path<String>,
+    AxumState(state): AxumState<Arc<Mutex<State>>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let mut s = state.lock().unwrap();
+    let Some(upload) = s
+        .uploads
+        .iter_mut()
+        .find(|u| ticket == format!("ticket-{}", u.file_id))
+    else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    upload.bytes = Some(body.to_vec());
+    upload.content_type = header("content-type");
+    upload.authorization = header("authorization");
+    (StatusCode::OK, format!("OK - {}", body.len())).into_response()
+}
+
 /// A file's private URL: its bytes with the bot token; without it,
 /// Slack's sign-in page (HTML, status 200), as Slack answers.
 async fn file(
@@ -647,7 +713,20 @@ async fn web_api(
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default()
         .to_owned();
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let form = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let body: Value = if form {
+        // Form fields as a JSON object of strings.
+        Value::Object(
+            form_urlencoded::parse(&body)
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect(),
+        )
+    } else {
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    };
     let (answer, held) = {
         let mut s = state.lock().unwrap();
         s.calls.push(Call {
@@ -721,6 +800,7 @@ fn act(s: &mut State, method: &str, body: &Value) -> Response {
                 thread_ts: thread_ts.clone(),
                 text: text.clone(),
                 blocks: body["blocks"].clone(),
+                files: Vec::new(),
                 deleted: false,
             });
             let mut message = json!({"type": "message", "user": BOT_USER, "bot_id": BOT_ID,
@@ -768,6 +848,126 @@ fn act(s: &mut State, method: &str, body: &Value) -> Response {
             };
             message.deleted = true;
             ok(json!({"channel": channel, "ts": ts}))
+        }
+        m if m.starts_with("files.") => files(s, m, body),
+        _ => error(200, "unknown_method", None),
+    }
+}
+
+/// The file methods: an upload reserved, shared, deleted.
+fn files(s: &mut State, method: &str, body: &Value) -> Response {
+    match method {
+        "files.getUploadURLExternal" => {
+            let filename = body["filename"].as_str().unwrap_or_default().to_owned();
+            // Form fields are strings; JSON may carry a number.
+            let length = body["length"]
+                .as_u64()
+                .or_else(|| body["length"].as_str().and_then(|l| l.parse().ok()))
+                .unwrap_or(0);
+            if filename.is_empty() || length == 0 {
+                return error(200, "missing_argument", None);
+            }
+            s.next_id += 1;
+            let file_id = format!("F{:08}", s.next_id);
+            let upload_url = format!("{}/upload/v1/ticket-{file_id}", s.url);
+            s.uploads.push(Upload {
+                file_id: file_id.clone(),
+                filename,
+                length,
+                ..Upload::default()
+            });
+            ok(json!({"upload_url": upload_url, "file_id": file_id}))
+        }
+        "files.completeUploadExternal" => {
+            // A JSON array, or (form-encoded) its text.
+            let files = body["files"].as_str().map_or_else(
+                || body["files"].clone(),
+                |text| serde_json::from_str(text).unwrap_or(Value::Null),
+            );
+            let Some(files) = files.as_array().filter(|f| !f.is_empty()).cloned() else {
+                return error(200, "invalid_arguments", None);
+            };
+            let uploaded = |id: &Value| {
+                s.uploads
+                    .iter()
+                    .any(|u| id == u.file_id.as_str() && u.bytes.is_some() && !u.shared)
+            };
+            if !files.iter().all(|f| uploaded(&f["id"])) {
+                return error(200, "invalid_arguments", None);
+            }
+            let channel = body["channel_id"]
+                .as_str()
+                .or_else(|| body["channels"].as_str())
+                .map(str::to_owned);
+            let thread_ts = body["thread_ts"].as_str().map(str::to_owned);
+            let comment = body["initial_comment"].as_str().map(str::to_owned);
+            let ids: Vec<String> = files
+                .iter()
+                .filter_map(|f| f["id"].as_str().map(str::to_owned))
+                .collect();
+            let mut answered = Vec::new();
+            for file in &files {
+                let upload = s
+                    .uploads
+                    .iter_mut()
+                    .find(|u| file["id"] == u.file_id.as_str())
+                    .unwrap();
+                upload.title = file["title"].as_str().map(str::to_owned);
+                upload.channel = channel.clone();
+                upload.thread_ts = thread_ts.clone();
+                upload.initial_comment = comment.clone();
+                upload.shared = true;
+                let title = upload
+                    .title
+                    .clone()
+                    .unwrap_or_else(|| upload.filename.clone());
+                answered.push(json!({"id": upload.file_id, "title": title}));
+            }
+            // Shared in a channel: a message of the bot's with the files.
+            if let Some(channel) = channel {
+                let ts = next_ts(s);
+                let text = comment.unwrap_or_default();
+                s.posted.push(Posted {
+                    channel: channel.clone(),
+                    ts: ts.clone(),
+                    thread_ts: thread_ts.clone(),
+                    text: text.clone(),
+                    blocks: Value::Null,
+                    files: ids,
+                    deleted: false,
+                });
+                if channel.starts_with('D') {
+                    // Slack tells the app of its own file share too.
+                    let mut event = json!({"type": "message", "subtype": "file_share",
+                        "user": BOT_USER, "bot_id": BOT_ID, "text": text, "ts": ts,
+                        "channel": channel, "channel_type": "im", "event_ts": ts,
+                        "files": answered});
+                    if let Some(thread) = &thread_ts {
+                        event["thread_ts"] = json!(thread);
+                    }
+                    let payload = event_callback(s, event);
+                    push(s, "events_api", payload);
+                }
+            }
+            ok(json!({"files": answered}))
+        }
+        "files.delete" => {
+            let id = body["file"].as_str().unwrap_or_default();
+            let Some(upload) = s.uploads.iter_mut().find(|u| u.file_id == id) else {
+                return error(200, "file_not_found", None);
+            };
+            if upload.deleted {
+                return error(200, "file_deleted", None);
+            }
+            upload.deleted = true;
+            for post in s
+                .posted
+                .iter_mut()
+                .filter(|p| p.files.iter().any(|f| f == id))
+            {
+                post.deleted = true;
+            }
+            ok(json!({}))
         }
         _ => error(200, "unknown_method", None),
     }
