@@ -185,7 +185,7 @@ fn serve_scripted(fake: &FakeTelegram, dir: &TestDir, turns: &[Value], extra: &s
         dir.workspace().display(),
     );
     HttpServe::start_with_env(
-        &dir,
+        dir,
         Some(&config),
         &["--channel", "telegram"],
         &[("TELEGRAM_BOT_TOKEN", TOKEN)],
