@@ -59,6 +59,11 @@ fn reply_part(event: &Event) -> Option<Cow<'_, str>> {
 /// and the whole as a file, where the platform takes files.
 pub(super) const LONG_REPLY_UNITS: usize = 3;
 
+/// The largest file a reply sends: within every platform's limit (Discord
+/// takes 10 MiB a message, with the form around it). A larger diff is named
+/// in its caption instead; a larger reply comes as its messages.
+const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
+
 /// What a run has for its reply so far: the text it wrote (with notices),
 /// and the changes its tool calls made to files.
 #[derive(Debug, Default)]
@@ -133,6 +138,12 @@ fn changes_file(changes: &[(String, String)]) -> Option<Unit> {
             text.push('\n');
         }
     }
+    if text.len() > MAX_FILE_BYTES {
+        return Some(Unit::plain(format!(
+            "{caption} (the diff, {}, is too large to attach)",
+            crate::core::session::human_bytes(text.len())
+        )));
+    }
     Some(Unit {
         text: caption,
         file: Some(OutFile {
@@ -148,7 +159,7 @@ fn changes_file(changes: &[(String, String)]) -> Option<Unit> {
 /// [`LONG_REPLY_UNITS`] messages as its first and the whole as `reply.md`;
 /// the run's changes as `changes.diff` after it.
 fn with_files(mut units: Vec<Unit>, body: &str, changes: &[(String, String)]) -> Vec<Unit> {
-    if units.len() > LONG_REPLY_UNITS {
+    if units.len() > LONG_REPLY_UNITS && body.len() <= MAX_FILE_BYTES {
         units.truncate(1);
         units.push(Unit {
             text: format!(
@@ -373,6 +384,16 @@ mod tests {
             with_files(units(1), "body", &many)[1].text,
             "Changes to 7 files: f0, f1, f2, f3, f4 and 2 more"
         );
+        // Past the size a chat takes: the diff named, the reply as messages.
+        let huge = [("big.txt".to_owned(), "+x\n".repeat(MAX_FILE_BYTES / 3 + 1))];
+        let named = with_files(units(1), "body", &huge);
+        assert!(named[1].file.is_none());
+        assert_eq!(
+            named[1].text,
+            "Changes to 1 file: big.txt (the diff, 8.0 MiB, is too large to attach)"
+        );
+        let body = "y".repeat(MAX_FILE_BYTES + 1);
+        assert_eq!(with_files(units(5), &body, &[]), units(5));
     }
 
     #[test]
