@@ -32,6 +32,7 @@
 //! platform id is the file id (`F…`: the completing call answers the file,
 //! not the message's `ts`), which a deletion removes with `files.delete`.
 
+mod commands;
 mod events;
 mod mrkdwn;
 mod socket;
@@ -919,7 +920,7 @@ impl Adapter for Slack {
 mod tests {
     use super::*;
 
-    fn slack() -> Slack {
+    pub(super) fn slack() -> Slack {
         let slack = Slack::new(
             "slack",
             SlackSettings {
