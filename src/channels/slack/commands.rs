@@ -129,7 +129,8 @@ mod tests {
 
     #[test]
     fn a_form_body_reads_as_the_envelope_payload() {
-        let body = b"command=%2Fpincer&text=model+gpt-4o&user_id=U1&channel_id=D1&trigger_id=1.2.abc";
+        let body =
+            b"command=%2Fpincer&text=model+gpt-4o&user_id=U1&channel_id=D1&trigger_id=1.2.abc";
         assert_eq!(
             form_fields(body),
             json!({"command": "/pincer", "text": "model gpt-4o", "user_id": "U1",
