@@ -73,17 +73,16 @@ impl Slack {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
         let payload: Option<Value> = if form {
-            let fields = super::commands::form_fields(body);
-            match &fields["payload"] {
+            let mut fields = super::commands::form_fields(body);
+            if let Some(payload) = fields["payload"].as_str() {
                 // An interaction: its JSON in the `payload` field.
-                Value::String(payload) => serde_json::from_str(payload).ok(),
+                serde_json::from_str(payload).ok()
+            } else if fields["command"].is_string() {
                 // A slash command: the fields themselves, given a type here.
-                _ if fields["command"].is_string() => {
-                    let mut command = fields;
-                    command["type"] = json!(SLASH_COMMAND);
-                    Some(command)
-                }
-                _ => None,
+                fields["type"] = json!(SLASH_COMMAND);
+                Some(fields)
+            } else {
+                None
             }
         } else {
             serde_json::from_slice(body).ok()
