@@ -10,7 +10,10 @@
 //! channel the bot answers only when mentioned (`<@BOT> …`), in a thread
 //! under the message that mentioned it (`thread_ts`), which is the
 //! conversation: a session per thread. `channels`, when set, are the only
-//! channels it answers in. Its own messages and edits are not read.
+//! channels it answers in. Its own messages and edits are not read. A
+//! slash command (`/pincer TEXT`, or one named as a chat command) is the
+//! chat command given in its direct message, or at a channel's top level
+//! (`commands`).
 //!
 //! **Sending.** Replies are `mrkdwn` (`mrkdwn`), cut at [`MAX_LEN`]
 //! characters; approvals and questions carry Block Kit buttons, whose
