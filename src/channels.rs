@@ -309,6 +309,7 @@ pub struct HttpRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpReply {
     pub status: u16,
+    /// The JSON answered; `null` answers an empty body.
     pub body: serde_json::Value,
 }
 

@@ -10,7 +10,10 @@
 //! channel the bot answers only when mentioned (`<@BOT> …`), in a thread
 //! under the message that mentioned it (`thread_ts`), which is the
 //! conversation: a session per thread. `channels`, when set, are the only
-//! channels it answers in. Its own messages and edits are not read.
+//! channels it answers in. Its own messages and edits are not read. A
+//! slash command (`/pincer TEXT`, or one named as a chat command) is the
+//! chat command given in its direct message, or at a channel's top level
+//! (`commands`).
 //!
 //! **Sending.** Replies are `mrkdwn` (`mrkdwn`), cut at [`MAX_LEN`]
 //! characters; approvals and questions carry Block Kit buttons, whose
@@ -32,6 +35,7 @@
 //! platform id is the file id (`F…`: the completing call answers the file,
 //! not the message's `ts`), which a deletion removes with `files.delete`.
 
+mod commands;
 mod events;
 mod mrkdwn;
 mod socket;
@@ -919,7 +923,7 @@ impl Adapter for Slack {
 mod tests {
     use super::*;
 
-    fn slack() -> Slack {
+    pub(super) fn slack() -> Slack {
         let slack = Slack::new(
             "slack",
             SlackSettings {

@@ -312,7 +312,16 @@ async fn handle(
     let (status, value) = channels
         .handle(name, endpoint.to_owned(), headers, body.to_vec())
         .await;
+    channel_reply(status, value)
+}
+
+/// A channel's answer: its JSON, or an empty body for `null` (a Slack
+/// slash command's acknowledgement, which Slack would show otherwise).
+fn channel_reply(status: u16, value: Value) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if value.is_null() {
+        return status.into_response();
+    }
     (status, axum::Json(value)).into_response()
 }
 
@@ -339,9 +348,7 @@ pub async fn serve_own_listener(
                         let (status, value) = ingress
                             .handle(name, endpoint.to_owned(), headers, body.to_vec())
                             .await;
-                        let status = StatusCode::from_u16(status)
-                            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                        (status, axum::Json(value)).into_response()
+                        channel_reply(status, value)
                     }
                     Err(rejection) => rejected(&rejection),
                 }

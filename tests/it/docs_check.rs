@@ -477,7 +477,9 @@ fn invocations(line: &str) -> Vec<Vec<Word>> {
         match rest {
             [program, args @ ..]
                 if !program.quoted
-                    && (program.text == "pincer" || program.text.ends_with("/pincer")) =>
+                    && (program.text == "pincer"
+                        // A path to the binary; `/pincer` alone is Slack's app command.
+                        || (program.text.ends_with("/pincer") && program.text != "/pincer")) =>
             {
                 found.push(args.to_vec());
             }
@@ -712,6 +714,7 @@ const OTHER_SLASHES: &[&str] = &[
     "resume", // CodeCompanion.nvim's own command (docs/editors.md)
     "name",   // a placeholder: "an unknown `/name`"
     "skill",  // the runtime's `/skill NAME` in every face (docs/skills.md)
+    "pincer", // Slack's app command `/pincer TEXT` (src/channels/slack/commands.rs)
 ];
 
 /// Top-level directories of a Linux file system (`/tmp`), and the

@@ -1137,3 +1137,196 @@ fn a_crash_while_a_file_is_shared_leaves_it_unknown_and_never_reuploaded() {
     assert_eq!(fake.shown(DM).len(), 2, "{:#?}", fake.shown(DM));
     dir.verify();
 }
+
+/// A Slack slash command (a `slash_commands` envelope) is the chat command:
+/// `/pincer usage` in a direct message answers the usage of the session
+/// typed messages there use; `/model`, registered as a command of its own,
+/// lists the models; `/pincer` alone is `/help`; an envelope sent again is
+/// answered once; in a channel, at its top level (Slack offers no slash
+/// command in a thread), and in a channel not listed, not at all.
+#[test]
+fn slash_commands_are_the_chat_commands() {
+    let fake = FakeSlack::start();
+    let dir = setup(&fake, "live_drafts = false\nchannels = [\"CTEAM\"]\n");
+    let script = dir.script("s.jsonl", &[json!([{"text": "Hello."}])]);
+    let _server = serve(&dir, &script);
+    fake.dm(ALICE, "hi");
+    fake.wait_for("the reply", WAIT, |f| f.texts(DM) == ["Hello."]);
+    let usage = |t: &String| t.contains("1 run,") && t.contains("tokens in");
+    let trigger = fake.slash(ALICE, DM, "/pincer", "usage");
+    fake.wait_for("the usage", WAIT, |f| f.texts(DM).iter().any(usage));
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    let acks = fake.envelopes();
+    let slash = acks.iter().find(|e| e.kind == "slash_commands").unwrap();
+    assert_eq!(slash.payload["trigger_id"], trigger.as_str());
+    // Slack sends it again: acknowledged, not answered again.
+    fake.replay(&trigger);
+    fake.wait_for("the replay acknowledged", WAIT, |f| {
+        all_acked(f)
+            && f.envelopes()
+                .iter()
+                .any(|e| e.kind == "slash_commands" && e.retry_attempt == 1)
+    });
+    fake.slash(ALICE, DM, "/model", "");
+    fake.wait_for("the models", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t.contains("(current)"))
+    });
+    fake.slash(ALICE, DM, "/pincer", "");
+    fake.wait_for("the help", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t.contains("/resume"))
+    });
+    settled(&fake, &dir);
+    assert_eq!(fake.texts(DM).iter().filter(|t| usage(t)).count(), 1);
+    assert!(fake.shown(DM).iter().all(|p| p.thread_ts.is_none()));
+
+    // In a channel: its top level, a conversation of its own.
+    fake.slash(ALICE, "COTHER", "/pincer", "usage");
+    fake.slash(ALICE, "CTEAM", "/pincer", "usage");
+    fake.wait_for("the usage in the channel", WAIT, |f| {
+        f.shown("CTEAM")
+            .iter()
+            .any(|p| p.text.starts_with("No session yet") && p.thread_ts.is_none())
+    });
+    settled(&fake, &dir);
+    assert!(fake.shown("COTHER").is_empty());
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+}
+
+/// A slash command of a sender not allowed is a message of theirs: told
+/// how to pair, not answered; `/pincer pair CODE` pairs them, and their
+/// next command is answered.
+#[test]
+fn a_strangers_slash_command_is_refused_as_their_message_would_be() {
+    let fake = FakeSlack::start();
+    let dir = setup(
+        &fake,
+        "live_drafts = false\npairing_code_env = \"MY_CODE\"\n",
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
+    let _server = HttpServe::start_with_env(
+        &dir,
+        None,
+        &[
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_APP_TOKEN", APP_TOKEN),
+            ("MY_CODE", "s3cret-code"),
+        ],
+    );
+    let (bob, bob_dm) = ("UBOB", "DUBOB");
+    fake.slash(bob, bob_dm, "/pincer", "usage");
+    fake.wait_for("the refusal", WAIT, |f| {
+        f.texts(bob_dm)
+            .iter()
+            .any(|t| t.contains("You are not allowed"))
+    });
+    fake.wait_for("every envelope acknowledged", WAIT, all_acked);
+    assert!(!fake.texts(bob_dm).iter().any(|t| t.contains("session")));
+    fake.slash(bob, bob_dm, "/pincer", "pair s3cret-code");
+    fake.wait_for("paired", WAIT, |f| {
+        f.texts(bob_dm).iter().any(|t| t.starts_with("Paired."))
+    });
+    fake.slash(bob, bob_dm, "/usage", "");
+    fake.wait_for("the usage", WAIT, |f| {
+        f.texts(bob_dm)
+            .iter()
+            .any(|t| t.starts_with("No session yet"))
+    });
+}
+
+/// [`post_event_to`]'s request with a form body, signed the same way, as
+/// Slack POSTs a slash command to its Request URL.
+fn post_form(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    let tag = ring::hmac::sign(&key, format!("v0:{at}:{body}").as_bytes());
+    let signature = format!("v0={}", hex::encode(tag.as_ref()));
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /channels/slack/events HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/x-www-form-urlencoded\r\n\
+         x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Over the Events API a slash command is a signed form POST to the same
+/// endpoint: a bad signature refused `401`, a signed one answered `200`
+/// with an empty body (Slack would show any body) and the answer posted;
+/// sent again, answered once.
+#[test]
+fn a_signed_slash_command_over_the_events_api_is_answered() {
+    let fake = FakeSlack::start();
+    let dir = setup(
+        &fake,
+        "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
+    );
+    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
+    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let server = HttpServe::start_with_env(
+        &dir,
+        None,
+        &[
+            "--channel",
+            "slack",
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_SIGNING_SECRET", secret),
+        ],
+    );
+    let addr = server.addr.clone();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let (form, _trigger) = fake.slash_form(ALICE, DM, "/pincer", "model");
+    assert_eq!(post_form(&addr, "not-the-secret", now, &form).0, 401);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(fake.calls("chat.postMessage").is_empty());
+    // The hub may still be starting (503, which Slack would not retry for a
+    // command, but the test may).
+    let deadline = Instant::now() + WAIT;
+    let answer = loop {
+        let answer = post_form(&addr, secret, now, &form);
+        if answer.0 != 503 || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(answer, (200, String::new()));
+    fake.wait_for("the models", WAIT, |f| {
+        f.texts(DM).iter().any(|t| t.contains("(current)"))
+    });
+    assert_eq!(post_form(&addr, secret, now, &form), (200, String::new()));
+    settled(&fake, &dir);
+    assert_eq!(fake.texts(DM).len(), 1, "{:?}", fake.texts(DM));
+    // Neither an interaction nor a command nor JSON: refused.
+    assert_eq!(post_form(&addr, secret, now, "text=hello").0, 400);
+}

@@ -1,5 +1,6 @@
-//! The HTTP Events API: Slack POSTs events (JSON) and interactions (a form
-//! with a `payload` field) to the app's Request URL, which is
+//! The HTTP Events API: Slack POSTs events (JSON), interactions (a form
+//! with a `payload` field) and slash commands (a form with a `command`
+//! field) to the app's Request URLs, which are
 //! `/channels/NAME/events` on `pincer serve --http` (the HTTP face's one
 //! listener, behind the operator's HTTPS proxy). Each request is checked
 //! first: `X-Slack-Request-Timestamp` within five minutes of now and
@@ -7,7 +8,8 @@
 //! signing secret, compared in constant time; anything else is `401`. A
 //! `url_verification` is answered with its `challenge`. An event is
 //! answered `200` once recorded, `503` when it could not be (Slack sends
-//! it again; the hub recognises a repeat).
+//! it again; the hub recognises a repeat); a slash command `200` with an
+//! empty body, which Slack shows nothing of.
 
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -21,6 +23,8 @@ pub const ENDPOINT: &str = "events";
 const WINDOW_SECS: i64 = 300;
 /// The largest request taken.
 const BODY_LIMIT: usize = 1 << 20;
+/// The type a slash command's form is given here (Slack's has none).
+const SLASH_COMMAND: &str = "slash_command";
 
 /// Whether `headers` sign `body` with `key` at a time within the window of `now`.
 fn verified(
@@ -69,14 +73,25 @@ impl Slack {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
         let payload: Option<Value> = if form {
-            form_urlencoded::parse(body)
-                .find(|(name, _)| name == "payload")
-                .and_then(|(_, value)| serde_json::from_str(&value).ok())
+            let mut fields = super::commands::form_fields(body);
+            if let Some(payload) = fields["payload"].as_str() {
+                // An interaction: its JSON in the `payload` field.
+                serde_json::from_str(payload).ok()
+            } else if fields["command"].is_string() {
+                // A slash command: the fields themselves, given a type here.
+                fields["type"] = json!(SLASH_COMMAND);
+                Some(fields)
+            } else {
+                None
+            }
         } else {
             serde_json::from_slice(body).ok()
         };
         let Some(payload) = payload else {
-            return HttpReply::error(400, "not an event or an interaction payload");
+            return HttpReply::error(
+                400,
+                "not an event, an interaction or a slash command payload",
+            );
         };
         let kind = payload["type"].as_str().unwrap_or_default();
         if kind == "url_verification" {
@@ -93,6 +108,7 @@ impl Slack {
         let inbound: Option<Inbound> = match kind {
             "event_callback" => self.normalize_event(&payload),
             "block_actions" => self.normalize_action(&payload),
+            SLASH_COMMAND => self.normalize_command(&payload),
             _ => None,
         };
         if let Some(inbound) = inbound
@@ -100,6 +116,11 @@ impl Slack {
         {
             tracing::warn!(%reason, "Slack event not recorded; Slack will send it again");
             return HttpReply::error(503, "not recorded: send it again");
+        }
+        if kind == SLASH_COMMAND {
+            // An empty body: Slack shows whatever a command's answer says
+            // (`{}` too); the reply comes as a message of its own.
+            return HttpReply::new(200, Value::Null);
         }
         HttpReply::new(200, json!({"ok": true}))
     }

@@ -1,6 +1,6 @@
 //! Socket Mode: `apps.connections.open` (with the app-level token) gives a
 //! WebSocket URL; Slack says `hello`, then sends envelopes (`events_api`,
-//! `interactive`), each acknowledged by sending back its `envelope_id`
+//! `interactive`, `slash_commands`), each acknowledged by sending back its `envelope_id`
 //! once the hub has recorded what it carries (an envelope not acknowledged
 //! is sent again, and the hub recognises it). A `disconnect` envelope
 //! (`refresh_requested`, `warning`) asks for a new connection: it is opened
@@ -272,6 +272,7 @@ impl Connection {
         let inbound: Option<Inbound> = match kind {
             "events_api" => self.slack.normalize_event(payload),
             "interactive" => self.slack.normalize_action(payload),
+            "slash_commands" => self.slack.normalize_command(payload),
             _ => None,
         };
         if let Some(inbound) = inbound {

@@ -11,10 +11,13 @@
 //! `channel_id`, `thread_ts` and `initial_comment`, answering the files)
 //! and `files.delete`; and Socket Mode: the
 //! WebSocket `apps.connections.open` names, which says `hello`, then sends
-//! envelopes (`{"envelope_id", "type": "events_api" | "interactive",
-//! "payload", "accepts_response_payload", "retry_attempt",
-//! "retry_reason"}`), each outstanding until the app sends back
-//! `{"envelope_id"}`; one not acknowledged when its connection drops is
+//! envelopes (`{"envelope_id", "type": "events_api" | "interactive" |
+//! "slash_commands", "payload", "accepts_response_payload",
+//! "retry_attempt", "retry_reason"}`; a slash command's payload the fields
+//! Slack also POSTs form-encoded to a command's Request URL: `command`,
+//! `text`, `user_id`, `user_name`, `channel_id`, `channel_name`,
+//! `team_id`, `trigger_id`, `response_url`, `api_app_id`, …), each
+//! outstanding until the app sends back `{"envelope_id"}`; one not acknowledged when its connection drops is
 //! sent again on the next connection, as Slack retries. Like Slack, it
 //! echoes the bot's own posts in a direct message as `message` events.
 //!
@@ -307,15 +310,51 @@ impl FakeSlack {
         });
     }
 
-    /// Sends the envelope of the event with this `ts` again, as Slack
-    /// retries one (a new envelope id, the next `retry_attempt`).
+    /// `user` gives the slash command `command` with `text` in `channel`
+    /// (a `slash_commands` envelope); returns its `trigger_id`.
+    pub fn slash(&self, user: &str, channel: &str, command: &str, text: &str) -> String {
+        self.with(|s| {
+            let payload = slash_payload(s, user, channel, command, text);
+            let trigger = payload["trigger_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            push(s, "slash_commands", payload);
+            trigger
+        })
+    }
+
+    /// The form body Slack POSTs to a command's Request URL
+    /// (`application/x-www-form-urlencoded`, the same fields as the
+    /// envelope's payload), and its `trigger_id`.
+    pub fn slash_form(
+        &self,
+        user: &str,
+        channel: &str,
+        command: &str,
+        text: &str,
+    ) -> (String, String) {
+        self.with(|s| {
+            let payload = slash_payload(s, user, channel, command, text);
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            for (name, value) in payload.as_object().unwrap() {
+                form.append_pair(name, value.as_str().unwrap());
+            }
+            let trigger = payload["trigger_id"].as_str().unwrap().to_owned();
+            (form.finish(), trigger)
+        })
+    }
+
+    /// Sends the envelope of the event with this `ts` (or of the slash
+    /// command with this `trigger_id`) again, as Slack retries one (a new
+    /// envelope id, the next `retry_attempt`).
     pub fn replay(&self, ts: &str) {
         self.with(|s| {
             let old = s
                 .envelopes
                 .iter()
                 .rev()
-                .find(|e| e.payload["event"]["ts"] == ts)
+                .find(|e| e.payload["event"]["ts"] == ts || e.payload["trigger_id"] == ts)
                 .cloned()
                 .expect("no such event");
             s.next_id += 1;
@@ -496,6 +535,23 @@ fn next_ts(s: &mut State) -> String {
     format!("{}.{:06}", s.next_ts / 1_000_000, s.next_ts % 1_000_000)
 }
 
+/// A slash command's payload as Slack documents it: every value a string.
+fn slash_payload(s: &mut State, user: &str, channel: &str, command: &str, text: &str) -> Value {
+    s.next_id += 1;
+    let trigger = format!("{}.100.{:032x}", 13_345_224_609u64 + s.next_id, s.next_id);
+    let channel_name = if channel.starts_with('D') {
+        "directmessage"
+    } else {
+        "general"
+    };
+    json!({"token": "verification-token", "team_id": "T100", "team_domain": "fake",
+        "channel_id": channel, "channel_name": channel_name, "user_id": user,
+        "user_name": user.to_lowercase(), "command": command, "text": text,
+        "api_app_id": "A100", "is_enterprise_install": "false",
+        "response_url": format!("https://hooks.slack.invalid/commands/T100/{}/x", s.next_id),
+        "trigger_id": trigger})
+}
+
 fn event_callback(s: &mut State, event: Value) -> Value {
     s.next_id += 1;
     json!({"token": "verification-token", "team_id": "T100", "api_app_id": "A100",
@@ -543,7 +599,9 @@ fn deliver(s: &mut State) {
         envelope.sent_on = Some(id);
         envelope.sent_at = Some(Instant::now());
         let frame = json!({"envelope_id": envelope.envelope_id, "type": envelope.kind,
-            "payload": envelope.payload, "accepts_response_payload": false,
+            "payload": envelope.payload,
+            // Slack takes a response payload in a slash command's acknowledgement.
+            "accepts_response_payload": envelope.kind == "slash_commands",
             "retry_attempt": envelope.retry_attempt,
             "retry_reason": if envelope.retry_attempt > 0 { "timeout" } else { "" }});
         let _ = tx.send(Command::Text(frame.to_string()));
