@@ -554,6 +554,20 @@ fn post_event(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
 
 /// [`post_event`] at `path`.
 fn post_event_to(addr: &str, path: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
+    post_signed(addr, path, "application/json", secret, at, body)
+}
+
+/// One POST of `body` as `content_type`, signed as Slack signs its
+/// requests (`v0:TIMESTAMP:BODY`, HMAC-SHA256 with the signing secret):
+/// the status and the body answered.
+fn post_signed(
+    addr: &str,
+    path: &str,
+    content_type: &str,
+    secret: &str,
+    at: i64,
+    body: &str,
+) -> (u16, String) {
     use std::io::{Read as _, Write as _};
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
     let tag = ring::hmac::sign(&key, format!("v0:{at}:{body}").as_bytes());
@@ -561,7 +575,7 @@ fn post_event_to(addr: &str, path: &str, secret: &str, at: i64, body: &str) -> (
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: {content_type}\r\n\
          x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
          content-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
@@ -581,15 +595,18 @@ fn post_event_to(addr: &str, path: &str, secret: &str, at: i64, body: &str) -> (
     (status, body)
 }
 
-#[test]
-fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
-    let fake = FakeSlack::start();
+/// The signing secret the Events API tests give Pincer.
+const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+
+/// `pincer serve --http --channel slack` receiving the Events API (signed
+/// with [`SIGNING_SECRET`]) with the scripted model answering `turns`;
+/// and now, in seconds since the epoch.
+fn serve_events(fake: &FakeSlack, turns: &[Value]) -> (TestDir, HttpServe, i64) {
     let dir = setup(
-        &fake,
+        fake,
         "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
     );
-    let script = dir.script("s.jsonl", &[json!([{"text": "Heard you."}])]);
-    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let script = dir.script("s.jsonl", turns);
     let server = HttpServe::start_with_env(
         &dir,
         None,
@@ -603,14 +620,21 @@ fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
         ],
         &[
             ("SLACK_BOT_TOKEN", BOT_TOKEN),
-            ("SLACK_SIGNING_SECRET", secret),
+            ("SLACK_SIGNING_SECRET", SIGNING_SECRET),
         ],
     );
-    let addr = server.addr.clone();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
+    (dir, server, now)
+}
+
+#[test]
+fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
+    let fake = FakeSlack::start();
+    let (dir, server, now) = serve_events(&fake, &[json!([{"text": "Heard you."}])]);
+    let (addr, secret) = (server.addr.clone(), SIGNING_SECRET);
     let verification = r#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
     assert_eq!(
         post_event(&addr, secret, now, verification),
@@ -647,7 +671,7 @@ fn the_events_api_takes_only_fresh_requests_signed_with_the_secret() {
 fn the_events_api_is_received_on_a_listener_of_its_own() {
     use std::io::{Read as _, Write as _};
     let fake = FakeSlack::start();
-    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
+    let secret = SIGNING_SECRET;
     let env = [
         ("SLACK_BOT_TOKEN", BOT_TOKEN),
         ("SLACK_SIGNING_SECRET", secret),
@@ -1241,35 +1265,17 @@ fn a_strangers_slash_command_is_refused_as_their_message_would_be() {
     });
 }
 
-/// [`post_event_to`]'s request with a form body, signed the same way, as
-/// Slack POSTs a slash command to its Request URL.
+/// [`post_signed`] with a form body, as Slack POSTs a slash command to
+/// its Request URL.
 fn post_form(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
-    use std::io::{Read as _, Write as _};
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-    let tag = ring::hmac::sign(&key, format!("v0:{at}:{body}").as_bytes());
-    let signature = format!("v0={}", hex::encode(tag.as_ref()));
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "POST /channels/slack/events HTTP/1.1\r\nhost: {addr}\r\n\
-         content-type: application/x-www-form-urlencoded\r\n\
-         x-slack-request-timestamp: {at}\r\nx-slack-signature: {signature}\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
+    post_signed(
+        addr,
+        "/channels/slack/events",
+        "application/x-www-form-urlencoded",
+        secret,
+        at,
+        body,
     )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
 }
 
 /// Over the Events API a slash command is a signed form POST to the same
@@ -1279,33 +1285,8 @@ fn post_form(addr: &str, secret: &str, at: i64, body: &str) -> (u16, String) {
 #[test]
 fn a_signed_slash_command_over_the_events_api_is_answered() {
     let fake = FakeSlack::start();
-    let dir = setup(
-        &fake,
-        "live_drafts = false\nsigning_secret_env = \"SLACK_SIGNING_SECRET\"\n",
-    );
-    let script = dir.script("s.jsonl", &[json!([{"text": "unused"}])]);
-    let secret = "8f742231b10e8888abcd99yyyzzz85a5";
-    let server = HttpServe::start_with_env(
-        &dir,
-        None,
-        &[
-            "--channel",
-            "slack",
-            "--provider",
-            "scripted",
-            "--script",
-            script.to_str().unwrap(),
-        ],
-        &[
-            ("SLACK_BOT_TOKEN", BOT_TOKEN),
-            ("SLACK_SIGNING_SECRET", secret),
-        ],
-    );
-    let addr = server.addr.clone();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let (dir, server, now) = serve_events(&fake, &[json!([{"text": "unused"}])]);
+    let (addr, secret) = (server.addr.clone(), SIGNING_SECRET);
     let (form, _trigger) = fake.slash_form(ALICE, DM, "/pincer", "model");
     assert_eq!(post_form(&addr, "not-the-secret", now, &form).0, 401);
     std::thread::sleep(Duration::from_millis(300));
