@@ -426,8 +426,9 @@ pub trait Adapter: Send + Sync + 'static {
     }
     /// The bytes of a file a person attached, through the platform's
     /// download API; at most `limit` bytes, refused as
-    /// [`FetchError::TooLarge`] before downloading where the platform says
-    /// the size. The default: the platform's files cannot be fetched.
+    /// [`FetchError::TooLarge`] past it (the hub has already left out a
+    /// file whose declared size is larger). The default: the platform's
+    /// files cannot be fetched.
     fn fetch<'a>(
         &'a self,
         _attachment: &'a Attachment,

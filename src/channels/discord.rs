@@ -376,12 +376,7 @@ impl Adapter for Discord {
         attachment: &'a Attachment,
         limit: u64,
     ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
-        Box::pin(async move {
-            if attachment.size.is_some_and(|size| size > limit) {
-                return Err(FetchError::TooLarge { limit });
-            }
-            self.rest.download(&attachment.reference, limit).await
-        })
+        Box::pin(self.rest.download(&attachment.reference, limit))
     }
 
     /// A channel id (a guild's text channel, or a direct message's).

@@ -736,12 +736,7 @@ impl Adapter for Slack {
         attachment: &'a Attachment,
         limit: u64,
     ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
-        Box::pin(async move {
-            if attachment.size.is_some_and(|size| size > limit) {
-                return Err(FetchError::TooLarge { limit });
-            }
-            self.download(&attachment.reference, limit).await
-        })
+        Box::pin(self.download(&attachment.reference, limit))
     }
 
     /// `mrkdwn` in messages of at most [`MAX_LEN`] characters of it, the

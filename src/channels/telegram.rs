@@ -460,12 +460,7 @@ impl Adapter for Telegram {
         attachment: &'a Attachment,
         limit: u64,
     ) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
-        Box::pin(async move {
-            if attachment.size.is_some_and(|size| size > limit) {
-                return Err(FetchError::TooLarge { limit });
-            }
-            self.download(&attachment.reference, limit).await
-        })
+        Box::pin(self.download(&attachment.reference, limit))
     }
 
     /// HTML (Telegram's dialect) in messages of at most 4096 UTF-16 code

@@ -213,6 +213,17 @@ impl Hub {
         compose(messages, taken)
     }
 
+    /// A file's bytes through the adapter, at most `limit`: one the
+    /// platform says is larger is not downloaded at all.
+    async fn fetch(&self, attachment: &Attachment, limit: u64) -> Result<Vec<u8>, String> {
+        let fetched = if attachment.size.is_some_and(|size| size > limit) {
+            Err(FetchError::TooLarge { limit })
+        } else {
+            self.adapter.fetch(attachment, limit).await
+        };
+        fetched.map_err(|err| fetch_failure(&err))
+    }
+
     /// One file as a prompt part, or why it stays a name.
     async fn take(&self, attachment: &Attachment, takes_images: bool) -> Taken {
         let uri = format!("attachment:{}", label(attachment));
@@ -221,19 +232,11 @@ impl Hub {
                 Err("not sent (the session's model does not take images)".to_owned())
             }
             Kind::Image => {
-                let bytes = self
-                    .adapter
-                    .fetch(attachment, MAX_IMAGE_BYTES as u64)
-                    .await
-                    .map_err(|err| fetch_failure(&err))?;
+                let bytes = self.fetch(attachment, MAX_IMAGE_BYTES as u64).await?;
                 image_part(&bytes, Some(uri)).map_err(|err| format!("not sent ({err})"))
             }
             Kind::Text => {
-                let bytes = self
-                    .adapter
-                    .fetch(attachment, MAX_TEXT_BYTES)
-                    .await
-                    .map_err(|err| fetch_failure(&err))?;
+                let bytes = self.fetch(attachment, MAX_TEXT_BYTES).await?;
                 let text =
                     String::from_utf8(bytes).map_err(|_| "not sent (not UTF-8 text)".to_owned())?;
                 Ok(ContentPart::Resource {
